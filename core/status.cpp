@@ -1,0 +1,46 @@
+#include "core/status.h"
+
+namespace voxseg {
+
+const char* statusCodeName(StatusCode code) {
+    switch (code) {
+        case StatusCode::kOk:
+            return "ok";
+        case StatusCode::kInvalidArgument:
+            return "invalid argument";
+        case StatusCode::kNotFound:
+            return "not found";
+        case StatusCode::kIoError:
+            return "I/O error";
+        case StatusCode::kCorruptData:
+            return "corrupt data";
+        case StatusCode::kUnsupported:
+            return "unsupported";
+        case StatusCode::kAmbiguous:
+            return "ambiguous";
+        case StatusCode::kOutOfMemory:
+            return "out of memory";
+        case StatusCode::kCancelled:
+            return "cancelled";
+        case StatusCode::kDeviceError:
+            return "device error";
+        case StatusCode::kFailedPrecondition:
+            return "failed precondition";
+        case StatusCode::kInternal:
+            return "internal error";
+    }
+    return "unknown";
+}
+
+std::string Status::toString() const {
+    if (isOk()) return "ok";
+    if (subject_.empty()) return message_;
+    return subject_ + ": " + message_;
+}
+
+Status Status::withContext(const std::string& context) const {
+    if (isOk()) return *this;
+    return Status(code_, context + ": " + message_, subject_);
+}
+
+}  // namespace voxseg

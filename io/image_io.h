@@ -1,0 +1,33 @@
+// Reading and writing NIfTI (.nii, .nii.gz), NRRD (.nrrd, .nhdr) and MetaImage (.mha, .mhd)
+// through ITK, with exact geometry round trips (LPS inside voxseg; ITK converts to RAS for NIfTI).
+// Writes are atomic: to a temporary name in the target folder, then renamed, so an existing file
+// is never half-overwritten. .nii.gz is compressed in parallel (libdeflate), not by
+// single-threaded zlib. Thread safety: reentrant.
+#pragma once
+
+#include "core/progress.h"
+#include "core/status.h"
+#include "core/volume.h"
+
+#include <string>
+
+namespace voxseg::io {
+
+enum class ImageFormat { kUnknown, kNifti, kNiftiGz, kNrrd, kMetaImage };
+
+// From the file name's extension.
+ImageFormat imageFormatFromPath(const std::string& path);
+bool isImageFile(const std::string& path);
+
+Result<Volume> readImage(const std::string& path, const Progress& progress = {});
+
+struct ImageWriteOptions {
+    int compression_level = 6;  // deflate level for .nii.gz / compressed NRRD/MHA
+    int threads = 0;            // 0 = all cores
+    bool overwrite = true;      // false: fail if the file exists
+};
+
+Status writeImage(const Volume& volume, const std::string& path,
+                  const ImageWriteOptions& options = {}, const Progress& progress = {});
+
+}  // namespace voxseg::io

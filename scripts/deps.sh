@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages voxseg needs, only those missing (needs root or sudo).
+# VOXSEG_HEADLESS=1 skips Qt and X (batch servers).
+set -euo pipefail
+pkgs=(build-essential cmake ninja-build pkg-config ccache git
+      libinsighttoolkit5-dev libfftw3-dev libdcmtk-dev libdnnl-dev ocl-icd-opencl-dev
+      nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev zlib1g-dev libdeflate-dev
+      libopenjp2-7-dev libgtest-dev libgmock-dev libbenchmark-dev libonnx-dev libprotobuf-dev
+      protobuf-compiler dcmtk dcm2niix dicom3tools libgdcm-tools clang libclang-rt-14-dev)
+if [ "${VOXSEG_HEADLESS:-0}" != 1 ]; then
+  pkgs+=(qt6-base-dev libqt6opengl6-dev xvfb xauth)
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,44 @@
+#include "core/geometry.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace voxseg {
+namespace {
+
+constexpr double kTol = 1e-9;
+
+TEST(Geometry, IndexToPhysicalAndBackRoundTrip) {
+    Geometry g;
+    g.size = {10, 20, 30};
+    g.spacing = {0.5, 0.75, 2.0};
+    g.origin = {-10, 20, 5};
+    // Sagittal: i -> posterior (+y), j -> inferior (-z), k -> left (+x).
+    g.direction = {0, 0, 1, 1, 0, 0, 0, -1, 0};
+    const Vec3 p = g.indexToPhysical({2, 3, 4});
+    EXPECT_NEAR(p[0], -10 + 4 * 2.0, kTol);
+    EXPECT_NEAR(p[1], 20 + 2 * 0.5, kTol);
+    EXPECT_NEAR(p[2], 5 - 3 * 0.75, kTol);
+    const Vec3 idx = g.physicalToIndex(p);
+    EXPECT_NEAR(idx[0], 2, kTol);
+    EXPECT_NEAR(idx[1], 3, kTol);
+    EXPECT_NEAR(idx[2], 4, kTol);
+    EXPECT_EQ(g.orientationCode(), "PIL");
+    EXPECT_NEAR(g.obliquityDegrees(), 0.0, 1e-9);
+}
+
+TEST(Geometry, ObliquityAndOrientationOfTiltedAxes) {
+    Geometry g;
+    const double a = 18.5 * M_PI / 180.0;
+    g.direction = {1, 0, 0, 0, std::cos(a), -std::sin(a), 0, std::sin(a), std::cos(a)};
+    EXPECT_EQ(g.orientationCode(), "LPS");
+    EXPECT_NEAR(g.obliquityDegrees(), 18.5, 1e-9);
+    Geometry h = g;
+    EXPECT_TRUE(g.approxEqual(h));
+    h.origin[2] += 0.01;
+    EXPECT_FALSE(g.approxEqual(h));
+}
+
+}  // namespace
+}  // namespace voxseg
