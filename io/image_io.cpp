@@ -1,0 +1,422 @@
+#include "io/image_io.h"
+
+#include "core/atomic_file.h"
+#include "core/log.h"
+#include "io/nifti_gz_writer.h"
+
+#include <itkCommand.h>
+#include <itkImageFileReader.h>
+#include <itkImageFileWriter.h>
+#include <itkImageIOBase.h>
+#include <itkImageIOFactory.h>
+#include <itkMetaImageIO.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <future>
+#include <limits>
+#include <random>
+
+namespace voxseg::io {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kComponent = "io.image";
+// MetaImage writes doubles with 6 significant digits unless told: enough to lose 1e-4 mm.
+constexpr unsigned kMetaImageDoublePrecision = 17;
+
+std::string lower(std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return s;
+}
+
+bool endsWith(const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() &&
+           s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Forwards ITK's progress events to a voxseg Progress.
+class ProgressForwarder : public itk::Command {
+  public:
+    using Self = ProgressForwarder;
+    using Pointer = itk::SmartPointer<Self>;
+    itkNewMacro(Self);
+    void set(const Progress* progress, const char* stage) {
+        progress_ = progress;
+        stage_ = stage;
+    }
+    void Execute(itk::Object* caller, const itk::EventObject& event) override {
+        Execute(static_cast<const itk::Object*>(caller), event);
+    }
+    void Execute(const itk::Object* caller, const itk::EventObject& event) override {
+        if (!progress_ || !itk::ProgressEvent().CheckEvent(&event)) return;
+        const auto* process = dynamic_cast<const itk::ProcessObject*>(caller);
+        if (process) progress_->report(process->GetProgress(), stage_);
+    }
+
+  private:
+    const Progress* progress_ = nullptr;
+    const char* stage_ = "";
+};
+
+template <typename T>
+Result<Volume> readTyped(const std::string& path, itk::ImageIOBase* image_io,
+                         const Progress& progress) {
+    using Reader = itk::ImageFileReader<Image3<T>>;
+    auto reader = Reader::New();
+    reader->SetFileName(path);
+    reader->SetImageIO(image_io);
+    auto forwarder = ProgressForwarder::New();
+    forwarder->set(&progress, "reading image");
+    reader->AddObserver(itk::ProgressEvent(), forwarder);
+    try {
+        reader->Update();
+    } catch (const itk::ExceptionObject& e) {
+        return corruptData(std::string("cannot read image: ") + e.GetDescription(), path);
+    } catch (const std::bad_alloc&) {
+        return Status(StatusCode::kOutOfMemory, "out of memory reading image", path);
+    }
+    typename Image3<T>::Pointer image = reader->GetOutput();
+    image->DisconnectPipeline();
+    VolumeInfo info;
+    info.source = path;
+    return Volume::fromImage<T>(image, std::move(info));
+}
+
+// 64-bit integer files (numpy's default int64 label maps saved by nibabel) have no voxseg pixel
+// type: they come in as float64 and go to int32 when every value fits exactly.
+Volume narrowWideIntegers(Volume v) {
+    const double* p = v.data<double>();
+    const int64_t n = v.geometry().voxelCount();
+    for (int64_t i = 0; i < n; ++i) {
+        if (p[i] != std::floor(p[i]) || p[i] < std::numeric_limits<int32_t>::min() ||
+            p[i] > std::numeric_limits<int32_t>::max()) {
+            v.info().warnings.push_back(
+                "64-bit integer voxels outside the int32 range: kept as float64");
+            return v;
+        }
+    }
+    return v.castTo(PixelType::kInt32);
+}
+
+template <typename T>
+Status writeWithItk(const Volume& volume, const std::string& path, ImageFormat format,
+                    const Progress& progress) {
+    using Writer = itk::ImageFileWriter<Image3<T>>;
+    auto writer = Writer::New();
+    writer->SetFileName(path);
+    writer->SetInput(volume.image<T>());
+    writer->SetUseCompression(false);
+    if (format == ImageFormat::kMetaImage) {
+        auto meta = itk::MetaImageIO::New();
+        meta->SetDoublePrecision(kMetaImageDoublePrecision);
+        writer->SetImageIO(meta);
+    }
+    auto forwarder = ProgressForwarder::New();
+    forwarder->set(&progress, "writing image");
+    writer->AddObserver(itk::ProgressEvent(), forwarder);
+    try {
+        writer->Update();
+    } catch (const itk::ExceptionObject& e) {
+        return ioError(std::string("cannot write image: ") + e.GetDescription(), path);
+    } catch (const std::bad_alloc&) {
+        return Status(StatusCode::kOutOfMemory, "out of memory writing image", path);
+    }
+    return Status::ok();
+}
+
+Status writeDispatch(const Volume& volume, const std::string& path, ImageFormat format,
+                     const Progress& progress) {
+    switch (volume.pixelType()) {
+        case PixelType::kUInt8:
+            return writeWithItk<uint8_t>(volume, path, format, progress);
+        case PixelType::kInt8:
+            return writeWithItk<int8_t>(volume, path, format, progress);
+        case PixelType::kUInt16:
+            return writeWithItk<uint16_t>(volume, path, format, progress);
+        case PixelType::kInt16:
+            return writeWithItk<int16_t>(volume, path, format, progress);
+        case PixelType::kUInt32:
+            return writeWithItk<uint32_t>(volume, path, format, progress);
+        case PixelType::kInt32:
+            return writeWithItk<int32_t>(volume, path, format, progress);
+        case PixelType::kFloat32:
+            return writeWithItk<float>(volume, path, format, progress);
+        case PixelType::kFloat64:
+            return writeWithItk<double>(volume, path, format, progress);
+    }
+    return internalError("unknown pixel type", path);
+}
+
+// ITK 5.2's NIfTI reader zero-fills what a truncated file lacks and reports success. The bytes
+// the header promises (vox_offset + dim product * bitpix) are checked here: for .nii against the
+// file size, for .nii.gz by inflating the whole stream (all gzip members, CRC-checked by zlib),
+// which the caller runs on a second thread while ITK reads.
+Status checkNiftiComplete(const std::string& path) {
+    gzFile f = gzopen(path.c_str(), "rb");
+    if (f == nullptr) return ioError("cannot open", path);
+    struct Closer {
+        gzFile f;
+        ~Closer() { gzclose(f); }
+    } closer{f};
+    unsigned char hdr[348];
+    if (gzread(f, hdr, sizeof hdr) != static_cast<int>(sizeof hdr))
+        return corruptData("NIfTI header is truncated (under 348 bytes)", path);
+    auto rd16 = [&](int off, bool swap) {
+        uint16_t v =
+            swap ? uint16_t(hdr[off] << 8 | hdr[off + 1]) : uint16_t(hdr[off + 1] << 8 | hdr[off]);
+        return static_cast<int16_t>(v);
+    };
+    auto rd32 = [&](int off, bool swap) {
+        uint32_t v = 0;
+        for (int i = 0; i < 4; ++i) v = v << 8 | hdr[swap ? off + i : off + 3 - i];
+        return v;
+    };
+    bool swap = false;
+    if (rd32(0, false) != 348) {
+        if (rd32(0, true) != 348) return Status::ok();  // not NIfTI-1: nothing to check here
+        swap = true;
+    }
+    const int ndim = rd16(40, swap);
+    if (ndim < 1 || ndim > 7)
+        return corruptData("NIfTI header has dim[0] = " + std::to_string(ndim), path);
+    int64_t voxels = 1;
+    for (int d = 1; d <= ndim; ++d) voxels *= std::max<int16_t>(1, rd16(40 + 2 * d, swap));
+    const int bitpix = rd16(72, swap);
+    const uint32_t off_bits = rd32(108, swap);
+    float vox_offset = 0;
+    std::memcpy(&vox_offset, &off_bits, sizeof vox_offset);
+    const int64_t needed =
+        std::max<int64_t>(352, static_cast<int64_t>(vox_offset)) + voxels * bitpix / 8;
+    int64_t have = 0;
+    if (imageFormatFromPath(path) == ImageFormat::kNifti) {
+        std::error_code ec;
+        have = static_cast<int64_t>(fs::file_size(path, ec));
+    } else {
+        have = sizeof hdr;
+        std::vector<unsigned char> buf(1 << 20);
+        for (;;) {
+            const int n = gzread(f, buf.data(), static_cast<unsigned>(buf.size()));
+            if (n < 0) {
+                int errnum = 0;
+                const char* msg = gzerror(f, &errnum);
+                return corruptData(std::string("gzip stream is damaged: ") + (msg ? msg : "?"),
+                                   path);
+            }
+            if (n == 0) break;
+            have += n;
+        }
+        int errnum = 0;
+        gzerror(f, &errnum);
+        if (errnum != Z_OK && errnum != Z_BUF_ERROR)
+            return corruptData("gzip stream is damaged", path);
+        if (errnum == Z_BUF_ERROR && have < needed)
+            return corruptData("file is truncated: the gzip stream ends early (" +
+                                   std::to_string(have) + " of " + std::to_string(needed) +
+                                   " bytes); re-export or re-copy it",
+                               path);
+    }
+    if (have < needed)
+        return corruptData("file is truncated: the header promises " + std::to_string(needed) +
+                               " bytes, the file holds " + std::to_string(have) +
+                               "; re-export or re-copy it",
+                           path);
+    return Status::ok();
+}
+
+bool isDetachedHeader(const std::string& path) {
+    const std::string p = lower(path);
+    return endsWith(p, ".nhdr") || endsWith(p, ".mhd");
+}
+
+// .nhdr/.mhd name a separate data file inside the header, so the single-file temp-and-rename of
+// AtomicFile would leave the header pointing at the temporary name. Both files are written into
+// a private temporary folder beside the target under their final names, then each is renamed
+// into place (data first, header last), so the header never appears before its data.
+Status writeDetached(const Volume& volume, const std::string& path, ImageFormat format,
+                     const Progress& progress) {
+    const fs::path target(path);
+    const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+    std::random_device rd;
+    const fs::path tmp_dir = dir / (".tmp-" + std::to_string(rd()) + std::to_string(::getpid()) +
+                                    "-" + target.filename().string() + ".d");
+    std::error_code ec;
+    if (!fs::create_directory(tmp_dir, ec) || ec)
+        return ioError("cannot create a temporary folder beside the output: " + ec.message(), path);
+    struct Cleanup {
+        fs::path p;
+        ~Cleanup() {
+            std::error_code e;
+            fs::remove_all(p, e);
+        }
+    } cleanup{tmp_dir};
+    const fs::path tmp_header = tmp_dir / target.filename();
+    VOXSEG_RETURN_IF_ERROR(writeDispatch(volume, tmp_header.string(), format, progress));
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::directory_iterator(tmp_dir, ec))
+        if (entry.path() != tmp_header) files.push_back(entry.path());
+    files.push_back(tmp_header);
+    for (const auto& f : files) {
+        AtomicFile out((dir / f.filename()).string());
+        fs::rename(f, out.tempPath(), ec);
+        if (ec) return ioError("cannot move temporary output: " + ec.message(), path);
+        VOXSEG_RETURN_IF_ERROR(out.commit());
+    }
+    return Status::ok();
+}
+
+}  // namespace
+
+ImageFormat imageFormatFromPath(const std::string& path) {
+    const std::string p = lower(path);
+    if (endsWith(p, ".nii.gz")) return ImageFormat::kNiftiGz;
+    if (endsWith(p, ".nii")) return ImageFormat::kNifti;
+    if (endsWith(p, ".nrrd") || endsWith(p, ".nhdr")) return ImageFormat::kNrrd;
+    if (endsWith(p, ".mha") || endsWith(p, ".mhd")) return ImageFormat::kMetaImage;
+    return ImageFormat::kUnknown;
+}
+
+bool isImageFile(const std::string& path) {
+    std::error_code ec;
+    return imageFormatFromPath(path) != ImageFormat::kUnknown && fs::is_regular_file(path, ec);
+}
+
+Result<Volume> readImage(const std::string& path, const Progress& progress) {
+    std::error_code ec;
+    if (!fs::exists(path, ec)) return notFound("image file not found", path);
+    if (!fs::is_regular_file(path, ec))
+        return invalidArgument("not a regular file (expected .nii, .nii.gz, .nrrd, .mha)", path);
+    if (::access(path.c_str(), R_OK) != 0)
+        return ioError(std::string("cannot read: ") + std::strerror(errno), path);
+    itk::ImageIOBase::Pointer image_io;
+    try {
+        image_io = itk::ImageIOFactory::CreateImageIO(
+            path.c_str(), itk::ImageIOFactory::IOFileModeEnum::ReadMode);
+        if (!image_io) return unsupported("not a NIfTI, NRRD or MetaImage file ITK can read", path);
+        image_io->SetFileName(path);
+        image_io->ReadImageInformation();
+    } catch (const itk::ExceptionObject& e) {
+        return corruptData(std::string("cannot read image header: ") + e.GetDescription(), path);
+    }
+    if (image_io->GetNumberOfComponents() != 1)
+        return unsupported("images with " + std::to_string(image_io->GetNumberOfComponents()) +
+                               " components per voxel (RGB/vector) are not supported: " +
+                               "voxseg reads scalar volumes",
+                           path);
+    for (unsigned d = 3; d < image_io->GetNumberOfDimensions(); ++d) {
+        if (image_io->GetDimensions(d) > 1)
+            return unsupported("image has " + std::to_string(image_io->GetNumberOfDimensions()) +
+                                   " dimensions (size " +
+                                   std::to_string(image_io->GetDimensions(d)) + " along axis " +
+                                   std::to_string(d) +
+                                   "); voxseg works on 3D volumes: split it first",
+                               path);
+    }
+    const ImageFormat format = imageFormatFromPath(path);
+    const bool is_nifti = format == ImageFormat::kNifti || format == ImageFormat::kNiftiGz;
+    std::future<Status> complete;
+    if (is_nifti) complete = std::async(std::launch::async, checkNiftiComplete, path);
+
+    using C = itk::IOComponentEnum;
+    Result<Volume> result = internalError("unhandled component type", path);
+    switch (image_io->GetComponentType()) {
+        case C::UCHAR:
+            result = readTyped<uint8_t>(path, image_io, progress);
+            break;
+        case C::CHAR:
+            result = readTyped<int8_t>(path, image_io, progress);
+            break;
+        case C::USHORT:
+            result = readTyped<uint16_t>(path, image_io, progress);
+            break;
+        case C::SHORT:
+            result = readTyped<int16_t>(path, image_io, progress);
+            break;
+        case C::UINT:
+            result = readTyped<uint32_t>(path, image_io, progress);
+            break;
+        case C::INT:
+            result = readTyped<int32_t>(path, image_io, progress);
+            break;
+        case C::FLOAT:
+            result = readTyped<float>(path, image_io, progress);
+            break;
+        case C::DOUBLE:
+            result = readTyped<double>(path, image_io, progress);
+            break;
+        case C::LONG:
+        case C::ULONG:
+        case C::LONGLONG:
+        case C::ULONGLONG:
+            result = readTyped<double>(path, image_io, progress);
+            if (result.isOk()) result = narrowWideIntegers(std::move(result).value());
+            break;
+        default:
+            result = unsupported(
+                std::string("voxel type ") +
+                    itk::ImageIOBase::GetComponentTypeAsString(image_io->GetComponentType()) +
+                    " is not supported",
+                path);
+            break;
+    }
+    if (complete.valid()) {
+        const Status st = complete.get();
+        if (!st.isOk()) return st;
+    }
+    if (result.isOk()) {
+        progress.report(1.0, "reading image");
+        for (const auto& w : result->info().warnings) log::warning(kComponent, "{}: {}", path, w);
+    }
+    return result;
+}
+
+Status writeImage(const Volume& volume, const std::string& path, const ImageWriteOptions& options,
+                  const Progress& progress) {
+    if (volume.empty()) return invalidArgument("no image to write", path);
+    const ImageFormat format = imageFormatFromPath(path);
+    if (format == ImageFormat::kUnknown)
+        return invalidArgument(
+            "unknown output format: use a name ending in .nii.gz, .nii, .nrrd, .nhdr, .mha or .mhd",
+            path);
+    std::error_code ec;
+    if (!options.overwrite && fs::exists(path, ec))
+        return Status(StatusCode::kFailedPrecondition, "output exists (overwrite not allowed)",
+                      path);
+    if (fs::is_directory(path, ec))
+        return invalidArgument("output is a folder: give a file name", path);
+    AtomicFile out(path);
+    VOXSEG_RETURN_IF_ERROR(out.checkWritable());
+    VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
+
+    if (isDetachedHeader(path)) return writeDetached(volume, path, format, progress);
+
+    if (format != ImageFormat::kNiftiGz) {
+        VOXSEG_RETURN_IF_ERROR(writeDispatch(volume, out.tempPath(), format, progress));
+        return out.commit();
+    }
+
+    // .nii.gz: ITK writes the uncompressed .nii beside the target (geometry and header stay
+    // ITK's), then it is compressed in parallel. The uncompressed file is never committed; its
+    // AtomicFile removes it on every path.
+    AtomicFile raw(path.substr(0, path.size() - 3));
+    VOXSEG_RETURN_IF_ERROR(
+        writeDispatch(volume, raw.tempPath(), ImageFormat::kNifti, progress.sub(0.0, 0.2)));
+    VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
+    ParallelGzipOptions gz;
+    gz.level = std::clamp(options.compression_level, 1, 12);
+    gz.threads = options.threads;
+    Status st = gzipFileParallel(raw.tempPath(), out.tempPath(), gz, progress.sub(0.2, 1.0));
+    if (!st.isOk()) return Status(st.code(), st.message(), path);
+    return out.commit();
+}
+
+}  // namespace voxseg::io
