@@ -21,16 +21,16 @@ namespace voxseg::engine {
 enum class OpKind {
     kConv,
     kConvTranspose,
-    kInstanceNorm,
-    kBatchNorm,  // inference form: scale, bias, mean, var inputs
-    kGroupNorm,
+    kInstanceNorm,  // inputs X, scale [C], bias [C]; statistics over the spatial axes
+    kBatchNorm,     // inference form: X, scale, bias, mean, var inputs (all [C])
+    kGroupNorm,     // inputs X, scale [C], bias [C] (per channel, also for ONNX opset-18 models)
     kRelu,
     kLeakyRelu,
-    kPRelu,
+    kPRelu,  // inputs X, slope (constant, broadcast to X: [C,1,1,1] or [1])
     kSigmoid,
     kTanh,
-    kSoftmax,
-    kAdd,  // elementwise with numpy broadcasting
+    kSoftmax,  // over one axis (opset-13 semantics; older models are rewritten at import)
+    kAdd,      // elementwise with numpy broadcasting
     kSub,
     kMul,
     kDiv,
@@ -41,10 +41,10 @@ enum class OpKind {
     kGlobalAveragePool,
     kPad,
     kIdentity,  // also Dropout (inference) and no-op Cast/Reshape-to-same
-    kReshape,   // static target shape (already resolved)
+    kReshape,   // one input; target in Node::shape (ONNX rules: 0 copies a dim, -1 is inferred)
     kTranspose,
-    kSlice,  // static starts/ends/axes/steps (already resolved)
-    kClip,
+    kSlice,  // static starts/ends/axes/steps (ONNX rules; resolveSlice() clamps them)
+    kClip,   // clip_min / clip_max (+-infinity when absent)
 };
 
 const char* opKindName(OpKind op);
@@ -95,7 +95,9 @@ struct ResizeAttrs {
     ResizeMode mode = ResizeMode::kNearest;
     ResizeCoord coord = ResizeCoord::kHalfPixel;
     NearestRounding nearest = NearestRounding::kRoundPreferFloor;
-    std::vector<float> scales;  // per axis of the full tensor (N, C, spatial...)
+    // Per axis of the full tensor (N, C, spatial...); N and C are 1. Output dim =
+    // floor(input dim * scale), and coordinates map through the scale (ONNX Resize rules).
+    std::vector<float> scales;
 };
 
 struct PadAttrs {
@@ -120,6 +122,7 @@ struct Node {
     int64_t axis = 1;           // Softmax, Concat
     std::vector<int64_t> perm;  // Transpose
     std::vector<int64_t> slice_starts, slice_ends, slice_axes, slice_steps;
+    std::vector<int64_t> shape;  // Reshape target
 
     // Fused epilogue (optimize()): out = act(op(x) [+ residual]).
     ActivationKind fused_activation = ActivationKind::kNone;
@@ -147,6 +150,18 @@ struct Graph {
     // Total multiply-add based FLOP count (2 per MAC) of Conv/ConvTranspose for the current shapes.
     double convFlops() const;
 };
+
+// numpy broadcasting of two shapes; fails when a pair of dims is neither equal nor 1.
+Result<Shape> broadcastShapes(const Shape& a, const Shape& b);
+
+// One axis of a resolved Slice: output index i reads input index start + i * step.
+struct SliceAxis {
+    int64_t start = 0;
+    int64_t step = 1;
+    int64_t count = 0;
+};
+// Slice node -> one SliceAxis per axis of `input` (axes not sliced: start 0, step 1, full count).
+std::vector<SliceAxis> resolveSlice(const Node& node, const Shape& input);
 
 // Graph-level rewrites shared by all backends: BatchNorm folded into a preceding Conv, Identity
 // removed, activations (and a residual Add) fused into the producing Conv/norm as epilogues.

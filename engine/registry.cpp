@@ -1,5 +1,14 @@
 #include "engine/registry.h"
 
+#include "core/log.h"
+
+// The CPU (oneDNN) backend registers itself by existing: engine/cpu_backend.h declares
+// `std::unique_ptr<Backend> makeCpuBackend();` and is compiled into voxseg_engine.
+#if __has_include("engine/cpu_backend.h")
+#include "engine/cpu_backend.h"
+#define VOXSEG_HAVE_CPU_BACKEND 1
+#endif
+
 #ifdef VOXSEG_HAVE_CUDA
 #include "cuda/cuda_backend.h"
 #endif
@@ -11,14 +20,50 @@ std::vector<std::string> availableBackends() {
 #ifdef VOXSEG_HAVE_CUDA
     names.push_back("cuda");
 #endif
+#ifdef VOXSEG_HAVE_CPU_BACKEND
+    names.push_back("cpu");
+#endif
     names.push_back("reference");
     return names;
 }
 
+namespace {
+
+Result<std::unique_ptr<Backend>> createNamed(const std::string& name) {
+#ifdef VOXSEG_HAVE_CUDA
+    if (name == "cuda") return voxseg::cuda::makeCudaBackend();
+#endif
+#ifdef VOXSEG_HAVE_CPU_BACKEND
+    if (name == "cpu") return makeCpuBackend();
+#endif
+    if (name == "reference") return makeReferenceBackend();
+    std::string known;
+    for (const std::string& n : availableBackends()) known += (known.empty() ? "" : ", ") + n;
+    return notFound(
+        "backend '" + name + "' is not available in this build (available: " + known + ", or auto)",
+        name);
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Backend>> createBackend(const std::string& name,
                                                std::string* fallback_warning) {
-    if (name == "reference") return makeReferenceBackend();
-    return notFound("backend '" + name + "' is not available in this build", name);
+    if (name != "auto") return createNamed(name);
+    std::string skipped;
+    for (const std::string& candidate : availableBackends()) {
+        auto backend = createNamed(candidate);
+        if (backend) {
+            if (!skipped.empty()) {
+                const std::string line = skipped + ": using " + candidate;
+                if (fallback_warning) *fallback_warning = line;
+                log::warning("engine", "{}", line);
+            }
+            return backend;
+        }
+        skipped += (skipped.empty() ? "" : "; ") + candidate + " unusable (" +
+                   backend.status().message() + ")";
+    }
+    return Status(StatusCode::kDeviceError, "no usable backend: " + skipped, name);
 }
 
 }  // namespace voxseg::engine

@@ -1,0 +1,632 @@
+#include "engine/graph.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace voxseg::engine {
+
+const char* opKindName(OpKind op) {
+    switch (op) {
+        case OpKind::kConv:
+            return "Conv";
+        case OpKind::kConvTranspose:
+            return "ConvTranspose";
+        case OpKind::kInstanceNorm:
+            return "InstanceNormalization";
+        case OpKind::kBatchNorm:
+            return "BatchNormalization";
+        case OpKind::kGroupNorm:
+            return "GroupNormalization";
+        case OpKind::kRelu:
+            return "Relu";
+        case OpKind::kLeakyRelu:
+            return "LeakyRelu";
+        case OpKind::kPRelu:
+            return "PRelu";
+        case OpKind::kSigmoid:
+            return "Sigmoid";
+        case OpKind::kTanh:
+            return "Tanh";
+        case OpKind::kSoftmax:
+            return "Softmax";
+        case OpKind::kAdd:
+            return "Add";
+        case OpKind::kSub:
+            return "Sub";
+        case OpKind::kMul:
+            return "Mul";
+        case OpKind::kDiv:
+            return "Div";
+        case OpKind::kConcat:
+            return "Concat";
+        case OpKind::kResize:
+            return "Resize";
+        case OpKind::kMaxPool:
+            return "MaxPool";
+        case OpKind::kAveragePool:
+            return "AveragePool";
+        case OpKind::kGlobalAveragePool:
+            return "GlobalAveragePool";
+        case OpKind::kPad:
+            return "Pad";
+        case OpKind::kIdentity:
+            return "Identity";
+        case OpKind::kReshape:
+            return "Reshape";
+        case OpKind::kTranspose:
+            return "Transpose";
+        case OpKind::kSlice:
+            return "Slice";
+        case OpKind::kClip:
+            return "Clip";
+    }
+    return "?";
+}
+
+Result<Shape> broadcastShapes(const Shape& a, const Shape& b) {
+    const size_t rank = std::max(a.size(), b.size());
+    Shape out(rank);
+    for (size_t i = 0; i < rank; ++i) {
+        const int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+        const int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+        if (da != db && da != 1 && db != 1)
+            return invalidArgument("shapes " + shapeToString(a) + " and " + shapeToString(b) +
+                                   " do not broadcast");
+        out[i] = da == 1 ? db : da;
+    }
+    return out;
+}
+
+std::vector<SliceAxis> resolveSlice(const Node& node, const Shape& input) {
+    std::vector<SliceAxis> axes(input.size());
+    for (size_t i = 0; i < input.size(); ++i) axes[i] = {0, 1, input[i]};
+    for (size_t k = 0; k < node.slice_starts.size(); ++k) {
+        int64_t axis = k < node.slice_axes.size() ? node.slice_axes[k] : static_cast<int64_t>(k);
+        if (axis < 0) axis += static_cast<int64_t>(input.size());
+        if (axis < 0 || axis >= static_cast<int64_t>(input.size())) continue;
+        const int64_t dim = input[axis];
+        const int64_t step = k < node.slice_steps.size() ? node.slice_steps[k] : 1;
+        int64_t start = node.slice_starts[k];
+        int64_t end = k < node.slice_ends.size() ? node.slice_ends[k] : dim;
+        if (start < 0) start += dim;
+        if (end < 0 && end > std::numeric_limits<int64_t>::min() / 2) end += dim;
+        // ONNX clamping: [0, dim] for positive steps, [-1, dim-1] for negative ones.
+        if (step > 0) {
+            start = std::clamp<int64_t>(start, 0, dim);
+            end = std::clamp<int64_t>(end, 0, dim);
+        } else {
+            start = std::clamp<int64_t>(start, -1, dim - 1);
+            end = std::clamp<int64_t>(end, -1, dim - 1);
+        }
+        int64_t count = 0;
+        if (step > 0 && end > start) count = (end - start + step - 1) / step;
+        if (step < 0 && end < start) count = (start - end + (-step) - 1) / (-step);
+        axes[axis] = {start, step, count};
+    }
+    return axes;
+}
+
+namespace {
+
+Status nodeError(const Node& node, const std::string& what) {
+    return invalidArgument(std::string(opKindName(node.op)) + " node '" + node.name + "': " + what);
+}
+
+// Output size of a sliding window along one axis (Conv, pools).
+int64_t windowOutput(int64_t in, int64_t kernel, int64_t stride, int64_t dilation, int64_t pb,
+                     int64_t pe, bool ceil_mode) {
+    const int64_t span = dilation * (kernel - 1) + 1;
+    const int64_t avail = in + pb + pe - span;
+    if (avail < 0) return 0;
+    int64_t out = (ceil_mode ? (avail + stride - 1) / stride : avail / stride) + 1;
+    // A last window that starts in the end padding is dropped (PyTorch and ONNX Runtime).
+    if (ceil_mode && (out - 1) * stride >= in + pb) --out;
+    return out;
+}
+
+Status inferNode(Graph& g, const Node& node) {
+    auto in = [&](size_t i) -> const Shape& { return g.values[node.inputs[i]].shape; };
+    auto need = [&](size_t n) -> Status {
+        if (node.inputs.size() < n)
+            return nodeError(node, "expects " + std::to_string(n) + " inputs");
+        for (size_t i = 0; i < n; ++i)
+            if (node.inputs[i] < 0)
+                return nodeError(node, "input " + std::to_string(i) + " missing");
+        if (node.outputs.empty()) return nodeError(node, "has no output");
+        return Status::ok();
+    };
+    Shape out;
+    switch (node.op) {
+        case OpKind::kConv:
+        case OpKind::kConvTranspose: {
+            VOXSEG_RETURN_IF_ERROR(need(2));
+            const Shape& x = in(0);
+            const Shape& w = in(1);
+            const ConvAttrs& a = node.conv;
+            const size_t sr = static_cast<size_t>(a.spatial_rank);
+            if (x.size() != sr + 2 || w.size() != sr + 2)
+                return nodeError(node, "input " + shapeToString(x) + " / weight " +
+                                           shapeToString(w) + " do not match spatial rank " +
+                                           std::to_string(sr));
+            if (a.kernel.size() != sr || a.strides.size() != sr || a.dilations.size() != sr ||
+                a.pads_begin.size() != sr || a.pads_end.size() != sr)
+                return nodeError(node, "attribute lengths do not match spatial rank");
+            const bool transpose = node.op == OpKind::kConvTranspose;
+            const int64_t in_ch = transpose ? w[0] : w[1] * a.group;
+            const int64_t out_ch = transpose ? w[1] * a.group : w[0];
+            if (x[1] != in_ch)
+                return nodeError(node, "input has " + std::to_string(x[1]) +
+                                           " channels, weight expects " + std::to_string(in_ch));
+            if (a.group <= 0 || in_ch % a.group || out_ch % a.group)
+                return nodeError(node,
+                                 "channels not divisible by group " + std::to_string(a.group));
+            if (node.inputs.size() > 2 && node.inputs[2] >= 0 && numel(in(2)) != out_ch)
+                return nodeError(node, "bias has " + std::to_string(numel(in(2))) + " values for " +
+                                           std::to_string(out_ch) + " channels");
+            out = {x[0], out_ch};
+            for (size_t i = 0; i < sr; ++i) {
+                int64_t o;
+                if (transpose) {
+                    const int64_t op = i < a.output_padding.size() ? a.output_padding[i] : 0;
+                    o = a.strides[i] * (x[2 + i] - 1) + op + (a.kernel[i] - 1) * a.dilations[i] +
+                        1 - a.pads_begin[i] - a.pads_end[i];
+                } else {
+                    o = windowOutput(x[2 + i], a.kernel[i], a.strides[i], a.dilations[i],
+                                     a.pads_begin[i], a.pads_end[i], false);
+                }
+                if (o <= 0)
+                    return nodeError(node,
+                                     "input " + shapeToString(x) + " is too small for the kernel");
+                out.push_back(o);
+            }
+            break;
+        }
+        case OpKind::kInstanceNorm:
+        case OpKind::kGroupNorm:
+        case OpKind::kBatchNorm: {
+            const size_t n = node.op == OpKind::kBatchNorm ? 5 : 3;
+            VOXSEG_RETURN_IF_ERROR(need(n));
+            out = in(0);
+            if (out.size() < 2) return nodeError(node, "input must have a channel axis");
+            for (size_t i = 1; i < n; ++i)
+                if (numel(in(i)) != out[1])
+                    return nodeError(node, "parameter " + std::to_string(i) + " has " +
+                                               std::to_string(numel(in(i))) + " values for " +
+                                               std::to_string(out[1]) + " channels");
+            if (node.op == OpKind::kGroupNorm &&
+                (node.norm.num_groups <= 0 || out[1] % node.norm.num_groups))
+                return nodeError(node, std::to_string(out[1]) + " channels not divisible into " +
+                                           std::to_string(node.norm.num_groups) + " groups");
+            break;
+        }
+        case OpKind::kPRelu: {
+            VOXSEG_RETURN_IF_ERROR(need(2));
+            VOXSEG_ASSIGN_OR_RETURN(out, broadcastShapes(in(0), in(1)));
+            if (out != in(0)) return nodeError(node, "slope does not broadcast to the input");
+            break;
+        }
+        case OpKind::kRelu:
+        case OpKind::kLeakyRelu:
+        case OpKind::kSigmoid:
+        case OpKind::kTanh:
+        case OpKind::kClip:
+        case OpKind::kIdentity:
+            VOXSEG_RETURN_IF_ERROR(need(1));
+            out = in(0);
+            break;
+        case OpKind::kSoftmax:
+            VOXSEG_RETURN_IF_ERROR(need(1));
+            out = in(0);
+            if (node.axis < 0 || node.axis >= static_cast<int64_t>(out.size()))
+                return nodeError(node, "axis " + std::to_string(node.axis) + " out of range");
+            break;
+        case OpKind::kAdd:
+        case OpKind::kSub:
+        case OpKind::kMul:
+        case OpKind::kDiv: {
+            VOXSEG_RETURN_IF_ERROR(need(2));
+            auto b = broadcastShapes(in(0), in(1));
+            if (!b) return nodeError(node, b.status().message());
+            out = *b;
+            break;
+        }
+        case OpKind::kConcat: {
+            VOXSEG_RETURN_IF_ERROR(need(1));
+            out = in(0);
+            if (node.axis < 0 || node.axis >= static_cast<int64_t>(out.size()))
+                return nodeError(node, "axis " + std::to_string(node.axis) + " out of range");
+            for (size_t i = 1; i < node.inputs.size(); ++i) {
+                const Shape& s = in(i);
+                if (s.size() != out.size()) return nodeError(node, "inputs have different ranks");
+                for (size_t d = 0; d < s.size(); ++d) {
+                    if (static_cast<int64_t>(d) == node.axis) continue;
+                    if (s[d] != out[d])
+                        return nodeError(node, "input shapes " + shapeToString(in(0)) + " and " +
+                                                   shapeToString(s) + " differ off axis " +
+                                                   std::to_string(node.axis));
+                }
+                out[node.axis] += s[node.axis];
+            }
+            break;
+        }
+        case OpKind::kResize: {
+            VOXSEG_RETURN_IF_ERROR(need(1));
+            const Shape& x = in(0);
+            if (node.resize.scales.size() != x.size())
+                return nodeError(node, "has " + std::to_string(node.resize.scales.size()) +
+                                           " scales for a rank-" + std::to_string(x.size()) +
+                                           " input");
+            for (size_t i = 0; i < x.size(); ++i) {
+                const double s = node.resize.scales[i];
+                if (!(s > 0)) return nodeError(node, "scale must be positive");
+                // Relative slack so that scales derived from integer sizes survive rounding.
+                const int64_t o =
+                    static_cast<int64_t>(std::floor(static_cast<double>(x[i]) * s * (1 + 1e-6)));
+                if (o <= 0) return nodeError(node, "output would be empty");
+                out.push_back(o);
+            }
+            break;
+        }
+        case OpKind::kMaxPool:
+        case OpKind::kAveragePool: {
+            VOXSEG_RETURN_IF_ERROR(need(1));
+            const Shape& x = in(0);
+            const PoolAttrs& p = node.pool;
+            const size_t sr = p.kernel.size();
+            if (x.size() != sr + 2 || p.strides.size() != sr || p.pads_begin.size() != sr ||
+                p.pads_end.size() != sr || p.dilations.size() != sr)
+                return nodeError(node, "attributes do not match input " + shapeToString(x));
+            out = {x[0], x[1]};
+            for (size_t i = 0; i < sr; ++i) {
+                const int64_t o = windowOutput(x[2 + i], p.kernel[i], p.strides[i], p.dilations[i],
+                                               p.pads_begin[i], p.pads_end[i], p.ceil_mode);
+                if (o <= 0) return nodeError(node, "input " + shapeToString(x) + " too small");
+                out.push_back(o);
+            }
+            break;
+        }
+        case OpKind::kGlobalAveragePool:
+            VOXSEG_RETURN_IF_ERROR(need(1));
+            out = in(0);
+            if (out.size() < 2) return nodeError(node, "input must have a channel axis");
+            for (size_t i = 2; i < out.size(); ++i) out[i] = 1;
+            break;
+        case OpKind::kPad: {
+            VOXSEG_RETURN_IF_ERROR(need(1));
+            const Shape& x = in(0);
+            if (node.pad.pads_begin.size() != x.size() || node.pad.pads_end.size() != x.size())
+                return nodeError(node, "pads do not match input rank");
+            for (size_t i = 0; i < x.size(); ++i) {
+                const int64_t o = x[i] + node.pad.pads_begin[i] + node.pad.pads_end[i];
+                if (o <= 0) return nodeError(node, "output would be empty");
+                if (node.pad.mode == PadAttrs::Mode::kReflect &&
+                    (node.pad.pads_begin[i] >= x[i] || node.pad.pads_end[i] >= x[i]))
+                    return nodeError(node, "reflect padding larger than the input");
+                out.push_back(o);
+            }
+            break;
+        }
+        case OpKind::kReshape: {
+            VOXSEG_RETURN_IF_ERROR(need(1));
+            const Shape& x = in(0);
+            int64_t known = 1;
+            int infer = -1;
+            for (size_t i = 0; i < node.shape.size(); ++i) {
+                int64_t d = node.shape[i];
+                if (d == 0) {
+                    if (i >= x.size()) return nodeError(node, "0 in target beyond input rank");
+                    d = x[i];
+                }
+                if (d == -1) {
+                    if (infer >= 0) return nodeError(node, "more than one -1 in target");
+                    infer = static_cast<int>(i);
+                    out.push_back(-1);
+                    continue;
+                }
+                if (d < 0) return nodeError(node, "negative target dim");
+                known *= d;
+                out.push_back(d);
+            }
+            if (infer >= 0) {
+                if (known == 0 || numel(x) % known)
+                    return nodeError(node, "cannot reshape " + shapeToString(x));
+                out[infer] = numel(x) / known;
+            }
+            if (numel(out) != numel(x))
+                return nodeError(
+                    node, "cannot reshape " + shapeToString(x) + " to " + shapeToString(out));
+            break;
+        }
+        case OpKind::kTranspose: {
+            VOXSEG_RETURN_IF_ERROR(need(1));
+            const Shape& x = in(0);
+            if (node.perm.size() != x.size()) return nodeError(node, "perm does not match rank");
+            std::vector<bool> seen(x.size(), false);
+            for (int64_t p : node.perm) {
+                if (p < 0 || p >= static_cast<int64_t>(x.size()) || seen[p])
+                    return nodeError(node, "perm is not a permutation");
+                seen[p] = true;
+                out.push_back(x[p]);
+            }
+            break;
+        }
+        case OpKind::kSlice: {
+            VOXSEG_RETURN_IF_ERROR(need(1));
+            for (int64_t s : node.slice_steps)
+                if (s == 0) return nodeError(node, "step 0");
+            for (const SliceAxis& a : resolveSlice(node, in(0))) out.push_back(a.count);
+            break;
+        }
+    }
+    if (node.fused_residual >= 0 && g.values[node.fused_residual].shape != out)
+        return nodeError(node, "fused residual shape " +
+                                   shapeToString(g.values[node.fused_residual].shape) +
+                                   " differs from output " + shapeToString(out));
+    g.values[node.outputs[0]].shape = std::move(out);
+    return Status::ok();
+}
+
+}  // namespace
+
+Status Graph::inferShapes(const std::vector<Shape>& input_shapes) {
+    if (input_shapes.size() != inputs.size())
+        return invalidArgument("graph has " + std::to_string(inputs.size()) + " inputs, got " +
+                               std::to_string(input_shapes.size()) + " shapes");
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        const Shape& old = values[inputs[i]].shape;
+        const Shape& s = input_shapes[i];
+        if (!old.empty() && old.size() != s.size())
+            return invalidArgument("input '" + values[inputs[i]].name + "' has rank " +
+                                   std::to_string(old.size()) + ", got shape " + shapeToString(s));
+        for (int64_t d : s)
+            if (d <= 0)
+                return invalidArgument("input '" + values[inputs[i]].name +
+                                       "': non-positive dim in " + shapeToString(s));
+        values[inputs[i]].shape = s;
+    }
+    for (const Node& node : nodes) VOXSEG_RETURN_IF_ERROR(inferNode(*this, node));
+    return Status::ok();
+}
+
+double Graph::convFlops() const {
+    double flops = 0;
+    for (const Node& node : nodes) {
+        if (node.op != OpKind::kConv && node.op != OpKind::kConvTranspose) continue;
+        const Shape& x = values[node.inputs[0]].shape;
+        const Shape& w = values[node.inputs[1]].shape;
+        const Shape& y = values[node.outputs[0]].shape;
+        double kernel = 1;
+        for (size_t i = 2; i < w.size(); ++i) kernel *= static_cast<double>(w[i]);
+        // Conv: every output element costs (C_in / group) * kernel MACs; ConvTranspose: every
+        // input element scatters into (C_out / group) * kernel outputs.
+        if (node.op == OpKind::kConv)
+            flops += 2.0 * static_cast<double>(numel(y)) * static_cast<double>(w[1]) * kernel;
+        else
+            flops += 2.0 * static_cast<double>(numel(x)) * static_cast<double>(w[1]) * kernel;
+    }
+    return flops;
+}
+
+namespace {
+
+// Which node produces each value (-1 for graph inputs and constants) and how often it is used
+// (graph outputs count as a use).
+struct Usage {
+    std::vector<int> producer;
+    std::vector<int> uses;
+};
+
+Usage computeUsage(const Graph& g) {
+    Usage u;
+    u.producer.assign(g.values.size(), -1);
+    u.uses.assign(g.values.size(), 0);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+        const Node& n = g.nodes[i];
+        for (ValueId v : n.outputs)
+            if (v >= 0) u.producer[v] = static_cast<int>(i);
+        for (ValueId v : n.inputs)
+            if (v >= 0) ++u.uses[v];
+        if (n.fused_residual >= 0) ++u.uses[n.fused_residual];
+        if (n.fused_prelu_slope >= 0) ++u.uses[n.fused_prelu_slope];
+    }
+    for (ValueId v : g.outputs) ++u.uses[v];
+    return u;
+}
+
+bool isGraphOutput(const Graph& g, ValueId v) {
+    return std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end();
+}
+
+void replaceUses(Graph& g, ValueId from, ValueId to) {
+    for (Node& n : g.nodes) {
+        for (ValueId& v : n.inputs)
+            if (v == from) v = to;
+        if (n.fused_residual == from) n.fused_residual = to;
+    }
+    for (ValueId& v : g.outputs)
+        if (v == from) v = to;
+}
+
+bool canTakeEpilogue(OpKind op) {
+    return op == OpKind::kConv || op == OpKind::kConvTranspose || op == OpKind::kInstanceNorm ||
+           op == OpKind::kBatchNorm || op == OpKind::kGroupNorm;
+}
+
+// Removes Identity nodes, rewiring their consumers to the identity's input.
+void dropIdentities(Graph& g) {
+    std::vector<Node> kept;
+    for (Node& n : g.nodes) {
+        if (n.op == OpKind::kIdentity && n.inputs.size() == 1 && n.inputs[0] >= 0) {
+            const ValueId src = n.inputs[0];
+            const ValueId dst = n.outputs[0];
+            const bool src_is_io =
+                std::find(g.inputs.begin(), g.inputs.end(), src) != g.inputs.end() ||
+                isGraphOutput(g, src) || g.isConstant(src);
+            // Identity between a graph input and a graph output must stay: outputs need a node.
+            if (isGraphOutput(g, dst) && src_is_io) {
+                kept.push_back(std::move(n));
+                continue;
+            }
+            if (isGraphOutput(g, dst)) g.values[src].name = g.values[dst].name;
+            replaceUses(g, dst, src);
+            for (Node& k : kept)  // earlier nodes cannot use dst, but keep this total
+                for (ValueId& v : k.inputs)
+                    if (v == dst) v = src;
+            continue;
+        }
+        kept.push_back(std::move(n));
+    }
+    g.nodes = std::move(kept);
+}
+
+// Conv -> BatchNorm with constant parameters: scale the weights, fold the shift into the bias.
+void foldBatchNorm(Graph& g) {
+    Usage u = computeUsage(g);
+    std::vector<bool> remove(g.nodes.size(), false);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+        Node& bn = g.nodes[i];
+        if (bn.op != OpKind::kBatchNorm || bn.inputs.size() < 5) continue;
+        const ValueId x = bn.inputs[0];
+        const int p = u.producer[x];
+        if (p < 0 || remove[p]) continue;
+        Node& conv = g.nodes[p];
+        if (conv.op != OpKind::kConv && conv.op != OpKind::kConvTranspose) continue;
+        if (u.uses[x] != 1 || conv.fused_activation != ActivationKind::kNone ||
+            conv.fused_residual >= 0 || !g.isConstant(conv.inputs[1]))
+            continue;
+        bool constant_params = true;
+        for (size_t k = 1; k < 5; ++k) constant_params &= g.isConstant(bn.inputs[k]);
+        if (!constant_params) continue;
+        const std::vector<float> scale = g.constant(bn.inputs[1]).toFloats();
+        const std::vector<float> shift = g.constant(bn.inputs[2]).toFloats();
+        const std::vector<float> mean = g.constant(bn.inputs[3]).toFloats();
+        const std::vector<float> var = g.constant(bn.inputs[4]).toFloats();
+        const Tensor& w = g.constant(conv.inputs[1]);
+        const bool transpose = conv.op == OpKind::kConvTranspose;
+        const int64_t out_ch = transpose ? w.dim(1) * conv.conv.group : w.dim(0);
+        if (static_cast<int64_t>(scale.size()) != out_ch) continue;
+        std::vector<double> mult(out_ch);
+        for (int64_t c = 0; c < out_ch; ++c)
+            mult[c] = scale[c] / std::sqrt(static_cast<double>(var[c]) + bn.norm.epsilon);
+        Tensor nw(DType::kFloat32, w.shape());
+        const std::vector<float> wv = w.toFloats();
+        float* nwp = nw.data<float>();
+        const int64_t kernel = w.numel() / (w.dim(0) * w.dim(1));
+        for (int64_t a = 0; a < w.dim(0); ++a)
+            for (int64_t b = 0; b < w.dim(1); ++b) {
+                // Conv weight [Cout, Cin/g, k]; ConvTranspose weight [Cin, Cout/g, k].
+                const int64_t oc =
+                    transpose ? (a / (w.dim(0) / conv.conv.group)) * w.dim(1) + b : a;
+                for (int64_t k = 0; k < kernel; ++k) {
+                    const int64_t idx = (a * w.dim(1) + b) * kernel + k;
+                    nwp[idx] = static_cast<float>(wv[idx] * mult[oc]);
+                }
+            }
+        std::vector<float> bias(out_ch, 0.0f);
+        if (conv.inputs.size() > 2 && conv.inputs[2] >= 0) {
+            if (!g.isConstant(conv.inputs[2])) continue;
+            bias = g.constant(conv.inputs[2]).toFloats();
+        }
+        std::vector<float> nb(out_ch);
+        for (int64_t c = 0; c < out_ch; ++c)
+            nb[c] = static_cast<float>((bias[c] - mean[c]) * mult[c] + shift[c]);
+        Value wv_val{g.values[conv.inputs[1]].name + "_bnfolded", w.shape(), DType::kFloat32, nw};
+        Value bv_val{conv.name + "_bnfolded_bias",
+                     {out_ch},
+                     DType::kFloat32,
+                     Tensor::fromFloats({out_ch}, nb)};
+        const ValueId wid = g.addValue(std::move(wv_val));
+        const ValueId bid = g.addValue(std::move(bv_val));
+        Node& c2 = g.nodes[p];  // addValue does not touch nodes; re-take the reference anyway
+        c2.inputs.resize(3);
+        c2.inputs[1] = wid;
+        c2.inputs[2] = bid;
+        c2.conv.has_bias = true;
+        const ValueId bn_out = g.nodes[i].outputs[0];
+        c2.outputs[0] = bn_out;
+        remove[i] = true;
+        u = computeUsage(g);
+    }
+    std::vector<Node> kept;
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+        if (!remove[i]) kept.push_back(std::move(g.nodes[i]));
+    g.nodes = std::move(kept);
+}
+
+// Fuses `producer -> Add(residual)` and `producer -> activation` into producer epilogues.
+void fuseEpilogues(Graph& g, bool shapes_known) {
+    bool changed = true;
+    while (changed) {
+        changed = false;
+        const Usage u = computeUsage(g);
+        for (size_t i = 0; i < g.nodes.size() && !changed; ++i) {
+            const Node& consumer = g.nodes[i];
+            if (consumer.inputs.empty() || consumer.inputs[0] < 0) continue;
+            const bool is_act = consumer.op == OpKind::kRelu || consumer.op == OpKind::kLeakyRelu ||
+                                consumer.op == OpKind::kSigmoid ||
+                                (consumer.op == OpKind::kPRelu && consumer.inputs.size() > 1 &&
+                                 g.isConstant(consumer.inputs[1]));
+            const bool is_add = consumer.op == OpKind::kAdd && consumer.inputs.size() == 2;
+            if (!is_act && !is_add) continue;
+            // Candidate producer inputs: the activation's input, or either Add operand.
+            for (size_t k = 0; k < (is_add ? 2u : 1u) && !changed; ++k) {
+                const ValueId x = consumer.inputs[k];
+                if (x < 0) continue;
+                const int p = u.producer[x];
+                if (p < 0 || u.uses[x] != 1 || isGraphOutput(g, x)) continue;
+                Node& prod = g.nodes[p];
+                if (!canTakeEpilogue(prod.op) || prod.fused_activation != ActivationKind::kNone)
+                    continue;
+                if (is_add) {
+                    if (prod.fused_residual >= 0 || !shapes_known) continue;
+                    const ValueId other = consumer.inputs[1 - k];
+                    if (other < 0 || g.isConstant(other) || other == x) continue;
+                    // The residual must exist when the producer runs and match its shape.
+                    if (u.producer[other] >= p) continue;
+                    if (g.values[other].shape != g.values[x].shape) continue;
+                    prod.fused_residual = other;
+                } else {
+                    switch (consumer.op) {
+                        case OpKind::kRelu:
+                            prod.fused_activation = ActivationKind::kRelu;
+                            break;
+                        case OpKind::kLeakyRelu:
+                            prod.fused_activation = ActivationKind::kLeakyRelu;
+                            prod.fused_alpha = consumer.alpha;
+                            break;
+                        case OpKind::kSigmoid:
+                            prod.fused_activation = ActivationKind::kSigmoid;
+                            break;
+                        default:
+                            prod.fused_activation = ActivationKind::kPRelu;
+                            prod.fused_prelu_slope = consumer.inputs[1];
+                            break;
+                    }
+                }
+                prod.outputs[0] = consumer.outputs[0];
+                g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(i));
+                changed = true;
+            }
+        }
+    }
+}
+
+}  // namespace
+
+Graph optimize(const Graph& graph) {
+    Graph g = graph;
+    dropIdentities(g);
+    foldBatchNorm(g);
+    // Residual fusion needs shapes (no broadcasting in an epilogue); infer them for the shapes
+    // the inputs have now, and skip that fusion when they are not known.
+    std::vector<Shape> input_shapes;
+    for (ValueId v : g.inputs) input_shapes.push_back(g.values[v].shape);
+    Graph probe = g;
+    const bool shapes_known = probe.inferShapes(input_shapes).isOk();
+    if (shapes_known) g = std::move(probe);
+    fuseEpilogues(g, shapes_known);
+    return g;
+}
+
+}  // namespace voxseg::engine

@@ -1,0 +1,672 @@
+// The reference backend: every op as plain loops over float32 row-major tensors. It is the oracle
+// for the other backends, so it favours obviously-correct code over speed (double accumulators,
+// no blocking, no threads). Spatial ops work on ranks 3..5 by treating missing spatial axes as
+// size 1.
+#include "engine/backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace voxseg::engine {
+namespace {
+
+// Spatial extent padded to three axes (D, H, W); 1D/2D tensors get leading 1s.
+struct Dims3 {
+    int64_t d = 1, h = 1, w = 1;
+    int64_t size() const { return d * h * w; }
+};
+
+Dims3 spatial3(const Shape& s) {
+    Dims3 r;
+    const size_t sr = s.size() - 2;
+    if (sr >= 1) r.w = s[s.size() - 1];
+    if (sr >= 2) r.h = s[s.size() - 2];
+    if (sr >= 3) r.d = s[s.size() - 3];
+    return r;
+}
+
+// Per-axis attribute padded to three axes with `fill` for the missing leading axes.
+std::array<int64_t, 3> pad3(const std::vector<int64_t>& v, int64_t fill) {
+    std::array<int64_t, 3> r{fill, fill, fill};
+    const size_t off = 3 - v.size();
+    for (size_t i = 0; i < v.size(); ++i) r[off + i] = v[i];
+    return r;
+}
+
+// Strides (in elements) of a row-major shape.
+std::vector<int64_t> stridesOf(const Shape& s) {
+    std::vector<int64_t> st(s.size(), 1);
+    for (size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
+    return st;
+}
+
+// Offset into a tensor of shape `src` broadcast to `dst` for the multi-index of flat `index`.
+int64_t broadcastOffset(int64_t index, const Shape& dst, const Shape& src) {
+    int64_t offset = 0, stride = 1;
+    for (size_t i = dst.size(); i-- > 0;) {
+        const int64_t coord = index % dst[i];
+        index /= dst[i];
+        const size_t back = dst.size() - 1 - i;
+        if (back < src.size()) {
+            const int64_t sd = src[src.size() - 1 - back];
+            if (sd != 1) offset += coord * stride;
+            stride *= sd;
+        }
+    }
+    return offset;
+}
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+void conv(const Node& n, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
+    const ConvAttrs& a = n.conv;
+    const int64_t N = x.dim(0), C = x.dim(1), M = y.dim(1), G = a.group;
+    const Dims3 is = spatial3(x.shape()), os = spatial3(y.shape());
+    const auto k = pad3(a.kernel, 1), s = pad3(a.strides, 1), dl = pad3(a.dilations, 1),
+               p = pad3(a.pads_begin, 0);
+    const int64_t cg = C / G, mg = M / G;
+    const float* xp = x.data<float>();
+    const float* wp = w.data<float>();
+    float* yp = y.data<float>();
+    for (int64_t nn = 0; nn < N; ++nn)
+        for (int64_t m = 0; m < M; ++m) {
+            const int64_t g = m / mg;
+            for (int64_t od = 0; od < os.d; ++od)
+                for (int64_t oh = 0; oh < os.h; ++oh)
+                    for (int64_t ow = 0; ow < os.w; ++ow) {
+                        double acc = b ? b->data<float>()[m] : 0.0;
+                        for (int64_t c = 0; c < cg; ++c)
+                            for (int64_t kd = 0; kd < k[0]; ++kd) {
+                                const int64_t id = od * s[0] - p[0] + kd * dl[0];
+                                if (id < 0 || id >= is.d) continue;
+                                for (int64_t kh = 0; kh < k[1]; ++kh) {
+                                    const int64_t ih = oh * s[1] - p[1] + kh * dl[1];
+                                    if (ih < 0 || ih >= is.h) continue;
+                                    for (int64_t kw = 0; kw < k[2]; ++kw) {
+                                        const int64_t iw = ow * s[2] - p[2] + kw * dl[2];
+                                        if (iw < 0 || iw >= is.w) continue;
+                                        const float xv =
+                                            xp[(((nn * C + g * cg + c) * is.d + id) * is.h + ih) *
+                                                   is.w +
+                                               iw];
+                                        const float wv =
+                                            wp[(((m * cg + c) * k[0] + kd) * k[1] + kh) * k[2] +
+                                               kw];
+                                        acc += static_cast<double>(xv) * wv;
+                                    }
+                                }
+                            }
+                        yp[(((nn * M + m) * os.d + od) * os.h + oh) * os.w + ow] =
+                            static_cast<float>(acc);
+                    }
+        }
+}
+
+// Transposed convolution as a scatter: every input voxel adds weight * value to the outputs
+// its kernel covers.
+void convTranspose(const Node& n, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
+    const ConvAttrs& a = n.conv;
+    const int64_t N = x.dim(0), C = x.dim(1), M = y.dim(1), G = a.group;
+    const Dims3 is = spatial3(x.shape()), os = spatial3(y.shape());
+    const auto k = pad3(a.kernel, 1), s = pad3(a.strides, 1), dl = pad3(a.dilations, 1),
+               p = pad3(a.pads_begin, 0);
+    const int64_t cg = C / G, mg = M / G;
+    const float* xp = x.data<float>();
+    const float* wp = w.data<float>();
+    std::vector<double> acc(static_cast<size_t>(y.numel()), 0.0);
+    for (int64_t nn = 0; nn < N; ++nn)
+        for (int64_t c = 0; c < C; ++c) {
+            const int64_t g = c / cg;
+            for (int64_t id = 0; id < is.d; ++id)
+                for (int64_t ih = 0; ih < is.h; ++ih)
+                    for (int64_t iw = 0; iw < is.w; ++iw) {
+                        const double xv = xp[(((nn * C + c) * is.d + id) * is.h + ih) * is.w + iw];
+                        for (int64_t mm = 0; mm < mg; ++mm) {
+                            const int64_t m = g * mg + mm;
+                            for (int64_t kd = 0; kd < k[0]; ++kd) {
+                                const int64_t od = id * s[0] - p[0] + kd * dl[0];
+                                if (od < 0 || od >= os.d) continue;
+                                for (int64_t kh = 0; kh < k[1]; ++kh) {
+                                    const int64_t oh = ih * s[1] - p[1] + kh * dl[1];
+                                    if (oh < 0 || oh >= os.h) continue;
+                                    for (int64_t kw = 0; kw < k[2]; ++kw) {
+                                        const int64_t ow = iw * s[2] - p[2] + kw * dl[2];
+                                        if (ow < 0 || ow >= os.w) continue;
+                                        const float wv =
+                                            wp[(((c * mg + mm) * k[0] + kd) * k[1] + kh) * k[2] +
+                                               kw];
+                                        acc[(((nn * M + m) * os.d + od) * os.h + oh) * os.w + ow] +=
+                                            xv * wv;
+                                    }
+                                }
+                            }
+                        }
+                    }
+        }
+    float* yp = y.data<float>();
+    const int64_t plane = os.size();
+    for (int64_t i = 0; i < y.numel(); ++i)
+        yp[i] = static_cast<float>(acc[i] + (b ? b->data<float>()[(i / plane) % M] : 0.0));
+}
+
+// Instance norm (groups == channels) and group norm: statistics over each group's channels
+// and all spatial positions, then per-channel scale and bias.
+void groupNorm(const Tensor& x, const Tensor& scale, const Tensor& bias, int64_t groups, float eps,
+               Tensor& y) {
+    const int64_t N = x.dim(0), C = x.dim(1);
+    const int64_t plane = x.numel() / (N * C);
+    const int64_t cpg = C / groups;
+    const float* xp = x.data<float>();
+    float* yp = y.data<float>();
+    const std::vector<float> sc = scale.toFloats(), bi = bias.toFloats();
+    for (int64_t nn = 0; nn < N; ++nn)
+        for (int64_t g = 0; g < groups; ++g) {
+            const float* base = xp + (nn * C + g * cpg) * plane;
+            const int64_t count = cpg * plane;
+            double sum = 0;
+            for (int64_t i = 0; i < count; ++i) sum += base[i];
+            const double mean = sum / static_cast<double>(count);
+            double sq = 0;
+            for (int64_t i = 0; i < count; ++i) sq += (base[i] - mean) * (base[i] - mean);
+            const double inv = 1.0 / std::sqrt(sq / static_cast<double>(count) + eps);
+            for (int64_t cc = 0; cc < cpg; ++cc) {
+                const int64_t c = g * cpg + cc;
+                for (int64_t i = 0; i < plane; ++i) {
+                    const int64_t idx = (nn * C + c) * plane + i;
+                    yp[idx] = static_cast<float>((xp[idx] - mean) * inv * sc[c] + bi[c]);
+                }
+            }
+        }
+}
+
+void batchNorm(const Node& n, const std::vector<const Tensor*>& in, Tensor& y) {
+    const Tensor& x = *in[0];
+    const int64_t N = x.dim(0), C = x.dim(1), plane = x.numel() / (N * C);
+    const std::vector<float> sc = in[1]->toFloats(), bi = in[2]->toFloats(),
+                             mean = in[3]->toFloats(), var = in[4]->toFloats();
+    const float* xp = x.data<float>();
+    float* yp = y.data<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) {
+        const int64_t c = (i / plane) % C;
+        yp[i] = static_cast<float>(
+            (xp[i] - mean[c]) / std::sqrt(double(var[c]) + n.norm.epsilon) * sc[c] + bi[c]);
+    }
+}
+
+void softmax(int64_t axis, const Tensor& x, Tensor& y) {
+    const Shape& s = x.shape();
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < axis; ++i) outer *= s[i];
+    for (size_t i = axis + 1; i < s.size(); ++i) inner *= s[i];
+    const int64_t len = s[axis];
+    const float* xp = x.data<float>();
+    float* yp = y.data<float>();
+    for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+            const int64_t base = o * len * inner + i;
+            float mx = -std::numeric_limits<float>::infinity();
+            for (int64_t k = 0; k < len; ++k) mx = std::max(mx, xp[base + k * inner]);
+            double sum = 0;
+            for (int64_t k = 0; k < len; ++k) sum += std::exp(double(xp[base + k * inner]) - mx);
+            for (int64_t k = 0; k < len; ++k)
+                yp[base + k * inner] =
+                    static_cast<float>(std::exp(double(xp[base + k * inner]) - mx) / sum);
+        }
+}
+
+void binary(OpKind op, const Tensor& a, const Tensor& b, Tensor& y) {
+    const std::vector<float> av = a.toFloats(), bv = b.toFloats();
+    float* yp = y.data<float>();
+    for (int64_t i = 0; i < y.numel(); ++i) {
+        const float u = av[broadcastOffset(i, y.shape(), a.shape())];
+        const float v = bv[broadcastOffset(i, y.shape(), b.shape())];
+        switch (op) {
+            case OpKind::kAdd:
+                yp[i] = u + v;
+                break;
+            case OpKind::kSub:
+                yp[i] = u - v;
+                break;
+            case OpKind::kMul:
+                yp[i] = u * v;
+                break;
+            default:
+                yp[i] = u / v;
+                break;
+        }
+    }
+}
+
+void concat(int64_t axis, const std::vector<const Tensor*>& in, Tensor& y) {
+    const Shape& s = y.shape();
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < axis; ++i) outer *= s[i];
+    for (size_t i = axis + 1; i < s.size(); ++i) inner *= s[i];
+    float* yp = y.data<float>();
+    for (int64_t o = 0; o < outer; ++o) {
+        int64_t offset = 0;
+        for (const Tensor* t : in) {
+            const int64_t len = t->dim(axis) * inner;
+            const float* src = t->data<float>() + o * len;
+            std::copy(src, src + len, yp + o * s[axis] * inner + offset);
+            offset += len;
+        }
+    }
+}
+
+// Input coordinate for output index `o` along one axis (ONNX Resize coordinate modes).
+double resizeCoord(const ResizeAttrs& r, int64_t o, int64_t in, int64_t out, double scale) {
+    switch (r.coord) {
+        case ResizeCoord::kHalfPixel:
+            return (o + 0.5) / scale - 0.5;
+        case ResizeCoord::kPytorchHalfPixel:
+            return out > 1 ? (o + 0.5) / scale - 0.5 : 0.0;
+        case ResizeCoord::kAlignCorners:
+            return out > 1 ? o * double(in - 1) / double(out - 1) : 0.0;
+        case ResizeCoord::kAsymmetric:
+            return o / scale;
+    }
+    return 0.0;
+}
+
+int64_t nearestIndex(NearestRounding mode, double x, int64_t in) {
+    double r;
+    switch (mode) {
+        case NearestRounding::kRoundPreferFloor:
+            r = (x - std::floor(x) == 0.5) ? std::floor(x) : std::round(x);
+            break;
+        case NearestRounding::kRoundPreferCeil:
+            r = std::round(x);  // rounds halves away from zero, i.e. up for x >= 0
+            if (x < 0 && x - std::floor(x) == 0.5) r = std::ceil(x);
+            break;
+        case NearestRounding::kFloor:
+            r = std::floor(x);
+            break;
+        default:
+            r = std::ceil(x);
+            break;
+    }
+    return std::clamp<int64_t>(static_cast<int64_t>(r), 0, in - 1);
+}
+
+// Separable resize: per axis, each output index reads two input indices with two weights
+// (nearest: one index, weight 1).
+void resize(const Node& n, const Tensor& x, Tensor& y) {
+    const Shape& is = x.shape();
+    const Shape& os = y.shape();
+    const size_t rank = is.size();
+    struct Tap {
+        int64_t i0, i1;
+        double w1;
+    };
+    std::vector<std::vector<Tap>> taps(rank);
+    for (size_t a = 0; a < rank; ++a) {
+        for (int64_t o = 0; o < os[a]; ++o) {
+            const double scale = n.resize.scales[a];
+            const double c = resizeCoord(n.resize, o, is[a], os[a], scale);
+            if (n.resize.mode == ResizeMode::kNearest) {
+                const int64_t i = nearestIndex(n.resize.nearest, c, is[a]);
+                taps[a].push_back({i, i, 0.0});
+            } else {
+                const double cc = std::clamp(c, 0.0, double(is[a] - 1));
+                const int64_t i0 = static_cast<int64_t>(std::floor(cc));
+                const int64_t i1 = std::min(i0 + 1, is[a] - 1);
+                taps[a].push_back({i0, i1, cc - double(i0)});
+            }
+        }
+    }
+    const std::vector<int64_t> ist = stridesOf(is);
+    const float* xp = x.data<float>();
+    float* yp = y.data<float>();
+    std::vector<int64_t> idx(rank);
+    for (int64_t flat = 0; flat < y.numel(); ++flat) {
+        int64_t r = flat;
+        for (size_t a = rank; a-- > 0;) {
+            idx[a] = r % os[a];
+            r /= os[a];
+        }
+        // Sum over the 2^rank corners; axes with weight 0 contribute one corner.
+        double acc = 0;
+        for (uint32_t corner = 0; corner < (1u << rank); ++corner) {
+            double wgt = 1;
+            int64_t off = 0;
+            for (size_t a = 0; a < rank; ++a) {
+                const Tap& t = taps[a][idx[a]];
+                const bool hi = (corner >> a) & 1u;
+                if (hi && t.w1 == 0.0) {
+                    wgt = 0;
+                    break;
+                }
+                wgt *= hi ? t.w1 : 1.0 - t.w1;
+                off += (hi ? t.i1 : t.i0) * ist[a];
+            }
+            if (wgt != 0) acc += wgt * xp[off];
+        }
+        yp[flat] = static_cast<float>(acc);
+    }
+}
+
+void pool(const Node& n, const Tensor& x, Tensor& y) {
+    const PoolAttrs& pa = n.pool;
+    const int64_t NC = x.dim(0) * x.dim(1);
+    const Dims3 is = spatial3(x.shape()), os = spatial3(y.shape());
+    const auto k = pad3(pa.kernel, 1), s = pad3(pa.strides, 1), dl = pad3(pa.dilations, 1),
+               p = pad3(pa.pads_begin, 0), pe = pad3(pa.pads_end, 0);
+    const bool is_max = n.op == OpKind::kMaxPool;
+    const float* xp = x.data<float>();
+    float* yp = y.data<float>();
+    const std::array<int64_t, 3> in_dims{is.d, is.h, is.w};
+    for (int64_t c = 0; c < NC; ++c)
+        for (int64_t od = 0; od < os.d; ++od)
+            for (int64_t oh = 0; oh < os.h; ++oh)
+                for (int64_t ow = 0; ow < os.w; ++ow) {
+                    const std::array<int64_t, 3> o{od, oh, ow};
+                    double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
+                    int64_t valid = 0;
+                    int64_t padded = 1;  // window positions inside input + padding
+                    for (int a = 0; a < 3; ++a) {
+                        int64_t cnt = 0;
+                        for (int64_t kk = 0; kk < k[a]; ++kk) {
+                            const int64_t i = o[a] * s[a] - p[a] + kk * dl[a];
+                            if (i < in_dims[a] + pe[a]) ++cnt;
+                        }
+                        padded *= cnt;
+                    }
+                    for (int64_t kd = 0; kd < k[0]; ++kd) {
+                        const int64_t id = od * s[0] - p[0] + kd * dl[0];
+                        if (id < 0 || id >= is.d) continue;
+                        for (int64_t kh = 0; kh < k[1]; ++kh) {
+                            const int64_t ih = oh * s[1] - p[1] + kh * dl[1];
+                            if (ih < 0 || ih >= is.h) continue;
+                            for (int64_t kw = 0; kw < k[2]; ++kw) {
+                                const int64_t iw = ow * s[2] - p[2] + kw * dl[2];
+                                if (iw < 0 || iw >= is.w) continue;
+                                const float v = xp[((c * is.d + id) * is.h + ih) * is.w + iw];
+                                acc = is_max ? std::max<double>(acc, v) : acc + v;
+                                ++valid;
+                            }
+                        }
+                    }
+                    if (!is_max) {
+                        const int64_t div = pa.count_include_pad ? padded : valid;
+                        acc = div > 0 ? acc / double(div) : 0.0;
+                    }
+                    yp[((c * os.d + od) * os.h + oh) * os.w + ow] = static_cast<float>(acc);
+                }
+}
+
+void pad(const Node& n, const Tensor& x, Tensor& y) {
+    const Shape& is = x.shape();
+    const Shape& os = y.shape();
+    const std::vector<int64_t> ist = stridesOf(is);
+    const float* xp = x.data<float>();
+    float* yp = y.data<float>();
+    for (int64_t flat = 0; flat < y.numel(); ++flat) {
+        int64_t r = flat, off = 0;
+        bool outside = false;
+        for (size_t a = is.size(); a-- > 0;) {
+            int64_t i = r % os[a] - n.pad.pads_begin[a];
+            r /= os[a];
+            if (i < 0 || i >= is[a]) {
+                switch (n.pad.mode) {
+                    case PadAttrs::Mode::kConstant:
+                        outside = true;
+                        break;
+                    case PadAttrs::Mode::kEdge:
+                        i = std::clamp<int64_t>(i, 0, is[a] - 1);
+                        break;
+                    case PadAttrs::Mode::kReflect:
+                        i = i < 0 ? -i : 2 * (is[a] - 1) - i;
+                        break;
+                }
+            }
+            off += i * ist[a];
+        }
+        yp[flat] = outside ? n.pad.value : xp[off];
+    }
+}
+
+void transpose(const Node& n, const Tensor& x, Tensor& y) {
+    const Shape& os = y.shape();
+    const std::vector<int64_t> ist = stridesOf(x.shape());
+    const float* xp = x.data<float>();
+    float* yp = y.data<float>();
+    for (int64_t flat = 0; flat < y.numel(); ++flat) {
+        int64_t r = flat, off = 0;
+        for (size_t a = os.size(); a-- > 0;) {
+            off += (r % os[a]) * ist[n.perm[a]];
+            r /= os[a];
+        }
+        yp[flat] = xp[off];
+    }
+}
+
+void slice(const Node& n, const Tensor& x, Tensor& y) {
+    const std::vector<SliceAxis> axes = resolveSlice(n, x.shape());
+    const Shape& os = y.shape();
+    const std::vector<int64_t> ist = stridesOf(x.shape());
+    const float* xp = x.data<float>();
+    float* yp = y.data<float>();
+    for (int64_t flat = 0; flat < y.numel(); ++flat) {
+        int64_t r = flat, off = 0;
+        for (size_t a = os.size(); a-- > 0;) {
+            off += (axes[a].start + (r % os[a]) * axes[a].step) * ist[a];
+            r /= os[a];
+        }
+        yp[flat] = xp[off];
+    }
+}
+
+// out = act(out [+ residual]) for epilogues fused by optimize().
+void applyEpilogue(const Node& n, const std::vector<Tensor>& env, Tensor& y) {
+    float* yp = y.data<float>();
+    if (n.fused_residual >= 0) {
+        const float* rp = env[n.fused_residual].data<float>();
+        for (int64_t i = 0; i < y.numel(); ++i) yp[i] += rp[i];
+    }
+    switch (n.fused_activation) {
+        case ActivationKind::kNone:
+            break;
+        case ActivationKind::kRelu:
+            for (int64_t i = 0; i < y.numel(); ++i) yp[i] = std::max(yp[i], 0.0f);
+            break;
+        case ActivationKind::kLeakyRelu:
+            for (int64_t i = 0; i < y.numel(); ++i)
+                yp[i] = yp[i] >= 0 ? yp[i] : yp[i] * n.fused_alpha;
+            break;
+        case ActivationKind::kSigmoid:
+            for (int64_t i = 0; i < y.numel(); ++i) yp[i] = sigmoid(yp[i]);
+            break;
+        case ActivationKind::kPRelu: {
+            const Tensor& slope = env[n.fused_prelu_slope];
+            const std::vector<float> sv = slope.toFloats();
+            for (int64_t i = 0; i < y.numel(); ++i)
+                if (yp[i] < 0) yp[i] *= sv[broadcastOffset(i, y.shape(), slope.shape())];
+            break;
+        }
+    }
+}
+
+Status runNode(const Graph& g, const Node& n, std::vector<Tensor>& env) {
+    std::vector<const Tensor*> in;
+    for (ValueId v : n.inputs) in.push_back(v >= 0 ? &env[v] : nullptr);
+    for (size_t i = 0; i < in.size(); ++i)
+        if (in[i] && in[i]->empty())
+            return internalError("reference: node '" + n.name + "' input " + std::to_string(i) +
+                                 " was not computed");
+    Tensor y(DType::kFloat32, g.values[n.outputs[0]].shape);
+    float* yp = y.data<float>();
+    auto unary = [&](auto f) {
+        const float* xp = in[0]->data<float>();
+        for (int64_t i = 0; i < y.numel(); ++i) yp[i] = f(xp[i]);
+    };
+    switch (n.op) {
+        case OpKind::kConv:
+            conv(n, *in[0], *in[1], in.size() > 2 ? in[2] : nullptr, y);
+            break;
+        case OpKind::kConvTranspose:
+            convTranspose(n, *in[0], *in[1], in.size() > 2 ? in[2] : nullptr, y);
+            break;
+        case OpKind::kInstanceNorm:
+            groupNorm(*in[0], *in[1], *in[2], in[0]->dim(1), n.norm.epsilon, y);
+            break;
+        case OpKind::kGroupNorm:
+            groupNorm(*in[0], *in[1], *in[2], n.norm.num_groups, n.norm.epsilon, y);
+            break;
+        case OpKind::kBatchNorm:
+            batchNorm(n, in, y);
+            break;
+        case OpKind::kRelu:
+            unary([](float v) { return std::max(v, 0.0f); });
+            break;
+        case OpKind::kLeakyRelu:
+            unary([&](float v) { return v >= 0 ? v : v * n.alpha; });
+            break;
+        case OpKind::kPRelu: {
+            const std::vector<float> sv = in[1]->toFloats();
+            const float* xp = in[0]->data<float>();
+            for (int64_t i = 0; i < y.numel(); ++i)
+                yp[i] =
+                    xp[i] >= 0 ? xp[i] : xp[i] * sv[broadcastOffset(i, y.shape(), in[1]->shape())];
+            break;
+        }
+        case OpKind::kSigmoid:
+            unary(sigmoid);
+            break;
+        case OpKind::kTanh:
+            unary([](float v) { return std::tanh(v); });
+            break;
+        case OpKind::kClip:
+            unary([&](float v) { return std::min(std::max(v, n.clip_min), n.clip_max); });
+            break;
+        case OpKind::kIdentity:
+        case OpKind::kReshape:
+            unary([](float v) { return v; });
+            break;
+        case OpKind::kSoftmax:
+            softmax(n.axis, *in[0], y);
+            break;
+        case OpKind::kAdd:
+        case OpKind::kSub:
+        case OpKind::kMul:
+        case OpKind::kDiv:
+            binary(n.op, *in[0], *in[1], y);
+            break;
+        case OpKind::kConcat:
+            concat(n.axis, in, y);
+            break;
+        case OpKind::kResize:
+            resize(n, *in[0], y);
+            break;
+        case OpKind::kMaxPool:
+        case OpKind::kAveragePool:
+            pool(n, *in[0], y);
+            break;
+        case OpKind::kGlobalAveragePool: {
+            const int64_t NC = y.numel();
+            const int64_t plane = in[0]->numel() / NC;
+            const float* xp = in[0]->data<float>();
+            for (int64_t c = 0; c < NC; ++c) {
+                double sum = 0;
+                for (int64_t i = 0; i < plane; ++i) sum += xp[c * plane + i];
+                yp[c] = static_cast<float>(sum / double(plane));
+            }
+            break;
+        }
+        case OpKind::kPad:
+            pad(n, *in[0], y);
+            break;
+        case OpKind::kTranspose:
+            transpose(n, *in[0], y);
+            break;
+        case OpKind::kSlice:
+            slice(n, *in[0], y);
+            break;
+    }
+    applyEpilogue(n, env, y);
+    env[n.outputs[0]] = std::move(y);
+    return Status::ok();
+}
+
+class ReferenceCompiled : public CompiledGraph {
+  public:
+    explicit ReferenceCompiled(Graph g) : graph_(std::move(g)) {
+        for (ValueId v : graph_.inputs) input_shapes_.push_back(graph_.values[v].shape);
+        for (ValueId v : graph_.outputs) output_shapes_.push_back(graph_.values[v].shape);
+    }
+    const std::vector<Shape>& inputShapes() const override { return input_shapes_; }
+    const std::vector<Shape>& outputShapes() const override { return output_shapes_; }
+
+    Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) override {
+        if (inputs.size() != input_shapes_.size())
+            return invalidArgument("reference: expected " + std::to_string(input_shapes_.size()) +
+                                   " inputs, got " + std::to_string(inputs.size()));
+        std::vector<Tensor> env(graph_.values.size());
+        for (size_t i = 0; i < graph_.values.size(); ++i)
+            if (graph_.values[i].constant) {
+                const Tensor& c = *graph_.values[i].constant;
+                env[i] =
+                    c.dtype() == DType::kFloat32 ? c : Tensor::fromFloats(c.shape(), c.toFloats());
+            }
+        for (size_t i = 0; i < inputs.size(); ++i) {
+            if (inputs[i].shape() != input_shapes_[i] || inputs[i].dtype() != DType::kFloat32)
+                return invalidArgument("reference: input " + std::to_string(i) + " is " +
+                                       std::string(dtypeName(inputs[i].dtype())) + " " +
+                                       shapeToString(inputs[i].shape()) +
+                                       ", compiled for float32 " + shapeToString(input_shapes_[i]));
+            env[graph_.inputs[i]] = inputs[i];
+        }
+        for (const Node& n : graph_.nodes) VOXSEG_RETURN_IF_ERROR(runNode(graph_, n, env));
+        outputs.clear();
+        for (ValueId v : graph_.outputs) {
+            if (env[v].empty())
+                return internalError("reference: output '" + graph_.values[v].name +
+                                     "' was not computed");
+            outputs.push_back(env[v]);
+        }
+        return Status::ok();
+    }
+
+    size_t workspaceBytes() const override {
+        size_t bytes = 0;
+        for (const Node& n : graph_.nodes)
+            bytes += static_cast<size_t>(numel(graph_.values[n.outputs[0]].shape)) * 4;
+        return bytes;
+    }
+    std::string describe() const override {
+        return "reference: " + std::to_string(graph_.nodes.size()) +
+               " nodes, plain loops, fp32, NCDHW, no buffer reuse";
+    }
+
+  private:
+    Graph graph_;
+    std::vector<Shape> input_shapes_, output_shapes_;
+};
+
+class ReferenceBackend : public Backend {
+  public:
+    std::string name() const override { return "reference"; }
+    std::string deviceDescription() const override { return "host CPU, plain loops, 1 thread"; }
+    bool supportsPrecision(Precision p) const override { return p == Precision::kFloat32; }
+
+    Result<std::unique_ptr<CompiledGraph>> compile(const Graph& graph,
+                                                   const std::vector<Shape>& input_shapes,
+                                                   const CompileOptions& options) override {
+        if (options.precision != Precision::kFloat32)
+            return unsupported(std::string("reference backend computes in fp32 only, not ") +
+                               precisionName(options.precision));
+        Graph g = graph;
+        VOXSEG_RETURN_IF_ERROR(g.inferShapes(input_shapes));
+        for (const Node& n : g.nodes)
+            if (n.outputs.empty() || n.outputs[0] < 0)
+                return invalidArgument("node '" + n.name + "' has no output");
+        return std::unique_ptr<CompiledGraph>(new ReferenceCompiled(std::move(g)));
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> makeReferenceBackend() { return std::make_unique<ReferenceBackend>(); }
+
+}  // namespace voxseg::engine

@@ -1,0 +1,142 @@
+// Graph shape inference, FLOP counting and the optimize() rewrites (checked numerically on the
+// reference backend: a rewrite must not change the outputs).
+#include "engine/graph.h"
+#include "tests/engine/op_cases.h"
+
+#include <gtest/gtest.h>
+
+namespace voxseg::engine {
+namespace {
+
+using testing::GraphBuilder;
+
+std::vector<float> runGraph(const Graph& g, const std::vector<Shape>& shapes) {
+    auto exe = makeReferenceBackend()->compile(g, shapes, {});
+    EXPECT_TRUE(exe.isOk()) << exe.status().toString();
+    if (!exe) return {};
+    std::vector<Tensor> inputs, out;
+    for (size_t i = 0; i < shapes.size(); ++i)
+        inputs.push_back(testing::seededTensor(shapes[i], 7 + uint32_t(i)));
+    EXPECT_TRUE((*exe)->run(inputs, out).isOk());
+    return out.empty() ? std::vector<float>{} : out[0].toFloats();
+}
+
+double maxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+    EXPECT_EQ(a.size(), b.size());
+    double m = 0;
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+        m = std::max(m, double(std::abs(a[i] - b[i])));
+    return m;
+}
+
+int countOps(const Graph& g, OpKind op) {
+    int n = 0;
+    for (const Node& node : g.nodes) n += node.op == op;
+    return n;
+}
+
+TEST(Graph, InfersConvAndConvTransposeShapesForOddInputs) {
+    GraphBuilder b;
+    const ValueId x = b.input("x", {1, 13, 11, 10, 9});
+    const ValueId d = b.conv(x, 13, 8, {3, 3, 3}, {2, 2, 2}, {1, 1, 1, 1, 1, 1});
+    const ValueId u = b.convTranspose(d, 8, 4, {2, 2, 2}, {2, 2, 2});
+    b.output(u);
+    Graph& g = b.graph();
+    ASSERT_TRUE(g.inferShapes({{2, 13, 11, 10, 9}}).isOk());
+    EXPECT_EQ(g.values[d].shape, (Shape{2, 8, 6, 5, 5}));
+    EXPECT_EQ(g.values[u].shape, (Shape{2, 4, 12, 10, 10}));
+    // 2 FLOP per MAC: conv 2*numel(out)*13*27, convT 2*numel(in)*4*8.
+    const double want = 2.0 * (2 * 8 * 6 * 5 * 5) * 13 * 27 + 2.0 * (2 * 8 * 6 * 5 * 5) * 4 * 8;
+    EXPECT_DOUBLE_EQ(g.convFlops(), want);
+}
+
+TEST(Graph, ShapeErrorsNameTheNode) {
+    GraphBuilder b;
+    const ValueId x = b.input("x", {1, 13, 11, 10, 9});
+    b.output(b.conv(x, 12, 8, {3, 3, 3}));
+    const Status s = b.graph().inferShapes({{1, 13, 11, 10, 9}});
+    ASSERT_FALSE(s.isOk());
+    EXPECT_NE(s.message().find("Conv node 'Conv_0'"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("13 channels"), std::string::npos) << s.message();
+
+    GraphBuilder c;
+    const ValueId y = c.input("y", {1, 2, 3});
+    c.output(c.node(OpKind::kAdd, {y, c.input("z", {1, 4, 3})}));
+    const Status t = c.graph().inferShapes({{1, 2, 3}, {1, 4, 3}});
+    ASSERT_FALSE(t.isOk());
+    EXPECT_NE(t.message().find("do not broadcast"), std::string::npos) << t.message();
+}
+
+TEST(Graph, ResizeOutputSurvivesScaleRounding) {
+    GraphBuilder b;
+    b.output(b.node(OpKind::kResize, {b.input("x", {1, 1, 13})}, [](Node& n) {
+        n.resize.scales = {1, 1, 7.0f / 13.0f};
+    }));
+    ASSERT_TRUE(b.graph().inferShapes({{1, 1, 13}}).isOk());
+    EXPECT_EQ(b.graph().values[b.graph().outputs[0]].shape, (Shape{1, 1, 7}));
+}
+
+TEST(Optimize, FoldsBatchNormIntoConv) {
+    GraphBuilder b;
+    const Shape s{1, 5, 7, 6, 5};
+    const ValueId x = b.input("x", s);
+    const ValueId c = b.conv(x, 5, 6, {3, 3, 3}, {1, 1, 1}, {1, 1, 1, 1, 1, 1});
+    const ValueId sc = b.constant("s", testing::seededTensor({6}, 3, 0.5f, 1.5f));
+    const ValueId bi = b.weights("b", {6});
+    const ValueId mean = b.weights("m", {6});
+    const ValueId var = b.constant("v", testing::seededTensor({6}, 4, 0.2f, 2.0f));
+    b.output(b.node(OpKind::kBatchNorm, {c, sc, bi, mean, var}));
+    const Graph opt = optimize(b.graph());
+    EXPECT_EQ(countOps(opt, OpKind::kBatchNorm), 0);
+    EXPECT_EQ(opt.nodes.size(), 1u);
+    EXPECT_LT(maxAbsDiff(runGraph(b.graph(), {s}), runGraph(opt, {s})), 1e-5);
+}
+
+TEST(Optimize, FusesNormActivationAndResidual) {
+    GraphBuilder b;
+    const Shape s{1, 4, 6, 5, 4};
+    const ValueId x = b.input("x", s);
+    const ValueId id = b.node(OpKind::kIdentity, {x});
+    ValueId h = b.conv(id, 4, 4, {3, 3, 3}, {1, 1, 1}, {1, 1, 1, 1, 1, 1});
+    h = b.norm(OpKind::kInstanceNorm, h, 4);
+    h = b.node(OpKind::kLeakyRelu, {h}, [](Node& n) { n.alpha = 0.01f; });
+    h = b.conv(h, 4, 4, {3, 3, 3}, {1, 1, 1}, {1, 1, 1, 1, 1, 1});
+    h = b.node(OpKind::kAdd, {x, h});
+    h = b.node(OpKind::kRelu, {h});
+    b.output(h);
+    const Graph opt = optimize(b.graph());
+    ASSERT_EQ(opt.nodes.size(), 3u);  // conv, instnorm+lrelu, conv+residual+relu
+    EXPECT_EQ(opt.nodes[1].fused_activation, ActivationKind::kLeakyRelu);
+    EXPECT_FLOAT_EQ(opt.nodes[1].fused_alpha, 0.01f);
+    EXPECT_EQ(opt.nodes[2].fused_residual, x);
+    EXPECT_EQ(opt.nodes[2].fused_activation, ActivationKind::kRelu);
+    EXPECT_LT(maxAbsDiff(runGraph(b.graph(), {s}), runGraph(opt, {s})), 1e-6);
+}
+
+TEST(Optimize, KeepsActivationWhenTheProducerOutputIsUsedTwice) {
+    GraphBuilder b;
+    const Shape s{1, 3, 4, 4, 4};
+    const ValueId x = b.input("x", s);
+    const ValueId c = b.conv(x, 3, 3, {1, 1, 1});
+    const ValueId r = b.node(OpKind::kRelu, {c});
+    b.output(b.node(OpKind::kAdd, {c, r}));
+    const Graph opt = optimize(b.graph());
+    EXPECT_EQ(countOps(opt, OpKind::kRelu), 1);
+    EXPECT_EQ(opt.nodes[0].fused_activation, ActivationKind::kNone);
+    EXPECT_LT(maxAbsDiff(runGraph(b.graph(), {s}), runGraph(opt, {s})), 1e-6);
+}
+
+TEST(Optimize, FusesPReluWithConstantSlope) {
+    GraphBuilder b;
+    const Shape s{1, 3, 5, 4, 3};
+    const ValueId x = b.input("x", s);
+    const ValueId c = b.conv(x, 3, 5, {3, 3, 3}, {1, 1, 1}, {1, 1, 1, 1, 1, 1});
+    b.output(b.node(OpKind::kPRelu, {c, b.weights("slope", {5, 1, 1, 1}, 0.5f)}));
+    const Graph opt = optimize(b.graph());
+    ASSERT_EQ(opt.nodes.size(), 1u);
+    EXPECT_EQ(opt.nodes[0].fused_activation, ActivationKind::kPRelu);
+    EXPECT_LT(maxAbsDiff(runGraph(b.graph(), {s}), runGraph(opt, {s})), 1e-6);
+}
+
+}  // namespace
+}  // namespace voxseg::engine

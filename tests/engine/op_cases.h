@@ -1,0 +1,711 @@
+// Op parity framework (in the spirit of ggml's test-backend-ops): a table of single-op and small
+// multi-op graphs with odd shapes (11x10x9, 13 channels) and fixed seeds, and a checker that runs
+// one case on a backend and on the reference backend and compares with the case's tolerance for
+// the precision used. Every parameter of the case is printed on failure.
+//
+// Use from any backend's tests:
+//     for (const auto& c : voxseg::engine::testing::allOpCases())
+//         voxseg::engine::testing::expectParity(*my_backend, c, Precision::kBFloat16);
+// Header-only; single-threaded use.
+#pragma once
+
+#include "engine/backend.h"
+#include "engine/graph.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace voxseg::engine::testing {
+
+// |backend - reference| <= atol + rtol * |reference| for every element.
+struct Tolerance {
+    double atol = 0;
+    double rtol = 0;
+};
+
+// Named tolerances, per kind of op and precision. Reductions over many inputs (conv, norms) lose
+// more in reduced precision than elementwise ops.
+struct Tolerances {
+    Tolerance fp32, fp16, bf16;
+    const Tolerance& at(Precision p) const {
+        return p == Precision::kFloat32 ? fp32 : p == Precision::kFloat16 ? fp16 : bf16;
+    }
+};
+inline const Tolerances kElementwiseTol{{1e-6, 1e-6}, {2e-3, 2e-3}, {1.6e-2, 1.6e-2}};
+inline const Tolerances kReductionTol{{2e-5, 1e-5}, {1e-2, 1e-2}, {6e-2, 3e-2}};
+inline const Tolerances kConvTol{{5e-5, 1e-5}, {1.5e-2, 1e-2}, {8e-2, 4e-2}};
+inline const Tolerances kNetworkTol{{1e-4, 1e-4}, {4e-2, 2e-2}, {2e-1, 6e-2}};
+
+// Deterministic uniform floats in [lo, hi) (std::uniform_real_distribution is not portable).
+inline std::vector<float> seededFloats(int64_t n, uint32_t seed, float lo = -1, float hi = 1) {
+    std::mt19937 rng(seed);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = lo + (hi - lo) * static_cast<float>(rng() >> 8) * (1.0f / 16777216.0f);
+    return v;
+}
+
+inline Tensor seededTensor(const Shape& shape, uint32_t seed, float lo = -1, float hi = 1) {
+    return Tensor::fromFloats(shape, seededFloats(numel(shape), seed, lo, hi));
+}
+
+// Builds graphs by hand for tests (the importer builds them from ONNX).
+class GraphBuilder {
+  public:
+    ValueId input(const std::string& name, const Shape& shape) {
+        const ValueId id = g_.addValue({name, shape, DType::kFloat32, std::nullopt});
+        g_.inputs.push_back(id);
+        return id;
+    }
+    ValueId constant(const std::string& name, Tensor t) {
+        Shape s = t.shape();
+        return g_.addValue({name, s, t.dtype(), std::move(t)});
+    }
+    ValueId weights(const std::string& name, const Shape& shape, float scale = 1.0f) {
+        return constant(name, seededTensor(shape, seed_++, -scale, scale));
+    }
+    // Adds a node with one output; `configure` sets its attributes.
+    ValueId node(OpKind op, std::vector<ValueId> inputs,
+                 const std::function<void(Node&)>& configure = {}) {
+        Node n;
+        n.op = op;
+        n.name = std::string(opKindName(op)) + "_" + std::to_string(g_.nodes.size());
+        n.inputs = std::move(inputs);
+        n.outputs = {g_.addValue({n.name + "_out", {}, DType::kFloat32, std::nullopt})};
+        if (configure) configure(n);
+        g_.nodes.push_back(std::move(n));
+        return g_.nodes.back().outputs[0];
+    }
+    ValueId conv(ValueId x, int64_t in_ch, int64_t out_ch, std::vector<int64_t> kernel,
+                 std::vector<int64_t> strides = {}, std::vector<int64_t> pads = {},
+                 std::vector<int64_t> dilations = {}, int64_t group = 1, bool bias = true) {
+        const size_t sr = kernel.size();
+        if (strides.empty()) strides.assign(sr, 1);
+        if (pads.empty()) pads.assign(2 * sr, 0);
+        if (dilations.empty()) dilations.assign(sr, 1);
+        Shape ws{out_ch, in_ch / group};
+        int64_t fan_in = in_ch / group;
+        for (int64_t k : kernel) ws.push_back(k), fan_in *= k;
+        const float scale = 1.0f / std::sqrt(static_cast<float>(fan_in));
+        std::vector<ValueId> in{x, weights("w" + std::to_string(seed_), ws, scale)};
+        if (bias) in.push_back(weights("b" + std::to_string(seed_), {out_ch}, 0.5f));
+        return node(OpKind::kConv, in, [&](Node& n) {
+            n.conv.spatial_rank = static_cast<int>(sr);
+            n.conv.kernel = kernel;
+            n.conv.strides = strides;
+            n.conv.dilations = dilations;
+            n.conv.pads_begin.assign(pads.begin(), pads.begin() + sr);
+            n.conv.pads_end.assign(pads.begin() + sr, pads.end());
+            n.conv.group = group;
+            n.conv.in_channels = in_ch;
+            n.conv.out_channels = out_ch;
+            n.conv.has_bias = bias;
+        });
+    }
+    ValueId convTranspose(ValueId x, int64_t in_ch, int64_t out_ch, std::vector<int64_t> kernel,
+                          std::vector<int64_t> strides, std::vector<int64_t> pads = {},
+                          std::vector<int64_t> output_padding = {}, int64_t group = 1,
+                          bool bias = true) {
+        const size_t sr = kernel.size();
+        if (pads.empty()) pads.assign(2 * sr, 0);
+        Shape ws{in_ch, out_ch / group};
+        int64_t fan = in_ch / group;
+        for (int64_t k : kernel) ws.push_back(k), fan *= k;
+        const float scale = 1.0f / std::sqrt(static_cast<float>(fan));
+        std::vector<ValueId> in{x, weights("w" + std::to_string(seed_), ws, scale)};
+        if (bias) in.push_back(weights("b" + std::to_string(seed_), {out_ch}, 0.5f));
+        return node(OpKind::kConvTranspose, in, [&](Node& n) {
+            n.conv.spatial_rank = static_cast<int>(sr);
+            n.conv.kernel = kernel;
+            n.conv.strides = strides;
+            n.conv.dilations.assign(sr, 1);
+            n.conv.pads_begin.assign(pads.begin(), pads.begin() + sr);
+            n.conv.pads_end.assign(pads.begin() + sr, pads.end());
+            n.conv.output_padding = output_padding;
+            n.conv.group = group;
+            n.conv.in_channels = in_ch;
+            n.conv.out_channels = out_ch;
+            n.conv.has_bias = bias;
+        });
+    }
+    // InstanceNorm / GroupNorm with random affine parameters (scale around 1).
+    ValueId norm(OpKind op, ValueId x, int64_t channels, int64_t groups = 1, float eps = 1e-5f) {
+        const ValueId s = constant("scale" + std::to_string(seed_),
+                                   seededTensor({channels}, seed_++, 0.5f, 1.5f));
+        const ValueId b = weights("bias" + std::to_string(seed_), {channels}, 0.5f);
+        return node(op, {x, s, b}, [&](Node& n) {
+            n.norm.epsilon = eps;
+            n.norm.num_groups = groups;
+        });
+    }
+    void output(ValueId v) { g_.outputs.push_back(v); }
+    Graph& graph() { return g_; }
+    Node& last() { return g_.nodes.back(); }
+
+  private:
+    Graph g_;
+    uint32_t seed_ = 1000;
+};
+
+struct OpCase {
+    std::string name;    // unique, usable as a gtest parameter name ([A-Za-z0-9_])
+    std::string params;  // every parameter, printed on failure
+    Graph graph;
+    std::vector<Shape> input_shapes;
+    Tolerances tol;
+};
+
+// Formats a vector for the params string.
+inline std::string vecStr(const std::vector<int64_t>& v) { return shapeToString(v); }
+
+inline std::vector<OpCase> allOpCases() {
+    std::vector<OpCase> cases;
+    auto add = [&](std::string name, std::string params, GraphBuilder& b, std::vector<Shape> shapes,
+                   const Tolerances& tol) {
+        Graph g = b.graph();
+        const Status s = g.inferShapes(shapes);
+        // A case that does not even infer is a bug in this table: fail loudly in the test.
+        if (!s.isOk()) params += " [inferShapes failed: " + s.toString() + "]";
+        cases.push_back({std::move(name), std::move(params), std::move(g), std::move(shapes), tol});
+    };
+    const Shape odd{1, 13, 11, 10, 9};
+
+    // --- Conv ---
+    struct ConvSpec {
+        const char* name;
+        int64_t in_ch, out_ch;
+        std::vector<int64_t> k, s, p, d;
+        int64_t group;
+        bool bias;
+        Shape input;
+    };
+    const std::vector<ConvSpec> convs = {
+        {"conv_k3_p1", 13, 7, {3, 3, 3}, {1, 1, 1}, {1, 1, 1, 1, 1, 1}, {1, 1, 1}, 1, true, odd},
+        {"conv_k3_s2_p1", 13, 8, {3, 3, 3}, {2, 2, 2}, {1, 1, 1, 1, 1, 1}, {1, 1, 1}, 1, true, odd},
+        {"conv_k1_nobias",
+         13,
+         5,
+         {1, 1, 1},
+         {1, 1, 1},
+         {0, 0, 0, 0, 0, 0},
+         {1, 1, 1},
+         1,
+         false,
+         odd},
+        {"conv_k3_dil2_p2",
+         13,
+         6,
+         {3, 3, 3},
+         {1, 1, 1},
+         {2, 2, 2, 2, 2, 2},
+         {2, 2, 2},
+         1,
+         true,
+         odd},
+        {"conv_group",
+         12,
+         9,
+         {3, 3, 3},
+         {1, 1, 1},
+         {1, 1, 1, 1, 1, 1},
+         {1, 1, 1},
+         3,
+         true,
+         {1, 12, 7, 9, 8}},
+        {"conv_depthwise",
+         13,
+         13,
+         {3, 3, 3},
+         {1, 1, 1},
+         {1, 1, 1, 1, 1, 1},
+         {1, 1, 1},
+         13,
+         true,
+         odd},
+        {"conv_asym_pads_k2_s2",
+         13,
+         4,
+         {2, 3, 2},
+         {2, 1, 2},
+         {0, 1, 1, 1, 0, 0},
+         {1, 1, 1},
+         1,
+         true,
+         odd},
+        {"conv_1ch_in_batch2",
+         1,
+         8,
+         {3, 3, 3},
+         {1, 1, 1},
+         {1, 1, 1, 1, 1, 1},
+         {1, 1, 1},
+         1,
+         true,
+         {2, 1, 11, 10, 9}},
+        {"conv2d_k3", 13, 7, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, {1, 13, 11, 10}},
+    };
+    for (const ConvSpec& c : convs) {
+        GraphBuilder b;
+        const ValueId x = b.input("x", c.input);
+        b.output(b.conv(x, c.in_ch, c.out_ch, c.k, c.s, c.p, c.d, c.group, c.bias));
+        add(c.name,
+            "input " + vecStr(c.input) + " out_ch " + std::to_string(c.out_ch) + " kernel " +
+                vecStr(c.k) + " strides " + vecStr(c.s) + " pads " + vecStr(c.p) + " dilations " +
+                vecStr(c.d) + " group " + std::to_string(c.group) + " bias " +
+                std::to_string(c.bias),
+            b, {c.input}, kConvTol);
+    }
+
+    // --- ConvTranspose ---
+    struct ConvTSpec {
+        const char* name;
+        int64_t in_ch, out_ch;
+        std::vector<int64_t> k, s, p, op;
+        int64_t group;
+        Shape input;
+    };
+    const std::vector<ConvTSpec> convts = {
+        {"convtranspose_k2_s2", 13, 7, {2, 2, 2}, {2, 2, 2}, {}, {}, 1, odd},
+        {"convtranspose_k3_s2_p1_op1",
+         13,
+         5,
+         {3, 3, 3},
+         {2, 2, 2},
+         {1, 1, 1, 1, 1, 1},
+         {1, 1, 1},
+         1,
+         odd},
+        {"convtranspose_k3_s1_group",
+         12,
+         6,
+         {3, 3, 3},
+         {1, 1, 1},
+         {1, 1, 1, 1, 1, 1},
+         {},
+         3,
+         {1, 12, 5, 6, 7}},
+        {"convtranspose_aniso_k122_s122", 13, 6, {1, 2, 2}, {1, 2, 2}, {}, {}, 1, odd},
+    };
+    for (const ConvTSpec& c : convts) {
+        GraphBuilder b;
+        const ValueId x = b.input("x", c.input);
+        b.output(b.convTranspose(x, c.in_ch, c.out_ch, c.k, c.s, c.p, c.op, c.group));
+        add(c.name,
+            "input " + vecStr(c.input) + " out_ch " + std::to_string(c.out_ch) + " kernel " +
+                vecStr(c.k) + " strides " + vecStr(c.s) + " pads " + vecStr(c.p) +
+                " output_padding " + vecStr(c.op) + " group " + std::to_string(c.group),
+            b, {c.input}, kConvTol);
+    }
+
+    // --- Norms ---
+    {
+        GraphBuilder b;
+        b.output(b.norm(OpKind::kInstanceNorm, b.input("x", odd), 13));
+        add("instancenorm", "input " + vecStr(odd) + " eps 1e-5", b, {odd}, kReductionTol);
+    }
+    {
+        GraphBuilder b;
+        const Shape s{2, 12, 7, 6, 5};
+        b.output(b.norm(OpKind::kGroupNorm, b.input("x", s), 12, 4));
+        add("groupnorm_g4", "input " + vecStr(s) + " groups 4 eps 1e-5", b, {s}, kReductionTol);
+    }
+    {
+        GraphBuilder b;
+        const ValueId x = b.input("x", odd);
+        const ValueId sc = b.constant("s", seededTensor({13}, 7, 0.5f, 1.5f));
+        const ValueId bi = b.weights("b", {13});
+        const ValueId mean = b.weights("m", {13});
+        const ValueId var = b.constant("v", seededTensor({13}, 8, 0.2f, 2.0f));
+        b.output(b.node(OpKind::kBatchNorm, {x, sc, bi, mean, var},
+                        [](Node& n) { n.norm.epsilon = 1e-3f; }));
+        add("batchnorm", "input " + vecStr(odd) + " eps 1e-3", b, {odd}, kElementwiseTol);
+    }
+
+    // --- Activations and elementwise ---
+    auto unary = [&](const char* name, OpKind op, const std::function<void(Node&)>& cfg) {
+        GraphBuilder b;
+        b.output(b.node(op, {b.input("x", odd)}, cfg));
+        add(name, std::string("input ") + vecStr(odd), b, {odd}, kElementwiseTol);
+    };
+    unary("relu", OpKind::kRelu, {});
+    unary("leakyrelu_0p01", OpKind::kLeakyRelu, [](Node& n) { n.alpha = 0.01f; });
+    unary("leakyrelu_0p2", OpKind::kLeakyRelu, [](Node& n) { n.alpha = 0.2f; });
+    unary("sigmoid", OpKind::kSigmoid, {});
+    unary("tanh", OpKind::kTanh, {});
+    unary("clip", OpKind::kClip, [](Node& n) {
+        n.clip_min = -0.3f;
+        n.clip_max = 0.6f;
+    });
+    unary("identity", OpKind::kIdentity, {});
+    unary("softmax_axis1", OpKind::kSoftmax, [](Node& n) { n.axis = 1; });
+    unary("softmax_axis4", OpKind::kSoftmax, [](Node& n) { n.axis = 4; });
+    {
+        GraphBuilder b;
+        const ValueId x = b.input("x", odd);
+        b.output(b.node(OpKind::kPRelu, {x, b.weights("slope", {13, 1, 1, 1}, 0.5f)}));
+        add("prelu_per_channel", "input " + vecStr(odd) + " slope [13,1,1,1]", b, {odd},
+            kElementwiseTol);
+    }
+    {
+        GraphBuilder b;
+        const ValueId x = b.input("x", odd);
+        b.output(b.node(OpKind::kPRelu, {x, b.weights("slope", {1}, 0.5f)}));
+        add("prelu_shared", "input " + vecStr(odd) + " slope [1]", b, {odd}, kElementwiseTol);
+    }
+    const std::vector<std::pair<const char*, OpKind>> binaries = {
+        {"add", OpKind::kAdd}, {"sub", OpKind::kSub}, {"mul", OpKind::kMul}, {"div", OpKind::kDiv}};
+    for (const auto& [name, op] : binaries) {
+        {
+            GraphBuilder b;
+            const ValueId x = b.input("x", odd);
+            const ValueId y = b.input("y", odd);
+            b.output(b.node(op, {x, y}));
+            add(std::string(name) + "_same", "inputs " + vecStr(odd) + " x2", b, {odd, odd},
+                kElementwiseTol);
+        }
+        {
+            GraphBuilder b;
+            const ValueId x = b.input("x", odd);
+            const ValueId c = b.constant("c", seededTensor({13, 1, 1, 1}, 11, 0.5f, 1.5f));
+            b.output(b.node(op, {x, c}));
+            add(std::string(name) + "_bcast_const", "input " + vecStr(odd) + " constant [13,1,1,1]",
+                b, {odd}, kElementwiseTol);
+        }
+        {
+            GraphBuilder b;
+            const Shape s2{1, 1, 11, 1, 9};
+            const ValueId x = b.input("x", odd);
+            const ValueId y = b.input("y", s2);
+            b.output(b.node(op, {y, x}));
+            add(std::string(name) + "_bcast_both", "inputs " + vecStr(s2) + ", " + vecStr(odd), b,
+                {odd, s2}, kElementwiseTol);
+        }
+    }
+    {
+        GraphBuilder b;
+        const Shape s1{1, 5, 11, 10, 9}, s2{1, 8, 11, 10, 9};
+        const ValueId x = b.input("x", s1);
+        const ValueId y = b.input("y", s2);
+        b.output(b.node(OpKind::kConcat, {x, y}, [](Node& n) { n.axis = 1; }));
+        add("concat_axis1", "inputs " + vecStr(s1) + ", " + vecStr(s2), b, {s1, s2},
+            kElementwiseTol);
+    }
+    {
+        GraphBuilder b;
+        const Shape s1{1, 3, 11, 10, 9}, s2{1, 3, 4, 10, 9};
+        const ValueId x = b.input("x", s1);
+        const ValueId y = b.input("y", s2);
+        b.output(b.node(OpKind::kConcat, {x, y, x}, [](Node& n) { n.axis = 2; }));
+        add("concat_axis2_three", "inputs " + vecStr(s1) + ", " + vecStr(s2) + ", x", b, {s1, s2},
+            kElementwiseTol);
+    }
+
+    // --- Resize ---
+    struct ResizeSpec {
+        const char* name;
+        ResizeMode mode;
+        ResizeCoord coord;
+        NearestRounding nearest;
+        float scale;
+    };
+    const std::vector<ResizeSpec> resizes = {
+        {"resize_nearest_asym_floor_x2", ResizeMode::kNearest, ResizeCoord::kAsymmetric,
+         NearestRounding::kFloor, 2.0f},
+        {"resize_nearest_halfpixel_x1p5", ResizeMode::kNearest, ResizeCoord::kHalfPixel,
+         NearestRounding::kRoundPreferFloor, 1.5f},
+        {"resize_linear_halfpixel_x2", ResizeMode::kLinear, ResizeCoord::kHalfPixel,
+         NearestRounding::kFloor, 2.0f},
+        {"resize_linear_pytorch_halfpixel_x2", ResizeMode::kLinear, ResizeCoord::kPytorchHalfPixel,
+         NearestRounding::kFloor, 2.0f},
+        {"resize_linear_aligncorners_x2", ResizeMode::kLinear, ResizeCoord::kAlignCorners,
+         NearestRounding::kFloor, 2.0f},
+        {"resize_linear_asym_x0p5", ResizeMode::kLinear, ResizeCoord::kAsymmetric,
+         NearestRounding::kFloor, 0.5f},
+    };
+    for (const ResizeSpec& r : resizes) {
+        GraphBuilder b;
+        const Shape s{1, 5, 11, 10, 9};
+        b.output(b.node(OpKind::kResize, {b.input("x", s)}, [&](Node& n) {
+            n.resize.mode = r.mode;
+            n.resize.coord = r.coord;
+            n.resize.nearest = r.nearest;
+            n.resize.scales = {1, 1, r.scale, r.scale, r.scale};
+        }));
+        add(r.name,
+            "input " + vecStr(s) + " mode " + std::to_string(int(r.mode)) + " coord " +
+                std::to_string(int(r.coord)) + " nearest " + std::to_string(int(r.nearest)) +
+                " scale " + std::to_string(r.scale),
+            b, {s}, kElementwiseTol);
+    }
+
+    // --- Pools ---
+    struct PoolSpec {
+        const char* name;
+        OpKind op;
+        std::vector<int64_t> k, s, p;
+        bool ceil, include_pad;
+    };
+    const std::vector<PoolSpec> pools = {
+        {"maxpool_k2_s2", OpKind::kMaxPool, {2, 2, 2}, {2, 2, 2}, {0, 0, 0, 0, 0, 0}, false, false},
+        {"maxpool_k3_s2_p1_ceil",
+         OpKind::kMaxPool,
+         {3, 3, 3},
+         {2, 2, 2},
+         {1, 1, 1, 1, 1, 1},
+         true,
+         false},
+        {"avgpool_k2_s2",
+         OpKind::kAveragePool,
+         {2, 2, 2},
+         {2, 2, 2},
+         {0, 0, 0, 0, 0, 0},
+         false,
+         false},
+        {"avgpool_k3_s1_p1_exclpad",
+         OpKind::kAveragePool,
+         {3, 3, 3},
+         {1, 1, 1},
+         {1, 1, 1, 1, 1, 1},
+         false,
+         false},
+        {"avgpool_k3_s2_p1_inclpad_ceil",
+         OpKind::kAveragePool,
+         {3, 3, 3},
+         {2, 2, 2},
+         {1, 1, 1, 1, 1, 1},
+         true,
+         true},
+    };
+    for (const PoolSpec& p : pools) {
+        GraphBuilder b;
+        b.output(b.node(p.op, {b.input("x", odd)}, [&](Node& n) {
+            n.pool.kernel = p.k;
+            n.pool.strides = p.s;
+            n.pool.pads_begin.assign(p.p.begin(), p.p.begin() + 3);
+            n.pool.pads_end.assign(p.p.begin() + 3, p.p.end());
+            n.pool.dilations = {1, 1, 1};
+            n.pool.ceil_mode = p.ceil;
+            n.pool.count_include_pad = p.include_pad;
+        }));
+        add(p.name,
+            "input " + vecStr(odd) + " kernel " + vecStr(p.k) + " strides " + vecStr(p.s) +
+                " pads " + vecStr(p.p) + " ceil " + std::to_string(p.ceil) + " include_pad " +
+                std::to_string(p.include_pad),
+            b, {odd}, kReductionTol);
+    }
+    {
+        GraphBuilder b;
+        b.output(b.node(OpKind::kGlobalAveragePool, {b.input("x", odd)}));
+        add("globalavgpool", "input " + vecStr(odd), b, {odd}, kReductionTol);
+    }
+
+    // --- Data movement ---
+    const std::vector<std::pair<const char*, PadAttrs::Mode>> pads = {
+        {"pad_constant", PadAttrs::Mode::kConstant},
+        {"pad_reflect", PadAttrs::Mode::kReflect},
+        {"pad_edge", PadAttrs::Mode::kEdge}};
+    for (const auto& [name, mode] : pads) {
+        GraphBuilder b;
+        b.output(b.node(OpKind::kPad, {b.input("x", odd)}, [&](Node& n) {
+            n.pad.mode = mode;
+            n.pad.pads_begin = {0, 0, 1, 2, 0};
+            n.pad.pads_end = {0, 0, 2, 0, 3};
+            n.pad.value = 0.25f;
+        }));
+        add(name, "input " + vecStr(odd) + " pads [0,0,1,2,0]/[0,0,2,0,3] value 0.25", b, {odd},
+            kElementwiseTol);
+    }
+    {
+        GraphBuilder b;
+        b.output(b.node(OpKind::kReshape, {b.input("x", odd)}, [](Node& n) {
+            n.shape = {0, 13, -1};
+        }));
+        add("reshape_0_13_m1", "input " + vecStr(odd) + " target [0,13,-1]", b, {odd},
+            kElementwiseTol);
+    }
+    {
+        GraphBuilder b;
+        b.output(b.node(OpKind::kTranspose, {b.input("x", odd)}, [](Node& n) {
+            n.perm = {0, 4, 2, 1, 3};
+        }));
+        add("transpose_04213", "input " + vecStr(odd) + " perm [0,4,2,1,3]", b, {odd},
+            kElementwiseTol);
+    }
+    {
+        GraphBuilder b;
+        b.output(b.node(OpKind::kSlice, {b.input("x", odd)}, [](Node& n) {
+            n.slice_starts = {1, -9, 100};
+            n.slice_ends = {12, -1, -100};
+            n.slice_axes = {1, 3, 4};
+            n.slice_steps = {3, 2, -2};
+        }));
+        add("slice_steps",
+            "input " + vecStr(odd) +
+                " starts [1,-9,100] ends [12,-1,-100] axes [1,3,4] steps [3,2,-2]",
+            b, {odd}, kElementwiseTol);
+    }
+
+    // --- Fused epilogues (as optimize() produces them) ---
+    {
+        GraphBuilder b;
+        const ValueId x = b.input("x", odd);
+        b.output(b.conv(x, 13, 7, {3, 3, 3}, {1, 1, 1}, {1, 1, 1, 1, 1, 1}));
+        b.last().fused_activation = ActivationKind::kLeakyRelu;
+        b.last().fused_alpha = 0.01f;
+        add("fused_conv_leakyrelu", "conv 13->7 k3 p1 + leakyrelu 0.01, input " + vecStr(odd), b,
+            {odd}, kConvTol);
+    }
+    {
+        GraphBuilder b;
+        const ValueId x = b.input("x", odd);
+        const ValueId r = b.input("residual", {1, 7, 11, 10, 9});
+        b.output(b.conv(x, 13, 7, {3, 3, 3}, {1, 1, 1}, {1, 1, 1, 1, 1, 1}));
+        b.last().fused_residual = r;
+        b.last().fused_activation = ActivationKind::kRelu;
+        add("fused_conv_residual_relu", "conv 13->7 k3 p1 + residual + relu, input " + vecStr(odd),
+            b, {odd, {1, 7, 11, 10, 9}}, kConvTol);
+    }
+    {
+        GraphBuilder b;
+        const ValueId x = b.input("x", odd);
+        const ValueId slope = b.weights("slope", {7, 1, 1, 1}, 0.5f);
+        b.output(b.conv(x, 13, 7, {3, 3, 3}, {2, 2, 2}, {1, 1, 1, 1, 1, 1}));
+        b.last().fused_activation = ActivationKind::kPRelu;
+        b.last().fused_prelu_slope = slope;
+        add("fused_conv_s2_prelu", "conv 13->7 k3 s2 p1 + prelu [7,1,1,1], input " + vecStr(odd), b,
+            {odd}, kConvTol);
+    }
+    {
+        GraphBuilder b;
+        const ValueId x = b.input("x", odd);
+        b.output(b.convTranspose(x, 13, 6, {2, 2, 2}, {2, 2, 2}));
+        b.last().fused_activation = ActivationKind::kSigmoid;
+        add("fused_convtranspose_sigmoid", "convT 13->6 k2 s2 + sigmoid, input " + vecStr(odd), b,
+            {odd}, kConvTol);
+    }
+    {
+        GraphBuilder b;
+        b.output(b.norm(OpKind::kInstanceNorm, b.input("x", odd), 13));
+        b.last().fused_activation = ActivationKind::kLeakyRelu;
+        b.last().fused_alpha = 0.01f;
+        add("fused_instancenorm_leakyrelu", "instancenorm + leakyrelu 0.01, input " + vecStr(odd),
+            b, {odd}, kReductionTol);
+    }
+    {
+        GraphBuilder b;
+        const Shape s{1, 12, 7, 6, 5};
+        const ValueId x = b.input("x", s);
+        const ValueId r = b.input("residual", s);
+        b.output(b.norm(OpKind::kGroupNorm, x, 12, 3));
+        b.last().fused_residual = r;
+        b.last().fused_activation = ActivationKind::kRelu;
+        add("fused_groupnorm_residual_relu", "groupnorm g3 + residual + relu, input " + vecStr(s),
+            b, {s, s}, kReductionTol);
+    }
+
+    // --- Small networks (a U-Net level: conv-norm-act, down, up, skip concat, head, softmax) ---
+    {
+        GraphBuilder b;
+        const Shape s{1, 2, 11, 10, 9};
+        const ValueId x = b.input("x", s);
+        ValueId h = b.conv(x, 2, 6, {3, 3, 3}, {1, 1, 1}, {1, 1, 1, 1, 1, 1});
+        h = b.norm(OpKind::kInstanceNorm, h, 6);
+        const ValueId skip = b.node(OpKind::kLeakyRelu, {h}, [](Node& n) { n.alpha = 0.01f; });
+        ValueId d = b.conv(skip, 6, 12, {3, 3, 3}, {2, 2, 2}, {1, 1, 1, 1, 1, 1});
+        d = b.norm(OpKind::kInstanceNorm, d, 12);
+        d = b.node(OpKind::kLeakyRelu, {d}, [](Node& n) { n.alpha = 0.01f; });
+        ValueId u = b.convTranspose(d, 12, 6, {2, 2, 2}, {2, 2, 2});
+        u = b.node(OpKind::kSlice, {u}, [](Node& n) {
+            n.slice_starts = {0, 0, 0};
+            n.slice_ends = {11, 10, 9};
+            n.slice_axes = {2, 3, 4};
+        });
+        const ValueId cat = b.node(OpKind::kConcat, {skip, u}, [](Node& n) { n.axis = 1; });
+        ValueId head = b.conv(cat, 12, 3, {1, 1, 1});
+        b.output(b.node(OpKind::kSoftmax, {head}, [](Node& n) { n.axis = 1; }));
+        add("net_unet_level",
+            "conv/instnorm/lrelu, strided conv, convT, slice, concat, 1x1 head, "
+            "softmax; input " +
+                vecStr(s),
+            b, {s}, kNetworkTol);
+    }
+    return cases;
+}
+
+// Max abs error between two tensors and the worst element relative to a tolerance.
+struct Comparison {
+    double max_abs = 0;
+    double worst_ratio = 0;  // max over elements of |a-b| / (atol + rtol*|b|); <= 1 passes
+    int64_t worst_index = -1;
+    bool shape_ok = true;
+};
+
+inline Comparison compareTensors(const Tensor& got, const Tensor& want, const Tolerance& tol) {
+    Comparison c;
+    if (got.shape() != want.shape()) {
+        c.shape_ok = false;
+        return c;
+    }
+    const std::vector<float> a = got.toFloats(), b = want.toFloats();
+    for (size_t i = 0; i < a.size(); ++i) {
+        const double diff = std::isnan(a[i]) != std::isnan(b[i])
+                                ? std::numeric_limits<double>::infinity()
+                                : std::abs(double(a[i]) - double(b[i]));
+        const double ratio = diff / (tol.atol + tol.rtol * std::abs(double(b[i])));
+        c.max_abs = std::max(c.max_abs, diff);
+        if (ratio > c.worst_ratio || std::isnan(ratio)) {
+            c.worst_ratio = std::isnan(ratio) ? std::numeric_limits<double>::infinity() : ratio;
+            c.worst_index = static_cast<int64_t>(i);
+        }
+    }
+    return c;
+}
+
+// Runs `c` on `backend` at `precision` and on the reference backend (fp32) with the same seeded
+// inputs, and checks every output against the case's tolerance. Set `optimized` to run the
+// graph through optimize() first for the backend under test.
+inline void expectParity(Backend& backend, const OpCase& c, Precision precision,
+                         bool optimized = false) {
+    SCOPED_TRACE("case " + c.name + " on " + backend.name() + " " + precisionName(precision) +
+                 (optimized ? " (optimized graph)" : "") + ": " + c.params);
+    std::vector<Tensor> inputs;
+    for (size_t i = 0; i < c.input_shapes.size(); ++i)
+        inputs.push_back(seededTensor(c.input_shapes[i], 42u + static_cast<uint32_t>(i)));
+
+    auto reference = makeReferenceBackend();
+    auto ref_exe = reference->compile(c.graph, c.input_shapes, {});
+    ASSERT_TRUE(ref_exe.isOk()) << ref_exe.status().toString();
+    std::vector<Tensor> want;
+    const Status rs = (*ref_exe)->run(inputs, want);
+    ASSERT_TRUE(rs.isOk()) << rs.toString();
+
+    CompileOptions options;
+    options.precision = precision;
+    const Graph g = optimized ? optimize(c.graph) : c.graph;
+    auto exe = backend.compile(g, c.input_shapes, options);
+    ASSERT_TRUE(exe.isOk()) << exe.status().toString();
+    std::vector<Tensor> got;
+    const Status s = (*exe)->run(inputs, got);
+    ASSERT_TRUE(s.isOk()) << s.toString();
+    ASSERT_EQ(got.size(), want.size());
+    const Tolerance& tol = c.tol.at(precision);
+    for (size_t i = 0; i < got.size(); ++i) {
+        const Comparison cmp = compareTensors(got[i], want[i], tol);
+        ASSERT_TRUE(cmp.shape_ok) << "output " << i << " shape " << shapeToString(got[i].shape())
+                                  << ", reference " << shapeToString(want[i].shape());
+        EXPECT_LE(cmp.worst_ratio, 1.0)
+            << "output " << i << " shape " << shapeToString(want[i].shape()) << ": max abs error "
+            << cmp.max_abs << "; worst element " << cmp.worst_index << " got "
+            << got[i].toFloats()[cmp.worst_index] << " want " << want[i].toFloats()[cmp.worst_index]
+            << " (atol " << tol.atol << ", rtol " << tol.rtol
+            << ")\n  kernels: " << (*exe)->describe();
+    }
+}
+
+}  // namespace voxseg::engine::testing
