@@ -319,6 +319,13 @@ Status DicomPixelReader::Impl::readNative(int64_t frame, std::span<int32_t> out)
     const Unpacker unpack{format.high_bit + 1 - format.bits_stored, format.bits_stored,
                           format.is_signed};
     const int64_t n = format.pixelsPerFrame();
+    if (format.bits_allocated == 32 && format.transfer_syntax_uid == "1.2.840.10008.1.2.2" &&
+        pixel_data->getVR() == EVR_OW) {
+        // DCMTK converts big-endian OW as 16-bit words, leaving the halves of each 32-bit sample
+        // in big-endian order (rtdose_expb.dcm of pydicom's test files pins this).
+        auto* words = reinterpret_cast<uint32_t*>(scratch.data());
+        for (int64_t i = 0; i < n; ++i) words[i] = (words[i] << 16) | (words[i] >> 16);
+    }
     bool ok = true;
     switch (format.bits_allocated) {
         case 8:
@@ -412,7 +419,7 @@ Status DicomPixelReader::Impl::readJ2k(int64_t frame, std::span<int32_t> out) {
     detail::J2kFrameInfo info;
     VOXSEG_RETURN_IF_ERROR(
         detail::decodeJ2kFrame(scratch, format.rows, format.columns, out, &info, path)
-            .withContext(fmt::format("frame {}: ", frame + 1)));
+            .withContext(fmt::format("frame {}", frame + 1)));
     // OpenJPEG returns sign-interpreted values; reinterpret them as BitsStored-wide patterns so
     // PixelRepresentation decides the sign (codestreams that disagree with the header exist).
     const Unpacker unpack{0, format.bits_stored, format.is_signed};
