@@ -389,6 +389,12 @@ Status Graph::inferShapes(const std::vector<Shape>& input_shapes) {
     return Status::ok();
 }
 
+Status Graph::inferNodeShape(size_t index) {
+    if (index >= nodes.size())
+        return internalError("inferNodeShape: no node " + std::to_string(index));
+    return inferNode(*this, nodes[index]);
+}
+
 double Graph::convFlops() const {
     double flops = 0;
     for (const Node& node : nodes) {

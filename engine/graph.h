@@ -147,6 +147,8 @@ struct Graph {
     // Recomputes every non-constant value's shape for the given input shapes (e.g. a new batch
     // size); fails naming the node when an op cannot accept its inputs.
     Status inferShapes(const std::vector<Shape>& input_shapes);
+    // Recomputes the output shape of nodes[index] from its inputs' current shapes.
+    Status inferNodeShape(size_t index);
     // Total multiply-add based FLOP count (2 per MAC) of Conv/ConvTranspose for the current shapes.
     double convFlops() const;
 };

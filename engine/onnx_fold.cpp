@@ -1,0 +1,692 @@
+// Attribute access, TensorProto decoding and constant folding for onnx_import.
+#include "engine/onnx_internal.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+
+namespace voxseg::engine::onnx_detail {
+
+// ---------------------------------------------------------------------------------------------
+// Attrs
+
+const onnx::AttributeProto* Attrs::find(const std::string& name) {
+    known_.insert(name);
+    for (const auto& a : node_.attribute())
+        if (a.name() == name) return &a;
+    return nullptr;
+}
+
+bool Attrs::has(const std::string& name) const {
+    for (const auto& a : node_.attribute())
+        if (a.name() == name) return true;
+    return false;
+}
+
+int64_t Attrs::getInt(const std::string& name, int64_t def) {
+    const auto* a = find(name);
+    return a ? a->i() : def;
+}
+
+float Attrs::getFloat(const std::string& name, float def) {
+    const auto* a = find(name);
+    return a ? a->f() : def;
+}
+
+std::string Attrs::getString(const std::string& name, const std::string& def) {
+    const auto* a = find(name);
+    return a ? a->s() : def;
+}
+
+std::vector<int64_t> Attrs::getInts(const std::string& name, const std::vector<int64_t>& def) {
+    const auto* a = find(name);
+    if (!a) return def;
+    return {a->ints().begin(), a->ints().end()};
+}
+
+std::vector<float> Attrs::getFloats(const std::string& name) {
+    const auto* a = find(name);
+    if (!a) return {};
+    return {a->floats().begin(), a->floats().end()};
+}
+
+const onnx::TensorProto* Attrs::getTensor(const std::string& name) {
+    const auto* a = find(name);
+    return a && a->has_t() ? &a->t() : nullptr;
+}
+
+void Attrs::ignore(std::initializer_list<const char*> names) {
+    for (const char* n : names) known_.insert(n);
+}
+
+Status Attrs::checkAllKnown() const {
+    for (const auto& a : node_.attribute())
+        if (!known_.count(a.name()))
+            return unsupported(desc_ + ": attribute '" + a.name() +
+                               "' is not supported by voxseg (re-export without it)");
+    return Status::ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// TensorProto
+
+namespace {
+
+template <typename T>
+std::vector<T> rawValues(const std::string& raw, int64_t n) {
+    std::vector<T> v(static_cast<size_t>(n));
+    if (n) std::memcpy(v.data(), raw.data(), static_cast<size_t>(n) * sizeof(T));  // little endian
+    return v;
+}
+
+}  // namespace
+
+Result<Tensor> tensorFromProto(const onnx::TensorProto& t, const std::string& what) {
+    const std::string name = what + " '" + t.name() + "'";
+    if (t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL)
+        return unsupported(name +
+                           " keeps its data in an external file; voxseg reads self-contained "
+                           "models: re-save with onnx.save_model(model, path, "
+                           "save_as_external_data=False) (models under 2 GB)");
+    Shape shape(t.dims().begin(), t.dims().end());
+    for (int64_t d : shape)
+        if (d < 0) return corruptData(name + " has a negative dimension");
+    const int64_t n = numel(shape);
+    const bool has_raw = t.has_raw_data();
+    auto rawSizeOk = [&](size_t elem) -> Status {
+        if (t.raw_data().size() != static_cast<size_t>(n) * elem)
+            return corruptData(name + ": " + std::to_string(t.raw_data().size()) +
+                               " data bytes for shape " + shapeToString(shape) +
+                               " (truncated or corrupt model)");
+        return Status::ok();
+    };
+    auto countOk = [&](int64_t count) -> Status {
+        if (count != n)
+            return corruptData(name + ": " + std::to_string(count) + " values for shape " +
+                               shapeToString(shape));
+        return Status::ok();
+    };
+    switch (t.data_type()) {
+        case onnx::TensorProto_DataType_FLOAT: {
+            if (has_raw) {
+                VOXSEG_RETURN_IF_ERROR(rawSizeOk(4));
+                return Tensor::fromFloats(shape, rawValues<float>(t.raw_data(), n));
+            }
+            VOXSEG_RETURN_IF_ERROR(countOk(t.float_data_size()));
+            return Tensor::fromFloats(shape, {t.float_data().begin(), t.float_data().end()});
+        }
+        case onnx::TensorProto_DataType_DOUBLE: {
+            std::vector<double> d;
+            if (has_raw) {
+                VOXSEG_RETURN_IF_ERROR(rawSizeOk(8));
+                d = rawValues<double>(t.raw_data(), n);
+            } else {
+                VOXSEG_RETURN_IF_ERROR(countOk(t.double_data_size()));
+                d.assign(t.double_data().begin(), t.double_data().end());
+            }
+            return Tensor::fromFloats(shape, std::vector<float>(d.begin(), d.end()));
+        }
+        case onnx::TensorProto_DataType_FLOAT16:
+        case onnx::TensorProto_DataType_BFLOAT16: {
+            std::vector<uint16_t> h;
+            if (has_raw) {
+                VOXSEG_RETURN_IF_ERROR(rawSizeOk(2));
+                h = rawValues<uint16_t>(t.raw_data(), n);
+            } else {
+                VOXSEG_RETURN_IF_ERROR(countOk(t.int32_data_size()));
+                for (int32_t v : t.int32_data()) h.push_back(static_cast<uint16_t>(v));
+            }
+            std::vector<float> f(h.size());
+            const bool half = t.data_type() == onnx::TensorProto_DataType_FLOAT16;
+            for (size_t i = 0; i < h.size(); ++i)
+                f[i] = half ? halfToFloat(h[i]) : bfloat16ToFloat(h[i]);
+            return Tensor::fromFloats(shape, f);
+        }
+        case onnx::TensorProto_DataType_INT64: {
+            if (has_raw) {
+                VOXSEG_RETURN_IF_ERROR(rawSizeOk(8));
+                return Tensor::fromInt64s(shape, rawValues<int64_t>(t.raw_data(), n));
+            }
+            VOXSEG_RETURN_IF_ERROR(countOk(t.int64_data_size()));
+            return Tensor::fromInt64s(shape, {t.int64_data().begin(), t.int64_data().end()});
+        }
+        case onnx::TensorProto_DataType_INT32:
+        case onnx::TensorProto_DataType_INT16:
+        case onnx::TensorProto_DataType_INT8:
+        case onnx::TensorProto_DataType_UINT8:
+        case onnx::TensorProto_DataType_UINT16:
+        case onnx::TensorProto_DataType_BOOL: {
+            std::vector<int64_t> v;
+            if (has_raw) {
+                switch (t.data_type()) {
+                    case onnx::TensorProto_DataType_INT32: {
+                        VOXSEG_RETURN_IF_ERROR(rawSizeOk(4));
+                        for (int32_t x : rawValues<int32_t>(t.raw_data(), n)) v.push_back(x);
+                        break;
+                    }
+                    case onnx::TensorProto_DataType_INT16: {
+                        VOXSEG_RETURN_IF_ERROR(rawSizeOk(2));
+                        for (int16_t x : rawValues<int16_t>(t.raw_data(), n)) v.push_back(x);
+                        break;
+                    }
+                    case onnx::TensorProto_DataType_UINT16: {
+                        VOXSEG_RETURN_IF_ERROR(rawSizeOk(2));
+                        for (uint16_t x : rawValues<uint16_t>(t.raw_data(), n)) v.push_back(x);
+                        break;
+                    }
+                    case onnx::TensorProto_DataType_INT8: {
+                        VOXSEG_RETURN_IF_ERROR(rawSizeOk(1));
+                        for (int8_t x : rawValues<int8_t>(t.raw_data(), n)) v.push_back(x);
+                        break;
+                    }
+                    default: {
+                        VOXSEG_RETURN_IF_ERROR(rawSizeOk(1));
+                        for (uint8_t x : rawValues<uint8_t>(t.raw_data(), n)) v.push_back(x);
+                        break;
+                    }
+                }
+            } else {
+                VOXSEG_RETURN_IF_ERROR(countOk(t.int32_data_size()));
+                v.assign(t.int32_data().begin(), t.int32_data().end());
+            }
+            if (t.data_type() == onnx::TensorProto_DataType_BOOL) {
+                Tensor b(DType::kBool, shape);
+                for (int64_t i = 0; i < n; ++i) b.data<uint8_t>()[i] = v[i] != 0;
+                return b;
+            }
+            return Tensor::fromInt64s(shape, v);
+        }
+        default:
+            return unsupported(name + " has ONNX data type " + std::to_string(t.data_type()) +
+                               ", which voxseg does not read");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Constant folding
+
+namespace {
+
+bool isFloat(const Tensor& t) { return t.dtype() == DType::kFloat32; }
+
+// Copies elements (any dtype) into a new tensor of `shape`; out[i] = src[index(i)].
+Tensor remap(const Tensor& src, const Shape& shape, const std::function<int64_t(int64_t)>& index) {
+    Tensor out(src.dtype(), shape);
+    const size_t es = dtypeSize(src.dtype());
+    const auto* s = static_cast<const std::byte*>(src.raw());
+    auto* d = static_cast<std::byte*>(out.raw());
+    for (int64_t i = 0; i < out.numel(); ++i) std::memcpy(d + i * es, s + index(i) * es, es);
+    return out;
+}
+
+int64_t broadcastIndex(int64_t index, const Shape& dst, const Shape& src) {
+    int64_t offset = 0, stride = 1;
+    for (size_t i = dst.size(); i-- > 0;) {
+        const int64_t coord = index % dst[i];
+        index /= dst[i];
+        const size_t back = dst.size() - 1 - i;
+        if (back < src.size()) {
+            const int64_t sd = src[src.size() - 1 - back];
+            if (sd != 1) offset += coord * stride;
+            stride *= sd;
+        }
+    }
+    return offset;
+}
+
+std::vector<int64_t> stridesOf(const Shape& s) {
+    std::vector<int64_t> st(s.size(), 1);
+    for (size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
+    return st;
+}
+
+Tensor scalarOrVector(DType type, const Shape& shape) { return Tensor(type, shape); }
+
+Result<Tensor> elementwise(const std::string& op, const Tensor& a, const Tensor& b,
+                           const std::string& desc) {
+    VOXSEG_ASSIGN_OR_RETURN(Shape shape, broadcastShapes(a.shape(), b.shape()));
+    const bool compare = op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" ||
+                         op == "GreaterOrEqual" || op == "And" || op == "Or";
+    const bool ints = !isFloat(a) && !isFloat(b);
+    Tensor out =
+        scalarOrVector(compare ? DType::kBool : (ints ? DType::kInt64 : DType::kFloat32), shape);
+    if (ints) {
+        const auto av = a.toInt64s(), bv = b.toInt64s();
+        for (int64_t i = 0; i < out.numel(); ++i) {
+            const int64_t x = av[broadcastIndex(i, shape, a.shape())];
+            const int64_t y = bv[broadcastIndex(i, shape, b.shape())];
+            int64_t r;
+            if (op == "Add")
+                r = x + y;
+            else if (op == "Sub")
+                r = x - y;
+            else if (op == "Mul")
+                r = x * y;
+            else if (op == "Div") {
+                if (y == 0) return invalidArgument(desc + ": integer division by zero");
+                r = x / y;
+            } else if (op == "Mod") {
+                if (y == 0) return invalidArgument(desc + ": integer modulo by zero");
+                r = x % y;
+            } else if (op == "Min")
+                r = std::min(x, y);
+            else if (op == "Max")
+                r = std::max(x, y);
+            else if (op == "Equal")
+                r = x == y;
+            else if (op == "Less")
+                r = x < y;
+            else if (op == "Greater")
+                r = x > y;
+            else if (op == "LessOrEqual")
+                r = x <= y;
+            else if (op == "GreaterOrEqual")
+                r = x >= y;
+            else if (op == "And")
+                r = x && y;
+            else if (op == "Or")
+                r = x || y;
+            else
+                return internalError("elementwise " + op);
+            if (compare)
+                out.data<uint8_t>()[i] = r != 0;
+            else
+                out.data<int64_t>()[i] = r;
+        }
+        return out;
+    }
+    const auto av = a.toFloats(), bv = b.toFloats();
+    for (int64_t i = 0; i < out.numel(); ++i) {
+        const double x = av[broadcastIndex(i, shape, a.shape())];
+        const double y = bv[broadcastIndex(i, shape, b.shape())];
+        double r;
+        if (op == "Add")
+            r = x + y;
+        else if (op == "Sub")
+            r = x - y;
+        else if (op == "Mul")
+            r = x * y;
+        else if (op == "Div")
+            r = x / y;
+        else if (op == "Pow")
+            r = std::pow(x, y);
+        else if (op == "Min")
+            r = std::min(x, y);
+        else if (op == "Max")
+            r = std::max(x, y);
+        else if (op == "Mod")
+            r = std::fmod(x, y);
+        else if (op == "Equal")
+            r = x == y;
+        else if (op == "Less")
+            r = x < y;
+        else if (op == "Greater")
+            r = x > y;
+        else if (op == "LessOrEqual")
+            r = x <= y;
+        else if (op == "GreaterOrEqual")
+            r = x >= y;
+        else if (op == "And")
+            r = x != 0 && y != 0;
+        else if (op == "Or")
+            r = x != 0 || y != 0;
+        else
+            return internalError("elementwise " + op);
+        if (compare)
+            out.data<uint8_t>()[i] = r != 0;
+        else
+            out.data<float>()[i] = static_cast<float>(r);
+    }
+    return out;
+}
+
+int64_t normAxis(int64_t axis, size_t rank) {
+    return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
+}
+
+Result<Tensor> castTo(const Tensor& t, int64_t to, const std::string& desc) {
+    switch (to) {
+        case onnx::TensorProto_DataType_FLOAT:
+        case onnx::TensorProto_DataType_DOUBLE:
+        case onnx::TensorProto_DataType_FLOAT16:
+        case onnx::TensorProto_DataType_BFLOAT16:
+            return Tensor::fromFloats(t.shape(), t.toFloats());
+        case onnx::TensorProto_DataType_INT64:
+        case onnx::TensorProto_DataType_INT32:
+        case onnx::TensorProto_DataType_INT16:
+        case onnx::TensorProto_DataType_INT8:
+        case onnx::TensorProto_DataType_UINT8: {
+            if (!isFloat(t)) return Tensor::fromInt64s(t.shape(), t.toInt64s());
+            std::vector<int64_t> v;
+            for (float f : t.toFloats()) v.push_back(static_cast<int64_t>(std::trunc(f)));
+            return Tensor::fromInt64s(t.shape(), v);
+        }
+        case onnx::TensorProto_DataType_BOOL: {
+            Tensor b(DType::kBool, t.shape());
+            const auto f = t.toFloats();
+            for (size_t i = 0; i < f.size(); ++i) b.data<uint8_t>()[i] = f[i] != 0;
+            return b;
+        }
+        default:
+            return unsupported(desc + ": Cast to ONNX type " + std::to_string(to));
+    }
+}
+
+}  // namespace
+
+Result<std::optional<std::vector<Tensor>>> foldConstantNode(const onnx::NodeProto& node,
+                                                            const std::vector<const Tensor*>& in,
+                                                            int opset, const std::string& desc) {
+    const std::string& op = node.op_type();
+    Attrs attrs(node, desc);
+    auto input = [&](size_t i) -> const Tensor* { return i < in.size() ? in[i] : nullptr; };
+    auto needInputs = [&](size_t n) -> Status {
+        for (size_t i = 0; i < n; ++i)
+            if (!input(i)) return corruptData(desc + ": input " + std::to_string(i) + " missing");
+        return Status::ok();
+    };
+    auto done = [&](Tensor t) -> Result<std::optional<std::vector<Tensor>>> {
+        VOXSEG_RETURN_IF_ERROR(attrs.checkAllKnown());
+        return std::optional<std::vector<Tensor>>(std::vector<Tensor>{std::move(t)});
+    };
+
+    if (op == "Identity") {
+        VOXSEG_RETURN_IF_ERROR(needInputs(1));
+        return done(*in[0]);
+    }
+    if (op == "Gather") {
+        VOXSEG_RETURN_IF_ERROR(needInputs(2));
+        const Tensor& data = *in[0];
+        const std::vector<int64_t> idx = in[1]->toInt64s();
+        const int64_t axis = normAxis(attrs.getInt("axis", 0), data.rank());
+        if (axis < 0 || axis >= static_cast<int64_t>(data.rank()))
+            return invalidArgument(desc + ": axis out of range");
+        Shape shape(data.shape().begin(), data.shape().begin() + axis);
+        for (int64_t d : in[1]->shape()) shape.push_back(d);
+        for (size_t i = axis + 1; i < data.rank(); ++i) shape.push_back(data.dim(i));
+        const int64_t dim = data.dim(axis);
+        int64_t inner = 1;
+        for (size_t i = axis + 1; i < data.rank(); ++i) inner *= data.dim(i);
+        const int64_t nidx = static_cast<int64_t>(idx.size());
+        for (int64_t v : idx)
+            if (v < -dim || v >= dim) return invalidArgument(desc + ": index out of range");
+        return done(remap(data, shape, [&](int64_t i) {
+            const int64_t inner_i = i % inner;
+            const int64_t k = (i / inner) % nidx;
+            const int64_t outer = i / inner / nidx;
+            const int64_t j = idx[k] < 0 ? idx[k] + dim : idx[k];
+            return (outer * dim + j) * inner + inner_i;
+        }));
+    }
+    if (op == "Unsqueeze" || op == "Squeeze") {
+        VOXSEG_RETURN_IF_ERROR(needInputs(1));
+        std::vector<int64_t> axes = opset >= 13
+                                        ? (input(1) ? input(1)->toInt64s() : std::vector<int64_t>{})
+                                        : attrs.getInts("axes");
+        const Shape& s = in[0]->shape();
+        Shape shape;
+        if (op == "Unsqueeze") {
+            const size_t rank = s.size() + axes.size();
+            for (int64_t& a : axes) a = normAxis(a, rank);
+            size_t j = 0;
+            for (size_t i = 0; i < rank; ++i) {
+                if (std::find(axes.begin(), axes.end(), static_cast<int64_t>(i)) != axes.end())
+                    shape.push_back(1);
+                else if (j < s.size())
+                    shape.push_back(s[j++]);
+            }
+        } else {
+            for (int64_t& a : axes) a = normAxis(a, s.size());
+            for (size_t i = 0; i < s.size(); ++i) {
+                const bool listed =
+                    std::find(axes.begin(), axes.end(), static_cast<int64_t>(i)) != axes.end();
+                if ((axes.empty() && s[i] == 1) || (listed && s[i] == 1)) continue;
+                shape.push_back(s[i]);
+            }
+        }
+        if (numel(shape) != in[0]->numel()) return invalidArgument(desc + ": bad axes");
+        return done(in[0]->clone().reshaped(shape));
+    }
+    if (op == "Concat") {
+        if (in.empty()) return corruptData(desc + ": no inputs");
+        VOXSEG_RETURN_IF_ERROR(needInputs(in.size()));
+        const size_t rank = in[0]->rank();
+        const int64_t axis = normAxis(attrs.getInt("axis", 0), rank);
+        Shape shape = in[0]->shape();
+        if (axis < 0 || axis >= static_cast<int64_t>(rank))
+            return invalidArgument(desc + ": axis out of range");
+        const bool any_float =
+            std::any_of(in.begin(), in.end(), [](const Tensor* t) { return isFloat(*t); });
+        shape[axis] = 0;
+        for (const Tensor* t : in) {
+            if (t->rank() != rank) return invalidArgument(desc + ": ranks differ");
+            shape[axis] += t->dim(axis);
+        }
+        Tensor out(any_float ? DType::kFloat32 : in[0]->dtype(), shape);
+        int64_t outer = 1, inner = 1;
+        for (int64_t i = 0; i < axis; ++i) outer *= shape[i];
+        for (size_t i = axis + 1; i < rank; ++i) inner *= shape[i];
+        int64_t offset = 0;
+        for (const Tensor* t : in) {
+            Tensor src = any_float ? Tensor::fromFloats(t->shape(), t->toFloats()) : *t;
+            const size_t es = dtypeSize(out.dtype());
+            const int64_t len = t->dim(axis) * inner;
+            for (int64_t o = 0; o < outer; ++o)
+                std::memcpy(
+                    static_cast<std::byte*>(out.raw()) + (o * shape[axis] * inner + offset) * es,
+                    static_cast<const std::byte*>(src.raw()) + o * len * es, len * es);
+            offset += len;
+        }
+        return done(out);
+    }
+    if (op == "Cast") {
+        VOXSEG_RETURN_IF_ERROR(needInputs(1));
+        attrs.ignore({"saturate"});
+        VOXSEG_ASSIGN_OR_RETURN(Tensor t, castTo(*in[0], attrs.getInt("to", 1), desc));
+        return done(t);
+    }
+    if (op == "ConstantOfShape") {
+        VOXSEG_RETURN_IF_ERROR(needInputs(1));
+        Tensor value = Tensor::fromFloats({1}, {0.0f});
+        if (const auto* t = attrs.getTensor("value")) {
+            VOXSEG_ASSIGN_OR_RETURN(value, tensorFromProto(*t, desc + " value"));
+        }
+        const Shape shape = in[0]->toInt64s();
+        return done(remap(value.reshaped({1}), shape, [](int64_t) { return int64_t{0}; }));
+    }
+    if (op == "Shape") return std::optional<std::vector<Tensor>>();  // handled by the importer
+    if (op == "Size") {
+        VOXSEG_RETURN_IF_ERROR(needInputs(1));
+        return done(Tensor::fromInt64s({}, {in[0]->numel()}));
+    }
+    if (op == "Slice") {
+        VOXSEG_RETURN_IF_ERROR(needInputs(1));
+        Node n;
+        if (opset >= 10) {
+            VOXSEG_RETURN_IF_ERROR(needInputs(3));
+            n.slice_starts = in[1]->toInt64s();
+            n.slice_ends = in[2]->toInt64s();
+            if (input(3)) n.slice_axes = input(3)->toInt64s();
+            if (input(4)) n.slice_steps = input(4)->toInt64s();
+        } else {
+            n.slice_starts = attrs.getInts("starts");
+            n.slice_ends = attrs.getInts("ends");
+            n.slice_axes = attrs.getInts("axes");
+        }
+        for (int64_t s : n.slice_steps)
+            if (s == 0) return invalidArgument(desc + ": step 0");
+        const auto axes = resolveSlice(n, in[0]->shape());
+        Shape shape;
+        for (const auto& a : axes) shape.push_back(a.count);
+        const auto st = stridesOf(in[0]->shape());
+        return done(remap(*in[0], shape, [&](int64_t i) {
+            int64_t off = 0;
+            for (size_t a = shape.size(); a-- > 0;) {
+                off += (axes[a].start + (i % shape[a]) * axes[a].step) * st[a];
+                i /= shape[a];
+            }
+            return off;
+        }));
+    }
+    if (op == "Reshape") {
+        VOXSEG_RETURN_IF_ERROR(needInputs(2));
+        const bool allowzero = attrs.getInt("allowzero", 0) != 0;
+        std::vector<int64_t> target = in[1]->toInt64s();
+        const Shape& s = in[0]->shape();
+        int64_t known = 1, infer = -1;
+        for (size_t i = 0; i < target.size(); ++i) {
+            if (target[i] == 0 && !allowzero) target[i] = i < s.size() ? s[i] : 0;
+            if (target[i] == -1)
+                infer = static_cast<int64_t>(i);
+            else
+                known *= target[i];
+        }
+        if (infer >= 0) target[infer] = known ? in[0]->numel() / known : 0;
+        if (numel(target) != in[0]->numel())
+            return invalidArgument(desc + ": cannot reshape " + shapeToString(s) + " to " +
+                                   shapeToString(target));
+        return done(in[0]->clone().reshaped(target));
+    }
+    if (op == "Range") {
+        VOXSEG_RETURN_IF_ERROR(needInputs(3));
+        if (isFloat(*in[0]) || isFloat(*in[1]) || isFloat(*in[2])) {
+            const float s = in[0]->toFloats()[0], l = in[1]->toFloats()[0],
+                        d = in[2]->toFloats()[0];
+            if (d == 0) return invalidArgument(desc + ": delta 0");
+            const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((l - s) / d)));
+            std::vector<float> v;
+            for (int64_t i = 0; i < n; ++i) v.push_back(s + d * static_cast<float>(i));
+            return done(Tensor::fromFloats({n}, v));
+        }
+        const int64_t s = in[0]->toInt64s()[0], l = in[1]->toInt64s()[0], d = in[2]->toInt64s()[0];
+        if (d == 0) return invalidArgument(desc + ": delta 0");
+        std::vector<int64_t> v;
+        for (int64_t x = s; d > 0 ? x < l : x > l; x += d) v.push_back(x);
+        const int64_t n = static_cast<int64_t>(v.size());
+        return done(Tensor::fromInt64s({n}, v));
+    }
+    if (op == "Expand") {
+        VOXSEG_RETURN_IF_ERROR(needInputs(2));
+        VOXSEG_ASSIGN_OR_RETURN(Shape shape, broadcastShapes(in[0]->shape(), in[1]->toInt64s()));
+        return done(remap(*in[0], shape,
+                          [&](int64_t i) { return broadcastIndex(i, shape, in[0]->shape()); }));
+    }
+    if (op == "Transpose") {
+        VOXSEG_RETURN_IF_ERROR(needInputs(1));
+        const size_t rank = in[0]->rank();
+        std::vector<int64_t> perm = attrs.getInts("perm");
+        if (perm.empty())
+            for (size_t i = 0; i < rank; ++i) perm.push_back(static_cast<int64_t>(rank - 1 - i));
+        if (perm.size() != rank) return invalidArgument(desc + ": perm does not match rank");
+        Shape shape;
+        for (int64_t p : perm) shape.push_back(in[0]->dim(p));
+        const auto st = stridesOf(in[0]->shape());
+        return done(remap(*in[0], shape, [&](int64_t i) {
+            int64_t off = 0;
+            for (size_t a = rank; a-- > 0;) {
+                off += (i % shape[a]) * st[perm[a]];
+                i /= shape[a];
+            }
+            return off;
+        }));
+    }
+    if (op == "Where") {
+        VOXSEG_RETURN_IF_ERROR(needInputs(3));
+        VOXSEG_ASSIGN_OR_RETURN(Shape s1, broadcastShapes(in[0]->shape(), in[1]->shape()));
+        VOXSEG_ASSIGN_OR_RETURN(Shape shape, broadcastShapes(s1, in[2]->shape()));
+        const bool f = isFloat(*in[1]) || isFloat(*in[2]);
+        const auto cond = in[0]->toInt64s();
+        if (f) {
+            const auto a = in[1]->toFloats(), b = in[2]->toFloats();
+            std::vector<float> v(static_cast<size_t>(numel(shape)));
+            for (size_t i = 0; i < v.size(); ++i)
+                v[i] = cond[broadcastIndex(i, shape, in[0]->shape())]
+                           ? a[broadcastIndex(i, shape, in[1]->shape())]
+                           : b[broadcastIndex(i, shape, in[2]->shape())];
+            return done(Tensor::fromFloats(shape, v));
+        }
+        const auto a = in[1]->toInt64s(), b = in[2]->toInt64s();
+        std::vector<int64_t> v(static_cast<size_t>(numel(shape)));
+        for (size_t i = 0; i < v.size(); ++i)
+            v[i] = cond[broadcastIndex(i, shape, in[0]->shape())]
+                       ? a[broadcastIndex(i, shape, in[1]->shape())]
+                       : b[broadcastIndex(i, shape, in[2]->shape())];
+        return done(Tensor::fromInt64s(shape, v));
+    }
+    static const std::set<std::string> kBinary = {
+        "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Mod", "Pow"};
+    // Add/Sub/Mul/Div/Min/Max on integers fold here; on floats they go through the reference
+    // backend like every other computing op (the importer's fallback), except when mixed.
+    static const std::set<std::string> kIntArith = {"Add", "Sub", "Mul", "Div", "Min", "Max"};
+    if (kBinary.count(op) || (kIntArith.count(op) && in.size() >= 2 && in[0] && in[1] &&
+                              (!isFloat(*in[0]) || !isFloat(*in[1])))) {
+        VOXSEG_RETURN_IF_ERROR(needInputs(2));
+        if (op == "Mod") attrs.getInt("fmod", 0);
+        Tensor acc = *in[0];
+        for (size_t i = 1; i < in.size(); ++i) {
+            VOXSEG_ASSIGN_OR_RETURN(acc, elementwise(op, acc, *in[i], desc));
+        }
+        return done(acc);
+    }
+    if (op == "Not" || op == "Floor" || op == "Ceil" || op == "Neg" || op == "Abs" ||
+        op == "Sqrt" || op == "Round" || op == "Reciprocal" || op == "Exp" || op == "Log") {
+        VOXSEG_RETURN_IF_ERROR(needInputs(1));
+        if (op == "Not") {
+            Tensor b(DType::kBool, in[0]->shape());
+            const auto v = in[0]->toInt64s();
+            for (size_t i = 0; i < v.size(); ++i) b.data<uint8_t>()[i] = v[i] == 0;
+            return done(b);
+        }
+        if (!isFloat(*in[0]) && (op == "Neg" || op == "Abs")) {
+            auto v = in[0]->toInt64s();
+            for (auto& x : v) x = op == "Neg" ? -x : std::abs(x);
+            return done(Tensor::fromInt64s(in[0]->shape(), v));
+        }
+        auto v = in[0]->toFloats();
+        for (float& x : v) {
+            if (op == "Floor")
+                x = std::floor(x);
+            else if (op == "Ceil")
+                x = std::ceil(x);
+            else if (op == "Neg")
+                x = -x;
+            else if (op == "Abs")
+                x = std::abs(x);
+            else if (op == "Sqrt")
+                x = std::sqrt(x);
+            else if (op == "Round")
+                x = std::nearbyint(x);
+            else if (op == "Reciprocal")
+                x = 1.0f / x;
+            else if (op == "Exp")
+                x = std::exp(x);
+            else
+                x = std::log(x);
+        }
+        return done(Tensor::fromFloats(in[0]->shape(), v));
+    }
+    if (op == "ReduceProd" || op == "ReduceSum" || op == "ReduceMax" || op == "ReduceMin") {
+        // Only the full reduction of a 1-D shape vector appears in shape code.
+        VOXSEG_RETURN_IF_ERROR(needInputs(1));
+        attrs.ignore({"keepdims", "axes", "noop_with_empty_axes"});
+        if (in[0]->rank() != 1 || isFloat(*in[0])) return std::optional<std::vector<Tensor>>();
+        const auto v = in[0]->toInt64s();
+        int64_t r = op == "ReduceProd" ? 1 : op == "ReduceSum" ? 0 : (v.empty() ? 0 : v[0]);
+        for (int64_t x : v) {
+            if (op == "ReduceProd")
+                r *= x;
+            else if (op == "ReduceSum")
+                r += x;
+            else if (op == "ReduceMax")
+                r = std::max(r, x);
+            else
+                r = std::min(r, x);
+        }
+        const bool keep = attrs.getInt("keepdims", 1) != 0;
+        return done(Tensor::fromInt64s(keep ? Shape{1} : Shape{}, {r}));
+    }
+    return std::optional<std::vector<Tensor>>();
+}
+
+}  // namespace voxseg::engine::onnx_detail

@@ -1,0 +1,153 @@
+// Golden tests: networks of the kinds users bring (nnU-Net PlainConvUNet, MONAI UNet, BasicUNet,
+// SegResNet), exported to ONNX and run in PyTorch by tools/gen_golden.py. Each is imported with
+// voxseg's importer and run on every available backend, as imported and after optimize(), and
+// compared with PyTorch's output.
+#include "engine/onnx_import.h"
+#include "engine/registry.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace voxseg::engine {
+namespace {
+
+const std::filesystem::path kGoldenDir =
+    std::filesystem::path(VOXSEG_SOURCE_DIR) / "tests" / "engine" / "golden";
+
+// fp32: the bound. Reduced precision: relative to the largest |output| of the net
+// (a bound per net can be added here when a backend measures it).
+constexpr double kFp32MaxAbsError = 1e-4;
+constexpr double kFp16RelError = 2e-2;
+constexpr double kBf16RelError = 8e-2;
+
+struct GoldenNet {
+    std::string name;
+    Shape input_shape, output_shape;
+};
+
+std::vector<GoldenNet> goldenNets() {
+    std::vector<GoldenNet> nets;
+    std::ifstream f(kGoldenDir / "index.json");
+    if (!f) return nets;
+    const nlohmann::json index = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+    if (index.is_discarded()) return nets;
+    for (const auto& n : index["nets"])
+        nets.push_back({n["name"].get<std::string>(), n["input_shape"].get<Shape>(),
+                        n["output_shape"].get<Shape>()});
+    return nets;
+}
+
+const std::vector<GoldenNet>& nets() {
+    static const std::vector<GoldenNet> all = goldenNets();
+    return all;
+}
+
+Tensor readRaw(const std::filesystem::path& path, const Shape& shape) {
+    Tensor t(DType::kFloat32, shape);
+    std::ifstream f(path, std::ios::binary);
+    f.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.bytes()));
+    EXPECT_TRUE(f.good() && f.gcount() == static_cast<std::streamsize>(t.bytes())) << path;
+    return t;
+}
+
+TEST(Golden, IndexListsTheNetworks) {
+    ASSERT_GE(nets().size(), 4u) << "tests/engine/golden/index.json missing or incomplete";
+}
+
+class GoldenParity : public ::testing::TestWithParam<std::tuple<std::string, size_t>> {};
+
+TEST_P(GoldenParity, MatchesPyTorch) {
+    const auto& [backend_name, index] = GetParam();
+    const GoldenNet& net = nets()[index];
+    const auto names = availableBackends();
+    if (std::find(names.begin(), names.end(), backend_name) == names.end())
+        GTEST_SKIP() << "backend '" << backend_name << "' is not compiled into this build";
+    auto backend = createBackend(backend_name);
+    if (!backend)
+        GTEST_SKIP() << "backend '" << backend_name
+                     << "' unusable: " << backend.status().toString();
+
+    auto graph = importOnnx(kGoldenDir / (net.name + ".onnx"));
+    ASSERT_TRUE(graph.isOk()) << graph.status().toString();
+    const Tensor input = readRaw(kGoldenDir / (net.name + ".input.f32"), net.input_shape);
+    const Tensor want = readRaw(kGoldenDir / (net.name + ".output.f32"), net.output_shape);
+    const std::vector<float> w = want.toFloats();
+    double max_ref = 0;
+    for (float v : w) max_ref = std::max(max_ref, double(std::abs(v)));
+
+    for (bool optimized : {false, true}) {
+        const Graph g = optimized ? optimize(*graph) : *graph;
+        for (Precision p : {Precision::kFloat32, Precision::kFloat16, Precision::kBFloat16}) {
+            if (!(*backend)->supportsPrecision(p)) continue;
+            SCOPED_TRACE(net.name + " on " + backend_name + " " + precisionName(p) +
+                         (optimized ? " optimized" : " as imported"));
+            CompileOptions options;
+            options.precision = p;
+            auto exe = (*backend)->compile(g, {net.input_shape}, options);
+            ASSERT_TRUE(exe.isOk()) << exe.status().toString();
+            std::vector<Tensor> out;
+            const Status s = (*exe)->run({input}, out);
+            ASSERT_TRUE(s.isOk()) << s.toString();
+            ASSERT_EQ(out.size(), 1u);
+            ASSERT_EQ(out[0].shape(), net.output_shape);
+            const std::vector<float> got = out[0].toFloats();
+            double max_err = 0;
+            for (size_t i = 0; i < got.size(); ++i)
+                max_err = std::max(max_err,
+                                   std::isnan(got[i]) ? INFINITY : std::abs(double(got[i]) - w[i]));
+            const double bound = p == Precision::kFloat32   ? kFp32MaxAbsError
+                                 : p == Precision::kFloat16 ? kFp16RelError * max_ref
+                                                            : kBf16RelError * max_ref;
+            std::cout << "[golden] " << net.name << " " << backend_name << " " << precisionName(p)
+                      << (optimized ? " optimized" : " imported") << ": max abs error " << max_err
+                      << " (bound " << bound << ", max |y| " << max_ref << ", " << g.nodes.size()
+                      << " nodes)\n";
+            EXPECT_LE(max_err, bound);
+        }
+    }
+}
+
+std::string goldenName(const ::testing::TestParamInfo<GoldenParity::ParamType>& info) {
+    return std::get<0>(info.param) + "_" + nets()[std::get<1>(info.param)].name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Nets, GoldenParity,
+                         ::testing::Combine(::testing::Values("reference", "cpu", "cuda"),
+                                            ::testing::Range<size_t>(0, nets().size())),
+                         goldenName);
+
+// Compiling for a batch of 2 gives each item the batch-1 result (Reshapes keep the batch dim).
+TEST(Golden, BatchOfTwoMatchesSingleItems) {
+    for (const GoldenNet& net : nets()) {
+        if (net.name != "monai_segresnet" && net.name != "monai_basicunet_softmax") continue;
+        SCOPED_TRACE(net.name);
+        auto graph = importOnnx(kGoldenDir / (net.name + ".onnx"));
+        ASSERT_TRUE(graph.isOk()) << graph.status().toString();
+        const Tensor input = readRaw(kGoldenDir / (net.name + ".input.f32"), net.input_shape);
+        const Tensor want = readRaw(kGoldenDir / (net.name + ".output.f32"), net.output_shape);
+        Shape batch_shape = net.input_shape;
+        batch_shape[0] = 2;
+        Tensor batch(DType::kFloat32, batch_shape);
+        for (int k = 0; k < 2; ++k)
+            std::memcpy(batch.data<float>() + k * input.numel(), input.data<float>(),
+                        input.bytes());
+        auto exe = makeReferenceBackend()->compile(optimize(*graph), {batch_shape}, {});
+        ASSERT_TRUE(exe.isOk()) << exe.status().toString();
+        std::vector<Tensor> out;
+        ASSERT_TRUE((*exe)->run({batch}, out).isOk());
+        ASSERT_EQ(out[0].dim(0), 2);
+        const std::vector<float> got = out[0].toFloats(), w = want.toFloats();
+        double max_err = 0;
+        for (size_t i = 0; i < got.size(); ++i)
+            max_err = std::max(max_err, std::abs(double(got[i]) - w[i % w.size()]));
+        EXPECT_LE(max_err, kFp32MaxAbsError);
+    }
+}
+
+}  // namespace
+}  // namespace voxseg::engine

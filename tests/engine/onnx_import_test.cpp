@@ -1,0 +1,365 @@
+// ONNX import: op/attribute conversion, constant folding of shape subgraphs, and broken models
+// (truncated, garbage, unsupported op/attribute, external data): clear errors, never a crash.
+#include "engine/onnx_import.h"
+#include "tests/engine/op_cases.h"
+#include "tests/test_data.h"
+
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace voxseg::engine {
+namespace {
+
+const std::filesystem::path kGoldenDir =
+    std::filesystem::path(VOXSEG_SOURCE_DIR) / "tests" / "engine" / "golden";
+
+// Builds small ONNX models by hand.
+class ModelBuilder {
+  public:
+    explicit ModelBuilder(int opset = 17) {
+        model_.set_ir_version(8);
+        auto* o = model_.add_opset_import();
+        o->set_domain("");
+        o->set_version(opset);
+    }
+    void input(const std::string& name, const std::vector<int64_t>& dims) {
+        auto* vi = model_.mutable_graph()->add_input();
+        vi->set_name(name);
+        auto* tt = vi->mutable_type()->mutable_tensor_type();
+        tt->set_elem_type(onnx::TensorProto_DataType_FLOAT);
+        for (int64_t d : dims) {
+            auto* dim = tt->mutable_shape()->add_dim();
+            if (d > 0)
+                dim->set_dim_value(d);
+            else
+                dim->set_dim_param("N" + std::to_string(-d));
+        }
+    }
+    void output(const std::string& name) { model_.mutable_graph()->add_output()->set_name(name); }
+    onnx::TensorProto* floats(const std::string& name, const Shape& shape,
+                              const std::vector<float>& v) {
+        auto* t = model_.mutable_graph()->add_initializer();
+        t->set_name(name);
+        t->set_data_type(onnx::TensorProto_DataType_FLOAT);
+        for (int64_t d : shape) t->add_dims(d);
+        t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
+        return t;
+    }
+    void ints(const std::string& name, const std::vector<int64_t>& v) {
+        auto* t = model_.mutable_graph()->add_initializer();
+        t->set_name(name);
+        t->set_data_type(onnx::TensorProto_DataType_INT64);
+        t->add_dims(static_cast<int64_t>(v.size()));
+        for (int64_t x : v) t->add_int64_data(x);
+    }
+    onnx::NodeProto* node(const std::string& op, const std::vector<std::string>& in,
+                          const std::vector<std::string>& out, const std::string& name = "") {
+        auto* n = model_.mutable_graph()->add_node();
+        n->set_op_type(op);
+        n->set_name(name.empty() ? op + std::to_string(model_.graph().node_size()) : name);
+        for (const auto& i : in) n->add_input(i);
+        for (const auto& o : out) n->add_output(o);
+        return n;
+    }
+    static void attr(onnx::NodeProto* n, const std::string& name, int64_t v) {
+        auto* a = n->add_attribute();
+        a->set_name(name);
+        a->set_type(onnx::AttributeProto_AttributeType_INT);
+        a->set_i(v);
+    }
+    static void attr(onnx::NodeProto* n, const std::string& name, const std::string& v) {
+        auto* a = n->add_attribute();
+        a->set_name(name);
+        a->set_type(onnx::AttributeProto_AttributeType_STRING);
+        a->set_s(v);
+    }
+    static void attr(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
+        auto* a = n->add_attribute();
+        a->set_name(name);
+        a->set_type(onnx::AttributeProto_AttributeType_INTS);
+        for (int64_t x : v) a->add_ints(x);
+    }
+    static void attr(onnx::NodeProto* n, const std::string& name, float v) {
+        auto* a = n->add_attribute();
+        a->set_name(name);
+        a->set_type(onnx::AttributeProto_AttributeType_FLOAT);
+        a->set_f(v);
+    }
+    std::string bytes() const { return model_.SerializeAsString(); }
+    Result<Graph> import(const std::vector<Shape>& shapes = {}) const {
+        OnnxImportOptions o;
+        o.input_shapes = shapes;
+        return importOnnxBytes(bytes(), o, "test.onnx");
+    }
+
+  private:
+    onnx::ModelProto model_;
+};
+
+std::vector<float> runOnReference(const Graph& g, const std::vector<Tensor>& inputs) {
+    std::vector<Shape> shapes;
+    for (const Tensor& t : inputs) shapes.push_back(t.shape());
+    auto exe = makeReferenceBackend()->compile(g, shapes, {});
+    EXPECT_TRUE(exe.isOk()) << exe.status().toString();
+    if (!exe) return {};
+    std::vector<Tensor> out;
+    EXPECT_TRUE((*exe)->run(inputs, out).isOk());
+    return out.empty() ? std::vector<float>{} : out[0].toFloats();
+}
+
+std::string readFile(const std::filesystem::path& p) {
+    std::ifstream f(p, std::ios::binary);
+    std::ostringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+int countOps(const Graph& g, OpKind op) {
+    int n = 0;
+    for (const Node& node : g.nodes) n += node.op == op;
+    return n;
+}
+
+TEST(OnnxImport, TruncatedModelsFailCleanly) {
+    const std::string full = readFile(kGoldenDir / "nnunet_plain.onnx");
+    ASSERT_GT(full.size(), 1000u);
+    for (size_t cut : {size_t{1}, size_t{16}, full.size() / 7, full.size() / 3, full.size() / 2,
+                       full.size() - 100, full.size() - 1}) {
+        auto g = importOnnxBytes(std::string_view(full).substr(0, cut), {}, "cut.onnx");
+        EXPECT_FALSE(g.isOk()) << "cut at " << cut;
+        if (!g.isOk()) {
+            EXPECT_EQ(g.status().subject(), "cut.onnx");
+            EXPECT_TRUE(g.status().code() == StatusCode::kCorruptData ||
+                        g.status().code() == StatusCode::kUnsupported)
+                << g.status().toString();
+        }
+    }
+    const auto garbage = importOnnxBytes("this is not a protobuf at all \xff\xff\xff", {}, "x");
+    ASSERT_FALSE(garbage.isOk());
+    EXPECT_EQ(garbage.status().code(), StatusCode::kCorruptData);
+    EXPECT_NE(garbage.status().message().find("not a valid ONNX model"), std::string::npos);
+}
+
+TEST(OnnxImport, MissingFileIsNotFound) {
+    auto g = importOnnx("/nonexistent/model.onnx");
+    ASSERT_FALSE(g.isOk());
+    EXPECT_EQ(g.status().code(), StatusCode::kNotFound);
+    EXPECT_EQ(g.status().subject(), "/nonexistent/model.onnx");
+}
+
+TEST(OnnxImport, UnsupportedOpNamesNodeAndOp) {
+    ModelBuilder m;
+    m.input("x", {1, 2, 3});
+    m.node("Relu", {"x"}, {"r"}, "first_relu");
+    m.node("Einsum", {"r"}, {"y"}, "my_einsum");
+    m.output("y");
+    auto g = m.import();
+    ASSERT_FALSE(g.isOk());
+    EXPECT_EQ(g.status().code(), StatusCode::kUnsupported);
+    EXPECT_NE(g.status().message().find("Einsum node 'my_einsum'"), std::string::npos)
+        << g.status().message();
+}
+
+TEST(OnnxImport, UnknownOrBadAttributesAreUnsupported) {
+    {
+        ModelBuilder m;
+        m.input("x", {1, 2, 3});
+        ModelBuilder::attr(m.node("Relu", {"x"}, {"y"}, "r"), "mystery", int64_t{1});
+        m.output("y");
+        auto g = m.import();
+        ASSERT_FALSE(g.isOk());
+        EXPECT_EQ(g.status().code(), StatusCode::kUnsupported);
+        EXPECT_NE(g.status().message().find("attribute 'mystery'"), std::string::npos);
+        EXPECT_NE(g.status().message().find("Relu node 'r'"), std::string::npos);
+    }
+    {
+        ModelBuilder m;
+        m.input("x", {1, 1, 4, 4, 4});
+        auto* r = m.node("Resize", {"x", "", "s"}, {"y"}, "up");
+        m.floats("s", {5}, {1, 1, 2, 2, 2});
+        ModelBuilder::attr(r, "mode", std::string("cubic"));
+        m.output("y");
+        auto g = m.import();
+        ASSERT_FALSE(g.isOk());
+        EXPECT_EQ(g.status().code(), StatusCode::kUnsupported);
+        EXPECT_NE(g.status().message().find("cubic"), std::string::npos);
+    }
+    {
+        ModelBuilder m;
+        m.input("x", {1, 1, 4, 4, 4});
+        m.floats("w", {1, 1, 3, 3, 3}, std::vector<float>(27, 1));
+        auto* c = m.node("Conv", {"x", "w"}, {"y"}, "conv");
+        ModelBuilder::attr(c, "kernel_shape", std::vector<int64_t>{3, 3, 2});
+        m.output("y");
+        auto g = m.import();
+        ASSERT_FALSE(g.isOk());
+        EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument);
+        EXPECT_NE(g.status().message().find("kernel_shape"), std::string::npos);
+    }
+}
+
+TEST(OnnxImport, ExternalDataAndOldOpsetsAreUnsupported) {
+    {
+        ModelBuilder m;
+        m.input("x", {1, 2});
+        auto* t = m.floats("b", {2}, {1, 2});
+        t->clear_raw_data();
+        t->set_data_location(onnx::TensorProto_DataLocation_EXTERNAL);
+        m.node("Add", {"x", "b"}, {"y"});
+        m.output("y");
+        auto g = m.import();
+        ASSERT_FALSE(g.isOk());
+        EXPECT_EQ(g.status().code(), StatusCode::kUnsupported);
+        EXPECT_NE(g.status().message().find("external"), std::string::npos);
+    }
+    {
+        ModelBuilder m(7);
+        m.input("x", {1, 2});
+        m.node("Relu", {"x"}, {"y"});
+        m.output("y");
+        auto g = m.import();
+        ASSERT_FALSE(g.isOk());
+        EXPECT_EQ(g.status().code(), StatusCode::kUnsupported);
+        EXPECT_NE(g.status().message().find("opset 7"), std::string::npos);
+    }
+}
+
+TEST(OnnxImport, DanglingInputAndInconsistentTensorAreCorrupt) {
+    {
+        ModelBuilder m;
+        m.input("x", {1, 2});
+        m.node("Add", {"x", "nowhere"}, {"y"}, "add");
+        m.output("y");
+        auto g = m.import();
+        ASSERT_FALSE(g.isOk());
+        EXPECT_EQ(g.status().code(), StatusCode::kCorruptData);
+        EXPECT_NE(g.status().message().find("'nowhere'"), std::string::npos);
+    }
+    {
+        ModelBuilder m;
+        m.input("x", {1, 2});
+        auto* t = m.floats("b", {3}, {1, 2, 3});
+        t->set_raw_data(t->raw_data().substr(0, 8));  // 2 floats for 3 elements
+        m.node("Add", {"x", "b"}, {"y"});
+        m.output("y");
+        auto g = m.import();
+        ASSERT_FALSE(g.isOk());
+        EXPECT_EQ(g.status().code(), StatusCode::kCorruptData);
+    }
+}
+
+TEST(OnnxImport, SymbolicDimsNeedAShapeExceptBatch) {
+    ModelBuilder m;
+    m.input("x", {-1, 2, -2});
+    m.node("Relu", {"x"}, {"y"});
+    m.output("y");
+    auto bad = m.import();
+    ASSERT_FALSE(bad.isOk());
+    EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+    auto good = m.import({{3, 2, 5}});
+    ASSERT_TRUE(good.isOk()) << good.status().toString();
+    EXPECT_EQ(good->values[good->outputs[0]].shape, (Shape{3, 2, 5}));
+
+    ModelBuilder b;
+    b.input("x", {-1, 2, 5});
+    b.node("Relu", {"x"}, {"y"});
+    b.output("y");
+    auto batch = b.import();
+    ASSERT_TRUE(batch.isOk()) << batch.status().toString();
+    EXPECT_EQ(batch->values[batch->inputs[0]].shape, (Shape{1, 2, 5}));
+}
+
+// Shape -> Gather -> Unsqueeze -> Concat -> Reshape, as exporters write a flatten.
+TEST(OnnxImport, FoldsShapeSubgraphs) {
+    ModelBuilder m;
+    m.input("x", {2, 3, 4, 5});
+    m.node("Shape", {"x"}, {"s"});
+    m.ints("zero", {0});
+    ModelBuilder::attr(m.node("Gather", {"s", "zero"}, {"n"}), "axis", int64_t{0});
+    m.ints("minus1", {-1});
+    ModelBuilder::attr(m.node("Concat", {"n", "minus1"}, {"target"}), "axis", int64_t{0});
+    m.node("Reshape", {"x", "target"}, {"flat"});
+    ModelBuilder::attr(m.node("Cast", {"target"}, {"targetf"}), "to", int64_t{1});
+    m.node("Relu", {"flat"}, {"y"});
+    m.output("y");
+    auto g = m.import();
+    ASSERT_TRUE(g.isOk()) << g.status().toString();
+    EXPECT_EQ(g->nodes.size(), 2u);  // Reshape, Relu; the shape code is folded, Cast pruned
+    EXPECT_EQ(g->values[g->outputs[0]].shape, (Shape{2, 60}));
+    EXPECT_EQ(g->nodes[0].shape, (Shape{0, -1}));  // batch-preserving target
+}
+
+TEST(OnnxImport, SoftmaxBeforeOpset13NormalisesTrailingAxesJointly) {
+    ModelBuilder m(11);
+    m.input("x", {1, 2, 3});
+    ModelBuilder::attr(m.node("Softmax", {"x"}, {"y"}), "axis", int64_t{1});
+    m.output("y");
+    auto g = m.import();
+    ASSERT_TRUE(g.isOk()) << g.status().toString();
+    const auto y = runOnReference(*g, {testing::seededTensor({1, 2, 3}, 3)});
+    double sum = 0;
+    for (float v : y) sum += v;
+    EXPECT_NEAR(sum, 1.0, 1e-5);  // one distribution over all 6 values
+}
+
+TEST(OnnxImport, GroupNormalizationOpset18PerGroupScale) {
+    ModelBuilder m(18);
+    m.input("x", {1, 4, 3});
+    m.floats("s", {2}, {2, 3});
+    m.floats("b", {2}, {0.5f, -1});
+    auto* n = m.node("GroupNormalization", {"x", "s", "b"}, {"y"}, "gn");
+    ModelBuilder::attr(n, "num_groups", int64_t{2});
+    ModelBuilder::attr(n, "epsilon", 1e-5f);
+    m.output("y");
+    auto g = m.import();
+    ASSERT_TRUE(g.isOk()) << g.status().toString();
+    ASSERT_EQ(g->nodes.size(), 1u);
+    EXPECT_EQ(g->nodes[0].op, OpKind::kGroupNorm);
+    EXPECT_EQ(g->constant(g->nodes[0].inputs[1]).toFloats(), (std::vector<float>{2, 2, 3, 3}));
+}
+
+TEST(OnnxImport, PyTorchGroupNormPatternBecomesGroupNorm) {
+    auto g = importOnnx(kGoldenDir / "monai_segresnet.onnx");
+    ASSERT_TRUE(g.isOk()) << g.status().toString();
+    EXPECT_GT(countOps(*g, OpKind::kGroupNorm), 0);
+    EXPECT_EQ(countOps(*g, OpKind::kInstanceNorm), 0);
+    EXPECT_EQ(countOps(*g, OpKind::kReshape), 0);
+    EXPECT_EQ(countOps(*g, OpKind::kMul), 0);
+}
+
+TEST(OnnxImport, ConvAutoPadSameUpperAndConvTransposeOutputShape) {
+    ModelBuilder m;
+    m.input("x", {1, 1, 5, 6, 7});
+    m.floats("w", {2, 1, 3, 3, 3}, testing::seededFloats(54, 5));
+    auto* c = m.node("Conv", {"x", "w"}, {"c"}, "conv");
+    ModelBuilder::attr(c, "auto_pad", std::string("SAME_UPPER"));
+    ModelBuilder::attr(c, "strides", std::vector<int64_t>{2, 2, 2});
+    m.floats("wt", {2, 1, 2, 2, 2}, testing::seededFloats(16, 6));
+    auto* t = m.node("ConvTranspose", {"c", "wt"}, {"y"}, "up");
+    ModelBuilder::attr(t, "strides", std::vector<int64_t>{2, 2, 2});
+    ModelBuilder::attr(t, "output_shape", std::vector<int64_t>{5, 6, 7});
+    m.output("y");
+    auto g = m.import();
+    ASSERT_TRUE(g.isOk()) << g.status().toString();
+    EXPECT_EQ(g->values[g->nodes[0].outputs[0]].shape, (Shape{1, 2, 3, 3, 4}));
+    EXPECT_EQ(g->values[g->outputs[0]].shape, (Shape{1, 1, 5, 6, 7}));
+}
+
+TEST(OnnxImport, UsingADroppedOutputIsUnsupported) {
+    ModelBuilder m;
+    m.input("x", {1, 1, 4, 4});
+    auto* p = m.node("MaxPool", {"x"}, {"y", "idx"}, "pool");
+    ModelBuilder::attr(p, "kernel_shape", std::vector<int64_t>{2, 2});
+    m.node("Cast", {"idx"}, {"z"}, "use_idx");
+    m.output("z");
+    auto g = m.import();
+    ASSERT_FALSE(g.isOk());
+    EXPECT_EQ(g.status().code(), StatusCode::kUnsupported);
+    EXPECT_NE(g.status().message().find("pooling indices"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace voxseg::engine
