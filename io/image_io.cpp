@@ -290,7 +290,10 @@ bool isImageFile(const std::string& path) {
     return imageFormatFromPath(path) != ImageFormat::kUnknown && fs::is_regular_file(path, ec);
 }
 
-Result<Volume> readImage(const std::string& path, const Progress& progress) {
+namespace {
+
+// Finds ITK's reader for `path` and reads its header; refuses what voxseg cannot hold.
+Result<itk::ImageIOBase::Pointer> openImageIO(const std::string& path) {
     std::error_code ec;
     if (!fs::exists(path, ec)) return notFound("image file not found", path);
     if (!fs::is_regular_file(path, ec))
@@ -321,6 +324,79 @@ Result<Volume> readImage(const std::string& path, const Progress& progress) {
                                    "); voxseg works on 3D volumes: split it first",
                                path);
     }
+    return image_io;
+}
+
+Result<PixelType> pixelTypeOfComponent(itk::IOComponentEnum c, const std::string& path) {
+    using C = itk::IOComponentEnum;
+    switch (c) {
+        case C::UCHAR:
+            return PixelType::kUInt8;
+        case C::CHAR:
+            return PixelType::kInt8;
+        case C::USHORT:
+            return PixelType::kUInt16;
+        case C::SHORT:
+            return PixelType::kInt16;
+        case C::UINT:
+            return PixelType::kUInt32;
+        case C::INT:
+            return PixelType::kInt32;
+        case C::FLOAT:
+            return PixelType::kFloat32;
+        case C::DOUBLE:
+            return PixelType::kFloat64;
+        case C::LONG:
+        case C::ULONG:
+        case C::LONGLONG:
+        case C::ULONGLONG:
+            return PixelType::kInt32;  // narrowed when every value fits, else float64
+        default:
+            return unsupported(std::string("voxel type ") +
+                                   itk::ImageIOBase::GetComponentTypeAsString(c) +
+                                   " is not supported",
+                               path);
+    }
+}
+
+}  // namespace
+
+const char* imageFormatName(ImageFormat format) {
+    switch (format) {
+        case ImageFormat::kNifti:
+            return "NIfTI";
+        case ImageFormat::kNiftiGz:
+            return "NIfTI (gzip)";
+        case ImageFormat::kNrrd:
+            return "NRRD";
+        case ImageFormat::kMetaImage:
+            return "MetaImage";
+        case ImageFormat::kUnknown:
+            break;
+    }
+    return "unknown";
+}
+
+Result<ImageHeader> readImageHeader(const std::string& path) {
+    VOXSEG_ASSIGN_OR_RETURN(auto image_io, openImageIO(path));
+    ImageHeader h;
+    h.format = imageFormatFromPath(path);
+    VOXSEG_ASSIGN_OR_RETURN(h.pixel_type, pixelTypeOfComponent(image_io->GetComponentType(), path));
+    const unsigned n = std::min(3u, image_io->GetNumberOfDimensions());
+    for (unsigned axis = 0; axis < n; ++axis) {
+        h.geometry.size[axis] = static_cast<int64_t>(image_io->GetDimensions(axis));
+        h.geometry.spacing[axis] = image_io->GetSpacing(axis);
+        h.geometry.origin[axis] = image_io->GetOrigin(axis);
+        const auto dir = image_io->GetDirection(axis);  // the axis' unit vector (a column)
+        for (unsigned r = 0; r < 3; ++r)
+            h.geometry.direction[r * 3 + axis] = r < dir.size() ? dir[r] : (r == axis ? 1 : 0);
+    }
+    for (unsigned axis = n; axis < 3; ++axis) h.geometry.size[axis] = 1;
+    return h;
+}
+
+Result<Volume> readImage(const std::string& path, const Progress& progress) {
+    VOXSEG_ASSIGN_OR_RETURN(auto image_io, openImageIO(path));
     const ImageFormat format = imageFormatFromPath(path);
     const bool is_nifti = format == ImageFormat::kNifti || format == ImageFormat::kNiftiGz;
     std::future<Status> complete;

@@ -21,6 +21,16 @@ bool isImageFile(const std::string& path);
 
 Result<Volume> readImage(const std::string& path, const Progress& progress = {});
 
+// What readImage() would return, from the header only (no voxel data is read).
+struct ImageHeader {
+    Geometry geometry;
+    PixelType pixel_type = PixelType::kFloat32;
+    ImageFormat format = ImageFormat::kUnknown;
+};
+Result<ImageHeader> readImageHeader(const std::string& path);
+
+const char* imageFormatName(ImageFormat format);  // "NIfTI", "NIfTI (gzip)", "NRRD", "MetaImage"
+
 struct ImageWriteOptions {
     int compression_level = 6;  // deflate level for .nii.gz / compressed NRRD/MHA
     int threads = 0;            // 0 = all cores

@@ -1,0 +1,80 @@
+// `voxseg info <path...>`: what volumes the inputs hold, without decoding pixels.
+#include "app/commands.h"
+#include "app/series_table.h"
+#include "core/log.h"
+#include "io/dicom_series.h"
+#include "io/image_io.h"
+
+#include <filesystem>
+
+namespace voxseg::app {
+
+ExitCode fail(const Status& status, Stage stage) {
+    log::error("", "{}", status.toString());
+    return exitCodeFor(status, stage);
+}
+
+bool dicomAvailable() {
+#ifdef VOXSEG_HAVE_DICOM_SERIES
+    return true;
+#else
+    return false;
+#endif
+}
+
+CLI::App* addInfoCommand(CLI::App& app, InfoOptions& o) {
+    CLI::App* cmd = app.add_subcommand(
+        "info", "List the volumes found in DICOM folders/files or image files (no pixel decoding)");
+    cmd->add_option("path", o.paths,
+                    "DICOM folders, DICOM files, DICOMDIR, or .nii/.nii.gz/.nrrd/.mha files")
+        ->required();
+    cmd->add_flag("--json", o.json, "Print JSON instead of a table");
+    cmd->add_flag("--show-phi", o.show_phi,
+                  "Also print patient name, ID and birth date (never logged)");
+    cmd->add_option("--threads", o.threads, "Header-reading threads (0 = all cores)")
+        ->check(CLI::NonNegativeNumber);
+    return cmd;
+}
+
+ExitCode runInfo(const InfoOptions& o, const CommandContext& ctx) {
+    InfoReport report;
+    std::vector<std::string> dicom_inputs;
+    for (const auto& path : o.paths) {
+        std::error_code ec;
+        if (!std::filesystem::exists(path, ec))
+            return fail(notFound("input not found", path), Stage::kInput);
+        if (io::isImageFile(path)) {
+            auto header = io::readImageHeader(path);
+            if (!header.isOk()) return fail(header.status(), Stage::kInput);
+            report.rows.push_back(rowFromImage(path, *header));
+        } else {
+            dicom_inputs.push_back(path);
+        }
+    }
+    if (!dicom_inputs.empty()) {
+#ifdef VOXSEG_HAVE_DICOM_SERIES
+        io::DicomScanOptions scan_options;
+        scan_options.threads = o.threads;
+        auto scan = io::scanDicom(dicom_inputs, scan_options, ctx.progress());
+        ctx.bar->clear();
+        if (!scan.isOk()) return fail(scan.status(), Stage::kInput);
+        for (const auto& c : scan->series) report.rows.push_back(rowFromCandidate(c, o.show_phi));
+        report.skipped = scan->skipped;
+#else
+        return fail(unsupported("DICOM input is not available in this build (io/ DICOM loader "
+                                "not compiled in); image files work",
+                                dicom_inputs.front()),
+                    Stage::kInput);
+#endif
+    }
+    if (o.json) {
+        std::printf(
+            "%s\n",
+            toJson(report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    } else {
+        printTable(report, stdout);
+    }
+    return ExitCode::kOk;
+}
+
+}  // namespace voxseg::app

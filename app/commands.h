@@ -1,0 +1,55 @@
+// The `voxseg` subcommands. Each registers its options on the CLI11 app and runs after parsing,
+// returning an exit code (app/exit_codes.h). Commands print results to stdout and diagnostics
+// through core/log.h (stderr); they never print patient identifiers unless asked (--show-phi).
+#pragma once
+
+#include "app/exit_codes.h"
+#include "app/progress_bar.h"
+#include "core/progress.h"
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+namespace voxseg::app {
+
+// What every command gets from main(): the progress bar, the cancel token wired to signals, and
+// the global flags.
+struct CommandContext {
+    ProgressBar* bar = nullptr;
+    CancelToken cancel;
+    bool quiet = false;
+    Progress progress() const { return Progress(bar->callback(), cancel); }
+};
+
+// Reports a failed Status (through the log, so --log-format json applies) and maps it to an
+// exit code.
+ExitCode fail(const Status& status, Stage stage);
+
+struct InfoOptions {
+    std::vector<std::string> paths;
+    bool json = false;
+    bool show_phi = false;
+    int threads = 0;
+};
+CLI::App* addInfoCommand(CLI::App& app, InfoOptions& options);
+ExitCode runInfo(const InfoOptions& options, const CommandContext& context);
+
+struct ConvertOptions {
+    std::string input;
+    std::string output;
+    std::string series;  // index or SeriesInstanceUID; empty = the only candidate
+    bool refuse_tilt = false;
+    bool refuse_uneven = false;
+    bool no_gaps = false;
+    int threads = 0;
+    int gzip_level = 6;
+};
+CLI::App* addConvertCommand(CLI::App& app, ConvertOptions& options);
+ExitCode runConvert(const ConvertOptions& options, const CommandContext& context);
+
+// Whether this build can read DICOM (the io/ DICOM loader is compiled in).
+bool dicomAvailable();
+
+}  // namespace voxseg::app

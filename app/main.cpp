@@ -1,0 +1,79 @@
+// voxseg: the command line. Thin shell over io/ (and later pipeline/): parses options, sets up
+// logging, the progress bar and signal handling, runs one subcommand, returns its exit code.
+#include "app/commands.h"
+#include "app/exit_codes.h"
+#include "app/progress_bar.h"
+#include "app/signals.h"
+#include "core/log.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <new>
+
+namespace {
+
+int run(int argc, char** argv) {
+    using namespace voxseg;
+    using app::ExitCode;
+
+    CLI::App cli("voxseg: medical image series to volumes and 3D segmentations", "voxseg");
+    cli.set_version_flag("--version", std::string("voxseg ") + VOXSEG_VERSION);
+    cli.require_subcommand(1);
+    cli.fallthrough();  // global options also after the subcommand: `voxseg info x --quiet`
+    std::string log_format = "text";
+    bool quiet = false;
+    bool verbose = false;
+    cli.add_option("--log-format", log_format, "Diagnostics on stderr as text or JSON lines")
+        ->check(CLI::IsMember({"text", "json"}));
+    cli.add_flag("-q,--quiet", quiet, "Only errors on stderr; no progress bar, no summary line");
+    cli.add_flag("-v,--verbose", verbose, "Debug messages on stderr");
+
+    app::InfoOptions info_options;
+    app::ConvertOptions convert_options;
+    CLI::App* info = app::addInfoCommand(cli, info_options);
+    CLI::App* convert = app::addConvertCommand(cli, convert_options);
+
+    try {
+        cli.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        const int rc = cli.exit(e);  // prints help/version (rc 0) or the error
+        return rc == 0 ? 0 : app::toInt(ExitCode::kUsage);
+    }
+
+    auto sink = log_format == "json" ? log::makeJsonLinesSink() : log::makeStderrSink();
+    log::setMinLevel(quiet ? log::Level::kError : verbose ? log::Level::kDebug : log::Level::kInfo);
+    app::ProgressBar bar(!quiet && app::ProgressBar::stderrIsTerminal() && log_format == "text");
+    log::setSink(bar.wrapSink(sink));
+
+    app::CommandContext context;
+    context.bar = &bar;
+    context.quiet = quiet;
+    app::installCancelOnSignals(context.cancel);
+
+    ExitCode rc = ExitCode::kInternal;
+    if (cli.got_subcommand(info)) {
+        rc = app::runInfo(info_options, context);
+    } else if (cli.got_subcommand(convert)) {
+        rc = app::runConvert(convert_options, context);
+    }
+    bar.clear();
+    log::setSink(sink);  // the bar dies before the logger: unhook it
+    return app::toInt(rc);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    // Library code reports errors as Status; anything thrown here is a bug or memory exhaustion.
+    try {
+        return run(argc, argv);
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "error: out of memory\n");
+        return voxseg::app::toInt(voxseg::app::ExitCode::kOutOfMemory);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "error: internal error: %s\n", e.what());
+        return voxseg::app::toInt(voxseg::app::ExitCode::kInternal);
+    }
+}

@@ -1,0 +1,218 @@
+// The `voxseg` executable run as a subprocess: help, version, info, convert round trips, and the
+// documented exit codes (docs/exit-codes.md) with no output file left behind on failure.
+#include "app/exit_codes.h"
+#include "io/image_io.h"
+#include "tests/test_data.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace voxseg::app {
+namespace {
+namespace fs = std::filesystem;
+using voxseg::testing::TempDir;
+
+constexpr uint32_t kSeed = 7;
+
+struct RunResult {
+    int exit_code = -1;
+    std::string out;
+    std::string err;
+};
+
+std::string quote(const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+RunResult runVoxseg(const std::vector<std::string>& args, const TempDir& dir) {
+    std::string cmd = quote(VOXSEG_BIN);
+    for (const auto& a : args) cmd += " " + quote(a);
+    const fs::path out = dir.path() / ".stdout", err = dir.path() / ".stderr";
+    cmd += " >" + quote(out.string()) + " 2>" + quote(err.string());
+    const int status = std::system(cmd.c_str());
+    RunResult r;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(out);
+    r.err = slurp(err);
+    fs::remove(out);
+    fs::remove(err);
+    return r;
+}
+
+Volume sampleVolume() {
+    Geometry g;
+    g.size = {40, 30, 12};
+    g.spacing = {0.8, 0.8, 2.5};
+    g.origin = {-16.0, 20.0, -40.5};
+    g.direction = {1, 0, 0, 0, 0, 1, 0, -1, 0};  // coronal
+    Volume v = Volume::allocate<int16_t>(g);
+    uint32_t state = kSeed;
+    for (int64_t i = 0; i < g.voxelCount(); ++i) {
+        state = state * 1664525u + 1013904223u;
+        v.data<int16_t>()[i] = static_cast<int16_t>(static_cast<int>(state >> 20) - 2048);
+    }
+    return v;
+}
+
+bool onlyFiles(const fs::path& dir, std::vector<std::string> names) {
+    std::vector<std::string> found;
+    for (const auto& e : fs::directory_iterator(dir)) found.push_back(e.path().filename());
+    std::sort(found.begin(), found.end());
+    std::sort(names.begin(), names.end());
+    return found == names;
+}
+
+TEST(Cli, HelpOnEveryCommand) {
+    TempDir dir;
+    auto r = runVoxseg({"--help"}, dir);
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_NE(r.out.find("info"), std::string::npos);
+    EXPECT_NE(r.out.find("convert"), std::string::npos);
+    for (const char* cmd : {"info", "convert"}) {
+        auto c = runVoxseg({cmd, "--help"}, dir);
+        EXPECT_EQ(c.exit_code, 0) << cmd;
+        EXPECT_NE(c.out.find(std::string("Usage: voxseg ") + cmd), std::string::npos) << c.out;
+    }
+    auto conv = runVoxseg({"convert", "--help"}, dir);
+    for (const char* opt : {"--series", "--refuse-tilt", "--refuse-uneven", "--no-gaps", "-o"})
+        EXPECT_NE(conv.out.find(opt), std::string::npos) << opt;
+}
+
+TEST(Cli, Version) {
+    TempDir dir;
+    auto r = runVoxseg({"--version"}, dir);
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_EQ(r.out.rfind("voxseg ", 0), 0u) << r.out;
+}
+
+TEST(Cli, UsageErrorsExitWithCode2) {
+    TempDir dir;
+    EXPECT_EQ(runVoxseg({}, dir).exit_code, toInt(ExitCode::kUsage));
+    EXPECT_EQ(runVoxseg({"convert", "x"}, dir).exit_code, toInt(ExitCode::kUsage));  // no -o
+    EXPECT_EQ(runVoxseg({"--log-format", "xml", "info", "x"}, dir).exit_code,
+              toInt(ExitCode::kUsage));
+    auto r = runVoxseg({"convert", dir / "in.nrrd", "-o", dir / "out.png"}, dir);
+    EXPECT_EQ(r.exit_code, toInt(ExitCode::kUsage));
+    EXPECT_NE(r.err.find("out.png"), std::string::npos) << r.err;
+}
+
+TEST(Cli, InfoOnAnImageFile) {
+    TempDir dir;
+    const Volume v = sampleVolume();
+    const std::string path = dir / "ct.nii.gz";
+    ASSERT_TRUE(io::writeImage(v, path).isOk());
+    auto r = runVoxseg({"info", "--json", path}, dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["volumes"].size(), 1u);
+    const auto& row = j["volumes"][0];
+    EXPECT_EQ(row["size"], nlohmann::json({40, 30, 12}));
+    EXPECT_NEAR(row["spacing_mm"][2].get<double>(), 2.5, 1e-6);
+    EXPECT_EQ(row["pixel_type"], "int16");
+    EXPECT_EQ(row["orientation"], v.geometry().orientationCode());
+    EXPECT_EQ(row["path"], path);
+
+    auto text = runVoxseg({"info", path}, dir);
+    ASSERT_EQ(text.exit_code, 0) << text.err;
+    EXPECT_NE(text.out.find("40x30x12"), std::string::npos) << text.out;
+}
+
+TEST(Cli, ConvertRoundTripKeepsVoxelsAndGeometry) {
+    TempDir dir;
+    const Volume v = sampleVolume();
+    const std::string in = dir / "in.nrrd";
+    ASSERT_TRUE(io::writeImage(v, in).isOk());
+    for (const char* ext : {".nii.gz", ".nii", ".mha", ".nrrd"}) {
+        const std::string out = dir / (std::string("out") + ext);
+        auto r = runVoxseg({"convert", in, "-o", out}, dir);
+        ASSERT_EQ(r.exit_code, 0) << ext << ": " << r.err;
+        EXPECT_NE(r.out.find("wrote"), std::string::npos);
+        auto back = io::readImage(out);
+        ASSERT_TRUE(back.isOk()) << back.status().toString();
+        EXPECT_TRUE(back->geometry().approxEqual(v.geometry(), 1e-5, 1e-6, 1e-6)) << ext;
+        ASSERT_EQ(back->pixelType(), PixelType::kInt16);
+        EXPECT_EQ(std::memcmp(back->rawData(), v.rawData(), v.geometry().voxelCount() * 2), 0);
+    }
+}
+
+TEST(Cli, UnwritableOutputExits6AndLeavesNoFile) {
+    TempDir dir;
+    const std::string in = dir / "in.nrrd";
+    ASSERT_TRUE(io::writeImage(sampleVolume(), in).isOk());
+    // A missing folder, and a "folder" that is a regular file (root ignores permission bits, so
+    // a read-only folder would not fail under root).
+    std::ofstream(dir / "afile") << "x";
+    for (const std::string out : {dir / "no/such/folder/out.nii.gz", dir / "afile/out.nii.gz"}) {
+        auto r = runVoxseg({"convert", in, "-o", out}, dir);
+        EXPECT_EQ(r.exit_code, toInt(ExitCode::kOutputNotWritable)) << out << ": " << r.err;
+        EXPECT_NE(r.err.find(out), std::string::npos) << r.err;
+    }
+    EXPECT_TRUE(onlyFiles(dir.path(), {"in.nrrd", "afile"}));
+}
+
+TEST(Cli, MissingInputExits3AndNamesIt) {
+    TempDir dir;
+    const std::string missing = dir / "no-such-series";
+    auto r = runVoxseg({"convert", missing, "-o", dir / "out.nii.gz"}, dir);
+    EXPECT_EQ(r.exit_code, toInt(ExitCode::kInputNotFound));
+    EXPECT_NE(r.err.find(missing), std::string::npos) << r.err;
+    auto i = runVoxseg({"info", missing}, dir);
+    EXPECT_EQ(i.exit_code, toInt(ExitCode::kInputNotFound));
+    EXPECT_NE(i.err.find(missing), std::string::npos) << i.err;
+    EXPECT_TRUE(onlyFiles(dir.path(), {}));
+}
+
+TEST(Cli, CorruptInputExits5) {
+    TempDir dir;
+    const std::string in = dir / "broken.nii.gz";
+    ASSERT_TRUE(io::writeImage(sampleVolume(), in).isOk());
+    fs::resize_file(in, fs::file_size(in) / 2);
+    auto r = runVoxseg({"convert", in, "-o", dir / "out.nii.gz"}, dir);
+    EXPECT_EQ(r.exit_code, toInt(ExitCode::kUnsupportedInput)) << r.err;
+    EXPECT_NE(r.err.find("broken.nii.gz"), std::string::npos) << r.err;
+    EXPECT_TRUE(onlyFiles(dir.path(), {"broken.nii.gz"}));
+}
+
+TEST(Cli, JsonLogFormatGivesJsonLines) {
+    TempDir dir;
+    auto r = runVoxseg({"--log-format", "json", "info", dir / "missing"}, dir);
+    EXPECT_EQ(r.exit_code, toInt(ExitCode::kInputNotFound));
+    std::istringstream lines(r.err);
+    std::string line;
+    int n = 0;
+    while (std::getline(lines, line)) {
+        const auto j = nlohmann::json::parse(line);  // throws (fails the test) if not JSON
+        EXPECT_EQ(j["level"], "error");
+        ++n;
+    }
+    EXPECT_EQ(n, 1);
+}
+
+TEST(Cli, QuietPrintsNothingOnSuccess) {
+    TempDir dir;
+    const std::string in = dir / "in.mha";
+    ASSERT_TRUE(io::writeImage(sampleVolume(), in).isOk());
+    auto r = runVoxseg({"convert", "--quiet", in, "-o", dir / "out.nii.gz"}, dir);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_TRUE(r.err.empty()) << r.err;
+}
+
+}  // namespace
+}  // namespace voxseg::app
