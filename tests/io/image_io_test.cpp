@@ -109,6 +109,11 @@ TYPED_TEST(RoundTripTest, EveryWriterKeepsGeometryAndVoxels) {
         expectSameGeometry(g, back->geometry(), what);
         expectSameVoxels<TypeParam>(v, *back, what);
         EXPECT_EQ(back->info().source, path);
+        auto header = readImageHeader(path);
+        ASSERT_TRUE(header.isOk()) << what << ": " << header.status().toString();
+        expectSameGeometry(back->geometry(), header->geometry, what + " header only");
+        EXPECT_EQ(header->pixel_type, v.pixelType()) << what;
+        EXPECT_EQ(header->format, imageFormatFromPath(path)) << what;
     }
     // Nothing but the outputs (and detached data files) is left: no temporaries.
     for (const auto& e : fs::directory_iterator(dir.path()))
