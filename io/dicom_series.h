@@ -31,6 +31,10 @@ struct SliceRef {
     int frame = 0;           // frame index inside a multi-frame file
     Vec3 position{0, 0, 0};  // ImagePositionPatient (mm, LPS)
     int instance_number = 0;
+    double slope = 1;                // RescaleSlope of this slice (may vary per slice)
+    double intercept = 0;            // RescaleIntercept
+    double philips_scale_slope = 0;  // Philips private MRScaleSlope; 0 when absent
+    int tile = -1;                   // Siemens mosaic tile index, -1 when not a mosaic
 };
 
 // One stackable volume found by scanDicom().
@@ -51,6 +55,12 @@ struct SeriesCandidate {
     std::vector<std::string> warnings;  // gaps, duplicates, tilt, uneven spacing, ...
     bool tilted = false;
     bool uneven_spacing = false;
+    bool has_gaps = false;             // missing slices (a step > 1.5x the median spacing)
+    double tilt_degrees = 0;           // angle between the slice normal and the stacking axis
+    bool has_patient_geometry = true;  // false: no IOP/IPP, geometry is a plain index grid
+    std::string image_type;
+    double echo_time = 0;         // ms; 0 when absent
+    int mosaic_tiles_across = 0;  // Siemens mosaic: tiles per row; 0 otherwise
 };
 
 struct SkippedFile {
