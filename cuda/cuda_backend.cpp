@@ -1,0 +1,86 @@
+#include "cuda/cuda_backend.h"
+
+#include "cuda/cuda_errors.h"
+#include "cuda/cuda_graph.h"
+
+#include <fmt/format.h>
+
+namespace voxseg::cuda {
+namespace {
+
+class CudaBackend final : public engine::Backend {
+  public:
+    CudaBackend(int device, int capability, std::string description)
+        : device_(device), capability_(capability), description_(std::move(description)) {}
+
+    std::string name() const override { return "cuda"; }
+    std::string deviceDescription() const override { return description_; }
+
+    bool supportsPrecision(engine::Precision precision) const override {
+        switch (precision) {
+            case engine::Precision::kFloat32:
+                return true;
+            case engine::Precision::kFloat16:
+                return capability_ >= 70;
+            case engine::Precision::kBFloat16:
+                return capability_ >= 80;
+        }
+        return false;
+    }
+
+    Result<std::unique_ptr<engine::CompiledGraph>> compile(
+        const engine::Graph& graph, const std::vector<engine::Shape>& input_shapes,
+        const engine::CompileOptions& options) override {
+        if (!supportsPrecision(options.precision))
+            return unsupported(
+                fmt::format("{} needs a newer GPU than {} (sm_{}): use --precision fp32",
+                            engine::precisionName(options.precision), description_, capability_));
+        engine::CompileOptions opts = options;
+        opts.device_index = device_;
+        auto compiled = CudaCompiledGraph::compile(graph, input_shapes, opts, cache_);
+        if (!compiled.isOk()) return compiled.status();
+        return std::unique_ptr<engine::CompiledGraph>(std::move(compiled).value());
+    }
+
+  private:
+    int device_;
+    int capability_;
+    std::string description_;
+    AlgoCache cache_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<engine::Backend>> makeCudaBackend(int device) {
+    VOXSEG_ASSIGN_OR_RETURN(int count, usableDeviceCount());
+    if (device < 0 || device >= count)
+        return Status(StatusCode::kNotFound,
+                      fmt::format("CUDA device {} does not exist ({} device{} found)", device,
+                                  count, count == 1 ? "" : "s"),
+                      "cuda");
+    VOXSEG_CUDA_CHECK(cudaSetDevice(device));
+    // Touch the context now so that a broken driver fails here, not in the middle of a run.
+    VOXSEG_CUDA_CHECK(cudaFree(nullptr));
+    VOXSEG_ASSIGN_OR_RETURN(int capability, computeCapability(device));
+    VOXSEG_ASSIGN_OR_RETURN(std::string description, describeDevice(device));
+    if (cudnnGetVersion() < 90000)
+        return Status(StatusCode::kDeviceError,
+                      fmt::format("cuDNN {} is too old: voxseg needs cuDNN 9", cudnnGetVersion()),
+                      "cudnn");
+    return std::unique_ptr<engine::Backend>(
+        new CudaBackend(device, capability, std::move(description)));
+}
+
+Result<engine::Precision> resolvePrecision(const std::string& name, int device) {
+    if (name != "auto") return engine::parsePrecision(name);
+    VOXSEG_ASSIGN_OR_RETURN(int count, usableDeviceCount());
+    if (device < 0 || device >= count)
+        return Status(StatusCode::kNotFound, fmt::format("CUDA device {} does not exist", device),
+                      "cuda");
+    VOXSEG_ASSIGN_OR_RETURN(int capability, computeCapability(device));
+    if (capability >= 80) return engine::Precision::kBFloat16;
+    if (capability >= 70) return engine::Precision::kFloat16;
+    return engine::Precision::kFloat32;
+}
+
+}  // namespace voxseg::cuda

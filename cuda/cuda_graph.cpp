@@ -1,0 +1,983 @@
+#include "cuda/cuda_graph.h"
+
+#include "core/log.h"
+#include "cuda/cuda_errors.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+
+namespace voxseg::cuda {
+
+using engine::Graph;
+using engine::Node;
+using engine::OpKind;
+using engine::Shape;
+using engine::ValueId;
+
+namespace {
+
+constexpr size_t kAlign = 256;
+size_t alignUp(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+struct Dims {  // rank-5 activation N, C, D, H, W
+    int64_t n = 0, c = 0, d = 0, h = 0, w = 0;
+    int64_t spatial() const { return d * h * w; }
+    bool operator==(const Dims& o) const {
+        return n == o.n && c == o.c && d == o.d && h == o.h && w == o.w;
+    }
+    std::string str() const { return fmt::format("[{}, {}, {}, {}, {}]", n, c, d, h, w); }
+};
+
+// A view before the arena exists: buffer index + channel slice.
+struct PView {
+    int buffer = -1;
+    int64_t channels = 0, ldc = 0, c_offset = 0;
+    bool packed() const { return ldc == channels && c_offset == 0; }
+};
+
+struct Param {  // offset into the parameter blob, or none
+    int64_t offset = -1;
+};
+
+}  // namespace
+
+struct CudaCompiledGraph::Step {
+    enum class Kind { kConv, kInstanceNorm, kEpilogue, kSoftmax, kBinary };
+    Kind kind = Kind::kEpilogue;
+    std::string name;
+    int64_t n = 0, spatial = 0;
+    // Planned operands (resolved into views after the arena is allocated).
+    PView a, b, y, residual;
+    int conv = -1;
+    Param weights, scale, shift, prelu;
+    bool affine_per_image = false;  // scale/shift from the InstanceNorm scratch
+    math::Act act = math::Act::kNone;
+    float alpha = 0.0f, lo = 0.0f, hi = 0.0f, epsilon = 1e-5f;
+    BinaryOp op = BinaryOp::kAdd;
+    // Resolved.
+    View va, vb, vy, vres;
+    const void* w_ptr = nullptr;
+    const float *scale_ptr = nullptr, *shift_ptr = nullptr, *prelu_ptr = nullptr;
+};
+
+namespace {
+
+using Step = CudaCompiledGraph::Step;
+
+const char* opName(const Node& node) { return engine::opKindName(node.op); }
+
+Status nodeError(const Node& node, StatusCode code, const std::string& msg) {
+    return {code, fmt::format("node '{}' ({}): {}", node.name, opName(node), msg), node.name};
+}
+
+// Lowering state.
+class Planner {
+  public:
+    Planner(const Graph& g, StorageType st) : g_(g), st_(st) {}
+
+    Status plan(const std::vector<Shape>& input_shapes);
+
+    const Graph& g_;
+    StorageType st_;
+    std::vector<Dims> dims_;
+    std::vector<bool> has_dims_;
+    std::vector<int> consumers_;
+    std::vector<PView> views_;
+    std::vector<bool> has_view_;
+    std::vector<size_t> buffer_bytes_;
+    std::vector<uint8_t> params_;
+    std::vector<Step> steps_;
+    std::vector<ConvShape> conv_shapes_;
+    size_t norm_scratch_bytes_ = 0;
+    int64_t norm_max_nc_ = 0;
+    std::vector<std::vector<int>> step_buffers_;
+
+  private:
+    bool half() const { return st_ != StorageType::kFloat32; }
+    Status inferShapes(const std::vector<Shape>& input_shapes);
+    Status lower(const Node& node);
+    int newBuffer(const Dims& d, int64_t ldc) {
+        buffer_bytes_.push_back(alignUp(size_t(d.n * d.spatial() * ldc) * storageSize(st_)));
+        return int(buffer_bytes_.size() - 1);
+    }
+    PView packedView(const Dims& d) {
+        PView v;
+        v.buffer = newBuffer(d, d.c);
+        v.channels = v.ldc = d.c;
+        return v;
+    }
+    // The view a node writes its output value into (a concat slice when pre-assigned).
+    PView outputView(ValueId id) {
+        if (!has_view_[id]) {
+            views_[id] = packedView(dims_[id]);
+            has_view_[id] = true;
+        }
+        return views_[id];
+    }
+    Param addParam(const std::vector<float>& values);
+    Param addParamRaw(const void* data, size_t bytes);
+    Result<PView> activation(const Node& node, ValueId id) {
+        if (id < 0 || g_.isConstant(id) || !has_view_[id])
+            return nodeError(
+                node, StatusCode::kUnsupported,
+                "input " + std::to_string(id) + " is not an activation the CUDA backend computed");
+        return views_[id];
+    }
+    Status applyFused(const Node& node, Step& step);
+    void push(Step step) { steps_.push_back(std::move(step)); }
+    Status lowerConv(const Node& node);
+    Status lowerElementwise(const Node& node);
+};
+
+Param Planner::addParamRaw(const void* data, size_t bytes) {
+    Param p;
+    p.offset = int64_t(params_.size());
+    params_.resize(alignUp(params_.size() + bytes));
+    std::memcpy(params_.data() + p.offset, data, bytes);
+    return p;
+}
+
+Param Planner::addParam(const std::vector<float>& values) {
+    return addParamRaw(values.data(), values.size() * sizeof(float));
+}
+
+Result<std::vector<float>> perChannel(const Graph& g, const Node& node, ValueId id, int64_t c,
+                                      const char* what) {
+    if (!g.isConstant(id))
+        return nodeError(node, StatusCode::kUnsupported, std::string(what) + " must be a constant");
+    const auto& t = g.constant(id);
+    std::vector<float> v = t.toFloats();
+    if (int64_t(v.size()) == 1) return std::vector<float>(size_t(c), v[0]);
+    // Right-aligned to rank 5, only the channel axis may differ from 1 (or [C] for norm params).
+    Shape s = t.shape();
+    bool ok = int64_t(v.size()) == c;
+    if (ok && s.size() > 1) {
+        Shape full(5, 1);
+        if (s.size() <= 5) {
+            std::copy(s.begin(), s.end(), full.end() - s.size());
+            ok = full[1] == c;
+        } else {
+            ok = false;
+        }
+    }
+    if (!ok)
+        return nodeError(node, StatusCode::kUnsupported,
+                         fmt::format("{} of shape {} is not per-channel for {} channels", what,
+                                     engine::shapeToString(s), c));
+    return v;
+}
+
+Status Planner::inferShapes(const std::vector<Shape>& input_shapes) {
+    dims_.assign(g_.values.size(), {});
+    has_dims_.assign(g_.values.size(), false);
+    if (input_shapes.size() != g_.inputs.size())
+        return invalidArgument(fmt::format("graph has {} inputs, {} shapes given", g_.inputs.size(),
+                                           input_shapes.size()));
+    for (size_t i = 0; i < g_.inputs.size(); ++i) {
+        const Shape& s = input_shapes[i];
+        if (s.size() != 5)
+            return unsupported(
+                fmt::format("input '{}' has shape {}: the CUDA backend runs 3D "
+                            "networks (N, C, D, H, W) only",
+                            g_.values[g_.inputs[i]].name, engine::shapeToString(s)));
+        dims_[g_.inputs[i]] = {s[0], s[1], s[2], s[3], s[4]};
+        has_dims_[g_.inputs[i]] = true;
+    }
+    for (const Node& node : g_.nodes) {
+        auto in = [&](size_t k) -> Result<Dims> {
+            if (k >= node.inputs.size() || node.inputs[k] < 0 || !has_dims_[node.inputs[k]])
+                return nodeError(node, StatusCode::kUnsupported,
+                                 "input " + std::to_string(k) + " is not a rank-5 activation");
+            return dims_[node.inputs[k]];
+        };
+        Dims out;
+        switch (node.op) {
+            case OpKind::kConv:
+            case OpKind::kConvTranspose: {
+                VOXSEG_ASSIGN_OR_RETURN(Dims x, in(0));
+                const auto& a = node.conv;
+                if (a.spatial_rank != 3 || a.kernel.size() != 3)
+                    return nodeError(node, StatusCode::kUnsupported,
+                                     "only 3D convolutions run on CUDA");
+                if (!g_.isConstant(node.inputs[1]))
+                    return nodeError(node, StatusCode::kUnsupported, "weights must be constant");
+                const Shape& ws = g_.constant(node.inputs[1]).shape();
+                out = x;
+                out.c = node.op == OpKind::kConv ? ws[0] : ws[1] * a.group;
+                int64_t* sp[3] = {&out.d, &out.h, &out.w};
+                const int64_t xs[3] = {x.d, x.h, x.w};
+                for (int i = 0; i < 3; ++i) {
+                    const int64_t dil = a.dilations.empty() ? 1 : a.dilations[i];
+                    const int64_t st = a.strides.empty() ? 1 : a.strides[i];
+                    const int64_t pb = a.pads_begin.empty() ? 0 : a.pads_begin[i];
+                    const int64_t pe = a.pads_end.empty() ? 0 : a.pads_end[i];
+                    const int64_t eff = dil * (a.kernel[i] - 1) + 1;
+                    if (node.op == OpKind::kConv) {
+                        *sp[i] = (xs[i] + pb + pe - eff) / st + 1;
+                    } else {
+                        const int64_t op = a.output_padding.empty() ? 0 : a.output_padding[i];
+                        *sp[i] = (xs[i] - 1) * st - pb - pe + eff + op;
+                    }
+                    if (*sp[i] <= 0)
+                        return nodeError(node, StatusCode::kInvalidArgument,
+                                         "input " + x.str() + " is too small for this convolution");
+                }
+                break;
+            }
+            case OpKind::kConcat: {
+                VOXSEG_ASSIGN_OR_RETURN(out, in(0));
+                if (!(node.axis == 1 || node.axis == -4))
+                    return nodeError(node, StatusCode::kUnsupported,
+                                     "only channel concatenation runs on CUDA");
+                for (size_t k = 1; k < node.inputs.size(); ++k) {
+                    VOXSEG_ASSIGN_OR_RETURN(Dims o, in(k));
+                    if (o.n != out.n || o.d != out.d || o.h != out.h || o.w != out.w)
+                        return nodeError(node, StatusCode::kInvalidArgument,
+                                         "inputs " + out.str() + " and " + o.str() + " differ");
+                    out.c += o.c;
+                }
+                break;
+            }
+            case OpKind::kAdd:
+            case OpKind::kSub:
+            case OpKind::kMul:
+            case OpKind::kDiv: {
+                const bool c0 = g_.isConstant(node.inputs[0]), c1 = g_.isConstant(node.inputs[1]);
+                if (c0 && c1) return nodeError(node, StatusCode::kUnsupported, "constant-only op");
+                VOXSEG_ASSIGN_OR_RETURN(out, in(c0 ? 1 : 0));
+                if (!c0 && !c1) {
+                    VOXSEG_ASSIGN_OR_RETURN(Dims o, in(1));
+                    if (!(o == out))
+                        return nodeError(node, StatusCode::kUnsupported,
+                                         "broadcasting between activations " + out.str() + " and " +
+                                             o.str() + " is not supported on CUDA");
+                }
+                break;
+            }
+            case OpKind::kInstanceNorm:
+            case OpKind::kBatchNorm:
+            case OpKind::kRelu:
+            case OpKind::kLeakyRelu:
+            case OpKind::kPRelu:
+            case OpKind::kSigmoid:
+            case OpKind::kTanh:
+            case OpKind::kClip:
+            case OpKind::kIdentity:
+            case OpKind::kSoftmax: {
+                VOXSEG_ASSIGN_OR_RETURN(out, in(0));
+                break;
+            }
+            default:
+                return nodeError(node, StatusCode::kUnsupported,
+                                 "op not implemented by the CUDA backend (use --device cpu)");
+        }
+        for (ValueId o : node.outputs) {
+            if (o < 0) continue;
+            dims_[o] = out;
+            has_dims_[o] = true;
+        }
+    }
+    for (ValueId o : g_.outputs)
+        if (!has_dims_[o])
+            return unsupported("graph output '" + g_.values[o].name + "' is not computed");
+    return Status::ok();
+}
+
+Status Planner::plan(const std::vector<Shape>& input_shapes) {
+    VOXSEG_RETURN_IF_ERROR(inferShapes(input_shapes));
+    const size_t nv = g_.values.size();
+    consumers_.assign(nv, 0);
+    std::vector<const Node*> producer(nv, nullptr);
+    for (const Node& node : g_.nodes) {
+        for (ValueId i : node.inputs)
+            if (i >= 0) ++consumers_[i];
+        if (node.fused_residual >= 0) ++consumers_[node.fused_residual];
+        for (ValueId o : node.outputs)
+            if (o >= 0) producer[o] = &node;
+    }
+    std::set<ValueId> graph_outputs(g_.outputs.begin(), g_.outputs.end());
+    for (ValueId o : g_.outputs) ++consumers_[o];
+    views_.assign(nv, {});
+    has_view_.assign(nv, false);
+
+    // Graph inputs: zero-padded to 8 channels in fp16/bf16 when only plain convolutions read them.
+    for (ValueId id : g_.inputs) {
+        const Dims& d = dims_[id];
+        bool only_convs = consumers_[id] > 0 && !graph_outputs.count(id);
+        for (const Node& node : g_.nodes) {
+            const bool reads =
+                std::find(node.inputs.begin(), node.inputs.end(), id) != node.inputs.end() ||
+                node.fused_residual == id;
+            if (reads && !(node.op == OpKind::kConv && node.conv.group == 1 &&
+                           node.inputs[0] == id && node.fused_residual != id))
+                only_convs = false;
+        }
+        const int64_t ldc = only_convs ? math::paddedChannels(d.c, half()) : d.c;
+        PView v;
+        v.buffer = newBuffer(d, ldc);
+        v.channels = d.c;
+        v.ldc = ldc;
+        views_[id] = v;
+        has_view_[id] = true;
+    }
+
+    // Concatenations: producers that end in our own epilogue write straight into their slice.
+    for (const Node& node : g_.nodes) {
+        if (node.op != OpKind::kConcat) continue;
+        const ValueId out = node.outputs[0];
+        PView cat = packedView(dims_[out]);
+        views_[out] = cat;
+        has_view_[out] = true;
+        int64_t offset = 0;
+        for (ValueId in : node.inputs) {
+            const Node* p = producer[in];
+            const bool epilogue_producer =
+                p &&
+                (p->op == OpKind::kConv || p->op == OpKind::kConvTranspose ||
+                 p->op == OpKind::kInstanceNorm || p->op == OpKind::kBatchNorm ||
+                 p->op == OpKind::kRelu || p->op == OpKind::kLeakyRelu || p->op == OpKind::kPRelu ||
+                 p->op == OpKind::kSigmoid || p->op == OpKind::kTanh || p->op == OpKind::kClip);
+            const int64_t c = dims_[in].c;
+            // Only once per value: a value listed twice in one concat keeps its own buffer.
+            const bool once = std::count(node.inputs.begin(), node.inputs.end(), in) == 1;
+            if (epilogue_producer && once && consumers_[in] == 1 && !graph_outputs.count(in) &&
+                !has_view_[in]) {
+                PView slice = cat;
+                slice.channels = c;
+                slice.c_offset = offset;
+                views_[in] = slice;
+                has_view_[in] = true;
+            }
+            offset += c;
+        }
+    }
+
+    for (const Node& node : g_.nodes) {
+        const size_t before = steps_.size();
+        VOXSEG_RETURN_IF_ERROR(lower(node));
+        for (size_t i = before; i < steps_.size(); ++i)
+            steps_[i].name = fmt::format("{} ({})", node.name, opName(node));
+    }
+    return Status::ok();
+}
+
+Status Planner::applyFused(const Node& node, Step& step) {
+    using engine::ActivationKind;
+    const int64_t c = step.y.channels;
+    switch (node.fused_activation) {
+        case ActivationKind::kNone:
+            break;
+        case ActivationKind::kRelu:
+            step.act = math::Act::kRelu;
+            break;
+        case ActivationKind::kLeakyRelu:
+            step.act = math::Act::kLeakyRelu;
+            step.alpha = node.fused_alpha;
+            break;
+        case ActivationKind::kSigmoid:
+            step.act = math::Act::kSigmoid;
+            break;
+        case ActivationKind::kPRelu: {
+            VOXSEG_ASSIGN_OR_RETURN(auto slope,
+                                    perChannel(g_, node, node.fused_prelu_slope, c, "PReLU slope"));
+            step.act = math::Act::kPRelu;
+            step.prelu = addParam(slope);
+            break;
+        }
+    }
+    if (node.fused_residual >= 0) {
+        VOXSEG_ASSIGN_OR_RETURN(step.residual, activation(node, node.fused_residual));
+        if (!(dims_[node.fused_residual] == dims_[node.outputs[0]]))
+            return nodeError(node, StatusCode::kUnsupported, "fused residual of another shape");
+    }
+    return Status::ok();
+}
+
+Status Planner::lowerConv(const Node& node) {
+    const bool transposed = node.op == OpKind::kConvTranspose;
+    const auto& a = node.conv;
+    const ValueId out_id = node.outputs[0];
+    const Dims& xd = dims_[node.inputs[0]];
+    const Dims& yd = dims_[out_id];
+    VOXSEG_ASSIGN_OR_RETURN(PView x, activation(node, node.inputs[0]));
+    if (x.c_offset != 0)
+        return nodeError(node, StatusCode::kInternal, "convolution input is a channel slice");
+    if (x.ldc != x.channels && (transposed || a.group != 1))
+        return nodeError(node, StatusCode::kInternal, "padded input for a grouped/transposed conv");
+    for (int i = 0; i < 3; ++i) {
+        const int64_t pb = a.pads_begin.empty() ? 0 : a.pads_begin[i];
+        const int64_t pe = a.pads_end.empty() ? 0 : a.pads_end[i];
+        if (pb != pe)
+            return nodeError(
+                node, StatusCode::kUnsupported,
+                fmt::format("asymmetric padding ({} vs {}) is not supported by cuDNN", pb, pe));
+    }
+    ConvShape cs;
+    cs.transposed = transposed;
+    cs.type = st_;
+    cs.n = xd.n;
+    cs.in_channels = x.ldc;
+    cs.out_channels = yd.c;
+    cs.groups = a.group;
+    cs.in = {xd.d, xd.h, xd.w};
+    cs.out = {yd.d, yd.h, yd.w};
+    for (int i = 0; i < 3; ++i) {
+        cs.kernel[i] = a.kernel[i];
+        cs.stride[i] = a.strides.empty() ? 1 : a.strides[i];
+        cs.pad[i] = a.pads_begin.empty() ? 0 : a.pads_begin[i];
+        cs.dilation[i] = a.dilations.empty() ? 1 : a.dilations[i];
+    }
+
+    // Weights: ONNX [K][C/g][k...] (conv) or [Cin][Cout/g][k...] (transposed) -> [K][k...][C/g]
+    // in the storage type, C zero-padded to the stored input channels.
+    const engine::Tensor& wt = g_.constant(node.inputs[1]);
+    const std::vector<float> w = wt.toFloats();
+    const int64_t k_dim = wt.shape()[0], c_dim = wt.shape()[1];
+    const int64_t c_stored = transposed ? c_dim : x.ldc / a.group;
+    const int64_t kvol = a.kernel[0] * a.kernel[1] * a.kernel[2];
+    if (int64_t(w.size()) != k_dim * c_dim * kvol)
+        return nodeError(node, StatusCode::kCorruptData, "weight size does not match its shape");
+    const size_t count = size_t(k_dim * kvol * c_stored);
+    std::vector<uint8_t> packed(count * storageSize(st_), 0);
+    for (int64_t k = 0; k < k_dim; ++k)
+        for (int64_t c = 0; c < c_dim; ++c)
+            for (int64_t s = 0; s < kvol; ++s) {
+                const float v = w[size_t((k * c_dim + c) * kvol + s)];
+                const size_t dst = size_t((k * kvol + s) * c_stored + c);
+                if (st_ == StorageType::kFloat32) {
+                    std::memcpy(packed.data() + dst * 4, &v, 4);
+                } else {
+                    const uint16_t h = st_ == StorageType::kFloat16 ? engine::floatToHalf(v)
+                                                                    : engine::floatToBFloat16(v);
+                    std::memcpy(packed.data() + dst * 2, &h, 2);
+                }
+            }
+
+    Step conv;
+    conv.kind = Step::Kind::kConv;
+    conv.n = yd.n;
+    conv.spatial = yd.spatial();
+    conv.a = x;
+    conv.conv = int(conv_shapes_.size());
+    conv_shapes_.push_back(cs);
+    conv.weights = addParamRaw(packed.data(), packed.size());
+
+    // Epilogue: bias (skipped when an InstanceNorm alone reads the output: its mean removes it),
+    // fused activation/residual, or a copy into a concat slice.
+    const bool has_bias = node.inputs.size() > 2 && node.inputs[2] >= 0;
+    bool bias_needed = has_bias;
+    if (has_bias && consumers_[out_id] == 1 &&
+        node.fused_activation == engine::ActivationKind::kNone && node.fused_residual < 0) {
+        for (const Node& other : g_.nodes)
+            if (other.op == OpKind::kInstanceNorm && !other.inputs.empty() &&
+                other.inputs[0] == out_id)
+                bias_needed = false;
+    }
+    const bool slice_out = has_view_[out_id] && !views_[out_id].packed();
+    const bool epilogue = bias_needed || node.fused_activation != engine::ActivationKind::kNone ||
+                          node.fused_residual >= 0 || slice_out;
+    PView final_view = outputView(out_id);
+    conv.y = slice_out ? packedView(yd) : final_view;
+    push(conv);
+    if (!epilogue) return Status::ok();
+    Step epi;
+    epi.kind = Step::Kind::kEpilogue;
+    epi.n = yd.n;
+    epi.spatial = yd.spatial();
+    epi.a = conv.y;
+    epi.y = final_view;
+    if (bias_needed) {
+        VOXSEG_ASSIGN_OR_RETURN(auto bias, perChannel(g_, node, node.inputs[2], yd.c, "bias"));
+        epi.shift = addParam(bias);
+    }
+    VOXSEG_RETURN_IF_ERROR(applyFused(node, epi));
+    push(epi);
+    return Status::ok();
+}
+
+Status Planner::lowerElementwise(const Node& node) {
+    const ValueId out_id = node.outputs[0];
+    const Dims& yd = dims_[out_id];
+    Step step;
+    step.kind = Step::Kind::kEpilogue;
+    step.n = yd.n;
+    step.spatial = yd.spatial();
+    step.y = outputView(out_id);
+    const int64_t c = yd.c;
+    switch (node.op) {
+        case OpKind::kRelu:
+            step.act = math::Act::kRelu;
+            break;
+        case OpKind::kLeakyRelu:
+            step.act = math::Act::kLeakyRelu;
+            step.alpha = node.alpha;
+            break;
+        case OpKind::kPRelu: {
+            VOXSEG_ASSIGN_OR_RETURN(auto slope,
+                                    perChannel(g_, node, node.inputs[1], c, "PReLU slope"));
+            step.act = math::Act::kPRelu;
+            step.prelu = addParam(slope);
+            break;
+        }
+        case OpKind::kSigmoid:
+            step.act = math::Act::kSigmoid;
+            break;
+        case OpKind::kTanh:
+            step.act = math::Act::kTanh;
+            break;
+        case OpKind::kClip:
+            step.act = math::Act::kClip;
+            step.lo = node.clip_min;
+            step.hi = node.clip_max;
+            break;
+        case OpKind::kBatchNorm: {
+            VOXSEG_ASSIGN_OR_RETURN(auto gamma, perChannel(g_, node, node.inputs[1], c, "scale"));
+            VOXSEG_ASSIGN_OR_RETURN(auto beta, perChannel(g_, node, node.inputs[2], c, "bias"));
+            VOXSEG_ASSIGN_OR_RETURN(auto mean, perChannel(g_, node, node.inputs[3], c, "mean"));
+            VOXSEG_ASSIGN_OR_RETURN(auto var, perChannel(g_, node, node.inputs[4], c, "variance"));
+            std::vector<float> scale(static_cast<size_t>(c)), shift(static_cast<size_t>(c));
+            for (size_t i = 0; i < size_t(c); ++i) {
+                scale[i] = gamma[i] / std::sqrt(var[i] + node.norm.epsilon);
+                shift[i] = beta[i] - mean[i] * scale[i];
+            }
+            step.scale = addParam(scale);
+            step.shift = addParam(shift);
+            break;
+        }
+        case OpKind::kAdd:
+        case OpKind::kSub:
+        case OpKind::kMul:
+        case OpKind::kDiv: {
+            const bool c0 = g_.isConstant(node.inputs[0]), c1 = g_.isConstant(node.inputs[1]);
+            if (!c0 && !c1) {
+                VOXSEG_ASSIGN_OR_RETURN(step.a, activation(node, node.inputs[0]));
+                VOXSEG_ASSIGN_OR_RETURN(PView b, activation(node, node.inputs[1]));
+                if (node.op == OpKind::kAdd) {
+                    step.residual = b;
+                } else {
+                    Step bin;
+                    bin.kind = Step::Kind::kBinary;
+                    bin.n = step.n;
+                    bin.spatial = step.spatial;
+                    bin.a = step.a;
+                    bin.b = b;
+                    bin.y = step.y;
+                    bin.op = node.op == OpKind::kSub   ? BinaryOp::kSub
+                             : node.op == OpKind::kMul ? BinaryOp::kMul
+                                                       : BinaryOp::kDiv;
+                    push(bin);
+                    if (node.fused_activation == engine::ActivationKind::kNone &&
+                        node.fused_residual < 0)
+                        return Status::ok();
+                    step.a = step.y;  // fused epilogue in place
+                }
+                VOXSEG_RETURN_IF_ERROR(applyFused(node, step));
+                push(step);
+                return Status::ok();
+            }
+            const ValueId cid = c0 ? node.inputs[0] : node.inputs[1];
+            VOXSEG_ASSIGN_OR_RETURN(auto k, perChannel(g_, node, cid, c, "constant operand"));
+            VOXSEG_ASSIGN_OR_RETURN(step.a, activation(node, node.inputs[c0 ? 1 : 0]));
+            std::vector<float> scale(size_t(c), 1.0f), shift(size_t(c), 0.0f);
+            for (size_t i = 0; i < size_t(c); ++i) {
+                switch (node.op) {
+                    case OpKind::kAdd:
+                        shift[i] = k[i];
+                        break;
+                    case OpKind::kSub:
+                        if (c0) {
+                            scale[i] = -1.0f;
+                            shift[i] = k[i];
+                        } else {
+                            shift[i] = -k[i];
+                        }
+                        break;
+                    case OpKind::kMul:
+                        scale[i] = k[i];
+                        break;
+                    default:
+                        if (c0)
+                            return nodeError(node, StatusCode::kUnsupported,
+                                             "constant / activation");
+                        scale[i] = 1.0f / k[i];
+                        break;
+                }
+            }
+            step.scale = addParam(scale);
+            step.shift = addParam(shift);
+            VOXSEG_RETURN_IF_ERROR(applyFused(node, step));
+            push(step);
+            return Status::ok();
+        }
+        default:
+            return nodeError(node, StatusCode::kInternal, "not an elementwise op");
+    }
+    VOXSEG_ASSIGN_OR_RETURN(step.a, activation(node, node.inputs[0]));
+    VOXSEG_RETURN_IF_ERROR(applyFused(node, step));
+    push(step);
+    return Status::ok();
+}
+
+Status Planner::lower(const Node& node) {
+    switch (node.op) {
+        case OpKind::kConv:
+        case OpKind::kConvTranspose:
+            return lowerConv(node);
+        case OpKind::kInstanceNorm: {
+            const ValueId out_id = node.outputs[0];
+            const Dims& d = dims_[out_id];
+            Step stats;
+            stats.kind = Step::Kind::kInstanceNorm;
+            stats.n = d.n;
+            stats.spatial = d.spatial();
+            VOXSEG_ASSIGN_OR_RETURN(stats.a, activation(node, node.inputs[0]));
+            stats.epsilon = node.norm.epsilon;
+            if (node.inputs.size() > 1 && node.inputs[1] >= 0) {
+                VOXSEG_ASSIGN_OR_RETURN(auto gamma,
+                                        perChannel(g_, node, node.inputs[1], d.c, "scale"));
+                stats.scale = addParam(gamma);
+            }
+            if (node.inputs.size() > 2 && node.inputs[2] >= 0) {
+                VOXSEG_ASSIGN_OR_RETURN(auto beta,
+                                        perChannel(g_, node, node.inputs[2], d.c, "bias"));
+                stats.shift = addParam(beta);
+            }
+            norm_scratch_bytes_ =
+                std::max(norm_scratch_bytes_, instanceNormScratchBytes(d.n, d.c, d.spatial()));
+            norm_max_nc_ = std::max(norm_max_nc_, d.n * d.c);
+            push(stats);
+            Step apply;
+            apply.kind = Step::Kind::kEpilogue;
+            apply.n = d.n;
+            apply.spatial = d.spatial();
+            apply.a = stats.a;
+            apply.y = outputView(out_id);
+            apply.affine_per_image = true;
+            VOXSEG_RETURN_IF_ERROR(applyFused(node, apply));
+            push(apply);
+            return Status::ok();
+        }
+        case OpKind::kIdentity: {
+            VOXSEG_ASSIGN_OR_RETURN(PView v, activation(node, node.inputs[0]));
+            if (has_view_[node.outputs[0]])
+                return nodeError(node, StatusCode::kInternal, "identity output already placed");
+            views_[node.outputs[0]] = v;
+            has_view_[node.outputs[0]] = true;
+            return Status::ok();
+        }
+        case OpKind::kSoftmax: {
+            if (!(node.axis == 1 || node.axis == -4))
+                return nodeError(node, StatusCode::kUnsupported,
+                                 "softmax over an axis other than channels");
+            const Dims& d = dims_[node.outputs[0]];
+            Step s;
+            s.kind = Step::Kind::kSoftmax;
+            s.n = d.n;
+            s.spatial = d.spatial();
+            VOXSEG_ASSIGN_OR_RETURN(s.a, activation(node, node.inputs[0]));
+            s.y = outputView(node.outputs[0]);
+            push(s);
+            return Status::ok();
+        }
+        case OpKind::kConcat: {
+            const PView cat = views_[node.outputs[0]];
+            const Dims& d = dims_[node.outputs[0]];
+            int64_t offset = 0;
+            for (ValueId in : node.inputs) {
+                VOXSEG_ASSIGN_OR_RETURN(PView v, activation(node, in));
+                const bool in_place = v.buffer == cat.buffer && v.c_offset == offset;
+                if (!in_place) {
+                    Step copy;
+                    copy.kind = Step::Kind::kEpilogue;
+                    copy.n = d.n;
+                    copy.spatial = d.spatial();
+                    copy.a = v;
+                    copy.y = cat;
+                    copy.y.channels = v.channels;
+                    copy.y.c_offset = offset;
+                    push(copy);
+                }
+                offset += v.channels;
+            }
+            return Status::ok();
+        }
+        default:
+            return lowerElementwise(node);
+    }
+}
+
+// Greedy-by-size placement of buffers with overlapping lifetimes (TFLite's arena planner idea).
+size_t placeBuffers(const std::vector<size_t>& bytes, const std::vector<int>& first,
+                    const std::vector<int>& last, std::vector<size_t>& offsets) {
+    const size_t nb = bytes.size();
+    std::vector<size_t> order(nb);
+    for (size_t i = 0; i < nb; ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return bytes[a] > bytes[b]; });
+    offsets.assign(nb, 0);
+    std::vector<size_t> placed;
+    size_t total = 0;
+    for (size_t i : order) {
+        std::vector<std::pair<size_t, size_t>> busy;
+        for (size_t j : placed)
+            if (!(last[j] < first[i] || last[i] < first[j]))
+                busy.push_back({offsets[j], offsets[j] + bytes[j]});
+        std::sort(busy.begin(), busy.end());
+        size_t offset = 0;
+        for (auto [b, e] : busy) {
+            if (offset + bytes[i] <= b) break;
+            offset = std::max(offset, e);
+        }
+        offsets[i] = offset;
+        total = std::max(total, offset + bytes[i]);
+        placed.push_back(i);
+    }
+    return total;
+}
+
+}  // namespace
+
+CudaCompiledGraph::~CudaCompiledGraph() {
+    if (cudnn_) cudnnDestroy(cudnn_);
+    if (stream_) cudaStreamDestroy(stream_);
+}
+
+Result<std::unique_ptr<CudaCompiledGraph>> CudaCompiledGraph::compile(
+    const Graph& graph, const std::vector<Shape>& input_shapes,
+    const engine::CompileOptions& options, AlgoCache& cache) {
+    std::unique_ptr<CudaCompiledGraph> cg(new CudaCompiledGraph());
+    cg->device_ = options.device_index;
+    cg->precision_ = options.precision;
+    cg->storage_ = options.precision == engine::Precision::kFloat16    ? StorageType::kFloat16
+                   : options.precision == engine::Precision::kBFloat16 ? StorageType::kBFloat16
+                                                                       : StorageType::kFloat32;
+    VOXSEG_CUDA_CHECK(cudaSetDevice(cg->device_));
+    Planner planner(graph, cg->storage_);
+    VOXSEG_RETURN_IF_ERROR(planner.plan(input_shapes));
+    cg->input_shapes_ = input_shapes;
+    for (ValueId o : graph.outputs) {
+        const Dims& d = planner.dims_[o];
+        cg->output_shapes_.push_back({d.n, d.c, d.d, d.h, d.w});
+    }
+
+    // Buffer lifetimes in step indices; graph inputs live from the start, outputs to the end.
+    const size_t nb = planner.buffer_bytes_.size();
+    const int end = int(planner.steps_.size());
+    std::vector<int> first(nb, end), last(nb, -1);
+    auto touch = [&](const PView& v, int s) {
+        if (v.buffer < 0) return;
+        first[v.buffer] = std::min(first[v.buffer], s);
+        last[v.buffer] = std::max(last[v.buffer], s);
+    };
+    for (int s = 0; s < end; ++s) {
+        const Step& st = planner.steps_[s];
+        touch(st.a, s);
+        touch(st.b, s);
+        touch(st.y, s);
+        touch(st.residual, s);
+    }
+    for (ValueId i : graph.inputs) touch(planner.views_[i], -1);
+    for (ValueId o : graph.outputs) touch(planner.views_[o], end);
+    for (size_t b = 0; b < nb; ++b)
+        if (last[b] < first[b]) first[b] = last[b] = -1;  // unused buffer: no conflicts
+    std::vector<size_t> offsets;
+    const size_t arena_bytes = placeBuffers(planner.buffer_bytes_, first, last, offsets);
+
+    VOXSEG_ASSIGN_OR_RETURN(cg->arena_, DeviceBuffer::allocate(arena_bytes, "activations"));
+    VOXSEG_ASSIGN_OR_RETURN(cg->params_, DeviceBuffer::allocate(planner.params_.size(), "weights"));
+    if (!planner.params_.empty())
+        VOXSEG_CUDA_CHECK(cudaMemcpy(cg->params_.data(), planner.params_.data(),
+                                     planner.params_.size(), cudaMemcpyHostToDevice));
+    const size_t norm_partials = alignUp(planner.norm_scratch_bytes_);
+    const size_t scratch_bytes =
+        norm_partials + 2 * alignUp(size_t(planner.norm_max_nc_) * sizeof(float));
+    VOXSEG_ASSIGN_OR_RETURN(cg->scratch_,
+                            DeviceBuffer::allocate(scratch_bytes, "normalisation statistics"));
+    size_t io_bytes = 0;
+    for (const auto& s : input_shapes) io_bytes += alignUp(size_t(engine::numel(s)) * 4);
+    for (const auto& s : cg->output_shapes_) io_bytes += alignUp(size_t(engine::numel(s)) * 4);
+    VOXSEG_ASSIGN_OR_RETURN(cg->io_staging_,
+                            DeviceBuffer::allocate(io_bytes, "input/output staging"));
+
+    auto* arena = static_cast<uint8_t*>(cg->arena_.data());
+    auto* params = static_cast<uint8_t*>(cg->params_.data());
+    auto resolve = [&](const PView& v) {
+        View r;
+        if (v.buffer < 0) return r;
+        r.data = arena + offsets[v.buffer];
+        r.channels = v.channels;
+        r.ldc = v.ldc;
+        r.c_offset = v.c_offset;
+        return r;
+    };
+    auto param = [&](Param p) -> const float* {
+        return p.offset < 0 ? nullptr : reinterpret_cast<const float*>(params + p.offset);
+    };
+    cg->steps_ = std::move(planner.steps_);
+    auto* scratch = static_cast<uint8_t*>(cg->scratch_.data());
+    for (Step& s : cg->steps_) {
+        s.va = resolve(s.a);
+        s.vb = resolve(s.b);
+        s.vy = resolve(s.y);
+        s.vres = resolve(s.residual);
+        s.w_ptr = s.weights.offset < 0 ? nullptr : params + s.weights.offset;
+        s.prelu_ptr = param(s.prelu);
+        if (s.affine_per_image) {
+            s.scale_ptr = reinterpret_cast<const float*>(scratch + norm_partials);
+            s.shift_ptr = reinterpret_cast<const float*>(
+                scratch + norm_partials + alignUp(size_t(planner.norm_max_nc_) * sizeof(float)));
+        } else {
+            s.scale_ptr = param(s.scale);
+            s.shift_ptr = param(s.shift);
+        }
+    }
+    for (ValueId i : graph.inputs) cg->input_views_.push_back(resolve(planner.views_[i]));
+    for (ValueId o : graph.outputs) cg->output_views_.push_back(resolve(planner.views_[o]));
+
+    VOXSEG_CUDA_CHECK(cudaStreamCreateWithFlags(&cg->stream_, cudaStreamNonBlocking));
+    VOXSEG_CUDNN_CHECK(cudnnCreate(&cg->cudnn_));
+    VOXSEG_CUDNN_CHECK(cudnnSetStream(cg->cudnn_, cg->stream_));
+
+    // Convolutions: descriptors, then algorithms timed on the real buffers within a workspace
+    // budget taken from the free memory.
+    for (const ConvShape& cs : planner.conv_shapes_) {
+        auto conv = CudnnConv::create(cs);
+        if (!conv.isOk()) return conv.status().withContext("conv " + cs.key() + ": ");
+        cg->convs_.push_back(std::move(conv).value());
+    }
+    size_t free_bytes = 0, total_bytes = 0;
+    VOXSEG_RETURN_IF_ERROR(deviceMemoryInfo(&free_bytes, &total_bytes));
+    const size_t limit = std::min<size_t>(free_bytes / 4, size_t(4) << 30);
+    size_t max_workspace = 0;
+    {
+        VOXSEG_ASSIGN_OR_RETURN(DeviceBuffer find_ws,
+                                DeviceBuffer::allocate(limit, "cuDNN algorithm search"));
+        for (Step& s : cg->steps_) {
+            if (s.kind != Step::Kind::kConv) continue;
+            Status st = cg->convs_[s.conv].chooseAlgorithm(cg->cudnn_, cache, s.va.data, s.w_ptr,
+                                                           s.vy.data, find_ws.data(), limit);
+            if (!st.isOk()) return st.withContext("node " + s.name + ": ");
+            max_workspace = std::max(max_workspace, cg->convs_[s.conv].workspaceBytes());
+        }
+    }
+    VOXSEG_ASSIGN_OR_RETURN(cg->workspace_,
+                            DeviceBuffer::allocate(max_workspace, "cuDNN workspace"));
+    VOXSEG_CUDA_CHECK(cudaDeviceSynchronize());
+
+    std::map<std::string, int> algos;
+    for (const auto& c : cg->convs_) ++algos[c.algoName()];
+    std::string algo_list;
+    for (const auto& [name, count] : algos) algo_list += fmt::format(" {}x{}", count, name);
+    cg->summary_ = fmt::format(
+        "cuda {} channels-last: {} steps, {} convs ({} ), arena {:.1f} MiB, workspace {:.1f} MiB, "
+        "weights {:.1f} MiB",
+        engine::precisionName(cg->precision_), cg->steps_.size(), cg->convs_.size(), algo_list,
+        arena_bytes / 1048576.0, max_workspace / 1048576.0, planner.params_.size() / 1048576.0);
+    return cg;
+}
+
+View CudaCompiledGraph::inputView(size_t i) const { return input_views_.at(i); }
+View CudaCompiledGraph::outputView(size_t i) const { return output_views_.at(i); }
+
+double CudaCompiledGraph::convFlops() const {
+    double f = 0.0;
+    for (const auto& c : convs_) f += c.flops();
+    return f;
+}
+
+size_t CudaCompiledGraph::workspaceBytes() const {
+    return arena_.bytes() + workspace_.bytes() + scratch_.bytes() + io_staging_.bytes() +
+           params_.bytes();
+}
+
+std::string CudaCompiledGraph::describe() const { return summary_; }
+
+Status CudaCompiledGraph::runDevice() {
+    for (const Step& s : steps_) {
+        Status st;
+        switch (s.kind) {
+            case Step::Kind::kConv:
+                st = convs_[s.conv].run(cudnn_, s.va.data, s.w_ptr, s.vy.data, workspace_.data(),
+                                        workspace_.bytes());
+                break;
+            case Step::Kind::kInstanceNorm: {
+                auto* scratch = static_cast<uint8_t*>(scratch_.data());
+                // scale/shift live where the following epilogue step reads them.
+                const Step& apply = *(&s + 1);
+                st = launchInstanceNormStats(s.va, storage_, s.n, s.spatial, s.scale_ptr,
+                                             s.shift_ptr, s.epsilon, scratch,
+                                             const_cast<float*>(apply.scale_ptr),
+                                             const_cast<float*>(apply.shift_ptr), stream_);
+                break;
+            }
+            case Step::Kind::kEpilogue: {
+                EpilogueArgs e;
+                e.x = s.va;
+                e.y = s.vy;
+                e.residual = s.vres;
+                e.scale = s.scale_ptr;
+                e.shift = s.shift_ptr;
+                e.affine_image_stride = s.affine_per_image ? s.va.channels : 0;
+                e.act = s.act;
+                e.alpha = s.alpha;
+                e.prelu_slope = s.prelu_ptr;
+                e.lo = s.lo;
+                e.hi = s.hi;
+                st = launchEpilogue(e, storage_, s.n, s.spatial, stream_);
+                break;
+            }
+            case Step::Kind::kSoftmax:
+                st = launchSoftmax(s.va, s.vy, storage_, s.n, s.spatial, stream_);
+                break;
+            case Step::Kind::kBinary:
+                st = launchBinary(s.va, s.vb, s.vy, s.op, storage_, s.n, s.spatial, stream_);
+                break;
+        }
+        if (!st.isOk()) return st.withContext("node " + s.name + ": ");
+    }
+    return Status::ok();
+}
+
+Status CudaCompiledGraph::run(const std::vector<engine::Tensor>& inputs,
+                              std::vector<engine::Tensor>& outputs) {
+    if (inputs.size() != input_shapes_.size())
+        return invalidArgument(fmt::format("{} inputs given, the graph takes {}", inputs.size(),
+                                           input_shapes_.size()));
+    VOXSEG_CUDA_CHECK(cudaSetDevice(device_));
+    auto* staging = static_cast<uint8_t*>(io_staging_.data());
+    size_t offset = 0;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        if (inputs[i].shape() != input_shapes_[i] || inputs[i].dtype() != engine::DType::kFloat32)
+            return invalidArgument(fmt::format("input {} is {} {}, compiled for float32 {}", i,
+                                               engine::dtypeName(inputs[i].dtype()),
+                                               engine::shapeToString(inputs[i].shape()),
+                                               engine::shapeToString(input_shapes_[i])));
+        float* dev = reinterpret_cast<float*>(staging + offset);
+        VOXSEG_CUDA_CHECK(cudaMemcpyAsync(dev, inputs[i].raw(), inputs[i].bytes(),
+                                          cudaMemcpyHostToDevice, stream_));
+        const auto& s = input_shapes_[i];
+        VOXSEG_RETURN_IF_ERROR(launchToChannelsLast(dev, input_views_[i], storage_, s[0],
+                                                    s[2] * s[3] * s[4], stream_));
+        offset += alignUp(inputs[i].bytes());
+    }
+    VOXSEG_RETURN_IF_ERROR(runDevice());
+    outputs.resize(output_shapes_.size());
+    for (size_t i = 0; i < output_shapes_.size(); ++i) {
+        const auto& s = output_shapes_[i];
+        outputs[i] = engine::Tensor(engine::DType::kFloat32, s);
+        float* dev = reinterpret_cast<float*>(staging + offset);
+        VOXSEG_RETURN_IF_ERROR(launchToChannelsFirst(output_views_[i], storage_, dev, s[0],
+                                                     s[2] * s[3] * s[4], stream_));
+        VOXSEG_CUDA_CHECK(cudaMemcpyAsync(outputs[i].raw(), dev, outputs[i].bytes(),
+                                          cudaMemcpyDeviceToHost, stream_));
+        offset += alignUp(outputs[i].bytes());
+    }
+    VOXSEG_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return Status::ok();
+}
+
+}  // namespace voxseg::cuda

@@ -1,0 +1,80 @@
+// Sliding-window inference entirely on the GPU: the image is uploaded once (pinned memory, in
+// z-slabs on a copy stream so that the first patches start before the upload ends), patches are
+// gathered on the device into batches, the network runs on them, Gaussian-weighted logits are
+// accumulated into float32 volumes on the device, and normalisation + argmax run on the device
+// slab by slab as rows of patches complete, so that the label download overlaps the remaining
+// compute. Only the label map (and optionally the probabilities) comes back.
+//
+// Conventions follow nnU-Net / MONAI (mode "gaussian"): patch starts evenly spread with at least
+// `overlap` overlap, Gaussian sigma = patch * sigma_scale, volumes smaller than the patch padded
+// symmetrically with zeros. This parallels the host sliding window (engine/, CPU backends).
+//
+// Ownership: CudaSlidingWindow owns its compiled graph and device buffers. One thread at a time.
+// Units: voxels (network axis order D, H, W); the image is float32 C,D,H,W, already normalised.
+#pragma once
+
+#include "core/progress.h"
+#include "core/status.h"
+#include "engine/backend.h"
+#include "engine/graph.h"
+#include "engine/tensor.h"
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace voxseg::cuda {
+
+struct CudaSlidingWindowOptions {
+    std::array<int64_t, 3> patch{128, 128, 128};
+    double overlap = 0.5;
+    float sigma_scale = 0.125f;
+    int batch = 2;  // patches per network run; halved on out-of-memory (with a warning)
+    engine::Precision precision = engine::Precision::kBFloat16;
+    int device = 0;
+    bool return_probabilities = false;  // also download the averaged logits (K,D,H,W float32)
+};
+
+struct CudaSlidingWindowResult {
+    std::vector<uint16_t> labels;  // D*H*W, argmax over classes
+    engine::Tensor probabilities;  // K,D,H,W weight-averaged logits, when asked for
+    int64_t patches = 0;
+    int batch = 0;  // batch actually used
+};
+
+// Patch start positions (z, y, x) over a (padded) volume, z-major.
+std::vector<std::array<int64_t, 3>> patchOrigins(const std::array<int64_t, 3>& padded,
+                                                 const std::array<int64_t, 3>& patch,
+                                                 double overlap);
+
+class CudaSlidingWindow {
+  public:
+    // Compiles `graph` (one input N,C,pd,ph,pw; the first output gives the classes) for
+    // options.batch patches, halving the batch on out-of-memory down to 1.
+    static Result<std::unique_ptr<CudaSlidingWindow>> create(
+        const engine::Graph& graph, int64_t channels, const CudaSlidingWindowOptions& options);
+    ~CudaSlidingWindow();
+
+    Result<CudaSlidingWindowResult> run(const engine::Tensor& image, const Progress& progress = {});
+
+    int batch() const;
+    std::string describe() const;
+    double flopsPerPatch() const;
+    // Peak device memory held by this object after the last run (bytes).
+    size_t deviceBytes() const;
+
+    struct Impl;
+
+  private:
+    explicit CudaSlidingWindow(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+// One call: create + run.
+Result<CudaSlidingWindowResult> slidingWindowCuda(const engine::Graph& graph,
+                                                  const engine::Tensor& image,
+                                                  const CudaSlidingWindowOptions& options,
+                                                  const Progress& progress = {});
+
+}  // namespace voxseg::cuda

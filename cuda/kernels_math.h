@@ -1,0 +1,155 @@
+// Per-element math of the CUDA kernels, as __host__ __device__ functions so that CPU unit tests
+// (tests/cuda/kernels_math_test.cpp) cover the logic without a GPU. Kernels in kernels.cu only
+// index memory and call these.
+//
+// Everything here is pure (no state, no allocation); thread-safe. Units: voxels and channels;
+// statistics in float32 whatever the storage precision.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define VOXSEG_HD __host__ __device__ __forceinline__
+#else
+#define VOXSEG_HD inline
+#endif
+
+namespace voxseg::cuda::math {
+
+// Activation applied by the fused epilogue kernel (mirrors engine::ActivationKind plus the
+// plain elementwise ops the graph may contain on their own).
+enum class Act : int { kNone = 0, kRelu, kLeakyRelu, kPRelu, kSigmoid, kTanh, kClip };
+
+// `alpha` is the LeakyReLU slope or the PReLU slope of this channel; clip uses [lo, hi].
+VOXSEG_HD float activate(float x, Act act, float alpha, float lo, float hi) {
+    switch (act) {
+        case Act::kNone:
+            return x;
+        case Act::kRelu:
+            return x > 0.0f ? x : 0.0f;
+        case Act::kLeakyRelu:
+        case Act::kPRelu:
+            return x >= 0.0f ? x : alpha * x;
+        case Act::kSigmoid:
+            return 1.0f / (1.0f + expf(-x));
+        case Act::kTanh:
+            return tanhf(x);
+        case Act::kClip:
+            return x < lo ? lo : (x > hi ? hi : x);
+    }
+    return x;
+}
+
+// Fused epilogue: act(x * scale + shift + residual). InstanceNorm folds mean/rstd/gamma/beta
+// into (scale, shift); a conv bias is (1, bias); a residual Add passes `residual`.
+VOXSEG_HD float epilogue(float x, float scale, float shift, float residual, Act act, float alpha,
+                         float lo, float hi) {
+    return activate(fmaf(x, scale, shift) + residual, act, alpha, lo, hi);
+}
+
+// Running statistics of a chunk: count, mean and sum of squared deviations (M2). Chunks are
+// combined with Chan et al.'s parallel formula, which stays accurate where E[x^2] - E[x]^2 in
+// float32 would cancel catastrophically (2M voxels of one channel).
+struct Moments {
+    float count;
+    float mean;
+    float m2;
+};
+
+VOXSEG_HD Moments combineMoments(Moments a, Moments b) {
+    if (a.count == 0.0f) return b;
+    if (b.count == 0.0f) return a;
+    const float n = a.count + b.count;
+    const float delta = b.mean - a.mean;
+    const float frac_b = b.count / n;
+    Moments r;
+    r.count = n;
+    r.mean = a.mean + delta * frac_b;
+    r.m2 = a.m2 + b.m2 + delta * delta * a.count * frac_b;
+    return r;
+}
+
+// InstanceNorm as an affine map: y = x * scale + shift with scale = gamma / sqrt(var + eps),
+// shift = beta - mean * scale. Variance is the biased (population) one, as ONNX and PyTorch use.
+struct Affine {
+    float scale;
+    float shift;
+};
+
+VOXSEG_HD Affine normAffine(Moments m, float gamma, float beta, float epsilon) {
+    const float var = m.count > 0.0f ? fmaxf(m.m2 / m.count, 0.0f) : 0.0f;
+    const float rstd = 1.0f / sqrtf(var + epsilon);
+    Affine a;
+    a.scale = gamma * rstd;
+    a.shift = beta - m.mean * a.scale;
+    return a;
+}
+
+// Sliding window: start of patch `index` of `steps` along an axis of `size` voxels
+// (nnU-Net/MONAI placement: first patch at 0, last flush with the end, evenly spread between;
+// start values are rounded half to even, as numpy's round in nnU-Net).
+VOXSEG_HD int64_t patchStart(int64_t size, int64_t patch, int64_t steps, int64_t index) {
+    if (steps <= 1 || size <= patch) return 0;
+    const double stride = static_cast<double>(size - patch) / static_cast<double>(steps - 1);
+    return static_cast<int64_t>(rint(stride * static_cast<double>(index)));
+}
+
+// Number of patches along an axis: enough that consecutive patches overlap by at least
+// `overlap` (0..1) of the patch (nnU-Net: ceil((size - patch) / (patch * (1 - overlap))) + 1).
+inline int64_t patchSteps(int64_t size, int64_t patch, double overlap) {
+    if (size <= patch) return 1;
+    double target_step = static_cast<double>(patch) * (1.0 - overlap);
+    if (target_step < 1.0) target_step = 1.0;
+    return static_cast<int64_t>(std::ceil(static_cast<double>(size - patch) / target_step)) + 1;
+}
+
+// Unnormalised Gaussian importance of voxel `i` along an axis of a `patch`-voxel patch, centred at
+// patch / 2 (integer division, as nnU-Net) with sigma = patch * sigma_scale. The 3D weight is
+// the product over axes divided by its maximum; see gaussianWeight.
+VOXSEG_HD float gaussian1d(int64_t i, int64_t patch, float sigma_scale) {
+    const float sigma = static_cast<float>(patch) * sigma_scale;
+    const float d = static_cast<float>(i - patch / 2);
+    return sigma > 0.0f ? expf(-0.5f * d * d / (sigma * sigma)) : 1.0f;
+}
+
+// Importance weight of voxel (z, y, x) of a patch: product of the 1D Gaussians, normalised so
+// the centre weighs 1, and never below `min_weight` (nnU-Net replaces zeros by the smallest
+// non-zero weight so that every voxel of a covered volume gets a positive weight sum).
+VOXSEG_HD float gaussianWeight(int64_t z, int64_t y, int64_t x, int64_t pd, int64_t ph, int64_t pw,
+                               float sigma_scale, float min_weight) {
+    const float w = gaussian1d(z, pd, sigma_scale) * gaussian1d(y, ph, sigma_scale) *
+                    gaussian1d(x, pw, sigma_scale);
+    return w > min_weight ? w : min_weight;
+}
+
+// Index of the largest value of `n` values at stride `stride` (first one wins ties; NaN never
+// wins over a number).
+template <typename T>
+VOXSEG_HD int argmaxStrided(const T* v, int n, int64_t stride) {
+    int best = 0;
+    float best_value = static_cast<float>(v[0]);
+    for (int k = 1; k < n; ++k) {
+        const float x = static_cast<float>(v[k * stride]);
+        if (x > best_value || (best_value != best_value && x == x)) {
+            best_value = x;
+            best = k;
+        }
+    }
+    return best;
+}
+
+// Element offset of channel c of spatial position s in image n of a channels-last (NDHWC)
+// tensor whose rows hold `ldc` channels (ldc > channels when the tensor is a slice of a
+// concatenation or zero-padded for tensor cores), starting at channel `c_offset`.
+VOXSEG_HD int64_t channelsLastOffset(int64_t n, int64_t s, int64_t c, int64_t spatial, int64_t ldc,
+                                     int64_t c_offset) {
+    return (n * spatial + s) * ldc + c_offset + c;
+}
+
+// Channels rounded up to what tensor-core convolutions want in fp16/bf16 (multiples of 8).
+VOXSEG_HD int64_t paddedChannels(int64_t c, bool half_precision) {
+    return half_precision ? (c + 7) / 8 * 8 : c;
+}
+
+}  // namespace voxseg::cuda::math
