@@ -1,0 +1,185 @@
+// CPU tests of cuda/kernels_math.h: the per-element math every CUDA kernel calls, plus the
+// patch grid and the no-device error path (which runs here, where there is no GPU).
+#include "cuda/kernels_math.h"
+#include "cuda/cuda_backend.h"
+#include "cuda/cuda_sliding_window.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace voxseg::cuda {
+namespace {
+
+using math::Act;
+
+constexpr float kTol = 1e-6f;
+
+TEST(KernelsMath, Activations) {
+    EXPECT_EQ(math::activate(-2.0f, Act::kNone, 0, 0, 0), -2.0f);
+    EXPECT_EQ(math::activate(-2.0f, Act::kRelu, 0, 0, 0), 0.0f);
+    EXPECT_EQ(math::activate(3.0f, Act::kRelu, 0, 0, 0), 3.0f);
+    EXPECT_NEAR(math::activate(-2.0f, Act::kLeakyRelu, 0.01f, 0, 0), -0.02f, kTol);
+    EXPECT_EQ(math::activate(2.0f, Act::kLeakyRelu, 0.01f, 0, 0), 2.0f);
+    EXPECT_NEAR(math::activate(-2.0f, Act::kPRelu, 0.25f, 0, 0), -0.5f, kTol);
+    EXPECT_NEAR(math::activate(0.0f, Act::kSigmoid, 0, 0, 0), 0.5f, kTol);
+    EXPECT_NEAR(math::activate(2.0f, Act::kSigmoid, 0, 0, 0), 1.0f / (1.0f + std::exp(-2.0f)),
+                kTol);
+    EXPECT_NEAR(math::activate(0.5f, Act::kTanh, 0, 0, 0), std::tanh(0.5f), kTol);
+    EXPECT_EQ(math::activate(-1.0f, Act::kClip, 0, -0.3f, 0.6f), -0.3f);
+    EXPECT_EQ(math::activate(1.0f, Act::kClip, 0, -0.3f, 0.6f), 0.6f);
+    EXPECT_EQ(math::activate(0.1f, Act::kClip, 0, -0.3f, 0.6f), 0.1f);
+}
+
+TEST(KernelsMath, EpilogueAddsResidualBeforeActivation) {
+    // act(x * scale + shift + residual): 1 * 2 - 3 + 0.5 = -0.5 -> leaky 0.1 -> -0.05.
+    EXPECT_NEAR(math::epilogue(1.0f, 2.0f, -3.0f, 0.5f, Act::kLeakyRelu, 0.1f, 0, 0), -0.05f, kTol);
+    EXPECT_NEAR(math::epilogue(1.0f, 2.0f, -3.0f, 1.5f, Act::kRelu, 0, 0, 0), 0.5f, kTol);
+}
+
+// Chunked moments combined with Chan's formula match a float64 two-pass computation, also for
+// a channel with a large mean and a small spread (where E[x^2] - E[x]^2 in float32 fails).
+TEST(KernelsMath, CombinedMomentsMatchTwoPassReference) {
+    std::mt19937 rng(7);
+    std::normal_distribution<float> noise(0.0f, 0.01f);
+    for (float offset : {0.0f, 1000.0f}) {
+        std::vector<float> x(100003);
+        for (float& v : x) v = offset + noise(rng);
+        double mean = 0;
+        for (float v : x) mean += v;
+        mean /= double(x.size());
+        double m2 = 0;
+        for (float v : x) m2 += (v - mean) * (v - mean);
+        const double var = m2 / double(x.size());
+
+        math::Moments total{0, 0, 0};
+        const size_t chunk = 2048;
+        for (size_t b = 0; b < x.size(); b += chunk) {
+            math::Moments m{0, 0, 0};
+            for (size_t i = b; i < std::min(x.size(), b + chunk); ++i) {
+                // The kernel's per-lane Welford update.
+                m.count += 1;
+                const float d = x[i] - m.mean;
+                m.mean += d / m.count;
+                m.m2 += d * (x[i] - m.mean);
+            }
+            total = math::combineMoments(total, m);
+        }
+        EXPECT_EQ(total.count, float(x.size()));
+        EXPECT_NEAR(total.mean, mean, 1e-3 + 1e-6 * offset) << "offset " << offset;
+        // Float32 Welford at a mean of 1000 keeps the variance within 1 %; the textbook float32
+        // E[x^2] - E[x]^2 is off by far more than the variance itself there.
+        const double rel = offset == 0.0f ? 2e-3 : 1e-2;
+        EXPECT_NEAR(total.m2 / total.count, var, rel * var) << "offset " << offset;
+        if (offset != 0.0f) {
+            float sum = 0, sum_sq = 0;
+            for (float v : x) sum += v, sum_sq += v * v;
+            const float naive =
+                sum_sq / float(x.size()) - (sum / float(x.size())) * (sum / float(x.size()));
+            EXPECT_GT(std::abs(naive - var), 10 * var) << "the naive formula should fail here";
+        }
+    }
+}
+
+TEST(KernelsMath, CombineWithEmptyIsIdentity) {
+    const math::Moments a{3, 1.5f, 2.0f}, empty{0, 0, 0};
+    const auto r1 = math::combineMoments(a, empty), r2 = math::combineMoments(empty, a);
+    EXPECT_EQ(r1.count, 3);
+    EXPECT_EQ(r2.mean, 1.5f);
+    EXPECT_EQ(r2.m2, 2.0f);
+}
+
+TEST(KernelsMath, NormAffineFoldsMeanVarianceGammaBeta) {
+    const math::Moments m{4, 2.0f, 8.0f};  // variance 2
+    const auto a = math::normAffine(m, 3.0f, 0.5f, 1e-5f);
+    const float rstd = 1.0f / std::sqrt(2.0f + 1e-5f);
+    EXPECT_NEAR(a.scale, 3.0f * rstd, kTol);
+    EXPECT_NEAR(a.shift, 0.5f - 2.0f * 3.0f * rstd, kTol);
+    // x = mean maps to beta.
+    EXPECT_NEAR(2.0f * a.scale + a.shift, 0.5f, 1e-5f);
+}
+
+TEST(KernelsMath, PatchGridFollowsNnUNet) {
+    // nnU-Net compute_steps_for_sliding_window(image, tile, 0.5).
+    EXPECT_EQ(math::patchSteps(256, 128, 0.5), 3);
+    EXPECT_EQ(math::patchSteps(128, 128, 0.5), 1);
+    EXPECT_EQ(math::patchSteps(100, 128, 0.5), 1);
+    EXPECT_EQ(math::patchSteps(300, 128, 0.5), 4);
+    const int64_t want300[] = {0, 57, 115, 172};  // round(172 / 3 * i), half to even
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(math::patchStart(300, 128, 4, i), want300[i]);
+    const int64_t want256[] = {0, 64, 128};
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(math::patchStart(256, 128, 3, i), want256[i]);
+    // Rounding half to even: (138 - 128) / 4 * i = 2.5 * i -> 0, 2, 5, 8, 10.
+    const int64_t want138[] = {0, 2, 5, 8, 10};
+    ASSERT_EQ(math::patchSteps(138, 128, 0.98), 5);
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(math::patchStart(138, 128, 5, i), want138[i]) << i;
+
+    const auto origins = patchOrigins({300, 128, 256}, {128, 128, 128}, 0.5);
+    ASSERT_EQ(origins.size(), 4u * 1u * 3u);
+    EXPECT_EQ(origins[0], (std::array<int64_t, 3>{0, 0, 0}));
+    EXPECT_EQ(origins.back(), (std::array<int64_t, 3>{172, 0, 128}));
+    // z-major: z never decreases along the list (the sliding window relies on it).
+    for (size_t i = 1; i < origins.size(); ++i) EXPECT_LE(origins[i - 1][0], origins[i][0]);
+}
+
+TEST(KernelsMath, GaussianIsOneAtCentreSymmetricAndFloored) {
+    const int64_t p = 16;
+    const float centre = math::gaussianWeight(8, 8, 8, p, p, p, 0.125f, 1e-6f);
+    EXPECT_NEAR(centre, 1.0f, kTol);
+    EXPECT_NEAR(math::gaussianWeight(7, 8, 8, p, p, p, 0.125f, 1e-6f),
+                math::gaussianWeight(9, 8, 8, p, p, p, 0.125f, 1e-6f), kTol);
+    // sigma = 2 voxels: one voxel off the centre weighs exp(-1/8).
+    EXPECT_NEAR(math::gaussianWeight(9, 8, 8, p, p, p, 0.125f, 1e-6f), std::exp(-0.125f), 1e-6f);
+    EXPECT_EQ(math::gaussianWeight(0, 0, 0, p, p, p, 0.125f, 0.25f), 0.25f);
+}
+
+TEST(KernelsMath, ArgmaxFirstWinsTiesAndSkipsNaN) {
+    const float v[] = {1.0f, 3.0f, 3.0f, 2.0f};
+    EXPECT_EQ(math::argmaxStrided(v, 4, 1), 1);
+    const float strided[] = {0.0f, 9.0f, 5.0f, 9.0f, 7.0f, 9.0f};
+    EXPECT_EQ(math::argmaxStrided(strided, 3, 2), 2);  // 0, 5, 7
+    const float with_nan[] = {NAN, 1.0f, 0.5f};
+    EXPECT_EQ(math::argmaxStrided(with_nan, 3, 1), 1);
+}
+
+TEST(KernelsMath, ChannelsLastOffsetsAndPadding) {
+    // Image 1, voxel 2 of 10, channel 3 of a 8-channel slice at offset 16 of 32-channel rows.
+    EXPECT_EQ(math::channelsLastOffset(1, 2, 3, 10, 32, 16), (1 * 10 + 2) * 32 + 16 + 3);
+    EXPECT_EQ(math::paddedChannels(1, true), 8);
+    EXPECT_EQ(math::paddedChannels(13, true), 16);
+    EXPECT_EQ(math::paddedChannels(32, true), 32);
+    EXPECT_EQ(math::paddedChannels(1, false), 1);
+}
+
+// On machines without a usable GPU (CI, this build host) the backend must refuse with a
+// kDeviceError that names the cause, never crash; with a GPU it must work.
+TEST(CudaDevice, NoDeviceIsAClearDeviceError) {
+    auto backend = makeCudaBackend();
+    if (backend.isOk()) {
+        EXPECT_EQ((*backend)->name(), "cuda");
+        EXPECT_FALSE((*backend)->deviceDescription().empty());
+        auto precision = resolvePrecision("auto");
+        ASSERT_TRUE(precision.isOk()) << precision.status().toString();
+        return;
+    }
+    EXPECT_EQ(backend.status().code(), StatusCode::kDeviceError) << backend.status().toString();
+    EXPECT_NE(backend.status().message().find("GPU"), std::string::npos)
+        << backend.status().toString();
+    auto precision = resolvePrecision("auto");
+    EXPECT_EQ(precision.status().code(), StatusCode::kDeviceError);
+    EXPECT_TRUE(resolvePrecision("fp16").isOk());  // explicit names need no device
+    EXPECT_FALSE(resolvePrecision("fp64").isOk());
+}
+
+TEST(CudaDevice, MissingDeviceIndexIsNotFoundOrDeviceError) {
+    auto backend = makeCudaBackend(4096);
+    ASSERT_FALSE(backend.isOk());
+    const StatusCode code = backend.status().code();
+    EXPECT_TRUE(code == StatusCode::kNotFound || code == StatusCode::kDeviceError)
+        << backend.status().toString();
+}
+
+}  // namespace
+}  // namespace voxseg::cuda
