@@ -1,6 +1,7 @@
 #include "io/dicom_pixels.h"
 
 #include "io/dicom_codec_fragments.h"
+#include "io/dicom_codec_rle.h"
 #include "io/j2k_decoder.h"
 
 #include <dcmtk/config/osconfig.h>
@@ -31,6 +32,8 @@ namespace voxseg::io {
 void ensureDicomCodecsRegistered() {
     static std::once_flag once;
     std::call_once(once, [] {
+        // Readers decode RLE themselves (io/dicom_codec_rle.h); DCMTK's decoder is registered for
+        // other io/ code that converts whole datasets.
         DcmRLEDecoderRegistration::registerCodecs();
         // No colour conversion: voxseg reads monochrome frames only (colour is rejected first).
         DJDecoderRegistration::registerCodecs(EDC_never, EUC_never);
@@ -49,7 +52,7 @@ using detail::StartMarker;
 constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 31;
 constexpr int64_t kMaxFrames = 10'000'000;
 
-enum class Codec { kNative, kDcmtk, kJpeg2000 };
+enum class Codec { kNative, kRle, kDcmtk, kJpeg2000 };
 
 struct SyntaxInfo {
     Codec codec;
@@ -62,7 +65,7 @@ std::optional<SyntaxInfo> classifySyntax(const std::string& uid) {
                                           "1.2.840.10008.1.2.2", "1.2.840.10008.1.2.1.99"};
     for (const char* n : kNative)
         if (uid == n) return SyntaxInfo{Codec::kNative, StartMarker::kNone};
-    if (uid == "1.2.840.10008.1.2.5") return SyntaxInfo{Codec::kDcmtk, StartMarker::kNone};
+    if (uid == "1.2.840.10008.1.2.5") return SyntaxInfo{Codec::kRle, StartMarker::kNone};
     // JPEG baseline (50), extended (51), lossless (57, 70) and the retired JPEG processes that
     // DCMTK's decoder may handle; JPEG-LS lossless/near-lossless (80, 81).
     static const char* const kJpeg[] = {"1.2.840.10008.1.2.4.50", "1.2.840.10008.1.2.4.51",
@@ -147,6 +150,8 @@ struct DicomPixelReader::Impl {
     Status readNative(int64_t frame, std::span<int32_t> out);
     Status readDcmtk(int64_t frame, std::span<int32_t> out);
     Status readJ2k(int64_t frame, std::span<int32_t> out);
+    Status readRle(int64_t frame, std::span<int32_t> out);
+    Status gatherFrame(int64_t frame);
     Status readBitPacked(int64_t frame, std::span<int32_t> out);
     Status damaged(const std::string& what) const {
         return corruptData(what + ": the file is damaged or truncated; re-export it", path);
@@ -259,7 +264,7 @@ Status DicomPixelReader::Impl::parse() {
         if (pixel_data->getEncapsulatedRepresentation(original, parameter, sequence).bad() ||
             sequence == nullptr)
             return damaged("the encapsulated Pixel Data could not be read");
-        if (allocated == 1 && syntax.codec == Codec::kDcmtk)
+        if (allocated == 1 && syntax.codec != Codec::kJpeg2000)
             return unsupported(fmt::format("BitsAllocated 1 in {} is not supported: convert with "
                                            "`gdcmconv -w {} <out.dcm>`",
                                            syntaxName(format.transfer_syntax_uid), path),
@@ -401,7 +406,8 @@ Status DicomPixelReader::Impl::readDcmtk(int64_t frame, std::span<int32_t> out) 
     return Status::ok();
 }
 
-Status DicomPixelReader::Impl::readJ2k(int64_t frame, std::span<int32_t> out) {
+// Concatenates the fragments of `frame` into scratch.
+Status DicomPixelReader::Impl::gatherFrame(int64_t frame) {
     VOXSEG_RETURN_IF_ERROR(buildFrameMap());
     const FrameFragments range = frame_map[static_cast<size_t>(frame)];
     scratch.clear();
@@ -416,6 +422,28 @@ Status DicomPixelReader::Impl::readJ2k(int64_t frame, std::span<int32_t> out) {
             return damaged(fmt::format("pixel data fragment {} is unreadable", i + 1));
         scratch.insert(scratch.end(), bytes, bytes + length);
     }
+    return Status::ok();
+}
+
+Status DicomPixelReader::Impl::readRle(int64_t frame, std::span<int32_t> out) {
+    VOXSEG_RETURN_IF_ERROR(gatherFrame(frame));
+    const int64_t n = format.pixelsPerFrame();
+    std::vector<uint32_t> words(static_cast<size_t>(n));
+    VOXSEG_RETURN_IF_ERROR(
+        detail::decodeRleFrame(scratch, n, format.bits_allocated / 8, words, path)
+            .withContext(fmt::format("frame {}", frame + 1)));
+    // RLE reproduces the stored words byte for byte: mask like uncompressed data.
+    const Unpacker unpack{format.high_bit + 1 - format.bits_stored, format.bits_stored,
+                          format.is_signed};
+    bool ok = true;
+    for (int64_t i = 0; i < n; ++i) ok &= unpack(words[i], out[i]);
+    if (!ok)
+        return unsupported("unsigned 32-bit pixel values above 2147483647 are not supported", path);
+    return Status::ok();
+}
+
+Status DicomPixelReader::Impl::readJ2k(int64_t frame, std::span<int32_t> out) {
+    VOXSEG_RETURN_IF_ERROR(gatherFrame(frame));
     detail::J2kFrameInfo info;
     VOXSEG_RETURN_IF_ERROR(
         detail::decodeJ2kFrame(scratch, format.rows, format.columns, out, &info, path)
@@ -461,6 +489,11 @@ Result<DicomPixelReader> DicomPixelReader::open(const std::string& path) {
         return DicomPixelReader(std::move(impl));
     } catch (const std::bad_alloc&) {
         return Status(StatusCode::kOutOfMemory, "out of memory while reading the file", path);
+    } catch (const std::exception& e) {
+        // DCMTK 3.6.7 throws from some malformed values (e.g. std::out_of_range in
+        // DcmByteString::verify on a damaged directory record; found by fuzz_dicom_pixels).
+        return corruptData(
+            fmt::format("DCMTK failed while parsing ({}): the file is damaged", e.what()), path);
     }
 }
 
@@ -488,6 +521,9 @@ Result<DicomPixelReader> DicomPixelReader::fromBuffer(std::span<const uint8_t> b
         return DicomPixelReader(std::move(impl));
     } catch (const std::bad_alloc&) {
         return Status(StatusCode::kOutOfMemory, "out of memory while reading the object", name);
+    } catch (const std::exception& e) {
+        return corruptData(
+            fmt::format("DCMTK failed while parsing ({}): the object is damaged", e.what()), name);
     }
 }
 
@@ -505,6 +541,8 @@ Status DicomPixelReader::readFrame(int64_t frame, std::span<int32_t> out) {
         switch (d.syntax.codec) {
             case Codec::kNative:
                 return d.readNative(frame, out);
+            case Codec::kRle:
+                return d.readRle(frame, out);
             case Codec::kDcmtk:
                 return d.readDcmtk(frame, out);
             case Codec::kJpeg2000:
@@ -512,6 +550,10 @@ Status DicomPixelReader::readFrame(int64_t frame, std::span<int32_t> out) {
         }
     } catch (const std::bad_alloc&) {
         return Status(StatusCode::kOutOfMemory, "out of memory while decoding", d.path);
+    } catch (const std::exception& e) {
+        return corruptData(
+            fmt::format("decoding frame {} failed ({}): the file is damaged", frame + 1, e.what()),
+            d.path);
     }
     return internalError("unknown codec", d.path);
 }

@@ -269,6 +269,19 @@ TEST(DicomPixels, MultiFrameRoundTripThroughEveryWritableSyntax) {
     }
 }
 
+// RLE reproduces the stored words, garbage bits included, so it is masked like native data.
+TEST(DicomPixels, RleKeepsHighBitShiftAndMasking) {
+    DcmRLEEncoderRegistration::registerCodecs();
+    TempDir dir;
+    Layout l;
+    l.rows = 1;
+    l.columns = 3;
+    l.bits_stored = 12;
+    l.high_bit = 15;
+    const auto path = writeImage(dir, "rle.dcm", l, {0xABC5, 0x0010, 0xFFFF}, EXS_RLELossless);
+    EXPECT_EQ(readFrame(path, 0), (std::vector<int32_t>{0xABC, 0x001, 0xFFF}));
+}
+
 TEST(DicomPixels, ReadersDecodeConcurrently) {
     TempDir dir;
     Layout l;
