@@ -1,0 +1,209 @@
+// The oneDNN CPU Backend: device query, precision support, and compile(): optimize(), shape
+// inference for the requested input shapes, one planning pass over the nodes (cpu_*.cpp per
+// op family), then memory planning (cpu_plan.cpp).
+#include "engine/cpu_backend.h"
+
+#include "engine/cpu_plan.h"
+
+#include <omp.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace voxseg::engine {
+namespace {
+
+using cpu::Plan;
+
+bool cpuHasBf16() {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto bf16 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_bf16);
+    return (isa & bf16) == bf16;
+}
+
+std::string cpuModel() {
+    std::ifstream f("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(f, line)) {
+        if (line.rfind("model name", 0) == 0) {
+            const auto pos = line.find(':');
+            if (pos != std::string::npos) return line.substr(pos + 2);
+        }
+    }
+    return "CPU";
+}
+
+const char* isaName() {
+    switch (dnnl::get_effective_cpu_isa()) {
+        case dnnl::cpu_isa::avx512_core_amx:
+            return "avx512_core_amx";
+        case dnnl::cpu_isa::avx512_core_bf16:
+            return "avx512_core_bf16";
+        case dnnl::cpu_isa::avx512_core_vnni:
+            return "avx512_core_vnni";
+        case dnnl::cpu_isa::avx512_core:
+            return "avx512_core";
+        case dnnl::cpu_isa::avx2_vnni:
+            return "avx2_vnni";
+        case dnnl::cpu_isa::avx2:
+            return "avx2";
+        default:
+            return "sse41/avx";
+    }
+}
+
+void applyThreads(int num_threads) {
+    if (num_threads > 0) omp_set_num_threads(num_threads);
+}
+
+Status planNode(Plan& plan) {
+    switch (plan.node().op) {
+        case OpKind::kConv:
+            return cpu::planConv(plan);
+        case OpKind::kConvTranspose:
+            return cpu::planConvTranspose(plan);
+        case OpKind::kInstanceNorm:
+        case OpKind::kGroupNorm:
+        case OpKind::kBatchNorm:
+            return cpu::planNorm(plan);
+        case OpKind::kRelu:
+        case OpKind::kLeakyRelu:
+        case OpKind::kPRelu:
+        case OpKind::kSigmoid:
+        case OpKind::kTanh:
+        case OpKind::kClip:
+            return cpu::planEltwise(plan);
+        case OpKind::kSoftmax:
+            return cpu::planSoftmax(plan);
+        case OpKind::kAdd:
+        case OpKind::kSub:
+        case OpKind::kMul:
+        case OpKind::kDiv:
+            return cpu::planBinary(plan);
+        case OpKind::kConcat:
+            return cpu::planConcat(plan);
+        case OpKind::kResize:
+            return cpu::planResize(plan);
+        case OpKind::kMaxPool:
+        case OpKind::kAveragePool:
+        case OpKind::kGlobalAveragePool:
+            return cpu::planPool(plan);
+        case OpKind::kPad:
+        case OpKind::kIdentity:
+        case OpKind::kReshape:
+        case OpKind::kTranspose:
+        case OpKind::kSlice:
+            return cpu::planShapeOp(plan);
+    }
+    return cpu::nodeError(plan, "op not supported by the cpu backend");
+}
+
+class CpuCompiledGraph : public CompiledGraph {
+  public:
+    CpuCompiledGraph(Graph graph, Precision precision, int num_threads)
+        : graph_(std::move(graph)),
+          precision_(precision),
+          num_threads_(num_threads),
+          engine_(dnnl::engine::kind::cpu, 0),
+          plan_(graph_, engine_, precision) {}
+
+    Status build(const std::vector<Shape>& input_shapes) {
+        input_shapes_ = input_shapes;
+        for (ValueId v : graph_.outputs) output_shapes_.push_back(graph_.values[v].shape);
+        plan_.defineInputs(input_shapes);
+        for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+            plan_.setCurrentNode(static_cast<int>(i));
+            Status s;
+            try {
+                s = planNode(plan_);
+            } catch (const dnnl::error& e) {
+                s = cpu::nodeError(plan_, std::string("oneDNN: ") + e.what());
+            }
+            if (!s.isOk()) return s;
+        }
+        VOXSEG_RETURN_IF_ERROR(plan_.defineOutputs());
+        return plan_.finish();
+    }
+
+    const std::vector<Shape>& inputShapes() const override { return input_shapes_; }
+    const std::vector<Shape>& outputShapes() const override { return output_shapes_; }
+
+    Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) override {
+        if (inputs.size() != input_shapes_.size())
+            return invalidArgument("cpu backend: expected " + std::to_string(input_shapes_.size()) +
+                                   " inputs, got " + std::to_string(inputs.size()));
+        for (size_t i = 0; i < inputs.size(); ++i) {
+            if (inputs[i].dtype() != DType::kFloat32 || inputs[i].shape() != input_shapes_[i])
+                return invalidArgument("cpu backend: input " + std::to_string(i) + " is " +
+                                       dtypeName(inputs[i].dtype()) + " " +
+                                       shapeToString(inputs[i].shape()) +
+                                       ", compiled for float32 " + shapeToString(input_shapes_[i]));
+        }
+        applyThreads(num_threads_);
+        return plan_.run(inputs, outputs, output_shapes_);
+    }
+
+    size_t workspaceBytes() const override { return plan_.workspaceBytes(); }
+
+    std::string describe() const override {
+        std::ostringstream os;
+        os << "cpu (oneDNN " << dnnl_version()->major << "." << dnnl_version()->minor << ", "
+           << isaName() << ", " << precisionName(precision_) << ", "
+           << (num_threads_ > 0 ? num_threads_ : omp_get_max_threads())
+           << " threads): " << plan_.steps().size() << " steps, arena "
+           << (plan_.arenaBytes() >> 20) << " MiB;";
+        for (const auto& s : plan_.steps()) os << " [" << s.node << ": " << s.what << "]";
+        return os.str();
+    }
+
+  private:
+    Graph graph_;
+    Precision precision_;
+    int num_threads_;
+    std::vector<Shape> input_shapes_, output_shapes_;
+    dnnl::engine engine_;
+    Plan plan_;
+};
+
+class CpuBackend : public Backend {
+  public:
+    std::string name() const override { return "cpu"; }
+
+    std::string deviceDescription() const override {
+        return cpuModel() + " (" + isaName() + "), " + std::to_string(omp_get_max_threads()) +
+               " threads";
+    }
+
+    bool supportsPrecision(Precision precision) const override {
+        if (precision == Precision::kFloat32) return true;
+        if (precision == Precision::kBFloat16) return cpuHasBf16();
+        return false;
+    }
+
+    Result<std::unique_ptr<CompiledGraph>> compile(const Graph& graph,
+                                                   const std::vector<Shape>& input_shapes,
+                                                   const CompileOptions& options) override {
+        if (!supportsPrecision(options.precision))
+            return unsupported(std::string("cpu backend: precision ") +
+                               precisionName(options.precision) + " is not supported on this " +
+                               "CPU (" + isaName() + "); use fp32" +
+                               (options.precision == Precision::kFloat16 ? " or bf16" : ""));
+        if (input_shapes.size() != graph.inputs.size())
+            return invalidArgument("cpu backend: graph has " + std::to_string(graph.inputs.size()) +
+                                   " inputs, " + std::to_string(input_shapes.size()) +
+                                   " shapes given");
+        applyThreads(options.num_threads);
+        Graph g = optimize(graph);
+        VOXSEG_RETURN_IF_ERROR(g.inferShapes(input_shapes));
+        auto compiled = std::make_unique<CpuCompiledGraph>(std::move(g), options.precision,
+                                                           options.num_threads);
+        VOXSEG_RETURN_IF_ERROR(compiled->build(input_shapes));
+        return std::unique_ptr<CompiledGraph>(std::move(compiled));
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> makeCpuBackend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace voxseg::engine

@@ -1,0 +1,317 @@
+// Elementwise ops on oneDNN: eltwise (Relu, LeakyRelu, Sigmoid, Tanh, Clip), PReLU, binary
+// (Add/Sub/Mul/Div with broadcasting), softmax and concat; all in the producer's layout and in
+// place where the input dies. Broadcasts oneDNN's binary cannot express (the first operand
+// broadcast in Sub/Div, or both) run a plain-layout loop.
+#include "engine/cpu_plan.h"
+
+#include <omp.h>
+
+namespace voxseg::engine::cpu {
+
+bool eltwiseFor(ActivationKind act, float alpha, dnnl::algorithm& alg, float& a, float& b) {
+    b = 0.0f;
+    switch (act) {
+        case ActivationKind::kRelu:
+            alg = dnnl::algorithm::eltwise_relu;
+            a = 0.0f;
+            return true;
+        case ActivationKind::kLeakyRelu:
+            alg = dnnl::algorithm::eltwise_relu;
+            a = alpha;
+            return true;
+        case ActivationKind::kSigmoid:
+            alg = dnnl::algorithm::eltwise_logistic;
+            a = 0.0f;
+            return true;
+        case ActivationKind::kNone:
+        case ActivationKind::kPRelu:
+            return false;
+    }
+    return false;
+}
+
+namespace {
+
+// The value's current descriptor, or plain in the activation type for constants.
+dnnl::memory::desc currentDesc(Plan& plan, ValueId v) {
+    if (plan.has(v)) return plan.desc(v);
+    return plainDesc(plan.graph().values[v].shape, plan.actType());
+}
+
+Shape broadcastTo(const Shape& s, size_t rank) {
+    Shape out(rank - s.size(), 1);
+    out.insert(out.end(), s.begin(), s.end());
+    return out;
+}
+
+// PReLU slopes as a tensor broadcast against data of `shape` (ONNX: unidirectional).
+Result<MemRef> preluWeights(Plan& plan, ValueId slope, const dnnl::memory::desc& data_md,
+                            dnnl::prelu_forward::primitive_desc& pd) {
+    const auto data_dims = data_md.dims();
+    const Shape data_shape(data_dims.begin(), data_dims.end());
+    Shape ws = broadcastTo(plan.graph().values[slope].shape, data_shape.size());
+    // A per-channel slope stored as [C] (rank 1) means axis 1 in nnU-Net/MONAI exports.
+    if (plan.graph().values[slope].shape.size() == 1 && ws.back() == data_shape[1] &&
+        data_shape.back() != data_shape[1]) {
+        ws.assign(data_shape.size(), 1);
+        ws[1] = data_shape[1];
+    }
+    const auto w_any = dnnl::memory::desc(toDims(ws), data_md.data_type(), tag::any);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    pd = dnnl::prelu_forward::primitive_desc(
+        dnnl::prelu_forward::desc(dnnl::prop_kind::forward_inference, data_md, w_any), attr,
+        plan.engine());
+    if (plan.graph().isConstant(slope)) {
+        VOXSEG_ASSIGN_OR_RETURN(dnnl::memory m,
+                                plan.constantMemory(plan.graph().constant(slope),
+                                                    plainDesc(ws, dt::f32), pd.weights_desc()));
+        return MemRef{-1, pd.weights_desc(), m};
+    }
+    return plan.ensure(slope, pd.weights_desc());
+}
+
+Status addPrelu(Plan& plan, const MemRef& src, const MemRef& dst, ValueId slope) {
+    try {
+        dnnl::prelu_forward::primitive_desc pd;
+        VOXSEG_ASSIGN_OR_RETURN(MemRef w, preluWeights(plan, slope, src.md, pd));
+        plan.addPrimitive(std::string("prelu ") + pd.impl_info_str(), dnnl::prelu_forward(pd),
+                          {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, dst}},
+                          pd.scratchpad_desc());
+    } catch (const dnnl::error& e) {
+        return nodeError(plan, std::string("oneDNN prelu: ") + e.what());
+    }
+    return Status::ok();
+}
+
+Status addEltwise(Plan& plan, const MemRef& src, const MemRef& dst, dnnl::algorithm alg, float a,
+                  float b) {
+    try {
+        dnnl::primitive_attr attr;
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        dnnl::eltwise_forward::primitive_desc pd(
+            dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, alg, src.md, a, b),
+            attr, plan.engine());
+        plan.addPrimitive(std::string("eltwise ") + pd.impl_info_str(), dnnl::eltwise_forward(pd),
+                          {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}}, pd.scratchpad_desc());
+    } catch (const dnnl::error& e) {
+        return nodeError(plan, std::string("oneDNN eltwise: ") + e.what());
+    }
+    return Status::ok();
+}
+
+Status addBinary(Plan& plan, dnnl::algorithm alg, const MemRef& a, const MemRef& b,
+                 const MemRef& dst) {
+    try {
+        dnnl::primitive_attr attr;
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        dnnl::binary::primitive_desc pd(dnnl::binary::desc(alg, a.md, b.md, dst.md), attr,
+                                        plan.engine());
+        plan.addPrimitive(std::string("binary ") + pd.impl_info_str(), dnnl::binary(pd),
+                          {{DNNL_ARG_SRC_0, a}, {DNNL_ARG_SRC_1, b}, {DNNL_ARG_DST, dst}},
+                          pd.scratchpad_desc());
+    } catch (const dnnl::error& e) {
+        return nodeError(plan, std::string("oneDNN binary: ") + e.what());
+    }
+    return Status::ok();
+}
+
+// General numpy broadcasting on plain f32 (rare: a broadcast first operand of Sub/Div).
+Status planPlainBinary(Plan& plan) {
+    const Node& n = plan.node();
+    const Graph& g = plan.graph();
+    const Shape& ys = g.values[n.outputs[0]].shape;
+    VOXSEG_ASSIGN_OR_RETURN(MemRef a, plan.ensurePlainF32(n.inputs[0]));
+    VOXSEG_ASSIGN_OR_RETURN(MemRef b, plan.ensurePlainF32(n.inputs[1]));
+    MemRef dst = plan.newBuffer(plainDesc(ys, dt::f32));
+    const size_t rank = ys.size();
+    auto strides = [&](const Shape& s) {
+        const Shape bs = broadcastTo(s, rank);
+        std::vector<int64_t> st(rank, 0);
+        int64_t k = 1;
+        for (int i = static_cast<int>(rank) - 1; i >= 0; --i) {
+            st[i] = bs[i] == 1 ? 0 : k;
+            k *= bs[i];
+        }
+        return st;
+    };
+    const auto sa = strides(g.values[n.inputs[0]].shape);
+    const auto sb = strides(g.values[n.inputs[1]].shape);
+    const OpKind op = n.op;
+    Kernel k = [=](const std::vector<dnnl::memory>& m) {
+        const float* pa = static_cast<const float*>(m[0].get_data_handle());
+        const float* pb = static_cast<const float*>(m[1].get_data_handle());
+        float* py = static_cast<float*>(m[2].get_data_handle());
+        const int64_t total = numel(ys);
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < total; ++i) {
+            int64_t rem = i, ia = 0, ib = 0;
+            for (int d = static_cast<int>(rank) - 1; d >= 0; --d) {
+                const int64_t c = rem % ys[d];
+                rem /= ys[d];
+                ia += c * sa[d];
+                ib += c * sb[d];
+            }
+            const float x = pa[ia], y = pb[ib];
+            py[i] = op == OpKind::kAdd   ? x + y
+                    : op == OpKind::kSub ? x - y
+                    : op == OpKind::kMul ? x * y
+                                         : x / y;
+        }
+    };
+    plan.addKernel("binary plain loop", std::move(k), {a, b, dst});
+    plan.define(n.outputs[0], dst);
+    return planUnfusedEpilogue(plan, dst);
+}
+
+}  // namespace
+
+Status planUnfusedEpilogue(Plan& plan, const MemRef& out, bool residual, bool activation) {
+    const Node& n = plan.node();
+    if (residual && n.fused_residual >= 0) {
+        VOXSEG_ASSIGN_OR_RETURN(MemRef r, plan.ensure(n.fused_residual, out.md));
+        VOXSEG_RETURN_IF_ERROR(addBinary(plan, dnnl::algorithm::binary_add, out, r, out));
+    }
+    if (!activation || n.fused_activation == ActivationKind::kNone) return Status::ok();
+    if (n.fused_activation == ActivationKind::kPRelu)
+        return addPrelu(plan, out, out, n.fused_prelu_slope);
+    dnnl::algorithm alg;
+    float a, b;
+    eltwiseFor(n.fused_activation, n.fused_alpha, alg, a, b);
+    return addEltwise(plan, out, out, alg, a, b);
+}
+
+Status planEltwise(Plan& plan) {
+    const Node& n = plan.node();
+    const ValueId x = n.inputs[0];
+    const dnnl::memory::desc md = currentDesc(plan, x);
+    VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensure(x, md));
+    std::optional<MemRef> dst = plan.tryInPlace(x, md);
+    if (!dst) dst = plan.newBuffer(md);
+    if (n.op == OpKind::kPRelu) {
+        VOXSEG_RETURN_IF_ERROR(addPrelu(plan, src, *dst, n.inputs[1]));
+    } else {
+        dnnl::algorithm alg;
+        float a = 0, b = 0;
+        switch (n.op) {
+            case OpKind::kRelu:
+                alg = dnnl::algorithm::eltwise_relu;
+                break;
+            case OpKind::kLeakyRelu:
+                alg = dnnl::algorithm::eltwise_relu;
+                a = n.alpha;
+                break;
+            case OpKind::kSigmoid:
+                alg = dnnl::algorithm::eltwise_logistic;
+                break;
+            case OpKind::kTanh:
+                alg = dnnl::algorithm::eltwise_tanh;
+                break;
+            case OpKind::kClip:
+                alg = dnnl::algorithm::eltwise_clip_v2;
+                a = n.clip_min;
+                b = n.clip_max;
+                break;
+            default:
+                return nodeError(plan, "not an elementwise activation");
+        }
+        VOXSEG_RETURN_IF_ERROR(addEltwise(plan, src, *dst, alg, a, b));
+    }
+    plan.define(n.outputs[0], *dst);
+    return planUnfusedEpilogue(plan, *dst);
+}
+
+Status planBinary(Plan& plan) {
+    const Node& n = plan.node();
+    const Graph& g = plan.graph();
+    const Shape& ys = g.values[n.outputs[0]].shape;
+    ValueId a = n.inputs[0], b = n.inputs[1];
+    const bool commutative = n.op == OpKind::kAdd || n.op == OpKind::kMul;
+    auto full = [&](ValueId v) { return broadcastTo(g.values[v].shape, ys.size()) == ys; };
+    if (!full(a) && full(b) && commutative) std::swap(a, b);
+    if (!full(a) || g.isConstant(a)) return planPlainBinary(plan);
+    const dnnl::algorithm alg = n.op == OpKind::kAdd   ? dnnl::algorithm::binary_add
+                                : n.op == OpKind::kSub ? dnnl::algorithm::binary_sub
+                                : n.op == OpKind::kMul ? dnnl::algorithm::binary_mul
+                                                       : dnnl::algorithm::binary_div;
+    const dnnl::memory::desc md = currentDesc(plan, a);
+    VOXSEG_ASSIGN_OR_RETURN(MemRef src0, plan.ensure(a, md));
+    MemRef src1;
+    if (full(b)) {
+        VOXSEG_ASSIGN_OR_RETURN(src1, plan.ensure(b, md));
+    } else {
+        VOXSEG_ASSIGN_OR_RETURN(
+            src1,
+            plan.ensure(b, plainDesc(broadcastTo(g.values[b].shape, ys.size()), md.data_type())));
+    }
+    std::optional<MemRef> dst = plan.tryInPlace(a, md);
+    if (!dst) dst = plan.newBuffer(md);
+    VOXSEG_RETURN_IF_ERROR(addBinary(plan, alg, src0, src1, *dst));
+    plan.define(n.outputs[0], *dst);
+    return planUnfusedEpilogue(plan, *dst);
+}
+
+Status planSoftmax(Plan& plan) {
+    const Node& n = plan.node();
+    const ValueId x = n.inputs[0];
+    const int rank = static_cast<int>(plan.graph().values[x].shape.size());
+    const int axis = static_cast<int>(n.axis < 0 ? n.axis + rank : n.axis);
+    // Plain layout: oneDNN's optimised softmax wants the axis unblocked.
+    const dnnl::memory::desc md =
+        plainDesc(plan.graph().values[x].shape, currentDesc(plan, x).data_type());
+    VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensure(x, md));
+    std::optional<MemRef> dst = plan.tryInPlace(x, md);
+    if (!dst) dst = plan.newBuffer(md);
+    try {
+        dnnl::primitive_attr attr;
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        dnnl::softmax_forward::primitive_desc pd(
+            dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, md, axis), attr,
+            plan.engine());
+        plan.addPrimitive(std::string("softmax ") + pd.impl_info_str(), dnnl::softmax_forward(pd),
+                          {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, *dst}}, pd.scratchpad_desc());
+    } catch (const dnnl::error& e) {
+        return nodeError(plan, std::string("oneDNN softmax: ") + e.what());
+    }
+    plan.define(n.outputs[0], *dst);
+    return planUnfusedEpilogue(plan, *dst);
+}
+
+Status planConcat(Plan& plan) {
+    const Node& n = plan.node();
+    const Graph& g = plan.graph();
+    const int rank = static_cast<int>(g.values[n.outputs[0]].shape.size());
+    const int axis = static_cast<int>(n.axis < 0 ? n.axis + rank : n.axis);
+    // One data type for all inputs: the first activation's.
+    dt type = plan.actType();
+    for (ValueId v : n.inputs)
+        if (plan.has(v)) {
+            type = plan.desc(v).data_type();
+            break;
+        }
+    std::vector<dnnl::memory::desc> mds;
+    std::vector<std::pair<int, MemRef>> args;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+        const ValueId v = n.inputs[i];
+        dnnl::memory::desc md = currentDesc(plan, v);
+        if (md.data_type() != type) md = plainDesc(g.values[v].shape, type);
+        VOXSEG_ASSIGN_OR_RETURN(MemRef r, plan.ensure(v, md));
+        mds.push_back(md);
+        args.push_back({DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), r});
+    }
+    try {
+        dnnl::primitive_attr attr;
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        dnnl::concat::primitive_desc pd(axis, mds, plan.engine(), attr);
+        MemRef dst = plan.newBuffer(pd.dst_desc());
+        args.push_back({DNNL_ARG_DST, dst});
+        plan.addPrimitive(std::string("concat ") + pd.impl_info_str(), dnnl::concat(pd),
+                          std::move(args), pd.scratchpad_desc());
+        plan.define(n.outputs[0], dst);
+        return planUnfusedEpilogue(plan, dst);
+    } catch (const dnnl::error& e) {
+        return nodeError(plan, std::string("oneDNN concat: ") + e.what());
+    }
+}
+
+}  // namespace voxseg::engine::cpu

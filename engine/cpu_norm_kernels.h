@@ -1,0 +1,46 @@
+// Internal to the oneDNN CPU backend: instance/group-norm kernels over oneDNN layouts.
+//
+// oneDNN 2.6 has batch and layer normalisation but no instance or group normalisation over the
+// spatial axes of NCDHW, so these are written by hand: one memory pass for per-channel moments
+// (chunked two-pass mean/M2 in cache, chunks merged with Chan's formula in double: exact enough
+// for 128^3 volumes, unlike a running sum of squares), and one pass that applies the per-channel
+// affine map, an optional residual and the activation. Both work directly on blocked layouts
+// (nCdhw16c: 16 channels are the contiguous SIMD lanes), channels-last and plain layouts,
+// f32 or bf16 data (statistics always in f32/f64). Parallel with OpenMP; call from one thread.
+#pragma once
+
+#include "engine/graph.h"
+
+#include <dnnl.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace voxseg::engine::cpu {
+
+// A rank>=3 tensor seen as groups of `lanes` contiguous channels per spatial position.
+// Element (n, c, s) is at n*n_stride + (c / lanes)*group_stride + s*spatial_stride + c % lanes.
+struct LaneLayout {
+    int64_t batch = 0, channels = 0, spatial = 0;
+    int64_t lanes = 1;   // 16 for nCdhw16c, C for channels-last, 1 for plain
+    int64_t groups = 0;  // ceil(channels / lanes); lanes * groups = padded channel count
+    int64_t n_stride = 0, group_stride = 0, spatial_stride = 0;
+    int64_t paddedChannels() const { return lanes * groups; }
+};
+
+// nullopt for layouts these kernels do not walk (the caller reorders to plain first).
+std::optional<LaneLayout> laneLayout(const dnnl::memory::desc& md);
+
+// Per (n, c) mean and M2 (sum of squared deviations) over the spatial axes; size batch*channels.
+void channelMoments(const void* x, bool bf16, const LaneLayout& layout, std::vector<double>& mean,
+                    std::vector<double>& m2);
+
+// y = act(x * scale[n, c] + shift[n, c] (+ residual)), in place allowed (y == x). `scale` and
+// `shift` have batch * paddedChannels() entries (zero for padding channels, which stay zero);
+// `slope` (PReLU) has paddedChannels() entries. `residual` has the layout of x, or is null.
+void affineActivation(const void* x, void* y, const void* residual, bool bf16,
+                      const LaneLayout& layout, const float* scale, const float* shift,
+                      ActivationKind act, float alpha, const float* slope);
+
+}  // namespace voxseg::engine::cpu

@@ -1,0 +1,158 @@
+// Data-movement ops, rare inside U-Nets: Identity (a copy in the same layout), Reshape (a
+// reorder of the plain layout), Transpose and Slice (one strided gather loop), Pad (constant,
+// reflect, edge). All but Identity work on plain f32.
+#include "engine/cpu_plan.h"
+
+#include <omp.h>
+
+namespace voxseg::engine::cpu {
+namespace {
+
+std::vector<int64_t> plainStrides(const Shape& s) {
+    std::vector<int64_t> st(s.size(), 1);
+    for (int i = static_cast<int>(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
+    return st;
+}
+
+// out[i...] = in[offset + sum(i_d * strides_d)] (strides may be negative).
+Kernel gatherKernel(Shape out_shape, int64_t offset, std::vector<int64_t> strides) {
+    return [=](const std::vector<dnnl::memory>& m) {
+        const float* in = static_cast<const float*>(m[0].get_data_handle());
+        float* out = static_cast<float*>(m[1].get_data_handle());
+        const int64_t total = numel(out_shape);
+        const int rank = static_cast<int>(out_shape.size());
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < total; ++i) {
+            int64_t rem = i, off = offset;
+            for (int d = rank - 1; d >= 0; --d) {
+                off += (rem % out_shape[d]) * strides[d];
+                rem /= out_shape[d];
+            }
+            out[i] = in[off];
+        }
+    };
+}
+
+Status planGather(Plan& plan, int64_t offset, std::vector<int64_t> strides, const char* what) {
+    const Node& n = plan.node();
+    const Shape& ys = plan.graph().values[n.outputs[0]].shape;
+    VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensurePlainF32(n.inputs[0]));
+    MemRef dst = plan.newBuffer(plainDesc(ys, dt::f32));
+    plan.addKernel(what, gatherKernel(ys, offset, std::move(strides)), {src, dst});
+    plan.define(n.outputs[0], dst);
+    return planUnfusedEpilogue(plan, dst);
+}
+
+Status planPad(Plan& plan) {
+    const Node& n = plan.node();
+    const Graph& g = plan.graph();
+    const Shape xs = g.values[n.inputs[0]].shape;
+    const Shape ys = g.values[n.outputs[0]].shape;
+    const PadAttrs p = n.pad;
+    const size_t rank = xs.size();
+    if (p.pads_begin.size() != rank) return nodeError(plan, "pads do not match the input rank");
+    // Per axis: output index -> input index, -1 for the constant border.
+    std::vector<std::vector<int64_t>> maps(rank);
+    for (size_t d = 0; d < rank; ++d) {
+        for (int64_t o = 0; o < ys[d]; ++o) {
+            int64_t i = o - p.pads_begin[d];
+            if (i < 0 || i >= xs[d]) {
+                if (p.mode == PadAttrs::Mode::kConstant) {
+                    i = -1;
+                } else if (p.mode == PadAttrs::Mode::kEdge) {
+                    i = std::clamp<int64_t>(i, 0, xs[d] - 1);
+                } else {  // reflect without repeating the edge
+                    const int64_t period = 2 * (xs[d] - 1);
+                    if (period == 0) {
+                        i = 0;
+                    } else {
+                        i = ((i % period) + period) % period;
+                        if (i >= xs[d]) i = period - i;
+                    }
+                }
+            }
+            maps[d].push_back(i);
+        }
+    }
+    VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensurePlainF32(n.inputs[0]));
+    MemRef dst = plan.newBuffer(plainDesc(ys, dt::f32));
+    const auto in_strides = plainStrides(xs);
+    const float value = p.value;
+    Kernel k = [=](const std::vector<dnnl::memory>& m) {
+        const float* in = static_cast<const float*>(m[0].get_data_handle());
+        float* out = static_cast<float*>(m[1].get_data_handle());
+        const int64_t total = numel(ys);
+#pragma omp parallel for schedule(static)
+        for (int64_t idx = 0; idx < total; ++idx) {
+            int64_t rem = idx, off = 0;
+            bool border = false;
+            for (int d = static_cast<int>(rank) - 1; d >= 0; --d) {
+                const int64_t i = maps[d][rem % ys[d]];
+                rem /= ys[d];
+                if (i < 0) border = true;
+                off += i * in_strides[d];
+            }
+            out[idx] = border ? value : in[off];
+        }
+    };
+    plan.addKernel("pad plain loop", std::move(k), {src, dst});
+    plan.define(n.outputs[0], dst);
+    return planUnfusedEpilogue(plan, dst);
+}
+
+}  // namespace
+
+Status planShapeOp(Plan& plan) {
+    const Node& n = plan.node();
+    const Graph& g = plan.graph();
+    const ValueId x = n.inputs[0];
+    const Shape& xs = g.values[x].shape;
+    const Shape& ys = g.values[n.outputs[0]].shape;
+    switch (n.op) {
+        case OpKind::kIdentity: {
+            const dnnl::memory::desc md =
+                plan.has(x) ? plan.desc(x) : plainDesc(xs, plan.actType());
+            VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensure(x, md));
+            MemRef dst = plan.newBuffer(md);
+            VOXSEG_RETURN_IF_ERROR(plan.addCopy(src, dst));
+            plan.define(n.outputs[0], dst);
+            return planUnfusedEpilogue(plan, dst);
+        }
+        case OpKind::kReshape: {
+            if (numel(xs) != numel(ys)) return nodeError(plan, "element count changes");
+            VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensurePlainF32(x));
+            MemRef dst = plan.newBuffer(plainDesc(ys, dt::f32));
+            // Same bytes seen with the output's dims: a plain copy.
+            MemRef view{src.buffer, plainDesc(ys, dt::f32), src.fixed};
+            if (src.buffer < 0)
+                view.fixed = dnnl::memory(view.md, plan.engine(), src.fixed.get_data_handle());
+            VOXSEG_RETURN_IF_ERROR(plan.addCopy(view, dst));
+            plan.define(n.outputs[0], dst);
+            return planUnfusedEpilogue(plan, dst);
+        }
+        case OpKind::kTranspose: {
+            const auto in_strides = plainStrides(xs);
+            std::vector<int64_t> strides;
+            for (size_t i = 0; i < ys.size(); ++i)
+                strides.push_back(in_strides[n.perm.empty() ? ys.size() - 1 - i : n.perm[i]]);
+            return planGather(plan, 0, strides, "transpose gather");
+        }
+        case OpKind::kSlice: {
+            const auto in_strides = plainStrides(xs);
+            const std::vector<SliceAxis> axes = resolveSlice(n, xs);
+            std::vector<int64_t> strides = in_strides;
+            int64_t offset = 0;
+            for (size_t a = 0; a < axes.size(); ++a) {
+                offset += axes[a].start * in_strides[a];
+                strides[a] = in_strides[a] * axes[a].step;
+            }
+            return planGather(plan, offset, strides, "slice gather");
+        }
+        case OpKind::kPad:
+            return planPad(plan);
+        default:
+            return nodeError(plan, "not a data-movement op");
+    }
+}
+
+}  // namespace voxseg::engine::cpu

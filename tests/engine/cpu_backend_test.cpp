@@ -1,0 +1,208 @@
+// oneDNN CPU backend: what the op-parity table (test_op_parity) does not check on its own:
+// multi-layer graphs (fusion + blocked-layout propagation + buffer reuse) against the unfused
+// reference backend, the bf16 path, the arena planner, and error messages.
+#include "engine/cpu_backend.h"
+#include "engine/cpu_plan.h"
+#include "tests/engine/op_cases.h"
+
+#include <gtest/gtest.h>
+
+#include <regex>
+
+namespace voxseg::engine {
+namespace {
+
+using testing::GraphBuilder;
+
+// One nnU-Net encoder/decoder level with odd sizes: (conv3 -> InstanceNorm -> LeakyReLU) x2,
+// strided conv down, the same block, ConvTranspose up, concat with the skip, block, 1x1 head.
+Graph unetLevel(int64_t in_ch, int64_t f0, int64_t f1, int64_t out_ch) {
+    GraphBuilder b;
+    auto block = [&](ValueId x, int64_t cin, int64_t cout, std::vector<int64_t> s) {
+        ValueId y = b.conv(x, cin, cout, {3, 3, 3}, s, {1, 1, 1, 1, 1, 1});
+        y = b.norm(OpKind::kInstanceNorm, y, cout);
+        y = b.node(OpKind::kLeakyRelu, {y}, [](Node& n) { n.alpha = 0.01f; });
+        y = b.conv(y, cout, cout, {3, 3, 3}, {1, 1, 1}, {1, 1, 1, 1, 1, 1});
+        y = b.norm(OpKind::kInstanceNorm, y, cout);
+        return b.node(OpKind::kLeakyRelu, {y}, [](Node& n) { n.alpha = 0.01f; });
+    };
+    const ValueId x = b.input("x", {1, in_ch, 16, 14, 12});
+    const ValueId skip = block(x, in_ch, f0, {1, 1, 1});
+    const ValueId down = block(skip, f0, f1, {2, 2, 2});
+    const ValueId up = b.convTranspose(down, f1, f0, {2, 2, 2}, {2, 2, 2});
+    const ValueId cat = b.node(OpKind::kConcat, {skip, up}, [](Node& n) { n.axis = 1; });
+    const ValueId dec = block(cat, 2 * f0, f0, {1, 1, 1});
+    b.output(b.conv(dec, f0, out_ch, {1, 1, 1}));
+    return b.graph();
+}
+
+struct RunResult {
+    std::vector<Tensor> outputs;
+    std::string describe;
+    size_t workspace = 0;
+};
+
+RunResult runOn(Backend& backend, const Graph& g, const std::vector<Shape>& shapes,
+                Precision precision) {
+    RunResult r;
+    CompileOptions opt;
+    opt.precision = precision;
+    auto exe = backend.compile(g, shapes, opt);
+    EXPECT_TRUE(exe.isOk()) << exe.status().toString();
+    if (!exe.isOk()) return r;
+    std::vector<Tensor> inputs;
+    for (size_t i = 0; i < shapes.size(); ++i)
+        inputs.push_back(testing::seededTensor(shapes[i], 7u + static_cast<uint32_t>(i)));
+    const Status s = (*exe)->run(inputs, r.outputs);
+    EXPECT_TRUE(s.isOk()) << s.toString();
+    r.describe = (*exe)->describe();
+    r.workspace = (*exe)->workspaceBytes();
+    return r;
+}
+
+int countOf(const std::string& text, const std::string& what) {
+    int n = 0;
+    for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+    return n;
+}
+
+TEST(CpuBackend, UnetLevelMatchesUnfusedReferenceWithBlockedLayoutsAndReuse) {
+    const Graph g = unetLevel(2, 16, 32, 3);
+    const std::vector<Shape> shapes = {{1, 2, 16, 14, 12}};
+    auto reference = makeReferenceBackend();
+    auto cpu = makeCpuBackend();
+    const RunResult want = runOn(*reference, g, shapes, Precision::kFloat32);
+    const RunResult got = runOn(*cpu, g, shapes, Precision::kFloat32);
+    ASSERT_EQ(got.outputs.size(), 1u);
+    const auto cmp =
+        testing::compareTensors(got.outputs[0], want.outputs[0], testing::kNetworkTol.fp32);
+    EXPECT_LE(cmp.worst_ratio, 1.0) << "max abs error " << cmp.max_abs << "\n" << got.describe;
+
+    // Fusion: every LeakyReLU went into its InstanceNorm (no eltwise step left).
+    EXPECT_EQ(countOf(got.describe, "eltwise"), 0) << got.describe;
+    EXPECT_EQ(countOf(got.describe, "instancenorm"), 6) << got.describe;
+    EXPECT_EQ(countOf(got.describe, "instancenorm ncdhw"), 0) << got.describe;
+    // Layout: the layers chain in the layout the convolutions chose (ndhwc or nCdhw16c);
+    // reorders only at the input (into the first conv's layout) and at the output.
+    EXPECT_EQ(countOf(got.describe, "reorder"), 2) << got.describe;
+    // Buffer reuse: the arena is smaller than the sum of the activations it holds.
+    size_t total = 0;
+    Graph shaped = optimize(g);
+    ASSERT_TRUE(shaped.inferShapes(shapes).isOk());
+    for (const Node& n : shaped.nodes)
+        for (ValueId v : n.outputs) total += numel(shaped.values[v].shape) * sizeof(float);
+    EXPECT_GT(got.workspace, 0u);
+    EXPECT_LT(got.workspace, total / 2) << "workspace " << got.workspace << " of " << total;
+}
+
+TEST(CpuBackend, UnetLevelBf16WithinStatedTolerance) {
+    auto cpu = makeCpuBackend();
+    if (!cpu->supportsPrecision(Precision::kBFloat16))
+        GTEST_SKIP() << "this CPU has no avx512_bf16: " << cpu->deviceDescription();
+    const Graph g = unetLevel(2, 16, 32, 3);
+    const std::vector<Shape> shapes = {{1, 2, 16, 14, 12}};
+    auto reference = makeReferenceBackend();
+    const RunResult want = runOn(*reference, g, shapes, Precision::kFloat32);
+    const RunResult got = runOn(*cpu, g, shapes, Precision::kBFloat16);
+    ASSERT_EQ(got.outputs.size(), 1u);
+    // bf16 keeps 8 mantissa bits; after 7 conv+norm layers outputs of magnitude ~1 stay
+    // within kNetworkTol.bf16 (atol 0.2, rtol 0.06).
+    const auto cmp =
+        testing::compareTensors(got.outputs[0], want.outputs[0], testing::kNetworkTol.bf16);
+    EXPECT_LE(cmp.worst_ratio, 1.0) << "max abs error " << cmp.max_abs;
+    EXPECT_NE(got.describe.find("bf16"), std::string::npos) << got.describe;
+}
+
+TEST(CpuBackend, BatchSizeTwoAndRepeatedRunsAreStable) {
+    const Graph g = unetLevel(1, 16, 16, 2);
+    const std::vector<Shape> shapes = {{2, 1, 16, 14, 12}};
+    auto cpu = makeCpuBackend();
+    auto exe = cpu->compile(g, shapes, {});
+    ASSERT_TRUE(exe.isOk()) << exe.status().toString();
+    std::vector<Tensor> in = {testing::seededTensor(shapes[0], 3)}, out1, out2;
+    ASSERT_TRUE((*exe)->run(in, out1).isOk());
+    ASSERT_TRUE((*exe)->run(in, out2).isOk());
+    const auto cmp = testing::compareTensors(out2[0], out1[0], {1e-30, 0.0});
+    EXPECT_LE(cmp.worst_ratio, 1.0) << "second run differs: max abs error " << cmp.max_abs;
+    // Batch item 1 equals a batch-1 run on the same data.
+    const int64_t per = numel(shapes[0]) / 2;
+    Tensor second(DType::kFloat32, Shape{1, 1, 16, 14, 12});
+    std::copy(in[0].data<float>() + per, in[0].data<float>() + 2 * per, second.data<float>());
+    auto exe1 = cpu->compile(g, {{1, 1, 16, 14, 12}}, {});
+    ASSERT_TRUE(exe1.isOk());
+    std::vector<Tensor> out_single;
+    ASSERT_TRUE((*exe1)->run({second}, out_single).isOk());
+    const int64_t out_per = out1[0].numel() / 2;
+    Tensor out_second(DType::kFloat32, out_single[0].shape());
+    std::copy(out1[0].data<float>() + out_per, out1[0].data<float>() + 2 * out_per,
+              out_second.data<float>());
+    const auto cmp2 = testing::compareTensors(out_second, out_single[0], testing::kConvTol.fp32);
+    EXPECT_LE(cmp2.worst_ratio, 1.0) << "max abs error " << cmp2.max_abs;
+}
+
+TEST(CpuBackend, ErrorsNameNodeAndOp) {
+    GraphBuilder b;
+    const ValueId x = b.input("x", {1, 4, 5, 5, 5});
+    const ValueId w = b.input("w", {4, 4, 3, 3, 3});  // weights as a runtime input: unsupported
+    const ValueId y = b.node(OpKind::kConv, {x, w}, [](Node& n) {
+        n.name = "my_conv";
+        n.conv.kernel = {3, 3, 3};
+        n.conv.strides = {1, 1, 1};
+        n.conv.dilations = {1, 1, 1};
+        n.conv.pads_begin = {1, 1, 1};
+        n.conv.pads_end = {1, 1, 1};
+        n.conv.in_channels = 4;
+        n.conv.out_channels = 4;
+    });
+    b.output(y);
+    auto cpu = makeCpuBackend();
+    auto exe = cpu->compile(b.graph(), {{1, 4, 5, 5, 5}, {4, 4, 3, 3, 3}}, {});
+    ASSERT_FALSE(exe.isOk());
+    EXPECT_NE(exe.status().message().find("my_conv"), std::string::npos);
+    EXPECT_NE(exe.status().message().find("Conv"), std::string::npos);
+
+    auto fp16 =
+        cpu->compile(b.graph(), {{1, 4, 5, 5, 5}, {4, 4, 3, 3, 3}}, {Precision::kFloat16, 0, 0});
+    ASSERT_FALSE(fp16.isOk());
+    EXPECT_NE(fp16.status().message().find("fp16"), std::string::npos);
+}
+
+TEST(CpuBackend, WrongInputShapeAtRunIsAnError) {
+    const Graph g = unetLevel(1, 16, 16, 2);
+    auto cpu = makeCpuBackend();
+    auto exe = cpu->compile(g, {{1, 1, 16, 14, 12}}, {});
+    ASSERT_TRUE(exe.isOk());
+    std::vector<Tensor> out;
+    const Status s = (*exe)->run({Tensor(DType::kFloat32, {1, 1, 8, 8, 8})}, out);
+    EXPECT_FALSE(s.isOk());
+    EXPECT_NE(s.message().find("[1, 1, 16, 14, 12]"), std::string::npos) << s.message();
+}
+
+TEST(CpuArenaPlanner, OverlappingLifetimesNeverShareBytesAndDisjointOnesReuse) {
+    // a: steps 0-1, b: 1-2, c: 2-3, d: 3-4 (c and a, d and a/b are disjoint in time).
+    const std::vector<size_t> bytes = {4096, 8192, 4096, 8192};
+    const std::vector<std::pair<int, int>> life = {{0, 1}, {1, 2}, {2, 3}, {3, 4}};
+    std::vector<size_t> off;
+    const size_t total = cpu::planArenaOffsets(bytes, life, 4096, off);
+    for (size_t i = 0; i < bytes.size(); ++i)
+        for (size_t j = i + 1; j < bytes.size(); ++j) {
+            const bool time = life[i].first <= life[j].second && life[j].first <= life[i].second;
+            const bool space = off[i] < off[j] + bytes[j] && off[j] < off[i] + bytes[i];
+            EXPECT_FALSE(time && space) << i << " and " << j;
+        }
+    // b and d (8 KiB) share bytes, and so do a and c (4 KiB).
+    EXPECT_EQ(total, 8192u + 4096u);
+}
+
+TEST(CpuBackend, DeviceDescriptionNamesIsaAndBf16Truthfully) {
+    auto cpu = makeCpuBackend();
+    const std::string d = cpu->deviceDescription();
+    EXPECT_TRUE(std::regex_search(d, std::regex("avx|sse"))) << d;
+    const bool bf16_isa = d.find("bf16") != std::string::npos || d.find("amx") != std::string::npos;
+    EXPECT_EQ(cpu->supportsPrecision(Precision::kBFloat16), bf16_isa) << d;
+    EXPECT_TRUE(cpu->supportsPrecision(Precision::kFloat32));
+    EXPECT_FALSE(cpu->supportsPrecision(Precision::kFloat16));
+}
+
+}  // namespace
+}  // namespace voxseg::engine
