@@ -9,6 +9,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
+
 #include <string>
 #include <vector>
 
@@ -48,6 +50,18 @@ struct ConvertOptions {
 };
 CLI::App* addConvertCommand(CLI::App& app, ConvertOptions& options);
 ExitCode runConvert(const ConvertOptions& options, const CommandContext& context);
+
+// Hidden developer command: a synthetic CT-like DICOM series (demo, tests, benchmarks).
+struct SynthOptions {
+    std::string folder;
+    std::string size = "256x256x64";
+    std::string spacing = "0.7x0.7x1.0";
+    int series_count = 1;
+    int noise_hu = 10;
+    uint32_t seed = 1;
+};
+CLI::App* addSynthCommand(CLI::App& app, SynthOptions& options);
+ExitCode runSynth(const SynthOptions& options, const CommandContext& context);
 
 // Whether this build can read DICOM (the io/ DICOM loader is compiled in).
 bool dicomAvailable();

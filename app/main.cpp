@@ -32,8 +32,10 @@ int run(int argc, char** argv) {
 
     app::InfoOptions info_options;
     app::ConvertOptions convert_options;
+    app::SynthOptions synth_options;
     CLI::App* info = app::addInfoCommand(cli, info_options);
     CLI::App* convert = app::addConvertCommand(cli, convert_options);
+    CLI::App* synth = app::addSynthCommand(cli, synth_options);
 
     try {
         cli.parse(argc, argv);
@@ -57,6 +59,8 @@ int run(int argc, char** argv) {
         rc = app::runInfo(info_options, context);
     } else if (cli.got_subcommand(convert)) {
         rc = app::runConvert(convert_options, context);
+    } else if (cli.got_subcommand(synth)) {
+        rc = app::runSynth(synth_options, context);
     }
     bar.clear();
     log::setSink(sink);  // the bar dies before the logger: unhook it
