@@ -14,7 +14,7 @@ namespace {
 
 constexpr const char* kComponent = "convert";
 
-#ifdef VOXSEG_HAVE_DICOM_SERIES
+#ifdef VOXSEG_HAVE_DICOM_LOAD
 Result<Volume> loadDicom(const ConvertOptions& o, const CommandContext& ctx, bool* ambiguous) {
     const Progress progress = ctx.progress();
     VOXSEG_ASSIGN_OR_RETURN(auto scan, io::scanDicom({o.input}, {}, progress.sub(0.0, 0.15)));
@@ -95,7 +95,7 @@ ExitCode runConvert(const ConvertOptions& o, const CommandContext& ctx) {
             log::warning(kComponent, "--series ignored: {} is an image file", o.input);
         volume = io::readImage(o.input, progress.sub(0.0, 0.4));
     } else {
-#ifdef VOXSEG_HAVE_DICOM_SERIES
+#ifdef VOXSEG_HAVE_DICOM_LOAD
         bool ambiguous = false;
         volume = loadDicom(o, ctx, &ambiguous);
         if (!volume.isOk() && ambiguous) {
@@ -104,7 +104,7 @@ ExitCode runConvert(const ConvertOptions& o, const CommandContext& ctx) {
         }
 #else
         volume = unsupported(
-            "DICOM input is not available in this build (io/ DICOM loader not "
+            "converting DICOM is not available in this build (io/ DICOM loader not "
             "compiled in); image files work",
             o.input);
 #endif
