@@ -14,7 +14,7 @@ namespace {
 
 constexpr const char* kComponent = "convert";
 
-#ifdef VOXSEG_HAVE_DICOM_LOAD
+#ifdef VOXSEG_HAVE_DICOM_SERIES
 Result<Volume> loadDicom(const ConvertOptions& o, const CommandContext& ctx, bool* ambiguous) {
     const Progress progress = ctx.progress();
     VOXSEG_ASSIGN_OR_RETURN(auto scan, io::scanDicom({o.input}, {}, progress.sub(0.0, 0.15)));
@@ -42,7 +42,14 @@ Result<Volume> loadDicom(const ConvertOptions& o, const CommandContext& ctx, boo
         o.refuse_uneven ? io::IrregularPolicy::kRefuse : io::IrregularPolicy::kResample;
     load.allow_gaps = !o.no_gaps;
     load.threads = o.threads;
+#ifdef VOXSEG_HAVE_DICOM_LOAD
     return io::loadSeries(candidate, load, progress.sub(0.15, 0.6));
+#else
+    return unsupported(
+        "decoding DICOM series is not available in this build yet (io/ loader "
+        "not compiled in); image files work",
+        o.input);
+#endif
 }
 #endif
 
@@ -95,7 +102,7 @@ ExitCode runConvert(const ConvertOptions& o, const CommandContext& ctx) {
             log::warning(kComponent, "--series ignored: {} is an image file", o.input);
         volume = io::readImage(o.input, progress.sub(0.0, 0.4));
     } else {
-#ifdef VOXSEG_HAVE_DICOM_LOAD
+#ifdef VOXSEG_HAVE_DICOM_SERIES
         bool ambiguous = false;
         volume = loadDicom(o, ctx, &ambiguous);
         if (!volume.isOk() && ambiguous) {

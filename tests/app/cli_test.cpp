@@ -214,5 +214,82 @@ TEST(Cli, QuietPrintsNothingOnSuccess) {
     EXPECT_TRUE(r.err.empty()) << r.err;
 }
 
+#ifdef VOXSEG_HAVE_DICOM_SYNTH
+// Two series in one folder: info lists both; convert without --series lists them on stderr and
+// exits 4 without writing anything.
+TEST(CliDicom, AmbiguousSeriesExits4AndListsCandidates) {
+    TempDir dir;
+    const std::string dicom = dir / "dicom";
+    auto s = runVoxseg({"synth", dicom, "--size", "24x20x6", "--series-count", "2"}, dir);
+    ASSERT_EQ(s.exit_code, 0) << s.err;
+
+    auto info = runVoxseg({"info", "--json", dicom}, dir);
+    ASSERT_EQ(info.exit_code, 0) << info.err;
+    const auto j = nlohmann::json::parse(info.out);
+    ASSERT_EQ(j["volumes"].size(), 2u);
+    std::vector<std::string> uids;
+    for (const auto& row : j["volumes"]) {
+        EXPECT_EQ(row["modality"], "CT");
+        EXPECT_EQ(row["size"], nlohmann::json({24, 20, 6}));
+        EXPECT_EQ(row["num_files"], 6);
+        EXPECT_FALSE(row.contains("patient"));  // no --show-phi
+        uids.push_back(row["series_uid"]);
+    }
+    EXPECT_NE(uids[0], uids[1]);
+
+    const std::string out = dir / "out.nii.gz";
+    auto r = runVoxseg({"convert", dicom, "-o", out}, dir);
+    EXPECT_EQ(r.exit_code, toInt(ExitCode::kAmbiguousSeries)) << r.err;
+    for (const auto& uid : uids) EXPECT_NE(r.err.find(uid), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--series"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(out));
+}
+
+TEST(CliDicom, PatientIdentifiersOnlyWithShowPhi) {
+    TempDir dir;
+    const std::string dicom = dir / "dicom";
+    ASSERT_EQ(runVoxseg({"synth", dicom, "--size", "16x16x4"}, dir).exit_code, 0);
+    auto plain = runVoxseg({"info", dicom}, dir);
+    ASSERT_EQ(plain.exit_code, 0) << plain.err;
+    EXPECT_EQ(plain.out.find("SYNTH"), std::string::npos) << plain.out;
+    EXPECT_EQ(plain.err.find("SYNTH"), std::string::npos) << plain.err;
+    auto phi = runVoxseg({"info", "--show-phi", "--json", dicom}, dir);
+    ASSERT_EQ(phi.exit_code, 0) << phi.err;
+    const auto j = nlohmann::json::parse(phi.out);
+    EXPECT_EQ(j["volumes"][0]["patient"]["id"], "SYNTH-0001");
+}
+#endif
+
+#ifdef VOXSEG_HAVE_DICOM_LOAD
+// synth -> convert: the phantom with no noise has exact HU values at known voxels.
+TEST(CliDicom, ConvertSyntheticSeriesGivesHounsfieldUnits) {
+    TempDir dir;
+    const std::string dicom = dir / "dicom";
+    ASSERT_EQ(
+        runVoxseg({"synth", dicom, "--size", "40x32x5", "--spacing", "0.5x0.6x2.5", "--noise", "0"},
+                  dir)
+            .exit_code,
+        0);
+    const std::string out = dir / "ct.nii.gz";
+    auto r = runVoxseg({"convert", dicom, "-o", out}, dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto v = io::readImage(out);
+    ASSERT_TRUE(v.isOk()) << v.status().toString();
+    const Geometry g = v->geometry();
+    EXPECT_EQ(g.size, (std::array<int64_t, 3>{40, 32, 5}));
+    EXPECT_NEAR(g.spacing[0], 0.6, 1e-5);  // column spacing (along i)
+    EXPECT_NEAR(g.spacing[1], 0.5, 1e-5);  // row spacing (along j)
+    EXPECT_NEAR(g.spacing[2], 2.5, 1e-5);
+    EXPECT_EQ(g.orientationCode(), "LPS");
+    auto hu = [&](int64_t i, int64_t j, int64_t k) {
+        return visitPixels(*v, [&](auto* p) {
+            return static_cast<double>(p[(k * g.size[1] + j) * g.size[0] + i]);
+        });
+    };
+    EXPECT_EQ(hu(0, 0, 0), -1000.0);  // air in the corner
+    EXPECT_EQ(hu(20, 14, 2), 40.0);   // soft tissue near the centre
+}
+#endif
+
 }  // namespace
 }  // namespace voxseg::app
