@@ -1,0 +1,591 @@
+#include "engine/sliding_window.h"
+
+#include "core/log.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <new>
+
+namespace voxseg::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Spatial extents padded to 3 axes with leading 1s (rank-2 and rank-1 data run the 3D code).
+std::array<int64_t, 3> to3(const std::vector<int64_t>& v) {
+    std::array<int64_t, 3> out{1, 1, 1};
+    const size_t offset = 3 - v.size();
+    for (size_t i = 0; i < v.size(); ++i) out[offset + i] = v[i];
+    return out;
+}
+
+// 1D Gaussian weights of one patch axis, max 1 (before any clamping).
+std::vector<double> gaussian1d(int64_t patch, double sigma_scale, WindowConvention convention) {
+    std::vector<double> g(static_cast<size_t>(patch));
+    const double sigma = static_cast<double>(patch) * sigma_scale;
+    if (convention == WindowConvention::kNnUNet) {
+        // scipy.ndimage.gaussian_filter of a delta at patch // 2, truncate = 4.0: the kernel is
+        // zero beyond radius = int(4 * sigma + 0.5). Normalising by the maximum cancels
+        // scipy's normalisation by the kernel sum.
+        const int64_t center = patch / 2;
+        const int64_t radius = static_cast<int64_t>(4.0 * sigma + 0.5);
+        for (int64_t i = 0; i < patch; ++i) {
+            const double x = static_cast<double>(i - center);
+            g[static_cast<size_t>(i)] =
+                std::abs(i - center) <= radius ? std::exp(-0.5 * x * x / (sigma * sigma)) : 0.0;
+        }
+    } else {
+        // MONAI compute_importance_map: arange(-(p - 1) / 2, (p - 1) / 2 + 1), exp(-x^2 / 2s^2).
+        const double half = (static_cast<double>(patch) - 1.0) / 2.0;
+        for (int64_t i = 0; i < patch; ++i) {
+            const double x = static_cast<double>(i) - half;
+            g[static_cast<size_t>(i)] = std::exp(x * x / (-2.0 * sigma * sigma));
+        }
+    }
+    return g;
+}
+
+// Copies one patch (all channels) out of `src` (C x D x H x W) at `origin`, flipping the axes
+// whose bit is set in `flips` (bit 0 = D, 1 = H, 2 = W), into `dst` (C x pd x ph x pw).
+void gatherPatch(const float* src, const std::array<int64_t, 3>& dims, int64_t channels,
+                 const std::array<int64_t, 3>& origin, const std::array<int64_t, 3>& patch,
+                 unsigned flips, float* dst) {
+    const int64_t plane = dims[1] * dims[2];
+    const int64_t volume = dims[0] * plane;
+    const int64_t pw = patch[2];
+    for (int64_t c = 0; c < channels; ++c) {
+        const float* src_c = src + c * volume;
+        for (int64_t z = 0; z < patch[0]; ++z) {
+            const int64_t sz = origin[0] + ((flips & 1u) ? patch[0] - 1 - z : z);
+            for (int64_t y = 0; y < patch[1]; ++y) {
+                const int64_t sy = origin[1] + ((flips & 2u) ? patch[1] - 1 - y : y);
+                const float* s = src_c + sz * plane + sy * dims[2] + origin[2];
+                float* d = dst + ((c * patch[0] + z) * patch[1] + y) * pw;
+                if (flips & 4u) {
+                    for (int64_t x = 0; x < pw; ++x) d[x] = s[pw - 1 - x];
+                } else {
+                    std::memcpy(d, s, static_cast<size_t>(pw) * sizeof(float));
+                }
+            }
+        }
+    }
+}
+
+// acc (K x D x H x W) at `origin` += weight * unflip(pred) for one patch output (K x patch).
+void scatterPatch(const float* pred, const float* weight, const std::array<int64_t, 3>& patch,
+                  int64_t classes, unsigned flips, const std::array<int64_t, 3>& origin,
+                  const std::array<int64_t, 3>& dims, float* acc) {
+    const int64_t plane = dims[1] * dims[2];
+    const int64_t volume = dims[0] * plane;
+    const int64_t pw = patch[2];
+    for (int64_t k = 0; k < classes; ++k) {
+        const float* pred_k = pred + k * patch[0] * patch[1] * pw;
+        float* acc_k = acc + k * volume;
+        for (int64_t z = 0; z < patch[0]; ++z) {
+            const int64_t sz = (flips & 1u) ? patch[0] - 1 - z : z;
+            for (int64_t y = 0; y < patch[1]; ++y) {
+                const int64_t sy = (flips & 2u) ? patch[1] - 1 - y : y;
+                const float* __restrict s = pred_k + (sz * patch[1] + sy) * pw;
+                const float* __restrict w = weight + (z * patch[1] + y) * pw;
+                float* __restrict d =
+                    acc_k + (origin[0] + z) * plane + (origin[1] + y) * dims[2] + origin[2];
+                if (flips & 4u) {
+                    for (int64_t x = 0; x < pw; ++x) d[x] += w[x] * s[pw - 1 - x];
+                } else {
+                    for (int64_t x = 0; x < pw; ++x) d[x] += w[x] * s[x];
+                }
+            }
+        }
+    }
+}
+
+// Copies `src` (C x sd x sh x sw) into `dst` (C x dd x dh x dw) at `offset` (dst larger), or the
+// reverse crop when `crop` is set.
+void copyBox(const float* src, const std::array<int64_t, 3>& src_dims, float* dst,
+             const std::array<int64_t, 3>& dst_dims, int64_t channels,
+             const std::array<int64_t, 3>& offset, bool crop) {
+    const std::array<int64_t, 3>& small = crop ? dst_dims : src_dims;
+    const std::array<int64_t, 3>& big = crop ? src_dims : dst_dims;
+    const int64_t big_volume = big[0] * big[1] * big[2];
+    const int64_t small_volume = small[0] * small[1] * small[2];
+    for (int64_t c = 0; c < channels; ++c) {
+        for (int64_t z = 0; z < small[0]; ++z) {
+            for (int64_t y = 0; y < small[1]; ++y) {
+                const int64_t big_index = c * big_volume +
+                                          ((z + offset[0]) * big[1] + (y + offset[1])) * big[2] +
+                                          offset[2];
+                const int64_t small_index = c * small_volume + (z * small[1] + y) * small[2];
+                if (crop) {
+                    std::memcpy(dst + small_index, src + big_index,
+                                static_cast<size_t>(small[2]) * sizeof(float));
+                } else {
+                    std::memcpy(dst + big_index, src + small_index,
+                                static_cast<size_t>(small[2]) * sizeof(float));
+                }
+            }
+        }
+    }
+}
+
+template <typename T>
+Status argmaxImpl(const Tensor& scores, std::span<T> out, std::span<const int> values,
+                  bool use_threshold, float threshold) {
+    if (scores.dtype() != DType::kFloat32 || scores.rank() < 2)
+        return invalidArgument("label maps need float32 scores [K, spatial...], got " +
+                               std::string(dtypeName(scores.dtype())) + " " +
+                               shapeToString(scores.shape()));
+    const int64_t classes = scores.dim(0);
+    const int64_t voxels = scores.numel() / std::max<int64_t>(classes, 1);
+    if (static_cast<int64_t>(out.size()) != voxels)
+        return invalidArgument("label buffer has " + std::to_string(out.size()) +
+                               " voxels, scores have " + std::to_string(voxels));
+    if (!values.empty() && static_cast<int64_t>(values.size()) != classes)
+        return invalidArgument("label value table has " + std::to_string(values.size()) +
+                               " entries for " + std::to_string(classes) + " channels");
+    const int64_t max_label =
+        values.empty() ? classes : *std::max_element(values.begin(), values.end());
+    if (max_label > std::numeric_limits<T>::max())
+        return invalidArgument("label value " + std::to_string(max_label) +
+                               " does not fit the label type (max " +
+                               std::to_string(std::numeric_limits<T>::max()) + ")");
+    const float* s = scores.data<float>();
+    // Channel-outer loops keep every pass contiguous (vectorisable); `best` holds the running max.
+    std::vector<float> best(s, s + voxels);
+    std::vector<int32_t> index(static_cast<size_t>(voxels), 0);
+    for (int64_t k = 1; k < classes; ++k) {
+        const float* sk = s + k * voxels;
+        for (int64_t v = 0; v < voxels; ++v) {
+            const bool greater = sk[v] > best[v];
+            best[v] = greater ? sk[v] : best[v];
+            index[v] = greater ? static_cast<int32_t>(k) : index[v];
+        }
+    }
+    for (int64_t v = 0; v < voxels; ++v) {
+        const int32_t k = index[v];
+        int label = values.empty() ? k : values[k];
+        if (use_threshold) {
+            label = best[v] > threshold ? (values.empty() ? k + 1 : values[k]) : 0;
+        }
+        out[v] = static_cast<T>(label);
+    }
+    return Status::ok();
+}
+
+}  // namespace
+
+const char* windowConventionName(WindowConvention convention) {
+    return convention == WindowConvention::kMonai ? "monai" : "nnunet";
+}
+
+Result<WindowConvention> parseWindowConvention(const std::string& name) {
+    if (name == "nnunet") return WindowConvention::kNnUNet;
+    if (name == "monai") return WindowConvention::kMonai;
+    return invalidArgument("unknown sliding-window convention '" + name +
+                           "': use \"nnunet\" or \"monai\"");
+}
+
+std::vector<int64_t> windowStarts(int64_t image, int64_t patch, double overlap,
+                                  WindowConvention convention) {
+    assert(image >= patch && patch > 0);
+    std::vector<int64_t> starts;
+    if (convention == WindowConvention::kNnUNet) {
+        // nnunetv2.inference.sliding_window_prediction.compute_steps_for_sliding_window.
+        const double target_step = static_cast<double>(patch) * (1.0 - overlap);
+        const int64_t num_steps =
+            static_cast<int64_t>(std::ceil(static_cast<double>(image - patch) / target_step)) + 1;
+        const double actual_step =
+            num_steps > 1 ? static_cast<double>(image - patch) / static_cast<double>(num_steps - 1)
+                          : 99999999999.0;
+        for (int64_t i = 0; i < num_steps; ++i) {
+            // np.round rounds half to even, as nearbyint does in the default rounding mode.
+            starts.push_back(
+                static_cast<int64_t>(std::nearbyint(actual_step * static_cast<double>(i))));
+        }
+        return starts;
+    }
+    // monai.inferers.utils._get_scan_interval + monai.data.utils.dense_patch_slices.
+    int64_t interval = patch;
+    if (patch != image) {
+        interval = static_cast<int64_t>(static_cast<double>(patch) * (1.0 - overlap));
+        if (interval <= 0) interval = 1;
+    }
+    const int64_t num = (image + interval - 1) / interval;
+    int64_t count = 1;
+    for (int64_t d = 0; d < num; ++d) {
+        if (d * interval + patch >= image) {
+            count = d + 1;
+            break;
+        }
+    }
+    for (int64_t i = 0; i < count; ++i) {
+        const int64_t start = i * interval;
+        starts.push_back(start - std::max<int64_t>(start + patch - image, 0));
+    }
+    return starts;
+}
+
+std::vector<float> importanceMap(const std::vector<int64_t>& patch, double sigma_scale,
+                                 WindowConvention convention) {
+    const auto p = to3(patch);
+    std::array<std::vector<double>, 3> g;
+    const size_t offset = 3 - patch.size();
+    for (size_t a = 0; a < 3; ++a) {
+        g[a] = a < offset ? std::vector<double>{1.0} : gaussian1d(p[a], sigma_scale, convention);
+    }
+    // The 3D map is the outer product of the 1D ones, whose maxima are 1, so its maximum is 1.
+    std::vector<float> map(static_cast<size_t>(p[0] * p[1] * p[2]));
+    size_t i = 0;
+    for (int64_t z = 0; z < p[0]; ++z)
+        for (int64_t y = 0; y < p[1]; ++y)
+            for (int64_t x = 0; x < p[2]; ++x)
+                map[i++] = static_cast<float>(g[0][z] * g[1][y] * g[2][x]);
+    float min_nonzero = std::numeric_limits<float>::max();
+    float min_value = std::numeric_limits<float>::max();
+    for (float v : map) {
+        if (v > 0.0f) min_nonzero = std::min(min_nonzero, v);
+        min_value = std::min(min_value, v);
+    }
+    if (convention == WindowConvention::kNnUNet) {
+        for (float& v : map)
+            if (v == 0.0f) v = min_nonzero;
+    } else {
+        const float floor = std::max(min_value, 1e-3f);
+        for (float& v : map) v = std::max(v, floor);
+    }
+    return map;
+}
+
+Status validateSlidingWindowOptions(const SlidingWindowOptions& options, const Shape& image_shape) {
+    const size_t rank = options.patch_size.size();
+    if (rank < 1 || rank > 3)
+        return invalidArgument("patch_size must have 1 to 3 spatial axes, got " +
+                               shapeToString(options.patch_size));
+    for (int64_t p : options.patch_size)
+        if (p <= 0)
+            return invalidArgument("patch_size must be positive, got " +
+                                   shapeToString(options.patch_size));
+    if (!(options.overlap >= 0.0 && options.overlap < 1.0))
+        return invalidArgument("overlap must be in [0, 1), got " + std::to_string(options.overlap));
+    if (!(options.sigma_scale > 0.0))
+        return invalidArgument("gaussian sigma scale must be > 0, got " +
+                               std::to_string(options.sigma_scale));
+    if (options.batch < 1)
+        return invalidArgument("batch must be at least 1, got " + std::to_string(options.batch));
+    std::vector<bool> seen(rank, false);
+    for (int axis : options.mirror_axes) {
+        if (axis < 0 || axis >= static_cast<int>(rank))
+            return invalidArgument("mirror axis " + std::to_string(axis) +
+                                   " is not a spatial axis (0.." + std::to_string(rank - 1) + ")");
+        if (seen[static_cast<size_t>(axis)])
+            return invalidArgument("mirror axis " + std::to_string(axis) + " is listed twice");
+        seen[static_cast<size_t>(axis)] = true;
+    }
+    if (!image_shape.empty() && image_shape.size() != rank + 1)
+        return invalidArgument("image " + shapeToString(image_shape) +
+                               " must be [channels, spatial...] with " + std::to_string(rank) +
+                               " spatial axes to match patch_size " +
+                               shapeToString(options.patch_size));
+    return Status::ok();
+}
+
+Result<std::unique_ptr<SlidingWindow>> SlidingWindow::create(Backend& backend, const Graph& graph,
+                                                             int64_t channels,
+                                                             const SlidingWindowOptions& options) {
+    VOXSEG_RETURN_IF_ERROR(validateSlidingWindowOptions(options, {}));
+    if (graph.inputs.size() != 1)
+        return unsupported(
+            "sliding-window inference needs a network with one input, this one has " +
+            std::to_string(graph.inputs.size()));
+    Shape input_shape = {options.batch, channels};
+    input_shape.insert(input_shape.end(), options.patch_size.begin(), options.patch_size.end());
+    auto compiled = backend.compile(graph, {input_shape}, options.compile);
+    if (!compiled.isOk())
+        return compiled.status().withContext("compiling the network for input " +
+                                             shapeToString(input_shape) + ": ");
+    return create(std::move(compiled).value(), options);
+}
+
+Result<std::unique_ptr<SlidingWindow>> SlidingWindow::create(
+    std::unique_ptr<CompiledGraph> compiled, const SlidingWindowOptions& options) {
+    VOXSEG_RETURN_IF_ERROR(validateSlidingWindowOptions(options, {}));
+    std::unique_ptr<SlidingWindow> sw(new SlidingWindow());
+    sw->compiled_ = std::move(compiled);
+    sw->options_ = options;
+    VOXSEG_RETURN_IF_ERROR(sw->init());
+    return sw;
+}
+
+Status SlidingWindow::init() {
+    const auto& patch = options_.patch_size;
+    const size_t rank = patch.size();
+    if (compiled_->inputShapes().size() != 1)
+        return unsupported("sliding-window inference needs a network with one input");
+    const Shape& in = compiled_->inputShapes()[0];
+    Shape expected_in = {options_.batch, in.size() > 1 ? in[1] : 0};
+    expected_in.insert(expected_in.end(), patch.begin(), patch.end());
+    if (in != expected_in)
+        return invalidArgument("network compiled for input " + shapeToString(in) + ", expected " +
+                               shapeToString(expected_in) + " (batch, channels, patch_size)");
+    channels_ = in[1];
+    if (compiled_->outputShapes().empty()) return invalidArgument("network has no outputs");
+    const Shape& out = compiled_->outputShapes()[0];
+    if (out.size() != rank + 2 || out[0] != options_.batch ||
+        !std::equal(patch.begin(), patch.end(), out.begin() + 2))
+        return unsupported("network output " + shapeToString(out) +
+                           " does not keep the patch's spatial shape " + shapeToString(patch) +
+                           " (input " + shapeToString(in) +
+                           "): sliding-window inference needs "
+                           "a fully convolutional segmentation network");
+    num_classes_ = out[1];
+    importance_ = options_.gaussian
+                      ? importanceMap(patch, options_.sigma_scale, options_.convention)
+                      : std::vector<float>(static_cast<size_t>(numel(patch)), 1.0f);
+    return Status::ok();
+}
+
+Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
+                                  SlidingWindowStats* stats) {
+    const auto start_time = Clock::now();
+    VOXSEG_RETURN_IF_ERROR(validateSlidingWindowOptions(options_, image.shape()));
+    if (image.dtype() != DType::kFloat32)
+        return invalidArgument(std::string("sliding-window input must be float32, got ") +
+                               dtypeName(image.dtype()));
+    if (image.dim(0) != channels_)
+        return invalidArgument("image has " + std::to_string(image.dim(0)) +
+                               " channels, the network takes " + std::to_string(channels_));
+    const size_t rank = options_.patch_size.size();
+    const std::vector<int64_t> spatial(image.shape().begin() + 1, image.shape().end());
+    for (int64_t s : spatial)
+        if (s <= 0) return invalidArgument("image " + shapeToString(image.shape()) + " is empty");
+
+    const auto patch = to3(options_.patch_size);
+    const auto dims = to3(spatial);
+    std::array<int64_t, 3> padded{}, pad_before{};
+    bool needs_pad = false;
+    for (size_t a = 0; a < 3; ++a) {
+        padded[a] = std::max(dims[a], patch[a]);
+        pad_before[a] = (padded[a] - dims[a]) / 2;
+        needs_pad = needs_pad || padded[a] != dims[a];
+    }
+    const int64_t voxels = padded[0] * padded[1] * padded[2];
+    const int64_t classes = num_classes_;
+
+    std::array<std::vector<int64_t>, 3> starts;
+    for (size_t a = 0; a < 3; ++a)
+        starts[a] = windowStarts(padded[a], patch[a], options_.overlap, options_.convention);
+    const int64_t num_windows =
+        static_cast<int64_t>(starts[0].size() * starts[1].size() * starts[2].size());
+    unsigned mirror_bits = 0;  // over the internal 3D axes
+    for (int axis : options_.mirror_axes)
+        mirror_bits |= 1u << (3 - rank + static_cast<size_t>(axis));
+    std::vector<unsigned> flip_sets;  // every subset of mirror_bits, identity first
+    for (unsigned s = 0; s < 8; ++s)
+        if ((s & ~mirror_bits) == 0) flip_sets.push_back(s);
+    const int64_t num_flips = static_cast<int64_t>(flip_sets.size());
+    const int64_t num_items = num_windows * num_flips;
+    const int64_t batch = options_.batch;
+    const int64_t num_batches = (num_items + batch - 1) / batch;
+
+    Tensor padded_image;
+    const float* source = image.data<float>();
+    Tensor accumulator;
+    std::vector<float> inverse_weight;
+    try {
+        if (needs_pad) {
+            Shape shape = {channels_};
+            for (size_t a = 3 - rank; a < 3; ++a) shape.push_back(padded[a]);
+            padded_image = Tensor(DType::kFloat32, shape);
+            copyBox(image.data<float>(), dims, padded_image.data<float>(), padded, channels_,
+                    pad_before, false);
+            source = padded_image.data<float>();
+        }
+        Shape acc_shape = {classes};
+        for (size_t a = 3 - rank; a < 3; ++a) acc_shape.push_back(padded[a]);
+        accumulator = Tensor(DType::kFloat32, acc_shape);
+        inverse_weight.assign(static_cast<size_t>(voxels), 0.0f);
+    } catch (const std::bad_alloc&) {
+        return Status(StatusCode::kOutOfMemory,
+                      "cannot allocate the sliding-window accumulators (" +
+                          std::to_string((classes + 1) * voxels * 4 / (1 << 20)) + " MiB for " +
+                          std::to_string(classes) + " classes)");
+    }
+
+    // Weight sums depend only on the grid: accumulate them once, then store their inverse.
+    const int64_t patch_voxels = patch[0] * patch[1] * patch[2];
+    for (int64_t z0 : starts[0]) {
+        for (int64_t y0 : starts[1]) {
+            for (int64_t x0 : starts[2]) {
+                for (int64_t z = 0; z < patch[0]; ++z) {
+                    for (int64_t y = 0; y < patch[1]; ++y) {
+                        const float* __restrict w =
+                            importance_.data() + (z * patch[1] + y) * patch[2];
+                        float* __restrict d = inverse_weight.data() +
+                                              ((z0 + z) * padded[1] + (y0 + y)) * padded[2] + x0;
+                        for (int64_t x = 0; x < patch[2]; ++x) d[x] += w[x];
+                    }
+                }
+            }
+        }
+    }
+    for (float& w : inverse_weight) w = w > 0.0f ? 1.0f / w : 0.0f;
+
+    // Mirrored copies of a patch share its weight: each contributes importance / num_flips.
+    std::vector<float> item_weight(importance_);
+    for (float& w : item_weight) w /= static_cast<float>(num_flips);
+
+    Shape input_shape = compiled_->inputShapes()[0];
+    std::vector<Tensor> inputs = {Tensor(DType::kFloat32, input_shape)};
+    std::vector<Tensor> outputs;
+    const int64_t input_item = channels_ * patch_voxels;
+    const int64_t output_item = classes * patch_voxels;
+    const size_t patch_buffer_bytes =
+        static_cast<size_t>(batch * (input_item + output_item)) * sizeof(float);
+
+    auto itemOrigin = [&](int64_t window) {
+        const int64_t nx = static_cast<int64_t>(starts[2].size());
+        const int64_t ny = static_cast<int64_t>(starts[1].size());
+        return std::array<int64_t, 3>{starts[0][static_cast<size_t>(window / (nx * ny))],
+                                      starts[1][static_cast<size_t>((window / nx) % ny)],
+                                      starts[2][static_cast<size_t>(window % nx)]};
+    };
+
+    double network_seconds = 0.0;
+    int64_t padded_items = 0;
+    float* acc = accumulator.data<float>();
+    progress.report(0.0, "sliding window");
+    for (int64_t b = 0; b < num_batches; ++b) {
+        VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
+        const int64_t first = b * batch;
+        const int64_t count = std::min(batch, num_items - first);
+        float* in = inputs[0].data<float>();
+        for (int64_t i = 0; i < count; ++i) {
+            const int64_t item = first + i;
+            gatherPatch(source, padded, channels_, itemOrigin(item / num_flips), patch,
+                        flip_sets[static_cast<size_t>(item % num_flips)], in + i * input_item);
+        }
+        if (count < batch) {
+            std::memset(in + count * input_item, 0,
+                        static_cast<size_t>((batch - count) * input_item) * sizeof(float));
+            padded_items += batch - count;
+        }
+        const auto net_start = Clock::now();
+        Status st = compiled_->run(inputs, outputs);
+        network_seconds += secondsSince(net_start);
+        if (!st.isOk())
+            return st.withContext("sliding window, batch " + std::to_string(b + 1) + " of " +
+                                  std::to_string(num_batches) + ": ");
+        if (outputs.empty() || outputs[0].shape() != compiled_->outputShapes()[0] ||
+            outputs[0].dtype() != DType::kFloat32)
+            return internalError(
+                "backend returned output " +
+                (outputs.empty() ? std::string("none") : shapeToString(outputs[0].shape())) +
+                ", compiled for " + shapeToString(compiled_->outputShapes()[0]));
+        const float* out = outputs[0].data<float>();
+        for (int64_t i = 0; i < count; ++i) {
+            const int64_t item = first + i;
+            scatterPatch(out + i * output_item, item_weight.data(), patch, classes,
+                         flip_sets[static_cast<size_t>(item % num_flips)],
+                         itemOrigin(item / num_flips), padded, acc);
+        }
+        progress.report(static_cast<size_t>(b + 1), static_cast<size_t>(num_batches),
+                        "sliding window");
+    }
+
+    for (int64_t k = 0; k < classes; ++k) {
+        float* __restrict a = acc + k * voxels;
+        const float* __restrict w = inverse_weight.data();
+        for (int64_t v = 0; v < voxels; ++v) a[v] *= w[v];
+    }
+
+    Tensor result = accumulator;
+    if (needs_pad) {
+        Shape shape = {classes};
+        shape.insert(shape.end(), spatial.begin(), spatial.end());
+        result = Tensor(DType::kFloat32, shape);
+        copyBox(accumulator.data<float>(), padded, result.data<float>(), dims, classes, pad_before,
+                true);
+    }
+
+    if (stats) {
+        stats->patches = num_windows;
+        stats->forward_passes = num_batches;
+        stats->padded_items = padded_items;
+        stats->seconds = secondsSince(start_time);
+        stats->network_seconds = network_seconds;
+        stats->accumulator_bytes = static_cast<size_t>((classes + 1) * voxels) * sizeof(float);
+        stats->patch_buffer_bytes = patch_buffer_bytes;
+        stats->workspace_bytes = compiled_->workspaceBytes();
+        stats->grid.clear();
+        for (size_t a = 3 - rank; a < 3; ++a)
+            stats->grid.push_back(static_cast<int64_t>(starts[a].size()));
+    }
+    log::debug("engine",
+               "sliding window: {} windows x {} flips in {} batches of {}, {:.2f} s "
+               "({:.2f} s in the network)",
+               num_windows, num_flips, num_batches, batch, secondsSince(start_time),
+               network_seconds);
+    return result;
+}
+
+Result<Tensor> slidingWindowInference(Backend& backend, const Graph& graph, const Tensor& image,
+                                      const SlidingWindowOptions& options, const Progress& progress,
+                                      SlidingWindowStats* stats) {
+    VOXSEG_RETURN_IF_ERROR(validateSlidingWindowOptions(options, image.shape()));
+    VOXSEG_ASSIGN_OR_RETURN(auto sw, SlidingWindow::create(backend, graph, image.dim(0), options));
+    return sw->run(image, progress, stats);
+}
+
+void softmaxChannelsInPlace(Tensor& scores) {
+    assert(scores.dtype() == DType::kFloat32 && scores.rank() >= 1);
+    const int64_t classes = scores.dim(0);
+    if (classes == 0) return;
+    const int64_t voxels = scores.numel() / classes;
+    float* s = scores.data<float>();
+    std::vector<float> max_v(s, s + voxels), sum(static_cast<size_t>(voxels), 0.0f);
+    for (int64_t k = 1; k < classes; ++k)
+        for (int64_t v = 0; v < voxels; ++v) max_v[v] = std::max(max_v[v], s[k * voxels + v]);
+    for (int64_t k = 0; k < classes; ++k) {
+        float* sk = s + k * voxels;
+        for (int64_t v = 0; v < voxels; ++v) {
+            sk[v] = std::exp(sk[v] - max_v[v]);
+            sum[v] += sk[v];
+        }
+    }
+    for (float& v : sum) v = 1.0f / v;
+    for (int64_t k = 0; k < classes; ++k) {
+        float* sk = s + k * voxels;
+        for (int64_t v = 0; v < voxels; ++v) sk[v] *= sum[v];
+    }
+}
+
+void sigmoidInPlace(Tensor& scores) {
+    assert(scores.dtype() == DType::kFloat32);
+    float* s = scores.data<float>();
+    const int64_t n = scores.numel();
+    for (int64_t i = 0; i < n; ++i) s[i] = 1.0f / (1.0f + std::exp(-s[i]));
+}
+
+Status argmaxLabels(const Tensor& scores, std::span<uint8_t> out, std::span<const int> values) {
+    return argmaxImpl(scores, out, values, false, 0.0f);
+}
+Status argmaxLabels(const Tensor& scores, std::span<int16_t> out, std::span<const int> values) {
+    return argmaxImpl(scores, out, values, false, 0.0f);
+}
+Status thresholdLabels(const Tensor& scores, float threshold, std::span<uint8_t> out,
+                       std::span<const int> values) {
+    return argmaxImpl(scores, out, values, true, threshold);
+}
+Status thresholdLabels(const Tensor& scores, float threshold, std::span<int16_t> out,
+                       std::span<const int> values) {
+    return argmaxImpl(scores, out, values, true, threshold);
+}
+
+}  // namespace voxseg::engine

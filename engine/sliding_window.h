@@ -1,0 +1,134 @@
+// Sliding-window inference: runs a patch-based network over a whole volume on the host.
+//
+// The volume is covered by a grid of overlapping patches; patches (and their mirrored copies for
+// test-time augmentation) are gathered into batches, run through one CompiledGraph, weighted by
+// an importance map (Gaussian or constant) and accumulated; the sum is divided by the summed
+// weights. The result is the averaged network output (logits for nnU-Net/MONAI exports), K x
+// spatial, in the same axis order as the input array.
+//
+// Two conventions for the patch grid and the Gaussian, both written down in docs/model-package.md:
+// - kNnUNet (default): nnU-Net v2's compute_steps_for_sliding_window (step = patch * (1 -
+//   overlap), evenly spaced steps from 0 to the border) and compute_gaussian (delta filtered by
+//   scipy's truncated Gaussian, centre at patch // 2, max 1, zeros replaced by the smallest
+//   non-zero value). nnU-Net keeps the map in fp16; voxseg keeps it in fp32.
+// - kMonai: MONAI's sliding_window_inference (scan interval int(patch * (1 - overlap)), last
+//   window clamped to the border; Gaussian centred at (patch - 1) / 2, clamped below at
+//   max(min, 1e-3)).
+// Volumes smaller than a patch along an axis are padded with zeros (split half before, half
+// after, like both frameworks) and the result is cropped back.
+//
+// Memory: accumulators are K x volume floats plus one volume of weights (stored inverted), plus
+// one batch of patch inputs and outputs; nothing grows with the number of patches. The last,
+// partial batch is padded with zero patches (one executable per batch size; the wasted forward
+// passes are at most batch - 1 per volume and are counted in the stats).
+// Thread safety: a SlidingWindow runs one volume at a time; the helpers are pure functions.
+#pragma once
+
+#include "core/progress.h"
+#include "core/status.h"
+#include "engine/backend.h"
+#include "engine/graph.h"
+#include "engine/tensor.h"
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace voxseg::engine {
+
+enum class WindowConvention { kNnUNet, kMonai };
+const char* windowConventionName(WindowConvention convention);
+// "nnunet" | "monai".
+Result<WindowConvention> parseWindowConvention(const std::string& name);
+
+struct SlidingWindowOptions {
+    // Patch size per spatial axis, in the axis order of the image array (rank 2 or 3).
+    std::vector<int64_t> patch_size;
+    // Fraction of a patch shared by neighbours, in [0, 1). nnU-Net's tile_step_size = 1 - overlap.
+    double overlap = 0.5;
+    bool gaussian = true;  // false: every voxel of a patch weighs 1
+    double sigma_scale = 0.125;
+    int batch = 1;  // patches per forward pass
+    // Test-time augmentation: every combination of flips of these spatial axes (0-based, array
+    // order) is run and averaged, 2^n forward passes per patch.
+    std::vector<int> mirror_axes;
+    WindowConvention convention = WindowConvention::kNnUNet;
+    CompileOptions compile;  // used when the SlidingWindow compiles the graph itself
+};
+
+struct SlidingWindowStats {
+    int64_t patches = 0;            // windows on the grid
+    int64_t forward_passes = 0;     // network calls (batches)
+    int64_t padded_items = 0;       // zero patches added to fill the last batch
+    double seconds = 0.0;           // whole call
+    double network_seconds = 0.0;   // inside CompiledGraph::run
+    size_t accumulator_bytes = 0;   // K x volume + weight volume
+    size_t patch_buffer_bytes = 0;  // peak host bytes of batch inputs + outputs
+    size_t workspace_bytes = 0;     // CompiledGraph::workspaceBytes()
+    std::vector<int64_t> grid;      // windows per spatial axis
+};
+
+// Window start positions along one axis of length `image` (>= patch) for the given convention.
+std::vector<int64_t> windowStarts(int64_t image, int64_t patch, double overlap,
+                                  WindowConvention convention);
+
+// Importance map of a patch (row-major over the patch axes), max 1, all values > 0.
+std::vector<float> importanceMap(const std::vector<int64_t>& patch, double sigma_scale,
+                                 WindowConvention convention);
+
+// Checks options against an image shape [C, spatial...]; the message names the bad option.
+Status validateSlidingWindowOptions(const SlidingWindowOptions& options, const Shape& image_shape);
+
+class SlidingWindow {
+  public:
+    // Compiles `graph` for [batch, channels, patch...] on `backend`. The graph's first output is
+    // used; it must have the patch's spatial shape.
+    static Result<std::unique_ptr<SlidingWindow>> create(Backend& backend, const Graph& graph,
+                                                         int64_t channels,
+                                                         const SlidingWindowOptions& options);
+    // Uses an executable compiled elsewhere (its first input must be [batch, C, patch...]).
+    static Result<std::unique_ptr<SlidingWindow>> create(std::unique_ptr<CompiledGraph> compiled,
+                                                         const SlidingWindowOptions& options);
+
+    // image: float32 [C, spatial...]; returns float32 [K, spatial...]. Progress is reported per
+    // batch; cancellation is checked between batches (kCancelled).
+    Result<Tensor> run(const Tensor& image, const Progress& progress = {},
+                       SlidingWindowStats* stats = nullptr);
+
+    int64_t numClasses() const { return num_classes_; }
+    const CompiledGraph& compiled() const { return *compiled_; }
+
+  private:
+    SlidingWindow() = default;
+    Status init();
+
+    std::unique_ptr<CompiledGraph> compiled_;
+    SlidingWindowOptions options_;
+    int64_t channels_ = 0;
+    int64_t num_classes_ = 0;
+    std::vector<float> importance_;  // patch voxels
+};
+
+// One-shot convenience: create + run.
+Result<Tensor> slidingWindowInference(Backend& backend, const Graph& graph, const Tensor& image,
+                                      const SlidingWindowOptions& options,
+                                      const Progress& progress = {},
+                                      SlidingWindowStats* stats = nullptr);
+
+// ---- Post-processing of [K, spatial...] float32 scores (in place where named so) ----
+void softmaxChannelsInPlace(Tensor& scores);
+void sigmoidInPlace(Tensor& scores);
+// Index of the largest channel per voxel (first wins ties), mapped through `values` when given
+// (values[k] is the label written for channel k). `out` has one entry per voxel.
+Status argmaxLabels(const Tensor& scores, std::span<uint8_t> out, std::span<const int> values = {});
+Status argmaxLabels(const Tensor& scores, std::span<int16_t> out, std::span<const int> values = {});
+// For sigmoid outputs (one channel per label): the channel with the largest score if that score
+// exceeds `threshold` (0.5 for probabilities, 0 for logits), else 0; mapped through `values`.
+Status thresholdLabels(const Tensor& scores, float threshold, std::span<uint8_t> out,
+                       std::span<const int> values = {});
+Status thresholdLabels(const Tensor& scores, float threshold, std::span<int16_t> out,
+                       std::span<const int> values = {});
+
+}  // namespace voxseg::engine

@@ -1,0 +1,560 @@
+// Sliding-window inference: grid and Gaussian against nnU-Net/MONAI goldens, and the whole loop
+// with small hand-written networks (Backend/CompiledGraph implementations in this file) whose
+// exact answers are known.
+#include "engine/sliding_window.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <random>
+
+namespace voxseg::engine {
+namespace {
+
+// Goldens are float32 from the reference frameworks; voxseg computes the map in double and
+// rounds once, so they agree to float rounding.
+constexpr float kMapTolerance = 2e-6f;
+// Sums of a few dozen float32 products: relative rounding only.
+constexpr float kSumTolerance = 1e-5f;
+
+nlohmann::json loadGolden(const std::string& name) {
+    std::ifstream in(std::string(VOXSEG_SOURCE_DIR) + "/tests/engine/data/sliding_window/" + name);
+    EXPECT_TRUE(in.good()) << "missing golden " << name
+                           << ": run tools/gen_sliding_window_golden.py";
+    return nlohmann::json::parse(in);
+}
+
+TEST(WindowStarts, MatchNnUNetComputeSteps) {
+    const auto golden = loadGolden("grid_gaussian.json");
+    ASSERT_GE(golden["steps"].size(), 8u);
+    for (const auto& c : golden["steps"]) {
+        const auto image = c["image"].get<std::vector<int64_t>>();
+        const auto patch = c["patch"].get<std::vector<int64_t>>();
+        const double overlap = c["overlap"].get<double>();
+        for (size_t a = 0; a < image.size(); ++a) {
+            EXPECT_EQ(windowStarts(image[a], patch[a], overlap, WindowConvention::kNnUNet),
+                      c["nnunet"][a].get<std::vector<int64_t>>())
+                << "image " << image[a] << " patch " << patch[a] << " overlap " << overlap;
+        }
+    }
+}
+
+TEST(WindowStarts, MatchMonaiDensePatchSlices) {
+    const auto golden = loadGolden("grid_gaussian.json");
+    for (const auto& c : golden["steps"]) {
+        const auto image = c["image"].get<std::vector<int64_t>>();
+        const auto patch = c["patch"].get<std::vector<int64_t>>();
+        const double overlap = c["overlap"].get<double>();
+        for (size_t a = 0; a < image.size(); ++a) {
+            EXPECT_EQ(windowStarts(image[a], patch[a], overlap, WindowConvention::kMonai),
+                      c["monai"][a].get<std::vector<int64_t>>())
+                << "image " << image[a] << " patch " << patch[a] << " overlap " << overlap;
+        }
+    }
+}
+
+TEST(WindowStarts, CoverTheAxisAndEndAtTheBorder) {
+    for (auto convention : {WindowConvention::kNnUNet, WindowConvention::kMonai}) {
+        for (int64_t image = 5; image < 90; image += 7) {
+            for (int64_t patch : {1, 3, 5}) {
+                for (double overlap : {0.0, 0.25, 0.5, 0.9}) {
+                    const auto s = windowStarts(image, patch, overlap, convention);
+                    ASSERT_FALSE(s.empty());
+                    EXPECT_EQ(s.front(), 0);
+                    EXPECT_EQ(s.back(), image - patch);
+                    for (size_t i = 1; i < s.size(); ++i) {
+                        // nnU-Net repeats a start when the step is below one voxel (patch 1,
+                        // overlap 0.9); kept, since it changes the weighting nnU-Net gives.
+                        if (convention == WindowConvention::kMonai || patch * (1 - overlap) >= 1)
+                            EXPECT_GT(s[i], s[i - 1]);
+                        EXPECT_GE(s[i], s[i - 1]);
+                        EXPECT_LE(s[i] - s[i - 1], patch) << "gap between windows";
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST(ImportanceMap, MatchesNnUNetAndMonaiGaussians) {
+    const auto golden = loadGolden("grid_gaussian.json");
+    ASSERT_GE(golden["maps"].size(), 4u);
+    for (const auto& c : golden["maps"]) {
+        const auto patch = c["patch"].get<std::vector<int64_t>>();
+        const double sigma = c["sigma_scale"].get<double>();
+        for (auto [convention, key] : {std::pair{WindowConvention::kNnUNet, "nnunet"},
+                                       std::pair{WindowConvention::kMonai, "monai"}}) {
+            const auto expected = c[key].get<std::vector<float>>();
+            const auto map = importanceMap(patch, sigma, convention);
+            ASSERT_EQ(map.size(), expected.size());
+            float worst = 0.0f;
+            for (size_t i = 0; i < map.size(); ++i)
+                worst = std::max(worst, std::abs(map[i] - expected[i]));
+            EXPECT_LE(worst, kMapTolerance)
+                << key << " patch " << shapeToString(patch) << " sigma_scale " << sigma;
+        }
+    }
+}
+
+// ---- Hand-written networks ------------------------------------------------------------------
+
+// A CompiledGraph computing `fn(input patch batch) -> output batch` on the host, counting runs.
+class FnCompiled : public CompiledGraph {
+  public:
+    using Fn = std::function<void(const Tensor& in, Tensor& out)>;
+    FnCompiled(Shape in, Shape out, Fn fn, int* runs = nullptr)
+        : in_{std::move(in)}, out_{std::move(out)}, fn_(std::move(fn)), runs_(runs) {}
+    const std::vector<Shape>& inputShapes() const override { return in_; }
+    const std::vector<Shape>& outputShapes() const override { return out_; }
+    Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) override {
+        if (inputs.size() != 1 || inputs[0].shape() != in_[0])
+            return internalError("fake network got the wrong input shape");
+        outputs.resize(1);
+        if (outputs[0].shape() != out_[0]) outputs[0] = Tensor(DType::kFloat32, out_[0]);
+        fn_(inputs[0], outputs[0]);
+        if (runs_) ++*runs_;
+        return Status::ok();
+    }
+    size_t workspaceBytes() const override { return 0; }
+    std::string describe() const override { return "test network"; }
+
+  private:
+    std::vector<Shape> in_, out_;
+    Fn fn_;
+    int* runs_;
+};
+
+Shape withBatch(int64_t batch, int64_t channels, const std::vector<int64_t>& spatial) {
+    Shape s = {batch, channels};
+    s.insert(s.end(), spatial.begin(), spatial.end());
+    return s;
+}
+
+// Pointwise (1x1x1) convolution y = W x + b: translation- and flip-equivariant, so sliding-window
+// inference must reproduce it exactly on the whole image whatever the grid and weights.
+void pointwiseConv(const Tensor& in, Tensor& out, const std::vector<float>& w,
+                   const std::vector<float>& b) {
+    const int64_t batch = in.dim(0), c_in = in.dim(1), c_out = out.dim(1);
+    const int64_t voxels = in.numel() / (batch * c_in);
+    for (int64_t n = 0; n < batch; ++n)
+        for (int64_t k = 0; k < c_out; ++k) {
+            float* o = out.data<float>() + (n * c_out + k) * voxels;
+            for (int64_t v = 0; v < voxels; ++v) {
+                float acc = b[k];
+                for (int64_t c = 0; c < c_in; ++c)
+                    acc += w[k * c_in + c] * in.data<float>()[(n * c_in + c) * voxels + v];
+                o[v] = acc;
+            }
+        }
+}
+
+// A Backend whose only "op" is the graph's single 1x1x1 Conv, read from the Graph's constants:
+// exercises SlidingWindow::create(Backend&, Graph&) before the real backends exist.
+class PointwiseBackend : public Backend {
+  public:
+    std::string name() const override { return "test-pointwise"; }
+    std::string deviceDescription() const override { return "host"; }
+    bool supportsPrecision(Precision p) const override { return p == Precision::kFloat32; }
+    Result<std::unique_ptr<CompiledGraph>> compile(const Graph& graph,
+                                                   const std::vector<Shape>& input_shapes,
+                                                   const CompileOptions&) override {
+        if (graph.nodes.size() != 1 || graph.nodes[0].op != OpKind::kConv)
+            return unsupported("test backend runs one 1x1x1 Conv");
+        const Node& conv = graph.nodes[0];
+        const Tensor& w = graph.constant(conv.inputs[1]);
+        const Tensor& b = graph.constant(conv.inputs[2]);
+        Shape out = input_shapes[0];
+        out[1] = w.dim(0);
+        auto wv = w.toFloats(), bv = b.toFloats();
+        return std::unique_ptr<CompiledGraph>(new FnCompiled(
+            input_shapes[0], out,
+            [wv, bv](const Tensor& in, Tensor& o) { pointwiseConv(in, o, wv, bv); }));
+    }
+};
+
+Graph pointwiseGraph(int64_t c_in, int64_t c_out, const std::vector<float>& w,
+                     const std::vector<float>& b) {
+    Graph g;
+    const ValueId x = g.addValue({"x", {1, c_in, 1, 1, 1}, DType::kFloat32, std::nullopt});
+    const ValueId wi = g.addValue({"w",
+                                   {c_out, c_in, 1, 1, 1},
+                                   DType::kFloat32,
+                                   Tensor::fromFloats({c_out, c_in, 1, 1, 1}, w)});
+    const ValueId bi = g.addValue({"b", {c_out}, DType::kFloat32, Tensor::fromFloats({c_out}, b)});
+    const ValueId y = g.addValue({"y", {1, c_out, 1, 1, 1}, DType::kFloat32, std::nullopt});
+    Node n;
+    n.op = OpKind::kConv;
+    n.name = "conv";
+    n.inputs = {x, wi, bi};
+    n.outputs = {y};
+    n.conv.kernel = {1, 1, 1};
+    n.conv.in_channels = c_in;
+    n.conv.out_channels = c_out;
+    n.conv.has_bias = true;
+    g.nodes.push_back(n);
+    g.inputs = {x};
+    g.outputs = {y};
+    return g;
+}
+
+Tensor randomImage(Shape shape, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    Tensor t(DType::kFloat32, std::move(shape));
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
+    return t;
+}
+
+float maxAbsDiff(const Tensor& a, const Tensor& b) {
+    EXPECT_EQ(a.shape(), b.shape());
+    if (a.shape() != b.shape()) return INFINITY;
+    float worst = 0.0f;
+    for (int64_t i = 0; i < a.numel(); ++i)
+        worst = std::max(worst, std::abs(a.data<float>()[i] - b.data<float>()[i]));
+    return worst;
+}
+
+struct PointwiseCase {
+    Shape image;  // C, spatial...
+    std::vector<int64_t> patch;
+    double overlap;
+    int batch;
+    std::vector<int> mirror_axes;
+    WindowConvention convention;
+};
+
+TEST(SlidingWindow, PointwiseNetworkReproducesWholeImageResult) {
+    const std::vector<float> w = {0.5f, -1.0f, 2.0f, 0.25f, 1.5f, -0.75f};  // 3 out x 2 in
+    const std::vector<float> b = {0.1f, -0.2f, 0.3f};
+    PointwiseBackend backend;
+    const Graph graph = pointwiseGraph(2, 3, w, b);
+    const std::vector<PointwiseCase> cases = {
+        {{2, 23, 17, 30}, {8, 8, 8}, 0.5, 1, {}, WindowConvention::kNnUNet},
+        {{2, 23, 17, 30}, {8, 6, 10}, 0.25, 3, {0, 2}, WindowConvention::kNnUNet},
+        {{2, 23, 17, 30}, {8, 6, 10}, 0.5, 4, {}, WindowConvention::kMonai},
+        // Smaller than the patch along two axes: padded, then cropped back.
+        {{2, 5, 17, 3}, {8, 8, 8}, 0.5, 2, {1}, WindowConvention::kNnUNet},
+        {{2, 5, 4, 3}, {8, 8, 8}, 0.5, 1, {}, WindowConvention::kMonai},
+        // 2D.
+        {{2, 31, 20}, {16, 16}, 0.5, 2, {0, 1}, WindowConvention::kNnUNet},
+    };
+    for (const auto& c : cases) {
+        SCOPED_TRACE("image " + shapeToString(c.image) + " patch " + shapeToString(c.patch));
+        const Tensor image = randomImage(c.image, 7);
+        SlidingWindowOptions o;
+        o.patch_size = c.patch;
+        o.overlap = c.overlap;
+        o.batch = c.batch;
+        o.mirror_axes = c.mirror_axes;
+        o.convention = c.convention;
+        SlidingWindowStats stats;
+        auto result = slidingWindowInference(backend, graph, image, o, {}, &stats);
+        ASSERT_TRUE(result.isOk()) << result.status().toString();
+        Shape whole_out = c.image;
+        whole_out[0] = 3;
+        Tensor expected(DType::kFloat32, whole_out);
+        Tensor exp_flat = expected.reshaped(withBatch(1, 3, {expected.numel() / 3}));
+        pointwiseConv(image.reshaped(withBatch(1, 2, {image.numel() / 2})), exp_flat, w, b);
+        EXPECT_LE(maxAbsDiff(*result, expected), kSumTolerance * 8);
+        int64_t grid = 1;
+        for (int64_t g : stats.grid) grid *= g;
+        EXPECT_EQ(stats.patches, grid);
+        const int64_t items = grid << c.mirror_axes.size();
+        EXPECT_EQ(stats.forward_passes, (items + c.batch - 1) / c.batch);
+        EXPECT_EQ(stats.padded_items, stats.forward_passes * c.batch - items);
+        int64_t padded_voxels = 1;
+        for (size_t a = 0; a < c.patch.size(); ++a)
+            padded_voxels *= std::max(c.image[a + 1], c.patch[a]);
+        EXPECT_EQ(stats.accumulator_bytes, static_cast<size_t>(4 * 4 * padded_voxels));
+        EXPECT_EQ(stats.patch_buffer_bytes,
+                  static_cast<size_t>(c.batch * (2 + 3) * numel(c.patch) * 4));
+    }
+}
+
+// Output channel 0 = the voxel's x position inside its patch, channel 1 = 1: the result is the
+// weighted mean of local positions, a 1D sum that the test computes on its own from the starts
+// and the 1D Gaussian (the importance map is an outer product; the y/z factors cancel).
+void positionNet(const Tensor& in, Tensor& out) {
+    const int64_t batch = in.dim(0), pz = in.dim(2), py = in.dim(3), px = in.dim(4);
+    for (int64_t n = 0; n < batch; ++n)
+        for (int64_t z = 0; z < pz; ++z)
+            for (int64_t y = 0; y < py; ++y)
+                for (int64_t x = 0; x < px; ++x) {
+                    const int64_t v = (z * py + y) * px + x;
+                    out.data<float>()[(n * 2 + 0) * pz * py * px + v] = static_cast<float>(x);
+                    out.data<float>()[(n * 2 + 1) * pz * py * px + v] = 1.0f;
+                }
+}
+
+TEST(SlidingWindow, WeightedAverageOfPositionsMatchesIndependentSum) {
+    // Unit z/y extents keep MONAI's 1e-3 floor out of play (it would break separability).
+    const std::vector<int64_t> patch = {1, 1, 12};
+    const int64_t width = 41;
+    for (auto convention : {WindowConvention::kNnUNet, WindowConvention::kMonai}) {
+        SlidingWindowOptions o;
+        o.patch_size = patch;
+        o.overlap = 0.5;
+        o.batch = 2;
+        o.convention = convention;
+        auto sw =
+            SlidingWindow::create(std::make_unique<FnCompiled>(withBatch(2, 1, patch),
+                                                               withBatch(2, 2, patch), positionNet),
+                                  o);
+        ASSERT_TRUE(sw.isOk()) << sw.status().toString();
+        auto result = (*sw)->run(randomImage({1, 6, 9, width}, 3));
+        ASSERT_TRUE(result.isOk()) << result.status().toString();
+        // Independent 1D computation along x.
+        const double sigma = 0.125 * 12;
+        const double center = convention == WindowConvention::kNnUNet ? 6.0 : 5.5;
+        const auto starts = windowStarts(width, 12, 0.5, convention);
+        for (int64_t x = 0; x < width; ++x) {
+            double num = 0, den = 0;
+            for (int64_t s : starts) {
+                if (x < s || x >= s + 12) continue;
+                const double g =
+                    std::exp(-0.5 * (x - s - center) * (x - s - center) / (sigma * sigma));
+                num += g * static_cast<double>(x - s);
+                den += g;
+            }
+            const float* r = result->data<float>();
+            for (int64_t zy = 0; zy < 6 * 9; ++zy) {
+                ASSERT_NEAR(r[zy * width + x], num / den, kSumTolerance * 12)
+                    << windowConventionName(convention) << " x " << x;
+                ASSERT_NEAR(r[6 * 9 * width + zy * width + x], 1.0f, kSumTolerance);
+            }
+        }
+    }
+}
+
+TEST(SlidingWindow, MirroringAveragesFlippedPredictions) {
+    // positionNet ignores its input, so flipping x and flipping back turns x into (px-1-x): the
+    // mirrored mean is (px - 1) / 2 everywhere, a value no unmirrored run produces.
+    const std::vector<int64_t> patch = {4, 4, 8};
+    SlidingWindowOptions o;
+    o.patch_size = patch;
+    o.batch = 4;
+    o.mirror_axes = {0, 2};
+    auto sw = SlidingWindow::create(
+        std::make_unique<FnCompiled>(withBatch(4, 1, patch), withBatch(4, 2, patch), positionNet),
+        o);
+    ASSERT_TRUE(sw.isOk());
+    auto result = (*sw)->run(randomImage({1, 9, 7, 19}, 5));
+    ASSERT_TRUE(result.isOk());
+    for (int64_t v = 0; v < 9 * 7 * 19; ++v)
+        ASSERT_NEAR(result->data<float>()[v], 3.5f, kSumTolerance * 8) << "voxel " << v;
+}
+
+// 3x3x3 mean filter with zero padding inside each patch: flip-equivariant but not pointwise, so
+// patch borders show; mirroring must not change the result.
+void boxFilter(const Tensor& in, Tensor& out) {
+    const int64_t batch = in.dim(0), d = in.dim(2), h = in.dim(3), w = in.dim(4);
+    for (int64_t n = 0; n < batch; ++n)
+        for (int64_t z = 0; z < d; ++z)
+            for (int64_t y = 0; y < h; ++y)
+                for (int64_t x = 0; x < w; ++x) {
+                    float acc = 0.0f;
+                    for (int64_t dz = -1; dz <= 1; ++dz)
+                        for (int64_t dy = -1; dy <= 1; ++dy)
+                            for (int64_t dx = -1; dx <= 1; ++dx) {
+                                const int64_t zz = z + dz, yy = y + dy, xx = x + dx;
+                                if (zz < 0 || zz >= d || yy < 0 || yy >= h || xx < 0 || xx >= w)
+                                    continue;
+                                acc += in.data<float>()[((n * d + zz) * h + yy) * w + xx];
+                            }
+                    out.data<float>()[((n * d + z) * h + y) * w + x] = acc / 27.0f;
+                }
+}
+
+TEST(SlidingWindow, MirroringAnEquivariantNetworkChangesNothing) {
+    const std::vector<int64_t> patch = {6, 7, 8};
+    const Tensor image = randomImage({1, 13, 11, 20}, 11);
+    Tensor plain, mirrored;
+    for (bool mirror : {false, true}) {
+        SlidingWindowOptions o;
+        o.patch_size = patch;
+        o.batch = 3;
+        if (mirror) o.mirror_axes = {0, 1, 2};
+        auto sw = SlidingWindow::create(
+            std::make_unique<FnCompiled>(withBatch(3, 1, patch), withBatch(3, 1, patch), boxFilter),
+            o);
+        ASSERT_TRUE(sw.isOk());
+        auto r = (*sw)->run(image);
+        ASSERT_TRUE(r.isOk());
+        (mirror ? mirrored : plain) = *r;
+    }
+    EXPECT_LE(maxAbsDiff(plain, mirrored), kSumTolerance);
+    // And the patch borders do show (the test could fail): compare with the whole-image filter.
+    Tensor whole(DType::kFloat32, {1, 1, 13, 11, 20});
+    boxFilter(image.reshaped({1, 1, 13, 11, 20}), whole);
+    EXPECT_GT(maxAbsDiff(plain, whole.reshaped({1, 13, 11, 20})), 1e-3f);
+}
+
+TEST(SlidingWindow, BatchSizeDoesNotChangeTheResult) {
+    const std::vector<int64_t> patch = {6, 7, 8};
+    const Tensor image = randomImage({1, 21, 16, 25}, 13);
+    Tensor reference;
+    for (int batch : {1, 4, 7}) {
+        SlidingWindowOptions o;
+        o.patch_size = patch;
+        o.batch = batch;
+        o.mirror_axes = {1};
+        auto sw = SlidingWindow::create(
+            std::make_unique<FnCompiled>(withBatch(batch, 1, patch), withBatch(batch, 1, patch),
+                                         boxFilter),
+            o);
+        ASSERT_TRUE(sw.isOk());
+        SlidingWindowStats stats;
+        auto r = (*sw)->run(image, {}, &stats);
+        ASSERT_TRUE(r.isOk());
+        if (batch == 1) {
+            reference = *r;
+            EXPECT_EQ(stats.forward_passes, stats.patches * 2);
+        } else {
+            // Same patches in the same order: only the grouping into forward passes differs.
+            EXPECT_LE(maxAbsDiff(reference, *r), 1e-7f) << "batch " << batch;
+        }
+    }
+}
+
+TEST(SlidingWindow, CancelStopsBetweenBatches) {
+    const std::vector<int64_t> patch = {4, 4, 4};
+    int runs = 0;
+    SlidingWindowOptions o;
+    o.patch_size = patch;
+    o.batch = 2;
+    auto sw =
+        SlidingWindow::create(std::make_unique<FnCompiled>(
+                                  withBatch(2, 1, patch), withBatch(2, 1, patch), boxFilter, &runs),
+                              o);
+    ASSERT_TRUE(sw.isOk());
+    CancelToken token;
+    std::vector<double> reported;
+    Progress progress(
+        [&](double f, std::string_view) {
+            reported.push_back(f);
+            if (f > 0.0) token.cancel();  // after the first batch
+        },
+        token);
+    auto r = (*sw)->run(randomImage({1, 20, 20, 20}, 1), progress);
+    ASSERT_FALSE(r.isOk());
+    EXPECT_EQ(r.status().code(), StatusCode::kCancelled);
+    EXPECT_EQ(runs, 1);
+    ASSERT_EQ(reported.size(), 2u);
+    EXPECT_GT(reported[1], 0.0);
+    EXPECT_LT(reported[1], 0.1);  // 9^3 windows / 2 per batch
+}
+
+TEST(SlidingWindow, ProgressReachesOneOncePerBatch) {
+    const std::vector<int64_t> patch = {4, 4, 4};
+    SlidingWindowOptions o;
+    o.patch_size = patch;
+    o.batch = 3;
+    auto sw = SlidingWindow::create(
+        std::make_unique<FnCompiled>(withBatch(3, 1, patch), withBatch(3, 1, patch), boxFilter), o);
+    ASSERT_TRUE(sw.isOk());
+    std::vector<double> reported;
+    SlidingWindowStats stats;
+    auto r =
+        (*sw)->run(randomImage({1, 8, 8, 10}, 1),
+                   Progress([&](double f, std::string_view) { reported.push_back(f); }), &stats);
+    ASSERT_TRUE(r.isOk());
+    EXPECT_EQ(static_cast<int64_t>(reported.size()), stats.forward_passes + 1);
+    EXPECT_DOUBLE_EQ(reported.back(), 1.0);
+    EXPECT_TRUE(std::is_sorted(reported.begin(), reported.end()));
+}
+
+TEST(SlidingWindow, BadInputsAreClearErrors) {
+    const std::vector<int64_t> patch = {4, 4, 4};
+    auto make = [&](SlidingWindowOptions o, Shape out_spatial = {4, 4, 4}) {
+        return SlidingWindow::create(
+            std::make_unique<FnCompiled>(withBatch(o.batch, 1, patch),
+                                         withBatch(o.batch, 2, out_spatial), positionNet),
+            o);
+    };
+    SlidingWindowOptions o;
+    o.patch_size = patch;
+    auto sw = make(o);
+    ASSERT_TRUE(sw.isOk());
+    auto r = (*sw)->run(randomImage({2, 8, 8, 8}, 1));
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("channels"), std::string::npos) << r.status().message();
+    r = (*sw)->run(randomImage({1, 8, 8}, 1));
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    r = (*sw)->run(Tensor(DType::kInt64, {1, 8, 8, 8}));
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+
+    auto bad = make(o, {2, 2, 2});  // a network that downsamples
+    ASSERT_FALSE(bad.isOk());
+    EXPECT_NE(bad.status().message().find("fully convolutional"), std::string::npos);
+
+    SlidingWindowOptions bad_overlap = o;
+    bad_overlap.overlap = 1.0;
+    EXPECT_EQ(make(bad_overlap).status().code(), StatusCode::kInvalidArgument);
+    SlidingWindowOptions bad_mirror = o;
+    bad_mirror.mirror_axes = {3};
+    EXPECT_NE(make(bad_mirror).status().message().find("mirror axis 3"), std::string::npos);
+    bad_mirror.mirror_axes = {1, 1};
+    EXPECT_NE(make(bad_mirror).status().message().find("twice"), std::string::npos);
+}
+
+TEST(SlidingWindow, BackendFailureNamesTheBatch) {
+    const std::vector<int64_t> patch = {4, 4, 4};
+    class Failing : public FnCompiled {
+      public:
+        using FnCompiled::FnCompiled;
+        Status run(const std::vector<Tensor>&, std::vector<Tensor>&) override {
+            return {StatusCode::kDeviceError, "node conv_3 (Conv): out of device memory"};
+        }
+    };
+    SlidingWindowOptions o;
+    o.patch_size = patch;
+    auto sw = SlidingWindow::create(
+        std::make_unique<Failing>(withBatch(1, 1, patch), withBatch(1, 1, patch), boxFilter), o);
+    ASSERT_TRUE(sw.isOk());
+    auto r = (*sw)->run(randomImage({1, 8, 8, 8}, 1));
+    EXPECT_EQ(r.status().code(), StatusCode::kDeviceError);
+    EXPECT_NE(r.status().message().find("batch 1 of 27"), std::string::npos)
+        << r.status().message();
+    EXPECT_NE(r.status().message().find("conv_3"), std::string::npos);
+}
+
+// ---- Post-processing helpers ----------------------------------------------------------------
+
+TEST(ScoresToLabels, SoftmaxSigmoidArgmaxThreshold) {
+    Tensor s = Tensor::fromFloats({3, 4}, {1, 0, 5, -1,  //
+                                           2, 0, 1, -1,  //
+                                           0, 3, 1, -2});
+    Tensor p = s.clone();
+    softmaxChannelsInPlace(p);
+    for (int v = 0; v < 4; ++v) {
+        float sum = 0;
+        for (int k = 0; k < 3; ++k) sum += p.data<float>()[k * 4 + v];
+        EXPECT_NEAR(sum, 1.0f, 1e-6f);
+    }
+    EXPECT_NEAR(p.data<float>()[0], std::exp(1.0) / (std::exp(1.0) + std::exp(2.0) + 1.0), 1e-6);
+    std::vector<uint8_t> labels(4);
+    ASSERT_TRUE(argmaxLabels(s, std::span<uint8_t>(labels)).isOk());
+    EXPECT_EQ(labels, (std::vector<uint8_t>{1, 2, 0, 0}));  // ties: first channel wins
+    std::vector<int16_t> mapped(4);
+    const std::vector<int> values = {0, 300, 7};
+    ASSERT_TRUE(argmaxLabels(s, std::span<int16_t>(mapped), values).isOk());
+    EXPECT_EQ(mapped, (std::vector<int16_t>{300, 7, 0, 0}));
+    // 300 does not fit uint8: an error, not a wrapped label.
+    EXPECT_FALSE(argmaxLabels(s, std::span<uint8_t>(labels), values).isOk());
+    std::vector<uint8_t> short_buffer(3);
+    EXPECT_FALSE(argmaxLabels(s, std::span<uint8_t>(short_buffer)).isOk());
+
+    Tensor q = s.clone();
+    sigmoidInPlace(q);
+    EXPECT_NEAR(q.data<float>()[0], 1.0 / (1.0 + std::exp(-1.0)), 1e-6);
+    std::vector<uint8_t> t(4);
+    ASSERT_TRUE(thresholdLabels(q, 0.5f, std::span<uint8_t>(t)).isOk());
+    // voxel 1: channels 0/1 at 0.5 (not above), channel 2 at 0.95 -> 3; voxel 3: all below -> 0.
+    EXPECT_EQ(t, (std::vector<uint8_t>{2, 3, 1, 0}));
+}
+
+}  // namespace
+}  // namespace voxseg::engine
