@@ -104,8 +104,53 @@ def main():
         gen_model()
 
 
+# The MONAI case: a UNet of the kind users bring (Conv/ConvTranspose, InstanceNorm, PReLU,
+# residual units, skip concatenations), small enough for the reference backend.
+MODEL_PATCH = (16, 20, 24)
+MODEL_VOLUMES = {"odd": (29, 23, 37),        # not a multiple of the patch on any axis
+                 "small": (11, 23, 37)}      # smaller than the patch along z: padded
+MODEL_OVERLAPS = (0.5, 0.25)
+
+
 def gen_model():
-    pass
+    import onnx
+    from monai.inferers import sliding_window_inference
+    from monai.networks.nets import UNet
+
+    torch.manual_seed(0)
+    net = UNet(spatial_dims=3, in_channels=1, out_channels=3, channels=(4, 8, 16),
+               strides=(2, 2), num_res_units=1).eval()
+    # Non-trivial weights everywhere (freshly initialised biases are small).
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    onnx_path = os.path.join(OUT_DIR, "monai_unet.onnx")
+    example = torch.zeros((1, 1) + MODEL_PATCH)
+    torch.onnx.export(net, example, onnx_path, input_names=["image"], output_names=["logits"],
+                      dynamic_axes={"image": {0: "batch"}, "logits": {0: "batch"}},
+                      opset_version=17, dynamo=False)
+    onnx.checker.check_model(onnx.load(onnx_path))
+
+    meta = {"generator": "tools/gen_sliding_window_golden.py", "versions": PINNED,
+            "model": "monai_unet.onnx", "patch": list(MODEL_PATCH), "sigma_scale": 0.125,
+            "mode": "gaussian", "cases": []}
+    gen = torch.Generator().manual_seed(1)
+    for name, shape in MODEL_VOLUMES.items():
+        image = torch.randn((1, 1) + shape, generator=gen)
+        image.numpy().astype("<f4").tofile(os.path.join(OUT_DIR, f"monai_{name}_input.bin"))
+        for overlap in MODEL_OVERLAPS:
+            with torch.inference_mode():
+                out = sliding_window_inference(image, MODEL_PATCH, sw_batch_size=3, predictor=net,
+                                               overlap=overlap, mode="gaussian", sigma_scale=0.125,
+                                               padding_mode="constant", cval=0.0)
+            tag = f"monai_{name}_overlap{int(overlap * 100)}_output.bin"
+            out.numpy().astype("<f4").tofile(os.path.join(OUT_DIR, tag))
+            meta["cases"].append({"volume": list(shape), "overlap": overlap,
+                                  "input": f"monai_{name}_input.bin", "output": tag,
+                                  "output_shape": list(out.shape[1:])})
+    with open(os.path.join(OUT_DIR, "monai_case.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+        f.write("\n")
 
 
 if __name__ == "__main__":

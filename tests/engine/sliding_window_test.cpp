@@ -3,6 +3,8 @@
 // exact answers are known.
 #include "engine/sliding_window.h"
 
+#include "tests/engine/op_cases.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -519,6 +521,42 @@ TEST(SlidingWindow, BackendFailureNamesTheBatch) {
     EXPECT_NE(r.status().message().find("batch 1 of 27"), std::string::npos)
         << r.status().message();
     EXPECT_NE(r.status().message().find("conv_3"), std::string::npos);
+}
+
+// The same box filter as a real Graph (3x3x3 Conv, weights 1/27, zero padding 1) on the
+// reference backend: sliding-window results must match the hand-written network's, with batches
+// (the backend re-infers shapes for batch > 1) and mirroring.
+TEST(SlidingWindow, ReferenceBackendMatchesHandWrittenNetwork) {
+    voxseg::engine::testing::GraphBuilder b;
+    const ValueId x = b.input("x", {1, 1, 6, 7, 8});
+    const ValueId w =
+        b.constant("w", Tensor::fromFloats({1, 1, 3, 3, 3}, std::vector<float>(27, 1.0f / 27.0f)));
+    const ValueId bias = b.constant("b", Tensor::fromFloats({1}, {0.0f}));
+    b.output(b.node(OpKind::kConv, {x, w, bias}, [](Node& n) {
+        n.conv.kernel = {3, 3, 3};
+        n.conv.strides = {1, 1, 1};
+        n.conv.dilations = {1, 1, 1};
+        n.conv.pads_begin = {1, 1, 1};
+        n.conv.pads_end = {1, 1, 1};
+        n.conv.in_channels = 1;
+        n.conv.out_channels = 1;
+        n.conv.has_bias = true;
+    }));
+    const std::vector<int64_t> patch = {6, 7, 8};
+    const Tensor image = randomImage({1, 13, 5, 20}, 17);  // y smaller than the patch
+    SlidingWindowOptions o;
+    o.patch_size = patch;
+    o.batch = 3;
+    o.mirror_axes = {2};
+    auto backend = makeReferenceBackend();
+    auto real = slidingWindowInference(*backend, b.graph(), image, o);
+    ASSERT_TRUE(real.isOk()) << real.status().toString();
+    auto sw = SlidingWindow::create(
+        std::make_unique<FnCompiled>(withBatch(3, 1, patch), withBatch(3, 1, patch), boxFilter), o);
+    ASSERT_TRUE(sw.isOk());
+    auto expected = (*sw)->run(image);
+    ASSERT_TRUE(expected.isOk());
+    EXPECT_LE(maxAbsDiff(*real, *expected), kSumTolerance);
 }
 
 // ---- Post-processing helpers ----------------------------------------------------------------
