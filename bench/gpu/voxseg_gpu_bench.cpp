@@ -1,0 +1,358 @@
+// voxseg GPU benchmark: imports the ONNX U-Net written by torch_unet.py (same weights as the
+// PyTorch peer), checks voxseg's logits against PyTorch's fp32 logits on a fixed patch, then
+// measures patches/s, achieved TFLOP/s, share of dense bf16 peak and device memory for each
+// precision and batch size, and times an end-to-end sliding window on a whole volume.
+// Results: one JSON object per line on stdout and in --json. Run by bench/gpu/run_gpu_bench.sh.
+//
+//   voxseg_gpu_bench --onnx unet.onnx [--check-input f --check-logits f] [--precisions fp16,bf16]
+//                    [--batches 1,2,4,8] [--seconds 2] [--volume 256] [--json out.json]
+//                    [--import-only]
+#include "core/log.h"
+#include "cuda/cuda_backend.h"
+#include "cuda/cuda_errors.h"
+#include "cuda/cuda_graph.h"
+#include "cuda/cuda_sliding_window.h"
+#include "cuda/device_memory.h"
+#include "engine/graph.h"
+#include "engine/onnx_import.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using voxseg::Result;
+using voxseg::Status;
+using voxseg::engine::Precision;
+using voxseg::engine::Shape;
+using voxseg::engine::Tensor;
+
+// H200 SXM dense bf16/fp16 tensor-core peak from NVIDIA's datasheet (1979 TFLOP/s with 2:4
+// sparsity, half of it dense). The share of peak is reported against this figure.
+constexpr double kDenseBf16PeakTflops = 989.4;
+constexpr int64_t kPatch = 128;
+
+struct Args {
+    std::string onnx, check_input, check_logits, json;
+    std::vector<std::string> precisions{"fp16", "bf16"};
+    std::vector<int> batches{1, 2, 4, 8};
+    double seconds = 2.0;
+    int64_t volume = 256;
+    int window_batch = 0;  // 0: best batch from the throughput runs
+    bool import_only = false;
+};
+
+std::vector<std::string> split(const std::string& s) {
+    std::vector<std::string> out;
+    size_t start = 0;
+    while (start <= s.size()) {
+        const size_t end = s.find(',', start);
+        out.push_back(s.substr(start, end == std::string::npos ? std::string::npos : end - start));
+        if (end == std::string::npos) break;
+        start = end + 1;
+    }
+    return out;
+}
+
+FILE* g_json = nullptr;
+void emit(const std::string& line) {
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+    if (g_json) {
+        std::fprintf(g_json, "%s\n", line.c_str());
+        std::fflush(g_json);
+    }
+}
+
+std::string jsonEscape(const std::string& s) {
+    std::string out;
+    for (char c : s) {
+        if (c == '"' || c == '\\') out += '\\';
+        if (c == '\n') {
+            out += "\\n";
+            continue;
+        }
+        out += c;
+    }
+    return out;
+}
+
+Result<std::vector<float>> readFloats(const std::string& path, size_t count) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return voxseg::Status(voxseg::StatusCode::kNotFound, "cannot open", path);
+    std::vector<float> v(count);
+    in.read(reinterpret_cast<char*>(v.data()), std::streamsize(count * sizeof(float)));
+    if (size_t(in.gcount()) != count * sizeof(float))
+        return voxseg::Status(voxseg::StatusCode::kCorruptData, "file too short", path);
+    return v;
+}
+
+size_t deviceUsed() {
+    size_t free_bytes = 0, total = 0;
+    if (!voxseg::cuda::deviceMemoryInfo(&free_bytes, &total).isOk()) return 0;
+    return total - free_bytes;
+}
+
+Status checkAccuracy(const voxseg::engine::Graph& graph, const Args& args,
+                     voxseg::cuda::AlgoCache& cache) {
+    const size_t in_count = size_t(kPatch * kPatch * kPatch);
+    VOXSEG_ASSIGN_OR_RETURN(auto input, readFloats(args.check_input, in_count));
+    VOXSEG_ASSIGN_OR_RETURN(auto want, readFloats(args.check_logits, 3 * in_count));
+    const Tensor x = Tensor::fromFloats({1, 1, kPatch, kPatch, kPatch}, input);
+    for (const char* name : {"fp32", "fp16", "bf16"}) {
+        VOXSEG_ASSIGN_OR_RETURN(Precision p, voxseg::engine::parsePrecision(name));
+        voxseg::engine::CompileOptions options;
+        options.precision = p;
+        auto exe = voxseg::cuda::CudaCompiledGraph::compile(graph, {x.shape()}, options, cache);
+        if (!exe.isOk()) {
+            emit(fmt::format(R"({{"kind":"check","precision":"{}","error":"{}"}})", name,
+                             jsonEscape(exe.status().toString())));
+            continue;
+        }
+        std::vector<Tensor> out;
+        const Status s = (*exe)->run({x}, out);
+        if (!s.isOk()) {
+            emit(fmt::format(R"({{"kind":"check","precision":"{}","error":"{}"}})", name,
+                             jsonEscape(s.toString())));
+            continue;
+        }
+        const float* got = out[0].data<float>();
+        double max_abs = 0, sum_sq = 0, ref_sq = 0;
+        int64_t agree = 0;
+        const int64_t n = int64_t(in_count);
+        for (int64_t v = 0; v < n; ++v) {
+            int a = 0, b = 0;
+            for (int k = 0; k < 3; ++k) {
+                const double d = double(got[k * n + v]) - double(want[size_t(k * n + v)]);
+                max_abs = std::max(max_abs, std::abs(d));
+                sum_sq += d * d;
+                ref_sq += double(want[size_t(k * n + v)]) * want[size_t(k * n + v)];
+                if (got[k * n + v] > got[a * n + v]) a = k;
+                if (want[size_t(k * n + v)] > want[size_t(b * n + v)]) b = k;
+            }
+            agree += a == b;
+        }
+        emit(fmt::format(
+            R"({{"kind":"check","precision":"{}","max_abs_vs_torch_fp32":{:.6g},"rel_l2_vs_torch_fp32":{:.6g},"label_agreement_vs_torch_fp32":{:.6f},"kernels":"{}"}})",
+            name, max_abs, std::sqrt(sum_sq / std::max(ref_sq, 1e-30)), double(agree) / double(n),
+            jsonEscape((*exe)->describe())));
+    }
+    return Status::ok();
+}
+
+struct Throughput {
+    double patches_per_s = 0;
+    bool ok = false;
+};
+
+Throughput benchOne(const voxseg::engine::Graph& graph, const std::string& pname, int batch,
+                    const Args& args, voxseg::cuda::AlgoCache& cache) {
+    Throughput result;
+    auto p = voxseg::engine::parsePrecision(pname);
+    if (!p.isOk()) return result;
+    voxseg::engine::CompileOptions options;
+    options.precision = *p;
+    const Shape shape{batch, 1, kPatch, kPatch, kPatch};
+    const auto t0 = std::chrono::steady_clock::now();
+    auto exe = voxseg::cuda::CudaCompiledGraph::compile(graph, {shape}, options, cache);
+    const double compile_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    auto fail = [&](const Status& s) {
+        emit(fmt::format(
+            R"({{"kind":"throughput","impl":"voxseg","precision":"{}","batch":{},"error":"{}","code":"{}"}})",
+            pname, batch, jsonEscape(s.toString()), voxseg::statusCodeName(s.code())));
+        return result;
+    };
+    if (!exe.isOk()) return fail(exe.status());
+    auto& g = **exe;
+    std::mt19937 rng(7);
+    std::normal_distribution<float> dist;
+    std::vector<float> values(size_t(voxseg::engine::numel(shape)));
+    for (float& v : values) v = dist(rng);
+    std::vector<Tensor> outs;
+    Status s = g.run({Tensor::fromFloats(shape, values)}, outs);
+    if (!s.isOk()) return fail(s);
+    cudaEvent_t start, stop;
+    cudaEventCreate(&start);
+    cudaEventCreate(&stop);
+    for (int i = 0; i < 2; ++i)
+        if (!(s = g.runDevice()).isOk()) return fail(s);
+    cudaEventRecord(start, g.stream());
+    if (!(s = g.runDevice()).isOk()) return fail(s);
+    cudaEventRecord(stop, g.stream());
+    cudaEventSynchronize(stop);
+    float one_ms = 0;
+    cudaEventElapsedTime(&one_ms, start, stop);
+    const int iters = std::clamp(int(args.seconds * 1000.0 / std::max(one_ms, 0.01f)), 3, 200);
+    std::vector<float> times;
+    for (int i = 0; i < iters; ++i) {
+        cudaEventRecord(start, g.stream());
+        if (!(s = g.runDevice()).isOk()) return fail(s);
+        cudaEventRecord(stop, g.stream());
+        cudaEventSynchronize(stop);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, start, stop);
+        times.push_back(ms);
+    }
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return fail(voxseg::cuda::cudaStatus(err, "benchmark loop"));
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    std::sort(times.begin(), times.end());
+    const double median_s = times[times.size() / 2] / 1000.0;
+    const double flops = g.convFlops();
+    const double tflops = flops / median_s / 1e12;
+    result.patches_per_s = batch / median_s;
+    result.ok = true;
+    emit(fmt::format(
+        R"({{"kind":"throughput","impl":"voxseg","precision":"{}","batch":{},"iters":{},"median_s":{:.6f},"min_s":{:.6f},"patches_per_s":{:.3f},"conv_gflop_per_patch":{:.2f},"tflops":{:.2f},"share_of_dense_bf16_peak":{:.4f},"peak_tflops_used":{},"compile_s":{:.2f},"held_bytes":{},"device_used_bytes":{},"kernels":"{}"}})",
+        pname, batch, iters, median_s, times.front() / 1000.0, result.patches_per_s,
+        flops / batch / 1e9, tflops, tflops / kDenseBf16PeakTflops, kDenseBf16PeakTflops, compile_s,
+        g.workspaceBytes(), deviceUsed(), jsonEscape(g.describe())));
+    return result;
+}
+
+void benchWindow(const voxseg::engine::Graph& graph, const std::string& pname, int batch,
+                 const Args& args) {
+    auto p = voxseg::engine::parsePrecision(pname);
+    if (!p.isOk()) return;
+    voxseg::cuda::CudaSlidingWindowOptions options;
+    options.patch = {kPatch, kPatch, kPatch};
+    options.batch = batch;
+    options.precision = *p;
+    const int64_t v = args.volume;
+    // A smooth synthetic "image": sums of sines plus noise (content does not change the timing).
+    std::vector<float> img(size_t(v * v * v));
+    std::mt19937 rng(11);
+    std::normal_distribution<float> noise(0.0f, 0.1f);
+    for (int64_t z = 0; z < v; ++z)
+        for (int64_t y = 0; y < v; ++y)
+            for (int64_t x = 0; x < v; ++x)
+                img[size_t((z * v + y) * v + x)] =
+                    std::sin(0.05f * z) + std::cos(0.07f * y) * std::sin(0.03f * x) + noise(rng);
+    const Tensor image = Tensor::fromFloats({1, v, v, v}, img);
+    auto fail = [&](const Status& s) {
+        emit(fmt::format(R"({{"kind":"window","precision":"{}","batch":{},"error":"{}"}})", pname,
+                         batch, jsonEscape(s.toString())));
+    };
+    auto window = voxseg::cuda::CudaSlidingWindow::create(graph, 1, options);
+    if (!window.isOk()) return fail(window.status());
+    std::vector<double> secs;
+    int64_t patches = 0;
+    std::vector<int64_t> histogram(3, 0);
+    for (int i = 0; i < 3; ++i) {  // first run warms up (pinned buffers, accumulators)
+        const auto t0 = std::chrono::steady_clock::now();
+        auto r = (*window)->run(image);
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (!r.isOk()) return fail(r.status());
+        patches = r->patches;
+        if (i > 0) secs.push_back(s);
+        if (i == 0)
+            for (uint16_t l : r->labels) ++histogram[std::min<size_t>(l, 2)];
+    }
+    std::sort(secs.begin(), secs.end());
+    emit(fmt::format(
+        R"({{"kind":"window","precision":"{}","volume":[{},{},{}],"patch":{},"overlap":0.5,"batch":{},"patches":{},"seconds_per_case":{:.4f},"patches_per_s":{:.2f},"device_peak_bytes":{},"label_histogram":[{},{},{}]}})",
+        pname, v, v, v, kPatch, (*window)->batch(), patches, secs.front(), patches / secs.front(),
+        (*window)->deviceBytes(), histogram[0], histogram[1], histogram[2]));
+}
+
+int run(const Args& args) {
+    voxseg::engine::OnnxImportOptions import_options;
+    import_options.input_shapes = {{1, 1, kPatch, kPatch, kPatch}};
+    const auto t0 = std::chrono::steady_clock::now();
+    auto imported = voxseg::engine::importOnnx(args.onnx, import_options);
+    if (!imported.isOk()) {
+        emit(fmt::format(R"({{"kind":"import","error":"{}"}})",
+                         jsonEscape(imported.status().toString())));
+        return 3;
+    }
+    const voxseg::engine::Graph graph = voxseg::engine::optimize(*imported);
+    const double import_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    emit(fmt::format(
+        R"({{"kind":"import","nodes":{},"optimized_nodes":{},"conv_gflop_per_patch":{:.2f},"seconds":{:.2f}}})",
+        imported->nodes.size(), graph.nodes.size(), imported->convFlops() / 1e9, import_s));
+    if (args.import_only) return 0;
+
+    auto backend = voxseg::cuda::makeCudaBackend();
+    if (!backend.isOk()) {
+        emit(fmt::format(R"({{"kind":"device","error":"{}"}})",
+                         jsonEscape(backend.status().toString())));
+        return 2;
+    }
+    emit(fmt::format(R"({{"kind":"device","description":"{}"}})",
+                     jsonEscape((*backend)->deviceDescription())));
+    voxseg::cuda::AlgoCache cache;
+    if (!args.check_input.empty()) {
+        const Status s = checkAccuracy(graph, args, cache);
+        if (!s.isOk())
+            emit(fmt::format(R"({{"kind":"check","error":"{}"}})", jsonEscape(s.toString())));
+    }
+    int best_batch = 1;
+    double best_rate = 0;
+    for (const std::string& p : args.precisions) {
+        for (int b : args.batches) {
+            const Throughput t = benchOne(graph, p, b, args, cache);
+            if (!t.ok) break;  // larger batches would fail the same way (memory)
+            if (t.patches_per_s > best_rate) best_rate = t.patches_per_s, best_batch = b;
+        }
+    }
+    if (args.volume > 0)
+        for (const std::string& p : args.precisions)
+            benchWindow(graph, p, args.window_batch > 0 ? args.window_batch : best_batch, args);
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Args args;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+        if (a == "--onnx")
+            args.onnx = next();
+        else if (a == "--check-input")
+            args.check_input = next();
+        else if (a == "--check-logits")
+            args.check_logits = next();
+        else if (a == "--json")
+            args.json = next();
+        else if (a == "--precisions")
+            args.precisions = split(next());
+        else if (a == "--batches") {
+            args.batches.clear();
+            for (const auto& b : split(next())) args.batches.push_back(std::stoi(b));
+        } else if (a == "--seconds")
+            args.seconds = std::stod(next());
+        else if (a == "--volume")
+            args.volume = std::stoll(next());
+        else if (a == "--window-batch")
+            args.window_batch = std::stoi(next());
+        else if (a == "--import-only")
+            args.import_only = true;
+        else {
+            std::fprintf(stderr, "unknown argument %s (see the header of voxseg_gpu_bench.cpp)\n",
+                         a.c_str());
+            return 64;
+        }
+    }
+    if (args.onnx.empty()) {
+        std::fprintf(stderr, "--onnx is required\n");
+        return 64;
+    }
+    if (!args.json.empty()) g_json = std::fopen(args.json.c_str(), "w");
+    const int rc = run(args);
+    if (g_json) std::fclose(g_json);
+    return rc;
+}
