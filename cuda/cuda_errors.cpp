@@ -20,10 +20,24 @@ Status cudaStatus(cudaError_t error, const std::string& what) {
 
 Status cudnnStatus(cudnnStatus_t status, const std::string& what) {
     const std::string cause = cudnnGetErrorString(status);
-    if (status == CUDNN_STATUS_ALLOC_FAILED) {
+    const int code = static_cast<int>(status);
+    if (code == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+        code == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED) {
+        return {StatusCode::kOutOfMemory,
+                fmt::format("out of memory in {}: {}; use a smaller --batch or patch", what, cause),
+                "cudnn"};
+    }
+    // Shapes, layouts or types cuDNN has no kernel for (or rejects as parameters) are
+    // "unsupported" (the caller may use --device cpu); a missing or mismatched library or driver
+    // is a device error.
+    const bool library_problem = code == CUDNN_STATUS_NOT_SUPPORTED_INCOMPATIBLE_CUDA_DRIVER ||
+                                 code == CUDNN_STATUS_NOT_SUPPORTED_INCOMPATIBLE_CUDART ||
+                                 code == CUDNN_STATUS_NOT_SUPPORTED_RUNTIME_PREREQUISITE_MISSING ||
+                                 code == CUDNN_STATUS_NOT_SUPPORTED_SUBLIBRARY_UNAVAILABLE;
+    if (!library_problem && (code / 1000 == 2 || code / 1000 == 3)) {
         return {
-            StatusCode::kOutOfMemory,
-            fmt::format("out of GPU memory in {}: {}; use a smaller --batch or patch", what, cause),
+            StatusCode::kUnsupported,
+            fmt::format("cuDNN cannot run {}: {} (use --device cpu for this model)", what, cause),
             "cudnn"};
     }
     return {StatusCode::kDeviceError, fmt::format("cuDNN error in {}: {}", what, cause), "cudnn"};

@@ -92,6 +92,7 @@ class Planner {
     std::vector<uint8_t> params_;
     std::vector<Step> steps_;
     std::vector<ConvShape> conv_shapes_;
+    std::vector<std::string> conv_names_;  // "node (op)" for error messages
     size_t norm_scratch_bytes_ = 0;
     int64_t norm_max_nc_ = 0;
     std::vector<std::vector<int>> step_buffers_;
@@ -179,11 +180,16 @@ Status Planner::inferShapes(const std::vector<Shape>& input_shapes) {
                                            input_shapes.size()));
     for (size_t i = 0; i < g_.inputs.size(); ++i) {
         const Shape& s = input_shapes[i];
-        if (s.size() != 5)
-            return unsupported(
-                fmt::format("input '{}' has shape {}: the CUDA backend runs 3D "
-                            "networks (N, C, D, H, W) only",
-                            g_.values[g_.inputs[i]].name, engine::shapeToString(s)));
+        if (s.size() != 5) {
+            const std::string msg = fmt::format(
+                "input '{}' has shape {}: the CUDA backend runs 3D networks (N, C, D, H, W) only",
+                g_.values[g_.inputs[i]].name, engine::shapeToString(s));
+            for (const Node& node : g_.nodes)  // name the first node that reads it
+                if (std::find(node.inputs.begin(), node.inputs.end(), g_.inputs[i]) !=
+                    node.inputs.end())
+                    return nodeError(node, StatusCode::kUnsupported, msg);
+            return unsupported(msg);
+        }
         dims_[g_.inputs[i]] = {s[0], s[1], s[2], s[3], s[4]};
         has_dims_[g_.inputs[i]] = true;
     }
@@ -464,6 +470,7 @@ Status Planner::lowerConv(const Node& node) {
     conv.a = x;
     conv.conv = int(conv_shapes_.size());
     conv_shapes_.push_back(cs);
+    conv_names_.push_back(fmt::format("{} ({})", node.name, opName(node)));
     conv.weights = addParamRaw(packed.data(), packed.size());
 
     // Epilogue: bias (skipped when an InstanceNorm alone reads the output: its mean removes it),
@@ -844,9 +851,11 @@ Result<std::unique_ptr<CudaCompiledGraph>> CudaCompiledGraph::compile(
 
     // Convolutions: descriptors, then algorithms timed on the real buffers within a workspace
     // budget taken from the free memory.
-    for (const ConvShape& cs : planner.conv_shapes_) {
-        auto conv = CudnnConv::create(cs);
-        if (!conv.isOk()) return conv.status().withContext("conv " + cs.key() + ": ");
+    for (size_t i = 0; i < planner.conv_shapes_.size(); ++i) {
+        auto conv = CudnnConv::create(planner.conv_shapes_[i]);
+        if (!conv.isOk())
+            return conv.status().withContext("node " + planner.conv_names_[i] + ", " +
+                                             planner.conv_shapes_[i].key());
         cg->convs_.push_back(std::move(conv).value());
     }
     size_t free_bytes = 0, total_bytes = 0;
@@ -860,7 +869,7 @@ Result<std::unique_ptr<CudaCompiledGraph>> CudaCompiledGraph::compile(
             if (s.kind != Step::Kind::kConv) continue;
             Status st = cg->convs_[s.conv].chooseAlgorithm(cg->cudnn_, cache, s.va.data, s.w_ptr,
                                                            s.vy.data, find_ws.data(), limit);
-            if (!st.isOk()) return st.withContext("node " + s.name + ": ");
+            if (!st.isOk()) return st.withContext("node " + s.name);
             max_workspace = std::max(max_workspace, cg->convs_[s.conv].workspaceBytes());
         }
     }
@@ -937,7 +946,7 @@ Status CudaCompiledGraph::runDevice() {
                 st = launchBinary(s.va, s.vb, s.vy, s.op, storage_, s.n, s.spatial, stream_);
                 break;
         }
-        if (!st.isOk()) return st.withContext("node " + s.name + ": ");
+        if (!st.isOk()) return st.withContext("node " + s.name);
     }
     return Status::ok();
 }

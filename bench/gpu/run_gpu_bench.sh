@@ -146,7 +146,7 @@ export -f configure build
 # The ONNX export needs only the CPU: run it while the build compiles.
 python3 "$ROOT/bench/gpu/torch_unet.py" --workdir "$MODEL" --export-only >"$WORK/export.log" 2>&1 &
 EXPORT_PID=$!
-{ step configure 120 configure && step build 300 build; } >"$OUT/build.log" 2>&1
+{ step configure 120 configure && step build "${VOXSEG_BENCH_BUILD_BUDGET:-300}" build; } >"$OUT/build.log" 2>&1
 BUILD_RC=$?
 tail -40 "$OUT/build.log"
 grep -E "CUDNN|cudnn|dnnl_DIR|ONNX_DIR|Protobuf_LIBRARY" "$BUILD/CMakeCache.txt" 2>/dev/null | head -12
