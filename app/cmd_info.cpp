@@ -10,6 +10,10 @@
 namespace voxseg::app {
 
 ExitCode fail(const Status& status, Stage stage) {
+    if (status.code() == StatusCode::kCancelled) {
+        log::error("", "interrupted: stopped before finishing; no output was written");
+        return ExitCode::kCancelled;
+    }
     log::error("", "{}", status.toString());
     return exitCodeFor(status, stage);
 }

@@ -214,6 +214,39 @@ TEST(Cli, QuietPrintsNothingOnSuccess) {
     EXPECT_TRUE(r.err.empty()) << r.err;
 }
 
+// SIGINT during a conversion: either it finished first (exit 0, complete output) or it stops with
+// exit 130 and leaves neither the output nor a temporary file. Never a partial file.
+TEST(Cli, InterruptLeavesNoPartialOutput) {
+    TempDir dir;
+    Geometry g;
+    g.size = {512, 512, 100};
+    Volume v = Volume::allocate<int16_t>(g);
+    uint32_t state = kSeed;
+    for (int64_t i = 0; i < g.voxelCount(); ++i) {
+        state = state * 1664525u + 1013904223u;
+        v.data<int16_t>()[i] = static_cast<int16_t>(state >> 16);
+    }
+    const std::string in = dir / "big.nii";
+    ASSERT_TRUE(io::writeImage(v, in).isOk());
+    const std::string out = dir / "out.nii.gz";
+    const std::string cmd = "timeout --preserve-status -s INT 0.3 " + quote(VOXSEG_BIN) +
+                            " convert --quiet " + quote(in) + " -o " + quote(out) + " 2>" +
+                            quote(dir / ".err");
+    const int status = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(status));
+    const int rc = WEXITSTATUS(status);
+    if (rc == 0) {
+        auto back = io::readImage(out);
+        ASSERT_TRUE(back.isOk()) << back.status().toString();
+        EXPECT_EQ(std::memcmp(back->rawData(), v.rawData(), g.voxelCount() * 2), 0);
+        GTEST_SKIP() << "conversion finished before the signal; nothing interrupted";
+    }
+    EXPECT_EQ(rc, toInt(ExitCode::kCancelled)) << slurp(dir.path() / ".err");
+    EXPECT_NE(slurp(dir.path() / ".err").find("interrupted"), std::string::npos);
+    fs::remove(dir.path() / ".err");
+    EXPECT_TRUE(onlyFiles(dir.path(), {"big.nii"}));
+}
+
 #ifdef VOXSEG_HAVE_DICOM_SYNTH
 // Two series in one folder: info lists both; convert without --series lists them on stderr and
 // exits 4 without writing anything.
