@@ -96,7 +96,8 @@ struct ResizeAttrs {
     ResizeCoord coord = ResizeCoord::kHalfPixel;
     NearestRounding nearest = NearestRounding::kRoundPreferFloor;
     // Per axis of the full tensor (N, C, spatial...); N and C are 1. Output dim =
-    // floor(input dim * scale), and coordinates map through the scale (ONNX Resize rules).
+    // floor(input dim * scale), and coordinates map through the scale (ONNX Resize rules),
+    // computed in float32 as ONNX Runtime does (nearest modes differ at exact ties otherwise).
     std::vector<float> scales;
 };
 

@@ -91,8 +91,11 @@ Result<Tensor> tensorFromProto(const onnx::TensorProto& t, const std::string& wh
                            "save_as_external_data=False) (models under 2 GB)");
     Shape shape(t.dims().begin(), t.dims().end());
     for (int64_t d : shape)
-        if (d < 0) return corruptData(name + " has a negative dimension");
+        if (d < 0 || d > (int64_t{1} << 40))
+            return corruptData(name + " has an impossible dimension " + shapeToString(shape));
     const int64_t n = numel(shape);
+    if (n < 0 || n > (int64_t{1} << 33))
+        return corruptData(name + " has an impossible shape " + shapeToString(shape));
     const bool has_raw = t.has_raw_data();
     auto rawSizeOk = [&](size_t elem) -> Status {
         if (t.raw_data().size() != static_cast<size_t>(n) * elem)
@@ -239,6 +242,18 @@ std::vector<int64_t> stridesOf(const Shape& s) {
     std::vector<int64_t> st(s.size(), 1);
     for (size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
     return st;
+}
+
+Status checkFoldShape(const Shape& shape, const std::string& desc) {
+    int64_t n = 1;
+    for (int64_t d : shape) {
+        if (d < 0) return invalidArgument(desc + ": negative dimension in " + shapeToString(shape));
+        if (d > 0 && n > kMaxFoldedElements / d)
+            return unsupported(desc + ": constant of shape " + shapeToString(shape) +
+                               " is too large to fold");
+        n *= d;
+    }
+    return Status::ok();
 }
 
 Tensor scalarOrVector(DType type, const Shape& shape) { return Tensor(type, shape); }
@@ -493,6 +508,7 @@ Result<std::optional<std::vector<Tensor>>> foldConstantNode(const onnx::NodeProt
             VOXSEG_ASSIGN_OR_RETURN(value, tensorFromProto(*t, desc + " value"));
         }
         const Shape shape = in[0]->toInt64s();
+        VOXSEG_RETURN_IF_ERROR(checkFoldShape(shape, desc));
         return done(remap(value.reshaped({1}), shape, [](int64_t) { return int64_t{0}; }));
     }
     if (op == "Shape") return std::optional<std::vector<Tensor>>();  // handled by the importer
@@ -550,17 +566,23 @@ Result<std::optional<std::vector<Tensor>>> foldConstantNode(const onnx::NodeProt
     }
     if (op == "Range") {
         VOXSEG_RETURN_IF_ERROR(needInputs(3));
+        for (size_t k = 0; k < 3; ++k)
+            if (in[k]->numel() != 1) return invalidArgument(desc + ": inputs must be scalars");
         if (isFloat(*in[0]) || isFloat(*in[1]) || isFloat(*in[2])) {
             const float s = in[0]->toFloats()[0], l = in[1]->toFloats()[0],
                         d = in[2]->toFloats()[0];
             if (d == 0) return invalidArgument(desc + ": delta 0");
-            const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((l - s) / d)));
+            const double count = std::ceil((double(l) - s) / d);
+            if (!(count < double(kMaxFoldedElements)))
+                return unsupported(desc + ": range too long to fold");
+            const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
             std::vector<float> v;
             for (int64_t i = 0; i < n; ++i) v.push_back(s + d * static_cast<float>(i));
             return done(Tensor::fromFloats({n}, v));
         }
         const int64_t s = in[0]->toInt64s()[0], l = in[1]->toInt64s()[0], d = in[2]->toInt64s()[0];
         if (d == 0) return invalidArgument(desc + ": delta 0");
+        if ((l - s) / d > kMaxFoldedElements) return unsupported(desc + ": range too long to fold");
         std::vector<int64_t> v;
         for (int64_t x = s; d > 0 ? x < l : x > l; x += d) v.push_back(x);
         const int64_t n = static_cast<int64_t>(v.size());
@@ -569,6 +591,7 @@ Result<std::optional<std::vector<Tensor>>> foldConstantNode(const onnx::NodeProt
     if (op == "Expand") {
         VOXSEG_RETURN_IF_ERROR(needInputs(2));
         VOXSEG_ASSIGN_OR_RETURN(Shape shape, broadcastShapes(in[0]->shape(), in[1]->toInt64s()));
+        VOXSEG_RETURN_IF_ERROR(checkFoldShape(shape, desc));
         return done(remap(*in[0], shape,
                           [&](int64_t i) { return broadcastIndex(i, shape, in[0]->shape()); }));
     }

@@ -620,7 +620,8 @@ Status Importer::convertNode(const onnx::NodeProto& proto, const std::string& de
                 VOXSEG_RETURN_IF_ERROR(needConstant(k, "pads/value/axes"));
             pads = g_.constant(in[1]).toInt64s();
             if (input(2) >= 0 && g_.constant(in[2]).numel() > 0)
-                n.pad.value = g_.constant(in[2]).toFloats()[0];
+                n.pad.value =
+                    static_cast<float>(onnx_detail::scalarOf(g_.constant(in[2])).value_or(0));
             if (input(3) >= 0) {
                 const auto axes = g_.constant(in[3]).toInt64s();
                 std::vector<int64_t> full(2 * x.size(), 0);
@@ -646,7 +647,8 @@ Status Importer::convertNode(const onnx::NodeProto& proto, const std::string& de
         n.op = OpKind::kIdentity;
         if (op == "Dropout") {
             a.ignore({"ratio", "seed", "is_test"});
-            if (input(2) >= 0 && (!g_.isConstant(in[2]) || g_.constant(in[2]).toInt64s()[0] != 0))
+            if (input(2) >= 0 && (!g_.isConstant(in[2]) ||
+                                  onnx_detail::scalarOf(g_.constant(in[2])).value_or(1) != 0))
                 return err(StatusCode::kUnsupported, desc + ": training_mode; export in eval()");
             dropExtraOutputs("dropout mask");
         }
@@ -741,8 +743,11 @@ Status Importer::convertNode(const onnx::NodeProto& proto, const std::string& de
             n.clip_max = a.getFloat("max", n.clip_max);
         } else {
             for (size_t k = 1; k < 3; ++k) VOXSEG_RETURN_IF_ERROR(needConstant(k, "min/max"));
-            if (input(1) >= 0) n.clip_min = g_.constant(in[1]).toFloats()[0];
-            if (input(2) >= 0) n.clip_max = g_.constant(in[2]).toFloats()[0];
+            for (size_t k = 1; k < 3; ++k)
+                if (input(k) >= 0 && !onnx_detail::scalarOf(g_.constant(in[k])))
+                    return err(StatusCode::kInvalidArgument, desc + ": min/max must be scalars");
+            if (input(1) >= 0) n.clip_min = float(*onnx_detail::scalarOf(g_.constant(in[1])));
+            if (input(2) >= 0) n.clip_max = float(*onnx_detail::scalarOf(g_.constant(in[2])));
         }
         n.inputs = {in[0]};
     } else {
@@ -951,8 +956,15 @@ Result<Graph> importOnnxBytes(std::string_view bytes, const OnnxImportOptions& o
     if (bytes.empty() || !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
         return corruptData("not a valid ONNX model (truncated, or not an ONNX protobuf file)",
                            subject);
-    Importer importer(subject, options);
-    return importer.run(model);
+    try {
+        Importer importer(subject, options);
+        return importer.run(model);
+    } catch (const std::bad_alloc&) {
+        return Status(StatusCode::kOutOfMemory, "out of memory while importing the ONNX model",
+                      subject);
+    } catch (const std::exception& e) {  // Tensor helpers throw on inconsistent shapes
+        return corruptData(std::string("inconsistent ONNX model: ") + e.what(), subject);
+    }
 }
 
 Result<Graph> importOnnx(const std::filesystem::path& path, const OnnxImportOptions& options) {

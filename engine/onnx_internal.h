@@ -43,6 +43,16 @@ class Attrs {
     std::set<std::string> known_;
 };
 
+// The single value of a one-element tensor (nullopt when it has 0 or several elements).
+inline std::optional<double> scalarOf(const Tensor& t) {
+    if (t.numel() != 1) return std::nullopt;
+    return static_cast<double>(t.toFloats()[0]);
+}
+
+// Upper bound on elements of a tensor created while folding (a corrupt shape must not make
+// the importer allocate gigabytes).
+constexpr int64_t kMaxFoldedElements = int64_t{1} << 26;
+
 // Decodes an initializer / Constant value. Float types become float32, integer types int64,
 // bool stays bool. External data is kUnsupported.
 Result<Tensor> tensorFromProto(const onnx::TensorProto& proto, const std::string& what);

@@ -255,17 +255,19 @@ void concat(int64_t axis, const std::vector<const Tensor*>& in, Tensor& y) {
     }
 }
 
-// Input coordinate for output index `o` along one axis (ONNX Resize coordinate modes).
-double resizeCoord(const ResizeAttrs& r, int64_t o, int64_t in, int64_t out, double scale) {
+// Input coordinate for output index `o` along one axis (ONNX Resize coordinate modes). Computed
+// in float32 like ONNX Runtime and PyTorch: nearest modes flip at exact ties otherwise.
+double resizeCoord(const ResizeAttrs& r, int64_t o, int64_t in, int64_t out, float scale) {
+    const float of = static_cast<float>(o);
     switch (r.coord) {
         case ResizeCoord::kHalfPixel:
-            return (o + 0.5) / scale - 0.5;
+            return (of + 0.5f) / scale - 0.5f;
         case ResizeCoord::kPytorchHalfPixel:
-            return out > 1 ? (o + 0.5) / scale - 0.5 : 0.0;
+            return out > 1 ? (of + 0.5f) / scale - 0.5f : 0.0f;
         case ResizeCoord::kAlignCorners:
-            return out > 1 ? o * double(in - 1) / double(out - 1) : 0.0;
+            return out > 1 ? of * static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
         case ResizeCoord::kAsymmetric:
-            return o / scale;
+            return of / scale;
     }
     return 0.0;
 }
@@ -303,7 +305,7 @@ void resize(const Node& n, const Tensor& x, Tensor& y) {
     std::vector<std::vector<Tap>> taps(rank);
     for (size_t a = 0; a < rank; ++a) {
         for (int64_t o = 0; o < os[a]; ++o) {
-            const double scale = n.resize.scales[a];
+            const float scale = n.resize.scales[a];
             const double c = resizeCoord(n.resize, o, is[a], os[a], scale);
             if (n.resize.mode == ResizeMode::kNearest) {
                 const int64_t i = nearestIndex(n.resize.nearest, c, is[a]);
@@ -617,7 +619,12 @@ class ReferenceCompiled : public CompiledGraph {
                                        ", compiled for float32 " + shapeToString(input_shapes_[i]));
             env[graph_.inputs[i]] = inputs[i];
         }
-        for (const Node& n : graph_.nodes) VOXSEG_RETURN_IF_ERROR(runNode(graph_, n, env));
+        try {
+            for (const Node& n : graph_.nodes) VOXSEG_RETURN_IF_ERROR(runNode(graph_, n, env));
+        } catch (const std::bad_alloc&) {
+            return Status(StatusCode::kOutOfMemory,
+                          "reference backend: out of host memory for the activations");
+        }
         outputs.clear();
         for (ValueId v : graph_.outputs) {
             if (env[v].empty())

@@ -30,20 +30,28 @@ struct GoldenNet {
     Shape input_shape, output_shape;
 };
 
-std::vector<GoldenNet> goldenNets() {
+// Entries of index.json: "nets" (PyTorch networks) or "ops" (single ops run in ONNX Runtime,
+// whose files live under ops/ and whose names carry that prefix).
+std::vector<GoldenNet> goldenEntries(const char* key) {
     std::vector<GoldenNet> nets;
     std::ifstream f(kGoldenDir / "index.json");
     if (!f) return nets;
     const nlohmann::json index = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
-    if (index.is_discarded()) return nets;
-    for (const auto& n : index["nets"])
-        nets.push_back({n["name"].get<std::string>(), n["input_shape"].get<Shape>(),
+    if (index.is_discarded() || !index.contains(key)) return nets;
+    const std::string prefix = std::string(key) == "ops" ? "ops/" : "";
+    for (const auto& n : index[key])
+        nets.push_back({prefix + n["name"].get<std::string>(), n["input_shape"].get<Shape>(),
                         n["output_shape"].get<Shape>()});
     return nets;
 }
 
 const std::vector<GoldenNet>& nets() {
-    static const std::vector<GoldenNet> all = goldenNets();
+    static const std::vector<GoldenNet> all = goldenEntries("nets");
+    return all;
+}
+
+const std::vector<GoldenNet>& ops() {
+    static const std::vector<GoldenNet> all = goldenEntries("ops");
     return all;
 }
 
@@ -120,6 +128,63 @@ INSTANTIATE_TEST_SUITE_P(Nets, GoldenParity,
                          ::testing::Combine(::testing::Values("reference", "cpu", "cuda"),
                                             ::testing::Range<size_t>(0, nets().size())),
                          goldenName);
+
+// Single ops against ONNX Runtime: pins the ONNX semantics (coordinate modes, ceil mode,
+// padding rules, opset-dependent axes) of the importer and of every backend.
+constexpr double kOpFp32Tol = 1e-5;  // atol and rtol
+
+class GoldenOp : public ::testing::TestWithParam<std::tuple<std::string, size_t>> {};
+
+TEST_P(GoldenOp, MatchesOnnxRuntime) {
+    const auto& [backend_name, index] = GetParam();
+    const GoldenNet& op = ops()[index];
+    const auto names = availableBackends();
+    if (std::find(names.begin(), names.end(), backend_name) == names.end())
+        GTEST_SKIP() << "backend '" << backend_name << "' is not compiled into this build";
+    auto backend = createBackend(backend_name);
+    if (!backend)
+        GTEST_SKIP() << "backend '" << backend_name
+                     << "' unusable: " << backend.status().toString();
+    auto graph = importOnnx(kGoldenDir / (op.name + ".onnx"));
+    ASSERT_TRUE(graph.isOk()) << graph.status().toString();
+    const Tensor input = readRaw(kGoldenDir / (op.name + ".input.f32"), op.input_shape);
+    const std::vector<float> w =
+        readRaw(kGoldenDir / (op.name + ".output.f32"), op.output_shape).toFloats();
+    double max_ref = 0;
+    for (float v : w) max_ref = std::max(max_ref, double(std::abs(v)));
+    for (Precision p : {Precision::kFloat32, Precision::kFloat16, Precision::kBFloat16}) {
+        if (!(*backend)->supportsPrecision(p)) continue;
+        SCOPED_TRACE(op.name + " on " + backend_name + " " + precisionName(p));
+        CompileOptions options;
+        options.precision = p;
+        auto exe = (*backend)->compile(*graph, {op.input_shape}, options);
+        ASSERT_TRUE(exe.isOk()) << exe.status().toString();
+        std::vector<Tensor> out;
+        const Status s = (*exe)->run({input}, out);
+        ASSERT_TRUE(s.isOk()) << s.toString();
+        ASSERT_EQ(out[0].shape(), op.output_shape);
+        const std::vector<float> got = out[0].toFloats();
+        const double rel = p == Precision::kFloat32   ? kOpFp32Tol
+                           : p == Precision::kFloat16 ? kFp16RelError
+                                                      : kBf16RelError;
+        for (size_t i = 0; i < got.size(); ++i) {
+            const double bound =
+                p == Precision::kFloat32 ? kOpFp32Tol + rel * std::abs(w[i]) : rel * max_ref;
+            ASSERT_LE(std::abs(double(got[i]) - w[i]), bound)
+                << "element " << i << " of " << shapeToString(op.output_shape) << ": got " << got[i]
+                << ", ONNX Runtime " << w[i];
+        }
+    }
+}
+
+std::string opName(const ::testing::TestParamInfo<GoldenOp::ParamType>& info) {
+    return std::get<0>(info.param) + "_" + ops()[std::get<1>(info.param)].name.substr(4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, GoldenOp,
+                         ::testing::Combine(::testing::Values("reference", "cpu", "cuda"),
+                                            ::testing::Range<size_t>(0, ops().size())),
+                         opName);
 
 // Compiling for a batch of 2 gives each item the batch-1 result (Reshapes keep the batch dim).
 TEST(Golden, BatchOfTwoMatchesSingleItems) {
