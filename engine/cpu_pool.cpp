@@ -124,17 +124,21 @@ Status planPool(Plan& plan) {
 
 namespace {
 
-// Input coordinate of output index `o` on one axis (ONNX Resize coordinate modes).
+// Input coordinate of output index `o` on one axis (ONNX Resize coordinate modes), in float32
+// like ONNX Runtime: in double, nearest modes pick the other neighbour at exact ties
+// (tests/engine/golden/ops/resize_nearest_halfpixel_floor).
 double sourceCoord(ResizeCoord mode, int64_t o, int64_t in, int64_t out, double scale) {
+    const float of = static_cast<float>(o);
+    const float s = static_cast<float>(scale);
     switch (mode) {
         case ResizeCoord::kHalfPixel:
-            return (o + 0.5) / scale - 0.5;
+            return (of + 0.5f) / s - 0.5f;
         case ResizeCoord::kPytorchHalfPixel:
-            return out > 1 ? (o + 0.5) / scale - 0.5 : 0.0;
+            return out > 1 ? (of + 0.5f) / s - 0.5f : 0.0f;
         case ResizeCoord::kAlignCorners:
-            return out > 1 ? static_cast<double>(o) * (in - 1) / (out - 1) : 0.0;
+            return out > 1 ? of * static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
         case ResizeCoord::kAsymmetric:
-            return o / scale;
+            return of / s;
     }
     return 0.0;
 }

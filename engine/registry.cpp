@@ -2,12 +2,9 @@
 
 #include "core/log.h"
 
-// The CPU (oneDNN) backend registers itself by existing: engine/cpu_backend.h declares
-// `std::unique_ptr<Backend> makeCpuBackend();` and is compiled into voxseg_engine.
-#if __has_include("engine/cpu_backend.h")
+// The oneDNN CPU backend is always built (oneDNN is a required dependency).
 #include "engine/cpu_backend.h"
 #define VOXSEG_HAVE_CPU_BACKEND 1
-#endif
 
 #ifdef VOXSEG_HAVE_CUDA
 #include "cuda/cuda_backend.h"

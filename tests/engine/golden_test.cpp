@@ -23,7 +23,7 @@ const std::filesystem::path kGoldenDir =
 // (a bound per net can be added here when a backend measures it).
 constexpr double kFp32MaxAbsError = 1e-4;
 constexpr double kFp16RelError = 2e-2;
-constexpr double kBf16RelError = 8e-2;
+constexpr double kBf16RelError = 3e-2;  // oneDNN bf16 measured 0.6-1.4 % of max |y|
 
 struct GoldenNet {
     std::string name;
