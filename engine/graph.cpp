@@ -126,6 +126,14 @@ int64_t windowOutput(int64_t in, int64_t kernel, int64_t stride, int64_t dilatio
 }
 
 Status inferNode(Graph& g, const Node& node) {
+    const auto valid = [&](ValueId v) {
+        return v >= -1 && v < static_cast<ValueId>(g.values.size());
+    };
+    if (node.outputs.empty() || node.outputs[0] < 0 || !valid(node.outputs[0]) ||
+        !std::all_of(node.inputs.begin(), node.inputs.end(), valid) ||
+        !valid(node.fused_residual) || !valid(node.fused_prelu_slope))
+        return internalError(std::string(opKindName(node.op)) + " node '" + node.name +
+                             "' refers to a value that does not exist");
     auto in = [&](size_t i) -> const Shape& { return g.values[node.inputs[i]].shape; };
     auto need = [&](size_t n) -> Status {
         if (node.inputs.size() < n)

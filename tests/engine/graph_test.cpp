@@ -67,6 +67,15 @@ TEST(Graph, ShapeErrorsNameTheNode) {
     EXPECT_NE(t.message().find("do not broadcast"), std::string::npos) << t.message();
 }
 
+TEST(Graph, DanglingValueIdIsAnErrorNotACrash) {
+    GraphBuilder b;
+    b.output(b.node(OpKind::kRelu, {b.input("x", {1, 2})}));
+    b.graph().nodes[0].inputs[0] = 99;
+    const Status s = b.graph().inferShapes({{1, 2}});
+    ASSERT_FALSE(s.isOk());
+    EXPECT_NE(s.message().find("does not exist"), std::string::npos) << s.message();
+}
+
 TEST(Graph, ResizeOutputSurvivesScaleRounding) {
     GraphBuilder b;
     b.output(b.node(OpKind::kResize, {b.input("x", {1, 1, 13})}, [](Node& n) {
