@@ -113,34 +113,43 @@ Status planConvLike(Plan& plan, bool transposed, MakeDesc make_desc) {
     const bool has_epilogue = n.fused_residual >= 0 || n.fused_activation != ActivationKind::kNone;
 
     // Build with the epilogue fused when oneDNN accepts it; prefer the producer's layout.
-    auto build = [&](const dnnl::memory::desc& src_md, bool fuse, bool& fused_act) {
+    auto build = [&](const dnnl::memory::desc& src_md, const dnnl::memory::desc& dst_md, bool fuse,
+                     bool& fused_act) {
         const auto attr = epilogueAttr(n, fuse, fused_act);
-        return Pd(make_desc(src_md, w_any, bias_md, dst_any, geo), attr, plan.engine());
+        return Pd(make_desc(src_md, w_any, bias_md, dst_md, geo), attr, plan.engine());
     };
     bool fused = has_epilogue, fused_act = false;
     Pd pd;
     try {
-        pd = build(src_any, fused, fused_act);
+        pd = build(src_any, dst_any, fused, fused_act);
     } catch (const dnnl::error&) {
         fused = false;
         try {
-            pd = build(src_any, false, fused_act);
+            pd = build(src_any, dst_any, false, fused_act);
         } catch (const dnnl::error& e) {
             return nodeError(plan, std::string("oneDNN has no implementation: ") + e.what());
         }
     }
-    if (!g.isConstant(x) && plan.has(x) && !(pd.src_desc() == plan.desc(x)) &&
-        plan.desc(x).data_type() == act) {
-        try {
-            bool fa2 = false;
-            Pd keep = build(plan.desc(x), fused, fa2);
-            // A reorder per layer costs a memory pass: keep the producer's layout unless only a
-            // reference or gemm fallback takes it.
-            const std::string impl = keep.impl_info_str();
-            if (impl == pd.impl_info_str() ||
-                (impl.find("ref") == std::string::npos && impl.find("gemm") == std::string::npos))
-                pd = keep;
-        } catch (const dnnl::error&) {
+    if (!g.isConstant(x) && plan.has(x) && plan.desc(x).data_type() == act) {
+        // A reorder per layer costs a memory pass: keep the producer's layout (for src and dst)
+        // unless only a reference or gemm fallback takes it.
+        const auto& prev = plan.desc(x);
+        const auto same_dst = sameLayout(prev, toDims(ys), act);
+        const bool src_ok = pd.src_desc() == prev, dst_ok = pd.dst_desc() == same_dst;
+        for (const auto& dst_try : {same_dst, dst_any}) {
+            if (src_ok && (dst_ok || &dst_try == &dst_any)) break;
+            try {
+                bool fa2 = false;
+                Pd keep = build(prev, dst_try, fused, fa2);
+                const std::string impl = keep.impl_info_str();
+                if (impl == pd.impl_info_str() || (impl.find("ref") == std::string::npos &&
+                                                   impl.find("gemm") == std::string::npos)) {
+                    pd = keep;
+                    fused_act = fa2;
+                    break;
+                }
+            } catch (const dnnl::error&) {
+            }
         }
     }
 

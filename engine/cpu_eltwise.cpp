@@ -282,19 +282,22 @@ Status planConcat(Plan& plan) {
     const Graph& g = plan.graph();
     const int rank = static_cast<int>(g.values[n.outputs[0]].shape.size());
     const int axis = static_cast<int>(n.axis < 0 ? n.axis + rank : n.axis);
-    // One data type for all inputs: the first activation's.
-    dt type = plan.actType();
+    // One data type and one layout for all inputs (mixed layouts only have oneDNN's reference
+    // concat): those of the input with the most channels, usually the skip connection.
+    std::optional<dnnl::memory::desc> like;
+    int64_t most = -1;
     for (ValueId v : n.inputs)
-        if (plan.has(v)) {
-            type = plan.desc(v).data_type();
-            break;
+        if (plan.has(v) && g.values[v].shape.size() > 1 && g.values[v].shape[1] > most) {
+            like = plan.desc(v);
+            most = g.values[v].shape[1];
         }
+    const dt type = like ? like->data_type() : plan.actType();
     std::vector<dnnl::memory::desc> mds;
     std::vector<std::pair<int, MemRef>> args;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
         const ValueId v = n.inputs[i];
-        dnnl::memory::desc md = currentDesc(plan, v);
-        if (md.data_type() != type) md = plainDesc(g.values[v].shape, type);
+        dnnl::memory::desc md = like ? sameLayout(*like, toDims(g.values[v].shape), type)
+                                     : plainDesc(g.values[v].shape, type);
         VOXSEG_ASSIGN_OR_RETURN(MemRef r, plan.ensure(v, md));
         mds.push_back(md);
         args.push_back({DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), r});

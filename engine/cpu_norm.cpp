@@ -108,7 +108,8 @@ Status planInstanceOrGroupNorm(Plan& plan) {
         affineActivation(xp, yp, rp, bf16, L, a.data(), b.data(), act, alpha,
                          slope_padded.empty() ? nullptr : slope_padded.data());
     };
-    plan.addKernel(std::string(group_norm ? "groupnorm" : "instancenorm") + " " + descName(md),
+    plan.addKernel(std::string(group_norm ? "groupnorm" : "instancenorm") + " " + descName(md) +
+                       " " + normKernelIsa(),
                    std::move(kernel), refs);
     plan.define(n.outputs[0], *dst);
     return Status::ok();

@@ -56,85 +56,58 @@ std::optional<LaneLayout> laneLayout(const dnnl::memory::desc& md) {
     return std::nullopt;
 }
 
+}  // namespace voxseg::engine::cpu
+
+// The same loops twice: generic x86-64 here, AVX-512 in cpu_norm_kernels_avx512.cpp.
+#define VOXSEG_NORM_ISA generic
+#include "engine/cpu_norm_kernels_impl.h"
+#undef VOXSEG_NORM_ISA
+
+namespace voxseg::engine::cpu {
+
+#ifdef VOXSEG_HAVE_AVX512_KERNELS
+namespace avx512 {
+void moments(const void* x, bool bf16, const LaneLayout& L, int64_t P, int64_t chunks, float* cmean,
+             float* cm2);
+void apply(const void* x, void* y, const void* r, bool bf16, const LaneLayout& L, int64_t P,
+           const float* scale, const float* shift, ActivationKind act, float alpha,
+           const float* slope, const float* mask);
+}  // namespace avx512
+#endif
+
 namespace {
 
-inline float load(const float* p, int64_t i) { return p[i]; }
-inline float load(const uint16_t* p, int64_t i) {
-    uint32_t u = static_cast<uint32_t>(p[i]) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-}
-inline void store(float* p, int64_t i, float v) { p[i] = v; }
-inline void store(uint16_t* p, int64_t i, float v) {
-    uint32_t u;
-    std::memcpy(&u, &v, 4);
-    u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even (inputs are finite here)
-    p[i] = static_cast<uint16_t>(u >> 16);
+bool useAvx512() {
+#ifdef VOXSEG_HAVE_AVX512_KERNELS
+    static const bool ok = __builtin_cpu_supports("avx512f") &&
+                           __builtin_cpu_supports("avx512bw") &&
+                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    return ok;
+#else
+    return false;
+#endif
 }
 
 // Positions per chunk: a chunk (<= 32 KiB of f32) stays in cache for its second pass.
 int64_t chunkPositions(int64_t lanes) { return std::max<int64_t>(64, 8192 / lanes); }
 
-// Per-chunk mean and M2 for each lane; LANES > 0 is a compile-time lane count.
-template <int LANES, typename T>
-void chunkMoments(const T* base, int64_t lanes_rt, int64_t stride, int64_t count, float* mean,
-                  float* m2) {
-    const int64_t lanes = LANES > 0 ? LANES : lanes_rt;
-    if (lanes == 1) {
-        float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t s = 0; s < count; ++s) sum += load(base, s);
-        const float mu = sum / static_cast<float>(count);
-        float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-        for (int64_t s = 0; s < count; ++s) {
-            const float dlt = load(base, s) - mu;
-            acc += dlt * dlt;
-        }
-        mean[0] = mu;
-        m2[0] = acc;
-        return;
-    }
-    for (int64_t l = 0; l < lanes; ++l) mean[l] = 0.0f, m2[l] = 0.0f;
-    for (int64_t s = 0; s < count; ++s) {
-        const T* p = base + s * stride;
-#pragma omp simd
-        for (int64_t l = 0; l < lanes; ++l) mean[l] += load(p, l);
-    }
-    const float inv = 1.0f / static_cast<float>(count);
-    for (int64_t l = 0; l < lanes; ++l) mean[l] *= inv;
-    for (int64_t s = 0; s < count; ++s) {
-        const T* p = base + s * stride;
-#pragma omp simd
-        for (int64_t l = 0; l < lanes; ++l) {
-            const float dlt = load(p, l) - mean[l];
-            m2[l] += dlt * dlt;
-        }
-    }
-}
+}  // namespace
 
-template <typename T>
-void momentsImpl(const T* x, const LaneLayout& L, std::vector<double>& mean,
-                 std::vector<double>& m2) {
+const char* normKernelIsa() { return useAvx512() ? "avx512" : "generic"; }
+
+void channelMoments(const void* x, bool bf16, const LaneLayout& L, std::vector<double>& mean,
+                    std::vector<double>& m2) {
     const int64_t P = chunkPositions(L.lanes);
     const int64_t chunks = (L.spatial + P - 1) / P;
     const int64_t units = L.batch * L.groups;
     const int64_t lanes = L.lanes;
     std::vector<float> cmean(units * chunks * lanes), cm2(units * chunks * lanes);
-#pragma omp parallel for schedule(static)
-    for (int64_t u = 0; u < units * chunks; ++u) {
-        const int64_t unit = u / chunks, chunk = u % chunks;
-        const int64_t n = unit / L.groups, g = unit % L.groups;
-        const int64_t s0 = chunk * P, count = std::min(P, L.spatial - s0);
-        const T* base = x + n * L.n_stride + g * L.group_stride + s0 * L.spatial_stride;
-        float* mu = &cmean[u * lanes];
-        float* sq = &cm2[u * lanes];
-        if (lanes == 16)
-            chunkMoments<16>(base, lanes, L.spatial_stride, count, mu, sq);
-        else
-            chunkMoments<0>(base, lanes, L.spatial_stride, count, mu, sq);
-    }
+#ifdef VOXSEG_HAVE_AVX512_KERNELS
+    if (useAvx512())
+        avx512::moments(x, bf16, L, P, chunks, cmean.data(), cm2.data());
+    else
+#endif
+        generic::moments(x, bf16, L, P, chunks, cmean.data(), cm2.data());
     mean.assign(L.batch * L.channels, 0.0);
     m2.assign(L.batch * L.channels, 0.0);
     for (int64_t n = 0; n < L.batch; ++n) {
@@ -144,8 +117,7 @@ void momentsImpl(const T* x, const LaneLayout& L, std::vector<double>& mean,
             for (int64_t k = 0; k < chunks; ++k) {
                 const int64_t u = (n * L.groups + g) * chunks + k;
                 const double nb = static_cast<double>(std::min(P, L.spatial - k * P));
-                const double mb = cmean[u * lanes + l];
-                const double delta = mb - mu;
+                const double delta = cmean[u * lanes + l] - mu;
                 const double total = cnt + nb;
                 mu += delta * nb / total;
                 sq += cm2[u * lanes + l] + delta * delta * cnt * nb / total;
@@ -157,115 +129,22 @@ void momentsImpl(const T* x, const LaneLayout& L, std::vector<double>& mean,
     }
 }
 
-template <int ACT>
-inline float activate(float v, float alpha, float slope) {
-    if constexpr (ACT == static_cast<int>(ActivationKind::kRelu)) return v > 0.0f ? v : 0.0f;
-    if constexpr (ACT == static_cast<int>(ActivationKind::kLeakyRelu))
-        return v > 0.0f ? v : v * alpha;
-    if constexpr (ACT == static_cast<int>(ActivationKind::kPRelu)) return v > 0.0f ? v : v * slope;
-    if constexpr (ACT == static_cast<int>(ActivationKind::kSigmoid))
-        return 1.0f / (1.0f + std::exp(-v));
-    return v;
-}
-
-template <int LANES, int ACT, typename T>
-void applyChunk(const T* x, T* y, const T* r, int64_t lanes_rt, int64_t stride, int64_t count,
-                const float* a, const float* b, const float* mask, float alpha,
-                const float* slope) {
-    const int64_t lanes = LANES > 0 ? LANES : lanes_rt;
-    if (lanes == 1) {
-        const float a0 = a[0], b0 = b[0], m0 = mask[0], s0 = slope[0];
-#pragma omp simd
-        for (int64_t s = 0; s < count; ++s) {
-            float v = load(x, s) * a0 + b0;
-            if (r) v += load(r, s);
-            store(y, s, activate<ACT>(v, alpha, s0) * m0);
-        }
-        return;
-    }
-    for (int64_t s = 0; s < count; ++s) {
-        const int64_t o = s * stride;
-#pragma omp simd
-        for (int64_t l = 0; l < lanes; ++l) {
-            float v = load(x, o + l) * a[l] + b[l];
-            if (r) v += load(r, o + l);
-            store(y, o + l, activate<ACT>(v, alpha, slope[l]) * mask[l]);
-        }
-    }
-}
-
-template <int ACT, typename T>
-void applyImpl(const T* x, T* y, const T* r, const LaneLayout& L, const float* scale,
-               const float* shift, float alpha, const float* slope_in) {
-    const int64_t P = chunkPositions(L.lanes);
-    const int64_t chunks = (L.spatial + P - 1) / P;
-    const int64_t units = L.batch * L.groups;
-    const int64_t lanes = L.lanes, cp = L.paddedChannels();
+void affineActivation(const void* x, void* y, const void* residual, bool bf16, const LaneLayout& L,
+                      const float* scale, const float* shift, ActivationKind act, float alpha,
+                      const float* slope_in) {
+    const int64_t cp = L.paddedChannels();
     std::vector<float> mask(cp), slope(cp, 0.0f);
     for (int64_t c = 0; c < cp; ++c) {
         mask[c] = c < L.channels ? 1.0f : 0.0f;
         if (slope_in) slope[c] = slope_in[c];
     }
-#pragma omp parallel for schedule(static)
-    for (int64_t u = 0; u < units * chunks; ++u) {
-        const int64_t unit = u / chunks, chunk = u % chunks;
-        const int64_t n = unit / L.groups, g = unit % L.groups;
-        const int64_t s0 = chunk * P, count = std::min(P, L.spatial - s0);
-        const int64_t off = n * L.n_stride + g * L.group_stride + s0 * L.spatial_stride;
-        const float* a = scale + n * cp + g * lanes;
-        const float* b = shift + n * cp + g * lanes;
-        const T* rr = r ? r + off : nullptr;
-        if (lanes == 16)
-            applyChunk<16, ACT>(x + off, y + off, rr, lanes, L.spatial_stride, count, a, b,
-                                &mask[g * lanes], alpha, &slope[g * lanes]);
-        else
-            applyChunk<0, ACT>(x + off, y + off, rr, lanes, L.spatial_stride, count, a, b,
-                               &mask[g * lanes], alpha, &slope[g * lanes]);
-    }
-}
-
-template <typename T>
-void applyDispatch(const void* x, void* y, const void* r, const LaneLayout& L, const float* scale,
-                   const float* shift, ActivationKind act, float alpha, const float* slope) {
-    const T* xt = static_cast<const T*>(x);
-    T* yt = static_cast<T*>(y);
-    const T* rt = static_cast<const T*>(r);
-    switch (act) {
-        case ActivationKind::kNone:
-            return applyImpl<static_cast<int>(ActivationKind::kNone)>(xt, yt, rt, L, scale, shift,
-                                                                      alpha, slope);
-        case ActivationKind::kRelu:
-            return applyImpl<static_cast<int>(ActivationKind::kRelu)>(xt, yt, rt, L, scale, shift,
-                                                                      alpha, slope);
-        case ActivationKind::kLeakyRelu:
-            return applyImpl<static_cast<int>(ActivationKind::kLeakyRelu)>(xt, yt, rt, L, scale,
-                                                                           shift, alpha, slope);
-        case ActivationKind::kPRelu:
-            return applyImpl<static_cast<int>(ActivationKind::kPRelu)>(xt, yt, rt, L, scale, shift,
-                                                                       alpha, slope);
-        case ActivationKind::kSigmoid:
-            return applyImpl<static_cast<int>(ActivationKind::kSigmoid)>(xt, yt, rt, L, scale,
-                                                                         shift, alpha, slope);
-    }
-}
-
-}  // namespace
-
-void channelMoments(const void* x, bool bf16, const LaneLayout& layout, std::vector<double>& mean,
-                    std::vector<double>& m2) {
-    if (bf16)
-        momentsImpl(static_cast<const uint16_t*>(x), layout, mean, m2);
-    else
-        momentsImpl(static_cast<const float*>(x), layout, mean, m2);
-}
-
-void affineActivation(const void* x, void* y, const void* residual, bool bf16,
-                      const LaneLayout& layout, const float* scale, const float* shift,
-                      ActivationKind act, float alpha, const float* slope) {
-    if (bf16)
-        applyDispatch<uint16_t>(x, y, residual, layout, scale, shift, act, alpha, slope);
-    else
-        applyDispatch<float>(x, y, residual, layout, scale, shift, act, alpha, slope);
+    const int64_t P = chunkPositions(L.lanes);
+#ifdef VOXSEG_HAVE_AVX512_KERNELS
+    if (useAvx512())
+        return avx512::apply(x, y, residual, bf16, L, P, scale, shift, act, alpha, slope.data(),
+                             mask.data());
+#endif
+    generic::apply(x, y, residual, bf16, L, P, scale, shift, act, alpha, slope.data(), mask.data());
 }
 
 }  // namespace voxseg::engine::cpu

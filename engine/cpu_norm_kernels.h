@@ -29,6 +29,9 @@ struct LaneLayout {
     int64_t paddedChannels() const { return lanes * groups; }
 };
 
+// "avx512" or "generic": the loops the kernels below run on this CPU.
+const char* normKernelIsa();
+
 // nullopt for layouts these kernels do not walk (the caller reorders to plain first).
 std::optional<LaneLayout> laneLayout(const dnnl::memory::desc& md);
 

@@ -1,9 +1,13 @@
 #include "engine/cpu_plan.h"
 
+#include "core/log.h"
+
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 
 namespace voxseg::engine::cpu {
 
@@ -22,11 +26,31 @@ dnnl::memory::desc plainDesc(const Shape& shape, dt type) {
 
 size_t alignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
+namespace {
+
+const tag k5[] = {tag::ncdhw, tag::ndhwc, tag::nCdhw16c, tag::nCdhw8c, tag::nCdhw4c};
+const char* n5[] = {"ncdhw", "ndhwc", "nCdhw16c", "nCdhw8c", "nCdhw4c"};
+const tag k4[] = {tag::nchw, tag::nhwc, tag::nChw16c, tag::nChw8c};
+const char* n4[] = {"nchw", "nhwc", "nChw16c", "nChw8c"};
+
+}  // namespace
+
+dnnl::memory::desc sameLayout(const dnnl::memory::desc& like, const dnnl::memory::dims& dims,
+                              dt type) {
+    const auto ld = like.dims();
+    if (ld.size() == 5 && dims.size() == 5) {
+        for (tag t : k5)
+            if (like == dnnl::memory::desc(ld, like.data_type(), t))
+                return dnnl::memory::desc(dims, type, t);
+    } else if (ld.size() == 4 && dims.size() == 4) {
+        for (tag t : k4)
+            if (like == dnnl::memory::desc(ld, like.data_type(), t))
+                return dnnl::memory::desc(dims, type, t);
+    }
+    return plainDesc(Shape(dims.begin(), dims.end()), type);
+}
+
 std::string descName(const dnnl::memory::desc& md) {
-    static const tag k5[] = {tag::ncdhw, tag::ndhwc, tag::nCdhw16c, tag::nCdhw8c, tag::nCdhw4c};
-    static const char* n5[] = {"ncdhw", "ndhwc", "nCdhw16c", "nCdhw8c", "nCdhw4c"};
-    static const tag k4[] = {tag::nchw, tag::nhwc, tag::nChw16c, tag::nChw8c};
-    static const char* n4[] = {"nchw", "nhwc", "nChw16c", "nChw8c"};
     const auto dims = md.dims();
     const auto type = md.data_type();
     std::string layout = "blocked";
@@ -62,6 +86,8 @@ Plan::Plan(const Graph& graph, dnnl::engine engine, Precision precision)
       compile_stream_(engine_),
       precision_(precision),
       last_use_(graph.values.size(), -1) {
+    const char* profile = std::getenv("VOXSEG_CPU_PROFILE");
+    profile_ = profile && std::string(profile) == "1";
     for (size_t i = 0; i < graph.nodes.size(); ++i) {
         const Node& n = graph.nodes[i];
         auto use = [&](ValueId v) {
@@ -316,10 +342,22 @@ Status Plan::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs
         else
             m.set_data_handle(outputs[-index - 1].raw());
     }
-    for (Step& s : steps_) {
+    using Clock = std::chrono::steady_clock;
+    step_seconds_.assign(steps_.size(), 0.0);
+    step_cpu_seconds_.assign(steps_.size(), 0.0);
+    auto cpu_now = [] {
+        timespec ts{};
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+        return ts.tv_sec + 1e-9 * ts.tv_nsec;
+    };
+    for (size_t i = 0; i < steps_.size(); ++i) {
+        Step& s = steps_[i];
+        const auto t0 = Clock::now();
+        const double c0 = profile_ ? cpu_now() : 0.0;
         try {
             if (s.prim) {
                 s.prim->execute(compile_stream_, s.exec_args);
+                if (profile_) compile_stream_.wait();
             } else {
                 compile_stream_.wait();
                 s.kernel(s.mems);
@@ -328,8 +366,34 @@ Status Plan::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs
             return internalError("cpu backend: node '" + s.node + "' (" + s.what +
                                  ") failed: " + e.what());
         }
+        if (profile_) {
+            step_seconds_[i] += std::chrono::duration<double>(Clock::now() - t0).count();
+            step_cpu_seconds_[i] += cpu_now() - c0;
+        }
     }
     compile_stream_.wait();
+    if (profile_) {
+        // This run's per-step times, by kind of step, then the slowest steps.
+        std::map<std::string, std::pair<double, double>> by_kind;
+        double total = 0;
+        for (size_t i = 0; i < steps_.size(); ++i) {
+            const std::string& w = steps_[i].what;
+            auto& k = by_kind[w.substr(0, w.find(' '))];
+            k.first += step_seconds_[i];
+            k.second += step_cpu_seconds_[i];
+            total += step_seconds_[i];
+        }
+        for (const auto& [kind, sec] : by_kind)
+            log::info("cpu", "profile: {:<12} {:8.3f} s ({:4.1f}%), cpu {:8.3f} s", kind, sec.first,
+                      100.0 * sec.first / total, sec.second);
+        std::vector<size_t> order(steps_.size());
+        for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+        std::sort(order.begin(), order.end(),
+                  [&](size_t a, size_t b) { return step_seconds_[a] > step_seconds_[b]; });
+        for (size_t k = 0; k < std::min<size_t>(12, order.size()); ++k)
+            log::info("cpu", "profile: {:8.3f} s (cpu {:.3f} s) {} [{}]", step_seconds_[order[k]],
+                      step_cpu_seconds_[order[k]], steps_[order[k]].node, steps_[order[k]].what);
+    }
     return Status::ok();
 }
 

@@ -61,6 +61,10 @@ struct Step {
     std::vector<dnnl::memory> mems;
 };
 
+// `dims` in the same layout family as `like` (ndhwc, nCdhw16c, ...); plain when unknown.
+dnnl::memory::desc sameLayout(const dnnl::memory::desc& like, const dnnl::memory::dims& dims,
+                              dt type);
+
 // Plain (row-major) descriptor of a shape.
 dnnl::memory::desc plainDesc(const Shape& shape, dt type);
 dnnl::memory::dims toDims(const Shape& shape);
@@ -150,6 +154,8 @@ class Plan {
     std::map<std::pair<ValueId, std::string>, MemRef> converted_;
     std::vector<Buffer> buffers_;
     std::vector<Step> steps_;
+    bool profile_ = false;  // VOXSEG_CPU_PROFILE=1: per-step times in the log
+    std::vector<double> step_seconds_, step_cpu_seconds_;
     size_t scratchpad_bytes_ = 0;
     size_t arena_bytes_ = 0;
     std::shared_ptr<std::byte> arena_;

@@ -1,0 +1,196 @@
+// Internal to the oneDNN CPU backend: the instance/group-norm loops, compiled twice (generic
+// x86-64 and AVX-512, see cpu_norm_kernels*.cpp) into the namespace VOXSEG_NORM_ISA; the
+// dispatcher in cpu_norm_kernels.cpp picks one at run time. No std containers here, so the
+// AVX-512 translation unit emits no inline library code the generic one could pick up.
+// Included only by those two files.
+#include "engine/cpu_norm_kernels.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace voxseg::engine::cpu::VOXSEG_NORM_ISA {
+
+inline float load(const float* p, int64_t i) { return p[i]; }
+inline float load(const uint16_t* p, int64_t i) {
+    uint32_t u = static_cast<uint32_t>(p[i]) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+inline void store(float* p, int64_t i, float v) { p[i] = v; }
+inline void store(uint16_t* p, int64_t i, float v) {
+    uint32_t u;
+    std::memcpy(&u, &v, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even (inputs are finite here)
+    p[i] = static_cast<uint16_t>(u >> 16);
+}
+
+// Per-chunk mean and M2 for each lane; LANES > 0 is a compile-time lane count.
+template <int LANES, typename T>
+void chunkMoments(const T* base, int64_t lanes_rt, int64_t stride, int64_t count, float* mean,
+                  float* m2) {
+    const int64_t lanes = LANES > 0 ? LANES : lanes_rt;
+    if (lanes == 1) {
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t s = 0; s < count; ++s) sum += load(base, s);
+        const float mu = sum / static_cast<float>(count);
+        float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+        for (int64_t s = 0; s < count; ++s) {
+            const float dlt = load(base, s) - mu;
+            acc += dlt * dlt;
+        }
+        mean[0] = mu;
+        m2[0] = acc;
+        return;
+    }
+    for (int64_t l = 0; l < lanes; ++l) mean[l] = 0.0f, m2[l] = 0.0f;
+    for (int64_t s = 0; s < count; ++s) {
+        const T* p = base + s * stride;
+#pragma omp simd
+        for (int64_t l = 0; l < lanes; ++l) mean[l] += load(p, l);
+    }
+    const float inv = 1.0f / static_cast<float>(count);
+    for (int64_t l = 0; l < lanes; ++l) mean[l] *= inv;
+    for (int64_t s = 0; s < count; ++s) {
+        const T* p = base + s * stride;
+#pragma omp simd
+        for (int64_t l = 0; l < lanes; ++l) {
+            const float dlt = load(p, l) - mean[l];
+            m2[l] += dlt * dlt;
+        }
+    }
+}
+
+// Per-(unit, chunk) lane means and M2 into cmean/cm2 ([units * chunks * lanes]).
+template <typename T>
+void momentsT(const T* x, const LaneLayout& L, int64_t P, int64_t chunks, float* cmean,
+              float* cm2) {
+    const int64_t units = L.batch * L.groups;
+    const int64_t lanes = L.lanes;
+#pragma omp parallel for schedule(static)
+    for (int64_t u = 0; u < units * chunks; ++u) {
+        const int64_t unit = u / chunks, chunk = u % chunks;
+        const int64_t n = unit / L.groups, g = unit % L.groups;
+        const int64_t s0 = chunk * P;
+        const int64_t count = L.spatial - s0 < P ? L.spatial - s0 : P;
+        const T* base = x + n * L.n_stride + g * L.group_stride + s0 * L.spatial_stride;
+        float* mu = &cmean[u * lanes];
+        float* sq = &cm2[u * lanes];
+        if (lanes == 16)
+            chunkMoments<16>(base, lanes, L.spatial_stride, count, mu, sq);
+        else
+            chunkMoments<0>(base, lanes, L.spatial_stride, count, mu, sq);
+    }
+}
+
+template <int ACT>
+inline float activate(float v, float alpha, float slope) {
+    if constexpr (ACT == static_cast<int>(ActivationKind::kRelu)) return v > 0.0f ? v : 0.0f;
+    if constexpr (ACT == static_cast<int>(ActivationKind::kLeakyRelu))
+        return v > 0.0f ? v : v * alpha;
+    if constexpr (ACT == static_cast<int>(ActivationKind::kPRelu)) return v > 0.0f ? v : v * slope;
+    if constexpr (ACT == static_cast<int>(ActivationKind::kSigmoid))
+        return 1.0f / (1.0f + std::exp(-v));
+    return v;
+}
+
+template <int LANES, int ACT, typename T>
+void applyChunk(const T* x, T* y, const T* r, int64_t lanes_rt, int64_t stride, int64_t count,
+                const float* a, const float* b, const float* mask, float alpha,
+                const float* slope) {
+    const int64_t lanes = LANES > 0 ? LANES : lanes_rt;
+    if (lanes == 1) {
+        const float a0 = a[0], b0 = b[0], m0 = mask[0], s0 = slope[0];
+#pragma omp simd
+        for (int64_t s = 0; s < count; ++s) {
+            float v = load(x, s) * a0 + b0;
+            if (r) v += load(r, s);
+            store(y, s, activate<ACT>(v, alpha, s0) * m0);
+        }
+        return;
+    }
+    for (int64_t s = 0; s < count; ++s) {
+        const int64_t o = s * stride;
+#pragma omp simd
+        for (int64_t l = 0; l < lanes; ++l) {
+            float v = load(x, o + l) * a[l] + b[l];
+            if (r) v += load(r, o + l);
+            store(y, o + l, activate<ACT>(v, alpha, slope[l]) * mask[l]);
+        }
+    }
+}
+
+template <int ACT, typename T>
+void applyImpl(const T* x, T* y, const T* r, const LaneLayout& L, int64_t P, const float* scale,
+               const float* shift, float alpha, const float* slope, const float* mask) {
+    const int64_t chunks = (L.spatial + P - 1) / P;
+    const int64_t units = L.batch * L.groups;
+    const int64_t lanes = L.lanes, cp = L.paddedChannels();
+#pragma omp parallel for schedule(static)
+    for (int64_t u = 0; u < units * chunks; ++u) {
+        const int64_t unit = u / chunks, chunk = u % chunks;
+        const int64_t n = unit / L.groups, g = unit % L.groups;
+        const int64_t s0 = chunk * P;
+        const int64_t count = L.spatial - s0 < P ? L.spatial - s0 : P;
+        const int64_t off = n * L.n_stride + g * L.group_stride + s0 * L.spatial_stride;
+        const float* a = scale + n * cp + g * lanes;
+        const float* b = shift + n * cp + g * lanes;
+        const T* rr = r ? r + off : nullptr;
+        if (lanes == 16)
+            applyChunk<16, ACT>(x + off, y + off, rr, lanes, L.spatial_stride, count, a, b,
+                                &mask[g * lanes], alpha, &slope[g * lanes]);
+        else
+            applyChunk<0, ACT>(x + off, y + off, rr, lanes, L.spatial_stride, count, a, b,
+                               &mask[g * lanes], alpha, &slope[g * lanes]);
+    }
+}
+
+template <typename T>
+void applyT(const void* x, void* y, const void* r, const LaneLayout& L, int64_t P,
+            const float* scale, const float* shift, ActivationKind act, float alpha,
+            const float* slope, const float* mask) {
+    const T* xt = static_cast<const T*>(x);
+    T* yt = static_cast<T*>(y);
+    const T* rt = static_cast<const T*>(r);
+    switch (act) {
+        case ActivationKind::kNone:
+            return applyImpl<static_cast<int>(ActivationKind::kNone)>(xt, yt, rt, L, P, scale,
+                                                                      shift, alpha, slope, mask);
+        case ActivationKind::kRelu:
+            return applyImpl<static_cast<int>(ActivationKind::kRelu)>(xt, yt, rt, L, P, scale,
+                                                                      shift, alpha, slope, mask);
+        case ActivationKind::kLeakyRelu:
+            return applyImpl<static_cast<int>(ActivationKind::kLeakyRelu)>(
+                xt, yt, rt, L, P, scale, shift, alpha, slope, mask);
+        case ActivationKind::kPRelu:
+            return applyImpl<static_cast<int>(ActivationKind::kPRelu)>(xt, yt, rt, L, P, scale,
+                                                                       shift, alpha, slope, mask);
+        case ActivationKind::kSigmoid:
+            return applyImpl<static_cast<int>(ActivationKind::kSigmoid)>(xt, yt, rt, L, P, scale,
+                                                                         shift, alpha, slope, mask);
+    }
+}
+
+void moments(const void* x, bool bf16, const LaneLayout& L, int64_t P, int64_t chunks, float* cmean,
+             float* cm2) {
+    if (bf16)
+        momentsT(static_cast<const uint16_t*>(x), L, P, chunks, cmean, cm2);
+    else
+        momentsT(static_cast<const float*>(x), L, P, chunks, cmean, cm2);
+}
+
+void apply(const void* x, void* y, const void* r, bool bf16, const LaneLayout& L, int64_t P,
+           const float* scale, const float* shift, ActivationKind act, float alpha,
+           const float* slope, const float* mask) {
+    if (bf16)
+        applyT<uint16_t>(x, y, r, L, P, scale, shift, act, alpha, slope, mask);
+    else
+        applyT<float>(x, y, r, L, P, scale, shift, act, alpha, slope, mask);
+}
+
+}  // namespace voxseg::engine::cpu::VOXSEG_NORM_ISA
