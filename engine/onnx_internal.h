@@ -64,4 +64,11 @@ Result<std::optional<std::vector<Tensor>>> foldConstantNode(const onnx::NodeProt
                                                             const std::vector<const Tensor*>& in,
                                                             int opset, const std::string& desc);
 
+// Removes nodes whose outputs reach no graph output.
+void pruneDeadNodes(Graph& graph);
+
+// PyTorch (opset < 18) exports GroupNorm as Reshape [N, G, -1] -> InstanceNorm(ones, zeros) ->
+// Reshape back -> Mul(gamma) -> Add(beta); collapses each such chain into one GroupNorm node.
+void fuseGroupNormPattern(Graph& graph);
+
 }  // namespace voxseg::engine::onnx_detail
