@@ -92,11 +92,17 @@ struct DicomLoadOptions {
     IrregularPolicy tilt = IrregularPolicy::kResample;
     IrregularPolicy uneven_spacing = IrregularPolicy::kResample;
     bool allow_gaps = true;  // missing slices: warn (true) or fail (false)
+    // Philips MR: divide by the private MRScaleSlope (2005,100E) to get "precise" floating
+    // point values (dcm2niix -p y) instead of the displayed RescaleSlope/Intercept values.
+    bool philips_precise = false;
     int threads = 0;
 };
 
-// Decodes one candidate. Pixels: RescaleSlope/Intercept applied (CT in HU); int16 when values
-// stay integral and in range, else float32.
+// Decodes one candidate (through DicomPixelReader, so every transfer syntax works). Pixels:
+// RescaleSlope/Intercept applied per slice (CT in HU); int16 when values stay integral and in
+// range, else float32. Tilted, unevenly spaced or gapped stacks are resampled (linear) onto a
+// regular orthogonal grid whose third axis is the stacking direction, unless refused by
+// `options`; the volume's warnings say what was done.
 Result<Volume> loadSeries(const SeriesCandidate& candidate, const DicomLoadOptions& options = {},
                           const Progress& progress = {});
 

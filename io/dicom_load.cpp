@@ -1,0 +1,234 @@
+// loadSeries(): decoding a SeriesCandidate into a Volume (pixels through DicomPixelReader,
+// rescale per slice, irregular stacks resampled by dicom_resample).
+#include "core/log.h"
+#include "io/dicom_pixels.h"
+#include "io/dicom_resample.h"
+#include "io/dicom_series.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace voxseg::io {
+
+namespace {
+
+constexpr const char* kLog = "io.dicom";
+
+std::string seriesName(const SeriesCandidate& c) {
+    std::string uid = c.series_uid.empty() ? "(no SeriesInstanceUID)" : c.series_uid;
+    return fmt::format("series {} [{}]", uid, c.index);
+}
+
+bool isIntegral(double v) { return std::isfinite(v) && v == std::round(v); }
+
+// Value transform of one slice: out = stored * scale + offset.
+struct Rescale {
+    double scale = 1;
+    double offset = 0;
+};
+
+Rescale rescaleOf(const SliceRef& s, bool philips_precise) {
+    if (philips_precise && s.philips_scale_slope != 0) {
+        // Philips: FP = DV / (RS * SS) with DV = SV * RS + RI (dcm2niix, nibabel).
+        return {1.0 / s.philips_scale_slope, s.intercept / (s.slope * s.philips_scale_slope)};
+    }
+    return {s.slope, s.intercept};
+}
+
+// Decodes every slice into `write(k, values)`, one file per task, files in parallel.
+template <typename Write>
+Status decodeSlices(const SeriesCandidate& c, int threads, const Progress& progress,
+                    Write&& write) {
+    const int64_t cols = c.geometry.size[0];
+    const int64_t rows = c.geometry.size[1];
+    const int across = std::max(1, c.mosaic_tiles_across);
+    std::map<std::string, std::vector<size_t>> by_file;
+    for (size_t k = 0; k < c.slices.size(); ++k) by_file[c.slices[k].path].push_back(k);
+    std::vector<const std::pair<const std::string, std::vector<size_t>>*> files;
+    for (const auto& entry : by_file) files.push_back(&entry);
+
+    std::atomic<size_t> next{0};
+    std::atomic<size_t> done{0};
+    std::atomic<bool> failed{false};
+    Status first_error;
+    std::mutex mutex;
+    auto fail = [&](Status st) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!failed.exchange(true)) first_error = std::move(st);
+    };
+    auto worker = [&] {
+        std::vector<int32_t> frame;
+        std::vector<int32_t> tile;
+        for (size_t f = next++; f < files.size() && !failed; f = next++) {
+            if (progress.isCancelled()) return fail(progress.checkCancelled());
+            const std::string& path = files[f]->first;
+            auto reader = DicomPixelReader::open(path);
+            if (!reader.isOk()) return fail(reader.status());
+            const PixelFormat& fmt = reader->format();
+            if (fmt.rows != rows * across || fmt.columns != cols * across)
+                return fail(
+                    corruptData(fmt::format("pixel data is {}x{}, the header scan said {}x{}",
+                                            fmt.columns, fmt.rows, cols * across, rows * across),
+                                path));
+            frame.resize(static_cast<size_t>(fmt.rows * fmt.columns));
+            int64_t loaded_frame = -1;
+            for (size_t k : files[f]->second) {
+                const SliceRef& s = c.slices[k];
+                if (s.frame != loaded_frame) {
+                    if (s.frame >= fmt.frames)
+                        return fail(corruptData(
+                            fmt::format("frame {} missing ({} frames)", s.frame, fmt.frames),
+                            path));
+                    Status st = reader->readFrame(s.frame, frame);
+                    if (!st.isOk()) return fail(st);
+                    loaded_frame = s.frame;
+                }
+                if (s.tile < 0) {
+                    write(k, frame.data());
+                    continue;
+                }
+                // Mosaic: tile t sits at (t % across, t / across) in the tiled image.
+                tile.resize(static_cast<size_t>(rows * cols));
+                const int64_t tx = s.tile % across, ty = s.tile / across;
+                for (int64_t y = 0; y < rows; ++y) {
+                    const int32_t* src =
+                        frame.data() + ((ty * rows + y) * cols * across) + tx * cols;
+                    std::copy(src, src + cols, tile.data() + y * cols);
+                }
+                write(k, tile.data());
+            }
+            progress.report(++done, files.size(), "decoding DICOM pixels");
+        }
+    };
+    int n = threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
+    n = std::max(1, std::min<int>(n, static_cast<int>(files.size())));
+    std::vector<std::thread> pool;
+    for (int t = 1; t < n; ++t) pool.emplace_back(worker);
+    worker();
+    for (std::thread& t : pool) t.join();
+    return failed ? first_error : Status::ok();
+}
+
+Volume toInt16(const std::vector<float>& data, const Geometry& g, VolumeInfo info) {
+    Volume v = Volume::allocate<int16_t>(g, std::move(info));
+    int16_t* out = v.data<int16_t>();
+    for (size_t i = 0; i < data.size(); ++i) {
+        float x = std::round(data[i]);
+        out[i] = static_cast<int16_t>(std::clamp(x, -32768.0f, 32767.0f));
+    }
+    return v;
+}
+
+}  // namespace
+
+Result<Volume> loadSeries(const SeriesCandidate& c, const DicomLoadOptions& options,
+                          const Progress& progress) {
+    const std::string name = seriesName(c);
+    if (c.slices.empty()) return invalidArgument("volume has no slices", name);
+    if (c.tilted && options.tilt == IrregularPolicy::kRefuse)
+        return unsupported(fmt::format("gantry tilt of {:.2f} degrees; allow resampling to load "
+                                       "it on a regular grid",
+                                       c.tilt_degrees),
+                           name);
+    if (c.uneven_spacing && options.uneven_spacing == IrregularPolicy::kRefuse)
+        return unsupported("slice spacing is not uniform; allow resampling to load it", name);
+    if (c.has_gaps && !options.allow_gaps)
+        return unsupported("slices are missing (gap in the stack); allow gaps to load it", name);
+
+    const Geometry& g = c.geometry;
+    const size_t plane = static_cast<size_t>(g.size[0] * g.size[1]);
+    std::vector<Rescale> rescale(c.slices.size());
+    bool integral = true;
+    for (size_t k = 0; k < c.slices.size(); ++k) {
+        rescale[k] = rescaleOf(c.slices[k], options.philips_precise);
+        integral = integral && isIntegral(rescale[k].scale) && isIntegral(rescale[k].offset);
+    }
+    const bool resample = c.has_patient_geometry && (c.tilted || c.uneven_spacing || c.has_gaps);
+
+    VolumeInfo info;
+    info.modality = c.modality;
+    info.series_uid = c.series_uid;
+    info.series_description = c.description;
+    info.source = std::filesystem::path(c.slices.front().path).parent_path().string();
+    info.warnings = c.warnings;
+
+    // Integral values go straight into int16 while they fit; anything else (or a value out of
+    // range) goes through float32.
+    if (integral && !resample) {
+        Volume v = Volume::allocate<int16_t>(g, info);
+        int16_t* out = v.data<int16_t>();
+        std::atomic<bool> overflow{false};
+        Status st = decodeSlices(c, options.threads, progress, [&](size_t k, const int32_t* src) {
+            int16_t* dst = out + k * plane;
+            const int64_t scale = static_cast<int64_t>(rescale[k].scale);
+            const int64_t offset = static_cast<int64_t>(rescale[k].offset);
+            bool over = false;
+            for (size_t i = 0; i < plane; ++i) {
+                const int64_t x = src[i] * scale + offset;
+                over |= x < -32768 || x > 32767;
+                dst[i] = static_cast<int16_t>(x);
+            }
+            if (over) overflow = true;
+        });
+        if (!st.isOk()) return st.withContext("loading " + name + ": ");
+        if (!overflow) return v;
+        log::debug(kLog, "{}: values exceed int16, loading as float32", name);
+    }
+
+    std::vector<float> values(plane * c.slices.size());
+    Status st = decodeSlices(c, options.threads, progress, [&](size_t k, const int32_t* src) {
+        float* dst = values.data() + k * plane;
+        for (size_t i = 0; i < plane; ++i)
+            dst[i] = static_cast<float>(src[i] * rescale[k].scale + rescale[k].offset);
+    });
+    if (!st.isOk()) return st.withContext("loading " + name + ": ");
+
+    Geometry out_geometry = g;
+    if (resample) {
+        IrregularStack stack;
+        stack.data = values.data();
+        stack.columns = static_cast<int>(g.size[0]);
+        stack.rows = static_cast<int>(g.size[1]);
+        for (const SliceRef& s : c.slices) stack.positions.push_back(s.position);
+        stack.row_dir = g.axisDirection(0);
+        stack.col_dir = g.axisDirection(1);
+        stack.column_spacing = g.spacing[0];
+        stack.row_spacing = g.spacing[1];
+        auto resampled = resampleStack(stack, c.tilted, options.threads);
+        if (!resampled.isOk()) return resampled.status().withContext("resampling " + name + ": ");
+        out_geometry = resampled->geometry;
+        std::string what = c.tilted ? fmt::format("gantry tilt {:.2f} deg", c.tilt_degrees) : "";
+        if (c.uneven_spacing) what += std::string(what.empty() ? "" : ", ") + "uneven spacing";
+        if (c.has_gaps) what += std::string(what.empty() ? "" : ", ") + "missing slices";
+        std::string msg = fmt::format(
+            "{}: resampled ({}) from {} slices to a regular {}x{}x{} grid, {:.4g}x{:.4g}x{:.4g} "
+            "mm, stacking axis as third axis",
+            name, what, c.slices.size(), out_geometry.size[0], out_geometry.size[1],
+            out_geometry.size[2], out_geometry.spacing[0], out_geometry.spacing[1],
+            out_geometry.spacing[2]);
+        if (resampled->filled > 0)
+            msg += fmt::format("; {} voxels outside every slice set to {:g}", resampled->filled,
+                               resampled->fill);
+        log::warning(kLog, "{}", msg);
+        info.warnings.push_back(msg);
+        values = std::move(resampled->data);
+    }
+    if (integral) {
+        float lo = values.empty() ? 0 : *std::min_element(values.begin(), values.end());
+        float hi = values.empty() ? 0 : *std::max_element(values.begin(), values.end());
+        if (lo >= -32768.0f && hi <= 32767.0f) return toInt16(values, out_geometry, info);
+    }
+    Volume v = Volume::allocate<float>(out_geometry, info);
+    std::copy(values.begin(), values.end(), v.data<float>());
+    return v;
+}
+
+}  // namespace voxseg::io

@@ -1,0 +1,247 @@
+// loadSeries() on synthetic series: voxel values after rescale (signed/unsigned, slope and
+// intercept, int16 vs float32), and resampling of tilted, gapped and unevenly spaced stacks
+// (values that are linear in patient coordinates survive linear resampling exactly).
+#include "io/dicom_series.h"
+#include "io/dicom_synth.h"
+#include "tests/test_data.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+namespace voxseg::io {
+namespace {
+
+namespace fs = std::filesystem;
+using voxseg::testing::TempDir;
+
+const SeriesCandidate& only(const DicomScanResult& s) {
+    EXPECT_EQ(s.series.size(), 1u);
+    return s.series.front();
+}
+
+Result<DicomScanResult> scanFolder(const std::string& folder) {
+    return scanDicom({folder}, DicomScanOptions{2});
+}
+
+template <typename T>
+T at(const Volume& v, int64_t i, int64_t j, int64_t k) {
+    const Geometry g = v.geometry();
+    return v.data<T>()[(k * g.size[1] + j) * g.size[0] + i];
+}
+
+TEST(DicomLoad, UnsignedCtWithInterceptBecomesInt16Hu) {
+    TempDir dir;
+    SynthSeriesSpec spec;
+    spec.is_signed = false;
+    spec.bits_stored = 12;
+    spec.intercept = -1024;
+    spec.slice_spacing = -1.5;  // stacked against instance order
+    spec.shuffle_names = true;
+    spec.value = [](int i, int j, int k) { return 100 * k + 10 * j + i; };
+    ASSERT_TRUE(writeSynthSeries(spec, dir / "ct").isOk());
+    auto scan = scanFolder(dir / "ct");
+    ASSERT_TRUE(scan.isOk()) << scan.status().toString();
+    auto v = loadSeries(only(*scan), DicomLoadOptions{.threads = 2});
+    ASSERT_TRUE(v.isOk()) << v.status().toString();
+    ASSERT_EQ(v->pixelType(), PixelType::kInt16);
+    EXPECT_TRUE(v->geometry().approxEqual(only(*scan).geometry));
+    // Volume slice kz holds file k = slices-1-kz (offsets run against the normal).
+    for (int kz = 0; kz < spec.slices; ++kz)
+        for (int j = 0; j < spec.rows; j += 3)
+            for (int i = 0; i < spec.columns; i += 5)
+                ASSERT_EQ(at<int16_t>(*v, i, j, kz),
+                          100 * (spec.slices - 1 - kz) + 10 * j + i - 1024)
+                    << i << "," << j << "," << kz;
+    EXPECT_EQ(v->info().modality, "CT");
+    EXPECT_EQ(v->info().series_uid, only(*scan).series_uid);
+}
+
+TEST(DicomLoad, SignedTwelveBitValuesKeepTheirSign) {
+    TempDir dir;
+    SynthSeriesSpec spec;
+    spec.modality = "MR";
+    spec.bits_stored = 12;
+    spec.value = [](int i, int j, int k) { return (i - 8) * 200 + j - k; };  // -1600..1400
+    ASSERT_TRUE(writeSynthSeries(spec, dir / "s").isOk());
+    auto scan = scanFolder(dir / "s");
+    ASSERT_TRUE(scan.isOk());
+    auto v = loadSeries(only(*scan));
+    ASSERT_TRUE(v.isOk()) << v.status().toString();
+    ASSERT_EQ(v->pixelType(), PixelType::kInt16);
+    EXPECT_EQ(at<int16_t>(*v, 0, 3, 2), -1600 + 3 - 2);
+    EXPECT_EQ(at<int16_t>(*v, 15, 0, 7), 1400 - 7);
+}
+
+TEST(DicomLoad, FractionalSlopeAndLargeUnsignedValuesGiveFloat32) {
+    TempDir dir;
+    SynthSeriesSpec frac;
+    frac.modality = "MR";
+    frac.is_signed = false;
+    frac.slope = 0.5;
+    frac.intercept = 10.25;
+    ASSERT_TRUE(writeSynthSeries(frac, dir / "frac").isOk());
+    auto scan = scanFolder(dir / "frac");
+    ASSERT_TRUE(scan.isOk());
+    auto v = loadSeries(only(*scan));
+    ASSERT_TRUE(v.isOk()) << v.status().toString();
+    ASSERT_EQ(v->pixelType(), PixelType::kFloat32);
+    EXPECT_FLOAT_EQ(at<float>(*v, 4, 2, 3), (4 + 3 * 2 + 7 * 3) * 0.5f + 10.25f);
+
+    SynthSeriesSpec big;
+    big.modality = "MR";
+    big.is_signed = false;
+    big.value = [](int i, int, int k) { return 60000 + i + k; };
+    ASSERT_TRUE(writeSynthSeries(big, dir / "big").isOk());
+    auto scan_big = scanFolder(dir / "big");
+    ASSERT_TRUE(scan_big.isOk());
+    auto vb = loadSeries(only(*scan_big));
+    ASSERT_TRUE(vb.isOk()) << vb.status().toString();
+    ASSERT_EQ(vb->pixelType(), PixelType::kFloat32);  // exceeds int16: kept exact in float32
+    EXPECT_FLOAT_EQ(at<float>(*vb, 5, 1, 6), 60011.0f);
+}
+
+// Stored value linear in patient coordinates, so linear resampling can be checked exactly.
+int32_t linearValue(const SynthSeriesSpec& s, int i, int j, int k) {
+    const Vec3 n = cross(s.row_dir, s.col_dir);
+    Vec3 p;
+    for (int a = 0; a < 3; ++a)
+        p[a] = s.origin[a] + s.slice_offsets[k] * n[a] + k * s.tilt_shift[a] +
+               i * s.column_spacing * s.row_dir[a] + j * s.row_spacing * s.col_dir[a];
+    return static_cast<int32_t>(std::lround(1000 + 3 * p[0] + 5 * p[1] + 7 * p[2]));
+}
+
+// Every voxel holds the linear function of its position within `tol`, except voxels no slice
+// covers, which hold the fill value (the smallest input value). Returns how many were filled.
+int64_t expectLinearValues(const Volume& v, double tol) {
+    const Geometry g = v.geometry();
+    auto value = [&](int64_t i, int64_t j, int64_t k) -> double {
+        return v.pixelType() == PixelType::kInt16 ? at<int16_t>(v, i, j, k) : at<float>(v, i, j, k);
+    };
+    double fill = 1e30;
+    for (int64_t k = 0; k < g.size[2]; ++k)
+        for (int64_t j = 0; j < g.size[1]; ++j)
+            for (int64_t i = 0; i < g.size[0]; ++i) fill = std::min(fill, value(i, j, k));
+    int64_t filled = 0;
+    for (int64_t k = 0; k < g.size[2]; ++k)
+        for (int64_t j = 0; j < g.size[1]; ++j)
+            for (int64_t i = 0; i < g.size[0]; ++i) {
+                const Vec3 p = g.indexToPhysical({double(i), double(j), double(k)});
+                const double expected = 1000 + 3 * p[0] + 5 * p[1] + 7 * p[2];
+                const double got = value(i, j, k);
+                if (std::abs(got - expected) <= tol) continue;
+                EXPECT_EQ(got, fill)
+                    << "voxel " << i << "," << j << "," << k << " expected " << expected;
+                if (got != fill) return -1;
+                ++filled;
+            }
+    return filled;
+}
+
+TEST(DicomLoad, TiltedStackIsResampledToAnOrthogonalGridOrRefused) {
+    TempDir dir;
+    SynthSeriesSpec spec;
+    spec.columns = 20;
+    spec.rows = 16;
+    spec.slices = 10;
+    spec.column_spacing = 1.0;
+    spec.row_spacing = 1.0;
+    // Gantry tilted 20 degrees about x: image columns run along (0, cos, -sin); the table
+    // moves along z, so slice origins move along z only.
+    const double t = 20 * M_PI / 180;
+    spec.col_dir = {0, std::cos(t), -std::sin(t)};
+    const Vec3 n = cross(spec.row_dir, spec.col_dir);
+    const double dz = 2.0;
+    for (int k = 0; k < spec.slices; ++k) spec.slice_offsets.push_back(k * dz * n[2]);
+    for (int a = 0; a < 3; ++a) spec.tilt_shift[a] = dz * ((a == 2) - n[2] * n[a]);
+    spec.value = [&](int i, int j, int k) { return linearValue(spec, i, j, k); };
+    ASSERT_TRUE(writeSynthSeries(spec, dir / "tilt").isOk());
+    auto scan = scanFolder(dir / "tilt");
+    ASSERT_TRUE(scan.isOk());
+    const SeriesCandidate& c = only(*scan);
+    ASSERT_TRUE(c.tilted);
+    EXPECT_NEAR(c.tilt_degrees, 20.0, 1e-3);
+
+    auto refused = loadSeries(c, DicomLoadOptions{.tilt = IrregularPolicy::kRefuse});
+    ASSERT_FALSE(refused.isOk());
+    EXPECT_EQ(refused.status().code(), StatusCode::kUnsupported);
+    EXPECT_NE(refused.status().toString().find(c.series_uid), std::string::npos);
+
+    auto v = loadSeries(c, DicomLoadOptions{.threads = 2});
+    ASSERT_TRUE(v.isOk()) << v.status().toString();
+    const Geometry g = v->geometry();
+    for (int a = 0; a < 3; ++a) {
+        EXPECT_NEAR(g.axisDirection(2)[a], a == 2 ? 1.0 : 0.0, 1e-6);  // the table axis
+        EXPECT_NEAR(g.axisDirection(0)[a], a == 0 ? 1.0 : 0.0, 1e-6);
+    }
+    EXPECT_NEAR(dot(g.axisDirection(0), g.axisDirection(1)), 0.0, 1e-9);
+    EXPECT_NEAR(g.spacing[2], dz, 1e-6);
+    EXPECT_EQ(g.size[2], spec.slices);
+    // Slice origins move along z only, so every footprint projects on y as (rows - 1) cos t.
+    EXPECT_EQ(g.size[1], std::llround((spec.rows - 1) * std::cos(t)) + 1);
+    ASSERT_EQ(v->pixelType(), PixelType::kInt16);
+    expectLinearValues(*v, 1.0);  // stored values were rounded to integers, output too
+    bool warned = false;
+    for (const std::string& w : v->info().warnings)
+        warned |= w.find("resampled") != std::string::npos;
+    EXPECT_TRUE(warned);
+}
+
+TEST(DicomLoad, MissingSlicesAreInterpolatedWhenFewFilledWhenManyOrRefused) {
+    TempDir dir;
+    SynthSeriesSpec spec;
+    spec.slices = 10;
+    for (int k = 0; k < spec.slices; ++k) spec.slice_offsets.push_back(2.0 * k);
+    spec.value = [&](int i, int j, int k) { return linearValue(spec, i, j, k); };
+    auto paths = writeSynthSeries(spec, dir / "one");
+    ASSERT_TRUE(paths.isOk());
+    fs::remove((*paths)[6]);
+    auto scan = scanFolder(dir / "one");
+    ASSERT_TRUE(scan.isOk());
+    const SeriesCandidate& c = only(*scan);
+    ASSERT_TRUE(c.has_gaps);
+    EXPECT_EQ(loadSeries(c, DicomLoadOptions{.allow_gaps = false}).status().code(),
+              StatusCode::kUnsupported);
+    auto v = loadSeries(c);
+    ASSERT_TRUE(v.isOk()) << v.status().toString();
+    EXPECT_EQ(v->geometry().size[2], 10);
+    EXPECT_NEAR(v->geometry().spacing[2], 2.0, 1e-9);
+    EXPECT_EQ(expectLinearValues(*v, 1.0), 0);  // one missing slice: interpolated
+
+    auto wide = writeSynthSeries(spec, dir / "three");
+    ASSERT_TRUE(wide.isOk());
+    for (int k : {3, 4, 5}) fs::remove((*wide)[k]);
+    auto scan3 = scanFolder(dir / "three");
+    ASSERT_TRUE(scan3.isOk());
+    auto v3 = loadSeries(only(*scan3));
+    ASSERT_TRUE(v3.isOk()) << v3.status().toString();
+    EXPECT_EQ(v3->geometry().size[2], 10);
+    // Three missing slices are not invented: output slices 3..5 get the fill value.
+    const Geometry g = v3->geometry();
+    EXPECT_EQ(expectLinearValues(*v3, 1.0), 3 * g.size[0] * g.size[1]);
+}
+
+TEST(DicomLoad, UnevenSpacingIsResampledToTheMedianStep) {
+    TempDir dir;
+    SynthSeriesSpec spec;
+    spec.modality = "MR";
+    spec.slices = 7;
+    spec.slice_offsets = {0, 2, 4, 6.6, 8.6, 10.6, 12.6};
+    spec.value = [&](int i, int j, int k) { return linearValue(spec, i, j, k); };
+    ASSERT_TRUE(writeSynthSeries(spec, dir / "u").isOk());
+    auto scan = scanFolder(dir / "u");
+    ASSERT_TRUE(scan.isOk());
+    const SeriesCandidate& c = only(*scan);
+    ASSERT_TRUE(c.uneven_spacing);
+    EXPECT_FALSE(
+        loadSeries(c, DicomLoadOptions{.uneven_spacing = IrregularPolicy::kRefuse}).isOk());
+    auto v = loadSeries(c);
+    ASSERT_TRUE(v.isOk()) << v.status().toString();
+    EXPECT_NEAR(v->geometry().spacing[2], 2.0, 1e-9);
+    EXPECT_EQ(v->geometry().size[2], 7);  // 12.6 / 2 rounds to 6 steps
+    expectLinearValues(*v, 1.0);
+}
+
+}  // namespace
+}  // namespace voxseg::io
