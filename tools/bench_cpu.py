@@ -121,7 +121,7 @@ def export(args):
     rng = np.random.default_rng(SEED)
     x = rng.standard_normal(shape, dtype=np.float32)
     x.tofile(p["input"])
-    dummy = torch.from_numpy(x[:, :, :32, :32, :32].copy())
+    dummy = torch.from_numpy(x[:, :, :64, :64, :64].copy())  # >= 2 voxels at the bottom
     torch.onnx.export(model, dummy, p["onnx"], input_names=["input"], output_names=["logits"],
                       opset_version=17, dynamo=False,
                       dynamic_axes={"input": {0: "b", 2: "d", 3: "h", 4: "w"},
