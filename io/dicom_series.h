@@ -102,7 +102,8 @@ struct DicomLoadOptions {
 // RescaleSlope/Intercept applied per slice (CT in HU); int16 when values stay integral and in
 // range, else float32. Tilted, unevenly spaced or gapped stacks are resampled (linear) onto a
 // regular orthogonal grid whose third axis is the stacking direction, unless refused by
-// `options`; the volume's warnings say what was done.
+// `options` (interpolated values are rounded back to int16 when the input was integral); the
+// volume's warnings say what was done.
 Result<Volume> loadSeries(const SeriesCandidate& candidate, const DicomLoadOptions& options = {},
                           const Progress& progress = {});
 
