@@ -1,0 +1,151 @@
+#include "pipeline/resample.h"
+
+#include "core/log.h"
+#include "pipeline/pixel_dispatch.h"
+
+#include <itkBSplineInterpolateImageFunction.h>
+#include <itkIdentityTransform.h>
+#include <itkNearestNeighborInterpolateImageFunction.h>
+#include <itkResampleImageFilter.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace voxseg::pipeline {
+
+std::array<int64_t, 3> resampledSize(const Geometry& geometry, const Vec3& target_spacing) {
+    std::array<int64_t, 3> size{};
+    for (int a = 0; a < 3; ++a) {
+        const double n =
+            static_cast<double>(geometry.size[a]) * geometry.spacing[a] / target_spacing[a];
+        size[a] = std::max<int64_t>(1, static_cast<int64_t>(std::llround(n)));
+    }
+    return size;
+}
+
+Geometry resampledGeometry(const Geometry& geometry, const std::array<int64_t, 3>& new_size) {
+    Geometry out = geometry;
+    Vec3 first_centre{};  // continuous input index of output voxel 0
+    for (int a = 0; a < 3; ++a) {
+        const double scale =
+            static_cast<double>(geometry.size[a]) / static_cast<double>(new_size[a]);
+        out.size[a] = new_size[a];
+        out.spacing[a] = geometry.spacing[a] * scale;
+        first_centre[a] = 0.5 * scale - 0.5;
+    }
+    out.origin = geometry.indexToPhysical(first_centre);
+    return out;
+}
+
+namespace {
+
+int coarsestAxis(const Vec3& spacing, double threshold) {
+    const double mx = *std::max_element(spacing.begin(), spacing.end());
+    const double mn = *std::min_element(spacing.begin(), spacing.end());
+    if (!(mx / mn > threshold)) return -1;
+    int axis = -1;
+    for (int a = 0; a < 3; ++a) {
+        if (spacing[a] == mx) {
+            if (axis >= 0) return -1;  // two equally coarse axes: nnU-Net does not separate
+            axis = a;
+        }
+    }
+    return axis;
+}
+
+template <typename T>
+typename Image3<T>::Pointer runResample(const typename Image3<T>::Pointer& input,
+                                        const Geometry& target, bool bspline) {
+    using ImageT = Image3<T>;
+    using Filter = itk::ResampleImageFilter<ImageT, ImageT, double, double>;
+    auto filter = Filter::New();
+    filter->SetInput(input);
+    filter->SetTransform(itk::IdentityTransform<double, 3>::New());
+    if (bspline) {
+        auto interp = itk::BSplineInterpolateImageFunction<ImageT, double, double>::New();
+        interp->SetSplineOrder(3);
+        filter->SetInterpolator(interp);
+    } else {
+        filter->SetInterpolator(
+            itk::NearestNeighborInterpolateImageFunction<ImageT, double>::New());
+    }
+    auto reference = ImageT::New();
+    reference->SetRegions(Volume::toItkRegion(target));
+    Volume::applyGeometry(target, *reference);
+    filter->SetUseReferenceImage(true);
+    filter->SetReferenceImage(reference);
+    filter->SetDefaultPixelValue(0);
+    filter->Update();
+    typename ImageT::Pointer out = filter->GetOutput();
+    out->DisconnectPipeline();
+    return out;
+}
+
+}  // namespace
+
+int separateAxis(const Vec3& from_spacing, const Vec3& to_spacing, double threshold) {
+    const int axis = coarsestAxis(from_spacing, threshold);
+    if (axis >= 0) return axis;
+    return coarsestAxis(to_spacing, threshold);
+}
+
+Result<Volume> resampleToGrid(const Volume& volume, const Geometry& target, ResampleKind kind,
+                              const Progress& progress) {
+    if (volume.empty()) return invalidArgument("resample: empty volume");
+    const Geometry source = volume.geometry();
+    bool same_direction = true;
+    for (int e = 0; e < 9; ++e)
+        same_direction &= std::abs(source.direction[e] - target.direction[e]) < 1e-5;
+    if (!same_direction)
+        return invalidArgument(
+            "resample: target grid has another direction than the volume; reorient first",
+            volume.info().source);
+    try {
+        if (kind == ResampleKind::kLabel) {
+            if (source.size == target.size) return volume;
+            return withPixelType(volume.pixelType(), [&](auto tag) -> Result<Volume> {
+                using T = decltype(tag);
+                auto out = runResample<T>(volume.image<T>(), target, false);
+                return Volume::fromImage<T>(out, volume.info());
+            });
+        }
+        Volume input =
+            volume.pixelType() == PixelType::kFloat32 ? volume : volume.castTo(PixelType::kFloat32);
+        if (source.size == target.size) return input;
+        const int axis = separateAxis(source.spacing, target.spacing);
+        if (axis < 0) {
+            progress.report(0.0, "resampling (order 3)");
+            auto out = runResample<float>(input.image<float>(), target, true);
+            progress.report(1.0, "resampling (order 3)");
+            return Volume::fromImage<float>(out, volume.info());
+        }
+        // In-plane first at the original positions along `axis`, then `axis` with order 0.
+        std::array<int64_t, 3> plane_size = target.size;
+        plane_size[axis] = source.size[axis];
+        Geometry plane = resampledGeometry(source, plane_size);
+        typename Image3<float>::Pointer step = input.image<float>();
+        progress.report(0.0, "resampling in-plane (order 3)");
+        if (plane_size != source.size) step = runResample<float>(step, plane, true);
+        progress.report(0.8, "resampling along the coarse axis (order 0)");
+        if (plane_size != target.size) step = runResample<float>(step, target, false);
+        progress.report(1.0, "resampling");
+        log::debug("pipeline.resample", "axis {} resampled separately with order 0", axis);
+        return Volume::fromImage<float>(step, volume.info());
+    } catch (const std::exception& e) {
+        return Status(StatusCode::kInternal, std::string("resampling failed: ") + e.what(),
+                      volume.info().source);
+    }
+}
+
+Result<Volume> resampleToSpacing(const Volume& volume, const Vec3& target_spacing,
+                                 ResampleKind kind, const Progress& progress) {
+    if (volume.empty()) return invalidArgument("resample: empty volume");
+    for (double s : target_spacing)
+        if (!(s > 0) || !std::isfinite(s))
+            return invalidArgument("resample: target spacing must be positive and finite");
+    const Geometry source = volume.geometry();
+    return resampleToGrid(volume, resampledGeometry(source, resampledSize(source, target_spacing)),
+                          kind, progress);
+}
+
+}  // namespace voxseg::pipeline

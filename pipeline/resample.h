@@ -1,0 +1,54 @@
+// Resampling to a model's voxel spacing with nnU-Net's rules, on ITK.
+//
+// - New size per axis = round(size * spacing / target_spacing) (nnU-Net compute_new_shape); when
+//   it equals the old size the volume is passed through (cast to float32 for images).
+// - The resampled grid keeps the field of view edge to edge (skimage.resize / nnU-Net mapping:
+//   input index = (output index + 0.5) * size_in / size_out - 0.5), so its spacing is
+//   spacing * size / new_size, which may differ slightly from the target.
+// - Images: order-3 B-spline (itk::BSplineInterpolateImageFunction, mirror boundaries, where
+//   skimage repeats the edge). When one axis is more than 3x coarser than the others (checked on
+//   the source spacing, then on the target), that axis is resampled separately with order 0
+//   (nearest): first the other axes with the 3D B-spline at the unchanged positions along the
+//   coarse axis (the spline interpolates, so those slices are exactly 2D splines), then the coarse
+//   axis with itk::NearestNeighborInterpolateImageFunction.
+// - Labels: nearest neighbour, pixel type kept.
+// Axes here are the volume's index axes (i, j, k); convert a model's zyx/xyz values with
+// pipeline/tensor_layout.h. Thread safety: reentrant; ITK filters use all cores.
+#pragma once
+
+#include "core/geometry.h"
+#include "core/progress.h"
+#include "core/status.h"
+#include "core/volume.h"
+
+#include <array>
+
+namespace voxseg::pipeline {
+
+enum class ResampleKind { kImage, kLabel };
+
+// nnU-Net's anisotropy threshold: an axis more than this many times coarser is done separately.
+inline constexpr double kSeparateAxisThreshold = 3.0;
+
+// round(size * spacing / target) per axis, at least 1.
+std::array<int64_t, 3> resampledSize(const Geometry& geometry, const Vec3& target_spacing);
+
+// The grid of `geometry` resampled to `new_size` keeping the field of view (see above).
+Geometry resampledGeometry(const Geometry& geometry, const std::array<int64_t, 3>& new_size);
+
+// The axis to resample separately with order 0, or -1 (nnU-Net get_do_separate_z +
+// get_lowres_axis: the unique coarsest axis when max/min spacing > threshold, checked on `from`
+// first, then on `to`).
+int separateAxis(const Vec3& from_spacing, const Vec3& to_spacing,
+                 double threshold = kSeparateAxisThreshold);
+
+// Resamples to the grid `target` (same direction as `volume`, produced by resampledGeometry).
+// Images come back as float32, labels in their own pixel type.
+Result<Volume> resampleToGrid(const Volume& volume, const Geometry& target, ResampleKind kind,
+                              const Progress& progress = {});
+
+// resampledSize + resampledGeometry + resampleToGrid.
+Result<Volume> resampleToSpacing(const Volume& volume, const Vec3& target_spacing,
+                                 ResampleKind kind, const Progress& progress = {});
+
+}  // namespace voxseg::pipeline

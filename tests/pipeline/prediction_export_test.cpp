@@ -1,0 +1,147 @@
+#include "pipeline/prediction_export.h"
+#include "pipeline/preprocess.h"
+#include "pipeline/resample.h"
+
+#include "test_volumes.h"
+
+#include <gtest/gtest.h>
+
+#include <itkLinearInterpolateImageFunction.h>
+#include <itkResampleImageFilter.h>
+
+#include <random>
+
+namespace voxseg::pipeline {
+namespace {
+
+using voxseg::testing::makeGeometry;
+using voxseg::testing::makeVolume;
+using voxseg::testing::valueAt;
+
+constexpr double kInterpolationTolerance = 1e-4;
+constexpr double kMinDice = 0.95;
+
+double dice(const Volume& a, const Volume& b, uint8_t label) {
+    int64_t inter = 0, na = 0, nb = 0;
+    for (int64_t n = 0; n < a.geometry().voxelCount(); ++n) {
+        const bool x = a.data<uint8_t>()[n] == label, y = b.data<uint8_t>()[n] == label;
+        inter += x && y, na += x, nb += y;
+    }
+    return na + nb == 0 ? 1.0 : 2.0 * inter / (na + nb);
+}
+
+// Sphere of radius 6 mm at an off-centre point: any flip or permutation error moves it.
+const Vec3 kCentre{14.0, -3.0, 21.0};
+double sphere(const Vec3& p) { return voxseg::testing::distance(p, kCentre) < 6.0 ? 1.0 : 0.0; }
+
+TEST(PredictionExport, ScoresBackOnTheOriginalGridThroughOrientationCropAndSpacing) {
+    // An LPS input, a RAS model at a coarser, anisotropic spacing (zyx), cropping on.
+    const Geometry g = makeGeometry({40, 36, 30}, {0.8, 0.9, 1.1}, {0, -20, 5});
+    Volume image = makeVolume<int16_t>(g, [](const Vec3& p) { return 100 * sphere(p) + 10; });
+    // Zero a margin so cropping has something to do.
+    for (int64_t k = 0; k < g.size[2]; ++k)
+        for (int64_t j = 0; j < g.size[1]; ++j)
+            for (int64_t i = 0; i < 3; ++i) image.data<int16_t>()[(k * 36 + j) * 40 + i] = 0;
+    const Volume truth = makeVolume<uint8_t>(g, sphere);
+
+    PreprocessSpec spec;
+    spec.orientation = "RAS";
+    spec.axis_order = AxisOrder::kZyx;
+    spec.spacing_mm = {1.5, 1.2, 1.0};  // z, y, x
+    spec.channels = {Normalization{}};
+    auto pre = preprocess({image}, spec);
+    ASSERT_TRUE(pre.isOk()) << pre.status().toString();
+    const PreprocessRecord& rec = pre->record;
+    EXPECT_EQ(rec.crop.begin[0], 0);  // RAS flips i: the zeroed margin is at the end
+    EXPECT_EQ(rec.crop.size[0], 37);
+    EXPECT_EQ(rec.oriented.orientationCode(), "RAS");
+    EXPECT_NEAR(rec.network.spacing[2], 1.5, 0.05);
+
+    // Fake network: background score = 55 - x, foreground = x - 55 (x = input intensity).
+    const engine::Tensor& in = pre->input;
+    engine::Tensor scores(engine::DType::kFloat32, {2, in.dim(1), in.dim(2), in.dim(3)});
+    const int64_t n = in.numel();
+    for (int64_t e = 0; e < n; ++e) {
+        scores.data<float>()[e] = 55.0f - in.data<float>()[e];
+        scores.data<float>()[n + e] = in.data<float>()[e] - 55.0f;
+    }
+    auto labels = scoresToLabelMap(scores, rec, ExportSpec{});
+    ASSERT_TRUE(labels.isOk()) << labels.status().toString();
+    EXPECT_EQ(labels->pixelType(), PixelType::kUInt8);
+    // Exactly the input geometry.
+    const Geometry out = labels->geometry();
+    EXPECT_EQ(out.size, g.size);
+    EXPECT_EQ(out.origin, g.origin);
+    EXPECT_EQ(out.spacing, g.spacing);
+    EXPECT_EQ(out.direction, g.direction);
+    EXPECT_GE(dice(*labels, truth, 1), kMinDice);
+    const Vec3 c = g.physicalToIndex(kCentre);
+    EXPECT_EQ(valueAt<uint8_t>(*labels, std::lround(c[0]), std::lround(c[1]), std::lround(c[2])),
+              1);
+
+    // Sigmoid with one channel per label, and label values from the model.
+    ExportSpec sig;
+    sig.activation = OutputActivation::kSigmoid;
+    sig.channel_labels = {300};
+    sig.threshold = 0.0;  // logits
+    engine::Tensor fg(engine::DType::kFloat32, {1, in.dim(1), in.dim(2), in.dim(3)});
+    std::memcpy(fg.data<float>(), scores.data<float>() + n, sizeof(float) * n);
+    auto multi = scoresToLabelMap(fg, rec, sig);
+    ASSERT_TRUE(multi.isOk());
+    EXPECT_EQ(multi->pixelType(), PixelType::kUInt16);
+    EXPECT_EQ(valueAt<uint16_t>(*multi, std::lround(c[0]), std::lround(c[1]), std::lround(c[2])),
+              300);
+
+    engine::Tensor wrong(engine::DType::kFloat32, {2, 3, 3, 3});
+    EXPECT_FALSE(scoresToLabelMap(wrong, rec, ExportSpec{}).isOk());
+}
+
+// The fused interpolation equals ITK's linear resampler (the oracle) on the same grids.
+TEST(PredictionExport, InterpolationMatchesItkLinearResampling) {
+    PreprocessRecord rec;
+    rec.network = makeGeometry({9, 7, 6}, {2.0, 2.5, 3.0}, {1, 2, 3});
+    rec.cropped = resampledGeometry(rec.network, {17, 11, 15});
+    rec.oriented = rec.cropped;
+    rec.original = rec.cropped;
+    rec.crop.size = rec.cropped.size;
+    rec.axis_order = AxisOrder::kZyx;
+    std::mt19937 rng(42);
+    std::uniform_real_distribution<float> uni(-1.f, 1.f);
+    Volume net = Volume::allocate<float>(rec.network);
+    for (int64_t e = 0; e < rec.network.voxelCount(); ++e) net.data<float>()[e] = uni(rng);
+    auto tensor = volumesToTensor({net}, AxisOrder::kZyx);
+    ASSERT_TRUE(tensor.isOk());
+    auto mine = scoreChannelToOriginal(*tensor, 0, rec);
+    ASSERT_TRUE(mine.isOk());
+
+    using F = Image3<float>;
+    auto resample = itk::ResampleImageFilter<F, F>::New();
+    resample->SetInput(net.image<float>());
+    resample->SetInterpolator(itk::LinearInterpolateImageFunction<F, double>::New());
+    auto ref = F::New();
+    ref->SetRegions(Volume::toItkRegion(rec.cropped));
+    Volume::applyGeometry(rec.cropped, *ref);
+    resample->SetUseReferenceImage(true);
+    resample->SetReferenceImage(ref);
+    resample->Update();
+    const float* oracle = resample->GetOutput()->GetBufferPointer();
+    int compared = 0;
+    for (int64_t k = 0; k < rec.cropped.size[2]; ++k)
+        for (int64_t j = 0; j < rec.cropped.size[1]; ++j)
+            for (int64_t i = 0; i < rec.cropped.size[0]; ++i) {
+                // ITK treats points beyond the outer voxel centres as outside; compare inside.
+                const Vec3 q = rec.network.physicalToIndex(rec.cropped.indexToPhysical(
+                    {static_cast<double>(i), static_cast<double>(j), static_cast<double>(k)}));
+                bool inside = true;
+                for (int a = 0; a < 3; ++a) inside &= q[a] >= 0 && q[a] <= rec.network.size[a] - 1;
+                if (!inside) continue;
+                const int64_t e = (k * rec.cropped.size[1] + j) * rec.cropped.size[0] + i;
+                ASSERT_NEAR(mine->data<float>()[e], oracle[e], kInterpolationTolerance)
+                    << i << "," << j << "," << k;
+                ++compared;
+            }
+    EXPECT_GT(compared, 1000);
+}
+
+}  // namespace
+}  // namespace voxseg::pipeline
