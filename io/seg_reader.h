@@ -1,0 +1,41 @@
+// Reading a DICOM Segmentation (SEG) object back into a label map with DCMTK's dcmseg: BINARY
+// (bit-packed frames, also non-byte-aligned ones) and FRACTIONAL (a voxel belongs to a segment
+// when its value is at least half of MaximumFractionalValue). Frames are placed by their
+// ImagePositionPatient, either onto a grid the caller gives (the source series' grid: what
+// voxseg compares against) or onto a grid derived from the frames (plane orientation, pixel
+// measures, positions along the normal). Overlapping segments: the higher segment wins, and
+// the result says so. The Label Map SEG SOP class (2024) is not readable with DCMTK 3.6.7 and is
+// reported as unsupported. Patient data is not read out. Thread safety: reentrant.
+#pragma once
+
+#include "core/geometry.h"
+#include "core/status.h"
+#include "core/volume.h"
+#include "io/seg_types.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace voxseg::io {
+
+struct SegReadOptions {
+    std::optional<Geometry> grid;  // place frames on this grid (else derived from the frames)
+    // Label value per SegmentLabel; segments not listed get their SegmentNumber.
+    std::map<std::string, int> label_values;
+};
+
+struct SegReadResult {
+    Volume label_map;                          // uint8 when every value fits, else uint16
+    std::vector<SegmentDescription> segments;  // label_value = value used in label_map
+    int frames = 0;
+    std::string referenced_series_uid;
+    std::string frame_of_reference_uid;
+    bool fractional = false;
+    int64_t overlapping_voxels = 0;  // voxels claimed by more than one segment
+};
+
+Result<SegReadResult> readDicomSeg(const std::string& path, const SegReadOptions& options = {});
+
+}  // namespace voxseg::io

@@ -1,0 +1,344 @@
+#include "io/seg_writer.h"
+
+#include "core/atomic_file.h"
+#include "core/log.h"
+
+#include <dcmtk/config/osconfig.h>
+#include <dcmtk/dcmdata/dcdeftag.h>
+#include <dcmtk/dcmdata/dcfilefo.h>
+#include <dcmtk/dcmdata/dcuid.h>
+#include <dcmtk/dcmdata/dcvrda.h>
+#include <dcmtk/dcmdata/dcvrtm.h>
+#include <dcmtk/dcmfg/fgderimg.h>
+#include <dcmtk/dcmfg/fgfracon.h>
+#include <dcmtk/dcmfg/fgpixmsr.h>
+#include <dcmtk/dcmfg/fgplanor.h>
+#include <dcmtk/dcmfg/fgplanpo.h>
+#include <dcmtk/dcmiod/cielabutil.h>
+#include <dcmtk/dcmseg/segdoc.h>
+#include <dcmtk/dcmseg/segment.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <set>
+
+namespace voxseg::io {
+
+namespace {
+
+constexpr const char* kComponent = "io.seg";
+// Root for UIDs voxseg generates (DCMTK's site root is used when none is configured).
+constexpr const char* kUidRoot = SITE_INSTANCE_UID_ROOT;
+
+std::string num(double v) {
+    // DS values: at most 16 characters.
+    std::string s = fmt::format("{:.10g}", v);
+    if (s.size() > 16) s = fmt::format("{:.8g}", v);
+    if (s == "-0") s = "0";
+    return s;
+}
+
+Status dcmStatus(const OFCondition& cond, const std::string& what, const std::string& path) {
+    if (cond.good()) return Status::ok();
+    return Status(StatusCode::kInternal, what + ": " + cond.text(), path);
+}
+
+struct SourceFile {
+    std::unique_ptr<DcmFileFormat> file;
+    int frames = 1;
+};
+
+template <typename T>
+void collectPresence(const T* data, const Geometry& g,
+                     std::map<int, std::vector<int64_t>>& voxels_per_slice) {
+    const int64_t plane = g.size[0] * g.size[1];
+    for (int64_t k = 0; k < g.size[2]; ++k) {
+        const T* slice = data + k * plane;
+        for (int64_t n = 0; n < plane; ++n) {
+            if (slice[n] == T(0)) continue;
+            auto& counts = voxels_per_slice[static_cast<int>(slice[n])];
+            if (counts.empty()) counts.assign(static_cast<size_t>(g.size[2]), 0);
+            ++counts[static_cast<size_t>(k)];
+        }
+    }
+}
+
+}  // namespace
+
+Result<SegWriteReport> writeDicomSeg(const Volume& label_map, const SeriesCandidate& source,
+                                     const std::vector<SegmentDescription>& segments,
+                                     const SegWriteOptions& options, const std::string& path) {
+    if (label_map.empty()) return invalidArgument("DICOM SEG: empty label map", path);
+    if (label_map.pixelType() != PixelType::kUInt8 && label_map.pixelType() != PixelType::kUInt16)
+        return invalidArgument("DICOM SEG: the label map must be uint8 or uint16", path);
+    if (source.slices.empty())
+        return Status(StatusCode::kFailedPrecondition,
+                      "DICOM SEG needs the source DICOM series the label map was computed on; "
+                      "this input is not DICOM: write NIfTI/NRRD instead (drop 'seg' from "
+                      "--outputs)",
+                      path);
+    const Geometry g = label_map.geometry();
+    if (g.size[0] > 65535 || g.size[1] > 65535)
+        return unsupported("DICOM SEG: slices larger than 65535 pixels", path);
+    AtomicFile out(path);
+    VOXSEG_RETURN_IF_ERROR(out.checkWritable());
+
+    // Which labels occur on which slices.
+    std::map<int, std::vector<int64_t>> presence;
+    if (label_map.pixelType() == PixelType::kUInt8)
+        collectPresence(label_map.data<uint8_t>(), g, presence);
+    else
+        collectPresence(label_map.data<uint16_t>(), g, presence);
+    if (presence.empty())
+        return Status(StatusCode::kFailedPrecondition,
+                      "the label map is empty (no label found): a DICOM SEG needs at least one "
+                      "segment, none written",
+                      path);
+
+    try {
+        // Source headers (no pixel data), one per file.
+        std::map<std::string, SourceFile> files;
+        for (const SliceRef& s : source.slices) {
+            if (files.count(s.path)) continue;
+            SourceFile sf;
+            sf.file = std::make_unique<DcmFileFormat>();
+            const OFCondition cond =
+                sf.file->loadFileUntilTag(s.path.c_str(), EXS_Unknown, EGL_noChange,
+                                          DCM_MaxReadLength, ERM_autoDetect, DCM_PixelData);
+            if (cond.bad())
+                return ioError(
+                    std::string("cannot read source DICOM file for the SEG references: ") +
+                        cond.text(),
+                    s.path);
+            Sint32 frames = 1;
+            if (sf.file->getDataset()->findAndGetSint32(DCM_NumberOfFrames, frames).good() &&
+                frames > 1)
+                sf.frames = frames;
+            files.emplace(s.path, std::move(sf));
+        }
+        DcmDataset* first = files.at(source.slices.front().path).file->getDataset();
+
+        // Frame k of the label map -> the source slice at the same position, if any.
+        std::vector<const SliceRef*> source_of_slice(static_cast<size_t>(g.size[2]), nullptr);
+        const double tolerance = std::max(1e-3, 0.05 * g.spacing[2]);
+        bool all_matched = true;
+        for (int64_t k = 0; k < g.size[2]; ++k) {
+            const Vec3 p = g.indexToPhysical({0, 0, static_cast<double>(k)});
+            for (const SliceRef& s : source.slices) {
+                const double d =
+                    std::hypot(s.position[0] - p[0], s.position[1] - p[1], s.position[2] - p[2]);
+                if (d <= tolerance) {
+                    source_of_slice[static_cast<size_t>(k)] = &s;
+                    break;
+                }
+            }
+            all_matched &= source_of_slice[static_cast<size_t>(k)] != nullptr;
+        }
+        if (source.geometry.size[0] != 0 &&
+            (source.geometry.size[0] != g.size[0] || source.geometry.size[1] != g.size[1]))
+            all_matched = false;
+        if (!all_matched)
+            log::warning(kComponent,
+                         "series {}: label map slices do not all lie on source slices (resampled "
+                         "volume?); SEG references the series without per-frame sources",
+                         source.series_uid);
+
+        IODGeneralEquipmentModule::EquipmentInfo equipment("voxseg", "voxseg", "1",
+                                                           options.software_version.c_str());
+        ContentIdentificationMacro ident("1", options.content_label.c_str(),
+                                         options.content_description.c_str(), "");
+        DcmSegmentation* raw = nullptr;
+        VOXSEG_RETURN_IF_ERROR(dcmStatus(DcmSegmentation::createBinarySegmentation(
+                                             raw, static_cast<Uint16>(g.size[1]),
+                                             static_cast<Uint16>(g.size[0]), equipment, ident),
+                                         "creating the segmentation", path));
+        std::unique_ptr<DcmSegmentation> seg(raw);
+        VOXSEG_RETURN_IF_ERROR(
+            dcmStatus(seg->importHierarchy(*first, OFTrue, OFTrue, OFTrue, OFFalse),
+                      "taking over patient/study/frame of reference", path));
+        OFString for_uid;
+        if (seg->getFrameOfReference().getFrameOfReferenceUID(for_uid).bad() || for_uid.empty()) {
+            char uid[100];
+            dcmGenerateUniqueIdentifier(uid, kUidRoot);
+            seg->getFrameOfReference().setFrameOfReferenceUID(uid);
+            log::warning(kComponent,
+                         "series {}: no FrameOfReferenceUID in the source; a new one "
+                         "was generated for the SEG",
+                         source.series_uid);
+        }
+
+        char dim_uid[100];
+        dcmGenerateUniqueIdentifier(dim_uid, kUidRoot);
+        IODMultiframeDimensionModule& dims = seg->getDimensions();
+        VOXSEG_RETURN_IF_ERROR(dcmStatus(
+            dims.addDimensionIndex(DCM_ReferencedSegmentNumber, dim_uid,
+                                   DCM_SegmentIdentificationSequence, "ReferencedSegmentNumber"),
+            "dimension index", path));
+        VOXSEG_RETURN_IF_ERROR(
+            dcmStatus(dims.addDimensionIndex(DCM_ImagePositionPatient, dim_uid,
+                                             DCM_PlanePositionSequence, "ImagePositionPatient"),
+                      "dimension index", path));
+
+        {
+            const Vec3 row = g.axisDirection(0), col = g.axisDirection(1);
+            std::unique_ptr<FGPlaneOrientationPatient> orientation(
+                FGPlaneOrientationPatient::createMinimal(num(row[0]).c_str(), num(row[1]).c_str(),
+                                                         num(row[2]).c_str(), num(col[0]).c_str(),
+                                                         num(col[1]).c_str(), num(col[2]).c_str()));
+            VOXSEG_RETURN_IF_ERROR(
+                dcmStatus(seg->addForAllFrames(*orientation), "plane orientation", path));
+            FGPixelMeasures measures;
+            measures.setPixelSpacing((num(g.spacing[1]) + "\\" + num(g.spacing[0])).c_str());
+            measures.setSliceThickness(num(g.spacing[2]).c_str());
+            measures.setSpacingBetweenSlices(num(g.spacing[2]).c_str());
+            VOXSEG_RETURN_IF_ERROR(
+                dcmStatus(seg->addForAllFrames(measures), "pixel measures", path));
+        }
+
+        // Series-level references: every source instance.
+        auto* series_item = new IODSeriesAndInstanceReferenceMacro::ReferencedSeriesItem;
+        seg->getCommonInstanceReference().getReferencedSeriesItems().push_back(series_item);
+        OFString series_uid;
+        first->findAndGetOFString(DCM_SeriesInstanceUID, series_uid);
+        series_item->setSeriesInstanceUID(series_uid);
+        std::set<std::string> referenced;
+        for (const auto& [file_path, sf] : files) {
+            OFString sop_class, sop_instance;
+            sf.file->getDataset()->findAndGetOFString(DCM_SOPClassUID, sop_class);
+            sf.file->getDataset()->findAndGetOFString(DCM_SOPInstanceUID, sop_instance);
+            if (sop_instance.empty() || !referenced.insert(sop_instance.c_str()).second) continue;
+            auto* ref = new SOPInstanceReferenceMacro();
+            ref->setReferencedSOPClassUID(sop_class);
+            ref->setReferencedSOPInstanceUID(sop_instance);
+            series_item->getReferencedInstanceItems().push_back(ref);
+        }
+
+        const CodeSequenceMacro derivation_code("113076", "DCM", "Segmentation");
+        const CodeSequenceMacro purpose_code("121322", "DCM",
+                                             "Source image for image processing operation");
+        SegWriteReport report;
+        report.per_frame_references = all_matched;
+        const int64_t plane = g.size[0] * g.size[1];
+        std::vector<Uint8> frame(static_cast<size_t>(plane));
+        FGPlanePosPatient position;
+        FGFrameContent content;
+        FGDerivationImage derivation;
+
+        for (const auto& [value, per_slice] : presence) {
+            SegmentDescription desc;
+            bool described = false;
+            for (const SegmentDescription& d : segments)
+                if (d.label_value == value) desc = d, described = true;
+            if (!described) {
+                desc.label_value = value;
+                desc.label = "label " + std::to_string(value);
+                desc.category = {"85756007", "SCT", "Tissue"};
+                desc.type = {"85756007", "SCT", "Tissue"};
+                log::warning(kComponent,
+                             "label {} has no description in the model; written as "
+                             "generic tissue",
+                             value);
+            }
+            if (desc.label.empty()) desc.label = desc.type.meaning;
+            DcmSegment* segment = nullptr;
+            VOXSEG_RETURN_IF_ERROR(dcmStatus(
+                DcmSegment::create(
+                    segment, desc.label.substr(0, 64).c_str(),
+                    CodeSequenceMacro(desc.category.value.c_str(), desc.category.scheme.c_str(),
+                                      desc.category.meaning.c_str()),
+                    CodeSequenceMacro(desc.type.value.c_str(), desc.type.scheme.c_str(),
+                                      desc.type.meaning.c_str()),
+                    DcmSegTypes::SAT_AUTOMATIC, options.algorithm_name.c_str()),
+                "segment '" + desc.label + "'", path));
+            if (!desc.description.empty())
+                segment->setSegmentDescription(desc.description.substr(0, 64).c_str());
+            AlgorithmIdentificationMacro& algo = segment->getSegmentationAlgorithmIdentification();
+            algo.getAlgorithmFamilyCode().set("123110", "DCM", "Artificial Intelligence");
+            algo.setAlgorithmName(options.algorithm_name.c_str());
+            algo.setAlgorithmVersion(options.algorithm_version.c_str());
+            double lab[3];
+            IODCIELabUtil::rgb2DicomLab(lab[0], lab[1], lab[2], desc.color[0] / 255.0,
+                                        desc.color[1] / 255.0, desc.color[2] / 255.0);
+            segment->setRecommendedDisplayCIELabValue(static_cast<Uint16>(std::lround(lab[0])),
+                                                      static_cast<Uint16>(std::lround(lab[1])),
+                                                      static_cast<Uint16>(std::lround(lab[2])));
+            Uint16 number = 0;
+            const OFCondition added = seg->addSegment(segment, number);
+            if (added.bad()) {
+                delete segment;
+                return dcmStatus(added, "adding segment '" + desc.label + "'", path);
+            }
+            ++report.segments;
+
+            for (int64_t k = 0; k < g.size[2]; ++k) {
+                if (per_slice[static_cast<size_t>(k)] == 0) continue;  // empty frames omitted
+                for (int64_t n = 0; n < plane; ++n) {
+                    const int v = label_map.pixelType() == PixelType::kUInt8
+                                      ? label_map.data<uint8_t>()[k * plane + n]
+                                      : label_map.data<uint16_t>()[k * plane + n];
+                    frame[static_cast<size_t>(n)] = v == value ? 1 : 0;
+                }
+                const Vec3 p = g.indexToPhysical({0, 0, static_cast<double>(k)});
+                position.setImagePositionPatient(num(p[0]).c_str(), num(p[1]).c_str(),
+                                                 num(p[2]).c_str());
+                content.setDimensionIndexValues(number, 0);
+                content.setDimensionIndexValues(static_cast<Uint32>(k + 1), 1);
+                OFVector<FGBase*> per_frame;
+                per_frame.push_back(&position);
+                per_frame.push_back(&content);
+                if (all_matched) {
+                    derivation.clearData();
+                    DerivationImageItem* item = nullptr;
+                    VOXSEG_RETURN_IF_ERROR(
+                        dcmStatus(derivation.addDerivationImageItem(derivation_code, "", item),
+                                  "derivation image", path));
+                    const SliceRef* s = source_of_slice[static_cast<size_t>(k)];
+                    const SourceFile& sf = files.at(s->path);
+                    SourceImageItem* src = nullptr;
+                    VOXSEG_RETURN_IF_ERROR(dcmStatus(
+                        item->addSourceImageItem(sf.file->getDataset(), purpose_code, src),
+                        "source image reference", s->path));
+                    if (sf.frames > 1)
+                        src->getImageSOPInstanceReference().addReferencedFrameNumber(
+                            static_cast<Uint16>(s->frame + 1));
+                    per_frame.push_back(&derivation);
+                }
+                VOXSEG_RETURN_IF_ERROR(dcmStatus(seg->addFrame(frame.data(), number, per_frame),
+                                                 "adding frame", path));
+                ++report.frames;
+            }
+        }
+
+        seg->getSeries().setSeriesNumber(std::to_string(options.series_number).c_str());
+        seg->getSeries().setSeriesDescription(options.series_description.substr(0, 64).c_str());
+        OFString date, time;
+        DcmDate::getCurrentDate(date);
+        DcmTime::getCurrentTime(time);
+        seg->getSeries().setSeriesDate(date);
+        seg->getSeries().setSeriesTime(time);
+        seg->getGeneralImage().setContentDate(date);
+        seg->getGeneralImage().setContentTime(time);
+        // Frames were built from our own grid; DCMTK's per-frame consistency check is quadratic.
+        seg->setCheckFGOnWrite(OFFalse);
+
+        DcmFileFormat file;
+        VOXSEG_RETURN_IF_ERROR(
+            dcmStatus(seg->writeDataset(*file.getDataset()), "encoding the SEG", path));
+        file.getDataset()->putAndInsertString(DCM_SegmentsOverlap, "NO");
+        const OFCondition saved = file.saveFile(out.tempPath().c_str(), EXS_LittleEndianExplicit);
+        if (saved.bad())
+            return ioError(std::string("writing the DICOM SEG failed: ") + saved.text(), path);
+        VOXSEG_RETURN_IF_ERROR(out.commit());
+        log::info(kComponent, "wrote DICOM SEG: {} segment(s), {} frame(s)", report.segments,
+                  report.frames);
+        return report;
+    } catch (const std::bad_alloc&) {
+        return Status(StatusCode::kOutOfMemory, "out of memory while writing the DICOM SEG", path);
+    }
+}
+
+}  // namespace voxseg::io
