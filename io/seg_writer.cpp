@@ -33,6 +33,7 @@ namespace {
 constexpr const char* kComponent = "io.seg";
 // Root for UIDs voxseg generates (DCMTK's site root is used when none is configured).
 constexpr const char* kUidRoot = SITE_INSTANCE_UID_ROOT;
+constexpr Uint32 kMaxHeaderValueLength = 4096;
 
 std::string num(double v) {
     // DS values: at most 16 characters.
@@ -106,9 +107,9 @@ Result<SegWriteReport> writeDicomSeg(const Volume& label_map, const SeriesCandid
             if (files.count(s.path)) continue;
             SourceFile sf;
             sf.file = std::make_unique<DcmFileFormat>();
-            const OFCondition cond =
-                sf.file->loadFileUntilTag(s.path.c_str(), EXS_Unknown, EGL_noChange,
-                                          DCM_MaxReadLength, ERM_autoDetect, DCM_PixelData);
+            // Headers only: values longer than 4 KiB (pixel data) stay on disk, unread.
+            const OFCondition cond = sf.file->loadFile(s.path.c_str(), EXS_Unknown, EGL_noChange,
+                                                       kMaxHeaderValueLength, ERM_autoDetect);
             if (cond.bad())
                 return ioError(
                     std::string("cannot read source DICOM file for the SEG references: ") +

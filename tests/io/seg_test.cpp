@@ -271,7 +271,8 @@ TEST(DicomSeg, ObliqueScannedSeriesRoundTrip) {
     SynthSeriesSpec spec;
     const double c = std::cos(0.3), s = std::sin(0.3);
     spec.row_dir = {c, s, 0};
-    spec.col_dir = {0, std::cos(0.2), -std::sin(0.2)};
+    spec.col_dir = {-s * std::cos(0.2), c * std::cos(0.2),
+                    -std::sin(0.2)};  // orthogonal to row_dir
     spec.columns = 20;
     spec.rows = 14;
     spec.slices = 7;
