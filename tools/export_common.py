@@ -1,0 +1,153 @@
+"""Shared parts of tools/export_nnunet.py and tools/export_monai.py: ONNX export with a parity
+check against PyTorch, the model.json writer and the label colour palette.
+
+The package format is docs/model-package.md (engine/model_package.h reads it).
+"""
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+import numpy as np
+
+# Distinct colours for labels without one (cycled); 3D Slicer-like hues.
+PALETTE = [
+    (255, 80, 80), (80, 160, 255), (80, 200, 120), (255, 200, 60), (190, 110, 230),
+    (60, 210, 210), (240, 130, 40), (230, 110, 180), (150, 200, 60), (120, 120, 255),
+    (200, 160, 120), (255, 150, 150), (100, 180, 160), (180, 180, 60), (160, 90, 90),
+    (90, 120, 160),
+]
+# Generic coded concepts used when the user gives no codes (DICOM SEG needs some).
+GENERIC_CATEGORY = {"code": "91723000", "scheme": "SCT", "meaning": "Anatomical Structure"}
+GENERIC_TYPE = {"code": "85756007", "scheme": "SCT", "meaning": "Tissue"}
+
+PARITY_TOL = 1e-4  # max abs difference ONNX Runtime vs PyTorch, fp32
+
+
+def warn(msg):
+    print(f"warning: {msg}", file=sys.stderr)
+
+
+def fail(msg):
+    raise SystemExit(f"error: {msg}")
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def load_codes(path):
+    """--codes JSON: {"<label name>": {"category": {code, scheme, meaning}, "type": {...},
+    "color": [r, g, b]}}; every part optional."""
+    if not path:
+        return {}
+    with open(path) as f:
+        codes = json.load(f)
+    if not isinstance(codes, dict):
+        fail(f"{path}: expected an object keyed by label name")
+    for name, c in codes.items():
+        for k in ("category", "type"):
+            if k in c and not all(isinstance(c[k].get(f), str) for f in ("code", "scheme", "meaning")):
+                fail(f"{path}: label '{name}' {k} needs string code, scheme and meaning")
+    return codes
+
+
+def make_labels(named_values, codes):
+    """named_values: [(value, name)] -> model.json labels; warns once for missing codes."""
+    labels, missing = [], []
+    for i, (value, name) in enumerate(named_values):
+        c = codes.get(name, {})
+        lab = {"value": int(value), "name": str(name),
+               "color": list(c.get("color", PALETTE[i % len(PALETTE)]))}
+        if "category" in c and "type" in c:
+            lab["category"], lab["type"] = c["category"], c["type"]
+        else:
+            lab["category"], lab["type"] = GENERIC_CATEGORY, GENERIC_TYPE
+            missing.append(name)
+        labels.append(lab)
+    unknown = set(codes) - {n for _, n in named_values}
+    if unknown:
+        warn(f"--codes names labels the model does not have: {sorted(unknown)}")
+    if missing:
+        warn(f"no SNOMED codes for {missing}: DICOM SEG will say 'Anatomical Structure / Tissue'; "
+             "pass --codes codes.json to name them")
+    return labels
+
+
+def export_onnx(net, in_shape, path, tol=PARITY_TOL, seed=0):
+    """Exports `net` (eval mode, fp32) with a dynamic batch and a static patch (opset 17), checks
+    it with onnx.checker and compares ONNX Runtime with PyTorch on a random batch of 2.
+    Returns the max abs error; fails above `tol`."""
+    import onnx
+    import onnxruntime as ort
+    import torch
+
+    net = net.float().eval()
+    dummy = torch.zeros((1,) + tuple(in_shape), dtype=torch.float32)
+    with torch.no_grad():
+        torch.onnx.export(net, (dummy,), path, opset_version=17, dynamo=False,
+                          input_names=["input"], output_names=["logits"],
+                          dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
+                          do_constant_folding=True)
+    model = onnx.load(path)
+    onnx.checker.check_model(model)
+    ops = sorted({n.op_type for n in model.graph.node})
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn((2,) + tuple(in_shape), generator=g, dtype=torch.float32)
+    with torch.no_grad():
+        ref = net(x)
+    if isinstance(ref, (list, tuple)):
+        ref = ref[0]
+    ref = ref.numpy()
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    got = sess.run(None, {"input": x.numpy()})[0]
+    if got.shape != ref.shape:
+        fail(f"{path}: ONNX Runtime output {got.shape} != PyTorch {ref.shape}")
+    err = float(np.max(np.abs(got - ref)))
+    print(f"{os.path.basename(path)}: ops {', '.join(ops)}")
+    print(f"{os.path.basename(path)}: ONNX Runtime vs PyTorch on a random batch of 2 "
+          f"{list(x.shape)}: max abs error {err:.3g} (tolerance {tol:g})")
+    if not err < tol:
+        fail(f"{path}: ONNX Runtime differs from PyTorch by {err:.3g} (> {tol:g})")
+    return err, tuple(ref.shape[1:])
+
+
+class PackageWriter:
+    """Builds the package in a temporary folder beside `out` and renames it into place at the
+    end, so a failed export never leaves a half-written package."""
+
+    def __init__(self, out, force):
+        self.out = os.path.abspath(out)
+        if os.path.exists(self.out) and not force:
+            fail(f"{self.out} exists; pass --force to replace it")
+        parent = os.path.dirname(self.out)
+        os.makedirs(parent, exist_ok=True)
+        self.tmp = tempfile.mkdtemp(prefix=".export-", dir=parent)
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def finish(self, model_json):
+        with open(self.path("model.json"), "w") as f:
+            json.dump(model_json, f, indent=2)
+            f.write("\n")
+        if os.path.exists(self.out):
+            shutil.rmtree(self.out)
+        os.rename(self.tmp, self.out)
+        print(f"package written: {self.out}")
+
+    def abort(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def model_files_entry(writer, files):
+    """files: names inside the package -> {"sha256": ...} or {"models": [...]}."""
+    if len(files) == 1 and files[0] == "model.onnx":
+        return {"sha256": sha256_file(writer.path("model.onnx"))}
+    return {"models": [{"file": f, "sha256": sha256_file(writer.path(f))} for f in files]}

@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+"""Tests of tools/export_nnunet.py and tools/export_monai.py on tiny models built in a temporary
+folder (an nnU-Net v2 trained-model folder with two folds; a MONAI bundle with a small UNet).
+Each export runs the ONNX Runtime vs PyTorch check itself (max abs error < 1e-4).
+
+    python3 -m unittest discover -s tools/tests -v
+
+Needs torch, onnx, onnxruntime, nnunetv2 and monai; a test whose framework is missing is skipped.
+"""
+import hashlib
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+TOOLS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def have(*mods):
+    return all(importlib.util.find_spec(m) is not None for m in mods)
+
+
+def run_tool(script, *args):
+    return subprocess.run([sys.executable, os.path.join(TOOLS, script), *args],
+                          capture_output=True, text=True)
+
+
+def sha256(path):
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def tiny_plans(scheme):
+    conf = {
+        "data_identifier": "nnUNetPlans_3d_fullres", "preprocessor_name": "DefaultPreprocessor",
+        "batch_size": 2, "patch_size": [16, 24, 16], "median_image_size_in_voxels": [30, 40, 30],
+        "spacing": [2.5, 0.8, 0.8], "normalization_schemes": [scheme], "use_mask_for_norm": [True],
+        "resampling_fn_data": "resample_data_or_seg_to_shape",
+        "resampling_fn_seg": "resample_data_or_seg_to_shape",
+        "resampling_fn_data_kwargs": {"is_seg": False, "order": 3, "order_z": 0, "force_separate_z": None},
+        "resampling_fn_seg_kwargs": {"is_seg": True, "order": 1, "order_z": 0, "force_separate_z": None},
+        "resampling_fn_probabilities": "resample_data_or_seg_to_shape",
+        "resampling_fn_probabilities_kwargs": {"is_seg": False, "order": 1, "order_z": 0, "force_separate_z": None},
+        "architecture": {
+            "network_class_name": "dynamic_network_architectures.architectures.unet.PlainConvUNet",
+            "arch_kwargs": {
+                "n_stages": 3, "features_per_stage": [4, 8, 16],
+                "conv_op": "torch.nn.modules.conv.Conv3d",
+                "kernel_sizes": [[1, 3, 3], [3, 3, 3], [3, 3, 3]],
+                "strides": [[1, 1, 1], [1, 2, 2], [2, 2, 2]],
+                "n_conv_per_stage": [2, 2, 2], "n_conv_per_stage_decoder": [2, 2], "conv_bias": True,
+                "norm_op": "torch.nn.modules.instancenorm.InstanceNorm3d",
+                "norm_op_kwargs": {"eps": 1e-05, "affine": True}, "dropout_op": None,
+                "dropout_op_kwargs": None, "nonlin": "torch.nn.LeakyReLU", "nonlin_kwargs": {"inplace": True}},
+            "_kw_requires_import": ["conv_op", "norm_op", "dropout_op", "nonlin"]},
+        "batch_dice": False}
+    return {"dataset_name": "Dataset999_Tiny", "plans_name": "nnUNetPlans",
+            "original_median_spacing_after_transp": [2.5, 0.8, 0.8],
+            "original_median_shape_after_transp": [30, 40, 30], "image_reader_writer": "SimpleITKIO",
+            "transpose_forward": [0, 1, 2], "transpose_backward": [0, 1, 2],
+            "experiment_planner_used": "ExperimentPlanner", "label_manager": "LabelManager",
+            "foreground_intensity_properties_per_channel": {"0": {
+                "max": 1500.0, "mean": 80.5, "median": 60.0, "min": -1000.0,
+                "percentile_00_5": -120.25, "percentile_99_5": 310.75, "std": 95.5}},
+            "configurations": {"3d_fullres": conf}}
+
+
+@unittest.skipUnless(have("torch", "onnx", "onnxruntime", "nnunetv2"), "needs torch, onnx, onnxruntime, nnunetv2")
+class ExportNnUNetTest(unittest.TestCase):
+    def make_folder(self, root, scheme="CTNormalization", folds=(0, 1), regions=False):
+        import torch
+        from nnunetv2.utilities.get_network_from_plans import get_network_from_plans
+        folder = os.path.join(root, "nnUNetTrainer__nnUNetPlans__3d_fullres")
+        os.makedirs(folder)
+        plans = tiny_plans(scheme)
+        labels = {"background": 0, "liver": 1, "tumour": 2}
+        ds = {"channel_names": {"0": "CT"}, "labels": labels, "numTraining": 4,
+              "file_ending": ".nii.gz", "name": "Tiny", "licence": "CC-BY-4.0"}
+        if regions:
+            ds["labels"] = {"background": 0, "whole": [1, 2], "core": 2}
+            ds["regions_class_order"] = [1, 2]
+        json.dump(plans, open(os.path.join(folder, "plans.json"), "w"))
+        json.dump(ds, open(os.path.join(folder, "dataset.json"), "w"))
+        arch = plans["configurations"]["3d_fullres"]["architecture"]
+        for f in folds:
+            torch.manual_seed(10 + f)
+            net = get_network_from_plans(arch["network_class_name"], arch["arch_kwargs"],
+                                         arch["_kw_requires_import"], 1, 3, deep_supervision=True)
+            # compiled-model prefix, as nnU-Net saves when torch.compile was on
+            sd = {("_orig_mod." + k if f == 1 else k): v for k, v in net.state_dict().items()}
+            os.makedirs(os.path.join(folder, f"fold_{f}"))
+            torch.save({"network_weights": sd, "trainer_name": "nnUNetTrainer",
+                        "init_args": {"configuration": "3d_fullres", "fold": f},
+                        "inference_allowed_mirroring_axes": (0, 1, 2)},
+                       os.path.join(folder, f"fold_{f}", "checkpoint_final.pth"))
+        return folder
+
+    def test_two_folds_ct(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = self.make_folder(tmp)
+            codes = os.path.join(tmp, "codes.json")
+            json.dump({"liver": {"category": {"code": "123037004", "scheme": "SCT", "meaning": "Anatomical Structure"},
+                                 "type": {"code": "10200004", "scheme": "SCT", "meaning": "Liver"}}}, open(codes, "w"))
+            out = os.path.join(tmp, "pkg")
+            r = run_tool("export_nnunet.py", folder, "-o", out, "--codes", codes)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("max abs error", r.stdout)
+            self.assertIn("no SNOMED codes for ['tumour']", r.stderr)
+            m = json.load(open(os.path.join(out, "model.json")))
+            self.assertEqual(m["channels"], [{"modality": "CT", "normalization": {
+                "scheme": "ct", "clip": [-120.25, 310.75], "mean": 80.5, "std": 95.5}}])
+            self.assertEqual(m["spacing_mm"], [2.5, 0.8, 0.8])
+            self.assertEqual(m["patch_size"], [16, 24, 16])
+            self.assertEqual((m["axis_order"], m["orientation"], m["output"]), ("zyx", "native", "softmax"))
+            self.assertEqual([(l["value"], l["name"]) for l in m["labels"]], [(1, "liver"), (2, "tumour")])
+            self.assertEqual(m["labels"][0]["type"]["code"], "10200004")
+            self.assertEqual(m["inference"]["mirror_axes"], [0, 1, 2])
+            self.assertEqual(m["license"], "CC-BY-4.0")
+            self.assertNotIn("sha256", m)
+            self.assertEqual([e["file"] for e in m["models"]], ["fold_0.onnx", "fold_1.onnx"])
+            for e in m["models"]:
+                self.assertEqual(e["sha256"], sha256(os.path.join(out, e["file"])))
+            # the two folds are different networks
+            self.assertNotEqual(m["models"][0]["sha256"], m["models"][1]["sha256"])
+            # existing output is not replaced without --force
+            r = run_tool("export_nnunet.py", folder, "-o", out, "--folds", "0")
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("--force", r.stderr)
+            r = run_tool("export_nnunet.py", folder, "-o", out, "--folds", "0", "--force", "--no-mirroring")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            m = json.load(open(os.path.join(out, "model.json")))
+            self.assertEqual(m["sha256"], sha256(os.path.join(out, "model.onnx")))
+            self.assertEqual(m["inference"]["mirror_axes"], [])
+
+    def test_zscore_mask(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = self.make_folder(tmp, scheme="ZScoreNormalization", folds=(0,))
+            out = os.path.join(tmp, "pkg")
+            r = run_tool("export_nnunet.py", folder, "-o", out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            m = json.load(open(os.path.join(out, "model.json")))
+            self.assertEqual(m["channels"][0]["normalization"], {"scheme": "zscore", "mask": "nonzero"})
+
+    def test_rejects_regions_and_bad_folder(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = self.make_folder(tmp, folds=(0,), regions=True)
+            r = run_tool("export_nnunet.py", folder, "-o", os.path.join(tmp, "pkg"))
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("region-based", r.stderr)
+            self.assertFalse(os.path.exists(os.path.join(tmp, "pkg")))
+            r = run_tool("export_nnunet.py", tmp, "-o", os.path.join(tmp, "pkg"))
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("plans.json", r.stderr)
+
+    def test_rejects_unknown_normalization(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = self.make_folder(tmp, scheme="RescaleTo01Normalization", folds=(0,))
+            r = run_tool("export_nnunet.py", folder, "-o", os.path.join(tmp, "pkg"))
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("RescaleTo01Normalization", r.stderr)
+            self.assertEqual([d for d in os.listdir(tmp) if d.startswith(".export-")], [])
+
+
+def write_bundle(root, transforms_extra=(), sigmoid=False):
+    import torch
+    from monai.networks.nets import UNet
+    os.makedirs(os.path.join(root, "configs"))
+    os.makedirs(os.path.join(root, "models"))
+    net_def = {"_target_": "UNet", "spatial_dims": 3, "in_channels": 1, "out_channels": 3,
+               "channels": [4, 8, 16], "strides": [2, 2], "num_res_units": 1, "norm": "instance"}
+    pre = [{"_target_": "LoadImaged", "keys": "image"},
+           {"_target_": "EnsureChannelFirstd", "keys": "image"},
+           {"_target_": "Orientationd", "keys": "image", "axcodes": "RAS"},
+           {"_target_": "Spacingd", "keys": "image", "pixdim": [1.5, 1.5, 2.0], "mode": "bilinear"},
+           {"_target_": "ScaleIntensityRanged", "keys": "image", "a_min": -57, "a_max": 164,
+            "b_min": 0.0, "b_max": 1.0, "clip": True},
+           *transforms_extra,
+           {"_target_": "EnsureTyped", "keys": "image"}]
+    cfg = {"bundle_root": ".", "network_def": net_def,
+           "preprocessing": {"_target_": "Compose", "transforms": pre},
+           "inferer": {"_target_": "SlidingWindowInferer", "roi_size": [32, 32, 24],
+                       "sw_batch_size": 2, "overlap": 0.25, "mode": "gaussian", "sigma_scale": 0.125},
+           "postprocessing": {"_target_": "Compose", "transforms": [
+               {"_target_": "Activationsd", "keys": "pred", "softmax": not sigmoid, "sigmoid": sigmoid},
+               {"_target_": "AsDiscreted", "keys": "pred", "argmax": True}]}}
+    json.dump(cfg, open(os.path.join(root, "configs", "inference.json"), "w"), indent=2)
+    meta = {"name": "Tiny spleen", "version": "0.1.0", "license": "Apache-2.0",
+            "network_data_format": {
+                "inputs": {"image": {"modality": "CT", "num_channels": 1}},
+                "outputs": {"pred": {"num_channels": 3,
+                                     "channel_def": {"0": "background", "1": "spleen", "2": "liver"}}}}}
+    json.dump(meta, open(os.path.join(root, "configs", "metadata.json"), "w"), indent=2)
+    torch.manual_seed(3)
+    net = UNet(spatial_dims=3, in_channels=1, out_channels=3, channels=(4, 8, 16), strides=(2, 2),
+               num_res_units=1, norm="instance")
+    torch.save(net.state_dict(), os.path.join(root, "models", "model.pt"))
+
+
+@unittest.skipUnless(have("torch", "onnx", "onnxruntime", "monai"), "needs torch, onnx, onnxruntime, monai")
+class ExportMonaiTest(unittest.TestCase):
+    def test_bundle(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            b = os.path.join(tmp, "bundle")
+            write_bundle(b, transforms_extra=[{"_target_": "CropForegroundd", "keys": "image",
+                                               "source_key": "image"}])
+            out = os.path.join(tmp, "pkg")
+            r = run_tool("export_monai.py", b, "-o", out)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("max abs error", r.stdout)
+            self.assertIn("CropForegroundd", r.stderr)
+            m = json.load(open(os.path.join(out, "model.json")))
+            n = m["channels"][0]["normalization"]
+            # (clip(x, -57, 164) - mean) / std must equal (clip(x) + 57) / 221 exactly
+            self.assertEqual(n["scheme"], "ct")
+            self.assertEqual(n["clip"], [-57.0, 164.0])
+            self.assertEqual(n["std"], 221.0)
+            self.assertEqual(n["mean"], -57.0)
+            self.assertEqual(m["channels"][0]["modality"], "CT")
+            self.assertEqual(m["spacing_mm"], [1.5, 1.5, 2.0])
+            self.assertEqual(m["patch_size"], [32, 32, 24])
+            self.assertEqual((m["axis_order"], m["orientation"], m["output"]), ("xyz", "RAS", "softmax"))
+            self.assertEqual(m["inference"], {"overlap": 0.25, "gaussian": True, "gaussian_sigma_scale": 0.125,
+                                              "mirror_axes": [], "convention": "monai"})
+            self.assertEqual([(l["value"], l["name"]) for l in m["labels"]], [(1, "spleen"), (2, "liver")])
+            self.assertEqual(m["license"], "Apache-2.0")
+            self.assertEqual(m["sha256"], sha256(os.path.join(out, "model.onnx")))
+
+    def test_b_range_scaling_maps_exactly(self):
+        # b range [-1, 1]: y = (x - a_min) / 221 * 2 - 1 = (x - mean) / std
+        with tempfile.TemporaryDirectory() as tmp:
+            b = os.path.join(tmp, "bundle")
+            write_bundle(b)
+            cfg_path = os.path.join(b, "configs", "inference.json")
+            cfg = json.load(open(cfg_path))
+            t = cfg["preprocessing"]["transforms"][4]
+            t["b_min"], t["b_max"] = -1.0, 1.0
+            json.dump(cfg, open(cfg_path, "w"))
+            out = os.path.join(tmp, "pkg")
+            r = run_tool("export_monai.py", b, "-o", out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            n = json.load(open(os.path.join(out, "model.json")))["channels"][0]["normalization"]
+            for x in (-57.0, 0.0, 53.5, 164.0):
+                self.assertAlmostEqual((x - n["mean"]) / n["std"], (x + 57.0) / 221.0 * 2.0 - 1.0, places=12)
+
+    def test_unreproducible_transform_is_an_error(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            b = os.path.join(tmp, "bundle")
+            write_bundle(b, transforms_extra=[{"_target_": "GaussianSmoothd", "keys": "image", "sigma": 1.0}])
+            out = os.path.join(tmp, "pkg")
+            r = run_tool("export_monai.py", b, "-o", out)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("GaussianSmoothd: no voxseg equivalent", r.stderr)
+            self.assertFalse(os.path.exists(out))
+
+
+if __name__ == "__main__":
+    unittest.main()
