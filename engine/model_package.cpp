@@ -1,5 +1,6 @@
 #include "engine/model_package.h"
 
+#include "engine/onnx_import.h"
 #include "engine/sha256.h"
 
 #include <nlohmann/json.hpp>
@@ -609,6 +610,60 @@ std::string modelPackageToJson(const ModelPackage& p) {
         j["models"] = models;
     }
     return j.dump(2) + "\n";
+}
+
+Result<LoadedModel> loadModelPackage(const std::filesystem::path& folder) {
+    LoadedModel model;
+    VOXSEG_ASSIGN_OR_RETURN(model.package, readModelPackage(folder));
+    const ModelPackage& p = model.package;
+    VOXSEG_RETURN_IF_ERROR(verifyModelFiles(p));
+    Shape input = {1, static_cast<int64_t>(p.channels.size())};
+    input.insert(input.end(), p.patch_size.begin(), p.patch_size.end());
+    Shape expected_output = input;
+    expected_output[1] = p.outputChannels();
+    for (const ModelFile& f : p.models) {
+        const auto path = folder / f.file;
+        OnnxImportOptions options;
+        options.input_shapes = {input};
+        auto graph = importOnnx(path, options);
+        if (!graph.isOk())
+            return graph.status().withContext(f.file + " (for input " + shapeToString(input) +
+                                              " from model.json's channels and patch_size): ");
+        if (graph->inputs.size() != 1)
+            return unsupported(f.file + " has " + std::to_string(graph->inputs.size()) +
+                                   " inputs; voxseg runs networks with one input (the channels "
+                                   "stacked)",
+                               path.string());
+        if (graph->outputs.empty()) return corruptData(f.file + " has no outputs", path.string());
+        const Shape& out = graph->values[graph->outputs[0]].shape;
+        if (out != expected_output) {
+            const std::string what =
+                p.output == OutputKind::kSoftmax
+                    ? "softmax: background + " + std::to_string(p.labels.size()) + " labels"
+                    : "sigmoid: one channel per label, " + std::to_string(p.labels.size());
+            return invalidArgument(f.file + " produces " + shapeToString(out) + " for input " +
+                                       shapeToString(input) + ", but model.json expects " +
+                                       shapeToString(expected_output) + " (" + what +
+                                       ", same spatial shape as the patch)",
+                                   path.string());
+        }
+        model.graphs.push_back(std::move(graph).value());
+    }
+    return model;
+}
+
+Result<std::unique_ptr<SlidingWindow>> createSlidingWindow(Backend& backend,
+                                                           const LoadedModel& model, int batch,
+                                                           const CompileOptions& compile) {
+    SlidingWindowOptions options = model.package.slidingWindowOptions();
+    options.batch = batch;
+    options.compile = compile;
+    std::vector<const Graph*> graphs;
+    for (const Graph& g : model.graphs) graphs.push_back(&g);
+    auto sw = SlidingWindow::create(backend, graphs,
+                                    static_cast<int64_t>(model.package.channels.size()), options);
+    if (!sw.isOk()) return sw.status().withContext("model " + model.package.name + ": ");
+    return sw;
 }
 
 }  // namespace voxseg::engine

@@ -3,17 +3,21 @@
 // in docs/model-package.md; this header is its typed form.
 //
 // readModelPackage() parses and validates model.json (every key, with errors naming the file, the
-// key and what is expected); verifyModelFiles() checks each ONNX file against its sha256.
+// key and what is expected); verifyModelFiles() checks each ONNX file against its sha256;
+// loadModelPackage() does both and imports the networks.
 // Units: spacing in millimetres; patch_size in voxels; both in the network's axis order
 // (axis_order). Plain values: thread-compatible.
 #pragma once
 
 #include "core/status.h"
+#include "engine/backend.h"
+#include "engine/graph.h"
 #include "engine/sliding_window.h"
 
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -104,5 +108,21 @@ Status verifyModelFiles(const ModelPackage& package);
 
 // JSON text of a package (what tools write, formatted with 2-space indents).
 std::string modelPackageToJson(const ModelPackage& package);
+
+// A package with its networks imported (one Graph per models[] entry, imported for input
+// [1, channels, patch_size...]; backends re-infer the batch).
+struct LoadedModel {
+    ModelPackage package;
+    std::vector<Graph> graphs;
+};
+
+// readModelPackage + verifyModelFiles + ONNX import, then checks that each network takes the
+// package's channel count and returns outputChannels() channels at the patch's spatial shape.
+Result<LoadedModel> loadModelPackage(const std::filesystem::path& folder);
+
+// The package's sliding window on `backend`, compiled for `batch` patches per forward pass.
+Result<std::unique_ptr<SlidingWindow>> createSlidingWindow(Backend& backend,
+                                                           const LoadedModel& model, int batch,
+                                                           const CompileOptions& compile = {});
 
 }  // namespace voxseg::engine

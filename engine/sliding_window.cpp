@@ -299,25 +299,44 @@ Status validateSlidingWindowOptions(const SlidingWindowOptions& options, const S
 Result<std::unique_ptr<SlidingWindow>> SlidingWindow::create(Backend& backend, const Graph& graph,
                                                              int64_t channels,
                                                              const SlidingWindowOptions& options) {
+    return create(backend, std::vector<const Graph*>{&graph}, channels, options);
+}
+
+Result<std::unique_ptr<SlidingWindow>> SlidingWindow::create(
+    Backend& backend, const std::vector<const Graph*>& graphs, int64_t channels,
+    const SlidingWindowOptions& options) {
     VOXSEG_RETURN_IF_ERROR(validateSlidingWindowOptions(options, {}));
-    if (graph.inputs.size() != 1)
-        return unsupported(
-            "sliding-window inference needs a network with one input, this one has " +
-            std::to_string(graph.inputs.size()));
     Shape input_shape = {options.batch, channels};
     input_shape.insert(input_shape.end(), options.patch_size.begin(), options.patch_size.end());
-    auto compiled = backend.compile(graph, {input_shape}, options.compile);
-    if (!compiled.isOk())
-        return compiled.status().withContext("compiling the network for input " +
-                                             shapeToString(input_shape) + ": ");
-    return create(std::move(compiled).value(), options);
+    std::vector<std::unique_ptr<CompiledGraph>> compiled;
+    for (size_t m = 0; m < graphs.size(); ++m) {
+        const std::string which =
+            graphs.size() > 1 ? "network " + std::to_string(m + 1) + " of the ensemble" : "network";
+        if (graphs[m]->inputs.size() != 1)
+            return unsupported("sliding-window inference needs a network with one input, " + which +
+                               " has " + std::to_string(graphs[m]->inputs.size()));
+        auto c = backend.compile(*graphs[m], {input_shape}, options.compile);
+        if (!c.isOk())
+            return c.status().withContext("compiling the " + which + " for input " +
+                                          shapeToString(input_shape) + ": ");
+        compiled.push_back(std::move(c).value());
+    }
+    return create(std::move(compiled), options);
 }
 
 Result<std::unique_ptr<SlidingWindow>> SlidingWindow::create(
     std::unique_ptr<CompiledGraph> compiled, const SlidingWindowOptions& options) {
+    std::vector<std::unique_ptr<CompiledGraph>> networks;
+    networks.push_back(std::move(compiled));
+    return create(std::move(networks), options);
+}
+
+Result<std::unique_ptr<SlidingWindow>> SlidingWindow::create(
+    std::vector<std::unique_ptr<CompiledGraph>> networks, const SlidingWindowOptions& options) {
     VOXSEG_RETURN_IF_ERROR(validateSlidingWindowOptions(options, {}));
+    if (networks.empty()) return invalidArgument("sliding-window inference needs a network");
     std::unique_ptr<SlidingWindow> sw(new SlidingWindow());
-    sw->compiled_ = std::move(compiled);
+    sw->networks_ = std::move(networks);
     sw->options_ = options;
     VOXSEG_RETURN_IF_ERROR(sw->init());
     return sw;
@@ -326,25 +345,39 @@ Result<std::unique_ptr<SlidingWindow>> SlidingWindow::create(
 Status SlidingWindow::init() {
     const auto& patch = options_.patch_size;
     const size_t rank = patch.size();
-    if (compiled_->inputShapes().size() != 1)
-        return unsupported("sliding-window inference needs a network with one input");
-    const Shape& in = compiled_->inputShapes()[0];
-    Shape expected_in = {options_.batch, in.size() > 1 ? in[1] : 0};
-    expected_in.insert(expected_in.end(), patch.begin(), patch.end());
-    if (in != expected_in)
-        return invalidArgument("network compiled for input " + shapeToString(in) + ", expected " +
-                               shapeToString(expected_in) + " (batch, channels, patch_size)");
-    channels_ = in[1];
-    if (compiled_->outputShapes().empty()) return invalidArgument("network has no outputs");
-    const Shape& out = compiled_->outputShapes()[0];
-    if (out.size() != rank + 2 || out[0] != options_.batch ||
-        !std::equal(patch.begin(), patch.end(), out.begin() + 2))
-        return unsupported("network output " + shapeToString(out) +
-                           " does not keep the patch's spatial shape " + shapeToString(patch) +
-                           " (input " + shapeToString(in) +
-                           "): sliding-window inference needs "
-                           "a fully convolutional segmentation network");
-    num_classes_ = out[1];
+    for (size_t m = 0; m < networks_.size(); ++m) {
+        const CompiledGraph& net = *networks_[m];
+        const std::string which = networks_.size() > 1
+                                      ? "network " + std::to_string(m + 1) + " of the ensemble"
+                                      : "network";
+        if (net.inputShapes().size() != 1)
+            return unsupported("sliding-window inference needs a network with one input");
+        const Shape& in = net.inputShapes()[0];
+        Shape expected_in = {options_.batch, in.size() > 1 ? in[1] : 0};
+        expected_in.insert(expected_in.end(), patch.begin(), patch.end());
+        if (in != expected_in)
+            return invalidArgument(which + " compiled for input " + shapeToString(in) +
+                                   ", expected " + shapeToString(expected_in) +
+                                   " (batch, channels, patch_size)");
+        if (net.outputShapes().empty()) return invalidArgument(which + " has no outputs");
+        const Shape& out = net.outputShapes()[0];
+        if (out.size() != rank + 2 || out[0] != options_.batch ||
+            !std::equal(patch.begin(), patch.end(), out.begin() + 2))
+            return unsupported(which + " output " + shapeToString(out) +
+                               " does not keep the patch's spatial shape " + shapeToString(patch) +
+                               " (input " + shapeToString(in) +
+                               "): sliding-window inference needs a fully convolutional "
+                               "segmentation network");
+        if (m == 0) {
+            channels_ = in[1];
+            num_classes_ = out[1];
+        } else if (in[1] != channels_ || out[1] != num_classes_) {
+            return invalidArgument(which + " maps " + std::to_string(in[1]) + " channels to " +
+                                   std::to_string(out[1]) + ", network 1 maps " +
+                                   std::to_string(channels_) + " to " +
+                                   std::to_string(num_classes_) + ": ensemble members must agree");
+        }
+    }
     importance_ = options_.gaussian
                       ? importanceMap(patch, options_.sigma_scale, options_.convention)
                       : std::vector<float>(static_cast<size_t>(numel(patch)), 1.0f);
@@ -437,11 +470,13 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
     }
     for (float& w : inverse_weight) w = w > 0.0f ? 1.0f / w : 0.0f;
 
-    // Mirrored copies of a patch share its weight: each contributes importance / num_flips.
+    // Mirrored copies of a patch and ensemble members share its weight: each network output
+    // contributes importance / (num_flips * num_networks), i.e. outputs are averaged first.
+    const int64_t num_networks = static_cast<int64_t>(networks_.size());
     std::vector<float> item_weight(importance_);
-    for (float& w : item_weight) w /= static_cast<float>(num_flips);
+    for (float& w : item_weight) w /= static_cast<float>(num_flips * num_networks);
 
-    Shape input_shape = compiled_->inputShapes()[0];
+    Shape input_shape = networks_[0]->inputShapes()[0];
     std::vector<Tensor> inputs = {Tensor(DType::kFloat32, input_shape)};
     std::vector<Tensor> outputs;
     const int64_t input_item = channels_ * patch_voxels;
@@ -476,24 +511,26 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
                         static_cast<size_t>((batch - count) * input_item) * sizeof(float));
             padded_items += batch - count;
         }
-        const auto net_start = Clock::now();
-        Status st = compiled_->run(inputs, outputs);
-        network_seconds += secondsSince(net_start);
-        if (!st.isOk())
-            return st.withContext("sliding window, batch " + std::to_string(b + 1) + " of " +
-                                  std::to_string(num_batches) + ": ");
-        if (outputs.empty() || outputs[0].shape() != compiled_->outputShapes()[0] ||
-            outputs[0].dtype() != DType::kFloat32)
-            return internalError(
-                "backend returned output " +
-                (outputs.empty() ? std::string("none") : shapeToString(outputs[0].shape())) +
-                ", compiled for " + shapeToString(compiled_->outputShapes()[0]));
-        const float* out = outputs[0].data<float>();
-        for (int64_t i = 0; i < count; ++i) {
-            const int64_t item = first + i;
-            scatterPatch(out + i * output_item, item_weight.data(), patch, classes,
-                         flip_sets[static_cast<size_t>(item % num_flips)],
-                         itemOrigin(item / num_flips), padded, acc);
+        for (const auto& network : networks_) {
+            const auto net_start = Clock::now();
+            Status st = network->run(inputs, outputs);
+            network_seconds += secondsSince(net_start);
+            if (!st.isOk())
+                return st.withContext("sliding window, batch " + std::to_string(b + 1) + " of " +
+                                      std::to_string(num_batches) + ": ");
+            if (outputs.empty() || outputs[0].shape() != network->outputShapes()[0] ||
+                outputs[0].dtype() != DType::kFloat32)
+                return internalError(
+                    "backend returned output " +
+                    (outputs.empty() ? std::string("none") : shapeToString(outputs[0].shape())) +
+                    ", compiled for " + shapeToString(network->outputShapes()[0]));
+            const float* out = outputs[0].data<float>();
+            for (int64_t i = 0; i < count; ++i) {
+                const int64_t item = first + i;
+                scatterPatch(out + i * output_item, item_weight.data(), patch, classes,
+                             flip_sets[static_cast<size_t>(item % num_flips)],
+                             itemOrigin(item / num_flips), padded, acc);
+            }
         }
         progress.report(static_cast<size_t>(b + 1), static_cast<size_t>(num_batches),
                         "sliding window");
@@ -516,13 +553,14 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
 
     if (stats) {
         stats->patches = num_windows;
-        stats->forward_passes = num_batches;
+        stats->forward_passes = num_batches * num_networks;
         stats->padded_items = padded_items;
         stats->seconds = secondsSince(start_time);
         stats->network_seconds = network_seconds;
         stats->accumulator_bytes = static_cast<size_t>((classes + 1) * voxels) * sizeof(float);
         stats->patch_buffer_bytes = patch_buffer_bytes;
-        stats->workspace_bytes = compiled_->workspaceBytes();
+        stats->workspace_bytes = 0;
+        for (const auto& network : networks_) stats->workspace_bytes += network->workspaceBytes();
         stats->grid.clear();
         for (size_t a = 3 - rank; a < 3; ++a)
             stats->grid.push_back(static_cast<int64_t>(starts[a].size()));

@@ -60,7 +60,7 @@ struct SlidingWindowOptions {
 
 struct SlidingWindowStats {
     int64_t patches = 0;            // windows on the grid
-    int64_t forward_passes = 0;     // network calls (batches)
+    int64_t forward_passes = 0;     // network calls (batches x ensemble members)
     int64_t padded_items = 0;       // zero patches added to fill the last batch
     double seconds = 0.0;           // whole call
     double network_seconds = 0.0;   // inside CompiledGraph::run
@@ -88,9 +88,18 @@ class SlidingWindow {
     static Result<std::unique_ptr<SlidingWindow>> create(Backend& backend, const Graph& graph,
                                                          int64_t channels,
                                                          const SlidingWindowOptions& options);
-    // Uses an executable compiled elsewhere (its first input must be [batch, C, patch...]).
+    // An ensemble (e.g. nnU-Net folds): every patch goes through each network and their outputs
+    // are averaged before weighting, so memory stays one accumulator.
+    static Result<std::unique_ptr<SlidingWindow>> create(Backend& backend,
+                                                         const std::vector<const Graph*>& graphs,
+                                                         int64_t channels,
+                                                         const SlidingWindowOptions& options);
+    // Uses executables compiled elsewhere (first input [batch, C, patch...], first output
+    // [batch, K, patch...]).
     static Result<std::unique_ptr<SlidingWindow>> create(std::unique_ptr<CompiledGraph> compiled,
                                                          const SlidingWindowOptions& options);
+    static Result<std::unique_ptr<SlidingWindow>> create(
+        std::vector<std::unique_ptr<CompiledGraph>> networks, const SlidingWindowOptions& options);
 
     // image: float32 [C, spatial...]; returns float32 [K, spatial...]. Progress is reported per
     // batch; cancellation is checked between batches (kCancelled).
@@ -98,13 +107,14 @@ class SlidingWindow {
                        SlidingWindowStats* stats = nullptr);
 
     int64_t numClasses() const { return num_classes_; }
-    const CompiledGraph& compiled() const { return *compiled_; }
+    int64_t numNetworks() const { return static_cast<int64_t>(networks_.size()); }
+    const CompiledGraph& compiled(size_t i = 0) const { return *networks_[i]; }
 
   private:
     SlidingWindow() = default;
     Status init();
 
-    std::unique_ptr<CompiledGraph> compiled_;
+    std::vector<std::unique_ptr<CompiledGraph>> networks_;
     SlidingWindowOptions options_;
     int64_t channels_ = 0;
     int64_t num_classes_ = 0;

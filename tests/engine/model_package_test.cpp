@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
+#include <iterator>
 
 namespace voxseg::engine {
 namespace {
@@ -255,6 +257,120 @@ TEST(ModelPackage, FolderErrors) {
     writeFile(dir.path() / "model.json", std::string(kMaxModelJsonBytes + 1, ' '));
     r = readModelPackage(dir.path());
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+}
+
+// End to end: a package around the MONAI UNet golden (tests/engine/data/sliding_window), loaded,
+// compiled on the reference backend and run; the result must match MONAI's.
+std::string readBytes(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+const std::filesystem::path kGoldenDir =
+    std::filesystem::path(VOXSEG_SOURCE_DIR) / "tests/engine/data/sliding_window";
+
+json monaiPackageJson(const std::string& onnx_bytes) {
+    json j = validJson();
+    j["channels"] = json::parse(R"([{"modality": "MR", "normalization": {"scheme": "none"}}])");
+    j["patch_size"] = {16, 20, 24};
+    j["inference"] =
+        json::parse(R"({"overlap": 0.5, "gaussian_sigma_scale": 0.125, "convention": "monai"})");
+    j["sha256"] = sha256Hex(onnx_bytes);
+    return j;
+}
+
+TEST(ModelPackage, LoadsImportsAndRunsTheNetwork) {
+    voxseg::testing::TempDir dir;
+    const std::string onnx = readBytes(kGoldenDir / "monai_unet.onnx");
+    ASSERT_FALSE(onnx.empty());
+    writeFile(dir.path() / "model.onnx", onnx);
+    writeFile(dir.path() / "model.json", monaiPackageJson(onnx).dump(2));
+    auto model = loadModelPackage(dir.path());
+    ASSERT_TRUE(model.isOk()) << model.status().toString();
+    ASSERT_EQ(model->graphs.size(), 1u);
+
+    auto backend = makeReferenceBackend();
+    auto sw = createSlidingWindow(*backend, *model, 2);
+    ASSERT_TRUE(sw.isOk()) << sw.status().toString();
+    EXPECT_EQ((*sw)->numClasses(), 3);
+    Tensor image(DType::kFloat32, {1, 29, 23, 37});
+    std::ifstream(kGoldenDir / "monai_odd_input.bin", std::ios::binary)
+        .read(static_cast<char*>(image.raw()), static_cast<std::streamsize>(image.bytes()));
+    Tensor expected(DType::kFloat32, {3, 29, 23, 37});
+    std::ifstream(kGoldenDir / "monai_odd_overlap50_output.bin", std::ios::binary)
+        .read(static_cast<char*>(expected.raw()), static_cast<std::streamsize>(expected.bytes()));
+    auto result = (*sw)->run(image);
+    ASSERT_TRUE(result.isOk()) << result.status().toString();
+    float worst = 0.0f;
+    for (int64_t i = 0; i < expected.numel(); ++i)
+        worst = std::max(worst, std::abs(result->data<float>()[i] - expected.data<float>()[i]));
+    EXPECT_LE(worst, 1e-4f);
+
+    // Labels from the averaged logits.
+    std::vector<uint8_t> labels(static_cast<size_t>(29 * 23 * 37));
+    const auto values = model->package.channelLabelValues();
+    ASSERT_TRUE(argmaxLabels(*result, std::span<uint8_t>(labels), values).isOk());
+    EXPECT_TRUE(std::any_of(labels.begin(), labels.end(), [](uint8_t l) { return l != 0; }));
+}
+
+TEST(ModelPackage, EnsembleOfTheSameNetworkGivesTheSameResult) {
+    voxseg::testing::TempDir dir;
+    const std::string onnx = readBytes(kGoldenDir / "monai_unet.onnx");
+    writeFile(dir.path() / "fold0.onnx", onnx);
+    writeFile(dir.path() / "fold1.onnx", onnx);
+    json j = monaiPackageJson(onnx);
+    j.erase("sha256");
+    j["models"] = {{{"file", "fold0.onnx"}, {"sha256", sha256Hex(onnx)}},
+                   {{"file", "fold1.onnx"}, {"sha256", sha256Hex(onnx)}}};
+    writeFile(dir.path() / "model.json", j.dump(2));
+    auto model = loadModelPackage(dir.path());
+    ASSERT_TRUE(model.isOk()) << model.status().toString();
+    ASSERT_EQ(model->graphs.size(), 2u);
+    auto backend = makeReferenceBackend();
+    const Tensor image =
+        Tensor::fromFloats({1, 16, 20, 30}, std::vector<float>(16 * 20 * 30, 0.5f));
+    auto ensemble = createSlidingWindow(*backend, *model, 1);
+    ASSERT_TRUE(ensemble.isOk());
+    SlidingWindowStats stats;
+    auto both = (*ensemble)->run(image, {}, &stats);
+    ASSERT_TRUE(both.isOk());
+    EXPECT_EQ(stats.forward_passes, 2 * stats.patches);
+    LoadedModel single{model->package, {model->graphs[0]}};
+    auto one = (*createSlidingWindow(*backend, single, 1))->run(image);
+    ASSERT_TRUE(one.isOk());
+    for (int64_t i = 0; i < one->numel(); ++i)
+        ASSERT_NEAR(both->data<float>()[i], one->data<float>()[i], 1e-6f) << i;
+}
+
+TEST(ModelPackage, NetworkThatDoesNotMatchModelJsonIsRefused) {
+    voxseg::testing::TempDir dir;
+    const std::string onnx = readBytes(kGoldenDir / "monai_unet.onnx");
+    writeFile(dir.path() / "model.onnx", onnx);
+    json j = monaiPackageJson(onnx);
+    j["labels"].push_back(json::parse(R"({"value": 3, "name": "third", "color": [1, 2, 3]})"));
+    writeFile(dir.path() / "model.json", j.dump(2));
+    auto model = loadModelPackage(dir.path());
+    ASSERT_FALSE(model.isOk());
+    EXPECT_NE(model.status().message().find("produces [1, 3, 16, 20, 24]"), std::string::npos)
+        << model.status().message();
+    EXPECT_NE(model.status().message().find("expects [1, 4, 16, 20, 24]"), std::string::npos);
+
+    // A truncated network whose sha256 was updated too: the import names the file.
+    const std::string truncated = onnx.substr(0, onnx.size() / 2);
+    writeFile(dir.path() / "model.onnx", truncated);
+    j = monaiPackageJson(truncated);
+    writeFile(dir.path() / "model.json", j.dump(2));
+    model = loadModelPackage(dir.path());
+    ASSERT_FALSE(model.isOk());
+    EXPECT_EQ(model.status().code(), StatusCode::kCorruptData) << model.status().toString();
+    EXPECT_NE(model.status().message().find("model.onnx"), std::string::npos);
+
+    // And a damaged one with the old sha256: refused before parsing.
+    j = monaiPackageJson(onnx);
+    writeFile(dir.path() / "model.json", j.dump(2));
+    model = loadModelPackage(dir.path());
+    EXPECT_NE(model.status().message().find("does not match model.json's sha256"),
+              std::string::npos);
 }
 
 }  // namespace

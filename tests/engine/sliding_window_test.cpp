@@ -559,6 +559,53 @@ TEST(SlidingWindow, ReferenceBackendMatchesHandWrittenNetwork) {
     EXPECT_LE(maxAbsDiff(*real, *expected), kSumTolerance);
 }
 
+TEST(SlidingWindow, EnsembleAveragesNetworksBeforeWeighting) {
+    // Two pointwise networks: the ensemble result is the mean of their whole-image outputs.
+    const std::vector<float> w1 = {1.0f, -2.0f}, b1 = {0.5f};
+    const std::vector<float> w2 = {-0.5f, 3.0f}, b2 = {-1.0f};
+    const std::vector<int64_t> patch = {5, 6, 7};
+    const Tensor image = randomImage({2, 9, 14, 11}, 23);
+    int runs1 = 0, runs2 = 0;
+    std::vector<std::unique_ptr<CompiledGraph>> nets;
+    nets.push_back(std::make_unique<FnCompiled>(
+        withBatch(2, 2, patch), withBatch(2, 1, patch),
+        [&](const Tensor& in, Tensor& o) { pointwiseConv(in, o, w1, b1); }, &runs1));
+    nets.push_back(std::make_unique<FnCompiled>(
+        withBatch(2, 2, patch), withBatch(2, 1, patch),
+        [&](const Tensor& in, Tensor& o) { pointwiseConv(in, o, w2, b2); }, &runs2));
+    SlidingWindowOptions o;
+    o.patch_size = patch;
+    o.batch = 2;
+    o.mirror_axes = {0};
+    auto sw = SlidingWindow::create(std::move(nets), o);
+    ASSERT_TRUE(sw.isOk()) << sw.status().toString();
+    EXPECT_EQ((*sw)->numNetworks(), 2);
+    SlidingWindowStats stats;
+    auto r = (*sw)->run(image, {}, &stats);
+    ASSERT_TRUE(r.isOk());
+    Tensor e1(DType::kFloat32, {1, 1, 9 * 14 * 11}), e2(DType::kFloat32, {1, 1, 9 * 14 * 11});
+    pointwiseConv(image.reshaped({1, 2, 9 * 14 * 11}), e1, w1, b1);
+    pointwiseConv(image.reshaped({1, 2, 9 * 14 * 11}), e2, w2, b2);
+    float worst = 0.0f;
+    for (int64_t v = 0; v < 9 * 14 * 11; ++v)
+        worst = std::max(worst, std::abs(r->data<float>()[v] -
+                                         0.5f * (e1.data<float>()[v] + e2.data<float>()[v])));
+    EXPECT_LE(worst, kSumTolerance * 8);
+    EXPECT_EQ(runs1, runs2);
+    EXPECT_EQ(stats.forward_passes, runs1 + runs2);
+
+    std::vector<std::unique_ptr<CompiledGraph>> mismatched;
+    mismatched.push_back(
+        std::make_unique<FnCompiled>(withBatch(1, 1, patch), withBatch(1, 2, patch), positionNet));
+    mismatched.push_back(
+        std::make_unique<FnCompiled>(withBatch(1, 1, patch), withBatch(1, 3, patch), positionNet));
+    o.batch = 1;
+    auto bad = SlidingWindow::create(std::move(mismatched), o);
+    ASSERT_FALSE(bad.isOk());
+    EXPECT_NE(bad.status().message().find("network 2 of the ensemble"), std::string::npos)
+        << bad.status().message();
+}
+
 // ---- Post-processing helpers ----------------------------------------------------------------
 
 TEST(ScoresToLabels, SoftmaxSigmoidArgmaxThreshold) {
