@@ -7,6 +7,7 @@
 #include <dcmtk/config/osconfig.h>
 #include <dcmtk/dcmdata/dcdatset.h>
 #include <dcmtk/dcmdata/dcdeftag.h>
+#include <dcmtk/dcmdata/dcfcache.h>
 #include <dcmtk/dcmdata/dcfilefo.h>
 #include <dcmtk/dcmdata/dcistrmb.h>
 #include <dcmtk/dcmdata/dcmetinf.h>
@@ -143,6 +144,7 @@ struct DicomPixelReader::Impl {
     std::vector<FrameFragments> frame_map;  // encapsulated only, built on first use
     bool frame_map_ready = false;
     std::vector<uint8_t> scratch;
+    DcmFileCache file_cache;  // keeps the file open across frames of lazily loaded Pixel Data
     std::vector<uint8_t> packed_bits;  // BitsAllocated 1: the whole element, loaded once
 
     Status parse();
@@ -246,12 +248,14 @@ Status DicomPixelReader::Impl::parse() {
     E_TransferSyntax original = EXS_Unknown;
     const DcmRepresentationParameter* parameter = nullptr;
     pixel_data->getOriginalRepresentationKey(original, parameter);
-    const bool encapsulated = DcmXfer(original).isEncapsulated();
-    if ((syntax.codec == Codec::kNative) == encapsulated)
+    // DCMTK 3.6.7 does not know the HTJ2K UIDs: it reads such files as explicit little endian,
+    // but still keeps the undefined-length Pixel Data as a fragment sequence, which is all the
+    // OpenJPEG path needs. So the fragment sequence is looked up whatever DCMTK thinks.
+    if ((syntax.codec == Codec::kNative) && DcmXfer(original).isEncapsulated())
         return damaged(
-            fmt::format("the pixel data is {}encapsulated but the transfer syntax {} "
-                        "says otherwise",
-                        encapsulated ? "" : "not ", syntaxName(format.transfer_syntax_uid)));
+            fmt::format("the pixel data is encapsulated but the transfer syntax {} "
+                        "says it is not",
+                        syntaxName(format.transfer_syntax_uid)));
     if (syntax.codec == Codec::kNative) {
         const uint64_t needed = (pixels * frames * allocated + 7) / 8;
         const uint64_t length = pixel_data->getLength();
@@ -263,7 +267,10 @@ Status DicomPixelReader::Impl::parse() {
     } else {
         if (pixel_data->getEncapsulatedRepresentation(original, parameter, sequence).bad() ||
             sequence == nullptr)
-            return damaged("the encapsulated Pixel Data could not be read");
+            return damaged(
+                fmt::format("the transfer syntax {} needs encapsulated (fragmented) "
+                            "Pixel Data, which the file does not hold",
+                            syntaxName(format.transfer_syntax_uid)));
         if (allocated == 1 && syntax.codec != Codec::kJpeg2000)
             return unsupported(fmt::format("BitsAllocated 1 in {} is not supported: convert with "
                                            "`gdcmconv -w {} <out.dcm>`",
@@ -293,8 +300,15 @@ Status DicomPixelReader::Impl::buildFrameMap() {
     }
     std::vector<uint64_t> offsets;
     DcmPixelItem* table = nullptr;
-    if (format.frames > 1 && sequence->getItem(table, 0).good() && table != nullptr &&
-        table->getLength() > 0) {
+    const Uint64* extended = nullptr;
+    unsigned long extended_count = 0;
+    if (format.frames > 1 &&
+        dataset->findAndGetUint64Array(DCM_ExtendedOffsetTable, extended, &extended_count).good() &&
+        extended != nullptr && extended_count > 0) {
+        // Extended Offset Table (PS3.5 A.4): 64-bit offsets, used when the basic one is empty.
+        offsets.assign(extended, extended + extended_count);
+    } else if (format.frames > 1 && sequence->getItem(table, 0).good() && table != nullptr &&
+               table->getLength() > 0) {
         Uint8* bytes = nullptr;
         const Uint32 length = table->getLength();
         if (length % 4 != 0 || table->getUint8Array(bytes).bad() || bytes == nullptr)
@@ -317,7 +331,7 @@ Status DicomPixelReader::Impl::readNative(int64_t frame, std::span<int32_t> out)
     OFString colour;
     const OFCondition cond =
         pixel_data->getUncompressedFrame(dataset, static_cast<Uint32>(frame), start, scratch.data(),
-                                         static_cast<Uint32>(scratch.size()), colour, nullptr);
+                                         static_cast<Uint32>(scratch.size()), colour, &file_cache);
     if (cond.bad())
         return damaged(
             fmt::format("frame {} could not be read ({})", frame + 1, conditionText(cond)));
@@ -375,7 +389,7 @@ Status DicomPixelReader::Impl::readDcmtk(int64_t frame, std::span<int32_t> out) 
     OFString colour;
     const OFCondition cond =
         pixel_data->getUncompressedFrame(dataset, static_cast<Uint32>(frame), start, scratch.data(),
-                                         static_cast<Uint32>(scratch.size()), colour, nullptr);
+                                         static_cast<Uint32>(scratch.size()), colour, &file_cache);
     if (cond.bad()) {
         if (cond == EC_CannotChangeRepresentation)
             return unsupportedSyntax(format.transfer_syntax_uid, path);

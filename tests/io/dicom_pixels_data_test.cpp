@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 namespace voxseg::io {
@@ -114,6 +116,46 @@ TEST(DicomPixelsData, FragmentedJpeg2000MatchesReference) {
     VOXSEG_REQUIRE_DATA("dcm_qa_frag/In/6001_anat-T1w_acq-tfl");
     expectFragSeriesMatches(sharedData("dcm_qa_frag/In/6001_anat-T1w_acq-tfl").string(),
                             sharedData("dcm_qa_frag/Ref/anat-T1w_acq-tfl_6001.nii").string());
+}
+
+// Rewrites the TransferSyntaxUID of a file's meta header (explicit VR little endian), fixing the
+// element and group lengths. Returns false when the layout is not the expected one.
+bool rewriteTransferSyntax(const std::filesystem::path& in, const std::filesystem::path& out,
+                           const std::string& from, const std::string& to) {
+    std::ifstream f(in, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(f)), {});
+    const std::string padded_from = from.size() % 2 ? from + '\0' : from;
+    const std::string padded_to = to.size() % 2 ? to + '\0' : to;
+    const std::string tag("\x02\x00\x10\x00UI", 6);
+    const size_t at = bytes.find(tag + static_cast<char>(padded_from.size()) + '\0' + padded_from);
+    const size_t group = bytes.find(std::string("\x02\x00\x00\x00UL\x04\x00", 8));
+    if (at == std::string::npos || group == std::string::npos) return false;
+    bytes.replace(at + 8, padded_from.size(), padded_to);
+    bytes[at + 6] = static_cast<char>(padded_to.size());
+    uint32_t group_length = 0;
+    std::memcpy(&group_length, bytes.data() + group + 8, 4);
+    group_length += static_cast<uint32_t>(padded_to.size() - padded_from.size());
+    std::memcpy(bytes.data() + group + 8, &group_length, 4);
+    std::ofstream(out, std::ios::binary) << bytes;
+    return true;
+}
+
+// DCMTK 3.6.7 does not know the HTJ2K transfer syntaxes; the reader must still find the fragments
+// and decode them with OpenJPEG. A Part 1 codestream is valid HTJ2K content (Part 15 decoders read
+// both), so relabelling a JPEG 2000 file exercises that path with a known answer.
+TEST(DicomPixelsData, Htj2kLabelledFileDecodesLikeJpeg2000) {
+    VOXSEG_REQUIRE_DATA("pydicom-test-files/MR_small_jp2klossless.dcm");
+    voxseg::testing::TempDir dir;
+    const auto source = sharedData("pydicom-test-files/MR_small_jp2klossless.dcm");
+    const auto relabelled = dir.path() / "htj2k.dcm";
+    ASSERT_TRUE(rewriteTransferSyntax(source, relabelled, "1.2.840.10008.1.2.4.90",
+                                      "1.2.840.10008.1.2.4.201"));
+    PixelFormat format;
+    const auto expected = decodeAll(source.string());
+    const auto pixels = decodeAll(relabelled.string(), &format);
+    EXPECT_EQ(format.transfer_syntax_uid, "1.2.840.10008.1.2.4.201");
+    ASSERT_FALSE(expected.empty());
+    EXPECT_TRUE(pixels == expected);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <dcmtk/dcmdata/dcpxitem.h>
 #include <dcmtk/dcmdata/dcrleerg.h>
 #include <dcmtk/dcmdata/dcuid.h>
+#include <dcmtk/dcmdata/dcvrov.h>
 #include <dcmtk/dcmjpeg/djencode.h>
 #include <dcmtk/dcmjpeg/djrplol.h>
 #include <dcmtk/dcmjpls/djencode.h>
@@ -280,6 +281,36 @@ TEST(DicomPixels, RleKeepsHighBitShiftAndMasking) {
     l.high_bit = 15;
     const auto path = writeImage(dir, "rle.dcm", l, {0xABC5, 0x0010, 0xFFFF}, EXS_RLELossless);
     EXPECT_EQ(readFrame(path, 0), (std::vector<int32_t>{0xABC, 0x001, 0xFFF}));
+}
+
+// The Extended Offset Table (7FE0,0001) is honoured: here it is deliberately wrong (offsets not
+// on fragment boundaries), which must be reported instead of falling back to marker scanning.
+TEST(DicomPixels, ExtendedOffsetTableIsUsed) {
+    DJEncoderRegistration::registerCodecs();
+    TempDir dir;
+    Layout l;
+    l.rows = 16;
+    l.columns = 16;
+    l.frames = 3;
+    l.bits_stored = 12;
+    l.high_bit = 11;
+    const DJ_RPLossless lossless;
+    const auto path =
+        writeImage(dir, "eot.dcm", l, noise12(16 * 16 * 3, 5), EXS_JPEGProcess14SV1, &lossless);
+    DcmFileFormat file;
+    ASSERT_TRUE(file.loadFile(path.c_str()).good());
+    const Uint64 offsets[] = {0, 3, 7};
+    auto* table = new DcmOther64bitVeryLong(DcmTag(DCM_ExtendedOffsetTable, EVR_OV));
+    ASSERT_TRUE(table->putUint64Array(offsets, 3).good());
+    ASSERT_TRUE(file.getDataset()->insert(table, true).good());
+    const std::string bad = dir / "eot_bad.dcm";
+    ASSERT_TRUE(file.saveFile(bad.c_str(), EXS_JPEGProcess14SV1).good());
+    auto reader = DicomPixelReader::open(bad);
+    ASSERT_TRUE(reader.isOk()) << reader.status().toString();
+    std::vector<int32_t> out(16 * 16);
+    const Status s = reader->readFrame(1, out);
+    EXPECT_EQ(s.code(), StatusCode::kCorruptData) << s.toString();
+    EXPECT_NE(s.message().find("offset table"), std::string::npos) << s.toString();
 }
 
 TEST(DicomPixels, ReadersDecodeConcurrently) {
