@@ -182,8 +182,9 @@ def main():
         channels.append({"modality": modality_of(channel_names[str(c)]),
                          "normalization": normalization(scheme, cm.use_mask_for_norm[c],
                                                         fg.get(str(c)), c)})
-    if cm.resampling_fn_data != DEFAULT_RESAMPLING:
-        warn(f"plans resample data with '{cm.resampling_fn_data}'; voxseg resamples like nnU-Net's "
+    resampling = plans["configurations"][conf_name].get("resampling_fn_data", DEFAULT_RESAMPLING)
+    if resampling != DEFAULT_RESAMPLING:
+        warn(f"plans resample data with '{resampling}'; voxseg resamples like nnU-Net's "
              f"default {DEFAULT_RESAMPLING} (order 3, separate order-0 axis when anisotropic)")
 
     net = get_network_from_plans(cm.network_arch_class_name, cm.network_arch_init_kwargs,
