@@ -16,17 +16,16 @@ namespace voxseg::cuda {
 
 std::vector<std::array<int64_t, 3>> patchOrigins(const std::array<int64_t, 3>& padded,
                                                  const std::array<int64_t, 3>& patch,
-                                                 double overlap) {
-    int64_t steps[3];
-    for (int a = 0; a < 3; ++a) steps[a] = math::patchSteps(padded[a], patch[a], overlap);
+                                                 double overlap,
+                                                 engine::WindowConvention convention) {
+    std::vector<int64_t> starts[3];
+    for (int a = 0; a < 3; ++a)
+        starts[a] = engine::windowStarts(padded[a], patch[a], overlap, convention);
     std::vector<std::array<int64_t, 3>> origins;
-    origins.reserve(size_t(steps[0] * steps[1] * steps[2]));
-    for (int64_t z = 0; z < steps[0]; ++z)
-        for (int64_t y = 0; y < steps[1]; ++y)
-            for (int64_t x = 0; x < steps[2]; ++x)
-                origins.push_back({math::patchStart(padded[0], patch[0], steps[0], z),
-                                   math::patchStart(padded[1], patch[1], steps[1], y),
-                                   math::patchStart(padded[2], patch[2], steps[2], x)});
+    origins.reserve(starts[0].size() * starts[1].size() * starts[2].size());
+    for (int64_t z : starts[0])
+        for (int64_t y : starts[1])
+            for (int64_t x : starts[2]) origins.push_back({z, y, x});
     return origins;
 }
 
@@ -115,11 +114,13 @@ Result<std::unique_ptr<CudaSlidingWindow>> CudaSlidingWindow::create(
         return invalidArgument("network output " + engine::shapeToString(out) +
                                " does not have the patch size: not a segmentation network");
     impl->classes = out[1];
-    const int64_t pvox = options.patch[0] * options.patch[1] * options.patch[2];
-    VOXSEG_ASSIGN_OR_RETURN(impl->gauss, DeviceBuffer::allocate(size_t(pvox) * 4, "Gaussian map"));
-    VOXSEG_RETURN_IF_ERROR(launchGaussianMap(impl->gauss.as<float>(),
-                                             {options.patch[0], options.patch[1], options.patch[2]},
-                                             options.sigma_scale, impl->graph->stream()));
+    const std::vector<float> importance =
+        engine::importanceMap({options.patch[0], options.patch[1], options.patch[2]},
+                              options.sigma_scale, options.convention);
+    VOXSEG_ASSIGN_OR_RETURN(
+        impl->gauss, DeviceBuffer::allocate(importance.size() * sizeof(float), "importance map"));
+    VOXSEG_CUDA_CHECK(cudaMemcpy(impl->gauss.data(), importance.data(),
+                                 importance.size() * sizeof(float), cudaMemcpyHostToDevice));
     VOXSEG_CUDA_CHECK(cudaStreamCreateWithFlags(&impl->copy_stream, cudaStreamNonBlocking));
     return std::unique_ptr<CudaSlidingWindow>(new CudaSlidingWindow(std::move(impl)));
 }
@@ -181,7 +182,8 @@ Result<CudaSlidingWindowResult> CudaSlidingWindow::Impl::run(const engine::Tenso
     VOXSEG_CUDA_CHECK(cudaMemsetAsync(accum.data(), 0, size_t(classes * pvox) * 4, stream));
     VOXSEG_CUDA_CHECK(cudaMemsetAsync(weight_sum.data(), 0, size_t(pvox) * 4, stream));
 
-    const auto origins = patchOrigins({padded.d, padded.h, padded.w}, p, options.overlap);
+    const auto origins =
+        patchOrigins({padded.d, padded.h, padded.w}, p, options.overlap, options.convention);
     const View in = graph->inputView(0);
     const View out = graph->outputView(0);
     int64_t waited_slab = -1;

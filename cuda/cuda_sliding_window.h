@@ -5,9 +5,9 @@
 // slab by slab as rows of patches complete, so that the label download overlaps the remaining
 // compute. Only the label map (and optionally the probabilities) comes back.
 //
-// Conventions follow nnU-Net / MONAI (mode "gaussian"): patch starts evenly spread with at least
-// `overlap` overlap, Gaussian sigma = patch * sigma_scale, volumes smaller than the patch padded
-// symmetrically with zeros. This parallels the host sliding window (engine/, CPU backends).
+// The patch grid, the importance map and the zero padding of volumes smaller than a patch are the
+// host sliding window's (engine/sliding_window.h: windowStarts, importanceMap, nnU-Net or MONAI
+// convention), so that CPU and GPU results differ only by arithmetic.
 //
 // Ownership: CudaSlidingWindow owns its compiled graph and device buffers. One thread at a time.
 // Units: voxels (network axis order D, H, W); the image is float32 C,D,H,W, already normalised.
@@ -17,6 +17,7 @@
 #include "core/status.h"
 #include "engine/backend.h"
 #include "engine/graph.h"
+#include "engine/sliding_window.h"
 #include "engine/tensor.h"
 
 #include <array>
@@ -30,6 +31,7 @@ struct CudaSlidingWindowOptions {
     std::array<int64_t, 3> patch{128, 128, 128};
     double overlap = 0.5;
     float sigma_scale = 0.125f;
+    engine::WindowConvention convention = engine::WindowConvention::kNnUNet;
     int batch = 2;  // patches per network run; halved on out-of-memory (with a warning)
     engine::Precision precision = engine::Precision::kBFloat16;
     int device = 0;
@@ -43,10 +45,10 @@ struct CudaSlidingWindowResult {
     int batch = 0;  // batch actually used
 };
 
-// Patch start positions (z, y, x) over a (padded) volume, z-major.
-std::vector<std::array<int64_t, 3>> patchOrigins(const std::array<int64_t, 3>& padded,
-                                                 const std::array<int64_t, 3>& patch,
-                                                 double overlap);
+// Patch start positions (z, y, x) over a (padded) volume, z-major (engine::windowStarts per axis).
+std::vector<std::array<int64_t, 3>> patchOrigins(
+    const std::array<int64_t, 3>& padded, const std::array<int64_t, 3>& patch, double overlap,
+    engine::WindowConvention convention = engine::WindowConvention::kNnUNet);
 
 class CudaSlidingWindow {
   public:

@@ -254,19 +254,6 @@ __global__ void binaryKernel(const T* a, int64_t a_ldc, int64_t a_off, const T* 
 
 // ---- sliding window ----
 
-__global__ void gaussianKernel(float* map, Box p, float sigma_scale) {
-    const int64_t total = p.d * p.h * p.w;
-    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-         i += int64_t(gridDim.x) * blockDim.x) {
-        const int64_t z = i / (p.h * p.w), y = (i / p.w) % p.h, x = i % p.w;
-        // The smallest weight of the map is at a corner; use it as the floor (nnU-Net).
-        const float corner = math::gaussian1d(0, p.d, sigma_scale) *
-                             math::gaussian1d(0, p.h, sigma_scale) *
-                             math::gaussian1d(0, p.w, sigma_scale);
-        map[i] = math::gaussianWeight(z, y, x, p.d, p.h, p.w, sigma_scale, fmaxf(corner, 1e-30f));
-    }
-}
-
 template <typename T>
 __global__ void gatherPatchKernel(const float* __restrict__ vol, int64_t channels, Box size,
                                   Box pad, Box origin, Box p, T* __restrict__ dst, int64_t ldc,
@@ -451,13 +438,6 @@ Status launchBinary(View a, View b, View y, BinaryOp op, StorageType type, int64
             b.c_offset, static_cast<T*>(y.data), y.ldc, y.c_offset, a.channels, n * spatial, op);
     });
     VOXSEG_CUDA_CHECK_LAUNCH("binary elementwise kernel");
-    return Status::ok();
-}
-
-Status launchGaussianMap(float* map, Box patch, float sigma_scale, cudaStream_t stream) {
-    gaussianKernel<<<blocksFor(patch.d * patch.h * patch.w), kThreads, 0, stream>>>(map, patch,
-                                                                                    sigma_scale);
-    VOXSEG_CUDA_CHECK_LAUNCH("Gaussian map kernel");
     return Status::ok();
 }
 

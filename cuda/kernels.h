@@ -73,9 +73,6 @@ struct Box {
     int64_t d, h, w;
 };
 
-// Patch importance map (pd*ph*pw float32, nnU-Net Gaussian, max 1, no zeros).
-Status launchGaussianMap(float* map, Box patch, float sigma_scale, cudaStream_t stream);
-
 // Copies the patch at `origin` (in padded coordinates; the volume sits at `pad_before` inside the
 // padded frame, zeros elsewhere) of a C,D,H,W float32 volume into batch slot `slot` of `dst`.
 Status launchGatherPatch(const float* volume, Box size, Box pad_before, Box origin, Box patch,

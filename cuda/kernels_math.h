@@ -86,43 +86,6 @@ VOXSEG_HD Affine normAffine(Moments m, float gamma, float beta, float epsilon) {
     return a;
 }
 
-// Sliding window: start of patch `index` of `steps` along an axis of `size` voxels
-// (nnU-Net/MONAI placement: first patch at 0, last flush with the end, evenly spread between;
-// start values are rounded half to even, as numpy's round in nnU-Net).
-VOXSEG_HD int64_t patchStart(int64_t size, int64_t patch, int64_t steps, int64_t index) {
-    if (steps <= 1 || size <= patch) return 0;
-    const double stride = static_cast<double>(size - patch) / static_cast<double>(steps - 1);
-    return static_cast<int64_t>(rint(stride * static_cast<double>(index)));
-}
-
-// Number of patches along an axis: enough that consecutive patches overlap by at least
-// `overlap` (0..1) of the patch (nnU-Net: ceil((size - patch) / (patch * (1 - overlap))) + 1).
-inline int64_t patchSteps(int64_t size, int64_t patch, double overlap) {
-    if (size <= patch) return 1;
-    double target_step = static_cast<double>(patch) * (1.0 - overlap);
-    if (target_step < 1.0) target_step = 1.0;
-    return static_cast<int64_t>(std::ceil(static_cast<double>(size - patch) / target_step)) + 1;
-}
-
-// Unnormalised Gaussian importance of voxel `i` along an axis of a `patch`-voxel patch, centred at
-// patch / 2 (integer division, as nnU-Net) with sigma = patch * sigma_scale. The 3D weight is
-// the product over axes divided by its maximum; see gaussianWeight.
-VOXSEG_HD float gaussian1d(int64_t i, int64_t patch, float sigma_scale) {
-    const float sigma = static_cast<float>(patch) * sigma_scale;
-    const float d = static_cast<float>(i - patch / 2);
-    return sigma > 0.0f ? expf(-0.5f * d * d / (sigma * sigma)) : 1.0f;
-}
-
-// Importance weight of voxel (z, y, x) of a patch: product of the 1D Gaussians, normalised so
-// the centre weighs 1, and never below `min_weight` (nnU-Net replaces zeros by the smallest
-// non-zero weight so that every voxel of a covered volume gets a positive weight sum).
-VOXSEG_HD float gaussianWeight(int64_t z, int64_t y, int64_t x, int64_t pd, int64_t ph, int64_t pw,
-                               float sigma_scale, float min_weight) {
-    const float w = gaussian1d(z, pd, sigma_scale) * gaussian1d(y, ph, sigma_scale) *
-                    gaussian1d(x, pw, sigma_scale);
-    return w > min_weight ? w : min_weight;
-}
-
 // Index of the largest value of `n` values at stride `stride` (first one wins ties; NaN never
 // wins over a number).
 template <typename T>

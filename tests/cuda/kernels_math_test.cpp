@@ -3,6 +3,7 @@
 #include "cuda/kernels_math.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_sliding_window.h"
+#include "engine/sliding_window.h"
 
 #include <gtest/gtest.h>
 
@@ -101,38 +102,21 @@ TEST(KernelsMath, NormAffineFoldsMeanVarianceGammaBeta) {
     EXPECT_NEAR(2.0f * a.scale + a.shift, 0.5f, 1e-5f);
 }
 
-TEST(KernelsMath, PatchGridFollowsNnUNet) {
-    // nnU-Net compute_steps_for_sliding_window(image, tile, 0.5).
-    EXPECT_EQ(math::patchSteps(256, 128, 0.5), 3);
-    EXPECT_EQ(math::patchSteps(128, 128, 0.5), 1);
-    EXPECT_EQ(math::patchSteps(100, 128, 0.5), 1);
-    EXPECT_EQ(math::patchSteps(300, 128, 0.5), 4);
-    const int64_t want300[] = {0, 57, 115, 172};  // round(172 / 3 * i), half to even
-    for (int i = 0; i < 4; ++i) EXPECT_EQ(math::patchStart(300, 128, 4, i), want300[i]);
-    const int64_t want256[] = {0, 64, 128};
-    for (int i = 0; i < 3; ++i) EXPECT_EQ(math::patchStart(256, 128, 3, i), want256[i]);
-    // Rounding half to even: (138 - 128) / 4 * i = 2.5 * i -> 0, 2, 5, 8, 10.
-    const int64_t want138[] = {0, 2, 5, 8, 10};
-    ASSERT_EQ(math::patchSteps(138, 128, 0.98), 5);
-    for (int i = 0; i < 5; ++i) EXPECT_EQ(math::patchStart(138, 128, 5, i), want138[i]) << i;
-
+// The GPU window walks the host window's grid (engine::windowStarts), z-major: the early
+// download of finished slices relies on z never decreasing along the list.
+TEST(CudaSlidingWindowGrid, PatchOriginsAreTheHostGridZMajor) {
     const auto origins = patchOrigins({300, 128, 256}, {128, 128, 128}, 0.5);
-    ASSERT_EQ(origins.size(), 4u * 1u * 3u);
+    const auto z = engine::windowStarts(300, 128, 0.5, engine::WindowConvention::kNnUNet);
+    const auto x = engine::windowStarts(256, 128, 0.5, engine::WindowConvention::kNnUNet);
+    ASSERT_EQ(origins.size(), z.size() * 1 * x.size());
+    EXPECT_EQ(z, (std::vector<int64_t>{0, 57, 115, 172}));  // nnU-Net: round(172 / 3 * i)
     EXPECT_EQ(origins[0], (std::array<int64_t, 3>{0, 0, 0}));
+    EXPECT_EQ(origins[1], (std::array<int64_t, 3>{0, 0, x[1]}));
     EXPECT_EQ(origins.back(), (std::array<int64_t, 3>{172, 0, 128}));
-    // z-major: z never decreases along the list (the sliding window relies on it).
     for (size_t i = 1; i < origins.size(); ++i) EXPECT_LE(origins[i - 1][0], origins[i][0]);
-}
-
-TEST(KernelsMath, GaussianIsOneAtCentreSymmetricAndFloored) {
-    const int64_t p = 16;
-    const float centre = math::gaussianWeight(8, 8, 8, p, p, p, 0.125f, 1e-6f);
-    EXPECT_NEAR(centre, 1.0f, kTol);
-    EXPECT_NEAR(math::gaussianWeight(7, 8, 8, p, p, p, 0.125f, 1e-6f),
-                math::gaussianWeight(9, 8, 8, p, p, p, 0.125f, 1e-6f), kTol);
-    // sigma = 2 voxels: one voxel off the centre weighs exp(-1/8).
-    EXPECT_NEAR(math::gaussianWeight(9, 8, 8, p, p, p, 0.125f, 1e-6f), std::exp(-0.125f), 1e-6f);
-    EXPECT_EQ(math::gaussianWeight(0, 0, 0, p, p, p, 0.125f, 0.25f), 0.25f);
+    const auto monai =
+        patchOrigins({300, 128, 128}, {128, 128, 128}, 0.5, engine::WindowConvention::kMonai);
+    for (size_t i = 1; i < monai.size(); ++i) EXPECT_LE(monai[i - 1][0], monai[i][0]);
 }
 
 TEST(KernelsMath, ArgmaxFirstWinsTiesAndSkipsNaN) {
