@@ -64,6 +64,29 @@ CLI::App* addSynthCommand(CLI::App& app, SynthOptions& options);
 ExitCode runSynth(const SynthOptions& options, const CommandContext& context);
 
 // Whether this build can read DICOM (the io/ DICOM loader is compiled in).
+struct SegmentCommandOptions {
+    std::string input;
+    std::string model;
+    std::string output;
+    std::string series;
+    std::string device = "auto";
+    std::string precision = "auto";
+    double overlap = -1.0;  // < 0: the model's
+    bool tta = false;
+    int batch = 1;
+    std::string outputs = "nifti,stats,preview";
+    std::string label_format = "nii.gz";
+    bool largest_component = false;
+    double min_component_ml = 0.0;
+    bool fill_holes = false;
+    bool ignore_modality = false;
+    bool refuse_tilt = false;
+    bool refuse_uneven = false;
+    int threads = 0;
+};
+CLI::App* addSegmentCommand(CLI::App& app, SegmentCommandOptions& options);
+ExitCode runSegment(const SegmentCommandOptions& options, const CommandContext& context);
+
 bool dicomAvailable();
 
 }  // namespace voxseg::app

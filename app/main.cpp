@@ -33,9 +33,11 @@ int run(int argc, char** argv) {
     app::InfoOptions info_options;
     app::ConvertOptions convert_options;
     app::SynthOptions synth_options;
+    app::SegmentCommandOptions segment_options;
     CLI::App* info = app::addInfoCommand(cli, info_options);
     CLI::App* convert = app::addConvertCommand(cli, convert_options);
     CLI::App* synth = app::addSynthCommand(cli, synth_options);
+    CLI::App* segment = app::addSegmentCommand(cli, segment_options);
 
     try {
         cli.parse(argc, argv);
@@ -59,6 +61,8 @@ int run(int argc, char** argv) {
         rc = app::runInfo(info_options, context);
     } else if (cli.got_subcommand(convert)) {
         rc = app::runConvert(convert_options, context);
+    } else if (cli.got_subcommand(segment)) {
+        rc = app::runSegment(segment_options, context);
     } else if (cli.got_subcommand(synth)) {
         rc = app::runSynth(synth_options, context);
     }

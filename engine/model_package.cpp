@@ -293,9 +293,9 @@ Result<ModelPackage> parseModelPackage(const std::string& json_text, const std::
         return invalidArgument(
             std::string("model.json must hold a JSON object, got ") + jsonTypeName(root), source);
     r.onlyKeys(root, "",
-               {"format_version", "name", "version", "description", "license", "channels",
-                "spacing_mm", "patch_size", "axis_order", "orientation", "labels", "output",
-                "inference", "sha256", "models"});
+               {"format_version", "name", "version", "description", "license", "attribution",
+                "channels", "spacing_mm", "patch_size", "axis_order", "orientation", "labels",
+                "output", "inference", "sha256", "models"});
     ModelPackage p;
     p.folder = folder;
 
@@ -311,6 +311,8 @@ Result<ModelPackage> parseModelPackage(const std::string& json_text, const std::
     if (const json* v = r.member(root, "", "description", true))
         p.description = r.string(*v, "description", true);
     if (const json* v = r.member(root, "", "license", true)) p.license = r.string(*v, "license");
+    if (const json* v = r.member(root, "", "attribution", false))
+        p.attribution = r.string(*v, "attribution", true);
 
     if (const json* v = r.member(root, "", "channels", true);
         v && r.array(*v, "channels", "{modality, normalization} objects")) {
@@ -569,6 +571,7 @@ std::string modelPackageToJson(const ModelPackage& p) {
     j["version"] = p.version;
     j["description"] = p.description;
     j["license"] = p.license;
+    if (!p.attribution.empty()) j["attribution"] = p.attribution;
     json channels = json::array();
     for (const auto& c : p.channels) {
         json n{{"scheme", normalizationSchemeName(c.normalization.scheme)}};

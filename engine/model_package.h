@@ -77,6 +77,7 @@ struct ModelPackage {
     std::filesystem::path folder;
     int format_version = 1;
     std::string name, version, description, license;
+    std::string attribution;  // optional: credit the licence requires (e.g. CC BY-SA data)
     std::vector<ChannelSpec> channels;
     std::vector<double> spacing_mm;   // network axis order
     std::vector<int64_t> patch_size;  // network axis order

@@ -1,0 +1,130 @@
+// `voxseg segment <input> -m <model> -o <outdir>`: one study in, segmentation outputs out.
+#include "app/commands.h"
+#include "app/series_table.h"
+#include "core/log.h"
+#include "pipeline/segment.h"
+
+#include <cstdio>
+#include <filesystem>
+
+namespace voxseg::app {
+namespace {
+constexpr const char* kComponent = "segment";
+
+}  // namespace
+
+CLI::App* addSegmentCommand(CLI::App& app, SegmentCommandOptions& o) {
+    CLI::App* cmd = app.add_subcommand(
+        "segment", "Segment one study (DICOM folder/file or image file) with a model package");
+    cmd->add_option("input", o.input, "DICOM folder/file/DICOMDIR, or .nii.gz/.nii/.nrrd/.mha")
+        ->required();
+    cmd->add_option("-m,--model", o.model, "Model package folder (model.json + model.onnx)")
+        ->required();
+    cmd->add_option("-o,--output", o.output, "Output folder (created; outputs inside replaced)")
+        ->required();
+    cmd->add_option("--series", o.series, "Which series: INDEX (see `voxseg info`) or UID");
+    cmd->add_option("--device", o.device, "auto (best available), cpu, cuda or reference")
+        ->check(CLI::IsMember({"auto", "cpu", "cuda", "reference"}));
+    cmd->add_option("--precision", o.precision,
+                    "auto (bf16 on GPUs, fp32 on CPUs), fp32, fp16, bf16")
+        ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16"}));
+    cmd->add_option("--overlap", o.overlap, "Sliding-window overlap in [0, 1) (default: model's)")
+        ->check(CLI::Range(0.0, 0.95));
+    cmd->add_flag("--tta", o.tta, "Mirroring test-time augmentation on all axes (8x slower)");
+    cmd->add_option("--batch", o.batch, "Patches per forward pass")->check(CLI::Range(1, 64));
+    cmd->add_option("--outputs", o.outputs,
+                    "Comma-separated: nifti, seg, stats, preview, probabilities");
+    cmd->add_option("--format", o.label_format, "Label map format: nii.gz, nii, nrrd, mha")
+        ->check(CLI::IsMember({"nii.gz", "nii", "nrrd", "mha"}));
+    cmd->add_flag("--largest-component", o.largest_component,
+                  "Keep only the largest connected component of each label");
+    cmd->add_option("--min-component-ml", o.min_component_ml,
+                    "Remove components smaller than this (mL)")
+        ->check(CLI::NonNegativeNumber);
+    cmd->add_flag("--fill-holes", o.fill_holes, "Fill holes inside each label (3D)");
+    cmd->add_flag("--ignore-modality", o.ignore_modality,
+                  "Run even when the input modality differs from the model's");
+    cmd->add_flag("--refuse-tilt", o.refuse_tilt, "Fail on gantry-tilted stacks");
+    cmd->add_flag("--refuse-uneven", o.refuse_uneven, "Fail on unevenly spaced slices");
+    cmd->add_option("--threads", o.threads, "CPU threads (0 = all cores)")
+        ->check(CLI::NonNegativeNumber);
+    return cmd;
+}
+
+ExitCode runSegment(const SegmentCommandOptions& o, const CommandContext& ctx) {
+    pipeline::SegmentOptions so;
+    so.device = o.device;
+    so.precision = o.precision;
+    if (o.overlap >= 0) so.overlap = o.overlap;
+    so.tta = o.tta;
+    so.batch = o.batch;
+    so.threads = o.threads;
+    so.ignore_modality = o.ignore_modality;
+    if (o.largest_component || o.min_component_ml > 0 || o.fill_holes) {
+        pipeline::PostprocessOptions p;
+        p.largest_component = o.largest_component;
+        p.min_component_ml = o.min_component_ml;
+        p.fill_holes = o.fill_holes ? pipeline::HoleFilling::k3D : pipeline::HoleFilling::kNone;
+        so.postprocess_all = p;
+    }
+    auto outs = pipeline::parseOutputs(o.outputs);
+    if (!outs.isOk()) return fail(outs.status(), Stage::kInput);
+    so.outputs = *outs;
+    so.outputs.label_format = o.label_format;
+
+    // Cheap checks before loading anything.
+    std::error_code ec;
+    if (!std::filesystem::exists(o.input, ec))
+        return fail(notFound("input not found", o.input), Stage::kInput);
+    if (std::filesystem::exists(o.output, ec) && !std::filesystem::is_directory(o.output, ec))
+        return fail(invalidArgument("output exists and is not a folder", o.output), Stage::kOutput);
+
+    std::string warning;
+    auto segmenter = pipeline::Segmenter::create(o.model, so, &warning);
+    if (!warning.empty()) log::warning(kComponent, "{}", warning);
+    // A missing or damaged model is an input problem; a missing device has its own exit code.
+    if (!segmenter.isOk()) return fail(segmenter.status(), Stage::kInput);
+    const Progress progress = ctx.progress();
+    io::DicomLoadOptions dicom;
+    dicom.tilt = o.refuse_tilt ? io::IrregularPolicy::kRefuse : io::IrregularPolicy::kResample;
+    dicom.uneven_spacing =
+        o.refuse_uneven ? io::IrregularPolicy::kRefuse : io::IrregularPolicy::kResample;
+    dicom.threads = o.threads;
+    std::vector<io::SeriesCandidate> candidates;
+    auto input =
+        pipeline::loadStudy(o.input, o.series, dicom, progress.sub(0.0, 0.15), &candidates);
+    ctx.bar->clear();
+    if (!input.isOk()) {
+        if (input.status().code() == StatusCode::kAmbiguous) {
+            InfoReport report;
+            for (const auto& c : candidates) report.rows.push_back(rowFromCandidate(c, false));
+            std::fprintf(stderr, "%zu candidate volumes in %s; choose one with --series:\n",
+                         candidates.size(), o.input.c_str());
+            printTable(report, stderr);
+        }
+        return fail(input.status(), Stage::kInput);
+    }
+    for (const auto& w : input->volume.info().warnings) log::warning(kComponent, "{}", w);
+
+    auto report = segmenter->run(*input, o.input, o.output, progress.sub(0.15, 1.0));
+    ctx.bar->clear();
+    if (!report.isOk()) {
+        const Status& st = report.status();
+        const bool output_problem = st.code() == StatusCode::kIoError;
+        return fail(st, output_problem ? Stage::kOutput : Stage::kInput);
+    }
+    if (!ctx.quiet) {
+        std::printf("%-28s %10s %10s\n", "label", "voxels", "mL");
+        for (const auto& l : report->statistics.labels)
+            std::printf("%-28s %10lld %10.2f\n", l.name.c_str(), static_cast<long long>(l.voxels),
+                        l.volume_ml);
+        double total = 0;
+        for (const auto& t : report->timings) total += t.seconds;
+        std::printf("%s, %s, %lld patches, %.2f s; outputs in %s\n", report->backend.c_str(),
+                    report->precision.c_str(), static_cast<long long>(report->patches), total,
+                    o.output.c_str());
+    }
+    return ExitCode::kOk;
+}
+
+}  // namespace voxseg::app

@@ -1,0 +1,435 @@
+#include "pipeline/segment.h"
+
+#include "core/atomic_file.h"
+#include "core/log.h"
+#include "engine/onnx_import.h"
+#include "engine/registry.h"
+#include "engine/sha256.h"
+#include "engine/sliding_window.h"
+#include "io/image_io.h"
+#include "io/seg_writer.h"
+#include "pipeline/labels.h"
+#include "pipeline/prediction_export.h"
+#include "pipeline/preprocess.h"
+#include "pipeline/preview.h"
+
+#include <unistd.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace voxseg::pipeline {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char* kComponent = "segment";
+
+using Clock = std::chrono::steady_clock;
+double secondsSince(Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+Normalization toPipeline(const engine::Normalization& n) {
+    Normalization out;
+    switch (n.scheme) {
+        case engine::Normalization::Scheme::kCT:
+            out.scheme = NormalizationScheme::kCt;
+            break;
+        case engine::Normalization::Scheme::kZScore:
+            out.scheme = NormalizationScheme::kZScore;
+            break;
+        case engine::Normalization::Scheme::kNone:
+            out.scheme = NormalizationScheme::kNone;
+            break;
+    }
+    out.clip_lo = n.clip_low;
+    out.clip_hi = n.clip_high;
+    out.mean = n.mean;
+    out.std = n.std;
+    out.nonzero_mask = n.nonzero_mask;
+    return out;
+}
+
+std::vector<LabelInfo> labelInfos(const engine::ModelPackage& model) {
+    std::vector<LabelInfo> out;
+    for (const auto& l : model.labels) out.push_back({l.value, l.name, l.color});
+    return out;
+}
+
+io::CodedConcept toIo(const engine::CodedConcept& c) { return {c.code, c.scheme, c.meaning}; }
+
+std::vector<io::SegmentDescription> segmentDescriptions(const engine::ModelPackage& model) {
+    std::vector<io::SegmentDescription> out;
+    for (const auto& l : model.labels) {
+        io::SegmentDescription d;
+        d.label_value = l.value;
+        d.label = l.name.substr(0, 64);
+        d.description = l.name;
+        d.color = l.color;
+        if (l.category) d.category = toIo(*l.category);
+        if (l.type) d.type = toIo(*l.type);
+        d.algorithm_name = model.name;
+        out.push_back(std::move(d));
+    }
+    return out;
+}
+
+// sha256 over the sorted input files' own digests: identifies exactly which data was segmented.
+Result<std::string> inputDigest(const StudyInput& input, const std::string& input_path) {
+    std::vector<std::string> files;
+    if (input.series) {
+        for (const auto& s : input.series->slices) files.push_back(s.path);
+    } else {
+        std::error_code ec;
+        if (!fs::is_regular_file(input_path, ec)) return std::string();  // in-memory input
+        files.push_back(input_path);
+    }
+    std::sort(files.begin(), files.end());
+    files.erase(std::unique(files.begin(), files.end()), files.end());
+    std::string all;
+    for (const auto& f : files) {
+        VOXSEG_ASSIGN_OR_RETURN(std::string d, engine::sha256File(f));
+        all += d;
+    }
+    return engine::sha256Hex(all);
+}
+
+Status writeText(const std::string& path, const std::string& text) {
+    AtomicFile out(path);
+    {
+        std::ofstream f(out.tempPath(), std::ios::binary);
+        f << text;
+        if (!f.good()) return ioError("could not write (disk full?)", path);
+    }
+    return out.commit();
+}
+
+// A hidden folder inside the output folder; everything is written there first.
+class Staging {
+  public:
+    explicit Staging(fs::path out_dir) : out_dir_(std::move(out_dir)) {
+        dir_ = out_dir_ / (".voxseg-staging-" + std::to_string(::getpid()));
+    }
+    ~Staging() {
+        std::error_code ec;
+        fs::remove_all(dir_, ec);
+    }
+    Status create() {
+        std::error_code ec;
+        fs::create_directories(out_dir_, ec);
+        if (ec) return ioError("cannot create output folder: " + ec.message(), out_dir_.string());
+        fs::remove_all(dir_, ec);
+        fs::create_directories(dir_, ec);
+        if (ec) return ioError("output folder is not writable: " + ec.message(), out_dir_.string());
+        return Status::ok();
+    }
+    std::string path(const std::string& name) {
+        names_.push_back(name);
+        return (dir_ / name).string();
+    }
+    // Renames every staged file into the output folder (each rename is atomic).
+    Result<std::vector<std::string>> commit() {
+        std::vector<std::string> written;
+        for (const auto& n : names_) {
+            std::error_code ec;
+            const fs::path target = out_dir_ / n;
+            fs::rename(dir_ / n, target, ec);
+            if (ec) return ioError("could not move output into place: " + ec.message(), target);
+            written.push_back(target.string());
+        }
+        return written;
+    }
+
+  private:
+    fs::path out_dir_;
+    fs::path dir_;
+    std::vector<std::string> names_;
+};
+
+}  // namespace
+
+Result<StudyInput> loadStudy(const std::string& path, const std::string& selector,
+                             const io::DicomLoadOptions& dicom, const Progress& progress,
+                             std::vector<io::SeriesCandidate>* candidates_out) {
+    const auto t0 = Clock::now();
+    std::error_code ec;
+    if (!fs::exists(path, ec)) return notFound("input not found", path);
+    StudyInput in;
+    if (io::isImageFile(path)) {
+        VOXSEG_ASSIGN_OR_RETURN(in.volume, io::readImage(path, progress));
+        in.load_seconds = secondsSince(t0);
+        return in;
+    }
+    VOXSEG_ASSIGN_OR_RETURN(auto scan, io::scanDicom({path}, {}, progress.sub(0.0, 0.2)));
+    if (candidates_out) *candidates_out = scan.series;
+    VOXSEG_ASSIGN_OR_RETURN(const io::SeriesCandidate* chosen, io::selectSeries(scan, selector));
+    VOXSEG_ASSIGN_OR_RETURN(in.volume, io::loadSeries(*chosen, dicom, progress.sub(0.2, 1.0)));
+    in.series = *chosen;
+    in.load_seconds = secondsSince(t0);
+    return in;
+}
+
+Result<SegmentOutputs> parseOutputs(const std::string& list) {
+    SegmentOutputs o;
+    o.label_map = o.dicom_seg = o.statistics = o.preview = o.probabilities = false;
+    std::stringstream ss(list);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        if (item == "nifti" || item == "labels")
+            o.label_map = true;
+        else if (item == "seg")
+            o.dicom_seg = true;
+        else if (item == "stats")
+            o.statistics = true;
+        else if (item == "preview")
+            o.preview = true;
+        else if (item == "probabilities")
+            o.probabilities = true;
+        else if (!item.empty())
+            return invalidArgument("unknown output '" + item +
+                                   "': use nifti, seg, stats, preview, probabilities");
+    }
+    return o;
+}
+
+struct Segmenter::Impl {
+    engine::ModelPackage model;
+    SegmentOptions options;
+    std::unique_ptr<engine::Backend> backend;
+    engine::Precision precision = engine::Precision::kFloat32;
+    engine::SlidingWindowOptions window_options;    // as used (for run.json)
+    std::unique_ptr<engine::SlidingWindow> window;  // averages ensemble members per patch
+    std::string model_sha256;
+    double load_seconds = 0.0;
+};
+
+Segmenter::Segmenter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Segmenter::~Segmenter() = default;
+Segmenter::Segmenter(Segmenter&&) noexcept = default;
+Segmenter& Segmenter::operator=(Segmenter&&) noexcept = default;
+const engine::ModelPackage& Segmenter::model() const { return impl_->model; }
+
+Result<Segmenter> Segmenter::create(const std::string& model_folder, const SegmentOptions& options,
+                                    std::string* warning) {
+    const auto t0 = Clock::now();
+    auto impl = std::make_unique<Impl>();
+    impl->options = options;
+    VOXSEG_ASSIGN_OR_RETURN(engine::LoadedModel loaded, engine::loadModelPackage(model_folder));
+    impl->model = loaded.package;
+    const auto& m = impl->model;
+    if (options.batch < 1) return invalidArgument("--batch must be at least 1");
+
+    VOXSEG_ASSIGN_OR_RETURN(impl->backend, engine::createBackend(options.device, warning));
+    if (options.precision == "auto") {
+        // GPUs run bf16 where supported (issue: auto = bf16); CPUs default to fp32.
+        impl->precision = impl->backend->name() == "cuda" &&
+                                  impl->backend->supportsPrecision(engine::Precision::kBFloat16)
+                              ? engine::Precision::kBFloat16
+                              : engine::Precision::kFloat32;
+    } else {
+        VOXSEG_ASSIGN_OR_RETURN(impl->precision, engine::parsePrecision(options.precision));
+        if (!impl->backend->supportsPrecision(impl->precision))
+            return unsupported(std::string("precision ") + engine::precisionName(impl->precision) +
+                                   " is not supported by backend " + impl->backend->name() + " (" +
+                                   impl->backend->deviceDescription() + "): use fp32",
+                               options.device);
+    }
+
+    // Per-run overrides go into the package's inference settings, which define the window.
+    if (options.overlap) impl->model.inference.overlap = *options.overlap;
+    if (options.tta) impl->model.inference.mirror_axes = {0, 1, 2};
+    loaded.package = impl->model;
+    engine::CompileOptions compile;
+    compile.precision = impl->precision;
+    compile.num_threads = options.threads;
+    auto window = engine::createSlidingWindow(*impl->backend, loaded, options.batch, compile);
+    if (!window.isOk()) return window.status().withContext("model " + m.name);
+    impl->window = std::move(*window);
+    impl->window_options = impl->model.slidingWindowOptions();
+    impl->window_options.batch = options.batch;
+    for (const auto& file : m.models)
+        impl->model_sha256 += (impl->model_sha256.empty() ? "" : ",") + file.sha256;
+    impl->load_seconds = secondsSince(t0);
+    log::info(kComponent, "model {} {} on {} ({}), {}", m.name, m.version, impl->backend->name(),
+              impl->backend->deviceDescription(), engine::precisionName(impl->precision));
+    return Segmenter(std::move(impl));
+}
+
+Result<SegmentReport> Segmenter::run(const StudyInput& input, const std::string& input_path,
+                                     const std::string& out_dir, const Progress& progress) {
+    const Impl& s = *impl_;
+    const auto& m = s.model;
+    SegmentReport report;
+    report.backend = s.backend->name() + " (" + s.backend->deviceDescription() + ")";
+    report.precision = engine::precisionName(s.precision);
+    report.warnings = input.volume.info().warnings;
+    const Geometry g = input.volume.geometry();
+
+    // Checks that need no work first.
+    if (m.channels.size() != 1)
+        return unsupported("model expects " + std::to_string(m.channels.size()) +
+                               " input channels; voxseg segment takes one input volume",
+                           m.folder.string());
+    const std::string& want = m.channels[0].modality;
+    const std::string& have = input.volume.info().modality;
+    if (!want.empty() && !have.empty() && want != have) {
+        if (!s.options.ignore_modality)
+            return invalidArgument("input is " + have + " but model " + m.name + " expects " +
+                                       want + ": choose another series or model (or " +
+                                       "--ignore-modality to run anyway)",
+                                   input_path);
+        report.warnings.push_back("modality " + have + " differs from the model's " + want);
+    }
+    for (int a = 0; a < 3; ++a)
+        if (g.size[a] < 2)
+            return invalidArgument("input has only " + std::to_string(g.size[a]) +
+                                       " voxel(s) along axis " + std::to_string(a) +
+                                       ": a 3D volume is needed",
+                                   input_path);
+    Staging staging(out_dir);
+    VOXSEG_RETURN_IF_ERROR(staging.create());
+
+    // Pre-processing.
+    auto t = Clock::now();
+    PreprocessSpec spec;
+    spec.orientation = m.orientation;
+    spec.axis_order = m.axis_order == engine::AxisOrder::kXyz ? AxisOrder::kXyz : AxisOrder::kZyx;
+    for (int a = 0; a < 3; ++a) spec.spacing_mm[a] = m.spacing_mm[a];
+    spec.channels = {toPipeline(m.channels[0].normalization)};
+    VOXSEG_ASSIGN_OR_RETURN(Preprocessed pre,
+                            preprocess({input.volume}, spec, progress.sub(0.0, 0.1)));
+    report.timings.push_back({"preprocess", secondsSince(t)});
+    VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
+
+    // Inference (ensemble members averaged per patch, as nnU-Net v2 averages fold logits).
+    t = Clock::now();
+    engine::SlidingWindowStats stats;
+    VOXSEG_ASSIGN_OR_RETURN(engine::Tensor scores,
+                            s.window->run(pre.input, progress.sub(0.1, 0.85), &stats));
+    report.patches = stats.patches;
+    report.accumulator_bytes = stats.accumulator_bytes;
+    report.timings.push_back({"inference", secondsSince(t)});
+
+    // Back to the original grid.
+    t = Clock::now();
+    ExportSpec exp;
+    exp.activation = m.output == engine::OutputKind::kSigmoid ? OutputActivation::kSigmoid
+                                                              : OutputActivation::kSoftmax;
+    exp.channel_labels = m.channelLabelValues();
+    exp.threshold = 0.0;  // the scores are logits: sigmoid(x) >= 0.5 <=> x >= 0
+    exp.threads = s.options.threads;
+    VOXSEG_ASSIGN_OR_RETURN(report.label_map,
+                            scoresToLabelMap(scores, pre.record, exp, progress.sub(0.85, 0.9)));
+    report.timings.push_back({"export", secondsSince(t)});
+
+    t = Clock::now();
+    std::vector<LabelPostprocess> post = s.options.postprocess;
+    if (s.options.postprocess_all)
+        for (const auto& l : m.labels) post.push_back({l.value, *s.options.postprocess_all});
+    if (!post.empty()) {
+        VOXSEG_ASSIGN_OR_RETURN(auto steps, postprocess(report.label_map, post));
+        for (const auto& r : steps)
+            log::info(kComponent, "label {}: {} voxels removed, {} filled", r.label,
+                      r.voxels_removed, r.voxels_filled);
+    }
+    report.timings.push_back({"postprocess", secondsSince(t)});
+
+    // Outputs, staged.
+    t = Clock::now();
+    const SegmentOutputs& outs = s.options.outputs;
+    const auto labels = labelInfos(m);
+    VOXSEG_ASSIGN_OR_RETURN(report.statistics,
+                            computeStatistics(report.label_map, &input.volume, labels));
+    if (outs.label_map) {
+        const std::string name = "segmentation." + outs.label_format;
+        VOXSEG_RETURN_IF_ERROR(io::writeImage(report.label_map, staging.path(name)));
+    }
+    if (outs.dicom_seg) {
+        if (!input.series)
+            return invalidArgument(
+                "DICOM SEG needs a DICOM input series; drop 'seg' from "
+                "--outputs for image files",
+                input_path);
+        io::SegWriteOptions so;
+        so.algorithm_name = m.name;
+        so.algorithm_version = m.version;
+        so.series_description = m.name + " segmentation";
+        auto seg = io::writeDicomSeg(report.label_map, *input.series, segmentDescriptions(m), so,
+                                     staging.path("segmentation.dcm"));
+        if (!seg.isOk()) return seg.status();
+    }
+    if (outs.statistics) {
+        VOXSEG_RETURN_IF_ERROR(
+            writeStatisticsJson(report.statistics, staging.path("statistics.json")));
+        VOXSEG_RETURN_IF_ERROR(
+            writeStatisticsCsv(report.statistics, staging.path("statistics.csv")));
+    }
+    if (outs.preview) {
+        auto pv = writePreview(input.volume, report.label_map, labels, staging.path("preview.png"));
+        if (!pv.isOk()) return pv.status();
+    }
+    if (outs.probabilities) {
+        engine::Tensor probs = scores.clone();
+        if (m.output == engine::OutputKind::kSigmoid)
+            engine::sigmoidInPlace(probs);
+        else
+            engine::softmaxChannelsInPlace(probs);
+        const auto values = m.channelLabelValues();
+        for (int64_t c = 0; c < probs.dim(0); ++c) {
+            VOXSEG_ASSIGN_OR_RETURN(Volume p, scoreChannelToOriginal(probs, c, pre.record));
+            const std::string name = "probabilities_" + std::to_string(values[c]) + ".nii.gz";
+            VOXSEG_RETURN_IF_ERROR(io::writeImage(p, staging.path(name)));
+        }
+    }
+    report.timings.push_back({"outputs", secondsSince(t)});
+
+    // run.json: what was run on what, how, and how long it took.
+    nlohmann::json run;
+    run["voxseg_version"] = VOXSEG_VERSION;
+    run["input"] = {{"path", input_path}};
+    VOXSEG_ASSIGN_OR_RETURN(const std::string digest, inputDigest(input, input_path));
+    if (!digest.empty()) run["input"]["sha256"] = digest;
+    if (input.series) {
+        run["series"] = {{"index", input.series->index},
+                         {"series_uid", input.series->series_uid},
+                         {"modality", input.series->modality},
+                         {"description", input.series->description},
+                         {"files", input.series->num_files}};
+    }
+    run["geometry"] = {{"size", g.size},
+                       {"spacing_mm", g.spacing},
+                       {"origin_lps_mm", g.origin},
+                       {"direction", g.direction}};
+    run["model"] = {{"name", m.name},
+                    {"version", m.version},
+                    {"sha256", s.model_sha256},
+                    {"folder", m.folder.string()},
+                    {"ensemble_members", m.models.size()}};
+    run["device"] = {{"backend", s.backend->name()},
+                     {"description", s.backend->deviceDescription()},
+                     {"precision", report.precision}};
+    run["inference"] = {{"overlap", s.window_options.overlap},
+                        {"sigma_scale", s.window_options.sigma_scale},
+                        {"mirror_axes", s.window_options.mirror_axes},
+                        {"batch", s.window_options.batch},
+                        {"patches", report.patches},
+                        {"accumulator_bytes", report.accumulator_bytes}};
+    nlohmann::json timings = nlohmann::json::object();
+    timings["model_load"] = s.load_seconds;
+    timings["input_load"] = input.load_seconds;
+    for (const auto& st : report.timings) timings[st.stage] = st.seconds;
+    run["timings_s"] = timings;
+    run["warnings"] = report.warnings;
+    VOXSEG_RETURN_IF_ERROR(writeText(staging.path("run.json"), run.dump(2) + "\n"));
+    VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
+
+    VOXSEG_ASSIGN_OR_RETURN(report.written, staging.commit());
+    progress.report(1.0, "done");
+    return report;
+}
+
+}  // namespace voxseg::pipeline

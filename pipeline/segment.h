@@ -1,0 +1,111 @@
+// The segment pipeline: one study in, a label map (and SEG, statistics, preview, run record)
+// out. Shared by `voxseg segment`, `voxseg batch` and the viewer; each step is one of the plain
+// stage functions of pipeline/ and engine/, chained here and nowhere else.
+//
+//   load (DICOM series or image file) -> reorient/crop/normalise/resample (preprocess)
+//   -> sliding-window inference (every model of the package, averaged) -> scores back to the
+//   original grid + argmax (scoresToLabelMap) -> post-processing -> outputs
+//
+// A Segmenter holds the imported model and the backend; create it once and run it on many
+// studies (batch mode). Outputs are staged in a hidden folder inside the output folder and
+// renamed into place only when every requested output was written, so a failure or a cancel
+// never leaves a half-written file under a final name. Not thread-safe: one run at a time.
+#pragma once
+
+#include "core/progress.h"
+#include "core/status.h"
+#include "core/volume.h"
+#include "engine/backend.h"
+#include "engine/model_package.h"
+#include "io/dicom_series.h"
+#include "pipeline/postprocess.h"
+#include "pipeline/statistics.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace voxseg::pipeline {
+
+// One input volume and, for DICOM, the series it came from (needed for DICOM SEG).
+struct StudyInput {
+    Volume volume;
+    std::optional<io::SeriesCandidate> series;
+    double load_seconds = 0.0;
+};
+
+// Loads an image file, or scans a DICOM path and loads the series `selector` picks (index or
+// UID; empty = the only one). Several and no selector: kAmbiguous, with every candidate in
+// `candidates_out` so the caller can list them.
+Result<StudyInput> loadStudy(const std::string& path, const std::string& selector,
+                             const io::DicomLoadOptions& dicom, const Progress& progress = {},
+                             std::vector<io::SeriesCandidate>* candidates_out = nullptr);
+
+struct SegmentOutputs {
+    bool label_map = true;       // segmentation.<format>
+    bool dicom_seg = false;      // segmentation.dcm (DICOM inputs only)
+    bool statistics = true;      // statistics.json + statistics.csv
+    bool preview = true;         // preview.png
+    bool probabilities = false;  // probabilities_<label>.nii.gz, one per network output channel
+    std::string label_format = "nii.gz";  // nii.gz | nii | nrrd | mha
+};
+// "nifti,seg,stats,preview,probabilities" -> flags (unknown names are an error).
+Result<SegmentOutputs> parseOutputs(const std::string& list);
+
+struct SegmentOptions {
+    std::string device = "auto";     // auto | cpu | cuda | reference
+    std::string precision = "auto";  // auto | fp32 | fp16 | bf16
+    std::optional<double> overlap;   // default: model.json
+    bool tta = false;                // mirror on all spatial axes (else model.json's axes)
+    int batch = 1;                   // patches per forward pass
+    int threads = 0;                 // CPU threads (0: all cores)
+    bool ignore_modality = false;    // run although the input's modality differs
+    std::vector<LabelPostprocess> postprocess;          // per label
+    std::optional<PostprocessOptions> postprocess_all;  // applied to every model label
+    SegmentOutputs outputs;
+};
+
+// Per-stage wall time in seconds, in pipeline order.
+struct StageTiming {
+    std::string stage;
+    double seconds = 0.0;
+};
+
+struct SegmentReport {
+    Volume label_map;  // on the input's exact grid
+    StatisticsReport statistics;
+    std::vector<StageTiming> timings;
+    std::vector<std::string> warnings;
+    std::vector<std::string> written;  // final paths
+    std::string backend;               // name + device description
+    std::string precision;
+    int64_t patches = 0;
+    size_t accumulator_bytes = 0;
+};
+
+class Segmenter {
+  public:
+    ~Segmenter();
+    Segmenter(Segmenter&&) noexcept;
+    Segmenter& operator=(Segmenter&&) noexcept;
+
+    // Reads and verifies the model package (sha256), imports every model, picks the backend.
+    // `warning` receives one line when device "auto" fell back (e.g. no CUDA device).
+    static Result<Segmenter> create(const std::string& model_folder, const SegmentOptions& options,
+                                    std::string* warning = nullptr);
+
+    const engine::ModelPackage& model() const;
+
+    // Segments one loaded study and writes the requested outputs into `out_dir` (created when
+    // missing). `input_path` is recorded in run.json (with a digest of the input files).
+    Result<SegmentReport> run(const StudyInput& input, const std::string& input_path,
+                              const std::string& out_dir, const Progress& progress = {});
+
+  private:
+    struct Impl;
+    explicit Segmenter(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace voxseg::pipeline
