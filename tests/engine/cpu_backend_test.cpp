@@ -206,3 +206,20 @@ TEST(CpuBackend, DeviceDescriptionNamesIsaAndBf16Truthfully) {
 
 }  // namespace
 }  // namespace voxseg::engine
+
+namespace voxseg::engine {
+namespace {
+
+// Issue 3, broken models: a patch whose activations cannot fit in memory is a clear error.
+TEST(CpuBackend, PatchLargerThanMemoryIsAnOutOfMemoryError) {
+    const Graph g = unetLevel(1, 16, 16, 2);
+    auto cpu = makeCpuBackend();
+    // 16 channels of 1024^3 float32 activations are 64 GiB per tensor: more than this host has.
+    auto exe = cpu->compile(g, {{1, 1, 1024, 1024, 1024}}, {});
+    ASSERT_FALSE(exe.isOk());
+    EXPECT_EQ(exe.status().code(), StatusCode::kOutOfMemory) << exe.status().toString();
+    EXPECT_NE(exe.status().message().find("smaller patch"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace voxseg::engine
