@@ -87,6 +87,10 @@ Result<Volume> readTyped(const std::string& path, itk::ImageIOBase* image_io,
     }
     typename Image3<T>::Pointer image = reader->GetOutput();
     image->DisconnectPipeline();
+    // The file's own header fields (NIfTI descrip/intent/qform codes, NRRD keys) would follow the
+    // image into other writers, which warn about or misapply them; voxseg keeps what it needs
+    // in Volume/VolumeInfo, so each write starts from a clean header.
+    image->SetMetaDataDictionary(itk::MetaDataDictionary());
     VolumeInfo info;
     info.source = path;
     return Volume::fromImage<T>(image, std::move(info));
