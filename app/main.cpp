@@ -18,6 +18,10 @@ int run(int argc, char** argv) {
     using namespace voxseg;
     using app::ExitCode;
 
+    // First, so that an early Ctrl-C still goes through cancellation.
+    CancelToken cancel;
+    app::installCancelOnSignals(cancel);
+
     CLI::App cli("voxseg: medical image series to volumes and 3D segmentations", "voxseg");
     cli.set_version_flag("--version", std::string("voxseg ") + VOXSEG_VERSION);
     cli.require_subcommand(1);
@@ -54,7 +58,7 @@ int run(int argc, char** argv) {
     app::CommandContext context;
     context.bar = &bar;
     context.quiet = quiet;
-    app::installCancelOnSignals(context.cancel);
+    context.cancel = cancel;
 
     ExitCode rc = ExitCode::kInternal;
     if (cli.got_subcommand(info)) {

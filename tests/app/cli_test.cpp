@@ -247,8 +247,9 @@ TEST(Cli, InterruptLeavesNoPartialOutput) {
         EXPECT_EQ(std::memcmp(back->rawData(), v.rawData(), g.voxelCount() * 2), 0);
         GTEST_SKIP() << "conversion finished before the signal; nothing interrupted";
     }
+    // 130 either way: from voxseg's handler, or (under heavy load, when the signal beats the
+    // handler's installation at start-up) from timeout reporting the signal itself.
     EXPECT_EQ(rc, toInt(ExitCode::kCancelled)) << slurp(dir.path() / ".err");
-    EXPECT_NE(slurp(dir.path() / ".err").find("interrupted"), std::string::npos);
     fs::remove(dir.path() / ".err");
     EXPECT_TRUE(onlyFiles(dir.path(), {"big.nii"}));
 }
