@@ -38,7 +38,10 @@ std::string makePackage(const testing::TempDir& dir, const std::string& modality
          {{{"value", 1}, {"name", "one"}, {"color", {255, 0, 0}}},
           {{"value", 2}, {"name", "two"}, {"color", {0, 255, 0}}}}},
         {"output", "softmax"},
-        {"inference", {{"overlap", 0.5}, {"gaussian_sigma_scale", 0.125}, {"mirror_axes", nlohmann::json::array()}}},
+        {"inference",
+         {{"overlap", 0.5},
+          {"gaussian_sigma_scale", 0.125},
+          {"mirror_axes", nlohmann::json::array()}}},
         {"sha256", *engine::sha256File(folder / "model.onnx")}};
     std::ofstream(folder / "model.json") << j.dump(2);
     return folder.string();
