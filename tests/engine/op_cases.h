@@ -689,6 +689,13 @@ inline void expectParity(Backend& backend, const OpCase& c, Precision precision,
     options.precision = precision;
     const Graph g = optimized ? optimize(c.graph) : c.graph;
     auto exe = backend.compile(g, c.input_shapes, options);
+    // The cuda backend covers the U-Net ops only (docs/perf-gpu.md); for the others it must
+    // refuse clearly, naming the node, which counts as a skip here. cpu and reference cover all.
+    if (!exe.isOk() && backend.name() == "cuda" &&
+        exe.status().code() == StatusCode::kUnsupported) {
+        EXPECT_FALSE(exe.status().message().empty());
+        GTEST_SKIP() << "not implemented on cuda: " << exe.status().toString();
+    }
     ASSERT_TRUE(exe.isOk()) << exe.status().toString();
     std::vector<Tensor> got;
     const Status s = (*exe)->run(inputs, got);
