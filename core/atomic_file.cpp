@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 namespace voxseg {
@@ -55,6 +56,19 @@ Status AtomicFile::commit() {
     if (ec) return ioError("could not rename output into place: " + ec.message(), target_path_);
     committed_ = true;
     return Status::ok();
+}
+
+Status writeFileAtomically(const std::string& path, const std::string& text) {
+    AtomicFile out(path);
+    VOXSEG_RETURN_IF_ERROR(out.checkWritable());
+    {
+        std::ofstream f(out.tempPath(), std::ios::binary | std::ios::trunc);
+        if (!f) return ioError(std::string("cannot create file: ") + std::strerror(errno), path);
+        f.write(text.data(), static_cast<std::streamsize>(text.size()));
+        f.flush();
+        if (!f) return ioError("write failed (disk full?)", path);
+    }
+    return out.commit();
 }
 
 }  // namespace voxseg

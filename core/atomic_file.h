@@ -35,4 +35,7 @@ class AtomicFile {
     bool committed_ = false;
 };
 
+// Writes `text` to `path` through an AtomicFile (checks the folder, writes, flushes, renames).
+Status writeFileAtomically(const std::string& path, const std::string& text);
+
 }  // namespace voxseg

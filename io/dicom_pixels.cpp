@@ -129,6 +129,26 @@ bool unpackWords(const uint8_t* bytes, int64_t n, const Unpacker& unpack, int32_
     return ok;
 }
 
+// Unpacks n samples of the frame's allocated width (8/16/32 bits) from `bytes` into `out`.
+Status unpackFrame(const uint8_t* bytes, int64_t n, int bits_allocated, const Unpacker& unpack,
+                   std::span<int32_t> out, const std::string& path) {
+    bool ok = true;
+    switch (bits_allocated) {
+        case 8:
+            ok = unpackWords<uint8_t>(bytes, n, unpack, out.data());
+            break;
+        case 16:
+            ok = unpackWords<uint16_t>(bytes, n, unpack, out.data());
+            break;
+        default:
+            ok = unpackWords<uint32_t>(bytes, n, unpack, out.data());
+            break;
+    }
+    if (!ok)
+        return unsupported("unsigned 32-bit pixel values above 2147483647 are not supported", path);
+    return Status::ok();
+}
+
 }  // namespace
 
 struct DicomPixelReader::Impl {
@@ -345,21 +365,7 @@ Status DicomPixelReader::Impl::readNative(int64_t frame, std::span<int32_t> out)
         auto* words = reinterpret_cast<uint32_t*>(scratch.data());
         for (int64_t i = 0; i < n; ++i) words[i] = (words[i] << 16) | (words[i] >> 16);
     }
-    bool ok = true;
-    switch (format.bits_allocated) {
-        case 8:
-            ok = unpackWords<uint8_t>(scratch.data(), n, unpack, out.data());
-            break;
-        case 16:
-            ok = unpackWords<uint16_t>(scratch.data(), n, unpack, out.data());
-            break;
-        default:
-            ok = unpackWords<uint32_t>(scratch.data(), n, unpack, out.data());
-            break;
-    }
-    if (!ok)
-        return unsupported("unsigned 32-bit pixel values above 2147483647 are not supported", path);
-    return Status::ok();
+    return unpackFrame(scratch.data(), n, format.bits_allocated, unpack, out, path);
 }
 
 Status DicomPixelReader::Impl::readBitPacked(int64_t frame, std::span<int32_t> out) {
@@ -403,21 +409,7 @@ Status DicomPixelReader::Impl::readDcmtk(int64_t frame, std::span<int32_t> out) 
     // Decoders deliver the sample value in the low bits; mask garbage and sign-extend.
     const Unpacker unpack{0, format.bits_stored, format.is_signed};
     const int64_t n = format.pixelsPerFrame();
-    bool ok = true;
-    switch (format.bits_allocated) {
-        case 8:
-            ok = unpackWords<uint8_t>(scratch.data(), n, unpack, out.data());
-            break;
-        case 16:
-            ok = unpackWords<uint16_t>(scratch.data(), n, unpack, out.data());
-            break;
-        default:
-            ok = unpackWords<uint32_t>(scratch.data(), n, unpack, out.data());
-            break;
-    }
-    if (!ok)
-        return unsupported("unsigned 32-bit pixel values above 2147483647 are not supported", path);
-    return Status::ok();
+    return unpackFrame(scratch.data(), n, format.bits_allocated, unpack, out, path);
 }
 
 // Concatenates the fragments of `frame` into scratch.

@@ -2,7 +2,6 @@
 
 #include "core/atomic_file.h"
 #include "core/log.h"
-#include "engine/onnx_import.h"
 #include "engine/registry.h"
 #include "engine/sha256.h"
 #include "engine/sliding_window.h"
@@ -19,7 +18,6 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 namespace voxseg::pipeline {
@@ -96,16 +94,6 @@ Result<std::string> inputDigest(const StudyInput& input, const std::string& inpu
         all += d;
     }
     return engine::sha256Hex(all);
-}
-
-Status writeText(const std::string& path, const std::string& text) {
-    AtomicFile out(path);
-    {
-        std::ofstream f(out.tempPath(), std::ios::binary);
-        f << text;
-        if (!f.good()) return ioError("could not write (disk full?)", path);
-    }
-    return out.commit();
 }
 
 // A hidden folder inside the output folder; everything is written there first.
@@ -424,7 +412,7 @@ Result<SegmentReport> Segmenter::run(const StudyInput& input, const std::string&
     for (const auto& st : report.timings) timings[st.stage] = st.seconds;
     run["timings_s"] = timings;
     run["warnings"] = report.warnings;
-    VOXSEG_RETURN_IF_ERROR(writeText(staging.path("run.json"), run.dump(2) + "\n"));
+    VOXSEG_RETURN_IF_ERROR(writeFileAtomically(staging.path("run.json"), run.dump(2) + "\n"));
     VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
 
     VOXSEG_ASSIGN_OR_RETURN(report.written, staging.commit());

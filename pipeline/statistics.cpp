@@ -7,10 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fstream>
 #include <limits>
 #include <map>
 
@@ -58,19 +55,6 @@ void accumulate(const Volume& label_map, const I* intensity, std::map<int, Accum
                     a.max = std::max(a.max, x);
                 }
             }
-}
-
-Status writeText(const std::string& path, const std::string& text) {
-    AtomicFile out(path);
-    VOXSEG_RETURN_IF_ERROR(out.checkWritable());
-    {
-        std::ofstream f(out.tempPath(), std::ios::binary | std::ios::trunc);
-        if (!f) return ioError(std::string("cannot create file: ") + std::strerror(errno), path);
-        f.write(text.data(), static_cast<std::streamsize>(text.size()));
-        f.flush();
-        if (!f) return ioError("write failed (disk full?)", path);
-    }
-    return out.commit();
 }
 
 std::string csvField(const std::string& s) {
@@ -198,11 +182,11 @@ std::string statisticsToCsv(const StatisticsReport& report) {
 }
 
 Status writeStatisticsJson(const StatisticsReport& report, const std::string& path) {
-    return writeText(path, statisticsToJson(report));
+    return writeFileAtomically(path, statisticsToJson(report));
 }
 
 Status writeStatisticsCsv(const StatisticsReport& report, const std::string& path) {
-    return writeText(path, statisticsToCsv(report));
+    return writeFileAtomically(path, statisticsToCsv(report));
 }
 
 }  // namespace voxseg::pipeline
