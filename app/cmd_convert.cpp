@@ -5,6 +5,7 @@
 #include "core/log.h"
 #include "io/dicom_series.h"
 #include "io/image_io.h"
+#include "pipeline/segment.h"
 
 #include <chrono>
 #include <filesystem>
@@ -14,44 +15,28 @@ namespace {
 
 constexpr const char* kComponent = "convert";
 
-#ifdef VOXSEG_HAVE_DICOM_SERIES
 Result<Volume> loadDicom(const ConvertOptions& o, const CommandContext& ctx, bool* ambiguous) {
-    const Progress progress = ctx.progress();
-    VOXSEG_ASSIGN_OR_RETURN(auto scan, io::scanDicom({o.input}, {}, progress.sub(0.0, 0.15)));
-    auto chosen = io::selectSeries(scan, o.series);
-    if (!chosen.isOk()) {
-        if (chosen.status().code() == StatusCode::kAmbiguous) {
-            *ambiguous = true;
-            ctx.bar->clear();
-            InfoReport report;
-            for (const auto& c : scan.series) report.rows.push_back(rowFromCandidate(c, false));
-            std::fprintf(stderr,
-                         "%zu candidate volumes in %s; choose one with --series INDEX or "
-                         "--series UID:\n",
-                         scan.series.size(), o.input.c_str());
-            printTable(report, stderr);
-        }
-        return chosen.status();
-    }
-    const io::SeriesCandidate& candidate = **chosen;
-    log::info(kComponent, "series {} (index {}): {} files", candidate.series_uid, candidate.index,
-              candidate.num_files);
     io::DicomLoadOptions load;
     load.tilt = o.refuse_tilt ? io::IrregularPolicy::kRefuse : io::IrregularPolicy::kResample;
     load.uneven_spacing =
         o.refuse_uneven ? io::IrregularPolicy::kRefuse : io::IrregularPolicy::kResample;
     load.allow_gaps = !o.no_gaps;
     load.threads = o.threads;
-#ifdef VOXSEG_HAVE_DICOM_LOAD
-    return io::loadSeries(candidate, load, progress.sub(0.15, 0.6));
-#else
-    return unsupported(
-        "decoding DICOM series is not available in this build yet (io/ loader "
-        "not compiled in); image files work",
-        o.input);
-#endif
+    std::vector<io::SeriesCandidate> candidates;
+    auto study =
+        pipeline::loadStudy(o.input, o.series, load, ctx.progress().sub(0.0, 0.6), &candidates);
+    if (!study.isOk()) {
+        if (study.status().code() == StatusCode::kAmbiguous) {
+            *ambiguous = true;
+            ctx.bar->clear();
+            printCandidates(candidates, o.input);
+        }
+        return study.status();
+    }
+    log::info(kComponent, "series {} (index {}): {} files", study->series->series_uid,
+              study->series->index, study->series->num_files);
+    return std::move(study->volume);
 }
-#endif
 
 }  // namespace
 
@@ -102,19 +87,12 @@ ExitCode runConvert(const ConvertOptions& o, const CommandContext& ctx) {
             log::warning(kComponent, "--series ignored: {} is an image file", o.input);
         volume = io::readImage(o.input, progress.sub(0.0, 0.4));
     } else {
-#ifdef VOXSEG_HAVE_DICOM_SERIES
         bool ambiguous = false;
         volume = loadDicom(o, ctx, &ambiguous);
         if (!volume.isOk() && ambiguous) {
             log::error("", "{}", volume.status().toString());
             return ExitCode::kAmbiguousSeries;
         }
-#else
-        volume = unsupported(
-            "converting DICOM is not available in this build (io/ DICOM loader not "
-            "compiled in); image files work",
-            o.input);
-#endif
     }
     ctx.bar->clear();
     if (!volume.isOk()) return fail(volume.status(), Stage::kInput);

@@ -95,13 +95,7 @@ ExitCode runSegment(const SegmentCommandOptions& o, const CommandContext& ctx) {
         pipeline::loadStudy(o.input, o.series, dicom, progress.sub(0.0, 0.15), &candidates);
     ctx.bar->clear();
     if (!input.isOk()) {
-        if (input.status().code() == StatusCode::kAmbiguous) {
-            InfoReport report;
-            for (const auto& c : candidates) report.rows.push_back(rowFromCandidate(c, false));
-            std::fprintf(stderr, "%zu candidate volumes in %s; choose one with --series:\n",
-                         candidates.size(), o.input.c_str());
-            printTable(report, stderr);
-        }
+        if (input.status().code() == StatusCode::kAmbiguous) printCandidates(candidates, o.input);
         return fail(input.status(), Stage::kInput);
     }
     for (const auto& w : input->volume.info().warnings) log::warning(kComponent, "{}", w);

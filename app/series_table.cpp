@@ -107,4 +107,13 @@ nlohmann::json toJson(const InfoReport& report) {
     return {{"volumes", rows}, {"skipped", skipped}};
 }
 
+void printCandidates(const std::vector<io::SeriesCandidate>& candidates, const std::string& input) {
+    InfoReport report;
+    for (const auto& c : candidates) report.rows.push_back(rowFromCandidate(c, false));
+    std::fprintf(stderr,
+                 "%zu candidate volumes in %s; choose one with --series INDEX or --series UID:\n",
+                 candidates.size(), input.c_str());
+    printTable(report, stderr);
+}
+
 }  // namespace voxseg::app

@@ -43,6 +43,9 @@ VolumeRow rowFromImage(const std::string& path, const io::ImageHeader& header);
 
 // Human-readable table (one line per volume, then indented notes), to `out`.
 void printTable(const InfoReport& report, std::FILE* out);
+// "N candidate volumes in INPUT; choose one with --series INDEX or --series UID:" + the table,
+// on stderr (convert and segment, when the input holds several volumes and none was chosen).
+void printCandidates(const std::vector<io::SeriesCandidate>& candidates, const std::string& input);
 nlohmann::json toJson(const InfoReport& report);
 
 }  // namespace voxseg::app
