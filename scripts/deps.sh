@@ -8,7 +8,7 @@ pkgs=(build-essential cmake ninja-build pkg-config ccache git
       libopenjp2-7-dev libgtest-dev libgmock-dev libbenchmark-dev libonnx-dev libprotobuf-dev
       protobuf-compiler dcmtk dcm2niix dicom3tools libgdcm-tools clang libclang-rt-14-dev)
 if [ "${VOXSEG_HEADLESS:-0}" != 1 ]; then
-  pkgs+=(qt6-base-dev libqt6opengl6-dev xvfb xauth)
+  pkgs+=(qt6-base-dev libqt6opengl6-dev xvfb xauth libgl1-mesa-dri)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -4,6 +4,7 @@
 
 #include "engine/sha256.h"
 #include "io/image_io.h"
+#include "tests/pipeline/test_model_package.h"
 #include "tests/test_data.h"
 
 #include <gtest/gtest.h>
@@ -20,31 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string makePackage(const testing::TempDir& dir, const std::string& modality) {
-    const fs::path folder = dir.path() / "model";
-    fs::create_directories(folder);
-    fs::copy_file(fs::path(VOXSEG_SOURCE_DIR) / "tests/engine/golden/nnunet_plain.onnx",
-                  folder / "model.onnx");
-    nlohmann::json j = {
-        {"name", "test-net"},
-        {"version", "0.1"},
-        {"description", "golden PlainConvUNet"},
-        {"license", "MIT"},
-        {"channels", {{{"modality", modality}, {"normalization", {{"scheme", "zscore"}}}}}},
-        {"spacing_mm", {1.0, 1.0, 1.0}},
-        {"patch_size", {16, 24, 20}},
-        {"axis_order", "zyx"},
-        {"orientation", "native"},
-        {"labels",
-         {{{"value", 1}, {"name", "one"}, {"color", {255, 0, 0}}},
-          {{"value", 2}, {"name", "two"}, {"color", {0, 255, 0}}}}},
-        {"output", "softmax"},
-        {"inference",
-         {{"overlap", 0.5},
-          {"gaussian_sigma_scale", 0.125},
-          {"mirror_axes", nlohmann::json::array()}}},
-        {"sha256", *engine::sha256File(folder / "model.onnx")}};
-    std::ofstream(folder / "model.json") << j.dump(2);
-    return folder.string();
+    return testing::makeTinyModelPackage(dir, modality);
 }
 
 StudyInput makeStudy(const std::string& modality) {

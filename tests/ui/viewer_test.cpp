@@ -1,0 +1,429 @@
+// The viewer's main window driven as a user would (QTest events, offscreen platform): open a
+// generated DICOM series, scroll, window/level, crosshair, label maps with overlay pixels, a real
+// model run in the background, outputs saved and read back, bad files.
+#include "io/dicom_synth.h"
+#include "io/image_io.h"
+#include "io/seg_reader.h"
+#include "pipeline/labels.h"
+#include "tests/pipeline/test_model_package.h"
+#include "tests/pipeline/test_volumes.h"
+#include "tests/test_data.h"
+#include "ui/label_table.h"
+#include "ui/log_panel.h"
+#include "ui/main_window.h"
+#include "ui/mpr_view.h"
+#include "ui/series_browser.h"
+#include "ui/viewer_state.h"
+
+#include <gtest/gtest.h>
+
+#include <QLabel>
+#include <QSignalSpy>
+#include <QSlider>
+#include <QTableWidget>
+#include <QTest>
+#include <QTimer>
+#include <QTreeWidget>
+
+#include <cmath>
+#include <fstream>
+
+namespace voxseg::ui {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr int kTaskTimeoutMs = 120000;
+constexpr int kColumns = 40, kRows = 32, kSlices = 24;
+
+// A CT phantom: air, an elliptic body (40 HU), a dense sphere (300 HU) off-centre.
+int32_t phantomHu(int i, int j, int k) {
+    const double x = (i - kColumns / 2.0) / (kColumns * 0.4), y = (j - kRows / 2.0) / (kRows * 0.4);
+    if (x * x + y * y >= 1) return -1000;
+    if (std::hypot(i - 14.0, j - 18.0, k - 12.0) < 5) return 300;
+    return 40;
+}
+
+std::string writeSeries(const testing::TempDir& dir) {
+    io::SynthSeriesSpec spec;
+    spec.columns = kColumns;
+    spec.rows = kRows;
+    spec.slices = kSlices;
+    spec.column_spacing = 0.9;
+    spec.row_spacing = 0.9;
+    spec.slice_spacing = 1.5;
+    spec.intercept = -1024;
+    spec.value = [](int i, int j, int k) { return phantomHu(i, j, k) + 1024; };
+    const std::string folder = dir / "series";
+    auto files = io::writeSynthSeries(spec, folder);
+    EXPECT_TRUE(files.isOk()) << files.status().toString();
+    return folder;
+}
+
+struct TaskResult {
+    bool finished = false;
+    bool ok = false;
+    QString message;
+};
+
+TaskResult runTask(MainWindow& w, const std::function<void()>& start,
+                   int timeout_ms = kTaskTimeoutMs) {
+    QSignalSpy spy(&w, &MainWindow::taskFinished);
+    start();
+    TaskResult r;
+    r.finished = QTest::qWaitFor([&] { return spy.count() > 0; }, timeout_ms);
+    if (r.finished) {
+        r.ok = spy.front()[0].toBool();
+        r.message = spy.front()[1].toString();
+    }
+    return r;
+}
+
+uint32_t pixel(MprView* view, int64_t column, int64_t row) {
+    return view->sliceImage().pixel(static_cast<int>(column), static_cast<int>(row)) | 0xFF000000u;
+}
+
+uint32_t expectedBlend(uint8_t grey, std::array<uint8_t, 3> c, double opacity) {
+    const uint32_t a = static_cast<uint32_t>(std::lround(opacity * 255));
+    uint32_t out = 0xFF000000u;
+    for (int ch = 0; ch < 3; ++ch)
+        out |= ((grey * (255 - a) + c[ch] * a + 127) / 255) << (16 - 8 * ch);
+    return out;
+}
+
+class ViewerTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        window_ = std::make_unique<MainWindow>();
+        window_->setInteractive(false);
+        window_->resize(1200, 700);
+        window_->show();
+        ASSERT_TRUE(QTest::qWaitForWindowExposed(window_.get()));
+    }
+    void openSeries() {
+        const std::string folder = writeSeries(dir_);
+        const TaskResult r =
+            runTask(*window_, [&] { window_->openPath(QString::fromStdString(folder)); });
+        ASSERT_TRUE(r.finished);
+        ASSERT_TRUE(r.ok) << r.message.toStdString();
+        ASSERT_TRUE(window_->state()->hasImage());
+    }
+    // A label map on the image grid: label 1 = the sphere, label 2 = a box in the body.
+    std::string writeLabelMap() {
+        const Geometry g = window_->state()->image().geometry();
+        Volume labels = Volume::allocate<uint8_t>(g);
+        uint8_t* p = labels.data<uint8_t>();
+        for (int k = 0; k < kSlices; ++k)
+            for (int j = 0; j < kRows; ++j)
+                for (int i = 0; i < kColumns; ++i) {
+                    uint8_t v = 0;
+                    if (phantomHu(i, j, k) == 300) v = 1;
+                    if (i >= 24 && i < 30 && j >= 10 && j < 16 && k >= 4 && k < 20) v = 2;
+                    p[(k * kRows + j) * kColumns + i] = v;
+                }
+        const std::string path = dir_ / "labels.nii.gz";
+        EXPECT_TRUE(io::writeImage(labels, path).isOk());
+        return path;
+    }
+
+    testing::TempDir dir_;
+    std::unique_ptr<MainWindow> window_;
+};
+
+TEST_F(ViewerTest, OpensAGeneratedSeriesIntoThreeLinkedViews) {
+    openSeries();
+    ViewerState* s = window_->state();
+    EXPECT_EQ(window_->seriesBrowser()->seriesCount(), 1);
+    EXPECT_EQ(s->image().geometry().size, (std::array<int64_t, 3>{kColumns, kRows, kSlices}));
+    EXPECT_EQ(s->cursor(), (std::array<int64_t, 3>{kColumns / 2, kRows / 2, kSlices / 2}));
+    EXPECT_DOUBLE_EQ(s->window().width, 400);  // CT: abdomen window
+    EXPECT_DOUBLE_EQ(s->imageValue({14, 18, 12}), 300);
+    // The axial slice shows the phantom: air black, body grey at the abdomen window.
+    MprView* axial = window_->view(ViewAxis::kAxial);
+    EXPECT_EQ(axial->sliceImage().width(), kColumns);
+    EXPECT_EQ(pixel(axial, 0, 0), 0xFF000000u);
+    const uint8_t body = windowGrey(40, s->window());
+    EXPECT_EQ(pixel(axial, 30, 16), 0xFF000000u | body << 16 | body << 8 | body);
+    EXPECT_EQ(window_->slider(ViewAxis::kAxial)->maximum(), kSlices - 1);
+    // The patient name is shown in the browser but never logged.
+    const QString tree_text = window_->seriesBrowser()->tree()->topLevelItem(0)->text(0);
+    EXPECT_TRUE(tree_text.contains("SYNTHETIC PATIENT")) << tree_text.toStdString();
+    QTest::qWait(50);  // queued log records
+    EXPECT_GT(window_->logPanel()->lineCount(), 1);
+    EXPECT_FALSE(window_->logPanel()->toPlainText().contains("SYNTHETIC"));
+    EXPECT_FALSE(window_->logPanel()->toPlainText().contains("SYNTH-0001"));
+}
+
+TEST_F(ViewerTest, ScrollsByWheelKeysAndSlider) {
+    openSeries();
+    ViewerState* s = window_->state();
+    MprView* axial = window_->view(ViewAxis::kAxial);
+    const int64_t start = s->slice(ViewAxis::kAxial);
+    const QPoint centre = axial->rect().center();
+    QWheelEvent up(centre, axial->mapToGlobal(centre), {}, {0, 120}, Qt::NoButton, Qt::NoModifier,
+                   Qt::NoScrollPhase, false);
+    QApplication::sendEvent(axial, &up);
+    EXPECT_EQ(s->slice(ViewAxis::kAxial), start + 1);
+    QTest::keyClick(axial, Qt::Key_Down);
+    QTest::keyClick(axial, Qt::Key_Down);
+    EXPECT_EQ(s->slice(ViewAxis::kAxial), start - 1);
+    QTest::keyClick(axial, Qt::Key_End);
+    EXPECT_EQ(s->slice(ViewAxis::kAxial), kSlices - 1);
+    EXPECT_EQ(window_->slider(ViewAxis::kAxial)->value(), kSlices - 1);
+    window_->slider(ViewAxis::kSagittal)->setValue(3);
+    EXPECT_EQ(s->slice(ViewAxis::kSagittal), 3);
+    EXPECT_EQ(s->cursor()[0], 3);  // sagittal slices walk i
+    // Ctrl+wheel zooms instead of scrolling.
+    QWheelEvent zoom(centre, axial->mapToGlobal(centre), {}, {0, 120}, Qt::NoButton,
+                     Qt::ControlModifier, Qt::NoScrollPhase, false);
+    QApplication::sendEvent(axial, &zoom);
+    EXPECT_GT(axial->zoom(), 1.0);
+    EXPECT_EQ(s->slice(ViewAxis::kAxial), kSlices - 1);
+}
+
+TEST_F(ViewerTest, WindowLevelByDragAndPresets) {
+    openSeries();
+    ViewerState* s = window_->state();
+    MprView* coronal = window_->view(ViewAxis::kCoronal);
+    const WindowLevel before = s->window();
+    const QPoint c = coronal->rect().center();
+    QTest::mousePress(coronal, Qt::RightButton, Qt::NoModifier, c);
+    QMouseEvent move(QEvent::MouseMove, c + QPoint(40, 20),
+                     coronal->mapToGlobal(c + QPoint(40, 20)), Qt::NoButton, Qt::RightButton,
+                     Qt::NoModifier);
+    QApplication::sendEvent(coronal, &move);
+    QTest::mouseRelease(coronal, Qt::RightButton, Qt::NoModifier, c + QPoint(40, 20));
+    EXPECT_GT(s->window().width, before.width);  // drag right widens
+    EXPECT_LT(s->window().level, before.level);  // drag down lowers the level
+    ASSERT_TRUE(window_->applyWindowPreset("CT lung"));
+    EXPECT_DOUBLE_EQ(s->window().width, 1500);
+    EXPECT_DOUBLE_EQ(s->window().level, -600);
+    // The rendered pixels follow: the body (40 HU) under the lung window.
+    const SliceFrame& f = s->frame(ViewAxis::kAxial);
+    const auto scr = f.screen({30, 16, s->cursor()[2]});
+    const uint8_t g = windowGrey(40, {1500, -600});
+    EXPECT_EQ(pixel(window_->view(ViewAxis::kAxial), scr[0], scr[1]),
+              0xFF000000u | g << 16 | g << 8 | g);
+    EXPECT_TRUE(window_->applyWindowPreset("auto"));
+    EXPECT_FALSE(window_->applyWindowPreset("no such preset"));
+}
+
+TEST_F(ViewerTest, ClickingMovesTheCrosshairAndTheOtherViewsFollow) {
+    openSeries();
+    ViewerState* s = window_->state();
+    MprView* axial = window_->view(ViewAxis::kAxial);
+    const QImage coronal_before = window_->view(ViewAxis::kCoronal)->sliceImage().copy();
+    // Click on the pixel of voxel (14, 21) of the current axial slice.
+    const SliceFrame& f = s->frame(ViewAxis::kAxial);
+    const auto scr = f.screen({14, 21, s->cursor()[2]});
+    const QPoint at =
+        axial->widgetPointOfPixel(static_cast<double>(scr[0]), static_cast<double>(scr[1]))
+            .toPoint();
+    QTest::mouseClick(axial, Qt::LeftButton, Qt::NoModifier, at);
+    EXPECT_EQ(s->cursor()[0], 14);
+    EXPECT_EQ(s->cursor()[1], 21);
+    EXPECT_EQ(s->cursor()[2], kSlices / 2);  // the axial slice did not change
+    EXPECT_EQ(s->slice(ViewAxis::kCoronal), 21);
+    EXPECT_EQ(s->slice(ViewAxis::kSagittal), 14);
+    EXPECT_EQ(window_->slider(ViewAxis::kCoronal)->value(), 21);
+    // Coronal slice 21 cuts the sphere smaller than slice 16 did.
+    EXPECT_NE(window_->view(ViewAxis::kCoronal)->sliceImage(), coronal_before);
+    // The status bar shows the value under the cursor.
+    QMouseEvent hover(QEvent::MouseMove, at, axial->mapToGlobal(at), Qt::NoButton, Qt::NoButton,
+                      Qt::NoModifier);
+    QApplication::sendEvent(axial, &hover);
+    EXPECT_TRUE(window_->cursorInfo()->text().contains("value 300 HU"))
+        << window_->cursorInfo()->text().toStdString();
+}
+
+TEST_F(ViewerTest, LabelMapOverlayPixelsToggleAndOutline) {
+    openSeries();
+    ViewerState* s = window_->state();
+    const TaskResult r = runTask(
+        *window_, [&] { window_->loadSegmentation(QString::fromStdString(writeLabelMap())); });
+    ASSERT_TRUE(r.finished && r.ok) << r.message.toStdString();
+    ASSERT_EQ(s->labels().size(), 2u);
+    EXPECT_EQ(s->labels()[1].voxels, 6 * 6 * 16);
+    EXPECT_NEAR(s->labels()[1].volume_ml, 6 * 6 * 16 * 0.9 * 0.9 * 1.5 / 1000.0, 1e-6);
+    EXPECT_EQ(window_->labelTable()->table()->rowCount(), 2);
+
+    s->setCursor({14, 18, 12});  // centre of the sphere (label 1)
+    MprView* axial = window_->view(ViewAxis::kAxial);
+    const SliceFrame& f = s->frame(ViewAxis::kAxial);
+    const auto centre = f.screen({14, 18, 12});
+    const auto colour = pipeline::labelColor({}, 1);
+    const uint8_t grey = windowGrey(300, s->window());
+    EXPECT_EQ(pixel(axial, centre[0], centre[1]), expectedBlend(grey, colour, 0.5));
+    EXPECT_TRUE(window_->cursorInfo()->text().contains("label 1"))
+        << window_->cursorInfo()->text().toStdString();
+
+    // Unchecking label 1 in the table hides it.
+    QTableWidgetItem* item = window_->labelTable()->table()->item(0, 0);
+    item->setCheckState(Qt::Unchecked);
+    EXPECT_FALSE(s->labels()[0].visible);
+    EXPECT_EQ(pixel(axial, centre[0], centre[1]), 0xFF000000u | grey << 16 | grey << 8 | grey);
+    item->setCheckState(Qt::Checked);
+
+    // Outline: the sphere's centre is plain grey, its rim opaque.
+    s->setOverlayMode(OverlayMode::kOutline);
+    EXPECT_EQ(pixel(axial, centre[0], centre[1]), 0xFF000000u | grey << 16 | grey << 8 | grey);
+    int64_t rim = centre[0];
+    while (s->labelValue(f.voxel(rim + 1, centre[1], 12)) == 1) ++rim;
+    const uint32_t opaque = 0xFF000000u | colour[0] << 16 | colour[1] << 8 | colour[2];
+    EXPECT_EQ(pixel(axial, rim, centre[1]), opaque);
+}
+
+TEST_F(ViewerTest, SavesLabelMapSegAndStatisticsThatReadBack) {
+    openSeries();
+    ViewerState* s = window_->state();
+    ASSERT_TRUE(runTask(*window_, [&] {
+                    window_->loadSegmentation(QString::fromStdString(writeLabelMap()));
+                }).ok);
+    const std::string nii = dir_ / "out/saved.nrrd", seg = dir_ / "out/saved.dcm",
+                      csv = dir_ / "out/stats.csv", png = dir_ / "out/shot.png";
+    fs::create_directories(dir_.path() / "out");
+    ASSERT_TRUE(window_->saveLabelMap(QString::fromStdString(nii)).isOk());
+    ASSERT_TRUE(window_->saveDicomSeg(QString::fromStdString(seg)).isOk())
+        << window_->lastError().toStdString();
+    ASSERT_TRUE(window_->saveStatistics(QString::fromStdString(csv)).isOk());
+    ASSERT_TRUE(window_->saveScreenshot(QString::fromStdString(png)).isOk());
+
+    auto back = io::readImage(nii);
+    ASSERT_TRUE(back.isOk()) << back.status().toString();
+    const int64_t n = back->geometry().voxelCount();
+    int64_t differ = 0;
+    visitPixels(*back, [&](const auto* p) {
+        for (int64_t i = 0; i < n; ++i)
+            differ += s->labelValue({i % kColumns, (i / kColumns) % kRows,
+                                     i / (kColumns * kRows)}) != static_cast<int>(p[i]);
+    });
+    EXPECT_EQ(differ, 0);
+
+    io::SegReadOptions options;
+    options.grid = s->image().geometry();
+    auto seg_back = io::readDicomSeg(seg, options);
+    ASSERT_TRUE(seg_back.isOk()) << seg_back.status().toString();
+    ASSERT_EQ(seg_back->segments.size(), 2u);
+    int64_t seg_differ = 0;
+    visitPixels(seg_back->label_map, [&](const auto* p) {
+        for (int64_t i = 0; i < n; ++i)
+            seg_differ += s->labelValue({i % kColumns, (i / kColumns) % kRows,
+                                         i / (kColumns * kRows)}) != static_cast<int>(p[i]);
+    });
+    EXPECT_EQ(seg_differ, 0);
+
+    std::ifstream f(csv);
+    std::string all((std::istreambuf_iterator<char>(f)), {});
+    EXPECT_NE(all.find("label 2"), std::string::npos) << all;
+    EXPECT_NE(all.find(std::to_string(6 * 6 * 16)), std::string::npos) << all;
+    QImage shot(QString::fromStdString(png));
+    EXPECT_FALSE(shot.isNull());
+    EXPECT_GE(shot.width(), 300);
+
+    // The SEG itself loads back onto the image as a segmentation.
+    ASSERT_TRUE(
+        runTask(*window_, [&] { window_->loadSegmentation(QString::fromStdString(seg)); }).ok)
+        << window_->lastError().toStdString();
+    EXPECT_EQ(s->labels()[1].voxels, 6 * 6 * 16);
+}
+
+TEST_F(ViewerTest, RunsATinyModelInTheBackgroundAndShowsTheOverlay) {
+    openSeries();
+    ViewerState* s = window_->state();
+    const std::string model = testing::makeTinyModelPackage(dir_, "CT");
+    // The GUI thread keeps processing events while the model runs.
+    int ticks = 0;
+    QTimer timer;
+    QObject::connect(&timer, &QTimer::timeout, [&] { ++ticks; });
+    timer.start(5);
+    const TaskResult r = runTask(*window_, [&] {
+        window_->runModel(QString::fromStdString(model), QString::fromStdString(dir_ / "run"));
+        EXPECT_TRUE(window_->busy());
+    });
+    ASSERT_TRUE(r.finished);
+    ASSERT_TRUE(r.ok) << r.message.toStdString();
+    EXPECT_GT(ticks, 0);
+    ASSERT_TRUE(s->hasLabelMap());
+    ASSERT_GE(s->labels().size(), 2u);
+    EXPECT_EQ(s->labels()[0].name, "one");
+    EXPECT_EQ(s->labels()[1].name, "two");
+    EXPECT_EQ(s->labels()[1].color, (std::array<uint8_t, 3>{0, 255, 0}));
+    EXPECT_TRUE(fs::exists(dir_.path() / "run/segmentation.nii.gz"));
+    // The overlay is drawn: some axial pixel of a labelled voxel is not grey.
+    int64_t labelled = 0;
+    for (const auto& e : s->labels()) labelled += e.voxels;
+    ASSERT_GT(labelled, 0);
+    bool coloured = false;
+    for (int64_t k = 0; k < kSlices && !coloured; ++k) {
+        s->setSlice(ViewAxis::kAxial, k);
+        const QImage& img = window_->view(ViewAxis::kAxial)->sliceImage();
+        for (int y = 0; y < img.height() && !coloured; ++y)
+            for (int x = 0; x < img.width() && !coloured; ++x) {
+                const QRgb p = img.pixel(x, y);
+                coloured = qRed(p) != qGreen(p) || qGreen(p) != qBlue(p);
+            }
+    }
+    EXPECT_TRUE(coloured);
+}
+
+TEST_F(ViewerTest, CancelStopsAModelRunWithoutAnOverlay) {
+    openSeries();
+    const std::string model = testing::makeTinyModelPackage(dir_, "CT");
+    const TaskResult r = runTask(*window_, [&] {
+        window_->runModel(QString::fromStdString(model), QString::fromStdString(dir_ / "run"));
+        window_->cancelTask();
+    });
+    ASSERT_TRUE(r.finished);
+    EXPECT_FALSE(r.ok);
+    EXPECT_TRUE(window_->lastError().contains("cancel")) << window_->lastError().toStdString();
+    EXPECT_FALSE(window_->state()->hasLabelMap());
+    EXPECT_FALSE(window_->busy());
+}
+
+TEST_F(ViewerTest, BadFilesGiveMessagesNotCrashes) {
+    const std::string bad = dir_ / "broken.nii.gz";
+    std::ofstream(bad) << "this is not a NIfTI file";
+    TaskResult r = runTask(*window_, [&] { window_->openPath(QString::fromStdString(bad)); });
+    ASSERT_TRUE(r.finished);
+    EXPECT_FALSE(r.ok);
+    EXPECT_TRUE(window_->lastError().contains("broken.nii.gz"))
+        << window_->lastError().toStdString();
+    EXPECT_FALSE(window_->state()->hasImage());
+    r = runTask(*window_, [&] { window_->openPath(QString::fromStdString(dir_ / "missing")); });
+    EXPECT_FALSE(r.ok);
+    // A label map on another grid is refused with a message; the image stays.
+    openSeries();
+    Volume other = Volume::allocate<uint8_t>(testing::makeGeometry({5, 5, 5}, {1, 1, 1}));
+    ASSERT_TRUE(io::writeImage(other, dir_ / "other.nii.gz").isOk());
+    r = runTask(*window_,
+                [&] { window_->loadSegmentation(QString::fromStdString(dir_ / "other.nii.gz")); });
+    EXPECT_FALSE(r.ok);
+    EXPECT_TRUE(window_->lastError().contains("grid")) << window_->lastError().toStdString();
+    EXPECT_TRUE(window_->state()->hasImage());
+    EXPECT_FALSE(window_->state()->hasLabelMap());
+    // A model folder without model.json.
+    r = runTask(*window_, [&] {
+        window_->runModel(QString::fromStdString(dir_ / "series"),
+                          QString::fromStdString(dir_ / "run"));
+    });
+    EXPECT_FALSE(r.ok);
+    EXPECT_FALSE(window_->busy());
+}
+
+TEST_F(ViewerTest, LayoutsAndRecentFiles) {
+    openSeries();
+    window_->setLayoutMode(MainWindow::Layout::k2x2);
+    QTest::qWait(20);
+    EXPECT_TRUE(window_->surfaceView()->isVisible());
+    window_->setLayoutMode(MainWindow::Layout::k1x3);
+    QTest::qWait(20);
+    EXPECT_FALSE(window_->surfaceView()->isVisible());
+    const int axial_x = window_->view(ViewAxis::kAxial)->mapTo(window_.get(), QPoint(0, 0)).x();
+    const int sagittal_x =
+        window_->view(ViewAxis::kSagittal)->mapTo(window_.get(), QPoint(0, 0)).x();
+    EXPECT_LT(axial_x, sagittal_x);
+    ASSERT_FALSE(window_->recentFiles().isEmpty());
+    EXPECT_TRUE(window_->recentFiles().front().endsWith("series"));
+}
+
+}  // namespace
+}  // namespace voxseg::ui

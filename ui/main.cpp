@@ -1,0 +1,125 @@
+// voxseg-viewer: the Qt desktop viewer. Usage:
+//   voxseg-viewer [image-or-dicom-folder] [--segmentation FILE] [--model FOLDER]
+//                 [--layout 1x3|2x2] [--window auto|"CT lung"|W,L] [--cursor I,J,K]
+//                 [--outline] [--size WxH] [--screenshot OUT.png]
+// With --screenshot it loads everything given, saves a PNG of the window and exits (docs, CI).
+#include "core/log.h"
+#include "ui/main_window.h"
+#include "ui/mpr_view.h"
+#include "ui/viewer_state.h"
+
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QTimer>
+
+#include <cstdio>
+#include <deque>
+#include <functional>
+
+namespace {
+
+using voxseg::ui::MainWindow;
+
+// Runs the command line's steps one after another; each async step waits for taskFinished.
+class Script : public QObject {
+  public:
+    explicit Script(MainWindow* w) : w_(w) {
+        connect(w, &MainWindow::taskFinished, this, [this](bool ok, const QString& message) {
+            if (!waiting_) return;
+            waiting_ = false;
+            if (!ok) {
+                std::fprintf(stderr, "voxseg-viewer: %s\n", qPrintable(message));
+                failed_ = true;
+            }
+            QTimer::singleShot(0, this, [this] { next(); });
+        });
+    }
+    void addAsync(std::function<void()> step) { steps_.push_back({std::move(step), true}); }
+    void addSync(std::function<void()> step) { steps_.push_back({std::move(step), false}); }
+    void start() {
+        QTimer::singleShot(0, this, [this] { next(); });
+    }
+    bool failed() const { return failed_; }
+
+  private:
+    void next() {
+        if (steps_.empty()) return;
+        auto [step, async] = std::move(steps_.front());
+        steps_.pop_front();
+        waiting_ = async;
+        step();
+        if (!async) QTimer::singleShot(0, this, [this] { next(); });
+    }
+    MainWindow* w_;
+    std::deque<std::pair<std::function<void()>, bool>> steps_;
+    bool waiting_ = false;
+    bool failed_ = false;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    QApplication::setHighDpiScaleFactorRoundingPolicy(
+        Qt::HighDpiScaleFactorRoundingPolicy::PassThrough);
+    QApplication app(argc, argv);
+    QApplication::setOrganizationName("voxseg");
+    QApplication::setApplicationName("voxseg-viewer");
+    QApplication::setApplicationVersion(VOXSEG_VERSION);
+
+    QCommandLineParser parser;
+    parser.setApplicationDescription("voxseg-viewer: review and run segmentations");
+    parser.addHelpOption();
+    parser.addVersionOption();
+    parser.addPositionalArgument("input", "DICOM folder or image file (.nii.gz .nrrd .mha)");
+    parser.addOption({"segmentation", "Label map or DICOM SEG to show", "file"});
+    parser.addOption({"model", "Model package to run on the input", "folder"});
+    parser.addOption({"layout", "1x3 or 2x2", "layout", "1x3"});
+    parser.addOption({"window", "auto, a preset (\"CT lung\") or W,L", "window"});
+    parser.addOption({"cursor", "Crosshair voxel I,J,K", "ijk"});
+    parser.addOption({"outline", "Draw labels as outlines"});
+    parser.addOption({"size", "Window size WxH", "size", "1400x860"});
+    parser.addOption({"screenshot", "Save a PNG of the views and exit", "png"});
+    parser.process(app);
+
+    MainWindow window;
+    const QStringList size = parser.value("size").split('x');
+    if (size.size() == 2) window.resize(size[0].toInt(), size[1].toInt());
+    window.setLayoutMode(parser.value("layout") == "2x2" ? MainWindow::Layout::k2x2
+                                                         : MainWindow::Layout::k1x3);
+    const bool scripted = parser.isSet("screenshot");
+    window.setInteractive(!scripted);
+    window.show();
+
+    Script script(&window);
+    const QStringList inputs = parser.positionalArguments();
+    if (!inputs.isEmpty()) script.addAsync([&] { window.openPath(inputs.front()); });
+    if (parser.isSet("segmentation"))
+        script.addAsync([&] { window.loadSegmentation(parser.value("segmentation")); });
+    if (parser.isSet("model")) script.addAsync([&] { window.runModel(parser.value("model")); });
+    script.addSync([&] {
+        auto* state = window.state();
+        if (parser.isSet("window")) {
+            const QString w = parser.value("window");
+            const QStringList wl = w.split(',');
+            if (wl.size() == 2)
+                state->setWindow({wl[0].toDouble(), wl[1].toDouble()});
+            else if (!window.applyWindowPreset(w))
+                std::fprintf(stderr, "voxseg-viewer: unknown window preset %s\n", qPrintable(w));
+        }
+        const QStringList c = parser.value("cursor").split(',');
+        if (c.size() == 3)
+            state->setCursor({c[0].toLongLong(), c[1].toLongLong(), c[2].toLongLong()});
+        if (parser.isSet("outline")) state->setOverlayMode(voxseg::ui::OverlayMode::kOutline);
+    });
+    if (scripted) {
+        script.addSync([&] {
+            // Let layouts settle (and the 3D view build its meshes) before grabbing.
+            QTimer::singleShot(1500, &app, [&] {
+                const auto s = window.saveScreenshot(parser.value("screenshot"));
+                app.exit(s.isOk() && !script.failed() ? 0 : 1);
+            });
+        });
+    }
+    script.start();
+    return app.exec();
+}

@@ -1,0 +1,789 @@
+#include "ui/main_window.h"
+
+#include "core/atomic_file.h"
+#include "core/log.h"
+#include "io/image_io.h"
+#include "io/seg_reader.h"
+#include "io/seg_writer.h"
+#include "pipeline/segment.h"
+#include "pipeline/statistics.h"
+#include "ui/background_task.h"
+#include "ui/label_table.h"
+#include "ui/log_panel.h"
+#include "ui/mpr_view.h"
+#include "ui/series_browser.h"
+#include "ui/surface_view.h"
+#include "ui/viewer_state.h"
+
+#include <QApplication>
+#include <QCloseEvent>
+#include <QComboBox>
+#include <QDateTime>
+#include <QDir>
+#include <QDockWidget>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSettings>
+#include <QSlider>
+#include <QStatusBar>
+#include <QToolBar>
+
+#include <atomic>
+#include <chrono>
+
+namespace voxseg::ui {
+namespace {
+
+constexpr const char* kComponent = "viewer";
+constexpr int kMaxRecent = 10;
+
+QString qstr(const std::string& s) { return QString::fromStdString(s); }
+std::string sstr(const QString& s) { return s.toStdString(); }
+
+// What a model run hands back to the GUI thread.
+struct ModelRun {
+    PreparedLabelMap labels;
+    std::string model_name, model_version;
+    double seconds = 0;
+    std::vector<std::string> written;
+};
+
+}  // namespace
+
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), state_(new ViewerState(this)) {
+    setObjectName("voxseg_viewer");
+    setWindowTitle("voxseg-viewer");
+    setAcceptDrops(true);
+    buildViews();
+    buildDocks();
+    buildMenus();
+
+    cursor_info_ = new QLabel(this);
+    cursor_info_->setObjectName("cursor_info");
+    cursor_info_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    progress_ = new QProgressBar(this);
+    progress_->setRange(0, 1000);
+    progress_->setMaximumWidth(260);
+    progress_->setTextVisible(true);
+    progress_->hide();
+    cancel_ = new QPushButton("Cancel", this);
+    cancel_->setToolTip("Cancel the running task (Esc)");
+    cancel_->hide();
+    connect(cancel_, &QPushButton::clicked, this, &MainWindow::cancelTask);
+    statusBar()->addWidget(cursor_info_, 1);
+    statusBar()->addPermanentWidget(progress_);
+    statusBar()->addPermanentWidget(cancel_);
+
+    connect(state_, &ViewerState::imageChanged, this, [this] {
+        updateSliders();
+        updateActions();
+    });
+    connect(state_, &ViewerState::labelMapChanged, this, &MainWindow::updateActions);
+    connect(state_, &ViewerState::cursorChanged, this, [this] {
+        updateSliders();
+        updateCursorInfo(state_->cursor());
+    });
+    connect(state_, &ViewerState::labelDisplayChanged, this, [this] {
+        if (outline_action_)
+            outline_action_->setChecked(state_->overlayMode() == OverlayMode::kOutline);
+    });
+    updateActions();
+    resize(1400, 860);
+}
+
+MainWindow::~MainWindow() {
+    token_.cancel();
+    for (auto& t : threads_)
+        if (t) t->wait();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Layout
+
+void MainWindow::buildViews() {
+    central_ = new QWidget(this);
+    central_->setObjectName("views");
+    grid_ = new QGridLayout(central_);
+    grid_->setContentsMargins(0, 0, 0, 0);
+    grid_->setSpacing(2);
+    for (int a = 0; a < 3; ++a) {
+        const auto axis = static_cast<ViewAxis>(a);
+        auto* panel = new QWidget(central_);
+        auto* view = new MprView(state_, axis, panel);
+        auto* slider = new QSlider(Qt::Vertical, panel);
+        slider->setObjectName(QString("slider_") + viewAxisName(axis));
+        slider->setToolTip(QString("%1 slice").arg(viewAxisName(axis)));
+        slider->setFocusPolicy(Qt::NoFocus);
+        auto* row = new QHBoxLayout(panel);
+        row->setContentsMargins(0, 0, 0, 0);
+        row->setSpacing(1);
+        row->addWidget(view, 1);
+        row->addWidget(slider);
+        connect(slider, &QSlider::valueChanged, this,
+                [this, axis](int v) { state_->setSlice(axis, v); });
+        connect(view, &MprView::hovered, this, &MainWindow::updateCursorInfo);
+        views_[a] = view;
+        sliders_[a] = slider;
+        panels_[a] = panel;
+    }
+    surface_ = createSurfaceView(state_, central_);
+    setCentralWidget(central_);
+    setLayoutMode(Layout::k1x3);
+}
+
+void MainWindow::setLayoutMode(Layout layout) {
+    layout_ = layout;
+    for (QWidget* w : {panels_[0], panels_[1], panels_[2], surface_}) grid_->removeWidget(w);
+    for (int i = 0; i < 3; ++i) {
+        grid_->setColumnStretch(i, 0);
+        grid_->setRowStretch(i, 0);
+    }
+    if (layout == Layout::k1x3) {
+        for (int a = 0; a < 3; ++a) {
+            grid_->addWidget(panels_[a], 0, a);
+            grid_->setColumnStretch(a, 1);
+        }
+        grid_->setRowStretch(0, 1);
+        surface_->hide();
+    } else {
+        // ITK-SNAP's arrangement: axial | sagittal over coronal | 3D.
+        grid_->addWidget(panels_[0], 0, 0);
+        grid_->addWidget(panels_[2], 0, 1);
+        grid_->addWidget(panels_[1], 1, 0);
+        grid_->addWidget(surface_, 1, 1);
+        grid_->setColumnStretch(0, 1);
+        grid_->setColumnStretch(1, 1);
+        grid_->setRowStretch(0, 1);
+        grid_->setRowStretch(1, 1);
+        surface_->show();
+    }
+}
+
+void MainWindow::buildDocks() {
+    series_browser_ = new SeriesBrowser(this);
+    series_dock_ = new QDockWidget("Series", this);
+    series_dock_->setObjectName("series_dock");
+    series_dock_->setWidget(series_browser_);
+    addDockWidget(Qt::LeftDockWidgetArea, series_dock_);
+    connect(series_browser_, &SeriesBrowser::seriesActivated, this, &MainWindow::loadSeries);
+
+    label_table_ = new LabelTable(state_, this);
+    auto* labels_dock = new QDockWidget("Labels", this);
+    labels_dock->setObjectName("labels_dock");
+    labels_dock->setWidget(label_table_);
+    addDockWidget(Qt::RightDockWidgetArea, labels_dock);
+
+    log_panel_ = new LogPanel(this);
+    auto* log_dock = new QDockWidget("Log", this);
+    log_dock->setObjectName("log_dock");
+    log_dock->setWidget(log_panel_);
+    addDockWidget(Qt::BottomDockWidgetArea, log_dock);
+    resizeDocks({series_dock_, labels_dock}, {320, 330}, Qt::Horizontal);
+    resizeDocks({log_dock}, {110}, Qt::Vertical);
+}
+
+void MainWindow::buildMenus() {
+    QMenu* file = menuBar()->addMenu("&File");
+    file->addAction("Open DICOM &folder...", QKeySequence::Open, this, [this] {
+        const QString dir = QFileDialog::getExistingDirectory(this, "Open DICOM folder");
+        if (!dir.isEmpty()) openPath(dir);
+    });
+    file->addAction("Open &image file...", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O), this,
+                    [this] {
+                        const QString f = QFileDialog::getOpenFileName(
+                            this, "Open image", {},
+                            "Images (*.nii *.nii.gz *.nrrd *.nhdr *.mha *.mhd);;DICOM (*)");
+                        if (!f.isEmpty()) openPath(f);
+                    });
+    recent_menu_ = file->addMenu("&Recent");
+    rebuildRecentMenu();
+    file->addSeparator();
+    image_actions_ << file->addAction(
+        "&Load segmentation...", QKeySequence(Qt::CTRL | Qt::Key_L), this, [this] {
+            const QString f =
+                QFileDialog::getOpenFileName(this, "Load segmentation", {},
+                                             "Label maps and DICOM SEG (*.nii *.nii.gz *.nrrd "
+                                             "*.mha *.mhd *.dcm);;All files (*)");
+            if (!f.isEmpty()) loadSegmentation(f);
+        });
+    label_actions_ << file->addAction("&Save label map...", QKeySequence::Save, this, [this] {
+        const QString f =
+            QFileDialog::getSaveFileName(this, "Save label map", "segmentation.nii.gz",
+                                         "Label maps (*.nii.gz *.nii *.nrrd *.mha)");
+        if (!f.isEmpty()) (void)saveLabelMap(f);
+    });
+    seg_action_ = file->addAction(
+        "Save DICOM &SEG...", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S), this, [this] {
+            const QString f = QFileDialog::getSaveFileName(this, "Save DICOM SEG",
+                                                           "segmentation.dcm", "DICOM (*.dcm)");
+            if (!f.isEmpty()) (void)saveDicomSeg(f);
+        });
+    label_actions_ << seg_action_;
+    label_actions_ << file->addAction(
+        "Save s&tatistics...", QKeySequence(Qt::CTRL | Qt::Key_E), this, [this] {
+            const QString f = QFileDialog::getSaveFileName(
+                this, "Save statistics", "statistics.csv", "CSV (*.csv);;JSON (*.json)");
+            if (!f.isEmpty()) (void)saveStatistics(f);
+        });
+    image_actions_ << file->addAction(
+        "Export screens&hot...", QKeySequence(Qt::Key_F12), this, [this] {
+            const QString f = QFileDialog::getSaveFileName(this, "Export screenshot",
+                                                           "voxseg-viewer.png", "PNG (*.png)");
+            if (!f.isEmpty()) (void)saveScreenshot(f);
+        });
+    file->addSeparator();
+    file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
+
+    QMenu* seg = menuBar()->addMenu("&Segmentation");
+    image_actions_ << seg->addAction(
+        "&Run model...", QKeySequence(Qt::CTRL | Qt::Key_R), this, [this] {
+            const QString dir =
+                QFileDialog::getExistingDirectory(this, "Model package (folder with model.json)");
+            if (!dir.isEmpty()) runModel(dir);
+        });
+    seg->addAction("&Cancel task", QKeySequence(Qt::Key_Escape), this, &MainWindow::cancelTask);
+    seg->addSeparator();
+    outline_action_ =
+        seg->addAction("&Outline overlay", QKeySequence(Qt::Key_O), this, [this](bool on) {
+            state_->setOverlayMode(on ? OverlayMode::kOutline : OverlayMode::kFill);
+        });
+    outline_action_->setCheckable(true);
+    label_actions_ << outline_action_;
+    label_actions_ << seg->addAction("Show/&hide labels", QKeySequence(Qt::Key_H), this, [this] {
+        bool any_visible = false;
+        for (const auto& e : state_->labels()) any_visible |= e.visible;
+        state_->setAllLabelsVisible(!any_visible);
+    });
+    label_actions_ << seg->addAction("Clear label map", this, [this] { state_->clearLabelMap(); });
+
+    QMenu* view = menuBar()->addMenu("&View");
+    view->addAction("Layout &1x3", QKeySequence(Qt::CTRL | Qt::Key_1), this,
+                    [this] { setLayoutMode(Layout::k1x3); });
+    view->addAction("Layout &2x2 (with 3D)", QKeySequence(Qt::CTRL | Qt::Key_2), this,
+                    [this] { setLayoutMode(Layout::k2x2); });
+    image_actions_ << view->addAction("&Reset zoom and pan", QKeySequence(Qt::CTRL | Qt::Key_0),
+                                      this, [this] {
+                                          for (auto* v : views_) v->resetView();
+                                      });
+    view->addSeparator();
+    QMenu* window = view->addMenu("&Window");
+    auto* presets = new QComboBox(this);
+    presets->setObjectName("window_presets");
+    presets->addItem("Window: auto");
+    image_actions_ << window->addAction("&Auto (percentiles)", QKeySequence(Qt::ALT | Qt::Key_0),
+                                        this, [this] { applyWindowPreset("auto"); });
+    int key = Qt::Key_1;
+    for (const auto& p : ctWindowPresets()) {
+        const QString name = p.name;
+        image_actions_ << window->addAction(name, QKeySequence(Qt::ALT | key++), this,
+                                            [this, name] { applyWindowPreset(name); });
+        presets->addItem(name);
+    }
+    connect(presets, &QComboBox::activated, this, [this, presets](int i) {
+        applyWindowPreset(i == 0 ? QString("auto") : presets->itemText(i));
+    });
+    for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
+
+    QToolBar* tools = addToolBar("Tools");
+    tools->setObjectName("tools");
+    tools->addWidget(presets);
+    tools->addAction("1x3", this, [this] { setLayoutMode(Layout::k1x3); });
+    tools->addAction("2x2", this, [this] { setLayoutMode(Layout::k2x2); });
+
+    QMenu* help = menuBar()->addMenu("&Help");
+    help->addAction("&Keys", this, [this] {
+        QMessageBox::information(
+            this, "Keys",
+            "Views: left = crosshair, right drag = window/level, middle or Shift+left drag = "
+            "pan, wheel = slice, Ctrl+wheel = zoom\n"
+            "Up/Down, PageUp/PageDown, Home/End: slice   +/-: zoom   R: reset view\n"
+            "Ctrl+O folder, Ctrl+Shift+O image, Ctrl+L segmentation, Ctrl+R run model, Esc "
+            "cancel\n"
+            "Ctrl+S label map, Ctrl+Shift+S DICOM SEG, Ctrl+E statistics, F12 screenshot\n"
+            "O outline, H show/hide labels, Alt+0 auto window, Alt+1..4 CT brain/lung/abdomen/"
+            "bone, Ctrl+1/Ctrl+2 layouts");
+    });
+}
+
+void MainWindow::updateActions() {
+    const bool image = state_->hasImage(), labels = state_->hasLabelMap();
+    for (QAction* a : image_actions_) a->setEnabled(image);
+    for (QAction* a : label_actions_) a->setEnabled(labels);
+    if (seg_action_) seg_action_->setEnabled(labels && state_->study().series.has_value());
+}
+
+void MainWindow::updateSliders() {
+    for (int a = 0; a < 3; ++a) {
+        QSlider* s = sliders_[a];
+        const QSignalBlocker block(s);
+        if (!state_->hasImage()) {
+            s->setRange(0, 0);
+            continue;
+        }
+        const auto axis = static_cast<ViewAxis>(a);
+        s->setRange(0, static_cast<int>(state_->frame(axis).depth - 1));
+        s->setValue(static_cast<int>(state_->slice(axis)));
+    }
+}
+
+void MainWindow::updateCursorInfo(std::optional<std::array<int64_t, 3>> voxel) {
+    if (!voxel) voxel = state_->cursor();
+    if (!state_->hasImage() || !state_->inside(*voxel)) {
+        cursor_info_->clear();
+        return;
+    }
+    const auto& v = *voxel;
+    const Vec3 p = state_->image().geometry().indexToPhysical(
+        {static_cast<double>(v[0]), static_cast<double>(v[1]), static_cast<double>(v[2])});
+    const bool ct = state_->image().info().modality == "CT";
+    QString text = QString("voxel (%1, %2, %3)   LPS (%4, %5, %6) mm   value %7%8")
+                       .arg(v[0])
+                       .arg(v[1])
+                       .arg(v[2])
+                       .arg(p[0], 0, 'f', 1)
+                       .arg(p[1], 0, 'f', 1)
+                       .arg(p[2], 0, 'f', 1)
+                       .arg(state_->imageValue(v), 0, 'g', 6)
+                       .arg(ct ? " HU" : "");
+    if (state_->hasLabelMap()) {
+        const int l = state_->labelValue(v);
+        text += l == 0 ? QString("   label -")
+                       : QString("   label %1 (%2)").arg(qstr(state_->labelName(l))).arg(l);
+    }
+    cursor_info_->setText(text);
+}
+
+bool MainWindow::applyWindowPreset(const QString& name) {
+    if (!state_->hasImage()) return false;
+    if (name.compare("auto", Qt::CaseInsensitive) == 0) {
+        state_->setWindow(autoWindow(state_->image()));
+        return true;
+    }
+    for (const auto& p : ctWindowPresets())
+        if (name.compare(p.name, Qt::CaseInsensitive) == 0) {
+            state_->setWindow(p.window);
+            return true;
+        }
+    return false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tasks
+
+template <typename R>
+bool MainWindow::startTask(const QString& name, std::function<R(const Progress&)> work,
+                           std::function<void(R&)> done) {
+    if (busy_) {
+        reportError("cannot start " + name,
+                    Status(StatusCode::kFailedPrecondition,
+                           sstr(task_name_) + " is still running; wait or cancel it (Esc)"));
+        return false;
+    }
+    busy_ = true;
+    task_name_ = name;
+    token_ = CancelToken();
+    progress_->setValue(0);
+    progress_->setFormat(name + "  %p%");
+    progress_->show();
+    cancel_->show();
+    cancel_->setEnabled(true);
+    auto last = std::make_shared<std::atomic<int>>(-1);
+    QPointer<QProgressBar> bar(progress_);
+    Progress progress(
+        [this, last, bar](double fraction, std::string_view stage) {
+            const int permille = static_cast<int>(fraction * 1000);
+            if (last->exchange(permille) == permille) return;
+            const QString s = QString::fromUtf8(stage.data(), static_cast<int>(stage.size()));
+            QMetaObject::invokeMethod(
+                this,
+                [this, permille, s] {
+                    progress_->setValue(permille);
+                    progress_->setFormat(task_name_ + (s.isEmpty() ? "" : ": " + s) + "  %p%");
+                },
+                Qt::QueuedConnection);
+        },
+        token_);
+    QThread* t = runInBackground<R>(
+        this, [work = std::move(work), progress] { return work(progress); },
+        [this, done = std::move(done)](R& result) {
+            busy_ = false;
+            progress_->hide();
+            cancel_->hide();
+            done(result);
+        });
+    threads_.removeAll(nullptr);
+    threads_ << QPointer<QThread>(t);
+    return true;
+}
+
+void MainWindow::finishTask(bool ok, const QString& message) {
+    statusBar()->showMessage(message, 8000);
+    emit taskFinished(ok, message);
+}
+
+void MainWindow::cancelTask() {
+    if (!busy_) return;
+    token_.cancel();
+    cancel_->setEnabled(false);
+    progress_->setFormat(task_name_ + ": cancelling...");
+    log::info(kComponent, "cancel requested");
+}
+
+void MainWindow::reportError(const QString& what, const Status& status) {
+    const QString text = what + ": " + qstr(status.toString());
+    last_error_ = text;
+    log::error(kComponent, "{}", sstr(text));
+    if (interactive_ && status.code() != StatusCode::kCancelled) {
+        auto* box =
+            new QMessageBox(QMessageBox::Warning, "voxseg-viewer", text, QMessageBox::Ok, this);
+        box->setAttribute(Qt::WA_DeleteOnClose);
+        box->open();  // not exec(): the window keeps running
+    }
+}
+
+void MainWindow::openPath(const QString& path) {
+    const QFileInfo fi(path);
+    if (!fi.exists()) {
+        reportError("cannot open " + path, notFound("no such file or folder", sstr(path)));
+        emit taskFinished(false, last_error_);
+        return;
+    }
+    if (fi.isFile() && io::isImageFile(sstr(path)))
+        loadImageFile(path);
+    else
+        scanFolder(path);
+}
+
+void MainWindow::loadImageFile(const QString& path) {
+    const std::string p = sstr(path);
+    startTask<Result<pipeline::StudyInput>>(
+        "loading",
+        [p](const Progress& progress) { return pipeline::loadStudy(p, "", {}, progress); },
+        [this, path](Result<pipeline::StudyInput>& r) {
+            if (!r.isOk()) {
+                reportError("cannot open " + path, r.status());
+                return finishTask(false, last_error_);
+            }
+            const Geometry g = r->volume.geometry();
+            log::info(kComponent, "opened {}: {}x{}x{} {} in {:.2f} s", sstr(path), g.size[0],
+                      g.size[1], g.size[2], g.orientationCode(), r->load_seconds);
+            state_->setStudy(std::move(r.value()), path);
+            series_browser_->clear();
+            scan_.reset();
+            setWindowTitle("voxseg-viewer - " + QFileInfo(path).fileName());
+            addRecent(path);
+            finishTask(true, "opened " + path);
+        });
+}
+
+void MainWindow::scanFolder(const QString& path) {
+    const std::string p = sstr(path);
+    startTask<Result<io::DicomScanResult>>(
+        "scanning DICOM",
+        [p](const Progress& progress) { return io::scanDicom({p}, {}, progress); },
+        [this, path](Result<io::DicomScanResult>& r) {
+            if (!r.isOk()) {
+                reportError("cannot open " + path, r.status());
+                return finishTask(false, last_error_);
+            }
+            scan_ = std::move(r.value());
+            scan_path_ = path;
+            series_browser_->setScan(*scan_, path);
+            series_dock_->show();
+            series_dock_->raise();
+            log::info(kComponent, "{}: {} series, {} files skipped", sstr(path),
+                      scan_->series.size(), scan_->skipped.size());
+            addRecent(path);
+            if (scan_->series.size() == 1) {
+                // One series: load it at once (the browser still shows what was found).
+                QMetaObject::invokeMethod(
+                    this, [this] { loadSeries(0); }, Qt::QueuedConnection);
+                return;
+            }
+            finishTask(true, QString("%1 series found: pick one in the series browser")
+                                 .arg(scan_->series.size()));
+        });
+}
+
+void MainWindow::loadSeries(int candidate_index) {
+    if (!scan_ || candidate_index < 0 ||
+        static_cast<size_t>(candidate_index) >= scan_->series.size()) {
+        reportError("cannot load series", invalidArgument("no such series in the last scan"));
+        return finishTask(false, last_error_);
+    }
+    const io::SeriesCandidate candidate = scan_->series[static_cast<size_t>(candidate_index)];
+    const QString source = scan_path_;
+    startTask<Result<pipeline::StudyInput>>(
+        "loading series",
+        [candidate](const Progress& progress) -> Result<pipeline::StudyInput> {
+            const auto t0 = std::chrono::steady_clock::now();
+            VOXSEG_ASSIGN_OR_RETURN(Volume v, io::loadSeries(candidate, {}, progress));
+            pipeline::StudyInput in;
+            in.volume = std::move(v);
+            in.series = candidate;
+            in.load_seconds =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            return in;
+        },
+        [this, source, candidate](Result<pipeline::StudyInput>& r) {
+            if (!r.isOk()) {
+                reportError("cannot load series " + qstr(candidate.series_uid), r.status());
+                return finishTask(false, last_error_);
+            }
+            const Geometry g = r->volume.geometry();
+            log::info(kComponent, "series {} ({}): {}x{}x{} loaded in {:.2f} s",
+                      candidate.series_uid, candidate.modality, g.size[0], g.size[1], g.size[2],
+                      r->load_seconds);
+            for (const auto& w : r->volume.info().warnings) log::warning(kComponent, "{}", w);
+            state_->setStudy(std::move(r.value()), source);
+            // The window title may show the description; patient data stays out of logs.
+            setWindowTitle("voxseg-viewer - " + qstr(candidate.modality) + " " +
+                           qstr(candidate.description));
+            finishTask(true, "loaded series " + qstr(candidate.series_uid));
+        });
+}
+
+void MainWindow::loadSegmentation(const QString& path) {
+    if (!state_->hasImage()) {
+        reportError("cannot load " + path,
+                    Status(StatusCode::kFailedPrecondition, "open the image it belongs to first"));
+        return finishTask(false, last_error_);
+    }
+    const std::string p = sstr(path);
+    const Volume image = state_->image();
+    startTask<Result<PreparedLabelMap>>(
+        "loading segmentation",
+        [p, image](const Progress& progress) -> Result<PreparedLabelMap> {
+            if (io::isImageFile(p)) {
+                VOXSEG_ASSIGN_OR_RETURN(Volume labels, io::readImage(p, progress));
+                return prepareLabelMap(image, std::move(labels), {});
+            }
+            io::SegReadOptions options;
+            options.grid = image.geometry();
+            VOXSEG_ASSIGN_OR_RETURN(io::SegReadResult seg, io::readDicomSeg(p, options));
+            if (seg.overlapping_voxels > 0)
+                log::warning(kComponent, "{}: {} voxels belong to several segments (higher wins)",
+                             p, seg.overlapping_voxels);
+            std::vector<pipeline::LabelInfo> infos;
+            for (const auto& s : seg.segments) infos.push_back({s.label_value, s.label, s.color});
+            return prepareLabelMap(image, std::move(seg.label_map), std::move(infos),
+                                   std::move(seg.segments));
+        },
+        [this, path, image](Result<PreparedLabelMap>& r) {
+            if (!r.isOk()) {
+                reportError("cannot load segmentation " + path, r.status());
+                return finishTask(false, last_error_);
+            }
+            if (state_->image().base() != image.base()) {
+                reportError("segmentation " + path + " not shown",
+                            Status(StatusCode::kFailedPrecondition,
+                                   "the image changed while it was loading"));
+                return finishTask(false, last_error_);
+            }
+            state_->applyLabelMap(std::move(r.value()));
+            algorithm_name_ = "voxseg-viewer";
+            algorithm_version_ = "0";
+            finishTask(true, "loaded segmentation " + path);
+        });
+}
+
+void MainWindow::runModel(const QString& model_folder, const QString& out_dir) {
+    if (!state_->hasImage()) {
+        reportError("cannot run " + model_folder,
+                    Status(StatusCode::kFailedPrecondition, "open an image first"));
+        return finishTask(false, last_error_);
+    }
+    QString out = out_dir;
+    if (out.isEmpty())
+        out = QDir::temp().filePath("voxseg-viewer-" +
+                                    QDateTime::currentDateTime().toString("yyyyMMdd-HHmmss-zzz"));
+    const pipeline::StudyInput study = state_->study();
+    const std::string model = sstr(model_folder), out_path = sstr(out),
+                      source = sstr(state_->source());
+    log::info(kComponent, "running model {} (outputs in {})", model, out_path);
+    startTask<Result<ModelRun>>(
+        "segmenting",
+        [study, model, out_path, source](const Progress& progress) -> Result<ModelRun> {
+            const auto t0 = std::chrono::steady_clock::now();
+            pipeline::SegmentOptions options;
+            options.outputs.preview = false;
+            options.outputs.dicom_seg = false;
+            // A device fallback (auto -> cpu) is logged by the engine itself.
+            VOXSEG_ASSIGN_OR_RETURN(auto segmenter, pipeline::Segmenter::create(model, options));
+            VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
+            VOXSEG_ASSIGN_OR_RETURN(auto report, segmenter.run(study, source, out_path, progress));
+            ModelRun run;
+            const auto& m = segmenter.model();
+            run.model_name = m.name;
+            run.model_version = m.version;
+            run.written = report.written;
+            VOXSEG_ASSIGN_OR_RETURN(
+                run.labels,
+                prepareLabelMap(study.volume, std::move(report.label_map), pipeline::labelInfos(m),
+                                pipeline::segmentDescriptions(m)));
+            run.seconds =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            return run;
+        },
+        [this, model_folder, study](Result<ModelRun>& r) {
+            if (!r.isOk()) {
+                reportError("segmentation with " + model_folder + " failed", r.status());
+                return finishTask(false, last_error_);
+            }
+            if (state_->image().base() != study.volume.base()) {
+                reportError("segmentation not shown", Status(StatusCode::kFailedPrecondition,
+                                                             "the image changed while it ran"));
+                return finishTask(false, last_error_);
+            }
+            algorithm_name_ = r->model_name;
+            algorithm_version_ = r->model_version;
+            log::info(kComponent, "model {} {} done in {:.1f} s", r->model_name, r->model_version,
+                      r->seconds);
+            state_->applyLabelMap(std::move(r->labels));
+            finishTask(true, QString("segmentation done in %1 s").arg(r->seconds, 0, 'f', 1));
+        });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Outputs
+
+Status MainWindow::saveLabelMap(const QString& path) {
+    Status s = state_->hasLabelMap()
+                   ? io::writeImage(state_->labelMap(), sstr(path))
+                   : Status(StatusCode::kFailedPrecondition, "no label map to save", sstr(path));
+    if (!s.isOk())
+        reportError("cannot save the label map", s);
+    else
+        log::info(kComponent, "label map saved to {}", sstr(path));
+    return s;
+}
+
+Status MainWindow::saveDicomSeg(const QString& path) {
+    Status s;
+    if (!state_->hasLabelMap()) {
+        s = Status(StatusCode::kFailedPrecondition, "no label map to save", sstr(path));
+    } else if (!state_->study().series) {
+        s = invalidArgument(
+            "DICOM SEG needs a DICOM source series; this image came from a file: save a label "
+            "map instead",
+            sstr(path));
+    } else {
+        io::SegWriteOptions options;
+        options.algorithm_name = algorithm_name_;
+        options.algorithm_version = algorithm_version_;
+        options.series_description = algorithm_name_ + " segmentation";
+        auto r = io::writeDicomSeg(state_->labelMap(), *state_->study().series,
+                                   state_->segmentDescriptions(), options, sstr(path));
+        s = r.isOk() ? Status::ok() : r.status();
+    }
+    if (!s.isOk())
+        reportError("cannot save DICOM SEG", s);
+    else
+        log::info(kComponent, "DICOM SEG saved to {}", sstr(path));
+    return s;
+}
+
+Status MainWindow::saveStatistics(const QString& path) {
+    Status s;
+    if (!state_->hasLabelMap())
+        s = Status(StatusCode::kFailedPrecondition, "no label map: nothing to measure", sstr(path));
+    else if (path.endsWith(".json", Qt::CaseInsensitive))
+        s = pipeline::writeStatisticsJson(state_->statistics(), sstr(path));
+    else
+        s = pipeline::writeStatisticsCsv(state_->statistics(), sstr(path));
+    if (!s.isOk())
+        reportError("cannot save statistics", s);
+    else
+        log::info(kComponent, "statistics saved to {}", sstr(path));
+    return s;
+}
+
+QImage MainWindow::grabViews() { return central_->grab().toImage(); }
+
+Status MainWindow::saveScreenshot(const QString& path) {
+    const QImage image = grabViews();
+    AtomicFile out(sstr(path));
+    Status s = out.checkWritable();
+    if (s.isOk() && !image.save(QString::fromStdString(out.tempPath()), "PNG"))
+        s = ioError("could not write the PNG", sstr(path));
+    if (s.isOk()) s = out.commit();
+    if (!s.isOk())
+        reportError("cannot save the screenshot", s);
+    else
+        log::info(kComponent, "screenshot saved to {}", sstr(path));
+    return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Recent files, drag and drop
+
+QStringList MainWindow::recentFiles() const { return QSettings().value("recent").toStringList(); }
+
+void MainWindow::addRecent(const QString& path) {
+    QStringList list = recentFiles();
+    const QString abs = QFileInfo(path).absoluteFilePath();
+    list.removeAll(abs);
+    list.prepend(abs);
+    while (list.size() > kMaxRecent) list.removeLast();
+    QSettings().setValue("recent", list);
+    rebuildRecentMenu();
+}
+
+void MainWindow::rebuildRecentMenu() {
+    if (!recent_menu_) return;
+    recent_menu_->clear();
+    const QStringList list = recentFiles();
+    for (int i = 0; i < list.size(); ++i) {
+        const QString path = list[i];
+        QAction* a = recent_menu_->addAction(QString("&%1 %2").arg((i + 1) % 10).arg(path), this,
+                                             [this, path] { openPath(path); });
+        a->setToolTip(path);
+    }
+    recent_menu_->setEnabled(!list.isEmpty());
+}
+
+bool MainWindow::looksLikeLabelMap(const QString& path) const {
+    // A dropped image on the open image's grid with integer voxels is a segmentation of it.
+    if (!state_->hasImage() || !io::isImageFile(sstr(path))) return false;
+    auto header = io::readImageHeader(sstr(path));
+    if (!header.isOk()) return false;
+    const PixelType t = header->pixel_type;
+    if (t == PixelType::kFloat32 || t == PixelType::kFloat64) return false;
+    return header->geometry.size == state_->image().geometry().size &&
+           header->geometry.approxEqual(state_->image().geometry(), 1e-3, 1e-4, 1e-4);
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* e) {
+    if (e->mimeData()->hasUrls()) e->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* e) {
+    const auto urls = e->mimeData()->urls();
+    if (urls.isEmpty() || !urls.front().isLocalFile()) return;
+    const QString path = urls.front().toLocalFile();
+    e->acceptProposedAction();
+    if (looksLikeLabelMap(path))
+        loadSegmentation(path);
+    else
+        openPath(path);
+}
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+    if (busy_) {
+        token_.cancel();
+        log::info(kComponent, "closing: waiting for {} to stop", sstr(task_name_));
+    }
+    QMainWindow::closeEvent(e);
+}
+
+}  // namespace voxseg::ui

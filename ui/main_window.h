@@ -1,0 +1,145 @@
+// voxseg-viewer's main window: MPR views (1x3, or 2x2 with the 3D view), series browser, label
+// table and log panel docks, menus with shortcuts, drag and drop, recent files (QSettings), and
+// the background tasks (scan, load, segmentation load, model run) with a progress bar and
+// cancel. Every operation goes through the same libraries as the CLI: pipeline::loadStudy,
+// io::scanDicom/loadSeries, io::readImage/writeImage, io::readDicomSeg/writeDicomSeg,
+// pipeline::Segmenter, pipeline::computeStatistics. Errors go to a (non-blocking) message box and
+// the log; the window never blocks on I/O or inference. GUI thread only.
+#pragma once
+
+#include "core/progress.h"
+#include "core/status.h"
+#include "io/dicom_series.h"
+#include "ui/mpr_slice.h"
+
+#include <QList>
+#include <QMainWindow>
+#include <QPointer>
+#include <QThread>
+
+#include <array>
+#include <functional>
+#include <optional>
+
+class QLabel;
+class QProgressBar;
+class QPushButton;
+class QSlider;
+class QGridLayout;
+class QMenu;
+class QAction;
+class QDockWidget;
+
+namespace voxseg::ui {
+
+class ViewerState;
+class MprView;
+class LabelTable;
+class LogPanel;
+class SeriesBrowser;
+
+class MainWindow : public QMainWindow {
+    Q_OBJECT
+
+  public:
+    enum class Layout { k1x3, k2x2 };
+
+    explicit MainWindow(QWidget* parent = nullptr);
+    ~MainWindow() override;
+
+    ViewerState* state() const { return state_; }
+    MprView* view(ViewAxis axis) const { return views_[static_cast<int>(axis)]; }
+    QSlider* slider(ViewAxis axis) const { return sliders_[static_cast<int>(axis)]; }
+    LabelTable* labelTable() const { return label_table_; }
+    LogPanel* logPanel() const { return log_panel_; }
+    SeriesBrowser* seriesBrowser() const { return series_browser_; }
+    QWidget* surfaceView() const { return surface_; }
+    QProgressBar* progressBar() const { return progress_; }
+    QLabel* cursorInfo() const { return cursor_info_; }
+
+    // Background operations; each ends with taskFinished(ok, message). One at a time: while one
+    // runs, starting another fails with a message.
+    void openPath(const QString& path);    // image file, or DICOM folder/file (scan, then load)
+    void loadSeries(int candidate_index);  // a series of the last scan
+    void loadSegmentation(const QString& path);  // label map image or DICOM SEG file
+    void runModel(const QString& model_folder, const QString& out_dir = {});
+    void cancelTask();
+    bool busy() const { return busy_; }
+
+    // Outputs (fast; written atomically). Errors are returned and also shown.
+    Status saveLabelMap(const QString& path);
+    Status saveDicomSeg(const QString& path);
+    Status saveStatistics(const QString& path);  // .csv or .json
+    Status saveScreenshot(const QString& path);  // PNG of the views area
+    QImage grabViews();
+
+    void setLayoutMode(Layout layout);
+    Layout layoutMode() const { return layout_; }
+    // Window presets: "auto" or a name from ctWindowPresets() ("CT lung", ...).
+    bool applyWindowPreset(const QString& name);
+
+    // false: errors are only logged and kept in lastError() (tests, scripted runs).
+    void setInteractive(bool interactive) { interactive_ = interactive; }
+    const QString& lastError() const { return last_error_; }
+    QStringList recentFiles() const;
+
+  signals:
+    void taskFinished(bool ok, const QString& message);
+
+  protected:
+    void dragEnterEvent(QDragEnterEvent* event) override;
+    void dropEvent(QDropEvent* event) override;
+    void closeEvent(QCloseEvent* event) override;
+
+  private:
+    template <typename R>
+    bool startTask(const QString& name, std::function<R(const Progress&)> work,
+                   std::function<void(R&)> done);
+    void finishTask(bool ok, const QString& message);
+    void reportError(const QString& what, const Status& status);
+    void buildViews();
+    void buildDocks();
+    void buildMenus();
+    void updateActions();
+    void updateSliders();
+    void updateCursorInfo(std::optional<std::array<int64_t, 3>> voxel);
+    void addRecent(const QString& path);
+    void rebuildRecentMenu();
+    void scanFolder(const QString& path);
+    void loadImageFile(const QString& path);
+    bool looksLikeLabelMap(const QString& path) const;
+
+    ViewerState* state_;
+    std::array<MprView*, 3> views_{};
+    std::array<QSlider*, 3> sliders_{};
+    std::array<QWidget*, 3> panels_{};
+    QWidget* surface_ = nullptr;
+    QWidget* central_ = nullptr;
+    QGridLayout* grid_ = nullptr;
+    Layout layout_ = Layout::k1x3;
+    LabelTable* label_table_ = nullptr;
+    LogPanel* log_panel_ = nullptr;
+    SeriesBrowser* series_browser_ = nullptr;
+    QDockWidget* series_dock_ = nullptr;
+    QLabel* cursor_info_ = nullptr;
+    QProgressBar* progress_ = nullptr;
+    QPushButton* cancel_ = nullptr;
+    QMenu* recent_menu_ = nullptr;
+    QList<QAction*> image_actions_;  // need an image
+    QList<QAction*> label_actions_;  // need a label map
+    QAction* seg_action_ = nullptr;  // needs a DICOM source
+    QAction* outline_action_ = nullptr;
+
+    bool busy_ = false;
+    QString task_name_;
+    CancelToken token_;
+    QList<QPointer<QThread>> threads_;
+    std::optional<io::DicomScanResult> scan_;
+    QString scan_path_;
+    std::string algorithm_name_ = "voxseg-viewer";
+    std::string algorithm_version_ = "0";
+    bool interactive_ = true;
+    QString last_error_;
+};
+
+}  // namespace voxseg::ui

@@ -1,0 +1,275 @@
+#include "ui/mpr_slice.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+namespace voxseg::ui {
+namespace {
+
+char directionLetter(const Vec3& v) {
+    int best = 0;
+    for (int p = 1; p < 3; ++p)
+        if (std::abs(v[p]) > std::abs(v[best])) best = p;
+    static constexpr char kPositive[3] = {'L', 'P', 'S'};
+    static constexpr char kNegative[3] = {'R', 'A', 'I'};
+    return v[best] >= 0 ? kPositive[best] : kNegative[best];
+}
+
+Vec3 scaled(const Vec3& v, double s) { return {v[0] * s, v[1] * s, v[2] * s}; }
+
+std::array<int64_t, 3> strides(const Geometry& g) { return {1, g.size[0], g.size[0] * g.size[1]}; }
+
+// Calls fn(row, pointer to the first pixel of that screen row, step between columns).
+template <typename T, typename Fn>
+void forEachRow(const T* data, const Geometry& g, const SliceFrame& f, int64_t slice, Fn&& fn) {
+    const auto st = strides(g);
+    const int64_t step = f.flip_x ? -st[f.axis_x] : st[f.axis_x];
+    const int64_t x0 = f.flip_x ? (f.width - 1) * st[f.axis_x] : 0;
+    for (int64_t r = 0; r < f.height; ++r) {
+        const int64_t y = f.flip_y ? f.height - 1 - r : r;
+        fn(r, data + slice * st[f.axis_n] + y * st[f.axis_y] + x0, step);
+    }
+}
+
+inline uint32_t grey(uint8_t g) {
+    return 0xFF000000u | (uint32_t(g) << 16) | (uint32_t(g) << 8) | g;
+}
+
+inline uint32_t blend(uint32_t under, uint32_t over, uint32_t alpha) {
+    const uint32_t inv = 255 - alpha;
+    uint32_t out = 0xFF000000u;
+    for (int shift = 0; shift <= 16; shift += 8) {
+        const uint32_t a = (under >> shift) & 0xFF, b = (over >> shift) & 0xFF;
+        out |= ((a * inv + b * alpha + 127) / 255) << shift;
+    }
+    return out;
+}
+
+}  // namespace
+
+const char* viewAxisName(ViewAxis axis) {
+    switch (axis) {
+        case ViewAxis::kAxial:
+            return "axial";
+        case ViewAxis::kCoronal:
+            return "coronal";
+        case ViewAxis::kSagittal:
+            return "sagittal";
+    }
+    return "?";
+}
+
+std::array<int64_t, 3> SliceFrame::voxel(int64_t column, int64_t row, int64_t slice) const {
+    std::array<int64_t, 3> v{};
+    v[axis_x] = flip_x ? width - 1 - column : column;
+    v[axis_y] = flip_y ? height - 1 - row : row;
+    v[axis_n] = slice;
+    return v;
+}
+
+std::array<int64_t, 3> SliceFrame::screen(const std::array<int64_t, 3>& v) const {
+    return {flip_x ? width - 1 - v[axis_x] : v[axis_x], flip_y ? height - 1 - v[axis_y] : v[axis_y],
+            v[axis_n]};
+}
+
+std::array<int, 3> indexAxisOfPatientAxes(const Geometry& g) {
+    // direction[p * 3 + a]: patient component p of index axis a.
+    std::array<int, 3> perm{0, 1, 2}, best = perm;
+    double best_score = -1;
+    do {
+        double score = 0;
+        for (int p = 0; p < 3; ++p) score += std::abs(g.direction[p * 3 + perm[p]]);
+        if (score > best_score + 1e-12) {
+            best_score = score;
+            best = perm;
+        }
+    } while (std::next_permutation(perm.begin(), perm.end()));
+    return best;
+}
+
+SliceFrame makeSliceFrame(const Geometry& g, ViewAxis view) {
+    // Patient axis and wanted sign along screen x, screen y (downwards), and the normal.
+    struct Want {
+        int px, sx, py, sy, pn;
+    };
+    static constexpr Want kWant[3] = {
+        {0, +1, 1, +1, 2},  // axial: patient left on screen right, posterior at the bottom
+        {0, +1, 2, -1, 1},  // coronal: left on the right, inferior at the bottom
+        {1, +1, 2, -1, 0},  // sagittal: posterior on the right, inferior at the bottom
+    };
+    const Want& w = kWant[static_cast<int>(view)];
+    const auto index_of = indexAxisOfPatientAxes(g);
+    SliceFrame f;
+    f.view = view;
+    f.axis_x = index_of[w.px];
+    f.axis_y = index_of[w.py];
+    f.axis_n = index_of[w.pn];
+    f.flip_x = (g.direction[w.px * 3 + f.axis_x] >= 0 ? 1 : -1) != w.sx;
+    f.flip_y = (g.direction[w.py * 3 + f.axis_y] >= 0 ? 1 : -1) != w.sy;
+    f.width = g.size[f.axis_x];
+    f.height = g.size[f.axis_y];
+    f.depth = g.size[f.axis_n];
+    f.spacing_x = g.spacing[f.axis_x];
+    f.spacing_y = g.spacing[f.axis_y];
+    f.spacing_n = g.spacing[f.axis_n];
+    const Vec3 right = scaled(g.axisDirection(f.axis_x), f.flip_x ? -1 : 1);
+    const Vec3 down = scaled(g.axisDirection(f.axis_y), f.flip_y ? -1 : 1);
+    f.letters = {directionLetter(scaled(right, -1)), directionLetter(right),
+                 directionLetter(scaled(down, -1)), directionLetter(down)};
+    return f;
+}
+
+const std::vector<WindowPreset>& ctWindowPresets() {
+    static const std::vector<WindowPreset> kPresets = {
+        {"CT brain", {80, 40}},
+        {"CT lung", {1500, -600}},
+        {"CT abdomen", {400, 40}},
+        {"CT bone", {1800, 400}},
+    };
+    return kPresets;
+}
+
+namespace {
+
+// The 0.5 and 99.5 percentiles of at most ~1M evenly strided voxels.
+std::pair<double, double> robustRange(const Volume& v) {
+    const int64_t n = v.geometry().voxelCount();
+    if (n == 0) return {0, 1};
+    const int64_t step = std::max<int64_t>(1, n / (1 << 20));
+    std::vector<double> sample;
+    sample.reserve(static_cast<size_t>(n / step + 1));
+    visitPixels(v, [&](const auto* p) {
+        for (int64_t i = 0; i < n; i += step) sample.push_back(static_cast<double>(p[i]));
+    });
+    auto at = [&](double q) {
+        auto it = sample.begin() + static_cast<int64_t>(q * static_cast<double>(sample.size() - 1));
+        std::nth_element(sample.begin(), it, sample.end());
+        return *it;
+    };
+    const double lo = at(0.005), hi = at(0.995);
+    return {lo, hi};
+}
+
+}  // namespace
+
+WindowLevel autoWindow(const Volume& volume) {
+    auto [lo, hi] = robustRange(volume);
+    if (!(hi > lo)) hi = lo + 1;
+    return {hi - lo, (hi + lo) / 2};
+}
+
+WindowLevel defaultWindow(const Volume& volume) {
+    if (volume.info().modality == "CT") return ctWindowPresets()[2].window;
+    if (volume.info().modality.empty()) {
+        // Image files carry no modality: air at about -1000 in the lowest percentile means HU.
+        auto [lo, hi] = robustRange(volume);
+        if (lo <= -900 && lo >= -1100 && hi > 0) return ctWindowPresets()[2].window;
+    }
+    return autoWindow(volume);
+}
+
+std::vector<double> extractSlice(const Volume& volume, const SliceFrame& frame, int64_t slice) {
+    std::vector<double> out(static_cast<size_t>(frame.width * frame.height));
+    if (slice < 0 || slice >= frame.depth) return out;
+    const Geometry g = volume.geometry();
+    visitPixels(volume, [&](const auto* data) {
+        forEachRow(data, g, frame, slice, [&](int64_t r, const auto* p, int64_t step) {
+            double* o = out.data() + r * frame.width;
+            for (int64_t c = 0; c < frame.width; ++c) o[c] = static_cast<double>(p[c * step]);
+        });
+    });
+    return out;
+}
+
+uint8_t windowGrey(double value, const WindowLevel& w) {
+    const double g = (value - (w.level - w.width / 2)) / w.width * 255.0;
+    if (!(g > 0)) return 0;  // also NaN
+    if (g >= 255) return 255;
+    return static_cast<uint8_t>(g + 0.5);
+}
+
+void renderSlice(const Volume& volume, const SliceFrame& frame, int64_t slice,
+                 const WindowLevel& window, uint32_t* argb) {
+    if (slice < 0 || slice >= frame.depth) {
+        std::fill(argb, argb + frame.width * frame.height, 0xFF000000u);
+        return;
+    }
+    const Geometry g = volume.geometry();
+    visitPixels(volume, [&](const auto* data) {
+        using T = std::remove_cv_t<std::remove_pointer_t<decltype(data)>>;
+        if constexpr (std::is_integral_v<T> && sizeof(T) <= 2) {
+            constexpr int64_t kMin = std::numeric_limits<T>::min();
+            constexpr int64_t kCount = int64_t(std::numeric_limits<T>::max()) - kMin + 1;
+            std::vector<uint32_t> lut(static_cast<size_t>(kCount));
+            for (int64_t v = 0; v < kCount; ++v)
+                lut[static_cast<size_t>(v)] =
+                    grey(windowGrey(static_cast<double>(v + kMin), window));
+            const uint32_t* l = lut.data();
+            forEachRow(data, g, frame, slice, [&](int64_t r, const T* p, int64_t step) {
+                uint32_t* o = argb + r * frame.width;
+                if (step == 1) {
+                    for (int64_t c = 0; c < frame.width; ++c) o[c] = l[int64_t(p[c]) - kMin];
+                } else {
+                    for (int64_t c = 0; c < frame.width; ++c) o[c] = l[int64_t(p[c * step]) - kMin];
+                }
+            });
+        } else {
+            forEachRow(data, g, frame, slice, [&](int64_t r, const T* p, int64_t step) {
+                uint32_t* o = argb + r * frame.width;
+                for (int64_t c = 0; c < frame.width; ++c)
+                    o[c] = grey(windowGrey(static_cast<double>(p[c * step]), window));
+            });
+        }
+    });
+}
+
+void LabelColors::set(int value, std::array<uint8_t, 3> rgb, double opacity, bool visible) {
+    if (value < 0 || value > 65535) return;
+    if (colors.size() <= static_cast<size_t>(value))
+        colors.resize(static_cast<size_t>(value) + 1, 0);
+    const double o = std::clamp(opacity, 0.0, 1.0);
+    const uint32_t a = visible ? static_cast<uint32_t>(std::lround(o * 255)) : 0u;
+    colors[static_cast<size_t>(value)] =
+        (a << 24) | (uint32_t(rgb[0]) << 16) | (uint32_t(rgb[1]) << 8) | rgb[2];
+}
+
+std::vector<int32_t> extractLabels(const Volume& labels, const SliceFrame& frame, int64_t slice) {
+    std::vector<int32_t> out(static_cast<size_t>(frame.width * frame.height), 0);
+    if (slice < 0 || slice >= frame.depth) return out;
+    const Geometry g = labels.geometry();
+    visitPixels(labels, [&](const auto* data) {
+        forEachRow(data, g, frame, slice, [&](int64_t r, const auto* p, int64_t step) {
+            int32_t* o = out.data() + r * frame.width;
+            for (int64_t c = 0; c < frame.width; ++c) o[c] = static_cast<int32_t>(p[c * step]);
+        });
+    });
+    return out;
+}
+
+void blendLabels(const Volume& labels, const SliceFrame& frame, int64_t slice,
+                 const LabelColors& colors, OverlayMode mode, uint32_t* argb) {
+    const std::vector<int32_t> l = extractLabels(labels, frame, slice);
+    const int64_t w = frame.width, h = frame.height;
+    const int64_t n_colors = static_cast<int64_t>(colors.colors.size());
+    for (int64_t r = 0; r < h; ++r) {
+        for (int64_t c = 0; c < w; ++c) {
+            const int32_t v = l[r * w + c];
+            if (v <= 0 || v >= n_colors) continue;
+            const uint32_t color = colors.colors[v];
+            uint32_t alpha = color >> 24;
+            if (alpha == 0) continue;
+            if (mode == OverlayMode::kOutline) {
+                const bool edge = c == 0 || r == 0 || c == w - 1 || r == h - 1 ||
+                                  l[r * w + c - 1] != v || l[r * w + c + 1] != v ||
+                                  l[(r - 1) * w + c] != v || l[(r + 1) * w + c] != v;
+                if (!edge) continue;
+                alpha = 255;
+            }
+            argb[r * w + c] = blend(argb[r * w + c], color, alpha);
+        }
+    }
+}
+
+}  // namespace voxseg::ui

@@ -1,0 +1,102 @@
+// Multi-planar slices of a Volume for the viewer, as plain functions (no widgets, no Qt), so
+// they are tested and benchmarked on their own.
+//
+// A SliceFrame says how an axial, coronal or sagittal view walks the volume's index grid: which
+// index axis runs along the screen's x and y, whether it is flipped, and which one is the
+// through-plane axis. Views are in radiological convention whatever the stored orientation:
+// axial and coronal show the patient's right on the screen's left; axial has anterior at the
+// top, coronal and sagittal superior at the top, sagittal anterior on the left. The mapping comes
+// from the volume's direction cosines (LPS): each index axis is matched to the patient axis it
+// is closest to (the best of the 6 permutations), so an oblique volume is shown on its own grid
+// without resampling and the orientation letters name the dominant patient direction.
+//
+// Rendering writes 32-bit 0xAARRGGBB pixels (QImage::Format_RGB32/ARGB32 layout). Slices are
+// read straight from the volume's buffer (no copy of the volume). Thread safety: reentrant;
+// concurrent reads of one Volume are safe. Units: spacing in mm, intensities as stored in the
+// Volume (HU for CT).
+#pragma once
+
+#include "core/geometry.h"
+#include "core/volume.h"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace voxseg::ui {
+
+enum class ViewAxis { kAxial = 0, kCoronal = 1, kSagittal = 2 };
+const char* viewAxisName(ViewAxis axis);  // "axial", "coronal", "sagittal"
+
+struct SliceFrame {
+    ViewAxis view = ViewAxis::kAxial;
+    int axis_x = 0;       // index axis (0=i, 1=j, 2=k) along the screen's x (columns)
+    int axis_y = 1;       // index axis along the screen's y (rows, downwards)
+    int axis_n = 2;       // through-plane index axis (the slice number walks it)
+    bool flip_x = false;  // screen column c is index (width-1-c) along axis_x
+    bool flip_y = false;
+    int64_t width = 0, height = 0, depth = 0;                  // columns, rows, slices
+    double spacing_x = 1.0, spacing_y = 1.0, spacing_n = 1.0;  // mm
+    // Patient direction letters at the screen's left, right, top and bottom edges ("R", "L", ...).
+    std::array<char, 4> letters{'?', '?', '?', '?'};
+
+    // Voxel index (i, j, k) of screen pixel (column, row) on `slice`.
+    std::array<int64_t, 3> voxel(int64_t column, int64_t row, int64_t slice) const;
+    // Screen (column, row, slice) of a voxel index.
+    std::array<int64_t, 3> screen(const std::array<int64_t, 3>& voxel) const;
+};
+
+// Index axis (0..2) matched to each patient axis (L, P, S): the permutation whose direction
+// cosines are largest in absolute value.
+std::array<int, 3> indexAxisOfPatientAxes(const Geometry& geometry);
+SliceFrame makeSliceFrame(const Geometry& geometry, ViewAxis view);
+
+// Window / level in the volume's units (HU for CT). width > 0.
+struct WindowLevel {
+    double width = 400.0;
+    double level = 40.0;
+};
+
+struct WindowPreset {
+    const char* name;
+    WindowLevel window;
+};
+// CT brain (80/40), lung (1500/-600), abdomen (400/40), bone (1800/400).
+const std::vector<WindowPreset>& ctWindowPresets();
+// A window from the 0.5 and 99.5 percentiles of (a sample of) the voxels: the MR default.
+WindowLevel autoWindow(const Volume& volume);
+// CT abdomen for CT, else autoWindow().
+WindowLevel defaultWindow(const Volume& volume);
+
+// Stored values of one slice as double, row-major (height x width); for tests and tools.
+std::vector<double> extractSlice(const Volume& volume, const SliceFrame& frame, int64_t slice);
+
+// Grey value 0..255 of `value` under `window` (linear ramp, clamped).
+uint8_t windowGrey(double value, const WindowLevel& window);
+
+// Renders one slice with the window into `argb` (width*height opaque grey pixels, row-major).
+// Integer volumes of up to 16 bits go through a lookup table.
+void renderSlice(const Volume& volume, const SliceFrame& frame, int64_t slice,
+                 const WindowLevel& window, uint32_t* argb);
+
+// How labels are drawn over the image.
+enum class OverlayMode { kFill, kOutline };
+
+// Display colour and opacity per label value: colours[v] = 0xAARRGGBB with A = opacity*255;
+// A = 0 hides label v. Values outside the table are not drawn.
+struct LabelColors {
+    std::vector<uint32_t> colors;
+    void set(int value, std::array<uint8_t, 3> rgb, double opacity, bool visible);
+};
+
+// Label values of one slice (height x width, row-major), any integer pixel type.
+std::vector<int32_t> extractLabels(const Volume& labels, const SliceFrame& frame, int64_t slice);
+
+// Blends the labels of `slice` over `argb` (the rendered image slice): fill paints every labelled
+// pixel at its opacity; outline draws, opaque, only the labelled pixels whose 4-neighbourhood
+// holds another value (or the slice edge).
+void blendLabels(const Volume& labels, const SliceFrame& frame, int64_t slice,
+                 const LabelColors& colors, OverlayMode mode, uint32_t* argb);
+
+}  // namespace voxseg::ui

@@ -1,0 +1,305 @@
+#include "ui/mpr_view.h"
+
+#include "ui/viewer_state.h"
+
+#include <QKeyEvent>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QWheelEvent>
+
+#include <algorithm>
+#include <cmath>
+
+namespace voxseg::ui {
+namespace {
+
+constexpr double kMinZoom = 0.25, kMaxZoom = 32.0;
+
+QColor crosshairColor(ViewAxis axis) {
+    // The colour of the view whose plane the line shows (Slicer: axial red, sagittal yellow,
+    // coronal green).
+    switch (axis) {
+        case ViewAxis::kAxial:
+            return QColor(230, 80, 80);
+        case ViewAxis::kCoronal:
+            return QColor(90, 200, 90);
+        case ViewAxis::kSagittal:
+            return QColor(230, 210, 80);
+    }
+    return Qt::white;
+}
+
+}  // namespace
+
+MprView::MprView(ViewerState* state, ViewAxis axis, QWidget* parent)
+    : QWidget(parent), state_(state), axis_(axis) {
+    setObjectName(QString("mpr_") + viewAxisName(axis));
+    setMouseTracking(true);
+    setFocusPolicy(Qt::StrongFocus);
+    setMinimumSize(120, 120);
+    setAttribute(Qt::WA_OpaquePaintEvent);
+    connect(state_, &ViewerState::imageChanged, this, [this] {
+        resetView();
+        invalidate();
+    });
+    connect(state_, &ViewerState::labelMapChanged, this, &MprView::invalidate);
+    connect(state_, &ViewerState::labelDisplayChanged, this, &MprView::invalidate);
+    connect(state_, &ViewerState::windowChanged, this, &MprView::invalidate);
+    connect(state_, &ViewerState::cursorChanged, this, &MprView::onCursorChanged);
+}
+
+void MprView::setZoom(double zoom) {
+    zoom_ = std::clamp(zoom, kMinZoom, kMaxZoom);
+    update();
+}
+
+void MprView::resetView() {
+    zoom_ = 1.0;
+    pan_ = {0, 0};
+    update();
+}
+
+void MprView::setSmooth(bool smooth) {
+    smooth_ = smooth;
+    update();
+}
+
+void MprView::invalidate() {
+    dirty_ = true;
+    update();
+}
+
+void MprView::onCursorChanged() {
+    // A new slice needs new pixels; an in-plane move only redraws the crosshair.
+    if (state_->hasImage() && state_->slice(axis_) != rendered_slice_) dirty_ = true;
+    update();
+}
+
+void MprView::render() {
+    const SliceFrame& f = state_->frame(axis_);
+    const int64_t slice = state_->slice(axis_);
+    if (image_.width() != f.width || image_.height() != f.height)
+        image_ =
+            QImage(static_cast<int>(f.width), static_cast<int>(f.height), QImage::Format_RGB32);
+    auto* argb = reinterpret_cast<uint32_t*>(image_.bits());
+    renderSlice(state_->image(), f, slice, state_->window(), argb);
+    if (state_->hasLabelMap())
+        blendLabels(state_->labelMap(), f, slice, state_->labelColors(), state_->overlayMode(),
+                    argb);
+    rendered_slice_ = slice;
+    dirty_ = false;
+}
+
+const QImage& MprView::sliceImage() {
+    if (state_->hasImage() && dirty_) render();
+    return image_;
+}
+
+QRectF MprView::imageRect() const {
+    const SliceFrame& f = state_->frame(axis_);
+    const double mm_w = static_cast<double>(f.width) * f.spacing_x;
+    const double mm_h = static_cast<double>(f.height) * f.spacing_y;
+    if (mm_w <= 0 || mm_h <= 0) return {};
+    const double margin = 4;
+    const double fit = std::min((width() - 2 * margin) / mm_w, (height() - 2 * margin) / mm_h);
+    const double scale = std::max(fit, 1e-6) * zoom_;
+    const QSizeF size(mm_w * scale, mm_h * scale);
+    const QPointF centre = QPointF(width() / 2.0, height() / 2.0) + pan_;
+    return {centre - QPointF(size.width() / 2, size.height() / 2), size};
+}
+
+QPointF MprView::widgetPointOfPixel(double column, double row) const {
+    const SliceFrame& f = state_->frame(axis_);
+    const QRectF r = imageRect();
+    return {r.left() + (column + 0.5) * r.width() / static_cast<double>(f.width),
+            r.top() + (row + 0.5) * r.height() / static_cast<double>(f.height)};
+}
+
+std::optional<std::array<int64_t, 3>> MprView::voxelAt(const QPointF& p) const {
+    if (!state_->hasImage()) return std::nullopt;
+    const SliceFrame& f = state_->frame(axis_);
+    const QRectF r = imageRect();
+    if (r.isEmpty()) return std::nullopt;
+    const double col = (p.x() - r.left()) / r.width() * static_cast<double>(f.width);
+    const double row = (p.y() - r.top()) / r.height() * static_cast<double>(f.height);
+    if (col < 0 || row < 0 || col >= static_cast<double>(f.width) ||
+        row >= static_cast<double>(f.height))
+        return std::nullopt;
+    return f.voxel(static_cast<int64_t>(col), static_cast<int64_t>(row), state_->slice(axis_));
+}
+
+void MprView::paintEvent(QPaintEvent*) {
+    QPainter p(this);
+    p.fillRect(rect(), Qt::black);
+    if (!state_->hasImage()) {
+        p.setPen(QColor(150, 150, 150));
+        p.drawText(rect(), Qt::AlignCenter,
+                   QString("%1\nopen a DICOM folder or an image (Ctrl+O), or drop it here")
+                       .arg(viewAxisName(axis_)));
+        return;
+    }
+    if (dirty_) render();
+    const QRectF r = imageRect();
+    p.setRenderHint(QPainter::SmoothPixmapTransform, smooth_);
+    p.drawImage(r, image_);
+
+    // Crosshair through the cursor, with a gap around it so the voxel stays visible.
+    const SliceFrame& f = state_->frame(axis_);
+    const auto s = f.screen(state_->cursor());
+    const QPointF c = widgetPointOfPixel(static_cast<double>(s[0]), static_cast<double>(s[1]));
+    const double gap = 8;
+    // The vertical line is the plane of the view whose normal runs along screen x, and so on.
+    const ViewAxis vertical_view =
+        f.axis_x == state_->frame(ViewAxis::kSagittal).axis_n
+            ? ViewAxis::kSagittal
+            : (f.axis_x == state_->frame(ViewAxis::kCoronal).axis_n ? ViewAxis::kCoronal
+                                                                    : ViewAxis::kAxial);
+    const ViewAxis horizontal_view =
+        f.axis_y == state_->frame(ViewAxis::kAxial).axis_n
+            ? ViewAxis::kAxial
+            : (f.axis_y == state_->frame(ViewAxis::kCoronal).axis_n ? ViewAxis::kCoronal
+                                                                    : ViewAxis::kSagittal);
+    QPen pen(crosshairColor(vertical_view));
+    pen.setCosmetic(true);
+    pen.setWidthF(1.0);
+    p.setPen(pen);
+    p.drawLine(QPointF(c.x(), r.top()), QPointF(c.x(), c.y() - gap));
+    p.drawLine(QPointF(c.x(), c.y() + gap), QPointF(c.x(), r.bottom()));
+    pen.setColor(crosshairColor(horizontal_view));
+    p.setPen(pen);
+    p.drawLine(QPointF(r.left(), c.y()), QPointF(c.x() - gap, c.y()));
+    p.drawLine(QPointF(c.x() + gap, c.y()), QPointF(r.right(), c.y()));
+
+    // Orientation letters, slice number, window.
+    QFont font = p.font();
+    font.setBold(true);
+    p.setFont(font);
+    p.setPen(QColor(255, 210, 60));
+    const QFontMetrics fm(font);
+    const int pad = 6;
+    const QRect wr = rect().adjusted(pad, pad, -pad, -pad);
+    p.drawText(wr, Qt::AlignLeft | Qt::AlignVCenter, QString(QChar(f.letters[0])));
+    p.drawText(wr, Qt::AlignRight | Qt::AlignVCenter, QString(QChar(f.letters[1])));
+    p.drawText(wr, Qt::AlignHCenter | Qt::AlignTop, QString(QChar(f.letters[2])));
+    p.drawText(wr, Qt::AlignHCenter | Qt::AlignBottom, QString(QChar(f.letters[3])));
+    font.setBold(false);
+    p.setFont(font);
+    p.setPen(QColor(220, 220, 220));
+    p.drawText(
+        wr, Qt::AlignLeft | Qt::AlignTop,
+        QString("%1  %2/%3").arg(viewAxisName(axis_)).arg(state_->slice(axis_) + 1).arg(f.depth));
+    const WindowLevel w = state_->window();
+    p.drawText(wr, Qt::AlignLeft | Qt::AlignBottom,
+               QString("W %1  L %2").arg(w.width, 0, 'f', 0).arg(w.level, 0, 'f', 0));
+    if (zoom_ != 1.0)
+        p.drawText(wr, Qt::AlignRight | Qt::AlignBottom, QString("x%1").arg(zoom_, 0, 'f', 2));
+    if (hasFocus()) {
+        QPen fp(QColor(80, 140, 230));
+        fp.setCosmetic(true);
+        p.setPen(fp);
+        p.setBrush(Qt::NoBrush);
+        p.drawRect(QRectF(rect()).adjusted(0.5, 0.5, -0.5, -0.5));
+    }
+    (void)fm;
+}
+
+void MprView::moveCrosshairTo(const QPointF& p) {
+    if (auto v = voxelAt(p)) state_->setCursor(*v);
+}
+
+void MprView::mousePressEvent(QMouseEvent* e) {
+    if (!state_->hasImage()) return;
+    drag_start_ = e->position();
+    if (e->button() == Qt::LeftButton && !(e->modifiers() & Qt::ShiftModifier)) {
+        drag_ = Drag::kCrosshair;
+        moveCrosshairTo(e->position());
+    } else if (e->button() == Qt::RightButton) {
+        drag_ = Drag::kWindow;
+        window_start_ = state_->window();
+    } else if (e->button() == Qt::MiddleButton || e->button() == Qt::LeftButton) {
+        drag_ = Drag::kPan;
+        pan_start_ = pan_;
+    }
+}
+
+void MprView::mouseMoveEvent(QMouseEvent* e) {
+    emit hovered(voxelAt(e->position()));
+    const QPointF d = e->position() - drag_start_;
+    switch (drag_) {
+        case Drag::kCrosshair:
+            moveCrosshairTo(e->position());
+            break;
+        case Drag::kWindow: {
+            // Horizontal: width; vertical: level (drag down = brighter, as in most viewers).
+            const double unit = std::max(window_start_.width, 1.0) / 256.0;
+            state_->setWindow(
+                {window_start_.width + d.x() * unit * 2, window_start_.level - d.y() * unit * 2});
+            break;
+        }
+        case Drag::kPan:
+            pan_ = pan_start_ + d;
+            update();
+            break;
+        case Drag::kNone:
+            break;
+    }
+}
+
+void MprView::mouseReleaseEvent(QMouseEvent*) { drag_ = Drag::kNone; }
+
+void MprView::leaveEvent(QEvent*) { emit hovered(std::nullopt); }
+
+void MprView::wheelEvent(QWheelEvent* e) {
+    if (!state_->hasImage()) return;
+    const int steps = e->angleDelta().y() / 120 != 0 ? e->angleDelta().y() / 120
+                                                     : (e->angleDelta().y() > 0 ? 1 : -1);
+    if (e->angleDelta().y() == 0) return;
+    if (e->modifiers() & Qt::ControlModifier) {
+        setZoom(zoom_ * std::pow(1.15, steps));
+    } else {
+        state_->moveSlice(axis_, steps);
+        emit hovered(voxelAt(e->position()));
+    }
+    e->accept();
+}
+
+void MprView::keyPressEvent(QKeyEvent* e) {
+    if (!state_->hasImage()) return QWidget::keyPressEvent(e);
+    const int64_t page = std::max<int64_t>(1, state_->frame(axis_).depth / 10);
+    switch (e->key()) {
+        case Qt::Key_Up:
+        case Qt::Key_Right:
+            state_->moveSlice(axis_, 1);
+            break;
+        case Qt::Key_Down:
+        case Qt::Key_Left:
+            state_->moveSlice(axis_, -1);
+            break;
+        case Qt::Key_PageUp:
+            state_->moveSlice(axis_, page);
+            break;
+        case Qt::Key_PageDown:
+            state_->moveSlice(axis_, -page);
+            break;
+        case Qt::Key_Home:
+            state_->setSlice(axis_, 0);
+            break;
+        case Qt::Key_End:
+            state_->setSlice(axis_, state_->frame(axis_).depth - 1);
+            break;
+        case Qt::Key_Plus:
+        case Qt::Key_Equal:
+            setZoom(zoom_ * 1.25);
+            break;
+        case Qt::Key_Minus:
+            setZoom(zoom_ / 1.25);
+            break;
+        case Qt::Key_R:
+            resetView();
+            break;
+        default:
+            QWidget::keyPressEvent(e);
+    }
+}
+
+}  // namespace voxseg::ui

@@ -1,0 +1,78 @@
+// One multi-planar view (axial, coronal or sagittal) of a ViewerState: the windowed slice with
+// the label overlay, the linked crosshair, orientation letters, slice number and window. Pixels
+// come from ui/mpr_slice.h and are cached per slice, so a repaint that does not change the slice
+// only scales a QImage. Mouse: left = move the crosshair, right drag = window/level, middle or
+// Shift+left drag = pan, wheel = slice, Ctrl+wheel = zoom. Keys: Up/Down/PageUp/PageDown/Home/End
+// = slice, +/- = zoom, R = reset zoom and pan. Drawing is in logical coordinates (HiDPI-safe:
+// QPainter scales to device pixels; lines are cosmetic). GUI thread only.
+#pragma once
+
+#include "ui/mpr_slice.h"
+
+#include <QImage>
+#include <QPointF>
+#include <QWidget>
+
+#include <array>
+#include <optional>
+
+namespace voxseg::ui {
+
+class ViewerState;
+
+class MprView : public QWidget {
+    Q_OBJECT
+
+  public:
+    MprView(ViewerState* state, ViewAxis axis, QWidget* parent = nullptr);
+
+    ViewAxis axis() const { return axis_; }
+    double zoom() const { return zoom_; }
+    void setZoom(double zoom);
+    void resetView();
+    // Bilinear (true, default) or nearest-neighbour magnification.
+    void setSmooth(bool smooth);
+
+    // Where image pixel (column, row) centre lands in widget coordinates, and back.
+    QPointF widgetPointOfPixel(double column, double row) const;
+    std::optional<std::array<int64_t, 3>> voxelAt(const QPointF& widget_point) const;
+
+    // The rendered slice (image + overlay) at its native size; for tests and screenshots.
+    const QImage& sliceImage();
+
+  signals:
+    // The voxel under the mouse (for the status bar); nullopt when outside the image.
+    void hovered(std::optional<std::array<int64_t, 3>> voxel);
+
+  protected:
+    void paintEvent(QPaintEvent* event) override;
+    void mousePressEvent(QMouseEvent* event) override;
+    void mouseMoveEvent(QMouseEvent* event) override;
+    void mouseReleaseEvent(QMouseEvent* event) override;
+    void wheelEvent(QWheelEvent* event) override;
+    void keyPressEvent(QKeyEvent* event) override;
+    void leaveEvent(QEvent* event) override;
+
+  private:
+    enum class Drag { kNone, kCrosshair, kWindow, kPan };
+    QRectF imageRect() const;  // where the slice is drawn, widget coordinates
+    void invalidate();
+    void onCursorChanged();
+    void render();
+    void moveCrosshairTo(const QPointF& p);
+
+    ViewerState* state_;
+    ViewAxis axis_;
+    QImage image_;
+    bool dirty_ = true;
+    int64_t rendered_slice_ = -1;
+    double zoom_ = 1.0;
+    QPointF pan_{0, 0};
+    bool smooth_ = true;
+    Drag drag_ = Drag::kNone;
+    QPointF drag_start_;
+    QPointF pan_start_;
+    WindowLevel window_start_;
+};
+
+}  // namespace voxseg::ui

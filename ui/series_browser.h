@@ -1,0 +1,39 @@
+// The series browser: what a DICOM scan (io/dicom_series.h) found, as a patient / study / series
+// tree with modality, description, dimensions, spacing, file count and the loader's warnings and
+// split reasons. Patient name and ID are shown (the UI may show them; they are never logged).
+// Activating a series (double-click, Enter, or the Load button) emits its candidate index.
+// GUI thread only.
+#pragma once
+
+#include "io/dicom_series.h"
+
+#include <QWidget>
+
+class QTreeWidget;
+class QPushButton;
+
+namespace voxseg::ui {
+
+class SeriesBrowser : public QWidget {
+    Q_OBJECT
+
+  public:
+    explicit SeriesBrowser(QWidget* parent = nullptr);
+
+    void setScan(const io::DicomScanResult& scan, const QString& source);
+    void clear();
+    int seriesCount() const { return series_count_; }
+    QTreeWidget* tree() const { return tree_; }
+
+  signals:
+    void seriesActivated(int candidate_index);
+
+  private:
+    void activateCurrent();
+
+    QTreeWidget* tree_;
+    QPushButton* load_;
+    int series_count_ = 0;
+};
+
+}  // namespace voxseg::ui

@@ -1,0 +1,209 @@
+#include "ui/viewer_state.h"
+
+#include "core/log.h"
+
+#include <algorithm>
+
+namespace voxseg::ui {
+namespace {
+
+constexpr const char* kComponent = "viewer";
+
+}  // namespace
+
+ViewerState::ViewerState(QObject* parent) : QObject(parent) {}
+
+void ViewerState::setStudy(pipeline::StudyInput study, const QString& source) {
+    study_ = std::move(study);
+    source_ = source;
+    label_map_ = Volume();
+    entries_.clear();
+    segments_.clear();
+    statistics_ = {};
+    colors_ = {};
+    const Geometry g = study_.volume.geometry();
+    for (int v = 0; v < 3; ++v) frames_[v] = makeSliceFrame(g, static_cast<ViewAxis>(v));
+    cursor_ = {g.size[0] / 2, g.size[1] / 2, g.size[2] / 2};
+    window_ = defaultWindow(study_.volume);
+    emit imageChanged();
+    emit labelMapChanged();
+    emit windowChanged();
+    emit cursorChanged();
+}
+
+Result<PreparedLabelMap> prepareLabelMap(const Volume& image, Volume label_map,
+                                         std::vector<pipeline::LabelInfo> labels,
+                                         std::vector<io::SegmentDescription> segments) {
+    if (image.empty()) return Status(StatusCode::kFailedPrecondition, "open an image first");
+    const Geometry img = image.geometry(), lab = label_map.geometry();
+    auto dims = [](const Geometry& g) {
+        return std::to_string(g.size[0]) + "x" + std::to_string(g.size[1]) + "x" +
+               std::to_string(g.size[2]);
+    };
+    if (img.size != lab.size)
+        return invalidArgument("label map is " + dims(lab) + " but the image is " + dims(img) +
+                                   "; load a label map made on this image's grid",
+                               label_map.info().source);
+    if (!lab.approxEqual(img, 1e-3, 1e-4, 1e-4))
+        return invalidArgument(
+            "label map grid (origin, spacing or direction) differs from the image's; load a "
+            "label map made on this image's grid",
+            label_map.info().source);
+    if (label_map.pixelType() == PixelType::kFloat32 ||
+        label_map.pixelType() == PixelType::kFloat64)
+        label_map = label_map.castTo(PixelType::kInt32);
+    PreparedLabelMap out;
+    VOXSEG_ASSIGN_OR_RETURN(out.statistics, pipeline::computeStatistics(label_map, &image, labels));
+    out.label_map = std::move(label_map);
+    out.labels = std::move(labels);
+    out.segments = std::move(segments);
+    return out;
+}
+
+Status ViewerState::setLabelMap(Volume label_map, std::vector<pipeline::LabelInfo> labels,
+                                std::vector<io::SegmentDescription> segments) {
+    VOXSEG_ASSIGN_OR_RETURN(auto prepared, prepareLabelMap(study_.volume, std::move(label_map),
+                                                           std::move(labels), std::move(segments)));
+    applyLabelMap(std::move(prepared));
+    return Status::ok();
+}
+
+void ViewerState::applyLabelMap(PreparedLabelMap p) {
+    label_map_ = std::move(p.label_map);
+    statistics_ = std::move(p.statistics);
+    segments_ = std::move(p.segments);
+    entries_.clear();
+    for (const auto& s : statistics_.labels) {
+        LabelEntry e;
+        e.value = s.label;
+        e.name = s.name.empty() ? pipeline::labelName(p.labels, s.label) : s.name;
+        e.color = pipeline::labelColor(p.labels, s.label);
+        e.voxels = s.voxels;
+        e.volume_ml = s.volume_ml;
+        entries_.push_back(std::move(e));
+    }
+    log::info(kComponent, "label map with {} labels shown", entries_.size());
+    rebuildColors();
+    emit labelMapChanged();
+    emit labelDisplayChanged();
+}
+
+void ViewerState::clearLabelMap() {
+    label_map_ = Volume();
+    entries_.clear();
+    segments_.clear();
+    statistics_ = {};
+    colors_ = {};
+    emit labelMapChanged();
+    emit labelDisplayChanged();
+}
+
+std::vector<pipeline::LabelInfo> ViewerState::labelInfos() const {
+    std::vector<pipeline::LabelInfo> out;
+    for (const auto& e : entries_) out.push_back({e.value, e.name, e.color});
+    return out;
+}
+
+std::vector<io::SegmentDescription> ViewerState::segmentDescriptions() const {
+    std::vector<io::SegmentDescription> out;
+    for (const auto& e : entries_) {
+        auto it =
+            std::find_if(segments_.begin(), segments_.end(),
+                         [&](const io::SegmentDescription& d) { return d.label_value == e.value; });
+        if (it != segments_.end()) {
+            out.push_back(*it);
+            continue;
+        }
+        io::SegmentDescription d;
+        d.label_value = e.value;
+        d.label = e.name.substr(0, 64);
+        d.description = e.name;
+        d.color = e.color;
+        out.push_back(std::move(d));
+    }
+    return out;
+}
+
+void ViewerState::rebuildColors() {
+    colors_ = {};
+    for (const auto& e : entries_) colors_.set(e.value, e.color, e.opacity, e.visible);
+}
+
+void ViewerState::setLabelVisible(size_t row, bool visible) {
+    if (row >= entries_.size() || entries_[row].visible == visible) return;
+    entries_[row].visible = visible;
+    rebuildColors();
+    emit labelDisplayChanged();
+}
+
+void ViewerState::setLabelOpacity(size_t row, double opacity) {
+    if (row >= entries_.size()) return;
+    entries_[row].opacity = std::clamp(opacity, 0.0, 1.0);
+    rebuildColors();
+    emit labelDisplayChanged();
+}
+
+void ViewerState::setAllLabelsVisible(bool visible) {
+    for (auto& e : entries_) e.visible = visible;
+    rebuildColors();
+    emit labelDisplayChanged();
+}
+
+void ViewerState::setOverlayMode(OverlayMode mode) {
+    if (mode == overlay_mode_) return;
+    overlay_mode_ = mode;
+    emit labelDisplayChanged();
+}
+
+void ViewerState::setCursor(std::array<int64_t, 3> voxel) {
+    if (!hasImage()) return;
+    const Geometry g = study_.volume.geometry();
+    for (int a = 0; a < 3; ++a) voxel[a] = std::clamp<int64_t>(voxel[a], 0, g.size[a] - 1);
+    if (voxel == cursor_) return;
+    cursor_ = voxel;
+    emit cursorChanged();
+}
+
+void ViewerState::setSlice(ViewAxis view, int64_t slice) {
+    auto c = cursor_;
+    c[frame(view).axis_n] = slice;
+    setCursor(c);
+}
+
+void ViewerState::setWindow(WindowLevel window) {
+    window.width = std::max(window.width, 1e-3);
+    if (window.width == window_.width && window.level == window_.level) return;
+    window_ = window;
+    emit windowChanged();
+}
+
+bool ViewerState::inside(const std::array<int64_t, 3>& v) const {
+    if (!hasImage()) return false;
+    const Geometry g = study_.volume.geometry();
+    for (int a = 0; a < 3; ++a)
+        if (v[a] < 0 || v[a] >= g.size[a]) return false;
+    return true;
+}
+
+double ViewerState::imageValue(const std::array<int64_t, 3>& v) const {
+    if (!inside(v)) return 0.0;
+    const Geometry g = study_.volume.geometry();
+    const int64_t idx = (v[2] * g.size[1] + v[1]) * g.size[0] + v[0];
+    return visitPixels(study_.volume, [&](const auto* p) { return static_cast<double>(p[idx]); });
+}
+
+int ViewerState::labelValue(const std::array<int64_t, 3>& v) const {
+    if (!inside(v) || label_map_.empty()) return 0;
+    const Geometry g = label_map_.geometry();
+    const int64_t idx = (v[2] * g.size[1] + v[1]) * g.size[0] + v[0];
+    return visitPixels(label_map_, [&](const auto* p) { return static_cast<int>(p[idx]); });
+}
+
+std::string ViewerState::labelName(int value) const {
+    if (value == 0) return {};
+    for (const auto& e : entries_)
+        if (e.value == value) return e.name;
+    return "label " + std::to_string(value);
+}
+
+}  // namespace voxseg::ui

@@ -1,0 +1,131 @@
+// The viewer's document: the loaded study (image + DICOM series), the label map shown over it
+// with its label table, the linked cursor (crosshair) and the window/level. Every view observes
+// one ViewerState through its signals; nothing here draws. Label statistics come from
+// pipeline::computeStatistics, label names/colours from the model package (or pipeline::labels'
+// palette for a plain label map), so the viewer shows exactly what `voxseg segment` writes.
+//
+// Ownership: holds the volumes (shared, reference-counted ITK images). Thread safety: GUI
+// thread only; background work hands its results over through queued calls. Units: cursor in
+// voxel indices (i, j, k) of the image; window in the image's units (HU for CT).
+#pragma once
+
+#include "core/status.h"
+#include "core/volume.h"
+#include "io/seg_types.h"
+#include "pipeline/labels.h"
+#include "pipeline/segment.h"
+#include "pipeline/statistics.h"
+#include "ui/mpr_slice.h"
+
+#include <QObject>
+#include <QString>
+
+#include <array>
+#include <optional>
+#include <vector>
+
+namespace voxseg::ui {
+
+struct LabelEntry {
+    int value = 0;
+    std::string name;
+    std::array<uint8_t, 3> color{255, 0, 0};
+    bool visible = true;
+    double opacity = 0.5;
+    int64_t voxels = 0;
+    double volume_ml = 0.0;
+};
+
+// A label map checked against an image and with its statistics computed: the slow part of
+// showing a label map, done on a worker thread by prepareLabelMap(), then applied on the GUI
+// thread.
+struct PreparedLabelMap {
+    Volume label_map;
+    std::vector<pipeline::LabelInfo> labels;
+    std::vector<io::SegmentDescription> segments;
+    pipeline::StatisticsReport statistics;
+};
+
+// `label_map` must be on `image`'s grid (same size; origin, spacing and direction within
+// 1e-3 mm / 1e-4). `labels` names and colours values (others found in the map get "label N" and
+// a palette colour); `segments` (optional) describe them for DICOM SEG export. Float label maps
+// are cast to int32. Thread-safe (plain function).
+Result<PreparedLabelMap> prepareLabelMap(const Volume& image, Volume label_map,
+                                         std::vector<pipeline::LabelInfo> labels,
+                                         std::vector<io::SegmentDescription> segments = {});
+
+class ViewerState : public QObject {
+    Q_OBJECT
+
+  public:
+    explicit ViewerState(QObject* parent = nullptr);
+
+    // Replaces the image (and drops any label map); cursor to the centre, default window.
+    void setStudy(pipeline::StudyInput study, const QString& source);
+    bool hasImage() const { return !study_.volume.empty(); }
+    const Volume& image() const { return study_.volume; }
+    const pipeline::StudyInput& study() const { return study_; }
+    const QString& source() const { return source_; }
+    const SliceFrame& frame(ViewAxis view) const { return frames_[static_cast<int>(view)]; }
+
+    // Shows a label map over the image (prepareLabelMap() + applyLabelMap(), on this thread).
+    Status setLabelMap(Volume label_map, std::vector<pipeline::LabelInfo> labels,
+                       std::vector<io::SegmentDescription> segments = {});
+    // Shows a prepared label map; it must have been prepared against the current image.
+    void applyLabelMap(PreparedLabelMap prepared);
+    void clearLabelMap();
+    bool hasLabelMap() const { return !label_map_.empty(); }
+    const Volume& labelMap() const { return label_map_; }
+    const std::vector<LabelEntry>& labels() const { return entries_; }
+    std::vector<pipeline::LabelInfo> labelInfos() const;
+    // The SEG segment descriptions: from the model when known, else generic ones per label.
+    std::vector<io::SegmentDescription> segmentDescriptions() const;
+    const pipeline::StatisticsReport& statistics() const { return statistics_; }
+
+    void setLabelVisible(size_t row, bool visible);
+    void setLabelOpacity(size_t row, double opacity);
+    void setAllLabelsVisible(bool visible);
+    const LabelColors& labelColors() const { return colors_; }
+    OverlayMode overlayMode() const { return overlay_mode_; }
+    void setOverlayMode(OverlayMode mode);
+
+    std::array<int64_t, 3> cursor() const { return cursor_; }
+    void setCursor(std::array<int64_t, 3> voxel);  // clamped to the grid
+    int64_t slice(ViewAxis view) const { return cursor_[frame(view).axis_n]; }
+    void setSlice(ViewAxis view, int64_t slice);
+    void moveSlice(ViewAxis view, int64_t delta) { setSlice(view, slice(view) + delta); }
+
+    WindowLevel window() const { return window_; }
+    void setWindow(WindowLevel window);  // width clamped to > 0
+
+    // Image value and label value at a voxel (0 outside or without labels).
+    double imageValue(const std::array<int64_t, 3>& voxel) const;
+    int labelValue(const std::array<int64_t, 3>& voxel) const;
+    bool inside(const std::array<int64_t, 3>& voxel) const;
+    // Name of a label value ("" for 0).
+    std::string labelName(int value) const;
+
+  signals:
+    void imageChanged();
+    void labelMapChanged();      // new or cleared label map (table rebuilt)
+    void labelDisplayChanged();  // visibility, opacity, overlay mode
+    void cursorChanged();
+    void windowChanged();
+
+  private:
+    void rebuildColors();
+
+    pipeline::StudyInput study_;
+    QString source_;
+    std::array<SliceFrame, 3> frames_{};
+    Volume label_map_;
+    std::vector<LabelEntry> entries_;
+    std::vector<io::SegmentDescription> segments_;
+    pipeline::StatisticsReport statistics_;
+    LabelColors colors_;
+    OverlayMode overlay_mode_ = OverlayMode::kFill;
+    std::array<int64_t, 3> cursor_{0, 0, 0};
+    WindowLevel window_;
+};
+
+}  // namespace voxseg::ui
