@@ -1,15 +1,327 @@
 #include "ui/surface_view.h"
 
+#include "core/log.h"
+#include "ui/background_task.h"
+#include "ui/viewer_state.h"
+
+#include <QGuiApplication>
+#include <QKeyEvent>
 #include <QLabel>
+#include <QMouseEvent>
+#include <QOffscreenSurface>
+#include <QOpenGLContext>
+#include <QPainter>
+#include <QWheelEvent>
+
+#include <chrono>
+#include <cmath>
 
 namespace voxseg::ui {
+namespace {
 
-QWidget* createSurfaceView(ViewerState*, QWidget* parent) {
-    auto* label = new QLabel("3D view: not available in this build yet", parent);
+constexpr const char* kComponent = "viewer.3d";
+
+const char* kVertexShader = R"(#version 120
+attribute vec3 position;
+attribute vec3 normal;
+uniform mat4 mvp;
+uniform mat3 normal_matrix;
+varying vec3 v_normal;
+void main() {
+    v_normal = normal_matrix * normal;
+    gl_Position = mvp * vec4(position, 1.0);
+}
+)";
+
+// Headlight, lit from both sides (marching-cubes normals are not consistently oriented).
+const char* kFragmentShader = R"(#version 120
+uniform vec3 color;
+varying vec3 v_normal;
+void main() {
+    vec3 n = normalize(v_normal);
+    float d = abs(n.z);
+    gl_FragColor = vec4(color * (0.3 + 0.7 * d) + vec3(0.2) * pow(d, 32.0), 1.0);
+}
+)";
+
+// LPS -> eye space looking at the patient's front: x = patient left, y = superior, z = anterior.
+QMatrix4x4 anteriorView() {
+    return QMatrix4x4(1, 0, 0, 0,   //
+                      0, 0, 1, 0,   //
+                      0, -1, 0, 0,  //
+                      0, 0, 0, 1);
+}
+
+}  // namespace
+
+bool openGlAvailable(QString* why) {
+    const QString platform = QGuiApplication::platformName();
+    if (platform == "offscreen" || platform == "minimal") {
+        if (why) *why = "no OpenGL on the '" + platform + "' Qt platform";
+        return false;
+    }
+    QOpenGLContext context;
+    if (!context.create()) {
+        if (why) *why = "no OpenGL context could be created";
+        return false;
+    }
+    QOffscreenSurface surface;
+    surface.create();
+    if (!context.makeCurrent(&surface)) {
+        if (why) *why = "the OpenGL context could not be made current";
+        return false;
+    }
+    context.doneCurrent();
+    return true;
+}
+
+QWidget* createSurfaceView(ViewerState* state, QWidget* parent) {
+    QString why;
+    if (openGlAvailable(&why)) return new SurfaceView(state, parent);
+    log::info(kComponent, "3D view disabled: {}", why.toStdString());
+    auto* label = new QLabel("3D view unavailable: " + why, parent);
     label->setObjectName("surface_view");
     label->setAlignment(Qt::AlignCenter);
+    label->setWordWrap(true);
     label->setStyleSheet("background: black; color: gray;");
     return label;
+}
+
+SurfaceView::SurfaceView(ViewerState* state, QWidget* parent)
+    : QOpenGLWidget(parent), state_(state) {
+    setObjectName("surface_view");
+    setFocusPolicy(Qt::StrongFocus);
+    setMinimumSize(120, 120);
+    connect(state_, &ViewerState::labelMapChanged, this, &SurfaceView::onLabelMapChanged);
+    connect(state_, &ViewerState::labelDisplayChanged, this, [this] { update(); });
+    connect(state_, &ViewerState::imageChanged, this, [this] { resetCamera(); });
+    resetCamera();
+}
+
+SurfaceView::~SurfaceView() {
+    token_.cancel();
+    for (auto& t : threads_)
+        if (t) t->wait();
+    makeCurrent();
+    releaseGpu();
+    doneCurrent();
+}
+
+void SurfaceView::releaseGpu() {
+    for (auto& g : gpu_) {
+        g->vertices.destroy();
+        g->indices.destroy();
+    }
+    gpu_.clear();
+}
+
+void SurfaceView::onLabelMapChanged() {
+    stale_ = true;
+    token_.cancel();  // a build in flight is for the old label map
+    if (!state_->hasLabelMap()) {
+        meshes_.clear();
+        upload_pending_ = true;
+        stale_ = false;
+        update();
+        return;
+    }
+    if (isVisible()) requestMeshes();
+}
+
+void SurfaceView::showEvent(QShowEvent* e) {
+    QOpenGLWidget::showEvent(e);
+    if (stale_ && state_->hasLabelMap()) requestMeshes();
+}
+
+void SurfaceView::requestMeshes() {
+    stale_ = false;
+    building_ = true;
+    token_ = CancelToken();
+    const int generation = ++generation_;
+    const Volume labels = state_->labelMap();
+    const std::vector<pipeline::LabelInfo> infos = state_->labelInfos();
+    const Progress progress({}, token_);
+    using MeshResult = Result<std::vector<SurfaceMesh>>;
+    threads_.removeAll(nullptr);
+    threads_ << runInBackground<MeshResult>(
+        this,
+        [labels, infos, progress]() -> MeshResult {
+            const auto t0 = std::chrono::steady_clock::now();
+            auto r = buildLabelSurfaces(labels, infos, {}, progress);
+            if (r.isOk()) {
+                size_t triangles = 0;
+                for (const auto& m : *r) triangles += m.triangleCount();
+                log::info(
+                    kComponent, "{} surfaces, {} triangles in {:.2f} s", r->size(), triangles,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+            }
+            return r;
+        },
+        [this, generation](MeshResult& r) {
+            if (generation != generation_) return;  // superseded
+            building_ = false;
+            if (!r.isOk()) {
+                if (r.status().code() != StatusCode::kCancelled)
+                    log::warning(kComponent, "surfaces not built: {}", r.status().toString());
+                return;
+            }
+            meshes_ = std::move(r.value());
+            // Frame the surfaces.
+            QVector3D lo(1e30f, 1e30f, 1e30f), hi(-1e30f, -1e30f, -1e30f);
+            for (const auto& m : meshes_)
+                for (size_t v = 0; v < m.positions.size(); v += 3) {
+                    const QVector3D p(m.positions[v], m.positions[v + 1], m.positions[v + 2]);
+                    for (int c = 0; c < 3; ++c) {
+                        lo[c] = std::min(lo[c], p[c]);
+                        hi[c] = std::max(hi[c], p[c]);
+                    }
+                }
+            if (!meshes_.empty()) {
+                centre_ = (lo + hi) / 2;
+                radius_ = std::max(1.f, (hi - lo).length() / 2);
+                distance_ = radius_ * 3.2f;
+            }
+            upload_pending_ = true;
+            update();
+            emit meshesReady(static_cast<int>(meshes_.size()));
+        });
+}
+
+void SurfaceView::resetCamera() {
+    // Slightly from the patient's left and above, so depth shows at first sight.
+    rotation_ =
+        QQuaternion::fromAxisAndAngle(1, 0, 0, 15) * QQuaternion::fromAxisAndAngle(0, 1, 0, -25);
+    distance_ = radius_ * 3.2f;
+    update();
+}
+
+void SurfaceView::initializeGL() {
+    initializeOpenGLFunctions();
+    gl_ready_ = program_.addShaderFromSourceCode(QOpenGLShader::Vertex, kVertexShader) &&
+                program_.addShaderFromSourceCode(QOpenGLShader::Fragment, kFragmentShader) &&
+                program_.link();
+    if (!gl_ready_) {
+        gl_error_ = program_.log();
+        log::warning(kComponent, "3D shaders failed: {}", gl_error_.toStdString());
+    } else {
+        const char* version = reinterpret_cast<const char*>(glGetString(GL_VERSION));
+        const char* renderer = reinterpret_cast<const char*>(glGetString(GL_RENDERER));
+        log::info(kComponent, "OpenGL {} ({})", version ? version : "?", renderer ? renderer : "?");
+    }
+    upload_pending_ = true;
+}
+
+void SurfaceView::uploadMeshes() {
+    releaseGpu();
+    for (const auto& m : meshes_) {
+        auto g = std::make_unique<GpuMesh>();
+        g->label = m.label;
+        std::vector<float> interleaved;
+        interleaved.reserve(m.positions.size() * 2);
+        for (size_t v = 0; v < m.positions.size(); v += 3) {
+            interleaved.insert(interleaved.end(), &m.positions[v], &m.positions[v] + 3);
+            interleaved.insert(interleaved.end(), &m.normals[v], &m.normals[v] + 3);
+        }
+        g->vertices.create();
+        g->vertices.bind();
+        g->vertices.allocate(interleaved.data(),
+                             static_cast<int>(interleaved.size() * sizeof(float)));
+        g->indices.create();
+        g->indices.bind();
+        g->indices.allocate(m.triangles.data(),
+                            static_cast<int>(m.triangles.size() * sizeof(uint32_t)));
+        g->index_count = static_cast<int>(m.triangles.size());
+        gpu_.push_back(std::move(g));
+    }
+    upload_pending_ = false;
+}
+
+void SurfaceView::paintGL() {
+    glClearColor(0.06f, 0.07f, 0.09f, 1.f);
+    glClear(GL_COLOR_BUFFER_BIT | GL_DEPTH_BUFFER_BIT);
+    if (gl_ready_) {
+        if (upload_pending_) uploadMeshes();
+        glEnable(GL_DEPTH_TEST);
+        glDisable(GL_CULL_FACE);
+        QMatrix4x4 projection;
+        const float aspect = static_cast<float>(width()) / std::max(1, height());
+        projection.perspective(30.f, aspect, std::max(0.1f, distance_ - 2 * radius_),
+                               distance_ + 2 * radius_);
+        QMatrix4x4 view;
+        view.translate(0, 0, -distance_);
+        view.rotate(rotation_);
+        const QMatrix4x4 model = anteriorView() * [&] {
+            QMatrix4x4 t;
+            t.translate(-centre_);
+            return t;
+        }();
+        const QMatrix4x4 model_view = view * model;
+        program_.bind();
+        program_.setUniformValue("mvp", projection * model_view);
+        program_.setUniformValue("normal_matrix", model_view.normalMatrix());
+        const int position = program_.attributeLocation("position");
+        const int normal = program_.attributeLocation("normal");
+        const auto& entries = state_->labels();
+        for (const auto& g : gpu_) {
+            auto it = std::find_if(entries.begin(), entries.end(),
+                                   [&](const LabelEntry& e) { return e.value == g->label; });
+            if (it != entries.end() && !it->visible) continue;
+            const auto c = it != entries.end() ? it->color : std::array<uint8_t, 3>{200, 200, 200};
+            program_.setUniformValue("color", QVector3D(c[0], c[1], c[2]) / 255.f);
+            g->vertices.bind();
+            g->indices.bind();
+            program_.enableAttributeArray(position);
+            program_.enableAttributeArray(normal);
+            program_.setAttributeBuffer(position, GL_FLOAT, 0, 3, 6 * sizeof(float));
+            program_.setAttributeBuffer(normal, GL_FLOAT, 3 * sizeof(float), 3, 6 * sizeof(float));
+            glDrawElements(GL_TRIANGLES, g->index_count, GL_UNSIGNED_INT, nullptr);
+        }
+        program_.disableAttributeArray(position);
+        program_.disableAttributeArray(normal);
+        program_.release();
+        glDisable(GL_DEPTH_TEST);
+    }
+    QPainter p(this);
+    p.setPen(QColor(220, 220, 220));
+    const QRect r = rect().adjusted(6, 6, -6, -6);
+    p.drawText(r, Qt::AlignLeft | Qt::AlignTop, "3D");
+    QString status;
+    if (!gl_ready_)
+        status = "OpenGL shaders failed (see log)";
+    else if (building_)
+        status = "building surfaces...";
+    else if (!state_->hasLabelMap())
+        status = "no label map";
+    if (!status.isEmpty()) p.drawText(r, Qt::AlignCenter, status);
+}
+
+void SurfaceView::mousePressEvent(QMouseEvent* e) { last_mouse_ = e->position().toPoint(); }
+
+void SurfaceView::mouseMoveEvent(QMouseEvent* e) {
+    if (!(e->buttons() & Qt::LeftButton)) return;
+    const QPoint d = e->position().toPoint() - last_mouse_;
+    last_mouse_ = e->position().toPoint();
+    if (d.isNull()) return;
+    const QVector3D axis = QVector3D(d.y(), d.x(), 0).normalized();
+    const float angle = std::hypot(d.x(), d.y()) * 0.5f;
+    rotation_ = QQuaternion::fromAxisAndAngle(axis, angle) * rotation_;
+    update();
+}
+
+void SurfaceView::mouseDoubleClickEvent(QMouseEvent*) { resetCamera(); }
+
+void SurfaceView::wheelEvent(QWheelEvent* e) {
+    const float steps = e->angleDelta().y() / 120.f;
+    distance_ = std::clamp(distance_ * std::pow(0.88f, steps), radius_ * 0.5f, radius_ * 20.f);
+    update();
+    e->accept();
+}
+
+void SurfaceView::keyPressEvent(QKeyEvent* e) {
+    if (e->key() == Qt::Key_R)
+        resetCamera();
+    else
+        QOpenGLWidget::keyPressEvent(e);
 }
 
 }  // namespace voxseg::ui

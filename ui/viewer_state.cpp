@@ -1,6 +1,7 @@
 #include "ui/viewer_state.h"
 
 #include "core/log.h"
+#include "pipeline/orientation.h"
 
 #include <algorithm>
 
@@ -40,11 +41,25 @@ Result<PreparedLabelMap> prepareLabelMap(const Volume& image, Volume label_map,
         return std::to_string(g.size[0]) + "x" + std::to_string(g.size[1]) + "x" +
                std::to_string(g.size[2]);
     };
-    if (img.size != lab.size)
+    if (img.size != lab.size || !lab.approxEqual(img, 1e-3, 1e-4, 1e-4)) {
+        // The same voxels stored in another axis order (a LAS NIfTI label map of an LPS DICOM
+        // series): permute/flip exactly onto the image's grid.
+        auto mapping = pipeline::orientationMapping(lab, img.orientationCode());
+        if (mapping.isOk() && !mapping->isIdentity()) {
+            const Geometry mapped = pipeline::mapGeometry(lab, *mapping);
+            if (mapped.size == img.size && mapped.approxEqual(img, 1e-3, 1e-4, 1e-4)) {
+                log::info(kComponent, "label map reoriented from {} to {} (exact permutation)",
+                          lab.orientationCode(), img.orientationCode());
+                label_map = pipeline::applyAxisMapping(label_map, *mapping);
+            }
+        }
+    }
+    const Geometry fitted = label_map.geometry();
+    if (img.size != fitted.size)
         return invalidArgument("label map is " + dims(lab) + " but the image is " + dims(img) +
                                    "; load a label map made on this image's grid",
                                label_map.info().source);
-    if (!lab.approxEqual(img, 1e-3, 1e-4, 1e-4))
+    if (!fitted.approxEqual(img, 1e-3, 1e-4, 1e-4))
         return invalidArgument(
             "label map grid (origin, spacing or direction) differs from the image's; load a "
             "label map made on this image's grid",

@@ -1,0 +1,188 @@
+#include "ui/surface_mesh.h"
+
+#include <itkBinaryMask3DMeshSource.h>
+#include <itkMesh.h>
+#include <itkTriangleCell.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace voxseg::ui {
+namespace {
+
+using MaskImage = itk::Image<uint8_t, 3>;
+using MeshType = itk::Mesh<double, 3>;
+
+struct Box {
+    std::array<int64_t, 3> lo{INT64_MAX, INT64_MAX, INT64_MAX};
+    std::array<int64_t, 3> hi{-1, -1, -1};
+    int64_t voxels = 0;
+};
+
+// Bounding boxes of every nonzero label value, one pass.
+std::map<int, Box> labelBoxes(const Volume& v) {
+    std::map<int, Box> boxes;
+    const Geometry g = v.geometry();
+    visitPixels(v, [&](const auto* p) {
+        int64_t idx = 0;
+        for (int64_t k = 0; k < g.size[2]; ++k)
+            for (int64_t j = 0; j < g.size[1]; ++j)
+                for (int64_t i = 0; i < g.size[0]; ++i, ++idx) {
+                    const int l = static_cast<int>(p[idx]);
+                    if (l == 0) continue;
+                    Box& b = boxes[l];
+                    const std::array<int64_t, 3> x{i, j, k};
+                    for (int a = 0; a < 3; ++a) {
+                        b.lo[a] = std::min(b.lo[a], x[a]);
+                        b.hi[a] = std::max(b.hi[a], x[a]);
+                    }
+                    ++b.voxels;
+                }
+    });
+    return boxes;
+}
+
+}  // namespace
+
+void taubinSmooth(std::vector<float>& pos, const std::vector<uint32_t>& tri, int iterations,
+                  double lambda, double mu) {
+    const size_t n = pos.size() / 3;
+    if (n == 0 || iterations <= 0) return;
+    // Unique neighbour lists from the triangle edges (CSR).
+    std::vector<std::pair<uint32_t, uint32_t>> edges;
+    edges.reserve(tri.size() * 2);
+    for (size_t t = 0; t + 2 < tri.size(); t += 3)
+        for (int e = 0; e < 3; ++e) {
+            const uint32_t a = tri[t + e], b = tri[t + (e + 1) % 3];
+            edges.emplace_back(a, b);
+            edges.emplace_back(b, a);
+        }
+    std::sort(edges.begin(), edges.end());
+    edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
+    std::vector<uint32_t> start(n + 1, 0);
+    for (const auto& e : edges) ++start[e.first + 1];
+    for (size_t i = 0; i < n; ++i) start[i + 1] += start[i];
+    std::vector<float> next(pos.size());
+    auto pass = [&](double factor) {
+        for (size_t v = 0; v < n; ++v) {
+            const uint32_t b = start[v], e = start[v + 1];
+            for (int c = 0; c < 3; ++c) {
+                double mean = 0;
+                for (uint32_t k = b; k < e; ++k) mean += pos[edges[k].second * 3 + c];
+                const double x = pos[v * 3 + c];
+                next[v * 3 + c] =
+                    e > b ? static_cast<float>(x + factor * (mean / (e - b) - x)) : pos[v * 3 + c];
+            }
+        }
+        pos.swap(next);
+    };
+    for (int it = 0; it < iterations; ++it) {
+        pass(lambda);
+        pass(mu);
+    }
+}
+
+std::vector<float> vertexNormals(const std::vector<float>& pos, const std::vector<uint32_t>& tri) {
+    std::vector<float> nrm(pos.size(), 0.f);
+    for (size_t t = 0; t + 2 < tri.size(); t += 3) {
+        const float* a = &pos[tri[t] * 3];
+        const float* b = &pos[tri[t + 1] * 3];
+        const float* c = &pos[tri[t + 2] * 3];
+        const float u[3] = {b[0] - a[0], b[1] - a[1], b[2] - a[2]};
+        const float v[3] = {c[0] - a[0], c[1] - a[1], c[2] - a[2]};
+        const float n[3] = {u[1] * v[2] - u[2] * v[1], u[2] * v[0] - u[0] * v[2],
+                            u[0] * v[1] - u[1] * v[0]};  // length = 2 * area
+        for (int k = 0; k < 3; ++k)
+            for (int c2 = 0; c2 < 3; ++c2) nrm[tri[t + k] * 3 + c2] += n[c2];
+    }
+    for (size_t v = 0; v + 2 < nrm.size(); v += 3) {
+        const float len =
+            std::sqrt(nrm[v] * nrm[v] + nrm[v + 1] * nrm[v + 1] + nrm[v + 2] * nrm[v + 2]);
+        if (len > 0)
+            for (int c = 0; c < 3; ++c) nrm[v + c] /= len;
+    }
+    return nrm;
+}
+
+Result<std::vector<SurfaceMesh>> buildLabelSurfaces(const Volume& label_map,
+                                                    const std::vector<pipeline::LabelInfo>& labels,
+                                                    const SurfaceOptions& options,
+                                                    const Progress& progress) {
+    std::vector<SurfaceMesh> out;
+    if (label_map.empty()) return out;
+    const Geometry g = label_map.geometry();
+    const auto boxes = labelBoxes(label_map);
+    size_t done = 0;
+    for (const auto& [value, box] : boxes) {
+        VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
+        // The box plus a one-voxel empty margin so surfaces close at the volume's edge,
+        // downsampled by `step` when large.
+        std::array<int64_t, 3> extent{};
+        int64_t box_voxels = 1;
+        for (int a = 0; a < 3; ++a) {
+            extent[a] = box.hi[a] - box.lo[a] + 1;
+            box_voxels *= extent[a];
+        }
+        int64_t step = 1;
+        while (box_voxels / (step * step * step) > options.max_voxels) ++step;
+        std::array<int64_t, 3> size{};
+        for (int a = 0; a < 3; ++a) size[a] = (extent[a] + step - 1) / step + 2;
+        auto mask = MaskImage::New();
+        MaskImage::RegionType region;
+        region.SetSize({static_cast<itk::SizeValueType>(size[0]),
+                        static_cast<itk::SizeValueType>(size[1]),
+                        static_cast<itk::SizeValueType>(size[2])});
+        mask->SetRegions(region);
+        mask->Allocate(true);
+        uint8_t* m = mask->GetBufferPointer();
+        visitPixels(label_map, [&](const auto* p) {
+            for (int64_t k = 0; k < size[2] - 2; ++k)
+                for (int64_t j = 0; j < size[1] - 2; ++j)
+                    for (int64_t i = 0; i < size[0] - 2; ++i) {
+                        // Majority-free nearest sampling: the voxel at the cell's corner.
+                        const int64_t x = box.lo[0] + i * step, y = box.lo[1] + j * step,
+                                      z = box.lo[2] + k * step;
+                        if (static_cast<int>(p[(z * g.size[1] + y) * g.size[0] + x]) == value)
+                            m[((k + 1) * size[1] + (j + 1)) * size[0] + (i + 1)] = 1;
+                    }
+        });
+        auto source = itk::BinaryMask3DMeshSource<MaskImage, MeshType>::New();
+        source->SetInput(mask);
+        source->SetObjectValue(1);
+        try {
+            source->Update();
+        } catch (const itk::ExceptionObject& e) {
+            return internalError(std::string("marching cubes failed: ") + e.GetDescription(),
+                                 "label " + std::to_string(value));
+        }
+        MeshType::Pointer mesh = source->GetOutput();
+        SurfaceMesh s;
+        s.label = value;
+        s.color = pipeline::labelColor(labels, value);
+        s.positions.reserve(mesh->GetNumberOfPoints() * 3);
+        for (auto it = mesh->GetPoints()->Begin(); it != mesh->GetPoints()->End(); ++it) {
+            const auto& q = it.Value();
+            // Mask index (with margin and step) -> label map index -> LPS.
+            const Vec3 index{box.lo[0] + (q[0] - 1) * step, box.lo[1] + (q[1] - 1) * step,
+                             box.lo[2] + (q[2] - 1) * step};
+            const Vec3 p = g.indexToPhysical(index);
+            for (int c = 0; c < 3; ++c) s.positions.push_back(static_cast<float>(p[c]));
+        }
+        s.triangles.reserve(mesh->GetNumberOfCells() * 3);
+        for (auto it = mesh->GetCells()->Begin(); it != mesh->GetCells()->End(); ++it) {
+            const auto* cell = it.Value();
+            if (cell->GetNumberOfPoints() != 3) continue;
+            auto ids = cell->PointIdsBegin();
+            for (int k = 0; k < 3; ++k) s.triangles.push_back(static_cast<uint32_t>(ids[k]));
+        }
+        taubinSmooth(s.positions, s.triangles, options.smoothing_iterations, options.lambda,
+                     options.mu);
+        s.normals = vertexNormals(s.positions, s.triangles);
+        if (!s.triangles.empty()) out.push_back(std::move(s));
+        progress.report(++done, boxes.size(), "surfaces");
+    }
+    return out;
+}
+
+}  // namespace voxseg::ui
