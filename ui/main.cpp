@@ -1,11 +1,12 @@
 // voxseg-viewer: the Qt desktop viewer. Usage:
 //   voxseg-viewer [image-or-dicom-folder] [--segmentation FILE] [--model FOLDER]
 //                 [--layout 1x3|2x2] [--window auto|"CT lung"|W,L] [--cursor I,J,K]
-//                 [--outline] [--size WxH] [--screenshot OUT.png]
+//                 [--outline] [--size WxH] [--screenshot OUT.png [--whole-window]]
 // With --screenshot it loads everything given, saves a PNG of the window and exits (docs, CI).
 #include "core/log.h"
 #include "ui/main_window.h"
 #include "ui/mpr_view.h"
+#include "ui/surface_view.h"
 #include "ui/viewer_state.h"
 
 #include <QApplication>
@@ -79,6 +80,7 @@ int main(int argc, char** argv) {
     parser.addOption({"outline", "Draw labels as outlines"});
     parser.addOption({"size", "Window size WxH", "size", "1400x860"});
     parser.addOption({"screenshot", "Save a PNG of the views and exit", "png"});
+    parser.addOption({"whole-window", "Screenshot the whole window (docks, menus) too"});
     parser.process(app);
 
     MainWindow window;
@@ -113,11 +115,20 @@ int main(int argc, char** argv) {
     });
     if (scripted) {
         script.addSync([&] {
-            // Let layouts settle (and the 3D view build its meshes) before grabbing.
-            QTimer::singleShot(1500, &app, [&] {
-                const auto s = window.saveScreenshot(parser.value("screenshot"));
-                app.exit(s.isOk() && !script.failed() ? 0 : 1);
+            // Let layouts settle and the 3D view build its surfaces before grabbing.
+            auto* poll = new QTimer(&app);
+            auto* surface = qobject_cast<voxseg::ui::SurfaceView*>(window.surfaceView());
+            QObject::connect(poll, &QTimer::timeout, &app, [&, poll, surface] {
+                if (window.busy() || (surface && surface->isVisible() && surface->building()))
+                    return;
+                poll->stop();
+                QTimer::singleShot(300, &app, [&] {
+                    const auto s = window.saveScreenshot(parser.value("screenshot"),
+                                                         parser.isSet("whole-window"));
+                    app.exit(s.isOk() && !script.failed() ? 0 : 1);
+                });
             });
+            poll->start(100);
         });
     }
     script.start();

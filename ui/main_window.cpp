@@ -289,8 +289,20 @@ void MainWindow::buildMenus() {
                                             [this, name] { applyWindowPreset(name); });
         presets->addItem(name);
     }
+    presets->addItem("Window: custom");
     connect(presets, &QComboBox::activated, this, [this, presets](int i) {
+        if (i == presets->count() - 1) return;
         applyWindowPreset(i == 0 ? QString("auto") : presets->itemText(i));
+    });
+    // The box names the preset the current window matches.
+    connect(state_, &ViewerState::windowChanged, presets, [this, presets] {
+        const WindowLevel w = state_->window();
+        int index = presets->count() - 1;
+        const auto& list = ctWindowPresets();
+        for (size_t i = 0; i < list.size(); ++i)
+            if (list[i].window.width == w.width && list[i].window.level == w.level)
+                index = static_cast<int>(i) + 1;
+        presets->setCurrentIndex(index);
     });
     for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
 
@@ -708,10 +720,12 @@ Status MainWindow::saveStatistics(const QString& path) {
     return s;
 }
 
-QImage MainWindow::grabViews() { return central_->grab().toImage(); }
+QImage MainWindow::grabViews(bool whole_window) {
+    return (whole_window ? grab() : central_->grab()).toImage();
+}
 
-Status MainWindow::saveScreenshot(const QString& path) {
-    const QImage image = grabViews();
+Status MainWindow::saveScreenshot(const QString& path, bool whole_window) {
+    const QImage image = grabViews(whole_window);
     AtomicFile out(sstr(path));
     Status s = out.checkWritable();
     if (s.isOk() && !image.save(QString::fromStdString(out.tempPath()), "PNG"))

@@ -70,8 +70,9 @@ class MainWindow : public QMainWindow {
     Status saveLabelMap(const QString& path);
     Status saveDicomSeg(const QString& path);
     Status saveStatistics(const QString& path);  // .csv or .json
-    Status saveScreenshot(const QString& path);  // PNG of the views area
-    QImage grabViews();
+    // PNG of the views area (or of the whole window, docks included).
+    Status saveScreenshot(const QString& path, bool whole_window = false);
+    QImage grabViews(bool whole_window = false);
 
     void setLayoutMode(Layout layout);
     Layout layoutMode() const { return layout_; }
