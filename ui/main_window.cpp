@@ -136,14 +136,14 @@ void MainWindow::buildViews() {
         sliders_[a] = slider;
         panels_[a] = panel;
     }
-    surface_ = createSurfaceView(state_, central_);
     setCentralWidget(central_);
     setLayoutMode(Layout::k1x3);
 }
 
 void MainWindow::setLayoutMode(Layout layout) {
     layout_ = layout;
-    for (QWidget* w : {panels_[0], panels_[1], panels_[2], surface_}) grid_->removeWidget(w);
+    for (QWidget* w : {panels_[0], panels_[1], panels_[2], surface_})
+        if (w) grid_->removeWidget(w);
     for (int i = 0; i < 3; ++i) {
         grid_->setColumnStretch(i, 0);
         grid_->setRowStretch(i, 0);
@@ -154,8 +154,10 @@ void MainWindow::setLayoutMode(Layout layout) {
             grid_->setColumnStretch(a, 1);
         }
         grid_->setRowStretch(0, 1);
-        surface_->hide();
+        if (surface_) surface_->hide();
     } else {
+        // Created on first use (an OpenGL context and surface building cost nothing in 1x3).
+        if (!surface_) surface_ = createSurfaceView(state_, central_);
         // ITK-SNAP's arrangement: axial | sagittal over coronal | 3D.
         grid_->addWidget(panels_[0], 0, 0);
         grid_->addWidget(panels_[2], 0, 1);

@@ -53,6 +53,7 @@ class MainWindow : public QMainWindow {
     LabelTable* labelTable() const { return label_table_; }
     LogPanel* logPanel() const { return log_panel_; }
     SeriesBrowser* seriesBrowser() const { return series_browser_; }
+    // The 3D view; nullptr until the 2x2 layout is first shown.
     QWidget* surfaceView() const { return surface_; }
     QProgressBar* progressBar() const { return progress_; }
     QLabel* cursorInfo() const { return cursor_info_; }

@@ -10,6 +10,8 @@
 #include <QMouseEvent>
 #include <QOffscreenSurface>
 #include <QOpenGLContext>
+#include <QOpenGLFramebufferObject>
+#include <QOpenGLShaderProgram>
 #include <QPainter>
 #include <QWheelEvent>
 
@@ -87,13 +89,13 @@ QWidget* createSurfaceView(ViewerState* state, QWidget* parent) {
     return label;
 }
 
-SurfaceView::SurfaceView(ViewerState* state, QWidget* parent)
-    : QOpenGLWidget(parent), state_(state) {
+SurfaceView::SurfaceView(ViewerState* state, QWidget* parent) : QWidget(parent), state_(state) {
     setObjectName("surface_view");
     setFocusPolicy(Qt::StrongFocus);
     setMinimumSize(120, 120);
     connect(state_, &ViewerState::labelMapChanged, this, &SurfaceView::onLabelMapChanged);
-    connect(state_, &ViewerState::labelDisplayChanged, this, [this] { update(); });
+    setAttribute(Qt::WA_OpaquePaintEvent);
+    connect(state_, &ViewerState::labelDisplayChanged, this, &SurfaceView::redraw);
     connect(state_, &ViewerState::imageChanged, this, [this] { resetCamera(); });
     resetCamera();
 }
@@ -102,9 +104,17 @@ SurfaceView::~SurfaceView() {
     token_.cancel();
     for (auto& t : threads_)
         if (t) t->wait();
-    makeCurrent();
-    releaseGpu();
-    doneCurrent();
+    if (context_ && surface_ && context_->makeCurrent(surface_.get())) {
+        releaseGpu();
+        fbo_.reset();
+        program_.reset();
+        context_->doneCurrent();
+    }
+}
+
+void SurfaceView::redraw() {
+    frame_dirty_ = true;
+    update();
 }
 
 void SurfaceView::releaseGpu() {
@@ -122,20 +132,21 @@ void SurfaceView::onLabelMapChanged() {
         meshes_.clear();
         upload_pending_ = true;
         stale_ = false;
-        update();
+        redraw();
         return;
     }
     if (isVisible()) requestMeshes();
 }
 
 void SurfaceView::showEvent(QShowEvent* e) {
-    QOpenGLWidget::showEvent(e);
+    QWidget::showEvent(e);
     if (stale_ && state_->hasLabelMap()) requestMeshes();
 }
 
 void SurfaceView::requestMeshes() {
     stale_ = false;
     building_ = true;
+    update();
     token_ = CancelToken();
     const int generation = ++generation_;
     const Volume labels = state_->labelMap();
@@ -182,7 +193,7 @@ void SurfaceView::requestMeshes() {
                 distance_ = radius_ * 3.2f;
             }
             upload_pending_ = true;
-            update();
+            redraw();
             emit meshesReady(static_cast<int>(meshes_.size()));
         });
 }
@@ -192,23 +203,42 @@ void SurfaceView::resetCamera() {
     rotation_ =
         QQuaternion::fromAxisAndAngle(1, 0, 0, 15) * QQuaternion::fromAxisAndAngle(0, 1, 0, -25);
     distance_ = radius_ * 3.2f;
-    update();
+    redraw();
 }
 
-void SurfaceView::initializeGL() {
+bool SurfaceView::initializeGl() {
+    if (gl_tried_) return gl_ready_;
+    gl_tried_ = true;
+    context_ = std::make_unique<QOpenGLContext>();
+    surface_ = std::make_unique<QOffscreenSurface>();
+    if (!context_->create()) {
+        gl_info_ = "no OpenGL context could be created";
+    } else {
+        surface_->setFormat(context_->format());
+        surface_->create();
+        if (!context_->makeCurrent(surface_.get())) gl_info_ = "OpenGL context not current";
+    }
+    if (!gl_info_.isEmpty()) {
+        log::warning(kComponent, "3D view: {}", gl_info_.toStdString());
+        return false;
+    }
     initializeOpenGLFunctions();
-    gl_ready_ = program_.addShaderFromSourceCode(QOpenGLShader::Vertex, kVertexShader) &&
-                program_.addShaderFromSourceCode(QOpenGLShader::Fragment, kFragmentShader) &&
-                program_.link();
+    program_ = std::make_unique<QOpenGLShaderProgram>();
+    gl_ready_ = program_->addShaderFromSourceCode(QOpenGLShader::Vertex, kVertexShader) &&
+                program_->addShaderFromSourceCode(QOpenGLShader::Fragment, kFragmentShader) &&
+                program_->link();
     if (!gl_ready_) {
-        gl_error_ = program_.log();
-        log::warning(kComponent, "3D shaders failed: {}", gl_error_.toStdString());
+        gl_info_ = "shaders failed: " + program_->log();
+        log::warning(kComponent, "3D view: {}", gl_info_.toStdString());
     } else {
         const char* version = reinterpret_cast<const char*>(glGetString(GL_VERSION));
         const char* renderer = reinterpret_cast<const char*>(glGetString(GL_RENDERER));
-        log::info(kComponent, "OpenGL {} ({})", version ? version : "?", renderer ? renderer : "?");
+        gl_info_ =
+            QString("OpenGL %1 (%2)").arg(version ? version : "?", renderer ? renderer : "?");
+        log::info(kComponent, "{}", gl_info_.toStdString());
     }
     upload_pending_ = true;
+    return gl_ready_;
 }
 
 void SurfaceView::uploadMeshes() {
@@ -236,63 +266,90 @@ void SurfaceView::uploadMeshes() {
     upload_pending_ = false;
 }
 
-void SurfaceView::paintGL() {
+QImage SurfaceView::renderFrame() {
+    const qreal dpr = devicePixelRatioF();
+    const QSize size(std::max(1, static_cast<int>(width() * dpr)),
+                     std::max(1, static_cast<int>(height() * dpr)));
+    if (!initializeGl() || !context_->makeCurrent(surface_.get())) {
+        QImage blank(size, QImage::Format_RGB32);
+        blank.fill(QColor(15, 18, 23));
+        return blank;
+    }
+    if (!fbo_ || fbo_->size() != size) {
+        fbo_ = std::make_unique<QOpenGLFramebufferObject>(
+            size, QOpenGLFramebufferObject::CombinedDepthStencil);
+    }
+    fbo_->bind();
+    if (upload_pending_) uploadMeshes();
+    glViewport(0, 0, size.width(), size.height());
     glClearColor(0.06f, 0.07f, 0.09f, 1.f);
     glClear(GL_COLOR_BUFFER_BIT | GL_DEPTH_BUFFER_BIT);
-    if (gl_ready_) {
-        if (upload_pending_) uploadMeshes();
-        glEnable(GL_DEPTH_TEST);
-        glDisable(GL_CULL_FACE);
-        QMatrix4x4 projection;
-        const float aspect = static_cast<float>(width()) / std::max(1, height());
-        projection.perspective(30.f, aspect, std::max(0.1f, distance_ - 2 * radius_),
-                               distance_ + 2 * radius_);
-        QMatrix4x4 view;
-        view.translate(0, 0, -distance_);
-        view.rotate(rotation_);
-        const QMatrix4x4 model = anteriorView() * [&] {
-            QMatrix4x4 t;
-            t.translate(-centre_);
-            return t;
-        }();
-        const QMatrix4x4 model_view = view * model;
-        program_.bind();
-        program_.setUniformValue("mvp", projection * model_view);
-        program_.setUniformValue("normal_matrix", model_view.normalMatrix());
-        const int position = program_.attributeLocation("position");
-        const int normal = program_.attributeLocation("normal");
-        const auto& entries = state_->labels();
-        for (const auto& g : gpu_) {
-            auto it = std::find_if(entries.begin(), entries.end(),
-                                   [&](const LabelEntry& e) { return e.value == g->label; });
-            if (it != entries.end() && !it->visible) continue;
-            const auto c = it != entries.end() ? it->color : std::array<uint8_t, 3>{200, 200, 200};
-            program_.setUniformValue("color", QVector3D(c[0], c[1], c[2]) / 255.f);
-            g->vertices.bind();
-            g->indices.bind();
-            program_.enableAttributeArray(position);
-            program_.enableAttributeArray(normal);
-            program_.setAttributeBuffer(position, GL_FLOAT, 0, 3, 6 * sizeof(float));
-            program_.setAttributeBuffer(normal, GL_FLOAT, 3 * sizeof(float), 3, 6 * sizeof(float));
-            glDrawElements(GL_TRIANGLES, g->index_count, GL_UNSIGNED_INT, nullptr);
-        }
-        program_.disableAttributeArray(position);
-        program_.disableAttributeArray(normal);
-        program_.release();
-        glDisable(GL_DEPTH_TEST);
+    glEnable(GL_DEPTH_TEST);
+    glDisable(GL_CULL_FACE);
+    QMatrix4x4 projection;
+    const float aspect = static_cast<float>(size.width()) / static_cast<float>(size.height());
+    projection.perspective(30.f, aspect, std::max(0.1f, distance_ - 2 * radius_),
+                           distance_ + 2 * radius_);
+    QMatrix4x4 view;
+    view.translate(0, 0, -distance_);
+    view.rotate(rotation_);
+    QMatrix4x4 to_centre;
+    to_centre.translate(-centre_);
+    const QMatrix4x4 model_view = view * anteriorView() * to_centre;
+    program_->bind();
+    program_->setUniformValue("mvp", projection * model_view);
+    program_->setUniformValue("normal_matrix", model_view.normalMatrix());
+    const int position = program_->attributeLocation("position");
+    const int normal = program_->attributeLocation("normal");
+    program_->enableAttributeArray(position);
+    program_->enableAttributeArray(normal);
+    const auto& entries = state_->labels();
+    for (const auto& g : gpu_) {
+        auto it = std::find_if(entries.begin(), entries.end(),
+                               [&](const LabelEntry& e) { return e.value == g->label; });
+        if (it != entries.end() && !it->visible) continue;
+        const auto c = it != entries.end() ? it->color : std::array<uint8_t, 3>{200, 200, 200};
+        program_->setUniformValue("color", QVector3D(c[0], c[1], c[2]) / 255.f);
+        g->vertices.bind();
+        g->indices.bind();
+        program_->setAttributeBuffer(position, GL_FLOAT, 0, 3, 6 * sizeof(float));
+        program_->setAttributeBuffer(normal, GL_FLOAT, 3 * sizeof(float), 3, 6 * sizeof(float));
+        glDrawElements(GL_TRIANGLES, g->index_count, GL_UNSIGNED_INT, nullptr);
+        g->indices.release();
+        g->vertices.release();
+    }
+    program_->disableAttributeArray(position);
+    program_->disableAttributeArray(normal);
+    program_->release();
+    glDisable(GL_DEPTH_TEST);
+    glFinish();
+    QImage image = fbo_->toImage();
+    fbo_->release();
+    context_->doneCurrent();
+    image.setDevicePixelRatio(dpr);
+    return image;
+}
+
+void SurfaceView::paintEvent(QPaintEvent*) {
+    const qreal dpr = devicePixelRatioF();
+    if (frame_dirty_ ||
+        frame_.size() != QSize(static_cast<int>(width() * dpr), static_cast<int>(height() * dpr))) {
+        frame_ = renderFrame();
+        frame_dirty_ = false;
     }
     QPainter p(this);
+    p.drawImage(QPointF(0, 0), frame_);
     p.setPen(QColor(220, 220, 220));
     const QRect r = rect().adjusted(6, 6, -6, -6);
     p.drawText(r, Qt::AlignLeft | Qt::AlignTop, "3D");
     QString status;
     if (!gl_ready_)
-        status = "OpenGL shaders failed (see log)";
+        status = "3D view unavailable: " + gl_info_;
     else if (building_)
         status = "building surfaces...";
     else if (!state_->hasLabelMap())
         status = "no label map";
-    if (!status.isEmpty()) p.drawText(r, Qt::AlignCenter, status);
+    if (!status.isEmpty()) p.drawText(r, Qt::AlignCenter | Qt::TextWordWrap, status);
 }
 
 void SurfaceView::mousePressEvent(QMouseEvent* e) { last_mouse_ = e->position().toPoint(); }
@@ -305,7 +362,7 @@ void SurfaceView::mouseMoveEvent(QMouseEvent* e) {
     const QVector3D axis = QVector3D(d.y(), d.x(), 0).normalized();
     const float angle = std::hypot(d.x(), d.y()) * 0.5f;
     rotation_ = QQuaternion::fromAxisAndAngle(axis, angle) * rotation_;
-    update();
+    redraw();
 }
 
 void SurfaceView::mouseDoubleClickEvent(QMouseEvent*) { resetCamera(); }
@@ -313,7 +370,7 @@ void SurfaceView::mouseDoubleClickEvent(QMouseEvent*) { resetCamera(); }
 void SurfaceView::wheelEvent(QWheelEvent* e) {
     const float steps = e->angleDelta().y() / 120.f;
     distance_ = std::clamp(distance_ * std::pow(0.88f, steps), radius_ * 0.5f, radius_ * 20.f);
-    update();
+    redraw();
     e->accept();
 }
 
@@ -321,7 +378,7 @@ void SurfaceView::keyPressEvent(QKeyEvent* e) {
     if (e->key() == Qt::Key_R)
         resetCamera();
     else
-        QOpenGLWidget::keyPressEvent(e);
+        QWidget::keyPressEvent(e);
 }
 
 }  // namespace voxseg::ui

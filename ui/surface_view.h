@@ -2,26 +2,34 @@
 // the label map changes and the view is shown), lit by a headlight from both sides, in the
 // labels' table colours and visibility. Starts looking at the patient's front (superior up,
 // patient left on the right); left drag rotates, wheel zooms, R or double-click resets.
-// createSurfaceView() returns a SurfaceView (QOpenGLWidget) when an OpenGL context can be created
-// (also Mesa's software rasteriser, LIBGL_ALWAYS_SOFTWARE=1 under Xvfb), else a plain widget
+// Rendering is OpenGL into a framebuffer object of the view's own context, read back and drawn
+// with QPainter: a QOpenGLWidget would switch the whole top-level window to OpenGL composition,
+// and on a software rasteriser (Mesa llvmpipe) that made every 2D slice repaint cost ~55 ms
+// instead of ~3 ms (docs/perf-viewer.md). createSurfaceView() returns a SurfaceView when an OpenGL
+// context can be created (also llvmpipe, LIBGL_ALWAYS_SOFTWARE=1 under Xvfb), else a plain widget
 // saying why (QT_QPA_PLATFORM=offscreen has no OpenGL). GUI thread only.
 #pragma once
 
 #include "core/progress.h"
 #include "ui/surface_mesh.h"
 
+#include <QImage>
 #include <QMatrix4x4>
 #include <QOpenGLBuffer>
 #include <QOpenGLFunctions>
-#include <QOpenGLShaderProgram>
-#include <QOpenGLWidget>
 #include <QPointer>
 #include <QQuaternion>
 #include <QThread>
 #include <QVector3D>
+#include <QWidget>
 
 #include <memory>
 #include <vector>
+
+class QOpenGLContext;
+class QOffscreenSurface;
+class QOpenGLFramebufferObject;
+class QOpenGLShaderProgram;
 
 namespace voxseg::ui {
 
@@ -32,7 +40,7 @@ bool openGlAvailable(QString* why = nullptr);
 
 QWidget* createSurfaceView(ViewerState* state, QWidget* parent);
 
-class SurfaceView : public QOpenGLWidget, protected QOpenGLFunctions {
+class SurfaceView : public QWidget, protected QOpenGLFunctions {
     Q_OBJECT
 
   public:
@@ -42,13 +50,16 @@ class SurfaceView : public QOpenGLWidget, protected QOpenGLFunctions {
     const std::vector<SurfaceMesh>& meshes() const { return meshes_; }
     bool building() const { return building_; }
     void resetCamera();
+    // Renders a frame at the view's size in device pixels (what the next paint shows).
+    QImage renderFrame();
+    // The OpenGL version and renderer, or why OpenGL failed.
+    const QString& glInfo() const { return gl_info_; }
 
   signals:
     void meshesReady(int count);
 
   protected:
-    void initializeGL() override;
-    void paintGL() override;
+    void paintEvent(QPaintEvent* event) override;
     void showEvent(QShowEvent* event) override;
     void mousePressEvent(QMouseEvent* event) override;
     void mouseMoveEvent(QMouseEvent* event) override;
@@ -65,8 +76,10 @@ class SurfaceView : public QOpenGLWidget, protected QOpenGLFunctions {
     };
     void onLabelMapChanged();
     void requestMeshes();
+    bool initializeGl();
     void uploadMeshes();
     void releaseGpu();
+    void redraw();
 
     ViewerState* state_;
     std::vector<SurfaceMesh> meshes_;
@@ -77,9 +90,15 @@ class SurfaceView : public QOpenGLWidget, protected QOpenGLFunctions {
     int generation_ = 0;
     CancelToken token_;
     QList<QPointer<QThread>> threads_;
-    QOpenGLShaderProgram program_;
+    std::unique_ptr<QOpenGLContext> context_;
+    std::unique_ptr<QOffscreenSurface> surface_;
+    std::unique_ptr<QOpenGLFramebufferObject> fbo_;
+    std::unique_ptr<QOpenGLShaderProgram> program_;
+    bool gl_tried_ = false;
     bool gl_ready_ = false;
-    QString gl_error_;
+    QString gl_info_;
+    QImage frame_;
+    bool frame_dirty_ = true;
     QQuaternion rotation_;
     float distance_ = 500.f;
     float radius_ = 100.f;
