@@ -33,6 +33,25 @@ void forEachRow(const T* data, const Geometry& g, const SliceFrame& f, int64_t s
     }
 }
 
+// Strided rows (coronal/sagittal of an axial stack) read one cache line per pixel; the hardware
+// prefetcher does not follow strides across pages, so prefetch a few pixels ahead.
+constexpr int64_t kPrefetchAhead = 24;
+
+template <typename T, typename Out, typename Fn>
+inline void mapRow(const T* p, int64_t step, int64_t width, Out* o, Fn&& fn) {
+    if (step == 1) {
+        for (int64_t c = 0; c < width; ++c) o[c] = fn(p[c]);
+        return;
+    }
+    const int64_t body = width - kPrefetchAhead;
+    int64_t c = 0;
+    for (; c < body; ++c) {
+        __builtin_prefetch(p + (c + kPrefetchAhead) * step);
+        o[c] = fn(p[c * step]);
+    }
+    for (; c < width; ++c) o[c] = fn(p[c * step]);
+}
+
 inline uint32_t grey(uint8_t g) {
     return 0xFF000000u | (uint32_t(g) << 16) | (uint32_t(g) << 8) | g;
 }
@@ -176,8 +195,8 @@ std::vector<double> extractSlice(const Volume& volume, const SliceFrame& frame, 
     const Geometry g = volume.geometry();
     visitPixels(volume, [&](const auto* data) {
         forEachRow(data, g, frame, slice, [&](int64_t r, const auto* p, int64_t step) {
-            double* o = out.data() + r * frame.width;
-            for (int64_t c = 0; c < frame.width; ++c) o[c] = static_cast<double>(p[c * step]);
+            mapRow(p, step, frame.width, out.data() + r * frame.width,
+                   [](auto v) { return static_cast<double>(v); });
         });
     });
     return out;
@@ -202,24 +221,32 @@ void renderSlice(const Volume& volume, const SliceFrame& frame, int64_t slice,
         if constexpr (std::is_integral_v<T> && sizeof(T) <= 2) {
             constexpr int64_t kMin = std::numeric_limits<T>::min();
             constexpr int64_t kCount = int64_t(std::numeric_limits<T>::max()) - kMin + 1;
-            std::vector<uint32_t> lut(static_cast<size_t>(kCount));
-            for (int64_t v = 0; v < kCount; ++v)
-                lut[static_cast<size_t>(v)] =
-                    grey(windowGrey(static_cast<double>(v + kMin), window));
-            const uint32_t* l = lut.data();
+            // One table per thread, rebuilt only when the window or the pixel type changes
+            // (scrolling keeps both).
+            struct Cache {
+                WindowLevel window{-1, 0};
+                PixelType type = PixelType::kFloat64;
+                std::vector<uint32_t> lut;
+            };
+            thread_local Cache cache;
+            if (cache.type != volume.pixelType() || cache.window.width != window.width ||
+                cache.window.level != window.level) {
+                cache.lut.resize(static_cast<size_t>(kCount));
+                for (int64_t v = 0; v < kCount; ++v)
+                    cache.lut[static_cast<size_t>(v)] =
+                        grey(windowGrey(static_cast<double>(v + kMin), window));
+                cache.type = volume.pixelType();
+                cache.window = window;
+            }
+            const uint32_t* l = cache.lut.data();
             forEachRow(data, g, frame, slice, [&](int64_t r, const T* p, int64_t step) {
-                uint32_t* o = argb + r * frame.width;
-                if (step == 1) {
-                    for (int64_t c = 0; c < frame.width; ++c) o[c] = l[int64_t(p[c]) - kMin];
-                } else {
-                    for (int64_t c = 0; c < frame.width; ++c) o[c] = l[int64_t(p[c * step]) - kMin];
-                }
+                mapRow(p, step, frame.width, argb + r * frame.width,
+                       [l](T v) { return l[int64_t(v) - kMin]; });
             });
         } else {
             forEachRow(data, g, frame, slice, [&](int64_t r, const T* p, int64_t step) {
-                uint32_t* o = argb + r * frame.width;
-                for (int64_t c = 0; c < frame.width; ++c)
-                    o[c] = grey(windowGrey(static_cast<double>(p[c * step]), window));
+                mapRow(p, step, frame.width, argb + r * frame.width,
+                       [&window](T v) { return grey(windowGrey(static_cast<double>(v), window)); });
             });
         }
     });
@@ -241,8 +268,8 @@ std::vector<int32_t> extractLabels(const Volume& labels, const SliceFrame& frame
     const Geometry g = labels.geometry();
     visitPixels(labels, [&](const auto* data) {
         forEachRow(data, g, frame, slice, [&](int64_t r, const auto* p, int64_t step) {
-            int32_t* o = out.data() + r * frame.width;
-            for (int64_t c = 0; c < frame.width; ++c) o[c] = static_cast<int32_t>(p[c * step]);
+            mapRow(p, step, frame.width, out.data() + r * frame.width,
+                   [](auto v) { return static_cast<int32_t>(v); });
         });
     });
     return out;

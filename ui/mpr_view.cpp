@@ -129,6 +129,7 @@ std::optional<std::array<int64_t, 3>> MprView::voxelAt(const QPointF& p) const {
 }
 
 void MprView::paintEvent(QPaintEvent*) {
+    ++paint_count_;
     QPainter p(this);
     p.fillRect(rect(), Qt::black);
     if (!state_->hasImage()) {
@@ -163,12 +164,13 @@ void MprView::paintEvent(QPaintEvent*) {
     pen.setCosmetic(true);
     pen.setWidthF(1.0);
     p.setPen(pen);
-    p.drawLine(QPointF(c.x(), r.top()), QPointF(c.x(), c.y() - gap));
-    p.drawLine(QPointF(c.x(), c.y() + gap), QPointF(c.x(), r.bottom()));
+    // Lines run across the whole view (a thin slab would hide them inside the image).
+    p.drawLine(QPointF(c.x(), 0), QPointF(c.x(), c.y() - gap));
+    p.drawLine(QPointF(c.x(), c.y() + gap), QPointF(c.x(), height()));
     pen.setColor(crosshairColor(horizontal_view));
     p.setPen(pen);
-    p.drawLine(QPointF(r.left(), c.y()), QPointF(c.x() - gap, c.y()));
-    p.drawLine(QPointF(c.x() + gap, c.y()), QPointF(r.right(), c.y()));
+    p.drawLine(QPointF(0, c.y()), QPointF(c.x() - gap, c.y()));
+    p.drawLine(QPointF(c.x() + gap, c.y()), QPointF(width(), c.y()));
 
     // Orientation letters, slice number, window.
     QFont font = p.font();

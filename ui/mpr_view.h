@@ -39,6 +39,8 @@ class MprView : public QWidget {
 
     // The rendered slice (image + overlay) at its native size; for tests and screenshots.
     const QImage& sliceImage();
+    // Paint events handled so far (benchmarks wait for the next one).
+    int paintCount() const { return paint_count_; }
 
   signals:
     // The voxel under the mouse (for the status bar); nullopt when outside the image.
@@ -69,6 +71,7 @@ class MprView : public QWidget {
     double zoom_ = 1.0;
     QPointF pan_{0, 0};
     bool smooth_ = true;
+    int paint_count_ = 0;
     Drag drag_ = Drag::kNone;
     QPointF drag_start_;
     QPointF pan_start_;
