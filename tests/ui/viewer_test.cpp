@@ -18,12 +18,14 @@
 #include <gtest/gtest.h>
 
 #include <QLabel>
+#include <QMimeData>
 #include <QSignalSpy>
 #include <QSlider>
 #include <QTableWidget>
 #include <QTest>
 #include <QTimer>
 #include <QTreeWidget>
+#include <QUrl>
 
 #include <cmath>
 #include <fstream>
@@ -407,6 +409,49 @@ TEST_F(ViewerTest, BadFilesGiveMessagesNotCrashes) {
     });
     EXPECT_FALSE(r.ok);
     EXPECT_FALSE(window_->busy());
+}
+
+TEST_F(ViewerTest, DropOpensFoldersAndLoadsLabelMapsOnTheImageGrid) {
+    const std::string folder = writeSeries(dir_);
+    auto drop = [&](const std::string& path) {
+        QMimeData mime;
+        mime.setUrls({QUrl::fromLocalFile(QString::fromStdString(path))});
+        // Into the views area, as a file manager drop would land.
+        QWidget* target = window_->view(ViewAxis::kAxial);
+        const QPoint at = target->rect().center();
+        QDragEnterEvent enter(at, Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+        QApplication::sendEvent(target, &enter);
+        QDropEvent event(at, Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+        QApplication::sendEvent(target, &event);
+    };
+    TaskResult r = runTask(*window_, [&] { drop(folder); });
+    ASSERT_TRUE(r.finished && r.ok) << r.message.toStdString();
+    ASSERT_TRUE(window_->state()->hasImage());
+    r = runTask(*window_, [&] { drop(writeLabelMap()); });
+    ASSERT_TRUE(r.finished && r.ok) << r.message.toStdString();
+    EXPECT_TRUE(window_->state()->hasLabelMap());
+    EXPECT_EQ(window_->state()->labels().size(), 2u);
+}
+
+TEST_F(ViewerTest, KeyboardShortcutsToggleOverlayAndLabels) {
+    openSeries();
+    ASSERT_TRUE(runTask(*window_, [&] {
+                    window_->loadSegmentation(QString::fromStdString(writeLabelMap()));
+                }).ok);
+    window_->activateWindow();
+    ASSERT_TRUE(QTest::qWaitForWindowActive(window_.get()));
+    ViewerState* s = window_->state();
+    QTest::keyClick(window_.get(), Qt::Key_O);
+    EXPECT_EQ(s->overlayMode(), OverlayMode::kOutline);
+    QTest::keyClick(window_.get(), Qt::Key_H);
+    EXPECT_FALSE(s->labels()[0].visible);
+    EXPECT_FALSE(s->labels()[1].visible);
+    QTest::keyClick(window_.get(), Qt::Key_H);
+    EXPECT_TRUE(s->labels()[0].visible);
+    QTest::keyClick(window_.get(), Qt::Key_2, Qt::AltModifier);  // CT lung
+    EXPECT_DOUBLE_EQ(s->window().level, -600);
+    QTest::keyClick(window_.get(), Qt::Key_2, Qt::ControlModifier);  // 2x2 layout
+    EXPECT_EQ(window_->layoutMode(), MainWindow::Layout::k2x2);
 }
 
 TEST_F(ViewerTest, LayoutsAndRecentFiles) {
