@@ -52,6 +52,30 @@ Normalization toPipeline(const engine::Normalization& n) {
     return out;
 }
 
+std::vector<LabelInfo> labelInfos(const engine::ModelPackage& model) {
+    std::vector<LabelInfo> out;
+    for (const auto& l : model.labels) out.push_back({l.value, l.name, l.color});
+    return out;
+}
+
+io::CodedConcept toIo(const engine::CodedConcept& c) { return {c.code, c.scheme, c.meaning}; }
+
+std::vector<io::SegmentDescription> segmentDescriptions(const engine::ModelPackage& model) {
+    std::vector<io::SegmentDescription> out;
+    for (const auto& l : model.labels) {
+        io::SegmentDescription d;
+        d.label_value = l.value;
+        d.label = l.name.substr(0, 64);
+        d.description = l.name;
+        d.color = l.color;
+        if (l.category) d.category = toIo(*l.category);
+        if (l.type) d.type = toIo(*l.type);
+        d.algorithm_name = model.name;
+        out.push_back(std::move(d));
+    }
+    return out;
+}
+
 // sha256 over the sorted input files' own digests: identifies exactly which data was segmented.
 Result<std::string> inputDigest(const StudyInput& input, const std::string& input_path) {
     std::vector<std::string> files;
@@ -115,32 +139,6 @@ class Staging {
 };
 
 }  // namespace
-
-std::vector<LabelInfo> labelInfos(const engine::ModelPackage& model) {
-    std::vector<LabelInfo> out;
-    for (const auto& l : model.labels) out.push_back({l.value, l.name, l.color});
-    return out;
-}
-
-namespace {
-io::CodedConcept toIo(const engine::CodedConcept& c) { return {c.code, c.scheme, c.meaning}; }
-}  // namespace
-
-std::vector<io::SegmentDescription> segmentDescriptions(const engine::ModelPackage& model) {
-    std::vector<io::SegmentDescription> out;
-    for (const auto& l : model.labels) {
-        io::SegmentDescription d;
-        d.label_value = l.value;
-        d.label = l.name.substr(0, 64);
-        d.description = l.name;
-        d.color = l.color;
-        if (l.category) d.category = toIo(*l.category);
-        if (l.type) d.type = toIo(*l.type);
-        d.algorithm_name = model.name;
-        out.push_back(std::move(d));
-    }
-    return out;
-}
 
 Result<StudyInput> loadStudy(const std::string& path, const std::string& selector,
                              const io::DicomLoadOptions& dicom, const Progress& progress,

@@ -18,8 +18,6 @@
 #include "engine/backend.h"
 #include "engine/model_package.h"
 #include "io/dicom_series.h"
-#include "io/seg_types.h"
-#include "pipeline/labels.h"
 #include "pipeline/postprocess.h"
 #include "pipeline/statistics.h"
 
@@ -43,11 +41,6 @@ struct StudyInput {
 Result<StudyInput> loadStudy(const std::string& path, const std::string& selector,
                              const io::DicomLoadOptions& dicom, const Progress& progress = {},
                              std::vector<io::SeriesCandidate>* candidates_out = nullptr);
-
-// A model package's labels as the stages use them (value, name, colour) and as DICOM SEG segments
-// (coded category/type, algorithm name); what `voxseg segment` and the viewer write.
-std::vector<LabelInfo> labelInfos(const engine::ModelPackage& model);
-std::vector<io::SegmentDescription> segmentDescriptions(const engine::ModelPackage& model);
 
 struct SegmentOutputs {
     bool label_map = true;       // segmentation.<format>

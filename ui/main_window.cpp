@@ -5,6 +5,7 @@
 #include "io/image_io.h"
 #include "io/seg_reader.h"
 #include "io/seg_writer.h"
+#include "pipeline/model_labels.h"
 #include "pipeline/segment.h"
 #include "pipeline/statistics.h"
 #include "ui/background_task.h"
@@ -641,10 +642,10 @@ void MainWindow::runModel(const QString& model_folder, const QString& out_dir) {
             run.model_name = m.name;
             run.model_version = m.version;
             run.written = report.written;
-            VOXSEG_ASSIGN_OR_RETURN(
-                run.labels,
-                prepareLabelMap(study.volume, std::move(report.label_map), pipeline::labelInfos(m),
-                                pipeline::segmentDescriptions(m)));
+            VOXSEG_ASSIGN_OR_RETURN(run.labels,
+                                    prepareLabelMap(study.volume, std::move(report.label_map),
+                                                    pipeline::modelLabelInfos(m),
+                                                    pipeline::modelSegmentDescriptions(m)));
             run.seconds =
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             return run;
