@@ -6,9 +6,11 @@ namespace voxseg::pipeline {
 namespace {
 
 // model.json's coded concepts as SEG concepts (the same type once both use one definition).
+using SegConcept = decltype(io::SegmentDescription{}.category);
+
 template <typename Concept>
-io::CodedConcept toSegConcept(const Concept& c) {
-    if constexpr (std::is_convertible_v<Concept, io::CodedConcept>)
+SegConcept toSegConcept(const Concept& c) {
+    if constexpr (std::is_convertible_v<Concept, SegConcept>)
         return c;
     else
         return {c.code, c.scheme, c.meaning};
