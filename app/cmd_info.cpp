@@ -18,14 +18,6 @@ ExitCode fail(const Status& status, Stage stage) {
     return exitCodeFor(status, stage);
 }
 
-bool dicomAvailable() {
-#ifdef VOXSEG_HAVE_DICOM_SERIES
-    return true;
-#else
-    return false;
-#endif
-}
-
 CLI::App* addInfoCommand(CLI::App& app, InfoOptions& o) {
     CLI::App* cmd = app.add_subcommand(
         "info", "List the volumes found in DICOM folders/files or image files (no pixel decoding)");
@@ -56,7 +48,6 @@ ExitCode runInfo(const InfoOptions& o, const CommandContext& ctx) {
         }
     }
     if (!dicom_inputs.empty()) {
-#ifdef VOXSEG_HAVE_DICOM_SERIES
         io::DicomScanOptions scan_options;
         scan_options.threads = o.threads;
         auto scan = io::scanDicom(dicom_inputs, scan_options, ctx.progress());
@@ -64,12 +55,6 @@ ExitCode runInfo(const InfoOptions& o, const CommandContext& ctx) {
         if (!scan.isOk()) return fail(scan.status(), Stage::kInput);
         for (const auto& c : scan->series) report.rows.push_back(rowFromCandidate(c, o.show_phi));
         report.skipped = scan->skipped;
-#else
-        return fail(unsupported("DICOM input is not available in this build (io/ DICOM loader "
-                                "not compiled in); image files work",
-                                dicom_inputs.front()),
-                    Stage::kInput);
-#endif
     }
     if (o.json) {
         std::printf(

@@ -5,9 +5,7 @@
 #include "app/commands.h"
 #include "core/log.h"
 
-#ifdef VOXSEG_HAVE_DICOM_SYNTH
 #include "io/dicom_synth.h"
-#endif
 
 #include <cmath>
 #include <cstdio>
@@ -61,11 +59,6 @@ CLI::App* addSynthCommand(CLI::App& app, SynthOptions& o) {
 }
 
 ExitCode runSynth(const SynthOptions& o, const CommandContext& ctx) {
-#ifndef VOXSEG_HAVE_DICOM_SYNTH
-    (void)ctx;
-    return fail(unsupported("the DICOM writer (io/dicom_synth) is not in this build", o.folder),
-                Stage::kOutput);
-#else
     int columns = 0, rows = 0, slices = 0;
     if (std::sscanf(o.size.c_str(), "%dx%dx%d", &columns, &rows, &slices) != 3 || columns < 1 ||
         rows < 1 || slices < 1)
@@ -120,7 +113,6 @@ ExitCode runSynth(const SynthOptions& o, const CommandContext& ctx) {
         std::printf("wrote %d synthetic CT series of %dx%dx%d to %s\n", o.series_count, columns,
                     rows, slices, o.folder.c_str());
     return ExitCode::kOk;
-#endif
 }
 
 }  // namespace voxseg::app

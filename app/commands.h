@@ -87,6 +87,4 @@ struct SegmentCommandOptions {
 CLI::App* addSegmentCommand(CLI::App& app, SegmentCommandOptions& options);
 ExitCode runSegment(const SegmentCommandOptions& options, const CommandContext& context);
 
-bool dicomAvailable();
-
 }  // namespace voxseg::app

@@ -9,6 +9,7 @@
 // (axis_order). Plain values: thread-compatible.
 #pragma once
 
+#include "core/coded_concept.h"
 #include "core/status.h"
 #include "engine/backend.h"
 #include "engine/graph.h"
@@ -39,13 +40,6 @@ const char* normalizationSchemeName(Normalization::Scheme scheme);
 struct ChannelSpec {
     std::string modality;  // "CT", "MR", "PT", ...
     Normalization normalization;
-};
-
-// A coded concept for DICOM SEG (e.g. SNOMED CT "10200004" / "SCT" / "Liver").
-struct CodedConcept {
-    std::string code;
-    std::string scheme;  // coding scheme designator: "SCT", "DCM", ...
-    std::string meaning;
 };
 
 struct LabelSpec {

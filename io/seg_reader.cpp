@@ -29,7 +29,7 @@ CodedConcept toConcept(CodeSequenceMacro& code) {
     CodedConcept c;
     OFString v;
     code.getCodeValue(v);
-    c.value = v.c_str();
+    c.code = v.c_str();
     code.getCodingSchemeDesignator(v);
     c.scheme = v.c_str();
     code.getCodeMeaning(v);

@@ -4,17 +4,13 @@
 // the file). Plain value types.
 #pragma once
 
+#include "core/coded_concept.h"
+
 #include <array>
 #include <cstdint>
 #include <string>
 
 namespace voxseg::io {
-
-struct CodedConcept {
-    std::string value;           // e.g. "10200004"
-    std::string scheme = "SCT";  // coding scheme designator
-    std::string meaning;         // e.g. "Liver"
-};
 
 struct SegmentDescription {
     int label_value = 0;  // value in the label map

@@ -249,9 +249,9 @@ Result<SegWriteReport> writeDicomSeg(const Volume& label_map, const SeriesCandid
             VOXSEG_RETURN_IF_ERROR(dcmStatus(
                 DcmSegment::create(
                     segment, desc.label.substr(0, 64).c_str(),
-                    CodeSequenceMacro(desc.category.value.c_str(), desc.category.scheme.c_str(),
+                    CodeSequenceMacro(desc.category.code.c_str(), desc.category.scheme.c_str(),
                                       desc.category.meaning.c_str()),
-                    CodeSequenceMacro(desc.type.value.c_str(), desc.type.scheme.c_str(),
+                    CodeSequenceMacro(desc.type.code.c_str(), desc.type.scheme.c_str(),
                                       desc.type.meaning.c_str()),
                     DcmSegTypes::SAT_AUTOMATIC, options.algorithm_name.c_str()),
                 "segment '" + desc.label + "'", path));

@@ -5,25 +5,16 @@
 
 namespace voxseg::pipeline {
 
-Result<NormalizationScheme> parseNormalizationScheme(const std::string& name) {
-    if (name == "none") return NormalizationScheme::kNone;
-    if (name == "ct") return NormalizationScheme::kCt;
-    if (name == "zscore") return NormalizationScheme::kZScore;
-    return invalidArgument("normalization scheme '" + name +
-                               "' is not one of ct, zscore, none; fix the model's model.json",
-                           name);
-}
-
 Result<Volume> normalize(const Volume& volume, const Normalization& n, const Volume* mask) {
     if (volume.empty()) return invalidArgument("normalize: empty volume");
     const uint8_t* mask_data = nullptr;
-    if (n.scheme == NormalizationScheme::kZScore && n.nonzero_mask && mask) {
+    if (n.scheme == Normalization::Scheme::kZScore && n.nonzero_mask && mask) {
         if (mask->pixelType() != PixelType::kUInt8 ||
             mask->geometry().size != volume.geometry().size)
             return invalidArgument("normalize: the mask must be uint8 on the image's grid");
         mask_data = mask->data<uint8_t>();
     }
-    if (n.scheme == NormalizationScheme::kCt && !(n.clip_lo <= n.clip_hi))
+    if (n.scheme == Normalization::Scheme::kCT && !(n.clip_low <= n.clip_high))
         return invalidArgument("normalize: ct clip range [lo, hi] has lo > hi");
 
     Volume out = volume.pixelType() == PixelType::kFloat32 ? cloneVolume(volume)
@@ -32,17 +23,17 @@ Result<Volume> normalize(const Volume& volume, const Normalization& n, const Vol
     const int64_t count = out.geometry().voxelCount();
 
     switch (n.scheme) {
-        case NormalizationScheme::kNone:
+        case Normalization::Scheme::kNone:
             break;
-        case NormalizationScheme::kCt: {
+        case Normalization::Scheme::kCT: {
             const double inv_std = 1.0 / std::max(n.std, kMinStd);
             for (int64_t i = 0; i < count; ++i) {
-                const double v = std::clamp(static_cast<double>(x[i]), n.clip_lo, n.clip_hi);
+                const double v = std::clamp(static_cast<double>(x[i]), n.clip_low, n.clip_high);
                 x[i] = static_cast<float>((v - n.mean) * inv_std);
             }
             break;
         }
-        case NormalizationScheme::kZScore: {
+        case Normalization::Scheme::kZScore: {
             auto inside = [&](int64_t i) {
                 if (!n.nonzero_mask) return true;
                 return mask_data ? mask_data[i] != 0 : x[i] != 0.0f;

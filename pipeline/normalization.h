@@ -11,26 +11,17 @@
 
 #include "core/status.h"
 #include "core/volume.h"
+#include "engine/model_package.h"
 
 #include <string>
 
 namespace voxseg::pipeline {
 
-enum class NormalizationScheme { kNone, kCt, kZScore };
-
-struct Normalization {
-    NormalizationScheme scheme = NormalizationScheme::kNone;
-    double clip_lo = 0.0;       // ct
-    double clip_hi = 0.0;       // ct
-    double mean = 0.0;          // ct
-    double std = 1.0;           // ct
-    bool nonzero_mask = false;  // zscore: statistics inside the nonzero mask only
-};
+// The model package's normalisation record (engine/model_package.h) is used as is.
+using Normalization = engine::Normalization;
 
 // nnU-Net's guard against division by a zero standard deviation.
 inline constexpr double kMinStd = 1e-8;
-
-Result<NormalizationScheme> parseNormalizationScheme(const std::string& name);
 
 // `mask` (uint8, same grid, optional) is the nonzero mask used with `nonzero_mask`; when absent,
 // voxels != 0 of `volume` form it.

@@ -35,7 +35,7 @@ Result<Preprocessed> preprocess(const std::vector<Volume>& channels, const Prepr
     }
     bool need_mask = false;
     for (const Normalization& n : spec.channels)
-        need_mask |= n.scheme == NormalizationScheme::kZScore && n.nonzero_mask;
+        need_mask |= n.scheme == Normalization::Scheme::kZScore && n.nonzero_mask;
     if (need_mask) {
         VOXSEG_ASSIGN_OR_RETURN(mask, nonzeroMask(work));
         VOXSEG_ASSIGN_OR_RETURN(mask, crop(mask, record.crop));

@@ -31,34 +31,11 @@ double secondsSince(Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-Normalization toPipeline(const engine::Normalization& n) {
-    Normalization out;
-    switch (n.scheme) {
-        case engine::Normalization::Scheme::kCT:
-            out.scheme = NormalizationScheme::kCt;
-            break;
-        case engine::Normalization::Scheme::kZScore:
-            out.scheme = NormalizationScheme::kZScore;
-            break;
-        case engine::Normalization::Scheme::kNone:
-            out.scheme = NormalizationScheme::kNone;
-            break;
-    }
-    out.clip_lo = n.clip_low;
-    out.clip_hi = n.clip_high;
-    out.mean = n.mean;
-    out.std = n.std;
-    out.nonzero_mask = n.nonzero_mask;
-    return out;
-}
-
 std::vector<LabelInfo> labelInfos(const engine::ModelPackage& model) {
     std::vector<LabelInfo> out;
     for (const auto& l : model.labels) out.push_back({l.value, l.name, l.color});
     return out;
 }
-
-io::CodedConcept toIo(const engine::CodedConcept& c) { return {c.code, c.scheme, c.meaning}; }
 
 std::vector<io::SegmentDescription> segmentDescriptions(const engine::ModelPackage& model) {
     std::vector<io::SegmentDescription> out;
@@ -68,8 +45,8 @@ std::vector<io::SegmentDescription> segmentDescriptions(const engine::ModelPacka
         d.label = l.name.substr(0, 64);
         d.description = l.name;
         d.color = l.color;
-        if (l.category) d.category = toIo(*l.category);
-        if (l.type) d.type = toIo(*l.type);
+        if (l.category) d.category = *l.category;
+        if (l.type) d.type = *l.type;
         d.algorithm_name = model.name;
         out.push_back(std::move(d));
     }
@@ -285,9 +262,9 @@ Result<SegmentReport> Segmenter::run(const StudyInput& input, const std::string&
     auto t = Clock::now();
     PreprocessSpec spec;
     spec.orientation = m.orientation;
-    spec.axis_order = m.axis_order == engine::AxisOrder::kXyz ? AxisOrder::kXyz : AxisOrder::kZyx;
+    spec.axis_order = m.axis_order;
     for (int a = 0; a < 3; ++a) spec.spacing_mm[a] = m.spacing_mm[a];
-    spec.channels = {toPipeline(m.channels[0].normalization)};
+    spec.channels = {m.channels[0].normalization};
     VOXSEG_ASSIGN_OR_RETURN(Preprocessed pre,
                             preprocess({input.volume}, spec, progress.sub(0.0, 0.1)));
     report.timings.push_back({"preprocess", secondsSince(t)});

@@ -4,13 +4,6 @@
 
 namespace voxseg::pipeline {
 
-Result<AxisOrder> parseAxisOrder(const std::string& name) {
-    if (name == "zyx") return AxisOrder::kZyx;
-    if (name == "xyz") return AxisOrder::kXyz;
-    return invalidArgument(
-        "axis_order '" + name + "' is not zyx or xyz; fix the model's model.json", name);
-}
-
 Vec3 toIndexOrder(const std::array<double, 3>& v, AxisOrder order) {
     return order == AxisOrder::kZyx ? Vec3{v[2], v[1], v[0]} : Vec3{v[0], v[1], v[2]};
 }

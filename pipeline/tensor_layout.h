@@ -10,6 +10,7 @@
 #include "core/geometry.h"
 #include "core/status.h"
 #include "core/volume.h"
+#include "engine/model_package.h"
 #include "engine/tensor.h"
 
 #include <array>
@@ -18,9 +19,8 @@
 
 namespace voxseg::pipeline {
 
-enum class AxisOrder { kZyx, kXyz };
-
-Result<AxisOrder> parseAxisOrder(const std::string& name);
+// The model package's axis order (engine/model_package.h): tensor axes [z, y, x] or [x, y, z].
+using AxisOrder = engine::AxisOrder;
 
 // Model-order values (e.g. spacing_mm as [z, y, x]) to index-axis order (i, j, k), and back.
 Vec3 toIndexOrder(const std::array<double, 3>& model_values, AxisOrder order);

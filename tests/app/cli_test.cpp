@@ -254,7 +254,6 @@ TEST(Cli, InterruptLeavesNoPartialOutput) {
     EXPECT_TRUE(onlyFiles(dir.path(), {"big.nii"}));
 }
 
-#ifdef VOXSEG_HAVE_DICOM_SYNTH
 // Two series in one folder: info lists both; convert without --series lists them on stderr and
 // exits 4 without writing anything.
 TEST(CliDicom, AmbiguousSeriesExits4AndListsCandidates) {
@@ -298,9 +297,7 @@ TEST(CliDicom, PatientIdentifiersOnlyWithShowPhi) {
     const auto j = nlohmann::json::parse(phi.out);
     EXPECT_EQ(j["volumes"][0]["patient"]["id"], "SYNTH-0001");
 }
-#endif
 
-#ifdef VOXSEG_HAVE_DICOM_LOAD
 // synth -> convert: the phantom with no noise has exact HU values at known voxels.
 TEST(CliDicom, ConvertSyntheticSeriesGivesHounsfieldUnits) {
     TempDir dir;
@@ -329,7 +326,6 @@ TEST(CliDicom, ConvertSyntheticSeriesGivesHounsfieldUnits) {
     EXPECT_EQ(hu(0, 0, 0), -1000.0);  // air in the corner
     EXPECT_EQ(hu(20, 14, 2), 40.0);   // soft tissue near the centre
 }
-#endif
 
 }  // namespace
 }  // namespace voxseg::app

@@ -42,7 +42,7 @@ TEST(DicomSegData, DcmqiLiverMatchesItsNrrdVoxelForVoxel) {
     });
     EXPECT_EQ(differences, 0);
     ASSERT_EQ(seg->segments.size(), 1u);
-    EXPECT_EQ(seg->segments[0].type.value, "T-62000");  // SNOMED RT (SRT) Liver, as dcmqi wrote it
+    EXPECT_EQ(seg->segments[0].type.code, "T-62000");  // SNOMED RT (SRT) Liver, as dcmqi wrote it
 
     // Without a grid the frames define one; same voxel count.
     auto derived = readDicomSeg(sharedData("dcmqi-data/segmentations/liver.dcm").string());

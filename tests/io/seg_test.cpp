@@ -193,7 +193,7 @@ TEST(DicomSeg, RoundTripIsVoxelExactAndDciodvfyClean) {
     EXPECT_EQ(differences, 0);
     ASSERT_EQ(back->segments.size(), 3u);
     EXPECT_EQ(back->segments[0].type.meaning, "Liver");
-    EXPECT_EQ(back->segments[2].type.value, "15825003");
+    EXPECT_EQ(back->segments[2].type.code, "15825003");
     EXPECT_EQ(back->segments[0].algorithm_name, "voxseg test model");
     for (int c = 0; c < 3; ++c)  // CIELab round trip within one sRGB step
         EXPECT_NEAR(back->segments[1].color[c], descriptions()[1].color[c], 1);
