@@ -95,14 +95,82 @@ def stage_train(a):
     pdir = os.path.join(os.environ["nnUNet_preprocessed"], DATASET)
     plans = load_json(os.path.join(pdir, "nnUNetPlans.json"))
     ds = load_json(os.path.join(pdir, "dataset.json"))
+    arch = plans["configurations"]["3d_fullres"]["architecture"]["arch_kwargs"]
+    if a.features:
+        # A smaller network than nnU-Net plans (the plans' 32..320 takes hours per epoch on 2
+        # CPU cores); the trainer saves these plans with the checkpoint, so the predictor and
+        # the exporter build the same network.
+        arch["features_per_stage"] = [int(f) for f in a.features.split(",")]
+        if len(arch["features_per_stage"]) != arch["n_stages"]:
+            raise SystemExit(f"--features needs {arch['n_stages']} values for these plans")
+    if a.batch_size:
+        plans["configurations"]["3d_fullres"]["batch_size"] = a.batch_size
+    print(f"network features {arch['features_per_stage']}, batch "
+          f"{plans['configurations']['3d_fullres']['batch_size']}")
     plans["continue_training"] = False  # nnUNetTrainer.__init__ pops it (set by run_training.py)
     trainer = nnUNetTrainer_5epochs(plans, "3d_fullres", 0, ds, device=torch.device("cpu"))
     trainer.num_epochs = a.epochs
     trainer.num_iterations_per_epoch = a.iterations
     trainer.num_val_iterations_per_epoch = max(1, a.iterations // 5)
+    if a.init_from:
+        trainer.initialize()
+        init_from_package(trainer.network, os.path.abspath(a.init_from), ",".join(map(str, arch["features_per_stage"])))
+        trainer.initial_lr = a.lr
     t0 = time.time()
     trainer.run_training()
     print(f"training {a.epochs} epochs x {a.iterations} iterations on the CPU: {time.time() - t0:.0f} s")
+
+
+def init_from_package(network, package, features):
+    """Copies the weights of a voxseg hippocampus package (tools/train_hippocampus.py: the same
+    PlainConvUNet topology, 2 convs per stage, transposed-conv up-sampling, one 1x1x1 head per
+    decoder stage) into nnU-Net's network, then checks both give the same output."""
+    import onnx
+    import onnxruntime as ort
+    import torch
+    from onnx import numpy_helper
+    path = os.path.join(package, "model.onnx")
+    src = {i.name: numpy_helper.to_array(i) for i in onnx.load(path).graph.initializer}
+    part = {0: "conv", 1: "norm", 3: "conv", 4: "norm"}
+    conv = {0: 0, 1: 0, 3: 1, 4: 1}
+    names = {}
+    for k in src:
+        f = k.split(".")
+        if f[0] == "enc":
+            names[k] = f"encoder.stages.{f[1]}.0.convs.{conv[int(f[2])]}.{part[int(f[2])]}.{f[3]}"
+        elif f[0] == "dec":
+            names[k] = f"decoder.stages.{f[1]}.convs.{conv[int(f[2])]}.{part[int(f[2])]}.{f[3]}"
+        elif f[0] == "up":
+            names[k] = f"decoder.transpconvs.{f[1]}.{f[2]}"
+        elif f[0] == "heads":
+            names[k] = f"decoder.seg_layers.{f[1]}.{f[2]}"
+    dst = network.state_dict()
+    last_head = f"decoder.seg_layers.{len(network.decoder.seg_layers) - 1}."
+    # The exported ONNX keeps only the full-resolution head; the deep-supervision heads are
+    # used for the training loss only and keep nnU-Net's initialisation.
+    missing = [k for k in dst if "all_modules" not in k and not k.startswith("decoder.encoder")
+               and k not in names.values()
+               and not (k.startswith("decoder.seg_layers.") and not k.startswith(last_head))]
+    if missing or len(names) != len(src):
+        raise SystemExit(f"{package}: not the same network (unmapped: {missing[:3]}...); "
+                         f"train it with --features {features}")
+    with torch.no_grad():
+        for k, n in names.items():
+            if tuple(dst[n].shape) != src[k].shape:
+                raise SystemExit(f"{package}: {k} {src[k].shape} vs nnU-Net {n} {tuple(dst[n].shape)}")
+            dst[n].copy_(torch.from_numpy(src[k]))
+    x = np.random.default_rng(0).standard_normal((1, 1, 40, 56, 40)).astype(np.float32)
+    ds = getattr(network, "decoder").deep_supervision
+    network.decoder.deep_supervision = False
+    network.eval()
+    with torch.no_grad():
+        y = network(torch.from_numpy(x)).numpy()
+    network.decoder.deep_supervision = ds
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"image": x})[0]
+    err = float(np.abs(y - ref).max())
+    print(f"initialised from {package}: {len(names)} tensors, max |nnU-Net - ONNX| = {err:.2e}")
+    if err > 1e-3:
+        raise SystemExit("weight transfer does not reproduce the package's output")
 
 
 def trained_folder(work):
@@ -226,6 +294,11 @@ def main():
     p.add_argument("--holdout", type=int, default=6)
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--iterations", type=int, default=40, help="training iterations per epoch")
+    p.add_argument("--features", help="override the plans' features per stage, e.g. 8,16,32,64")
+    p.add_argument("--batch-size", type=int, help="override the plans' batch size")
+    p.add_argument("--init-from", help="start from the weights of a voxseg package made by "
+                   "tools/train_hippocampus.py with the same --features (nnU-Net then fine-tunes)")
+    p.add_argument("--lr", type=float, default=0.01, help="nnU-Net's initial learning rate")
     p.add_argument("--voxseg", default=os.path.join(HERE, "../build/app/voxseg"))
     p.add_argument("--no-mirroring", action="store_true", help="both predictors without mirroring TTA")
     p.add_argument("--report", help="write a Markdown report here")

@@ -73,8 +73,9 @@ def load(path):
     shapes = d["shapes"]
     sizes = [int(np.prod(s)) for s in shapes]
     offs = np.concatenate([[0], np.cumsum(sizes)])
-    imgs = [d["images"][offs[i]:offs[i + 1]].reshape(shapes[i]) for i in range(len(sizes))]
-    labs = [d["labels"][offs[i]:offs[i + 1]].reshape(shapes[i]) for i in range(len(sizes))]
+    images, labels = d["images"], d["labels"]  # each access of d[...] decompresses again
+    imgs = [images[offs[i]:offs[i + 1]].reshape(shapes[i]) for i in range(len(sizes))]
+    labs = [labels[offs[i]:offs[i + 1]].reshape(shapes[i]) for i in range(len(sizes))]
     return list(d["names"]), imgs, labs
 
 
@@ -218,6 +219,9 @@ def main():
     ap.add_argument("--seed", type=int, default=12345)
     ap.add_argument("--minutes", type=float, default=0, help="stop after this many minutes (0: no limit)")
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--log-every", type=int, default=200)
+    ap.add_argument("--features", default=",".join(map(str, FEATURES)),
+                    help="channels per stage, e.g. 16,32,64,128 (1.4 M parameters, for CPU training)")
     a = ap.parse_args()
 
     torch.manual_seed(a.seed)
@@ -230,14 +234,14 @@ def main():
     n_val = int(round(len(names) * a.holdout))
     val_idx, train_idx = sorted(perm[:n_val].tolist()), sorted(perm[n_val:].tolist())
 
-    model = UNet().to(device)
+    features = tuple(int(f) for f in a.features.split(","))
+    model = UNet(features).to(device)
     model.deep_supervision = True
-    if device.type == "cuda":
-        model = model.to(memory_format=torch.channels_last_3d)
+    model = model.to(memory_format=torch.channels_last_3d)  # faster on cuDNN and on oneDNN (CPU)
     params = sum(p.numel() for p in model.parameters() if p.requires_grad)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.99, nesterov=True, weight_decay=3e-5)
     sampler = DeviceSampler([imgs[i] for i in train_idx], [labs[i] for i in train_idx], device, a.seed)
-    ds_weights = np.array([1 / 2 ** i for i in range(len(FEATURES) - 1)])
+    ds_weights = np.array([1 / 2 ** i for i in range(len(features) - 1)])
     ds_weights = ds_weights / ds_weights.sum()
     use_amp = device.type == "cuda"
     t0 = time.time()
@@ -264,8 +268,8 @@ def main():
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 12)
         opt.step()
-        losses.append(float(loss))
-        if it % 200 == 0:
+        losses.append(float(loss.detach()))
+        if it % a.log_every == 0:
             print(f"iter {it} loss {np.mean(losses[-200:]):.4f} lr {lr:.5f} {time.time() - t0:.0f}s", flush=True)
         if a.minutes and time.time() - t0 > a.minutes * 60:
             print(f"time budget reached at iteration {it}")
@@ -325,7 +329,7 @@ def main():
         "held_out_dice": res, "held_out_cases": [str(names[i]) for i in val_idx],
         "train_cases": len(train_idx), "iterations": it + 1, "batch": a.batch, "train_seconds": round(train_s, 1),
         "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
-        "torch": torch.__version__, "parameters": params, "patch": PATCH, "features": FEATURES, "seed": a.seed,
+        "torch": torch.__version__, "parameters": params, "patch": PATCH, "features": features, "seed": a.seed,
         "command": "python3 tools/train_hippocampus.py " + " ".join(f"--{k} {v}" for k, v in vars(a).items()),
     }
     with open(os.path.join(a.out, "training.json"), "w") as f:
