@@ -1,22 +1,6 @@
 #include "pipeline/model_labels.h"
 
-#include <type_traits>
-
 namespace voxseg::pipeline {
-namespace {
-
-// model.json's coded concepts as SEG concepts (the same type once both use one definition).
-using SegConcept = decltype(io::SegmentDescription{}.category);
-
-template <typename Concept>
-SegConcept toSegConcept(const Concept& c) {
-    if constexpr (std::is_convertible_v<Concept, SegConcept>)
-        return c;
-    else
-        return {c.code, c.scheme, c.meaning};
-}
-
-}  // namespace
 
 std::vector<LabelInfo> modelLabelInfos(const engine::ModelPackage& model) {
     std::vector<LabelInfo> out;
@@ -32,8 +16,8 @@ std::vector<io::SegmentDescription> modelSegmentDescriptions(const engine::Model
         d.label = l.name.substr(0, 64);
         d.description = l.name;
         d.color = l.color;
-        if (l.category) d.category = toSegConcept(*l.category);
-        if (l.type) d.type = toSegConcept(*l.type);
+        if (l.category) d.category = *l.category;
+        if (l.type) d.type = *l.type;
         d.algorithm_name = model.name;
         out.push_back(std::move(d));
     }

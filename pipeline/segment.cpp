@@ -8,6 +8,7 @@
 #include "io/image_io.h"
 #include "io/seg_writer.h"
 #include "pipeline/labels.h"
+#include "pipeline/model_labels.h"
 #include "pipeline/prediction_export.h"
 #include "pipeline/preprocess.h"
 #include "pipeline/preview.h"
@@ -29,28 +30,6 @@ constexpr const char* kComponent = "segment";
 using Clock = std::chrono::steady_clock;
 double secondsSince(Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-std::vector<LabelInfo> labelInfos(const engine::ModelPackage& model) {
-    std::vector<LabelInfo> out;
-    for (const auto& l : model.labels) out.push_back({l.value, l.name, l.color});
-    return out;
-}
-
-std::vector<io::SegmentDescription> segmentDescriptions(const engine::ModelPackage& model) {
-    std::vector<io::SegmentDescription> out;
-    for (const auto& l : model.labels) {
-        io::SegmentDescription d;
-        d.label_value = l.value;
-        d.label = l.name.substr(0, 64);
-        d.description = l.name;
-        d.color = l.color;
-        if (l.category) d.category = *l.category;
-        if (l.type) d.type = *l.type;
-        d.algorithm_name = model.name;
-        out.push_back(std::move(d));
-    }
-    return out;
 }
 
 // sha256 over the sorted input files' own digests: identifies exactly which data was segmented.
@@ -306,7 +285,7 @@ Result<SegmentReport> Segmenter::run(const StudyInput& input, const std::string&
     // Outputs, staged.
     t = Clock::now();
     const SegmentOutputs& outs = s.options.outputs;
-    const auto labels = labelInfos(m);
+    const auto labels = modelLabelInfos(m);
     VOXSEG_ASSIGN_OR_RETURN(report.statistics,
                             computeStatistics(report.label_map, &input.volume, labels));
     if (outs.label_map) {
@@ -323,8 +302,8 @@ Result<SegmentReport> Segmenter::run(const StudyInput& input, const std::string&
         so.algorithm_name = m.name;
         so.algorithm_version = m.version;
         so.series_description = m.name + " segmentation";
-        auto seg = io::writeDicomSeg(report.label_map, *input.series, segmentDescriptions(m), so,
-                                     staging.path("segmentation.dcm"));
+        auto seg = io::writeDicomSeg(report.label_map, *input.series, modelSegmentDescriptions(m),
+                                     so, staging.path("segmentation.dcm"));
         if (!seg.isOk()) return seg.status();
     }
     if (outs.statistics) {
