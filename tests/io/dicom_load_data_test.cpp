@@ -23,6 +23,7 @@ struct Comparison {
     int64_t outside = 0;    // voxels of ours that map outside the reference grid
     int64_t different = 0;  // |ours - reference| > tolerance
     double max_diff = 0;
+    double sum_ours_theirs = 0, sum_ours_sq = 0;  // least-squares scale: theirs ~ scale * ours
 };
 
 double voxel(const Volume& v, int64_t index) {
@@ -32,8 +33,8 @@ double voxel(const Volume& v, int64_t index) {
 // Compares every voxel of `mine` with volume `t` of the reference file (tolerance relative to
 // the reference value, absolute below 1). ITK applies the NIfTI
 // scl_slope/scl_inter when reading as float).
-Comparison compareWithReference(const Volume& mine, const std::string& ref_path, int t,
-                                double tol) {
+Comparison compareWithReference(const Volume& mine, const std::string& ref_path, int t, double tol,
+                                double scale = 1.0) {
     Comparison c;
     Geometry ref;
     int dims = 0;
@@ -63,7 +64,9 @@ Comparison compareWithReference(const Volume& mine, const std::string& ref_path,
                 }
                 const double theirs =
                     ref_data[t * ref_volume + (r[2] * ref.size[1] + r[1]) * ref.size[0] + r[0]];
-                const double ours = voxel(mine, (k * g.size[1] + j) * g.size[0] + i);
+                const double ours = scale * voxel(mine, (k * g.size[1] + j) * g.size[0] + i);
+                c.sum_ours_theirs += ours * theirs;
+                c.sum_ours_sq += ours * ours;
                 const double d = std::abs(ours - theirs);
                 c.max_diff = std::max(c.max_diff, d);
                 c.different += d > tol * std::max(1.0, std::abs(theirs));  // relative
@@ -148,6 +151,36 @@ TEST(DicomLoadData, EnhancedPhilipsFieldMapMatchesRef) {
         EXPECT_EQ(cmp.different, 0) << ref << " max difference " << cmp.max_diff;
     }
     EXPECT_EQ(fieldmaps, 1);
+}
+
+// The magnitude image of the same Philips series. voxseg gives the DICOM-standard values
+// (stored * RescaleSlope + RescaleIntercept); dcm2niix defaults to Philips' private "precise"
+// floating-point values (stored / MRScaleSlope (2005,100E)), which differ from those by one
+// constant factor per series. Models normalise MR intensities (z-score), so the factor does not
+// change a segmentation; the test pins that it is exactly one factor and nothing else.
+TEST(DicomLoadData, EnhancedPhilipsMagnitudeIsRefUpToPhilipsPreciseScale) {
+    VOXSEG_REQUIRE_DATA("dcm_qa_enh/In/Philips");
+    auto scan = scanDicom({sharedData("dcm_qa_enh/In/Philips").string()});
+    ASSERT_TRUE(scan.isOk());
+    const std::string ref = sharedData("dcm_qa_enh/Ref/Philips_WIP_B0_NS_801_e1.nii").string();
+    int magnitudes = 0;
+    for (const SeriesCandidate& c : scan->series) {
+        if (c.image_type.size() < 2 || c.image_type.substr(c.image_type.size() - 2) != "\\M")
+            continue;
+        ++magnitudes;
+        auto v = loadSeries(c);
+        ASSERT_TRUE(v.isOk()) << v.status().toString();
+        const Comparison fit = compareWithReference(*v, ref, 0, 0.0);
+        ASSERT_GT(fit.sum_ours_sq, 0.0);
+        const double scale = fit.sum_ours_theirs / fit.sum_ours_sq;
+        EXPECT_NE(scale, 1.0);  // the two conventions really differ for this series
+        const Comparison cmp = compareWithReference(*v, ref, 0, 1e-5, scale);
+        EXPECT_EQ(cmp.outside, 0);
+        EXPECT_EQ(cmp.compared, v->geometry().voxelCount());
+        EXPECT_EQ(cmp.different, 0)
+            << ref << " scale " << scale << " max difference " << cmp.max_diff;
+    }
+    EXPECT_EQ(magnitudes, 1);
 }
 
 TEST(DicomLoadData, GeT1AndXa30EnhancedMatchDcm2niix) {
