@@ -276,25 +276,59 @@ std::vector<int32_t> extractLabels(const Volume& labels, const SliceFrame& frame
 }
 
 void blendLabels(const Volume& labels, const SliceFrame& frame, int64_t slice,
-                 const LabelColors& colors, OverlayMode mode, uint32_t* argb) {
-    const std::vector<int32_t> l = extractLabels(labels, frame, slice);
-    const int64_t w = frame.width, h = frame.height;
+                 const LabelColors& colors, OverlayMode mode, uint32_t* argb,
+                 const IndexBox* bounds) {
+    if (slice < 0 || slice >= frame.depth) return;
+    // The screen rectangle [c0, c1] x [r0, r1] that can hold labels.
+    int64_t c0 = 0, c1 = frame.width - 1, r0 = 0, r1 = frame.height - 1;
+    if (bounds) {
+        if (bounds->empty() || slice < bounds->lo[frame.axis_n] || slice > bounds->hi[frame.axis_n])
+            return;
+        auto span = [](int64_t lo, int64_t hi, bool flip, int64_t n, int64_t& a, int64_t& b) {
+            a = std::max<int64_t>(0, flip ? n - 1 - hi : lo);
+            b = std::min<int64_t>(n - 1, flip ? n - 1 - lo : hi);
+        };
+        span(bounds->lo[frame.axis_x], bounds->hi[frame.axis_x], frame.flip_x, frame.width, c0, c1);
+        span(bounds->lo[frame.axis_y], bounds->hi[frame.axis_y], frame.flip_y, frame.height, r0,
+             r1);
+    }
+    const int64_t w = c1 - c0 + 1, h = r1 - r0 + 1;
+    if (w <= 0 || h <= 0) return;
+    // Label values of the rectangle with a one-pixel border of zeros (outside holds no labels).
+    const int64_t pw = w + 2;
+    std::vector<int32_t> l(static_cast<size_t>(pw * (h + 2)), 0);
+    const Geometry g = labels.geometry();
+    const auto st = strides(g);
+    visitPixels(labels, [&](const auto* data) {
+        const int64_t step = frame.flip_x ? -st[frame.axis_x] : st[frame.axis_x];
+        const int64_t x0 = frame.flip_x ? frame.width - 1 - c0 : c0;
+        for (int64_t r = r0; r <= r1; ++r) {
+            const int64_t y = frame.flip_y ? frame.height - 1 - r : r;
+            const auto* p =
+                data + slice * st[frame.axis_n] + y * st[frame.axis_y] + x0 * st[frame.axis_x];
+            mapRow(p, step, w, l.data() + (r - r0 + 1) * pw + 1,
+                   [](auto v) { return static_cast<int32_t>(v); });
+        }
+    });
     const int64_t n_colors = static_cast<int64_t>(colors.colors.size());
-    for (int64_t r = 0; r < h; ++r) {
-        for (int64_t c = 0; c < w; ++c) {
-            const int32_t v = l[r * w + c];
+    for (int64_t r = r0; r <= r1; ++r) {
+        const int32_t* row = l.data() + (r - r0 + 1) * pw + 1;
+        uint32_t* out = argb + r * frame.width;
+        for (int64_t c = c0; c <= c1; ++c) {
+            const int32_t* q = row + (c - c0);
+            const int32_t v = *q;
             if (v <= 0 || v >= n_colors) continue;
             const uint32_t color = colors.colors[v];
             uint32_t alpha = color >> 24;
             if (alpha == 0) continue;
             if (mode == OverlayMode::kOutline) {
-                const bool edge = c == 0 || r == 0 || c == w - 1 || r == h - 1 ||
-                                  l[r * w + c - 1] != v || l[r * w + c + 1] != v ||
-                                  l[(r - 1) * w + c] != v || l[(r + 1) * w + c] != v;
+                const bool edge = c == 0 || r == 0 || c == frame.width - 1 ||
+                                  r == frame.height - 1 || q[-1] != v || q[1] != v || q[-pw] != v ||
+                                  q[pw] != v;
                 if (!edge) continue;
                 alpha = 255;
             }
-            argb[r * w + c] = blend(argb[r * w + c], color, alpha);
+            out[c] = blend(out[c], color, alpha);
         }
     }
 }

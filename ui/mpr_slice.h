@@ -93,10 +93,20 @@ struct LabelColors {
 // Label values of one slice (height x width, row-major), any integer pixel type.
 std::vector<int32_t> extractLabels(const Volume& labels, const SliceFrame& frame, int64_t slice);
 
+// An index-space box (inclusive); empty when lo > hi on any axis.
+struct IndexBox {
+    std::array<int64_t, 3> lo{0, 0, 0};
+    std::array<int64_t, 3> hi{-1, -1, -1};
+    bool empty() const { return lo[0] > hi[0] || lo[1] > hi[1] || lo[2] > hi[2]; }
+};
+
 // Blends the labels of `slice` over `argb` (the rendered image slice): fill paints every labelled
 // pixel at its opacity; outline draws, opaque, only the labelled pixels whose 4-neighbourhood
 // holds another value (or the slice edge).
+// `bounds` (optional): a box holding every nonzero voxel; only its part of the slice is read (a
+// slice outside it is skipped), which gives the same pixels faster.
 void blendLabels(const Volume& labels, const SliceFrame& frame, int64_t slice,
-                 const LabelColors& colors, OverlayMode mode, uint32_t* argb);
+                 const LabelColors& colors, OverlayMode mode, uint32_t* argb,
+                 const IndexBox* bounds = nullptr);
 
 }  // namespace voxseg::ui

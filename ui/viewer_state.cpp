@@ -18,6 +18,7 @@ void ViewerState::setStudy(pipeline::StudyInput study, const QString& source) {
     study_ = std::move(study);
     source_ = source;
     label_map_ = Volume();
+    label_bounds_ = {};
     entries_.clear();
     segments_.clear();
     statistics_ = {};
@@ -97,6 +98,14 @@ void ViewerState::applyLabelMap(PreparedLabelMap p) {
         e.volume_ml = s.volume_ml;
         entries_.push_back(std::move(e));
     }
+    label_bounds_ = {{INT64_MAX, INT64_MAX, INT64_MAX}, {-1, -1, -1}};
+    for (const auto& l : statistics_.labels) {
+        if (l.voxels == 0) continue;
+        for (int a = 0; a < 3; ++a) {
+            label_bounds_.lo[a] = std::min(label_bounds_.lo[a], l.bbox_min[a]);
+            label_bounds_.hi[a] = std::max(label_bounds_.hi[a], l.bbox_max[a]);
+        }
+    }
     log::info(kComponent, "label map with {} labels shown", entries_.size());
     rebuildColors();
     emit labelMapChanged();
@@ -105,6 +114,7 @@ void ViewerState::applyLabelMap(PreparedLabelMap p) {
 
 void ViewerState::clearLabelMap() {
     label_map_ = Volume();
+    label_bounds_ = {};
     entries_.clear();
     segments_.clear();
     statistics_ = {};

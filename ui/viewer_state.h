@@ -81,6 +81,8 @@ class ViewerState : public QObject {
     // The SEG segment descriptions: from the model when known, else generic ones per label.
     std::vector<io::SegmentDescription> segmentDescriptions() const;
     const pipeline::StatisticsReport& statistics() const { return statistics_; }
+    // A box around every labelled voxel (from the statistics), for drawing only that part.
+    const IndexBox& labelBounds() const { return label_bounds_; }
 
     void setLabelVisible(size_t row, bool visible);
     void setLabelOpacity(size_t row, double opacity);
@@ -122,6 +124,7 @@ class ViewerState : public QObject {
     std::vector<LabelEntry> entries_;
     std::vector<io::SegmentDescription> segments_;
     pipeline::StatisticsReport statistics_;
+    IndexBox label_bounds_;
     LabelColors colors_;
     OverlayMode overlay_mode_ = OverlayMode::kFill;
     std::array<int64_t, 3> cursor_{0, 0, 0};

@@ -182,5 +182,38 @@ TEST(BlendLabels, FillOutlineAndHiddenLabels) {
     EXPECT_EQ(argb[3 * 8 + 3], grey);         // interior untouched
 }
 
+// Reading only the labels' bounding box gives exactly the pixels of reading the whole slice, for
+// every view, flipped grids, both modes, and slices outside the box.
+TEST(BlendLabels, BoundingBoxGivesTheSamePixels) {
+    const Mat3 ras = {-1, 0, 0, 0, -1, 0, 0, 0, 1};
+    for (const Mat3& dir : {Mat3{1, 0, 0, 0, 1, 0, 0, 0, 1}, ras}) {
+        const Geometry g = makeGeometry({23, 19, 15}, {1, 1, 2}, {0, 0, 0}, dir);
+        Volume labels = Volume::allocate<uint16_t>(g);
+        IndexBox box{{5, 4, 3}, {16, 12, 9}};
+        uint16_t* p = labels.data<uint16_t>();
+        for (int64_t k = box.lo[2]; k <= box.hi[2]; ++k)
+            for (int64_t j = box.lo[1]; j <= box.hi[1]; ++j)
+                for (int64_t i = box.lo[0]; i <= box.hi[0]; ++i)
+                    p[(k * 19 + j) * 23 + i] =
+                        static_cast<uint16_t>(1 + (i * 7 + j * 3 + k) % 5 / 2);
+        LabelColors colors;
+        colors.set(1, {255, 0, 0}, 0.5, true);
+        colors.set(2, {0, 255, 0}, 0.7, true);
+        colors.set(3, {0, 0, 255}, 1.0, true);
+        for (auto view : {ViewAxis::kAxial, ViewAxis::kCoronal, ViewAxis::kSagittal})
+            for (auto mode : {OverlayMode::kFill, OverlayMode::kOutline}) {
+                const SliceFrame f = makeSliceFrame(g, view);
+                for (int64_t s = 0; s < f.depth; ++s) {
+                    std::vector<uint32_t> whole(static_cast<size_t>(f.width * f.height),
+                                                0xFF202020u);
+                    std::vector<uint32_t> bounded = whole;
+                    blendLabels(labels, f, s, colors, mode, whole.data());
+                    blendLabels(labels, f, s, colors, mode, bounded.data(), &box);
+                    ASSERT_EQ(whole, bounded) << viewAxisName(view) << " slice " << s;
+                }
+            }
+    }
+}
+
 }  // namespace
 }  // namespace voxseg::ui
