@@ -262,19 +262,6 @@ void LabelColors::set(int value, std::array<uint8_t, 3> rgb, double opacity, boo
         (a << 24) | (uint32_t(rgb[0]) << 16) | (uint32_t(rgb[1]) << 8) | rgb[2];
 }
 
-std::vector<int32_t> extractLabels(const Volume& labels, const SliceFrame& frame, int64_t slice) {
-    std::vector<int32_t> out(static_cast<size_t>(frame.width * frame.height), 0);
-    if (slice < 0 || slice >= frame.depth) return out;
-    const Geometry g = labels.geometry();
-    visitPixels(labels, [&](const auto* data) {
-        forEachRow(data, g, frame, slice, [&](int64_t r, const auto* p, int64_t step) {
-            mapRow(p, step, frame.width, out.data() + r * frame.width,
-                   [](auto v) { return static_cast<int32_t>(v); });
-        });
-    });
-    return out;
-}
-
 void blendLabels(const Volume& labels, const SliceFrame& frame, int64_t slice,
                  const LabelColors& colors, OverlayMode mode, uint32_t* argb,
                  const IndexBox* bounds) {

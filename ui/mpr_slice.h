@@ -90,9 +90,6 @@ struct LabelColors {
     void set(int value, std::array<uint8_t, 3> rgb, double opacity, bool visible);
 };
 
-// Label values of one slice (height x width, row-major), any integer pixel type.
-std::vector<int32_t> extractLabels(const Volume& labels, const SliceFrame& frame, int64_t slice);
-
 // An index-space box (inclusive); empty when lo > hi on any axis.
 struct IndexBox {
     std::array<int64_t, 3> lo{0, 0, 0};
