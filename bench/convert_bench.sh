@@ -50,10 +50,14 @@ else
   echo "note: $data/dcm_qa_frag absent: compressed cases skipped"
 fi
 
-# run_one TOOL EXT INPUT -> prints "wall_s rss_kb exit_status|last message"
+# run_one TOOL EXT INPUT -> prints "wall_s rss_kb exit_status durable_s|last message"
+# durable_s = wall + the `sync` that follows: voxseg fsyncs its output before renaming it into
+# place (inside its wall time), dcm2niix leaves dirty pages; without the sync the next run pays
+# for the previous one's write-back.
 run_one() {
   local tool="$1" ext="$2" in="$3" out="$work/out" tf="$work/time.txt" log="$work/log.txt"
   rm -rf "$out"; mkdir -p "$out"
+  sync
   set +e
   if [ "$tool" = voxseg ]; then
     /usr/bin/time -v -o "$tf" "$voxseg" convert --quiet --threads "$threads" "$in" -o "$out/v$ext" >"$log" 2>&1
@@ -62,6 +66,8 @@ run_one() {
     /usr/bin/time -v -o "$tf" dcm2niix -z "$z" -f v -o "$out" "$in" >"$log" 2>&1
   fi
   local rc=$?
+  local s0 s1
+  s0=$(date +%s.%N); sync; s1=$(date +%s.%N)
   set -e
   # dcm2niix exits 0 after "Unable to decode" style failures: no output file is a failure too.
   if [ $rc -eq 0 ] && ! ls "$out"/v*"$ext" >/dev/null 2>&1; then rc=99; fi
@@ -70,31 +76,32 @@ run_one() {
   rss=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$tf")
   local msg=""
   [ $rc -ne 0 ] && msg="$(grep -v '^\s*$' "$log" | grep -iE 'error|unable|unsupported|not' | tail -1 | cut -c1-90)"
-  echo "$wall $rss $rc|$msg"
+  echo "$wall $rss $rc $(awk -v w="$wall" -v a="$s0" -v b="$s1" 'BEGIN {print w + b - a}')|$msg"
 }
 
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-echo "| case | tool | output | median wall (s) | median peak RSS (MB) | RSS / output voxels | runs ok |"
-echo "|---|---|---|---:|---:|---:|---|"
+echo "| case | tool | output | median wall (s) | median wall + sync to disk (s) | median peak RSS (MB) | RSS / output voxels | runs ok |"
+echo "|---|---|---|---:|---:|---:|---:|---|"
 notes=()
 for c in "${cases[@]}"; do
   IFS='|' read -r name in bytes <<<"$c"
   for ext in .nii .nii.gz; do
     for tool in voxseg dcm2niix; do
-      walls=(); rsss=(); ok=0; last=""
+      walls=(); durs=(); rsss=(); ok=0; last=""
       for ((r = 0; r < runs; r++)); do
         IFS='|' read -r res msg <<<"$(run_one "$tool" "$ext" "$in")"
-        read -r w m rc <<<"$res"
-        walls+=("$w"); rsss+=("$m")
+        read -r w m rc d <<<"$res"
+        walls+=("$w"); durs+=("$d"); rsss+=("$m")
         if [ "$rc" -eq 0 ]; then ok=$((ok + 1)); else last="exit $rc: $msg"; fi
       done
       mw=$(printf '%s\n' "${walls[@]}" | median)
+      md=$(printf '%s\n' "${durs[@]}" | median)
       mr=$(printf '%s\n' "${rsss[@]}" | median)
       ratio=$(awk -v r="$mr" -v b="$bytes" 'BEGIN {printf "%.2fx", r * 1024 / b}')
       status="$ok/$runs"
       [ -n "$last" ] && { status="$status (failed)"; notes+=("$name, $tool $ext: $last"); }
-      printf '| %s | %s | %s | %.2f | %.0f | %s | %s |\n' "$name" "$tool" "$ext" "$mw" \
+      printf '| %s | %s | %s | %.2f | %.2f | %.0f | %s | %s |\n' "$name" "$tool" "$ext" "$mw" "$md" \
         "$(awk -v r="$mr" 'BEGIN {print r / 1024}')" "$ratio" "$status"
     done
   done
