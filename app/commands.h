@@ -63,6 +63,20 @@ struct SynthOptions {
 CLI::App* addSynthCommand(CLI::App& app, SynthOptions& options);
 ExitCode runSynth(const SynthOptions& options, const CommandContext& context);
 
+// `voxseg phantom`: a synthetic CT study with its ground-truth label map (io/ct_phantom.h).
+struct PhantomOptions {
+    std::string folder;
+    uint32_t seed = 1;
+    std::string size = "256x256x150";
+    std::string spacing = "1.5x1.5x2.0";
+    double noise_hu = -1.0;  // < 0: random per seed
+    bool no_table = false;
+    std::string outputs = "dicom,labels";
+    int threads = 0;
+};
+CLI::App* addPhantomCommand(CLI::App& app, PhantomOptions& options);
+ExitCode runPhantom(const PhantomOptions& options, const CommandContext& context);
+
 // Whether this build can read DICOM (the io/ DICOM loader is compiled in).
 struct SegmentCommandOptions {
     std::string input;

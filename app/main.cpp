@@ -38,10 +38,12 @@ int run(int argc, char** argv) {
     app::ConvertOptions convert_options;
     app::SynthOptions synth_options;
     app::SegmentCommandOptions segment_options;
+    app::PhantomOptions phantom_options;
     CLI::App* info = app::addInfoCommand(cli, info_options);
     CLI::App* convert = app::addConvertCommand(cli, convert_options);
     CLI::App* synth = app::addSynthCommand(cli, synth_options);
     CLI::App* segment = app::addSegmentCommand(cli, segment_options);
+    CLI::App* phantom = app::addPhantomCommand(cli, phantom_options);
 
     try {
         cli.parse(argc, argv);
@@ -69,6 +71,8 @@ int run(int argc, char** argv) {
         rc = app::runSegment(segment_options, context);
     } else if (cli.got_subcommand(synth)) {
         rc = app::runSynth(synth_options, context);
+    } else if (cli.got_subcommand(phantom)) {
+        rc = app::runPhantom(phantom_options, context);
     }
     bar.clear();
     log::setSink(sink);  // the bar dies before the logger: unhook it

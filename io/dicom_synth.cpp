@@ -120,6 +120,38 @@ Result<std::vector<std::string>> writeSynthSeries(const SynthSeriesSpec& spec,
             check(d->putAndInsertUint16(DCM_HighBit, spec.bits_stored - 1), "set", path));
         VOXSEG_RETURN_IF_ERROR(check(
             d->putAndInsertUint16(DCM_PixelRepresentation, spec.is_signed ? 1 : 0), "set", path));
+        if (spec.ct_image_iod) {
+            // Fixed date/time: the series stays byte-for-byte reproducible from its seed.
+            for (const auto& [tag, value] :
+                 std::initializer_list<std::pair<DcmTagKey, std::string>>{
+                     {DCM_SpecificCharacterSet, "ISO_IR 100"},
+                     {DCM_PatientBirthDate, ""},
+                     {DCM_PatientSex, "O"},
+                     {DCM_StudyDate, "20260101"},
+                     {DCM_StudyTime, "120000"},
+                     {DCM_SeriesDate, "20260101"},
+                     {DCM_SeriesTime, "120000"},
+                     {DCM_ContentDate, "20260101"},
+                     {DCM_ContentTime, "120000"},
+                     {DCM_AcquisitionDate, "20260101"},
+                     {DCM_AcquisitionTime, "120000"},
+                     {DCM_ReferringPhysicianName, ""},
+                     {DCM_StudyID, "1"},
+                     {DCM_AccessionNumber, ""},
+                     {DCM_PatientPosition, "HFS"},
+                     {DCM_BodyPartExamined, "ABDOMEN"},
+                     {DCM_PositionReferenceIndicator, ""},
+                     {DCM_AcquisitionNumber, "1"},
+                     {DCM_KVP, "120"},
+                     {DCM_ConvolutionKernel, "STANDARD"},
+                     {DCM_RescaleType, "HU"},
+                     {DCM_WindowCenter, "40"},
+                     {DCM_WindowWidth, "400"},
+                     {DCM_ManufacturerModelName, "voxseg phantom"},
+                     {DCM_SliceLocation, ds(ipp[2])},
+                 })
+                VOXSEG_RETURN_IF_ERROR(put(tag, value));
+        }
         for (int j = 0; j < spec.rows; ++j) {
             for (int i = 0; i < spec.columns; ++i) {
                 int32_t v = spec.value ? spec.value(i, j, k) : (i + 3 * j + 7 * k);

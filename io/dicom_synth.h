@@ -51,6 +51,9 @@ struct SynthSeriesSpec {
     bool write_meta_header = true;  // false: bare dataset (tests recognition by content)
     std::string patient_name = "SYNTHETIC^PATIENT";
     std::string patient_id = "SYNTH-0001";
+    // Also write what the CT Image IOD requires beyond the geometry (patient/study/equipment
+    // Type 2 attributes, KVP, acquisition number, window, ...), so that dciodvfy accepts it.
+    bool ct_image_iod = false;
 };
 
 // A fresh DICOM UID under DCMTK's root ("1.2.276.0.7230010.3....").
