@@ -4,10 +4,7 @@
 // tests and benchmarks. Same seed and options, same voxels.
 #include "app/commands.h"
 #include "core/log.h"
-
-#ifdef VOXSEG_HAVE_DICOM_SYNTH
 #include "io/ct_phantom.h"
-#endif
 
 #include <chrono>
 #include <cstdio>
@@ -32,11 +29,6 @@ CLI::App* addPhantomCommand(CLI::App& app, PhantomOptions& o) {
 }
 
 ExitCode runPhantom(const PhantomOptions& o, const CommandContext& ctx) {
-#ifndef VOXSEG_HAVE_DICOM_SYNTH
-    (void)ctx;
-    return fail(unsupported("the DICOM writer (io/dicom_synth) is not in this build", o.folder),
-                Stage::kOutput);
-#else
     io::CtPhantomSpec spec;
     spec.seed = o.seed;
     long long c = 0, r = 0, s = 0;
@@ -81,7 +73,6 @@ ExitCode runPhantom(const PhantomOptions& o, const CommandContext& ctx) {
                     phantom->phase == io::ContrastPhase::kArterial ? "arterial" : "non-contrast",
                     phantom->noise_hu, o.folder.c_str());
     return ExitCode::kOk;
-#endif
 }
 
 }  // namespace voxseg::app

@@ -21,6 +21,7 @@ int run(int argc, char** argv) {
     // First, so that an early Ctrl-C still goes through cancellation.
     CancelToken cancel;
     app::installCancelOnSignals(cancel);
+    app::ignoreFileSizeSignal();
 
     CLI::App cli("voxseg: medical image series to volumes and 3D segmentations", "voxseg");
     cli.set_version_flag("--version", std::string("voxseg ") + VOXSEG_VERSION);

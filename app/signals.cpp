@@ -24,4 +24,6 @@ void installCancelOnSignals(const CancelToken& token) {
     sigaction(SIGTERM, &sa, nullptr);
 }
 
+void ignoreFileSizeSignal() { std::signal(SIGXFSZ, SIG_IGN); }
+
 }  // namespace voxseg::app

@@ -9,4 +9,9 @@ namespace voxseg::app {
 
 void installCancelOnSignals(const CancelToken& token);
 
+// Ignores SIGXFSZ: a write beyond the file size limit (ulimit -f) then fails with EFBIG and is
+// reported like a full disk (exit 6, staged outputs removed) instead of killing the process
+// with half-written files left behind.
+void ignoreFileSizeSignal();
+
 }  // namespace voxseg::app

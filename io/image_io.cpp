@@ -161,6 +161,23 @@ Status writeDispatch(const Volume& volume, const std::string& path, ImageFormat 
     return internalError("unknown pixel type", path);
 }
 
+// ITK's NIfTI writer reports a short write (disk full, file size limit) on stderr only ("NWAD:
+// wrote only ...") and returns normally; NRRD/MetaImage are written uncompressed too. So the
+// voxel bytes must all be in the file ITK wrote, or the output is refused.
+Status checkWrittenSize(const Volume& volume, const std::string& written,
+                        const std::string& target) {
+    std::error_code ec;
+    const uintmax_t size = fs::file_size(written, ec);
+    const uintmax_t need =
+        static_cast<uintmax_t>(volume.geometry().voxelCount()) * pixelTypeSize(volume.pixelType());
+    if (ec || size < need)
+        return ioError("write incomplete: " + std::to_string(ec ? 0 : size) + " of at least " +
+                           std::to_string(need) +
+                           " bytes reached the disk (disk full or file size limit?)",
+                       target);
+    return Status::ok();
+}
+
 // ITK 5.2's NIfTI reader zero-fills what a truncated file lacks and reports success. The bytes
 // the header promises (vox_offset + dim product * bitpix) are checked here: for .nii against the
 // file size, for .nii.gz by inflating the whole stream (all gzip members, CRC-checked by zlib),
@@ -481,6 +498,7 @@ Status writeImage(const Volume& volume, const std::string& path, const ImageWrit
 
     if (format != ImageFormat::kNiftiGz) {
         VOXSEG_RETURN_IF_ERROR(writeDispatch(volume, out.tempPath(), format, progress));
+        VOXSEG_RETURN_IF_ERROR(checkWrittenSize(volume, out.tempPath(), path));
         return out.commit();
     }
 
@@ -490,6 +508,7 @@ Status writeImage(const Volume& volume, const std::string& path, const ImageWrit
     AtomicFile raw(path.substr(0, path.size() - 3));
     VOXSEG_RETURN_IF_ERROR(
         writeDispatch(volume, raw.tempPath(), ImageFormat::kNifti, progress.sub(0.0, 0.2)));
+    VOXSEG_RETURN_IF_ERROR(checkWrittenSize(volume, raw.tempPath(), path));
     VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
     ParallelGzipOptions gz;
     gz.level = std::clamp(options.compression_level, 1, 12);

@@ -18,7 +18,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 namespace voxseg::pipeline {
@@ -30,6 +32,19 @@ constexpr const char* kComponent = "segment";
 using Clock = std::chrono::steady_clock;
 double secondsSince(Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Peak resident set size of this process so far (Linux /proc; 0 elsewhere), MiB.
+double peakRssMib() {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind("VmHWM:", 0) == 0) return std::atof(line.c_str() + 6) / 1024.0;
+    return 0.0;
+}
+
+StageTiming stageDone(const char* name, Clock::time_point t) {
+    return {name, secondsSince(t), peakRssMib()};
 }
 
 // sha256 over the sorted input files' own digests: identifies exactly which data was segmented.
@@ -208,6 +223,7 @@ Result<SegmentReport> Segmenter::run(const StudyInput& input, const std::string&
     const Impl& s = *impl_;
     const auto& m = s.model;
     SegmentReport report;
+    const double peak_before_run = peakRssMib();  // model and input loaded
     report.backend = s.backend->name() + " (" + s.backend->deviceDescription() + ")";
     report.precision = engine::precisionName(s.precision);
     report.warnings = input.volume.info().warnings;
@@ -230,10 +246,11 @@ Result<SegmentReport> Segmenter::run(const StudyInput& input, const std::string&
     }
     for (int a = 0; a < 3; ++a)
         if (g.size[a] < 2)
-            return invalidArgument("input has only " + std::to_string(g.size[a]) +
-                                       " voxel(s) along axis " + std::to_string(a) +
-                                       ": a 3D volume is needed",
-                                   input_path);
+            return unsupported("input has only " + std::to_string(g.size[a]) +
+                                   " voxel(s) along axis " + std::to_string(a) +
+                                   ": a 3D volume (at least 2 slices) is needed; pick a " +
+                                   "volumetric series",
+                               input_path);
     Staging staging(out_dir);
     VOXSEG_RETURN_IF_ERROR(staging.create());
 
@@ -246,7 +263,7 @@ Result<SegmentReport> Segmenter::run(const StudyInput& input, const std::string&
     spec.channels = {m.channels[0].normalization};
     VOXSEG_ASSIGN_OR_RETURN(Preprocessed pre,
                             preprocess({input.volume}, spec, progress.sub(0.0, 0.1)));
-    report.timings.push_back({"preprocess", secondsSince(t)});
+    report.timings.push_back(stageDone("preprocess", t));
     VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
 
     // Inference (ensemble members averaged per patch, as nnU-Net v2 averages fold logits).
@@ -256,7 +273,7 @@ Result<SegmentReport> Segmenter::run(const StudyInput& input, const std::string&
                             s.window->run(pre.input, progress.sub(0.1, 0.85), &stats));
     report.patches = stats.patches;
     report.accumulator_bytes = stats.accumulator_bytes;
-    report.timings.push_back({"inference", secondsSince(t)});
+    report.timings.push_back(stageDone("inference", t));
 
     // Back to the original grid.
     t = Clock::now();
@@ -268,7 +285,7 @@ Result<SegmentReport> Segmenter::run(const StudyInput& input, const std::string&
     exp.threads = s.options.threads;
     VOXSEG_ASSIGN_OR_RETURN(report.label_map,
                             scoresToLabelMap(scores, pre.record, exp, progress.sub(0.85, 0.9)));
-    report.timings.push_back({"export", secondsSince(t)});
+    report.timings.push_back(stageDone("export", t));
 
     t = Clock::now();
     std::vector<LabelPostprocess> post = s.options.postprocess;
@@ -280,7 +297,7 @@ Result<SegmentReport> Segmenter::run(const StudyInput& input, const std::string&
             log::info(kComponent, "label {}: {} voxels removed, {} filled", r.label,
                       r.voxels_removed, r.voxels_filled);
     }
-    report.timings.push_back({"postprocess", secondsSince(t)});
+    report.timings.push_back(stageDone("postprocess", t));
 
     // Outputs, staged.
     t = Clock::now();
@@ -329,7 +346,7 @@ Result<SegmentReport> Segmenter::run(const StudyInput& input, const std::string&
             VOXSEG_RETURN_IF_ERROR(io::writeImage(p, staging.path(name)));
         }
     }
-    report.timings.push_back({"outputs", secondsSince(t)});
+    report.timings.push_back(stageDone("outputs", t));
 
     // run.json: what was run on what, how, and how long it took.
     nlohmann::json run;
@@ -365,8 +382,14 @@ Result<SegmentReport> Segmenter::run(const StudyInput& input, const std::string&
     nlohmann::json timings = nlohmann::json::object();
     timings["model_load"] = s.load_seconds;
     timings["input_load"] = input.load_seconds;
-    for (const auto& st : report.timings) timings[st.stage] = st.seconds;
+    nlohmann::json peak = nlohmann::json::object();
+    peak["before_run"] = peak_before_run;
+    for (const auto& st : report.timings) {
+        timings[st.stage] = st.seconds;
+        peak[st.stage] = st.peak_rss_mib;
+    }
     run["timings_s"] = timings;
+    run["peak_rss_mib"] = peak;  // high-water mark at the end of each stage
     run["warnings"] = report.warnings;
     VOXSEG_RETURN_IF_ERROR(writeFileAtomically(staging.path("run.json"), run.dump(2) + "\n"));
     VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());

@@ -70,6 +70,9 @@ struct SegmentOptions {
 struct StageTiming {
     std::string stage;
     double seconds = 0.0;
+    // The process's peak resident memory (VmHWM, MiB) when the stage ended: a high-water mark,
+    // so a stage's own peak shows as the increase over the previous stage. 0 where unknown.
+    double peak_rss_mib = 0.0;
 };
 
 struct SegmentReport {

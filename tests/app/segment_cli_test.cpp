@@ -1,0 +1,281 @@
+// `voxseg segment` on bad input, run as a subprocess (issue 4, "Bad input"): a model for another
+// modality, too few slices, several candidate series and no --series, an unreadable or damaged
+// model, a full disk. Each must end with a clear message naming the input and the documented
+// exit code, and leave no output (not even a staging folder) behind.
+#include "app/exit_codes.h"
+#include "engine/sha256.h"
+#include "io/dicom_synth.h"
+#include "tests/test_data.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace voxseg::app {
+namespace {
+namespace fs = std::filesystem;
+using voxseg::testing::TempDir;
+
+struct RunResult {
+    int exit_code = -1;
+    std::string out;
+    std::string err;
+};
+
+std::string quote(const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+// Runs a shell command line with stdout/stderr captured.
+RunResult runShell(const std::string& command, const TempDir& dir) {
+    const fs::path out = dir.path() / ".stdout", err = dir.path() / ".stderr";
+    const std::string cmd = command + " >" + quote(out.string()) + " 2>" + quote(err.string());
+    const int status = std::system(cmd.c_str());
+    RunResult r;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = slurp(out);
+    r.err = slurp(err);
+    fs::remove(out);
+    fs::remove(err);
+    return r;
+}
+
+// Runs `voxseg args...`, after `prefix` (e.g. "ulimit -f 16;") in the same shell.
+RunResult runVoxseg(const std::vector<std::string>& args, const TempDir& dir,
+                    const std::string& prefix = {}) {
+    std::string cmd = quote(VOXSEG_BIN);
+    for (const auto& a : args) cmd += " " + quote(a);
+    return runShell(prefix + " " + cmd, dir);
+}
+
+// A model package around the golden nnU-Net PlainConvUNet (3 classes, patch 16x24x20).
+std::string makePackage(const TempDir& dir, const std::string& modality) {
+    static int counter = 0;
+    const fs::path folder = dir.path() / ("model-" + modality + std::to_string(++counter));
+    fs::create_directories(folder);
+    fs::copy_file(fs::path(VOXSEG_SOURCE_DIR) / "tests/engine/golden/nnunet_plain.onnx",
+                  folder / "model.onnx");
+    nlohmann::json j = {
+        {"name", "test-net"},
+        {"version", "0.1"},
+        {"description", "golden PlainConvUNet"},
+        {"license", "MIT"},
+        {"channels", {{{"modality", modality}, {"normalization", {{"scheme", "zscore"}}}}}},
+        {"spacing_mm", {2.0, 2.0, 2.0}},
+        {"patch_size", {16, 24, 20}},
+        {"axis_order", "zyx"},
+        {"orientation", "native"},
+        {"labels",
+         {{{"value", 1}, {"name", "one"}, {"color", {255, 0, 0}}},
+          {{"value", 2}, {"name", "two"}, {"color", {0, 255, 0}}}}},
+        {"output", "softmax"},
+        {"sha256", *engine::sha256File(folder / "model.onnx")}};
+    std::ofstream(folder / "model.json") << j.dump(2);
+    return folder.string();
+}
+
+// A small DICOM series of the given modality (a ramp), `slices` thick.
+std::string makeSeries(const TempDir& dir, const std::string& name, const std::string& modality,
+                       int slices) {
+    io::SynthSeriesSpec spec;
+    spec.modality = modality;
+    spec.columns = 40;
+    spec.rows = 36;
+    spec.slices = slices;
+    spec.row_spacing = spec.column_spacing = 2.0;
+    spec.slice_spacing = 2.5;
+    const std::string folder = dir / name;
+    EXPECT_TRUE(io::writeSynthSeries(spec, folder).isOk());
+    return folder;
+}
+
+// Everything in `dir` (recursively, hidden files included).
+std::vector<std::string> listing(const fs::path& dir) {
+    std::vector<std::string> out;
+    if (!fs::exists(dir)) return out;
+    for (const auto& e : fs::recursive_directory_iterator(dir))
+        out.push_back(fs::relative(e.path(), dir).string());
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+TEST(SegmentCli, ModelForAnotherModalityIsRefusedUnlessOverridden) {
+    TempDir dir;
+    const std::string ct_model = makePackage(dir, "CT");
+    const std::string mr = makeSeries(dir, "mr", "MR", 12);
+    const std::string out = dir / "out";
+    auto r = runVoxseg({"segment", mr, "-m", ct_model, "-o", out}, dir);
+    EXPECT_EQ(r.exit_code, toInt(ExitCode::kUsage)) << r.err;
+    EXPECT_NE(r.err.find("input is MR"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("expects CT"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--ignore-modality"), std::string::npos) << r.err;
+    EXPECT_TRUE(listing(out).empty()) << ::testing::PrintToString(listing(out));
+
+    // The other way round (an MR model on CT) is refused the same way.
+    const std::string mr_model = makePackage(dir, "MR");
+    const std::string ct = makeSeries(dir, "ct", "CT", 12);
+    r = runVoxseg({"segment", ct, "-m", mr_model, "-o", out}, dir);
+    EXPECT_EQ(r.exit_code, toInt(ExitCode::kUsage)) << r.err;
+    EXPECT_NE(r.err.find("expects MR"), std::string::npos) << r.err;
+
+    // The explicit override runs and records the mismatch.
+    r = runVoxseg({"segment", mr, "-m", ct_model, "-o", out, "--ignore-modality"}, dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto run = nlohmann::json::parse(slurp(fs::path(out) / "run.json"));
+    ASSERT_EQ(run["warnings"].size(), 1u);
+    EXPECT_NE(run["warnings"][0].get<std::string>().find("MR"), std::string::npos);
+}
+
+TEST(SegmentCli, TooFewSlicesIsAClearError) {
+    TempDir dir;
+    const std::string model = makePackage(dir, "CT");
+    const std::string one = makeSeries(dir, "one", "CT", 1);
+    const std::string out = dir / "out";
+    auto r = runVoxseg({"segment", one, "-m", model, "-o", out}, dir);
+    EXPECT_EQ(r.exit_code, toInt(ExitCode::kUnsupportedInput)) << r.err;
+    EXPECT_NE(r.err.find("1 voxel"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(one), std::string::npos) << r.err;
+    EXPECT_TRUE(listing(out).empty()) << ::testing::PrintToString(listing(out));
+
+    // Two and three slices are thinner than the patch (and than a cubic spline's support) but
+    // still a volume: padded, segmented, on the input grid.
+    for (int slices : {2, 3}) {
+        const std::string thin = makeSeries(dir, "thin" + std::to_string(slices), "CT", slices);
+        const std::string out2 = dir / ("out" + std::to_string(slices));
+        r = runVoxseg({"segment", thin, "-m", model, "-o", out2, "--outputs", "nifti,stats"}, dir);
+        EXPECT_EQ(r.exit_code, 0) << slices << " slices: " << r.err;
+        EXPECT_TRUE(fs::exists(fs::path(out2) / "segmentation.nii.gz")) << slices;
+    }
+}
+
+TEST(SegmentCli, SeveralSeriesAndNoChoiceListsThemAndExits4) {
+    TempDir dir;
+    const std::string model = makePackage(dir, "CT");
+    const std::string study = dir / "study";
+    auto s = runVoxseg({"synth", study, "--size", "40x36x10", "--series-count", "2"}, dir);
+    ASSERT_EQ(s.exit_code, 0) << s.err;
+    const std::string out = dir / "out";
+    auto r = runVoxseg({"segment", study, "-m", model, "-o", out}, dir);
+    EXPECT_EQ(r.exit_code, toInt(ExitCode::kAmbiguousSeries)) << r.err;
+    EXPECT_NE(r.err.find("--series"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("voxseg synthetic CT 1"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("voxseg synthetic CT 2"), std::string::npos) << r.err;
+    EXPECT_TRUE(listing(out).empty()) << ::testing::PrintToString(listing(out));
+
+    r = runVoxseg({"segment", study, "-m", model, "-o", out, "--series", "1"}, dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto run = nlohmann::json::parse(slurp(fs::path(out) / "run.json"));
+    EXPECT_EQ(run["series"]["description"], "voxseg synthetic CT 2");
+}
+
+TEST(SegmentCli, UnreadableOrDamagedModelIsAClearError) {
+    TempDir dir;
+    const std::string ct = makeSeries(dir, "ct", "CT", 8);
+    const std::string out = dir / "out";
+
+    auto r = runVoxseg({"segment", ct, "-m", dir / "no-such-model", "-o", out}, dir);
+    EXPECT_EQ(r.exit_code, toInt(ExitCode::kInputNotFound)) << r.err;
+    EXPECT_NE(r.err.find("no-such-model"), std::string::npos) << r.err;
+
+    const std::string garbled = makePackage(dir, "CT");
+    std::ofstream(fs::path(garbled) / "model.json") << "{\"name\": \"x\", ";
+    r = runVoxseg({"segment", ct, "-m", garbled, "-o", out}, dir);
+    EXPECT_EQ(r.exit_code, toInt(ExitCode::kUnsupportedInput)) << r.err;
+    EXPECT_NE(r.err.find("model.json"), std::string::npos) << r.err;
+
+    // An ONNX file cut short (a failed download): the sha256 check names it.
+    const std::string cut = makePackage(dir, "MR");
+    const fs::path onnx = fs::path(cut) / "model.onnx";
+    fs::resize_file(onnx, fs::file_size(onnx) / 2);
+    r = runVoxseg({"segment", ct, "-m", cut, "-o", out}, dir);
+    EXPECT_EQ(r.exit_code, toInt(ExitCode::kUnsupportedInput)) << r.err;
+    EXPECT_NE(r.err.find("sha256"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("model.onnx"), std::string::npos) << r.err;
+
+    // A well-formed package whose ONNX bytes are not a network (hash updated to match).
+    const std::string junk = makePackage(dir, "CT");
+    std::ofstream(fs::path(junk) / "model.onnx", std::ios::trunc) << "not a protobuf";
+    auto j = nlohmann::json::parse(slurp(fs::path(junk) / "model.json"));
+    j["sha256"] = *engine::sha256File(fs::path(junk) / "model.onnx");
+    std::ofstream(fs::path(junk) / "model.json", std::ios::trunc) << j.dump(2);
+    r = runVoxseg({"segment", ct, "-m", junk, "-o", out}, dir);
+    EXPECT_EQ(r.exit_code, toInt(ExitCode::kUnsupportedInput)) << r.err;
+    EXPECT_NE(r.err.find("model.onnx"), std::string::npos) << r.err;
+    EXPECT_TRUE(listing(out).empty()) << ::testing::PrintToString(listing(out));
+}
+
+// A full disk, simulated by the file size limit (RLIMIT_FSIZE; writes beyond it fail with EFBIG
+// once SIGXFSZ is ignored, as voxseg does): exit 6, nothing left behind, earlier outputs kept.
+TEST(SegmentCli, FullDiskLeavesNoPartialOutputs) {
+    TempDir dir;
+    const std::string model = makePackage(dir, "CT");
+    const std::string ct = makeSeries(dir, "ct", "CT", 16);
+    const std::string out = dir / "out";
+    fs::create_directories(out);
+    std::ofstream(fs::path(out) / "segmentation.nii.gz") << "previous result";
+    for (const char* limit : {"1", "8", "24"}) {  // 512-byte blocks: fail at different outputs
+        // Messages and the exit status go through a pipe to cat, which has no limit.
+        std::string cmd = std::string("( ulimit -f ") + limit + "; " + quote(VOXSEG_BIN);
+        for (const char* a : {"segment", ct.c_str(), "-m", model.c_str(), "-o", out.c_str(),
+                              "--outputs", "nifti,stats,preview,probabilities"})
+            cmd += std::string(" ") + quote(a);
+        auto r = runShell(cmd + " 2>&1; echo \"exit $?\" ) | cat", dir);
+        EXPECT_NE(r.out.find("exit " + std::to_string(toInt(ExitCode::kOutputNotWritable))),
+                  std::string::npos)
+            << limit << ": " << r.out;
+        EXPECT_NE(r.out.find(out), std::string::npos) << r.out;
+        EXPECT_NE(r.out.find("write"), std::string::npos) << r.out;
+        EXPECT_EQ(listing(out), std::vector<std::string>{"segmentation.nii.gz"})
+            << ::testing::PrintToString(listing(out));
+        EXPECT_EQ(slurp(fs::path(out) / "segmentation.nii.gz"), "previous result");
+    }
+}
+
+// A real full file system: a 1 MiB tmpfs in a private mount namespace (needs unprivileged user
+// namespaces or root; skipped otherwise).
+TEST(SegmentCli, FullTmpfsLeavesNoPartialOutputs) {
+    TempDir dir;
+    if (std::system("unshare -rm true >/dev/null 2>&1") != 0)
+        GTEST_SKIP() << "cannot create a mount namespace (unshare -rm) here";
+    const std::string model = makePackage(dir, "CT");
+    io::SynthSeriesSpec spec;
+    spec.columns = 160;
+    spec.rows = 160;
+    spec.slices = 24;
+    spec.value = [](int i, int j, int k) { return (i * 7 + j * 13 + k * 31) % 2000; };
+    const std::string ct = dir / "ct";
+    ASSERT_TRUE(io::writeSynthSeries(spec, ct).isOk());
+    const std::string mnt = dir / "mnt";
+    fs::create_directories(mnt);
+    // Inside the namespace: mount, segment into it, then list what is left (hidden files too).
+    std::string script = "mount -t tmpfs -o size=1m tmpfs " + quote(mnt) + " && " +
+                         quote(VOXSEG_BIN) + " segment " + quote(ct) + " -m " + quote(model) +
+                         " -o " + quote(mnt + "/out") +
+                         " --outputs nifti,stats,preview,probabilities; rc=$?; echo LEFT:; ls -A " +
+                         quote(mnt + "/out") + "; exit $rc";
+    auto r = runShell("unshare -rm sh -c " + quote(script), dir);
+    EXPECT_EQ(r.exit_code, toInt(ExitCode::kOutputNotWritable)) << r.err;
+    EXPECT_TRUE(r.err.find("No space left") != std::string::npos ||
+                r.err.find("write incomplete") != std::string::npos)
+        << r.err;
+    // Nothing left in the output folder: no staging folder, no output.
+    EXPECT_EQ(r.out, "LEFT:\n") << r.out;
+}
+
+}  // namespace
+}  // namespace voxseg::app
