@@ -25,11 +25,15 @@ struct Window {
     double hi = 1;
 };
 
-Window chooseWindow(const Volume& image, const std::vector<float>& values) {
+Window chooseWindow(const Volume& image) {
     if (image.info().modality == "CT") return {40.0 - 200.0, 40.0 + 200.0};
+    // Percentiles of a strided sample (about 200k voxels), read in place.
+    const int64_t count = image.geometry().voxelCount();
+    const int64_t step = std::max<int64_t>(1, count / 200000);
     std::vector<float> sample;
-    const size_t step = std::max<size_t>(1, values.size() / 200000);
-    for (size_t i = 0; i < values.size(); i += step) sample.push_back(values[i]);
+    visitPixels(image, [&](auto* p) {
+        for (int64_t i = 0; i < count; i += step) sample.push_back(static_cast<float>(p[i]));
+    });
     if (sample.empty()) return {};
     auto at = [&](double q) {
         const size_t n = static_cast<size_t>(q * static_cast<double>(sample.size() - 1));
@@ -66,38 +70,31 @@ Result<PreviewReport> writePreview(const Volume& image, const Volume& label_map,
     AxisMapping mapping;
     VOXSEG_ASSIGN_OR_RETURN(Volume lab, reorient(label_map, "LPS", &mapping));
     const Geometry g = img.geometry();
-    const int64_t count = g.voxelCount();
 
-    std::vector<float> values(static_cast<size_t>(count));
-    withPixelType(img.pixelType(), [&](auto tag) {
-        using T = decltype(tag);
-        const T* p = img.data<T>();
-        for (int64_t e = 0; e < count; ++e)
-            values[static_cast<size_t>(e)] = static_cast<float>(p[e]);
-    });
-    std::vector<uint16_t> label_values(static_cast<size_t>(count));
-    withPixelType(lab.pixelType(), [&](auto tag) {
-        using T = decltype(tag);
-        if constexpr (std::is_same_v<T, uint8_t> || std::is_same_v<T, uint16_t>) {
-            const T* p = lab.data<T>();
-            for (int64_t e = 0; e < count; ++e) label_values[static_cast<size_t>(e)] = p[e];
-        }
-    });
+    // Voxels are read in place (no whole-volume copies: this runs beside the pipeline's peak).
+    auto grey_at = [&](int64_t e) {
+        return visitPixels(img, [&](auto* p) { return static_cast<double>(p[e]); });
+    };
+    auto label_at = [&](int64_t e) {
+        return visitPixels(lab, [&](auto* p) { return static_cast<int>(p[e]); });
+    };
 
     // Largest structure and its centroid.
     std::map<int, std::pair<int64_t, std::array<double, 3>>> acc;
-    int64_t e = 0;
-    for (int64_t k = 0; k < g.size[2]; ++k)
-        for (int64_t j = 0; j < g.size[1]; ++j)
-            for (int64_t i = 0; i < g.size[0]; ++i, ++e) {
-                const int v = label_values[static_cast<size_t>(e)];
-                if (!v) continue;
-                auto& a = acc[v];
-                ++a.first;
-                a.second[0] += static_cast<double>(i);
-                a.second[1] += static_cast<double>(j);
-                a.second[2] += static_cast<double>(k);
-            }
+    visitPixels(lab, [&](auto* label_values) {
+        int64_t e = 0;
+        for (int64_t k = 0; k < g.size[2]; ++k)
+            for (int64_t j = 0; j < g.size[1]; ++j)
+                for (int64_t i = 0; i < g.size[0]; ++i, ++e) {
+                    const int v = static_cast<int>(label_values[e]);
+                    if (!v) continue;
+                    auto& a = acc[v];
+                    ++a.first;
+                    a.second[0] += static_cast<double>(i);
+                    a.second[1] += static_cast<double>(j);
+                    a.second[2] += static_cast<double>(k);
+                }
+    });
     PreviewReport report;
     std::array<int64_t, 3> focus{g.size[0] / 2, g.size[1] / 2, g.size[2] / 2};
     int64_t best = 0;
@@ -115,7 +112,7 @@ Result<PreviewReport> writePreview(const Volume& image, const Volume& label_map,
             mapping.flip[a] ? label_map.geometry().size[s] - 1 - focus[a] : focus[a];
     }
 
-    const Window window = chooseWindow(img, values);
+    const Window window = chooseWindow(img);
     const View views[3] = {{0, 1, 2, false}, {0, 2, 1, true}, {1, 2, 0, true}};
     double extent_max = 0;
     for (int a = 0; a < 3; ++a) extent_max = std::max(extent_max, g.size[a] * g.spacing[a]);
@@ -155,12 +152,11 @@ Result<PreviewReport> writePreview(const Volume& image, const Volume& label_map,
                 ui = std::clamp<int64_t>(ui, 0, g.size[view.u_axis] - 1);
                 const int64_t idx = ui * stride[view.u_axis] + vi * stride[view.v_axis] +
                                     focus[view.fixed_axis] * stride[view.fixed_axis];
-                const double grey = std::clamp((values[static_cast<size_t>(idx)] - window.lo) /
-                                                   (window.hi - window.lo),
-                                               0.0, 1.0) *
-                                    255.0;
+                const double grey =
+                    std::clamp((grey_at(idx) - window.lo) / (window.hi - window.lo), 0.0, 1.0) *
+                    255.0;
                 std::array<double, 3> rgb{grey, grey, grey};
-                if (const int l = label_values[static_cast<size_t>(idx)]) {
+                if (const int l = label_at(idx)) {
                     const auto c = labelColor(labels, l);
                     for (int ch = 0; ch < 3; ++ch)
                         rgb[ch] = (1 - options.opacity) * rgb[ch] + options.opacity * c[ch];
