@@ -13,15 +13,7 @@ constexpr const char* kComponent = "segment";
 
 }  // namespace
 
-CLI::App* addSegmentCommand(CLI::App& app, SegmentCommandOptions& o) {
-    CLI::App* cmd = app.add_subcommand(
-        "segment", "Segment one study (DICOM folder/file or image file) with a model package");
-    cmd->add_option("input", o.input, "DICOM folder/file/DICOMDIR, or .nii.gz/.nii/.nrrd/.mha")
-        ->required();
-    cmd->add_option("-m,--model", o.model, "Model package folder (model.json + model.onnx)")
-        ->required();
-    cmd->add_option("-o,--output", o.output, "Output folder (created; outputs inside replaced)")
-        ->required();
+void addSegmentModelOptions(CLI::App* cmd, SegmentCommandOptions& o) {
     cmd->add_option("--series", o.series, "Which series: INDEX (see `voxseg info`) or UID");
     cmd->add_option("--device", o.device, "auto (best available), cpu, cuda or reference")
         ->check(CLI::IsMember({"auto", "cpu", "cuda", "reference"}));
@@ -48,10 +40,9 @@ CLI::App* addSegmentCommand(CLI::App& app, SegmentCommandOptions& o) {
     cmd->add_flag("--refuse-uneven", o.refuse_uneven, "Fail on unevenly spaced slices");
     cmd->add_option("--threads", o.threads, "CPU threads (0 = all cores)")
         ->check(CLI::NonNegativeNumber);
-    return cmd;
 }
 
-ExitCode runSegment(const SegmentCommandOptions& o, const CommandContext& ctx) {
+Result<pipeline::SegmentOptions> toSegmentOptions(const SegmentCommandOptions& o) {
     pipeline::SegmentOptions so;
     so.device = o.device;
     so.precision = o.precision;
@@ -67,10 +58,36 @@ ExitCode runSegment(const SegmentCommandOptions& o, const CommandContext& ctx) {
         p.fill_holes = o.fill_holes ? pipeline::HoleFilling::k3D : pipeline::HoleFilling::kNone;
         so.postprocess_all = p;
     }
-    auto outs = pipeline::parseOutputs(o.outputs);
-    if (!outs.isOk()) return fail(outs.status(), Stage::kInput);
-    so.outputs = *outs;
+    VOXSEG_ASSIGN_OR_RETURN(so.outputs, pipeline::parseOutputs(o.outputs));
     so.outputs.label_format = o.label_format;
+    return so;
+}
+
+io::DicomLoadOptions toDicomOptions(const SegmentCommandOptions& o) {
+    io::DicomLoadOptions dicom;
+    dicom.tilt = o.refuse_tilt ? io::IrregularPolicy::kRefuse : io::IrregularPolicy::kResample;
+    dicom.uneven_spacing =
+        o.refuse_uneven ? io::IrregularPolicy::kRefuse : io::IrregularPolicy::kResample;
+    dicom.threads = o.threads;
+    return dicom;
+}
+
+CLI::App* addSegmentCommand(CLI::App& app, SegmentCommandOptions& o) {
+    CLI::App* cmd = app.add_subcommand(
+        "segment", "Segment one study (DICOM folder/file or image file) with a model package");
+    cmd->add_option("input", o.input, "DICOM folder/file/DICOMDIR, or .nii.gz/.nii/.nrrd/.mha")
+        ->required();
+    cmd->add_option("-m,--model", o.model, "Model package folder (model.json + model.onnx)")
+        ->required();
+    cmd->add_option("-o,--output", o.output, "Output folder (created; outputs inside replaced)")
+        ->required();
+    addSegmentModelOptions(cmd, o);
+    return cmd;
+}
+
+ExitCode runSegment(const SegmentCommandOptions& o, const CommandContext& ctx) {
+    auto so = toSegmentOptions(o);
+    if (!so.isOk()) return fail(so.status(), Stage::kInput);
 
     // Cheap checks before loading anything.
     std::error_code ec;
@@ -80,16 +97,12 @@ ExitCode runSegment(const SegmentCommandOptions& o, const CommandContext& ctx) {
         return fail(invalidArgument("output exists and is not a folder", o.output), Stage::kOutput);
 
     std::string warning;
-    auto segmenter = pipeline::Segmenter::create(o.model, so, &warning);
+    auto segmenter = pipeline::Segmenter::create(o.model, *so, &warning);
     if (!warning.empty()) log::warning(kComponent, "{}", warning);
     // A missing or damaged model is an input problem; a missing device has its own exit code.
     if (!segmenter.isOk()) return fail(segmenter.status(), Stage::kInput);
     const Progress progress = ctx.progress();
-    io::DicomLoadOptions dicom;
-    dicom.tilt = o.refuse_tilt ? io::IrregularPolicy::kRefuse : io::IrregularPolicy::kResample;
-    dicom.uneven_spacing =
-        o.refuse_uneven ? io::IrregularPolicy::kRefuse : io::IrregularPolicy::kResample;
-    dicom.threads = o.threads;
+    const io::DicomLoadOptions dicom = toDicomOptions(o);
     std::vector<io::SeriesCandidate> candidates;
     auto input =
         pipeline::loadStudy(o.input, o.series, dicom, progress.sub(0.0, 0.15), &candidates);

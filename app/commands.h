@@ -6,6 +6,8 @@
 #include "app/exit_codes.h"
 #include "app/progress_bar.h"
 #include "core/progress.h"
+#include "io/dicom_series.h"
+#include "pipeline/segment.h"
 
 #include <CLI/CLI.hpp>
 
@@ -100,5 +102,27 @@ struct SegmentCommandOptions {
 };
 CLI::App* addSegmentCommand(CLI::App& app, SegmentCommandOptions& options);
 ExitCode runSegment(const SegmentCommandOptions& options, const CommandContext& context);
+// The model, device and output options `segment` and `batch` share (all but input/-m/-o).
+void addSegmentModelOptions(CLI::App* command, SegmentCommandOptions& options);
+Result<pipeline::SegmentOptions> toSegmentOptions(const SegmentCommandOptions& options);
+io::DicomLoadOptions toDicomOptions(const SegmentCommandOptions& options);
+
+// `voxseg batch`: many studies, one model load, sharded, resumable (batch/runner.h).
+struct BatchCommandOptions {
+    std::string manifest;       // CSV, JSON lines, or a folder of case folders
+    SegmentCommandOptions seg;  // model, output root, series, device and output options
+    std::string shard;          // "i/N"; empty: from the scheduler's environment
+    int shards = 0;             // N for Kubernetes / AWS Batch array indices
+    std::string devices;        // "0,1", "cpu,cpu", ...
+    int loaders = 1;
+    int prefetch = 2;
+    double grace_seconds = 60.0;
+    int read_retries = 2;
+    double min_free_mb = 1024.0;
+    std::string metrics_file;
+    bool force = false;
+};
+CLI::App* addBatchCommand(CLI::App& app, BatchCommandOptions& options);
+ExitCode runBatch(const BatchCommandOptions& options, const CommandContext& context);
 
 }  // namespace voxseg::app

@@ -15,9 +15,10 @@ enum class ExitCode : int {
     kAmbiguousSeries = 4,    // several candidate series and no --series
     kUnsupportedInput = 5,   // input exists but cannot be converted (corrupt, unsupported, refused)
     kOutputNotWritable = 6,  // output folder missing or read-only, disk full, output exists
-    kSomeCasesFailed = 7,    // reserved: batch finished, some cases failed
+    kSomeCasesFailed = 7,    // batch finished, some cases failed (each in summary.json)
     kNoCudaDevice = 8,       // reserved: --device cuda asked for and no usable GPU
     kOutOfMemory = 9,        // host memory exhausted
+    kBatchStopped = 10,      // batch stopped early by SIGTERM/SIGINT (preemption); rerun resumes
     kCancelled = 130,        // interrupted (SIGINT/SIGTERM) or cancelled; no partial output
 };
 

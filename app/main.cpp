@@ -40,11 +40,13 @@ int run(int argc, char** argv) {
     app::SynthOptions synth_options;
     app::SegmentCommandOptions segment_options;
     app::PhantomOptions phantom_options;
+    app::BatchCommandOptions batch_options;
     CLI::App* info = app::addInfoCommand(cli, info_options);
     CLI::App* convert = app::addConvertCommand(cli, convert_options);
     CLI::App* synth = app::addSynthCommand(cli, synth_options);
     CLI::App* segment = app::addSegmentCommand(cli, segment_options);
     CLI::App* phantom = app::addPhantomCommand(cli, phantom_options);
+    CLI::App* batch = app::addBatchCommand(cli, batch_options);
 
     try {
         cli.parse(argc, argv);
@@ -70,6 +72,8 @@ int run(int argc, char** argv) {
         rc = app::runConvert(convert_options, context);
     } else if (cli.got_subcommand(segment)) {
         rc = app::runSegment(segment_options, context);
+    } else if (cli.got_subcommand(batch)) {
+        rc = app::runBatch(batch_options, context);
     } else if (cli.got_subcommand(synth)) {
         rc = app::runSynth(synth_options, context);
     } else if (cli.got_subcommand(phantom)) {

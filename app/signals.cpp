@@ -26,4 +26,12 @@ void installCancelOnSignals(const CancelToken& token) {
 
 void ignoreFileSizeSignal() { std::signal(SIGXFSZ, SIG_IGN); }
 
+void keepRunningOnRepeatedSigterm() {
+    struct sigaction sa {};
+    sa.sa_handler = onSignal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;  // stays installed
+    sigaction(SIGTERM, &sa, nullptr);
+}
+
 }  // namespace voxseg::app

@@ -14,4 +14,10 @@ void installCancelOnSignals(const CancelToken& token);
 // with half-written files left behind.
 void ignoreFileSizeSignal();
 
+// For `voxseg batch` under schedulers: a repeated SIGTERM only repeats the request (Slurm
+// signals every process of a job, and wrapper scripts forward it once more; the grace period
+// and the scheduler's SIGKILL bound the stop). A second SIGINT still terminates at once.
+// Call after installCancelOnSignals.
+void keepRunningOnRepeatedSigterm();
+
 }  // namespace voxseg::app

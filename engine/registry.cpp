@@ -29,6 +29,10 @@ namespace {
 Result<std::unique_ptr<Backend>> createNamed(const std::string& name) {
 #ifdef VOXSEG_HAVE_CUDA
     if (name == "cuda") return voxseg::cuda::makeCudaBackend();
+    // "cuda:N": GPU N (batch mode runs one Segmenter per listed device).
+    if (name.rfind("cuda:", 0) == 0 && name.size() > 5 && name.size() < 9 &&
+        name.find_first_not_of("0123456789", 5) == std::string::npos)
+        return voxseg::cuda::makeCudaBackend(std::stoi(name.substr(5)));
 #endif
 #ifdef VOXSEG_HAVE_CPU_BACKEND
     if (name == "cpu") return makeCpuBackend();

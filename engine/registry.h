@@ -14,6 +14,7 @@ namespace voxseg::engine {
 // Names of compiled-in backends, best first ("cuda", "cpu", "reference").
 std::vector<std::string> availableBackends();
 
+// Names: "cpu", "reference", "cuda" (GPU 0) or "cuda:N" (GPU N), or "auto".
 // "auto" picks the best backend with a usable device; a named one that is missing or has no
 // device is an error (kNotFound / kDeviceError) that says why. `fallback_warning` receives one
 // line when "auto" had to skip a better backend (e.g. "no CUDA device: using cpu").

@@ -218,12 +218,28 @@ Result<Segmenter> Segmenter::create(const std::string& model_folder, const Segme
     return Segmenter(std::move(impl));
 }
 
+const std::string& Segmenter::modelSha256() const { return impl_->model_sha256; }
+
 Result<SegmentReport> Segmenter::run(const StudyInput& input, const std::string& input_path,
                                      const std::string& out_dir, const Progress& progress) {
+    // An unwritable output folder fails before any work, as the staging folder is made here.
+    {
+        Staging probe(out_dir);
+        VOXSEG_RETURN_IF_ERROR(probe.create());
+    }
+    VOXSEG_ASSIGN_OR_RETURN(SegmentWork work, prepare(input, input_path, progress.sub(0.0, 0.1)));
+    VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
+    VOXSEG_RETURN_IF_ERROR(infer(work, progress.sub(0.1, 0.9)));
+    return write(input, std::move(work), input_path, out_dir, progress.sub(0.9, 1.0));
+}
+
+Result<SegmentWork> Segmenter::prepare(const StudyInput& input, const std::string& input_path,
+                                       const Progress& progress) const {
     const Impl& s = *impl_;
     const auto& m = s.model;
-    SegmentReport report;
-    const double peak_before_run = peakRssMib();  // model and input loaded
+    SegmentWork work;
+    SegmentReport& report = work.report;
+    work.peak_rss_before_mib = peakRssMib();  // model and input loaded
     report.backend = s.backend->name() + " (" + s.backend->deviceDescription() + ")";
     report.precision = engine::precisionName(s.precision);
     report.warnings = input.volume.info().warnings;
@@ -251,26 +267,33 @@ Result<SegmentReport> Segmenter::run(const StudyInput& input, const std::string&
                                    ": a 3D volume (at least 2 slices) is needed; pick a " +
                                    "volumetric series",
                                input_path);
-    Staging staging(out_dir);
-    VOXSEG_RETURN_IF_ERROR(staging.create());
+    if (s.options.outputs.dicom_seg && !input.series)
+        return invalidArgument(
+            "DICOM SEG needs a DICOM input series; drop 'seg' from --outputs for image files",
+            input_path);
 
-    // Pre-processing.
-    auto t = Clock::now();
+    const auto t = Clock::now();
     PreprocessSpec spec;
     spec.orientation = m.orientation;
     spec.axis_order = m.axis_order;
     for (int a = 0; a < 3; ++a) spec.spacing_mm[a] = m.spacing_mm[a];
     spec.channels = {m.channels[0].normalization};
-    VOXSEG_ASSIGN_OR_RETURN(Preprocessed pre,
-                            preprocess({input.volume}, spec, progress.sub(0.0, 0.1)));
+    VOXSEG_ASSIGN_OR_RETURN(work.pre, preprocess({input.volume}, spec, progress));
     report.timings.push_back(stageDone("preprocess", t));
-    VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
+    return work;
+}
+
+Status Segmenter::infer(SegmentWork& work, const Progress& progress) {
+    const Impl& s = *impl_;
+    const auto& m = s.model;
+    SegmentReport& report = work.report;
 
     // Inference (ensemble members averaged per patch, as nnU-Net v2 averages fold logits).
-    t = Clock::now();
+    auto t = Clock::now();
     engine::SlidingWindowStats stats;
-    VOXSEG_ASSIGN_OR_RETURN(engine::Tensor scores,
-                            s.window->run(pre.input, progress.sub(0.1, 0.85), &stats));
+    VOXSEG_ASSIGN_OR_RETURN(work.scores,
+                            s.window->run(work.pre.input, progress.sub(0.0, 0.94), &stats));
+    work.pre.input = engine::Tensor();  // the network input is no longer needed
     report.patches = stats.patches;
     report.accumulator_bytes = stats.accumulator_bytes;
     report.timings.push_back(stageDone("inference", t));
@@ -283,8 +306,9 @@ Result<SegmentReport> Segmenter::run(const StudyInput& input, const std::string&
     exp.channel_labels = m.channelLabelValues();
     exp.threshold = 0.0;  // the scores are logits: sigmoid(x) >= 0.5 <=> x >= 0
     exp.threads = s.options.threads;
-    VOXSEG_ASSIGN_OR_RETURN(report.label_map,
-                            scoresToLabelMap(scores, pre.record, exp, progress.sub(0.85, 0.9)));
+    VOXSEG_ASSIGN_OR_RETURN(report.label_map, scoresToLabelMap(work.scores, work.pre.record, exp,
+                                                               progress.sub(0.94, 1.0)));
+    if (!s.options.outputs.probabilities) work.scores = engine::Tensor();
     report.timings.push_back(stageDone("export", t));
 
     t = Clock::now();
@@ -298,9 +322,24 @@ Result<SegmentReport> Segmenter::run(const StudyInput& input, const std::string&
                       r.voxels_removed, r.voxels_filled);
     }
     report.timings.push_back(stageDone("postprocess", t));
+    progress.report(1.0, "inference done");
+    return Status::ok();
+}
+
+Result<SegmentReport> Segmenter::write(const StudyInput& input, SegmentWork&& work,
+                                       const std::string& input_path, const std::string& out_dir,
+                                       const Progress& progress) const {
+    const Impl& s = *impl_;
+    const auto& m = s.model;
+    SegmentReport report = std::move(work.report);
+    const engine::Tensor scores = std::move(work.scores);
+    const double peak_before_run = work.peak_rss_before_mib;
+    const Geometry g = input.volume.geometry();
+    Staging staging(out_dir);
+    VOXSEG_RETURN_IF_ERROR(staging.create());
 
     // Outputs, staged.
-    t = Clock::now();
+    auto t = Clock::now();
     const SegmentOutputs& outs = s.options.outputs;
     const auto labels = modelLabelInfos(m);
     VOXSEG_ASSIGN_OR_RETURN(report.statistics,
@@ -309,12 +348,7 @@ Result<SegmentReport> Segmenter::run(const StudyInput& input, const std::string&
         const std::string name = "segmentation." + outs.label_format;
         VOXSEG_RETURN_IF_ERROR(io::writeImage(report.label_map, staging.path(name)));
     }
-    if (outs.dicom_seg) {
-        if (!input.series)
-            return invalidArgument(
-                "DICOM SEG needs a DICOM input series; drop 'seg' from "
-                "--outputs for image files",
-                input_path);
+    if (outs.dicom_seg && input.series) {  // prepare() refused 'seg' without a series
         io::SegWriteOptions so;
         so.algorithm_name = m.name;
         so.algorithm_version = m.version;
@@ -333,6 +367,7 @@ Result<SegmentReport> Segmenter::run(const StudyInput& input, const std::string&
         auto pv = writePreview(input.volume, report.label_map, labels, staging.path("preview.png"));
         if (!pv.isOk()) return pv.status();
     }
+    VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
     if (outs.probabilities) {
         engine::Tensor probs = scores.clone();
         if (m.output == engine::OutputKind::kSigmoid)
@@ -341,7 +376,7 @@ Result<SegmentReport> Segmenter::run(const StudyInput& input, const std::string&
             engine::softmaxChannelsInPlace(probs);
         const auto values = m.channelLabelValues();
         for (int64_t c = 0; c < probs.dim(0); ++c) {
-            VOXSEG_ASSIGN_OR_RETURN(Volume p, scoreChannelToOriginal(probs, c, pre.record));
+            VOXSEG_ASSIGN_OR_RETURN(Volume p, scoreChannelToOriginal(probs, c, work.pre.record));
             const std::string name = "probabilities_" + std::to_string(values[c]) + ".nii.gz";
             VOXSEG_RETURN_IF_ERROR(io::writeImage(p, staging.path(name)));
         }

@@ -19,6 +19,7 @@
 #include "engine/model_package.h"
 #include "io/dicom_series.h"
 #include "pipeline/postprocess.h"
+#include "pipeline/preprocess.h"
 #include "pipeline/statistics.h"
 
 #include <memory>
@@ -87,6 +88,16 @@ struct SegmentReport {
     size_t accumulator_bytes = 0;
 };
 
+// One study between the stages of Segmenter (prepare -> infer -> write). Move-only in practice
+// (the tensors share buffers when copied); each stage drops what later stages do not need, so a
+// queue of these stays as small as possible.
+struct SegmentWork {
+    Preprocessed pre;       // prepare: the network input (released by infer) and the record
+    engine::Tensor scores;  // infer: logits on the model grid (kept only for probabilities)
+    SegmentReport report;   // filled as the stages run
+    double peak_rss_before_mib = 0.0;  // process peak when prepare started (run.json)
+};
+
 class Segmenter {
   public:
     ~Segmenter();
@@ -104,6 +115,22 @@ class Segmenter {
     // missing). `input_path` is recorded in run.json (with a digest of the input files).
     Result<SegmentReport> run(const StudyInput& input, const std::string& input_path,
                               const std::string& out_dir, const Progress& progress = {});
+
+    // run() in three steps, for callers that overlap studies (voxseg batch): prepare and write
+    // only read the model and options, so they may run on other threads while infer runs;
+    // infer uses the backend and must not run concurrently with itself on one Segmenter.
+    // prepare: input checks (channels, modality, size) and pre-processing.
+    Result<SegmentWork> prepare(const StudyInput& input, const std::string& input_path,
+                                const Progress& progress = {}) const;
+    // infer: sliding window, scores back to the input grid, post-processing.
+    Status infer(SegmentWork& work, const Progress& progress = {});
+    // write: statistics and every requested output, staged in out_dir and renamed into place.
+    Result<SegmentReport> write(const StudyInput& input, SegmentWork&& work,
+                                const std::string& input_path, const std::string& out_dir,
+                                const Progress& progress = {}) const;
+
+    // sha256 of the model file(s), comma-separated (as recorded in run.json).
+    const std::string& modelSha256() const;
 
   private:
     struct Impl;

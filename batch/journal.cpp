@@ -1,0 +1,187 @@
+#include "batch/journal.h"
+
+#include "core/log.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+namespace voxseg::batch {
+namespace fs = std::filesystem;
+
+const char* caseStateName(CaseState state) {
+    switch (state) {
+        case CaseState::kDone:
+            return "done";
+        case CaseState::kFailed:
+            return "failed";
+        case CaseState::kInterrupted:
+            return "interrupted";
+    }
+    return "failed";
+}
+
+nlohmann::json JournalEntry::toJson() const {
+    nlohmann::json j;
+    j["case_id"] = case_id;
+    j["state"] = caseStateName(state);
+    j["input"] = input;
+    if (!series.empty()) j["series"] = series;
+    j["model_sha256"] = model_sha256;
+    j["options_hash"] = options_hash;
+    if (state == CaseState::kDone) {
+        nlohmann::json files = nlohmann::json::array();
+        for (const auto& f : this->files) files.push_back({{"name", f.name}, {"bytes", f.bytes}});
+        j["files"] = files;
+    }
+    if (!error.empty()) j["error"] = error;
+    if (!error_code.empty()) j["error_code"] = error_code;
+    j["seconds"] = seconds;
+    j["time"] = time;
+    return j;
+}
+
+Result<JournalEntry> JournalEntry::fromJson(const nlohmann::json& j) {
+    if (!j.is_object() || !j.contains("case_id") || !j["case_id"].is_string() ||
+        !j.contains("state") || !j["state"].is_string())
+        return corruptData("journal line without case_id/state");
+    JournalEntry e;
+    e.case_id = j["case_id"].get<std::string>();
+    const std::string state = j["state"].get<std::string>();
+    if (state == "done")
+        e.state = CaseState::kDone;
+    else if (state == "failed")
+        e.state = CaseState::kFailed;
+    else if (state == "interrupted")
+        e.state = CaseState::kInterrupted;
+    else
+        return corruptData("journal line with unknown state '" + state + "'");
+    e.input = j.value("input", "");
+    e.series = j.value("series", "");
+    e.model_sha256 = j.value("model_sha256", "");
+    e.options_hash = j.value("options_hash", "");
+    e.error = j.value("error", "");
+    e.error_code = j.value("error_code", "");
+    e.seconds = j.value("seconds", 0.0);
+    e.time = j.value("time", 0.0);
+    if (j.contains("files") && j["files"].is_array())
+        for (const auto& f : j["files"]) {
+            if (!f.is_object() || !f.contains("name") || !f["name"].is_string())
+                return corruptData("journal line with a malformed files list");
+            e.files.push_back({f["name"].get<std::string>(), f.value("bytes", uint64_t{0})});
+        }
+    return e;
+}
+
+Journal::~Journal() {
+    if (fd_ >= 0) ::close(fd_);
+}
+Journal::Journal(Journal&& other) noexcept : fd_(other.fd_), path_(std::move(other.path_)) {
+    other.fd_ = -1;
+}
+Journal& Journal::operator=(Journal&& other) noexcept {
+    if (this != &other) {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = other.fd_;
+        path_ = std::move(other.path_);
+        other.fd_ = -1;
+    }
+    return *this;
+}
+
+Result<Journal> Journal::open(const std::string& path) {
+    std::error_code ec;
+    fs::create_directories(fs::path(path).parent_path(), ec);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return ioError(std::string("cannot open the journal: ") + std::strerror(errno), path);
+    Journal j;
+    j.fd_ = fd;
+    j.path_ = path;
+    // A previous run killed mid-line left no newline: start on a fresh line so the next entry
+    // parses (the partial line is skipped by readers).
+    const off_t size = ::lseek(fd, 0, SEEK_END);
+    if (size > 0) {
+        char last = '\n';
+        const int rfd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (rfd >= 0) {
+            if (::pread(rfd, &last, 1, size - 1) != 1) last = '\n';
+            ::close(rfd);
+        }
+        if (last != '\n' && ::write(fd, "\n", 1) != 1)
+            return ioError(std::string("cannot write the journal: ") + std::strerror(errno), path);
+    }
+    return j;
+}
+
+Status Journal::append(const JournalEntry& entry) {
+    if (fd_ < 0) return internalError("journal not open");
+    const std::string line = entry.toJson().dump() + "\n";
+    size_t done = 0;
+    while (done < line.size()) {
+        const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return ioError(std::string("cannot write the journal: ") + std::strerror(errno), path_);
+        }
+        done += static_cast<size_t>(n);
+    }
+    if (::fsync(fd_) != 0 && errno != EINVAL)  // some FUSE file systems refuse fsync
+        return ioError(std::string("cannot flush the journal: ") + std::strerror(errno), path_);
+    return Status::ok();
+}
+
+Result<std::vector<JournalEntry>> readJournalFile(const std::string& path, int* skipped) {
+    std::ifstream in(path);
+    if (!in) return ioError("cannot read the journal", path);
+    std::vector<JournalEntry> out;
+    std::string line;
+    int bad = 0;
+    while (std::getline(in, line)) {
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        auto j = nlohmann::json::parse(line, nullptr, false);
+        auto e = j.is_discarded() ? Result<JournalEntry>(corruptData("not JSON"))
+                                  : JournalEntry::fromJson(j);
+        if (!e.isOk()) {
+            ++bad;
+            continue;
+        }
+        out.push_back(std::move(*e));
+    }
+    if (skipped) *skipped = bad;
+    return out;
+}
+
+Result<std::map<std::string, JournalEntry>> readJournals(const std::string& folder) {
+    std::map<std::string, JournalEntry> latest;
+    std::error_code ec;
+    if (!fs::is_directory(folder, ec)) return latest;
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(folder, ec)) {
+        const std::string name = e.path().filename().string();
+        if (name.rfind("journal-", 0) == 0 && e.path().extension() == ".jsonl")
+            files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+        int skipped = 0;
+        VOXSEG_ASSIGN_OR_RETURN(auto entries, readJournalFile(f.string(), &skipped));
+        if (skipped > 0)
+            log::warning("batch",
+                         "{}: {} unreadable journal line(s) skipped (a run killed "
+                         "mid-write); those cases are redone",
+                         f.string(), skipped);
+        for (auto& e : entries) {
+            auto it = latest.find(e.case_id);
+            if (it == latest.end() || e.time >= it->second.time) latest[e.case_id] = std::move(e);
+        }
+    }
+    return latest;
+}
+
+}  // namespace voxseg::batch

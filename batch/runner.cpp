@@ -1,0 +1,533 @@
+#include "batch/runner.h"
+
+#include "batch/bounded_queue.h"
+#include "batch/journal.h"
+#include "core/log.h"
+#include "engine/registry.h"
+#include "engine/sha256.h"
+
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <thread>
+
+namespace voxseg::batch {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char* kComponent = "batch";
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+}
+double unixNow() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+// One case on its way through the pipeline.
+struct Item {
+    BatchCase c;
+    std::string series;  // effective selector
+    pipeline::StudyInput input;
+    pipeline::SegmentWork work;
+    std::map<std::string, double> stages;
+    Clock::time_point start;
+};
+using ItemPtr = std::unique_ptr<Item>;
+
+// Runs `fn`, turning exceptions that escape library code (memory exhaustion above all) into a
+// Status, so one case cannot end the batch.
+template <typename Fn>
+Status guarded(Fn&& fn) {
+    try {
+        return fn();
+    } catch (const std::bad_alloc&) {
+        return Status(
+            StatusCode::kOutOfMemory,
+            "out of memory: use fewer --loaders/--prefetch, or a machine with more memory");
+    } catch (const std::exception& e) {
+        return internalError(std::string("unexpected error: ") + e.what());
+    }
+}
+
+// Serialises everything a finished case touches: journal, counters, metrics file, callback.
+class Recorder {
+  public:
+    Recorder(Journal journal, BatchStats stats, std::string metrics_path, CaseCallback callback,
+             Clock::time_point start)
+        : journal_(std::move(journal)),
+          stats_(std::move(stats)),
+          metrics_path_(std::move(metrics_path)),
+          callback_(std::move(callback)),
+          start_(start) {}
+
+    // Returns the journal's status: a journal that cannot be written stops the batch.
+    Status record(const Item& item, CaseState state, const Status& error,
+                  const std::vector<OutputFile>& files) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        JournalEntry e;
+        e.case_id = item.c.id;
+        e.state = state;
+        e.input = item.c.input;
+        e.series = item.series;
+        e.model_sha256 = stats_.model_sha256;
+        e.options_hash = stats_.options_hash;
+        e.files = files;
+        if (!error.isOk()) {
+            e.error = error.toString();
+            e.error_code = statusCodeName(error.code());
+        }
+        e.seconds = secondsSince(item.start);
+        e.time = unixNow();
+        const Status journaled = journal_.append(e);
+
+        CaseRecord r;
+        r.case_id = item.c.id;
+        r.state = caseStateName(state);
+        r.seconds = e.seconds;
+        r.stages = item.stages;
+        r.error = e.error;
+        r.error_code = e.error_code;
+        r.rss_mb = currentRssMb();
+        r.max_rss_mb = peakRssMb();
+        if (state == CaseState::kDone) ++stats_.done;
+        if (state == CaseState::kFailed) ++stats_.failed;
+        if (state == CaseState::kInterrupted) ++stats_.interrupted;
+        if (state == CaseState::kDone)
+            for (const auto& [stage, sec] : item.stages) stats_.stage_seconds[stage] += sec;
+        stats_.wall_seconds = secondsSince(start_);
+        stats_.cases.push_back(r);
+        if (state == CaseState::kDone)
+            log::info(kComponent, "case {} done in {:.2f} s ({} of {} in this shard)", r.case_id,
+                      r.seconds, stats_.done + stats_.skipped, stats_.cases_in_shard);
+        else if (state == CaseState::kFailed)
+            log::error(kComponent, "case {} failed: {}", r.case_id, r.error);
+        else
+            log::warning(kComponent, "case {} abandoned at the stop; the next run redoes it",
+                         r.case_id);
+        if (auto st = writeMetrics(stats_, true, metrics_path_); !st.isOk())
+            log::warning(kComponent, "metrics file not updated: {}", st.toString());
+        if (callback_) callback_(r, stats_);
+        return journaled;
+    }
+
+    BatchStats finish() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stats_.wall_seconds = secondsSince(start_);
+        return stats_;
+    }
+
+  private:
+    std::mutex mutex_;
+    Journal journal_;
+    BatchStats stats_;
+    std::string metrics_path_;
+    CaseCallback callback_;
+    Clock::time_point start_;
+};
+
+std::string timingsKey(const std::string& stage) { return stage; }
+
+void mergeTimings(Item& item, const std::vector<pipeline::StageTiming>& timings) {
+    for (const auto& t : timings) item.stages[timingsKey(t.stage)] = t.seconds;
+}
+
+// Files of a finished case folder with their sizes (sorted; recursion not needed: flat).
+std::vector<OutputFile> listOutputs(const fs::path& dir) {
+    std::vector<OutputFile> files;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec))
+        if (e.is_regular_file(ec))
+            files.push_back({e.path().filename().string(), static_cast<uint64_t>(e.file_size(ec))});
+    std::sort(files.begin(), files.end(),
+              [](const OutputFile& a, const OutputFile& b) { return a.name < b.name; });
+    return files;
+}
+
+bool outputsComplete(const JournalEntry& e, const fs::path& dir) {
+    if (e.files.empty()) return false;
+    std::error_code ec;
+    for (const auto& f : e.files) {
+        const fs::path p = dir / f.name;
+        if (!fs::is_regular_file(p, ec) || fs::file_size(p, ec) != f.bytes) return false;
+    }
+    return true;
+}
+
+bool allDigits(const std::string& s) {
+    return !s.empty() &&
+           std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
+std::string stateFolder(const std::string& output_root) {
+    return (fs::path(output_root) / ".voxseg-batch").string();
+}
+
+std::string optionsHash(const BatchOptions& o) {
+    const auto& s = o.segment;
+    auto post = [](const pipeline::PostprocessOptions& p) {
+        return nlohmann::json{{"largest_component", p.largest_component},
+                              {"min_component_ml", p.min_component_ml},
+                              {"fill_holes", static_cast<int>(p.fill_holes)},
+                              {"fully_connected", p.fully_connected}};
+    };
+    nlohmann::json j;
+    j["precision"] = s.precision;
+    j["overlap"] = s.overlap ? nlohmann::json(*s.overlap) : nlohmann::json(nullptr);
+    j["tta"] = s.tta;
+    j["ignore_modality"] = s.ignore_modality;
+    nlohmann::json labels = nlohmann::json::array();
+    for (const auto& l : s.postprocess)
+        labels.push_back({{"label", l.label}, {"options", post(l.options)}});
+    j["postprocess"] = labels;
+    j["postprocess_all"] = s.postprocess_all ? post(*s.postprocess_all) : nlohmann::json(nullptr);
+    j["outputs"] = {{"label_map", s.outputs.label_map},         {"dicom_seg", s.outputs.dicom_seg},
+                    {"statistics", s.outputs.statistics},       {"preview", s.outputs.preview},
+                    {"probabilities", s.outputs.probabilities}, {"format", s.outputs.label_format}};
+    j["dicom"] = {{"tilt", static_cast<int>(o.dicom.tilt)},
+                  {"uneven_spacing", static_cast<int>(o.dicom.uneven_spacing)},
+                  {"allow_gaps", o.dicom.allow_gaps},
+                  {"philips_precise", o.dicom.philips_precise}};
+    return engine::sha256Hex(j.dump());
+}
+
+Result<std::vector<std::string>> parseDevices(const std::string& list, const std::string& base) {
+    std::vector<std::string> tokens;
+    std::string cur;
+    for (char c : list + ",") {
+        if (c == ',') {
+            if (!cur.empty()) tokens.push_back(cur);
+            cur.clear();
+        } else if (c != ' ') {
+            cur += c;
+        }
+    }
+    if (tokens.empty()) return std::vector<std::string>{base};
+    bool numbered_cuda = base == "cuda";
+    if (base == "auto" && std::any_of(tokens.begin(), tokens.end(), allDigits)) {
+        const auto names = engine::availableBackends();
+        if (std::find(names.begin(), names.end(), "cuda") != names.end())
+            numbered_cuda = engine::createBackend("cuda").isOk();
+        if (!numbered_cuda)
+            log::warning(kComponent,
+                         "--devices {}: no usable CUDA device, running {} CPU "
+                         "worker(s)",
+                         list, tokens.size());
+    }
+    std::vector<std::string> out;
+    for (const auto& t : tokens) {
+        std::string d;
+        if (allDigits(t))
+            d = numbered_cuda ? "cuda:" + t : (base == "auto" ? "cpu" : base);
+        else if (t == "cpu" || t == "reference" || t == "cuda" || t == "auto" ||
+                 (t.rfind("cuda:", 0) == 0 && allDigits(t.substr(5))))
+            d = t == "cuda" ? "cuda:0" : t;
+        else
+            return invalidArgument("--devices: '" + t +
+                                   "' is not a device (use GPU numbers like 0,1, or cpu, "
+                                   "cuda:N, reference)");
+        if (d.rfind("cuda:", 0) == 0 && std::find(out.begin(), out.end(), d) != out.end())
+            return invalidArgument("--devices lists " + d + " twice");
+        out.push_back(d);
+    }
+    return out;
+}
+
+Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const BatchOptions& options,
+                             const CancelToken& signal, const CaseCallback& on_case) {
+    const auto t0 = Clock::now();
+    const fs::path out_root = options.output_root;
+    const fs::path state = stateFolder(options.output_root);
+    const fs::path staging_root = state / "staging";
+    const fs::path trash_root = state / "trash";
+    std::error_code ec;
+    fs::create_directories(staging_root, ec);
+    if (ec) return ioError("cannot create the output folder: " + ec.message(), out_root.string());
+    fs::create_directories(trash_root, ec);
+
+    BatchResult result;
+    const std::string tag = options.shard.tag();
+    result.journal_path = (state / ("journal-" + tag + ".jsonl")).string();
+    result.summary_path = (state / ("summary-" + tag + ".json")).string();
+    result.metrics_path = options.metrics_path.empty()
+                              ? (state / ("metrics-" + tag + ".prom")).string()
+                              : options.metrics_path;
+    VOXSEG_ASSIGN_OR_RETURN(Journal journal, Journal::open(result.journal_path));
+
+    // One Segmenter per device; CPU workers share the cores.
+    const std::vector<std::string> devices = options.devices.empty()
+                                                 ? std::vector<std::string>{options.segment.device}
+                                                 : options.devices;
+    const auto model_t0 = Clock::now();
+    std::vector<pipeline::Segmenter> segmenters;
+    for (const auto& d : devices) {
+        pipeline::SegmentOptions so = options.segment;
+        so.device = d;
+        if (devices.size() > 1 && d.rfind("cuda", 0) != 0) {
+            const int cores =
+                so.threads > 0 ? so.threads : static_cast<int>(std::thread::hardware_concurrency());
+            so.threads = std::max(1, cores / static_cast<int>(devices.size()));
+        }
+        std::string warning;
+        auto s = pipeline::Segmenter::create(options.model, so, &warning);
+        if (!warning.empty()) log::warning(kComponent, "{}", warning);
+        if (!s.isOk()) return s.status().withContext("device " + d);
+        segmenters.push_back(std::move(*s));
+    }
+
+    BatchStats stats;
+    stats.shard = std::to_string(options.shard.index) + "/" + std::to_string(options.shard.count);
+    stats.model_name = segmenters[0].model().name;
+    stats.model_sha256 = segmenters[0].modelSha256();
+    stats.options_hash = optionsHash(options);
+    stats.devices = devices;
+    stats.cases_total = static_cast<int>(all_cases.size());
+    stats.started = unixNow();
+    stats.model_load_seconds = secondsSince(model_t0);
+
+    // This shard's cases; those complete from an earlier run are skipped.
+    std::map<std::string, JournalEntry> journaled;
+    if (!options.redo_all) {
+        VOXSEG_ASSIGN_OR_RETURN(journaled, readJournals(state.string()));
+    }
+    std::vector<BatchCase> todo;
+    for (const auto& c : all_cases) {
+        if (!inShard(c.id, options.shard)) continue;
+        ++stats.cases_in_shard;
+        const std::string series = c.series.empty() ? options.series : c.series;
+        auto it = journaled.find(c.id);
+        if (it != journaled.end() && it->second.state == CaseState::kDone &&
+            it->second.model_sha256 == stats.model_sha256 &&
+            it->second.options_hash == stats.options_hash && it->second.input == c.input &&
+            it->second.series == series && outputsComplete(it->second, out_root / c.id)) {
+            ++stats.skipped;
+            CaseRecord r;
+            r.case_id = c.id;
+            r.state = "skipped";
+            stats.cases.push_back(r);
+            continue;
+        }
+        // Debris of an earlier run killed hard (SIGKILL, node loss) for this case only: other
+        // shards may be writing their own cases next to it.
+        fs::remove_all(staging_root / c.id, ec);
+        fs::remove_all(trash_root / c.id, ec);
+        todo.push_back(c);
+    }
+    log::info(kComponent, "shard {} ({}): {} of {} cases, {} already done, {} to run on {}",
+              stats.shard, options.shard.source, stats.cases_in_shard, stats.cases_total,
+              stats.skipped, todo.size(), fmt::format("{}", fmt::join(devices, ",")));
+
+    Recorder recorder(std::move(journal), stats, result.metrics_path, on_case, t0);
+    {
+        auto st = writeMetrics(stats, true, result.metrics_path);
+        if (!st.isOk()) log::warning(kComponent, "metrics file not written: {}", st.toString());
+    }
+
+    CancelToken stop;   // no new cases (a signal, a full disk, an unwritable journal)
+    CancelToken abort;  // cases in flight give up (grace expired, or nothing can be written)
+    std::atomic<int> stop_reason{static_cast<int>(StopReason::kNone)};
+    auto requestStop = [&](StopReason why, bool abort_now) {
+        int none = static_cast<int>(StopReason::kNone);
+        stop_reason.compare_exchange_strong(none, static_cast<int>(why));
+        stop.cancel();
+        if (abort_now) abort.cancel();
+    };
+    auto recordOrStop = [&](const Item& item, CaseState st, const Status& error,
+                            const std::vector<OutputFile>& files) {
+        const Status journaled = recorder.record(item, st, error, files);
+        if (!journaled.isOk()) {
+            log::error(kComponent, "{}: stopping", journaled.toString());
+            requestStop(StopReason::kDiskFull, true);
+        }
+    };
+
+    BoundedQueue<ItemPtr> ready(static_cast<size_t>(std::max(1, options.prefetch)));
+    BoundedQueue<ItemPtr> to_write(std::max<size_t>(1, segmenters.size()));
+    std::atomic<size_t> next{0};
+    const int loaders = std::max(1, options.loaders);
+    std::atomic<int> loaders_left{loaders};
+    std::atomic<int> devices_left{static_cast<int>(segmenters.size())};
+
+    auto loader = [&] {
+        const Progress progress(ProgressCallback{}, stop);
+        while (!stop.isCancelled()) {
+            const size_t i = next.fetch_add(1);
+            if (i >= todo.size()) break;
+            auto item = std::make_unique<Item>();
+            item->c = todo[i];
+            item->series = item->c.series.empty() ? options.series : item->c.series;
+            item->start = Clock::now();
+            Status st = guarded([&]() -> Status {
+                const auto t = Clock::now();
+                auto in = retryTransient<pipeline::StudyInput>(
+                    [&] {
+                        return pipeline::loadStudy(item->c.input, item->series, options.dicom,
+                                                   progress);
+                    },
+                    options.read_retries, options.retry_delay_seconds, stop);
+                if (!in.isOk()) return in.status();
+                item->input = std::move(*in);
+                item->stages["load"] = secondsSince(t);
+                for (const auto& w : item->input.volume.info().warnings)
+                    log::warning(kComponent, "case {}: {}", item->c.id, w);
+                auto work = segmenters[0].prepare(item->input, item->c.input, progress);
+                if (!work.isOk()) return work.status();
+                item->work = std::move(*work);
+                mergeTimings(*item, item->work.report.timings);
+                return Status::ok();
+            });
+            if (stop.isCancelled()) break;  // not started: the next run does it
+            if (!st.isOk()) {
+                recordOrStop(*item, CaseState::kFailed, st.withContext("case " + item->c.id), {});
+                continue;
+            }
+            if (!ready.push(std::move(item))) break;
+        }
+        if (--loaders_left == 0) ready.close();
+    };
+
+    auto device = [&](size_t d) {
+        const Progress progress(ProgressCallback{}, abort);
+        while (auto item = ready.pop()) {
+            if (stop.isCancelled()) continue;  // waiting, not started: dropped
+            Status st = guarded([&] { return segmenters[d].infer((*item)->work, progress); });
+            if (!st.isOk()) {
+                const bool abandoned = st.code() == StatusCode::kCancelled && abort.isCancelled();
+                recordOrStop(**item, abandoned ? CaseState::kInterrupted : CaseState::kFailed,
+                             st.withContext("case " + (*item)->c.id), {});
+                continue;
+            }
+            mergeTimings(**item, (*item)->work.report.timings);
+            to_write.push(std::move(*item));
+        }
+        if (--devices_left == 0) to_write.close();
+    };
+
+    auto writer = [&] {
+        const Progress progress(ProgressCallback{}, abort);
+        while (auto popped = to_write.pop()) {
+            Item& item = **popped;
+            if (abort.isCancelled()) {
+                recordOrStop(item, CaseState::kInterrupted,
+                             Status(StatusCode::kCancelled, "stopped"), {});
+                continue;
+            }
+            std::error_code space_ec;
+            const auto space = fs::space(out_root, space_ec);
+            if (!space_ec && space.available < options.min_free_bytes) {
+                log::error(kComponent,
+                           "only {} MiB free on the output file system (guard: {} MiB): "
+                           "stopping; free space and rerun",
+                           space.available >> 20, options.min_free_bytes >> 20);
+                requestStop(StopReason::kDiskFull, true);
+                recordOrStop(item, CaseState::kInterrupted,
+                             Status(StatusCode::kIoError, "output file system full"), {});
+                continue;
+            }
+            const auto t = Clock::now();
+            const fs::path staged = staging_root / item.c.id;
+            const fs::path final_dir = out_root / item.c.id;
+            std::vector<OutputFile> files;
+            Status st = guarded([&]() -> Status {
+                std::error_code e1;
+                fs::remove_all(staged, e1);
+                auto report = segmenters[0].write(item.input, std::move(item.work), item.c.input,
+                                                  staged.string(), progress);
+                if (!report.isOk()) return report.status();
+                mergeTimings(item, report->timings);
+                // An older output of this case (other model/options, or never journaled) is
+                // moved aside first, so the final name only ever holds a complete case.
+                std::error_code e2;
+                if (fs::exists(final_dir, e2)) {
+                    fs::rename(final_dir, trash_root / item.c.id, e2);
+                    if (e2)
+                        return ioError("cannot replace the earlier output: " + e2.message(),
+                                       final_dir.string());
+                    fs::remove_all(trash_root / item.c.id, e2);
+                }
+                fs::rename(staged, final_dir, e2);
+                if (e2)
+                    return ioError("cannot move the case into place: " + e2.message(),
+                                   final_dir.string());
+                files = listOutputs(final_dir);
+                return Status::ok();
+            });
+            std::error_code cleanup_ec;
+            fs::remove_all(staged, cleanup_ec);
+            item.input = pipeline::StudyInput();  // release the volume before the next case
+            item.stages["write"] = secondsSince(t);
+            if (!st.isOk()) {
+                const bool abandoned = st.code() == StatusCode::kCancelled && abort.isCancelled();
+                recordOrStop(item, abandoned ? CaseState::kInterrupted : CaseState::kFailed,
+                             st.withContext("case " + item.c.id), {});
+                continue;
+            }
+            recordOrStop(item, CaseState::kDone, Status::ok(), files);
+        }
+    };
+
+    // Watches for the signal and enforces the grace period.
+    std::atomic<bool> finished{false};
+    std::thread watchdog([&] {
+        bool seen = false;
+        Clock::time_point since{};
+        while (!finished.load()) {
+            if (!seen && (signal.isCancelled() || stop.isCancelled())) {
+                seen = true;
+                since = Clock::now();
+                if (signal.isCancelled()) {
+                    requestStop(StopReason::kSignal, false);
+                    log::warning(kComponent,
+                                 "stop requested: no new cases; cases in flight get {:.0f} s "
+                                 "to finish",
+                                 options.grace_seconds);
+                }
+            }
+            if (seen && !abort.isCancelled() && secondsSince(since) > options.grace_seconds) {
+                log::warning(kComponent, "grace period over: abandoning the cases in flight");
+                abort.cancel();
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+    });
+
+    std::vector<std::thread> threads;
+    for (int l = 0; l < loaders; ++l) threads.emplace_back(loader);
+    for (size_t d = 0; d < segmenters.size(); ++d) threads.emplace_back(device, d);
+    threads.emplace_back(writer);
+    for (auto& t : threads) t.join();
+    finished = true;
+    watchdog.join();
+    // A signal that arrived after the last case still counts as a stop only if work was left.
+    result.stop = static_cast<StopReason>(stop_reason.load());
+
+    // Anything a killed run could have left for these cases.
+    for (const auto& c : todo) fs::remove_all(staging_root / c.id, ec);
+
+    result.stats = recorder.finish();
+    if (result.stop == StopReason::kSignal) result.stats.stopped = "signal";
+    if (result.stop == StopReason::kDiskFull) result.stats.stopped = "disk_full";
+    if (result.stop == StopReason::kSignal && result.stats.pending() == 0 &&
+        result.stats.interrupted == 0) {
+        result.stop = StopReason::kNone;  // the signal came after the last case: nothing lost
+        result.stats.stopped.clear();
+    }
+    VOXSEG_RETURN_IF_ERROR(writeSummary(result.stats, result.summary_path));
+    if (auto st = writeMetrics(result.stats, false, result.metrics_path); !st.isOk())
+        log::warning(kComponent, "metrics file not written: {}", st.toString());
+    return result;
+}
+
+}  // namespace voxseg::batch

@@ -1,0 +1,90 @@
+// `voxseg batch` without the command line: runs one shard of a case list through the segment
+// pipeline with the model loaded once per device, resumable, fault-isolated and stoppable.
+//
+//   loader threads: read the study (transient read errors retried) and pre-process it
+//     -> bounded queue (--prefetch) ->
+//   one inference thread per device (a Segmenter each)
+//     -> bounded queue ->
+//   writer thread: free-space guard, outputs staged under <out>/.voxseg-batch/staging/<id>,
+//     renamed to <out>/<id> when complete, journal line (fsync), metrics file, progress.
+//
+// A case that fails (corrupt input, no matching series, out of memory) is journaled as failed
+// and the batch goes on. When `stop` is cancelled (SIGTERM/SIGINT), no new case is started;
+// cases already in inference or writing get `grace_seconds` to finish, then are abandoned
+// (their staging folders removed) and redone by the next run. A rerun skips cases whose journal
+// entry says done with the same model sha256 and options hash and whose files are all present.
+//
+// Thread safety: runBatch is one call; it owns its threads and joins them before returning.
+#pragma once
+
+#include "batch/manifest.h"
+#include "batch/report.h"
+#include "batch/shard.h"
+#include "core/progress.h"
+#include "core/status.h"
+#include "io/dicom_series.h"
+#include "pipeline/segment.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace voxseg::batch {
+
+struct BatchOptions {
+    std::string model;        // model package folder
+    std::string output_root;  // one folder per case inside
+    std::string series;       // default series selector for cases without one
+    pipeline::SegmentOptions segment;
+    io::DicomLoadOptions dicom;
+    std::vector<std::string> devices;  // backend names, one Segmenter each; empty: segment.device
+    Shard shard;
+    int loaders = 1;                   // CPU threads reading + pre-processing
+    int prefetch = 2;                  // pre-processed cases waiting for a device (queue capacity)
+    double grace_seconds = 60.0;       // after a stop, for the cases already running
+    int read_retries = 2;              // extra attempts after a transient read error (kIoError)
+    double retry_delay_seconds = 1.0;  // doubled after each attempt
+    uint64_t min_free_bytes = 1ull << 30;  // free-space guard on the output file system
+    std::string metrics_path;              // default: <out>/.voxseg-batch/metrics-<shard>.prom
+    bool redo_all = false;                 // ignore the journal (--force)
+};
+
+enum class StopReason { kNone, kSignal, kDiskFull };
+
+struct BatchResult {
+    BatchStats stats;
+    StopReason stop = StopReason::kNone;
+    std::string summary_path;
+    std::string journal_path;
+    std::string metrics_path;
+};
+
+// Called after each case is recorded (from the runner's threads, serialised).
+using CaseCallback = std::function<void(const CaseRecord& record, const BatchStats& stats)>;
+
+// The state folder inside the output root (journal, summary, metrics, staging).
+std::string stateFolder(const std::string& output_root);
+
+// sha256 of the options that change outputs (precision, overlap, TTA, post-processing, outputs,
+// format, modality and DICOM policies); not device, threads or batch size.
+std::string optionsHash(const BatchOptions& options);
+
+// Devices from `--devices` ("0,1", "cpu,cpu", "cuda:0,cuda:1") and the base `--device`: plain
+// numbers become cuda:<n> for cuda (and for auto when a CUDA device is usable), or that many
+// workers of the base backend otherwise. Empty list: {base}.
+Result<std::vector<std::string>> parseDevices(const std::string& list, const std::string& base);
+
+// Retries `fn` after transient read errors (kIoError) up to `retries` more times, sleeping
+// `delay_seconds` (doubled each time) between attempts; stops early when `stop` is cancelled.
+template <typename T>
+Result<T> retryTransient(const std::function<Result<T>()>& fn, int retries, double delay_seconds,
+                         const CancelToken& stop, int* attempts_out = nullptr);
+
+// Errors are setup problems (model, output folder, journal); case failures are in the result.
+Result<BatchResult> runBatch(const std::vector<BatchCase>& cases, const BatchOptions& options,
+                             const CancelToken& stop, const CaseCallback& on_case = {});
+
+}  // namespace voxseg::batch
+
+#include "batch/retry_impl.h"

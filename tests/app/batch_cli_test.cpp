@@ -1,0 +1,183 @@
+// `voxseg batch` as a real child process: exit codes (0, 7, 10), a SIGTERM in the middle of a
+// case followed by a rerun (complete, outputs identical to an uninterrupted run, no debris).
+#include "app/exit_codes.h"
+#include "batch/journal.h"
+#include "tests/batch/batch_test_util.h"
+#include "tests/test_data.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+extern char** environ;
+
+namespace voxseg::app {
+namespace {
+namespace fs = std::filesystem;
+using batch::testing::slurp;
+
+constexpr int kCases = 6;
+
+// Starts `voxseg args...` with stdout/stderr to files; returns the pid.
+pid_t spawnVoxseg(const std::vector<std::string>& args, const std::string& out,
+                  const std::string& err) {
+    std::vector<std::string> all = {VOXSEG_BIN};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = -1;
+    if (posix_spawn(&pid, VOXSEG_BIN, &fa, nullptr, argv.data(), environ) != 0) pid = -1;
+    posix_spawn_file_actions_destroy(&fa);
+    return pid;
+}
+
+int waitExit(pid_t pid) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int runVoxseg(const std::vector<std::string>& args, const voxseg::testing::TempDir& dir) {
+    return waitExit(spawnVoxseg(args, dir / ".out", dir / ".err"));
+}
+
+struct Cases {
+    voxseg::testing::TempDir dir;
+    std::string model;
+    std::string manifest;
+    Cases(int broken = 0) {
+        model = batch::testing::makePackage(dir.path());
+        fs::create_directories(dir.path() / "in");
+        std::ofstream csv(dir / "cases.csv");
+        csv << "case_id,input\n";
+        for (int i = 0; i < kCases; ++i) {
+            const std::string name = "in/c" + std::to_string(i) + ".nii.gz";
+            EXPECT_TRUE(io::writeImage(batch::testing::makeVolume(10 + i, {64, 60, 44}), dir / name)
+                            .isOk());
+            csv << "case" << i << "," << name << "\n";
+        }
+        for (int i = 0; i < broken; ++i) {
+            std::ofstream(dir / ("in/bad" + std::to_string(i) + ".nii.gz")) << "garbage";
+            csv << "bad" << i << ",in/bad" << i << ".nii.gz\n";
+        }
+        manifest = dir / "cases.csv";
+    }
+    std::vector<std::string> args(const std::string& out) const {
+        return {"batch",    manifest, "-m",        model, "-o",        dir / out,
+                "--device", "cpu",    "--threads", "1",   "--outputs", "nifti,stats"};
+    }
+};
+
+std::vector<std::string> debris(const fs::path& root) {
+    std::vector<std::string> found;
+    for (const auto& e : fs::recursive_directory_iterator(root)) {
+        const std::string name = e.path().filename().string();
+        const std::string parent = e.path().parent_path().filename().string();
+        if (name.find("tmp") != std::string::npos || name.rfind(".voxseg-staging", 0) == 0 ||
+            parent == "staging" || parent == "trash")
+            found.push_back(e.path().string());
+    }
+    return found;
+}
+
+std::vector<std::string> with(std::vector<std::string> a, std::vector<std::string> more) {
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+}
+
+TEST(BatchCli, BrokenCasesExit7AndAreInTheSummary) {
+    Cases c(2);
+    EXPECT_EQ(runVoxseg(c.args("out"), c.dir), toInt(ExitCode::kSomeCasesFailed))
+        << slurp(c.dir.path() / ".err");
+    const auto summary =
+        nlohmann::json::parse(slurp(c.dir.path() / "out/.voxseg-batch/summary-0-of-1.json"));
+    EXPECT_EQ(summary["counts"]["done"], kCases);
+    EXPECT_EQ(summary["counts"]["failed"], 2);
+    EXPECT_EQ(summary["failures"].size(), 2u);
+    for (int i = 0; i < kCases; ++i)
+        EXPECT_TRUE(fs::exists(c.dir.path() / "out" / ("case" + std::to_string(i)) /
+                               "segmentation.nii.gz"));
+}
+
+TEST(BatchCli, SigtermMidCaseThenRerunGivesIdenticalOutputsAndNoDebris) {
+    Cases c;
+    ASSERT_EQ(runVoxseg(c.args("reference"), c.dir), 0) << slurp(c.dir.path() / ".err");
+
+    const std::string err = c.dir / "interrupted.err";
+    const pid_t pid = spawnVoxseg(
+        with(c.args("out"), {"--grace", "0", "--log-format", "json", "--prefetch", "1"}),
+        c.dir / "interrupted.out", err);
+    ASSERT_GT(pid, 0);
+    // SIGTERM as soon as the first case is journaled: the second one is then in flight.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    bool first_done = false;
+    while (std::chrono::steady_clock::now() < deadline) {
+        if (slurp(err).find("case case") != std::string::npos &&
+            slurp(err).find(" done in ") != std::string::npos) {
+            first_done = true;
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_TRUE(first_done) << slurp(err);
+    // Twice, as under Slurm (the job's processes and a forwarding wrapper both signal it): a
+    // repeated SIGTERM must not turn the clean stop into a kill.
+    ::kill(pid, SIGTERM);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ::kill(pid, SIGTERM);
+    const int rc = waitExit(pid);
+    ASSERT_EQ(rc, toInt(ExitCode::kBatchStopped)) << slurp(err);
+    EXPECT_TRUE(debris(c.dir.path() / "out").empty()) << debris(c.dir.path() / "out")[0];
+    auto journal = batch::readJournals(c.dir / "out/.voxseg-batch");
+    ASSERT_TRUE(journal.isOk());
+    int done = 0, folders = 0;
+    for (const auto& [id, e] : *journal) done += e.state == batch::CaseState::kDone;
+    for (int i = 0; i < kCases; ++i)
+        folders += fs::exists(c.dir.path() / "out" / ("case" + std::to_string(i)));
+    EXPECT_GE(done, 1);
+    EXPECT_LT(done, kCases) << "the signal came too late to interrupt anything";
+    EXPECT_EQ(folders, done);  // no case folder without its journal entry
+    // JSON-lines logs: every stderr line is a JSON object.
+    std::istringstream lines(slurp(err));
+    for (std::string line; std::getline(lines, line);)
+        EXPECT_FALSE(nlohmann::json::parse(line, nullptr, false).is_discarded()) << line;
+
+    ASSERT_EQ(runVoxseg(c.args("out"), c.dir), 0) << slurp(c.dir.path() / ".err");
+    EXPECT_TRUE(debris(c.dir.path() / "out").empty());
+    for (int i = 0; i < kCases; ++i) {
+        const std::string id = "case" + std::to_string(i);
+        const std::string a = slurp(c.dir.path() / "out" / id / "segmentation.nii.gz");
+        EXPECT_FALSE(a.empty()) << id;
+        EXPECT_EQ(a, slurp(c.dir.path() / "reference" / id / "segmentation.nii.gz")) << id;
+    }
+    const auto summary =
+        nlohmann::json::parse(slurp(c.dir.path() / "out/.voxseg-batch/summary-0-of-1.json"));
+    EXPECT_EQ(summary["counts"]["skipped"], done);
+    EXPECT_EQ(summary["counts"]["done"], kCases - done);
+}
+
+TEST(BatchCli, UsageErrors) {
+    Cases c;
+    EXPECT_EQ(runVoxseg(with(c.args("out"), {"--shard", "4/4"}), c.dir), toInt(ExitCode::kUsage));
+    EXPECT_EQ(runVoxseg(with(c.args("out"), {"--devices", "gpu"}), c.dir), toInt(ExitCode::kUsage));
+    EXPECT_EQ(runVoxseg({"batch", c.dir / "nope.csv", "-m", c.model, "-o", c.dir / "o"}, c.dir),
+              toInt(ExitCode::kInputNotFound));
+}
+
+}  // namespace
+}  // namespace voxseg::app
