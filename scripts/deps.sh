@@ -7,6 +7,9 @@ pkgs=(build-essential cmake ninja-build pkg-config ccache git
       nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev zlib1g-dev libdeflate-dev
       libopenjp2-7-dev libgtest-dev libgmock-dev libbenchmark-dev libonnx-dev libprotobuf-dev
       protobuf-compiler dcmtk dcm2niix dicom3tools libgdcm-tools clang libclang-rt-14-dev)
+# Slurm + munge for tests/batch/slurm_array_test.sh (label slow), which starts its own one-node
+# cluster; the packages' services are not enabled or started by voxseg.
+pkgs+=(slurmctld slurmd slurm-client munge)
 if [ "${VOXSEG_HEADLESS:-0}" != 1 ]; then
   pkgs+=(qt6-base-dev libqt6opengl6-dev xvfb xauth libgl1-mesa-dri)
 fi
