@@ -377,6 +377,10 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
                                                    progress);
                     },
                     options.read_retries, options.retry_delay_seconds, stop);
+                if (!in.isOk() && in.status().code() == StatusCode::kAmbiguous)
+                    return in.status().withContext(
+                        "several series: give this case a 'series' (index or UID, see voxseg "
+                        "info) in the manifest");
                 if (!in.isOk()) return in.status();
                 item->input = std::move(*in);
                 item->stages["load"] = secondsSince(t);

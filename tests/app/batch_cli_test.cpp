@@ -171,6 +171,30 @@ TEST(BatchCli, SigtermMidCaseThenRerunGivesIdenticalOutputsAndNoDebris) {
     EXPECT_EQ(summary["counts"]["done"], kCases - done);
 }
 
+// A DICOM study with two series and no series column fails alone, saying how to choose; the
+// same study with a series column succeeds.
+TEST(BatchCli, AmbiguousStudyFailsAloneAndTheSeriesColumnPicksOne) {
+    Cases c;
+    const std::string study = c.dir / "two-series";
+    ASSERT_EQ(runVoxseg({"synth", study, "--size", "32x32x8", "--series-count", "2"}, c.dir), 0);
+    std::ofstream(c.dir / "dicom.csv") << "case_id,input,series\nct,two-series,\n";
+    const std::string model_ct = c.dir / "model-ct";
+    fs::create_directories(model_ct);
+    fs::copy(c.model, model_ct, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+    std::string json = slurp(fs::path(model_ct) / "model.json");
+    json.replace(json.find("\"MR\""), 4, "\"CT\"");
+    std::ofstream(fs::path(model_ct) / "model.json") << json;
+    const std::vector<std::string> args = {
+        "batch",       c.dir / "dicom.csv", "-m",  model_ct,    "-o",
+        c.dir / "out", "--device",          "cpu", "--threads", "1"};
+    EXPECT_EQ(runVoxseg(args, c.dir), toInt(ExitCode::kSomeCasesFailed));
+    EXPECT_NE(slurp(c.dir.path() / ".err").find("give this case a 'series'"), std::string::npos)
+        << slurp(c.dir.path() / ".err");
+    std::ofstream(c.dir / "dicom.csv") << "case_id,input,series\nct,two-series,1\n";
+    EXPECT_EQ(runVoxseg(args, c.dir), 0) << slurp(c.dir.path() / ".err");
+    EXPECT_TRUE(fs::exists(c.dir.path() / "out/ct/segmentation.nii.gz"));
+}
+
 TEST(BatchCli, UsageErrors) {
     Cases c;
     EXPECT_EQ(runVoxseg(with(c.args("out"), {"--shard", "4/4"}), c.dir), toInt(ExitCode::kUsage));
