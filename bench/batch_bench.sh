@@ -2,13 +2,17 @@
 # `voxseg batch` vs N separate `voxseg segment` runs, same model, same cases, one run each
 # (results go to docs/perf-batch.md).
 #
-#   bench/batch_bench.sh [--cases N] [--threads T] [--scenario hippocampus|ct|both]
+#   bench/batch_bench.sh [--cases N] [--threads T] [--scenario hippocampus|ct|nnunet|both]
 #
 # hippocampus: the first N MSD hippocampus crops (../shared/data/msd-hippocampus-cropped, T1 MR,
 #   about 36x50x35 voxels) with the hippocampus model package: sample_data/models/hippocampus, or
 #   the folder in $HIPPOCAMPUS_MODEL.
 # ct: N generated CT DICOM series (voxseg synth, 96x96x48, different seeds) with the golden
 #   PlainConvUNet of the tests (tests/engine/golden/nnunet_plain.onnx) packaged on the fly.
+# nnunet: the hippocampus crops with a trained nnU-Net v2 model folder ($NNUNET_MODEL_FOLDER,
+#   fold 0, e.g. from tools/nnunet_parity.py train), exported by tools/export_nnunet.py without
+#   mirroring: nnU-Net's own folder prediction (nnUNetv2_predict_from_modelfolder, CPU,
+#   --disable_tta, torch threads = T) vs the separate runs vs the batch, same network.
 # Both commands run on the CPU backend with --threads T and outputs nifti,stats. Reported:
 # wall time, cases/min, speed-up, peak RSS of each process (GNU time), and for the batch the
 # resident and peak memory after the first and the last case (summary.json). The batch's label
@@ -121,4 +125,28 @@ JSON
     echo "ct-$i,$work/ct/s$i" >>"$work/ct.csv"
   done
   run_one ct "$work/ctmodel" "$work/ct.csv"
+fi
+
+if [ "$scenario" = nnunet ]; then
+  folder="${NNUNET_MODEL_FOLDER:?set NNUNET_MODEL_FOLDER to a trained nnU-Net v2 model folder}"
+  images="$data/msd-hippocampus-cropped/images"
+  python3 tools/export_nnunet.py "$folder" -o "$work/nnupkg" --folds 0 --no-mirroring --force \
+    >"$work/export.log" 2>&1 || { cat "$work/export.log"; exit 1; }
+  mkdir -p "$work/nnu_in"
+  echo "case_id,input" >"$work/nnu.csv"
+  ls "$images" | grep '\.nii\.gz$' | sort | head -n "$cases" | while read -r f; do
+    ln -s "$(readlink -f "$images/$f")" "$work/nnu_in/${f%.nii.gz}_0000.nii.gz"
+    echo "${f%.nii.gz},$(readlink -f "$images/$f")" >>"$work/nnu.csv"
+  done
+  echo
+  echo "## nnU-Net's folder prediction, same network (fold 0, no mirroring)"
+  t0=$(date +%s.%N)
+  OMP_NUM_THREADS=$threads /usr/bin/time -f "%M" -o "$work/time.txt" \
+    nnUNetv2_predict_from_modelfolder -i "$work/nnu_in" -o "$work/nnu_out" -m "$folder" -f 0 \
+    --disable_tta -device cpu -npp 1 -nps 1 >"$work/nnu.log" 2>&1 || { tail "$work/nnu.log"; exit 1; }
+  t1=$(date +%s.%N)
+  nnu_s=$(echo "$t1 - $t0" | bc -l)
+  printf "nnUNetv2_predict_from_modelfolder: %.1f s, %.1f cases/min, peak RSS %.0f MiB\n" \
+    "$nnu_s" "$(echo "$cases * 60 / $nnu_s" | bc -l)" "$(echo "$(cat "$work/time.txt") / 1024" | bc -l)"
+  run_one nnunet "$work/nnupkg" "$work/nnu.csv"
 fi
