@@ -208,6 +208,20 @@ TEST(BatchRunner, StopAfterTheFirstCaseLeavesTheRestForTheRerun) {
     EXPECT_EQ(rerun->stats.done, kGoodCases - r->stats.done);
 }
 
+TEST(BatchRunner, WithinTheGracePeriodTheCasesInFlightFinish) {
+    Fixture f;
+    CancelToken stop;
+    BatchOptions o = f.options("out");
+    o.grace_seconds = 600;  // far longer than a case: nothing may be abandoned
+    auto r =
+        runBatch(f.cases, o, stop, [&](const CaseRecord&, const BatchStats&) { stop.cancel(); });
+    ASSERT_TRUE(r.isOk()) << r.status().toString();
+    EXPECT_EQ(r->stats.interrupted, 0);
+    EXPECT_GE(r->stats.done, 1);
+    EXPECT_EQ(r->stats.done + r->stats.pending(), kGoodCases);
+    EXPECT_TRUE(debris(f.dir.path() / "out").empty());
+}
+
 TEST(BatchRunner, FreeSpaceGuardStopsBeforeWriting) {
     Fixture f;
     BatchOptions o = f.options("out");
