@@ -164,6 +164,20 @@ bool outputsComplete(const JournalEntry& e, const fs::path& dir) {
     return true;
 }
 
+// Temporary files AtomicFile left for `target` when a run was killed (SIGKILL) mid-write:
+// ".tmp-<random>-<name>" beside it. Only this shard's own files: other shards may be writing
+// theirs right now.
+void removeStaleTemps(const fs::path& target) {
+    std::error_code ec;
+    const std::string suffix = "-" + target.filename().string();
+    for (const auto& e : fs::directory_iterator(target.parent_path(), ec)) {
+        const std::string name = e.path().filename().string();
+        if (name.rfind(".tmp-", 0) == 0 && name.size() > suffix.size() &&
+            name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+            fs::remove(e.path(), ec);
+    }
+}
+
 bool allDigits(const std::string& s) {
     return !s.empty() &&
            std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
@@ -265,6 +279,8 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
                               ? (state / ("metrics-" + tag + ".prom")).string()
                               : options.metrics_path;
     VOXSEG_ASSIGN_OR_RETURN(Journal journal, Journal::open(result.journal_path));
+    removeStaleTemps(result.summary_path);
+    removeStaleTemps(result.metrics_path);
 
     // One Segmenter per device; CPU workers share the cores.
     const std::vector<std::string> devices = options.devices.empty()

@@ -171,6 +171,32 @@ TEST(BatchCli, SigtermMidCaseThenRerunGivesIdenticalOutputsAndNoDebris) {
     EXPECT_EQ(summary["counts"]["done"], kCases - done);
 }
 
+// No notice at all (SIGKILL, a lost node): whatever was staged is debris for the rerun to clear;
+// the rerun completes with outputs identical to an uninterrupted run.
+TEST(BatchCli, SigkillMidCaseThenRerunClearsDebrisAndCompletes) {
+    Cases c;
+    ASSERT_EQ(runVoxseg(c.args("reference"), c.dir), 0) << slurp(c.dir.path() / ".err");
+    const std::string err = c.dir / "killed.err";
+    const pid_t pid =
+        spawnVoxseg(with(c.args("out"), {"--log-format", "json"}), c.dir / "killed.out", err);
+    ASSERT_GT(pid, 0);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (std::chrono::steady_clock::now() < deadline &&
+           slurp(err).find(" done in ") == std::string::npos)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ::kill(pid, SIGKILL);
+    EXPECT_EQ(waitExit(pid), 128 + SIGKILL);
+
+    ASSERT_EQ(runVoxseg(c.args("out"), c.dir), 0) << slurp(c.dir.path() / ".err");
+    EXPECT_TRUE(debris(c.dir.path() / "out").empty()) << debris(c.dir.path() / "out")[0];
+    for (int i = 0; i < kCases; ++i) {
+        const std::string id = "case" + std::to_string(i);
+        EXPECT_EQ(slurp(c.dir.path() / "out" / id / "segmentation.nii.gz"),
+                  slurp(c.dir.path() / "reference" / id / "segmentation.nii.gz"))
+            << id;
+    }
+}
+
 // A DICOM study with two series and no series column fails alone, saying how to choose; the
 // same study with a series column succeeds.
 TEST(BatchCli, AmbiguousStudyFailsAloneAndTheSeriesColumnPicksOne) {
