@@ -262,9 +262,125 @@ void LabelColors::set(int value, std::array<uint8_t, 3> rgb, double opacity, boo
         (a << 24) | (uint32_t(rgb[0]) << 16) | (uint32_t(rgb[1]) << 8) | rgb[2];
 }
 
+namespace {
+
+// Label values of the screen rectangle [c0, c0 + w) x [r0, r1] into l (row pitch pw, one pixel
+// of border), read from the volume.
+void readLabelRect(const Volume& labels, const SliceFrame& frame, int64_t slice, int64_t c0,
+                   int64_t r0, int64_t r1, int64_t w, int64_t pw, int32_t* l) {
+    const Geometry g = labels.geometry();
+    const auto st = strides(g);
+    visitPixels(labels, [&](const auto* data) {
+        const int64_t step = frame.flip_x ? -st[frame.axis_x] : st[frame.axis_x];
+        const int64_t x0 = frame.flip_x ? frame.width - 1 - c0 : c0;
+        for (int64_t r = r0; r <= r1; ++r) {
+            const int64_t y = frame.flip_y ? frame.height - 1 - r : r;
+            const auto* p =
+                data + slice * st[frame.axis_n] + y * st[frame.axis_y] + x0 * st[frame.axis_x];
+            mapRow(p, step, w, l + (r - r0 + 1) * pw + 1,
+                   [](auto v) { return static_cast<int32_t>(v); });
+        }
+    });
+}
+
+void blendLabelRect(const int32_t* l, const SliceFrame& frame, int64_t c0, int64_t c1, int64_t r0,
+                    int64_t r1, int64_t pw, const LabelColors& colors, OverlayMode mode,
+                    uint32_t* argb) {
+    const int64_t n_colors = static_cast<int64_t>(colors.colors.size());
+    for (int64_t r = r0; r <= r1; ++r) {
+        const int32_t* row = l + (r - r0 + 1) * pw + 1;
+        uint32_t* out = argb + r * frame.width;
+        for (int64_t c = c0; c <= c1; ++c) {
+            const int32_t* q = row + (c - c0);
+            const int32_t v = *q;
+            if (v <= 0 || v >= n_colors) continue;
+            const uint32_t color = colors.colors[v];
+            uint32_t alpha = color >> 24;
+            if (alpha == 0) continue;
+            if (mode == OverlayMode::kOutline) {
+                const bool edge = c == 0 || r == 0 || c == frame.width - 1 ||
+                                  r == frame.height - 1 || q[-1] != v || q[1] != v || q[-pw] != v ||
+                                  q[pw] != v;
+                if (!edge) continue;
+                alpha = 255;
+            }
+            out[c] = blend(out[c], color, alpha);
+        }
+    }
+}
+
+}  // namespace
+
+bool LabelRuns::serves(const SliceFrame& frame) const {
+    return !empty() && frame.axis_n == 0 && frame.axis_x == run_axis && frame.axis_y == line_axis &&
+           frame.depth == size0;
+}
+
+int labelRunAxis(const Geometry& geometry) {
+    for (auto view : {ViewAxis::kAxial, ViewAxis::kCoronal, ViewAxis::kSagittal}) {
+        const SliceFrame f = makeSliceFrame(geometry, view);
+        if (f.axis_n == 0) return f.axis_x;
+    }
+    return -1;
+}
+
+LabelRuns buildLabelRuns(const Volume& labels, int run_axis) {
+    LabelRuns out;
+    if ((run_axis != 1 && run_axis != 2) || labels.empty()) return out;
+    const Geometry g = labels.geometry();
+    const int a = run_axis, b = 3 - run_axis;
+    for (int d = 0; d < 3; ++d)
+        if (g.size[d] > std::numeric_limits<int32_t>::max()) return out;
+    const auto st = strides(g);
+    const int64_t n0 = g.size[0], na = g.size[a], nb = g.size[b];
+    out.run_axis = a;
+    out.line_axis = b;
+    out.size0 = n0;
+    out.offsets.assign(static_cast<size_t>(n0 * nb + 1), 0);
+    // Per plane t (fixed index along b): scan it in memory order (rows along axis 0), keep each
+    // line's open run, then order the plane's closed runs by line (counting sort, stable).
+    std::vector<int32_t> open_value(static_cast<size_t>(n0)), open_begin(static_cast<size_t>(n0));
+    std::vector<std::pair<int64_t, LabelRuns::Run>> closed;
+    std::vector<int64_t> count(static_cast<size_t>(n0 + 1));
+    visitPixels(labels, [&](const auto* data) {
+        for (int64_t t = 0; t < nb; ++t) {
+            closed.clear();
+            std::fill(open_value.begin(), open_value.end(), 0);
+            for (int64_t s = 0; s <= na; ++s) {
+                const auto* row = s < na ? data + t * st[b] + s * st[a] : nullptr;
+                for (int64_t i = 0; i < n0; ++i) {
+                    const int32_t v = row ? static_cast<int32_t>(row[i]) : 0;
+                    int32_t& open = open_value[static_cast<size_t>(i)];
+                    if (v == open) continue;
+                    if (open != 0)
+                        closed.push_back(
+                            {i,
+                             {open_begin[static_cast<size_t>(i)], static_cast<int32_t>(s), open}});
+                    open = v;
+                    open_begin[static_cast<size_t>(i)] = static_cast<int32_t>(s);
+                }
+            }
+            std::fill(count.begin(), count.end(), 0);
+            for (const auto& c : closed) ++count[static_cast<size_t>(c.first + 1)];
+            for (int64_t i = 0; i < n0; ++i)
+                count[static_cast<size_t>(i + 1)] += count[static_cast<size_t>(i)];
+            const int64_t base = static_cast<int64_t>(out.runs.size());
+            for (int64_t i = 0; i < n0; ++i)
+                out.offsets[static_cast<size_t>(t * n0 + i)] = base + count[static_cast<size_t>(i)];
+            out.runs.resize(out.runs.size() + closed.size());
+            for (const auto& c : closed)
+                out.runs[static_cast<size_t>(base + count[static_cast<size_t>(c.first)]++)] =
+                    c.second;
+        }
+    });
+    out.offsets.back() = static_cast<int64_t>(out.runs.size());
+    out.runs.shrink_to_fit();
+    return out;
+}
+
 void blendLabels(const Volume& labels, const SliceFrame& frame, int64_t slice,
                  const LabelColors& colors, OverlayMode mode, uint32_t* argb,
-                 const IndexBox* bounds) {
+                 const IndexBox* bounds, const LabelRuns* runs) {
     if (slice < 0 || slice >= frame.depth) return;
     // The screen rectangle [c0, c1] x [r0, r1] that can hold labels.
     int64_t c0 = 0, c1 = frame.width - 1, r0 = 0, r1 = frame.height - 1;
@@ -284,40 +400,27 @@ void blendLabels(const Volume& labels, const SliceFrame& frame, int64_t slice,
     // Label values of the rectangle with a one-pixel border of zeros (outside holds no labels).
     const int64_t pw = w + 2;
     std::vector<int32_t> l(static_cast<size_t>(pw * (h + 2)), 0);
-    const Geometry g = labels.geometry();
-    const auto st = strides(g);
-    visitPixels(labels, [&](const auto* data) {
-        const int64_t step = frame.flip_x ? -st[frame.axis_x] : st[frame.axis_x];
-        const int64_t x0 = frame.flip_x ? frame.width - 1 - c0 : c0;
+    if (runs && runs->serves(frame)) {
         for (int64_t r = r0; r <= r1; ++r) {
-            const int64_t y = frame.flip_y ? frame.height - 1 - r : r;
-            const auto* p =
-                data + slice * st[frame.axis_n] + y * st[frame.axis_y] + x0 * st[frame.axis_x];
-            mapRow(p, step, w, l.data() + (r - r0 + 1) * pw + 1,
-                   [](auto v) { return static_cast<int32_t>(v); });
-        }
-    });
-    const int64_t n_colors = static_cast<int64_t>(colors.colors.size());
-    for (int64_t r = r0; r <= r1; ++r) {
-        const int32_t* row = l.data() + (r - r0 + 1) * pw + 1;
-        uint32_t* out = argb + r * frame.width;
-        for (int64_t c = c0; c <= c1; ++c) {
-            const int32_t* q = row + (c - c0);
-            const int32_t v = *q;
-            if (v <= 0 || v >= n_colors) continue;
-            const uint32_t color = colors.colors[v];
-            uint32_t alpha = color >> 24;
-            if (alpha == 0) continue;
-            if (mode == OverlayMode::kOutline) {
-                const bool edge = c == 0 || r == 0 || c == frame.width - 1 ||
-                                  r == frame.height - 1 || q[-1] != v || q[1] != v || q[-pw] != v ||
-                                  q[pw] != v;
-                if (!edge) continue;
-                alpha = 255;
+            const int64_t t = frame.flip_y ? frame.height - 1 - r : r;
+            const size_t line = static_cast<size_t>(t * runs->size0 + slice);
+            int32_t* row = l.data() + (r - r0 + 1) * pw + 1;
+            for (int64_t q = runs->offsets[line]; q < runs->offsets[line + 1]; ++q) {
+                const LabelRuns::Run& run = runs->runs[static_cast<size_t>(q)];
+                int64_t a = run.begin, b = int64_t(run.end) - 1;  // screen columns, inclusive
+                if (frame.flip_x) {
+                    a = frame.width - 1 - b;
+                    b = frame.width - 1 - run.begin;
+                }
+                a = std::max(a, c0);
+                b = std::min(b, c1);
+                if (a <= b) std::fill(row + (a - c0), row + (b - c0) + 1, run.value);
             }
-            out[c] = blend(out[c], color, alpha);
         }
+    } else {
+        readLabelRect(labels, frame, slice, c0, r0, r1, w, pw, l.data());
     }
+    blendLabelRect(l.data(), frame, c0, c1, r0, r1, pw, colors, mode, argb);
 }
 
 }  // namespace voxseg::ui

@@ -97,13 +97,48 @@ struct IndexBox {
     bool empty() const { return lo[0] > hi[0] || lo[1] > hi[1] || lo[2] > hi[2]; }
 };
 
+// A label map's nonzero runs along the lines of one index axis, for the view whose slices cut
+// across the volume's contiguous rows (the sagittal view of an axial stack). Read straight from
+// the volume, such a slice touches one cache line per pixel (stride of a whole row); from the
+// runs it reads each line's few runs, stored one after the other. Built once per label map on a
+// worker thread (prepareLabelMap). Memory: 12 bytes per run plus 8 bytes per line (lines =
+// size[0] * size[line_axis]); for a segmentation that is a few MB, much less than the map.
+// Thread safety: immutable after buildLabelRuns(); concurrent reads are safe.
+struct LabelRuns {
+    struct Run {
+        int32_t begin = 0, end = 0;  // [begin, end) along run_axis
+        int32_t value = 0;
+    };
+    int run_axis = 1;   // index axis the runs go along (1 or 2)
+    int line_axis = 2;  // the other axis (not 0)
+    int64_t size0 = 0;  // size of index axis 0, the slice axis of the view it serves
+    // Runs of the line at (i, t) (t along line_axis): runs[offsets[t * size0 + i] ..
+    // offsets[t * size0 + i + 1]), in increasing order.
+    std::vector<int64_t> offsets;
+    std::vector<Run> runs;
+    bool empty() const { return offsets.empty(); }
+    size_t bytes() const { return offsets.size() * sizeof(int64_t) + runs.size() * sizeof(Run); }
+    // True when slices of `frame` can be drawn from these runs (frame.axis_n == 0 and its
+    // screen x runs along run_axis).
+    bool serves(const SliceFrame& frame) const;
+};
+// Runs along `run_axis` (1 or 2) of every line of `labels` (any integer type; others are
+// truncated to int32 like the viewer does). Empty when run_axis is not 1 or 2 or a size exceeds
+// int32.
+LabelRuns buildLabelRuns(const Volume& labels, int run_axis);
+// The run axis for `geometry`'s view whose slices walk index axis 0 (-1 when no view does,
+// which makeSliceFrame never gives).
+int labelRunAxis(const Geometry& geometry);
+
 // Blends the labels of `slice` over `argb` (the rendered image slice): fill paints every labelled
 // pixel at its opacity; outline draws, opaque, only the labelled pixels whose 4-neighbourhood
 // holds another value (or the slice edge).
 // `bounds` (optional): a box holding every nonzero voxel; only its part of the slice is read (a
 // slice outside it is skipped), which gives the same pixels faster.
+// `runs` (optional): buildLabelRuns() of `labels`; used instead of the volume when it serves
+// `frame` (same pixels, without the strided reads).
 void blendLabels(const Volume& labels, const SliceFrame& frame, int64_t slice,
                  const LabelColors& colors, OverlayMode mode, uint32_t* argb,
-                 const IndexBox* bounds = nullptr);
+                 const IndexBox* bounds = nullptr, const LabelRuns* runs = nullptr);
 
 }  // namespace voxseg::ui

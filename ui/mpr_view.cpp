@@ -85,7 +85,7 @@ void MprView::render() {
     renderSlice(state_->image(), f, slice, state_->window(), argb);
     if (state_->hasLabelMap())
         blendLabels(state_->labelMap(), f, slice, state_->labelColors(), state_->overlayMode(),
-                    argb, &state_->labelBounds());
+                    argb, &state_->labelBounds(), state_->labelRuns());
     rendered_slice_ = slice;
     dirty_ = false;
 }

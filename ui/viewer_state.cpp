@@ -18,6 +18,7 @@ void ViewerState::setStudy(pipeline::StudyInput study, const QString& source) {
     study_ = std::move(study);
     source_ = source;
     label_map_ = Volume();
+    label_runs_ = {};
     label_bounds_ = {};
     entries_.clear();
     segments_.clear();
@@ -70,6 +71,7 @@ Result<PreparedLabelMap> prepareLabelMap(const Volume& image, Volume label_map,
         label_map = label_map.castTo(PixelType::kInt32);
     PreparedLabelMap out;
     VOXSEG_ASSIGN_OR_RETURN(out.statistics, pipeline::computeStatistics(label_map, &image, labels));
+    out.runs = buildLabelRuns(label_map, labelRunAxis(label_map.geometry()));
     out.label_map = std::move(label_map);
     out.labels = std::move(labels);
     out.segments = std::move(segments);
@@ -86,6 +88,7 @@ Status ViewerState::setLabelMap(Volume label_map, std::vector<pipeline::LabelInf
 
 void ViewerState::applyLabelMap(PreparedLabelMap p) {
     label_map_ = std::move(p.label_map);
+    label_runs_ = std::move(p.runs);
     statistics_ = std::move(p.statistics);
     segments_ = std::move(p.segments);
     entries_.clear();
@@ -106,7 +109,12 @@ void ViewerState::applyLabelMap(PreparedLabelMap p) {
             label_bounds_.hi[a] = std::max(label_bounds_.hi[a], l.bbox_max[a]);
         }
     }
-    log::info(kComponent, "label map with {} labels shown", entries_.size());
+    log::info(kComponent, "label map with {} labels shown ({} runs, {:.1f} MB, for the {} view)",
+              entries_.size(), label_runs_.runs.size(), label_runs_.bytes() / 1e6,
+              label_runs_.empty() ? "no"
+                                  : viewAxisName(frames_[0].axis_n == 0   ? ViewAxis::kAxial
+                                                 : frames_[1].axis_n == 0 ? ViewAxis::kCoronal
+                                                                          : ViewAxis::kSagittal));
     rebuildColors();
     emit labelMapChanged();
     emit labelDisplayChanged();
@@ -114,6 +122,7 @@ void ViewerState::applyLabelMap(PreparedLabelMap p) {
 
 void ViewerState::clearLabelMap() {
     label_map_ = Volume();
+    label_runs_ = {};
     label_bounds_ = {};
     entries_.clear();
     segments_.clear();

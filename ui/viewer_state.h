@@ -44,6 +44,7 @@ struct PreparedLabelMap {
     std::vector<pipeline::LabelInfo> labels;
     std::vector<io::SegmentDescription> segments;
     pipeline::StatisticsReport statistics;
+    LabelRuns runs;  // for the view whose slices cut across the stored rows (see LabelRuns)
 };
 
 // `label_map` must be on `image`'s grid (same size; origin, spacing and direction within
@@ -83,6 +84,12 @@ class ViewerState : public QObject {
     const pipeline::StatisticsReport& statistics() const { return statistics_; }
     // A box around every labelled voxel (from the statistics), for drawing only that part.
     const IndexBox& labelBounds() const { return label_bounds_; }
+    // The label map's runs for the slow (sagittal) view; nullptr when not built or turned off.
+    const LabelRuns* labelRuns() const {
+        return use_label_runs_ && !label_runs_.empty() ? &label_runs_ : nullptr;
+    }
+    // Draw from the volume instead of the runs (the bench compares both).
+    void setUseLabelRuns(bool use) { use_label_runs_ = use; }
 
     void setLabelVisible(size_t row, bool visible);
     void setLabelOpacity(size_t row, double opacity);
@@ -125,6 +132,8 @@ class ViewerState : public QObject {
     std::vector<io::SegmentDescription> segments_;
     pipeline::StatisticsReport statistics_;
     IndexBox label_bounds_;
+    LabelRuns label_runs_;
+    bool use_label_runs_ = true;
     LabelColors colors_;
     OverlayMode overlay_mode_ = OverlayMode::kFill;
     std::array<int64_t, 3> cursor_{0, 0, 0};

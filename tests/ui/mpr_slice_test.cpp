@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 
 namespace voxseg::ui {
 namespace {
@@ -212,6 +213,51 @@ TEST(BlendLabels, BoundingBoxGivesTheSamePixels) {
                     ASSERT_EQ(whole, bounded) << viewAxisName(view) << " slice " << s;
                 }
             }
+    }
+}
+
+// Drawing from the runs gives exactly the pixels of reading the volume: stored axial (LPS, RAS)
+// and sagittal stacks (runs then serve another view), random labels with runs touching the
+// edges, both modes, with and without the bounding box. Fails if the runs serve no view.
+TEST(BlendLabels, RunsGiveTheSamePixels) {
+    const Mat3 ras = {-1, 0, 0, 0, -1, 0, 0, 0, 1};
+    // Index axes (i, j, k) along (P, S, L): a sagittal stack.
+    const Mat3 sagittal_stack = {0, 0, 1, 1, 0, 0, 0, 1, 0};
+    std::mt19937 rng(7);
+    for (const Mat3& dir : {Mat3{1, 0, 0, 0, 1, 0, 0, 0, 1}, ras, sagittal_stack}) {
+        const Geometry g = makeGeometry({17, 13, 11}, {1, 1, 2}, {0, 0, 0}, dir);
+        Volume labels = Volume::allocate<int16_t>(g);
+        int16_t* p = labels.data<int16_t>();
+        // Blobs: runs of random length and value, many touching the grid's edges.
+        for (int64_t n = 0; n < g.voxelCount();) {
+            const int64_t len = 1 + static_cast<int64_t>(rng() % 9);
+            const int16_t v = static_cast<int16_t>(rng() % 3 == 0 ? 0 : rng() % 4);
+            for (int64_t e = 0; e < len && n < g.voxelCount(); ++e) p[n++] = v;
+        }
+        const LabelRuns runs = buildLabelRuns(labels, labelRunAxis(g));
+        ASSERT_FALSE(runs.empty());
+        IndexBox box{{0, 0, 0}, {16, 12, 10}};
+        LabelColors colors;
+        colors.set(1, {255, 0, 0}, 0.5, true);
+        colors.set(2, {0, 255, 0}, 0.7, true);
+        colors.set(3, {0, 0, 255}, 1.0, true);
+        int served = 0;
+        for (auto view : {ViewAxis::kAxial, ViewAxis::kCoronal, ViewAxis::kSagittal}) {
+            const SliceFrame f = makeSliceFrame(g, view);
+            served += runs.serves(f) ? 1 : 0;
+            for (auto mode : {OverlayMode::kFill, OverlayMode::kOutline})
+                for (int64_t s = 0; s < f.depth; ++s) {
+                    std::vector<uint32_t> direct(static_cast<size_t>(f.width * f.height),
+                                                 0xFF202020u);
+                    std::vector<uint32_t> from_runs = direct, boxed = direct;
+                    blendLabels(labels, f, s, colors, mode, direct.data());
+                    blendLabels(labels, f, s, colors, mode, from_runs.data(), nullptr, &runs);
+                    blendLabels(labels, f, s, colors, mode, boxed.data(), &box, &runs);
+                    ASSERT_EQ(direct, from_runs) << viewAxisName(view) << " slice " << s;
+                    ASSERT_EQ(direct, boxed) << viewAxisName(view) << " slice " << s;
+                }
+        }
+        EXPECT_EQ(served, 1);
     }
 }
 
