@@ -252,6 +252,53 @@ void renderSlice(const Volume& volume, const SliceFrame& frame, int64_t slice,
     });
 }
 
+size_t SlabCache::bytes() const {
+    return slab_.empty() ? 0
+                         : static_cast<size_t>(slab_.geometry().voxelCount()) *
+                               pixelTypeSize(slab_.pixelType());
+}
+
+void SlabCache::render(const Volume& volume, const SliceFrame& frame, int64_t slice,
+                       const WindowLevel& window, uint32_t* argb) {
+    if (frame.axis_n != 0 || slice < 0 || slice >= frame.depth) {
+        renderSlice(volume, frame, slice, window, argb);
+        return;
+    }
+    const int64_t first = slice / kSlices * kSlices;
+    const int64_t n = std::min(kSlices, frame.depth - first);
+    const Geometry g = volume.geometry();
+    if (slab_.empty() || source_ != volume.rawData() || first_ != first || view_ != frame.view ||
+        slab_.geometry().size[2] != n) {
+        Geometry sg;
+        sg.size = {g.size[frame.axis_x], g.size[frame.axis_y], n};
+        const auto st = strides(g);
+        visitPixels(volume, [&](const auto* data) {
+            using T = std::remove_cv_t<std::remove_pointer_t<decltype(data)>>;
+            if (slab_.empty() || slab_.pixelType() != volume.pixelType() ||
+                slab_.geometry().size != sg.size)
+                slab_ = Volume::allocate<T>(sg);
+            T* out = slab_.data<T>();
+            const int64_t nx = sg.size[0], ny = sg.size[1], plane = nx * ny;
+            for (int64_t y = 0; y < ny; ++y)
+                for (int64_t x = 0; x < nx; ++x) {
+                    const T* p = data + first + x * st[frame.axis_x] + y * st[frame.axis_y];
+                    T* o = out + y * nx + x;
+                    for (int64_t s = 0; s < n; ++s) o[s * plane] = p[s];
+                }
+        });
+        source_ = volume.rawData();
+        first_ = first;
+        view_ = frame.view;
+        ++blocks_built_;
+    }
+    SliceFrame f = frame;
+    f.axis_x = 0;
+    f.axis_y = 1;
+    f.axis_n = 2;
+    f.depth = n;
+    renderSlice(slab_, f, slice - first, window, argb);
+}
+
 void LabelColors::set(int value, std::array<uint8_t, 3> rgb, double opacity, bool visible) {
     if (value < 0 || value > 65535) return;
     if (colors.size() <= static_cast<size_t>(value))

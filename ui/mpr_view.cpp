@@ -82,7 +82,10 @@ void MprView::render() {
         image_ =
             QImage(static_cast<int>(f.width), static_cast<int>(f.height), QImage::Format_RGB32);
     auto* argb = reinterpret_cast<uint32_t*>(image_.bits());
-    renderSlice(state_->image(), f, slice, state_->window(), argb);
+    if (use_slab_cache_)
+        slab_.render(state_->image(), f, slice, state_->window(), argb);
+    else
+        renderSlice(state_->image(), f, slice, state_->window(), argb);
     if (state_->hasLabelMap())
         blendLabels(state_->labelMap(), f, slice, state_->labelColors(), state_->overlayMode(),
                     argb, &state_->labelBounds(), state_->labelRuns());

@@ -32,6 +32,12 @@ class MprView : public QWidget {
     void resetView();
     // Bilinear (true, default) or nearest-neighbour magnification.
     void setSmooth(bool smooth);
+    // Off: read every slice straight from the volume (the bench compares both; see SlabCache).
+    void setUseSlabCache(bool on) {
+        use_slab_cache_ = on;
+        if (!on) slab_.clear();
+    }
+    const SlabCache& slabCache() const { return slab_; }
 
     // Where image pixel (column, row) centre lands in widget coordinates, and back.
     QPointF widgetPointOfPixel(double column, double row) const;
@@ -66,6 +72,8 @@ class MprView : public QWidget {
     ViewerState* state_;
     ViewAxis axis_;
     QImage image_;
+    SlabCache slab_;
+    bool use_slab_cache_ = true;
     bool dirty_ = true;
     int64_t rendered_slice_ = -1;
     double zoom_ = 1.0;

@@ -216,6 +216,36 @@ TEST(BlendLabels, BoundingBoxGivesTheSamePixels) {
     }
 }
 
+// The slab cache renders exactly renderSlice's pixels for every view and slice (forwards and
+// backwards, a last block shorter than kSlices), and builds one block per kSlices slices of the
+// strided view only.
+TEST(SlabCache, SamePixelsAsReadingTheVolumeOneBlockPerSlab) {
+    const Mat3 ras = {-1, 0, 0, 0, -1, 0, 0, 0, 1};
+    for (const Mat3& dir : {Mat3{1, 0, 0, 0, 1, 0, 0, 0, 1}, ras}) {
+        const int64_t n0 = SlabCache::kSlices + 7;
+        const Geometry g = makeGeometry({n0, 13, 11}, {1, 1, 2}, {0, 0, 0}, dir);
+        const Volume image =
+            makeVolume<int16_t>(g, [](const Vec3& p) { return p[0] * 37 - p[1] * 11 + p[2] * 5; });
+        const WindowLevel window{300, 0};
+        for (auto view : {ViewAxis::kAxial, ViewAxis::kCoronal, ViewAxis::kSagittal}) {
+            const SliceFrame f = makeSliceFrame(g, view);
+            SlabCache cache;
+            std::vector<int64_t> order;
+            for (int64_t s = 0; s < f.depth; ++s) order.push_back(s);
+            for (int64_t s = f.depth - 1; s >= 0; --s) order.push_back(s);
+            for (int64_t s : order) {
+                std::vector<uint32_t> direct(static_cast<size_t>(f.width * f.height));
+                std::vector<uint32_t> cached = direct;
+                renderSlice(image, f, s, window, direct.data());
+                cache.render(image, f, s, window, cached.data());
+                ASSERT_EQ(direct, cached) << viewAxisName(view) << " slice " << s;
+            }
+            // Strided view: blocks [0, 32) and [32, 39) forwards, then again backwards.
+            EXPECT_EQ(cache.blocksBuilt(), f.axis_n == 0 ? 3 : 0) << viewAxisName(view);
+        }
+    }
+}
+
 // Drawing from the runs gives exactly the pixels of reading the volume: stored axial (LPS, RAS)
 // and sagittal stacks (runs then serve another view), random labels with runs touching the
 // edges, both modes, with and without the bounding box. Fails if the runs serve no view.
