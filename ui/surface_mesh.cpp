@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <unordered_map>
 
 namespace voxseg::ui {
 namespace {
@@ -181,6 +182,83 @@ Result<std::vector<SurfaceMesh>> buildLabelSurfaces(const Volume& label_map,
         s.normals = vertexNormals(s.positions, s.triangles);
         if (!s.triangles.empty()) out.push_back(std::move(s));
         progress.report(++done, boxes.size(), "surfaces");
+    }
+    return out;
+}
+
+SurfaceMesh decimateMesh(const SurfaceMesh& mesh, double cell_mm) {
+    SurfaceMesh out;
+    out.label = mesh.label;
+    out.color = mesh.color;
+    const size_t n = mesh.vertexCount();
+    if (n == 0 || !(cell_mm > 0)) return out;
+    std::array<double, 3> lo{1e300, 1e300, 1e300};
+    for (size_t v = 0; v < n; ++v)
+        for (int a = 0; a < 3; ++a) lo[a] = std::min(lo[a], double(mesh.positions[v * 3 + a]));
+    // Cluster of each vertex: its cell, 21 bits per axis.
+    std::unordered_map<uint64_t, uint32_t> cluster_of_cell;
+    std::vector<uint32_t> cluster(n);
+    std::vector<double> sum;
+    std::vector<uint32_t> count;
+    for (size_t v = 0; v < n; ++v) {
+        uint64_t key = 0;
+        for (int a = 0; a < 3; ++a) {
+            const auto c = static_cast<uint64_t>((mesh.positions[v * 3 + a] - lo[a]) / cell_mm);
+            key = key << 21 | std::min<uint64_t>(c, (1u << 21) - 1);
+        }
+        auto [it, added] = cluster_of_cell.try_emplace(key, static_cast<uint32_t>(count.size()));
+        if (added) {
+            sum.insert(sum.end(), {0.0, 0.0, 0.0});
+            count.push_back(0);
+        }
+        cluster[v] = it->second;
+        for (int a = 0; a < 3; ++a) sum[it->second * 3 + a] += mesh.positions[v * 3 + a];
+        ++count[it->second];
+    }
+    out.positions.resize(sum.size());
+    for (size_t c = 0; c < count.size(); ++c)
+        for (int a = 0; a < 3; ++a)
+            out.positions[c * 3 + a] = static_cast<float>(sum[c * 3 + a] / count[c]);
+    for (size_t t = 0; t + 2 < mesh.triangles.size(); t += 3) {
+        const uint32_t a = cluster[mesh.triangles[t]], b = cluster[mesh.triangles[t + 1]],
+                       c = cluster[mesh.triangles[t + 2]];
+        if (a == b || b == c || a == c) continue;
+        out.triangles.insert(out.triangles.end(), {a, b, c});
+    }
+    out.normals = vertexNormals(out.positions, out.triangles);
+    return out;
+}
+
+std::vector<SurfaceMesh> decimateMeshes(const std::vector<SurfaceMesh>& meshes,
+                                        size_t max_triangles) {
+    size_t total = 0;
+    double area = 0;
+    for (const auto& m : meshes) {
+        total += m.triangleCount();
+        for (size_t t = 0; t + 2 < m.triangles.size(); t += 3) {
+            const float* p = &m.positions[m.triangles[t] * 3];
+            const float* q = &m.positions[m.triangles[t + 1] * 3];
+            const float* r = &m.positions[m.triangles[t + 2] * 3];
+            const double u[3] = {q[0] - p[0], q[1] - p[1], q[2] - p[2]};
+            const double w[3] = {r[0] - p[0], r[1] - p[1], r[2] - p[2]};
+            area += 0.5 * std::sqrt(std::pow(u[1] * w[2] - u[2] * w[1], 2) +
+                                    std::pow(u[2] * w[0] - u[0] * w[2], 2) +
+                                    std::pow(u[0] * w[1] - u[1] * w[0], 2));
+        }
+    }
+    if (total <= max_triangles || max_triangles == 0) return meshes;
+    const size_t keep_below = max_triangles / 50;
+    // A clustered surface has about 2 triangles per cell it crosses: area / cell^2 cells.
+    double cell = std::sqrt(2.0 * area / static_cast<double>(max_triangles));
+    std::vector<SurfaceMesh> out;
+    for (int attempt = 0; attempt < 8; ++attempt, cell *= 1.25) {
+        out.clear();
+        size_t n = 0;
+        for (const auto& m : meshes) {
+            out.push_back(m.triangleCount() < keep_below ? m : decimateMesh(m, cell));
+            n += out.back().triangleCount();
+        }
+        if (n <= max_triangles) break;
     }
     return out;
 }

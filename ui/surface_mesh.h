@@ -44,6 +44,16 @@ Result<std::vector<SurfaceMesh>> buildLabelSurfaces(const Volume& label_map,
 // Taubin smoothing in place (exposed for tests): positions move, connectivity stays.
 void taubinSmooth(std::vector<float>& positions, const std::vector<uint32_t>& triangles,
                   int iterations, double lambda, double mu);
+// A coarser copy of `mesh` by vertex clustering: vertices in the same cube of `cell_mm` (LPS
+// axes) merge into their mean, triangles that collapse are dropped, normals are recomputed.
+// Used for the 3D view while it is rotated (software OpenGL draws ~3 M triangles/s); the full
+// mesh is drawn when the interaction ends. Written here: ITK has no decimation for these
+// meshes and VTK is not a dependency; clustering is 40 lines and keeps the shape within a cell.
+SurfaceMesh decimateMesh(const SurfaceMesh& mesh, double cell_mm);
+// Decimated copies of `meshes` with at most about `max_triangles` in all (one cell size for all
+// meshes, grown until the total fits); meshes already under 1/50 of the budget are kept whole.
+std::vector<SurfaceMesh> decimateMeshes(const std::vector<SurfaceMesh>& meshes,
+                                        size_t max_triangles);
 // Area-weighted vertex normals.
 std::vector<float> vertexNormals(const std::vector<float>& positions,
                                  const std::vector<uint32_t>& triangles);

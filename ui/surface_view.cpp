@@ -23,6 +23,10 @@ namespace {
 
 constexpr const char* kComponent = "viewer.3d";
 
+struct MeshSet {
+    std::vector<SurfaceMesh> full, coarse;
+};
+
 const char* kVertexShader = R"(#version 120
 attribute vec3 position;
 attribute vec3 normal;
@@ -97,6 +101,10 @@ SurfaceView::SurfaceView(ViewerState* state, QWidget* parent) : QWidget(parent),
     setAttribute(Qt::WA_OpaquePaintEvent);
     connect(state_, &ViewerState::labelDisplayChanged, this, &SurfaceView::redraw);
     connect(state_, &ViewerState::imageChanged, this, [this] { resetCamera(); });
+    idle_timer_ = new QTimer(this);
+    idle_timer_->setSingleShot(true);
+    idle_timer_->setInterval(250);
+    connect(idle_timer_, &QTimer::timeout, this, [this] { setInteracting(false); });
     resetCamera();
 }
 
@@ -118,11 +126,19 @@ void SurfaceView::redraw() {
 }
 
 void SurfaceView::releaseGpu() {
-    for (auto& g : gpu_) {
-        g->vertices.destroy();
-        g->indices.destroy();
+    for (auto* set : {&gpu_, &gpu_coarse_}) {
+        for (auto& g : *set) {
+            g->vertices.destroy();
+            g->indices.destroy();
+        }
+        set->clear();
     }
-    gpu_.clear();
+}
+
+void SurfaceView::setInteracting(bool on) {
+    if (on == interacting_) return;
+    interacting_ = on;
+    redraw();  // full meshes again when the interaction ends
 }
 
 void SurfaceView::onLabelMapChanged() {
@@ -130,6 +146,7 @@ void SurfaceView::onLabelMapChanged() {
     token_.cancel();  // a build in flight is for the old label map
     if (!state_->hasLabelMap()) {
         meshes_.clear();
+        coarse_meshes_.clear();
         upload_pending_ = true;
         stale_ = false;
         redraw();
@@ -152,21 +169,24 @@ void SurfaceView::requestMeshes() {
     const Volume labels = state_->labelMap();
     const std::vector<pipeline::LabelInfo> infos = state_->labelInfos();
     const Progress progress({}, token_);
-    using MeshResult = Result<std::vector<SurfaceMesh>>;
+    using MeshResult = Result<MeshSet>;
     threads_.removeAll(nullptr);
     threads_ << runInBackground<MeshResult>(
         this,
         [labels, infos, progress]() -> MeshResult {
             const auto t0 = std::chrono::steady_clock::now();
             auto r = buildLabelSurfaces(labels, infos, {}, progress);
-            if (r.isOk()) {
-                size_t triangles = 0;
-                for (const auto& m : *r) triangles += m.triangleCount();
-                log::info(
-                    kComponent, "{} surfaces, {} triangles in {:.2f} s", r->size(), triangles,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-            }
-            return r;
+            if (!r.isOk()) return r.status();
+            MeshSet set;
+            set.full = std::move(r.value());
+            set.coarse = decimateMeshes(set.full, kInteractionTriangles);
+            size_t triangles = 0, coarse = 0;
+            for (const auto& m : set.full) triangles += m.triangleCount();
+            for (const auto& m : set.coarse) coarse += m.triangleCount();
+            log::info(kComponent, "{} surfaces, {} triangles ({} while rotating) in {:.2f} s",
+                      set.full.size(), triangles, coarse,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+            return set;
         },
         [this, generation](MeshResult& r) {
             if (generation != generation_) return;  // superseded
@@ -176,7 +196,8 @@ void SurfaceView::requestMeshes() {
                     log::warning(kComponent, "surfaces not built: {}", r.status().toString());
                 return;
             }
-            meshes_ = std::move(r.value());
+            meshes_ = std::move(r.value().full);
+            coarse_meshes_ = std::move(r.value().coarse);
             // Frame the surfaces.
             QVector3D lo(1e30f, 1e30f, 1e30f), hi(-1e30f, -1e30f, -1e30f);
             for (const auto& m : meshes_)
@@ -243,26 +264,28 @@ bool SurfaceView::initializeGl() {
 
 void SurfaceView::uploadMeshes() {
     releaseGpu();
-    for (const auto& m : meshes_) {
-        auto g = std::make_unique<GpuMesh>();
-        g->label = m.label;
-        std::vector<float> interleaved;
-        interleaved.reserve(m.positions.size() * 2);
-        for (size_t v = 0; v < m.positions.size(); v += 3) {
-            interleaved.insert(interleaved.end(), &m.positions[v], &m.positions[v] + 3);
-            interleaved.insert(interleaved.end(), &m.normals[v], &m.normals[v] + 3);
+    for (const auto& [meshes, gpu] :
+         {std::pair{&meshes_, &gpu_}, std::pair{&coarse_meshes_, &gpu_coarse_}})
+        for (const auto& m : *meshes) {
+            auto g = std::make_unique<GpuMesh>();
+            g->label = m.label;
+            std::vector<float> interleaved;
+            interleaved.reserve(m.positions.size() * 2);
+            for (size_t v = 0; v < m.positions.size(); v += 3) {
+                interleaved.insert(interleaved.end(), &m.positions[v], &m.positions[v] + 3);
+                interleaved.insert(interleaved.end(), &m.normals[v], &m.normals[v] + 3);
+            }
+            g->vertices.create();
+            g->vertices.bind();
+            g->vertices.allocate(interleaved.data(),
+                                 static_cast<int>(interleaved.size() * sizeof(float)));
+            g->indices.create();
+            g->indices.bind();
+            g->indices.allocate(m.triangles.data(),
+                                static_cast<int>(m.triangles.size() * sizeof(uint32_t)));
+            g->index_count = static_cast<int>(m.triangles.size());
+            gpu->push_back(std::move(g));
         }
-        g->vertices.create();
-        g->vertices.bind();
-        g->vertices.allocate(interleaved.data(),
-                             static_cast<int>(interleaved.size() * sizeof(float)));
-        g->indices.create();
-        g->indices.bind();
-        g->indices.allocate(m.triangles.data(),
-                            static_cast<int>(m.triangles.size() * sizeof(uint32_t)));
-        g->index_count = static_cast<int>(m.triangles.size());
-        gpu_.push_back(std::move(g));
-    }
     upload_pending_ = false;
 }
 
@@ -304,7 +327,8 @@ QImage SurfaceView::renderFrame() {
     program_->enableAttributeArray(position);
     program_->enableAttributeArray(normal);
     const auto& entries = state_->labels();
-    for (const auto& g : gpu_) {
+    const bool coarse = interacting_ && decimate_while_interacting_ && !gpu_coarse_.empty();
+    for (const auto& g : coarse ? gpu_coarse_ : gpu_) {
         auto it = std::find_if(entries.begin(), entries.end(),
                                [&](const LabelEntry& e) { return e.value == g->label; });
         if (it != entries.end() && !it->visible) continue;
@@ -352,7 +376,14 @@ void SurfaceView::paintEvent(QPaintEvent*) {
     if (!status.isEmpty()) p.drawText(r, Qt::AlignCenter | Qt::TextWordWrap, status);
 }
 
-void SurfaceView::mousePressEvent(QMouseEvent* e) { last_mouse_ = e->position().toPoint(); }
+void SurfaceView::mousePressEvent(QMouseEvent* e) {
+    last_mouse_ = e->position().toPoint();
+    if (e->button() == Qt::LeftButton) setInteracting(true);
+}
+
+void SurfaceView::mouseReleaseEvent(QMouseEvent* e) {
+    if (e->button() == Qt::LeftButton) setInteracting(false);
+}
 
 void SurfaceView::mouseMoveEvent(QMouseEvent* e) {
     if (!(e->buttons() & Qt::LeftButton)) return;
@@ -370,6 +401,8 @@ void SurfaceView::mouseDoubleClickEvent(QMouseEvent*) { resetCamera(); }
 void SurfaceView::wheelEvent(QWheelEvent* e) {
     const float steps = e->angleDelta().y() / 120.f;
     distance_ = std::clamp(distance_ * std::pow(0.88f, steps), radius_ * 0.5f, radius_ * 20.f);
+    setInteracting(true);
+    idle_timer_->start();
     redraw();
     e->accept();
 }

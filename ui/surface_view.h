@@ -20,6 +20,7 @@
 #include <QPointer>
 #include <QQuaternion>
 #include <QThread>
+#include <QTimer>
 #include <QVector3D>
 #include <QWidget>
 
@@ -48,6 +49,14 @@ class SurfaceView : public QWidget, protected QOpenGLFunctions {
     ~SurfaceView() override;
 
     const std::vector<SurfaceMesh>& meshes() const { return meshes_; }
+    // The decimated meshes drawn while the view is rotated or zoomed (decimateMeshes to at most
+    // kInteractionTriangles); the full ones are drawn once the mouse is released / the wheel
+    // rests.
+    static constexpr size_t kInteractionTriangles = 100000;
+    const std::vector<SurfaceMesh>& interactionMeshes() const { return coarse_meshes_; }
+    bool interacting() const { return interacting_; }
+    // Off: draw the full meshes while interacting too (the bench compares both).
+    void setDecimateWhileInteracting(bool on) { decimate_while_interacting_ = on; }
     bool building() const { return building_; }
     void resetCamera();
     // Renders a frame at the view's size in device pixels (what the next paint shows).
@@ -63,6 +72,7 @@ class SurfaceView : public QWidget, protected QOpenGLFunctions {
     void showEvent(QShowEvent* event) override;
     void mousePressEvent(QMouseEvent* event) override;
     void mouseMoveEvent(QMouseEvent* event) override;
+    void mouseReleaseEvent(QMouseEvent* event) override;
     void mouseDoubleClickEvent(QMouseEvent* event) override;
     void wheelEvent(QWheelEvent* event) override;
     void keyPressEvent(QKeyEvent* event) override;
@@ -80,10 +90,16 @@ class SurfaceView : public QWidget, protected QOpenGLFunctions {
     void uploadMeshes();
     void releaseGpu();
     void redraw();
+    void setInteracting(bool on);
 
     ViewerState* state_;
     std::vector<SurfaceMesh> meshes_;
     std::vector<std::unique_ptr<GpuMesh>> gpu_;
+    std::vector<SurfaceMesh> coarse_meshes_;
+    std::vector<std::unique_ptr<GpuMesh>> gpu_coarse_;
+    bool interacting_ = false;
+    bool decimate_while_interacting_ = true;
+    QTimer* idle_timer_ = nullptr;  // ends a wheel interaction
     bool upload_pending_ = false;
     bool stale_ = true;
     bool building_ = false;

@@ -63,6 +63,37 @@ TEST(SurfaceMesh, BallSurfaceLiesOnTheSphereInPatientCoordinates) {
     for (uint32_t i : ball.triangles) ASSERT_LT(i, ball.vertexCount());
 }
 
+// The mesh drawn while rotating: fewer triangles than the budget, still on the sphere (within a
+// clustering cell), valid indices and normals.
+TEST(SurfaceMesh, DecimatedBallStaysOnTheSphereWithinTheBudget) {
+    const Geometry g = makeGeometry({48, 48, 48}, {0.5, 0.5, 0.5});
+    const Vec3 centre = g.indexToPhysical({24, 24, 24});
+    auto meshes = buildLabelSurfaces(twoShapes(g, centre), {});
+    ASSERT_TRUE(meshes.isOk());
+    const SurfaceMesh& ball = (*meshes)[0];
+    size_t total = 0;
+    for (const auto& m : *meshes) total += m.triangleCount();
+    const size_t budget = total / 8;
+    const auto coarse = decimateMeshes(*meshes, budget);
+    ASSERT_EQ(coarse.size(), meshes->size());
+    size_t coarse_total = 0;
+    for (const auto& m : coarse) coarse_total += m.triangleCount();
+    EXPECT_LE(coarse_total, budget);
+    EXPECT_GT(coarse[0].triangleCount(), ball.triangleCount() / 40);  // still a ball, not a dot
+    EXPECT_EQ(coarse[0].label, ball.label);
+    EXPECT_EQ(coarse[0].normals.size(), coarse[0].positions.size());
+    for (uint32_t i : coarse[0].triangles) ASSERT_LT(i, coarse[0].vertexCount());
+    const double cell_tolerance_mm = 2.5;  // a vertex moves at most to its cell's mean
+    for (size_t v = 0; v < coarse[0].positions.size(); v += 3) {
+        const double r = testing::distance(
+            {coarse[0].positions[v], coarse[0].positions[v + 1], coarse[0].positions[v + 2]},
+            centre);
+        ASSERT_NEAR(r, 8.0, cell_tolerance_mm);
+    }
+    // Under the budget: the meshes themselves.
+    EXPECT_EQ(decimateMeshes(*meshes, total)[0].triangleCount(), ball.triangleCount());
+}
+
 TEST(SurfaceMesh, TaubinSmoothingRemovesNoiseWithoutShrinking) {
     // A flat grid with one raised vertex: smoothing lowers the spike, the border stays put.
     std::vector<float> pos;
@@ -140,6 +171,14 @@ TEST(SurfaceView, DrawsLabelSurfacesWithOpenGl) {
     EXPECT_LT(qGreen(centre), qRed(centre) / 2);
     const QRgb corner = frame.pixel(2, frame.height() - 3);
     EXPECT_LT(qRed(corner), 40);
+    // Dragging draws the decimated meshes until the button is released.
+    ASSERT_FALSE(view.interactionMeshes().empty());
+    const QPoint c = view.rect().center();
+    QTest::mousePress(&view, Qt::LeftButton, Qt::NoModifier, c);
+    EXPECT_TRUE(view.interacting());
+    QTest::mouseMove(&view, c + QPoint(5, 0));
+    QTest::mouseRelease(&view, Qt::LeftButton, Qt::NoModifier, c + QPoint(5, 0));
+    EXPECT_FALSE(view.interacting());
     // Hiding the label leaves only the background at the centre.
     state.setAllLabelsVisible(false);
     const QRgb hidden = view.renderFrame().pixel(frame.width() / 2, frame.height() / 2);
