@@ -13,6 +13,7 @@
 #include "pipeline/segment.h"
 #include "ui/main_window.h"
 #include "ui/mpr_view.h"
+#include "ui/redraw_bench.h"
 #include "ui/surface_view.h"
 #include "ui/viewer_state.h"
 
@@ -33,95 +34,18 @@ using Clock = std::chrono::steady_clock;
 using namespace voxseg;
 using namespace voxseg::ui;
 
-// CPU time of the calling thread (ms): unlike wall time, not inflated by other processes.
-double threadCpuMs() {
-    timespec t{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
-}
-
-double ms(Clock::time_point a, Clock::time_point b) {
-    return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-struct Stats {
-    double mean = 0, p50 = 0, p95 = 0, max = 0;
-    double cpu_mean = 0;  // GUI thread CPU time per frame
-};
-Stats summarize(std::vector<double> v) {
-    Stats s;
-    if (v.empty()) return s;
-    std::sort(v.begin(), v.end());
-    for (double x : v) s.mean += x;
-    s.mean /= static_cast<double>(v.size());
-    s.p50 = v[v.size() / 2];
-    s.p95 = v[std::min(v.size() - 1, v.size() * 95 / 100)];
-    s.max = v.back();
-    return s;
-}
+using Stats = RedrawStats;
 
 void printRow(const char* what, const Stats& s) {
-    std::printf("| %-46s | %7.2f | %7.2f | %7.2f | %7.2f | %7.2f |\n", what, s.mean, s.p50, s.p95,
-                s.max, s.cpu_mean);
+    std::fputs(redrawTableRow(what, s).c_str(), stdout);
     std::fflush(stdout);
 }
 
-// Runs the event loop until every view in `views` has painted once more (painting and the
-// flush to the window system happen in the same update request).
-void waitForPaint(const std::vector<MprView*>& views) {
-    std::vector<int> before;
-    for (auto* v : views) before.push_back(v->paintCount());
-    const auto deadline = Clock::now() + std::chrono::seconds(10);
-    for (;;) {
-        bool all = true;
-        for (size_t i = 0; i < views.size(); ++i) all &= views[i]->paintCount() > before[i];
-        if (all || Clock::now() > deadline) return;
-        QCoreApplication::processEvents(QEventLoop::AllEvents);
-    }
-}
+Stats scroll(MainWindow& w, ViewAxis axis, int frames) { return scrollSteps(w, axis, frames); }
+Stats crosshair(MainWindow& w, int frames) { return crosshairSteps(w, frames); }
 
-// Scrolls one view back and forth over `frames` slices: the wheel's path (moveSlice ->
-// update) until the view has painted and flushed.
-Stats scroll(MainWindow& w, ViewAxis axis, int frames) {
-    ViewerState* s = w.state();
-    MprView* v = w.view(axis);
-    const int64_t depth = s->frame(axis).depth;
-    std::vector<double> times;
-    int dir = 1;
-    QCoreApplication::processEvents();
-    const double cpu0 = threadCpuMs();
-    for (int f = 0; f < frames; ++f) {
-        if (s->slice(axis) + dir < 0 || s->slice(axis) + dir >= depth) dir = -dir;
-        const auto t0 = Clock::now();
-        s->moveSlice(axis, dir);
-        waitForPaint({v});
-        times.push_back(ms(t0, Clock::now()));
-    }
-    Stats st = summarize(times);
-    st.cpu_mean = (threadCpuMs() - cpu0) / frames;
-    return st;
-}
-
-// Moves the crosshair in the axial view: the coronal and sagittal views change slice together.
-Stats crosshair(MainWindow& w, int frames) {
-    ViewerState* s = w.state();
-    std::vector<double> times;
-    QCoreApplication::processEvents();
-    const double cpu0 = threadCpuMs();
-    for (int f = 0; f < frames; ++f) {
-        auto c = s->cursor();
-        const int d = (f / 50) % 2 ? -1 : 1;
-        c[0] += d;
-        c[1] += d;
-        const auto t0 = Clock::now();
-        s->setCursor(c);
-        waitForPaint(
-            {w.view(ViewAxis::kAxial), w.view(ViewAxis::kCoronal), w.view(ViewAxis::kSagittal)});
-        times.push_back(ms(t0, Clock::now()));
-    }
-    Stats st = summarize(times);
-    st.cpu_mean = (threadCpuMs() - cpu0) / frames;
-    return st;
+double ms(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
 }  // namespace
@@ -187,15 +111,36 @@ int main(int argc, char** argv) {
         w.view(ViewAxis::kAxial)->height());
     std::printf("first image (3 views) after the volume is loaded: %.1f ms\n\n", first_ms);
     std::printf(
-        "| step (wall ms; cpu = GUI thread CPU ms)        |    mean |     p50 |     p95 |     max "
+        "| step, bilinear (wall ms; cpu = GUI thread CPU ms) |    mean |     p50 |     p95 |     "
+        "max "
         "|     cpu |\n");
     std::printf("|---|---:|---:|---:|---:|---:|\n");
-    for (auto axis : {ViewAxis::kAxial, ViewAxis::kCoronal, ViewAxis::kSagittal})
-        printRow((std::string(viewAxisName(axis)) + ", bilinear").c_str(), scroll(w, axis, frames));
+    const auto kAxes = {ViewAxis::kAxial, ViewAxis::kCoronal, ViewAxis::kSagittal};
+    auto name = [](const std::string& layout, ViewAxis axis, const char* rest) {
+        return layout + " " + viewAxisName(axis) + ", " + rest;
+    };
+    // "before": every slice read straight from the volume; "after": through the views' SlabCache
+    // (and, with labels, the label runs).
+    auto plainRows = [&](const std::string& layout) {
+        for (auto axis : kAxes)
+            for (bool after : {false, true}) {
+                for (int a = 0; a < 3; ++a)
+                    w.view(static_cast<ViewAxis>(a))->setUseSlabCache(after);
+                printRow(
+                    name(layout, axis, after ? "no overlay, after" : "no overlay, before").c_str(),
+                    scroll(w, axis, frames));
+            }
+    };
+    plainRows("1x3");
     for (int a = 0; a < 3; ++a) w.view(static_cast<ViewAxis>(a))->setSmooth(false);
-    printRow("axial, nearest", scroll(w, ViewAxis::kAxial, frames));
-    printRow("crosshair drag (all three views), bilinear", crosshair(w, frames));
+    printRow("1x3 axial, nearest, no overlay", scroll(w, ViewAxis::kAxial, frames));
+    printRow("crosshair drag (all three views), no overlay", crosshair(w, frames));
     for (int a = 0; a < 3; ++a) w.view(static_cast<ViewAxis>(a))->setSmooth(true);
+    w.setLayoutMode(MainWindow::Layout::k2x2);
+    QTest::qWait(200);
+    plainRows("2x2");
+    w.setLayoutMode(MainWindow::Layout::k1x3);
+    QTest::qWait(200);
 
     // The slice + window part of one frame alone (CPU ms).
     {
@@ -225,13 +170,50 @@ int main(int argc, char** argv) {
         w.state()->setLabelMap(labels, {{1, "lung", {80, 160, 255}}, {2, "bone", {240, 220, 120}}});
     if (!st.isOk()) std::fprintf(stderr, "%s\n", st.toString().c_str());
     const double label_ms = ms(tl, Clock::now());
-    for (auto axis : {ViewAxis::kAxial, ViewAxis::kCoronal, ViewAxis::kSagittal})
-        printRow((std::string(viewAxisName(axis)) + ", bilinear, label fill overlay").c_str(),
-                 scroll(w, axis, frames));
+    // "before": image and labels read straight from the volumes; "after": the views' SlabCache
+    // and the label map's runs (what the viewer does).
+    auto overlayRows = [&](const std::string& layout) {
+        for (auto axis : kAxes)
+            for (bool after : {false, true}) {
+                w.state()->setUseLabelRuns(after);
+                for (int a = 0; a < 3; ++a)
+                    w.view(static_cast<ViewAxis>(a))->setUseSlabCache(after);
+                printRow(name(layout, axis, after ? "fill overlay, after" : "fill overlay, before")
+                             .c_str(),
+                         scroll(w, axis, frames));
+            }
+    };
+    overlayRows("1x3");
     w.state()->setOverlayMode(OverlayMode::kOutline);
-    printRow("axial, bilinear, label outline overlay", scroll(w, ViewAxis::kAxial, frames));
-    printRow("crosshair drag (all three views), fill overlay", crosshair(w, frames));
+    printRow("1x3 axial, outline overlay", scroll(w, ViewAxis::kAxial, frames));
+    printRow("1x3 sagittal, outline overlay, after", scroll(w, ViewAxis::kSagittal, frames));
     w.state()->setOverlayMode(OverlayMode::kFill);
+    for (bool use_runs : {false, true}) {
+        w.state()->setUseLabelRuns(use_runs);
+        for (int a = 0; a < 3; ++a) w.view(static_cast<ViewAxis>(a))->setUseSlabCache(use_runs);
+        printRow(use_runs ? "crosshair drag (all three views), fill, after"
+                          : "crosshair drag (all three views), fill, before",
+                 crosshair(w, frames));
+    }
+    if (const LabelRuns* r = w.state()->labelRuns())
+        std::printf("\nlabel runs: %zu runs, %.1f MB (label map %.1f MB)\n", r->runs.size(),
+                    static_cast<double>(r->bytes()) / 1e6,
+                    static_cast<double>(g.voxelCount()) / 1e6);
+    // The overlay part of one sagittal frame alone (CPU ms): read from the volume vs the runs.
+    {
+        const SliceFrame& f = w.state()->frame(ViewAxis::kSagittal);
+        std::vector<uint32_t> argb(static_cast<size_t>(f.width * f.height), 0xFF000000u);
+        for (bool use_runs : {false, true}) {
+            const LabelRuns* runs = use_runs ? w.state()->labelRuns() : nullptr;
+            const int reps = 50;
+            const double c0 = threadCpuMs();
+            for (int r = 0; r < reps; ++r)
+                blendLabels(w.state()->labelMap(), f, (r * 7) % f.depth, w.state()->labelColors(),
+                            OverlayMode::kFill, argb.data(), &w.state()->labelBounds(), runs);
+            std::printf("parts, sagittal: fill overlay (blendLabels) from the %s %.2f ms CPU\n",
+                        use_runs ? "runs" : "volume", (threadCpuMs() - c0) / reps);
+        }
+    }
     std::printf("\nlabel map shown (grid check + statistics on the GUI thread): %.1f ms\n",
                 label_ms);
 
@@ -251,31 +233,45 @@ int main(int argc, char** argv) {
             for (const auto& m : surface->meshes()) triangles += m.triangleCount();
             std::printf("3D: %zu surfaces, %zu triangles built in %.0f ms (worker thread)\n",
                         surface->meshes().size(), triangles, build_ms);
-            printRow("2x2 with 3D view: axial, bilinear, fill",
-                     scroll(w, ViewAxis::kAxial, frames));
-            printRow("2x2 with 3D view: sagittal, bilinear, fill",
-                     scroll(w, ViewAxis::kSagittal, frames));
+            overlayRows("2x2 (3D shown)");
             // One rotation step = a frame rendered by OpenGL into the view's framebuffer object
             // and read back (what a mouse drag costs), then painted.
-            std::vector<double> times;
-            const double cpu0 = threadCpuMs();
-            const int n3d = std::min(frames, 40);
-            for (int f = 0; f < n3d; ++f) {
-                const QPoint c = surface->rect().center();
-                QMouseEvent press(QEvent::MouseButtonPress, c, surface->mapToGlobal(c),
-                                  Qt::LeftButton, Qt::LeftButton, Qt::NoModifier);
-                QMouseEvent move(QEvent::MouseMove, c + QPoint(4, 0),
-                                 surface->mapToGlobal(c + QPoint(4, 0)), Qt::NoButton,
-                                 Qt::LeftButton, Qt::NoModifier);
-                const auto t = Clock::now();
-                QApplication::sendEvent(surface, &press);
-                QApplication::sendEvent(surface, &move);
-                surface->repaint();
-                times.push_back(ms(t, Clock::now()));
+            size_t coarse = 0;
+            for (const auto& m : surface->interactionMeshes()) coarse += m.triangleCount();
+            std::printf("3D: %zu triangles drawn while rotating\n", coarse);
+            for (bool decimate : {false, true}) {
+                surface->setDecimateWhileInteracting(decimate);
+                std::vector<double> times;
+                const double cpu0 = threadCpuMs();
+                const int n3d = std::min(frames, 40);
+                for (int f = 0; f < n3d; ++f) {
+                    const QPoint c = surface->rect().center();
+                    QMouseEvent press(QEvent::MouseButtonPress, c, surface->mapToGlobal(c),
+                                      Qt::LeftButton, Qt::LeftButton, Qt::NoModifier);
+                    QMouseEvent move(QEvent::MouseMove, c + QPoint(4, 0),
+                                     surface->mapToGlobal(c + QPoint(4, 0)), Qt::NoButton,
+                                     Qt::LeftButton, Qt::NoModifier);
+                    const auto t = Clock::now();
+                    QApplication::sendEvent(surface, &press);
+                    QApplication::sendEvent(surface, &move);
+                    surface->repaint();
+                    times.push_back(ms(t, Clock::now()));
+                }
+                Stats st = summarizeTimes(times, threadCpuMs() - cpu0);
+                printRow(decimate ? "3D view: rotate one step (2x2), decimated while dragging"
+                                  : "3D view: rotate one step (2x2), full mesh",
+                         st);
             }
-            Stats st = summarize(times);
-            st.cpu_mean = (threadCpuMs() - cpu0) / n3d;
-            printRow("3D view: rotate one step (2x2)", st);
+            // Releasing the mouse draws the full meshes once.
+            {
+                const QPoint c = surface->rect().center();
+                QMouseEvent release(QEvent::MouseButtonRelease, c, surface->mapToGlobal(c),
+                                    Qt::LeftButton, Qt::NoButton, Qt::NoModifier);
+                const auto t = Clock::now();
+                QApplication::sendEvent(&*surface, &release);
+                surface->repaint();
+                std::printf("3D: full-mesh frame on release: %.1f ms\n", ms(t, Clock::now()));
+            }
         }
     }
     return 0;

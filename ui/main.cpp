@@ -2,10 +2,17 @@
 //   voxseg-viewer [image-or-dicom-folder] [--segmentation FILE] [--model FOLDER]
 //                 [--layout 1x3|2x2] [--window auto|"CT lung"|W,L] [--cursor I,J,K]
 //                 [--outline] [--size WxH] [--screenshot OUT.png [--whole-window]]
+//   voxseg-viewer --bench VOLUME [--frames N]
 // With --screenshot it loads everything given, saves a PNG of the window and exits (docs, CI).
+// --bench loads VOLUME, prints redraw timings (first image, scrolling in 1x3 and 2x2, crosshair;
+// ui/redraw_bench.h) and exits. Without a display (no DISPLAY / WAYLAND_DISPLAY and no
+// QT_QPA_PLATFORM) it says so and exits with 2, or, for --screenshot and --bench, falls back to
+// the offscreen platform with a message (no 3D view there).
 #include "core/log.h"
+#include "pipeline/segment.h"
 #include "ui/main_window.h"
 #include "ui/mpr_view.h"
+#include "ui/redraw_bench.h"
 #include "ui/surface_view.h"
 #include "ui/viewer_state.h"
 
@@ -14,6 +21,8 @@
 #include <QTimer>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <functional>
 
@@ -57,9 +66,42 @@ class Script : public QObject {
     bool failed_ = false;
 };
 
+// Qt aborts with a terse "could not connect to display" when no platform can start; say what to
+// do instead. Returns false when the viewer cannot run.
+bool checkDisplay(int argc, char** argv) {
+    const auto set = [](const char* name) {
+        const char* v = std::getenv(name);
+        return v && *v;
+    };
+    if (set("QT_QPA_PLATFORM") || set("DISPLAY") || set("WAYLAND_DISPLAY")) return true;
+#if defined(__APPLE__) || defined(_WIN32)
+    return true;
+#endif
+    bool headless_ok = false, help = false;
+    for (int i = 1; i < argc; ++i) {
+        headless_ok |= !std::strcmp(argv[i], "--screenshot") || !std::strcmp(argv[i], "--bench");
+        help |= !std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h") ||
+                !std::strcmp(argv[i], "--version");
+    }
+    if (headless_ok || help) {
+        if (!help)
+            std::fprintf(stderr,
+                         "voxseg-viewer: no display (DISPLAY and WAYLAND_DISPLAY unset): using "
+                         "the offscreen platform (no 3D view); run under xvfb-run for OpenGL\n");
+        setenv("QT_QPA_PLATFORM", "offscreen", 1);
+        return true;
+    }
+    std::fprintf(stderr,
+                 "voxseg-viewer: no display: DISPLAY and WAYLAND_DISPLAY are not set. Run it in a "
+                 "desktop session, over ssh -X, or headless with xvfb-run -a voxseg-viewer ...; "
+                 "QT_QPA_PLATFORM=offscreen works for --screenshot and --bench\n");
+    return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (!checkDisplay(argc, argv)) return 2;
     QApplication::setHighDpiScaleFactorRoundingPolicy(
         Qt::HighDpiScaleFactorRoundingPolicy::PassThrough);
     QApplication app(argc, argv);
@@ -81,7 +123,27 @@ int main(int argc, char** argv) {
     parser.addOption({"size", "Window size WxH", "size", "1400x860"});
     parser.addOption({"screenshot", "Save a PNG of the views and exit", "png"});
     parser.addOption({"whole-window", "Screenshot the whole window (docks, menus) too"});
+    parser.addOption({"bench", "Print redraw timings for this volume and exit", "volume"});
+    parser.addOption({"frames", "Steps per --bench row", "n", "200"});
     parser.process(app);
+
+    if (parser.isSet("bench")) {
+        const std::string path = parser.value("bench").toStdString();
+        auto study = voxseg::pipeline::loadStudy(path, "", {});
+        if (!study.isOk()) {
+            std::fprintf(stderr, "voxseg-viewer: %s\n", study.status().toString().c_str());
+            return 1;
+        }
+        MainWindow window;
+        window.setInteractive(false);
+        const QStringList size = parser.value("size").split('x');
+        if (size.size() == 2) window.resize(size[0].toInt(), size[1].toInt());
+        window.show();
+        const std::string report = voxseg::ui::runRedrawBench(
+            window, std::move(study.value()), path, std::max(1, parser.value("frames").toInt()));
+        std::fputs(report.c_str(), stdout);
+        return 0;
+    }
 
     MainWindow window;
     const QStringList size = parser.value("size").split('x');

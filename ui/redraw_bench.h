@@ -1,0 +1,42 @@
+// Redraw timings of the viewer on its real main window: the first image after a volume is
+// shown, and scroll / crosshair steps (what the wheel, the keys and a drag call, until the views
+// have painted and flushed to the window system). Shared by `voxseg-viewer --bench <volume>` and
+// bench/voxseg_bench_viewer (docs/perf-viewer.md). Results are returned as text (Markdown table
+// rows); the caller prints them. GUI thread only; the window must be shown.
+// Units: milliseconds; "cpu" is the GUI thread's CPU time per step (CLOCK_THREAD_CPUTIME_ID).
+#pragma once
+
+#include "pipeline/segment.h"
+#include "ui/mpr_slice.h"
+
+#include <string>
+#include <vector>
+
+namespace voxseg::ui {
+
+class MainWindow;
+class MprView;
+
+struct RedrawStats {
+    double mean = 0, p50 = 0, p95 = 0, max = 0;
+    double cpu_mean = 0;
+};
+
+double threadCpuMs();
+RedrawStats summarizeTimes(std::vector<double> wall_ms, double cpu_ms_total);
+// Runs the event loop until each view has painted once more (at most 10 s).
+void waitForPaint(const std::vector<MprView*>& views);
+// `frames` steps of one view back and forth (ViewerState::moveSlice, then the paint).
+RedrawStats scrollSteps(MainWindow& window, ViewAxis axis, int frames);
+// In-plane crosshair moves in the axial view: the coronal and sagittal views change slice.
+RedrawStats crosshairSteps(MainWindow& window, int frames);
+
+std::string redrawTableHeader();
+std::string redrawTableRow(const std::string& what, const RedrawStats& stats);
+
+// The viewer's --bench: shows `study` in `window`, times the first image and scrolling in the
+// three views (1x3 and 2x2) and the crosshair, and returns the report.
+std::string runRedrawBench(MainWindow& window, pipeline::StudyInput study, const std::string& what,
+                           int frames);
+
+}  // namespace voxseg::ui
