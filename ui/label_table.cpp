@@ -2,10 +2,12 @@
 
 #include "ui/viewer_state.h"
 
+#include <QColorDialog>
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QMenu>
 #include <QPixmap>
 #include <QPushButton>
 #include <QSpinBox>
@@ -70,6 +72,15 @@ LabelTable::LabelTable(ViewerState* state, QWidget* parent) : QWidget(parent), s
                            static_cast<int64_t>(std::lround(idx[1])),
                            static_cast<int64_t>(std::lround(idx[2]))});
     });
+    // Colour: right-click a row (or its context-menu key) opens a colour dialog.
+    table_->setContextMenuPolicy(Qt::CustomContextMenu);
+    connect(table_, &QTableWidget::customContextMenuRequested, this, [this](const QPoint& p) {
+        const int r = table_->rowAt(p.y());
+        if (r < 0) return;
+        QMenu menu(this);
+        menu.addAction("Colour...", this, [this, r] { chooseColor(r); });
+        menu.exec(table_->viewport()->mapToGlobal(p));
+    });
     connect(state_, &ViewerState::labelMapChanged, this, &LabelTable::rebuild);
     connect(state_, &ViewerState::labelDisplayChanged, this, &LabelTable::syncDisplay);
     rebuild();
@@ -101,13 +112,27 @@ void LabelTable::rebuild() {
     syncDisplay();
 }
 
+void LabelTable::chooseColor(int row) {
+    const auto& labels = state_->labels();
+    if (row < 0 || static_cast<size_t>(row) >= labels.size()) return;
+    const auto c = labels[static_cast<size_t>(row)].color;
+    const QColor chosen = QColorDialog::getColor(
+        QColor(c[0], c[1], c[2]), this, "Colour of " + QString::fromStdString(labels[row].name));
+    if (!chosen.isValid()) return;  // cancelled
+    state_->setLabelColor(static_cast<size_t>(row),
+                          {static_cast<uint8_t>(chosen.red()), static_cast<uint8_t>(chosen.green()),
+                           static_cast<uint8_t>(chosen.blue())});
+}
+
 void LabelTable::syncDisplay() {
     updating_ = true;
     mode_->setCurrentIndex(state_->overlayMode() == OverlayMode::kOutline ? 1 : 0);
     const auto& labels = state_->labels();
     for (int r = 0; r < table_->rowCount() && static_cast<size_t>(r) < labels.size(); ++r) {
-        if (auto* item = table_->item(r, kName))
+        if (auto* item = table_->item(r, kName)) {
             item->setCheckState(labels[r].visible ? Qt::Checked : Qt::Unchecked);
+            item->setIcon(swatch(labels[r].color));
+        }
         if (auto* spin = qobject_cast<QSpinBox*>(table_->cellWidget(r, kOpacity)))
             spin->setValue(static_cast<int>(std::lround(labels[r].opacity * 100)));
     }

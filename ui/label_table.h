@@ -18,6 +18,8 @@ class LabelTable : public QWidget {
   public:
     explicit LabelTable(ViewerState* state, QWidget* parent = nullptr);
     QTableWidget* table() const { return table_; }
+    // Opens a colour dialog for the label in `row` (also from the row's context menu).
+    void chooseColor(int row);
 
   private:
     void rebuild();

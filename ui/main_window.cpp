@@ -41,6 +41,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 
 namespace voxseg::ui {
 namespace {
@@ -282,7 +283,7 @@ void MainWindow::buildMenus() {
     QMenu* window = view->addMenu("&Window");
     auto* presets = new QComboBox(this);
     presets->setObjectName("window_presets");
-    presets->addItem("Window: auto");
+    presets->addItem("MR auto");
     image_actions_ << window->addAction("&Auto (percentiles)", QKeySequence(Qt::ALT | Qt::Key_0),
                                         this, [this] { applyWindowPreset("auto"); });
     int key = Qt::Key_1;
@@ -297,6 +298,7 @@ void MainWindow::buildMenus() {
         if (i == presets->count() - 1) return;
         applyWindowPreset(i == 0 ? QString("auto") : presets->itemText(i));
     });
+    connect(state_, &ViewerState::imageChanged, this, [this] { auto_window_image_ = nullptr; });
     // The box names the preset the current window matches.
     connect(state_, &ViewerState::windowChanged, presets, [this, presets] {
         const WindowLevel w = state_->window();
@@ -305,6 +307,14 @@ void MainWindow::buildMenus() {
         for (size_t i = 0; i < list.size(); ++i)
             if (list[i].window.width == w.width && list[i].window.level == w.level)
                 index = static_cast<int>(i) + 1;
+        if (index == presets->count() - 1 && state_->hasImage()) {
+            // The automatic (percentile) window, computed once per image.
+            if (auto_window_image_ != state_->image().base()) {
+                auto_window_ = autoWindow(state_->image());
+                auto_window_image_ = state_->image().base();
+            }
+            if (auto_window_.width == w.width && auto_window_.level == w.level) index = 0;
+        }
         presets->setCurrentIndex(index);
     });
     for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
@@ -612,33 +622,88 @@ void MainWindow::loadSegmentation(const QString& path) {
         });
 }
 
+// The last imported model, shared with the worker thread that runs it (one run at a time).
+struct MainWindow::SegmenterCache {
+    std::mutex mutex;
+    std::string key;  // package folder + model.json's modification time + options
+    std::shared_ptr<pipeline::Segmenter> segmenter;
+    int imports = 0;
+};
+
+int MainWindow::modelImports() const {
+    if (!segmenter_cache_) return 0;
+    std::lock_guard lock(segmenter_cache_->mutex);
+    return segmenter_cache_->imports;
+}
+
+QString MainWindow::lastRunFolder() const { return run_dir_ ? run_dir_->path() : QString(); }
+
 void MainWindow::runModel(const QString& model_folder, const QString& out_dir) {
     if (!state_->hasImage()) {
         reportError("cannot run " + model_folder,
                     Status(StatusCode::kFailedPrecondition, "open an image first"));
         return finishTask(false, last_error_);
     }
+    if (busy_) {
+        // Checked before the run folder is replaced: the running task may be writing into it.
+        reportError("cannot run " + model_folder,
+                    Status(StatusCode::kFailedPrecondition,
+                           sstr(task_name_) + " is still running; wait or cancel it (Esc)"));
+        return;
+    }
     QString out = out_dir;
-    if (out.isEmpty())
-        out = QDir::temp().filePath("voxseg-viewer-" +
-                                    QDateTime::currentDateTime().toString("yyyyMMdd-HHmmss-zzz"));
+    if (out.isEmpty()) {
+        // Replacing the previous run's folder removes it (no task is running).
+        auto run_dir =
+            std::make_shared<QTemporaryDir>(QDir::temp().filePath("voxseg-viewer-XXXXXX"));
+        if (!run_dir->isValid()) {
+            reportError("cannot run " + model_folder,
+                        Status(StatusCode::kIoError,
+                               "no temporary folder: " + sstr(run_dir->errorString()) +
+                                   "; check free space in " + sstr(QDir::tempPath())));
+            return finishTask(false, last_error_);
+        }
+        run_dir_ = run_dir;
+        out = run_dir->path();
+    }
+    if (!segmenter_cache_) segmenter_cache_ = std::make_shared<SegmenterCache>();
+    const std::string key = sstr(QFileInfo(model_folder).canonicalFilePath()) + "|" +
+                            sstr(QFileInfo(QDir(model_folder).filePath("model.json"))
+                                     .lastModified()
+                                     .toString(Qt::ISODateWithMs)) +
+                            "|preview=0,seg=0";
+    const auto cache = segmenter_cache_;
     const pipeline::StudyInput study = state_->study();
     const std::string model = sstr(model_folder), out_path = sstr(out),
                       source = sstr(state_->source());
     log::info(kComponent, "running model {} (outputs in {})", model, out_path);
     startTask<Result<ModelRun>>(
         "segmenting",
-        [study, model, out_path, source](const Progress& progress) -> Result<ModelRun> {
+        [study, model, out_path, source, cache, key](const Progress& progress) -> Result<ModelRun> {
             const auto t0 = std::chrono::steady_clock::now();
-            pipeline::SegmentOptions options;
-            options.outputs.preview = false;
-            options.outputs.dicom_seg = false;
-            // A device fallback (auto -> cpu) is logged by the engine itself.
-            VOXSEG_ASSIGN_OR_RETURN(auto segmenter, pipeline::Segmenter::create(model, options));
+            std::shared_ptr<pipeline::Segmenter> segmenter;
+            {
+                std::lock_guard lock(cache->mutex);
+                if (cache->key == key) segmenter = cache->segmenter;
+            }
+            if (!segmenter) {
+                pipeline::SegmentOptions options;
+                options.outputs.preview = false;
+                options.outputs.dicom_seg = false;
+                // A device fallback (auto -> cpu) is logged by the engine itself.
+                VOXSEG_ASSIGN_OR_RETURN(auto created, pipeline::Segmenter::create(model, options));
+                segmenter = std::make_shared<pipeline::Segmenter>(std::move(created));
+                std::lock_guard lock(cache->mutex);
+                cache->key = key;
+                cache->segmenter = segmenter;
+                ++cache->imports;
+            } else {
+                log::info(kComponent, "model {} already imported", model);
+            }
             VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
-            VOXSEG_ASSIGN_OR_RETURN(auto report, segmenter.run(study, source, out_path, progress));
+            VOXSEG_ASSIGN_OR_RETURN(auto report, segmenter->run(study, source, out_path, progress));
             ModelRun run;
-            const auto& m = segmenter.model();
+            const auto& m = segmenter->model();
             run.model_name = m.name;
             run.model_version = m.version;
             run.written = report.written;

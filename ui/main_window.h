@@ -15,10 +15,12 @@
 #include <QList>
 #include <QMainWindow>
 #include <QPointer>
+#include <QTemporaryDir>
 #include <QThread>
 
 #include <array>
 #include <functional>
+#include <memory>
 #include <optional>
 
 class QLabel;
@@ -66,6 +68,13 @@ class MainWindow : public QMainWindow {
     void runModel(const QString& model_folder, const QString& out_dir = {});
     void cancelTask();
     bool busy() const { return busy_; }
+    // Model runs keep the imported model (pipeline::Segmenter) per package and options while
+    // the window is open; modelImports() counts the imports (tests). Without `out_dir` a run's
+    // files go to a temporary folder (lastRunFolder()) that is removed when the next run
+    // replaces it and when the window is destroyed: the label map stays in memory and is saved
+    // explicitly.
+    int modelImports() const;
+    QString lastRunFolder() const;
 
     // Outputs (fast; written atomically). Errors are returned and also shown.
     Status saveLabelMap(const QString& path);
@@ -133,6 +142,11 @@ class MainWindow : public QMainWindow {
     QAction* outline_action_ = nullptr;
 
     bool busy_ = false;
+    WindowLevel auto_window_;  // autoWindow() of auto_window_image_
+    const void* auto_window_image_ = nullptr;
+    struct SegmenterCache;
+    std::shared_ptr<SegmenterCache> segmenter_cache_;
+    std::shared_ptr<QTemporaryDir> run_dir_;
     QString task_name_;
     CancelToken token_;
     QList<QPointer<QThread>> threads_;

@@ -177,6 +177,16 @@ void ViewerState::setLabelOpacity(size_t row, double opacity) {
     emit labelDisplayChanged();
 }
 
+void ViewerState::setLabelColor(size_t row, std::array<uint8_t, 3> rgb) {
+    if (row >= entries_.size()) return;
+    entries_[row].color = rgb;
+    // Exported SEG segments carry the colour too.
+    for (auto& s : segments_)
+        if (s.label_value == entries_[row].value) s.color = rgb;
+    rebuildColors();
+    emit labelDisplayChanged();
+}
+
 void ViewerState::setAllLabelsVisible(bool visible) {
     for (auto& e : entries_) e.visible = visible;
     rebuildColors();

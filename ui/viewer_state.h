@@ -93,6 +93,8 @@ class ViewerState : public QObject {
 
     void setLabelVisible(size_t row, bool visible);
     void setLabelOpacity(size_t row, double opacity);
+    // The overlay, the 3D view and DICOM SEG export use the new colour.
+    void setLabelColor(size_t row, std::array<uint8_t, 3> rgb);
     void setAllLabelsVisible(bool visible);
     const LabelColors& labelColors() const { return colors_; }
     OverlayMode overlayMode() const { return overlay_mode_; }

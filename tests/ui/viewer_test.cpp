@@ -12,11 +12,13 @@
 #include "ui/log_panel.h"
 #include "ui/main_window.h"
 #include "ui/mpr_view.h"
+#include "ui/redraw_bench.h"
 #include "ui/series_browser.h"
 #include "ui/viewer_state.h"
 
 #include <gtest/gtest.h>
 
+#include <QComboBox>
 #include <QLabel>
 #include <QMimeData>
 #include <QSignalSpy>
@@ -205,7 +207,13 @@ TEST_F(ViewerTest, WindowLevelByDragAndPresets) {
     const uint8_t g = windowGrey(40, {1500, -600});
     EXPECT_EQ(pixel(window_->view(ViewAxis::kAxial), scr[0], scr[1]),
               0xFF000000u | g << 16 | g << 8 | g);
+    auto* box = window_->findChild<QComboBox*>("window_presets");
+    ASSERT_NE(box, nullptr);
+    EXPECT_EQ(box->currentText(), "CT lung");
     EXPECT_TRUE(window_->applyWindowPreset("auto"));
+    EXPECT_EQ(box->currentText(), "MR auto");  // the percentile window is named, not "custom"
+    s->setWindow({s->window().width + 7, s->window().level});
+    EXPECT_EQ(box->currentText(), "Window: custom");
     EXPECT_FALSE(window_->applyWindowPreset("no such preset"));
 }
 
@@ -264,6 +272,14 @@ TEST_F(ViewerTest, LabelMapOverlayPixelsToggleAndOutline) {
     EXPECT_FALSE(s->labels()[0].visible);
     EXPECT_EQ(pixel(axial, centre[0], centre[1]), 0xFF000000u | grey << 16 | grey << 8 | grey);
     item->setCheckState(Qt::Checked);
+
+    // A new colour reaches the overlay and the table's swatch.
+    const std::array<uint8_t, 3> teal{0, 128, 128};
+    s->setLabelColor(0, teal);
+    EXPECT_EQ(pixel(axial, centre[0], centre[1]), expectedBlend(grey, teal, 0.5));
+    EXPECT_EQ(item->icon().pixmap(14, 14).toImage().pixel(7, 7), qRgb(0, 128, 128));
+    EXPECT_EQ(s->labelInfos()[0].color, teal);
+    s->setLabelColor(0, colour);
 
     // Outline: the sphere's centre is plain grey, its rim opaque.
     s->setOverlayMode(OverlayMode::kOutline);
@@ -365,6 +381,45 @@ TEST_F(ViewerTest, RunsATinyModelInTheBackgroundAndShowsTheOverlay) {
             }
     }
     EXPECT_TRUE(coloured);
+}
+
+// The model is imported once per package while the window is open; runs without an output
+// folder write into a temporary folder that the next run and closing the window remove.
+TEST_F(ViewerTest, ModelImportedOnceAndRunFoldersCleanedUp) {
+    openSeries();
+    const std::string model = testing::makeTinyModelPackage(dir_, "CT");
+    TaskResult r = runTask(*window_, [&] { window_->runModel(QString::fromStdString(model)); });
+    ASSERT_TRUE(r.ok) << r.message.toStdString();
+    const QString first = window_->lastRunFolder();
+    ASSERT_FALSE(first.isEmpty());
+    EXPECT_TRUE(QDir(first).exists());
+    EXPECT_EQ(window_->modelImports(), 1);
+    const int64_t voxels = window_->state()->labels().at(0).voxels;
+    r = runTask(*window_, [&] { window_->runModel(QString::fromStdString(model)); });
+    ASSERT_TRUE(r.ok) << r.message.toStdString();
+    EXPECT_EQ(window_->modelImports(), 1);  // not imported again
+    EXPECT_EQ(window_->state()->labels().at(0).voxels, voxels);
+    const QString second = window_->lastRunFolder();
+    EXPECT_NE(second, first);
+    EXPECT_FALSE(QDir(first).exists());  // replaced: removed
+    EXPECT_TRUE(QDir(second).exists());
+    window_.reset();
+    EXPECT_FALSE(QDir(second).exists());  // window closed: removed
+}
+
+// voxseg-viewer --bench: the report has the first image and a row per layout, view and the
+// crosshair, with positive times; the study ends up shown.
+TEST_F(ViewerTest, RedrawBenchReportsEveryViewAndLayout) {
+    openSeries();
+    pipeline::StudyInput study = window_->state()->study();
+    const std::string report = runRedrawBench(*window_, study, "generated series", 3);
+    EXPECT_NE(report.find("first image (3 views)"), std::string::npos) << report;
+    for (const char* row :
+         {"| 1x3 axial scroll", "| 1x3 coronal scroll", "| 1x3 sagittal scroll",
+          "| 2x2 axial scroll", "| 2x2 sagittal scroll", "| 2x2 crosshair drag (three views)"})
+        EXPECT_NE(report.find(row), std::string::npos) << row << "\n" << report;
+    EXPECT_TRUE(window_->state()->hasImage());
+    EXPECT_EQ(window_->layoutMode(), MainWindow::Layout::k1x3);
 }
 
 TEST_F(ViewerTest, CancelStopsAModelRunWithoutAnOverlay) {
