@@ -39,6 +39,8 @@ MprView::MprView(ViewerState* state, ViewAxis axis, QWidget* parent)
     setMinimumSize(120, 120);
     setAttribute(Qt::WA_OpaquePaintEvent);
     connect(state_, &ViewerState::imageChanged, this, [this] {
+        // A new image may reuse the old one's address: the slab must not be taken for its own.
+        slab_.clear();
         resetView();
         invalidate();
     });
