@@ -2,13 +2,15 @@
 # `voxseg batch` vs N separate `voxseg segment` runs, same model, same cases, one run each
 # (results go to docs/perf-batch.md).
 #
-#   bench/batch_bench.sh [--cases N] [--threads T] [--scenario hippocampus|ct|nnunet|both]
+#   bench/batch_bench.sh [--cases N] [--threads T] [--scenario hippocampus|ct|phantom|nnunet|both]
 #
 # hippocampus: the first N MSD hippocampus crops (../shared/data/msd-hippocampus-cropped, T1 MR,
 #   about 36x50x35 voxels) with the hippocampus model package: sample_data/models/hippocampus, or
 #   the folder in $HIPPOCAMPUS_MODEL.
 # ct: N generated CT DICOM series (voxseg synth, 96x96x48, different seeds) with the golden
 #   PlainConvUNet of the tests (tests/engine/golden/nnunet_plain.onnx) packaged on the fly.
+# phantom: N CT phantom studies (voxseg phantom, DICOM, 256x256x150, different seeds) with the
+#   CT demo model sample_data/models/ct-phantom: the realistic CT case.
 # nnunet: the hippocampus crops with a trained nnU-Net v2 model folder ($NNUNET_MODEL_FOLDER,
 #   fold 0, e.g. from tools/nnunet_parity.py train), exported by tools/export_nnunet.py without
 #   mirroring: nnU-Net's own folder prediction (nnUNetv2_predict_from_modelfolder, CPU,
@@ -125,6 +127,15 @@ JSON
     echo "ct-$i,$work/ct/s$i" >>"$work/ct.csv"
   done
   run_one ct "$work/ctmodel" "$work/ct.csv"
+fi
+
+if [ "$scenario" = phantom ]; then
+  echo "case_id,input" >"$work/phantom.csv"
+  for i in $(seq 1 "$cases"); do
+    "$voxseg" phantom "$work/phantom/p$i" --seed "$((900000 + i))" --outputs dicom --quiet
+    echo "phantom-$i,$work/phantom/p$i/dicom" >>"$work/phantom.csv"
+  done
+  run_one phantom "$(readlink -f sample_data/models/ct-phantom)" "$work/phantom.csv"
 fi
 
 if [ "$scenario" = nnunet ]; then

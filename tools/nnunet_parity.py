@@ -224,7 +224,8 @@ def stage_compare(a):
     for c in cases:
         od = os.path.join(vx_out, c)
         subprocess.run([a.voxseg, "segment", os.path.join(raw, "imagesTs", c + "_0000.nii.gz"),
-                        "-m", pkg, "-o", od, "--device", "cpu"], check=True,
+                        "-m", pkg, "-o", od, "--device", "cpu",
+                        "--threads", os.environ["OMP_NUM_THREADS"]], check=True,
                        stdout=subprocess.DEVNULL)
     t_vx = time.time() - t0
     rows, agree_all, n_all = [], 0, 0
@@ -258,19 +259,39 @@ def stage_compare(a):
     print(summary)
     if a.report:
         with open(a.report, "w") as f:
-            f.write(REPORT.format(summary=summary, table=table, cmd=" ".join(sys.argv)))
+            f.write(REPORT.format(summary=summary, table=table, cmd=" ".join(sys.argv),
+                                  training=training_description(a)))
     ok = agreement >= 0.995 and min(mean_dice) >= 0.99
     print("PASS" if ok else "FAIL: below the parity targets")
     return 0 if ok else 1
 
 
+def training_description(a):
+    """What the trained folder is, from the plans nnU-Net saved with it."""
+    try:
+        with open(os.path.join(trained_folder(a.work), "plans.json")) as f:
+            c = json.load(f)["configurations"]["3d_fullres"]
+        arch = c["architecture"]["arch_kwargs"]
+        net = (f"PlainConvUNet, features {arch['features_per_stage']}, patch {c['patch_size']}, "
+               f"batch {c['batch_size']}")
+    except (OSError, KeyError, ValueError):
+        net = "plans.json not found"
+    return (f"{net}; nnU-Net's own trainer ({TRAINER}) for the epochs and iterations given on the "
+            f"command line below. With --init-from, nnU-Net started from the weights of a "
+            f"voxseg package of the same topology (tools/train_hippocampus.py; the transfer is "
+            f"checked against that package's ONNX output) and fine-tuned them, because training "
+            f"nnU-Net from scratch until it segments takes hours on these 2 CPU cores.")
+
+
 REPORT = """# Parity with nnU-Net's own predictor (issue 4)
 
-A small nnU-Net v2 (3d_fullres, fold 0) trained for a few short epochs on the CPU on the MSD
-hippocampus crops (../shared/data/msd-hippocampus-cropped, CC BY-SA 4.0), exported with
-tools/export_nnunet.py, and the held-out cases predicted by nnU-Net's `nnUNetPredictor` and by
-`voxseg segment` on the same CPU. The model's accuracy does not matter here (it is barely trained);
-what is measured is whether voxseg reproduces nnU-Net's output on the same model.
+A small nnU-Net v2 (3d_fullres, fold 0) trained on the CPU on the MSD hippocampus crops
+(../shared/data/msd-hippocampus-cropped, CC BY-SA 4.0), exported with tools/export_nnunet.py,
+and the held-out cases predicted by nnU-Net's `nnUNetPredictor` and by `voxseg segment` on the
+same CPU. What is measured is whether voxseg reproduces nnU-Net's output on the same model, not
+the model's accuracy.
+
+Training: {training}
 
 {summary}
 
