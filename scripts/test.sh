@@ -7,3 +7,9 @@ cd "$(dirname "$0")/.."
 scripts/deps.sh
 scripts/build.sh
 ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 900 "$@"
+
+# The AddressSanitizer + UBSan configuration: every file of the DICOM tables (malformed ones
+# from pydicom-test-files included) decoded under the sanitizers. Skip with VOXSEG_SKIP_ASAN=1.
+if [[ "${VOXSEG_SKIP_ASAN:-0}" != 1 ]]; then
+  VOXSEG_ASAN_TARGETS="dicom_pixels_table_test test_dicom_series_data" scripts/test-asan.sh
+fi
