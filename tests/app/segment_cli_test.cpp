@@ -5,6 +5,7 @@
 #include "app/exit_codes.h"
 #include "engine/sha256.h"
 #include "io/dicom_synth.h"
+#include "tests/pipeline/test_model_package.h"
 #include "tests/test_data.h"
 
 #include <gtest/gtest.h>
@@ -66,27 +67,8 @@ RunResult runVoxseg(const std::vector<std::string>& args, const TempDir& dir,
 // A model package around the golden nnU-Net PlainConvUNet (3 classes, patch 16x24x20).
 std::string makePackage(const TempDir& dir, const std::string& modality) {
     static int counter = 0;
-    const fs::path folder = dir.path() / ("model-" + modality + std::to_string(++counter));
-    fs::create_directories(folder);
-    fs::copy_file(fs::path(VOXSEG_SOURCE_DIR) / "tests/engine/golden/nnunet_plain.onnx",
-                  folder / "model.onnx");
-    nlohmann::json j = {
-        {"name", "test-net"},
-        {"version", "0.1"},
-        {"description", "golden PlainConvUNet"},
-        {"license", "MIT"},
-        {"channels", {{{"modality", modality}, {"normalization", {{"scheme", "zscore"}}}}}},
-        {"spacing_mm", {2.0, 2.0, 2.0}},
-        {"patch_size", {16, 24, 20}},
-        {"axis_order", "zyx"},
-        {"orientation", "native"},
-        {"labels",
-         {{{"value", 1}, {"name", "one"}, {"color", {255, 0, 0}}},
-          {{"value", 2}, {"name", "two"}, {"color", {0, 255, 0}}}}},
-        {"output", "softmax"},
-        {"sha256", *engine::sha256File(folder / "model.onnx")}};
-    std::ofstream(folder / "model.json") << j.dump(2);
-    return folder.string();
+    return testing::writeTinyModelPackage(
+        dir.path() / ("model-" + modality + std::to_string(++counter)), modality, 2.0);
 }
 
 // A small DICOM series of the given modality (a ramp), `slices` thick.

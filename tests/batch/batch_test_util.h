@@ -3,10 +3,8 @@
 #pragma once
 
 #include "core/volume.h"
-#include "engine/sha256.h"
 #include "io/image_io.h"
-
-#include <nlohmann/json.hpp>
+#include "tests/pipeline/test_model_package.h"
 
 #include <cmath>
 #include <filesystem>
@@ -19,32 +17,7 @@ namespace voxseg::batch::testing {
 // Image files carry no modality, so any `modality` accepts them.
 inline std::string makePackage(const std::filesystem::path& parent,
                                const std::string& modality = "MR") {
-    namespace fs = std::filesystem;
-    const fs::path folder = parent / "model";
-    fs::create_directories(folder);
-    fs::copy_file(fs::path(VOXSEG_SOURCE_DIR) / "tests/engine/golden/nnunet_plain.onnx",
-                  folder / "model.onnx", fs::copy_options::overwrite_existing);
-    nlohmann::json j = {
-        {"name", "test-net"},
-        {"version", "0.1"},
-        {"description", "golden PlainConvUNet"},
-        {"license", "MIT"},
-        {"channels", {{{"modality", modality}, {"normalization", {{"scheme", "zscore"}}}}}},
-        {"spacing_mm", {1.0, 1.0, 1.0}},
-        {"patch_size", {16, 24, 20}},
-        {"axis_order", "zyx"},
-        {"orientation", "native"},
-        {"labels",
-         {{{"value", 1}, {"name", "one"}, {"color", {255, 0, 0}}},
-          {{"value", 2}, {"name", "two"}, {"color", {0, 255, 0}}}}},
-        {"output", "softmax"},
-        {"inference",
-         {{"overlap", 0.5},
-          {"gaussian_sigma_scale", 0.125},
-          {"mirror_axes", nlohmann::json::array()}}},
-        {"sha256", *engine::sha256File(folder / "model.onnx")}};
-    std::ofstream(folder / "model.json") << j.dump(2);
-    return folder.string();
+    return voxseg::testing::writeTinyModelPackage(parent / "model", modality);
 }
 
 // A noisy sphere whose centre moves with `seed`, so every case has a different answer.

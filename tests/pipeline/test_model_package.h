@@ -1,6 +1,7 @@
 // A tiny real model package for tests (pipeline, app, ui): tests/engine/golden/nnunet_plain.onnx
 // (an nnU-Net PlainConvUNet exported from PyTorch) with a model.json for `modality`, labels
-// 1 "one" (red) and 2 "two" (green), patch 16x24x20 at 1 mm. Written into `dir`/model.
+// 1 "one" (red) and 2 "two" (green), patch 16x24x20 at `spacing_mm` (default 1 mm). Written
+// into `folder` (writeTinyModelPackage) or `dir`/model (makeTinyModelPackage).
 #pragma once
 
 #include "engine/sha256.h"
@@ -14,9 +15,9 @@
 
 namespace voxseg::testing {
 
-inline std::string makeTinyModelPackage(const TempDir& dir, const std::string& modality) {
+inline std::string writeTinyModelPackage(const std::filesystem::path& folder,
+                                         const std::string& modality, double spacing_mm = 1.0) {
     namespace fs = std::filesystem;
-    const fs::path folder = dir.path() / "model";
     fs::create_directories(folder);
     fs::copy_file(fs::path(VOXSEG_SOURCE_DIR) / "tests/engine/golden/nnunet_plain.onnx",
                   folder / "model.onnx", fs::copy_options::overwrite_existing);
@@ -26,7 +27,7 @@ inline std::string makeTinyModelPackage(const TempDir& dir, const std::string& m
         {"description", "golden PlainConvUNet"},
         {"license", "MIT"},
         {"channels", {{{"modality", modality}, {"normalization", {{"scheme", "zscore"}}}}}},
-        {"spacing_mm", {1.0, 1.0, 1.0}},
+        {"spacing_mm", {spacing_mm, spacing_mm, spacing_mm}},
         {"patch_size", {16, 24, 20}},
         {"axis_order", "zyx"},
         {"orientation", "native"},
@@ -41,6 +42,10 @@ inline std::string makeTinyModelPackage(const TempDir& dir, const std::string& m
         {"sha256", *engine::sha256File(folder / "model.onnx")}};
     std::ofstream(folder / "model.json") << j.dump(2);
     return folder.string();
+}
+
+inline std::string makeTinyModelPackage(const TempDir& dir, const std::string& modality) {
+    return writeTinyModelPackage(dir.path() / "model", modality);
 }
 
 }  // namespace voxseg::testing
