@@ -34,6 +34,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from onnx_init import init_from_onnx
+
 SPACING = (3.0, 3.0, 3.0)  # z, y, x (mm)
 PATCH = (32, 80, 80)  # z, y, x voxels at SPACING (96 x 240 x 240 mm)
 FEATURES = (16, 32, 64, 128)  # at 6, 12, 24, 48 mm
@@ -270,21 +272,7 @@ def main():
     model = UNet()
     init = None
     if a.init_onnx:
-        # The exported graph keeps the parameter names; the deep-supervision heads (not exported)
-        # start afresh.
-        import onnx
-        from onnx import numpy_helper
-        weights = {i.name: torch.from_numpy(numpy_helper.to_array(i).copy())
-                   for i in onnx.load(a.init_onnx).graph.initializer}
-        sd = model.state_dict()
-        loaded = {k: weights[k] for k in sd if k in weights and weights[k].shape == sd[k].shape}
-        model.load_state_dict(loaded, strict=False)
-        init = {"onnx": a.init_onnx, "sha256": hashlib.sha256(open(a.init_onnx, "rb").read()).hexdigest(),
-                "tensors_loaded": len(loaded), "tensors": len(sd)}
-        prev = os.path.join(os.path.dirname(a.init_onnx), "training.json")
-        if os.path.exists(prev):
-            init["training"] = json.load(open(prev))
-        print(f"initialised {len(loaded)}/{len(sd)} tensors from {a.init_onnx}", flush=True)
+        init = init_from_onnx(model, a.init_onnx)
     model = model.to(memory_format=torch.channels_last_3d)  # 25 % faster on the CPU
     model.deep_supervision = True
     params = sum(p.numel() for p in model.parameters())

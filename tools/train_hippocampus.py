@@ -25,6 +25,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from onnx_init import init_from_onnx
+
 PATCH = (40, 56, 40)  # z, y, x (nnU-Net's 3d_fullres patch for this task)
 FEATURES = (24, 48, 96, 192)  # 3.2 M parameters; the ONNX file stays under 13 MB
 NUM_CLASSES = 3
@@ -241,22 +243,7 @@ def main():
     model = UNet(features).to(device)
     init = None
     if a.init_onnx:
-        # The exported graph keeps the parameter names; the deep-supervision heads (not
-        # exported) start afresh.
-        import onnx
-        from onnx import numpy_helper
-        weights = {i.name: torch.from_numpy(numpy_helper.to_array(i).copy())
-                   for i in onnx.load(a.init_onnx).graph.initializer}
-        sd = model.state_dict()
-        loaded = {k: weights[k] for k in sd if k in weights and weights[k].shape == sd[k].shape}
-        model.load_state_dict(loaded, strict=False)
-        init = {"onnx": a.init_onnx, "sha256": hashlib.sha256(open(a.init_onnx, "rb").read()).hexdigest(),
-                "tensors_loaded": len(loaded), "tensors": len(sd)}
-        prev = os.path.join(os.path.dirname(a.init_onnx), "training.json")
-        if os.path.exists(prev):
-            with open(prev) as f:
-                init["training"] = json.load(f)
-        print(f"initialised {len(loaded)}/{len(sd)} tensors from {a.init_onnx}", flush=True)
+        init = init_from_onnx(model, a.init_onnx)
     model.deep_supervision = True
     model = model.to(memory_format=torch.channels_last_3d)  # faster on cuDNN and on oneDNN (CPU)
     params = sum(p.numel() for p in model.parameters() if p.requires_grad)
