@@ -62,7 +62,9 @@ typename Image3<T>::Pointer runResample(const typename Image3<T>::Pointer& input
     filter->SetInput(input);
     filter->SetTransform(itk::IdentityTransform<double, 3>::New());
     if (bspline) {
-        auto interp = itk::BSplineInterpolateImageFunction<ImageT, double, double>::New();
+        // float coefficients: the spline image is as large as the input; double would add 2x the
+        // float32 input to the peak memory for a difference below float rounding of the result.
+        auto interp = itk::BSplineInterpolateImageFunction<ImageT, double, float>::New();
         interp->SetSplineOrder(3);
         filter->SetInterpolator(interp);
     } else {
