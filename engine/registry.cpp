@@ -56,8 +56,11 @@ Result<std::unique_ptr<Backend>> createBackend(const std::string& name,
         if (backend) {
             if (!skipped.empty()) {
                 const std::string line = skipped + ": using " + candidate;
-                if (fallback_warning) *fallback_warning = line;
-                log::warning("engine", "{}", line);
+                // One line for the user: the caller that asked for it shows it, else we log it.
+                if (fallback_warning)
+                    *fallback_warning = line;
+                else
+                    log::warning("engine", "{}", line);
             }
             return backend;
         }

@@ -90,6 +90,19 @@ class Staging {
         names_.push_back(name);
         return (dir_ / name).string();
     }
+    // `status` with the staging folder in its paths replaced by the output folder, so a failed
+    // write names the file the user asked for, not a hidden temporary one.
+    Status named(const Status& status) const {
+        if (status.isOk()) return status;
+        const std::string from = dir_.string(), to = out_dir_.string();
+        auto replace = [&](std::string text) {
+            for (size_t at = text.find(from); at != std::string::npos;
+                 at = text.find(from, at + to.size()))
+                text.replace(at, from.size(), to);
+            return text;
+        };
+        return Status(status.code(), replace(status.message()), replace(status.subject()));
+    }
     // Renames every staged file into the output folder (each rename is atomic).
     Result<std::vector<std::string>> commit() {
         std::vector<std::string> written;
@@ -339,94 +352,100 @@ Result<SegmentReport> Segmenter::write(const StudyInput& input, SegmentWork&& wo
     VOXSEG_RETURN_IF_ERROR(staging.create());
 
     // Outputs, staged.
-    auto t = Clock::now();
-    const SegmentOutputs& outs = s.options.outputs;
-    const auto labels = modelLabelInfos(m);
-    VOXSEG_ASSIGN_OR_RETURN(report.statistics,
-                            computeStatistics(report.label_map, &input.volume, labels));
-    if (outs.label_map) {
-        const std::string name = "segmentation." + outs.label_format;
-        VOXSEG_RETURN_IF_ERROR(io::writeImage(report.label_map, staging.path(name)));
-    }
-    if (outs.dicom_seg && input.series) {  // prepare() refused 'seg' without a series
-        io::SegWriteOptions so;
-        so.algorithm_name = m.name;
-        so.algorithm_version = m.version;
-        so.series_description = m.name + " segmentation";
-        auto seg = io::writeDicomSeg(report.label_map, *input.series, modelSegmentDescriptions(m),
-                                     so, staging.path("segmentation.dcm"));
-        if (!seg.isOk()) return seg.status();
-    }
-    if (outs.statistics) {
-        VOXSEG_RETURN_IF_ERROR(
-            writeStatisticsJson(report.statistics, staging.path("statistics.json")));
-        VOXSEG_RETURN_IF_ERROR(
-            writeStatisticsCsv(report.statistics, staging.path("statistics.csv")));
-    }
-    if (outs.preview) {
-        auto pv = writePreview(input.volume, report.label_map, labels, staging.path("preview.png"));
-        if (!pv.isOk()) return pv.status();
-    }
-    VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
-    if (outs.probabilities) {
-        engine::Tensor probs = scores.clone();
-        if (m.output == engine::OutputKind::kSigmoid)
-            engine::sigmoidInPlace(probs);
-        else
-            engine::softmaxChannelsInPlace(probs);
-        const auto values = m.channelLabelValues();
-        for (int64_t c = 0; c < probs.dim(0); ++c) {
-            VOXSEG_ASSIGN_OR_RETURN(Volume p, scoreChannelToOriginal(probs, c, work.pre.record));
-            const std::string name = "probabilities_" + std::to_string(values[c]) + ".nii.gz";
-            VOXSEG_RETURN_IF_ERROR(io::writeImage(p, staging.path(name)));
+    const Status written = [&]() -> Status {
+        auto t = Clock::now();
+        const SegmentOutputs& outs = s.options.outputs;
+        const auto labels = modelLabelInfos(m);
+        VOXSEG_ASSIGN_OR_RETURN(report.statistics,
+                                computeStatistics(report.label_map, &input.volume, labels));
+        if (outs.label_map) {
+            const std::string name = "segmentation." + outs.label_format;
+            VOXSEG_RETURN_IF_ERROR(io::writeImage(report.label_map, staging.path(name)));
         }
-    }
-    report.timings.push_back(stageDone("outputs", t));
+        if (outs.dicom_seg && input.series) {  // prepare() refused 'seg' without a series
+            io::SegWriteOptions so;
+            so.algorithm_name = m.name;
+            so.algorithm_version = m.version;
+            so.series_description = m.name + " segmentation";
+            auto seg =
+                io::writeDicomSeg(report.label_map, *input.series, modelSegmentDescriptions(m), so,
+                                  staging.path("segmentation.dcm"));
+            if (!seg.isOk()) return seg.status();
+        }
+        if (outs.statistics) {
+            VOXSEG_RETURN_IF_ERROR(
+                writeStatisticsJson(report.statistics, staging.path("statistics.json")));
+            VOXSEG_RETURN_IF_ERROR(
+                writeStatisticsCsv(report.statistics, staging.path("statistics.csv")));
+        }
+        if (outs.preview) {
+            auto pv =
+                writePreview(input.volume, report.label_map, labels, staging.path("preview.png"));
+            if (!pv.isOk()) return pv.status();
+        }
+        VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
+        if (outs.probabilities) {
+            engine::Tensor probs = scores.clone();
+            if (m.output == engine::OutputKind::kSigmoid)
+                engine::sigmoidInPlace(probs);
+            else
+                engine::softmaxChannelsInPlace(probs);
+            const auto values = m.channelLabelValues();
+            for (int64_t c = 0; c < probs.dim(0); ++c) {
+                VOXSEG_ASSIGN_OR_RETURN(Volume p,
+                                        scoreChannelToOriginal(probs, c, work.pre.record));
+                const std::string name = "probabilities_" + std::to_string(values[c]) + ".nii.gz";
+                VOXSEG_RETURN_IF_ERROR(io::writeImage(p, staging.path(name)));
+            }
+        }
+        report.timings.push_back(stageDone("outputs", t));
 
-    // run.json: what was run on what, how, and how long it took.
-    nlohmann::json run;
-    run["voxseg_version"] = VOXSEG_VERSION;
-    run["input"] = {{"path", input_path}};
-    VOXSEG_ASSIGN_OR_RETURN(const std::string digest, inputDigest(input, input_path));
-    if (!digest.empty()) run["input"]["sha256"] = digest;
-    if (input.series) {
-        run["series"] = {{"index", input.series->index},
-                         {"series_uid", input.series->series_uid},
-                         {"modality", input.series->modality},
-                         {"description", input.series->description},
-                         {"files", input.series->num_files}};
-    }
-    run["geometry"] = {{"size", g.size},
-                       {"spacing_mm", g.spacing},
-                       {"origin_lps_mm", g.origin},
-                       {"direction", g.direction}};
-    run["model"] = {{"name", m.name},
-                    {"version", m.version},
-                    {"sha256", s.model_sha256},
-                    {"folder", m.folder.string()},
-                    {"ensemble_members", m.models.size()}};
-    run["device"] = {{"backend", s.backend->name()},
-                     {"description", s.backend->deviceDescription()},
-                     {"precision", report.precision}};
-    run["inference"] = {{"overlap", s.window_options.overlap},
-                        {"sigma_scale", s.window_options.sigma_scale},
-                        {"mirror_axes", s.window_options.mirror_axes},
-                        {"batch", s.window_options.batch},
-                        {"patches", report.patches},
-                        {"accumulator_bytes", report.accumulator_bytes}};
-    nlohmann::json timings = nlohmann::json::object();
-    timings["model_load"] = s.load_seconds;
-    timings["input_load"] = input.load_seconds;
-    nlohmann::json peak = nlohmann::json::object();
-    peak["before_run"] = peak_before_run;
-    for (const auto& st : report.timings) {
-        timings[st.stage] = st.seconds;
-        peak[st.stage] = st.peak_rss_mib;
-    }
-    run["timings_s"] = timings;
-    run["peak_rss_mib"] = peak;  // high-water mark at the end of each stage
-    run["warnings"] = report.warnings;
-    VOXSEG_RETURN_IF_ERROR(writeFileAtomically(staging.path("run.json"), run.dump(2) + "\n"));
+        // run.json: what was run on what, how, and how long it took.
+        nlohmann::json run;
+        run["voxseg_version"] = VOXSEG_VERSION;
+        run["input"] = {{"path", input_path}};
+        VOXSEG_ASSIGN_OR_RETURN(const std::string digest, inputDigest(input, input_path));
+        if (!digest.empty()) run["input"]["sha256"] = digest;
+        if (input.series) {
+            run["series"] = {{"index", input.series->index},
+                             {"series_uid", input.series->series_uid},
+                             {"modality", input.series->modality},
+                             {"description", input.series->description},
+                             {"files", input.series->num_files}};
+        }
+        run["geometry"] = {{"size", g.size},
+                           {"spacing_mm", g.spacing},
+                           {"origin_lps_mm", g.origin},
+                           {"direction", g.direction}};
+        run["model"] = {{"name", m.name},
+                        {"version", m.version},
+                        {"sha256", s.model_sha256},
+                        {"folder", m.folder.string()},
+                        {"ensemble_members", m.models.size()}};
+        run["device"] = {{"backend", s.backend->name()},
+                         {"description", s.backend->deviceDescription()},
+                         {"precision", report.precision}};
+        run["inference"] = {{"overlap", s.window_options.overlap},
+                            {"sigma_scale", s.window_options.sigma_scale},
+                            {"mirror_axes", s.window_options.mirror_axes},
+                            {"batch", s.window_options.batch},
+                            {"patches", report.patches},
+                            {"accumulator_bytes", report.accumulator_bytes}};
+        nlohmann::json timings = nlohmann::json::object();
+        timings["model_load"] = s.load_seconds;
+        timings["input_load"] = input.load_seconds;
+        nlohmann::json peak = nlohmann::json::object();
+        peak["before_run"] = peak_before_run;
+        for (const auto& st : report.timings) {
+            timings[st.stage] = st.seconds;
+            peak[st.stage] = st.peak_rss_mib;
+        }
+        run["timings_s"] = timings;
+        run["peak_rss_mib"] = peak;  // high-water mark at the end of each stage
+        run["warnings"] = report.warnings;
+        return writeFileAtomically(staging.path("run.json"), run.dump(2) + "\n");
+    }();
+    if (!written.isOk()) return staging.named(written);
     VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
 
     VOXSEG_ASSIGN_OR_RETURN(report.written, staging.commit());

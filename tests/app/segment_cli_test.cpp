@@ -203,6 +203,23 @@ TEST(SegmentCli, UnreadableOrDamagedModelIsAClearError) {
 
 // A full disk, simulated by the file size limit (RLIMIT_FSIZE; writes beyond it fail with EFBIG
 // once SIGXFSZ is ignored, as voxseg does): exit 6, nothing left behind, earlier outputs kept.
+// `--device auto` in a build with a GPU backend but no usable device says so once (it was
+// logged by the backend registry and again by the command).
+TEST(SegmentCli, AutoDeviceFallbackIsReportedOnce) {
+    TempDir dir;
+    const std::string model = makePackage(dir, "CT");
+    const std::string ct = makeSeries(dir, "ct", "CT", 16);
+    auto r = runVoxseg(
+        {"segment", ct, "-m", model, "-o", dir / "out", "--device", "auto", "--outputs", "stats"},
+        dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    size_t count = 0;
+    for (size_t at = r.err.find("using cpu"); at != std::string::npos;
+         at = r.err.find("using cpu", at + 1))
+        ++count;
+    EXPECT_LE(count, 1u) << r.err;
+}
+
 TEST(SegmentCli, FullDiskLeavesNoPartialOutputs) {
     TempDir dir;
     const std::string model = makePackage(dir, "CT");
@@ -222,6 +239,8 @@ TEST(SegmentCli, FullDiskLeavesNoPartialOutputs) {
             << limit << ": " << r.out;
         EXPECT_NE(r.out.find(out), std::string::npos) << r.out;
         EXPECT_NE(r.out.find("write"), std::string::npos) << r.out;
+        // The message names the output the user asked for, not the hidden staging folder.
+        EXPECT_EQ(r.out.find(".voxseg-staging"), std::string::npos) << r.out;
         EXPECT_EQ(listing(out), std::vector<std::string>{"segmentation.nii.gz"})
             << ::testing::PrintToString(listing(out));
         EXPECT_EQ(slurp(fs::path(out) / "segmentation.nii.gz"), "previous result");
@@ -255,6 +274,7 @@ TEST(SegmentCli, FullTmpfsLeavesNoPartialOutputs) {
     EXPECT_TRUE(r.err.find("No space left") != std::string::npos ||
                 r.err.find("write incomplete") != std::string::npos)
         << r.err;
+    EXPECT_EQ(r.err.find(".voxseg-staging"), std::string::npos) << r.err;
     // Nothing left in the output folder: no staging folder, no output.
     EXPECT_EQ(r.out, "LEFT:\n") << r.out;
 }
