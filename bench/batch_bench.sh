@@ -15,6 +15,8 @@
 #   fold 0, e.g. from tools/nnunet_parity.py train), exported by tools/export_nnunet.py without
 #   mirroring: nnU-Net's own folder prediction (nnUNetv2_predict_from_modelfolder, CPU,
 #   --disable_tta, torch threads = T) vs the separate runs vs the batch, same network.
+# Extra options for the batch only (e.g. BATCH_ARGS="--devices cpu,cpu": two inference workers
+# splitting the threads) come from $BATCH_ARGS.
 # Both commands run on the CPU backend with --threads T and outputs nifti,stats. Reported:
 # wall time, cases/min, speed-up, peak RSS of each process (GNU time), and for the batch the
 # resident and peak memory after the first and the last case (summary.json). The batch's label
@@ -40,7 +42,7 @@ work="$(mktemp -d "${TMPDIR:-/tmp}/voxseg-batch-bench.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
 echo "# batch benchmark, $(date -u +%Y-%m-%dT%H:%MZ)"
-echo "host: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); voxseg $("$voxseg" --version | cut -d' ' -f2); $cases cases, --threads $threads"
+echo "host: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); voxseg $("$voxseg" --version | cut -d' ' -f2); $cases cases, --threads $threads${BATCH_ARGS:+; batch also gets: $BATCH_ARGS}"
 common=(--device cpu --threads "$threads" --outputs nifti,stats --quiet)
 
 # run_one NAME MODEL MANIFEST(csv with case_id,input)
@@ -63,7 +65,7 @@ run_one() {
   # One batch process.
   t0=$(date +%s.%N)
   /usr/bin/time -f "%M" -o "$work/time.txt" \
-    "$voxseg" batch "$manifest" -m "$model" -o "$work/$name-batch" "${common[@]}"
+    "$voxseg" batch "$manifest" -m "$model" -o "$work/$name-batch" "${common[@]}" ${BATCH_ARGS:-}
   t1=$(date +%s.%N)
   local batch_s batch_rss; batch_s=$(echo "$t1 - $t0" | bc -l); batch_rss=$(cat "$work/time.txt")
   local same=0 differ=0
