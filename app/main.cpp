@@ -5,6 +5,7 @@
 #include "app/progress_bar.h"
 #include "app/signals.h"
 #include "core/log.h"
+#include "core/openmp_wait.h"
 
 #include <CLI/CLI.hpp>
 
@@ -87,6 +88,7 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    voxseg::usePassiveOpenMpWaiting(argv);  // may re-execute the program (core/openmp_wait.h)
     // Library code reports errors as Status; anything thrown here is a bug or memory exhaustion.
     try {
         return run(argc, argv);

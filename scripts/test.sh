@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 scripts/build.sh
+# Test binaries run side by side (-j): OpenMP threads that spin while they wait would steal the
+# cores the other tests need (voxseg and voxseg-viewer set this themselves, core/openmp_wait.h).
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 900 "$@"
 
 # The AddressSanitizer + UBSan configuration: every file of the DICOM tables (malformed ones

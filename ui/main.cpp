@@ -9,6 +9,7 @@
 // QT_QPA_PLATFORM) it says so and exits with 2, or, for --screenshot and --bench, falls back to
 // the offscreen platform with a message (no 3D view there).
 #include "core/log.h"
+#include "core/openmp_wait.h"
 #include "pipeline/segment.h"
 #include "ui/main_window.h"
 #include "ui/mpr_view.h"
@@ -101,6 +102,7 @@ bool checkDisplay(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    voxseg::usePassiveOpenMpWaiting(argv);  // may re-execute the program (core/openmp_wait.h)
     if (!checkDisplay(argc, argv)) return 2;
     QApplication::setHighDpiScaleFactorRoundingPolicy(
         Qt::HighDpiScaleFactorRoundingPolicy::PassThrough);

@@ -220,6 +220,25 @@ TEST(SegmentCli, AutoDeviceFallbackIsReportedOnce) {
     EXPECT_LE(count, 1u) << r.err;
 }
 
+// voxseg makes libgomp's waiting threads sleep instead of spin (core/openmp_wait.h) unless the
+// user chose a policy. libgomp's own report (OMP_DISPLAY_ENV) shows what it runs with.
+TEST(SegmentCli, OpenMpThreadsSleepWhileWaitingUnlessTheUserChoseOtherwise) {
+    TempDir dir;
+    const std::string bin = quote(VOXSEG_BIN);
+    auto r = runShell(
+        "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT OMP_DISPLAY_ENV=verbose " + bin + " --version",
+        dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("GOMP_SPINCOUNT = '0'"), std::string::npos) << r.err;
+    EXPECT_NE(r.out.find("voxseg"), std::string::npos) << r.out;
+    r = runShell("env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=active OMP_DISPLAY_ENV=verbose " + bin +
+                     " --version",
+                 dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("OMP_WAIT_POLICY = 'ACTIVE'"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("GOMP_SPINCOUNT = '0'"), std::string::npos) << r.err;
+}
+
 TEST(SegmentCli, FullDiskLeavesNoPartialOutputs) {
     TempDir dir;
     const std::string model = makePackage(dir, "CT");
