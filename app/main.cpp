@@ -6,6 +6,7 @@
 #include "app/signals.h"
 #include "core/log.h"
 #include "core/openmp_wait.h"
+#include "io/dcmtk_log.h"
 
 #include <CLI/CLI.hpp>
 
@@ -58,6 +59,7 @@ int run(int argc, char** argv) {
 
     auto sink = log_format == "json" ? log::makeJsonLinesSink() : log::makeStderrSink();
     log::setMinLevel(quiet ? log::Level::kError : verbose ? log::Level::kDebug : log::Level::kInfo);
+    io::configureDcmtkLogging(verbose);
     app::ProgressBar bar(!quiet && app::ProgressBar::stderrIsTerminal() && log_format == "text");
     log::setSink(bar.wrapSink(sink));
 

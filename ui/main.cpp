@@ -10,6 +10,7 @@
 // the offscreen platform with a message (no 3D view there).
 #include "core/log.h"
 #include "core/openmp_wait.h"
+#include "io/dcmtk_log.h"
 #include "pipeline/segment.h"
 #include "ui/main_window.h"
 #include "ui/mpr_view.h"
@@ -110,6 +111,7 @@ int main(int argc, char** argv) {
     QApplication::setOrganizationName("voxseg");
     QApplication::setApplicationName("voxseg-viewer");
     QApplication::setApplicationVersion(VOXSEG_VERSION);
+    voxseg::io::configureDcmtkLogging(false);  // DCMTK's errors only; ours go to the log panel
 
     QCommandLineParser parser;
     parser.setApplicationDescription("voxseg-viewer: review and run segmentations");

@@ -220,6 +220,20 @@ TEST(SegmentCli, AutoDeviceFallbackIsReportedOnce) {
     EXPECT_LE(count, 1u) << r.err;
 }
 
+// DCMTK's own warnings (dcmseg: "W: Will not check dimension consistency ...") stay out of the
+// output unless --verbose.
+TEST(SegmentCli, DcmtkWarningsOnlyWithVerbose) {
+    TempDir dir;
+    const std::string model = makePackage(dir, "CT");
+    const std::string ct = makeSeries(dir, "ct", "CT", 16);
+    auto r = runVoxseg({"segment", ct, "-m", model, "-o", dir / "out", "--outputs", "seg"}, dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.err.find("W: "), std::string::npos) << r.err;
+    r = runVoxseg({"segment", ct, "-m", model, "-o", dir / "out2", "--outputs", "seg", "-v"}, dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("W: "), std::string::npos) << r.err;
+}
+
 // voxseg makes libgomp's waiting threads sleep instead of spin (core/openmp_wait.h) unless the
 // user chose a policy. libgomp's own report (OMP_DISPLAY_ENV) shows what it runs with.
 TEST(SegmentCli, OpenMpThreadsSleepWhileWaitingUnlessTheUserChoseOtherwise) {
