@@ -22,7 +22,11 @@ void addSegmentModelOptions(CLI::App* cmd, SegmentCommandOptions& o) {
         ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16"}));
     cmd->add_option("--overlap", o.overlap, "Sliding-window overlap in [0, 1) (default: model's)")
         ->check(CLI::Range(0.0, 0.95));
-    cmd->add_flag("--tta", o.tta, "Mirroring test-time augmentation on all axes (8x slower)");
+    auto* tta =
+        cmd->add_flag("--tta", o.tta, "Mirroring test-time augmentation on all axes (8x slower)");
+    cmd->add_flag("--no-tta", o.no_tta,
+                  "No mirroring, even where the model package asks for it (inference.mirror_axes)")
+        ->excludes(tta);
     cmd->add_option("--batch", o.batch, "Patches per forward pass")->check(CLI::Range(1, 64));
     cmd->add_option("--outputs", o.outputs,
                     "Comma-separated: nifti, seg, stats, preview, probabilities");
@@ -48,6 +52,7 @@ Result<pipeline::SegmentOptions> toSegmentOptions(const SegmentCommandOptions& o
     so.precision = o.precision;
     if (o.overlap >= 0) so.overlap = o.overlap;
     so.tta = o.tta;
+    so.no_tta = o.no_tta;
     so.batch = o.batch;
     so.threads = o.threads;
     so.ignore_modality = o.ignore_modality;

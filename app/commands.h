@@ -89,6 +89,7 @@ struct SegmentCommandOptions {
     std::string precision = "auto";
     double overlap = -1.0;  // < 0: the model's
     bool tta = false;
+    bool no_tta = false;
     int batch = 1;
     std::string outputs = "nifti,stats,preview";
     std::string label_format = "nii.gz";

@@ -201,6 +201,7 @@ std::string optionsHash(const BatchOptions& o) {
     j["precision"] = s.precision;
     j["overlap"] = s.overlap ? nlohmann::json(*s.overlap) : nlohmann::json(nullptr);
     j["tta"] = s.tta;
+    if (s.no_tta) j["no_tta"] = true;  // only when set: older journals' hashes stay valid
     j["ignore_modality"] = s.ignore_modality;
     nlohmann::json labels = nlohmann::json::array();
     for (const auto& l : s.postprocess)

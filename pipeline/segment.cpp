@@ -213,7 +213,10 @@ Result<Segmenter> Segmenter::create(const std::string& model_folder, const Segme
 
     // Per-run overrides go into the package's inference settings, which define the window.
     if (options.overlap) impl->model.inference.overlap = *options.overlap;
+    if (options.tta && options.no_tta)
+        return invalidArgument("--tta and --no-tta exclude each other");
     if (options.tta) impl->model.inference.mirror_axes = {0, 1, 2};
+    if (options.no_tta) impl->model.inference.mirror_axes.clear();
     loaded.package = impl->model;
     engine::CompileOptions compile;
     compile.precision = impl->precision;

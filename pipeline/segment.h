@@ -59,6 +59,7 @@ struct SegmentOptions {
     std::string precision = "auto";  // auto | fp32 | fp16 | bf16
     std::optional<double> overlap;   // default: model.json
     bool tta = false;                // mirror on all spatial axes (else model.json's axes)
+    bool no_tta = false;             // no mirroring, whatever model.json says
     int batch = 1;                   // patches per forward pass
     int threads = 0;                 // CPU threads (0: all cores)
     bool ignore_modality = false;    // run although the input's modality differs

@@ -220,6 +220,38 @@ TEST(SegmentCli, AutoDeviceFallbackIsReportedOnce) {
     EXPECT_LE(count, 1u) << r.err;
 }
 
+// A package may ask for mirroring (inference.mirror_axes, as nnU-Net predicts by default);
+// --no-tta turns it off, --tta turns on all axes; both at once is a usage error.
+TEST(SegmentCli, NoTtaOverridesThePackagesMirroring) {
+    TempDir dir;
+    const std::string model = makePackage(dir, "CT");
+    {
+        std::ifstream in(fs::path(model) / "model.json");
+        auto j = nlohmann::json::parse(in);
+        j["inference"]["mirror_axes"] = {0, 2};
+        std::ofstream(fs::path(model) / "model.json") << j.dump(2);
+    }
+    const std::string ct = makeSeries(dir, "ct", "CT", 16);
+    auto mirrorAxes = [&](const std::string& out) {
+        std::ifstream in(fs::path(out) / "run.json");
+        return nlohmann::json::parse(in)["inference"]["mirror_axes"].dump();
+    };
+    auto r = runVoxseg({"segment", ct, "-m", model, "-o", dir / "a", "--outputs", "stats"}, dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(mirrorAxes(dir / "a"), "[0,2]");
+    r = runVoxseg({"segment", ct, "-m", model, "-o", dir / "b", "--outputs", "stats", "--no-tta"},
+                  dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(mirrorAxes(dir / "b"), "[]");
+    r = runVoxseg({"segment", ct, "-m", model, "-o", dir / "c", "--outputs", "stats", "--tta"},
+                  dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(mirrorAxes(dir / "c"), "[0,1,2]");
+    r = runVoxseg({"segment", ct, "-m", model, "-o", dir / "d", "--tta", "--no-tta"}, dir);
+    EXPECT_EQ(r.exit_code, toInt(ExitCode::kUsage)) << r.err;
+    EXPECT_FALSE(fs::exists(dir / "d"));
+}
+
 // DCMTK's own warnings (dcmseg: "W: Will not check dimension consistency ...") stay out of the
 // output unless --verbose.
 TEST(SegmentCli, DcmtkWarningsOnlyWithVerbose) {
