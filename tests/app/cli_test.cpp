@@ -2,6 +2,7 @@
 // documented exit codes (docs/exit-codes.md) with no output file left behind on failure.
 #include "app/exit_codes.h"
 #include "io/image_io.h"
+#include "tests/app/run_voxseg.h"
 #include "tests/test_data.h"
 
 #include <gtest/gtest.h>
@@ -21,39 +22,9 @@ using voxseg::testing::TempDir;
 
 constexpr uint32_t kSeed = 7;
 
-struct RunResult {
-    int exit_code = -1;
-    std::string out;
-    std::string err;
-};
-
-std::string quote(const std::string& s) {
-    std::string q = "'";
-    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-}
-
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
-RunResult runVoxseg(const std::vector<std::string>& args, const TempDir& dir) {
-    std::string cmd = quote(VOXSEG_BIN);
-    for (const auto& a : args) cmd += " " + quote(a);
-    const fs::path out = dir.path() / ".stdout", err = dir.path() / ".stderr";
-    cmd += " >" + quote(out.string()) + " 2>" + quote(err.string());
-    const int status = std::system(cmd.c_str());
-    RunResult r;
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    fs::remove(out);
-    fs::remove(err);
-    return r;
-}
+using clitest::quote;
+using clitest::runVoxseg;
+using clitest::slurp;
 
 Volume sampleVolume() {
     Geometry g;

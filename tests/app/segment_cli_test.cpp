@@ -5,6 +5,7 @@
 #include "app/exit_codes.h"
 #include "engine/sha256.h"
 #include "io/dicom_synth.h"
+#include "tests/app/run_voxseg.h"
 #include "tests/pipeline/test_model_package.h"
 #include "tests/test_data.h"
 
@@ -23,46 +24,10 @@ namespace {
 namespace fs = std::filesystem;
 using voxseg::testing::TempDir;
 
-struct RunResult {
-    int exit_code = -1;
-    std::string out;
-    std::string err;
-};
-
-std::string quote(const std::string& s) {
-    std::string q = "'";
-    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-}
-
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
-// Runs a shell command line with stdout/stderr captured.
-RunResult runShell(const std::string& command, const TempDir& dir) {
-    const fs::path out = dir.path() / ".stdout", err = dir.path() / ".stderr";
-    const std::string cmd = command + " >" + quote(out.string()) + " 2>" + quote(err.string());
-    const int status = std::system(cmd.c_str());
-    RunResult r;
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = slurp(out);
-    r.err = slurp(err);
-    fs::remove(out);
-    fs::remove(err);
-    return r;
-}
-
-// Runs `voxseg args...`, after `prefix` (e.g. "ulimit -f 16;") in the same shell.
-RunResult runVoxseg(const std::vector<std::string>& args, const TempDir& dir,
-                    const std::string& prefix = {}) {
-    std::string cmd = quote(VOXSEG_BIN);
-    for (const auto& a : args) cmd += " " + quote(a);
-    return runShell(prefix + " " + cmd, dir);
-}
+using clitest::quote;
+using clitest::runShell;
+using clitest::runVoxseg;
+using clitest::slurp;
 
 // A model package around the golden nnU-Net PlainConvUNet (3 classes, patch 16x24x20).
 std::string makePackage(const TempDir& dir, const std::string& modality) {
