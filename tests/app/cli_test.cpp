@@ -206,9 +206,11 @@ TEST(Cli, InterruptLeavesNoPartialOutput) {
     const std::string in = dir / "big.nii";
     ASSERT_TRUE(io::writeImage(v, in).isOk());
     const std::string out = dir / "out.nii.gz";
-    const std::string cmd = "timeout --preserve-status -s INT 0.3 " + quote(VOXSEG_BIN) +
-                            " convert --quiet " + quote(in) + " -o " + quote(out) + " 2>" +
-                            quote(dir / ".err");
+    // --foreground: one SIGINT to voxseg only. Without it timeout also signals its process group,
+    // and a second SIGINT kills voxseg on purpose (the "second Ctrl-C"), leaving its temp files.
+    const std::string cmd = "timeout --foreground --preserve-status -s INT 0.3 " +
+                            quote(VOXSEG_BIN) + " convert --quiet " + quote(in) + " -o " +
+                            quote(out) + " 2>" + quote(dir / ".err");
     const int status = std::system(cmd.c_str());
     ASSERT_TRUE(WIFEXITED(status));
     const int rc = WEXITSTATUS(status);
