@@ -28,6 +28,9 @@ void addSegmentModelOptions(CLI::App* cmd, SegmentCommandOptions& o) {
                   "No mirroring, even where the model package asks for it (inference.mirror_axes)")
         ->excludes(tta);
     cmd->add_option("--batch", o.batch, "Patches per forward pass")->check(CLI::Range(1, 64));
+    cmd->add_option("--accumulator", o.accumulator,
+                    "Sliding-window score sums: fp16 (half the memory, as nnU-Net v2) or fp32")
+        ->check(CLI::IsMember({"fp16", "fp32"}));
     cmd->add_option("--outputs", o.outputs,
                     "Comma-separated: nifti, seg, stats, preview, probabilities");
     cmd->add_option("--format", o.label_format, "Label map format: nii.gz, nii, nrrd, mha")
@@ -54,6 +57,7 @@ Result<pipeline::SegmentOptions> toSegmentOptions(const SegmentCommandOptions& o
     so.tta = o.tta;
     so.no_tta = o.no_tta;
     so.batch = o.batch;
+    so.accumulator = o.accumulator;
     so.threads = o.threads;
     so.ignore_modality = o.ignore_modality;
     if (o.largest_component || o.min_component_ml > 0 || o.fill_holes) {

@@ -91,6 +91,7 @@ struct SegmentCommandOptions {
     bool tta = false;
     bool no_tta = false;
     int batch = 1;
+    std::string accumulator = "fp16";
     std::string outputs = "nifti,stats,preview";
     std::string label_format = "nii.gz";
     bool largest_component = false;

@@ -199,6 +199,7 @@ std::string optionsHash(const BatchOptions& o) {
     };
     nlohmann::json j;
     j["precision"] = s.precision;
+    j["accumulator"] = s.accumulator;
     j["overlap"] = s.overlap ? nlohmann::json(*s.overlap) : nlohmann::json(nullptr);
     j["tta"] = s.tta;
     if (s.no_tta) j["no_tta"] = true;  // only when set: older journals' hashes stay valid

@@ -657,9 +657,11 @@ Result<LoadedModel> loadModelPackage(const std::filesystem::path& folder) {
 
 Result<std::unique_ptr<SlidingWindow>> createSlidingWindow(Backend& backend,
                                                            const LoadedModel& model, int batch,
-                                                           const CompileOptions& compile) {
+                                                           const CompileOptions& compile,
+                                                           DType accumulator) {
     SlidingWindowOptions options = model.package.slidingWindowOptions();
     options.batch = batch;
+    options.accumulator = accumulator;
     options.compile = compile;
     std::vector<const Graph*> graphs;
     for (const Graph& g : model.graphs) graphs.push_back(&g);

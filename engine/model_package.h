@@ -115,9 +115,11 @@ struct LoadedModel {
 // package's channel count and returns outputChannels() channels at the patch's spatial shape.
 Result<LoadedModel> loadModelPackage(const std::filesystem::path& folder);
 
-// The package's sliding window on `backend`, compiled for `batch` patches per forward pass.
+// The package's sliding window on `backend`, compiled for `batch` patches per forward pass,
+// summing scores in `accumulator` (kFloat32 or kFloat16, SlidingWindowOptions::accumulator).
 Result<std::unique_ptr<SlidingWindow>> createSlidingWindow(Backend& backend,
                                                            const LoadedModel& model, int batch,
-                                                           const CompileOptions& compile = {});
+                                                           const CompileOptions& compile = {},
+                                                           DType accumulator = DType::kFloat32);
 
 }  // namespace voxseg::engine

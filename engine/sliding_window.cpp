@@ -1,6 +1,7 @@
 #include "engine/sliding_window.h"
 
 #include "core/log.h"
+#include "engine/half_kernels.h"
 
 #include <algorithm>
 #include <array>
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <type_traits>
 
 namespace voxseg::engine {
 namespace {
@@ -79,28 +81,39 @@ void gatherPatch(const float* src, const std::array<int64_t, 3>& dims, int64_t c
     }
 }
 
-// acc (K x D x H x W) at `origin` += weight * unflip(pred) for one patch output (K x patch).
-void scatterPatch(const float* pred, const float* weight, const std::array<int64_t, 3>& patch,
-                  int64_t classes, unsigned flips, const std::array<int64_t, 3>& origin,
-                  const std::array<int64_t, 3>& dims, float* acc) {
+// acc (K x D x H x W) at `origin` += weight * inverse_weight_sum * unflip(pred) for one patch
+// output (K x patch): every contribution is divided by the voxel's total weight as it is added,
+// so the sums are the final weighted means (no pass over the volume afterwards) and keep the
+// magnitude of the network's outputs. That matters in fp16: near the volume's corners the raw
+// Gaussian products (~1e-10) are below fp16's smallest value and would round to zero.
+// `row` is scratch for one patch row (pw floats).
+template <typename Acc>
+void scatterPatch(const float* pred, const float* weight, const float* inverse_weight_sum,
+                  const std::array<int64_t, 3>& patch, int64_t classes, unsigned flips,
+                  const std::array<int64_t, 3>& origin, const std::array<int64_t, 3>& dims,
+                  float* row, Acc* acc) {
     const int64_t plane = dims[1] * dims[2];
     const int64_t volume = dims[0] * plane;
     const int64_t pw = patch[2];
-    for (int64_t k = 0; k < classes; ++k) {
-        const float* pred_k = pred + k * patch[0] * patch[1] * pw;
-        float* acc_k = acc + k * volume;
-        for (int64_t z = 0; z < patch[0]; ++z) {
-            const int64_t sz = (flips & 1u) ? patch[0] - 1 - z : z;
-            for (int64_t y = 0; y < patch[1]; ++y) {
-                const int64_t sy = (flips & 2u) ? patch[1] - 1 - y : y;
-                const float* __restrict s = pred_k + (sz * patch[1] + sy) * pw;
-                const float* __restrict w = weight + (z * patch[1] + y) * pw;
-                float* __restrict d =
-                    acc_k + (origin[0] + z) * plane + (origin[1] + y) * dims[2] + origin[2];
-                if (flips & 4u) {
-                    for (int64_t x = 0; x < pw; ++x) d[x] += w[x] * s[pw - 1 - x];
+    const int64_t patch_voxels = patch[0] * patch[1] * pw;
+    const bool reversed = (flips & 4u) != 0;
+    for (int64_t z = 0; z < patch[0]; ++z) {
+        const int64_t sz = (flips & 1u) ? patch[0] - 1 - z : z;
+        for (int64_t y = 0; y < patch[1]; ++y) {
+            const int64_t sy = (flips & 2u) ? patch[1] - 1 - y : y;
+            const int64_t offset = (origin[0] + z) * plane + (origin[1] + y) * dims[2] + origin[2];
+            const float* __restrict w = weight + (z * patch[1] + y) * pw;
+            const float* __restrict iw = inverse_weight_sum + offset;
+            for (int64_t x = 0; x < pw; ++x) row[x] = w[x] * iw[x];
+            for (int64_t k = 0; k < classes; ++k) {
+                const float* __restrict s = pred + k * patch_voxels + (sz * patch[1] + sy) * pw;
+                Acc* __restrict d = acc + k * volume + offset;
+                if constexpr (std::is_same_v<Acc, uint16_t>) {
+                    half::accumulateRow(d, row, s, pw, reversed);
+                } else if (reversed) {
+                    for (int64_t x = 0; x < pw; ++x) d[x] += row[x] * s[pw - 1 - x];
                 } else {
-                    for (int64_t x = 0; x < pw; ++x) d[x] += w[x] * s[x];
+                    for (int64_t x = 0; x < pw; ++x) d[x] += row[x] * s[x];
                 }
             }
         }
@@ -109,7 +122,8 @@ void scatterPatch(const float* pred, const float* weight, const std::array<int64
 
 // Copies `src` (C x sd x sh x sw) into `dst` (C x dd x dh x dw) at `offset` (dst larger), or the
 // reverse crop when `crop` is set.
-void copyBox(const float* src, const std::array<int64_t, 3>& src_dims, float* dst,
+template <typename T>
+void copyBox(const T* src, const std::array<int64_t, 3>& src_dims, T* dst,
              const std::array<int64_t, 3>& dst_dims, int64_t channels,
              const std::array<int64_t, 3>& offset, bool crop) {
     const std::array<int64_t, 3>& small = crop ? dst_dims : src_dims;
@@ -125,10 +139,10 @@ void copyBox(const float* src, const std::array<int64_t, 3>& src_dims, float* ds
                 const int64_t small_index = c * small_volume + (z * small[1] + y) * small[2];
                 if (crop) {
                     std::memcpy(dst + small_index, src + big_index,
-                                static_cast<size_t>(small[2]) * sizeof(float));
+                                static_cast<size_t>(small[2]) * sizeof(T));
                 } else {
                     std::memcpy(dst + big_index, src + small_index,
-                                static_cast<size_t>(small[2]) * sizeof(float));
+                                static_cast<size_t>(small[2]) * sizeof(T));
                 }
             }
         }
@@ -279,6 +293,10 @@ Status validateSlidingWindowOptions(const SlidingWindowOptions& options, const S
                                std::to_string(options.sigma_scale));
     if (options.batch < 1)
         return invalidArgument("batch must be at least 1, got " + std::to_string(options.batch));
+    if (options.accumulator != DType::kFloat32 && options.accumulator != DType::kFloat16)
+        return invalidArgument(std::string("the sliding-window accumulator is float32 or float16, "
+                                           "not ") +
+                               dtypeName(options.accumulator));
     std::vector<bool> seen(rank, false);
     for (int axis : options.mirror_axes) {
         if (axis < 0 || axis >= static_cast<int>(rank))
@@ -427,6 +445,11 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
     const int64_t batch = options_.batch;
     const int64_t num_batches = (num_items + batch - 1) / batch;
 
+    // K score volumes in the accumulator's type + one float32 volume of inverse weights.
+    const auto accumulatorBytes = [&](int64_t k, int64_t n) {
+        return static_cast<size_t>(k * n) * dtypeSize(options_.accumulator) +
+               static_cast<size_t>(n) * sizeof(float);
+    };
     Tensor padded_image;
     const float* source = image.data<float>();
     Tensor accumulator;
@@ -436,18 +459,18 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
             Shape shape = {channels_};
             for (size_t a = 3 - rank; a < 3; ++a) shape.push_back(padded[a]);
             padded_image = Tensor(DType::kFloat32, shape);
-            copyBox(image.data<float>(), dims, padded_image.data<float>(), padded, channels_,
-                    pad_before, false);
+            copyBox<float>(image.data<float>(), dims, padded_image.data<float>(), padded, channels_,
+                           pad_before, false);
             source = padded_image.data<float>();
         }
         Shape acc_shape = {classes};
         for (size_t a = 3 - rank; a < 3; ++a) acc_shape.push_back(padded[a]);
-        accumulator = Tensor(DType::kFloat32, acc_shape);
+        accumulator = Tensor(options_.accumulator, acc_shape);
         inverse_weight.assign(static_cast<size_t>(voxels), 0.0f);
     } catch (const std::bad_alloc&) {
         return Status(StatusCode::kOutOfMemory,
                       "cannot allocate the sliding-window accumulators (" +
-                          std::to_string((classes + 1) * voxels * 4 / (1 << 20)) + " MiB for " +
+                          std::to_string(accumulatorBytes(classes, voxels) >> 20) + " MiB for " +
                           std::to_string(classes) + " classes)");
     }
 
@@ -494,7 +517,8 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
 
     double network_seconds = 0.0;
     int64_t padded_items = 0;
-    float* acc = accumulator.data<float>();
+    const bool half_acc = options_.accumulator == DType::kFloat16;
+    std::vector<float> row(static_cast<size_t>(patch[2]));
     progress.report(0.0, "sliding window");
     for (int64_t b = 0; b < num_batches; ++b) {
         VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
@@ -527,28 +551,32 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
             const float* out = outputs[0].data<float>();
             for (int64_t i = 0; i < count; ++i) {
                 const int64_t item = first + i;
-                scatterPatch(out + i * output_item, item_weight.data(), patch, classes,
-                             flip_sets[static_cast<size_t>(item % num_flips)],
-                             itemOrigin(item / num_flips), padded, acc);
+                const unsigned flips = flip_sets[static_cast<size_t>(item % num_flips)];
+                if (half_acc)
+                    scatterPatch(out + i * output_item, item_weight.data(), inverse_weight.data(),
+                                 patch, classes, flips, itemOrigin(item / num_flips), padded,
+                                 row.data(), accumulator.data<uint16_t>());
+                else
+                    scatterPatch(out + i * output_item, item_weight.data(), inverse_weight.data(),
+                                 patch, classes, flips, itemOrigin(item / num_flips), padded,
+                                 row.data(), accumulator.data<float>());
             }
         }
         progress.report(static_cast<size_t>(b + 1), static_cast<size_t>(num_batches),
                         "sliding window");
     }
 
-    for (int64_t k = 0; k < classes; ++k) {
-        float* __restrict a = acc + k * voxels;
-        const float* __restrict w = inverse_weight.data();
-        for (int64_t v = 0; v < voxels; ++v) a[v] *= w[v];
-    }
-
     Tensor result = accumulator;
     if (needs_pad) {
         Shape shape = {classes};
         shape.insert(shape.end(), spatial.begin(), spatial.end());
-        result = Tensor(DType::kFloat32, shape);
-        copyBox(accumulator.data<float>(), padded, result.data<float>(), dims, classes, pad_before,
-                true);
+        result = Tensor(options_.accumulator, shape);
+        if (half_acc)
+            copyBox<uint16_t>(accumulator.data<uint16_t>(), padded, result.data<uint16_t>(), dims,
+                              classes, pad_before, true);
+        else
+            copyBox<float>(accumulator.data<float>(), padded, result.data<float>(), dims, classes,
+                           pad_before, true);
     }
 
     if (stats) {
@@ -557,7 +585,7 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
         stats->padded_items = padded_items;
         stats->seconds = secondsSince(start_time);
         stats->network_seconds = network_seconds;
-        stats->accumulator_bytes = static_cast<size_t>((classes + 1) * voxels) * sizeof(float);
+        stats->accumulator_bytes = accumulatorBytes(classes, voxels);
         stats->patch_buffer_bytes = patch_buffer_bytes;
         stats->workspace_bytes = 0;
         for (const auto& network : networks_) stats->workspace_bytes += network->workspaceBytes();
@@ -579,6 +607,13 @@ Result<Tensor> slidingWindowInference(Backend& backend, const Graph& graph, cons
     VOXSEG_RETURN_IF_ERROR(validateSlidingWindowOptions(options, image.shape()));
     VOXSEG_ASSIGN_OR_RETURN(auto sw, SlidingWindow::create(backend, graph, image.dim(0), options));
     return sw->run(image, progress, stats);
+}
+
+Tensor scoresAsFloat32(const Tensor& scores) {
+    if (scores.dtype() != DType::kFloat16) return scores.clone();
+    Tensor out(DType::kFloat32, scores.shape());
+    half::toFloatRow(scores.data<uint16_t>(), out.data<float>(), scores.numel());
+    return out;
 }
 
 void softmaxChannelsInPlace(Tensor& scores) {

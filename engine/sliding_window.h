@@ -2,9 +2,9 @@
 //
 // The volume is covered by a grid of overlapping patches; patches (and their mirrored copies for
 // test-time augmentation) are gathered into batches, run through one CompiledGraph, weighted by
-// an importance map (Gaussian or constant) and accumulated; the sum is divided by the summed
-// weights. The result is the averaged network output (logits for nnU-Net/MONAI exports), K x
-// spatial, in the same axis order as the input array.
+// an importance map (Gaussian or constant) divided by each voxel's summed weights (known from the
+// grid up front) and accumulated. The result is the weighted mean of the network outputs (logits
+// for nnU-Net/MONAI exports), K x spatial, in the same axis order as the input array.
 //
 // Two conventions for the patch grid and the Gaussian, both written down in docs/model-package.md:
 // - kNnUNet (default): nnU-Net v2's compute_steps_for_sliding_window (step = patch * (1 -
@@ -17,7 +17,8 @@
 // Volumes smaller than a patch along an axis are padded with zeros (split half before, half
 // after, like both frameworks) and the result is cropped back.
 //
-// Memory: accumulators are K x volume floats plus one volume of weights (stored inverted), plus
+// Memory: accumulators are K x volume scores (float32, or float16 as nnU-Net v2 keeps them:
+// SlidingWindowOptions::accumulator) plus one float32 volume of weights (stored inverted), plus
 // one batch of patch inputs and outputs; nothing grows with the number of patches. The last,
 // partial batch is padded with zero patches (one executable per batch size; the wasted forward
 // passes are at most batch - 1 per volume and are counted in the stats).
@@ -55,6 +56,10 @@ struct SlidingWindowOptions {
     // order) is run and averaged, 2^n forward passes per patch.
     std::vector<int> mirror_axes;
     WindowConvention convention = WindowConvention::kNnUNet;
+    // Storage of the K x volume score sums and of the result: kFloat32, or kFloat16 (half the
+    // memory; each weighted patch output is added in fp32 and rounded to fp16 once per store,
+    // about 3 significant digits, saturating at +-65504), as nnU-Net v2's predicted_logits.
+    DType accumulator = DType::kFloat32;
     CompileOptions compile;  // used when the SlidingWindow compiles the graph itself
 };
 
@@ -64,7 +69,7 @@ struct SlidingWindowStats {
     int64_t padded_items = 0;       // zero patches added to fill the last batch
     double seconds = 0.0;           // whole call
     double network_seconds = 0.0;   // inside CompiledGraph::run
-    size_t accumulator_bytes = 0;   // K x volume + weight volume
+    size_t accumulator_bytes = 0;   // K x volume scores + float32 weight volume
     size_t patch_buffer_bytes = 0;  // peak host bytes of batch inputs + outputs
     size_t workspace_bytes = 0;     // CompiledGraph::workspaceBytes()
     std::vector<int64_t> grid;      // windows per spatial axis
@@ -101,7 +106,8 @@ class SlidingWindow {
     static Result<std::unique_ptr<SlidingWindow>> create(
         std::vector<std::unique_ptr<CompiledGraph>> networks, const SlidingWindowOptions& options);
 
-    // image: float32 [C, spatial...]; returns float32 [K, spatial...]. Progress is reported per
+    // image: float32 [C, spatial...]; returns [K, spatial...] in options.accumulator's type
+    // (float16 values as uint16 bit patterns, see half_kernels.h). Progress is reported per
     // batch; cancellation is checked between batches (kCancelled).
     Result<Tensor> run(const Tensor& image, const Progress& progress = {},
                        SlidingWindowStats* stats = nullptr);
@@ -126,6 +132,9 @@ Result<Tensor> slidingWindowInference(Backend& backend, const Graph& graph, cons
                                       const SlidingWindowOptions& options,
                                       const Progress& progress = {},
                                       SlidingWindowStats* stats = nullptr);
+
+// A float32 copy of float32 or float16 scores (SlidingWindow::run's result).
+Tensor scoresAsFloat32(const Tensor& scores);
 
 // ---- Post-processing of [K, spatial...] float32 scores (in place where named so) ----
 void softmaxChannelsInPlace(Tensor& scores);

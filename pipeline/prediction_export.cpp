@@ -1,5 +1,6 @@
 #include "pipeline/prediction_export.h"
 
+#include "engine/half_kernels.h"
 #include "pipeline/crop.h"
 #include "pipeline/orientation.h"
 #include "pipeline/resample.h"
@@ -8,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <thread>
+#include <type_traits>
 
 namespace voxseg::pipeline {
 
@@ -44,9 +46,11 @@ std::vector<Tap> axisTaps(int64_t out_size, int64_t in_size, bool nearest) {
 
 Status checkScores(const engine::Tensor& scores, const PreprocessRecord& record) {
     const auto dims = tensorDims(record.network, record.axis_order);
-    if (scores.dtype() != engine::DType::kFloat32 || scores.rank() != 4 ||
-        scores.dim(1) != dims[0] || scores.dim(2) != dims[1] || scores.dim(3) != dims[2] ||
-        scores.dim(0) < 1)
+    if (scores.dtype() != engine::DType::kFloat32 && scores.dtype() != engine::DType::kFloat16)
+        return invalidArgument(std::string("network scores must be float32 or float16, got ") +
+                               engine::dtypeName(scores.dtype()));
+    if (scores.rank() != 4 || scores.dim(1) != dims[0] || scores.dim(2) != dims[1] ||
+        scores.dim(3) != dims[2] || scores.dim(0) < 1)
         return invalidArgument("network output " + engine::shapeToString(scores.shape()) +
                                " does not match the network grid [K, " + std::to_string(dims[0]) +
                                ", " + std::to_string(dims[1]) + ", " + std::to_string(dims[2]) +
@@ -55,7 +59,8 @@ Status checkScores(const engine::Tensor& scores, const PreprocessRecord& record)
 }
 
 // Calls visit(i, j, k, values) for every voxel of record.cropped, with the K interpolated scores.
-template <typename Visit>
+// T: float (float32 scores) or uint16_t (float16 scores, read through half::toFloatTable()).
+template <typename T, typename Visit>
 void interpolateScores(const engine::Tensor& scores, const PreprocessRecord& record, int threads,
                        const Visit& visit) {
     const Geometry& in = record.network;
@@ -71,7 +76,14 @@ void interpolateScores(const engine::Tensor& scores, const PreprocessRecord& rec
         stride = {in.size[1] * in.size[2], in.size[2], 1};
     const int64_t channels = scores.dim(0);
     const int64_t channel_stride = in.voxelCount();
-    const float* base = scores.data<float>();
+    const T* base = scores.data<T>();
+    [[maybe_unused]] const float* table = engine::half::toFloatTable();
+    auto get = [&](const T* p, int64_t offset) -> float {
+        if constexpr (std::is_same_v<T, float>)
+            return p[offset];
+        else
+            return table[p[offset]];
+    };
 
     auto worker = [&](int64_t k_begin, int64_t k_end) {
         std::vector<float> values(static_cast<size_t>(channels));
@@ -87,11 +99,13 @@ void interpolateScores(const engine::Tensor& scores, const PreprocessRecord& rec
                     const int64_t dk = (tk.i1 - tk.i0) * stride[2];
                     const float wi = ti.w, wj = tj.w, wk = tk.w;
                     for (int64_t c = 0; c < channels; ++c) {
-                        const float* p = base + c * channel_stride + o000;
-                        const float c00 = p[0] + wi * (p[di] - p[0]);
-                        const float c10 = p[dj] + wi * (p[dj + di] - p[dj]);
-                        const float c01 = p[dk] + wi * (p[dk + di] - p[dk]);
-                        const float c11 = p[dk + dj] + wi * (p[dk + dj + di] - p[dk + dj]);
+                        const T* p = base + c * channel_stride + o000;
+                        const float p0 = get(p, 0), pj = get(p, dj), pk = get(p, dk),
+                                    pjk = get(p, dk + dj);
+                        const float c00 = p0 + wi * (get(p, di) - p0);
+                        const float c10 = pj + wi * (get(p, dj + di) - pj);
+                        const float c01 = pk + wi * (get(p, dk + di) - pk);
+                        const float c11 = pjk + wi * (get(p, dk + dj + di) - pjk);
                         const float c0 = c00 + wj * (c10 - c00);
                         const float c1 = c01 + wj * (c11 - c01);
                         values[static_cast<size_t>(c)] = c0 + wk * (c1 - c0);
@@ -113,14 +127,24 @@ void interpolateScores(const engine::Tensor& scores, const PreprocessRecord& rec
     for (auto& th : pool) th.join();
 }
 
-// Cropped, oriented volume -> original grid.
-Result<Volume> backToOriginal(const Volume& cropped, const PreprocessRecord& record,
+// Cropped, oriented volume -> original grid. Takes the volume by value and drops each copy as soon
+// as the next exists, so at most two label maps are alive (one when nothing was cropped and the
+// orientation is the input's).
+Result<Volume> backToOriginal(Volume cropped, const PreprocessRecord& record,
                               double outside_value) {
-    VOXSEG_ASSIGN_OR_RETURN(Volume oriented,
-                            paste(cropped, record.oriented, record.crop, outside_value));
-    Volume out = record.orientation.isIdentity()
-                     ? oriented
-                     : applyAxisMapping(oriented, record.orientation.inverse());
+    Volume oriented;
+    if (record.crop.covers(record.oriented)) {
+        oriented = std::move(cropped);
+    } else {
+        VOXSEG_ASSIGN_OR_RETURN(oriented,
+                                paste(cropped, record.oriented, record.crop, outside_value));
+        cropped = Volume();
+    }
+    if (record.orientation.isIdentity()) {
+        Volume::applyGeometry(record.original, *oriented.base());
+        return oriented;
+    }
+    Volume out = applyAxisMapping(oriented, record.orientation.inverse());
     // The inverse mapping is exact; set the input geometry bit for bit.
     Volume::applyGeometry(record.original, *out.base());
     return out;
@@ -153,17 +177,20 @@ Result<Volume> scoresToLabelMap(const engine::Tensor& scores, const PreprocessRe
         const int64_t ni = record.cropped.size[0], nj = record.cropped.size[1];
         const bool softmax = spec.activation == OutputActivation::kSoftmax;
         const float threshold = static_cast<float>(spec.threshold);
-        interpolateScores(scores, record, spec.threads,
-                          [&](int64_t i, int64_t j, int64_t k, const std::vector<float>& v) {
-                              size_t best = 0;
-                              for (size_t c = 1; c < v.size(); ++c)
-                                  if (v[c] > v[best]) best = c;
-                              T label = static_cast<T>(labels[best]);
-                              if (!softmax && v[best] < threshold) label = 0;
-                              dst[(k * nj + j) * ni + i] = label;
-                          });
+        auto visit = [&](int64_t i, int64_t j, int64_t k, const std::vector<float>& v) {
+            size_t best = 0;
+            for (size_t c = 1; c < v.size(); ++c)
+                if (v[c] > v[best]) best = c;
+            T label = static_cast<T>(labels[best]);
+            if (!softmax && v[best] < threshold) label = 0;
+            dst[(k * nj + j) * ni + i] = label;
+        };
+        if (scores.dtype() == engine::DType::kFloat16)
+            interpolateScores<uint16_t>(scores, record, spec.threads, visit);
+        else
+            interpolateScores<float>(scores, record, spec.threads, visit);
         progress.report(0.9, "label map");
-        return backToOriginal(cropped, record, 0.0);
+        return backToOriginal(std::move(cropped), record, 0.0);
     };
     Result<Volume> out = max_label <= 255 ? run(uint8_t{}) : run(uint16_t{});
     progress.report(1.0, "label map");
@@ -178,15 +205,18 @@ Result<Volume> scoreChannelToOriginal(const engine::Tensor& scores, int64_t chan
     // Interpolate a one-channel view of the tensor.
     const int64_t n = record.network.voxelCount();
     engine::Tensor one(engine::DType::kFloat32, {1, scores.dim(1), scores.dim(2), scores.dim(3)});
-    std::memcpy(one.data<float>(), scores.data<float>() + channel * n, sizeof(float) * n);
+    if (scores.dtype() == engine::DType::kFloat16)
+        engine::half::toFloatRow(scores.data<uint16_t>() + channel * n, one.data<float>(), n);
+    else
+        std::memcpy(one.data<float>(), scores.data<float>() + channel * n, sizeof(float) * n);
     Volume cropped = Volume::allocate<float>(record.cropped);
     float* dst = cropped.data<float>();
     const int64_t ni = record.cropped.size[0], nj = record.cropped.size[1];
-    interpolateScores(one, record, 0,
-                      [&](int64_t i, int64_t j, int64_t k, const std::vector<float>& v) {
-                          dst[(k * nj + j) * ni + i] = v[0];
-                      });
-    return backToOriginal(cropped, record, outside_value);
+    interpolateScores<float>(one, record, 0,
+                             [&](int64_t i, int64_t j, int64_t k, const std::vector<float>& v) {
+                                 dst[(k * nj + j) * ni + i] = v[0];
+                             });
+    return backToOriginal(std::move(cropped), record, outside_value);
 }
 
 }  // namespace voxseg::pipeline

@@ -34,7 +34,8 @@ struct ExportSpec {
     int threads = 0;         // 0 = hardware concurrency
 };
 
-// `scores`: float32 [K, D0, D1, D2] on record.network in record.axis_order.
+// `scores`: float32 or float16 (engine::half) [K, D0, D1, D2] on record.network in
+// record.axis_order.
 Result<Volume> scoresToLabelMap(const engine::Tensor& scores, const PreprocessRecord& record,
                                 const ExportSpec& spec, const Progress& progress = {});
 

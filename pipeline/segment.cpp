@@ -221,11 +221,19 @@ Result<Segmenter> Segmenter::create(const std::string& model_folder, const Segme
     engine::CompileOptions compile;
     compile.precision = impl->precision;
     compile.num_threads = options.threads;
-    auto window = engine::createSlidingWindow(*impl->backend, loaded, options.batch, compile);
+    engine::DType accumulator = engine::DType::kFloat16;
+    if (options.accumulator == "fp32")
+        accumulator = engine::DType::kFloat32;
+    else if (options.accumulator != "fp16")
+        return invalidArgument("accumulator must be fp16 or fp32, got '" + options.accumulator +
+                               "'");
+    auto window =
+        engine::createSlidingWindow(*impl->backend, loaded, options.batch, compile, accumulator);
     if (!window.isOk()) return window.status().withContext("model " + m.name);
     impl->window = std::move(*window);
     impl->window_options = impl->model.slidingWindowOptions();
     impl->window_options.batch = options.batch;
+    impl->window_options.accumulator = accumulator;
     for (const auto& file : m.models)
         impl->model_sha256 += (impl->model_sha256.empty() ? "" : ",") + file.sha256;
     impl->load_seconds = secondsSince(t0);
@@ -388,7 +396,7 @@ Result<SegmentReport> Segmenter::write(const StudyInput& input, SegmentWork&& wo
         }
         VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
         if (outs.probabilities) {
-            engine::Tensor probs = scores.clone();
+            engine::Tensor probs = engine::scoresAsFloat32(scores);
             if (m.output == engine::OutputKind::kSigmoid)
                 engine::sigmoidInPlace(probs);
             else
@@ -428,12 +436,15 @@ Result<SegmentReport> Segmenter::write(const StudyInput& input, SegmentWork&& wo
         run["device"] = {{"backend", s.backend->name()},
                          {"description", s.backend->deviceDescription()},
                          {"precision", report.precision}};
-        run["inference"] = {{"overlap", s.window_options.overlap},
-                            {"sigma_scale", s.window_options.sigma_scale},
-                            {"mirror_axes", s.window_options.mirror_axes},
-                            {"batch", s.window_options.batch},
-                            {"patches", report.patches},
-                            {"accumulator_bytes", report.accumulator_bytes}};
+        run["inference"] = {
+            {"overlap", s.window_options.overlap},
+            {"sigma_scale", s.window_options.sigma_scale},
+            {"mirror_axes", s.window_options.mirror_axes},
+            {"batch", s.window_options.batch},
+            {"accumulator",
+             s.window_options.accumulator == engine::DType::kFloat16 ? "fp16" : "fp32"},
+            {"patches", report.patches},
+            {"accumulator_bytes", report.accumulator_bytes}};
         nlohmann::json timings = nlohmann::json::object();
         timings["model_load"] = s.load_seconds;
         timings["input_load"] = input.load_seconds;

@@ -61,8 +61,11 @@ struct SegmentOptions {
     bool tta = false;                // mirror on all spatial axes (else model.json's axes)
     bool no_tta = false;             // no mirroring, whatever model.json says
     int batch = 1;                   // patches per forward pass
-    int threads = 0;                 // CPU threads (0: all cores)
-    bool ignore_modality = false;    // run although the input's modality differs
+    // Sliding-window score sums: fp16 (nnU-Net v2's choice; half the memory of the largest
+    // buffer, 3 significant digits) or fp32.
+    std::string accumulator = "fp16";
+    int threads = 0;                                    // CPU threads (0: all cores)
+    bool ignore_modality = false;                       // run although the input's modality differs
     std::vector<LabelPostprocess> postprocess;          // per label
     std::optional<PostprocessOptions> postprocess_all;  // applied to every model label
     SegmentOutputs outputs;

@@ -217,6 +217,34 @@ TEST(SegmentCli, NoTtaOverridesThePackagesMirroring) {
     EXPECT_FALSE(fs::exists(dir / "d"));
 }
 
+// Score sums in fp16 by default (as nnU-Net v2), fp32 on request; run.json says which and how many
+// bytes the accumulators took; anything else is a usage error.
+TEST(SegmentCli, AccumulatorPrecisionIsChosenAndRecorded) {
+    TempDir dir;
+    const std::string model = makePackage(dir, "CT");
+    const std::string ct = makeSeries(dir, "ct", "CT", 16);
+    auto inference = [&](const std::string& out) {
+        std::ifstream in(fs::path(out) / "run.json");
+        return nlohmann::json::parse(in)["inference"];
+    };
+    auto r = runVoxseg({"segment", ct, "-m", model, "-o", dir / "a", "--outputs", "stats"}, dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    r = runVoxseg({"segment", ct, "-m", model, "-o", dir / "b", "--outputs", "stats",
+                   "--accumulator", "fp32"},
+                  dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto half = inference(dir / "a"), full = inference(dir / "b");
+    EXPECT_EQ(half["accumulator"], "fp16");
+    EXPECT_EQ(full["accumulator"], "fp32");
+    // K score volumes at 2 or 4 bytes + one float32 weight volume: (2K + 4) / (4K + 4).
+    const double k = 3.0;  // makePackage: the golden PlainConvUNet, 3 classes
+    EXPECT_NEAR(half["accumulator_bytes"].get<double>() / full["accumulator_bytes"].get<double>(),
+                (2 * k + 4) / (4 * k + 4), 1e-9);
+    r = runVoxseg({"segment", ct, "-m", model, "-o", dir / "c", "--accumulator", "fp8"}, dir);
+    EXPECT_EQ(r.exit_code, toInt(ExitCode::kUsage)) << r.err;
+    EXPECT_FALSE(fs::exists(dir / "c"));
+}
+
 // DCMTK's own warnings (dcmseg: "W: Will not check dimension consistency ...") stay out of the
 // output unless --verbose.
 TEST(SegmentCli, DcmtkWarningsOnlyWithVerbose) {

@@ -502,6 +502,57 @@ TEST(SlidingWindow, BadInputsAreClearErrors) {
     EXPECT_NE(make(bad_mirror).status().message().find("twice"), std::string::npos);
 }
 
+// fp16 score sums (nnU-Net v2's predicted_logits): the same result as fp32 to fp16 precision,
+// half the score memory, and the padded/cropped and mirrored paths give fp16 too.
+TEST(SlidingWindow, HalfAccumulatorMatchesFloat32ToHalfPrecision) {
+    const std::vector<float> w = {0.5f, -1.0f, 2.0f, 0.25f, 1.5f, -0.75f};  // 3 out x 2 in
+    const std::vector<float> b = {0.1f, -0.2f, 0.3f};
+    PointwiseBackend backend;
+    const Graph graph = pointwiseGraph(2, 3, w, b);
+    for (const Shape& shape : {Shape{2, 23, 17, 30}, Shape{2, 5, 17, 3}}) {
+        SCOPED_TRACE(shapeToString(shape));
+        Tensor image = randomImage(shape, 21);
+        for (int64_t i = 0; i < image.numel(); ++i) image.data<float>()[i] *= 40.0f;  // |x| <= 120
+        SlidingWindowOptions o;
+        o.patch_size = {8, 6, 10};
+        o.overlap = 0.5;
+        o.batch = 3;
+        o.mirror_axes = {0, 2};
+        SlidingWindowStats s32, s16;
+        auto full = slidingWindowInference(backend, graph, image, o, {}, &s32);
+        o.accumulator = DType::kFloat16;
+        auto half = slidingWindowInference(backend, graph, image, o, {}, &s16);
+        ASSERT_TRUE(full.isOk() && half.isOk()) << half.status().toString();
+        EXPECT_EQ(half->dtype(), DType::kFloat16);
+        EXPECT_EQ(half->shape(), full->shape());
+        const Tensor back = scoresAsFloat32(*half);
+        ASSERT_EQ(back.dtype(), DType::kFloat32);
+        // Every add rounds to fp16 (at most half a step, 2^-12 relative to the partial sum, which
+        // never exceeds the final value here: the flips of a pointwise network agree). At most 8
+        // windows x 4 flips = 32 adds per voxel: relative error <= 32 x 2^-12.
+        double worst = 0.0;
+        for (int64_t i = 0; i < back.numel(); ++i) {
+            const double ref = full->data<float>()[i];
+            const double err = std::abs(back.data<float>()[i] - ref) / std::max(1.0, std::abs(ref));
+            worst = std::max(worst, err);
+        }
+        EXPECT_LE(worst, 32 * 0x1p-12) << "relative error";
+        EXPECT_GT(worst, 0.0) << "fp16 rounding must show somewhere";
+        const int64_t voxels = full->numel() / 3;
+        int64_t padded = 1;
+        for (size_t a = 0; a < 3; ++a) padded *= std::max(shape[a + 1], o.patch_size[a]);
+        EXPECT_EQ(s32.accumulator_bytes, static_cast<size_t>((3 * 4 + 4) * padded));
+        EXPECT_EQ(s16.accumulator_bytes, static_cast<size_t>((3 * 2 + 4) * padded));
+        EXPECT_LE(voxels, padded);
+    }
+    SlidingWindowOptions bad;
+    bad.patch_size = {8, 6, 10};
+    bad.accumulator = DType::kInt32;
+    const Status st = validateSlidingWindowOptions(bad, {});
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find("accumulator"), std::string::npos) << st.message();
+}
+
 TEST(SlidingWindow, BackendFailureNamesTheBatch) {
     const std::vector<int64_t> patch = {4, 4, 4};
     class Failing : public FnCompiled {

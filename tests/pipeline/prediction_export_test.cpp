@@ -9,6 +9,7 @@
 #include <itkLinearInterpolateImageFunction.h>
 #include <itkResampleImageFilter.h>
 
+#include <cstring>
 #include <random>
 
 namespace voxseg::pipeline {
@@ -79,6 +80,18 @@ TEST(PredictionExport, ScoresBackOnTheOriginalGridThroughOrientationCropAndSpaci
     EXPECT_EQ(valueAt<uint8_t>(*labels, std::lround(c[0]), std::lround(c[1]), std::lround(c[2])),
               1);
 
+    // The same scores kept in fp16 (the sliding window's default accumulator): the two channels
+    // are exact negatives, so rounding never changes which one is larger: identical labels.
+    engine::Tensor half(engine::DType::kFloat16, scores.shape());
+    for (int64_t e = 0; e < scores.numel(); ++e)
+        half.data<uint16_t>()[e] = engine::floatToHalf(scores.data<float>()[e]);
+    auto half_labels = scoresToLabelMap(half, rec, ExportSpec{});
+    ASSERT_TRUE(half_labels.isOk()) << half_labels.status().toString();
+    EXPECT_EQ(half_labels->geometry().size, g.size);
+    EXPECT_EQ(std::memcmp(half_labels->data<uint8_t>(), labels->data<uint8_t>(),
+                          static_cast<size_t>(g.voxelCount())),
+              0);
+
     // Sigmoid with one channel per label, and label values from the model.
     ExportSpec sig;
     sig.activation = OutputActivation::kSigmoid;
@@ -94,6 +107,10 @@ TEST(PredictionExport, ScoresBackOnTheOriginalGridThroughOrientationCropAndSpaci
 
     engine::Tensor wrong(engine::DType::kFloat32, {2, 3, 3, 3});
     EXPECT_FALSE(scoresToLabelMap(wrong, rec, ExportSpec{}).isOk());
+    engine::Tensor ints(engine::DType::kInt32, scores.shape());
+    auto refused = scoresToLabelMap(ints, rec, ExportSpec{});
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.status().message().find("float16"), std::string::npos);
 }
 
 // The fused interpolation equals ITK's linear resampler (the oracle) on the same grids.
@@ -113,6 +130,14 @@ TEST(PredictionExport, InterpolationMatchesItkLinearResampling) {
     ASSERT_TRUE(tensor.isOk());
     auto mine = scoreChannelToOriginal(*tensor, 0, rec);
     ASSERT_TRUE(mine.isOk());
+    // fp16 scores: the same interpolation of the rounded values (fp16 step 2^-11 near 1).
+    engine::Tensor half(engine::DType::kFloat16, tensor->shape());
+    for (int64_t e = 0; e < tensor->numel(); ++e)
+        half.data<uint16_t>()[e] = engine::floatToHalf(tensor->data<float>()[e]);
+    auto mine_half = scoreChannelToOriginal(half, 0, rec);
+    ASSERT_TRUE(mine_half.isOk()) << mine_half.status().toString();
+    for (int64_t e = 0; e < rec.cropped.voxelCount(); ++e)
+        ASSERT_NEAR(mine_half->data<float>()[e], mine->data<float>()[e], 0x1p-10) << e;
 
     using F = Image3<float>;
     auto resample = itk::ResampleImageFilter<F, F>::New();
