@@ -285,24 +285,38 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
     removeStaleTemps(result.metrics_path);
 
     // One Segmenter per device; CPU workers share the cores.
-    const std::vector<std::string> devices = options.devices.empty()
-                                                 ? std::vector<std::string>{options.segment.device}
-                                                 : options.devices;
+    std::vector<std::string> devices = options.devices.empty()
+                                           ? std::vector<std::string>{options.segment.device}
+                                           : options.devices;
+    const int cores = options.segment.threads > 0
+                          ? options.segment.threads
+                          : static_cast<int>(std::thread::hardware_concurrency());
     const auto model_t0 = Clock::now();
     std::vector<pipeline::Segmenter> segmenters;
-    for (const auto& d : devices) {
-        pipeline::SegmentOptions so = options.segment;
-        so.device = d;
-        if (devices.size() > 1 && d.rfind("cuda", 0) != 0) {
-            const int cores =
-                so.threads > 0 ? so.threads : static_cast<int>(std::thread::hardware_concurrency());
-            so.threads = std::max(1, cores / static_cast<int>(devices.size()));
+    auto createSegmenters = [&]() -> Status {
+        segmenters.clear();
+        for (const auto& d : devices) {
+            pipeline::SegmentOptions so = options.segment;
+            so.device = d;
+            if (devices.size() > 1 && d.rfind("cuda", 0) != 0)
+                so.threads = std::max(1, cores / static_cast<int>(devices.size()));
+            std::string warning;
+            auto s = pipeline::Segmenter::create(options.model, so, &warning);
+            if (!warning.empty()) log::warning(kComponent, "{}", warning);
+            if (!s.isOk()) return s.status().withContext("device " + d);
+            segmenters.push_back(std::move(*s));
         }
-        std::string warning;
-        auto s = pipeline::Segmenter::create(options.model, so, &warning);
-        if (!warning.empty()) log::warning(kComponent, "{}", warning);
-        if (!s.isOk()) return s.status().withContext("device " + d);
-        segmenters.push_back(std::move(*s));
+        return Status::ok();
+    };
+    VOXSEG_RETURN_IF_ERROR(createSegmenters());
+    // Without --devices, a CPU run gets two workers: one worker's inference leaves cores idle
+    // (small patches scale poorly across threads) and its stages wait for each other; two
+    // overlap (docs/perf-batch.md).
+    if (options.devices.empty() && segmenters[0].backendName() == "cpu" && cores >= 2) {
+        devices = {"cpu", "cpu"};
+        VOXSEG_RETURN_IF_ERROR(createSegmenters());
+        log::info(kComponent, "2 CPU workers with {} threads each (--devices cpu for one)",
+                  std::max(1, cores / 2));
     }
 
     BatchStats stats;

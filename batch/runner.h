@@ -38,7 +38,9 @@ struct BatchOptions {
     std::string series;       // default series selector for cases without one
     pipeline::SegmentOptions segment;
     io::DicomLoadOptions dicom;
-    std::vector<std::string> devices;  // backend names, one Segmenter each; empty: segment.device
+    // Backend names, one Segmenter each. Empty: segment.device, and when that is (or "auto"
+    // resolves to) the CPU and there are at least 2 cores, two CPU workers sharing them.
+    std::vector<std::string> devices;
     Shard shard;
     int loaders = 1;                   // CPU threads reading + pre-processing
     int prefetch = 2;                  // pre-processed cases waiting for a device (queue capacity)

@@ -184,6 +184,7 @@ Segmenter::~Segmenter() = default;
 Segmenter::Segmenter(Segmenter&&) noexcept = default;
 Segmenter& Segmenter::operator=(Segmenter&&) noexcept = default;
 const engine::ModelPackage& Segmenter::model() const { return impl_->model; }
+std::string Segmenter::backendName() const { return impl_->backend->name(); }
 
 Result<Segmenter> Segmenter::create(const std::string& model_folder, const SegmentOptions& options,
                                     std::string* warning) {

@@ -114,6 +114,8 @@ class Segmenter {
                                     std::string* warning = nullptr);
 
     const engine::ModelPackage& model() const;
+    // The backend in use ("cpu", "cuda", "reference"), after "auto" was resolved.
+    std::string backendName() const;
 
     // Segments one loaded study and writes the requested outputs into `out_dir` (created when
     // missing). `input_path` is recorded in run.json (with a digest of the input files).

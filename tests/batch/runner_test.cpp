@@ -166,8 +166,11 @@ TEST(BatchRunner, ShardsPartitionTheCasesAndMatchOneProcess) {
 
 TEST(BatchRunner, TwoCpuDevicesShareTheWorkWithIdenticalResults) {
     Fixture f;
-    auto one = runBatch(f.cases, f.options("one"), CancelToken());
+    BatchOptions single = f.options("one");
+    single.devices = {"cpu"};
+    auto one = runBatch(f.cases, single, CancelToken());
     ASSERT_TRUE(one.isOk());
+    EXPECT_EQ(one->stats.devices, std::vector<std::string>{"cpu"});
     BatchOptions o = f.options("two");
     o.devices = {"cpu", "cpu"};
     o.segment.threads = 2;  // one thread per device
@@ -180,6 +183,26 @@ TEST(BatchRunner, TwoCpuDevicesShareTheWorkWithIdenticalResults) {
         EXPECT_EQ(slurp(f.dir.path() / "two" / c.id / "segmentation.nii.gz"),
                   slurp(f.dir.path() / "one" / c.id / "segmentation.nii.gz"))
             << c.id;
+}
+
+// Without --devices, the CPU gets two workers when it has two cores to share, one otherwise.
+TEST(BatchRunner, DefaultCpuRunUsesTwoWorkersWhenTwoCoresAreThere) {
+    Fixture f;
+    auto two = runBatch(f.cases, f.options("two"), CancelToken());  // threads = 2
+    ASSERT_TRUE(two.isOk()) << two.status().toString();
+    EXPECT_EQ(two->stats.devices, (std::vector<std::string>{"cpu", "cpu"}));
+    EXPECT_EQ(two->stats.done, kGoodCases);
+    BatchOptions o = f.options("one");
+    o.segment.threads = 1;
+    auto one = runBatch(f.cases, o, CancelToken());
+    ASSERT_TRUE(one.isOk()) << one.status().toString();
+    EXPECT_EQ(one->stats.devices, std::vector<std::string>{"cpu"});
+    o = f.options("reference");
+    o.segment.device = "reference";  // only the CPU backend is doubled
+    o.devices.clear();
+    auto ref = runBatch({f.cases.front()}, o, CancelToken());
+    ASSERT_TRUE(ref.isOk()) << ref.status().toString();
+    EXPECT_EQ(ref->stats.devices, std::vector<std::string>{"reference"});
 }
 
 TEST(BatchRunner, StopAfterTheFirstCaseLeavesTheRestForTheRerun) {
