@@ -155,6 +155,17 @@ int main(int argc, char** argv) {
             std::printf("parts, %s: slice + window (renderSlice) %.2f ms CPU\n", viewAxisName(axis),
                         render);
         }
+        // One sagittal SlabCache block (32 slices copied slice-major), built afresh each time.
+        const SliceFrame& f = w.state()->frame(ViewAxis::kSagittal);
+        std::vector<uint32_t> argb(static_cast<size_t>(f.width * f.height));
+        const int blocks = std::max<int64_t>(1, f.depth / SlabCache::kSlices);
+        SlabCache cache;
+        const double c0 = threadCpuMs();
+        for (int b = 0; b < blocks; ++b)
+            cache.render(study.volume, f, b * SlabCache::kSlices, w.state()->window(), argb.data());
+        std::printf(
+            "parts, sagittal: one %lld-slice block built + rendered (SlabCache) %.2f ms CPU\n",
+            static_cast<long long>(SlabCache::kSlices), (threadCpuMs() - c0) / blocks);
         std::printf("\n");
     }
 

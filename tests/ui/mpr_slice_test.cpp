@@ -217,13 +217,14 @@ TEST(BlendLabels, BoundingBoxGivesTheSamePixels) {
 }
 
 // The slab cache renders exactly renderSlice's pixels for every view and slice (forwards and
-// backwards, a last block shorter than kSlices), and builds one block per kSlices slices of the
-// strided view only.
+// backwards, a last block shorter than kSlices, rows in full and partial copy tiles), and builds
+// one block per kSlices slices of the strided view only.
 TEST(SlabCache, SamePixelsAsReadingTheVolumeOneBlockPerSlab) {
     const Mat3 ras = {-1, 0, 0, 0, -1, 0, 0, 0, 1};
     for (const Mat3& dir : {Mat3{1, 0, 0, 0, 1, 0, 0, 0, 1}, ras}) {
         const int64_t n0 = SlabCache::kSlices + 7;
-        const Geometry g = makeGeometry({n0, 13, 11}, {1, 1, 2}, {0, 0, 0}, dir);
+        // 70 rows: the block copy's tiles of 64 rows, one full and one partial.
+        const Geometry g = makeGeometry({n0, 70, 11}, {1, 1, 2}, {0, 0, 0}, dir);
         const Volume image =
             makeVolume<int16_t>(g, [](const Vec3& p) { return p[0] * 37 - p[1] * 11 + p[2] * 5; });
         const WindowLevel window{300, 0};
