@@ -84,9 +84,14 @@ RedrawStats crosshairSteps(MainWindow& w, int frames) {
     std::vector<double> times;
     QCoreApplication::processEvents();
     const double cpu0 = threadCpuMs();
+    // Diagonal steps that turn back at the volume's edges: a step into the edge would leave the
+    // cursor where it is, nothing would repaint and the step would time out (10 s).
+    const auto size = s->image().geometry().size;
+    int d = 1;
     for (int f = 0; f < frames; ++f) {
         auto c = s->cursor();
-        const int d = (f / 50) % 2 ? -1 : 1;
+        for (int a = 0; a < 2; ++a)
+            if (c[a] + d < 0 || c[a] + d >= size[a]) d = -d;
         c[0] += d;
         c[1] += d;
         const auto t0 = Clock::now();
