@@ -437,15 +437,13 @@ Result<SegmentReport> Segmenter::write(const StudyInput& input, SegmentWork&& wo
         run["device"] = {{"backend", s.backend->name()},
                          {"description", s.backend->deviceDescription()},
                          {"precision", report.precision}};
-        run["inference"] = {
-            {"overlap", s.window_options.overlap},
-            {"sigma_scale", s.window_options.sigma_scale},
-            {"mirror_axes", s.window_options.mirror_axes},
-            {"batch", s.window_options.batch},
-            {"accumulator",
-             s.window_options.accumulator == engine::DType::kFloat16 ? "fp16" : "fp32"},
-            {"patches", report.patches},
-            {"accumulator_bytes", report.accumulator_bytes}};
+        run["inference"] = {{"overlap", s.window_options.overlap},
+                            {"sigma_scale", s.window_options.sigma_scale},
+                            {"mirror_axes", s.window_options.mirror_axes},
+                            {"batch", s.window_options.batch},
+                            {"accumulator", s.options.accumulator},  // checked by create()
+                            {"patches", report.patches},
+                            {"accumulator_bytes", report.accumulator_bytes}};
         nlohmann::json timings = nlohmann::json::object();
         timings["model_load"] = s.load_seconds;
         timings["input_load"] = input.load_seconds;

@@ -51,6 +51,12 @@ std::string makeSeries(const TempDir& dir, const std::string& name, const std::s
     return folder;
 }
 
+// run.json's "inference" object of a segment output folder.
+nlohmann::json runInference(const fs::path& out) {
+    std::ifstream in(out / "run.json");
+    return nlohmann::json::parse(in)["inference"];
+}
+
 // Everything in `dir` (recursively, hidden files included).
 std::vector<std::string> listing(const fs::path& dir) {
     std::vector<std::string> out;
@@ -197,10 +203,7 @@ TEST(SegmentCli, NoTtaOverridesThePackagesMirroring) {
         std::ofstream(fs::path(model) / "model.json") << j.dump(2);
     }
     const std::string ct = makeSeries(dir, "ct", "CT", 16);
-    auto mirrorAxes = [&](const std::string& out) {
-        std::ifstream in(fs::path(out) / "run.json");
-        return nlohmann::json::parse(in)["inference"]["mirror_axes"].dump();
-    };
+    auto mirrorAxes = [](const fs::path& out) { return runInference(out)["mirror_axes"].dump(); };
     auto r = runVoxseg({"segment", ct, "-m", model, "-o", dir / "a", "--outputs", "stats"}, dir);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(mirrorAxes(dir / "a"), "[0,2]");
@@ -223,17 +226,13 @@ TEST(SegmentCli, AccumulatorPrecisionIsChosenAndRecorded) {
     TempDir dir;
     const std::string model = makePackage(dir, "CT");
     const std::string ct = makeSeries(dir, "ct", "CT", 16);
-    auto inference = [&](const std::string& out) {
-        std::ifstream in(fs::path(out) / "run.json");
-        return nlohmann::json::parse(in)["inference"];
-    };
     auto r = runVoxseg({"segment", ct, "-m", model, "-o", dir / "a", "--outputs", "stats"}, dir);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     r = runVoxseg({"segment", ct, "-m", model, "-o", dir / "b", "--outputs", "stats",
                    "--accumulator", "fp32"},
                   dir);
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    const auto half = inference(dir / "a"), full = inference(dir / "b");
+    const auto half = runInference(dir / "a"), full = runInference(dir / "b");
     EXPECT_EQ(half["accumulator"], "fp16");
     EXPECT_EQ(full["accumulator"], "fp32");
     // K score volumes at 2 or 4 bytes + one float32 weight volume: (2K + 4) / (4K + 4).
