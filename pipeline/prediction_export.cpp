@@ -58,11 +58,15 @@ Status checkScores(const engine::Tensor& scores, const PreprocessRecord& record)
     return Status::ok();
 }
 
-// Calls visit(i, j, k, values) for every voxel of record.cropped, with the K interpolated scores.
-// T: float (float32 scores) or uint16_t (float16 scores, read through half::toFloatTable()).
-template <typename T, typename Visit>
+// Calls visit_row(j, k, rows) for every row (fixed j, k) of record.cropped; rows[c * ni + i] is
+// channel c at voxel i (ni = record.cropped.size[0]). T: float (float32 scores) or uint16_t
+// (float16 scores, read through half::toFloatTable()).
+// Linear interpolation is done i first, then j, then k. The i-interpolated source rows are kept
+// in a small cache, so each is computed once per output slice instead of once per output voxel
+// (upsampling reuses a source row for several output rows).
+template <typename T, typename VisitRow>
 void interpolateScores(const engine::Tensor& scores, const PreprocessRecord& record, int threads,
-                       const Visit& visit) {
+                       const VisitRow& visit_row) {
     const Geometry& in = record.network;
     const Geometry& out = record.cropped;
     const int separate = separateAxis(in.spacing, out.spacing);
@@ -76,6 +80,7 @@ void interpolateScores(const engine::Tensor& scores, const PreprocessRecord& rec
         stride = {in.size[1] * in.size[2], in.size[2], 1};
     const int64_t channels = scores.dim(0);
     const int64_t channel_stride = in.voxelCount();
+    const int64_t ni = out.size[0];
     const T* base = scores.data<T>();
     [[maybe_unused]] const float* table = engine::half::toFloatTable();
     auto get = [&](const T* p, int64_t offset) -> float {
@@ -86,32 +91,57 @@ void interpolateScores(const engine::Tensor& scores, const PreprocessRecord& rec
     };
 
     auto worker = [&](int64_t k_begin, int64_t k_end) {
-        std::vector<float> values(static_cast<size_t>(channels));
+        // Four cached source rows (all channels, interpolated along i), keyed by source (j, k).
+        constexpr int kSlots = 4;
+        std::array<std::pair<int64_t, int64_t>, kSlots> key;
+        key.fill({-1, -1});
+        std::vector<float> cache(static_cast<size_t>(kSlots * channels * ni));
+        std::vector<float> rows(static_cast<size_t>(channels * ni));
+        const std::vector<Tap>& ti = taps[0];
+        auto sourceRow = [&](int64_t js, int64_t ks, const std::array<bool, kSlots>& keep) {
+            for (int s = 0; s < kSlots; ++s)
+                if (key[s] == std::pair{js, ks}) return s;
+            int s = 0;
+            while (keep[s]) ++s;
+            key[s] = {js, ks};
+            for (int64_t c = 0; c < channels; ++c) {
+                const T* p = base + c * channel_stride + js * stride[1] + ks * stride[2];
+                float* dst = &cache[static_cast<size_t>((s * channels + c) * ni)];
+                for (int64_t i = 0; i < ni; ++i) {
+                    const float p0 = get(p, ti[i].i0 * stride[0]);
+                    dst[i] = p0 + ti[i].w * (get(p, ti[i].i1 * stride[0]) - p0);
+                }
+            }
+            return s;
+        };
         for (int64_t k = k_begin; k < k_end; ++k) {
             const Tap& tk = taps[2][static_cast<size_t>(k)];
             for (int64_t j = 0; j < out.size[1]; ++j) {
                 const Tap& tj = taps[1][static_cast<size_t>(j)];
-                for (int64_t i = 0; i < out.size[0]; ++i) {
-                    const Tap& ti = taps[0][static_cast<size_t>(i)];
-                    const int64_t o000 = ti.i0 * stride[0] + tj.i0 * stride[1] + tk.i0 * stride[2];
-                    const int64_t di = (ti.i1 - ti.i0) * stride[0];
-                    const int64_t dj = (tj.i1 - tj.i0) * stride[1];
-                    const int64_t dk = (tk.i1 - tk.i0) * stride[2];
-                    const float wi = ti.w, wj = tj.w, wk = tk.w;
-                    for (int64_t c = 0; c < channels; ++c) {
-                        const T* p = base + c * channel_stride + o000;
-                        const float p0 = get(p, 0), pj = get(p, dj), pk = get(p, dk),
-                                    pjk = get(p, dk + dj);
-                        const float c00 = p0 + wi * (get(p, di) - p0);
-                        const float c10 = pj + wi * (get(p, dj + di) - pj);
-                        const float c01 = pk + wi * (get(p, dk + di) - pk);
-                        const float c11 = pjk + wi * (get(p, dk + dj + di) - pjk);
-                        const float c0 = c00 + wj * (c10 - c00);
-                        const float c1 = c01 + wj * (c11 - c01);
-                        values[static_cast<size_t>(c)] = c0 + wk * (c1 - c0);
-                    }
-                    visit(i, j, k, values);
+                const std::pair<int64_t, int64_t> need[4] = {
+                    {tj.i0, tk.i0}, {tj.i1, tk.i0}, {tj.i0, tk.i1}, {tj.i1, tk.i1}};
+                std::array<bool, kSlots> keep{};
+                for (int s = 0; s < kSlots; ++s)
+                    for (const auto& n : need) keep[s] = keep[s] || key[s] == n;
+                int slot[4];
+                for (int n = 0; n < 4; ++n) {
+                    slot[n] = sourceRow(need[n].first, need[n].second, keep);
+                    keep[slot[n]] = true;
                 }
+                const float wj = tj.w, wk = tk.w;
+                for (int64_t c = 0; c < channels; ++c) {
+                    auto row = [&](int n) {
+                        return &cache[static_cast<size_t>((slot[n] * channels + c) * ni)];
+                    };
+                    const float *r00 = row(0), *r10 = row(1), *r01 = row(2), *r11 = row(3);
+                    float* v = &rows[static_cast<size_t>(c * ni)];
+                    for (int64_t i = 0; i < ni; ++i) {
+                        const float c0 = r00[i] + wj * (r10[i] - r00[i]);
+                        const float c1 = r01[i] + wj * (r11[i] - r01[i]);
+                        v[i] = c0 + wk * (c1 - c0);
+                    }
+                }
+                visit_row(j, k, rows.data());
             }
         }
     };
@@ -177,13 +207,26 @@ Result<Volume> scoresToLabelMap(const engine::Tensor& scores, const PreprocessRe
         const int64_t ni = record.cropped.size[0], nj = record.cropped.size[1];
         const bool softmax = spec.activation == OutputActivation::kSoftmax;
         const float threshold = static_cast<float>(spec.threshold);
-        auto visit = [&](int64_t i, int64_t j, int64_t k, const std::vector<float>& v) {
-            size_t best = 0;
-            for (size_t c = 1; c < v.size(); ++c)
-                if (v[c] > v[best]) best = c;
-            T label = static_cast<T>(labels[best]);
-            if (!softmax && v[best] < threshold) label = 0;
-            dst[(k * nj + j) * ni + i] = label;
+        // Argmax over channels, row by row (first maximum wins, as a per-voxel loop would).
+        auto visit = [&](int64_t j, int64_t k, const float* rows) {
+            thread_local std::vector<float> best;
+            thread_local std::vector<int32_t> arg;
+            best.assign(rows, rows + ni);
+            arg.assign(static_cast<size_t>(ni), 0);
+            for (int64_t c = 1; c < channels; ++c) {
+                const float* r = rows + c * ni;
+                for (int64_t i = 0; i < ni; ++i) {
+                    const bool more = r[i] > best[i];
+                    best[i] = more ? r[i] : best[i];
+                    arg[i] = more ? static_cast<int32_t>(c) : arg[i];
+                }
+            }
+            T* out = dst + (k * nj + j) * ni;
+            for (int64_t i = 0; i < ni; ++i) {
+                T label = static_cast<T>(labels[static_cast<size_t>(arg[i])]);
+                if (!softmax && best[i] < threshold) label = 0;
+                out[i] = label;
+            }
         };
         if (scores.dtype() == engine::DType::kFloat16)
             interpolateScores<uint16_t>(scores, record, spec.threads, visit);
@@ -212,10 +255,9 @@ Result<Volume> scoreChannelToOriginal(const engine::Tensor& scores, int64_t chan
     Volume cropped = Volume::allocate<float>(record.cropped);
     float* dst = cropped.data<float>();
     const int64_t ni = record.cropped.size[0], nj = record.cropped.size[1];
-    interpolateScores<float>(one, record, 0,
-                             [&](int64_t i, int64_t j, int64_t k, const std::vector<float>& v) {
-                                 dst[(k * nj + j) * ni + i] = v[0];
-                             });
+    interpolateScores<float>(one, record, 0, [&](int64_t j, int64_t k, const float* row) {
+        std::copy(row, row + ni, dst + (k * nj + j) * ni);
+    });
     return backToOriginal(std::move(cropped), record, outside_value);
 }
 

@@ -60,10 +60,11 @@ Result<Preprocessed> preprocess(const std::vector<Volume>& channels, const Prepr
         const Vec3 target = toIndexOrder(spec.spacing_mm, spec.axis_order);
         record.network = resampledGeometry(record.cropped, resampledSize(record.cropped, target));
         for (size_t c = 0; c < work.size(); ++c) {
-            VOXSEG_ASSIGN_OR_RETURN(
-                work[c], resampleToGrid(work[c], record.network, ResampleKind::kImage,
-                                        progress.sub(0.4 + 0.5 * c / work.size(),
-                                                     0.4 + 0.5 * (c + 1) / work.size())));
+            VOXSEG_ASSIGN_OR_RETURN(work[c],
+                                    resampleToGrid(work[c], record.network, ResampleKind::kImage,
+                                                   progress.sub(0.4 + 0.5 * c / work.size(),
+                                                                0.4 + 0.5 * (c + 1) / work.size()),
+                                                   spec.threads));
             VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
         }
     }

@@ -29,6 +29,7 @@ struct PreprocessSpec {
     std::array<double, 3> spacing_mm{0, 0, 0};
     std::vector<Normalization> channels;  // one per input channel
     bool crop_nonzero = true;
+    int threads = 0;  // resampling; 0 = every core
 };
 
 struct PreprocessRecord {

@@ -2,8 +2,8 @@
 
 #include "core/log.h"
 #include "pipeline/pixel_dispatch.h"
+#include "pipeline/spline_resample.h"
 
-#include <itkBSplineInterpolateImageFunction.h>
 #include <itkIdentityTransform.h>
 #include <itkNearestNeighborInterpolateImageFunction.h>
 #include <itkResampleImageFilter.h>
@@ -53,24 +53,16 @@ int coarsestAxis(const Vec3& spacing, double threshold) {
     return axis;
 }
 
+// Nearest-neighbour resampling (labels) with ITK, any pixel type.
 template <typename T>
-typename Image3<T>::Pointer runResample(const typename Image3<T>::Pointer& input,
-                                        const Geometry& target, bool bspline) {
+typename Image3<T>::Pointer nearestResample(const typename Image3<T>::Pointer& input,
+                                            const Geometry& target) {
     using ImageT = Image3<T>;
     using Filter = itk::ResampleImageFilter<ImageT, ImageT, double, double>;
     auto filter = Filter::New();
     filter->SetInput(input);
     filter->SetTransform(itk::IdentityTransform<double, 3>::New());
-    if (bspline) {
-        // float coefficients: the spline image is as large as the input; double would add 2x the
-        // float32 input to the peak memory for a difference below float rounding of the result.
-        auto interp = itk::BSplineInterpolateImageFunction<ImageT, double, float>::New();
-        interp->SetSplineOrder(3);
-        filter->SetInterpolator(interp);
-    } else {
-        filter->SetInterpolator(
-            itk::NearestNeighborInterpolateImageFunction<ImageT, double>::New());
-    }
+    filter->SetInterpolator(itk::NearestNeighborInterpolateImageFunction<ImageT, double>::New());
     auto reference = ImageT::New();
     reference->SetRegions(Volume::toItkRegion(target));
     Volume::applyGeometry(target, *reference);
@@ -92,7 +84,7 @@ int separateAxis(const Vec3& from_spacing, const Vec3& to_spacing, double thresh
 }
 
 Result<Volume> resampleToGrid(const Volume& volume, const Geometry& target, ResampleKind kind,
-                              const Progress& progress) {
+                              const Progress& progress, int threads) {
     if (volume.empty()) return invalidArgument("resample: empty volume");
     const Geometry source = volume.geometry();
     bool same_direction = true;
@@ -107,32 +99,24 @@ Result<Volume> resampleToGrid(const Volume& volume, const Geometry& target, Resa
             if (source.size == target.size) return volume;
             return withPixelType(volume.pixelType(), [&](auto tag) -> Result<Volume> {
                 using T = decltype(tag);
-                auto out = runResample<T>(volume.image<T>(), target, false);
+                auto out = nearestResample<T>(volume.image<T>(), target);
                 return Volume::fromImage<T>(out, volume.info());
             });
         }
         Volume input =
             volume.pixelType() == PixelType::kFloat32 ? volume : volume.castTo(PixelType::kFloat32);
         if (source.size == target.size) return input;
+        // In-plane order 3; an anisotropic axis with order 0 (nnU-Net's separate z).
         const int axis = separateAxis(source.spacing, target.spacing);
-        if (axis < 0) {
-            progress.report(0.0, "resampling (order 3)");
-            auto out = runResample<float>(input.image<float>(), target, true);
-            progress.report(1.0, "resampling (order 3)");
-            return Volume::fromImage<float>(out, volume.info());
-        }
-        // In-plane first at the original positions along `axis`, then `axis` with order 0.
-        std::array<int64_t, 3> plane_size = target.size;
-        plane_size[axis] = source.size[axis];
-        Geometry plane = resampledGeometry(source, plane_size);
-        typename Image3<float>::Pointer step = input.image<float>();
-        progress.report(0.0, "resampling in-plane (order 3)");
-        if (plane_size != source.size) step = runResample<float>(step, plane, true);
-        progress.report(0.8, "resampling along the coarse axis (order 0)");
-        if (plane_size != target.size) step = runResample<float>(step, target, false);
-        progress.report(1.0, "resampling");
-        log::debug("pipeline.resample", "axis {} resampled separately with order 0", axis);
-        return Volume::fromImage<float>(step, volume.info());
+        std::array<AxisInterpolation, 3> per_axis;
+        per_axis.fill(AxisInterpolation::kSpline);
+        if (axis >= 0) per_axis[axis] = AxisInterpolation::kNearest;
+        progress.report(0.0, "resampling (order 3)");
+        Result<Volume> out = splineResample(input, target, per_axis, threads);
+        progress.report(1.0, "resampling (order 3)");
+        if (axis >= 0)
+            log::debug("pipeline.resample", "axis {} resampled separately with order 0", axis);
+        return out;
     } catch (const std::exception& e) {
         return Status(StatusCode::kInternal, std::string("resampling failed: ") + e.what(),
                       volume.info().source);
@@ -140,14 +124,14 @@ Result<Volume> resampleToGrid(const Volume& volume, const Geometry& target, Resa
 }
 
 Result<Volume> resampleToSpacing(const Volume& volume, const Vec3& target_spacing,
-                                 ResampleKind kind, const Progress& progress) {
+                                 ResampleKind kind, const Progress& progress, int threads) {
     if (volume.empty()) return invalidArgument("resample: empty volume");
     for (double s : target_spacing)
         if (!(s > 0) || !std::isfinite(s))
             return invalidArgument("resample: target spacing must be positive and finite");
     const Geometry source = volume.geometry();
     return resampleToGrid(volume, resampledGeometry(source, resampledSize(source, target_spacing)),
-                          kind, progress);
+                          kind, progress, threads);
 }
 
 }  // namespace voxseg::pipeline

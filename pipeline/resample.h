@@ -1,19 +1,17 @@
-// Resampling to a model's voxel spacing with nnU-Net's rules, on ITK.
+// Resampling to a model's voxel spacing with nnU-Net's rules.
 //
 // - New size per axis = round(size * spacing / target_spacing) (nnU-Net compute_new_shape); when
 //   it equals the old size the volume is passed through (cast to float32 for images).
 // - The resampled grid keeps the field of view edge to edge (skimage.resize / nnU-Net mapping:
 //   input index = (output index + 0.5) * size_in / size_out - 0.5), so its spacing is
 //   spacing * size / new_size, which may differ slightly from the target.
-// - Images: order-3 B-spline (itk::BSplineInterpolateImageFunction, mirror boundaries, where
-//   skimage repeats the edge). When one axis is more than 3x coarser than the others (checked on
-//   the source spacing, then on the target), that axis is resampled separately with order 0
-//   (nearest): first the other axes with the 3D B-spline at the unchanged positions along the
-//   coarse axis (the spline interpolates, so those slices are exactly 2D splines), then the coarse
-//   axis with itk::NearestNeighborInterpolateImageFunction.
-// - Labels: nearest neighbour, pixel type kept.
+// - Images: order-3 B-spline with mirror boundaries (skimage repeats the edge), axis by axis
+//   (spline_resample.h: the result of itk::BSplineInterpolateImageFunction without its cost).
+//   When one axis is more than 3x coarser than the others (checked on the source spacing, then on
+//   the target), that axis is resampled with order 0 (nearest) and the others with order 3.
+// - Labels: nearest neighbour (ITK), pixel type kept.
 // Axes here are the volume's index axes (i, j, k); convert a model's zyx/xyz values with
-// pipeline/tensor_layout.h. Thread safety: reentrant; ITK filters use all cores.
+// pipeline/tensor_layout.h. Thread safety: reentrant; `threads` = 0 uses every core.
 #pragma once
 
 #include "core/geometry.h"
@@ -45,10 +43,10 @@ int separateAxis(const Vec3& from_spacing, const Vec3& to_spacing,
 // Resamples to the grid `target` (same direction as `volume`, produced by resampledGeometry).
 // Images come back as float32, labels in their own pixel type.
 Result<Volume> resampleToGrid(const Volume& volume, const Geometry& target, ResampleKind kind,
-                              const Progress& progress = {});
+                              const Progress& progress = {}, int threads = 0);
 
 // resampledSize + resampledGeometry + resampleToGrid.
 Result<Volume> resampleToSpacing(const Volume& volume, const Vec3& target_spacing,
-                                 ResampleKind kind, const Progress& progress = {});
+                                 ResampleKind kind, const Progress& progress = {}, int threads = 0);
 
 }  // namespace voxseg::pipeline

@@ -303,6 +303,7 @@ Result<SegmentWork> Segmenter::prepare(const StudyInput& input, const std::strin
     spec.axis_order = m.axis_order;
     for (int a = 0; a < 3; ++a) spec.spacing_mm[a] = m.spacing_mm[a];
     spec.channels = {m.channels[0].normalization};
+    spec.threads = s.options.threads;
     VOXSEG_ASSIGN_OR_RETURN(work.pre, preprocess({input.volume}, spec, progress));
     report.timings.push_back(stageDone("preprocess", t));
     return work;
