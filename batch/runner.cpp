@@ -230,7 +230,7 @@ Result<std::vector<std::string>> parseDevices(const std::string& list, const std
             cur += c;
         }
     }
-    if (tokens.empty()) return std::vector<std::string>{base};
+    if (tokens.empty()) return std::vector<std::string>{};  // runBatch picks the default
     bool numbered_cuda = base == "cuda";
     if (base == "auto" && std::any_of(tokens.begin(), tokens.end(), allDigits)) {
         const auto names = engine::availableBackends();

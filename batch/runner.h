@@ -74,7 +74,8 @@ std::string optionsHash(const BatchOptions& options);
 
 // Devices from `--devices` ("0,1", "cpu,cpu", "cuda:0,cuda:1") and the base `--device`: plain
 // numbers become cuda:<n> for cuda (and for auto when a CUDA device is usable), or that many
-// workers of the base backend otherwise. Empty list: {base}.
+// workers of the base backend otherwise. Empty list: empty (BatchOptions::devices' default:
+// the base device, doubled for the CPU).
 Result<std::vector<std::string>> parseDevices(const std::string& list, const std::string& base);
 
 // Retries `fn` after transient read errors (kIoError) up to `retries` more times, sleeping

@@ -114,6 +114,24 @@ TEST(BatchCli, BrokenCasesExit7AndAreInTheSummary) {
                                "segmentation.nii.gz"));
 }
 
+TEST(BatchCli, CpuBatchWithoutDevicesRunsTwoWorkers) {
+    // Regression: the CLI turned an empty --devices into {--device}, so runBatch's default of two
+    // CPU workers was never used from the command line (only its unit test saw it).
+    Cases c;
+    auto devicesOf = [&](const std::string& out, std::vector<std::string> extra) {
+        std::vector<std::string> a = {"batch",     c.manifest,  "-m",        c.model,
+                                      "-o",        c.dir / out, "--device",  "cpu",
+                                      "--threads", "2",         "--outputs", "stats"};
+        a.insert(a.end(), extra.begin(), extra.end());
+        EXPECT_EQ(runVoxseg(a, c.dir), 0) << slurp(c.dir.path() / ".err");
+        return nlohmann::json::parse(
+                   slurp(c.dir.path() / out / ".voxseg-batch/summary-0-of-1.json"))["devices"]
+            .get<std::vector<std::string>>();
+    };
+    EXPECT_EQ(devicesOf("default", {}), (std::vector<std::string>{"cpu", "cpu"}));
+    EXPECT_EQ(devicesOf("one", {"--devices", "cpu"}), std::vector<std::string>{"cpu"});
+}
+
 TEST(BatchCli, SigtermMidCaseThenRerunGivesIdenticalOutputsAndNoDebris) {
     Cases c;
     ASSERT_EQ(runVoxseg(c.args("reference"), c.dir), 0) << slurp(c.dir.path() / ".err");

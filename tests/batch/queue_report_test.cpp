@@ -117,7 +117,9 @@ TEST(Devices, ParseDevices) {
     auto cuda = parseDevices("0, 1", "cuda");
     ASSERT_TRUE(cuda.isOk());
     EXPECT_EQ(*cuda, (std::vector<std::string>{"cuda:0", "cuda:1"}));
-    EXPECT_EQ(*parseDevices("", "auto"), std::vector<std::string>{"auto"});
+    // Regression: "" gave {base}, so the CLI never reached runBatch's two-CPU-worker default.
+    EXPECT_TRUE(parseDevices("", "auto")->empty());
+    EXPECT_TRUE(parseDevices(" ", "cpu")->empty());
     EXPECT_EQ(*parseDevices("cpu,cuda:1", "auto"), (std::vector<std::string>{"cpu", "cuda:1"}));
     EXPECT_FALSE(parseDevices("0,0", "cuda").isOk());
     EXPECT_FALSE(parseDevices("gpu0", "auto").isOk());
