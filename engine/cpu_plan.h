@@ -167,11 +167,13 @@ class Plan {
 };
 
 // Per-op builders (one file per concern). Each plans the current node of `plan`.
-Status planConv(Plan& plan);           // Conv (with fused bias/activation/residual)
-Status planConvTranspose(Plan& plan);  // ConvTranspose
-Status planNorm(Plan& plan);           // InstanceNorm, GroupNorm (own kernels), BatchNorm
-Status planEltwise(Plan& plan);        // Relu, LeakyRelu, Sigmoid, Tanh, Clip, PRelu
-Status planBinary(Plan& plan);         // Add, Sub, Mul, Div
+Status planConv(Plan& plan);  // Conv (with fused bias/activation/residual)
+// ConvTranspose; `subpixel`: kernel == stride as a 1x1 conv + scatter (cpu_conv.cpp), else
+// oneDNN's deconvolution.
+Status planConvTranspose(Plan& plan, bool subpixel = true);
+Status planNorm(Plan& plan);     // InstanceNorm, GroupNorm (own kernels), BatchNorm
+Status planEltwise(Plan& plan);  // Relu, LeakyRelu, Sigmoid, Tanh, Clip, PRelu
+Status planBinary(Plan& plan);   // Add, Sub, Mul, Div
 Status planSoftmax(Plan& plan);
 Status planConcat(Plan& plan);
 Status planPool(Plan& plan);     // MaxPool, AveragePool, GlobalAveragePool

@@ -291,6 +291,28 @@ inline std::vector<OpCase> allOpCases() {
          3,
          {1, 12, 5, 6, 7}},
         {"convtranspose_aniso_k122_s122", 13, 6, {1, 2, 2}, {1, 2, 2}, {}, {}, 1, odd},
+        // kernel == stride runs on the CPU as a 1x1 conv + scatter, in blocks of 16, 8 or 1
+        // channels (the cases above: 7 and 6 channels, plain).
+        {"convtranspose_k2_s2_oc16_blocked",
+         24,
+         16,
+         {2, 2, 2},
+         {2, 2, 2},
+         {},
+         {},
+         1,
+         {1, 24, 5, 6, 7}},
+        {"convtranspose_k2_s2_oc8_batch2",
+         13,
+         8,
+         {2, 2, 2},
+         {2, 2, 2},
+         {},
+         {},
+         1,
+         {2, 13, 5, 4, 3}},
+        {"convtranspose_k213_s213_oc32", 16, 32, {2, 1, 3}, {2, 1, 3}, {}, {}, 1, {1, 16, 3, 5, 4}},
+        {"convtranspose_2d_k2_s2_oc16", 16, 16, {2, 2}, {2, 2}, {}, {}, 1, {1, 16, 9, 7}},
     };
     for (const ConvTSpec& c : convts) {
         GraphBuilder b;
@@ -588,6 +610,21 @@ inline std::vector<OpCase> allOpCases() {
         b.last().fused_activation = ActivationKind::kSigmoid;
         add("fused_convtranspose_sigmoid", "convT 13->6 k2 s2 + sigmoid, input " + vecStr(odd), b,
             {odd}, kConvTol);
+    }
+    {
+        // Sub-pixel ConvTranspose (16 channels: blocked) with a residual and an activation, both
+        // applied after the scatter.
+        GraphBuilder b;
+        const Shape in{1, 13, 5, 6, 7}, out{1, 16, 10, 12, 14};
+        const ValueId x = b.input("x", in), skip = b.input("skip", out);
+        const ValueId up = b.convTranspose(x, 13, 16, {2, 2, 2}, {2, 2, 2});
+        b.last().fused_residual = skip;
+        b.last().fused_activation = ActivationKind::kLeakyRelu;
+        b.last().fused_alpha = 0.01f;
+        b.output(up);
+        add("fused_convtranspose_k2_residual_leakyrelu",
+            "convT 13->16 k2 s2 + residual + leaky relu, input " + vecStr(in), b, {in, out},
+            kConvTol);
     }
     {
         GraphBuilder b;
