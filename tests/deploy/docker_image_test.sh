@@ -10,8 +10,8 @@
 # Exits 77 (skipped) when no docker daemon answers or the base image is missing. The image is
 # built CPU-only on $VOXSEG_TEST_BASE (default debian:bookworm: any Debian 12 image, e.g.
 # `debootstrap --variant=minbase bookworm rootfs && tar -C rootfs -c . | docker import -
-# debian:bookworm` where no registry is reachable); docker's layer cache makes a rebuild of an
-# unchanged tree take seconds, a changed tree about 6 minutes on 2 cores. Everything the test
+# debian:bookworm` where no registry is reachable); docker's layer cache makes a rebuild take
+# seconds unless the sources the image builds from changed (then about 6 minutes on 2 cores). Everything the test
 # writes lives in a temporary folder; the container is removed on exit.
 set -euo pipefail
 VOXSEG=$(readlink -f "$1")
