@@ -3,7 +3,12 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <vector>
+
+#if defined(VOXSEG_HAVE_OPENSSL)
+#include <openssl/evp.h>
+#endif
 
 namespace voxseg::engine {
 namespace {
@@ -108,7 +113,51 @@ std::string toHex(const std::array<uint8_t, 32>& digest) {
     return s;
 }
 
+namespace {
+
+// What sha256Hex/sha256File hash with: OpenSSL's EVP when built with it, else Sha256.
+class Hasher {
+  public:
+#if defined(VOXSEG_HAVE_OPENSSL)
+    Hasher() : ctx_(EVP_MD_CTX_new(), EVP_MD_CTX_free) {
+        ok_ = ctx_ && EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr) == 1;
+    }
+    void update(const void* data, size_t size) {
+        ok_ = ok_ && EVP_DigestUpdate(ctx_.get(), data, size) == 1;
+    }
+    Result<std::string> finish() {
+        std::array<uint8_t, 32> digest{};
+        unsigned int n = 0;
+        if (!ok_ || EVP_DigestFinal_ex(ctx_.get(), digest.data(), &n) != 1 || n != 32)
+            return Status(StatusCode::kInternal, "OpenSSL SHA-256 failed");
+        return toHex(digest);
+    }
+
+  private:
+    std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx_;
+    bool ok_ = false;
+#else
+    void update(const void* data, size_t size) { h_.update(data, size); }
+    Result<std::string> finish() { return toHex(h_.finish()); }
+
+  private:
+    Sha256 h_;
+#endif
+};
+
+}  // namespace
+
 std::string sha256Hex(std::string_view bytes) {
+    Hasher h;
+    h.update(bytes.data(), bytes.size());
+    Result<std::string> hex = h.finish();
+    if (hex.isOk()) return *hex;
+    Sha256 portable;  // OpenSSL failed (out of memory): the portable reference still hashes
+    portable.update(bytes.data(), bytes.size());
+    return toHex(portable.finish());
+}
+
+std::string sha256HexPortable(std::string_view bytes) {
     Sha256 h;
     h.update(bytes.data(), bytes.size());
     return toHex(h.finish());
@@ -120,7 +169,7 @@ Result<std::string> sha256File(const std::filesystem::path& path) {
         return notFound("file not found (or not a regular file)", path.string());
     std::ifstream in(path, std::ios::binary);
     if (!in) return ioError("cannot open for reading", path.string());
-    Sha256 h;
+    Hasher h;
     std::vector<char> chunk(1 << 20);
     while (in) {
         in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
@@ -128,7 +177,9 @@ Result<std::string> sha256File(const std::filesystem::path& path) {
         if (got > 0) h.update(chunk.data(), static_cast<size_t>(got));
     }
     if (in.bad()) return ioError("read failed while hashing", path.string());
-    return toHex(h.finish());
+    Result<std::string> hex = h.finish();
+    if (!hex.isOk()) return hex.status().withContext(path.string());
+    return hex;
 }
 
 }  // namespace voxseg::engine

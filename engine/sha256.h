@@ -1,9 +1,11 @@
-// SHA-256 (FIPS 180-4) of byte buffers and files, used to check that a model package's ONNX
-// files are the ones its model.json names.
+// SHA-256 (FIPS 180-4) of byte buffers and files: model package checks (model.json names its
+// ONNX files' digests) and run.json's digest of the input files.
 //
-// Written here (about 100 lines, tested against the FIPS vectors and Python's hashlib) rather than
-// taken from OpenSSL so that the engine-only build (GPU machines without ITK/DCMTK) gains no
-// dependency; it hashes about 300 MB/s, once per model load. Pure functions: thread-safe.
+// sha256Hex / sha256File hash with OpenSSL (libcrypto's EVP, SHA-NI where the CPU has it: about
+// 2 GB/s here) when the build found it, which every build with DCMTK does (libdcmtk-dev depends
+// on libssl-dev). Sha256 below is the portable reference (about 100 lines, FIPS vectors, 300
+// MB/s): what an engine-only build without OpenSSL hashes with, and the oracle the OpenSSL path
+// is tested against. Pure functions: thread-safe.
 #pragma once
 
 #include "core/status.h"
@@ -35,6 +37,8 @@ class Sha256 {
 // Lower-case hex of 32 bytes (64 characters).
 std::string toHex(const std::array<uint8_t, 32>& digest);
 std::string sha256Hex(std::string_view bytes);
+// The same with the portable Sha256 whatever the build (tests compare the two).
+std::string sha256HexPortable(std::string_view bytes);
 // Streams the file; kNotFound / kIoError name the path.
 Result<std::string> sha256File(const std::filesystem::path& path);
 

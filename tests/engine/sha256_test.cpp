@@ -41,6 +41,16 @@ TEST(Sha256, ChunkedUpdatesMatchOneShot) {
     }
 }
 
+TEST(Sha256, LibraryPathAgreesWithThePortableReference) {
+    // sha256Hex is OpenSSL's EVP in builds that have it; the portable class is the reference.
+    std::mt19937 rng(7);
+    for (size_t size : {0u, 1u, 55u, 56u, 63u, 64u, 65u, 1000u, 10007u, 3u << 20}) {
+        std::string data(size, '\0');
+        for (char& c : data) c = static_cast<char>(rng());
+        EXPECT_EQ(sha256Hex(data), sha256HexPortable(data)) << size << " bytes";
+    }
+}
+
 TEST(Sha256, FileMatchesBytesAndMissingFileIsNotFound) {
     voxseg::testing::TempDir dir;
     const std::string path = dir / "blob.bin";
