@@ -61,6 +61,10 @@ CLI::App* addBatchCommand(CLI::App& app, BatchCommandOptions& o) {
     cmd->add_option("--prefetch", o.prefetch,
                     "Pre-processed cases waiting for a device (bounds memory)")
         ->check(CLI::Range(1, 64));
+    cmd->add_option("--writers", o.writers,
+                    "CPU threads turning scores into label maps and writing outputs (default: "
+                    "one per device, up to 4 while half the cores allow)")
+        ->check(CLI::Range(1, 64));
     cmd->add_option("--grace", o.grace_seconds,
                     "Seconds the cases in flight get to finish after SIGTERM/SIGINT")
         ->check(CLI::NonNegativeNumber);
@@ -89,6 +93,7 @@ ExitCode runBatch(const BatchCommandOptions& o, const CommandContext& ctx) {
     bo.series = o.seg.series;
     bo.loaders = o.loaders;
     bo.prefetch = o.prefetch;
+    bo.writers = o.writers;
     bo.grace_seconds = o.grace_seconds;
     bo.read_retries = o.read_retries;
     bo.min_free_bytes = static_cast<uint64_t>(o.min_free_mb * 1024.0 * 1024.0);

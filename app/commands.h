@@ -118,6 +118,7 @@ struct BatchCommandOptions {
     std::string devices;        // "0,1", "cpu,cpu", ...
     int loaders = 1;
     int prefetch = 2;
+    int writers = 0;
     double grace_seconds = 60.0;
     int read_retries = 2;
     double min_free_mb = 1024.0;

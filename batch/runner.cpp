@@ -386,7 +386,13 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
     };
 
     BoundedQueue<ItemPtr> ready(static_cast<size_t>(std::max(1, options.prefetch)));
-    BoundedQueue<ItemPtr> to_write(std::max<size_t>(1, segmenters.size()));
+    // Writers turn scores into label maps and outputs (CPU only), so a device takes its next
+    // case as soon as its sliding window is done. Default: one per device, and up to 4 while
+    // half the cores allow (a GPU's cases can arrive faster than one CPU thread finishes them).
+    const int writers = options.writers > 0
+                            ? options.writers
+                            : std::max(static_cast<int>(segmenters.size()), std::min(4, cores / 2));
+    BoundedQueue<ItemPtr> to_write(static_cast<size_t>(writers));
     std::atomic<size_t> next{0};
     const int loaders = std::max(1, options.loaders);
     std::atomic<int> loaders_left{loaders};
@@ -477,6 +483,8 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
             const fs::path final_dir = out_root / item.c.id;
             std::vector<OutputFile> files;
             Status st = guarded([&]() -> Status {
+                VOXSEG_RETURN_IF_ERROR(segmenters[0].finish(item.work, progress));
+                mergeTimings(item, item.work.report.timings);
                 std::error_code e1;
                 fs::remove_all(staged, e1);
                 auto report = segmenters[0].write(item.input, std::move(item.work), item.c.input,
@@ -542,7 +550,7 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
     std::vector<std::thread> threads;
     for (int l = 0; l < loaders; ++l) threads.emplace_back(loader);
     for (size_t d = 0; d < segmenters.size(); ++d) threads.emplace_back(device, d);
-    threads.emplace_back(writer);
+    for (int w = 0; w < writers; ++w) threads.emplace_back(writer);
     for (auto& t : threads) t.join();
     finished = true;
     watchdog.join();

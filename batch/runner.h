@@ -3,10 +3,11 @@
 //
 //   loader threads: read the study (transient read errors retried) and pre-process it
 //     -> bounded queue (--prefetch) ->
-//   one inference thread per device (a Segmenter each)
+//   one inference thread per device (a Segmenter each): the sliding window only
 //     -> bounded queue ->
-//   writer thread: free-space guard, outputs staged under <out>/.voxseg-batch/staging/<id>,
-//     renamed to <out>/<id> when complete, journal line (fsync), metrics file, progress.
+//   writer threads (--writers): scores back to the input grid and post-processing (CPU),
+//     free-space guard, outputs staged under <out>/.voxseg-batch/staging/<id>, renamed to
+//     <out>/<id> when complete, journal line (fsync), metrics file, progress.
 //
 // A case that fails (corrupt input, no matching series, out of memory) is journaled as failed
 // and the batch goes on. When `stop` is cancelled (SIGTERM/SIGINT), no new case is started;
@@ -42,11 +43,12 @@ struct BatchOptions {
     // resolves to) the CPU and there are at least 2 cores, two CPU workers sharing them.
     std::vector<std::string> devices;
     Shard shard;
-    int loaders = 1;                   // CPU threads reading + pre-processing
-    int prefetch = 2;                  // pre-processed cases waiting for a device (queue capacity)
-    double grace_seconds = 60.0;       // after a stop, for the cases already running
-    int read_retries = 2;              // extra attempts after a transient read error (kIoError)
-    double retry_delay_seconds = 1.0;  // doubled after each attempt
+    int loaders = 1;   // CPU threads reading + pre-processing
+    int prefetch = 2;  // pre-processed cases waiting for a device (queue capacity)
+    int writers = 0;   // threads exporting and writing cases; 0: max(devices, min(4, cores / 2))
+    double grace_seconds = 60.0;           // after a stop, for the cases already running
+    int read_retries = 2;                  // extra attempts after a transient read error (kIoError)
+    double retry_delay_seconds = 1.0;      // doubled after each attempt
     uint64_t min_free_bytes = 1ull << 30;  // free-space guard on the output file system
     std::string metrics_path;              // default: <out>/.voxseg-batch/metrics-<shard>.prom
     bool redo_all = false;                 // ignore the journal (--force)

@@ -254,7 +254,8 @@ Result<SegmentReport> Segmenter::run(const StudyInput& input, const std::string&
     }
     VOXSEG_ASSIGN_OR_RETURN(SegmentWork work, prepare(input, input_path, progress.sub(0.0, 0.1)));
     VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
-    VOXSEG_RETURN_IF_ERROR(infer(work, progress.sub(0.1, 0.9)));
+    VOXSEG_RETURN_IF_ERROR(infer(work, progress.sub(0.1, 0.85)));
+    VOXSEG_RETURN_IF_ERROR(finish(work, progress.sub(0.85, 0.9)));
     return write(input, std::move(work), input_path, out_dir, progress.sub(0.9, 1.0));
 }
 
@@ -317,23 +318,30 @@ Status Segmenter::infer(SegmentWork& work, const Progress& progress) {
     // Inference (ensemble members averaged per patch, as nnU-Net v2 averages fold logits).
     auto t = Clock::now();
     engine::SlidingWindowStats stats;
-    VOXSEG_ASSIGN_OR_RETURN(work.scores,
-                            s.window->run(work.pre.input, progress.sub(0.0, 0.94), &stats));
+    VOXSEG_ASSIGN_OR_RETURN(work.scores, s.window->run(work.pre.input, progress, &stats));
     work.pre.input = engine::Tensor();  // the network input is no longer needed
     report.patches = stats.patches;
     report.accumulator_bytes = stats.accumulator_bytes;
     report.timings.push_back(stageDone("inference", t));
+    progress.report(1.0, "inference done");
+    return Status::ok();
+}
+
+Status Segmenter::finish(SegmentWork& work, const Progress& progress) const {
+    const Impl& s = *impl_;
+    const auto& m = s.model;
+    SegmentReport& report = work.report;
 
     // Back to the original grid.
-    t = Clock::now();
+    auto t = Clock::now();
     ExportSpec exp;
     exp.activation = m.output == engine::OutputKind::kSigmoid ? OutputActivation::kSigmoid
                                                               : OutputActivation::kSoftmax;
     exp.channel_labels = m.channelLabelValues();
     exp.threshold = 0.0;  // the scores are logits: sigmoid(x) >= 0.5 <=> x >= 0
     exp.threads = s.options.threads;
-    VOXSEG_ASSIGN_OR_RETURN(report.label_map, scoresToLabelMap(work.scores, work.pre.record, exp,
-                                                               progress.sub(0.94, 1.0)));
+    VOXSEG_ASSIGN_OR_RETURN(report.label_map,
+                            scoresToLabelMap(work.scores, work.pre.record, exp, progress));
     if (!s.options.outputs.probabilities) work.scores = engine::Tensor();
     report.timings.push_back(stageDone("export", t));
 
@@ -348,7 +356,7 @@ Status Segmenter::infer(SegmentWork& work, const Progress& progress) {
                       r.voxels_removed, r.voxels_filled);
     }
     report.timings.push_back(stageDone("postprocess", t));
-    progress.report(1.0, "inference done");
+    progress.report(1.0, "label map done");
     return Status::ok();
 }
 

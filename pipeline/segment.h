@@ -122,14 +122,17 @@ class Segmenter {
     Result<SegmentReport> run(const StudyInput& input, const std::string& input_path,
                               const std::string& out_dir, const Progress& progress = {});
 
-    // run() in three steps, for callers that overlap studies (voxseg batch): prepare and write
-    // only read the model and options, so they may run on other threads while infer runs;
-    // infer uses the backend and must not run concurrently with itself on one Segmenter.
+    // run() in four steps, for callers that overlap studies (voxseg batch): prepare, finish and
+    // write only read the model and options, so they may run on other threads (and several at
+    // once) while infer runs; infer uses the backend and must not run concurrently with itself on
+    // one Segmenter. Only infer needs the device: a GPU is free again as soon as it returns.
     // prepare: input checks (channels, modality, size) and pre-processing.
     Result<SegmentWork> prepare(const StudyInput& input, const std::string& input_path,
                                 const Progress& progress = {}) const;
-    // infer: sliding window, scores back to the input grid, post-processing.
+    // infer: the sliding window (scores on the model grid, in work.scores).
     Status infer(SegmentWork& work, const Progress& progress = {});
+    // finish: scores back to the input grid (label map), post-processing. CPU only.
+    Status finish(SegmentWork& work, const Progress& progress = {}) const;
     // write: statistics and every requested output, staged in out_dir and renamed into place.
     Result<SegmentReport> write(const StudyInput& input, SegmentWork&& work,
                                 const std::string& input_path, const std::string& out_dir,
