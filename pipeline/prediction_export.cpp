@@ -58,6 +58,16 @@ Status checkScores(const engine::Tensor& scores, const PreprocessRecord& record)
     return Status::ok();
 }
 
+// best/arg <- r/c where r > best (first maximum wins), branch-free so that it vectorises.
+void argmaxStep(const float* __restrict r, int32_t c, float* __restrict best,
+                int32_t* __restrict arg, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        const bool more = r[i] > best[i];
+        best[i] = more ? r[i] : best[i];
+        arg[i] = more ? c : arg[i];
+    }
+}
+
 // Calls visit_row(j, k, rows) for every row (fixed j, k) of record.cropped; rows[c * ni + i] is
 // channel c at voxel i (ni = record.cropped.size[0]). T: float (float32 scores) or uint16_t
 // (float16 scores, read through half::toFloatTable()).
@@ -97,6 +107,7 @@ void interpolateScores(const engine::Tensor& scores, const PreprocessRecord& rec
         key.fill({-1, -1});
         std::vector<float> cache(static_cast<size_t>(kSlots * channels * ni));
         std::vector<float> rows(static_cast<size_t>(channels * ni));
+        std::vector<float> src_row(static_cast<size_t>(in.size[0]));
         const std::vector<Tap>& ti = taps[0];
         auto sourceRow = [&](int64_t js, int64_t ks, const std::array<bool, kSlots>& keep) {
             for (int s = 0; s < kSlots; ++s)
@@ -107,6 +118,17 @@ void interpolateScores(const engine::Tensor& scores, const PreprocessRecord& rec
             for (int64_t c = 0; c < channels; ++c) {
                 const T* p = base + c * channel_stride + js * stride[1] + ks * stride[2];
                 float* dst = &cache[static_cast<size_t>((s * channels + c) * ni)];
+                if constexpr (std::is_same_v<T, uint16_t>) {
+                    if (stride[0] == 1) {  // one vectorised fp16 -> float pass, then floats
+                        engine::half::toFloatRow(p, src_row.data(), in.size[0]);
+                        const float* q = src_row.data();
+                        for (int64_t i = 0; i < ni; ++i) {
+                            const float p0 = q[ti[i].i0];
+                            dst[i] = p0 + ti[i].w * (q[ti[i].i1] - p0);
+                        }
+                        continue;
+                    }
+                }
                 for (int64_t i = 0; i < ni; ++i) {
                     const float p0 = get(p, ti[i].i0 * stride[0]);
                     dst[i] = p0 + ti[i].w * (get(p, ti[i].i1 * stride[0]) - p0);
@@ -214,12 +236,7 @@ Result<Volume> scoresToLabelMap(const engine::Tensor& scores, const PreprocessRe
             best.assign(rows, rows + ni);
             arg.assign(static_cast<size_t>(ni), 0);
             for (int64_t c = 1; c < channels; ++c) {
-                const float* r = rows + c * ni;
-                for (int64_t i = 0; i < ni; ++i) {
-                    const bool more = r[i] > best[i];
-                    best[i] = more ? r[i] : best[i];
-                    arg[i] = more ? static_cast<int32_t>(c) : arg[i];
-                }
+                argmaxStep(rows + c * ni, static_cast<int32_t>(c), best.data(), arg.data(), ni);
             }
             T* out = dst + (k * nj + j) * ni;
             for (int64_t i = 0; i < ni; ++i) {
