@@ -478,13 +478,14 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
                              Status(StatusCode::kIoError, "output file system full"), {});
                 continue;
             }
-            const auto t = Clock::now();
+            auto t = Clock::now();  // "write": from after the export to the rename
             const fs::path staged = staging_root / item.c.id;
             const fs::path final_dir = out_root / item.c.id;
             std::vector<OutputFile> files;
             Status st = guarded([&]() -> Status {
                 VOXSEG_RETURN_IF_ERROR(segmenters[0].finish(item.work, progress));
                 mergeTimings(item, item.work.report.timings);
+                t = Clock::now();
                 std::error_code e1;
                 fs::remove_all(staged, e1);
                 auto report = segmenters[0].write(item.input, std::move(item.work), item.c.input,
