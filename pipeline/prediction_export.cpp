@@ -179,6 +179,100 @@ void interpolateScores(const engine::Tensor& scores, const PreprocessRecord& rec
     for (auto& th : pool) th.join();
 }
 
+// Softmax label maps that interpolate only where it can change the answer. If one channel is
+// the (first) maximum at all 8 network voxels around an output voxel, it is also the maximum of
+// any convex combination of them, so of their trilinear interpolation: that voxel takes its
+// label directly (exact arithmetic; float rounding could only matter at ties below it). The
+// others, along label borders, get the channels interpolated in the same order as
+// interpolateScores, then the argmax. TS: float or uint16_t (fp16) scores; TL: label type.
+template <typename TS, typename TL>
+void softmaxLabels(const engine::Tensor& scores, const PreprocessRecord& record, int threads,
+                   const std::vector<int>& labels, TL* dst) {
+    const Geometry& in = record.network;
+    const Geometry& out = record.cropped;
+    const int separate = separateAxis(in.spacing, out.spacing);
+    std::array<std::vector<Tap>, 3> taps;
+    for (int a = 0; a < 3; ++a) taps[a] = axisTaps(out.size[a], in.size[a], a == separate);
+    std::array<int64_t, 3> stride{};
+    if (record.axis_order == AxisOrder::kZyx)
+        stride = {1, in.size[0], in.size[0] * in.size[1]};
+    else
+        stride = {in.size[1] * in.size[2], in.size[2], 1};
+    const int64_t channels = scores.dim(0);
+    const int64_t voxels = in.voxelCount();
+    const TS* base = scores.data<TS>();
+    [[maybe_unused]] const float* table = engine::half::toFloatTable();
+    auto get = [&](const TS* p, int64_t offset) -> float {
+        if constexpr (std::is_same_v<TS, float>)
+            return p[offset];
+        else
+            return table[p[offset]];
+    };
+    int n = threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
+    auto parallel = [&](int64_t count, const auto& fn) {
+        const int t_n = std::clamp<int>(n, 1, static_cast<int>(std::max<int64_t>(1, count)));
+        if (t_n == 1) return fn(int64_t{0}, count);
+        std::vector<std::thread> pool;
+        for (int t = 0; t < t_n; ++t) pool.emplace_back(fn, count * t / t_n, count * (t + 1) / t_n);
+        for (auto& th : pool) th.join();
+    };
+
+    // Winning channel of every network voxel (first maximum), in the tensor's spatial order.
+    std::vector<uint8_t> winner(static_cast<size_t>(voxels));
+    parallel(voxels, [&](int64_t begin, int64_t end) {
+        for (int64_t v = begin; v < end; ++v) {
+            float best = get(base, v);
+            uint8_t arg = 0;
+            for (int64_t c = 1; c < channels; ++c) {
+                const float x = get(base, c * voxels + v);
+                if (x > best) best = x, arg = static_cast<uint8_t>(c);
+            }
+            winner[static_cast<size_t>(v)] = arg;
+        }
+    });
+
+    const int64_t ni = out.size[0], nj = out.size[1];
+    parallel(out.size[2], [&](int64_t k_begin, int64_t k_end) {
+        for (int64_t k = k_begin; k < k_end; ++k) {
+            const Tap& tk = taps[2][static_cast<size_t>(k)];
+            for (int64_t j = 0; j < nj; ++j) {
+                const Tap& tj = taps[1][static_cast<size_t>(j)];
+                TL* row = dst + (k * nj + j) * ni;
+                for (int64_t i = 0; i < ni; ++i) {
+                    const Tap& ti = taps[0][static_cast<size_t>(i)];
+                    const int64_t o = ti.i0 * stride[0] + tj.i0 * stride[1] + tk.i0 * stride[2];
+                    const int64_t di = (ti.i1 - ti.i0) * stride[0];
+                    const int64_t dj = (tj.i1 - tj.i0) * stride[1];
+                    const int64_t dk = (tk.i1 - tk.i0) * stride[2];
+                    const uint8_t* w = winner.data() + o;
+                    const uint8_t a = w[0];
+                    if (w[di] == a && w[dj] == a && w[di + dj] == a && w[dk] == a &&
+                        w[dk + di] == a && w[dk + dj] == a && w[dk + dj + di] == a) {
+                        row[i] = static_cast<TL>(labels[a]);
+                        continue;
+                    }
+                    float best = 0.f;
+                    int64_t arg = 0;
+                    for (int64_t c = 0; c < channels; ++c) {
+                        const TS* p = base + c * voxels + o;
+                        const float p0 = get(p, 0), pj = get(p, dj), pk = get(p, dk),
+                                    pjk = get(p, dk + dj);
+                        const float c00 = p0 + ti.w * (get(p, di) - p0);
+                        const float c10 = pj + ti.w * (get(p, dj + di) - pj);
+                        const float c01 = pk + ti.w * (get(p, dk + di) - pk);
+                        const float c11 = pjk + ti.w * (get(p, dk + dj + di) - pjk);
+                        const float c0 = c00 + tj.w * (c10 - c00);
+                        const float c1 = c01 + tj.w * (c11 - c01);
+                        const float v = c0 + tk.w * (c1 - c0);
+                        if (c == 0 || v > best) best = v, arg = c;
+                    }
+                    row[i] = static_cast<TL>(labels[static_cast<size_t>(arg)]);
+                }
+            }
+        }
+    });
+}
+
 // Cropped, oriented volume -> original grid. Takes the volume by value and drops each copy as soon
 // as the next exists, so at most two label maps are alive (one when nothing was cropped and the
 // orientation is the input's).
@@ -245,10 +339,17 @@ Result<Volume> scoresToLabelMap(const engine::Tensor& scores, const PreprocessRe
                 out[i] = label;
             }
         };
-        if (scores.dtype() == engine::DType::kFloat16)
+        const bool f16 = scores.dtype() == engine::DType::kFloat16;
+        if (softmax && channels <= 256 && !spec.interpolate_everywhere) {
+            if (f16)
+                softmaxLabels<uint16_t, T>(scores, record, spec.threads, labels, dst);
+            else
+                softmaxLabels<float, T>(scores, record, spec.threads, labels, dst);
+        } else if (f16) {
             interpolateScores<uint16_t>(scores, record, spec.threads, visit);
-        else
+        } else {
             interpolateScores<float>(scores, record, spec.threads, visit);
+        }
         progress.report(0.9, "label map");
         return backToOriginal(std::move(cropped), record, 0.0);
     };

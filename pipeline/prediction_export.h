@@ -32,6 +32,9 @@ struct ExportSpec {
     std::vector<int> channel_labels;
     double threshold = 0.5;  // sigmoid; use 0.0 when the scores are logits
     int threads = 0;         // 0 = hardware concurrency
+    // Softmax: voxels whose 8 network neighbours share one winning channel take its label without
+    // interpolating (the same label in exact arithmetic). true interpolates every voxel (tests).
+    bool interpolate_everywhere = false;
 };
 
 // `scores`: float32 or float16 (engine::half) [K, D0, D1, D2] on record.network in

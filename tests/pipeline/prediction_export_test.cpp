@@ -11,6 +11,7 @@
 
 #include <cstring>
 #include <random>
+#include <set>
 
 namespace voxseg::pipeline {
 namespace {
@@ -111,6 +112,61 @@ TEST(PredictionExport, ScoresBackOnTheOriginalGridThroughOrientationCropAndSpaci
     auto refused = scoresToLabelMap(ints, rec, ExportSpec{});
     EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(refused.status().message().find("float16"), std::string::npos);
+}
+
+// Softmax export skips the interpolation where all 8 network neighbours agree on the winning
+// channel; it must give the label map that interpolating every voxel gives, on smooth
+// multi-channel scores with many borders, up- and down-sampled, in fp32 and fp16, both axis
+// orders and with nnU-Net's nearest (separate) axis.
+TEST(PredictionExport, SkippingAgreeingVoxelsGivesTheFullyInterpolatedLabels) {
+    struct Grid {
+        std::array<int64_t, 3> net, out;
+        Vec3 spacing;
+        AxisOrder order;
+    };
+    for (const Grid& grid : {Grid{{19, 17, 13}, {41, 30, 27}, {2.0, 2.0, 2.0}, AxisOrder::kZyx},
+                             Grid{{23, 21, 9}, {17, 40, 31}, {1.0, 1.0, 4.0}, AxisOrder::kXyz}}) {
+        PreprocessRecord rec;
+        rec.network = makeGeometry(grid.net, grid.spacing);
+        rec.cropped = resampledGeometry(rec.network, grid.out);
+        rec.oriented = rec.original = rec.cropped;
+        rec.crop.size = rec.cropped.size;
+        rec.axis_order = grid.order;
+        // 7 channels of overlapping smooth bumps plus noise: thousands of label borders.
+        constexpr int kChannels = 7;
+        std::mt19937 rng(9);
+        std::uniform_real_distribution<double> pos(0.0, 1.0), noise(-0.05, 0.05);
+        std::vector<Volume> channels;
+        for (int c = 0; c < kChannels; ++c) {
+            Vec3 centre;
+            for (int a = 0; a < 3; ++a)
+                centre[a] = pos(rng) * static_cast<double>(grid.net[a]) * grid.spacing[a];
+            channels.push_back(makeVolume<float>(rec.network, [&](const Vec3& p) {
+                return std::cos(0.4 * voxseg::testing::distance(p, centre)) + noise(rng);
+            }));
+        }
+        auto scores = volumesToTensor(channels, grid.order);
+        ASSERT_TRUE(scores.isOk());
+        engine::Tensor half(engine::DType::kFloat16, scores->shape());
+        for (int64_t e = 0; e < scores->numel(); ++e)
+            half.data<uint16_t>()[e] = engine::floatToHalf(scores->data<float>()[e]);
+        ExportSpec full;
+        full.interpolate_everywhere = true;
+        for (const engine::Tensor* t : {&*scores, &half}) {
+            auto fast = scoresToLabelMap(*t, rec, ExportSpec{});
+            auto slow = scoresToLabelMap(*t, rec, full);
+            ASSERT_TRUE(fast.isOk() && slow.isOk());
+            const int64_t n = rec.cropped.voxelCount();
+            int64_t differ = 0;
+            std::set<int> seen;
+            for (int64_t e = 0; e < n; ++e) {
+                differ += fast->data<uint8_t>()[e] != slow->data<uint8_t>()[e];
+                seen.insert(fast->data<uint8_t>()[e]);
+            }
+            EXPECT_EQ(differ, 0) << "of " << n << " voxels";
+            EXPECT_GE(seen.size(), 5u);  // the test has borders to get wrong
+        }
+    }
 }
 
 // The fused interpolation equals ITK's linear resampler (the oracle) on the same grids.
