@@ -68,6 +68,56 @@ void argmaxStep(const float* __restrict r, int32_t c, float* __restrict best,
     }
 }
 
+// The network's scores as the export reads them: for every axis of record.cropped the taps into
+// record.network (nearest on nnU-Net's separate axis), the tensor strides of the network grid's
+// index axes, and reads of float32 or float16 (T = uint16_t, through half::toFloatTable()) values.
+template <typename T>
+struct ScoreGrid {
+    ScoreGrid(const engine::Tensor& scores, const PreprocessRecord& record)
+        : channels(scores.dim(0)),
+          voxels(record.network.voxelCount()),
+          base(scores.data<T>()),
+          table(engine::half::toFloatTable()) {
+        const Geometry& in = record.network;
+        const Geometry& out = record.cropped;
+        const int separate = separateAxis(in.spacing, out.spacing);
+        for (int a = 0; a < 3; ++a) taps[a] = axisTaps(out.size[a], in.size[a], a == separate);
+        if (record.axis_order == AxisOrder::kZyx)
+            stride = {1, in.size[0], in.size[0] * in.size[1]};
+        else
+            stride = {in.size[1] * in.size[2], in.size[2], 1};
+    }
+    float get(const T* p, int64_t offset) const {
+        if constexpr (std::is_same_v<T, float>)
+            return p[offset];
+        else
+            return table[p[offset]];
+    }
+    // First value of channel c.
+    const T* channel(int64_t c) const { return base + c * voxels; }
+
+    std::array<std::vector<Tap>, 3> taps;
+    std::array<int64_t, 3> stride{};
+    int64_t channels;
+    int64_t voxels;  // per channel
+    const T* base;
+    const float* table;
+};
+
+// fn(begin, end) on `threads` threads (0: every core) splitting [0, count).
+template <typename Fn>
+void parallelRanges(int64_t count, int threads, const Fn& fn) {
+    int n = threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
+    n = std::clamp<int>(n, 1, static_cast<int>(std::max<int64_t>(1, count)));
+    if (n == 1) {
+        fn(int64_t{0}, count);
+        return;
+    }
+    std::vector<std::thread> pool;
+    for (int t = 0; t < n; ++t) pool.emplace_back(fn, count * t / n, count * (t + 1) / n);
+    for (auto& th : pool) th.join();
+}
+
 // Calls visit_row(j, k, rows) for every row (fixed j, k) of record.cropped; rows[c * ni + i] is
 // channel c at voxel i (ni = record.cropped.size[0]). T: float (float32 scores) or uint16_t
 // (float16 scores, read through half::toFloatTable()).
@@ -79,26 +129,11 @@ void interpolateScores(const engine::Tensor& scores, const PreprocessRecord& rec
                        const VisitRow& visit_row) {
     const Geometry& in = record.network;
     const Geometry& out = record.cropped;
-    const int separate = separateAxis(in.spacing, out.spacing);
-    std::array<std::vector<Tap>, 3> taps;
-    for (int a = 0; a < 3; ++a) taps[a] = axisTaps(out.size[a], in.size[a], a == separate);
-    // Tensor strides of the network grid's index axes.
-    std::array<int64_t, 3> stride{};
-    if (record.axis_order == AxisOrder::kZyx)
-        stride = {1, in.size[0], in.size[0] * in.size[1]};
-    else
-        stride = {in.size[1] * in.size[2], in.size[2], 1};
-    const int64_t channels = scores.dim(0);
-    const int64_t channel_stride = in.voxelCount();
+    const ScoreGrid<T> grid(scores, record);
+    const auto& taps = grid.taps;
+    const auto& stride = grid.stride;
+    const int64_t channels = grid.channels;
     const int64_t ni = out.size[0];
-    const T* base = scores.data<T>();
-    [[maybe_unused]] const float* table = engine::half::toFloatTable();
-    auto get = [&](const T* p, int64_t offset) -> float {
-        if constexpr (std::is_same_v<T, float>)
-            return p[offset];
-        else
-            return table[p[offset]];
-    };
 
     auto worker = [&](int64_t k_begin, int64_t k_end) {
         // Four cached source rows (all channels, interpolated along i), keyed by source (j, k).
@@ -116,7 +151,7 @@ void interpolateScores(const engine::Tensor& scores, const PreprocessRecord& rec
             while (keep[s]) ++s;
             key[s] = {js, ks};
             for (int64_t c = 0; c < channels; ++c) {
-                const T* p = base + c * channel_stride + js * stride[1] + ks * stride[2];
+                const T* p = grid.channel(c) + js * stride[1] + ks * stride[2];
                 float* dst = &cache[static_cast<size_t>((s * channels + c) * ni)];
                 if constexpr (std::is_same_v<T, uint16_t>) {
                     if (stride[0] == 1) {  // one vectorised fp16 -> float pass, then floats
@@ -130,8 +165,8 @@ void interpolateScores(const engine::Tensor& scores, const PreprocessRecord& rec
                     }
                 }
                 for (int64_t i = 0; i < ni; ++i) {
-                    const float p0 = get(p, ti[i].i0 * stride[0]);
-                    dst[i] = p0 + ti[i].w * (get(p, ti[i].i1 * stride[0]) - p0);
+                    const float p0 = grid.get(p, ti[i].i0 * stride[0]);
+                    dst[i] = p0 + ti[i].w * (grid.get(p, ti[i].i1 * stride[0]) - p0);
                 }
             }
             return s;
@@ -167,16 +202,7 @@ void interpolateScores(const engine::Tensor& scores, const PreprocessRecord& rec
             }
         }
     };
-    int n = threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
-    n = std::clamp<int>(n, 1, static_cast<int>(std::max<int64_t>(1, out.size[2])));
-    if (n == 1) {
-        worker(0, out.size[2]);
-        return;
-    }
-    std::vector<std::thread> pool;
-    for (int t = 0; t < n; ++t)
-        pool.emplace_back(worker, out.size[2] * t / n, out.size[2] * (t + 1) / n);
-    for (auto& th : pool) th.join();
+    parallelRanges(out.size[2], threads, worker);
 }
 
 // Softmax label maps that interpolate only where it can change the answer. If one channel is
@@ -188,43 +214,20 @@ void interpolateScores(const engine::Tensor& scores, const PreprocessRecord& rec
 template <typename TS, typename TL>
 void softmaxLabels(const engine::Tensor& scores, const PreprocessRecord& record, int threads,
                    const std::vector<int>& labels, TL* dst) {
-    const Geometry& in = record.network;
     const Geometry& out = record.cropped;
-    const int separate = separateAxis(in.spacing, out.spacing);
-    std::array<std::vector<Tap>, 3> taps;
-    for (int a = 0; a < 3; ++a) taps[a] = axisTaps(out.size[a], in.size[a], a == separate);
-    std::array<int64_t, 3> stride{};
-    if (record.axis_order == AxisOrder::kZyx)
-        stride = {1, in.size[0], in.size[0] * in.size[1]};
-    else
-        stride = {in.size[1] * in.size[2], in.size[2], 1};
-    const int64_t channels = scores.dim(0);
-    const int64_t voxels = in.voxelCount();
-    const TS* base = scores.data<TS>();
-    [[maybe_unused]] const float* table = engine::half::toFloatTable();
-    auto get = [&](const TS* p, int64_t offset) -> float {
-        if constexpr (std::is_same_v<TS, float>)
-            return p[offset];
-        else
-            return table[p[offset]];
-    };
-    int n = threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
-    auto parallel = [&](int64_t count, const auto& fn) {
-        const int t_n = std::clamp<int>(n, 1, static_cast<int>(std::max<int64_t>(1, count)));
-        if (t_n == 1) return fn(int64_t{0}, count);
-        std::vector<std::thread> pool;
-        for (int t = 0; t < t_n; ++t) pool.emplace_back(fn, count * t / t_n, count * (t + 1) / t_n);
-        for (auto& th : pool) th.join();
-    };
+    const ScoreGrid<TS> grid(scores, record);
+    const auto& taps = grid.taps;
+    const auto& stride = grid.stride;
+    const int64_t channels = grid.channels, voxels = grid.voxels;
 
     // Winning channel of every network voxel (first maximum), in the tensor's spatial order.
     std::vector<uint8_t> winner(static_cast<size_t>(voxels));
-    parallel(voxels, [&](int64_t begin, int64_t end) {
+    parallelRanges(voxels, threads, [&](int64_t begin, int64_t end) {
         for (int64_t v = begin; v < end; ++v) {
-            float best = get(base, v);
+            float best = grid.get(grid.channel(0), v);
             uint8_t arg = 0;
             for (int64_t c = 1; c < channels; ++c) {
-                const float x = get(base, c * voxels + v);
+                const float x = grid.get(grid.channel(c), v);
                 if (x > best) best = x, arg = static_cast<uint8_t>(c);
             }
             winner[static_cast<size_t>(v)] = arg;
@@ -232,7 +235,7 @@ void softmaxLabels(const engine::Tensor& scores, const PreprocessRecord& record,
     });
 
     const int64_t ni = out.size[0], nj = out.size[1];
-    parallel(out.size[2], [&](int64_t k_begin, int64_t k_end) {
+    parallelRanges(out.size[2], threads, [&](int64_t k_begin, int64_t k_end) {
         for (int64_t k = k_begin; k < k_end; ++k) {
             const Tap& tk = taps[2][static_cast<size_t>(k)];
             for (int64_t j = 0; j < nj; ++j) {
@@ -254,13 +257,13 @@ void softmaxLabels(const engine::Tensor& scores, const PreprocessRecord& record,
                     float best = 0.f;
                     int64_t arg = 0;
                     for (int64_t c = 0; c < channels; ++c) {
-                        const TS* p = base + c * voxels + o;
-                        const float p0 = get(p, 0), pj = get(p, dj), pk = get(p, dk),
-                                    pjk = get(p, dk + dj);
-                        const float c00 = p0 + ti.w * (get(p, di) - p0);
-                        const float c10 = pj + ti.w * (get(p, dj + di) - pj);
-                        const float c01 = pk + ti.w * (get(p, dk + di) - pk);
-                        const float c11 = pjk + ti.w * (get(p, dk + dj + di) - pjk);
+                        const TS* p = grid.channel(c) + o;
+                        auto get = [&](int64_t offset) { return grid.get(p, offset); };
+                        const float p0 = get(0), pj = get(dj), pk = get(dk), pjk = get(dk + dj);
+                        const float c00 = p0 + ti.w * (get(di) - p0);
+                        const float c10 = pj + ti.w * (get(dj + di) - pj);
+                        const float c01 = pk + ti.w * (get(dk + di) - pk);
+                        const float c11 = pjk + ti.w * (get(dk + dj + di) - pjk);
                         const float c0 = c00 + tj.w * (c10 - c00);
                         const float c1 = c01 + tj.w * (c11 - c01);
                         const float v = c0 + tk.w * (c1 - c0);
