@@ -376,6 +376,12 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
         stop.cancel();
         if (abort_now) abort.cancel();
     };
+    // The threads read the caller's signal themselves rather than wait for the watchdog's next
+    // look: a case that starts or reaches its writer after the signal is not done any more.
+    auto stopping = [&] { return stop.isCancelled() || signal.isCancelled(); };
+    auto abandoning = [&] {
+        return abort.isCancelled() || (options.grace_seconds <= 0 && signal.isCancelled());
+    };
     auto recordOrStop = [&](const Item& item, CaseState st, const Status& error,
                             const std::vector<OutputFile>& files) {
         const Status journaled = recorder.record(item, st, error, files);
@@ -400,7 +406,7 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
 
     auto loader = [&] {
         const Progress progress(ProgressCallback{}, stop);
-        while (!stop.isCancelled()) {
+        while (!stopping()) {
             const size_t i = next.fetch_add(1);
             if (i >= todo.size()) break;
             auto item = std::make_unique<Item>();
@@ -430,7 +436,7 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
                 mergeTimings(*item, item->work.report.timings);
                 return Status::ok();
             });
-            if (stop.isCancelled()) break;  // not started: the next run does it
+            if (stopping()) break;  // not started: the next run does it
             if (!st.isOk()) {
                 recordOrStop(*item, CaseState::kFailed, st.withContext("case " + item->c.id), {});
                 continue;
@@ -443,7 +449,7 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
     auto device = [&](size_t d) {
         const Progress progress(ProgressCallback{}, abort);
         while (auto item = ready.pop()) {
-            if (stop.isCancelled()) continue;  // waiting, not started: dropped
+            if (stopping()) continue;  // waiting, not started: dropped
             Status st = guarded([&] { return segmenters[d].infer((*item)->work, progress); });
             if (!st.isOk()) {
                 const bool abandoned = st.code() == StatusCode::kCancelled && abort.isCancelled();
@@ -461,7 +467,7 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
         const Progress progress(ProgressCallback{}, abort);
         while (auto popped = to_write.pop()) {
             Item& item = **popped;
-            if (abort.isCancelled()) {
+            if (abandoning()) {
                 recordOrStop(item, CaseState::kInterrupted,
                              Status(StatusCode::kCancelled, "stopped"), {});
                 continue;
@@ -555,6 +561,7 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
     for (auto& t : threads) t.join();
     finished = true;
     watchdog.join();
+    if (signal.isCancelled()) requestStop(StopReason::kSignal, false);  // keeps an earlier reason
     // A signal that arrived after the last case still counts as a stop only if work was left.
     result.stop = static_cast<StopReason>(stop_reason.load());
 
