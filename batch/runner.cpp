@@ -298,6 +298,7 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
         for (const auto& d : devices) {
             pipeline::SegmentOptions so = options.segment;
             so.device = d;
+            so.output_threads = 1;  // the writers already overlap cases; memory stays per case
             if (devices.size() > 1 && d.rfind("cuda", 0) != 0)
                 so.threads = std::max(1, cores / static_cast<int>(devices.size()));
             std::string warning;

@@ -118,7 +118,11 @@ Status writeWithItk(const Volume& volume, const std::string& path, ImageFormat f
     using Writer = itk::ImageFileWriter<Image3<T>>;
     auto writer = Writer::New();
     writer->SetFileName(path);
-    writer->SetInput(volume.image<T>());
+    // The writer updates its input's pipeline regions: it gets its own image object sharing the
+    // voxels, so other threads may read the volume meanwhile (outputs are written side by side).
+    auto shallow = Image3<T>::New();
+    shallow->Graft(volume.image<T>());
+    writer->SetInput(shallow);
     writer->SetUseCompression(false);
     if (format == ImageFormat::kMetaImage) {
         auto meta = itk::MetaImageIO::New();

@@ -53,17 +53,28 @@ struct SourceFile {
     int frames = 1;
 };
 
+// Voxels of each label value per slice (label -> count per slice), labels that occur only.
 template <typename T>
 void collectPresence(const T* data, const Geometry& g,
                      std::map<int, std::vector<int64_t>>& voxels_per_slice) {
     const int64_t plane = g.size[0] * g.size[1];
-    for (int64_t k = 0; k < g.size[2]; ++k) {
-        const T* slice = data + k * plane;
-        for (int64_t n = 0; n < plane; ++n) {
-            if (slice[n] == T(0)) continue;
-            auto& counts = voxels_per_slice[static_cast<int>(slice[n])];
-            if (counts.empty()) counts.assign(static_cast<size_t>(g.size[2]), 0);
-            ++counts[static_cast<size_t>(k)];
+    const auto slices = static_cast<size_t>(g.size[2]);
+    // A histogram per slice, as wide as the largest value present (a std::map lookup per
+    // foreground voxel took half of this writer's own time on a 512x512x300 CT).
+    T top = 0;
+    const int64_t n = plane * g.size[2];
+    for (int64_t i = 0; i < n; ++i) top = std::max(top, data[i]);
+    std::vector<int64_t> hist(static_cast<size_t>(top) + 1);
+    for (size_t k = 0; k < slices; ++k) {
+        std::fill(hist.begin(), hist.end(), 0);
+        const T* slice = data + static_cast<int64_t>(k) * plane;
+        for (int64_t i = 0; i < plane; ++i)
+            if (slice[i] != T(0)) ++hist[slice[i]];  // background (most voxels) not counted
+        for (size_t v = 1; v < hist.size(); ++v) {
+            if (hist[v] == 0) continue;
+            auto& per_slice = voxels_per_slice[static_cast<int>(v)];
+            if (per_slice.empty()) per_slice.assign(slices, 0);
+            per_slice[k] = hist[v];
         }
     }
 }

@@ -17,11 +17,15 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 namespace voxseg::pipeline {
 namespace fs = std::filesystem;
@@ -45,6 +49,39 @@ double peakRssMib() {
 
 StageTiming stageDone(const char* name, Clock::time_point t) {
     return {name, secondsSince(t), peakRssMib()};
+}
+
+// Runs independent jobs on up to `threads` threads (0: one per job, up to the cores; 1: in
+// order on this thread). Every job runs even when another fails; the first failure in job order
+// is returned, so the error does not depend on timing.
+Status runSideBySide(const std::vector<std::function<Status()>>& jobs, int threads) {
+    std::vector<Status> results(jobs.size(), Status::ok());
+    auto run = [&](size_t i) {
+        try {
+            results[i] = jobs[i]();
+        } catch (const std::bad_alloc&) {
+            results[i] = Status(StatusCode::kOutOfMemory, "out of memory while writing outputs");
+        } catch (const std::exception& e) {
+            results[i] = Status(StatusCode::kInternal, e.what());
+        }
+    };
+    const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+    const size_t n = std::min(jobs.size(), threads > 0 ? static_cast<size_t>(threads) : cores);
+    if (n <= 1) {
+        for (size_t i = 0; i < jobs.size(); ++i) run(i);
+    } else {
+        std::atomic<size_t> next{0};
+        auto worker = [&] {
+            for (size_t i = next++; i < jobs.size(); i = next++) run(i);
+        };
+        std::vector<std::thread> pool;
+        for (size_t t = 1; t < n; ++t) pool.emplace_back(worker);
+        worker();
+        for (auto& t : pool) t.join();
+    }
+    for (const Status& st : results)
+        if (!st.isOk()) return st;
+    return Status::ok();
 }
 
 // sha256 over the sorted input files' own digests: identifies exactly which data was segmented.
@@ -76,9 +113,11 @@ class Staging {
     ~Staging() {
         std::error_code ec;
         fs::remove_all(dir_, ec);
+        if (created_ && !committed_) fs::remove(out_dir_, ec);  // ours and empty: a failed run
     }
     Status create() {
         std::error_code ec;
+        created_ = !fs::exists(out_dir_, ec);
         fs::create_directories(out_dir_, ec);
         if (ec) return ioError("cannot create output folder: " + ec.message(), out_dir_.string());
         fs::remove_all(dir_, ec);
@@ -86,7 +125,9 @@ class Staging {
         if (ec) return ioError("output folder is not writable: " + ec.message(), out_dir_.string());
         return Status::ok();
     }
+    // Thread-safe: outputs are staged side by side.
     std::string path(const std::string& name) {
+        const std::lock_guard<std::mutex> lock(mutex_);
         names_.push_back(name);
         return (dir_ / name).string();
     }
@@ -112,6 +153,7 @@ class Staging {
             fs::rename(dir_ / n, target, ec);
             if (ec) return ioError("could not move output into place: " + ec.message(), target);
             written.push_back(target.string());
+            committed_ = true;
         }
         return written;
     }
@@ -119,7 +161,10 @@ class Staging {
   private:
     fs::path out_dir_;
     fs::path dir_;
+    std::mutex mutex_;
     std::vector<std::string> names_;
+    bool created_ = false;
+    bool committed_ = false;
 };
 
 }  // namespace
@@ -372,60 +417,74 @@ Result<SegmentReport> Segmenter::write(const StudyInput& input, SegmentWork&& wo
     Staging staging(out_dir);
     VOXSEG_RETURN_IF_ERROR(staging.create());
 
-    // Outputs, staged.
+    // Outputs, staged. They are separate files, written side by side: the DICOM SEG alone takes
+    // as long as the others together on a 512x512x300 CT.
+    std::string digest;
     const Status written = [&]() -> Status {
         auto t = Clock::now();
         const SegmentOutputs& outs = s.options.outputs;
         const auto labels = modelLabelInfos(m);
-        VOXSEG_ASSIGN_OR_RETURN(report.statistics,
-                                computeStatistics(report.label_map, &input.volume, labels));
-        if (outs.label_map) {
-            const std::string name = "segmentation." + outs.label_format;
-            VOXSEG_RETURN_IF_ERROR(io::writeImage(report.label_map, staging.path(name)));
-        }
-        if (outs.dicom_seg && input.series) {  // prepare() refused 'seg' without a series
-            io::SegWriteOptions so;
-            so.algorithm_name = m.name;
-            so.algorithm_version = m.version;
-            so.series_description = m.name + " segmentation";
-            auto seg =
-                io::writeDicomSeg(report.label_map, *input.series, modelSegmentDescriptions(m), so,
-                                  staging.path("segmentation.dcm"));
-            if (!seg.isOk()) return seg.status();
-        }
-        if (outs.statistics) {
+        std::vector<std::function<Status()>> jobs;
+        jobs.emplace_back([&]() -> Status {  // statistics: report.statistics is always filled
+            VOXSEG_ASSIGN_OR_RETURN(report.statistics,
+                                    computeStatistics(report.label_map, &input.volume, labels));
+            if (!outs.statistics) return Status::ok();
             VOXSEG_RETURN_IF_ERROR(
                 writeStatisticsJson(report.statistics, staging.path("statistics.json")));
-            VOXSEG_RETURN_IF_ERROR(
-                writeStatisticsCsv(report.statistics, staging.path("statistics.csv")));
-        }
-        if (outs.preview) {
-            auto pv =
-                writePreview(input.volume, report.label_map, labels, staging.path("preview.png"));
-            if (!pv.isOk()) return pv.status();
-        }
+            return writeStatisticsCsv(report.statistics, staging.path("statistics.csv"));
+        });
+        if (outs.dicom_seg && input.series)  // prepare() refused 'seg' without a series
+            jobs.emplace_back([&]() -> Status {
+                io::SegWriteOptions so;
+                so.algorithm_name = m.name;
+                so.algorithm_version = m.version;
+                so.series_description = m.name + " segmentation";
+                return io::writeDicomSeg(report.label_map, *input.series,
+                                         modelSegmentDescriptions(m), so,
+                                         staging.path("segmentation.dcm"))
+                    .status();
+            });
+        if (outs.label_map)
+            jobs.emplace_back([&] {
+                return io::writeImage(report.label_map,
+                                      staging.path("segmentation." + outs.label_format));
+            });
+        if (outs.preview)
+            jobs.emplace_back([&] {
+                return writePreview(input.volume, report.label_map, labels,
+                                    staging.path("preview.png"))
+                    .status();
+            });
+        if (outs.probabilities)
+            jobs.emplace_back([&]() -> Status {
+                engine::Tensor probs = engine::scoresAsFloat32(scores);
+                if (m.output == engine::OutputKind::kSigmoid)
+                    engine::sigmoidInPlace(probs);
+                else
+                    engine::softmaxChannelsInPlace(probs);
+                const auto values = m.channelLabelValues();
+                for (int64_t c = 0; c < probs.dim(0); ++c) {
+                    VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
+                    VOXSEG_ASSIGN_OR_RETURN(Volume p,
+                                            scoreChannelToOriginal(probs, c, work.pre.record));
+                    const std::string name =
+                        "probabilities_" + std::to_string(values[c]) + ".nii.gz";
+                    VOXSEG_RETURN_IF_ERROR(io::writeImage(p, staging.path(name)));
+                }
+                return Status::ok();
+            });
+        jobs.emplace_back([&]() -> Status {  // run.json's digest of the input files
+            VOXSEG_ASSIGN_OR_RETURN(digest, inputDigest(input, input_path));
+            return Status::ok();
+        });
+        VOXSEG_RETURN_IF_ERROR(runSideBySide(jobs, s.options.output_threads));
         VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
-        if (outs.probabilities) {
-            engine::Tensor probs = engine::scoresAsFloat32(scores);
-            if (m.output == engine::OutputKind::kSigmoid)
-                engine::sigmoidInPlace(probs);
-            else
-                engine::softmaxChannelsInPlace(probs);
-            const auto values = m.channelLabelValues();
-            for (int64_t c = 0; c < probs.dim(0); ++c) {
-                VOXSEG_ASSIGN_OR_RETURN(Volume p,
-                                        scoreChannelToOriginal(probs, c, work.pre.record));
-                const std::string name = "probabilities_" + std::to_string(values[c]) + ".nii.gz";
-                VOXSEG_RETURN_IF_ERROR(io::writeImage(p, staging.path(name)));
-            }
-        }
         report.timings.push_back(stageDone("outputs", t));
 
         // run.json: what was run on what, how, and how long it took.
         nlohmann::json run;
         run["voxseg_version"] = VOXSEG_VERSION;
         run["input"] = {{"path", input_path}};
-        VOXSEG_ASSIGN_OR_RETURN(const std::string digest, inputDigest(input, input_path));
         if (!digest.empty()) run["input"]["sha256"] = digest;
         if (input.series) {
             run["series"] = {{"index", input.series->index},

@@ -64,7 +64,10 @@ struct SegmentOptions {
     // Sliding-window score sums: fp16 (nnU-Net v2's choice; half the memory of the largest
     // buffer, 3 significant digits) or fp32.
     std::string accumulator = "fp16";
-    int threads = 0;                                    // CPU threads (0: all cores)
+    int threads = 0;  // CPU threads (0: all cores)
+    // Output files written side by side by this many threads (0: one per output, up to the
+    // cores; 1: one after another, as `voxseg batch`'s writers do, which already overlap cases).
+    int output_threads = 0;
     bool ignore_modality = false;                       // run although the input's modality differs
     std::vector<LabelPostprocess> postprocess;          // per label
     std::optional<PostprocessOptions> postprocess_all;  // applied to every model label

@@ -228,6 +228,38 @@ TEST(DicomSeg, RoundTripIsVoxelExactAndDciodvfyClean) {
             }
 }
 
+// uint16 label maps with a value far above 255: the per-slice presence count is as wide as the
+// largest value, and every frame still carries exactly its segment's voxels.
+TEST(DicomSeg, Uint16LabelsWithLargeValuesRoundTrip) {
+    TempDir dir;
+    const SyntheticSeries series = writeSeries(dir);
+    Volume labels = makeLabels(series.geometry).castTo(PixelType::kUInt16);
+    uint16_t* p = labels.data<uint16_t>();
+    for (int64_t n = 0; n < series.geometry.voxelCount(); ++n)
+        if (p[n] == 5) p[n] = 1000;
+    std::vector<SegmentDescription> segments = descriptions();
+    segments[2].label_value = 1000;
+    const std::string path = dir / "seg16.dcm";
+    auto report = writeDicomSeg(labels, series.candidate, segments, SegWriteOptions(), path);
+    ASSERT_TRUE(report.isOk()) << report.status().toString();
+    EXPECT_EQ(report->segments, 3);
+    EXPECT_EQ(report->frames, 3 + 3 + 1);
+
+    SegReadOptions read_options;
+    read_options.grid = series.geometry;
+    for (const auto& d : segments) read_options.label_values[d.label] = d.label_value;
+    auto back = readDicomSeg(path, read_options);
+    ASSERT_TRUE(back.isOk()) << back.status().toString();
+    ASSERT_EQ(back->label_map.pixelType(), PixelType::kUInt16);
+    int64_t differences = 0, large = 0;
+    for (int64_t n = 0; n < series.geometry.voxelCount(); ++n) {
+        differences += back->label_map.data<uint16_t>()[n] != p[n];
+        large += p[n] == 1000;
+    }
+    EXPECT_EQ(large, 1);
+    EXPECT_EQ(differences, 0);
+}
+
 TEST(DicomSeg, ClearErrorsAndNothingLeftBehind) {
     TempDir dir;
     const SyntheticSeries series = writeSeries(dir);

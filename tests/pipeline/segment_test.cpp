@@ -103,6 +103,46 @@ TEST(Segment, WritesEveryOutputOnTheInputGridAndNothingElse) {
     EXPECT_TRUE(run["timings_s"].contains("inference"));
 }
 
+std::string slurp(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// The outputs are written side by side; the files are the same as written one after another, and
+// an output that fails fails the study with its own error while nothing reaches the folder.
+TEST(Segment, OutputsWrittenSideBySideEqualThoseWrittenInTurn) {
+    testing::TempDir dir;
+    const std::string package = makePackage(dir, "MR");
+    const StudyInput study = makeStudy("MR");
+    auto runWith = [&](int output_threads, const std::string& format,
+                       const std::string& out) -> Status {
+        SegmentOptions options;
+        options.device = "cpu";
+        options.outputs.probabilities = true;
+        options.outputs.label_format = format;
+        options.output_threads = output_threads;
+        auto segmenter = Segmenter::create(package, options);
+        if (!segmenter.isOk()) return segmenter.status();
+        return segmenter->run(study, "synthetic", out).status();
+    };
+    ASSERT_TRUE(runWith(1, "nii.gz", dir / "in_turn").isOk());
+    ASSERT_TRUE(runWith(4, "nii.gz", dir / "side_by_side").isOk());
+    int compared = 0;
+    for (const auto& e : fs::directory_iterator(dir / "in_turn")) {
+        const std::string name = e.path().filename().string();
+        if (name == "run.json") continue;  // timings differ
+        EXPECT_EQ(slurp(e.path().string()), slurp((dir.path() / "side_by_side" / name).string()))
+            << name;
+        ++compared;
+    }
+    EXPECT_EQ(compared, 7);
+
+    const Status bad = runWith(4, "xyz", dir / "bad");
+    ASSERT_FALSE(bad.isOk());
+    EXPECT_NE(bad.toString().find("unknown output format"), std::string::npos) << bad.toString();
+    EXPECT_FALSE(fs::exists(dir / "bad"));
+}
+
 TEST(Segment, WrongModalityIsAClearErrorAndLeavesExistingOutputsAlone) {
     testing::TempDir dir;
     SegmentOptions options;
