@@ -2,7 +2,7 @@
 # `voxseg batch` vs N separate `voxseg segment` runs, same model, same cases, one run each
 # (results go to docs/perf-batch.md).
 #
-#   bench/batch_bench.sh [--cases N] [--threads T] [--scenario hippocampus|ct|phantom|nnunet|both]
+#   bench/batch_bench.sh [--cases N] [--threads T] [--scenario hippocampus|ct|phantom|nnunet|nnunet-ct|both]
 #
 # hippocampus: the first N MSD hippocampus crops (../shared/data/msd-hippocampus-cropped, T1 MR,
 #   about 36x50x35 voxels) with the hippocampus model package: sample_data/models/hippocampus, or
@@ -15,6 +15,8 @@
 #   fold 0, e.g. from tools/nnunet_parity.py train), exported by tools/export_nnunet.py without
 #   mirroring: nnU-Net's own folder prediction (nnUNetv2_predict_from_modelfolder, CPU,
 #   --disable_tta, torch threads = T) vs the separate runs vs the batch, same network.
+# nnunet-ct: the same three on N CT phantom studies (NIfTI) with an nnU-Net model trained on
+#   phantoms by tools/nnunet_ct_phantom.py ($NNUNET_MODEL_FOLDER).
 # Extra options for the batch only (e.g. BATCH_ARGS="--devices cpu,cpu": two inference workers
 # splitting the threads) come from $BATCH_ARGS.
 # Both commands run on the CPU backend with --threads T and outputs nifti,stats. Reported:
@@ -140,19 +142,22 @@ if [ "$scenario" = phantom ]; then
   run_one phantom "$(readlink -f sample_data/models/ct-phantom)" "$work/phantom.csv"
 fi
 
-if [ "$scenario" = nnunet ]; then
-  folder="${NNUNET_MODEL_FOLDER:?set NNUNET_MODEL_FOLDER to a trained nnU-Net v2 model folder}"
-  images="$data/msd-hippocampus-cropped/images"
+# nnunet_vs NAME MANIFEST: exports $NNUNET_MODEL_FOLDER (fold 0, no mirroring), then nnU-Net's own
+# folder prediction, the separate runs and the batch over the manifest's NIfTI inputs.
+nnunet_vs() {
+  local name=$1 manifest=$2
+  local folder="${NNUNET_MODEL_FOLDER:?set NNUNET_MODEL_FOLDER to a trained nnU-Net v2 model folder}"
   python3 tools/export_nnunet.py "$folder" -o "$work/nnupkg" --folds 0 --no-mirroring --force \
     >"$work/export.log" 2>&1 || { cat "$work/export.log"; exit 1; }
+  rm -rf "$work/nnu_in" "$work/nnu_out"
   mkdir -p "$work/nnu_in"
-  echo "case_id,input" >"$work/nnu.csv"
-  ls "$images" | grep '\.nii\.gz$' | sort | head -n "$cases" | while read -r f; do
-    ln -s "$(readlink -f "$images/$f")" "$work/nnu_in/${f%.nii.gz}_0000.nii.gz"
-    echo "${f%.nii.gz},$(readlink -f "$images/$f")" >>"$work/nnu.csv"
-  done
+  while IFS=, read -r id input; do
+    [ "$id" = case_id ] && continue
+    ln -s "$input" "$work/nnu_in/${id}_0000.nii.gz"
+  done <"$manifest"
   echo
-  echo "## nnU-Net's folder prediction, same network (fold 0, no mirroring)"
+  echo "## $name: nnU-Net's folder prediction, same network (fold 0, no mirroring)"
+  local t0 t1 nnu_s
   t0=$(date +%s.%N)
   OMP_NUM_THREADS=$threads /usr/bin/time -f "%M" -o "$work/time.txt" \
     nnUNetv2_predict_from_modelfolder -i "$work/nnu_in" -o "$work/nnu_out" -m "$folder" -f 0 \
@@ -161,5 +166,25 @@ if [ "$scenario" = nnunet ]; then
   nnu_s=$(echo "$t1 - $t0" | bc -l)
   printf "nnUNetv2_predict_from_modelfolder: %.1f s, %.1f cases/min, peak RSS %.0f MiB\n" \
     "$nnu_s" "$(echo "$cases * 60 / $nnu_s" | bc -l)" "$(echo "$(cat "$work/time.txt") / 1024" | bc -l)"
-  run_one nnunet "$work/nnupkg" "$work/nnu.csv"
+  run_one "$name" "$work/nnupkg" "$manifest"
+}
+
+if [ "$scenario" = nnunet ]; then
+  images="$data/msd-hippocampus-cropped/images"
+  echo "case_id,input" >"$work/nnu.csv"
+  ls "$images" | grep '\.nii\.gz$' | sort | head -n "$cases" | while read -r f; do
+    echo "${f%.nii.gz},$(readlink -f "$images/$f")" >>"$work/nnu.csv"
+  done
+  nnunet_vs nnunet "$work/nnu.csv"
+fi
+
+if [ "$scenario" = nnunet-ct ]; then
+  # CT phantom studies (256x256x150 at 1.5x1.5x2 mm, NIfTI in HU: nnU-Net reads no DICOM) with
+  # the nnU-Net model of tools/nnunet_ct_phantom.py.
+  echo "case_id,input" >"$work/nnuct.csv"
+  for i in $(seq 1 "$cases"); do
+    "$voxseg" phantom "$work/phantom/p$i" --seed "$((900000 + i))" --outputs image --quiet
+    echo "phantom-$i,$work/phantom/p$i/image.nii.gz" >>"$work/nnuct.csv"
+  done
+  nnunet_vs nnunet-ct "$work/nnuct.csv"
 fi

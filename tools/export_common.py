@@ -23,7 +23,10 @@ PALETTE = [
 GENERIC_CATEGORY = {"code": "91723000", "scheme": "SCT", "meaning": "Anatomical Structure"}
 GENERIC_TYPE = {"code": "85756007", "scheme": "SCT", "meaning": "Tissue"}
 
-PARITY_TOL = 1e-4  # max abs difference ONNX Runtime vs PyTorch, fp32
+# Max abs difference ONNX Runtime vs PyTorch in fp32, relative to the largest |logit| when that
+# is above 1: the two sum in different orders, and through a deep network with instance norms
+# on a whole-image patch (112x128x128) the rounding grows with the values' scale.
+PARITY_TOL = 1e-4
 
 
 def warn(msg):
@@ -83,7 +86,7 @@ def make_labels(named_values, codes):
 def export_onnx(net, in_shape, path, tol=PARITY_TOL, seed=0):
     """Exports `net` (eval mode, fp32) with a dynamic batch and a static patch (opset 17), checks
     it with onnx.checker and compares ONNX Runtime with PyTorch on a random batch of 2.
-    Returns the max abs error; fails above `tol`."""
+    Returns the max abs error; fails above `tol` x max(1, max |PyTorch output|)."""
     import onnx
     import onnxruntime as ort
     import torch
@@ -110,11 +113,14 @@ def export_onnx(net, in_shape, path, tol=PARITY_TOL, seed=0):
     if got.shape != ref.shape:
         fail(f"{path}: ONNX Runtime output {got.shape} != PyTorch {ref.shape}")
     err = float(np.max(np.abs(got - ref)))
+    scale = max(1.0, float(np.max(np.abs(ref))))
+    argmax_differs = float(np.mean(np.argmax(got, axis=1) != np.argmax(ref, axis=1)))
     print(f"{os.path.basename(path)}: ops {', '.join(ops)}")
     print(f"{os.path.basename(path)}: ONNX Runtime vs PyTorch on a random batch of 2 "
-          f"{list(x.shape)}: max abs error {err:.3g} (tolerance {tol:g})")
-    if not err < tol:
-        fail(f"{path}: ONNX Runtime differs from PyTorch by {err:.3g} (> {tol:g})")
+          f"{list(x.shape)}: max abs error {err:.3g} (tolerance {tol:g} x {scale:.3g}, the "
+          f"largest |output|); argmax differs at {argmax_differs:.2e} of the voxels")
+    if not err < tol * scale:
+        fail(f"{path}: ONNX Runtime differs from PyTorch by {err:.3g} (> {tol * scale:.3g})")
     return err, tuple(ref.shape[1:])
 
 

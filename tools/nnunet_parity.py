@@ -79,11 +79,24 @@ def make_raw(work, data, holdout):
 def stage_train(a):
     set_env(a.work)
     make_raw(a.work, a.data, a.holdout)
-    pre = os.path.join(os.environ["nnUNet_preprocessed"], DATASET, "nnUNetPlans_3d_fullres")
+    init = None
+    if a.init_from:
+        def init(network, features):
+            init_from_package(network, os.path.abspath(a.init_from), features)
+    train_fold0(DATASET, 4, a, init=init)
+
+
+def train_fold0(dataset, dataset_id, a, init=None, default_features=None):
+    """Plans and pre-processes nnU-Net raw dataset `dataset` (3d_fullres) and trains fold 0 on the
+    CPU with nnU-Net's own trainer for a.epochs x a.iterations; a.features / a.batch_size override
+    the plans (default_features(n_stages) when a.features is not given), and so does a.patch
+    ("ZxYxX") where the caller has one; init(network, features)
+    may load starting weights."""
+    pre = os.path.join(os.environ["nnUNet_preprocessed"], dataset, "nnUNetPlans_3d_fullres")
     t0 = time.time()
     if not os.path.isdir(pre):
-        subprocess.run(["nnUNetv2_plan_and_preprocess", "-d", "4", "-c", "3d_fullres", "-np", "1",
-                        "-npfp", "1", "--verify_dataset_integrity"], check=True,
+        subprocess.run(["nnUNetv2_plan_and_preprocess", "-d", str(dataset_id), "-c", "3d_fullres",
+                        "-np", "1", "-npfp", "1", "--verify_dataset_integrity"], check=True,
                        env=dict(os.environ, nnUNet_n_proc_DA="1"))  # its planner needs >= 1
     print(f"plan+preprocess: {time.time() - t0:.0f} s")
     import torch
@@ -92,29 +105,33 @@ def stage_train(a):
     from batchgenerators.utilities.file_and_folder_operations import load_json
     from nnunetv2.training.nnUNetTrainer.variants.training_length.nnUNetTrainer_Xepochs import \
         nnUNetTrainer_5epochs
-    pdir = os.path.join(os.environ["nnUNet_preprocessed"], DATASET)
+    pdir = os.path.join(os.environ["nnUNet_preprocessed"], dataset)
     plans = load_json(os.path.join(pdir, "nnUNetPlans.json"))
     ds = load_json(os.path.join(pdir, "dataset.json"))
     arch = plans["configurations"]["3d_fullres"]["architecture"]["arch_kwargs"]
-    if a.features:
+    features = a.features or (default_features(arch["n_stages"]) if default_features else None)
+    if features:
         # A smaller network than nnU-Net plans (the plans' 32..320 takes hours per epoch on 2
         # CPU cores); the trainer saves these plans with the checkpoint, so the predictor and
         # the exporter build the same network.
-        arch["features_per_stage"] = [int(f) for f in a.features.split(",")]
+        arch["features_per_stage"] = [int(f) for f in str(features).split(",")]
         if len(arch["features_per_stage"]) != arch["n_stages"]:
             raise SystemExit(f"--features needs {arch['n_stages']} values for these plans")
     if a.batch_size:
         plans["configurations"]["3d_fullres"]["batch_size"] = a.batch_size
-    print(f"network features {arch['features_per_stage']}, batch "
+    if getattr(a, "patch", None):  # zyx, divisible by the network's total stride per axis
+        plans["configurations"]["3d_fullres"]["patch_size"] = [int(v) for v in a.patch.split("x")]
+    print(f"network features {arch['features_per_stage']}, patch "
+          f"{plans['configurations']['3d_fullres']['patch_size']}, batch "
           f"{plans['configurations']['3d_fullres']['batch_size']}")
     plans["continue_training"] = False  # nnUNetTrainer.__init__ pops it (set by run_training.py)
     trainer = nnUNetTrainer_5epochs(plans, "3d_fullres", 0, ds, device=torch.device("cpu"))
     trainer.num_epochs = a.epochs
     trainer.num_iterations_per_epoch = a.iterations
     trainer.num_val_iterations_per_epoch = max(1, a.iterations // 5)
-    if a.init_from:
+    if init:
         trainer.initialize()
-        init_from_package(trainer.network, os.path.abspath(a.init_from), ",".join(map(str, arch["features_per_stage"])))
+        init(trainer.network, ",".join(map(str, arch["features_per_stage"])))
         trainer.initial_lr = a.lr
     t0 = time.time()
     trainer.run_training()
