@@ -23,7 +23,6 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -125,9 +124,7 @@ class Staging {
         if (ec) return ioError("output folder is not writable: " + ec.message(), out_dir_.string());
         return Status::ok();
     }
-    // Thread-safe: outputs are staged side by side.
     std::string path(const std::string& name) {
-        const std::lock_guard<std::mutex> lock(mutex_);
         names_.push_back(name);
         return (dir_ / name).string();
     }
@@ -161,7 +158,6 @@ class Staging {
   private:
     fs::path out_dir_;
     fs::path dir_;
-    std::mutex mutex_;
     std::vector<std::string> names_;
     bool created_ = false;
     bool committed_ = false;
@@ -424,36 +420,43 @@ Result<SegmentReport> Segmenter::write(const StudyInput& input, SegmentWork&& wo
         auto t = Clock::now();
         const SegmentOutputs& outs = s.options.outputs;
         const auto labels = modelLabelInfos(m);
+        // Staged names registered here, in a fixed order (the order of `written`).
+        const bool seg = outs.dicom_seg && input.series;  // prepare() refused 'seg' otherwise
+        const std::string label_path =
+            outs.label_map ? staging.path("segmentation." + outs.label_format) : "";
+        const std::string seg_path = seg ? staging.path("segmentation.dcm") : "";
+        const std::string json_path = outs.statistics ? staging.path("statistics.json") : "";
+        const std::string csv_path = outs.statistics ? staging.path("statistics.csv") : "";
+        const std::string preview_path = outs.preview ? staging.path("preview.png") : "";
+        std::vector<std::string> probability_paths;
+        if (outs.probabilities)
+            for (int value : m.channelLabelValues())
+                probability_paths.push_back(
+                    staging.path("probabilities_" + std::to_string(value) + ".nii.gz"));
+
         std::vector<std::function<Status()>> jobs;
         jobs.emplace_back([&]() -> Status {  // statistics: report.statistics is always filled
             VOXSEG_ASSIGN_OR_RETURN(report.statistics,
                                     computeStatistics(report.label_map, &input.volume, labels));
             if (!outs.statistics) return Status::ok();
-            VOXSEG_RETURN_IF_ERROR(
-                writeStatisticsJson(report.statistics, staging.path("statistics.json")));
-            return writeStatisticsCsv(report.statistics, staging.path("statistics.csv"));
+            VOXSEG_RETURN_IF_ERROR(writeStatisticsJson(report.statistics, json_path));
+            return writeStatisticsCsv(report.statistics, csv_path);
         });
-        if (outs.dicom_seg && input.series)  // prepare() refused 'seg' without a series
+        if (seg)
             jobs.emplace_back([&]() -> Status {
                 io::SegWriteOptions so;
                 so.algorithm_name = m.name;
                 so.algorithm_version = m.version;
                 so.series_description = m.name + " segmentation";
                 return io::writeDicomSeg(report.label_map, *input.series,
-                                         modelSegmentDescriptions(m), so,
-                                         staging.path("segmentation.dcm"))
+                                         modelSegmentDescriptions(m), so, seg_path)
                     .status();
             });
         if (outs.label_map)
-            jobs.emplace_back([&] {
-                return io::writeImage(report.label_map,
-                                      staging.path("segmentation." + outs.label_format));
-            });
+            jobs.emplace_back([&] { return io::writeImage(report.label_map, label_path); });
         if (outs.preview)
             jobs.emplace_back([&] {
-                return writePreview(input.volume, report.label_map, labels,
-                                    staging.path("preview.png"))
-                    .status();
+                return writePreview(input.volume, report.label_map, labels, preview_path).status();
             });
         if (outs.probabilities)
             jobs.emplace_back([&]() -> Status {
@@ -462,14 +465,12 @@ Result<SegmentReport> Segmenter::write(const StudyInput& input, SegmentWork&& wo
                     engine::sigmoidInPlace(probs);
                 else
                     engine::softmaxChannelsInPlace(probs);
-                const auto values = m.channelLabelValues();
                 for (int64_t c = 0; c < probs.dim(0); ++c) {
                     VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
                     VOXSEG_ASSIGN_OR_RETURN(Volume p,
                                             scoreChannelToOriginal(probs, c, work.pre.record));
-                    const std::string name =
-                        "probabilities_" + std::to_string(values[c]) + ".nii.gz";
-                    VOXSEG_RETURN_IF_ERROR(io::writeImage(p, staging.path(name)));
+                    VOXSEG_RETURN_IF_ERROR(
+                        io::writeImage(p, probability_paths[static_cast<size_t>(c)]));
                 }
                 return Status::ok();
             });

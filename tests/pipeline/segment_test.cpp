@@ -114,6 +114,7 @@ TEST(Segment, OutputsWrittenSideBySideEqualThoseWrittenInTurn) {
     testing::TempDir dir;
     const std::string package = makePackage(dir, "MR");
     const StudyInput study = makeStudy("MR");
+    std::vector<std::vector<std::string>> written;  // file names in the order reported
     auto runWith = [&](int output_threads, const std::string& format,
                        const std::string& out) -> Status {
         SegmentOptions options;
@@ -123,7 +124,12 @@ TEST(Segment, OutputsWrittenSideBySideEqualThoseWrittenInTurn) {
         options.output_threads = output_threads;
         auto segmenter = Segmenter::create(package, options);
         if (!segmenter.isOk()) return segmenter.status();
-        return segmenter->run(study, "synthetic", out).status();
+        auto report = segmenter->run(study, "synthetic", out);
+        if (!report.isOk()) return report.status();
+        written.emplace_back();
+        for (const auto& path : report->written)
+            written.back().push_back(fs::path(path).filename().string());
+        return Status::ok();
     };
     ASSERT_TRUE(runWith(1, "nii.gz", dir / "in_turn").isOk());
     ASSERT_TRUE(runWith(4, "nii.gz", dir / "side_by_side").isOk());
@@ -136,6 +142,10 @@ TEST(Segment, OutputsWrittenSideBySideEqualThoseWrittenInTurn) {
         ++compared;
     }
     EXPECT_EQ(compared, 7);
+    ASSERT_EQ(written.size(), 2u);
+    EXPECT_EQ(written[0], written[1]);
+    EXPECT_EQ(written[0].front(), "segmentation.nii.gz");
+    EXPECT_EQ(written[0].back(), "run.json");
 
     const Status bad = runWith(4, "xyz", dir / "bad");
     ASSERT_FALSE(bad.isOk());
