@@ -11,24 +11,9 @@
 #include <cstdlib>
 #include <filesystem>
 
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
-
 namespace voxseg::app {
 namespace {
 constexpr const char* kComponent = "batch";
-
-// glibc raises its mmap threshold each time a large mmapped block is freed (up to 32 MiB), after
-// which a case's 5-40 MiB buffers come from the per-thread arenas and fragment them: the peak of
-// a CPU batch of CT phantoms grew from 490 to 646 MiB over 20 cases. A fixed 4 MiB threshold
-// returns every large buffer to the system when freed: peak 409 -> 421 MiB over the same 20
-// cases, for about 2.5 % more time (page faults). MALLOC_MMAP_THRESHOLD_ in the environment wins.
-void keepLargeAllocationsMapped() {
-#if defined(__GLIBC__)
-    if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) mallopt(M_MMAP_THRESHOLD, 4 << 20);
-#endif
-}
 }  // namespace
 
 CLI::App* addBatchCommand(CLI::App& app, BatchCommandOptions& o) {
@@ -82,7 +67,6 @@ CLI::App* addBatchCommand(CLI::App& app, BatchCommandOptions& o) {
 
 ExitCode runBatch(const BatchCommandOptions& o, const CommandContext& ctx) {
     keepRunningOnRepeatedSigterm();
-    keepLargeAllocationsMapped();
     batch::BatchOptions bo;
     auto so = toSegmentOptions(o.seg);
     if (!so.isOk()) return fail(so.status(), Stage::kInput);

@@ -5,6 +5,7 @@
 #include "app/progress_bar.h"
 #include "app/signals.h"
 #include "core/log.h"
+#include "core/malloc_tuning.h"
 #include "core/openmp_wait.h"
 #include "io/dcmtk_log.h"
 
@@ -91,6 +92,7 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
     voxseg::usePassiveOpenMpWaiting(argv);  // may re-execute the program (core/openmp_wait.h)
+    voxseg::keepLargeAllocationsMapped();   // flat, repeatable peak memory (core/malloc_tuning.h)
     // Library code reports errors as Status; anything thrown here is a bug or memory exhaustion.
     try {
         return run(argc, argv);

@@ -9,6 +9,7 @@
 // QT_QPA_PLATFORM) it says so and exits with 2, or, for --screenshot and --bench, falls back to
 // the offscreen platform with a message (no 3D view there).
 #include "core/log.h"
+#include "core/malloc_tuning.h"
 #include "core/openmp_wait.h"
 #include "io/dcmtk_log.h"
 #include "pipeline/segment.h"
@@ -104,6 +105,7 @@ bool checkDisplay(int argc, char** argv) {
 
 int main(int argc, char** argv) {
     voxseg::usePassiveOpenMpWaiting(argv);  // may re-execute the program (core/openmp_wait.h)
+    voxseg::keepLargeAllocationsMapped();   // flat, repeatable peak memory (core/malloc_tuning.h)
     if (!checkDisplay(argc, argv)) return 2;
     QApplication::setHighDpiScaleFactorRoundingPolicy(
         Qt::HighDpiScaleFactorRoundingPolicy::PassThrough);
