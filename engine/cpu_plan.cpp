@@ -35,6 +35,13 @@ const char* n4[] = {"nchw", "nhwc", "nChw16c", "nChw8c"};
 
 }  // namespace
 
+bool isChannelsLast(const dnnl::memory::desc& md) {
+    const auto dims = md.dims();
+    if (dims.size() == 5) return md == dnnl::memory::desc(dims, md.data_type(), tag::ndhwc);
+    if (dims.size() == 4) return md == dnnl::memory::desc(dims, md.data_type(), tag::nhwc);
+    return false;
+}
+
 dnnl::memory::desc sameLayout(const dnnl::memory::desc& like, const dnnl::memory::dims& dims,
                               dt type) {
     const auto ld = like.dims();

@@ -62,6 +62,8 @@ struct Step {
 };
 
 // `dims` in the same layout family as `like` (ndhwc, nCdhw16c, ...); plain when unknown.
+// ndhwc / nhwc.
+bool isChannelsLast(const dnnl::memory::desc& md);
 dnnl::memory::desc sameLayout(const dnnl::memory::desc& like, const dnnl::memory::dims& dims,
                               dt type);
 

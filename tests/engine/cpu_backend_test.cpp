@@ -82,9 +82,10 @@ TEST(CpuBackend, UnetLevelMatchesUnfusedReferenceWithBlockedLayoutsAndReuse) {
     EXPECT_EQ(countOf(got.describe, "eltwise"), 0) << got.describe;
     EXPECT_EQ(countOf(got.describe, "instancenorm"), 6) << got.describe;
     EXPECT_EQ(countOf(got.describe, "instancenorm ncdhw"), 0) << got.describe;
-    // Layout: the layers chain in the layout the convolutions chose (ndhwc or nCdhw16c);
-    // reorders only at the input (into the first conv's layout) and at the output.
-    EXPECT_EQ(countOf(got.describe, "reorder"), 2) << got.describe;
+    // Layout: the layers chain in the layout the convolutions chose (ndhwc or nCdhw16c), the
+    // first conv reads the plain input and the concat writes its inputs' layout: one reorder,
+    // at the output (oneDNN's own choice of concat output took a second one before the conv).
+    EXPECT_EQ(countOf(got.describe, "reorder"), 1) << got.describe;
     // Buffer reuse: the arena is smaller than the sum of the activations it holds.
     size_t total = 0;
     Graph shaped = optimize(g);
