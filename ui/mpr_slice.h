@@ -22,6 +22,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace voxseg::ui {
@@ -83,24 +84,46 @@ void renderSlice(const Volume& volume, const SliceFrame& frame, int64_t slice,
 // Slices of the view whose slices cut across the stored rows (sagittal of an axial stack) in
 // blocks of kSlices consecutive slices, copied slice-major in one pass: the strided read touches
 // each cache line once per block instead of once per slice, so scrolling reads contiguous
-// memory for kSlices - 1 of kSlices steps. Memory: kSlices slices (16 MB for a 512x500 int16
-// sagittal slice). Not thread-safe (one per view, GUI thread).
+// memory for kSlices - 1 of kSlices steps. The neighbouring block in the scroll direction is
+// built on a background thread meanwhile, so crossing into it costs no build on the GUI thread.
+// Memory: two blocks of kSlices slices (2 x 16 MB for a 512x500 int16 sagittal slice). Not
+// thread-safe (one per view, GUI thread); the background build reads its own Volume handle.
 class SlabCache {
   public:
     static constexpr int64_t kSlices = 32;
+    SlabCache() = default;
+    SlabCache(const SlabCache&) = delete;
+    SlabCache& operator=(const SlabCache&) = delete;
+    ~SlabCache() { clear(); }
     // Renders like renderSlice(); through the block when frame.axis_n == 0, else directly.
     void render(const Volume& volume, const SliceFrame& frame, int64_t slice,
                 const WindowLevel& window, uint32_t* argb);
-    void clear() { slab_ = Volume(); }
+    void clear();
     size_t bytes() const;
+    // Blocks built on the calling thread (a block taken from the background build not counted).
     int64_t blocksBuilt() const { return blocks_built_; }
+    int64_t blocksPrefetched() const { return blocks_prefetched_; }
 
   private:
+    struct Key {
+        const void* source = nullptr;
+        int64_t first = -1;
+        int64_t n = 0;
+        ViewAxis view = ViewAxis::kAxial;
+        bool operator==(const Key&) const = default;
+    };
+    void prefetch(const Volume& volume, const SliceFrame& frame, int64_t first);
+    void joinPrefetch();
+
     Volume slab_;  // size {size[axis_x], size[axis_y], n}: slice-major copy
-    const void* source_ = nullptr;
-    int64_t first_ = -1;
-    ViewAxis view_ = ViewAxis::kAxial;
+    Key key_;
+    int64_t last_slice_ = -1;
+    std::thread worker_;  // builds next_ for next_key_
+    Volume next_;         // written by worker_ until it is joined
+    Key next_key_;
+    size_t next_bytes_ = 0;
     int64_t blocks_built_ = 0;
+    int64_t blocks_prefetched_ = 0;
 };
 
 // How labels are drawn over the image.

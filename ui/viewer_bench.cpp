@@ -126,9 +126,17 @@ int main(int argc, char** argv) {
             for (bool after : {false, true}) {
                 for (int a = 0; a < 3; ++a)
                     w.view(static_cast<ViewAxis>(a))->setUseSlabCache(after);
+                const SlabCache& cache = w.view(axis)->slabCache();
+                const int64_t built = cache.blocksBuilt(), taken = cache.blocksPrefetched();
                 printRow(
                     name(layout, axis, after ? "no overlay, after" : "no overlay, before").c_str(),
                     scroll(w, axis, frames));
+                if (after && cache.blocksBuilt() + cache.blocksPrefetched() > built + taken)
+                    std::printf(
+                        "  (%s: %lld slab blocks built while the view waited, %lld taken "
+                        "from the background build)\n",
+                        viewAxisName(axis), static_cast<long long>(cache.blocksBuilt() - built),
+                        static_cast<long long>(cache.blocksPrefetched() - taken));
             }
     };
     plainRows("1x3");

@@ -218,7 +218,7 @@ TEST(BlendLabels, BoundingBoxGivesTheSamePixels) {
 
 // The slab cache renders exactly renderSlice's pixels for every view and slice (forwards and
 // backwards, a last block shorter than kSlices, rows in full and partial copy tiles), and builds
-// one block per kSlices slices of the strided view only.
+// one block per kSlices slices of the strided view only, the next one in the background.
 TEST(SlabCache, SamePixelsAsReadingTheVolumeOneBlockPerSlab) {
     const Mat3 ras = {-1, 0, 0, 0, -1, 0, 0, 0, 1};
     for (const Mat3& dir : {Mat3{1, 0, 0, 0, 1, 0, 0, 0, 1}, ras}) {
@@ -241,10 +241,35 @@ TEST(SlabCache, SamePixelsAsReadingTheVolumeOneBlockPerSlab) {
                 cache.render(image, f, s, window, cached.data());
                 ASSERT_EQ(direct, cached) << viewAxisName(view) << " slice " << s;
             }
-            // Strided view: blocks [0, 32) and [32, 39) forwards, then again backwards.
-            EXPECT_EQ(cache.blocksBuilt(), f.axis_n == 0 ? 3 : 0) << viewAxisName(view);
+            // Strided view: blocks [0, 32) and [32, 39) forwards, then [0, 32) again backwards;
+            // only the first is built while the view waits, the others in the background.
+            EXPECT_EQ(cache.blocksBuilt(), f.axis_n == 0 ? 1 : 0) << viewAxisName(view);
+            EXPECT_EQ(cache.blocksPrefetched(), f.axis_n == 0 ? 2 : 0) << viewAxisName(view);
         }
     }
+}
+
+// A block built in the background for one volume is never shown for another: after scrolling
+// volume A up to a block boundary (its next block on its way), volume B's slices past the
+// boundary are B's.
+TEST(SlabCache, BackgroundBlockOfAnotherVolumeIsNotUsed) {
+    const Geometry g = makeGeometry({SlabCache::kSlices * 2, 20, 6}, {1, 1, 1}, {0, 0, 0},
+                                    Mat3{1, 0, 0, 0, 1, 0, 0, 0, 1});
+    const Volume a = makeVolume<int16_t>(g, [](const Vec3& p) { return p[0] * 3 + p[1]; });
+    const Volume b = makeVolume<int16_t>(g, [](const Vec3& p) { return 500 - p[0] * 2 - p[2]; });
+    const WindowLevel window{600, 200};
+    const SliceFrame f = makeSliceFrame(g, ViewAxis::kSagittal);
+    ASSERT_EQ(f.axis_n, 0);
+    SlabCache cache;
+    std::vector<uint32_t> direct(static_cast<size_t>(f.width * f.height)), cached = direct;
+    for (int64_t s = SlabCache::kSlices - 3; s < SlabCache::kSlices; ++s)
+        cache.render(a, f, s, window, cached.data());
+    for (int64_t s = SlabCache::kSlices; s < SlabCache::kSlices + 3; ++s) {
+        renderSlice(b, f, s, window, direct.data());
+        cache.render(b, f, s, window, cached.data());
+        ASSERT_EQ(direct, cached) << "slice " << s;
+    }
+    EXPECT_EQ(cache.blocksPrefetched(), 0);
 }
 
 // Drawing from the runs gives exactly the pixels of reading the volume: stored axial (LPS, RAS)
