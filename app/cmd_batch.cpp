@@ -8,7 +8,6 @@
 #include "core/log.h"
 
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 
 namespace voxseg::app {

@@ -318,11 +318,15 @@ void SlabCache::clear() {
     last_slice_ = -1;
 }
 
+SlabCache::Key SlabCache::keyOf(const Volume& volume, const SliceFrame& frame, int64_t first) {
+    return {volume.rawData(), first, std::min(kSlices, frame.depth - first), frame.view};
+}
+
 void SlabCache::prefetch(const Volume& volume, const SliceFrame& frame, int64_t first) {
     if (first < 0 || first >= frame.depth) return;
-    const Key key{volume.rawData(), first, std::min(kSlices, frame.depth - first), frame.view};
-    if (next_key_ == key && (worker_.joinable() || !next_.empty())) return;  // on its way
-    joinPrefetch();  // the previous one (long done: it was started a block ago)
+    const Key key = keyOf(volume, frame, first);
+    if (nextIs(key)) return;  // on its way
+    joinPrefetch();           // the previous one (long done: it was started a block ago)
     next_ = Volume();
     next_key_ = key;
     const Geometry g = volume.geometry();
@@ -340,9 +344,9 @@ void SlabCache::render(const Volume& volume, const SliceFrame& frame, int64_t sl
         return;
     }
     const int64_t first = slice / kSlices * kSlices;
-    const Key key{volume.rawData(), first, std::min(kSlices, frame.depth - first), frame.view};
+    const Key key = keyOf(volume, frame, first);
     if (slab_.empty() || !(key_ == key)) {
-        if (next_key_ == key && (worker_.joinable() || !next_.empty())) {
+        if (nextIs(key)) {
             joinPrefetch();  // the background build of this very block: done or nearly
             slab_ = std::move(next_);
             next_ = Volume();

@@ -112,6 +112,11 @@ class SlabCache {
         ViewAxis view = ViewAxis::kAxial;
         bool operator==(const Key&) const = default;
     };
+    static Key keyOf(const Volume& volume, const SliceFrame& frame, int64_t first);
+    // The background build is of `key` (running, or done and not taken yet).
+    bool nextIs(const Key& key) const {
+        return next_key_ == key && (worker_.joinable() || !next_.empty());
+    }
     void prefetch(const Volume& volume, const SliceFrame& frame, int64_t first);
     void joinPrefetch();
 
