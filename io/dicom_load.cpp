@@ -202,7 +202,7 @@ Result<Volume> loadSeries(const SeriesCandidate& c, const DicomLoadOptions& opti
         stack.col_dir = g.axisDirection(1);
         stack.column_spacing = g.spacing[0];
         stack.row_spacing = g.spacing[1];
-        auto resampled = resampleStack(stack, c.tilted, options.threads);
+        auto resampled = resampleStack(stack, options.threads);
         if (!resampled.isOk()) return resampled.status().withContext("resampling " + name + ": ");
         out_geometry = resampled->geometry;
         std::string what = c.tilted ? fmt::format("gantry tilt {:.2f} deg", c.tilt_degrees) : "";
@@ -210,7 +210,7 @@ Result<Volume> loadSeries(const SeriesCandidate& c, const DicomLoadOptions& opti
         if (c.has_gaps) what += std::string(what.empty() ? "" : ", ") + "missing slices";
         std::string msg = fmt::format(
             "{}: resampled ({}) from {} slices to a regular {}x{}x{} grid, {:.4g}x{:.4g}x{:.4g} "
-            "mm, stacking axis as third axis",
+            "mm, acquired orientation kept, every acquired pixel inside",
             name, what, c.slices.size(), out_geometry.size[0], out_geometry.size[1],
             out_geometry.size[2], out_geometry.spacing[0], out_geometry.spacing[1],
             out_geometry.spacing[2]);

@@ -45,6 +45,9 @@ Result<std::vector<std::string>> writeSynthSeries(const SynthSeriesSpec& spec,
     if (!spec.slice_offsets.empty() &&
         spec.slice_offsets.size() != static_cast<size_t>(spec.slices))
         return invalidArgument("slice_offsets must hold one offset per slice");
+    if (!spec.slice_positions.empty() &&
+        spec.slice_positions.size() != static_cast<size_t>(spec.slices))
+        return invalidArgument("slice_positions must hold one position per slice");
     if (spec.bits_stored < 1 || spec.bits_stored > 16)
         return invalidArgument("bits_stored must be 1..16");
     std::error_code ec;
@@ -76,6 +79,7 @@ Result<std::vector<std::string>> writeSynthSeries(const SynthSeriesSpec& spec,
         Vec3 ipp;
         for (int a = 0; a < 3; ++a)
             ipp[a] = spec.origin[a] + offset * normal[a] + k * spec.tilt_shift[a];
+        if (!spec.slice_positions.empty()) ipp = spec.slice_positions[static_cast<size_t>(k)];
 
         DcmFileFormat file;
         DcmDataset* d = file.getDataset();

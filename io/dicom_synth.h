@@ -36,6 +36,8 @@ struct SynthSeriesSpec {
     std::vector<double> slice_offsets;
     // In-plane drift per slice (mm, LPS), as a tilted gantry gives: IPP_k += k * tilt_shift.
     Vec3 tilt_shift{0, 0, 0};
+    // Explicit IPP per slice (mm, LPS); overrides origin, offsets and tilt_shift when not empty.
+    std::vector<Vec3> slice_positions;
     bool is_signed = true;  // PixelRepresentation
     int bits_stored = 16;   // BitsAllocated is 16
     double slope = 1.0;

@@ -6,7 +6,8 @@ pkgs=(build-essential cmake ninja-build pkg-config ccache git
       libinsighttoolkit5-dev libfftw3-dev libdcmtk-dev libdnnl-dev ocl-icd-opencl-dev
       nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev zlib1g-dev libdeflate-dev
       libopenjp2-7-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev libonnx-dev libprotobuf-dev
-      protobuf-compiler dcmtk dcm2niix dicom3tools libgdcm-tools clang libclang-rt-14-dev)
+      protobuf-compiler dcmtk dcm2niix dicom3tools libgdcm-tools clang libclang-rt-14-dev
+      plastimatch)
 # Slurm + munge for tests/batch/slurm_array_test.sh (label slow), which starts its own one-node
 # cluster; the packages' services are not enabled or started by voxseg.
 pkgs+=(slurmctld slurmd slurm-client munge)

@@ -197,7 +197,7 @@ TEST(DicomLoadData, GeT1AndXa30EnhancedMatchDcm2niix) {
     }
 }
 
-TEST(DicomLoadData, GeTiltedCtIsResampledOntoAnAxialGrid) {
+TEST(DicomLoadData, GeTiltedCtIsDeShearedInItsAcquiredOrientation) {
     const std::string rel = "dcm_qa_ct/GE_HiSpeedDual_tilt_varspacing";
     VOXSEG_REQUIRE_DATA(rel);
     auto scan = scanDicom({sharedData(rel).string()});
@@ -209,20 +209,23 @@ TEST(DicomLoadData, GeTiltedCtIsResampledOntoAnAxialGrid) {
     ASSERT_TRUE(v.isOk()) << v.status().toString();
     const Geometry g = v->geometry();
     EXPECT_EQ(v->pixelType(), PixelType::kInt16);
-    // The table moved along z (IPP x and y are constant): the grid is axial, in-plane spacing
-    // and rows direction (1, 0, 0) kept from Ref/_2.json's IOP, slices along +z.
-    const Vec3 x{1, 0, 0}, y{0, 1, 0}, z{0, 0, 1};
+    // The grid keeps the images' orientation (Ref/_2.json's IOP: rows along x, columns tilted
+    // 18.5 degrees) with the slice normal as third axis.
+    const double t = 18.5 * M_PI / 180;
+    const Vec3 x{1, 0, 0}, y{0, std::cos(t), -std::sin(t)}, z{0, std::sin(t), std::cos(t)};
     for (int a = 0; a < 3; ++a) {
-        EXPECT_NEAR(g.axisDirection(0)[a], x[a], 1e-6);
-        EXPECT_NEAR(g.axisDirection(1)[a], y[a], 1e-6);
-        EXPECT_NEAR(g.axisDirection(2)[a], z[a], 1e-6);
+        EXPECT_NEAR(g.axisDirection(0)[a], x[a], 2e-3);
+        EXPECT_NEAR(g.axisDirection(1)[a], y[a], 2e-3);
+        EXPECT_NEAR(g.axisDirection(2)[a], z[a], 2e-3);
     }
     EXPECT_NEAR(g.spacing[0], 0.488281, 1e-5);
-    // Slice centres run from z = 5.836 - 34.3 to 157.776 - 34.3 (centre offset of a tilted
-    // slice: 255.5 * 0.488 * -0.3173); median step along z 4.22 mm.
-    EXPECT_NEAR(g.spacing[2], 4.22, 1e-3);
-    EXPECT_EQ(g.size[2], std::llround((157.7760586 - 5.8360586) / 4.22) + 1);
+    // IPP z runs from 5.836 to 157.776 mm: 144.1 mm along the normal in 36 steps of the median
+    // 4.0 mm, and 48.2 mm of drift along the columns (99 more rows: dcm2niix's tilt-corrected
+    // output has the same 611).
+    EXPECT_NEAR(g.spacing[2], (157.7760586 - 5.8360586) * std::cos(t) / 36, 2e-3);
+    EXPECT_EQ(g.size[2], 37);
     EXPECT_EQ(g.size[0], 512);
+    EXPECT_EQ(g.size[1], 611);
     // Values are CT numbers: air about -1000 inside the field of view, bone above 1000.
     const int16_t* p = v->data<int16_t>();
     const auto [lo, hi] = std::minmax_element(p, p + g.voxelCount());

@@ -3,6 +3,7 @@
 // (values that are linear in patient coordinates survive linear resampling exactly).
 #include "io/dicom_series.h"
 #include "io/dicom_synth.h"
+#include "tests/io/acquired_sampling.h"
 #include "tests/test_data.h"
 
 #include <gtest/gtest.h>
@@ -139,7 +140,7 @@ int64_t expectLinearValues(const Volume& v, double tol) {
     return filled;
 }
 
-TEST(DicomLoad, TiltedStackIsResampledToAnOrthogonalGridOrRefused) {
+TEST(DicomLoad, TiltedStackIsDeShearedInItsAcquiredOrientationOrRefused) {
     TempDir dir;
     SynthSeriesSpec spec;
     spec.columns = 20;
@@ -147,9 +148,9 @@ TEST(DicomLoad, TiltedStackIsResampledToAnOrthogonalGridOrRefused) {
     spec.slices = 10;
     spec.column_spacing = 1.0;
     spec.row_spacing = 1.0;
-    // Gantry tilted 20 degrees about x: image columns run along (0, cos, -sin); the table
-    // moves along z, so slice origins move along z only.
-    const double t = 20 * M_PI / 180;
+    // Gantry tilted 30 degrees about x: image columns run along (0, cos, -sin); the table
+    // moves 2 mm along z per slice, so each slice drifts by 2 sin(30) = 1 row along its columns.
+    const double t = 30 * M_PI / 180;
     spec.col_dir = {0, std::cos(t), -std::sin(t)};
     const Vec3 n = cross(spec.row_dir, spec.col_dir);
     const double dz = 2.0;
@@ -161,7 +162,7 @@ TEST(DicomLoad, TiltedStackIsResampledToAnOrthogonalGridOrRefused) {
     ASSERT_TRUE(scan.isOk());
     const SeriesCandidate& c = only(*scan);
     ASSERT_TRUE(c.tilted);
-    EXPECT_NEAR(c.tilt_degrees, 20.0, 1e-3);
+    EXPECT_NEAR(c.tilt_degrees, 30.0, 1e-3);
 
     auto refused = loadSeries(c, DicomLoadOptions{.tilt = IrregularPolicy::kRefuse});
     ASSERT_FALSE(refused.isOk());
@@ -171,21 +172,68 @@ TEST(DicomLoad, TiltedStackIsResampledToAnOrthogonalGridOrRefused) {
     auto v = loadSeries(c, DicomLoadOptions{.threads = 2});
     ASSERT_TRUE(v.isOk()) << v.status().toString();
     const Geometry g = v->geometry();
+    // The acquired orientation: rows, columns, then the slice normal; planes are the slices.
     for (int a = 0; a < 3; ++a) {
-        EXPECT_NEAR(g.axisDirection(2)[a], a == 2 ? 1.0 : 0.0, 1e-6);  // the table axis
-        EXPECT_NEAR(g.axisDirection(0)[a], a == 0 ? 1.0 : 0.0, 1e-6);
+        EXPECT_NEAR(g.axisDirection(0)[a], spec.row_dir[a], 1e-6);
+        EXPECT_NEAR(g.axisDirection(1)[a], spec.col_dir[a], 1e-6);
+        EXPECT_NEAR(g.axisDirection(2)[a], n[a], 1e-6);
     }
-    EXPECT_NEAR(dot(g.axisDirection(0), g.axisDirection(1)), 0.0, 1e-9);
-    EXPECT_NEAR(g.spacing[2], dz, 1e-6);
+    EXPECT_NEAR(g.spacing[2], dz * std::cos(t), 1e-6);
     EXPECT_EQ(g.size[2], spec.slices);
-    // Slice origins move along z only, so every footprint projects on y as (rows - 1) cos t.
-    EXPECT_EQ(g.size[1], std::llround((spec.rows - 1) * std::cos(t)) + 1);
+    EXPECT_EQ(g.size[0], spec.columns);
+    // The plane holds every slice: 16 rows plus the 9 rows the last slice drifted.
+    EXPECT_EQ(g.size[1], spec.rows + spec.slices - 1);
     ASSERT_EQ(v->pixelType(), PixelType::kInt16);
-    expectLinearValues(*v, 1.0);  // stored values were rounded to integers, output too
+    // Values exact (whole-row drift) where a slice lies; each plane has 9 rows no slice of its
+    // own covers, which get the fill value (a few of them hold it as their linear value too).
+    EXPECT_GE(expectLinearValues(*v, 1.0), 0);
+    const std::string filled =
+        std::to_string((spec.slices - 1) * spec.columns * spec.slices) + " voxels outside";
     bool warned = false;
     for (const std::string& w : v->info().warnings)
-        warned |= w.find("resampled") != std::string::npos;
-    EXPECT_TRUE(warned);
+        warned |= w.find("resampled") != std::string::npos && w.find(filled) != std::string::npos;
+    EXPECT_TRUE(warned) << filled;
+}
+
+// Regression (issue 16): the grid spanned the slice centres along the table axis, and the
+// corners of the tilted end slices fell outside it. A fractional drift, uneven steps and a
+// missing slice together; values vary at every pixel (hashed), so a fill or an extrapolation
+// from the wrong place shows.
+TEST(DicomLoad, EveryAcquiredPixelOfATiltedUnevenGappedStackIsOnTheGrid) {
+    TempDir dir;
+    SynthSeriesSpec spec;
+    spec.columns = 23;
+    spec.rows = 19;
+    spec.slices = 12;
+    spec.column_spacing = 0.9;
+    spec.row_spacing = 0.8;
+    const double t = 17 * M_PI / 180;
+    spec.col_dir = {0, std::cos(t), -std::sin(t)};
+    spec.value = [](int i, int j, int k) {
+        const uint32_t h = static_cast<uint32_t>(i * 73856093) ^
+                           static_cast<uint32_t>(j * 19349663) ^
+                           static_cast<uint32_t>(k * 83492791);
+        return static_cast<int32_t>(h % 2000) - 1000;
+    };
+    // The table moves along z by uneven steps, with one slice missing after the fifth: the
+    // slices drift along their columns by -sin(t) per mm of table travel.
+    double z = 0;
+    for (int k = 0; k < spec.slices; ++k) {
+        spec.slice_positions.push_back({0, 0, z});
+        z += k == 4 ? 6.0 : (k % 3 == 0 ? 1.3 : 2.9);
+    }
+    ASSERT_TRUE(writeSynthSeries(spec, dir / "irregular").isOk());
+    auto scan = scanFolder(dir / "irregular");
+    ASSERT_TRUE(scan.isOk());
+    const SeriesCandidate& c = only(*scan);
+    ASSERT_TRUE(c.tilted && c.uneven_spacing && c.has_gaps);
+    auto v = loadSeries(c, DicomLoadOptions{.threads = 2});
+    ASSERT_TRUE(v.isOk()) << v.status().toString();
+    const Volume acquired = voxseg::testing::loadAcquired(c);
+    const auto s = voxseg::testing::sampleAcquiredPixels(c, acquired, *v, 0.5 + 1e-3);
+    EXPECT_EQ(s.pixels, int64_t{spec.columns} * spec.rows * spec.slices);
+    EXPECT_EQ(s.outside, 0);
+    EXPECT_EQ(s.out_of_range, 0) << "worst excess " << s.worst_excess;
 }
 
 TEST(DicomLoad, MissingSlicesAreInterpolatedWhenFewFilledWhenManyOrRefused) {
@@ -238,8 +286,9 @@ TEST(DicomLoad, UnevenSpacingIsResampledToTheMedianStep) {
         loadSeries(c, DicomLoadOptions{.uneven_spacing = IrregularPolicy::kRefuse}).isOk());
     auto v = loadSeries(c);
     ASSERT_TRUE(v.isOk()) << v.status().toString();
-    EXPECT_NEAR(v->geometry().spacing[2], 2.0, 1e-9);
-    EXPECT_EQ(v->geometry().size[2], 7);  // 12.6 / 2 rounds to 6 steps
+    // 12.6 mm / median 2 mm rounds to 6 steps: 2.1 mm puts the last slice on the last plane.
+    EXPECT_NEAR(v->geometry().spacing[2], 2.1, 1e-9);
+    EXPECT_EQ(v->geometry().size[2], 7);
     expectLinearValues(*v, 1.0);
 }
 
