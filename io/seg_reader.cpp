@@ -159,7 +159,23 @@ Result<SegReadResult> readDicomSeg(const std::string& path, const SegReadOptions
     }
 
     Geometry grid;
-    if (options.grid) {
+    if (options.source) {
+        // Frames onto the source slices: planes x rows x columns of the acquired images.
+        const AcquiredPlanes planes = AcquiredPlanes::of(*options.source);
+        if (planes.columns != cols || planes.rows != rows)
+            return invalidArgument("SEG frames are " + std::to_string(cols) + "x" +
+                                       std::to_string(rows) + " but the source series' images " +
+                                       std::to_string(planes.columns) + "x" +
+                                       std::to_string(planes.rows),
+                                   path);
+        for (int a = 0; a < 3; ++a)
+            if (std::abs(row[a] - planes.row_dir[a]) > 1e-4 ||
+                std::abs(col[a] - planes.col_dir[a]) > 1e-4)
+                return invalidArgument(
+                    "the SEG's plane orientation differs from its source series' images", path);
+        grid = options.source->geometry;
+        grid.size = {cols, rows, static_cast<int64_t>(planes.planeCount())};
+    } else if (options.grid) {
         grid = *options.grid;
     } else {
         const Vec3 normal = cross(row, col);
@@ -203,16 +219,35 @@ Result<SegReadResult> readDicomSeg(const std::string& path, const SegReadOptions
     const int64_t plane = static_cast<int64_t>(rows) * cols;
     const Uint8 threshold = result.fractional ? static_cast<Uint8>((max_fractional + 1) / 2) : 1;
 
-    for (size_t f = 0; f < num_frames; ++f) {
-        const Vec3 idx = grid.physicalToIndex(frames[f].position);
+    // Plane of the target a frame lies on (a source slice, or a slice of the grid).
+    auto planeOf = [&](const Vec3& position) -> int64_t {
+        if (options.source) {
+            const std::vector<SliceRef>& slices = options.source->slices;
+            const double tolerance = std::max(1e-3, 0.05 * options.source->geometry.spacing[2]);
+            for (size_t k = 0; k < slices.size(); ++k) {
+                const Vec3& q = slices[k].position;
+                if (std::hypot(q[0] - position[0], q[1] - position[1], q[2] - position[2]) <=
+                    tolerance)
+                    return static_cast<int64_t>(k);
+            }
+            return -1;
+        }
+        const Vec3 idx = grid.physicalToIndex(position);
         const double k_round = std::round(idx[2]);
         if (std::abs(idx[0]) > kOnGridTolerance || std::abs(idx[1]) > kOnGridTolerance ||
             std::abs(idx[2] - k_round) > kOnGridTolerance || k_round < 0 ||
             k_round >= static_cast<double>(grid.size[2]))
-            return invalidArgument("SEG frame " + std::to_string(f + 1) +
-                                       " does not lie on a slice of the target grid",
-                                   path);
-        const auto k = static_cast<int64_t>(k_round);
+            return -1;
+        return static_cast<int64_t>(k_round);
+    };
+    for (size_t f = 0; f < num_frames; ++f) {
+        const int64_t k = planeOf(frames[f].position);
+        if (k < 0)
+            return invalidArgument(
+                "SEG frame " + std::to_string(f + 1) +
+                    (options.source ? " does not lie on a source image"
+                                    : " does not lie on a slice of the target grid"),
+                path);
         const DcmIODTypes::Frame* frame = seg->getFrame(f);
         if (!frame) return corruptData("SEG frame " + std::to_string(f + 1) + " missing", path);
         std::unique_ptr<DcmIODTypes::Frame> unpacked;
@@ -241,6 +276,18 @@ Result<SegReadResult> readDicomSeg(const std::string& path, const SegReadOptions
         else
             paint(out.data<uint16_t>());
         ++result.frames;
+    }
+    if (options.source) {
+        AcquiredLabels acquired;
+        acquired.planes = AcquiredPlanes::of(*options.source);
+        acquired.labels = out;
+        if (options.grid) {
+            auto on_grid = labelsOnGrid(acquired, *options.grid);
+            if (!on_grid.isOk()) return on_grid.status().withContext(path + ": ");
+            acquired.resampled = !on_grid->geometry().approxEqual(out.geometry());
+            out = *on_grid;
+        }
+        result.acquired = std::move(acquired);
     }
     out.info().source = path;
     out.info().modality = "SEG";

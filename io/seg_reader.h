@@ -3,7 +3,10 @@
 // when its value is at least half of MaximumFractionalValue). Frames are placed by their
 // ImagePositionPatient, either onto a grid the caller gives (the source series' grid: what
 // voxseg compares against) or onto a grid derived from the frames (plane orientation, pixel
-// measures, positions along the normal). Overlapping segments: the higher segment wins, and
+// measures, positions along the normal). Given the source series, frames are placed on its
+// acquired images (each frame on the source slice at its position) and then mapped onto the
+// grid (io/acquired_labels.h): the way to read a SEG of a tilted or unevenly spaced series onto
+// the grid that series loads to. Overlapping segments: the higher segment wins, and
 // the result says so. The Label Map SEG SOP class (2024) is not readable with DCMTK 3.6.7 and is
 // reported as unsupported. Patient data is not read out. Thread safety: reentrant.
 #pragma once
@@ -11,6 +14,8 @@
 #include "core/geometry.h"
 #include "core/status.h"
 #include "core/volume.h"
+#include "io/acquired_labels.h"
+#include "io/dicom_series.h"
 #include "io/seg_types.h"
 
 #include <map>
@@ -22,6 +27,9 @@ namespace voxseg::io {
 
 struct SegReadOptions {
     std::optional<Geometry> grid;  // place frames on this grid (else derived from the frames)
+    // The series the SEG was made on: frames go onto its acquired images first (then onto
+    // `grid` when given, else label_map is the acquired planes). Must outlive the call.
+    const SeriesCandidate* source = nullptr;
     // Label value per SegmentLabel; segments not listed get their SegmentNumber.
     std::map<std::string, int> label_values;
 };
@@ -33,7 +41,8 @@ struct SegReadResult {
     std::string referenced_series_uid;
     std::string frame_of_reference_uid;
     bool fractional = false;
-    int64_t overlapping_voxels = 0;  // voxels claimed by more than one segment
+    int64_t overlapping_voxels = 0;          // voxels claimed by more than one segment
+    std::optional<AcquiredLabels> acquired;  // with options.source: the labels per source slice
 };
 
 Result<SegReadResult> readDicomSeg(const std::string& path, const SegReadOptions& options = {});

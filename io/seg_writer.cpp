@@ -81,19 +81,44 @@ void collectPresence(const T* data, const Geometry& g,
 
 }  // namespace
 
+Result<SegType> parseSegType(const std::string& name) {
+    if (name == "binary") return SegType::kBinary;
+    if (name == "labelmap") return SegType::kLabelMap;
+    return invalidArgument("unknown SEG type '" + name + "': use binary or labelmap");
+}
+
 Result<SegWriteReport> writeDicomSeg(const Volume& label_map, const SeriesCandidate& source,
                                      const std::vector<SegmentDescription>& segments,
                                      const SegWriteOptions& options, const std::string& path) {
     if (label_map.empty()) return invalidArgument("DICOM SEG: empty label map", path);
-    if (label_map.pixelType() != PixelType::kUInt8 && label_map.pixelType() != PixelType::kUInt16)
-        return invalidArgument("DICOM SEG: the label map must be uint8 or uint16", path);
     if (source.slices.empty())
         return Status(StatusCode::kFailedPrecondition,
                       "DICOM SEG needs the source DICOM series the label map was computed on; "
                       "this input is not DICOM: write NIfTI/NRRD instead (drop 'seg' from "
                       "--outputs)",
                       path);
-    const Geometry g = label_map.geometry();
+    auto acquired = labelsOnAcquiredImages(label_map, source);
+    if (!acquired.isOk()) return acquired.status().withContext("DICOM SEG " + path + ": ");
+    return writeDicomSeg(*acquired, source, segments, options, path);
+}
+
+Result<SegWriteReport> writeDicomSeg(const AcquiredLabels& labels, const SeriesCandidate& source,
+                                     const std::vector<SegmentDescription>& segments,
+                                     const SegWriteOptions& options, const std::string& path) {
+    const Volume& label_map = labels.labels;
+    if (label_map.empty()) return invalidArgument("DICOM SEG: empty label map", path);
+    if (label_map.pixelType() != PixelType::kUInt8 && label_map.pixelType() != PixelType::kUInt16)
+        return invalidArgument("DICOM SEG: the label map must be uint8 or uint16", path);
+    if (source.slices.empty() || labels.planes.planeCount() != source.slices.size())
+        return Status(StatusCode::kFailedPrecondition,
+                      "DICOM SEG needs the source DICOM series the label map was computed on; "
+                      "this input is not DICOM: write NIfTI/NRRD instead (drop 'seg' from "
+                      "--outputs)",
+                      path);
+    if (options.type == SegType::kLabelMap)
+        return unsupported("the Label Map SEG writer is not wired yet", path);
+    const AcquiredPlanes& planes = labels.planes;
+    const Geometry g = label_map.geometry();  // columns x rows x planes
     if (g.size[0] > 65535 || g.size[1] > 65535)
         return unsupported("DICOM SEG: slices larger than 65535 pixels", path);
     AtomicFile out(path);
@@ -114,7 +139,7 @@ Result<SegWriteReport> writeDicomSeg(const Volume& label_map, const SeriesCandid
     try {
         // Source headers (no pixel data), one per file.
         std::map<std::string, SourceFile> files;
-        for (const SliceRef& s : source.slices) {
+        for (const SliceRef& s : planes.slices) {
             if (files.count(s.path)) continue;
             SourceFile sf;
             sf.file = std::make_unique<DcmFileFormat>();
@@ -132,32 +157,7 @@ Result<SegWriteReport> writeDicomSeg(const Volume& label_map, const SeriesCandid
                 sf.frames = frames;
             files.emplace(s.path, std::move(sf));
         }
-        DcmDataset* first = files.at(source.slices.front().path).file->getDataset();
-
-        // Frame k of the label map -> the source slice at the same position, if any.
-        std::vector<const SliceRef*> source_of_slice(static_cast<size_t>(g.size[2]), nullptr);
-        const double tolerance = std::max(1e-3, 0.05 * g.spacing[2]);
-        bool all_matched = true;
-        for (int64_t k = 0; k < g.size[2]; ++k) {
-            const Vec3 p = g.indexToPhysical({0, 0, static_cast<double>(k)});
-            for (const SliceRef& s : source.slices) {
-                const double d =
-                    std::hypot(s.position[0] - p[0], s.position[1] - p[1], s.position[2] - p[2]);
-                if (d <= tolerance) {
-                    source_of_slice[static_cast<size_t>(k)] = &s;
-                    break;
-                }
-            }
-            all_matched &= source_of_slice[static_cast<size_t>(k)] != nullptr;
-        }
-        if (source.geometry.size[0] != 0 &&
-            (source.geometry.size[0] != g.size[0] || source.geometry.size[1] != g.size[1]))
-            all_matched = false;
-        if (!all_matched)
-            log::warning(kComponent,
-                         "series {}: label map slices do not all lie on source slices (resampled "
-                         "volume?); SEG references the series without per-frame sources",
-                         source.series_uid);
+        DcmDataset* first = files.at(planes.slices.front().path).file->getDataset();
 
         IODGeneralEquipmentModule::EquipmentInfo equipment("voxseg", "voxseg", "1",
                                                            options.software_version.c_str());
@@ -196,7 +196,7 @@ Result<SegWriteReport> writeDicomSeg(const Volume& label_map, const SeriesCandid
                       "dimension index", path));
 
         {
-            const Vec3 row = g.axisDirection(0), col = g.axisDirection(1);
+            const Vec3 &row = planes.row_dir, &col = planes.col_dir;
             std::unique_ptr<FGPlaneOrientationPatient> orientation(
                 FGPlaneOrientationPatient::createMinimal(num(row[0]).c_str(), num(row[1]).c_str(),
                                                          num(row[2]).c_str(), num(col[0]).c_str(),
@@ -204,9 +204,11 @@ Result<SegWriteReport> writeDicomSeg(const Volume& label_map, const SeriesCandid
             VOXSEG_RETURN_IF_ERROR(
                 dcmStatus(seg->addForAllFrames(*orientation), "plane orientation", path));
             FGPixelMeasures measures;
-            measures.setPixelSpacing((num(g.spacing[1]) + "\\" + num(g.spacing[0])).c_str());
-            measures.setSliceThickness(num(g.spacing[2]).c_str());
-            measures.setSpacingBetweenSlices(num(g.spacing[2]).c_str());
+            measures.setPixelSpacing(
+                (num(planes.row_spacing) + "\\" + num(planes.column_spacing)).c_str());
+            measures.setSliceThickness(num(planes.slice_thickness).c_str());
+            // Only a regular stack has one spacing between its slices.
+            if (!labels.resampled) measures.setSpacingBetweenSlices(num(g.spacing[2]).c_str());
             VOXSEG_RETURN_IF_ERROR(
                 dcmStatus(seg->addForAllFrames(measures), "pixel measures", path));
         }
@@ -233,7 +235,8 @@ Result<SegWriteReport> writeDicomSeg(const Volume& label_map, const SeriesCandid
         const CodeSequenceMacro purpose_code("121322", "DCM",
                                              "Source image for image processing operation");
         SegWriteReport report;
-        report.per_frame_references = all_matched;
+        report.per_frame_references = true;
+        report.mapped_to_acquired = labels.resampled;
         const int64_t plane = g.size[0] * g.size[1];
         std::vector<Uint8> frame(static_cast<size_t>(plane));
         const uint8_t* labels8 = label_map.data<uint8_t>();  // null unless uint8
@@ -302,7 +305,8 @@ Result<SegWriteReport> writeDicomSeg(const Volume& label_map, const SeriesCandid
                     for (int64_t n = 0; n < plane; ++n)
                         frame[static_cast<size_t>(n)] = row[n] == value;
                 }
-                const Vec3 p = g.indexToPhysical({0, 0, static_cast<double>(k)});
+                const SliceRef* s = &planes.slices[static_cast<size_t>(k)];
+                const Vec3& p = s->position;
                 position.setImagePositionPatient(num(p[0]).c_str(), num(p[1]).c_str(),
                                                  num(p[2]).c_str());
                 content.setDimensionIndexValues(number, 0);
@@ -310,23 +314,20 @@ Result<SegWriteReport> writeDicomSeg(const Volume& label_map, const SeriesCandid
                 OFVector<FGBase*> per_frame;
                 per_frame.push_back(&position);
                 per_frame.push_back(&content);
-                if (all_matched) {
-                    derivation.clearData();
-                    DerivationImageItem* item = nullptr;
-                    VOXSEG_RETURN_IF_ERROR(
-                        dcmStatus(derivation.addDerivationImageItem(derivation_code, "", item),
-                                  "derivation image", path));
-                    const SliceRef* s = source_of_slice[static_cast<size_t>(k)];
-                    const SourceFile& sf = files.at(s->path);
-                    SourceImageItem* src = nullptr;
-                    VOXSEG_RETURN_IF_ERROR(dcmStatus(
-                        item->addSourceImageItem(sf.file->getDataset(), purpose_code, src),
-                        "source image reference", s->path));
-                    if (sf.frames > 1)
-                        src->getImageSOPInstanceReference().addReferencedFrameNumber(
-                            static_cast<Uint16>(s->frame + 1));
-                    per_frame.push_back(&derivation);
-                }
+                derivation.clearData();
+                DerivationImageItem* item = nullptr;
+                VOXSEG_RETURN_IF_ERROR(
+                    dcmStatus(derivation.addDerivationImageItem(derivation_code, "", item),
+                              "derivation image", path));
+                const SourceFile& sf = files.at(s->path);
+                SourceImageItem* src = nullptr;
+                VOXSEG_RETURN_IF_ERROR(
+                    dcmStatus(item->addSourceImageItem(sf.file->getDataset(), purpose_code, src),
+                              "source image reference", s->path));
+                if (sf.frames > 1)
+                    src->getImageSOPInstanceReference().addReferencedFrameNumber(
+                        static_cast<Uint16>(s->frame + 1));
+                per_frame.push_back(&derivation);
                 VOXSEG_RETURN_IF_ERROR(dcmStatus(seg->addFrame(frame.data(), number, per_frame),
                                                  "adding frame", path));
                 ++report.frames;

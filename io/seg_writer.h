@@ -14,6 +14,7 @@
 
 #include "core/status.h"
 #include "core/volume.h"
+#include "io/acquired_labels.h"
 #include "io/dicom_series.h"
 #include "io/seg_types.h"
 
@@ -22,7 +23,16 @@
 
 namespace voxseg::io {
 
+enum class SegType {
+    kBinary,    // Segmentation IOD, BINARY: one bit-packed frame per segment and source slice
+    kLabelMap,  // Label Map Segmentation IOD (2024): one frame per source slice, label values
+};
+
+// "binary" | "labelmap" (the --seg-type values); anything else is an error naming the choices.
+Result<SegType> parseSegType(const std::string& name);
+
 struct SegWriteOptions {
+    SegType type = SegType::kBinary;
     std::string algorithm_name = "voxseg";
     std::string algorithm_version = "0";  // model version (model.json "version")
     std::string series_description = "voxseg segmentation";
@@ -35,12 +45,18 @@ struct SegWriteOptions {
 struct SegWriteReport {
     int segments = 0;
     int frames = 0;
-    bool per_frame_references = false;  // every frame matched a source slice
+    bool per_frame_references = false;  // every frame names its source image
+    bool mapped_to_acquired = false;    // the label map was on a resampled grid
 };
 
 // `segments` describes label values; labels present in the map but not described get a generic
 // "label N" segment (category Tissue, type Tissue) and a warning. An empty label map is an error
 // (a SEG needs at least one frame).
+Result<SegWriteReport> writeDicomSeg(const AcquiredLabels& labels, const SeriesCandidate& source,
+                                     const std::vector<SegmentDescription>& segments,
+                                     const SegWriteOptions& options, const std::string& path);
+
+// `label_map` on the grid `source` was loaded to; mapped onto the acquired images first.
 Result<SegWriteReport> writeDicomSeg(const Volume& label_map, const SeriesCandidate& source,
                                      const std::vector<SegmentDescription>& segments,
                                      const SegWriteOptions& options, const std::string& path);
