@@ -81,6 +81,7 @@ struct PlacedContour {
 // Why contours of one ROI were dropped, gathered so that each reason is reported once.
 struct RoiProblems {
     int off_plane = 0;
+    int off_plane_absent_reference = 0;  // of those, referencing images absent from the series
     double off_min = std::numeric_limits<double>::max(), off_max = -off_min;
     double off_nearest = std::numeric_limits<double>::max();
     int not_planar = 0;
@@ -92,7 +93,7 @@ struct RoiProblems {
     int open = 0;
     int other_type = 0;
     int wrong_reference = 0;
-    int unknown_reference = 0;
+    int absent_reference = 0;  // placed by position although their image is absent
 };
 
 template <typename T>
@@ -402,6 +403,7 @@ Result<RtStructReadResult> readRtStruct(const std::string& path, const SeriesCan
 
                 // The plane: the referenced image when the contour lies on it, else geometry.
                 size_t k = plane_count;
+                bool absent_reference = false;
                 DcmItem* image = nullptr;
                 if (contour->findAndGetSequenceItem(DCM_ContourImageSequence, image, 0).good() &&
                     image) {
@@ -414,7 +416,7 @@ Result<RtStructReadResult> readRtStruct(const std::string& path, const SeriesCan
                         else
                             ++p.wrong_reference;
                     } else if (!uid.empty()) {
-                        ++p.unknown_reference;
+                        absent_reference = true;
                     }
                 }
                 if (k == plane_count) {
@@ -425,12 +427,14 @@ Result<RtStructReadResult> readRtStruct(const std::string& path, const SeriesCan
                     }
                     if (best > tolerance) {
                         ++p.off_plane;
+                        p.off_plane_absent_reference += absent_reference;
                         p.off_min = std::min(p.off_min, mean);
                         p.off_max = std::max(p.off_max, mean);
                         p.off_nearest = std::min(p.off_nearest, best);
                         continue;
                     }
                 }
+                p.absent_reference += absent_reference;
                 if (spread > tolerance) {
                     ++p.not_planar;
                     p.worst_spread = std::max(p.worst_spread, spread);
@@ -479,11 +483,13 @@ Result<RtStructReadResult> readRtStruct(const std::string& path, const SeriesCan
             const RoiProblems& p = problems[r];
             const std::string name = roiName(roi);
             if (p.off_plane)
-                warn(&roi, fmt::format("{}: {} contour(s) lie on no image of series {} (at {:.2f} "
-                                       ".. {:.2f} mm along the image normal, the nearest image "
-                                       "{:.2f} mm away; tolerance {:.3g} mm): skipped",
-                                       name, p.off_plane, referenced.series_uid, p.off_min,
-                                       p.off_max, p.off_nearest, tolerance));
+                warn(&roi,
+                     fmt::format("{}: {} contour(s) lie on no image of series {} (at {:.2f} .. "
+                                 "{:.2f} mm along the image normal, the nearest image {:.2f} mm "
+                                 "away, tolerance {:.3g} mm; {} of them reference images absent "
+                                 "from the series): skipped",
+                                 name, p.off_plane, referenced.series_uid, p.off_min, p.off_max,
+                                 p.off_nearest, tolerance, p.off_plane_absent_reference));
             if (p.not_planar)
                 warn(&roi, fmt::format("{}: {} contour(s) are not planar (points up to {:.3g} mm "
                                        "off their plane): skipped",
@@ -513,10 +519,10 @@ Result<RtStructReadResult> readRtStruct(const std::string& path, const SeriesCan
                 warn(&roi, fmt::format("{}: {} contour(s) do not lie on the image they reference; "
                                        "placed by their position",
                                        name, p.wrong_reference));
-            if (p.unknown_reference)
-                warn(&roi, fmt::format("{}: {} contour(s) reference images that are not in series "
-                                       "{}; placed by their position",
-                                       name, p.unknown_reference, referenced.series_uid));
+            if (p.absent_reference)
+                warn(&roi, fmt::format("{}: {} contour(s) reference images absent from series {} "
+                                       "but lie on one of its images: placed there",
+                                       name, p.absent_reference, referenced.series_uid));
             if (roi.contours == 0) warn(&roi, fmt::format("{}: no contours", name));
         }
 
