@@ -32,7 +32,11 @@ void addSegmentModelOptions(CLI::App* cmd, SegmentCommandOptions& o) {
                     "Sliding-window score sums: fp16 (half the memory, as nnU-Net v2) or fp32")
         ->check(CLI::IsMember({"fp16", "fp32"}));
     cmd->add_option("--outputs", o.outputs,
-                    "Comma-separated: nifti, seg, stats, preview, probabilities");
+                    "Comma-separated: nifti, seg, rtstruct, stats, preview, probabilities");
+    cmd->add_option("--seg-type", o.seg_type,
+                    "DICOM SEG kind: binary (Segmentation IOD, default) or labelmap (Label Map "
+                    "Segmentation IOD, DICOM 2024)")
+        ->check(CLI::IsMember({"binary", "labelmap"}));
     cmd->add_option("--format", o.label_format, "Label map format: nii.gz, nii, nrrd, mha")
         ->check(CLI::IsMember({"nii.gz", "nii", "nrrd", "mha"}));
     cmd->add_flag("--largest-component", o.largest_component,
@@ -69,6 +73,7 @@ Result<pipeline::SegmentOptions> toSegmentOptions(const SegmentCommandOptions& o
     }
     VOXSEG_ASSIGN_OR_RETURN(so.outputs, pipeline::parseOutputs(o.outputs));
     so.outputs.label_format = o.label_format;
+    VOXSEG_ASSIGN_OR_RETURN(so.outputs.seg_type, io::parseSegType(o.seg_type));
     return so;
 }
 

@@ -94,6 +94,7 @@ struct SegmentCommandOptions {
     std::string accumulator = "fp16";
     std::string outputs = "nifti,stats,preview";
     std::string label_format = "nii.gz";
+    std::string seg_type = "binary";
     bool largest_component = false;
     double min_component_ml = 0.0;
     bool fill_holes = false;

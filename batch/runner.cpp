@@ -212,6 +212,9 @@ std::string optionsHash(const BatchOptions& o) {
     j["outputs"] = {{"label_map", s.outputs.label_map},         {"dicom_seg", s.outputs.dicom_seg},
                     {"statistics", s.outputs.statistics},       {"preview", s.outputs.preview},
                     {"probabilities", s.outputs.probabilities}, {"format", s.outputs.label_format}};
+    // Only when set: older journals' hashes stay valid.
+    if (s.outputs.rtstruct) j["outputs"]["rtstruct"] = true;
+    if (s.outputs.seg_type != io::SegType::kBinary) j["outputs"]["seg_type"] = "labelmap";
     j["dicom"] = {{"tilt", static_cast<int>(o.dicom.tilt)},
                   {"uneven_spacing", static_cast<int>(o.dicom.uneven_spacing)},
                   {"allow_gaps", o.dicom.allow_gaps},

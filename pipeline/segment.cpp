@@ -5,7 +5,9 @@
 #include "engine/registry.h"
 #include "engine/sha256.h"
 #include "engine/sliding_window.h"
+#include "io/acquired_labels.h"
 #include "io/image_io.h"
+#include "io/rtstruct_writer.h"
 #include "io/seg_writer.h"
 #include "pipeline/labels.h"
 #include "pipeline/model_labels.h"
@@ -23,6 +25,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -188,7 +191,7 @@ Result<StudyInput> loadStudy(const std::string& path, const std::string& selecto
 
 Result<SegmentOutputs> parseOutputs(const std::string& list) {
     SegmentOutputs o;
-    o.label_map = o.dicom_seg = o.statistics = o.preview = o.probabilities = false;
+    o.label_map = o.dicom_seg = o.statistics = o.preview = o.probabilities = o.rtstruct = false;
     std::stringstream ss(list);
     std::string item;
     while (std::getline(ss, item, ',')) {
@@ -202,9 +205,11 @@ Result<SegmentOutputs> parseOutputs(const std::string& list) {
             o.preview = true;
         else if (item == "probabilities")
             o.probabilities = true;
+        else if (item == "rtstruct")
+            o.rtstruct = true;
         else if (!item.empty())
             return invalidArgument("unknown output '" + item +
-                                   "': use nifti, seg, stats, preview, probabilities");
+                                   "': use nifti, seg, rtstruct, stats, preview, probabilities");
     }
     return o;
 }
@@ -338,6 +343,10 @@ Result<SegmentWork> Segmenter::prepare(const StudyInput& input, const std::strin
         return invalidArgument(
             "DICOM SEG needs a DICOM input series; drop 'seg' from --outputs for image files",
             input_path);
+    if (s.options.outputs.rtstruct && !input.series)
+        return invalidArgument(
+            "RTSTRUCT needs a DICOM input series; drop 'rtstruct' from --outputs for image files",
+            input_path);
 
     const auto t = Clock::now();
     PreprocessSpec spec;
@@ -401,6 +410,40 @@ Status Segmenter::finish(SegmentWork& work, const Progress& progress) const {
     return Status::ok();
 }
 
+namespace {
+
+// Which grid each output is on (run.json "grids"): the volume's (the loaded grid, resampled for
+// a tilted, uneven or gapped series) or the acquired images' (DICOM outputs).
+nlohmann::json outputGrids(const StudyInput& input, const SegmentOutputs& outs,
+                           const io::AcquiredLabels* acquired) {
+    nlohmann::json grids;
+    const bool resampled =
+        input.series &&
+        (input.series->tilted || input.series->uneven_spacing || input.series->has_gaps) &&
+        input.series->has_patient_geometry;
+    grids["volume"] = {{"resampled", resampled}};
+    if (resampled) {
+        std::string why = input.series->tilted ? "gantry tilt" : "";
+        if (input.series->uneven_spacing) why += std::string(why.empty() ? "" : ", ") + "uneven";
+        if (input.series->has_gaps) why += std::string(why.empty() ? "" : ", ") + "gaps";
+        grids["volume"]["why"] = why;
+    }
+    if (input.series)
+        grids["acquired_images"] = {{"slices", input.series->slices.size()},
+                                    {"mapped_back", acquired && acquired->resampled}};
+    nlohmann::json on = nlohmann::json::object();
+    if (outs.label_map) on["segmentation." + outs.label_format] = "volume";
+    if (outs.dicom_seg && input.series) on["segmentation.dcm"] = "acquired_images";
+    if (outs.rtstruct && input.series) on["rtstruct.dcm"] = "acquired_images";
+    if (outs.statistics) on["statistics"] = "volume";
+    if (outs.preview) on["preview.png"] = "volume";
+    if (outs.probabilities) on["probabilities"] = "volume";
+    grids["outputs"] = on;
+    return grids;
+}
+
+}  // namespace
+
 Result<SegmentReport> Segmenter::write(const StudyInput& input, SegmentWork&& work,
                                        const std::string& input_path, const std::string& out_dir,
                                        const Progress& progress) const {
@@ -421,10 +464,13 @@ Result<SegmentReport> Segmenter::write(const StudyInput& input, SegmentWork&& wo
         const SegmentOutputs& outs = s.options.outputs;
         const auto labels = modelLabelInfos(m);
         // Staged names registered here, in a fixed order (the order of `written`).
-        const bool seg = outs.dicom_seg && input.series;  // prepare() refused 'seg' otherwise
+        // prepare() refused 'seg' and 'rtstruct' without a DICOM series.
+        const bool seg = outs.dicom_seg && input.series;
+        const bool rtstruct = outs.rtstruct && input.series;
         const std::string label_path =
             outs.label_map ? staging.path("segmentation." + outs.label_format) : "";
         const std::string seg_path = seg ? staging.path("segmentation.dcm") : "";
+        const std::string rtstruct_path = rtstruct ? staging.path("rtstruct.dcm") : "";
         const std::string json_path = outs.statistics ? staging.path("statistics.json") : "";
         const std::string csv_path = outs.statistics ? staging.path("statistics.csv") : "";
         const std::string preview_path = outs.preview ? staging.path("preview.png") : "";
@@ -442,14 +488,34 @@ Result<SegmentReport> Segmenter::write(const StudyInput& input, SegmentWork&& wo
             VOXSEG_RETURN_IF_ERROR(writeStatisticsJson(report.statistics, json_path));
             return writeStatisticsCsv(report.statistics, csv_path);
         });
+        // DICOM outputs lie on the acquired images: a resampled series' labels mapped back once.
+        std::optional<io::AcquiredLabels> acquired;
+        if (seg || rtstruct) {
+            auto mapped =
+                io::labelsOnAcquiredImages(report.label_map, *input.series, s.options.threads);
+            if (!mapped.isOk()) return mapped.status();
+            acquired = std::move(*mapped);
+        }
         if (seg)
             jobs.emplace_back([&]() -> Status {
                 io::SegWriteOptions so;
+                so.type = outs.seg_type;
                 so.algorithm_name = m.name;
                 so.algorithm_version = m.version;
                 so.series_description = m.name + " segmentation";
-                return io::writeDicomSeg(report.label_map, *input.series,
-                                         modelSegmentDescriptions(m), so, seg_path)
+                return io::writeDicomSeg(*acquired, *input.series, modelSegmentDescriptions(m), so,
+                                         seg_path)
+                    .status();
+            });
+        if (rtstruct)
+            jobs.emplace_back([&]() -> Status {
+                io::RtStructWriteOptions ro;
+                ro.algorithm_name = m.name + " " + m.version;
+                ro.series_description = m.name + " structures";
+                ro.structure_set_name = m.name;
+                ro.threads = s.options.output_threads == 1 ? 1 : s.options.threads;
+                return io::writeRtStruct(*acquired, *input.series, modelSegmentDescriptions(m), ro,
+                                         rtstruct_path)
                     .status();
             });
         if (outs.label_map)
@@ -498,6 +564,7 @@ Result<SegmentReport> Segmenter::write(const StudyInput& input, SegmentWork&& wo
                            {"spacing_mm", g.spacing},
                            {"origin_lps_mm", g.origin},
                            {"direction", g.direction}};
+        run["grids"] = outputGrids(input, outs, acquired ? &*acquired : nullptr);
         run["model"] = {{"name", m.name},
                         {"version", m.version},
                         {"sha256", s.model_sha256},

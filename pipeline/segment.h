@@ -18,6 +18,7 @@
 #include "engine/backend.h"
 #include "engine/model_package.h"
 #include "io/dicom_series.h"
+#include "io/seg_writer.h"
 #include "pipeline/postprocess.h"
 #include "pipeline/preprocess.h"
 #include "pipeline/statistics.h"
@@ -49,7 +50,9 @@ struct SegmentOutputs {
     bool statistics = true;      // statistics.json + statistics.csv
     bool preview = true;         // preview.png
     bool probabilities = false;  // probabilities_<label>.nii.gz, one per network output channel
-    std::string label_format = "nii.gz";  // nii.gz | nii | nrrd | mha
+    bool rtstruct = false;       // rtstruct.dcm (DICOM inputs only)
+    std::string label_format = "nii.gz";          // nii.gz | nii | nrrd | mha
+    io::SegType seg_type = io::SegType::kBinary;  // segmentation.dcm: BINARY or LABELMAP
 };
 // "nifti,seg,stats,preview,probabilities" -> flags (unknown names are an error).
 Result<SegmentOutputs> parseOutputs(const std::string& list);
