@@ -1,30 +1,62 @@
-// `voxseg convert <path> -o <file>`: one volume out of a DICOM series or an image file.
+// `voxseg convert <path> -o <file>`: one volume out of a DICOM series or an image file; or, with
+// `--referenced <series>`, an RTSTRUCT's ROIs as a label map on that series' grid.
 #include "app/commands.h"
 #include "app/series_table.h"
 #include "core/atomic_file.h"
 #include "core/log.h"
 #include "io/dicom_series.h"
 #include "io/image_io.h"
+#include "io/rtstruct_reader.h"
 #include "pipeline/segment.h"
+
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 
 namespace voxseg::app {
 namespace {
 
 constexpr const char* kComponent = "convert";
 
-Result<Volume> loadDicom(const ConvertOptions& o, const CommandContext& ctx, bool* ambiguous) {
+// RTSTRUCT options. ConvertOptions (app/commands.h) is shared with other commands' owners; these
+// live here until it grows the fields. addConvertCommand() is called once per process.
+struct RtStructConvertOptions {
+    std::string referenced;  // the series the RTSTRUCT outlines
+};
+RtStructConvertOptions& rtOptions() {
+    static RtStructConvertOptions options;
+    return options;
+}
+
+io::DicomLoadOptions loadOptions(const ConvertOptions& o) {
     io::DicomLoadOptions load;
     load.tilt = o.refuse_tilt ? io::IrregularPolicy::kRefuse : io::IrregularPolicy::kResample;
     load.uneven_spacing =
         o.refuse_uneven ? io::IrregularPolicy::kRefuse : io::IrregularPolicy::kResample;
     load.allow_gaps = !o.no_gaps;
     load.threads = o.threads;
+    return load;
+}
+
+// "labels.nii.gz" -> "labels.rois.json": which label value is which ROI.
+std::string sidecarPath(const std::string& output) {
+    std::string stem = output;
+    for (const char* ext : {".nii.gz", ".nii", ".nrrd", ".nhdr", ".mha", ".mhd"}) {
+        const std::string e = ext;
+        if (stem.size() > e.size() && stem.compare(stem.size() - e.size(), e.size(), e) == 0) {
+            stem.resize(stem.size() - e.size());
+            break;
+        }
+    }
+    return stem + ".rois.json";
+}
+
+Result<Volume> loadDicom(const ConvertOptions& o, const CommandContext& ctx, bool* ambiguous) {
     std::vector<io::SeriesCandidate> candidates;
-    auto study =
-        pipeline::loadStudy(o.input, o.series, load, ctx.progress().sub(0.0, 0.6), &candidates);
+    auto study = pipeline::loadStudy(o.input, o.series, loadOptions(o),
+                                     ctx.progress().sub(0.0, 0.6), &candidates);
     if (!study.isOk()) {
         if (study.status().code() == StatusCode::kAmbiguous) {
             *ambiguous = true;
@@ -36,6 +68,101 @@ Result<Volume> loadDicom(const ConvertOptions& o, const CommandContext& ctx, boo
     log::info(kComponent, "series {} (index {}): {} files", study->series->series_uid,
               study->series->index, study->series->num_files);
     return std::move(study->volume);
+}
+
+// The RTSTRUCT `o.input` onto the grid `referenced` loads to; the label map and its sidecar.
+ExitCode convertRtStruct(const ConvertOptions& o, const CommandContext& ctx,
+                         std::chrono::steady_clock::time_point start) {
+    const std::string& referenced = rtOptions().referenced;
+    std::error_code ec;
+    if (!std::filesystem::exists(referenced, ec))
+        return fail(notFound("referenced series not found", referenced), Stage::kInput);
+    if (!io::isRtStruct(o.input))
+        return fail(invalidArgument("--referenced is for RTSTRUCT inputs, and this is not a DICOM "
+                                    "RT Structure Set",
+                                    o.input),
+                    Stage::kInput);
+    const std::string sidecar = sidecarPath(o.output);
+    if (Status st = AtomicFile(sidecar).checkWritable(); !st.isOk())
+        return fail(st, Stage::kOutput);
+    std::vector<io::SeriesCandidate> candidates;
+    auto study = pipeline::loadStudy(referenced, o.series, loadOptions(o),
+                                     ctx.progress().sub(0.0, 0.5), &candidates);
+    ctx.bar->clear();
+    if (!study.isOk()) {
+        if (study.status().code() == StatusCode::kAmbiguous) {
+            printCandidates(candidates, referenced);
+            log::error("", "{}", study.status().toString());
+            return ExitCode::kAmbiguousSeries;
+        }
+        return fail(study.status(), Stage::kInput);
+    }
+    if (!study->series)
+        return fail(invalidArgument("--referenced must be the DICOM series the RTSTRUCT outlines, "
+                                    "not an image file",
+                                    referenced),
+                    Stage::kInput);
+    io::RtStructReadOptions read;
+    read.grid = study->volume.geometry();
+    read.threads = o.threads;
+    auto rt = io::readRtStruct(o.input, *study->series, read);
+    if (!rt.isOk()) return fail(rt.status(), Stage::kInput);
+    const Volume& labels = *rt->grid_labels;
+
+    // Voxels per label value on the written grid (the reader counts acquired pixels).
+    std::map<int, int64_t> voxels;
+    const int64_t n = labels.geometry().voxelCount();
+    if (const uint8_t* d = labels.data<uint8_t>())
+        for (int64_t i = 0; i < n; ++i) voxels[d[i]] += d[i] != 0;
+    else if (const uint16_t* d16 = labels.data<uint16_t>())
+        for (int64_t i = 0; i < n; ++i) voxels[d16[i]] += d16[i] != 0;
+
+    io::ImageWriteOptions write;
+    write.compression_level = o.gzip_level;
+    write.threads = o.threads;
+    if (Status st = io::writeImage(labels, o.output, write, ctx.progress().sub(0.5, 1.0));
+        !st.isOk()) {
+        ctx.bar->clear();
+        return fail(st, Stage::kOutput);
+    }
+    ctx.bar->clear();
+    nlohmann::json j;
+    j["rtstruct"] = o.input;
+    j["label_map"] = o.output;
+    j["referenced_series_uid"] = study->series->series_uid;
+    j["frame_of_reference_uid"] = rt->frame_of_reference_uid;
+    j["structure_set_label"] = rt->structure_set_label;
+    j["overlapping_voxels"] = rt->overlapping_voxels;
+    j["rois"] = nlohmann::json::array();
+    for (const io::RtRoi& roi : rt->rois) {
+        const int value = roi.description.label_value;
+        j["rois"].push_back({{"label_value", value},
+                             {"roi_number", roi.roi_number},
+                             {"name", roi.description.label},
+                             {"color", roi.description.color},
+                             {"interpreted_type", roi.interpreted_type},
+                             {"contours", roi.contours},
+                             {"contours_placed", roi.contours_placed},
+                             {"voxels", value > 0 && voxels.count(value) ? voxels[value] : 0},
+                             {"warnings", roi.warnings}});
+        log::info(kComponent, "label {} = ROI {} '{}' ({} voxels)", value, roi.roi_number,
+                  roi.description.label, value > 0 && voxels.count(value) ? voxels[value] : 0);
+    }
+    j["warnings"] = rt->warnings;
+    if (Status st = writeFileAtomically(sidecar, j.dump(2) + "\n"); !st.isOk())
+        return fail(st, Stage::kOutput);
+
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const Geometry g = labels.geometry();
+    if (!ctx.quiet)
+        std::printf(
+            "wrote %s: %zu ROI(s) as labels on %lldx%lldx%lld %s, label names in %s "
+            "(%.2f s)\n",
+            o.output.c_str(), rt->rois.size(), static_cast<long long>(g.size[0]),
+            static_cast<long long>(g.size[1]), static_cast<long long>(g.size[2]),
+            pixelTypeName(labels.pixelType()), sidecar.c_str(), seconds);
+    return ExitCode::kOk;
 }
 
 }  // namespace
@@ -60,6 +187,10 @@ CLI::App* addConvertCommand(CLI::App& app, ConvertOptions& o) {
         ->check(CLI::NonNegativeNumber);
     cmd->add_option("--gzip-level", o.gzip_level, "Deflate level for .nii.gz, 1..12 (default 6)")
         ->check(CLI::Range(1, 12));
+    cmd->add_option("--referenced", rtOptions().referenced,
+                    "PATH is an RTSTRUCT: write its ROIs as a label map on the grid of this DICOM "
+                    "series (folder/files; --series picks one), label values in "
+                    "<output>.rois.json");
     return cmd;
 }
 
@@ -79,6 +210,13 @@ ExitCode runConvert(const ConvertOptions& o, const CommandContext& ctx) {
         return fail(st, Stage::kOutput);
     if (!std::filesystem::exists(o.input, ec))
         return fail(notFound("input not found", o.input), Stage::kInput);
+
+    if (!rtOptions().referenced.empty()) return convertRtStruct(o, ctx, start);
+    if (io::isRtStruct(o.input))
+        return fail(invalidArgument("this is an RTSTRUCT: give the image series it outlines with "
+                                    "--referenced <series folder>",
+                                    o.input),
+                    Stage::kInput);
 
     const Progress progress = ctx.progress();
     Result<Volume> volume = internalError("no input read", o.input);

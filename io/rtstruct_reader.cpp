@@ -5,6 +5,7 @@
 
 #include "core/log.h"
 #include "io/contours.h"
+#include "io/dicom_header.h"
 #include "io/rtstruct_writer.h"
 
 #include <dcmtk/config/osconfig.h>
@@ -19,6 +20,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <set>
 #include <thread>
@@ -143,6 +145,19 @@ std::string roiName(const RtRoi& r) {
 }
 
 }  // namespace
+
+bool isRtStruct(const std::string& path) {
+    std::error_code ec;
+    // Only what looks like DICOM reaches DCMTK, which logs errors for anything else (NIfTI).
+    if (!std::filesystem::is_regular_file(path, ec) || !looksLikeDicom(path)) return false;
+    DcmFileFormat file;
+    // Stop before the structure set module: SOP class and modality come first.
+    if (file.loadFileUntilTag(path.c_str(), EXS_Unknown, EGL_noChange, 4096, ERM_autoDetect,
+                              DCM_StructureSetLabel)
+            .bad())
+        return false;
+    return str(file.getDataset(), DCM_SOPClassUID) == UID_RTStructureSetStorage;
+}
 
 Result<RtStructReadResult> readRtStruct(const std::string& path, const SeriesCandidate& referenced,
                                         const RtStructReadOptions& options) {

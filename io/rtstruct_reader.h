@@ -74,6 +74,10 @@ struct RtStructReadResult {
     std::vector<std::string> warnings;  // every warning (also in the ROIs' own lists)
 };
 
+// Whether `path` is a DICOM file of the RT Structure Set storage class (reads its header only;
+// false for anything unreadable).
+bool isRtStruct(const std::string& path);
+
 Result<RtStructReadResult> readRtStruct(const std::string& path, const SeriesCandidate& referenced,
                                         const RtStructReadOptions& options = {});
 
