@@ -24,3 +24,5 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y --no-install-recommends "${missing[@]}"
 fi
+# highdicom reads voxseg's DICOM SEGs back in tests/io/highdicom_check.py (best effort).
+python3 -m pip install --quiet highdicom || echo "highdicom not installed: SEG cross-check tests will skip"
