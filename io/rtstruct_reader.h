@@ -6,7 +6,7 @@
 // image is in the series and the contour lies on it, else the plane its points lie on (distance
 // along the image normal within the tolerance). The contours of one ROI on one plane are scan
 // converted together with the EVEN-ODD rule at pixel centres (io/contours.h), so holes written
-// as separate contours (voxseg, plastimatch, Eclipse) come out as holes. ROIs are painted in
+// as separate contours (voxseg, Eclipse-style writers) come out as holes. ROIs are painted in
 // ascending ROI number: where ROIs overlap the higher number wins and the overlap is counted.
 //
 // The result is an AcquiredLabels (columns x rows x images, one plane per source slice, uint8

@@ -9,8 +9,10 @@
 // outer boundaries counter-clockwise and holes clockwise about the image normal
 // (row_dir x col_dir). Holes are separate contours of the same ROI and the ROI is meant to be
 // read with the EVEN-ODD rule (a point is inside when it is inside an odd number of the ROI's
-// contours on that plane), as plastimatch and Eclipse-style readers do. Coordinates: patient
-// space, LPS, mm, 4 decimals.
+// contours on that plane), as Eclipse-style readers, dicompyler and io/rtstruct_reader.h do;
+// plastimatch needs `--xor-contours` for it (by default it ORs a plane's contours and fills
+// holes: Dice 0.82 instead of 1.0 on a hollow test structure). Coordinates: patient space, LPS,
+// mm, 4 decimals.
 //
 // ROI number = label value; ROIName = the description's label (LO, 64 characters);
 // ROIDisplayColor = its sRGB colour; ROIGenerationAlgorithm AUTOMATIC; RTROIInterpretedType from

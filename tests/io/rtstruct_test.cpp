@@ -480,6 +480,20 @@ TEST(RtStruct, TiltedSeriesRoundTripsOnTheAcquiredPlanes) {
     for (int64_t i = 0; i < labels.labels.geometry().voxelCount(); ++i)
         differences += back->acquired.labels.data<uint8_t>()[i] != labels.labels.data<uint8_t>()[i];
     EXPECT_EQ(differences, 0);
+    // Onto the regular grid loadSeries() resamples this stack to: every label arrives.
+    auto volume = loadSeries(series.candidate);
+    ASSERT_TRUE(volume.isOk()) << volume.status().toString();
+    auto on_grid =
+        readRtStruct(path, series.candidate, RtStructReadOptions{.grid = volume->geometry()});
+    ASSERT_TRUE(on_grid.isOk()) << on_grid.status().toString();
+    ASSERT_TRUE(on_grid->grid_labels.has_value());
+    EXPECT_TRUE(on_grid->grid_labels->geometry().approxEqual(volume->geometry()));
+    std::set<int> on_grid_values;
+    for (int64_t i = 0; i < volume->geometry().voxelCount(); ++i)
+        on_grid_values.insert(on_grid->grid_labels->data<uint8_t>()[i]);
+    // Labels 1..4 cover many pixels; the lone pixel of label 5 may fall between grid voxels.
+    for (int v : {1, 2, 3, 4}) EXPECT_TRUE(on_grid_values.count(v)) << v;
+    EXPECT_LE(*on_grid_values.rbegin(), 5);
     // Placed by geometry alone (references removed from the file): the same.
     DcmFileFormat f;
     ASSERT_TRUE(f.loadFile(path.c_str()).good());
