@@ -1,0 +1,125 @@
+// Label Map SEG reader (io/seg_labelmap) on highdicom's own Label Map SEGs (label `data`):
+// shared/data/highdicom-test-files/seg_image_sm_control_labelmap{,_palette_color}.dcm, a slide
+// microscopy label map (20 frames of 10x10, 8 bit, segments 0..20 with 0 = Background). The folder
+// holds no BINARY SEG of the same segmentation (its BINARY SEGs segment a CT), so the expected
+// figures below were read with pydicom 3.0.2 (`pixel_array`, `np.unique(..., return_counts)`,
+// `pydicom.pixels.apply_color_lut`) and checked against the file's dcmdump.
+#include "io/seg_labelmap.h"
+
+#include "tests/test_data.h"
+
+#include <dcmtk/config/osconfig.h>
+#include <dcmtk/dcmdata/dcfilefo.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <map>
+#include <string>
+
+namespace voxseg::io {
+namespace {
+
+constexpr const char* kFolder = "highdicom-test-files";
+
+std::string file(const char* name) {
+    return (voxseg::testing::sharedData(kFolder) / name).string();
+}
+
+// Voxels per label value over all 20 frames (pydicom); label 2 is described but absent.
+const std::map<int, int64_t> kVoxels = {
+    {0, 1477}, {1, 14},  {3, 23},  {4, 22},  {5, 30},  {6, 31},  {7, 28},
+    {8, 23},   {9, 32},  {10, 29}, {11, 25}, {12, 28}, {13, 27}, {14, 28},
+    {15, 20},  {16, 31}, {17, 31}, {18, 27}, {19, 44}, {20, 30},
+};
+// The largest label of each frame (pydicom), and the source frame each frame names.
+const int kLabelOfFrame[20] = {9,  10, 17, 16, 3, 7, 11, 18, 13, 12,
+                               19, 6,  14, 20, 5, 8, 15, 19, 4,  1};
+const int kSourceFrame[20] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  12,
+                              15, 16, 17, 18, 19, 21, 22, 23, 24, 25};
+
+void expectHighdicomLabelMap(const SegFrames& f) {
+    EXPECT_TRUE(f.slide_coordinates);
+    ASSERT_EQ(f.positions.size(), 20u);
+    ASSERT_EQ(f.planes.pixelType(), PixelType::kUInt8);
+    const Geometry g = f.planes.geometry();
+    ASSERT_EQ(g.size[0], 10);
+    ASSERT_EQ(g.size[1], 10);
+    ASSERT_EQ(g.size[2], 20);
+    EXPECT_NEAR(f.positions[0][0], 23.449873, 1e-9);
+    EXPECT_NEAR(f.positions[0][1], 25.691574, 1e-9);
+    EXPECT_NEAR(f.positions[1][1], 25.686584, 1e-9);
+    EXPECT_NEAR(f.spacing[0], 0.000499, 1e-12);
+    std::map<int, int64_t> voxels;
+    const uint8_t* v = f.planes.data<uint8_t>();
+    for (int frame = 0; frame < 20; ++frame) {
+        int top = 0;
+        for (int i = 0; i < 100; ++i) {
+            ++voxels[v[frame * 100 + i]];
+            top = std::max<int>(top, v[frame * 100 + i]);
+        }
+        EXPECT_EQ(top, kLabelOfFrame[frame]) << "frame " << frame;
+        EXPECT_EQ(f.referenced_frames[static_cast<size_t>(frame)], kSourceFrame[frame]);
+        EXPECT_EQ(f.referenced_sop_instances[static_cast<size_t>(frame)],
+                  "1.2.826.0.1.3680043.9.7433.3.12857516184849951143044513877282227");
+    }
+    EXPECT_EQ(voxels, kVoxels);
+    ASSERT_EQ(f.segments.size(), 20u);  // 1..20; the Background segment (0) is not one
+    for (size_t i = 0; i < f.segments.size(); ++i)
+        EXPECT_EQ(f.segments[i].label_value, static_cast<int>(i) + 1);
+    EXPECT_EQ(f.segments[0].label, "RGB(37, 231, 253)");
+    EXPECT_EQ(f.segments[0].category.code, "85756007");
+    EXPECT_EQ(f.referenced_series_uid,
+              "1.2.826.0.1.3680043.9.7433.3.57084118109582350083572639456817453");
+    EXPECT_EQ(f.frame_of_reference_uid, "1.2.826.0.1.3680043.9.7433.2.1");
+}
+
+TEST(LabelMapSegData, ReadsHighdicomsMonochromeLabelMap) {
+    VOXSEG_REQUIRE_DATA(kFolder);
+    auto f = readLabelMapSegFrames(file("seg_image_sm_control_labelmap.dcm"));
+    ASSERT_TRUE(f.isOk()) << f.status().toString();
+    EXPECT_FALSE(f->palette_color);
+    expectHighdicomLabelMap(*f);
+}
+
+TEST(LabelMapSegData, ReadsHighdicomsPaletteColorLabelMapWithItsColours) {
+    VOXSEG_REQUIRE_DATA(kFolder);
+    auto f = readLabelMapSegFrames(file("seg_image_sm_control_labelmap_palette_color.dcm"));
+    ASSERT_TRUE(f.isOk()) << f.status().toString();
+    EXPECT_TRUE(f->palette_color);
+    expectHighdicomLabelMap(*f);
+    // Palette entries 1..3 (8-bit entries packed two per OW word), as pydicom applies them.
+    using Rgb = std::array<uint8_t, 3>;
+    EXPECT_EQ(f->segments[0].color, (Rgb{255, 0, 191}));
+    EXPECT_EQ(f->segments[1].color, (Rgb{253, 0, 255}));
+    EXPECT_EQ(f->segments[2].color, (Rgb{182, 0, 255}));
+
+    // Same pixels as the MONOCHROME2 file.
+    auto mono = readLabelMapSegFrames(file("seg_image_sm_control_labelmap.dcm"));
+    ASSERT_TRUE(mono.isOk());
+    EXPECT_EQ(std::memcmp(mono->planes.data<uint8_t>(), f->planes.data<uint8_t>(), 2000), 0);
+}
+
+TEST(LabelMapSegData, ReadLabelMapSegFillsTheSegReadResult) {
+    VOXSEG_REQUIRE_DATA(kFolder);
+    const std::string path = file("seg_image_sm_control_labelmap.dcm");
+    DcmFileFormat dicom;
+    ASSERT_TRUE(dicom.loadFile(path.c_str()).good());
+    auto r = readLabelMapSeg(path, *dicom.getDataset());
+    ASSERT_TRUE(r.isOk()) << r.status().toString();
+    EXPECT_EQ(r->frames, 20);
+    EXPECT_EQ(r->segments.size(), 20u);
+    EXPECT_EQ(r->label_map.geometry().size[2], 20);
+    EXPECT_FALSE(r->fractional);
+}
+
+TEST(LabelMapSegData, ABinarySegIsNotTakenForALabelMap) {
+    VOXSEG_REQUIRE_DATA(kFolder);
+    auto f = readLabelMapSegFrames(file("seg_image_ct_binary.dcm"));
+    ASSERT_FALSE(f.isOk());
+    EXPECT_NE(f.status().toString().find("not a Label Map SEG"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace voxseg::io
