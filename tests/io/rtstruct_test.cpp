@@ -453,6 +453,19 @@ TEST(RtStruct, WriteReadRoundTripIsExact) {
         differences += on_grid->grid_labels->data<uint8_t>()[i] != (want == 1 ? 7 : want);
     }
     EXPECT_EQ(differences, 0);
+
+    // A value above 255 makes the result uint16.
+    RtStructReadOptions wide;
+    wide.label_values = {{"Spleen", 300}};
+    auto wide_back = readRtStruct(path, series.candidate, wide);
+    ASSERT_TRUE(wide_back.isOk()) << wide_back.status().toString();
+    ASSERT_EQ(wide_back->acquired.labels.pixelType(), PixelType::kUInt16);
+    differences = 0;
+    for (int64_t i = 0; i < labels.labels.geometry().voxelCount(); ++i) {
+        const uint8_t want = labels.labels.data<uint8_t>()[i];
+        differences += wide_back->acquired.labels.data<uint16_t>()[i] != (want == 3 ? 300 : want);
+    }
+    EXPECT_EQ(differences, 0);
 }
 
 TEST(RtStruct, TiltedSeriesRoundTripsOnTheAcquiredPlanes) {
