@@ -7,13 +7,13 @@
 #include "engine/sliding_window.h"
 #include "io/acquired_labels.h"
 #include "io/image_io.h"
-#include "io/rtstruct_writer.h"
 #include "io/seg_writer.h"
 #include "pipeline/labels.h"
 #include "pipeline/model_labels.h"
 #include "pipeline/prediction_export.h"
 #include "pipeline/preprocess.h"
 #include "pipeline/preview.h"
+#include "pipeline/segmentation_files.h"
 
 #include <unistd.h>
 #include <nlohmann/json.hpp>
@@ -496,27 +496,21 @@ Result<SegmentReport> Segmenter::write(const StudyInput& input, SegmentWork&& wo
             if (!mapped.isOk()) return mapped.status();
             acquired = std::move(*mapped);
         }
+        DicomSegmentationOptions dicom;
+        dicom.algorithm_name = m.name;
+        dicom.algorithm_version = m.version;
+        dicom.seg_type = outs.seg_type;
+        dicom.threads = s.options.output_threads == 1 ? 1 : s.options.threads;
         if (seg)
-            jobs.emplace_back([&]() -> Status {
-                io::SegWriteOptions so;
-                so.type = outs.seg_type;
-                so.algorithm_name = m.name;
-                so.algorithm_version = m.version;
-                so.series_description = m.name + " segmentation";
-                return io::writeDicomSeg(*acquired, *input.series, modelSegmentDescriptions(m), so,
-                                         seg_path)
-                    .status();
+            jobs.emplace_back([&] {
+                return writeDicomSegmentation(DicomSegmentationKind::kSeg, *acquired, *input.series,
+                                              modelSegmentDescriptions(m), dicom, seg_path);
             });
         if (rtstruct)
-            jobs.emplace_back([&]() -> Status {
-                io::RtStructWriteOptions ro;
-                ro.algorithm_name = m.name + " " + m.version;
-                ro.series_description = m.name + " structures";
-                ro.structure_set_name = m.name;
-                ro.threads = s.options.output_threads == 1 ? 1 : s.options.threads;
-                return io::writeRtStruct(*acquired, *input.series, modelSegmentDescriptions(m), ro,
-                                         rtstruct_path)
-                    .status();
+            jobs.emplace_back([&] {
+                return writeDicomSegmentation(DicomSegmentationKind::kRtStruct, *acquired,
+                                              *input.series, modelSegmentDescriptions(m), dicom,
+                                              rtstruct_path);
             });
         if (outs.label_map)
             jobs.emplace_back([&] { return io::writeImage(report.label_map, label_path); });

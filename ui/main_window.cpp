@@ -3,10 +3,9 @@
 #include "core/atomic_file.h"
 #include "core/log.h"
 #include "io/image_io.h"
-#include "io/seg_reader.h"
-#include "io/seg_writer.h"
 #include "pipeline/model_labels.h"
 #include "pipeline/segment.h"
+#include "pipeline/segmentation_files.h"
 #include "pipeline/statistics.h"
 #include "ui/background_task.h"
 #include "ui/label_table.h"
@@ -216,8 +215,8 @@ void MainWindow::buildMenus() {
         "&Load segmentation...", QKeySequence(Qt::CTRL | Qt::Key_L), this, [this] {
             const QString f =
                 QFileDialog::getOpenFileName(this, "Load segmentation", {},
-                                             "Label maps and DICOM SEG (*.nii *.nii.gz *.nrrd "
-                                             "*.mha *.mhd *.dcm);;All files (*)");
+                                             "Label maps, DICOM SEG and RTSTRUCT (*.nii "
+                                             "*.nii.gz *.nrrd *.mha *.mhd *.dcm);;All files (*)");
             if (!f.isEmpty()) loadSegmentation(f);
         });
     label_actions_ << file->addAction("&Save label map...", QKeySequence::Save, this, [this] {
@@ -226,13 +225,19 @@ void MainWindow::buildMenus() {
                                          "Label maps (*.nii.gz *.nii *.nrrd *.mha)");
         if (!f.isEmpty()) (void)saveLabelMap(f);
     });
-    seg_action_ = file->addAction(
+    dicom_actions_ << file->addAction(
         "Save DICOM &SEG...", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S), this, [this] {
             const QString f = QFileDialog::getSaveFileName(this, "Save DICOM SEG",
                                                            "segmentation.dcm", "DICOM (*.dcm)");
             if (!f.isEmpty()) (void)saveDicomSeg(f);
         });
-    label_actions_ << seg_action_;
+    dicom_actions_ << file->addAction(
+        "Save &RTSTRUCT...", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_R), this, [this] {
+            const QString f = QFileDialog::getSaveFileName(this, "Save RT Structure Set",
+                                                           "rtstruct.dcm", "DICOM (*.dcm)");
+            if (!f.isEmpty()) (void)saveRtStruct(f);
+        });
+    label_actions_ << dicom_actions_;
     label_actions_ << file->addAction(
         "Save s&tatistics...", QKeySequence(Qt::CTRL | Qt::Key_E), this, [this] {
             const QString f = QFileDialog::getSaveFileName(
@@ -344,7 +349,7 @@ void MainWindow::updateActions() {
     const bool image = state_->hasImage(), labels = state_->hasLabelMap();
     for (QAction* a : image_actions_) a->setEnabled(image);
     for (QAction* a : label_actions_) a->setEnabled(labels);
-    if (seg_action_) seg_action_->setEnabled(labels && state_->study().series.has_value());
+    for (QAction* a : dicom_actions_) a->setEnabled(labels && state_->study().series.has_value());
 }
 
 void MainWindow::updateSliders() {
@@ -586,23 +591,23 @@ void MainWindow::loadSegmentation(const QString& path) {
     }
     const std::string p = sstr(path);
     const Volume image = state_->image();
+    std::optional<io::SeriesCandidate> series = state_->study().series;
     startTask<Result<PreparedLabelMap>>(
         "loading segmentation",
-        [p, image](const Progress& progress) -> Result<PreparedLabelMap> {
-            if (io::isImageFile(p)) {
-                VOXSEG_ASSIGN_OR_RETURN(Volume labels, io::readImage(p, progress));
-                return prepareLabelMap(image, std::move(labels), {});
-            }
-            io::SegReadOptions options;
-            options.grid = image.geometry();
-            VOXSEG_ASSIGN_OR_RETURN(io::SegReadResult seg, io::readDicomSeg(p, options));
-            if (seg.overlapping_voxels > 0)
+        [p, image, series](const Progress& progress) -> Result<PreparedLabelMap> {
+            VOXSEG_ASSIGN_OR_RETURN(
+                pipeline::SegmentationFile file,
+                pipeline::readSegmentationFile(p, image.geometry(), series ? &*series : nullptr,
+                                               progress));
+            for (const std::string& w : file.warnings) log::warning(kComponent, "{}: {}", p, w);
+            if (file.overlapping_voxels > 0)
                 log::warning(kComponent, "{}: {} voxels belong to several segments (higher wins)",
-                             p, seg.overlapping_voxels);
+                             p, file.overlapping_voxels);
+            if (file.segments.empty()) return prepareLabelMap(image, std::move(file.label_map), {});
             std::vector<pipeline::LabelInfo> infos;
-            for (const auto& s : seg.segments) infos.push_back({s.label_value, s.label, s.color});
-            return prepareLabelMap(image, std::move(seg.label_map), std::move(infos),
-                                   std::move(seg.segments));
+            for (const auto& s : file.segments) infos.push_back({s.label_value, s.label, s.color});
+            return prepareLabelMap(image, std::move(file.label_map), std::move(infos),
+                                   std::move(file.segments));
         },
         [this, path, image](Result<PreparedLabelMap>& r) {
             if (!r.isOk()) {
@@ -748,30 +753,35 @@ Status MainWindow::saveLabelMap(const QString& path) {
     return s;
 }
 
-Status MainWindow::saveDicomSeg(const QString& path) {
+Status MainWindow::saveDicomObject(bool rtstruct, const QString& path) {
+    const auto k = rtstruct ? pipeline::DicomSegmentationKind::kRtStruct
+                            : pipeline::DicomSegmentationKind::kSeg;
+    const char* what = k == pipeline::DicomSegmentationKind::kSeg ? "DICOM SEG" : "RTSTRUCT";
     Status s;
     if (!state_->hasLabelMap()) {
         s = Status(StatusCode::kFailedPrecondition, "no label map to save", sstr(path));
     } else if (!state_->study().series) {
-        s = invalidArgument(
-            "DICOM SEG needs a DICOM source series; this image came from a file: save a label "
-            "map instead",
-            sstr(path));
+        s = invalidArgument(std::string(what) +
+                                " needs a DICOM source series; this image came from a file: save "
+                                "a label map instead",
+                            sstr(path));
     } else {
-        io::SegWriteOptions options;
+        pipeline::DicomSegmentationOptions options;
         options.algorithm_name = algorithm_name_;
         options.algorithm_version = algorithm_version_;
-        options.series_description = algorithm_name_ + " segmentation";
-        auto r = io::writeDicomSeg(state_->labelMap(), *state_->study().series,
-                                   state_->segmentDescriptions(), options, sstr(path));
-        s = r.isOk() ? Status::ok() : r.status();
+        s = pipeline::writeDicomSegmentation(k, state_->labelMap(), *state_->study().series,
+                                             state_->segmentDescriptions(), options, sstr(path));
     }
     if (!s.isOk())
-        reportError("cannot save DICOM SEG", s);
+        reportError(QString("cannot save ") + what, s);
     else
-        log::info(kComponent, "DICOM SEG saved to {}", sstr(path));
+        log::info(kComponent, "{} saved to {}", what, sstr(path));
     return s;
 }
+
+Status MainWindow::saveDicomSeg(const QString& path) { return saveDicomObject(false, path); }
+
+Status MainWindow::saveRtStruct(const QString& path) { return saveDicomObject(true, path); }
 
 Status MainWindow::saveStatistics(const QString& path) {
     Status s;

@@ -64,7 +64,7 @@ class MainWindow : public QMainWindow {
     // runs, starting another fails with a message.
     void openPath(const QString& path);    // image file, or DICOM folder/file (scan, then load)
     void loadSeries(int candidate_index);  // a series of the last scan
-    void loadSegmentation(const QString& path);  // label map image or DICOM SEG file
+    void loadSegmentation(const QString& path);  // label map image, DICOM SEG or RTSTRUCT
     void runModel(const QString& model_folder, const QString& out_dir = {});
     void cancelTask();
     bool busy() const { return busy_; }
@@ -79,6 +79,7 @@ class MainWindow : public QMainWindow {
     // Outputs (fast; written atomically). Errors are returned and also shown.
     Status saveLabelMap(const QString& path);
     Status saveDicomSeg(const QString& path);
+    Status saveRtStruct(const QString& path);
     Status saveStatistics(const QString& path);  // .csv or .json
     // PNG of the views area (or of the whole window, docks included).
     Status saveScreenshot(const QString& path, bool whole_window = false);
@@ -108,6 +109,7 @@ class MainWindow : public QMainWindow {
                    std::function<void(R&)> done);
     void finishTask(bool ok, const QString& message);
     void reportError(const QString& what, const Status& status);
+    Status saveDicomObject(bool rtstruct, const QString& path);  // SEG or RTSTRUCT
     void buildViews();
     void buildDocks();
     void buildMenus();
@@ -138,7 +140,7 @@ class MainWindow : public QMainWindow {
     QMenu* recent_menu_ = nullptr;
     QList<QAction*> image_actions_;  // need an image
     QList<QAction*> label_actions_;  // need a label map
-    QAction* seg_action_ = nullptr;  // needs a DICOM source
+    QList<QAction*> dicom_actions_;  // need a DICOM source (SEG, RTSTRUCT)
     QAction* outline_action_ = nullptr;
 
     bool busy_ = false;

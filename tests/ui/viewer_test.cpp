@@ -3,6 +3,7 @@
 // model run in the background, outputs saved and read back, bad files.
 #include "io/dicom_synth.h"
 #include "io/image_io.h"
+#include "io/rtstruct_reader.h"
 #include "io/seg_reader.h"
 #include "pipeline/labels.h"
 #include "tests/pipeline/test_model_package.h"
@@ -342,6 +343,45 @@ TEST_F(ViewerTest, SavesLabelMapSegAndStatisticsThatReadBack) {
         runTask(*window_, [&] { window_->loadSegmentation(QString::fromStdString(seg)); }).ok)
         << window_->lastError().toStdString();
     EXPECT_EQ(s->labels()[1].voxels, 6 * 6 * 16);
+}
+
+// RTSTRUCT (issue 16): saved from the viewer, read back by the io reader onto the image grid
+// voxel for voxel, then loaded in the viewer like a SEG, with the ROI names.
+TEST_F(ViewerTest, SavesAndLoadsAnRtStruct) {
+    openSeries();
+    ViewerState* s = window_->state();
+    ASSERT_TRUE(runTask(*window_, [&] {
+                    window_->loadSegmentation(QString::fromStdString(writeLabelMap()));
+                }).ok);
+    const std::string rt = dir_ / "rtstruct.dcm";
+    ASSERT_TRUE(window_->saveRtStruct(QString::fromStdString(rt)).isOk())
+        << window_->lastError().toStdString();
+    const Geometry g = s->image().geometry();
+    const int64_t n = g.voxelCount();
+    std::vector<int> shown(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+        shown[static_cast<size_t>(i)] =
+            s->labelValue({i % kColumns, (i / kColumns) % kRows, i / (kColumns * kRows)});
+
+    io::RtStructReadOptions options;
+    options.grid = g;
+    auto back = io::readRtStruct(rt, *s->study().series, options);
+    ASSERT_TRUE(back.isOk()) << back.status().toString();
+    ASSERT_EQ(back->rois.size(), 2u);
+    int64_t differ = 0;
+    visitPixels(*back->grid_labels, [&](const auto* p) {
+        for (int64_t i = 0; i < n; ++i)
+            differ += shown[static_cast<size_t>(i)] != static_cast<int>(p[i]);
+    });
+    EXPECT_EQ(differ, 0);
+
+    window_->state()->clearLabelMap();
+    ASSERT_TRUE(
+        runTask(*window_, [&] { window_->loadSegmentation(QString::fromStdString(rt)); }).ok)
+        << window_->lastError().toStdString();
+    ASSERT_EQ(s->labels().size(), 2u);
+    EXPECT_EQ(s->labels()[1].voxels, 6 * 6 * 16);
+    EXPECT_EQ(s->labels()[1].name, back->rois[1].description.label);
 }
 
 TEST_F(ViewerTest, RunsATinyModelInTheBackgroundAndShowsTheOverlay) {
