@@ -4,13 +4,21 @@
 // holds no BINARY SEG of the same segmentation (its BINARY SEGs segment a CT), so the expected
 // figures below were read with pydicom 3.0.2 (`pixel_array`, `np.unique(..., return_counts)`,
 // `pydicom.pixels.apply_color_lut`) and checked against the file's dcmdump.
+#include "io/acquired_labels.h"
+#include "io/dicom_series.h"
 #include "io/seg_labelmap.h"
 
 #include "tests/test_data.h"
 
 #include <dcmtk/config/osconfig.h>
+#include <dcmtk/dcmdata/dcdeftag.h>
 #include <dcmtk/dcmdata/dcfilefo.h>
 #include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
 
 #include <algorithm>
 #include <array>
@@ -119,6 +127,77 @@ TEST(LabelMapSegData, ABinarySegIsNotTakenForALabelMap) {
     auto f = readLabelMapSegFrames(file("seg_image_ct_binary.dcm"));
     ASSERT_FALSE(f.isOk());
     EXPECT_NE(f.status().toString().find("not a Label Map SEG"), std::string::npos);
+}
+
+// Written on a real CT series (pydicom-test-files CT2, the series highdicom's CT SEGs reference):
+// HU thresholds as labels, through labelsOnAcquiredImages() as the pipeline does; highdicom
+// reads the Label Map SEG back per source image voxel for voxel.
+TEST(LabelMapSegData, HighdicomReadsWhatWeWriteOnARealCt) {
+#ifndef VOXSEG_PYTHON3
+    GTEST_SKIP() << "python3 not found at configure time";
+#else
+    const std::string rel = "pydicom-test-files/dicomdirtests/77654033/CT2";
+    VOXSEG_REQUIRE_DATA(rel);
+    auto scan = scanDicom({voxseg::testing::sharedData(rel).string()});
+    ASSERT_TRUE(scan.isOk()) << scan.status().toString();
+    ASSERT_EQ(scan->series.size(), 1u);
+    const SeriesCandidate& source = scan->series.front();
+    auto ct = loadSeries(source);
+    ASSERT_TRUE(ct.isOk()) << ct.status().toString();
+    const Geometry g = ct->geometry();
+    Volume labels = Volume::allocate<uint8_t>(g);
+    const Volume hu = ct->castTo(PixelType::kFloat32);
+    for (int64_t i = 0; i < g.voxelCount(); ++i) {
+        const float v = hu.data<float>()[i];
+        labels.data<uint8_t>()[i] = v > 300 ? 2 : (v > -200 && v < 100 ? 1 : 0);
+    }
+    auto acquired = labelsOnAcquiredImages(labels, source, 1);
+    ASSERT_TRUE(acquired.isOk()) << acquired.status().toString();
+    std::vector<SegmentDescription> segments(2);
+    segments[0].label_value = 1, segments[0].label = "soft tissue";
+    segments[1].label_value = 2, segments[1].label = "bone";
+    segments[1].type = {"272673000", "SCT", "Bone"};
+    voxseg::testing::TempDir dir;
+    const std::string path = dir / "ct2_labelmap.dcm";
+    auto report = writeLabelMapSeg(*acquired, source, segments, {}, path);
+    ASSERT_TRUE(report.isOk()) << report.status().toString();
+    EXPECT_EQ(report->segments, 2);
+
+    // Expected planes for tests/io/highdicom_check.py: raw uint8 + .json sidecar.
+    const std::string raw = dir / "expected.raw";
+    {
+        std::ofstream out(raw, std::ios::binary);
+        out.write(
+            reinterpret_cast<const char*>(acquired->labels.data<uint8_t>()),
+            static_cast<std::streamsize>(acquired->planeSize() * acquired->planes.planeCount()));
+        std::ofstream meta(raw + ".json");
+        meta << "{\"dtype\": \"uint8\", \"rows\": " << acquired->planes.rows
+             << ", \"columns\": " << acquired->planes.columns << ", \"planes\": [";
+        for (size_t k = 0; k < acquired->planes.planeCount(); ++k) {
+            DcmFileFormat f;
+            ASSERT_TRUE(f.loadFile(acquired->planes.slices[k].path.c_str()).good());
+            OFString uid;
+            f.getDataset()->findAndGetOFString(DCM_SOPInstanceUID, uid);
+            meta << (k ? ", " : "") << "{\"sop_instance_uid\": \"" << uid << "\", \"frame\": 0}";
+        }
+        meta << "]}\n";
+    }
+    const std::string command = std::string(VOXSEG_PYTHON3) + " " + VOXSEG_SOURCE_DIR +
+                                "/tests/io/highdicom_check.py '" + path + "' '" +
+                                voxseg::testing::sharedData(rel).string() + "' '" + raw + "' 2>&1";
+    FILE* pipe = ::popen(command.c_str(), "r");
+    ASSERT_NE(pipe, nullptr);
+    std::string out;
+    char buffer[4096];
+    while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) out.append(buffer, n);
+    const int rc = ::pclose(pipe);
+    std::cout << "highdicom on CT2: " << out;
+    if (WIFEXITED(rc) && WEXITSTATUS(rc) == 3)
+        GTEST_SKIP() << "highdicom is not installed: pip install highdicom";
+    EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << out;
+    EXPECT_NE(out.find("\"voxels_differing\": 0"), std::string::npos) << out;
+    EXPECT_EQ(out.find("\"voxels_labelled\": 0,"), std::string::npos) << out;
+#endif
 }
 
 }  // namespace
