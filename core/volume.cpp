@@ -89,7 +89,7 @@ const void* Volume::rawData() const {
 namespace {
 template <typename Dst>
 Volume castImpl(const Volume& src) {
-    Volume out = Volume::allocate<Dst>(src.geometry(), src.info());
+    Volume out = Volume::allocateUninitialized<Dst>(src.geometry(), src.info());
     Dst* dst = out.data<Dst>();
     const int64_t n = src.geometry().voxelCount();
     visitPixels(src, [&](auto* s) {

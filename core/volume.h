@@ -94,6 +94,19 @@ class Volume {
         return fromImage<T>(image, std::move(info));
     }
 
+    // Like allocate(), but the voxels are left uninitialised: for callers that write every voxel
+    // (decoders, casts). Saves a pass over the whole buffer (e.g. 150 MB of memset and page
+    // faults for a 512x512x300 int16 CT before decoding starts); the pages are then first touched
+    // by the threads that fill them.
+    template <typename T>
+    static Volume allocateUninitialized(const Geometry& geometry, VolumeInfo info = {}) {
+        auto image = Image3<T>::New();
+        image->SetRegions(toItkRegion(geometry));
+        image->Allocate(false);
+        applyGeometry(geometry, *image);
+        return fromImage<T>(image, std::move(info));
+    }
+
     bool empty() const { return image_.IsNull(); }
     PixelType pixelType() const { return type_; }
     Geometry geometry() const;

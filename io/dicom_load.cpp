@@ -117,8 +117,40 @@ Status decodeSlices(const SeriesCandidate& c, int threads, const Progress& progr
     return failed ? first_error : Status::ok();
 }
 
+// dst[i] = src[i] * scale + offset for integral scale/offset; false (dst unspecified) when a
+// value falls outside int16. The value range is checked first on the slice's minimum and maximum
+// (the map is monotonic), so the conversion itself runs in 32-bit arithmetic, which vectorises:
+// with |scale|, |offset| <= 2^30 and a result within int16, src * scale fits int32 too.
+bool rescaleToInt16(const int32_t* src, size_t n, const Rescale& r, int16_t* dst) {
+    int32_t lo = std::numeric_limits<int32_t>::max();
+    int32_t hi = std::numeric_limits<int32_t>::min();
+    for (size_t i = 0; i < n; ++i) {
+        lo = std::min(lo, src[i]);
+        hi = std::max(hi, src[i]);
+    }
+    if (n == 0) return true;
+    const int64_t scale = static_cast<int64_t>(r.scale);
+    const int64_t offset = static_cast<int64_t>(r.offset);
+    const int64_t a = lo * scale + offset;
+    const int64_t b = hi * scale + offset;
+    if (std::min(a, b) < -32768 || std::max(a, b) > 32767) return false;
+    constexpr int64_t kLimit = int64_t{1} << 30;
+    if (scale < -kLimit || scale > kLimit || offset < -kLimit || offset > kLimit) {
+        for (size_t i = 0; i < n; ++i) dst[i] = static_cast<int16_t>(src[i] * scale + offset);
+        return true;
+    }
+    const auto s32 = static_cast<int32_t>(scale);
+    const auto o32 = static_cast<int32_t>(offset);
+    if (s32 == 1) {
+        for (size_t i = 0; i < n; ++i) dst[i] = static_cast<int16_t>(src[i] + o32);
+    } else {
+        for (size_t i = 0; i < n; ++i) dst[i] = static_cast<int16_t>(src[i] * s32 + o32);
+    }
+    return true;
+}
+
 Volume toInt16(const std::vector<float>& data, const Geometry& g, VolumeInfo info) {
-    Volume v = Volume::allocate<int16_t>(g, std::move(info));
+    Volume v = Volume::allocateUninitialized<int16_t>(g, std::move(info));
     int16_t* out = v.data<int16_t>();
     for (size_t i = 0; i < data.size(); ++i) {
         float x = std::round(data[i]);
@@ -163,20 +195,12 @@ Result<Volume> loadSeries(const SeriesCandidate& c, const DicomLoadOptions& opti
     // Integral values go straight into int16 while they fit; anything else (or a value out of
     // range) goes through float32.
     if (integral && !resample) {
-        Volume v = Volume::allocate<int16_t>(g, info);
+        // Every voxel is written below (each slice in full), or the volume is dropped.
+        Volume v = Volume::allocateUninitialized<int16_t>(g, info);
         int16_t* out = v.data<int16_t>();
         std::atomic<bool> overflow{false};
         Status st = decodeSlices(c, options.threads, progress, [&](size_t k, const int32_t* src) {
-            int16_t* dst = out + k * plane;
-            const int64_t scale = static_cast<int64_t>(rescale[k].scale);
-            const int64_t offset = static_cast<int64_t>(rescale[k].offset);
-            bool over = false;
-            for (size_t i = 0; i < plane; ++i) {
-                const int64_t x = src[i] * scale + offset;
-                over |= x < -32768 || x > 32767;
-                dst[i] = static_cast<int16_t>(x);
-            }
-            if (over) overflow = true;
+            if (!rescaleToInt16(src, plane, rescale[k], out + k * plane)) overflow = true;
         });
         if (!st.isOk()) return st.withContext("loading " + name + ": ");
         if (!overflow) return v;
@@ -226,7 +250,7 @@ Result<Volume> loadSeries(const SeriesCandidate& c, const DicomLoadOptions& opti
         float hi = values.empty() ? 0 : *std::max_element(values.begin(), values.end());
         if (lo >= -32768.0f && hi <= 32767.0f) return toInt16(values, out_geometry, info);
     }
-    Volume v = Volume::allocate<float>(out_geometry, info);
+    Volume v = Volume::allocateUninitialized<float>(out_geometry, info);
     std::copy(values.begin(), values.end(), v.data<float>());
     return v;
 }

@@ -124,6 +124,24 @@ struct Unpacker {
 template <typename T>
 bool unpackWords(const uint8_t* bytes, int64_t n, const Unpacker& unpack, int32_t* out) {
     const T* words = reinterpret_cast<const T*>(bytes);
+    if constexpr (sizeof(T) < sizeof(uint32_t)) {
+        // 8/16-bit words always fit int32: the same shift, mask and sign extension as Unpacker,
+        // in 32-bit arithmetic without the overflow test, so the loop vectorises (this loop was
+        // a fifth of `voxseg convert`'s CPU time on uncompressed CT).
+        const uint32_t mask = (uint32_t{1} << unpack.bits) - 1;
+        const int shift = unpack.shift;
+        if (unpack.is_signed) {
+            const int up = 32 - unpack.bits;
+            for (int64_t i = 0; i < n; ++i)
+                out[i] = static_cast<int32_t>(((static_cast<uint32_t>(words[i]) >> shift) & mask)
+                                              << up) >>
+                         up;
+        } else {
+            for (int64_t i = 0; i < n; ++i)
+                out[i] = static_cast<int32_t>((static_cast<uint32_t>(words[i]) >> shift) & mask);
+        }
+        return true;
+    }
     bool ok = true;
     for (int64_t i = 0; i < n; ++i) ok &= unpack(static_cast<uint32_t>(words[i]), out[i]);
     return ok;
