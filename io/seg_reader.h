@@ -7,8 +7,9 @@
 // acquired images (each frame on the source slice at its position) and then mapped onto the
 // grid (io/acquired_labels.h): the way to read a SEG of a tilted or unevenly spaced series onto
 // the grid that series loads to. Overlapping segments: the higher segment wins, and
-// the result says so. The Label Map SEG SOP class (2024) is not readable with DCMTK 3.6.7 and is
-// reported as unsupported. Patient data is not read out. Thread safety: reentrant.
+// the result says so. Label Map Segmentation objects (2024) are read too (io/seg_labelmap.h: one
+// frame per image, pixel value = segment number) and placed the same way. Patient data is not
+// read out. Thread safety: reentrant.
 #pragma once
 
 #include "core/geometry.h"

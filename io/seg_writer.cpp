@@ -2,10 +2,12 @@
 
 #include "core/atomic_file.h"
 #include "core/log.h"
+#include "io/seg_labelmap.h"
 
 #include <dcmtk/config/osconfig.h>
 #include <dcmtk/dcmdata/dcdeftag.h>
 #include <dcmtk/dcmdata/dcfilefo.h>
+#include <dcmtk/dcmdata/dcsequen.h>
 #include <dcmtk/dcmdata/dcuid.h>
 #include <dcmtk/dcmdata/dcvrda.h>
 #include <dcmtk/dcmdata/dcvrtm.h>
@@ -79,6 +81,26 @@ void collectPresence(const T* data, const Geometry& g,
     }
 }
 
+// Every frame is its source image's pixel grid: SpatialLocationsPreserved YES in each source
+// image item (dcmfg 3.6.7 has no setter), which viewers and highdicom need to index frames by
+// source image.
+void markSpatialLocationsPreserved(DcmDataset& ds) {
+    DcmSequenceOfItems* frames = nullptr;
+    if (ds.findAndGetSequence(DCM_PerFrameFunctionalGroupsSequence, frames).bad() || !frames)
+        return;
+    for (unsigned long f = 0; f < frames->card(); ++f) {
+        DcmItem* derivation = nullptr;
+        if (frames->getItem(f)->findAndGetSequenceItem(DCM_DerivationImageSequence, derivation, 0)
+                .bad())
+            continue;
+        DcmSequenceOfItems* sources = nullptr;
+        if (derivation->findAndGetSequence(DCM_SourceImageSequence, sources).bad() || !sources)
+            continue;
+        for (unsigned long i = 0; i < sources->card(); ++i)
+            sources->getItem(i)->putAndInsertString(DCM_SpatialLocationsPreserved, "YES");
+    }
+}
+
 }  // namespace
 
 Result<SegType> parseSegType(const std::string& name) {
@@ -116,7 +138,7 @@ Result<SegWriteReport> writeDicomSeg(const AcquiredLabels& labels, const SeriesC
                       "--outputs)",
                       path);
     if (options.type == SegType::kLabelMap)
-        return unsupported("the Label Map SEG writer is not wired yet", path);
+        return writeLabelMapSeg(labels, source, segments, options, path);
     const AcquiredPlanes& planes = labels.planes;
     const Geometry g = label_map.geometry();  // columns x rows x planes
     if (g.size[0] > 65535 || g.size[1] > 65535)
@@ -350,6 +372,7 @@ Result<SegWriteReport> writeDicomSeg(const AcquiredLabels& labels, const SeriesC
         VOXSEG_RETURN_IF_ERROR(
             dcmStatus(seg->writeDataset(*file.getDataset()), "encoding the SEG", path));
         file.getDataset()->putAndInsertString(DCM_SegmentsOverlap, "NO");
+        markSpatialLocationsPreserved(*file.getDataset());
         const OFCondition saved = file.saveFile(out.tempPath().c_str(), EXS_LittleEndianExplicit);
         if (saved.bad())
             return ioError(std::string("writing the DICOM SEG failed: ") + saved.text(), path);

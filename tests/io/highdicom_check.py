@@ -79,9 +79,12 @@ def main(argv):
             else:
                 got = seg.get_pixels_by_source_instance(
                     source_sop_instance_uids=[uid], combine_segments=True, relabel=False)[0]
-        except (KeyError, ValueError, IndexError, RuntimeError):
+        except (KeyError, ValueError, IndexError):
             got = np.zeros((rows, cols), dtype=np.uint16)  # no frame on this source image
             unreferenced += 1
+        except RuntimeError as e:  # e.g. frames not marked SpatialLocationsPreserved
+            problems.append(f"plane {k} ({uid}): highdicom refuses to index it: {e}")
+            continue
         got = np.asarray(got).astype(np.int64)
         if value_of is not None:
             mapped = np.zeros_like(got)

@@ -20,6 +20,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -199,6 +202,59 @@ TEST(DicomSegAcquired, TiltedUnevenSeriesGetsFramesOnItsSourceImages) {
     const double dice = 2.0 * both / sum;
     std::printf("grid -> acquired images -> grid: Dice %.4f\n", dice);
     EXPECT_GT(dice, 0.9);
+
+    // The Label Map SEG of the same labels: voxseg's reader puts it on the source images too.
+    SegWriteOptions label_map_options;
+    label_map_options.type = SegType::kLabelMap;
+    const std::string label_map_path = dir / "labelmap.dcm";
+    ASSERT_TRUE(writeDicomSeg(labels, c, twoSegments(), label_map_options, label_map_path).isOk());
+    options.grid.reset();
+    auto label_map_back = readDicomSeg(label_map_path, options);
+    ASSERT_TRUE(label_map_back.isOk()) << label_map_back.status().toString();
+    differ = 0;
+    for (int64_t i = 0; i < n; ++i)
+        differ += label_map_back->acquired->labels.data<uint8_t>()[i] !=
+                  acquired->labels.data<uint8_t>()[i];
+    EXPECT_EQ(differ, 0);
+
+    // highdicom (pip) reads both per source image: the same labels voxel for voxel.
+#ifdef VOXSEG_PYTHON3
+    const std::string raw = dir / "expected.raw";
+    {
+        std::ofstream out(raw, std::ios::binary);
+        out.write(reinterpret_cast<const char*>(acquired->labels.data<uint8_t>()),
+                  static_cast<std::streamsize>(n));
+        std::ofstream meta(raw + ".json");
+        meta << "{\"dtype\": \"uint8\", \"rows\": " << spec.rows
+             << ", \"columns\": " << spec.columns << ", \"planes\": [";
+        for (size_t k = 0; k < c.slices.size(); ++k) {
+            DcmFileFormat f;
+            ASSERT_TRUE(f.loadFile(c.slices[k].path.c_str()).good());
+            OFString sop;
+            f.getDataset()->findAndGetOFString(DCM_SOPInstanceUID, sop);
+            meta << (k ? ", " : "") << "{\"sop_instance_uid\": \"" << sop.c_str()
+                 << "\", \"frame\": 0}";
+        }
+        meta << "]}\n";
+    }
+    if (const char* keep = std::getenv("VOXSEG_KEEP_SEG"))  // a folder to inspect them in
+        std::filesystem::copy(dir.path(), keep,
+                              std::filesystem::copy_options::recursive |
+                                  std::filesystem::copy_options::overwrite_existing);
+    for (const std::string& seg_file : {path, label_map_path}) {
+        const std::string verdict = run(std::string(VOXSEG_PYTHON3) + " " + VOXSEG_SOURCE_DIR +
+                                        "/tests/io/highdicom_check.py '" + seg_file + "' '" +
+                                        (dir / "ct") + "' '" + raw + "'; echo rc=$?");
+        std::printf("highdicom on %s: %s", seg_file.c_str(), verdict.c_str());
+        if (verdict.find("rc=3") != std::string::npos) {
+            std::printf(
+                "highdicom is not installed (pip install highdicom): cross-check skipped\n");
+            continue;
+        }
+        EXPECT_NE(verdict.find("rc=0"), std::string::npos) << verdict;
+        EXPECT_NE(verdict.find("\"voxels_differing\": 0"), std::string::npos) << verdict;
+    }
+#endif
 
     if (run("which dciodvfy").find("dciodvfy") != std::string::npos) {
         const std::string verdict = run("dciodvfy '" + path + "'");
