@@ -1,7 +1,7 @@
 // `voxseg segment --outputs nifti,seg,rtstruct` on a gantry-tilted, unevenly spaced CT (issue
 // 16): the label map stays on the regular grid, the DICOM SEG and the RTSTRUCT lie on the
 // acquired images and hold exactly the label map's labels at the acquired pixels, and run.json
-// says which grid each output is on.
+// says which grid each output is on; `voxseg batch` writes the same objects.
 #include "io/acquired_labels.h"
 #include "io/dicom_series.h"
 #include "io/dicom_synth.h"
@@ -109,6 +109,23 @@ TEST(SegmentDicomOutputs, TiltedSeriesGetsSegAndRtstructOnItsAcquiredImages) {
     ASSERT_TRUE(rt.isOk()) << rt.status().toString();
     EXPECT_TRUE(rt->warnings.empty()) << rt->warnings.front();
     EXPECT_EQ(differences(rt->acquired, *expected), 0);
+
+    // voxseg batch writes the same DICOM objects (a folder of one case folder).
+    fs::create_directories(dir.path() / "cases");
+    fs::copy(ct, dir.path() / "cases" / "tilted", fs::copy_options::recursive);
+    const fs::path batch_out = dir.path() / "batch";
+    r = runVoxseg({"batch", (dir.path() / "cases").string(), "-m", model, "-o", batch_out.string(),
+                   "--outputs", "seg,rtstruct"},
+                  dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto batch_seg =
+        io::readDicomSeg((batch_out / "tilted" / "segmentation.dcm").string(), seg_options);
+    ASSERT_TRUE(batch_seg.isOk()) << batch_seg.status().toString();
+    EXPECT_EQ(differences(*batch_seg->acquired, *expected), 0);
+    auto batch_rt =
+        io::readRtStruct((batch_out / "tilted" / "rtstruct.dcm").string(), c, rt_options);
+    ASSERT_TRUE(batch_rt.isOk()) << batch_rt.status().toString();
+    EXPECT_EQ(differences(batch_rt->acquired, *expected), 0);
 }
 
 }  // namespace
