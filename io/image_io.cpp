@@ -4,6 +4,7 @@
 #include "core/log.h"
 #include "io/nifti_gz_writer.h"
 
+#include <fcntl.h>
 #include <itkCommand.h>
 #include <itkImageFileReader.h>
 #include <itkImageFileWriter.h>
@@ -20,9 +21,13 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <future>
+#include <iterator>
 #include <limits>
 #include <random>
+#include <span>
+#include <vector>
 
 namespace voxseg::io {
 namespace fs = std::filesystem;
@@ -255,6 +260,143 @@ Status checkNiftiComplete(const std::string& path) {
                                " bytes, the file holds " + std::to_string(have) +
                                "; re-export or re-copy it",
                            path);
+    return Status::ok();
+}
+
+// .nii/.nii.gz of volumes above this size: ITK writes the header only (below), voxseg the voxels.
+// Smaller volumes are written by ITK whole; the header detour would not pay.
+constexpr uint64_t kDirectNiftiMinBytes = uint64_t{4} << 20;
+// The .nii voxels go out in pieces of this size, each handed to write-back as soon as it is in
+// the page cache (sync_file_range), so the disk writes while the next piece is copied and the
+// fsync of the commit waits for the tail only.
+constexpr size_t kNiftiWritePiece = size_t{16} << 20;
+
+int16_t load16(const uint8_t* p) {
+    int16_t v = 0;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+// ITK's NIfTI-1 header for `volume`, exactly as ITK writes it before the voxels: ITK writes a
+// two-slice image of the same voxel type, in-plane size, spacing, origin and direction to a
+// temporary file beside `target`, and its bytes up to vox_offset, with dim[3] set to the real
+// slice count, are the header. Nothing else in the header ITK 5.2 writes depends on the slice
+// count: no data statistics (cal_min/max stay 0), no slice_end (the ctest image_io_nifti_identity,
+// bench/nifti_identity_check.cpp, checks the files are byte-identical to ITK's whole-volume output
+// for every voxel type). Returns an empty vector when this does not apply (few slices, dimensions
+// beyond NIfTI-1's int16, an unexpected layout): then ITK writes the whole volume as before.
+template <typename T>
+Result<std::vector<uint8_t>> itkNiftiHeaderTyped(const Volume& volume, const std::string& target) {
+    const Geometry g = volume.geometry();
+    if (g.size[2] <= 2 || g.size[0] > 32767 || g.size[1] > 32767 || g.size[2] > 32767)
+        return std::vector<uint8_t>{};
+    Geometry two = g;
+    two.size[2] = 2;
+    const Volume slab = Volume::allocate<T>(two);
+    const fs::path t(target);
+    AtomicFile scratch((t.parent_path() / (t.filename().string() + ".header.nii")).string());
+    VOXSEG_RETURN_IF_ERROR(writeWithItk<T>(slab, scratch.tempPath(), ImageFormat::kNifti, {}));
+    std::vector<uint8_t> bytes;
+    {
+        std::ifstream in(scratch.tempPath(), std::ios::binary);
+        bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    constexpr int kDim = 40;  // dim[0..7], int16 each
+    constexpr int kVoxOffset = 108;
+    int32_t sizeof_hdr = 0;
+    float vox_offset = 0;
+    if (bytes.size() < 352) return std::vector<uint8_t>{};
+    std::memcpy(&sizeof_hdr, bytes.data(), sizeof sizeof_hdr);
+    std::memcpy(&vox_offset, bytes.data() + kVoxOffset, sizeof vox_offset);
+    const auto header_size = static_cast<size_t>(vox_offset);
+    const uint64_t slab_bytes = static_cast<uint64_t>(two.voxelCount()) * sizeof(T);
+    if (sizeof_hdr != 348 || vox_offset < 352 || header_size != vox_offset ||
+        bytes.size() != header_size + slab_bytes || load16(bytes.data() + kDim) != 3 ||
+        load16(bytes.data() + kDim + 2) != g.size[0] ||
+        load16(bytes.data() + kDim + 4) != g.size[1] || load16(bytes.data() + kDim + 6) != 2)
+        return std::vector<uint8_t>{};
+    bytes.resize(header_size);
+    const auto slices = static_cast<int16_t>(g.size[2]);
+    std::memcpy(bytes.data() + kDim + 6, &slices, sizeof slices);
+    return bytes;
+}
+
+Result<std::vector<uint8_t>> itkNiftiHeader(const Volume& volume, const std::string& target) {
+    if (static_cast<uint64_t>(volume.geometry().voxelCount()) * pixelTypeSize(volume.pixelType()) <
+        kDirectNiftiMinBytes)
+        return std::vector<uint8_t>{};
+    switch (volume.pixelType()) {
+        case PixelType::kUInt8:
+            return itkNiftiHeaderTyped<uint8_t>(volume, target);
+        case PixelType::kInt8:
+            return itkNiftiHeaderTyped<int8_t>(volume, target);
+        case PixelType::kUInt16:
+            return itkNiftiHeaderTyped<uint16_t>(volume, target);
+        case PixelType::kInt16:
+            return itkNiftiHeaderTyped<int16_t>(volume, target);
+        case PixelType::kUInt32:
+            return itkNiftiHeaderTyped<uint32_t>(volume, target);
+        case PixelType::kInt32:
+            return itkNiftiHeaderTyped<int32_t>(volume, target);
+        case PixelType::kFloat32:
+            return itkNiftiHeaderTyped<float>(volume, target);
+        case PixelType::kFloat64:
+            return itkNiftiHeaderTyped<double>(volume, target);
+    }
+    return std::vector<uint8_t>{};
+}
+
+std::span<const uint8_t> voxelBytes(const Volume& volume) {
+    return {
+        static_cast<const uint8_t*>(volume.rawData()),
+        static_cast<size_t>(volume.geometry().voxelCount()) * pixelTypeSize(volume.pixelType())};
+}
+
+// Writes header + voxels to `path` (created or truncated, mode 0666 less the umask, as ITK's
+// fopen does), starting write-back of each piece as it lands; the caller's commit() fsyncs.
+Status writeNiftiFile(const std::vector<uint8_t>& header, const Volume& volume,
+                      const std::string& path, const std::string& target,
+                      const Progress& progress) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) return ioError(std::string("cannot create: ") + std::strerror(errno), target);
+    struct Closer {
+        int fd;
+        ~Closer() {
+            if (fd >= 0) ::close(fd);
+        }
+    } closer{fd};
+    auto writeAll = [&](const uint8_t* p, size_t n) {
+        while (n > 0) {
+            const ssize_t r = ::write(fd, p, n);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) return false;
+            p += r;
+            n -= static_cast<size_t>(r);
+        }
+        return true;
+    };
+    const std::span<const uint8_t> data = voxelBytes(volume);
+    if (!writeAll(header.data(), header.size()))
+        return ioError(std::string("write failed: ") + std::strerror(errno), target);
+    for (size_t done = 0; done < data.size();) {
+        const size_t n = std::min(kNiftiWritePiece, data.size() - done);
+        if (!writeAll(data.data() + done, n))
+            return ioError(std::string("write failed (disk full?): ") + std::strerror(errno),
+                           target);
+        // Only a hint to start write-back early; errors surface in the commit's fsync.
+        ::sync_file_range(fd, static_cast<off_t>(header.size() + done), static_cast<off_t>(n),
+                          SYNC_FILE_RANGE_WRITE);
+        done += n;
+        progress.report(static_cast<double>(done) / static_cast<double>(data.size()),
+                        "writing image");
+        if (progress.isCancelled())
+            return Status(StatusCode::kCancelled, "cancelled while writing", target);
+    }
+    if (::close(closer.fd) != 0) {
+        closer.fd = -1;
+        return ioError(std::string("close failed: ") + std::strerror(errno), target);
+    }
+    closer.fd = -1;
     return Status::ok();
 }
 
@@ -499,6 +641,26 @@ Status writeImage(const Volume& volume, const std::string& path, const ImageWrit
     VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
 
     if (isDetachedHeader(path)) return writeDetached(volume, path, format, progress);
+
+    if (format == ImageFormat::kNifti || format == ImageFormat::kNiftiGz) {
+        // Large volumes: ITK's header, voxseg's voxels (straight from memory, no ITK copy; for
+        // .nii.gz no uncompressed temporary file written and read back). Same bytes as ITK.
+        VOXSEG_ASSIGN_OR_RETURN(const std::vector<uint8_t> header, itkNiftiHeader(volume, path));
+        if (!header.empty() && format == ImageFormat::kNifti) {
+            VOXSEG_RETURN_IF_ERROR(writeNiftiFile(header, volume, out.tempPath(), path, progress));
+            VOXSEG_RETURN_IF_ERROR(checkWrittenSize(volume, out.tempPath(), path));
+            return out.commit();
+        }
+        if (!header.empty()) {
+            ParallelGzipOptions gz;
+            gz.level = std::clamp(options.compression_level, 1, 12);
+            gz.threads = options.threads;
+            const std::span<const uint8_t> parts[] = {header, voxelBytes(volume)};
+            Status st = gzipBuffersParallel(parts, out.tempPath(), gz, progress);
+            if (!st.isOk()) return Status(st.code(), st.message(), path);
+            return out.commit();
+        }
+    }
 
     if (format != ImageFormat::kNiftiGz) {
         VOXSEG_RETURN_IF_ERROR(writeDispatch(volume, out.tempPath(), format, progress));

@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -70,21 +71,20 @@ struct Slot {
 
 }  // namespace
 
-Status gzipFileParallel(const std::string& src_path, const std::string& dst_path,
-                        const ParallelGzipOptions& options, const Progress& progress) {
+namespace {
+
+// Where the uncompressed bytes come from: fetch(offset, n, scratch, error) returns a pointer to
+// bytes [offset, offset + n) of the stream, into the source or into `scratch` after filling it,
+// or sets `error`.
+using Fetch = std::function<const uint8_t*(int64_t offset, size_t n, std::vector<uint8_t>& scratch,
+                                           Status& error)>;
+
+Status gzipParallel(int64_t total, const Fetch& fetch, const std::string& dst_path,
+                    const ParallelGzipOptions& options, const Progress& progress) {
     if (options.level < 1 || options.level > 12)
         return invalidArgument("gzip level must be 1..12, got " + std::to_string(options.level),
                                dst_path);
     if (options.chunk_bytes == 0) return invalidArgument("gzip chunk size must be > 0", dst_path);
-
-    Fd in(::open(src_path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (in.get() < 0)
-        return ioError(std::string("cannot open for compression: ") + std::strerror(errno),
-                       src_path);
-    struct stat st {};
-    if (::fstat(in.get(), &st) != 0)
-        return ioError(std::string("cannot stat: ") + std::strerror(errno), src_path);
-    const auto total = static_cast<int64_t>(st.st_size);
     const auto chunk = static_cast<int64_t>(options.chunk_bytes);
     const int64_t n_chunks = std::max<int64_t>(1, (total + chunk - 1) / chunk);
 
@@ -131,14 +131,12 @@ Status gzipFileParallel(const std::string& src_path, const std::string& dst_path
             Slot& slot = slots[static_cast<size_t>(c % window)];
             const int64_t offset = c * chunk;
             const auto n = static_cast<size_t>(std::min(chunk, total - offset));
-            slot.in.resize(n);
             Status err;
-            if (!preadAll(in.get(), slot.in.data(), n, offset)) {
-                err = ioError("short read while compressing (file changed?)", src_path);
-            } else {
+            const uint8_t* in = fetch(offset, n, slot.in, err);
+            if (err.isOk()) {
                 slot.out.resize(libdeflate_gzip_compress_bound(compressor, n));
-                slot.out_size = libdeflate_gzip_compress(compressor, slot.in.data(), n,
-                                                         slot.out.data(), slot.out.size());
+                slot.out_size =
+                    libdeflate_gzip_compress(compressor, in, n, slot.out.data(), slot.out.size());
                 if (slot.out_size == 0) err = internalError("gzip bound too small", dst_path);
             }
             std::lock_guard lock(mutex);
@@ -194,6 +192,58 @@ Status gzipFileParallel(const std::string& src_path, const std::string& dst_path
     if (::close(out.release()) != 0)
         return ioError(std::string("close failed: ") + std::strerror(errno), dst_path);
     return Status::ok();
+}
+
+}  // namespace
+
+Status gzipFileParallel(const std::string& src_path, const std::string& dst_path,
+                        const ParallelGzipOptions& options, const Progress& progress) {
+    Fd in(::open(src_path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (in.get() < 0)
+        return ioError(std::string("cannot open for compression: ") + std::strerror(errno),
+                       src_path);
+    struct stat st {};
+    if (::fstat(in.get(), &st) != 0)
+        return ioError(std::string("cannot stat: ") + std::strerror(errno), src_path);
+    const Fetch fetch = [&](int64_t offset, size_t n, std::vector<uint8_t>& scratch,
+                            Status& error) -> const uint8_t* {
+        scratch.resize(n);
+        if (preadAll(in.get(), scratch.data(), n, offset)) return scratch.data();
+        error = ioError("short read while compressing (file changed?)", src_path);
+        return nullptr;
+    };
+    return gzipParallel(static_cast<int64_t>(st.st_size), fetch, dst_path, options, progress);
+}
+
+Status gzipBuffersParallel(std::span<const std::span<const uint8_t>> parts,
+                           const std::string& dst_path, const ParallelGzipOptions& options,
+                           const Progress& progress) {
+    std::vector<int64_t> starts;  // stream offset of each part
+    int64_t total = 0;
+    for (const auto& p : parts) {
+        starts.push_back(total);
+        total += static_cast<int64_t>(p.size());
+    }
+    const Fetch fetch = [&](int64_t offset, size_t n, std::vector<uint8_t>& scratch,
+                            Status&) -> const uint8_t* {
+        static const uint8_t kNothing = 0;
+        if (n == 0) return &kNothing;
+        // The part holding `offset`; a chunk inside one part is compressed in place.
+        size_t i = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), offset) -
+                                       starts.begin()) -
+                   1;
+        const auto in_part = static_cast<size_t>(offset - starts[i]);
+        if (in_part + n <= parts[i].size()) return parts[i].data() + in_part;
+        scratch.resize(n);
+        size_t filled = 0;
+        for (size_t skip = in_part; filled < n; ++i, skip = 0) {
+            const size_t take = std::min(n - filled, parts[i].size() - skip);
+            std::memcpy(scratch.data() + filled, parts[i].data() + skip, take);
+            filled += take;
+        }
+        return scratch.data();
+    };
+    return gzipParallel(total, fetch, dst_path, options, progress);
 }
 
 }  // namespace voxseg::io

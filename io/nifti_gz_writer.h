@@ -12,6 +12,8 @@
 #include "core/status.h"
 
 #include <cstddef>
+#include <cstdint>
+#include <span>
 #include <string>
 
 namespace voxseg::io {
@@ -25,5 +27,12 @@ struct ParallelGzipOptions {
 // Compresses the whole of `src_path` into `dst_path` (created or truncated). Errors name the file.
 Status gzipFileParallel(const std::string& src_path, const std::string& dst_path,
                         const ParallelGzipOptions& options = {}, const Progress& progress = {});
+
+// Compresses the concatenation of `parts` (e.g. a NIfTI header and the voxels, in memory) into
+// `dst_path`: the same bytes gzipFileParallel writes for a file holding that concatenation. The
+// parts must stay unchanged until it returns.
+Status gzipBuffersParallel(std::span<const std::span<const uint8_t>> parts,
+                           const std::string& dst_path, const ParallelGzipOptions& options = {},
+                           const Progress& progress = {});
 
 }  // namespace voxseg::io
