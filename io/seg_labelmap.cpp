@@ -2,6 +2,7 @@
 
 #include "core/atomic_file.h"
 #include "core/log.h"
+#include "io/seg_common.h"
 
 #include <dcmtk/config/osconfig.h>
 #include <dcmtk/dcmdata/dcdeftag.h>
@@ -27,44 +28,6 @@ namespace {
 
 constexpr const char* kComponent = "io.seg";
 constexpr const char* kUidRoot = SITE_INSTANCE_UID_ROOT;
-constexpr Uint32 kMaxHeaderValueLength = 4096;
-
-// --- Duplicated from io/seg_writer.cpp (anonymous there); to be folded into one shared helper.
-std::string num(double v) {
-    // DS values: at most 16 characters.
-    std::string s = fmt::format("{:.10g}", v);
-    if (s.size() > 16) s = fmt::format("{:.8g}", v);
-    if (s == "-0") s = "0";
-    return s;
-}
-
-struct SourceFile {
-    std::unique_ptr<DcmFileFormat> file;
-    int frames = 1;
-};
-
-// Source headers (no pixel data), one per file.
-Result<std::map<std::string, SourceFile>> readSourceHeaders(const SeriesCandidate& source) {
-    std::map<std::string, SourceFile> files;
-    for (const SliceRef& s : source.slices) {
-        if (files.count(s.path)) continue;
-        SourceFile sf;
-        sf.file = std::make_unique<DcmFileFormat>();
-        const OFCondition cond = sf.file->loadFile(s.path.c_str(), EXS_Unknown, EGL_noChange,
-                                                   kMaxHeaderValueLength, ERM_autoDetect);
-        if (cond.bad())
-            return ioError(
-                std::string("cannot read source DICOM file for the SEG references: ") + cond.text(),
-                s.path);
-        Sint32 frames = 1;
-        if (sf.file->getDataset()->findAndGetSint32(DCM_NumberOfFrames, frames).good() &&
-            frames > 1)
-            sf.frames = frames;
-        files.emplace(s.path, std::move(sf));
-    }
-    return files;
-}
-// --- end of duplication
 
 std::string str(DcmItem& item, const DcmTagKey& tag) {
     OFString v;
@@ -177,7 +140,7 @@ Result<SegWriteReport> writeLabelMapSeg(const AcquiredLabels& labels, const Seri
             path);
 
     try {
-        VOXSEG_ASSIGN_OR_RETURN(auto files, readSourceHeaders(source));
+        VOXSEG_ASSIGN_OR_RETURN(auto files, readSourceHeaders(planes.slices));
         DcmDataset* first = files.at(planes.slices.front().path).file->getDataset();
 
         DcmFileFormat file;
@@ -256,22 +219,9 @@ Result<SegWriteReport> writeLabelMapSeg(const AcquiredLabels& labels, const Seri
 
         // Segments: one per label value present, SegmentNumber = label value.
         SegWriteReport report;
+        report.empty_labels = absentLabels(segments, present);
         for (int value : present) {
-            SegmentDescription desc;
-            bool described = false;
-            for (const SegmentDescription& d : segments)
-                if (d.label_value == value) desc = d, described = true;
-            if (!described) {
-                desc.label_value = value;
-                desc.label = "label " + std::to_string(value);
-                desc.category = {"85756007", "SCT", "Tissue"};
-                desc.type = {"85756007", "SCT", "Tissue"};
-                log::warning(kComponent,
-                             "label {} has no description in the model; written as generic "
-                             "tissue",
-                             value);
-            }
-            if (desc.label.empty()) desc.label = desc.type.meaning;
+            const SegmentDescription desc = segmentFor(value, segments);
             DcmItem* item = appendItem(ds, DCM_SegmentSequence);
             if (item == nullptr) return internalError("Label Map SEG: segment sequence", path);
             item->putAndInsertUint16(DCM_SegmentNumber, static_cast<Uint16>(value));
@@ -320,18 +270,19 @@ Result<SegWriteReport> writeLabelMapSeg(const AcquiredLabels& labels, const Seri
             DcmItem* shared = appendItem(ds, DCM_SharedFunctionalGroupsSequence);
             const Vec3& r = planes.row_dir;
             const Vec3& c = planes.col_dir;
-            const std::string iop = num(r[0]) + "\\" + num(r[1]) + "\\" + num(r[2]) + "\\" +
-                                    num(c[0]) + "\\" + num(c[1]) + "\\" + num(c[2]);
+            const std::string iop = dsValue(r[0]) + "\\" + dsValue(r[1]) + "\\" + dsValue(r[2]) +
+                                    "\\" + dsValue(c[0]) + "\\" + dsValue(c[1]) + "\\" +
+                                    dsValue(c[2]);
             appendItem(*shared, DCM_PlaneOrientationSequence)
                 ->putAndInsertString(DCM_ImageOrientationPatient, iop.c_str());
             DcmItem* measures = appendItem(*shared, DCM_PixelMeasuresSequence);
             measures->putAndInsertString(
                 DCM_PixelSpacing,
-                (num(planes.row_spacing) + "\\" + num(planes.column_spacing)).c_str());
+                (dsValue(planes.row_spacing) + "\\" + dsValue(planes.column_spacing)).c_str());
             double thickness = planes.slice_thickness;
             if (!(thickness > 0)) first->findAndGetFloat64(DCM_SliceThickness, thickness);
             if (thickness > 0)
-                measures->putAndInsertString(DCM_SliceThickness, num(thickness).c_str());
+                measures->putAndInsertString(DCM_SliceThickness, dsValue(thickness).c_str());
             else
                 measures->insertEmptyElement(DCM_SliceThickness);
         }
@@ -368,7 +319,7 @@ Result<SegWriteReport> writeLabelMapSeg(const AcquiredLabels& labels, const Seri
             {
                 DcmItem* derivation = appendItem(*fg, DCM_DerivationImageSequence);
                 putCode(*derivation, DCM_DerivationCodeSequence, {"113076", "DCM", "Segmentation"});
-                const SourceFile& sf = files.at(s.path);
+                const SourceHeader& sf = files.at(s.path);
                 DcmDataset& src = *sf.file->getDataset();
                 DcmItem* image = appendItem(*derivation, DCM_SourceImageSequence);
                 image->putAndInsertString(DCM_ReferencedSOPClassUID,
@@ -385,8 +336,8 @@ Result<SegWriteReport> writeLabelMapSeg(const AcquiredLabels& labels, const Seri
             const Uint32 index = static_cast<Uint32>(k + 1);
             appendItem(*fg, DCM_FrameContentSequence)
                 ->putAndInsertUint32Array(DCM_DimensionIndexValues, &index, 1);
-            const std::string ipp =
-                num(s.position[0]) + "\\" + num(s.position[1]) + "\\" + num(s.position[2]);
+            const std::string ipp = dsValue(s.position[0]) + "\\" + dsValue(s.position[1]) + "\\" +
+                                    dsValue(s.position[2]);
             appendItem(*fg, DCM_PlanePositionSequence)
                 ->putAndInsertString(DCM_ImagePositionPatient, ipp.c_str());
 

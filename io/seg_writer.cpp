@@ -2,6 +2,7 @@
 
 #include "core/atomic_file.h"
 #include "core/log.h"
+#include "io/seg_common.h"
 #include "io/seg_labelmap.h"
 
 #include <dcmtk/config/osconfig.h>
@@ -35,25 +36,11 @@ namespace {
 constexpr const char* kComponent = "io.seg";
 // Root for UIDs voxseg generates (DCMTK's site root is used when none is configured).
 constexpr const char* kUidRoot = SITE_INSTANCE_UID_ROOT;
-constexpr Uint32 kMaxHeaderValueLength = 4096;
-
-std::string num(double v) {
-    // DS values: at most 16 characters.
-    std::string s = fmt::format("{:.10g}", v);
-    if (s.size() > 16) s = fmt::format("{:.8g}", v);
-    if (s == "-0") s = "0";
-    return s;
-}
 
 Status dcmStatus(const OFCondition& cond, const std::string& what, const std::string& path) {
     if (cond.good()) return Status::ok();
     return Status(StatusCode::kInternal, what + ": " + cond.text(), path);
 }
-
-struct SourceFile {
-    std::unique_ptr<DcmFileFormat> file;
-    int frames = 1;
-};
 
 // Voxels of each label value per slice (label -> count per slice), labels that occur only.
 template <typename T>
@@ -90,7 +77,8 @@ void markSpatialLocationsPreserved(DcmDataset& ds) {
         return;
     for (unsigned long f = 0; f < frames->card(); ++f) {
         DcmItem* derivation = nullptr;
-        if (frames->getItem(f)->findAndGetSequenceItem(DCM_DerivationImageSequence, derivation, 0)
+        if (frames->getItem(f)
+                ->findAndGetSequenceItem(DCM_DerivationImageSequence, derivation, 0)
                 .bad())
             continue;
         DcmSequenceOfItems* sources = nullptr;
@@ -159,26 +147,7 @@ Result<SegWriteReport> writeDicomSeg(const AcquiredLabels& labels, const SeriesC
                       path);
 
     try {
-        // Source headers (no pixel data), one per file.
-        std::map<std::string, SourceFile> files;
-        for (const SliceRef& s : planes.slices) {
-            if (files.count(s.path)) continue;
-            SourceFile sf;
-            sf.file = std::make_unique<DcmFileFormat>();
-            // Headers only: values longer than 4 KiB (pixel data) stay on disk, unread.
-            const OFCondition cond = sf.file->loadFile(s.path.c_str(), EXS_Unknown, EGL_noChange,
-                                                       kMaxHeaderValueLength, ERM_autoDetect);
-            if (cond.bad())
-                return ioError(
-                    std::string("cannot read source DICOM file for the SEG references: ") +
-                        cond.text(),
-                    s.path);
-            Sint32 frames = 1;
-            if (sf.file->getDataset()->findAndGetSint32(DCM_NumberOfFrames, frames).good() &&
-                frames > 1)
-                sf.frames = frames;
-            files.emplace(s.path, std::move(sf));
-        }
+        VOXSEG_ASSIGN_OR_RETURN(auto files, readSourceHeaders(planes.slices));
         DcmDataset* first = files.at(planes.slices.front().path).file->getDataset();
 
         IODGeneralEquipmentModule::EquipmentInfo equipment("voxseg", "voxseg", "1",
@@ -220,17 +189,17 @@ Result<SegWriteReport> writeDicomSeg(const AcquiredLabels& labels, const SeriesC
         {
             const Vec3 &row = planes.row_dir, &col = planes.col_dir;
             std::unique_ptr<FGPlaneOrientationPatient> orientation(
-                FGPlaneOrientationPatient::createMinimal(num(row[0]).c_str(), num(row[1]).c_str(),
-                                                         num(row[2]).c_str(), num(col[0]).c_str(),
-                                                         num(col[1]).c_str(), num(col[2]).c_str()));
+                FGPlaneOrientationPatient::createMinimal(
+                    dsValue(row[0]).c_str(), dsValue(row[1]).c_str(), dsValue(row[2]).c_str(),
+                    dsValue(col[0]).c_str(), dsValue(col[1]).c_str(), dsValue(col[2]).c_str()));
             VOXSEG_RETURN_IF_ERROR(
                 dcmStatus(seg->addForAllFrames(*orientation), "plane orientation", path));
             FGPixelMeasures measures;
             measures.setPixelSpacing(
-                (num(planes.row_spacing) + "\\" + num(planes.column_spacing)).c_str());
-            measures.setSliceThickness(num(planes.slice_thickness).c_str());
+                (dsValue(planes.row_spacing) + "\\" + dsValue(planes.column_spacing)).c_str());
+            measures.setSliceThickness(dsValue(planes.slice_thickness).c_str());
             // Only a regular stack has one spacing between its slices.
-            if (!labels.resampled) measures.setSpacingBetweenSlices(num(g.spacing[2]).c_str());
+            if (!labels.resampled) measures.setSpacingBetweenSlices(dsValue(g.spacing[2]).c_str());
             VOXSEG_RETURN_IF_ERROR(
                 dcmStatus(seg->addForAllFrames(measures), "pixel measures", path));
         }
@@ -267,22 +236,11 @@ Result<SegWriteReport> writeDicomSeg(const AcquiredLabels& labels, const SeriesC
         FGFrameContent content;
         FGDerivationImage derivation;
 
+        std::vector<int> present;
+        for (const auto& entry : presence) present.push_back(entry.first);
+        report.empty_labels = absentLabels(segments, present);
         for (const auto& [value, per_slice] : presence) {
-            SegmentDescription desc;
-            bool described = false;
-            for (const SegmentDescription& d : segments)
-                if (d.label_value == value) desc = d, described = true;
-            if (!described) {
-                desc.label_value = value;
-                desc.label = "label " + std::to_string(value);
-                desc.category = {"85756007", "SCT", "Tissue"};
-                desc.type = {"85756007", "SCT", "Tissue"};
-                log::warning(kComponent,
-                             "label {} has no description in the model; written as "
-                             "generic tissue",
-                             value);
-            }
-            if (desc.label.empty()) desc.label = desc.type.meaning;
+            const SegmentDescription desc = segmentFor(value, segments);
             DcmSegment* segment = nullptr;
             VOXSEG_RETURN_IF_ERROR(dcmStatus(
                 DcmSegment::create(
@@ -329,8 +287,8 @@ Result<SegWriteReport> writeDicomSeg(const AcquiredLabels& labels, const SeriesC
                 }
                 const SliceRef* s = &planes.slices[static_cast<size_t>(k)];
                 const Vec3& p = s->position;
-                position.setImagePositionPatient(num(p[0]).c_str(), num(p[1]).c_str(),
-                                                 num(p[2]).c_str());
+                position.setImagePositionPatient(dsValue(p[0]).c_str(), dsValue(p[1]).c_str(),
+                                                 dsValue(p[2]).c_str());
                 content.setDimensionIndexValues(number, 0);
                 content.setDimensionIndexValues(static_cast<Uint32>(k + 1), 1);
                 OFVector<FGBase*> per_frame;
@@ -341,7 +299,7 @@ Result<SegWriteReport> writeDicomSeg(const AcquiredLabels& labels, const SeriesC
                 VOXSEG_RETURN_IF_ERROR(
                     dcmStatus(derivation.addDerivationImageItem(derivation_code, "", item),
                               "derivation image", path));
-                const SourceFile& sf = files.at(s->path);
+                const SourceHeader& sf = files.at(s->path);
                 SourceImageItem* src = nullptr;
                 VOXSEG_RETURN_IF_ERROR(
                     dcmStatus(item->addSourceImageItem(sf.file->getDataset(), purpose_code, src),

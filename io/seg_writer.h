@@ -47,6 +47,7 @@ struct SegWriteReport {
     int frames = 0;
     bool per_frame_references = false;  // every frame names its source image
     bool mapped_to_acquired = false;    // the label map was on a resampled grid
+    std::vector<int> empty_labels;      // described, but no voxel: no segment written
 };
 
 // `segments` describes label values; labels present in the map but not described get a generic

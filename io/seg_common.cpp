@@ -1,0 +1,76 @@
+#include "io/seg_common.h"
+
+#include "core/log.h"
+
+#include <dcmtk/dcmdata/dcdeftag.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+namespace voxseg::io {
+
+namespace {
+constexpr const char* kComponent = "io.seg";
+constexpr Uint32 kMaxHeaderValueLength = 4096;
+}  // namespace
+
+std::string dsValue(double v) {
+    std::string s = fmt::format("{:.10g}", v);
+    if (s.size() > 16) s = fmt::format("{:.8g}", v);
+    if (s == "-0") s = "0";
+    return s;
+}
+
+Result<std::map<std::string, SourceHeader>> readSourceHeaders(const std::vector<SliceRef>& slices) {
+    std::map<std::string, SourceHeader> files;
+    for (const SliceRef& s : slices) {
+        if (files.count(s.path)) continue;
+        SourceHeader h;
+        h.file = std::make_unique<DcmFileFormat>();
+        const OFCondition cond = h.file->loadFile(s.path.c_str(), EXS_Unknown, EGL_noChange,
+                                                  kMaxHeaderValueLength, ERM_autoDetect);
+        if (cond.bad())
+            return ioError(
+                std::string("cannot read source DICOM file for the SEG references: ") + cond.text(),
+                s.path);
+        Sint32 frames = 1;
+        if (h.file->getDataset()->findAndGetSint32(DCM_NumberOfFrames, frames).good() && frames > 1)
+            h.frames = frames;
+        files.emplace(s.path, std::move(h));
+    }
+    return files;
+}
+
+SegmentDescription segmentFor(int value, const std::vector<SegmentDescription>& described) {
+    SegmentDescription desc;
+    bool found = false;
+    for (const SegmentDescription& d : described)
+        if (d.label_value == value) desc = d, found = true;
+    if (!found) {
+        desc.label_value = value;
+        desc.label = "label " + std::to_string(value);
+        desc.category = {"85756007", "SCT", "Tissue"};
+        desc.type = {"85756007", "SCT", "Tissue"};
+        log::warning(kComponent,
+                     "label {} has no description in the model; written as generic "
+                     "tissue",
+                     value);
+    }
+    if (desc.label.empty()) desc.label = desc.type.meaning;
+    return desc;
+}
+
+std::vector<int> absentLabels(const std::vector<SegmentDescription>& described,
+                              const std::vector<int>& present) {
+    std::vector<int> absent;
+    for (const SegmentDescription& d : described)
+        if (std::find(present.begin(), present.end(), d.label_value) == present.end())
+            absent.push_back(d.label_value);
+    if (!absent.empty())
+        log::info(kComponent, "label(s) {} have no voxel: no segment written for them",
+                  fmt::join(absent, ", "));
+    return absent;
+}
+
+}  // namespace voxseg::io

@@ -1,0 +1,39 @@
+// What the DICOM segmentation writers (BINARY SEG, Label Map SEG) share: DS value formatting,
+// the headers of the source images, and the segment a label value is written as. Internal to
+// io/. Reentrant.
+#pragma once
+
+#include "core/status.h"
+#include "io/dicom_series.h"
+#include "io/seg_types.h"
+
+#include <dcmtk/config/osconfig.h>
+#include <dcmtk/dcmdata/dcfilefo.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace voxseg::io {
+
+// A DS value (at most 16 characters; never "-0").
+std::string dsValue(double v);
+
+struct SourceHeader {
+    std::unique_ptr<DcmFileFormat> file;  // header only: values over 4 KiB (pixels) not read
+    int frames = 1;                       // NumberOfFrames
+};
+
+// One header per file of `slices`, keyed by path; an unreadable file is an error naming it.
+Result<std::map<std::string, SourceHeader>> readSourceHeaders(const std::vector<SliceRef>& slices);
+
+// The segment label `value` is written as: its description, or a generic "label N" (category
+// and type Tissue) with a warning; an empty SegmentLabel becomes the type's meaning.
+SegmentDescription segmentFor(int value, const std::vector<SegmentDescription>& described);
+
+// Described label values that `present` lacks (written as no segment; logged once).
+std::vector<int> absentLabels(const std::vector<SegmentDescription>& described,
+                              const std::vector<int>& present);
+
+}  // namespace voxseg::io
