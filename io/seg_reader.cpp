@@ -354,6 +354,13 @@ Result<SegReadResult> readDicomSeg(const std::string& path, const SegReadOptions
         item->findAndGetOFString(DCM_SeriesInstanceUID, value).good())
         result.referenced_series_uid = value.c_str();
 
+    if (options.source && !options.source->series_uid.empty() &&
+        !result.referenced_series_uid.empty() &&
+        result.referenced_series_uid != options.source->series_uid)
+        return invalidArgument("the SEG was made on series " + result.referenced_series_uid +
+                                   ", not on the given series " + options.source->series_uid +
+                                   ": open the series it references",
+                               path);
     std::unique_ptr<DcmSegmentation> seg;  // keeps a binary SEG's frames
     std::shared_ptr<SegFrames> frames;     // keeps a label map SEG's frames
     auto parsed = label_map_seg ? parseLabelMapSeg(*ds, path, options, result, frames)

@@ -256,6 +256,20 @@ TEST(DicomSegAcquired, TiltedUnevenSeriesGetsFramesOnItsSourceImages) {
     }
 #endif
 
+    // Bad input: the SEG read against another series is refused, naming both series.
+    SynthSeriesSpec other_spec = tiltedSpec();
+    other_spec.value = [](int, int, int) { return 0; };
+    ASSERT_TRUE(writeSynthSeries(other_spec, dir / "other").isOk());
+    auto other = scanDicom({dir / "other"});
+    ASSERT_TRUE(other.isOk());
+    SegReadOptions wrong;
+    wrong.source = &other->series.at(0);
+    auto refused = readDicomSeg(path, wrong);
+    ASSERT_FALSE(refused.isOk());
+    EXPECT_NE(refused.status().toString().find(c.series_uid), std::string::npos)
+        << refused.status().toString();
+    EXPECT_NE(refused.status().toString().find(other->series.at(0).series_uid), std::string::npos);
+
     if (run("which dciodvfy").find("dciodvfy") != std::string::npos) {
         const std::string verdict = run("dciodvfy '" + path + "'");
         EXPECT_EQ(verdict.find("Error"), std::string::npos) << verdict;
