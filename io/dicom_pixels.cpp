@@ -167,9 +167,49 @@ Status unpackFrame(const uint8_t* bytes, int64_t n, int bits_allocated, const Un
     return Status::ok();
 }
 
+// Frame buffers outlive the reader that used them. A series is read with one reader per file;
+// a fresh, zero-filled frame buffer per file cost a page fault per 4 KiB of every slice (40% of
+// the page faults of `voxseg convert` on a 512x512x300 uncompressed CT, 29k of 71k). Released
+// buffers are kept for the next readers, up to kKeptBytes in all; a reader takes one if any.
+class ScratchPool {
+  public:
+    static std::vector<uint8_t> take() {
+        ScratchPool& p = instance();
+        std::lock_guard lock(p.mutex_);
+        if (p.kept_.empty()) return {};
+        std::vector<uint8_t> v = std::move(p.kept_.back());
+        p.kept_.pop_back();
+        p.bytes_ -= v.capacity();
+        return v;
+    }
+    static void give(std::vector<uint8_t>&& v) {
+        if (v.capacity() == 0) return;
+        ScratchPool& p = instance();
+        std::lock_guard lock(p.mutex_);
+        if (p.bytes_ + v.capacity() > kKeptBytes) return;
+        p.bytes_ += v.capacity();
+        p.kept_.push_back(std::move(v));
+    }
+
+  private:
+    static constexpr size_t kKeptBytes = size_t{16} << 20;
+    static ScratchPool& instance() {
+        static ScratchPool pool;
+        return pool;
+    }
+    std::mutex mutex_;
+    std::vector<std::vector<uint8_t>> kept_;
+    size_t bytes_ = 0;
+};
+
 }  // namespace
 
 struct DicomPixelReader::Impl {
+    Impl() : scratch(ScratchPool::take()) {}
+    ~Impl() { ScratchPool::give(std::move(scratch)); }
+    Impl(const Impl&) = delete;
+    Impl& operator=(const Impl&) = delete;
+
     std::string path;
     std::vector<uint8_t> memory;  // backing bytes for fromBuffer()
     std::unique_ptr<DcmFileFormat> file;
@@ -181,8 +221,8 @@ struct DicomPixelReader::Impl {
     DcmPixelSequence* sequence = nullptr;
     std::vector<FrameFragments> frame_map;  // encapsulated only, built on first use
     bool frame_map_ready = false;
-    std::vector<uint8_t> scratch;
-    DcmFileCache file_cache;  // keeps the file open across frames of lazily loaded Pixel Data
+    std::vector<uint8_t> scratch;  // from ScratchPool; may be larger than the frame in use
+    DcmFileCache file_cache;       // keeps the file open across frames of lazily loaded Pixel Data
     std::vector<uint8_t> packed_bits;  // BitsAllocated 1: the whole element, loaded once
 
     Status parse();
@@ -364,12 +404,13 @@ Status DicomPixelReader::Impl::buildFrameMap() {
 
 Status DicomPixelReader::Impl::readNative(int64_t frame, std::span<int32_t> out) {
     if (format.bits_allocated == 1) return readBitPacked(frame, out);
-    scratch.resize(frame_bytes + (frame_bytes & 1));
+    const size_t need = frame_bytes + (frame_bytes & 1);
+    if (scratch.size() < need) scratch.resize(need);
     Uint32 start = 0;
     OFString colour;
     const OFCondition cond =
         pixel_data->getUncompressedFrame(dataset, static_cast<Uint32>(frame), start, scratch.data(),
-                                         static_cast<Uint32>(scratch.size()), colour, &file_cache);
+                                         static_cast<Uint32>(need), colour, &file_cache);
     if (cond.bad())
         return damaged(
             fmt::format("frame {} could not be read ({})", frame + 1, conditionText(cond)));
@@ -408,12 +449,13 @@ Status DicomPixelReader::Impl::readBitPacked(int64_t frame, std::span<int32_t> o
 
 Status DicomPixelReader::Impl::readDcmtk(int64_t frame, std::span<int32_t> out) {
     VOXSEG_RETURN_IF_ERROR(buildFrameMap());
-    scratch.resize(frame_bytes + (frame_bytes & 1));
+    const size_t need = frame_bytes + (frame_bytes & 1);
+    if (scratch.size() < need) scratch.resize(need);
     Uint32 start = static_cast<Uint32>(frame_map[static_cast<size_t>(frame)].first + 1);
     OFString colour;
     const OFCondition cond =
         pixel_data->getUncompressedFrame(dataset, static_cast<Uint32>(frame), start, scratch.data(),
-                                         static_cast<Uint32>(scratch.size()), colour, &file_cache);
+                                         static_cast<Uint32>(need), colour, &file_cache);
     if (cond.bad()) {
         if (cond == EC_CannotChangeRepresentation)
             return unsupportedSyntax(format.transfer_syntax_uid, path);

@@ -23,7 +23,6 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
-#include <iterator>
 #include <limits>
 #include <random>
 #include <span>
@@ -296,26 +295,30 @@ Result<std::vector<uint8_t>> itkNiftiHeaderTyped(const Volume& volume, const std
     const fs::path t(target);
     AtomicFile scratch((t.parent_path() / (t.filename().string() + ".header.nii")).string());
     VOXSEG_RETURN_IF_ERROR(writeWithItk<T>(slab, scratch.tempPath(), ImageFormat::kNifti, {}));
-    std::vector<uint8_t> bytes;
-    {
-        std::ifstream in(scratch.tempPath(), std::ios::binary);
-        bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    }
+    // The header, up to vox_offset; the file must hold exactly that plus the two slices.
+    std::vector<uint8_t> bytes(352);
+    std::ifstream in(scratch.tempPath(), std::ios::binary);
+    if (!in.read(reinterpret_cast<char*>(bytes.data()), 352)) return std::vector<uint8_t>{};
     constexpr int kDim = 40;  // dim[0..7], int16 each
     constexpr int kVoxOffset = 108;
     int32_t sizeof_hdr = 0;
     float vox_offset = 0;
-    if (bytes.size() < 352) return std::vector<uint8_t>{};
     std::memcpy(&sizeof_hdr, bytes.data(), sizeof sizeof_hdr);
     std::memcpy(&vox_offset, bytes.data() + kVoxOffset, sizeof vox_offset);
+    if (sizeof_hdr != 348 || !(vox_offset >= 352 && vox_offset < 65536))
+        return std::vector<uint8_t>{};
     const auto header_size = static_cast<size_t>(vox_offset);
+    bytes.resize(header_size);
+    if (header_size > 352 && !in.read(reinterpret_cast<char*>(bytes.data()) + 352,
+                                      static_cast<std::streamsize>(header_size - 352)))
+        return std::vector<uint8_t>{};
+    std::error_code ec;
+    const uintmax_t file_size = fs::file_size(scratch.tempPath(), ec);
     const uint64_t slab_bytes = static_cast<uint64_t>(two.voxelCount()) * sizeof(T);
-    if (sizeof_hdr != 348 || vox_offset < 352 || header_size != vox_offset ||
-        bytes.size() != header_size + slab_bytes || load16(bytes.data() + kDim) != 3 ||
-        load16(bytes.data() + kDim + 2) != g.size[0] ||
+    if (ec || header_size != vox_offset || file_size != header_size + slab_bytes ||
+        load16(bytes.data() + kDim) != 3 || load16(bytes.data() + kDim + 2) != g.size[0] ||
         load16(bytes.data() + kDim + 4) != g.size[1] || load16(bytes.data() + kDim + 6) != 2)
         return std::vector<uint8_t>{};
-    bytes.resize(header_size);
     const auto slices = static_cast<int16_t>(g.size[2]);
     std::memcpy(bytes.data() + kDim + 6, &slices, sizeof slices);
     return bytes;
