@@ -20,16 +20,6 @@ namespace {
 
 constexpr const char* kComponent = "convert";
 
-// RTSTRUCT options. ConvertOptions (app/commands.h) is shared with other commands' owners; these
-// live here until it grows the fields. addConvertCommand() is called once per process.
-struct RtStructConvertOptions {
-    std::string referenced;  // the series the RTSTRUCT outlines
-};
-RtStructConvertOptions& rtOptions() {
-    static RtStructConvertOptions options;
-    return options;
-}
-
 io::DicomLoadOptions loadOptions(const ConvertOptions& o) {
     io::DicomLoadOptions load;
     load.tilt = o.refuse_tilt ? io::IrregularPolicy::kRefuse : io::IrregularPolicy::kResample;
@@ -73,7 +63,7 @@ Result<Volume> loadDicom(const ConvertOptions& o, const CommandContext& ctx, boo
 // The RTSTRUCT `o.input` onto the grid `referenced` loads to; the label map and its sidecar.
 ExitCode convertRtStruct(const ConvertOptions& o, const CommandContext& ctx,
                          std::chrono::steady_clock::time_point start) {
-    const std::string& referenced = rtOptions().referenced;
+    const std::string& referenced = o.referenced;
     std::error_code ec;
     if (!std::filesystem::exists(referenced, ec))
         return fail(notFound("referenced series not found", referenced), Stage::kInput);
@@ -187,7 +177,7 @@ CLI::App* addConvertCommand(CLI::App& app, ConvertOptions& o) {
         ->check(CLI::NonNegativeNumber);
     cmd->add_option("--gzip-level", o.gzip_level, "Deflate level for .nii.gz, 1..12 (default 6)")
         ->check(CLI::Range(1, 12));
-    cmd->add_option("--referenced", rtOptions().referenced,
+    cmd->add_option("--referenced", o.referenced,
                     "PATH is an RTSTRUCT: write its ROIs as a label map on the grid of this DICOM "
                     "series (folder/files; --series picks one), label values in "
                     "<output>.rois.json");
@@ -211,7 +201,7 @@ ExitCode runConvert(const ConvertOptions& o, const CommandContext& ctx) {
     if (!std::filesystem::exists(o.input, ec))
         return fail(notFound("input not found", o.input), Stage::kInput);
 
-    if (!rtOptions().referenced.empty()) return convertRtStruct(o, ctx, start);
+    if (!o.referenced.empty()) return convertRtStruct(o, ctx, start);
     if (io::isRtStruct(o.input))
         return fail(invalidArgument("this is an RTSTRUCT: give the image series it outlines with "
                                     "--referenced <series folder>",

@@ -49,6 +49,7 @@ struct ConvertOptions {
     bool no_gaps = false;
     int threads = 0;
     int gzip_level = 6;
+    std::string referenced;  // RTSTRUCT input: the series it outlines
 };
 CLI::App* addConvertCommand(CLI::App& app, ConvertOptions& options);
 ExitCode runConvert(const ConvertOptions& options, const CommandContext& context);
