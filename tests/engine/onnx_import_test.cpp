@@ -156,13 +156,47 @@ TEST(OnnxImport, UnsupportedOpNamesNodeAndOp) {
     ModelBuilder m;
     m.input("x", {1, 2, 3});
     m.node("Relu", {"x"}, {"r"}, "first_relu");
-    m.node("Einsum", {"r"}, {"y"}, "my_einsum");
+    m.node("LSTM", {"r"}, {"y"}, "my_lstm");
     m.output("y");
     auto g = m.import();
     ASSERT_FALSE(g.isOk());
     EXPECT_EQ(g.status().code(), StatusCode::kUnsupported);
-    EXPECT_NE(g.status().message().find("Einsum node 'my_einsum'"), std::string::npos)
+    EXPECT_NE(g.status().message().find("LSTM node 'my_lstm'"), std::string::npos)
         << g.status().message();
+    // Issue 14 part 7: the message says which kind of network the op comes from.
+    EXPECT_NE(g.status().message().find("recurrent"), std::string::npos) << g.status().message();
+}
+
+TEST(OnnxImport, UnsupportedOpWithoutAFamilyStillNamesNodeAndOp) {
+    ModelBuilder m;
+    m.input("x", {1, 2, 3});
+    m.node("MadeUpOp", {"x"}, {"y"}, "odd");
+    m.output("y");
+    auto g = m.import();
+    ASSERT_FALSE(g.isOk());
+    EXPECT_EQ(g.status().code(), StatusCode::kUnsupported);
+    EXPECT_NE(g.status().message().find("MadeUpOp node 'odd'"), std::string::npos)
+        << g.status().message();
+    EXPECT_EQ(g.status().message().find("usually comes from"), std::string::npos)
+        << g.status().message();
+}
+
+// Issue 14 part 7: a shape computed from tensor values (not foldable at import) is refused with
+// the reason and the node that computes it.
+TEST(OnnxImport, RunTimeShapeIsRefusedWithTheReason) {
+    ModelBuilder m;
+    m.input("x", {1, 2, 3});
+    m.input("s", {3});
+    m.node("Relu", {"s"}, {"shape_from_values"}, "values_to_shape");
+    m.node("Reshape", {"x", "shape_from_values"}, {"y"}, "dyn_reshape");
+    m.output("y");
+    auto g = m.import();
+    ASSERT_FALSE(g.isOk());
+    EXPECT_EQ(g.status().code(), StatusCode::kUnsupported);
+    const std::string msg = g.status().message();
+    EXPECT_NE(msg.find("Reshape node 'dyn_reshape'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("computed at run time"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("Relu node 'values_to_shape'"), std::string::npos) << msg;
 }
 
 TEST(OnnxImport, UnknownOrBadAttributesAreUnsupported) {
