@@ -42,6 +42,37 @@ Result<std::map<std::string, SourceHeader>> readSourceHeaders(const std::vector<
     return files;
 }
 
+std::string str(DcmItem& item, const DcmTagKey& tag) {
+    OFString v;
+    item.findAndGetOFStringArray(tag, v);
+    return v.c_str();
+}
+
+DcmItem* appendItem(DcmItem& parent, const DcmTagKey& sequence) {
+    DcmItem* item = nullptr;
+    parent.findOrCreateSequenceItem(sequence, item, -2);  // -2: a new item at the end
+    return item;
+}
+
+void putCode(DcmItem& parent, const DcmTagKey& sequence, const CodedConcept& code) {
+    DcmItem* item = appendItem(parent, sequence);
+    if (item == nullptr) return;
+    item->putAndInsertString(DCM_CodeValue, code.code.c_str());
+    item->putAndInsertString(DCM_CodingSchemeDesignator, code.scheme.c_str());
+    item->putAndInsertString(DCM_CodeMeaning, code.meaning.substr(0, 64).c_str());
+}
+
+void copyAttributes(DcmItem& from, DcmItem& to, std::initializer_list<DcmTagKey> tags,
+                    std::initializer_list<DcmTagKey> type2) {
+    for (const DcmTagKey& tag : tags) {
+        DcmElement* element = nullptr;
+        if (from.findAndGetElement(tag, element).good() && element != nullptr)
+            to.insert(OFstatic_cast(DcmElement*, element->clone()), OFTrue);
+    }
+    for (const DcmTagKey& tag : type2)
+        if (!to.tagExists(tag)) to.insertEmptyElement(tag);
+}
+
 SegmentDescription segmentFor(int value, const std::vector<SegmentDescription>& described) {
     SegmentDescription desc;
     bool found = false;

@@ -9,6 +9,9 @@
 
 #include <dcmtk/config/osconfig.h>
 #include <dcmtk/dcmdata/dcfilefo.h>
+#include <dcmtk/dcmdata/dcitem.h>
+
+#include <initializer_list>
 
 #include <map>
 #include <memory>
@@ -31,6 +34,14 @@ Result<std::map<std::string, SourceHeader>> readSourceHeaders(const std::vector<
 // The segment label `value` is written as: its description, or a generic "label N" (category
 // and type Tissue) with a warning; an empty SegmentLabel becomes the type's meaning.
 SegmentDescription segmentFor(int value, const std::vector<SegmentDescription>& described);
+
+// Small dataset helpers of the SEG writers and the Label Map SEG reader.
+std::string str(DcmItem& item, const DcmTagKey& tag);             // the whole value, "" when absent
+DcmItem* appendItem(DcmItem& parent, const DcmTagKey& sequence);  // a new last item
+void putCode(DcmItem& parent, const DcmTagKey& sequence, const CodedConcept& code);
+// Copies `tags` present in `from` into `to`; Type 2 ones absent there are written empty.
+void copyAttributes(DcmItem& from, DcmItem& to, std::initializer_list<DcmTagKey> tags,
+                    std::initializer_list<DcmTagKey> type2);
 
 // Described label values that `present` lacks (written as no segment; logged once).
 std::vector<int> absentLabels(const std::vector<SegmentDescription>& described,

@@ -4,15 +4,15 @@
 // DCMTK 3.6.7's dcmseg neither creates nor loads LABELMAP, so both directions work on a plain
 // DcmDataset (dcmdata).
 //
-// Writer: frames lie on the acquired source images (io/acquired_labels.h), each with its own
-// PlanePositionSequence and a DerivationImageSequence/SourceImageSequence naming that source
-// image (ReferencedFrameNumber for multi-frame sources); orientation and pixel measures shared.
-// Dimension organisation: ImagePositionPatient only (a label map has no segment dimension).
-// Slices without any label get no frame (as highdicom's default and voxseg's BINARY writer).
-// MONOCHROME2, colours as RecommendedDisplayCIELabValue per segment; BitsAllocated 8 when every
-// label value present is <= 255, else 16. Segments: one per label value present; described
-// values that are absent get none. Patient, study and frame of reference come from the source.
-// Written through AtomicFile.
+// Writer (io/seg_writer.cpp, which builds both SEG kinds): frames lie on the acquired source images
+// (io/acquired_labels.h), each with its own PlanePositionSequence and a
+// DerivationImageSequence/SourceImageSequence naming that source image (ReferencedFrameNumber for
+// multi-frame sources); orientation and pixel measures shared. Dimension organisation:
+// ImagePositionPatient only (a label map has no segment dimension). Slices without any label get no
+// frame (as highdicom's default and voxseg's BINARY writer). MONOCHROME2, colours as
+// RecommendedDisplayCIELabValue per segment; BitsAllocated 8 when every label value present is <=
+// 255, else 16. Segments: one per label value present; described values that are absent get none.
+// Patient, study and frame of reference come from the source. Written through AtomicFile.
 //
 // Reader: frames as stored (no placement on a grid), MONOCHROME2 or PALETTE COLOR, 8 or 16 bit,
 // with each frame's position and referenced source instance. Patient data is never read out or

@@ -250,6 +250,14 @@ TEST(SegmentCli, DcmtkWarningsOnlyWithVerbose) {
     TempDir dir;
     const std::string model = makePackage(dir, "CT");
     const std::string ct = makeSeries(dir, "ct", "CT", 16);
+    {
+        // A private element of odd length after the pixel data: DCMTK reads it with a warning.
+        const fs::path first = *fs::directory_iterator(ct);
+        std::ofstream f(first, std::ios::binary | std::ios::app);
+        const char odd[] = {'\xe1', '\x7f', '\x10', '\x00', 'L', 'O',
+                            '\x03', '\x00', 'a',    'b',    'c'};
+        f.write(odd, sizeof(odd));
+    }
     auto r = runVoxseg({"segment", ct, "-m", model, "-o", dir / "out", "--outputs", "seg"}, dir);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.err.find("W: "), std::string::npos) << r.err;
