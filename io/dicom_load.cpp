@@ -118,35 +118,26 @@ Status decodeSlices(const SeriesCandidate& c, int threads, const Progress& progr
 }
 
 // dst[i] = src[i] * scale + offset for integral scale/offset; false (dst unspecified) when a
-// value falls outside int16. The value range is checked first on the slice's minimum and maximum
-// (the map is monotonic), so the conversion itself runs in 32-bit arithmetic, which vectorises:
-// with |scale|, |offset| <= 2^30 and a result within int16, src * scale fits int32 too.
+// value falls outside int16. One pass that vectorises: the values are converted in wrapping 32-bit
+// arithmetic while the slice's minimum and maximum are tracked. Arithmetic modulo 2^32 keeps the
+// low 16 bits exact, so every converted value is right whenever the exact result fits int16; the
+// map is monotonic, so the range check on the minimum and maximum decides that for every voxel.
 bool rescaleToInt16(const int32_t* src, size_t n, const Rescale& r, int16_t* dst) {
+    if (n == 0) return true;
+    const int64_t scale = static_cast<int64_t>(r.scale);
+    const int64_t offset = static_cast<int64_t>(r.offset);
+    const auto s32 = static_cast<uint32_t>(scale);
+    const auto o32 = static_cast<uint32_t>(offset);
     int32_t lo = std::numeric_limits<int32_t>::max();
     int32_t hi = std::numeric_limits<int32_t>::min();
     for (size_t i = 0; i < n; ++i) {
         lo = std::min(lo, src[i]);
         hi = std::max(hi, src[i]);
+        dst[i] = static_cast<int16_t>(static_cast<uint32_t>(src[i]) * s32 + o32);
     }
-    if (n == 0) return true;
-    const int64_t scale = static_cast<int64_t>(r.scale);
-    const int64_t offset = static_cast<int64_t>(r.offset);
     const int64_t a = lo * scale + offset;
     const int64_t b = hi * scale + offset;
-    if (std::min(a, b) < -32768 || std::max(a, b) > 32767) return false;
-    constexpr int64_t kLimit = int64_t{1} << 30;
-    if (scale < -kLimit || scale > kLimit || offset < -kLimit || offset > kLimit) {
-        for (size_t i = 0; i < n; ++i) dst[i] = static_cast<int16_t>(src[i] * scale + offset);
-        return true;
-    }
-    const auto s32 = static_cast<int32_t>(scale);
-    const auto o32 = static_cast<int32_t>(offset);
-    if (s32 == 1) {
-        for (size_t i = 0; i < n; ++i) dst[i] = static_cast<int16_t>(src[i] + o32);
-    } else {
-        for (size_t i = 0; i < n; ++i) dst[i] = static_cast<int16_t>(src[i] * s32 + o32);
-    }
-    return true;
+    return std::min(a, b) >= -32768 && std::max(a, b) <= 32767;
 }
 
 Volume toInt16(const std::vector<float>& data, const Geometry& g, VolumeInfo info) {
