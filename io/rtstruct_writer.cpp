@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -63,15 +64,29 @@ const CopiedTag kCopiedTags[] = {
     {DCM_PositionReferenceIndicator, true},
 };
 
-// Decimal string of a coordinate: 4 decimals (0.1 micrometre), trailing zeros dropped.
+// Decimal string of a coordinate: 4 decimals (0.1 micrometre), trailing zeros dropped. Written
+// from the rounded integer (snprintf's "%.4f" took a sixth of the writer's time on a 512 CT).
 void appendNumber(std::string& out, double v) {
-    char buf[32];
-    int n = std::snprintf(buf, sizeof(buf), "%.4f", v);
-    while (n > 1 && buf[n - 1] == '0') --n;
-    if (n > 1 && buf[n - 1] == '.') --n;
-    std::string_view s(buf, static_cast<size_t>(n));
-    if (s == "-0") s = "0";
-    out.append(s);
+    long long q = std::llround(v * 10000.0);
+    if (q == 0) {
+        out.push_back('0');
+        return;
+    }
+    if (q < 0) {
+        out.push_back('-');
+        q = -q;
+    }
+    char buf[24];
+    const auto end = std::to_chars(buf, buf + sizeof(buf), q / 10000).ptr;
+    out.append(buf, end);
+    long long fraction = q % 10000;
+    if (fraction == 0) return;
+    char digits[4];
+    for (int i = 3; i >= 0; --i, fraction /= 10) digits[i] = static_cast<char>('0' + fraction % 10);
+    int n = 4;
+    while (digits[n - 1] == '0') --n;
+    out.push_back('.');
+    out.append(digits, static_cast<size_t>(n));
 }
 
 Status dcm(const OFCondition& cond, const std::string& what, const std::string& path) {
