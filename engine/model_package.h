@@ -27,13 +27,28 @@ namespace voxseg::engine {
 
 // How a channel's intensities are normalised before the network.
 struct Normalization {
-    enum class Scheme { kCT, kZScore, kNone };
+    enum class Scheme { kCT, kZScore, kNone, kPercentile, kWindow };
     Scheme scheme = Scheme::kNone;
     // kCT: clip to [clip_low, clip_high], then (x - mean) / std.
     double clip_low = 0.0, clip_high = 0.0, mean = 0.0, std = 1.0;
     // kZScore: statistics over voxels != 0 only (and voxels outside stay 0), like nnU-Net's
     // use_mask_for_norm.
     bool nonzero_mask = false;
+    // kPercentile: clip to the image's percentiles [percentile_low, percentile_high] (in %,
+    // linear interpolation between order statistics as numpy/torch quantile), optionally map
+    // [low, high] linearly onto `range`, optionally z-score (population std, or sample std with
+    // std_ddof 1), then x * affine_scale + affine_shift. `percentiles_of` names an earlier stage
+    // whose network input (before normalisation) the percentiles are taken from (deepbet takes
+    // them from its 128^3 bbox input for both networks); empty: this image.
+    double percentile_low = 0.0, percentile_high = 100.0;
+    std::string percentiles_of;
+    int percentiles_of_stage = -1;  // resolved index of percentiles_of (-1: this image)
+    bool zscore = false;
+    int std_ddof = 0;
+    // kWindow: clip to [clip_low, clip_high] and map that window linearly onto `range`.
+    bool has_range = false;
+    double range_low = 0.0, range_high = 1.0;
+    double affine_scale = 1.0, affine_shift = 0.0;
 };
 const char* normalizationSchemeName(Normalization::Scheme scheme);
 
@@ -67,6 +82,74 @@ struct ModelFile {
     std::string sha256;  // lower-case hex
 };
 
+// ---- format_version 2: stages (docs/model-package.md, "Stages") ----
+
+// How a stage resizes its input onto the network grid (and its output back).
+enum class Interpolation { kNearestExact, kLinear, kSpline3 };
+const char* interpolationName(Interpolation interpolation);
+
+// "crop the input to the bounding box of stage `stage`'s label `label`, plus a margin".
+struct CropLink {
+    std::string stage;     // the stage's name
+    int stage_index = -1;  // resolved when the package is read (always an earlier stage)
+    int label = 0;
+    // The box grows by margin_fraction of its size on each side (deepbet: 0.1) and by margin_mm.
+    double margin_fraction = 0.0, margin_mm = 0.0;
+    // A slice of the linked stage's grid belongs to the box when more than this fraction of its
+    // voxels has the label (deepbet: 0.02); 0: any voxel.
+    double slice_fraction = 0.0;
+};
+
+enum class StageOutputKind {
+    kSoftmax,      // logits, channel 0 background, label = argmax
+    kSigmoid,      // logits, one channel per label, sigmoid >= threshold
+    kProbability,  // the network already outputs probabilities: channel `channel` > threshold
+};
+
+struct StageOutput {
+    StageOutputKind kind = StageOutputKind::kSoftmax;
+    std::vector<int> labels;  // label values of the channels (kProbability: one value)
+    int channel = 1;          // kProbability
+    int channels = 2;         // kProbability: channels the network returns
+    double threshold = 0.5;   // kSigmoid, kProbability
+};
+
+enum class FillHoles { kNone, k3D, kPerSlice };
+struct StagePostprocess {
+    bool largest_component = false;
+    double min_component_ml = 0.0;
+    FillHoles fill_holes = FillHoles::kNone;
+};
+
+struct StageSpec {
+    std::string name;
+    ModelFile model;
+    std::optional<CropLink> crop_to;
+    // Exactly one of: a fixed network shape (the whole resized region is one patch), or a
+    // spacing with a sliding-window patch. Network axis order.
+    std::vector<int64_t> shape;
+    std::vector<double> spacing_mm;
+    std::vector<int64_t> patch_size;
+    Interpolation interpolation = Interpolation::kSpline3;
+    Normalization normalization;
+    StageOutput output;
+    StagePostprocess postprocess;
+    InferenceSpec inference;
+
+    std::vector<int64_t> patch() const { return shape.empty() ? patch_size : shape; }
+    int64_t outputChannels() const;
+    std::vector<int> channelLabelValues() const;
+    SlidingWindowOptions slidingWindowOptions() const;
+};
+
+// A number derived from the final label map, written to statistics.json and run.json.
+struct MeasurementSpec {
+    std::string name;  // e.g. "tiv_ml"
+    std::string kind = "volume_ml";
+    std::vector<int> labels;  // volume of these labels together
+    std::string description;
+};
+
 struct ModelPackage {
     std::filesystem::path folder;
     int format_version = 1;
@@ -80,7 +163,14 @@ struct ModelPackage {
     std::vector<LabelSpec> labels;
     OutputKind output = OutputKind::kSoftmax;
     InferenceSpec inference;
-    std::vector<ModelFile> models;  // at least one
+    std::vector<ModelFile> models;  // at least one (version 2: one per stage, in stage order)
+    // format_version 2 only: `citation` (free text), the stages in order (the last one gives the
+    // result; `labels` name its values) and derived measurements. Version 2 has no top-level
+    // spacing_mm, patch_size, output, inference, sha256 or models: each stage has its own.
+    std::string citation;
+    std::vector<StageSpec> stages;
+    std::vector<MeasurementSpec> measurements;
+    bool hasStages() const { return !stages.empty(); }
 
     // Channels the network produces: labels + 1 (background) for softmax, labels for sigmoid.
     int64_t outputChannels() const;
@@ -105,7 +195,8 @@ Status verifyModelFiles(const ModelPackage& package);
 std::string modelPackageToJson(const ModelPackage& package);
 
 // A package with its networks imported (one Graph per models[] entry, imported for input
-// [1, channels, patch_size...]; backends re-infer the batch).
+// [1, channels, patch_size...]; version 2: one per stage, for [1, channels, stage patch...];
+// backends re-infer the batch).
 struct LoadedModel {
     ModelPackage package;
     std::vector<Graph> graphs;
@@ -117,9 +208,16 @@ Result<LoadedModel> loadModelPackage(const std::filesystem::path& folder);
 
 // The package's sliding window on `backend`, compiled for `batch` patches per forward pass,
 // summing scores in `accumulator` (kFloat32 or kFloat16, SlidingWindowOptions::accumulator).
+// Version 2 packages: kUnsupported (use createStageWindow).
 Result<std::unique_ptr<SlidingWindow>> createSlidingWindow(Backend& backend,
                                                            const LoadedModel& model, int batch,
                                                            const CompileOptions& compile = {},
                                                            DType accumulator = DType::kFloat32);
+
+// Stage `stage`'s sliding window (version 2), in fp32 (a thresholded probability must not be
+// rounded to fp16 before it is compared with 0.5).
+Result<std::unique_ptr<SlidingWindow>> createStageWindow(Backend& backend, const LoadedModel& model,
+                                                         size_t stage, int batch,
+                                                         const CompileOptions& compile = {});
 
 }  // namespace voxseg::engine

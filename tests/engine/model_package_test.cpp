@@ -204,7 +204,7 @@ TEST(ModelPackage, WrongTypesAndValuesAreExplained) {
         json::parse(R"([{"file": "../evil.onnx", "sha256": ")" + std::string(64, 'a') + R"("}])");
     expectError(j, "models[0].file", "inside the package folder");
     j = validJson();
-    j["format_version"] = 2;
+    j["format_version"] = 3;
     auto newer = parse(j);
     EXPECT_EQ(newer.status().code(), StatusCode::kUnsupported);
     EXPECT_NE(newer.status().message().find("update voxseg"), std::string::npos);
@@ -371,6 +371,259 @@ TEST(ModelPackage, NetworkThatDoesNotMatchModelJsonIsRefused) {
     model = loadModelPackage(dir.path());
     EXPECT_NE(model.status().message().find("does not match model.json's sha256"),
               std::string::npos);
+}
+
+// ---- format_version 2: stages ----
+
+// deepbet's two-stage brain extraction, as sample_data/models/brain-extraction describes it.
+json stagedJson() {
+    const std::string h = std::string(64, 'a');
+    return json::parse(R"json({
+      "format_version": 2,
+      "name": "brain-extraction",
+      "version": "1.0.2",
+      "description": "deepbet",
+      "license": "MIT",
+      "attribution": "deepbet authors",
+      "citation": "Fisch et al. 2024",
+      "channels": [{"modality": "MR"}],
+      "axis_order": "xyz",
+      "orientation": "RAS",
+      "labels": [{"value": 1, "name": "brain", "color": [255, 200, 0]}],
+      "stages": [
+        {"name": "bbox", "file": "bbox_model.onnx", "sha256": ")json" + h + R"json(",
+         "shape": [128, 128, 128], "interpolation": "nearest-exact",
+         "normalization": {"scheme": "percentile", "percentiles": [0.5, 99.5], "range": [0, 1],
+                           "zscore": true, "std_ddof": 1, "affine": [0.226, 0.449]},
+         "output": {"kind": "probability", "channels": 2, "channel": 1, "threshold": 0.5,
+                    "label": 1},
+         "postprocess": {"largest_component": true}},
+        {"name": "brain", "file": "model.onnx", "sha256": ")json" + h + R"json(",
+         "crop_to": {"stage": "bbox", "label": 1, "margin_fraction": 0.1, "slice_fraction": 0.02},
+         "shape": [256, 256, 256], "interpolation": "nearest-exact",
+         "normalization": {"scheme": "percentile", "percentiles": [0.5, 99.5],
+                           "percentiles_of": "bbox", "range": [0, 1], "zscore": true,
+                           "std_ddof": 1, "affine": [0.226, 0.449]},
+         "output": {"kind": "probability", "channels": 2, "channel": 1, "threshold": 0.5},
+         "postprocess": {"largest_component": true, "fill_holes": "3d"}}
+      ],
+      "measurements": [{"name": "tiv_ml", "kind": "volume_ml", "labels": [1],
+                        "description": "total intracranial volume"}]
+    })json");
+}
+
+TEST(ModelPackageStages, ParsesEveryKey) {
+    auto r = parse(stagedJson());
+    ASSERT_TRUE(r.isOk()) << r.status().toString();
+    const ModelPackage& p = *r;
+    EXPECT_EQ(p.format_version, 2);
+    EXPECT_EQ(p.citation, "Fisch et al. 2024");
+    ASSERT_EQ(p.stages.size(), 2u);
+    ASSERT_EQ(p.models.size(), 2u);  // one file per stage, hashed like an ensemble's
+    EXPECT_EQ(p.models[1].file, "model.onnx");
+    const StageSpec& bbox = p.stages[0];
+    EXPECT_EQ(bbox.shape, (std::vector<int64_t>{128, 128, 128}));
+    EXPECT_EQ(bbox.interpolation, Interpolation::kNearestExact);
+    EXPECT_EQ(bbox.normalization.scheme, Normalization::Scheme::kPercentile);
+    EXPECT_EQ(bbox.normalization.percentile_high, 99.5);
+    EXPECT_TRUE(bbox.normalization.zscore);
+    EXPECT_EQ(bbox.normalization.std_ddof, 1);
+    EXPECT_EQ(bbox.normalization.affine_scale, 0.226);
+    EXPECT_EQ(bbox.normalization.percentiles_of_stage, -1);
+    EXPECT_EQ(bbox.output.kind, StageOutputKind::kProbability);
+    EXPECT_EQ(bbox.outputChannels(), 2);
+    EXPECT_TRUE(bbox.postprocess.largest_component);
+    EXPECT_FALSE(bbox.crop_to.has_value());
+    const StageSpec& brain = p.stages[1];
+    ASSERT_TRUE(brain.crop_to.has_value());
+    EXPECT_EQ(brain.crop_to->stage_index, 0);
+    EXPECT_EQ(brain.crop_to->margin_fraction, 0.1);
+    EXPECT_EQ(brain.crop_to->slice_fraction, 0.02);
+    EXPECT_EQ(brain.normalization.percentiles_of_stage, 0);
+    EXPECT_EQ(brain.output.labels, (std::vector<int>{1}));  // default: the first label
+    EXPECT_EQ(brain.postprocess.fill_holes, FillHoles::k3D);
+    ASSERT_EQ(p.measurements.size(), 1u);
+    EXPECT_EQ(p.measurements[0].name, "tiv_ml");
+    EXPECT_EQ(p.measurements[0].labels, (std::vector<int>{1}));
+}
+
+TEST(ModelPackageStages, WritesWhatItReads) {
+    json j = stagedJson();
+    j["stages"][0].erase("shape");
+    j["stages"][0]["spacing_mm"] = {2.0, 2.0, 3.0};
+    j["stages"][0]["patch_size"] = {32, 32, 16};
+    j["stages"][0]["interpolation"] = "spline3";
+    j["stages"][0]["inference"] = {{"overlap", 0.25}, {"mirror_axes", {0, 1}}};
+    j["stages"][0]["output"] = {{"kind", "softmax"}, {"labels", {7}}};
+    j["stages"][1]["crop_to"] = {{"stage", "bbox"}, {"label", 7}, {"margin_mm", 12.5}};
+    j["stages"][1]["normalization"] = {
+        {"scheme", "window"}, {"window", {-100, 300}}, {"range", {-1, 1}}};
+    auto first = parse(j);
+    ASSERT_TRUE(first.isOk()) << first.status().toString();
+    auto second = parseModelPackage(modelPackageToJson(*first), "written");
+    ASSERT_TRUE(second.isOk()) << second.status().toString() << modelPackageToJson(*first);
+    EXPECT_EQ(modelPackageToJson(*first), modelPackageToJson(*second));
+    const StageSpec& s0 = second->stages[0];
+    EXPECT_EQ(s0.patch_size, (std::vector<int64_t>{32, 32, 16}));
+    EXPECT_EQ(s0.spacing_mm, (std::vector<double>{2.0, 2.0, 3.0}));
+    EXPECT_EQ(s0.inference.overlap, 0.25);
+    EXPECT_EQ(s0.outputChannels(), 2);
+    EXPECT_EQ(s0.channelLabelValues(), (std::vector<int>{0, 7}));
+    EXPECT_EQ(second->stages[1].crop_to->margin_mm, 12.5);
+    EXPECT_EQ(second->stages[1].normalization.scheme, Normalization::Scheme::kWindow);
+    EXPECT_EQ(second->stages[1].normalization.range_low, -1.0);
+}
+
+TEST(ModelPackageStages, CascadeLinksToMissingStagesOrLabelsAreRefused) {
+    json j = stagedJson();
+    j["stages"][1]["crop_to"]["stage"] = "box";
+    expectError(j, "stages[1].crop_to.stage", "no earlier stage is named \"box\"");
+    j = stagedJson();
+    j["stages"][1]["crop_to"]["label"] = 2;
+    expectError(j, "stages[1].crop_to.label", "stage \"bbox\" produces no label 2");
+    // A link to a later stage (or to itself) is a link to a missing stage.
+    j = stagedJson();
+    j["stages"][0]["crop_to"] = {{"stage", "brain"}, {"label", 1}};
+    expectError(j, "stages[0].crop_to.stage", "this is the first stage");
+    j = stagedJson();
+    j["stages"][1]["crop_to"]["stage"] = "brain";
+    expectError(j, "stages[1].crop_to.stage", "earlier stages: \"bbox\"");
+    j = stagedJson();
+    j["stages"][1]["normalization"]["percentiles_of"] = "nowhere";
+    expectError(j, "stages[1].normalization.percentiles_of", "no earlier stage");
+    j = stagedJson();
+    j["stages"][1]["crop_to"]["margin_fraction"] = -0.1;
+    expectError(j, "stages[1].crop_to.margin_fraction", "[0, 10]");
+    j = stagedJson();
+    j["stages"][1]["crop_to"]["slice_fraction"] = 1.0;
+    expectError(j, "stages[1].crop_to.slice_fraction", "[0, 1)");
+    j = stagedJson();
+    j["stages"][1]["crop_to"].erase("label");
+    expectError(j, "stages[1].crop_to.label", "missing");
+}
+
+TEST(ModelPackageStages, EveryStageKeyIsChecked) {
+    json j = stagedJson();
+    j["stages"][1]["shapee"] = {1, 2, 3};
+    expectError(j, "stages[1].shapee", "unknown key");
+    j = stagedJson();
+    j["stages"][1]["crop_to"]["margin"] = 0.1;
+    expectError(j, "stages[1].crop_to.margin", "unknown key");
+    j = stagedJson();
+    j["stages"][1]["name"] = "bbox";
+    expectError(j, "stages[1].name", "used twice");
+    j = stagedJson();
+    j["stages"][0]["spacing_mm"] = {1, 1, 1};
+    expectError(j, "stages[0].spacing_mm", "not both");
+    j = stagedJson();
+    j["stages"][0].erase("shape");
+    expectError(j, "stages[0].shape", "missing");
+    j = stagedJson();
+    j["stages"][0].erase("shape");
+    j["stages"][0]["spacing_mm"] = {1, 1, 1};
+    expectError(j, "stages[0].patch_size", "missing");
+    j = stagedJson();
+    j["stages"][0]["patch_size"] = {8, 8, 8};
+    expectError(j, "stages[0].patch_size", "drop patch_size");
+    j = stagedJson();
+    j["stages"][0]["shape"] = {128, 0, 128};
+    expectError(j, "stages[0].shape[1]", "1..4096");
+    j = stagedJson();
+    j["stages"][0]["interpolation"] = "cubic";
+    expectError(j, "stages[0].interpolation", "nearest-exact");
+    j = stagedJson();
+    j["stages"][0]["inference"] = {{"overlap", 0.5}};
+    expectError(j, "stages[0].inference", "fixed shape");
+    j = stagedJson();
+    j["stages"][0]["output"]["kind"] = "argmax";
+    expectError(j, "stages[0].output.kind", "\"probability\"");
+    j = stagedJson();
+    j["stages"][0]["output"]["channel"] = 2;
+    expectError(j, "stages[0].output.channel", "not one of the network's 2 channels");
+    j = stagedJson();
+    j["stages"][0]["output"]["threshold"] = 1.5;
+    expectError(j, "stages[0].output.threshold", "(0, 1)");
+    j = stagedJson();
+    j["stages"][0]["output"].erase("channels");
+    expectError(j, "stages[0].output.channels", "missing");
+    j = stagedJson();
+    j["stages"][1]["output"]["label"] = 3;
+    expectError(j, "stages[1].output", "label 3 is not in \"labels\"");
+    j = stagedJson();
+    j["stages"][0]["postprocess"]["fill_holes"] = "2d";
+    expectError(j, "stages[0].postprocess.fill_holes", "\"3d\"");
+    j = stagedJson();
+    j["stages"][0]["postprocess"]["largest"] = true;
+    expectError(j, "stages[0].postprocess.largest", "unknown key");
+    j = stagedJson();
+    j["stages"][0]["normalization"]["percentiles"] = {0.5, 100.5};
+    expectError(j, "stages[0].normalization.percentiles", "[0, 100]");
+    j = stagedJson();
+    j["stages"][0]["normalization"]["percentiles"] = {99.5, 0.5};
+    expectError(j, "stages[0].normalization.percentiles", "below");
+    j = stagedJson();
+    j["stages"][0]["normalization"]["std_ddof"] = 2;
+    expectError(j, "stages[0].normalization.std_ddof", "0..1");
+    j = stagedJson();
+    j["stages"][0]["normalization"]["percentiles_of"] = "bbox";  // itself: allowed
+    EXPECT_TRUE(parse(j).isOk());
+    j = stagedJson();
+    j["stages"][0]["normalization"] = {{"scheme", "window"}};
+    expectError(j, "stages[0].normalization.window", "missing");
+    j = stagedJson();
+    j["stages"][0]["normalization"] = {{"scheme", "minmax"}};
+    expectError(j, "stages[0].normalization.scheme", "\"percentile\" or \"window\"");
+    j = stagedJson();
+    j["stages"][0]["sha256"] = "abc";
+    expectError(j, "stages[0].sha256", "64 lower-case hex digits");
+    j = stagedJson();
+    j["stages"][0]["file"] = "../bbox.onnx";
+    expectError(j, "stages[0].file", "inside the package folder");
+    j = stagedJson();
+    j["stages"] = json::array();
+    expectError(j, "stages", "at least one stage");
+}
+
+TEST(ModelPackageStages, VersionsKeepTheirOwnKeys) {
+    json j = stagedJson();
+    j["spacing_mm"] = {1, 1, 1};
+    expectError(j, "spacing_mm", "not a top-level key in format_version 2");
+    j = stagedJson();
+    j["sha256"] = std::string(64, 'a');
+    expectError(j, "sha256", "not a top-level key in format_version 2");
+    j = stagedJson();
+    j.erase("stages");
+    expectError(j, "stages", "missing");
+    j = stagedJson();
+    j["channels"][0]["normalization"] = {{"scheme", "none"}};
+    expectError(j, "channels[0].normalization", "unknown key");
+    j = stagedJson();
+    j["stagez"] = json::array();
+    expectError(j, "stagez", "unknown key");
+    j = validJson();
+    j["stages"] = stagedJson()["stages"];
+    expectError(j, "stages", "needs \"format_version\": 2");
+    j = validJson();
+    j["citation"] = "x";
+    expectError(j, "citation", "needs \"format_version\": 2");
+}
+
+TEST(ModelPackageStages, MeasurementsAreChecked) {
+    json j = stagedJson();
+    j["measurements"][0]["labels"] = {2};
+    expectError(j, "measurements[0].labels[0]", "label 2 is not in \"labels\"");
+    j = stagedJson();
+    j["measurements"][0]["kind"] = "count";
+    expectError(j, "measurements[0].kind", "volume_ml");
+    j = stagedJson();
+    j["measurements"].push_back(j["measurements"][0]);
+    expectError(j, "measurements[1].name", "twice");
+    j = stagedJson();
+    j["measurements"][0]["unit"] = "cm3";
+    expectError(j, "measurements[0].unit", "unknown key");
+    j = stagedJson();
+    j["measurements"][0].erase("labels");
+    expectError(j, "measurements[0].labels", "missing");
 }
 
 }  // namespace
