@@ -87,6 +87,11 @@ TEST(SegmentDicomOutputs, TiltedSeriesGetsSegAndRtstructOnItsAcquiredImages) {
     ASSERT_TRUE(labels.isOk()) << labels.status().toString();
     Volume map =
         labels->pixelType() == PixelType::kUInt8 ? *labels : labels->castTo(PixelType::kUInt8);
+    // segment pre-processed the grid loadSeries gives (every acquired pixel inside, tested in
+    // tests/io): the label map is on it.
+    auto loaded = io::loadSeries(c);
+    ASSERT_TRUE(loaded.isOk());
+    EXPECT_TRUE(map.geometry().approxEqual(loaded->geometry(), 1e-3, 1e-5, 1e-5));
     auto expected = io::labelsOnAcquiredImages(map, c);
     ASSERT_TRUE(expected.isOk()) << expected.status().toString();
     ASSERT_TRUE(expected->resampled);
