@@ -72,7 +72,22 @@ Status planNode(Plan& plan) {
         case OpKind::kSigmoid:
         case OpKind::kTanh:
         case OpKind::kClip:
+        case OpKind::kGelu:
+        case OpKind::kSilu:
+        case OpKind::kSqrt:
             return cpu::planEltwise(plan);
+        case OpKind::kMatMul:
+        case OpKind::kLayerNorm:
+        case OpKind::kReduceMean:
+        case OpKind::kReduceSum:
+        case OpKind::kReduceMax:
+        case OpKind::kErf:
+        case OpKind::kSin:
+        case OpKind::kCos:
+        case OpKind::kWhere:
+        case OpKind::kExpand:
+        case OpKind::kTile:
+            return cpu::planTransformerOp(plan);
         case OpKind::kSoftmax:
             return cpu::planSoftmax(plan);
         case OpKind::kAdd:

@@ -212,6 +212,17 @@ Status planEltwise(Plan& plan) {
                 a = n.clip_min;
                 b = n.clip_max;
                 break;
+            case OpKind::kGelu:
+                alg = n.gelu_tanh ? dnnl::algorithm::eltwise_gelu_tanh
+                                  : dnnl::algorithm::eltwise_gelu_erf;
+                break;
+            case OpKind::kSilu:
+                alg = dnnl::algorithm::eltwise_swish;  // x * sigmoid(alpha x)
+                a = 1.0f;
+                break;
+            case OpKind::kSqrt:
+                alg = dnnl::algorithm::eltwise_sqrt;
+                break;
             default:
                 return nodeError(plan, "not an elementwise activation");
         }

@@ -174,13 +174,15 @@ Status planConv(Plan& plan);  // Conv (with fused bias/activation/residual)
 // oneDNN's deconvolution.
 Status planConvTranspose(Plan& plan, bool subpixel = true);
 Status planNorm(Plan& plan);     // InstanceNorm, GroupNorm (own kernels), BatchNorm
-Status planEltwise(Plan& plan);  // Relu, LeakyRelu, Sigmoid, Tanh, Clip, PRelu
+Status planEltwise(Plan& plan);  // Relu, LeakyRelu, Sigmoid, Tanh, Clip, PRelu, Gelu, SiLU, Sqrt
 Status planBinary(Plan& plan);   // Add, Sub, Mul, Div
 Status planSoftmax(Plan& plan);
 Status planConcat(Plan& plan);
 Status planPool(Plan& plan);     // MaxPool, AveragePool, GlobalAveragePool
 Status planResize(Plan& plan);   // Resize/Upsample
 Status planShapeOp(Plan& plan);  // Pad, Identity, Reshape, Transpose, Slice
+// MatMul, LayerNorm, Reduce*, Erf, Sin, Cos, Where, Expand, Tile (cpu_transformer.cpp).
+Status planTransformerOp(Plan& plan);
 
 // Applies the node's fused epilogue (residual add, then activation) to `out` in place with
 // separate primitives, for ops that cannot fuse it (or part of it) themselves.

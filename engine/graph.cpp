@@ -60,6 +60,34 @@ const char* opKindName(OpKind op) {
             return "Slice";
         case OpKind::kClip:
             return "Clip";
+        case OpKind::kMatMul:
+            return "MatMul";
+        case OpKind::kLayerNorm:
+            return "LayerNormalization";
+        case OpKind::kErf:
+            return "Erf";
+        case OpKind::kGelu:
+            return "Gelu";
+        case OpKind::kSilu:
+            return "SiLU";
+        case OpKind::kSqrt:
+            return "Sqrt";
+        case OpKind::kSin:
+            return "Sin";
+        case OpKind::kCos:
+            return "Cos";
+        case OpKind::kReduceMean:
+            return "ReduceMean";
+        case OpKind::kReduceSum:
+            return "ReduceSum";
+        case OpKind::kReduceMax:
+            return "ReduceMax";
+        case OpKind::kWhere:
+            return "Where";
+        case OpKind::kExpand:
+            return "Expand";
+        case OpKind::kTile:
+            return "Tile";
     }
     return "?";
 }
@@ -220,9 +248,99 @@ Status inferNode(Graph& g, const Node& node) {
         case OpKind::kTanh:
         case OpKind::kClip:
         case OpKind::kIdentity:
+        case OpKind::kErf:
+        case OpKind::kGelu:
+        case OpKind::kSilu:
+        case OpKind::kSqrt:
+        case OpKind::kSin:
+        case OpKind::kCos:
             VOXSEG_RETURN_IF_ERROR(need(1));
             out = in(0);
             break;
+        case OpKind::kMatMul: {
+            VOXSEG_RETURN_IF_ERROR(need(2));
+            const Shape& a = in(0);
+            const Shape& b = in(1);
+            if (a.size() < 2 || b.size() < 2)
+                return nodeError(node, "operands " + shapeToString(a) + " x " + shapeToString(b) +
+                                           " need rank >= 2 (rank-1 operands are reshaped at "
+                                           "import)");
+            if (a.back() != b[b.size() - 2])
+                return nodeError(
+                    node, "inner dims differ: " + shapeToString(a) + " x " + shapeToString(b));
+            auto batch =
+                broadcastShapes(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
+            if (!batch) return nodeError(node, "batch dims: " + batch.status().message());
+            out = *batch;
+            out.push_back(a[a.size() - 2]);
+            out.push_back(b.back());
+            break;
+        }
+        case OpKind::kLayerNorm: {
+            VOXSEG_RETURN_IF_ERROR(need(2));
+            out = in(0);
+            if (node.axis < 0 || node.axis >= static_cast<int64_t>(out.size()))
+                return nodeError(node, "axis " + std::to_string(node.axis) + " out of range for " +
+                                           shapeToString(out));
+            int64_t inner = 1;
+            for (size_t i = static_cast<size_t>(node.axis); i < out.size(); ++i) inner *= out[i];
+            for (size_t i = 1; i < node.inputs.size(); ++i)
+                if (node.inputs[i] >= 0 && numel(in(i)) != inner)
+                    return nodeError(node, "scale/bias have " + std::to_string(numel(in(i))) +
+                                               " values for a normalised size of " +
+                                               std::to_string(inner));
+            break;
+        }
+        case OpKind::kReduceMean:
+        case OpKind::kReduceSum:
+        case OpKind::kReduceMax: {
+            VOXSEG_RETURN_IF_ERROR(need(1));
+            const Shape& x = in(0);
+            for (size_t i = 0; i < node.reduce_axes.size(); ++i)
+                if (node.reduce_axes[i] < 0 ||
+                    node.reduce_axes[i] >= static_cast<int64_t>(x.size()) ||
+                    (i > 0 && node.reduce_axes[i] <= node.reduce_axes[i - 1]))
+                    return nodeError(node, "reduce axes " + shapeToString(node.reduce_axes) +
+                                               " invalid for " + shapeToString(x));
+            for (size_t i = 0; i < x.size(); ++i) {
+                const bool reduced = node.reduce_axes.empty() ||
+                                     std::find(node.reduce_axes.begin(), node.reduce_axes.end(),
+                                               static_cast<int64_t>(i)) != node.reduce_axes.end();
+                if (!reduced)
+                    out.push_back(x[i]);
+                else if (node.keepdims)
+                    out.push_back(1);
+            }
+            break;
+        }
+        case OpKind::kWhere: {
+            VOXSEG_RETURN_IF_ERROR(need(3));
+            auto ab = broadcastShapes(in(1), in(2));
+            if (!ab) return nodeError(node, ab.status().message());
+            auto all = broadcastShapes(in(0), *ab);
+            if (!all) return nodeError(node, all.status().message());
+            out = *all;
+            break;
+        }
+        case OpKind::kExpand: {
+            VOXSEG_RETURN_IF_ERROR(need(1));
+            auto b = broadcastShapes(in(0), node.shape);
+            if (!b) return nodeError(node, b.status().message());
+            out = *b;
+            break;
+        }
+        case OpKind::kTile: {
+            VOXSEG_RETURN_IF_ERROR(need(1));
+            const Shape& x = in(0);
+            if (node.repeats.size() != x.size())
+                return nodeError(node, std::to_string(node.repeats.size()) + " repeats for rank " +
+                                           std::to_string(x.size()));
+            for (size_t i = 0; i < x.size(); ++i) {
+                if (node.repeats[i] < 1) return nodeError(node, "repeats must be >= 1");
+                out.push_back(x[i] * node.repeats[i]);
+            }
+            break;
+        }
         case OpKind::kSoftmax:
             VOXSEG_RETURN_IF_ERROR(need(1));
             out = in(0);

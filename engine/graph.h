@@ -45,6 +45,22 @@ enum class OpKind {
     kTranspose,
     kSlice,  // static starts/ends/axes/steps (ONNX rules; resolveSlice() clamps them)
     kClip,   // clip_min / clip_max (+-infinity when absent)
+    // Transformer / attention ops (issue 14). All float32; shapes inferred in graph.cpp.
+    kMatMul,     // numpy matmul: [..., M, K] x [..., K, N] -> [..., M, N], batch dims broadcast
+    kLayerNorm,  // inputs X, scale, bias (-1: none), both of prod(X[axis:]) values; over [axis,
+                 // rank)
+    kErf,
+    kGelu,  // x * Phi(x); gelu_tanh: the tanh approximation (ONNX Gelu approximate="tanh")
+    kSilu,  // x * sigmoid(x) (fused from the Mul(x, Sigmoid(x)) exporters emit)
+    kSqrt,
+    kSin,
+    kCos,
+    kReduceMean,  // over reduce_axes (sorted, in [0, rank)), keepdims
+    kReduceSum,
+    kReduceMax,
+    kWhere,   // inputs condition (nonzero: take X), X, Y; numpy broadcasting of all three
+    kExpand,  // input broadcast with Node::shape (ONNX Expand: numpy rules, both ways)
+    kTile,    // input repeated Node::repeats times along each axis
 };
 
 const char* opKindName(OpKind op);
@@ -123,7 +139,11 @@ struct Node {
     int64_t axis = 1;           // Softmax, Concat
     std::vector<int64_t> perm;  // Transpose
     std::vector<int64_t> slice_starts, slice_ends, slice_axes, slice_steps;
-    std::vector<int64_t> shape;  // Reshape target
+    std::vector<int64_t> shape;        // Reshape target, Expand shape
+    std::vector<int64_t> reduce_axes;  // Reduce*: sorted, non-negative
+    bool keepdims = true;              // Reduce*
+    bool gelu_tanh = false;            // Gelu
+    std::vector<int64_t> repeats;      // Tile
 
     // Fused epilogue (optimize()): out = act(op(x) [+ residual]).
     ActivationKind fused_activation = ActivationKind::kNone;

@@ -248,6 +248,10 @@ Result<Graph> Importer::run(const onnx::ModelProto& model) {
     if (g_.outputs.empty()) return err(StatusCode::kCorruptData, "the model has no outputs");
     onnx_detail::pruneDeadNodes(g_);
     onnx_detail::fuseGroupNormPattern(g_);
+    onnx_detail::fuseLayerNormPattern(g_);
+    onnx_detail::fuseGeluPattern(g_);
+    onnx_detail::fuseSiluPattern(g_);
+    onnx_detail::pruneDeadNodes(g_);
     std::vector<Shape> shapes;
     for (ValueId v : g_.inputs) shapes.push_back(g_.values[v].shape);
     const Status s = g_.inferShapes(shapes);

@@ -71,4 +71,13 @@ void pruneDeadNodes(Graph& graph);
 // Reshape back -> Mul(gamma) -> Add(beta); collapses each such chain into one GroupNorm node.
 void fuseGroupNormPattern(Graph& graph);
 
+// Older exporters' spelled-out forms of transformer ops, each collapsed into one node (run
+// before pruneDeadNodes, which removes what they leave unread):
+// ReduceMean/Sub/Pow(2)/ReduceMean/Add eps/Sqrt/Div [/Mul gamma/Add beta] -> LayerNorm;
+void fuseLayerNormPattern(Graph& graph);
+// x * 0.5 * (1 + erf(x / sqrt(2))) -> Gelu (exact);
+void fuseGeluPattern(Graph& graph);
+// x * Sigmoid(x) -> SiLU.
+void fuseSiluPattern(Graph& graph);
+
 }  // namespace voxseg::engine::onnx_detail

@@ -2,6 +2,8 @@
 #include "engine/onnx_internal.h"
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 
 namespace voxseg::engine::onnx_detail {
 
@@ -143,6 +145,253 @@ void pruneDeadNodes(Graph& g) {
     for (size_t i = 0; i < g.nodes.size(); ++i)
         if (keep[i]) kept.push_back(std::move(g.nodes[i]));
     g.nodes = std::move(kept);
+}
+
+namespace {
+
+// Which node produces each value (-1: graph input or constant).
+std::vector<int> producers(const Graph& g) {
+    std::vector<int> p(g.values.size(), -1);
+    for (size_t i = 0; i < g.nodes.size(); ++i) p[g.nodes[i].outputs[0]] = static_cast<int>(i);
+    return p;
+}
+
+// The single value of a constant scalar-like value (nullopt otherwise).
+std::optional<double> constScalar(const Graph& g, ValueId v) {
+    if (!g.isConstant(v)) return std::nullopt;
+    return scalarOf(g.constant(v));
+}
+
+bool near(std::optional<double> v, double want, double tol = 1e-4) {
+    return v && std::abs(*v - want) <= tol * std::max(1.0, std::abs(want));
+}
+
+// The node producing `v` when it is `op` (nullptr otherwise).
+const Node* producedBy(const Graph& g, const std::vector<int>& prod, ValueId v, OpKind op) {
+    if (v < 0 || prod[v] < 0) return nullptr;
+    const Node& n = g.nodes[prod[v]];
+    return n.op == op ? &n : nullptr;
+}
+
+// The operand of binary `n` that is not `v` (-1 when `v` is not an operand).
+ValueId otherOperand(const Node& n, ValueId v) {
+    if (n.inputs.size() != 2) return -1;
+    if (n.inputs[0] == v) return n.inputs[1];
+    if (n.inputs[1] == v) return n.inputs[0];
+    return -1;
+}
+
+// Nodes that read `v`.
+std::vector<int> consumers(const Graph& g, ValueId v) {
+    std::vector<int> c;
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+        if (std::find(g.nodes[i].inputs.begin(), g.nodes[i].inputs.end(), v) !=
+            g.nodes[i].inputs.end())
+            c.push_back(static_cast<int>(i));
+    return c;
+}
+
+bool isOutput(const Graph& g, ValueId v) {
+    return std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end();
+}
+
+// Values of a constant broadcast to `target` (numpy rules), or empty when it does not
+// broadcast to exactly `target`.
+std::vector<float> broadcastConstant(const Graph& g, ValueId v, const Shape& target) {
+    if (!g.isConstant(v)) return {};
+    const Shape& s = g.values[v].shape;
+    auto b = broadcastShapes(s, target);
+    if (!b || *b != target) return {};
+    const std::vector<float> src = g.constant(v).toFloats();
+    std::vector<float> out(static_cast<size_t>(numel(target)));
+    for (size_t i = 0; i < out.size(); ++i) {
+        int64_t rem = static_cast<int64_t>(i), off = 0, stride = 1;
+        for (size_t d = target.size(); d-- > 0;) {
+            const int64_t c = rem % target[d];
+            rem /= target[d];
+            const size_t back = target.size() - 1 - d;
+            if (back < s.size()) {
+                const int64_t sd = s[s.size() - 1 - back];
+                if (sd != 1) off += c * stride;
+                stride *= sd;
+            }
+        }
+        out[i] = src[static_cast<size_t>(off)];
+    }
+    return out;
+}
+
+}  // namespace
+
+// ReduceMean -> Sub -> Mul(d, d) (Pow 2) -> ReduceMean -> Add eps -> Sqrt -> Div [-> Mul gamma
+// [-> Add beta]] over trailing axes: one LayerNorm node in the place of the last one. Nodes of
+// the chain that nothing else reads become dead (pruneDeadNodes); those that are read elsewhere
+// stay, so the rewrite is correct whatever the chain's other uses.
+void fuseLayerNormPattern(Graph& g) {
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+        const std::vector<int> prod = producers(g);
+        const Node& div = g.nodes[i];
+        if (div.op != OpKind::kDiv || div.inputs.size() != 2) continue;
+        const ValueId d = div.inputs[0];
+        const Node* sqrt = producedBy(g, prod, div.inputs[1], OpKind::kSqrt);
+        const Node* sub = producedBy(g, prod, d, OpKind::kSub);
+        if (!sqrt || !sub) continue;
+        const Node* add_eps = producedBy(g, prod, sqrt->inputs[0], OpKind::kAdd);
+        if (!add_eps) continue;
+        ValueId var = add_eps->inputs[0];
+        std::optional<double> eps = constScalar(g, add_eps->inputs[1]);
+        if (!eps) {
+            var = add_eps->inputs[1];
+            eps = constScalar(g, add_eps->inputs[0]);
+        }
+        const Node* rm_var = producedBy(g, prod, var, OpKind::kReduceMean);
+        if (!eps || !rm_var) continue;
+        const Node* sq = producedBy(g, prod, rm_var->inputs[0], OpKind::kMul);
+        if (!sq || sq->inputs[0] != d || sq->inputs[1] != d) continue;
+        const ValueId x = sub->inputs[0];
+        const Node* rm_mean = producedBy(g, prod, sub->inputs[1], OpKind::kReduceMean);
+        if (!rm_mean || rm_mean->inputs[0] != x || rm_mean->reduce_axes != rm_var->reduce_axes ||
+            !rm_mean->keepdims || !rm_var->keepdims)
+            continue;
+        const Shape& xs = g.values[x].shape;
+        const std::vector<int64_t>& axes = rm_mean->reduce_axes;
+        bool trailing = !axes.empty();
+        for (size_t k = 0; k < axes.size(); ++k)
+            trailing &= axes[k] == static_cast<int64_t>(xs.size() - axes.size() + k);
+        if (!trailing || g.values[div.outputs[0]].shape != xs) continue;
+        const int64_t axis = axes.front();
+        const Shape normalised(xs.begin() + axis, xs.end());
+        const int64_t inner = numel(normalised);
+        std::vector<float> gamma(static_cast<size_t>(inner), 1.0f), beta;
+        int last = static_cast<int>(i);
+        ValueId out = div.outputs[0];
+        // Affine part, when the normalised value is read only by it.
+        const std::vector<int> c1 = consumers(g, out);
+        if (c1.size() == 1 && !isOutput(g, out) && g.nodes[c1[0]].op == OpKind::kMul) {
+            auto gv = broadcastConstant(g, otherOperand(g.nodes[c1[0]], out), normalised);
+            if (!gv.empty() && g.values[g.nodes[c1[0]].outputs[0]].shape == xs) {
+                gamma = gv;
+                last = c1[0];
+                out = g.nodes[last].outputs[0];
+                const std::vector<int> c2 = consumers(g, out);
+                if (c2.size() == 1 && !isOutput(g, out) && g.nodes[c2[0]].op == OpKind::kAdd) {
+                    auto bv = broadcastConstant(g, otherOperand(g.nodes[c2[0]], out), normalised);
+                    if (!bv.empty() && g.values[g.nodes[c2[0]].outputs[0]].shape == xs) {
+                        beta = bv;
+                        last = c2[0];
+                        out = g.nodes[last].outputs[0];
+                    }
+                }
+            }
+        }
+        Node ln;
+        ln.op = OpKind::kLayerNorm;
+        ln.name = div.name + "/layernorm";
+        ln.axis = axis;
+        ln.norm.epsilon = static_cast<float>(*eps);
+        const ValueId sv = g.addValue({ln.name + "/scale", normalised, DType::kFloat32,
+                                       Tensor::fromFloats(normalised, gamma)});
+        ln.inputs = {x, sv};
+        if (!beta.empty())
+            ln.inputs.push_back(g.addValue({ln.name + "/bias", normalised, DType::kFloat32,
+                                            Tensor::fromFloats(normalised, beta)}));
+        ln.outputs = {out};
+        g.nodes[last] = ln;
+        if (last != static_cast<int>(i)) {
+            // The Div's output now has no reader: drop its node now so the scan stays simple.
+            g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(i));
+        }
+    }
+}
+
+// x * 0.5 * (1 + erf(x / sqrt(2))) (PyTorch's exported nn.GELU before opset 20), in either
+// association, with Div by sqrt(2) or Mul by 1/sqrt(2): one Gelu node.
+void fuseGeluPattern(Graph& g) {
+    const double kSqrt2 = std::sqrt(2.0);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+        const std::vector<int> prod = producers(g);
+        const Node& top = g.nodes[i];
+        if (top.op != OpKind::kMul || top.inputs.size() != 2) continue;
+        // a = 1 + erf(x / sqrt2) with its x.
+        auto erfPart = [&](ValueId a, ValueId& x) -> bool {
+            const Node* add = producedBy(g, prod, a, OpKind::kAdd);
+            if (!add) return false;
+            for (int k = 0; k < 2; ++k) {
+                if (!near(constScalar(g, add->inputs[1 - k]), 1.0)) continue;
+                const Node* erf = producedBy(g, prod, add->inputs[k], OpKind::kErf);
+                if (!erf) continue;
+                const ValueId t = erf->inputs[0];
+                if (const Node* dv = producedBy(g, prod, t, OpKind::kDiv)) {
+                    if (near(constScalar(g, dv->inputs[1]), kSqrt2)) {
+                        x = dv->inputs[0];
+                        return true;
+                    }
+                }
+                if (const Node* ml = producedBy(g, prod, t, OpKind::kMul)) {
+                    for (int j = 0; j < 2; ++j)
+                        if (near(constScalar(g, ml->inputs[1 - j]), 1.0 / kSqrt2)) {
+                            x = ml->inputs[j];
+                            return true;
+                        }
+                }
+            }
+            return false;
+        };
+        ValueId x = -1;
+        bool match = false;
+        for (int k = 0; k < 2 && !match; ++k) {
+            const ValueId p = top.inputs[k], q = top.inputs[1 - k];
+            // (x * a) * 0.5
+            if (near(constScalar(g, q), 0.5)) {
+                if (const Node* m = producedBy(g, prod, p, OpKind::kMul))
+                    for (int j = 0; j < 2 && !match; ++j) {
+                        ValueId xe = -1;
+                        if (erfPart(m->inputs[1 - j], xe) && xe == m->inputs[j]) {
+                            x = xe;
+                            match = true;
+                        }
+                    }
+            }
+            // (x * 0.5) * a
+            if (!match) {
+                const Node* h = producedBy(g, prod, p, OpKind::kMul);
+                ValueId xe = -1;
+                if (h && erfPart(q, xe))
+                    for (int j = 0; j < 2 && !match; ++j)
+                        if (h->inputs[j] == xe && near(constScalar(g, h->inputs[1 - j]), 0.5)) {
+                            x = xe;
+                            match = true;
+                        }
+            }
+        }
+        if (!match || g.values[x].shape != g.values[top.outputs[0]].shape) continue;
+        Node gelu;
+        gelu.op = OpKind::kGelu;
+        gelu.name = top.name + "/gelu";
+        gelu.inputs = {x};
+        gelu.outputs = top.outputs;
+        g.nodes[i] = gelu;
+    }
+}
+
+// Mul(x, Sigmoid(x)) (SiLU / Swish, SwiGLU's gate): one SiLU node.
+void fuseSiluPattern(Graph& g) {
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+        const std::vector<int> prod = producers(g);
+        const Node& m = g.nodes[i];
+        if (m.op != OpKind::kMul || m.inputs.size() != 2) continue;
+        for (int k = 0; k < 2; ++k) {
+            const Node* sg = producedBy(g, prod, m.inputs[k], OpKind::kSigmoid);
+            if (!sg || sg->inputs[0] != m.inputs[1 - k]) continue;
+            Node silu;
+            silu.op = OpKind::kSilu;
+            silu.name = m.name + "/silu";
+            silu.inputs = {m.inputs[1 - k]};
+            silu.outputs = m.outputs;
+            g.nodes[i] = silu;
+            break;
+        }
+    }
 }
 
 }  // namespace voxseg::engine::onnx_detail

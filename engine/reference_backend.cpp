@@ -460,6 +460,105 @@ void slice(const Node& n, const Tensor& x, Tensor& y) {
     }
 }
 
+// numpy matmul: batch dims broadcast, [M, K] x [K, N] per batch, double accumulators.
+void matmul(const Tensor& a, const Tensor& b, Tensor& y) {
+    const Shape& as = a.shape();
+    const Shape& bs = b.shape();
+    const Shape& ys = y.shape();
+    const int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+    const Shape batch(ys.begin(), ys.end() - 2);
+    const Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
+    const float* ap = a.data<float>();
+    const float* bp = b.data<float>();
+    float* yp = y.data<float>();
+    for (int64_t i = 0; i < numel(batch); ++i) {
+        const float* am = ap + broadcastOffset(i, batch, a_batch) * M * K;
+        const float* bm = bp + broadcastOffset(i, batch, b_batch) * K * N;
+        float* ym = yp + i * M * N;
+        for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < N; ++n) {
+                double acc = 0;
+                for (int64_t k = 0; k < K; ++k)
+                    acc += static_cast<double>(am[m * K + k]) * bm[k * N + n];
+                ym[m * N + n] = static_cast<float>(acc);
+            }
+    }
+}
+
+// Normalises each of the prod(shape[:axis]) rows over the trailing prod(shape[axis:]) values.
+void layerNorm(const Node& n, const Tensor& x, const Tensor& scale, const Tensor* bias, Tensor& y) {
+    int64_t inner = 1;
+    for (size_t i = static_cast<size_t>(n.axis); i < x.shape().size(); ++i) inner *= x.dim(i);
+    const int64_t outer = x.numel() / inner;
+    const float* xp = x.data<float>();
+    const float* sp = scale.data<float>();
+    const float* bp = bias ? bias->data<float>() : nullptr;
+    float* yp = y.data<float>();
+    for (int64_t o = 0; o < outer; ++o) {
+        const float* row = xp + o * inner;
+        double sum = 0;
+        for (int64_t i = 0; i < inner; ++i) sum += row[i];
+        const double mean = sum / static_cast<double>(inner);
+        double sq = 0;
+        for (int64_t i = 0; i < inner; ++i) sq += (row[i] - mean) * (row[i] - mean);
+        const double inv = 1.0 / std::sqrt(sq / static_cast<double>(inner) + n.norm.epsilon);
+        for (int64_t i = 0; i < inner; ++i)
+            yp[o * inner + i] =
+                static_cast<float>((row[i] - mean) * inv * sp[i] + (bp ? bp[i] : 0.0));
+    }
+}
+
+void reduce(const Node& n, const Tensor& x, Tensor& y) {
+    const Shape& xs = x.shape();
+    // The output index of every input element: reduced axes collapse to 0.
+    Shape kept = xs;
+    for (size_t i = 0; i < xs.size(); ++i)
+        if (n.reduce_axes.empty() || std::find(n.reduce_axes.begin(), n.reduce_axes.end(),
+                                               int64_t(i)) != n.reduce_axes.end())
+            kept[i] = 1;
+    const std::vector<int64_t> kst = stridesOf(kept);
+    const bool is_max = n.op == OpKind::kReduceMax;
+    std::vector<double> acc(static_cast<size_t>(y.numel()),
+                            is_max ? -std::numeric_limits<double>::infinity() : 0.0);
+    const float* xp = x.data<float>();
+    for (int64_t flat = 0; flat < x.numel(); ++flat) {
+        int64_t r = flat, off = 0;
+        for (size_t a = xs.size(); a-- > 0;) {
+            const int64_t c = r % xs[a];
+            r /= xs[a];
+            off += (kept[a] == 1 ? 0 : c) * kst[a];
+        }
+        acc[off] = is_max ? std::max<double>(acc[off], xp[flat]) : acc[off] + xp[flat];
+    }
+    const double count =
+        static_cast<double>(x.numel()) / static_cast<double>(std::max<int64_t>(y.numel(), 1));
+    float* yp = y.data<float>();
+    for (int64_t i = 0; i < y.numel(); ++i)
+        yp[i] = static_cast<float>(n.op == OpKind::kReduceMean ? acc[i] / count : acc[i]);
+}
+
+void tile(const Tensor& x, Tensor& y) {
+    const Shape& xs = x.shape();
+    const Shape& ys = y.shape();
+    const std::vector<int64_t> ist = stridesOf(xs);
+    const float* xp = x.data<float>();
+    float* yp = y.data<float>();
+    for (int64_t flat = 0; flat < y.numel(); ++flat) {
+        int64_t r = flat, off = 0;
+        for (size_t a = ys.size(); a-- > 0;) {
+            off += ((r % ys[a]) % xs[a]) * ist[a];
+            r /= ys[a];
+        }
+        yp[flat] = xp[off];
+    }
+}
+
+double geluExact(double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); }
+double geluTanh(double v) {
+    const double k = std::sqrt(2.0 / 3.14159265358979323846);
+    return 0.5 * v * (1.0 + std::tanh(k * (v + 0.044715 * v * v * v)));
+}
+
 // out = act(out [+ residual]) for epilogues fused by optimize().
 void applyEpilogue(const Node& n, const std::vector<Tensor>& env, Tensor& y) {
     float* yp = y.data<float>();
@@ -584,6 +683,56 @@ Status runNode(const Graph& g, const Node& n, std::vector<Tensor>& env) {
             break;
         case OpKind::kSlice:
             slice(n, *in[0], y);
+            break;
+        case OpKind::kMatMul:
+            matmul(*in[0], *in[1], y);
+            break;
+        case OpKind::kLayerNorm:
+            layerNorm(n, *in[0], *in[1], in.size() > 2 ? in[2] : nullptr, y);
+            break;
+        case OpKind::kErf:
+            unary([](float v) { return std::erf(v); });
+            break;
+        case OpKind::kGelu:
+            if (n.gelu_tanh)
+                unary([](float v) { return static_cast<float>(geluTanh(v)); });
+            else
+                unary([](float v) { return static_cast<float>(geluExact(v)); });
+            break;
+        case OpKind::kSilu:
+            unary([](float v) { return static_cast<float>(v / (1.0 + std::exp(-double(v)))); });
+            break;
+        case OpKind::kSqrt:
+            unary([](float v) { return std::sqrt(v); });
+            break;
+        case OpKind::kSin:
+            unary([](float v) { return std::sin(v); });
+            break;
+        case OpKind::kCos:
+            unary([](float v) { return std::cos(v); });
+            break;
+        case OpKind::kReduceMean:
+        case OpKind::kReduceSum:
+        case OpKind::kReduceMax:
+            reduce(n, *in[0], y);
+            break;
+        case OpKind::kWhere: {
+            const std::vector<float> c = in[0]->toFloats(), a = in[1]->toFloats(),
+                                     b = in[2]->toFloats();
+            for (int64_t i = 0; i < y.numel(); ++i)
+                yp[i] = c[broadcastOffset(i, y.shape(), in[0]->shape())] != 0
+                            ? a[broadcastOffset(i, y.shape(), in[1]->shape())]
+                            : b[broadcastOffset(i, y.shape(), in[2]->shape())];
+            break;
+        }
+        case OpKind::kExpand: {
+            const float* xp = in[0]->data<float>();
+            for (int64_t i = 0; i < y.numel(); ++i)
+                yp[i] = xp[broadcastOffset(i, y.shape(), in[0]->shape())];
+            break;
+        }
+        case OpKind::kTile:
+            tile(*in[0], y);
             break;
     }
     applyEpilogue(n, env, y);

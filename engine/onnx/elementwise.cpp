@@ -65,6 +65,75 @@ Status convertClip(NodeContext& ctx) {
     return Status::ok();
 }
 
+Status convertUnaryMath(NodeContext& ctx) {
+    const std::string& op = ctx.proto.op_type();
+    VOXSEG_RETURN_IF_ERROR(ctx.need(1));
+    ctx.n.op = op == "Erf"   ? OpKind::kErf
+               : op == "Sin" ? OpKind::kSin
+               : op == "Cos" ? OpKind::kCos
+                             : OpKind::kSqrt;
+    return Status::ok();
+}
+
+// Gelu (opset 20): approximate "none" (erf) or "tanh". Older exports spell it out as
+// x * 0.5 * (1 + erf(x / sqrt(2))); fuseGeluPattern (onnx_passes.cpp) turns that into this node.
+Status convertGelu(NodeContext& ctx) {
+    VOXSEG_RETURN_IF_ERROR(ctx.need(1));
+    ctx.n.op = OpKind::kGelu;
+    const std::string approx = ctx.a.getString("approximate", "none");
+    if (approx != "none" && approx != "tanh")
+        return ctx.err(StatusCode::kUnsupported, ctx.desc + ": approximate '" + approx + "'");
+    ctx.n.gelu_tanh = approx == "tanh";
+    return Status::ok();
+}
+
+// Neg as a Mul by -1 (rotary embeddings' rotate_half).
+Status convertNeg(NodeContext& ctx) {
+    VOXSEG_RETURN_IF_ERROR(ctx.need(1));
+    ctx.n.op = OpKind::kMul;
+    ctx.n.inputs = {ctx.in[0],
+                    ctx.s.constantValue(ctx.tmpName("minus_one"), Tensor::fromFloats({}, {-1.0f}))};
+    return Status::ok();
+}
+
+// Pow with a constant exponent exporters use: 2 (LayerNorm's variance) as x * x, 0.5 as Sqrt,
+// 1 as Identity.
+Status convertPow(NodeContext& ctx) {
+    VOXSEG_RETURN_IF_ERROR(ctx.need(2));
+    VOXSEG_RETURN_IF_ERROR(ctx.needConstant(1, "the exponent"));
+    const auto e = scalarOf(ctx.constant(1));
+    if (!e) return ctx.err(StatusCode::kUnsupported, ctx.desc + ": a non-scalar exponent");
+    if (*e == 2.0) {
+        ctx.n.op = OpKind::kMul;
+        ctx.n.inputs = {ctx.in[0], ctx.in[0]};
+    } else if (*e == 0.5) {
+        ctx.n.op = OpKind::kSqrt;
+        ctx.n.inputs = {ctx.in[0]};
+    } else if (*e == 1.0) {
+        ctx.n.op = OpKind::kIdentity;
+        ctx.n.inputs = {ctx.in[0]};
+    } else {
+        return ctx.err(StatusCode::kUnsupported,
+                       ctx.desc + ": exponent " + std::to_string(*e) +
+                           " (voxseg runs Pow with exponent 2, 0.5 or 1)");
+    }
+    return Status::ok();
+}
+
+// Where(condition, X, Y): the condition may be a folded constant (masks, shifted-window
+// attention) or a float tensor; a comparison computed at run time is not supported.
+Status convertWhere(NodeContext& ctx) {
+    VOXSEG_RETURN_IF_ERROR(ctx.need(3));
+    ctx.n.op = OpKind::kWhere;
+    if (!ctx.isConstant(0) && ctx.g().values[ctx.in[0]].dtype != DType::kFloat32)
+        return ctx.err(StatusCode::kUnsupported,
+                       ctx.desc + ": the condition is a " +
+                           dtypeName(ctx.g().values[ctx.in[0]].dtype) +
+                           " tensor computed at run time (a comparison of activations); voxseg "
+                           "runs Where on constant conditions");
+    return Status::ok();
+}
+
 }  // namespace
 
 void addElementwiseConverters(ConverterTable& t) {
@@ -78,6 +147,14 @@ void addElementwiseConverters(ConverterTable& t) {
     t["Mul"] = convertBinary;
     t["Div"] = convertBinary;
     t["Clip"] = convertClip;
+    t["Erf"] = convertUnaryMath;
+    t["Sin"] = convertUnaryMath;
+    t["Cos"] = convertUnaryMath;
+    t["Sqrt"] = convertUnaryMath;
+    t["Gelu"] = convertGelu;
+    t["Neg"] = convertNeg;
+    t["Pow"] = convertPow;
+    t["Where"] = convertWhere;
 }
 
 }  // namespace voxseg::engine::onnx_detail

@@ -53,12 +53,65 @@ Status convertNorm(NodeContext& ctx) {
     return Status::ok();
 }
 
+// LayerNormalization (opset 17): over axes [axis, rank); the mean / inv-std-dev outputs are
+// training stashes voxseg does not compute. Scale and bias broadcast to the normalised shape are
+// expanded to it here. The decomposed form older exporters emit is fused into this node by
+// fuseLayerNormPattern (onnx_passes.cpp).
+Status convertLayerNorm(NodeContext& ctx) {
+    VOXSEG_RETURN_IF_ERROR(ctx.need(2));
+    ctx.n.op = OpKind::kLayerNorm;
+    const Shape x = ctx.shapeOf(0);
+    const int64_t axis = normalizeAxis(ctx.a.getInt("axis", -1), x.size());
+    if (axis < 0) return ctx.err(StatusCode::kInvalidArgument, ctx.desc + ": axis out of range");
+    ctx.n.axis = axis;
+    ctx.n.norm.epsilon = ctx.a.getFloat("epsilon", 1e-5f);
+    ctx.a.ignore({"stash_type"});
+    ctx.dropExtraOutputs("LayerNormalization mean / inverse standard deviation");
+    const Shape normalised(x.begin() + axis, x.end());
+    ctx.n.inputs.resize(3, -1);
+    for (size_t k = 1; k < 3; ++k) {
+        if (ctx.input(k) < 0) continue;
+        VOXSEG_RETURN_IF_ERROR(ctx.needConstant(k, "the scale/bias"));
+        const Tensor& t = ctx.constant(k);
+        if (t.numel() == numel(normalised)) continue;
+        auto b = broadcastShapes(t.shape(), normalised);
+        if (!b || *b != normalised)
+            return ctx.err(StatusCode::kInvalidArgument,
+                           ctx.desc + ": scale/bias " + shapeToString(t.shape()) +
+                               " do not broadcast to the normalised shape " +
+                               shapeToString(normalised));
+        const std::vector<float> v = t.toFloats();
+        std::vector<float> full(static_cast<size_t>(numel(normalised)));
+        // Broadcast by repeating the trailing block (numpy rules, leading 1s).
+        const Shape ts = t.shape();
+        for (size_t i = 0; i < full.size(); ++i) {
+            int64_t rem = static_cast<int64_t>(i), off = 0, stride = 1;
+            for (size_t d = normalised.size(); d-- > 0;) {
+                const int64_t c = rem % normalised[d];
+                rem /= normalised[d];
+                const size_t back = normalised.size() - 1 - d;
+                if (back < ts.size()) {
+                    const int64_t sd = ts[ts.size() - 1 - back];
+                    if (sd != 1) off += c * stride;
+                    stride *= sd;
+                }
+            }
+            full[i] = v[static_cast<size_t>(off)];
+        }
+        ctx.n.inputs[k] = ctx.s.constantValue(ctx.tmpName(k == 1 ? "scale" : "bias"),
+                                              Tensor::fromFloats(normalised, full));
+    }
+    if (ctx.n.inputs[2] < 0) ctx.n.inputs.resize(2);
+    return Status::ok();
+}
+
 }  // namespace
 
 void addNormConverters(ConverterTable& t) {
     t["InstanceNormalization"] = convertNorm;
     t["BatchNormalization"] = convertNorm;
     t["GroupNormalization"] = convertNorm;
+    t["LayerNormalization"] = convertLayerNorm;
 }
 
 }  // namespace voxseg::engine::onnx_detail

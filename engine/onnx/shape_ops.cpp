@@ -183,6 +183,69 @@ Status convertConcat(NodeContext& ctx) {
     return Status::ok();
 }
 
+// Split into constant sizes along any axis (split attribute before opset 13, input after;
+// num_outputs in opset 18; equal parts otherwise): one Slice node per output.
+Status convertSplit(NodeContext& ctx) {
+    VOXSEG_RETURN_IF_ERROR(ctx.need(1));
+    const Shape x = ctx.shapeOf(0);
+    const int64_t axis = normalizeAxis(ctx.a.getInt("axis", 0), x.size());
+    if (axis < 0) return ctx.err(StatusCode::kInvalidArgument, ctx.desc + ": axis out of range");
+    const int64_t outputs = ctx.proto.output_size();
+    std::vector<int64_t> sizes;
+    if (ctx.opset() < 13) {
+        sizes = ctx.a.getInts("split");
+    } else {
+        VOXSEG_RETURN_IF_ERROR(ctx.needConstant(1, "split sizes"));
+        if (ctx.input(1) >= 0) sizes = ctx.constant(1).toInt64s();
+    }
+    const int64_t num = ctx.a.getInt("num_outputs", 0);
+    const int64_t dim = x[axis];
+    if (sizes.empty()) {
+        const int64_t parts = num > 0 ? num : outputs;
+        const int64_t chunk = (dim + parts - 1) / parts;  // opset 18: the last part is smaller
+        for (int64_t p = 0, left = dim; p < parts; ++p, left -= chunk)
+            sizes.push_back(std::min(chunk, left));
+    }
+    int64_t total = 0;
+    for (int64_t v : sizes) total += v;
+    if (static_cast<int64_t>(sizes.size()) != outputs || total != dim)
+        return ctx.err(StatusCode::kInvalidArgument, ctx.desc + ": split " + shapeToString(sizes) +
+                                                         " for " + std::to_string(outputs) +
+                                                         " outputs along an axis of " +
+                                                         std::to_string(dim));
+    VOXSEG_RETURN_IF_ERROR(ctx.a.checkAllKnown());
+    ctx.emitted = true;
+    int64_t start = 0;
+    for (int64_t o = 0; o < outputs; ++o) {
+        Node sl = ctx.subNode(OpKind::kSlice, {ctx.in[0]}, "part" + std::to_string(o));
+        sl.slice_starts = {start};
+        sl.slice_ends = {start + sizes[o]};
+        sl.slice_axes = {axis};
+        start += sizes[o];
+        if (ctx.proto.output(static_cast<int>(o)).empty()) continue;
+        VOXSEG_RETURN_IF_ERROR(ctx.s.emit(std::move(sl), ctx.proto.output(static_cast<int>(o))));
+    }
+    return Status::ok();
+}
+
+Status convertExpand(NodeContext& ctx) {
+    VOXSEG_RETURN_IF_ERROR(ctx.need(2));
+    VOXSEG_RETURN_IF_ERROR(ctx.needConstant(1, "the target shape"));
+    ctx.n.op = OpKind::kExpand;
+    ctx.n.shape = ctx.constant(1).toInt64s();
+    ctx.n.inputs = {ctx.in[0]};
+    return Status::ok();
+}
+
+Status convertTile(NodeContext& ctx) {
+    VOXSEG_RETURN_IF_ERROR(ctx.need(2));
+    VOXSEG_RETURN_IF_ERROR(ctx.needConstant(1, "repeats"));
+    ctx.n.op = OpKind::kTile;
+    ctx.n.repeats = ctx.constant(1).toInt64s();
+    ctx.n.inputs = {ctx.in[0]};
+    return Status::ok();
+}
+
 }  // namespace
 
 void addShapeConverters(ConverterTable& t) {
@@ -197,6 +260,9 @@ void addShapeConverters(ConverterTable& t) {
     t["Slice"] = convertSlice;
     t["Pad"] = convertPad;
     t["Concat"] = convertConcat;
+    t["Split"] = convertSplit;
+    t["Expand"] = convertExpand;
+    t["Tile"] = convertTile;
 }
 
 }  // namespace voxseg::engine::onnx_detail

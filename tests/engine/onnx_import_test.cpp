@@ -430,5 +430,297 @@ TEST(OnnxImport, CorruptedBytesNeverCrash) {
     }
 }
 
+// --- Transformer ops (issue 14): converters, lowerings and the fusion of exported forms ---
+
+namespace transformer {
+
+std::vector<float> seq(int64_t n, float scale = 0.1f, float offset = -0.5f) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[i] = offset + scale * static_cast<float>((i * 7) % 13);
+    return v;
+}
+
+// Plain row-major C[M,N] = A[M,K] B[K,N], independent of the engine.
+std::vector<float> matmulRef(const std::vector<float>& a, const std::vector<float>& b, int64_t M,
+                             int64_t K, int64_t N) {
+    std::vector<float> c(static_cast<size_t>(M * N), 0.0f);
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+            double acc = 0;
+            for (int64_t k = 0; k < K; ++k) acc += double(a[m * K + k]) * b[k * N + n];
+            c[m * N + n] = static_cast<float>(acc);
+        }
+    return c;
+}
+
+void expectNear(const std::vector<float>& got, const std::vector<float>& want, double tol) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_NEAR(got[i], want[i], tol * (1 + std::abs(want[i]))) << "element " << i;
+}
+
+}  // namespace transformer
+
+TEST(OnnxImportTransformer, GemmTransposesScalesAndAddsBias) {
+    using namespace transformer;
+    // y = 0.5 * A^T B^T + 2 * C, A [K=3, M=2] (transA), B [N=4, K=3] (transB), C [4].
+    ModelBuilder m;
+    m.input("a", {3, 2});
+    const auto bv = seq(12, 0.2f), cv = seq(4, 0.3f, 0.1f);
+    m.floats("b", {4, 3}, bv);
+    m.floats("c", {4}, cv);
+    auto* n = m.node("Gemm", {"a", "b", "c"}, {"y"}, "gemm");
+    ModelBuilder::attr(n, "transA", int64_t{1});
+    ModelBuilder::attr(n, "transB", int64_t{1});
+    ModelBuilder::attr(n, "alpha", 0.5f);
+    ModelBuilder::attr(n, "beta", 2.0f);
+    m.output("y");
+    auto g = m.import();
+    ASSERT_TRUE(g.isOk()) << g.status().toString();
+    EXPECT_EQ(countOps(*g, OpKind::kMatMul), 1);
+    const auto av = seq(6, 0.25f);
+    std::vector<float> at(6), bt(12);  // A^T [2,3], B^T [3,4]
+    for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 2; ++j) at[j * 3 + i] = av[i * 2 + j];
+    for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 3; ++j) bt[j * 4 + i] = bv[i * 3 + j];
+    std::vector<float> want = matmulRef(at, bt, 2, 3, 4);
+    for (int i = 0; i < 8; ++i) want[i] = 0.5f * want[i] + 2.0f * cv[i % 4];
+    expectNear(runOnReference(*g, {Tensor::fromFloats({3, 2}, av)}), want, 1e-6);
+}
+
+TEST(OnnxImportTransformer, EinsumAttentionFormsLowerToMatMul) {
+    using namespace transformer;
+    const int64_t B = 1, H = 2, I = 3, J = 4, D = 5;
+    const auto qv = seq(B * H * I * D, 0.1f), kv = seq(B * H * J * D, 0.15f, -0.3f);
+    // scores[b,h,i,j] = sum_d q[b,h,i,d] k[b,h,j,d]
+    std::vector<float> want(static_cast<size_t>(B * H * I * J));
+    for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < I; ++i)
+            for (int64_t j = 0; j < J; ++j) {
+                double acc = 0;
+                for (int64_t d = 0; d < D; ++d)
+                    acc += double(qv[(h * I + i) * D + d]) * kv[(h * J + j) * D + d];
+                want[(h * I + i) * J + j] = static_cast<float>(acc);
+            }
+    ModelBuilder m;
+    m.input("q", {B, H, I, D});
+    m.input("k", {B, H, J, D});
+    auto* e = m.node("Einsum", {"q", "k"}, {"s"}, "qk");
+    ModelBuilder::attr(e, "equation", std::string("bhid,bhjd->bhij"));
+    m.output("s");
+    auto g = m.import();
+    ASSERT_TRUE(g.isOk()) << g.status().toString();
+    EXPECT_EQ(countOps(*g, OpKind::kMatMul), 1);
+    expectNear(runOnReference(*g, {Tensor::fromFloats({B, H, I, D}, qv),
+                                   Tensor::fromFloats({B, H, J, D}, kv)}),
+               want, 1e-6);
+
+    // An output order that needs a final transpose: "bhid,bhjd->bhji" is the transposed scores.
+    ModelBuilder m2;
+    m2.input("q", {B, H, I, D});
+    m2.input("k", {B, H, J, D});
+    auto* e2 = m2.node("Einsum", {"q", "k"}, {"s"}, "qk_t");
+    ModelBuilder::attr(e2, "equation", std::string("bhid,bhjd->bhji"));
+    m2.output("s");
+    auto g2 = m2.import();
+    ASSERT_TRUE(g2.isOk()) << g2.status().toString();
+    std::vector<float> want_t(want.size());
+    for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < I; ++i)
+            for (int64_t j = 0; j < J; ++j) want_t[(h * J + j) * I + i] = want[(h * I + i) * J + j];
+    expectNear(runOnReference(*g2, {Tensor::fromFloats({B, H, I, D}, qv),
+                                    Tensor::fromFloats({B, H, J, D}, kv)}),
+               want_t, 1e-6);
+
+    ModelBuilder m3;
+    m3.input("q", {B, H, I, D});
+    auto* e3 = m3.node("Einsum", {"q"}, {"s"}, "trace");
+    ModelBuilder::attr(e3, "equation", std::string("bhii->bh"));
+    m3.output("s");
+    auto bad = m3.import();
+    ASSERT_FALSE(bad.isOk());
+    EXPECT_EQ(bad.status().code(), StatusCode::kUnsupported);
+    EXPECT_NE(bad.status().message().find("bhii->bh"), std::string::npos);
+}
+
+// Older exporters (opset < 17) spell LayerNorm out; the importer fuses it into one node.
+TEST(OnnxImportTransformer, DecomposedLayerNormIsFusedAndMatches) {
+    using namespace transformer;
+    const int64_t T = 3, D = 6;
+    const auto gamma = seq(D, 0.2f, 0.5f), beta = seq(D, 0.1f, -0.2f), xv = seq(T * D, 0.3f);
+    ModelBuilder m(13);
+    m.input("x", {1, T, D});
+    m.floats("two", {}, {2.0f});
+    m.floats("eps", {}, {1e-5f});
+    m.floats("gamma", {D}, gamma);
+    m.floats("beta", {D}, beta);
+    ModelBuilder::attr(m.node("ReduceMean", {"x"}, {"mean"}), "axes", std::vector<int64_t>{-1});
+    m.node("Sub", {"x", "mean"}, {"d"});
+    m.node("Pow", {"d", "two"}, {"sq"});
+    ModelBuilder::attr(m.node("ReduceMean", {"sq"}, {"var"}), "axes", std::vector<int64_t>{-1});
+    m.node("Add", {"var", "eps"}, {"ve"});
+    m.node("Sqrt", {"ve"}, {"sd"});
+    m.node("Div", {"d", "sd"}, {"norm"});
+    m.node("Mul", {"norm", "gamma"}, {"scaled"});
+    m.node("Add", {"scaled", "beta"}, {"y"});
+    m.output("y");
+    auto g = m.import();
+    ASSERT_TRUE(g.isOk()) << g.status().toString();
+    EXPECT_EQ(countOps(*g, OpKind::kLayerNorm), 1);
+    EXPECT_EQ(g->nodes.size(), 1u) << "the whole chain, affine part included, is one node";
+    std::vector<float> want(xv.size());
+    for (int64_t t = 0; t < T; ++t) {
+        double mean = 0, var = 0;
+        for (int64_t d = 0; d < D; ++d) mean += xv[t * D + d];
+        mean /= D;
+        for (int64_t d = 0; d < D; ++d) var += (xv[t * D + d] - mean) * (xv[t * D + d] - mean);
+        var /= D;
+        for (int64_t d = 0; d < D; ++d)
+            want[t * D + d] =
+                float((xv[t * D + d] - mean) / std::sqrt(var + 1e-5) * gamma[d] + beta[d]);
+    }
+    expectNear(runOnReference(*g, {Tensor::fromFloats({1, T, D}, xv)}), want, 1e-5);
+
+    // The opset-17 op gives the same numbers.
+    ModelBuilder m17(17);
+    m17.input("x", {1, T, D});
+    m17.floats("gamma", {D}, gamma);
+    m17.floats("beta", {D}, beta);
+    ModelBuilder::attr(m17.node("LayerNormalization", {"x", "gamma", "beta"}, {"y"}), "epsilon",
+                       1e-5f);
+    m17.output("y");
+    auto g17 = m17.import();
+    ASSERT_TRUE(g17.isOk()) << g17.status().toString();
+    expectNear(runOnReference(*g17, {Tensor::fromFloats({1, T, D}, xv)}), want, 1e-5);
+}
+
+TEST(OnnxImportTransformer, ExportedGeluAndSiluAreFused) {
+    using namespace transformer;
+    const auto xv = seq(12, 0.5f, -3.0f);
+    {
+        // PyTorch's nn.GELU before opset 20: (x * (erf(x / sqrt2) + 1)) * 0.5.
+        ModelBuilder m(13);
+        m.input("x", {1, 12});
+        m.floats("sqrt2", {}, {1.4142135f});
+        m.floats("one", {}, {1.0f});
+        m.floats("half", {}, {0.5f});
+        m.node("Div", {"x", "sqrt2"}, {"t"});
+        m.node("Erf", {"t"}, {"e"});
+        m.node("Add", {"e", "one"}, {"a"});
+        m.node("Mul", {"x", "a"}, {"xa"});
+        m.node("Mul", {"xa", "half"}, {"y"});
+        m.output("y");
+        auto g = m.import();
+        ASSERT_TRUE(g.isOk()) << g.status().toString();
+        EXPECT_EQ(countOps(*g, OpKind::kGelu), 1);
+        EXPECT_EQ(countOps(*g, OpKind::kErf), 0);
+        std::vector<float> want;
+        for (float v : xv) want.push_back(float(0.5 * v * (1 + std::erf(v / std::sqrt(2.0)))));
+        expectNear(runOnReference(*g, {Tensor::fromFloats({1, 12}, xv)}), want, 1e-6);
+    }
+    {
+        ModelBuilder m(13);
+        m.input("x", {1, 12});
+        m.node("Sigmoid", {"x"}, {"s"});
+        m.node("Mul", {"s", "x"}, {"y"});
+        m.output("y");
+        auto g = m.import();
+        ASSERT_TRUE(g.isOk()) << g.status().toString();
+        EXPECT_EQ(countOps(*g, OpKind::kSilu), 1);
+        EXPECT_EQ(countOps(*g, OpKind::kSigmoid), 0);
+        std::vector<float> want;
+        for (float v : xv) want.push_back(float(v / (1 + std::exp(-double(v)))));
+        expectNear(runOnReference(*g, {Tensor::fromFloats({1, 12}, xv)}), want, 1e-6);
+    }
+    {
+        ModelBuilder m(20);
+        m.input("x", {1, 12});
+        ModelBuilder::attr(m.node("Gelu", {"x"}, {"y"}), "approximate", std::string("tanh"));
+        m.output("y");
+        auto g = m.import();
+        ASSERT_TRUE(g.isOk()) << g.status().toString();
+        std::vector<float> want;
+        const double k = std::sqrt(2.0 / M_PI);
+        for (float v : xv)
+            want.push_back(float(0.5 * v * (1 + std::tanh(k * (v + 0.044715 * v * v * v)))));
+        expectNear(runOnReference(*g, {Tensor::fromFloats({1, 12}, xv)}), want, 1e-6);
+    }
+}
+
+TEST(OnnxImportTransformer, SplitReduceExpandTileWhere) {
+    using namespace transformer;
+    const auto xv = seq(2 * 9, 0.4f);
+    {
+        ModelBuilder m(13);
+        m.input("x", {2, 9});
+        m.ints("sizes", {2, 3, 4});
+        auto* s = m.node("Split", {"x", "sizes"}, {"a", "b", "c"}, "split");
+        ModelBuilder::attr(s, "axis", int64_t{-1});
+        m.output("c");
+        auto g = m.import();
+        ASSERT_TRUE(g.isOk()) << g.status().toString();
+        EXPECT_EQ(g->values[g->outputs[0]].shape, (Shape{2, 4}));
+        std::vector<float> want;
+        for (int r = 0; r < 2; ++r)
+            for (int j = 5; j < 9; ++j) want.push_back(xv[r * 9 + j]);
+        expectNear(runOnReference(*g, {Tensor::fromFloats({2, 9}, xv)}), want, 0);
+    }
+    {
+        ModelBuilder m(18);  // axes as an input from opset 18
+        m.input("x", {2, 9});
+        m.ints("axes", {1});
+        ModelBuilder::attr(m.node("ReduceMax", {"x", "axes"}, {"y"}), "keepdims", int64_t{0});
+        m.output("y");
+        auto g = m.import();
+        ASSERT_TRUE(g.isOk()) << g.status().toString();
+        std::vector<float> want(2, -1e30f);
+        for (int r = 0; r < 2; ++r)
+            for (int j = 0; j < 9; ++j) want[r] = std::max(want[r], xv[r * 9 + j]);
+        expectNear(runOnReference(*g, {Tensor::fromFloats({2, 9}, xv)}), want, 0);
+    }
+    {
+        ModelBuilder m;
+        m.input("x", {1, 3});
+        m.ints("shape", {2, 3});
+        m.ints("reps", {1, 2});
+        m.node("Expand", {"x", "shape"}, {"e"});
+        m.node("Tile", {"e", "reps"}, {"y"});
+        m.output("y");
+        auto g = m.import();
+        ASSERT_TRUE(g.isOk()) << g.status().toString();
+        EXPECT_EQ(g->values[g->outputs[0]].shape, (Shape{2, 6}));
+        expectNear(runOnReference(*g, {Tensor::fromFloats({1, 3}, {1, 2, 3})}),
+                   {1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3}, 0);
+    }
+    {
+        // A constant bool mask (as shifted-window attention carries) selects -100 where false.
+        ModelBuilder m;
+        m.input("x", {1, 4});
+        auto* t = m.floats("mask", {4}, {});
+        t->clear_raw_data();
+        t->set_data_type(onnx::TensorProto_DataType_BOOL);
+        for (int v : {1, 0, 0, 1}) t->add_int32_data(v);
+        m.floats("fill", {}, {-100.0f});
+        m.node("Where", {"mask", "x", "fill"}, {"y"});
+        m.output("y");
+        auto g = m.import();
+        ASSERT_TRUE(g.isOk()) << g.status().toString();
+        expectNear(runOnReference(*g, {Tensor::fromFloats({1, 4}, {1, 2, 3, 4})}),
+                   {1, -100, -100, 4}, 0);
+    }
+    {
+        ModelBuilder m;
+        m.input("x", {1, 4});
+        m.floats("three", {}, {3.0f});
+        m.node("Pow", {"x", "three"}, {"y"}, "cube");
+        m.output("y");
+        auto g = m.import();
+        ASSERT_FALSE(g.isOk());
+        EXPECT_EQ(g.status().code(), StatusCode::kUnsupported);
+        EXPECT_NE(g.status().message().find("Pow node 'cube'"), std::string::npos);
+    }
+}
+
 }  // namespace
 }  // namespace voxseg::engine

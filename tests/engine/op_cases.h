@@ -42,6 +42,10 @@ inline const Tolerances kElementwiseTol{{1e-6, 1e-6}, {2e-3, 2e-3}, {1.6e-2, 1.6
 inline const Tolerances kReductionTol{{2e-5, 1e-5}, {1e-2, 1e-2}, {6e-2, 3e-2}};
 inline const Tolerances kConvTol{{5e-5, 1e-5}, {1.5e-2, 1e-2}, {8e-2, 4e-2}};
 inline const Tolerances kNetworkTol{{1e-4, 1e-4}, {4e-2, 2e-2}, {2e-1, 6e-2}};
+// Dot products of up to a few hundred terms (MatMul, Gemm, Einsum lowered to MatMul).
+inline const Tolerances kMatMulTol{{2e-5, 1e-5}, {1e-2, 1e-2}, {6e-2, 3e-2}};
+// erf / gelu / sin / cos: oneDNN and libm use different polynomial approximations.
+inline const Tolerances kTranscendentalTol{{5e-6, 5e-6}, {2e-3, 2e-3}, {1.6e-2, 1.6e-2}};
 
 // Deterministic uniform floats in [lo, hi) (std::uniform_real_distribution is not portable).
 inline std::vector<float> seededFloats(int64_t n, uint32_t seed, float lo = -1, float hi = 1) {
@@ -644,6 +648,200 @@ inline std::vector<OpCase> allOpCases() {
         b.last().fused_activation = ActivationKind::kRelu;
         add("fused_groupnorm_residual_relu", "groupnorm g3 + residual + relu, input " + vecStr(s),
             b, {s, s}, kReductionTol);
+    }
+
+    // --- Transformer / attention ops (issue 14) ---
+    struct MatMulSpec {
+        const char* name;
+        Shape a, b;
+        bool b_constant;
+    };
+    const std::vector<MatMulSpec> matmuls = {
+        {"matmul_2d", {11, 13}, {13, 9}, false},
+        {"matmul_3d_batched", {2, 11, 13}, {2, 13, 9}, false},
+        {"matmul_linear_const_weight", {1, 3, 11, 13}, {13, 10}, true},
+        {"matmul_bcast_batch_both", {2, 1, 7, 13}, {1, 3, 13, 5}, false},
+        {"matmul_attention_qk", {1, 3, 11, 8}, {1, 3, 8, 11}, false},
+    };
+    for (const MatMulSpec& m : matmuls) {
+        GraphBuilder b;
+        const ValueId x = b.input("a", m.a);
+        const ValueId y = m.b_constant ? b.weights("w", m.b, 0.3f) : b.input("b", m.b);
+        b.output(b.node(OpKind::kMatMul, {x, y}));
+        std::vector<Shape> shapes{m.a};
+        if (!m.b_constant) shapes.push_back(m.b);
+        add(m.name, "a " + vecStr(m.a) + " b " + vecStr(m.b) + (m.b_constant ? " (constant)" : ""),
+            b, shapes, kMatMulTol);
+    }
+    struct LayerNormSpec {
+        const char* name;
+        Shape x;
+        int64_t axis;
+        bool bias;
+        float eps;
+    };
+    const std::vector<LayerNormSpec> lns = {
+        {"layernorm_last_axis", {2, 11, 13}, 2, true, 1e-5f},
+        {"layernorm_two_axes_nobias", {1, 7, 11, 13}, 2, false, 1e-6f},
+        {"layernorm_axis1_5d", {1, 13, 5, 4, 3}, 1, true, 1e-5f},
+    };
+    for (const LayerNormSpec& l : lns) {
+        GraphBuilder b;
+        const ValueId x = b.input("x", l.x);
+        const Shape norm_shape(l.x.begin() + l.axis, l.x.end());
+        std::vector<ValueId> in{x, b.constant("scale", seededTensor(norm_shape, 5, 0.5f, 1.5f))};
+        if (l.bias) in.push_back(b.weights("bias", norm_shape, 0.5f));
+        b.output(b.node(OpKind::kLayerNorm, in, [&](Node& n) {
+            n.axis = l.axis;
+            n.norm.epsilon = l.eps;
+        }));
+        add(l.name,
+            "input " + vecStr(l.x) + " axis " + std::to_string(l.axis) + " bias " +
+                std::to_string(l.bias) + " eps " + std::to_string(l.eps),
+            b, {l.x}, kReductionTol);
+    }
+    // Unary math on inputs scaled to [-3, 3) (sqrt: shifted to [0.5, 6.5)).
+    struct UnarySpec {
+        const char* name;
+        OpKind op;
+        bool gelu_tanh;
+        float scale, shift;
+        Tolerances tol;
+    };
+    const std::vector<UnarySpec> unaries = {
+        {"erf", OpKind::kErf, false, 3.0f, 0.0f, kTranscendentalTol},
+        {"gelu_exact", OpKind::kGelu, false, 3.0f, 0.0f, kTranscendentalTol},
+        {"gelu_tanh", OpKind::kGelu, true, 3.0f, 0.0f, kTranscendentalTol},
+        {"silu", OpKind::kSilu, false, 3.0f, 0.0f, kTranscendentalTol},
+        {"sqrt", OpKind::kSqrt, false, 3.0f, 3.5f, kElementwiseTol},
+        {"sin", OpKind::kSin, false, 3.0f, 0.0f, kTranscendentalTol},
+        {"cos", OpKind::kCos, false, 3.0f, 0.0f, kTranscendentalTol},
+    };
+    for (const UnarySpec& u : unaries) {
+        GraphBuilder b;
+        ValueId x = b.input("x", odd);
+        x = b.node(OpKind::kMul, {x, b.constant("scale", Tensor::fromFloats({}, {u.scale}))});
+        if (u.shift != 0.0f)
+            x = b.node(OpKind::kAdd, {x, b.constant("shift", Tensor::fromFloats({}, {u.shift}))});
+        b.output(b.node(u.op, {x}, [&](Node& n) { n.gelu_tanh = u.gelu_tanh; }));
+        add(u.name,
+            "input " + vecStr(odd) + " * " + std::to_string(u.scale) + " + " +
+                std::to_string(u.shift),
+            b, {odd}, u.tol);
+    }
+    {
+        const Shape s{1, 3, 11, 10};
+        for (int64_t axis : {3, 2}) {
+            GraphBuilder b;
+            b.output(b.node(OpKind::kSoftmax, {b.input("x", s)}, [&](Node& n) { n.axis = axis; }));
+            add("softmax_rank4_axis" + std::to_string(axis),
+                "input " + vecStr(s) + " axis " + std::to_string(axis), b, {s}, kElementwiseTol);
+        }
+    }
+    struct ReduceSpec {
+        const char* name;
+        OpKind op;
+        std::vector<int64_t> axes;
+        bool keepdims;
+    };
+    const std::vector<ReduceSpec> reduces = {
+        {"reducemean_last_keep", OpKind::kReduceMean, {4}, true},
+        {"reducesum_axes13_nokeep", OpKind::kReduceSum, {1, 3}, false},
+        {"reducemax_spatial_keep", OpKind::kReduceMax, {2, 3, 4}, true},
+        {"reducemean_all_nokeep", OpKind::kReduceMean, {0, 1, 2, 3, 4}, false},
+    };
+    for (const ReduceSpec& r : reduces) {
+        GraphBuilder b;
+        b.output(b.node(r.op, {b.input("x", odd)}, [&](Node& n) {
+            n.reduce_axes = r.axes;
+            n.keepdims = r.keepdims;
+        }));
+        add(r.name,
+            "input " + vecStr(odd) + " axes " + vecStr(r.axes) + " keepdims " +
+                std::to_string(r.keepdims),
+            b, {odd}, kReductionTol);
+    }
+    {
+        // Attention mask: a constant 0/1 condition broadcast over heads.
+        GraphBuilder b;
+        const Shape s{1, 3, 11, 10}, cs{1, 1, 11, 10};
+        std::vector<float> mask(static_cast<size_t>(numel(cs)));
+        for (size_t i = 0; i < mask.size(); ++i) mask[i] = (i * 7) % 5 < 3 ? 1.0f : 0.0f;
+        const ValueId x = b.input("x", s);
+        b.output(b.node(OpKind::kWhere, {b.constant("mask", Tensor::fromFloats(cs, mask)), x,
+                                         b.constant("fill", Tensor::fromFloats({}, {-100.0f}))}));
+        add("where_const_mask", "x " + vecStr(s) + " mask " + vecStr(cs) + " fill -100", b, {s},
+            kElementwiseTol);
+    }
+    {
+        GraphBuilder b;
+        const Shape s{2, 1, 11, 10}, ys{2, 3, 11, 10};
+        const ValueId x = b.input("x", s), y = b.input("y", {1, 3, 1, 10});
+        const ValueId c = b.node(OpKind::kSigmoid, {b.input("c", s)});
+        b.output(b.node(OpKind::kWhere, {c, x, y}));
+        add("where_runtime_float_cond",
+            "cond sigmoid " + vecStr(s) + " x " + vecStr(s) + " y [1,3,1,10] -> " + vecStr(ys), b,
+            {s, {1, 3, 1, 10}, s}, kElementwiseTol);
+    }
+    {
+        GraphBuilder b;
+        const Shape s{1, 13, 1, 3};
+        b.output(b.node(OpKind::kExpand, {b.input("x", s)}, [](Node& n) {
+            n.shape = {2, 1, 5, 3};
+        }));
+        add("expand_bcast", "input " + vecStr(s) + " to [2,1,5,3]", b, {s}, kElementwiseTol);
+    }
+    {
+        GraphBuilder b;
+        const Shape s{1, 3, 5, 4};
+        b.output(b.node(OpKind::kTile, {b.input("x", s)}, [](Node& n) {
+            n.repeats = {2, 1, 3, 1};
+        }));
+        add("tile_2131", "input " + vecStr(s) + " repeats [2,1,3,1]", b, {s}, kElementwiseTol);
+    }
+    {
+        // A pre-norm transformer block on 11 tokens of width 12 (3 heads of 4): LayerNorm, QKV
+        // projections, attention with softmax, output projection, residual, LayerNorm, GELU MLP,
+        // residual.
+        GraphBuilder b;
+        const int64_t T = 11, D = 12, H = 3, Dh = 4;
+        const Shape s{1, T, D};
+        const ValueId x = b.input("x", s);
+        auto ln = [&](ValueId v) {
+            return b.node(OpKind::kLayerNorm,
+                          {v, b.constant("g", seededTensor({D}, 3, 0.5f, 1.5f)),
+                           b.weights("beta", {D}, 0.2f)},
+                          [](Node& n) { n.axis = 2; });
+        };
+        auto linear = [&](ValueId v, int64_t in, int64_t out) {
+            const ValueId mm = b.node(OpKind::kMatMul,
+                                      {v, b.weights("w", {in, out}, 1.0f / std::sqrt(float(in)))});
+            return b.node(OpKind::kAdd, {mm, b.weights("bias", {out}, 0.1f)});
+        };
+        auto heads = [&](ValueId v) {  // [1, T, D] -> [1, H, T, Dh]
+            const ValueId r = b.node(OpKind::kReshape, {v}, [&](Node& n) {
+                n.shape = {0, T, H, Dh};
+            });
+            return b.node(OpKind::kTranspose, {r}, [](Node& n) { n.perm = {0, 2, 1, 3}; });
+        };
+        const ValueId h = ln(x);
+        const ValueId q = heads(linear(h, D, D)), k = heads(linear(h, D, D)),
+                      v = heads(linear(h, D, D));
+        const ValueId kt = b.node(OpKind::kTranspose, {k}, [](Node& n) { n.perm = {0, 1, 3, 2}; });
+        ValueId att = b.node(OpKind::kMatMul, {q, kt});
+        att = b.node(OpKind::kMul, {att, b.constant("scale", Tensor::fromFloats({}, {0.5f}))});
+        att = b.node(OpKind::kSoftmax, {att}, [](Node& n) { n.axis = 3; });
+        ValueId o = b.node(OpKind::kMatMul, {att, v});
+        o = b.node(OpKind::kTranspose, {o}, [](Node& n) { n.perm = {0, 2, 1, 3}; });
+        o = b.node(OpKind::kReshape, {o}, [&](Node& n) { n.shape = {0, T, D}; });
+        const ValueId r1 = b.node(OpKind::kAdd, {x, linear(o, D, D)});
+        ValueId m = b.node(OpKind::kGelu, {linear(ln(r1), D, 2 * D)});
+        b.output(b.node(OpKind::kAdd, {r1, linear(m, 2 * D, D)}));
+        add("net_transformer_block",
+            "pre-norm block: 11 tokens x 12, 3 heads, LayerNorm, MatMul+bias, softmax attention, "
+            "GELU MLP, residuals; input " +
+                vecStr(s),
+            b, {s}, kNetworkTol);
     }
 
     // --- Small networks (a U-Net level: conv-norm-act, down, up, skip concat, head, softmax) ---

@@ -1,0 +1,278 @@
+// The transformer / attention ops on the CPU backend: MatMul (oneDNN matmul, batch dims
+// broadcast), LayerNorm (oneDNN layer normalisation over the trailing axes), ReduceMean /
+// ReduceSum / ReduceMax (oneDNN reduction), and the memory-bound ops oneDNN has no primitive
+// for as plain OpenMP loops: Erf, Sin, Cos, Where, Expand, Tile. All on plain f32 (the
+// activations of attention blocks are rows of tokens, not blocked channels); bf16 plans reorder
+// into f32 here, and the reorders after them convert back.
+#include "engine/cpu_plan.h"
+
+#include <omp.h>
+
+#include <cmath>
+
+namespace voxseg::engine::cpu {
+namespace {
+
+std::vector<int64_t> plainStrides(const Shape& s) {
+    std::vector<int64_t> st(s.size(), 1);
+    for (int i = static_cast<int>(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
+    return st;
+}
+
+// The same bytes seen through another (plain) descriptor of the same size.
+MemRef viewAs(Plan& plan, const MemRef& r, const dnnl::memory::desc& md) {
+    MemRef v{r.buffer, md, r.fixed};
+    if (r.buffer < 0) v.fixed = dnnl::memory(md, plan.engine(), r.fixed.get_data_handle());
+    return v;
+}
+
+Shape withLeadingOnes(const Shape& s, size_t rank) {
+    Shape out(rank - s.size(), 1);
+    out.insert(out.end(), s.begin(), s.end());
+    return out;
+}
+
+// Element strides of `s` broadcast to `rank` dims (0 along broadcast axes).
+std::vector<int64_t> broadcastStrides(const Shape& s, const Shape& to) {
+    const Shape bs = withLeadingOnes(s, to.size());
+    std::vector<int64_t> st(to.size(), 0);
+    int64_t k = 1;
+    for (int i = static_cast<int>(to.size()) - 1; i >= 0; --i) {
+        st[i] = bs[i] == 1 ? 0 : k;
+        k *= bs[i];
+    }
+    return st;
+}
+
+Status planMatMul(Plan& plan) {
+    const Node& n = plan.node();
+    const Graph& g = plan.graph();
+    const Shape& ys = g.values[n.outputs[0]].shape;
+    const size_t rank = ys.size();
+    const Shape as = withLeadingOnes(g.values[n.inputs[0]].shape, rank);
+    const Shape bs = withLeadingOnes(g.values[n.inputs[1]].shape, rank);
+    const auto a_md = plainDesc(as, dt::f32), b_md = plainDesc(bs, dt::f32),
+               y_md = plainDesc(ys, dt::f32);
+    VOXSEG_ASSIGN_OR_RETURN(MemRef a, plan.ensurePlainF32(n.inputs[0]));
+    MemRef b;
+    if (g.isConstant(n.inputs[1])) {
+        VOXSEG_ASSIGN_OR_RETURN(dnnl::memory m, plan.constantMemory(n.inputs[1], b_md));
+        b = MemRef{-1, b_md, m};
+    } else {
+        VOXSEG_ASSIGN_OR_RETURN(b, plan.ensurePlainF32(n.inputs[1]));
+        b = viewAs(plan, b, b_md);
+    }
+    a = viewAs(plan, a, a_md);
+    MemRef dst = plan.newBuffer(y_md);
+    try {
+        dnnl::primitive_attr attr;
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, y_md), attr, plan.engine());
+        plan.addPrimitive(std::string("matmul ") + pd.impl_info_str(), dnnl::matmul(pd),
+                          {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, dst}},
+                          pd.scratchpad_desc());
+    } catch (const dnnl::error& e) {
+        return nodeError(plan, std::string("oneDNN matmul ") + shapeToString(as) + " x " +
+                                   shapeToString(bs) + ": " + e.what());
+    }
+    plan.define(n.outputs[0], dst);
+    return planUnfusedEpilogue(plan, dst);
+}
+
+Status planLayerNorm(Plan& plan) {
+    const Node& n = plan.node();
+    const Graph& g = plan.graph();
+    const Shape& xs = g.values[n.inputs[0]].shape;
+    int64_t inner = 1;
+    for (size_t i = static_cast<size_t>(n.axis); i < xs.size(); ++i) inner *= xs[i];
+    const int64_t outer = numel(xs) / inner;
+    const auto md = plainDesc({outer, inner}, dt::f32);
+    const auto vec_md = plainDesc({inner}, dt::f32);
+    const bool has_bias = n.inputs.size() > 2 && n.inputs[2] >= 0;
+    for (size_t k = 1; k < n.inputs.size(); ++k)
+        if (n.inputs[k] >= 0 && !g.isConstant(n.inputs[k]))
+            return nodeError(plan, "scale/bias must be constants");
+    VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensurePlainF32(n.inputs[0]));
+    std::optional<MemRef> in_place = plan.tryInPlace(n.inputs[0], plainDesc(xs, dt::f32));
+    MemRef dst = in_place ? *in_place : plan.newBuffer(plainDesc(xs, dt::f32));
+    VOXSEG_ASSIGN_OR_RETURN(dnnl::memory scale, plan.constantMemory(n.inputs[1], vec_md));
+    std::vector<std::pair<int, MemRef>> args = {{DNNL_ARG_SRC, viewAs(plan, src, md)},
+                                                {DNNL_ARG_DST, viewAs(plan, dst, md)},
+                                                {DNNL_ARG_SCALE, MemRef{-1, vec_md, scale}}};
+    auto flags = dnnl::normalization_flags::use_scale;
+    if (has_bias) {
+        VOXSEG_ASSIGN_OR_RETURN(dnnl::memory shift, plan.constantMemory(n.inputs[2], vec_md));
+        args.push_back({DNNL_ARG_SHIFT, MemRef{-1, vec_md, shift}});
+        flags = flags | dnnl::normalization_flags::use_shift;
+    }
+    try {
+        dnnl::primitive_attr attr;
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        dnnl::layer_normalization_forward::primitive_desc pd(
+            dnnl::layer_normalization_forward::desc(dnnl::prop_kind::forward_inference, md,
+                                                    n.norm.epsilon, flags),
+            attr, plan.engine());
+        plan.addPrimitive(std::string("layer_norm ") + pd.impl_info_str(),
+                          dnnl::layer_normalization_forward(pd), std::move(args),
+                          pd.scratchpad_desc());
+    } catch (const dnnl::error& e) {
+        return nodeError(plan, std::string("oneDNN layer normalization: ") + e.what());
+    }
+    plan.define(n.outputs[0], dst);
+    return planUnfusedEpilogue(plan, dst);
+}
+
+Status planReduce(Plan& plan) {
+    const Node& n = plan.node();
+    const Graph& g = plan.graph();
+    const Shape& xs = g.values[n.inputs[0]].shape;
+    const Shape& ys = g.values[n.outputs[0]].shape;
+    Shape kept = xs;
+    for (int64_t ax : n.reduce_axes) kept[ax] = 1;
+    const dnnl::algorithm alg = n.op == OpKind::kReduceMean  ? dnnl::algorithm::reduction_mean
+                                : n.op == OpKind::kReduceSum ? dnnl::algorithm::reduction_sum
+                                                             : dnnl::algorithm::reduction_max;
+    VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensurePlainF32(n.inputs[0]));
+    MemRef dst = plan.newBuffer(plainDesc(ys, dt::f32));
+    const auto kept_md = plainDesc(kept, dt::f32);
+    try {
+        dnnl::primitive_attr attr;
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        dnnl::reduction::primitive_desc pd(dnnl::reduction::desc(alg, src.md, kept_md, 0.f, 0.f),
+                                           attr, plan.engine());
+        plan.addPrimitive(std::string("reduction ") + pd.impl_info_str(), dnnl::reduction(pd),
+                          {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, viewAs(plan, dst, kept_md)}},
+                          pd.scratchpad_desc());
+    } catch (const dnnl::error& e) {
+        return nodeError(plan, std::string("oneDNN reduction: ") + e.what());
+    }
+    plan.define(n.outputs[0], dst);
+    return planUnfusedEpilogue(plan, dst);
+}
+
+// y = f(x) elementwise on plain f32, for functions oneDNN's eltwise lacks.
+Status planPlainUnary(Plan& plan) {
+    const Node& n = plan.node();
+    const Shape& xs = plan.graph().values[n.inputs[0]].shape;
+    const auto md = plainDesc(xs, dt::f32);
+    VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensurePlainF32(n.inputs[0]));
+    std::optional<MemRef> dst = plan.tryInPlace(n.inputs[0], md);
+    if (!dst) dst = plan.newBuffer(md);
+    const OpKind op = n.op;
+    const int64_t total = numel(xs);
+    Kernel k = [=](const std::vector<dnnl::memory>& m) {
+        const float* in = static_cast<const float*>(m[0].get_data_handle());
+        float* out = static_cast<float*>(m[1].get_data_handle());
+        if (op == OpKind::kErf) {
+#pragma omp parallel for schedule(static)
+            for (int64_t i = 0; i < total; ++i) out[i] = std::erf(in[i]);
+        } else if (op == OpKind::kSin) {
+#pragma omp parallel for schedule(static)
+            for (int64_t i = 0; i < total; ++i) out[i] = std::sin(in[i]);
+        } else {
+#pragma omp parallel for schedule(static)
+            for (int64_t i = 0; i < total; ++i) out[i] = std::cos(in[i]);
+        }
+    };
+    plan.addKernel(std::string(opKindName(op)) + " plain loop", std::move(k), {src, *dst});
+    plan.define(n.outputs[0], *dst);
+    return planUnfusedEpilogue(plan, *dst);
+}
+
+Status planWhere(Plan& plan) {
+    const Node& n = plan.node();
+    const Graph& g = plan.graph();
+    const Shape& ys = g.values[n.outputs[0]].shape;
+    std::vector<MemRef> refs;
+    std::vector<std::vector<int64_t>> strides;
+    for (size_t i = 0; i < 3; ++i) {
+        VOXSEG_ASSIGN_OR_RETURN(MemRef r, plan.ensurePlainF32(n.inputs[i]));
+        refs.push_back(r);
+        strides.push_back(broadcastStrides(g.values[n.inputs[i]].shape, ys));
+    }
+    MemRef dst = plan.newBuffer(plainDesc(ys, dt::f32));
+    refs.push_back(dst);
+    const int rank = static_cast<int>(ys.size());
+    Kernel k = [=](const std::vector<dnnl::memory>& m) {
+        const float* c = static_cast<const float*>(m[0].get_data_handle());
+        const float* a = static_cast<const float*>(m[1].get_data_handle());
+        const float* b = static_cast<const float*>(m[2].get_data_handle());
+        float* out = static_cast<float*>(m[3].get_data_handle());
+        const int64_t total = numel(ys);
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < total; ++i) {
+            int64_t rem = i, ic = 0, ia = 0, ib = 0;
+            for (int d = rank - 1; d >= 0; --d) {
+                const int64_t q = rem % ys[d];
+                rem /= ys[d];
+                ic += q * strides[0][d];
+                ia += q * strides[1][d];
+                ib += q * strides[2][d];
+            }
+            out[i] = c[ic] != 0.0f ? a[ia] : b[ib];
+        }
+    };
+    plan.addKernel("where plain loop", std::move(k), refs);
+    plan.define(n.outputs[0], dst);
+    return planUnfusedEpilogue(plan, dst);
+}
+
+// Expand (strides 0 along broadcast axes) and Tile (index modulo the input dim).
+Status planExpandOrTile(Plan& plan) {
+    const Node& n = plan.node();
+    const Graph& g = plan.graph();
+    const Shape xs = g.values[n.inputs[0]].shape;
+    const Shape ys = g.values[n.outputs[0]].shape;
+    VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensurePlainF32(n.inputs[0]));
+    MemRef dst = plan.newBuffer(plainDesc(ys, dt::f32));
+    const bool tile = n.op == OpKind::kTile;
+    const std::vector<int64_t> st = tile ? plainStrides(xs) : broadcastStrides(xs, ys);
+    const Shape in_dims = withLeadingOnes(xs, ys.size());
+    const int rank = static_cast<int>(ys.size());
+    Kernel k = [=](const std::vector<dnnl::memory>& m) {
+        const float* in = static_cast<const float*>(m[0].get_data_handle());
+        float* out = static_cast<float*>(m[1].get_data_handle());
+        const int64_t total = numel(ys);
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < total; ++i) {
+            int64_t rem = i, off = 0;
+            for (int d = rank - 1; d >= 0; --d) {
+                const int64_t q = rem % ys[d];
+                rem /= ys[d];
+                off += (tile ? q % in_dims[d] : q) * st[d];
+            }
+            out[i] = in[off];
+        }
+    };
+    plan.addKernel(tile ? "tile plain loop" : "expand plain loop", std::move(k), {src, dst});
+    plan.define(n.outputs[0], dst);
+    return planUnfusedEpilogue(plan, dst);
+}
+
+}  // namespace
+
+Status planTransformerOp(Plan& plan) {
+    switch (plan.node().op) {
+        case OpKind::kMatMul:
+            return planMatMul(plan);
+        case OpKind::kLayerNorm:
+            return planLayerNorm(plan);
+        case OpKind::kReduceMean:
+        case OpKind::kReduceSum:
+        case OpKind::kReduceMax:
+            return planReduce(plan);
+        case OpKind::kErf:
+        case OpKind::kSin:
+        case OpKind::kCos:
+            return planPlainUnary(plan);
+        case OpKind::kWhere:
+            return planWhere(plan);
+        case OpKind::kExpand:
+        case OpKind::kTile:
+            return planExpandOrTile(plan);
+        default:
+            return nodeError(plan, "not a transformer op");
+    }
+}
+
+}  // namespace voxseg::engine::cpu
