@@ -246,6 +246,63 @@ Status convertTile(NodeContext& ctx) {
     return Status::ok();
 }
 
+// Gather of activations by constant indices (qkv[0] in attention blocks): a scalar index is a
+// Slice of one and a Reshape dropping the axis; an index list is one Slice when it is an
+// arithmetic progression, else Slices joined by a Concat.
+Status convertGather(NodeContext& ctx) {
+    VOXSEG_RETURN_IF_ERROR(ctx.need(2));
+    VOXSEG_RETURN_IF_ERROR(ctx.needConstant(1, "the indices"));
+    const Shape x = ctx.shapeOf(0);
+    const int64_t axis = normalizeAxis(ctx.a.getInt("axis", 0), x.size());
+    if (axis < 0) return ctx.err(StatusCode::kInvalidArgument, ctx.desc + ": axis out of range");
+    VOXSEG_RETURN_IF_ERROR(ctx.a.checkAllKnown());
+    const Tensor& it = ctx.constant(1);
+    if (it.shape().size() > 1)
+        return ctx.err(StatusCode::kUnsupported,
+                       ctx.desc + ": indices of rank " + std::to_string(it.shape().size()) +
+                           " (voxseg gathers activations by a scalar or a list)");
+    std::vector<int64_t> idx = it.toInt64s();
+    for (int64_t& i : idx) {
+        if (i < 0) i += x[axis];
+        if (i < 0 || i >= x[axis])
+            return ctx.err(StatusCode::kInvalidArgument, ctx.desc + ": index out of range");
+    }
+    if (idx.empty()) return ctx.err(StatusCode::kUnsupported, ctx.desc + ": no indices");
+    ctx.emitted = true;
+    const bool scalar = it.shape().empty();
+    const int64_t step = idx.size() > 1 ? idx[1] - idx[0] : 1;
+    bool progression = step != 0;
+    for (size_t k = 1; k < idx.size(); ++k) progression &= idx[k] - idx[k - 1] == step;
+    auto slice = [&](int64_t first, int64_t count, int64_t st, const std::string& suffix) {
+        Node sl = ctx.subNode(OpKind::kSlice, {ctx.in[0]}, suffix);
+        sl.slice_starts = {first};
+        const int64_t last = first + (count - 1) * st;
+        sl.slice_ends = {st > 0 ? last + 1 : (last == 0 ? INT64_MIN : last - 1)};
+        sl.slice_axes = {axis};
+        sl.slice_steps = {st};
+        return sl;
+    };
+    if (scalar) {
+        VOXSEG_RETURN_IF_ERROR(ctx.s.emit(slice(idx[0], 1, 1, "slice"), ctx.tmpName("slice")));
+        Node r = ctx.subNode(OpKind::kReshape, {ctx.s.idOf(ctx.tmpName("slice"))}, "squeeze");
+        r.shape = x;
+        r.shape.erase(r.shape.begin() + axis);
+        if (axis > 0 && !r.shape.empty()) r.shape[0] = 0;  // keeps the batch dim for any batch
+        return ctx.s.emit(std::move(r), ctx.proto.output(0));
+    }
+    if (progression)
+        return ctx.s.emit(slice(idx[0], static_cast<int64_t>(idx.size()), step, "slice"),
+                          ctx.proto.output(0));
+    Node cat = ctx.subNode(OpKind::kConcat, {}, "concat");
+    cat.axis = axis;
+    for (size_t k = 0; k < idx.size(); ++k) {
+        const std::string name = ctx.tmpName("index" + std::to_string(k));
+        VOXSEG_RETURN_IF_ERROR(ctx.s.emit(slice(idx[k], 1, 1, "index" + std::to_string(k)), name));
+        cat.inputs.push_back(ctx.s.idOf(name));
+    }
+    return ctx.s.emit(std::move(cat), ctx.proto.output(0));
+}
+
 }  // namespace
 
 void addShapeConverters(ConverterTable& t) {
@@ -263,6 +320,7 @@ void addShapeConverters(ConverterTable& t) {
     t["Split"] = convertSplit;
     t["Expand"] = convertExpand;
     t["Tile"] = convertTile;
+    t["Gather"] = convertGather;
 }
 
 }  // namespace voxseg::engine::onnx_detail
