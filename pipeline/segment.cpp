@@ -221,6 +221,7 @@ struct Segmenter::Impl {
     engine::Precision precision = engine::Precision::kFloat32;
     engine::SlidingWindowOptions window_options;    // as used (for run.json)
     std::unique_ptr<engine::SlidingWindow> window;  // averages ensemble members per patch
+    std::unique_ptr<StageRunner> stages;            // format_version 2 packages instead
     std::string model_sha256;
     double load_seconds = 0.0;
 };
@@ -274,11 +275,24 @@ Result<Segmenter> Segmenter::create(const std::string& model_folder, const Segme
     else if (options.accumulator != "fp16")
         return invalidArgument("accumulator must be fp16 or fp32, got '" + options.accumulator +
                                "'");
-    auto window =
-        engine::createSlidingWindow(*impl->backend, loaded, options.batch, compile, accumulator);
-    if (!window.isOk()) return window.status().withContext("model " + m.name);
-    impl->window = std::move(*window);
-    impl->window_options = impl->model.slidingWindowOptions();
+    if (m.hasStages()) {
+        if (options.outputs.probabilities)
+            return unsupported("model " + m.name +
+                                   " has stages: probability maps are not written for staged "
+                                   "models; drop 'probabilities' from --outputs",
+                               model_folder);
+        auto runner = StageRunner::create(*impl->backend, loaded, options.batch, compile);
+        if (!runner.isOk()) return runner.status().withContext("model " + m.name);
+        impl->stages = std::move(*runner);
+        impl->window_options = m.stages.front().slidingWindowOptions();
+        accumulator = engine::DType::kFloat32;  // stages keep fp32 scores
+    } else {
+        auto window =
+            engine::createSlidingWindow(*impl->backend, loaded, options.batch, compile, accumulator);
+        if (!window.isOk()) return window.status().withContext("model " + m.name);
+        impl->window = std::move(*window);
+        impl->window_options = impl->model.slidingWindowOptions();
+    }
     impl->window_options.batch = options.batch;
     impl->window_options.accumulator = accumulator;
     for (const auto& file : m.models)
@@ -348,6 +362,10 @@ Result<SegmentWork> Segmenter::prepare(const StudyInput& input, const std::strin
             "RTSTRUCT needs a DICOM input series; drop 'rtstruct' from --outputs for image files",
             input_path);
 
+    if (m.hasStages()) {  // each stage pre-processes its own input inside infer()
+        work.stage_input = input.volume;
+        return work;
+    }
     const auto t = Clock::now();
     PreprocessSpec spec;
     spec.orientation = m.orientation;
@@ -365,6 +383,20 @@ Status Segmenter::infer(SegmentWork& work, const Progress& progress) {
     const auto& m = s.model;
     SegmentReport& report = work.report;
 
+    if (s.stages) {  // staged package: every stage, pre-processing included, runs here
+        const auto t = Clock::now();
+        VOXSEG_ASSIGN_OR_RETURN(StagesResult staged,
+                                s.stages->run(work.stage_input, s.options.threads, progress));
+        work.stage_input = Volume();
+        report.label_map = std::move(staged.label_map);
+        report.stages = std::move(staged.stages);
+        report.empty_result = staged.empty;
+        report.patches = staged.patches;
+        for (auto& w : staged.warnings) report.warnings.push_back(std::move(w));
+        report.timings.push_back(stageDone("stages", t));
+        progress.report(1.0, "inference done");
+        return Status::ok();
+    }
     // Inference (ensemble members averaged per patch, as nnU-Net v2 averages fold logits).
     auto t = Clock::now();
     engine::SlidingWindowStats stats;
@@ -382,8 +414,9 @@ Status Segmenter::finish(SegmentWork& work, const Progress& progress) const {
     const auto& m = s.model;
     SegmentReport& report = work.report;
 
-    // Back to the original grid.
+    // Back to the original grid (staged packages: infer already put the labels there).
     auto t = Clock::now();
+    if (!s.stages) {
     ExportSpec exp;
     exp.activation = m.output == engine::OutputKind::kSigmoid ? OutputActivation::kSigmoid
                                                               : OutputActivation::kSoftmax;
@@ -394,6 +427,7 @@ Status Segmenter::finish(SegmentWork& work, const Progress& progress) const {
                             scoresToLabelMap(work.scores, work.pre.record, exp, progress));
     if (!s.options.outputs.probabilities) work.scores = engine::Tensor();
     report.timings.push_back(stageDone("export", t));
+    }
 
     t = Clock::now();
     std::vector<LabelPostprocess> post = s.options.postprocess;
@@ -484,6 +518,7 @@ Result<SegmentReport> Segmenter::write(const StudyInput& input, SegmentWork&& wo
         jobs.emplace_back([&]() -> Status {  // statistics: report.statistics is always filled
             VOXSEG_ASSIGN_OR_RETURN(report.statistics,
                                     computeStatistics(report.label_map, &input.volume, labels));
+            report.statistics.measurements = computeMeasurements(m, report.label_map);
             if (!outs.statistics) return Status::ok();
             VOXSEG_RETURN_IF_ERROR(writeStatisticsJson(report.statistics, json_path));
             return writeStatisticsCsv(report.statistics, csv_path);
@@ -586,6 +621,26 @@ Result<SegmentReport> Segmenter::write(const StudyInput& input, SegmentWork&& wo
         run["timings_s"] = timings;
         run["peak_rss_mib"] = peak;  // high-water mark at the end of each stage
         run["warnings"] = report.warnings;
+        if (m.hasStages()) {
+            nlohmann::json stages = nlohmann::json::array();
+            for (const StageTrace& st : report.stages) {
+                nlohmann::json j = {{"name", st.name},
+                                    {"region_begin", st.region.begin},
+                                    {"region_size", st.region.size},
+                                    {"network_size", st.network},
+                                    {"patches", st.patches},
+                                    {"label_voxels", st.label_voxels},
+                                    {"seconds", st.seconds}};
+                if (st.percentiles) j["percentiles"] = *st.percentiles;
+                stages.push_back(j);
+            }
+            run["stages"] = stages;
+            run["empty_result"] = report.empty_result;
+            nlohmann::json ms = nlohmann::json::object();
+            for (const Measurement& x : report.statistics.measurements) ms[x.name] = x.value;
+            run["measurements"] = ms;
+            if (!m.citation.empty()) run["model"]["citation"] = m.citation;
+        }
         return writeFileAtomically(staging.path("run.json"), run.dump(2) + "\n");
     }();
     if (!written.isOk()) return staging.named(written);

@@ -21,6 +21,7 @@
 #include "io/seg_writer.h"
 #include "pipeline/postprocess.h"
 #include "pipeline/preprocess.h"
+#include "pipeline/stages.h"
 #include "pipeline/statistics.h"
 
 #include <memory>
@@ -96,6 +97,10 @@ struct SegmentReport {
     std::string precision;
     int64_t patches = 0;
     size_t accumulator_bytes = 0;
+    // Staged packages (format_version 2): what each stage did, and whether a link found nothing
+    // (then label_map is all background and `warnings` says why; the run still succeeds).
+    std::vector<StageTrace> stages;
+    bool empty_result = false;
 };
 
 // One study between the stages of Segmenter (prepare -> infer -> write). Move-only in practice
@@ -103,6 +108,7 @@ struct SegmentReport {
 // queue of these stays as small as possible.
 struct SegmentWork {
     Preprocessed pre;       // prepare: the network input (released by infer) and the record
+    Volume stage_input;     // staged packages: prepare keeps the input, infer runs the stages
     engine::Tensor scores;  // infer: logits on the model grid (kept only for probabilities)
     SegmentReport report;   // filled as the stages run
     double peak_rss_before_mib = 0.0;  // process peak when prepare started (run.json)

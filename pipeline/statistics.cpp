@@ -156,6 +156,15 @@ std::string statisticsToJson(const StatisticsReport& report) {
         arr.push_back(std::move(j));
     }
     root["labels"] = std::move(arr);
+    if (!report.measurements.empty()) {
+        nlohmann::json ms = nlohmann::json::array();
+        for (const Measurement& m : report.measurements)
+            ms.push_back({{"name", m.name},
+                          {"value", m.value},
+                          {"unit", m.unit},
+                          {"description", m.description}});
+        root["measurements"] = std::move(ms);
+    }
     return root.dump(2) + "\n";
 }
 

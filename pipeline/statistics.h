@@ -35,8 +35,18 @@ struct LabelStatistics {
     Vec3 centroid_lps{0, 0, 0};                    // mm
 };
 
+// A number derived from the label map that a model package declares (model.json
+// "measurements", e.g. total intracranial volume "tiv_ml").
+struct Measurement {
+    std::string name;
+    double value = 0.0;
+    std::string unit;  // "mL"
+    std::string description;
+};
+
 struct StatisticsReport {
     std::vector<LabelStatistics> labels;
+    std::vector<Measurement> measurements;  // written as "measurements" when not empty
     std::string intensity_unit;  // "HU" for CT, "" when unknown
     Vec3 spacing{1, 1, 1};
 };

@@ -1,0 +1,477 @@
+#include "pipeline/stages.h"
+
+#include "core/log.h"
+#include "pipeline/normalization.h"
+#include "pipeline/orientation.h"
+#include "pipeline/pixel_dispatch.h"
+#include "pipeline/postprocess.h"
+#include "pipeline/prediction_export.h"
+#include "pipeline/resample.h"
+#include "pipeline/spline_resample.h"
+#include "pipeline/tensor_layout.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+namespace voxseg::pipeline {
+namespace {
+
+constexpr const char* kComponent = "stages";
+
+using engine::Interpolation;
+using engine::StageOutputKind;
+using engine::StageSpec;
+
+// PyTorch: scale = (float)in / out; src = min(floor((d + 0.5) * scale), in - 1) with the product
+// in double (nearest_neighbor_exact_compute_source_index).
+std::vector<int64_t> nearestExactIndex(int64_t in, int64_t out) {
+    const float scale = static_cast<float>(in) / static_cast<float>(out);
+    std::vector<int64_t> idx(static_cast<size_t>(out));
+    for (int64_t d = 0; d < out; ++d)
+        idx[static_cast<size_t>(d)] = std::min(
+            static_cast<int64_t>(std::floor((static_cast<double>(d) + 0.5) * scale)), in - 1);
+    return idx;
+}
+
+Status checkSize(const Volume& volume, const std::array<int64_t, 3>& size) {
+    if (volume.empty()) return invalidArgument("resize: empty volume");
+    for (int64_t n : size)
+        if (n < 1) return invalidArgument("resize: target size must be at least 1 per axis");
+    return Status::ok();
+}
+
+// One axis of a separable linear resize (PyTorch align_corners=False): `in` holds sizes `dims`,
+// axis `axis` goes to `out_n`.
+std::vector<float> linearAxis(const std::vector<float>& in, std::array<int64_t, 3>& dims, int axis,
+                              int64_t out_n) {
+    const int64_t n = dims[static_cast<size_t>(axis)];
+    std::array<int64_t, 3> od = dims;
+    od[static_cast<size_t>(axis)] = out_n;
+    std::vector<float> out(static_cast<size_t>(od[0] * od[1] * od[2]));
+    const double scale = static_cast<double>(n) / static_cast<double>(out_n);
+    std::vector<int64_t> i0(static_cast<size_t>(out_n)), i1(static_cast<size_t>(out_n));
+    std::vector<float> w(static_cast<size_t>(out_n));
+    for (int64_t d = 0; d < out_n; ++d) {
+        const double src = std::max(0.0, (static_cast<double>(d) + 0.5) * scale - 0.5);
+        const auto lo = std::min(static_cast<int64_t>(src), n - 1);
+        i0[static_cast<size_t>(d)] = lo;
+        i1[static_cast<size_t>(d)] = std::min(lo + 1, n - 1);
+        w[static_cast<size_t>(d)] = static_cast<float>(src - static_cast<double>(lo));
+    }
+    const std::array<int64_t, 3> in_stride{1, dims[0], dims[0] * dims[1]};
+    int64_t o = 0;
+    for (int64_t k = 0; k < od[2]; ++k)
+        for (int64_t j = 0; j < od[1]; ++j)
+            for (int64_t i = 0; i < od[0]; ++i, ++o) {
+                std::array<int64_t, 3> at{i, j, k};
+                const int64_t d = at[static_cast<size_t>(axis)];
+                at[static_cast<size_t>(axis)] = 0;
+                const int64_t base = at[0] * in_stride[0] + at[1] * in_stride[1] + at[2] * in_stride[2];
+                const int64_t s = in_stride[static_cast<size_t>(axis)];
+                const float a = in[static_cast<size_t>(base + i0[static_cast<size_t>(d)] * s)];
+                const float b = in[static_cast<size_t>(base + i1[static_cast<size_t>(d)] * s)];
+                out[static_cast<size_t>(o)] = a + (b - a) * w[static_cast<size_t>(d)];
+            }
+    dims = od;
+    return out;
+}
+
+// A label volume (uint8 when every value fits, else uint16) from per-voxel labels in tensor order.
+Result<Volume> labelsToVolume(const std::vector<int16_t>& labels, const Geometry& grid,
+                              engine::AxisOrder order, int max_label) {
+    const auto dims = tensorDims(grid, order);
+    engine::Tensor t(engine::DType::kFloat32, {1, dims[0], dims[1], dims[2]});
+    float* p = t.data<float>();
+    for (size_t i = 0; i < labels.size(); ++i) p[i] = static_cast<float>(labels[i]);
+    VOXSEG_ASSIGN_OR_RETURN(Volume f, tensorChannelToVolume(t, 0, grid, order));
+    return f.castTo(max_label <= 255 ? PixelType::kUInt8 : PixelType::kUInt16);
+}
+
+// The stage's labels per network voxel (tensor order) from its scores [K, D0, D1, D2].
+Result<std::vector<int16_t>> stageLabels(const engine::Tensor& scores, const StageSpec& stage) {
+    const int64_t n = scores.numel() / scores.dim(0);
+    std::vector<int16_t> out(static_cast<size_t>(n), 0);
+    const std::vector<int> values = stage.channelLabelValues();
+    switch (stage.output.kind) {
+        case StageOutputKind::kSoftmax:
+            VOXSEG_RETURN_IF_ERROR(engine::argmaxLabels(scores, std::span<int16_t>(out), values));
+            break;
+        case StageOutputKind::kSigmoid: {
+            // sigmoid(x) >= t  <=>  x >= log(t / (1 - t)) on logits.
+            const double t = stage.output.threshold;
+            VOXSEG_RETURN_IF_ERROR(engine::thresholdLabels(
+                scores, static_cast<float>(std::log(t / (1.0 - t))), std::span<int16_t>(out),
+                values));
+            break;
+        }
+        case StageOutputKind::kProbability: {
+            const float* p = scores.data<float>() + stage.output.channel * n;
+            const float t = static_cast<float>(stage.output.threshold);
+            const auto label = static_cast<int16_t>(stage.output.labels.at(0));
+            for (int64_t i = 0; i < n; ++i)  // deepbet: mask > threshold
+                if (p[i] > t) out[static_cast<size_t>(i)] = label;
+            break;
+        }
+    }
+    return out;
+}
+
+Status runPostprocess(Volume& labels, const StageSpec& stage) {
+    const auto& pp = stage.postprocess;
+    if (!pp.largest_component && pp.min_component_ml <= 0 &&
+        pp.fill_holes == engine::FillHoles::kNone)
+        return Status::ok();
+    PostprocessOptions o;
+    o.largest_component = pp.largest_component;
+    o.min_component_ml = pp.min_component_ml;
+    o.fill_holes = pp.fill_holes == engine::FillHoles::k3D         ? HoleFilling::k3D
+                   : pp.fill_holes == engine::FillHoles::kPerSlice ? HoleFilling::kPerSlice
+                                                                   : HoleFilling::kNone;
+    std::vector<LabelPostprocess> steps;
+    for (int v : stage.output.labels) steps.push_back({v, o});
+    VOXSEG_ASSIGN_OR_RETURN(auto reports, postprocess(labels, steps));
+    for (const auto& r : reports)
+        log::debug(kComponent, "stage {} label {}: {} voxels removed, {} filled", stage.name,
+                   r.label, r.voxels_removed, r.voxels_filled);
+    return Status::ok();
+}
+
+int64_t countNonzero(const Volume& labels) {
+    int64_t count = 0;
+    withPixelType(labels.pixelType(), [&](auto tag) {
+        using T = decltype(tag);
+        const T* p = labels.data<T>();
+        for (int64_t i = 0, n = labels.geometry().voxelCount(); i < n; ++i) count += p[i] != T(0);
+    });
+    return count;
+}
+
+double secondsSince(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+Result<Volume> resizeNearestExact(const Volume& volume, const std::array<int64_t, 3>& size) {
+    VOXSEG_RETURN_IF_ERROR(checkSize(volume, size));
+    const Geometry g = volume.geometry();
+    const Geometry target = resampledGeometry(g, size);
+    const auto ii = nearestExactIndex(g.size[0], size[0]);
+    const auto jj = nearestExactIndex(g.size[1], size[1]);
+    const auto kk = nearestExactIndex(g.size[2], size[2]);
+    return withPixelType(volume.pixelType(), [&](auto tag) -> Result<Volume> {
+        using T = decltype(tag);
+        Volume out = Volume::allocateUninitialized<T>(target, volume.info());
+        const T* src = volume.data<T>();
+        T* dst = out.data<T>();
+        for (int64_t k = 0; k < size[2]; ++k)
+            for (int64_t j = 0; j < size[1]; ++j) {
+                const T* row = src + (kk[static_cast<size_t>(k)] * g.size[1] +
+                                      jj[static_cast<size_t>(j)]) *
+                                         g.size[0];
+                for (int64_t i = 0; i < size[0]; ++i) *dst++ = row[ii[static_cast<size_t>(i)]];
+            }
+        return out;
+    });
+}
+
+Result<Volume> resizeLinear(const Volume& volume, const std::array<int64_t, 3>& size) {
+    VOXSEG_RETURN_IF_ERROR(checkSize(volume, size));
+    const Geometry g = volume.geometry();
+    Volume f = volume.pixelType() == PixelType::kFloat32 ? volume
+                                                         : volume.castTo(PixelType::kFloat32);
+    std::vector<float> data(f.data<float>(), f.data<float>() + g.voxelCount());
+    std::array<int64_t, 3> dims = g.size;
+    for (int a = 0; a < 3; ++a)
+        if (dims[static_cast<size_t>(a)] != size[static_cast<size_t>(a)])
+            data = linearAxis(data, dims, a, size[static_cast<size_t>(a)]);
+    Volume out = Volume::allocateUninitialized<float>(resampledGeometry(g, size), volume.info());
+    std::memcpy(out.data<float>(), data.data(), data.size() * sizeof(float));
+    return out;
+}
+
+Result<Volume> resizeImage(const Volume& volume, const std::array<int64_t, 3>& size,
+                           Interpolation interpolation, int threads) {
+    switch (interpolation) {
+        case Interpolation::kNearestExact: {
+            VOXSEG_ASSIGN_OR_RETURN(Volume v, resizeNearestExact(volume, size));
+            return v.pixelType() == PixelType::kFloat32 ? v : v.castTo(PixelType::kFloat32);
+        }
+        case Interpolation::kLinear:
+            return resizeLinear(volume, size);
+        case Interpolation::kSpline3: {
+            VOXSEG_RETURN_IF_ERROR(checkSize(volume, size));
+            Volume f = volume.pixelType() == PixelType::kFloat32
+                           ? volume
+                           : volume.castTo(PixelType::kFloat32);
+            if (f.geometry().size == size) return f;
+            std::array<AxisInterpolation, 3> per_axis;
+            per_axis.fill(AxisInterpolation::kSpline);
+            return splineResample(f, resampledGeometry(f.geometry(), size), per_axis, threads);
+        }
+    }
+    return invalidArgument("resize: unknown interpolation");
+}
+
+std::optional<CropBox> linkBox(const Volume& labels, const CropBox& region,
+                               const Geometry& oriented, const engine::CropLink& link) {
+    const Geometry g = labels.geometry();
+    std::array<std::vector<int64_t>, 3> count;
+    for (int a = 0; a < 3; ++a) count[static_cast<size_t>(a)].assign(static_cast<size_t>(g.size[a]), 0);
+    withPixelType(labels.pixelType(), [&](auto tag) {
+        using T = decltype(tag);
+        const T* p = labels.data<T>();
+        const T want = static_cast<T>(link.label);
+        for (int64_t k = 0; k < g.size[2]; ++k)
+            for (int64_t j = 0; j < g.size[1]; ++j)
+                for (int64_t i = 0; i < g.size[0]; ++i)
+                    if (*p++ == want) {
+                        ++count[0][static_cast<size_t>(i)];
+                        ++count[1][static_cast<size_t>(j)];
+                        ++count[2][static_cast<size_t>(k)];
+                    }
+    });
+    CropBox box;
+    for (int a = 0; a < 3; ++a) {
+        const auto ua = static_cast<size_t>(a);
+        // deepbet's get_bbox: x.mean(other axes) > threshold, i.e. the slice's label fraction.
+        const double plane = static_cast<double>(g.voxelCount()) / static_cast<double>(g.size[a]);
+        int64_t lo = -1, hi = -1;
+        for (int64_t s = 0; s < g.size[a]; ++s) {
+            const double fraction = static_cast<double>(count[ua][static_cast<size_t>(s)]) / plane;
+            if (count[ua][static_cast<size_t>(s)] > 0 && fraction > link.slice_fraction) {
+                if (lo < 0) lo = s;
+                hi = s;
+            }
+        }
+        if (lo < 0) return std::nullopt;
+        // get_bbox_with_margin, in float32 as torch computes it: centre and size scaled to the
+        // region's voxels, size x (1 + 2 margin), both rounded half to even, ends truncated.
+        const float scale = static_cast<float>(region.size[ua]) / static_cast<float>(g.size[a]);
+        float centre = static_cast<float>(hi + 1 + lo) / 2.0f * scale;
+        float extent = static_cast<float>(hi + 1 - lo) * scale;
+        extent = (1.0f + 2.0f * static_cast<float>(link.margin_fraction)) * extent;
+        if (link.margin_mm > 0)
+            extent += static_cast<float>(2.0 * link.margin_mm / oriented.spacing[ua]);
+        centre = std::nearbyint(centre);
+        extent = std::nearbyint(extent);
+        const auto begin = static_cast<int64_t>(centre - extent / 2.0f);
+        const auto end = static_cast<int64_t>(centre + extent / 2.0f);
+        const int64_t b = std::max<int64_t>(0, region.begin[ua] + begin);
+        const int64_t e = std::min<int64_t>(oriented.size[ua], region.begin[ua] + end);
+        if (e <= b) return std::nullopt;
+        box.begin[ua] = b;
+        box.size[ua] = e - b;
+    }
+    return box;
+}
+
+Result<std::unique_ptr<StageRunner>> StageRunner::create(engine::Backend& backend,
+                                                         const engine::LoadedModel& model,
+                                                         int batch,
+                                                         const engine::CompileOptions& compile) {
+    if (!model.package.hasStages())
+        return invalidArgument("model " + model.package.name + " has no stages");
+    std::unique_ptr<StageRunner> runner(new StageRunner());
+    runner->package_ = model.package;
+    for (size_t s = 0; s < model.package.stages.size(); ++s) {
+        VOXSEG_ASSIGN_OR_RETURN(auto window,
+                                engine::createStageWindow(backend, model, s, batch, compile));
+        runner->windows_.push_back(std::move(window));
+    }
+    return runner;
+}
+
+Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Progress& progress) {
+    const engine::ModelPackage& m = package_;
+    if (input.empty()) return invalidArgument("staged model: empty input");
+    StagesResult result;
+    AxisMapping mapping;
+    VOXSEG_ASSIGN_OR_RETURN(Volume oriented, reorient(input, m.orientation, &mapping));
+    const Geometry og = oriented.geometry();
+    const Geometry original = input.geometry();
+    const size_t n = m.stages.size();
+    std::vector<Volume> labels(n);          // non-final stages: on their network grid
+    std::vector<CropBox> regions(n);        // in the oriented grid
+    std::vector<std::optional<std::array<double, 2>>> percentiles(n);
+    int max_label = 0;
+    for (const auto& l : m.labels) max_label = std::max(max_label, l.value);
+
+    auto emptyResult = [&](const std::string& why) -> Result<StagesResult> {
+        result.empty = true;
+        result.warnings.push_back(why);
+        log::warning(kComponent, "{}", why);
+        result.label_map = max_label <= 255 ? Volume::allocate<uint8_t>(original, input.info())
+                                            : Volume::allocate<uint16_t>(original, input.info());
+        result.label_map.info().modality.clear();
+        return std::move(result);
+    };
+
+    for (size_t s = 0; s < n; ++s) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const StageSpec& st = m.stages[s];
+        const Progress sp = progress.sub(static_cast<double>(s) / n, static_cast<double>(s + 1) / n);
+        VOXSEG_RETURN_IF_ERROR(sp.checkCancelled());
+        StageTrace trace;
+        trace.name = st.name;
+        CropBox region;
+        region.size = og.size;
+        if (st.crop_to) {
+            const engine::CropLink& link = *st.crop_to;
+            const auto from = static_cast<size_t>(link.stage_index);
+            auto box = linkBox(labels[from], regions[from], og, link);
+            if (!box)
+                return emptyResult("stage " + st.name + ": stage " + link.stage +
+                                   " found no voxels of label " + std::to_string(link.label) +
+                                   " (nothing to crop to); the result is empty. Is the input the "
+                                   "kind of image model " +
+                                   m.name + " expects?");
+            region = *box;
+        }
+        regions[s] = region;
+        trace.region = region;
+        VOXSEG_ASSIGN_OR_RETURN(Volume cropped, crop(oriented, region));
+
+        // Network grid: a fixed shape, or the stage's spacing.
+        std::array<int64_t, 3> size{};
+        if (!st.shape.empty()) {
+            const std::array<double, 3> shape{static_cast<double>(st.shape[0]),
+                                              static_cast<double>(st.shape[1]),
+                                              static_cast<double>(st.shape[2])};
+            const Vec3 idx = toIndexOrder(shape, m.axis_order);
+            for (int a = 0; a < 3; ++a) size[static_cast<size_t>(a)] = static_cast<int64_t>(idx[a]);
+        } else {
+            const std::array<double, 3> sp_mm{st.spacing_mm[0], st.spacing_mm[1], st.spacing_mm[2]};
+            size = resampledSize(cropped.geometry(), toIndexOrder(sp_mm, m.axis_order));
+        }
+        trace.network = size;
+        Volume net;
+        if (st.shape.empty() && st.interpolation == Interpolation::kSpline3) {
+            // nnU-Net's rules (anisotropic axis with order 0).
+            VOXSEG_ASSIGN_OR_RETURN(
+                net, resampleToGrid(cropped, resampledGeometry(cropped.geometry(), size),
+                                    ResampleKind::kImage, {}, threads));
+        } else {
+            VOXSEG_ASSIGN_OR_RETURN(net, resizeImage(cropped, size, st.interpolation, threads));
+        }
+        cropped = Volume();
+        const Geometry net_grid = net.geometry();
+
+        // Percentiles this stage's input provides (to itself or to later stages).
+        for (size_t t = s; t < n; ++t) {
+            const auto& nt = m.stages[t].normalization;
+            if (nt.scheme != engine::Normalization::Scheme::kPercentile) continue;
+            const bool own = t == s && nt.percentiles_of_stage < 0;
+            if (own || nt.percentiles_of_stage == static_cast<int>(s)) {
+                VOXSEG_ASSIGN_OR_RETURN(
+                    percentiles[t], percentileValues(net, nt.percentile_low, nt.percentile_high));
+            }
+        }
+        trace.percentiles = percentiles[s];
+        VOXSEG_ASSIGN_OR_RETURN(
+            net, normalize(net, st.normalization, nullptr,
+                           percentiles[s] ? &*percentiles[s] : nullptr));
+        VOXSEG_ASSIGN_OR_RETURN(engine::Tensor tensor, volumesToTensor({net}, m.axis_order));
+        net = Volume();
+        engine::SlidingWindowStats stats;
+        VOXSEG_ASSIGN_OR_RETURN(engine::Tensor scores, windows_[s]->run(tensor, sp, &stats));
+        tensor = engine::Tensor();
+        trace.patches = stats.patches;
+        result.patches += stats.patches;
+        VOXSEG_ASSIGN_OR_RETURN(auto values, stageLabels(scores, st));
+        int stage_max = 0;
+        for (int v : st.output.labels) stage_max = std::max(stage_max, v);
+        const bool last = s + 1 == n;
+        if (!last || st.interpolation == Interpolation::kNearestExact) {
+            scores = engine::Tensor();
+            VOXSEG_ASSIGN_OR_RETURN(Volume lab,
+                                    labelsToVolume(values, net_grid, m.axis_order, stage_max));
+            if (!last) {
+                VOXSEG_RETURN_IF_ERROR(runPostprocess(lab, st));
+                trace.label_voxels = countNonzero(lab);
+                labels[s] = std::move(lab);
+                trace.seconds = secondsSince(t0);
+                result.stages.push_back(trace);
+                continue;
+            }
+            // Last stage, nearest-exact: labels back onto the region as deepbet does.
+            VOXSEG_ASSIGN_OR_RETURN(Volume back, resizeNearestExact(lab, region.size));
+            Volume::applyGeometry(croppedGeometry(og, region), *back.base());
+            Volume full;
+            if (region.covers(og)) {
+                full = std::move(back);
+            } else {
+                VOXSEG_ASSIGN_OR_RETURN(full, paste(back, og, region, 0.0));
+            }
+            Volume out = mapping.isIdentity() ? full : applyAxisMapping(full, mapping.inverse());
+            Volume::applyGeometry(original, *out.base());
+            result.label_map = std::move(out);
+        } else {
+            // Last stage, linear or spline: scores interpolated back (prediction_export.h).
+            PreprocessRecord record;
+            record.original = original;
+            record.orientation = mapping;
+            record.oriented = og;
+            record.crop = region;
+            record.cropped = croppedGeometry(og, region);
+            record.network = net_grid;
+            record.axis_order = m.axis_order;
+            ExportSpec exp;
+            exp.threads = threads;
+            if (st.output.kind == StageOutputKind::kSoftmax) {
+                exp.activation = OutputActivation::kSoftmax;
+                exp.channel_labels = st.channelLabelValues();
+            } else if (st.output.kind == StageOutputKind::kSigmoid) {
+                exp.activation = OutputActivation::kSigmoid;
+                exp.channel_labels = st.channelLabelValues();
+                exp.threshold = std::log(st.output.threshold / (1.0 - st.output.threshold));
+            } else {
+                // One probability channel, thresholded.
+                const int64_t vox = scores.numel() / scores.dim(0);
+                engine::Tensor one(engine::DType::kFloat32,
+                                   {1, scores.dim(1), scores.dim(2), scores.dim(3)});
+                std::memcpy(one.data<float>(), scores.data<float>() + st.output.channel * vox,
+                            sizeof(float) * static_cast<size_t>(vox));
+                scores = std::move(one);
+                exp.activation = OutputActivation::kSigmoid;
+                exp.channel_labels = st.output.labels;
+                exp.threshold = st.output.threshold;
+            }
+            VOXSEG_ASSIGN_OR_RETURN(result.label_map, scoresToLabelMap(scores, record, exp));
+        }
+        VOXSEG_RETURN_IF_ERROR(runPostprocess(result.label_map, st));
+        trace.label_voxels = countNonzero(result.label_map);
+        trace.seconds = secondsSince(t0);
+        result.stages.push_back(trace);
+        log::debug(kComponent, "stage {}: region {}x{}x{} -> network {}x{}x{}, {} voxels labelled",
+                   st.name, region.size[0], region.size[1], region.size[2], size[0], size[1],
+                   size[2], trace.label_voxels);
+    }
+    progress.report(1.0, "stages done");
+    return result;
+}
+
+std::vector<Measurement> computeMeasurements(const engine::ModelPackage& package,
+                                             const Volume& label_map) {
+    std::vector<Measurement> out;
+    if (package.measurements.empty() || label_map.empty()) return out;
+    const Geometry g = label_map.geometry();
+    const double voxel_ml = g.spacing[0] * g.spacing[1] * g.spacing[2] / 1000.0;
+    for (const auto& spec : package.measurements) {
+        int64_t voxels = 0;
+        withPixelType(label_map.pixelType(), [&](auto tag) {
+            using T = decltype(tag);
+            const T* p = label_map.data<T>();
+            for (int64_t i = 0, n = g.voxelCount(); i < n; ++i)
+                if (p[i] != T(0) && std::find(spec.labels.begin(), spec.labels.end(),
+                                              static_cast<int>(p[i])) != spec.labels.end())
+                    ++voxels;
+        });
+        out.push_back({spec.name, static_cast<double>(voxels) * voxel_ml, "mL", spec.description});
+    }
+    return out;
+}
+
+}  // namespace voxseg::pipeline

@@ -1,0 +1,95 @@
+// Staged model packages (model.json format_version 2): a chain of networks, each with its own
+// resize (fixed shape or spacing), normalisation, output rule and post-processing, linked by
+// "crop to the bounding box of stage N's label L plus a margin". The last stage's label map is
+// the result, on the input's exact grid. docs/model-package.md ("Stages") is the specification;
+// deepbet's bet.py (brain extraction: 128^3 box finder, then 256^3 on the box) is the pipeline it
+// reproduces step for step (docs/brain-extraction.md).
+//
+// Grids: every stage starts from the input reoriented to the package's orientation (the
+// "oriented" grid, LPS mm kept); a stage's region is the whole oriented grid or its link's box;
+// the region is resized onto the stage's network grid (same field of view, resampledGeometry).
+// A stage that is not the last keeps its label map on its network grid (links read it there, as
+// deepbet reads its 128^3 mask); the last stage's labels go back to the region and into the
+// oriented grid, then are un-oriented. Post-processing runs on the grid the labels are on.
+//
+// A StageRunner owns one compiled sliding window per stage; run() is not reentrant (one study at a
+// time, like Segmenter::infer). The free functions are pure and thread-safe.
+#pragma once
+
+#include "core/progress.h"
+#include "core/status.h"
+#include "core/volume.h"
+#include "engine/backend.h"
+#include "engine/model_package.h"
+#include "engine/sliding_window.h"
+#include "pipeline/crop.h"
+#include "pipeline/statistics.h"
+
+#include <array>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace voxseg::pipeline {
+
+// PyTorch's F.interpolate(mode="nearest-exact") on the index grid: output voxel d takes input
+// voxel min(floor((d + 0.5) * in / out), in - 1) per axis (scale in float, as PyTorch computes
+// it). Any pixel type; the result lies on resampledGeometry(volume, size).
+Result<Volume> resizeNearestExact(const Volume& volume, const std::array<int64_t, 3>& size);
+// PyTorch's trilinear with align_corners=False (source index (d + 0.5) * in / out - 0.5, clamped
+// to the volume). float32 result.
+Result<Volume> resizeLinear(const Volume& volume, const std::array<int64_t, 3>& size);
+// One of the three, onto `size` (order-3 spline: pipeline/spline_resample.h on every axis).
+Result<Volume> resizeImage(const Volume& volume, const std::array<int64_t, 3>& size,
+                           engine::Interpolation interpolation, int threads = 0);
+
+// The box a crop link asks for, in `oriented` index space: the bounding box of `link.label` in
+// `labels` (a stage's label map on its network grid, computed on `region` of the oriented grid),
+// scaled to the region's voxels, grown by the margin, rounded and clipped as deepbet's
+// get_bbox_with_margin does. nullopt when the label has no voxels (or no slice above
+// slice_fraction).
+std::optional<CropBox> linkBox(const Volume& labels, const CropBox& region, const Geometry& oriented,
+                               const engine::CropLink& link);
+
+// Per stage, for run.json.
+struct StageTrace {
+    std::string name;
+    CropBox region;                        // in the oriented grid
+    std::array<int64_t, 3> network{0, 0, 0};  // network grid size (index axes)
+    std::optional<std::array<double, 2>> percentiles;  // clip values used (percentile scheme)
+    int64_t patches = 0;
+    int64_t label_voxels = 0;  // on the grid the stage's labels are on
+    double seconds = 0.0;
+};
+
+struct StagesResult {
+    Volume label_map;  // uint8/uint16, on the input's exact grid
+    // A link found nothing (e.g. no brain in the box finder's output): the label map is all
+    // background, `warnings` says which stage and label, and the later stages did not run.
+    bool empty = false;
+    std::vector<std::string> warnings;
+    std::vector<StageTrace> stages;
+    int64_t patches = 0;
+};
+
+class StageRunner {
+  public:
+    // Compiles every stage's network on `backend` (which must outlive the runner).
+    static Result<std::unique_ptr<StageRunner>> create(engine::Backend& backend,
+                                                       const engine::LoadedModel& model, int batch,
+                                                       const engine::CompileOptions& compile);
+    // `input`: one channel, any pixel type. `threads`: resampling (0: every core).
+    Result<StagesResult> run(const Volume& input, int threads = 0, const Progress& progress = {});
+
+  private:
+    StageRunner() = default;
+    engine::ModelPackage package_;
+    std::vector<std::unique_ptr<engine::SlidingWindow>> windows_;
+};
+
+// The package's measurements on a label map (volume_ml: voxels of the labels x voxel volume).
+std::vector<Measurement> computeMeasurements(const engine::ModelPackage& package,
+                                             const Volume& label_map);
+
+}  // namespace voxseg::pipeline
