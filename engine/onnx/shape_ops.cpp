@@ -287,7 +287,9 @@ Status convertGather(NodeContext& ctx) {
         Node r = ctx.subNode(OpKind::kReshape, {ctx.s.idOf(ctx.tmpName("slice"))}, "squeeze");
         r.shape = x;
         r.shape.erase(r.shape.begin() + axis);
-        if (axis > 0 && !r.shape.empty()) r.shape[0] = 0;  // keeps the batch dim for any batch
+        // For any batch: the batch dim copied (0) when it stays first, inferred (-1) when the
+        // gathered axis was the first ([3, B, ...] of a QKV split).
+        if (!r.shape.empty()) r.shape[0] = axis > 0 ? 0 : -1;
         return ctx.s.emit(std::move(r), ctx.proto.output(0));
     }
     if (progression)

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 
@@ -133,6 +134,44 @@ TEST_P(TransformerParity, MatchesPyTorch) {
                       << scale << ", " << g.nodes.size() << " nodes)\n";
             EXPECT_LE(max_err, bound) << "worst element " << worst << ": got " << got[worst]
                                       << ", PyTorch " << want[worst];
+        }
+    }
+}
+
+// Compiled for a batch of 2, each item gets the batch-1 result (the importer keeps exported
+// Reshapes batch-free; backends must not mix batch items).
+TEST(TransformerGolden, BatchOfTwoMatchesSingleItems) {
+    for (const std::string& backend_name : availableBackends()) {
+        auto backend = createBackend(backend_name);
+        if (!backend) continue;  // no device: the parity cases print the skip reason
+        for (const Net& net : nets()) {
+            SCOPED_TRACE(net.name + " on " + backend_name);
+            auto graph = importOnnx(kDir / (net.name + ".onnx"));
+            ASSERT_TRUE(graph.isOk()) << graph.status().toString();
+            const Tensor input = readRaw(kDir / (net.name + ".input.f32"), net.input_shape);
+            const std::vector<float> want =
+                readRaw(kDir / (net.name + ".output.f32"), net.output_shape).toFloats();
+            Shape batch_shape = net.input_shape;
+            batch_shape[0] = 2;
+            Tensor batch(DType::kFloat32, batch_shape);
+            for (int k = 0; k < 2; ++k)
+                std::memcpy(batch.data<float>() + k * input.numel(), input.data<float>(),
+                            input.bytes());
+            auto exe = (*backend)->compile(optimize(*graph), {batch_shape}, {});
+            if (!exe.isOk() && exe.status().code() == StatusCode::kUnsupported &&
+                backend_name == "cuda")
+                continue;
+            ASSERT_TRUE(exe.isOk()) << exe.status().toString();
+            std::vector<Tensor> out;
+            ASSERT_TRUE((*exe)->run({batch}, out).isOk());
+            ASSERT_EQ(out[0].dim(0), 2);
+            const std::vector<float> got = out[0].toFloats();
+            double max_err = 0, scale = 0;
+            for (size_t i = 0; i < got.size(); ++i) {
+                max_err = std::max(max_err, std::abs(double(got[i]) - want[i % want.size()]));
+                scale = std::max(scale, double(std::abs(want[i % want.size()])));
+            }
+            EXPECT_LE(max_err, kFp32RelToScale * scale);
         }
     }
 }
