@@ -294,7 +294,12 @@ Result<std::vector<uint8_t>> itkNiftiHeaderTyped(const Volume& volume, const std
     const Volume slab = Volume::allocate<T>(two);
     const fs::path t(target);
     AtomicFile scratch((t.parent_path() / (t.filename().string() + ".header.nii")).string());
-    VOXSEG_RETURN_IF_ERROR(writeWithItk<T>(slab, scratch.tempPath(), ImageFormat::kNifti, {}));
+    // A failure here only means ITK writes the whole volume (and reports real problems with the
+    // target itself). A scratch name beyond NAME_MAX is not even tried (niftilib would print).
+    constexpr size_t kNameMax = 255;
+    if (fs::path(scratch.tempPath()).filename().string().size() > kNameMax ||
+        !writeWithItk<T>(slab, scratch.tempPath(), ImageFormat::kNifti, {}).isOk())
+        return std::vector<uint8_t>{};
     // The header, up to vox_offset; the file must hold exactly that plus the two slices.
     std::vector<uint8_t> bytes(352);
     std::ifstream in(scratch.tempPath(), std::ios::binary);
