@@ -3,8 +3,11 @@
 # writes a synthetic CT study (`voxseg phantom`: a DICOM series with its ground truth, no real
 # patient), lists it with `voxseg info`, segments it with the demo model in
 # sample_data/models/ct-phantom (`voxseg segment`: label map, DICOM SEG, statistics, preview,
-# run record) and prints the statistics. VOXSEG_DEMO_DIR overrides the output folder
-# (default sample_data/), VOXSEG_DEMO_SEED the phantom's seed.
+# run record) and prints the statistics. Then the real case: a real MR T1 head series from
+# ../shared/data (Siemens XA30 enhanced DICOM, 3D T1) -> brain mask, total intracranial volume and preview with the
+# brain-extraction package (deepbet 1.0.2's networks; skipped with a message when the data is
+# absent). VOXSEG_DEMO_DIR overrides the output folder (default sample_data/), VOXSEG_DEMO_SEED
+# the phantom's seed, VOXSEG_SHARED_DATA the data folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -41,3 +44,22 @@ echo
 echo "done: study in $study (DICOM + ground truth labels.nii.gz), results in $result:"
 ls "$result"
 echo "open $result/preview.png, or load $study/dicom with $result/segmentation.nii.gz in a viewer"
+
+# The real case: brain extraction of a real T1-weighted MR series (docs/brain-extraction.md).
+data="${VOXSEG_SHARED_DATA:-../shared/data}"
+t1="$data/dcm_qa_xa30/5_anat-T1w_acq-tfl"
+brain="$out/brain_extraction"
+echo
+if [ ! -d "$t1" ]; then
+  echo "== real case skipped: $t1 not found (set VOXSEG_SHARED_DATA to the shared data folder)"
+  exit 0
+fi
+rm -rf "$brain"
+echo "== voxseg segment $t1 -m sample_data/models/brain-extraction -o $brain   (real head, Siemens 3D T1)"
+"$voxseg" segment "$t1" -m sample_data/models/brain-extraction -o "$brain" \
+  --outputs nifti,seg,stats,preview
+tiv=$(sed -n 's/.*"tiv_ml": \([0-9.]*\).*/\1/p' "$brain/run.json" | head -n 1)
+printf '\ntotal intracranial volume (TIV): %.1f mL   (deepbet 1.0.2 on the same series: 1573.0 mL)\n' "$tiv"
+echo "brain mask, DICOM SEG, statistics and preview in $brain:"
+ls "$brain"
+echo "open $brain/preview.png"
