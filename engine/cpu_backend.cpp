@@ -87,6 +87,7 @@ Status planNode(Plan& plan) {
         case OpKind::kWhere:
         case OpKind::kExpand:
         case OpKind::kTile:
+        case OpKind::kAttention:
             return cpu::planTransformerOp(plan);
         case OpKind::kSoftmax:
             return cpu::planSoftmax(plan);

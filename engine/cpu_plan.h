@@ -181,7 +181,8 @@ Status planConcat(Plan& plan);
 Status planPool(Plan& plan);     // MaxPool, AveragePool, GlobalAveragePool
 Status planResize(Plan& plan);   // Resize/Upsample
 Status planShapeOp(Plan& plan);  // Pad, Identity, Reshape, Transpose, Slice
-// MatMul, LayerNorm, Reduce*, Erf, Sin, Cos, Where, Expand, Tile (cpu_transformer.cpp).
+// MatMul, LayerNorm, Reduce*, Erf, Sin, Cos, Where, Expand, Tile, Attention
+// (cpu_transformer.cpp).
 Status planTransformerOp(Plan& plan);
 
 // Applies the node's fused epilogue (residual add, then activation) to `out` in place with

@@ -8,7 +8,9 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
 
 namespace voxseg::engine::cpu {
 namespace {
@@ -249,6 +251,123 @@ Status planExpandOrTile(Plan& plan) {
     return planUnfusedEpilogue(plan, dst);
 }
 
+// Fused scaled-dot-product attention: per batch item, blocks of query rows whose scores
+// (rows x Tk floats) fit in 256 KiB: S = Q_blk Kt * scale (oneDNN matmul, output scale), + bias,
+// row softmax in place, O_blk = S V (oneDNN matmul). The full Tq x Tk matrix is never stored.
+Status planAttention(Plan& plan) {
+    const Node& n = plan.node();
+    const Graph& g = plan.graph();
+    const Shape& qs = g.values[n.inputs[0]].shape;
+    const size_t r = qs.size();
+    const int64_t Tq = qs[r - 2], D = qs[r - 1];
+    const int64_t Tk = g.values[n.inputs[1]].shape[r - 1];
+    const int64_t Dv = g.values[n.inputs[2]].shape[r - 1];
+    const int64_t batches = numel(qs) / (Tq * D);
+    const Shape& ys = g.values[n.outputs[0]].shape;
+    const bool has_bias = n.inputs.size() > 3 && n.inputs[3] >= 0;
+    std::vector<MemRef> refs;
+    for (size_t i = 0; i < (has_bias ? 4u : 3u); ++i) {
+        VOXSEG_ASSIGN_OR_RETURN(MemRef m, plan.ensurePlainF32(n.inputs[i]));
+        refs.push_back(m);
+    }
+    MemRef dst = plan.newBuffer(plainDesc(ys, dt::f32));
+    refs.push_back(dst);
+    // Bias offsets: per batch item a base, then row and column strides (0 where broadcast).
+    Shape scores = qs;
+    scores[r - 1] = Tk;
+    std::vector<int64_t> bias_base(static_cast<size_t>(batches), 0);
+    int64_t bias_row = 0, bias_col = 0;
+    if (has_bias) {
+        const std::vector<int64_t> st = broadcastStrides(g.values[n.inputs[3]].shape, scores);
+        bias_row = st[r - 2];
+        bias_col = st[r - 1];
+        for (int64_t b = 0; b < batches; ++b) {
+            int64_t rem = b, off = 0;
+            for (size_t d = r - 2; d-- > 0;) {
+                off += (rem % scores[d]) * st[d];
+                rem /= scores[d];
+            }
+            bias_base[b] = off;
+        }
+    }
+    const int64_t rows = std::clamp<int64_t>((int64_t{256} << 10) / (4 * Tk), 1, Tq);
+    struct Gemms {
+        int64_t rows = 0;
+        dnnl::memory::desc q_md, k_md, s_md, v_md, o_md;
+        dnnl::matmul qk, pv;
+    };
+    auto make = [&](int64_t m) {
+        Gemms gm;
+        gm.rows = m;
+        gm.q_md = plainDesc({m, D}, dt::f32);
+        gm.k_md = plainDesc({D, Tk}, dt::f32);
+        gm.s_md = plainDesc({m, Tk}, dt::f32);
+        gm.v_md = plainDesc({Tk, Dv}, dt::f32);
+        gm.o_md = plainDesc({m, Dv}, dt::f32);
+        dnnl::primitive_attr scaled;
+        scaled.set_output_scales(0, {n.attention_scale});
+        gm.qk = dnnl::matmul(dnnl::matmul::primitive_desc(
+            dnnl::matmul::desc(gm.q_md, gm.k_md, gm.s_md), scaled, plan.engine()));
+        gm.pv = dnnl::matmul(dnnl::matmul::primitive_desc(
+            dnnl::matmul::desc(gm.s_md, gm.v_md, gm.o_md), plan.engine()));
+        return gm;
+    };
+    std::vector<Gemms> gemms;
+    try {
+        gemms.push_back(make(rows));
+        if (Tq % rows) gemms.push_back(make(Tq % rows));
+    } catch (const dnnl::error& e) {
+        return nodeError(plan, std::string("oneDNN matmul for attention: ") + e.what());
+    }
+    const dnnl::engine engine = plan.engine();
+    dnnl::stream stream(engine);
+    auto scratch = std::make_shared<std::vector<float>>(static_cast<size_t>(rows * Tk));
+    Kernel k = [=](const std::vector<dnnl::memory>& m) mutable {
+        float* q = static_cast<float*>(m[0].get_data_handle());
+        float* kt = static_cast<float*>(m[1].get_data_handle());
+        float* v = static_cast<float*>(m[2].get_data_handle());
+        const float* bias = has_bias ? static_cast<const float*>(m[3].get_data_handle()) : nullptr;
+        float* out = static_cast<float*>(m[has_bias ? 4 : 3].get_data_handle());
+        float* s = scratch->data();
+        for (int64_t b = 0; b < batches; ++b) {
+            dnnl::memory km(gemms[0].k_md, engine, kt + b * D * Tk);
+            dnnl::memory vm(gemms[0].v_md, engine, v + b * Tk * Dv);
+            for (int64_t i0 = 0; i0 < Tq; i0 += rows) {
+                const Gemms& gm = Tq - i0 >= rows ? gemms[0] : gemms[1];
+                const int64_t mrows = gm.rows;
+                dnnl::memory qm(gm.q_md, engine, q + (b * Tq + i0) * D);
+                dnnl::memory sm(gm.s_md, engine, s);
+                dnnl::memory om(gm.o_md, engine, out + (b * Tq + i0) * Dv);
+                gm.qk.execute(stream,
+                              {{DNNL_ARG_SRC, qm}, {DNNL_ARG_WEIGHTS, km}, {DNNL_ARG_DST, sm}});
+                stream.wait();
+#pragma omp parallel for schedule(static)
+                for (int64_t i = 0; i < mrows; ++i) {
+                    float* row = s + i * Tk;
+                    if (bias) {
+                        const float* br = bias + bias_base[b] + (i0 + i) * bias_row;
+                        for (int64_t j = 0; j < Tk; ++j) row[j] += br[j * bias_col];
+                    }
+                    float mx = row[0];
+                    for (int64_t j = 1; j < Tk; ++j) mx = std::max(mx, row[j]);
+                    float sum = 0;
+                    for (int64_t j = 0; j < Tk; ++j) sum += row[j] = std::exp(row[j] - mx);
+                    const float inv = 1.0f / sum;
+                    for (int64_t j = 0; j < Tk; ++j) row[j] *= inv;
+                }
+                gm.pv.execute(stream,
+                              {{DNNL_ARG_SRC, sm}, {DNNL_ARG_WEIGHTS, vm}, {DNNL_ARG_DST, om}});
+                stream.wait();
+            }
+        }
+    };
+    plan.addKernel("attention blocked " + std::to_string(rows) + "x" + std::to_string(Tk) +
+                       " rows, oneDNN matmul",
+                   std::move(k), refs);
+    plan.define(n.outputs[0], dst);
+    return planUnfusedEpilogue(plan, dst);
+}
+
 }  // namespace
 
 Status planTransformerOp(Plan& plan) {
@@ -270,6 +389,8 @@ Status planTransformerOp(Plan& plan) {
         case OpKind::kExpand:
         case OpKind::kTile:
             return planExpandOrTile(plan);
+        case OpKind::kAttention:
+            return planAttention(plan);
         default:
             return nodeError(plan, "not a transformer op");
     }

@@ -88,6 +88,8 @@ const char* opKindName(OpKind op) {
             return "Expand";
         case OpKind::kTile:
             return "Tile";
+        case OpKind::kAttention:
+            return "Attention";
     }
     return "?";
 }
@@ -327,6 +329,31 @@ Status inferNode(Graph& g, const Node& node) {
             auto b = broadcastShapes(in(0), node.shape);
             if (!b) return nodeError(node, b.status().message());
             out = *b;
+            break;
+        }
+        case OpKind::kAttention: {
+            VOXSEG_RETURN_IF_ERROR(need(3));
+            const Shape& q = in(0);
+            const Shape& kt = in(1);
+            const Shape& v = in(2);
+            const size_t r = q.size();
+            if (r < 2 || kt.size() != r || v.size() != r ||
+                !std::equal(q.begin(), q.end() - 2, kt.begin()) ||
+                !std::equal(q.begin(), q.end() - 2, v.begin()) || q[r - 1] != kt[r - 2] ||
+                kt[r - 1] != v[r - 2])
+                return nodeError(node, "Q " + shapeToString(q) + ", K^T " + shapeToString(kt) +
+                                           ", V " + shapeToString(v) + " do not fit attention");
+            out = q;
+            out[r - 1] = v[r - 1];
+            if (node.inputs.size() > 3 && node.inputs[3] >= 0) {
+                Shape scores = q;
+                scores[r - 1] = kt[r - 1];
+                auto b = broadcastShapes(in(3), scores);
+                if (!b || *b != scores)
+                    return nodeError(node, "bias " + shapeToString(in(3)) +
+                                               " does not broadcast to the scores " +
+                                               shapeToString(scores));
+            }
             break;
         }
         case OpKind::kTile: {
@@ -744,6 +771,85 @@ void fuseEpilogues(Graph& g, bool shapes_known) {
     }
 }
 
+// MatMul(Q, Kt) -> [Mul/Div by a constant scalar] -> [Add bias] -> Softmax(last axis) ->
+// MatMul(., V), each intermediate read once: one Attention node in the place of the last MatMul.
+void fuseAttention(Graph& g) {
+    bool changed = true;
+    while (changed) {
+        changed = false;
+        const Usage u = computeUsage(g);
+        auto single = [&](ValueId v, OpKind op) -> int {
+            if (v < 0 || u.producer[v] < 0 || u.uses[v] != 1 || isGraphOutput(g, v)) return -1;
+            return g.nodes[u.producer[v]].op == op ? u.producer[v] : -1;
+        };
+        for (size_t i = 0; i < g.nodes.size() && !changed; ++i) {
+            const Node& pv = g.nodes[i];
+            if (pv.op != OpKind::kMatMul || pv.fused_residual >= 0) continue;
+            const int sm = single(pv.inputs[0], OpKind::kSoftmax);
+            if (sm < 0) continue;
+            const Shape& ss = g.values[pv.inputs[0]].shape;
+            if (g.nodes[sm].axis != static_cast<int64_t>(ss.size()) - 1) continue;
+            std::vector<int> absorbed{sm, static_cast<int>(i)};
+            ValueId s = g.nodes[sm].inputs[0];
+            ValueId bias = -1;
+            float scale = 1.0f;
+            int p = single(s, OpKind::kAdd);
+            if (p >= 0) {
+                const Node& add = g.nodes[p];
+                const int k = single(add.inputs[0], OpKind::kMatMul) >= 0 ||
+                                      single(add.inputs[0], OpKind::kMul) >= 0 ||
+                                      single(add.inputs[0], OpKind::kDiv) >= 0
+                                  ? 0
+                                  : 1;
+                bias = add.inputs[1 - k];
+                s = add.inputs[k];
+                if (g.values[s].shape != ss) continue;
+                absorbed.push_back(p);
+            }
+            for (OpKind op : {OpKind::kMul, OpKind::kDiv}) {
+                const int q = single(s, op);
+                if (q < 0) continue;
+                const Node& m = g.nodes[q];
+                const int k = op == OpKind::kDiv ? 0 : (g.isConstant(m.inputs[1]) ? 0 : 1);
+                const ValueId c = m.inputs[1 - k];
+                if (!g.isConstant(c) || g.constant(c).numel() != 1) continue;
+                const float cv = g.constant(c).toFloats()[0];
+                scale = op == OpKind::kDiv ? 1.0f / cv : cv;
+                s = m.inputs[k];
+                absorbed.push_back(q);
+                break;
+            }
+            const int qk = single(s, OpKind::kMatMul);
+            if (qk < 0) continue;
+            const Node& mm = g.nodes[qk];
+            const Shape& qs = g.values[mm.inputs[0]].shape;
+            const Shape& ks = g.values[mm.inputs[1]].shape;
+            const Shape& vs = g.values[pv.inputs[1]].shape;
+            const size_t r = qs.size();
+            if (ks.size() != r || vs.size() != r || ss.size() != r || r < 2 ||
+                !std::equal(qs.begin(), qs.end() - 2, ks.begin()) ||
+                !std::equal(qs.begin(), qs.end() - 2, vs.begin()))
+                continue;  // broadcast batch dims stay unfused
+            absorbed.push_back(qk);
+            Node att;
+            att.op = OpKind::kAttention;
+            att.name = pv.name + "/attention";
+            att.inputs = {mm.inputs[0], mm.inputs[1], pv.inputs[1]};
+            if (bias >= 0) att.inputs.push_back(bias);
+            att.attention_scale = scale;
+            att.outputs = pv.outputs;
+            // Inputs exist before the earliest absorbed node; the last one's place keeps the
+            // order for its readers.
+            g.nodes[i] = att;
+            std::sort(absorbed.begin(), absorbed.end());
+            for (size_t k = absorbed.size(); k-- > 0;)
+                if (absorbed[k] != static_cast<int>(i))
+                    g.nodes.erase(g.nodes.begin() + absorbed[k]);
+            changed = true;
+        }
+    }
+}
+
 }  // namespace
 
 Graph optimize(const Graph& graph) {
@@ -758,6 +864,7 @@ Graph optimize(const Graph& graph) {
     const bool shapes_known = probe.inferShapes(input_shapes).isOk();
     if (shapes_known) g = std::move(probe);
     fuseEpilogues(g, shapes_known);
+    if (shapes_known) fuseAttention(g);
     return g;
 }
 

@@ -61,6 +61,10 @@ enum class OpKind {
     kWhere,   // inputs condition (nonzero: take X), X, Y; numpy broadcasting of all three
     kExpand,  // input broadcast with Node::shape (ONNX Expand: numpy rules, both ways)
     kTile,    // input repeated Node::repeats times along each axis
+    // Scaled-dot-product attention, fused by optimize(): softmax(Q Kt * attention_scale
+    // [+ bias]) V over the last axis. Inputs Q [..., Tq, D], Kt [..., D, Tk], V [..., Tk, Dv]
+    // (equal batch dims), bias (-1: none) broadcast to [..., Tq, Tk]. Output [..., Tq, Dv].
+    kAttention,
 };
 
 const char* opKindName(OpKind op);
@@ -144,6 +148,7 @@ struct Node {
     bool keepdims = true;              // Reduce*
     bool gelu_tanh = false;            // Gelu
     std::vector<int64_t> repeats;      // Tile
+    float attention_scale = 1.0f;      // Attention
 
     // Fused epilogue (optimize()): out = act(op(x) [+ residual]).
     ActivationKind fused_activation = ActivationKind::kNone;
@@ -187,7 +192,9 @@ struct SliceAxis {
 std::vector<SliceAxis> resolveSlice(const Node& node, const Shape& input);
 
 // Graph-level rewrites shared by all backends: BatchNorm folded into a preceding Conv, Identity
-// removed, activations (and a residual Add) fused into the producing Conv/norm as epilogues.
+// removed, activations (and a residual Add) fused into the producing Conv/norm as epilogues,
+// MatMul -> [Mul/Div by a constant] -> [Add bias] -> Softmax(last axis) -> MatMul fused into one
+// Attention node.
 // Backends may ignore epilogues they cannot fuse only by evaluating them separately.
 Graph optimize(const Graph& graph);
 

@@ -553,6 +553,43 @@ void tile(const Tensor& x, Tensor& y) {
     }
 }
 
+// softmax(Q Kt * scale + bias) V per batch item, one query row at a time.
+void attention(const Node& n, const Tensor& q, const Tensor& kt, const Tensor& v,
+               const Tensor* bias, Tensor& y) {
+    const Shape& qs = q.shape();
+    const size_t r = qs.size();
+    const int64_t Tq = qs[r - 2], D = qs[r - 1], Tk = kt.shape()[r - 1], Dv = v.shape()[r - 1];
+    const int64_t batches = q.numel() / (Tq * D);
+    Shape scores = qs;
+    scores[r - 1] = Tk;
+    const std::vector<float> bv = bias ? bias->toFloats() : std::vector<float>{};
+    const float* qp = q.data<float>();
+    const float* kp = kt.data<float>();
+    const float* vp = v.data<float>();
+    float* yp = y.data<float>();
+    std::vector<double> row(static_cast<size_t>(Tk));
+    for (int64_t b = 0; b < batches; ++b)
+        for (int64_t i = 0; i < Tq; ++i) {
+            double mx = -std::numeric_limits<double>::infinity();
+            for (int64_t j = 0; j < Tk; ++j) {
+                double acc = 0;
+                for (int64_t d = 0; d < D; ++d)
+                    acc += double(qp[(b * Tq + i) * D + d]) * kp[(b * D + d) * Tk + j];
+                acc *= n.attention_scale;
+                if (bias) acc += bv[broadcastOffset((b * Tq + i) * Tk + j, scores, bias->shape())];
+                row[j] = acc;
+                mx = std::max(mx, acc);
+            }
+            double sum = 0;
+            for (int64_t j = 0; j < Tk; ++j) sum += row[j] = std::exp(row[j] - mx);
+            for (int64_t e = 0; e < Dv; ++e) {
+                double acc = 0;
+                for (int64_t j = 0; j < Tk; ++j) acc += row[j] * vp[(b * Tk + j) * Dv + e];
+                yp[(b * Tq + i) * Dv + e] = static_cast<float>(acc / sum);
+            }
+        }
+}
+
 double geluExact(double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); }
 double geluTanh(double v) {
     const double k = std::sqrt(2.0 / 3.14159265358979323846);
@@ -733,6 +770,9 @@ Status runNode(const Graph& g, const Node& n, std::vector<Tensor>& env) {
         }
         case OpKind::kTile:
             tile(*in[0], y);
+            break;
+        case OpKind::kAttention:
+            attention(n, *in[0], *in[1], *in[2], in.size() > 3 ? in[3] : nullptr, y);
             break;
     }
     applyEpilogue(n, env, y);

@@ -799,6 +799,52 @@ inline std::vector<OpCase> allOpCases() {
         }));
         add("tile_2131", "input " + vecStr(s) + " repeats [2,1,3,1]", b, {s}, kElementwiseTol);
     }
+    // Fused attention (optimize() builds it from MatMul/Mul/Add/Softmax/MatMul): direct cases,
+    // one long enough for the CPU's query blocks (256 KiB of scores: 218 rows of 300) to have a
+    // tail, and the unfused pattern with a broadcast mask (compared as imported and optimized).
+    struct AttentionSpec {
+        const char* name;
+        int64_t heads, tq, tk, d, dv;
+        float scale;
+        bool bias;
+    };
+    const std::vector<AttentionSpec> attentions = {
+        {"attention_fused", 3, 11, 13, 8, 5, 0.35f, false},
+        {"attention_fused_bias", 3, 11, 13, 8, 5, 0.35f, true},
+        {"attention_fused_blocked_tail", 2, 300, 300, 8, 7, 0.35f, true},
+    };
+    for (const AttentionSpec& a : attentions) {
+        GraphBuilder b;
+        const Shape qs{1, a.heads, a.tq, a.d}, ks{1, a.heads, a.d, a.tk},
+            vs{1, a.heads, a.tk, a.dv};
+        std::vector<ValueId> in{b.input("q", qs), b.input("kt", ks), b.input("v", vs)};
+        if (a.bias) {
+            const Shape bs{1, 1, a.tq, a.tk};
+            std::vector<float> mask(static_cast<size_t>(numel(bs)));
+            for (size_t i = 0; i < mask.size(); ++i) mask[i] = (i * 7) % 5 == 0 ? -100.0f : 0.0f;
+            in.push_back(b.constant("mask", Tensor::fromFloats(bs, mask)));
+        }
+        b.output(b.node(OpKind::kAttention, in, [&](Node& n) { n.attention_scale = a.scale; }));
+        add(a.name,
+            "q " + vecStr(qs) + " kt " + vecStr(ks) + " v " + vecStr(vs) + " scale " +
+                std::to_string(a.scale) + " bias " + std::to_string(a.bias),
+            b, {qs, ks, vs}, kMatMulTol);
+    }
+    {
+        GraphBuilder b;
+        const Shape qs{2, 3, 11, 8}, ks{2, 3, 8, 13}, vs{2, 3, 13, 5}, bs{2, 1, 1, 13};
+        const ValueId q = b.input("q", qs), kt = b.input("kt", ks), v = b.input("v", vs);
+        const ValueId bias = b.input("bias", bs);
+        ValueId s2 = b.node(OpKind::kMatMul, {q, kt});
+        s2 = b.node(OpKind::kDiv, {s2, b.constant("sqrt_d", Tensor::fromFloats({}, {2.83f}))});
+        s2 = b.node(OpKind::kAdd, {s2, bias});
+        s2 = b.node(OpKind::kSoftmax, {s2}, [](Node& n) { n.axis = 3; });
+        b.output(b.node(OpKind::kMatMul, {s2, v}));
+        add("attention_pattern_div_bias",
+            "MatMul q " + vecStr(qs) + " kt " + vecStr(ks) + " / 2.83 + bias " + vecStr(bs) +
+                " softmax -1, MatMul v " + vecStr(vs),
+            b, {qs, ks, vs, bs}, kMatMulTol);
+    }
     {
         // A pre-norm transformer block on 11 tokens of width 12 (3 heads of 4): LayerNorm, QKV
         // projections, attention with softmax, output projection, residual, LayerNorm, GELU MLP,

@@ -78,6 +78,11 @@ TEST(TransformerGolden, ExportedFormsAreFused) {
         EXPECT_EQ(count(*g, OpKind::kGelu), swiglu ? 0 : 1);
         EXPECT_EQ(count(*g, OpKind::kSilu), swiglu ? 1 : 0);
         EXPECT_EQ(count(*g, OpKind::kMatMul), swiglu ? 7 : 6);
+        // optimize(): Q K^T * scale -> Softmax -> x V becomes one Attention node.
+        const Graph opt = optimize(*g);
+        EXPECT_EQ(count(opt, OpKind::kAttention), 1);
+        EXPECT_EQ(count(opt, OpKind::kSoftmax), 0);
+        EXPECT_EQ(count(opt, OpKind::kMatMul), swiglu ? 5 : 4);
     }
 }
 
