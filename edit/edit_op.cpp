@@ -1,0 +1,474 @@
+#include "edit/edit_op.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <set>
+
+namespace voxseg::edit {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+struct Name {
+    OpKind kind;
+    const char* name;
+};
+constexpr Name kOpNames[] = {
+    {OpKind::kPaint, "paint"},         {OpKind::kErase, "erase"},
+    {OpKind::kThreshold, "threshold"}, {OpKind::kFloodFill, "flood_fill"},
+    {OpKind::kFillBetweenSlices, "fill_between_slices"},
+    {OpKind::kIslands, "islands"},     {OpKind::kMedian, "median"},
+    {OpKind::kOpening, "opening"},     {OpKind::kClosing, "closing"},
+    {OpKind::kMargin, "margin"},       {OpKind::kLogical, "logical"},
+    {OpKind::kUndo, "undo"},           {OpKind::kRedo, "redo"},
+};
+
+const char* planeName(Plane p) {
+    switch (p) {
+        case Plane::kAxial:
+            return "axial";
+        case Plane::kCoronal:
+            return "coronal";
+        case Plane::kSagittal:
+            return "sagittal";
+    }
+    return "axial";
+}
+const char* islandModeName(IslandMode m) {
+    switch (m) {
+        case IslandMode::kKeepLargest:
+            return "keep_largest";
+        case IslandMode::kRemoveSmall:
+            return "remove_small";
+        case IslandMode::kSplit:
+            return "split";
+    }
+    return "keep_largest";
+}
+const char* logicalName(LogicalOp l) {
+    switch (l) {
+        case LogicalOp::kUnion:
+            return "union";
+        case LogicalOp::kIntersect:
+            return "intersect";
+        case LogicalOp::kSubtract:
+            return "subtract";
+        case LogicalOp::kCopy:
+            return "copy";
+        case LogicalOp::kClear:
+            return "clear";
+    }
+    return "union";
+}
+std::string overwriteName(const Overwrite& o) {
+    switch (o.mode) {
+        case Overwrite::Mode::kAll:
+            return "all";
+        case Overwrite::Mode::kBackground:
+            return "background";
+        case Overwrite::Mode::kLabel:
+            return "label:" + std::to_string(o.label);
+    }
+    return "all";
+}
+
+Json point(const Vec3& p) { return Json::array({p[0], p[1], p[2]}); }
+
+// Keys each op accepts (besides "op").
+std::set<std::string> allowedKeys(const EditOp& op) {
+    switch (op.kind) {
+        case OpKind::kPaint:
+        case OpKind::kErase:
+            return {"shape", "plane", "center_mm", "stroke_mm", "radius_mm", "label", "min", "max",
+                    "overwrite"};
+        case OpKind::kThreshold:
+            return {"label", "min", "max", "overwrite", "plane", "point_mm"};
+        case OpKind::kFloodFill:
+            return {"label", "seed_mm", "min", "max", "overwrite", "plane", "connectivity"};
+        case OpKind::kFillBetweenSlices:
+            return {"label", "plane", "overwrite"};
+        case OpKind::kIslands:
+            return {"label", "mode", "min_ml", "connectivity"};
+        case OpKind::kMedian:
+        case OpKind::kOpening:
+        case OpKind::kClosing:
+            return {"label", "radius_mm", "overwrite"};
+        case OpKind::kMargin:
+            return {"label", "margin_mm", "overwrite"};
+        case OpKind::kLogical:
+            return {"operation", "label", "other"};
+        case OpKind::kUndo:
+        case OpKind::kRedo:
+            return {};
+    }
+    return {};
+}
+
+class Parser {
+  public:
+    explicit Parser(const Json& j) : j_(j) {}
+
+    Status error(const std::string& key, const std::string& what) const {
+        return invalidArgument(fmt::format("key \"{}\": {}", key, what));
+    }
+    bool has(const std::string& key) const { return j_.contains(key); }
+
+    Status number(const std::string& key, double& out) const {
+        const Json& v = j_.at(key);
+        if (!v.is_number()) return error(key, "expected a number, got " + v.dump());
+        out = v.get<double>();
+        if (!std::isfinite(out)) return error(key, "not a finite number");
+        return {};
+    }
+    Status positive(const std::string& key, double& out) const {
+        VOXSEG_RETURN_IF_ERROR(number(key, out));
+        if (!(out > 0)) return error(key, fmt::format("must be > 0 (got {})", out));
+        return {};
+    }
+    Status integer(const std::string& key, int& out, int lo, int hi) const {
+        const Json& v = j_.at(key);
+        if (!v.is_number_integer())
+            return error(key, "expected an integer, got " + v.dump());
+        const int64_t x = v.get<int64_t>();
+        if (x < lo || x > hi) return error(key, fmt::format("must be in [{}, {}] (got {})", lo, hi, x));
+        out = static_cast<int>(x);
+        return {};
+    }
+    Status label(const std::string& key, int& out, int lo) const {
+        if (!has(key)) return error(key, "missing");
+        return integer(key, out, lo, 65535);
+    }
+    Status point(const std::string& key, Vec3& out) const {
+        const Json& v = j_.at(key);
+        if (!v.is_array() || v.size() != 3)
+            return error(key, "expected [x, y, z] in mm, got " + v.dump());
+        for (int a = 0; a < 3; ++a) {
+            if (!v[a].is_number()) return error(key, "expected [x, y, z] in mm, got " + v.dump());
+            out[a] = v[a].get<double>();
+            if (!std::isfinite(out[a])) return error(key, "not finite");
+        }
+        return {};
+    }
+    Status points(const std::string& key, std::vector<Vec3>& out) const {
+        const Json& v = j_.at(key);
+        if (!v.is_array() || v.empty())
+            return error(key, "expected a non-empty list of [x, y, z] points in mm");
+        for (const Json& p : v) {
+            if (!p.is_array() || p.size() != 3 || !p[0].is_number() || !p[1].is_number() ||
+                !p[2].is_number())
+                return error(key, "expected [x, y, z] points in mm, got " + p.dump());
+            out.push_back({p[0].get<double>(), p[1].get<double>(), p[2].get<double>()});
+        }
+        return {};
+    }
+    Status string(const std::string& key, std::string& out) const {
+        const Json& v = j_.at(key);
+        if (!v.is_string()) return error(key, "expected a string, got " + v.dump());
+        out = v.get<std::string>();
+        return {};
+    }
+    Status plane(Plane& out) const {
+        std::string s;
+        VOXSEG_RETURN_IF_ERROR(string("plane", s));
+        if (s == "axial") out = Plane::kAxial;
+        else if (s == "coronal") out = Plane::kCoronal;
+        else if (s == "sagittal") out = Plane::kSagittal;
+        else return error("plane", "\"" + s + "\": expected axial, coronal or sagittal");
+        return {};
+    }
+    Status overwrite(Overwrite& out) const {
+        if (!has("overwrite")) return {};
+        std::string s;
+        VOXSEG_RETURN_IF_ERROR(string("overwrite", s));
+        if (s == "all") {
+            out = {Overwrite::Mode::kAll, 0};
+        } else if (s == "background") {
+            out = {Overwrite::Mode::kBackground, 0};
+        } else if (s.rfind("label:", 0) == 0) {
+            const std::string n = s.substr(6);
+            if (n.empty() || n.size() > 5 || n.find_first_not_of("0123456789") != std::string::npos ||
+                std::stoi(n) < 1 || std::stoi(n) > 65535)
+                return error("overwrite", "\"" + s + "\": expected label:N with N in [1, 65535]");
+            out = {Overwrite::Mode::kLabel, std::stoi(n)};
+        } else {
+            return error("overwrite", "\"" + s + "\": expected all, background or label:N");
+        }
+        return {};
+    }
+    Status range(EditOp& op, bool required) const {
+        double v = 0;
+        if (has("min")) {
+            VOXSEG_RETURN_IF_ERROR(number("min", v));
+            op.min = v;
+        }
+        if (has("max")) {
+            VOXSEG_RETURN_IF_ERROR(number("max", v));
+            op.max = v;
+        }
+        if (required && !op.min && !op.max) return error("min", "missing (give min, max or both)");
+        if (op.min && op.max && *op.min > *op.max)
+            return error("max", fmt::format("{} is below min {}", *op.max, *op.min));
+        return {};
+    }
+    Status connectivity(EditOp& op, int fallback) const {
+        op.connectivity = fallback;
+        if (!has("connectivity")) return {};
+        VOXSEG_RETURN_IF_ERROR(integer("connectivity", op.connectivity, 6, 26));
+        if (op.connectivity != 6 && op.connectivity != 26)
+            return error("connectivity", fmt::format("must be 6 or 26 (got {})", op.connectivity));
+        return {};
+    }
+
+  private:
+    const Json& j_;
+};
+
+Status parseFields(const Parser& p, EditOp& op) {
+    switch (op.kind) {
+        case OpKind::kPaint:
+        case OpKind::kErase: {
+            std::string shape;
+            if (!p.has("shape")) return p.error("shape", "missing (sphere or disk)");
+            VOXSEG_RETURN_IF_ERROR(p.string("shape", shape));
+            if (shape == "sphere") op.shape = Shape::kSphere;
+            else if (shape == "disk") op.shape = Shape::kDisk;
+            else return p.error("shape", "\"" + shape + "\": expected sphere or disk");
+            if (op.shape == Shape::kDisk) {
+                if (!p.has("plane")) return p.error("plane", "missing (a disk needs its plane)");
+                VOXSEG_RETURN_IF_ERROR(p.plane(op.plane));
+            } else if (p.has("plane")) {
+                return p.error("plane", "only for shape disk");
+            }
+            if (p.has("center_mm") == p.has("stroke_mm"))
+                return p.error("center_mm", "give either center_mm or stroke_mm");
+            if (p.has("center_mm")) {
+                Vec3 c{};
+                VOXSEG_RETURN_IF_ERROR(p.point("center_mm", c));
+                op.points = {c};
+            } else {
+                op.stroke = true;
+                VOXSEG_RETURN_IF_ERROR(p.points("stroke_mm", op.points));
+            }
+            if (!p.has("radius_mm")) return p.error("radius_mm", "missing");
+            VOXSEG_RETURN_IF_ERROR(p.positive("radius_mm", op.radius_mm));
+            if (op.kind == OpKind::kPaint) {
+                VOXSEG_RETURN_IF_ERROR(p.label("label", op.label, 1));
+                VOXSEG_RETURN_IF_ERROR(p.overwrite(op.overwrite));
+            } else {
+                if (p.has("label")) VOXSEG_RETURN_IF_ERROR(p.label("label", op.label, 1));
+                if (p.has("overwrite")) return p.error("overwrite", "not for erase");
+            }
+            return p.range(op, false);
+        }
+        case OpKind::kThreshold:
+            VOXSEG_RETURN_IF_ERROR(p.label("label", op.label, 1));
+            VOXSEG_RETURN_IF_ERROR(p.range(op, true));
+            VOXSEG_RETURN_IF_ERROR(p.overwrite(op.overwrite));
+            if (p.has("plane") != p.has("point_mm"))
+                return p.error(p.has("plane") ? "point_mm" : "plane",
+                               "missing (a threshold in one slice needs plane and point_mm)");
+            if (p.has("plane")) {
+                op.in_slice = true;
+                VOXSEG_RETURN_IF_ERROR(p.plane(op.plane));
+                Vec3 c{};
+                VOXSEG_RETURN_IF_ERROR(p.point("point_mm", c));
+                op.points = {c};
+            }
+            return {};
+        case OpKind::kFloodFill: {
+            VOXSEG_RETURN_IF_ERROR(p.label("label", op.label, 1));
+            if (!p.has("seed_mm")) return p.error("seed_mm", "missing");
+            Vec3 c{};
+            VOXSEG_RETURN_IF_ERROR(p.point("seed_mm", c));
+            op.points = {c};
+            VOXSEG_RETURN_IF_ERROR(p.range(op, true));
+            VOXSEG_RETURN_IF_ERROR(p.overwrite(op.overwrite));
+            if (p.has("plane")) {
+                op.in_slice = true;
+                VOXSEG_RETURN_IF_ERROR(p.plane(op.plane));
+            }
+            return p.connectivity(op, 6);
+        }
+        case OpKind::kFillBetweenSlices:
+            VOXSEG_RETURN_IF_ERROR(p.label("label", op.label, 1));
+            if (!p.has("plane")) return p.error("plane", "missing");
+            VOXSEG_RETURN_IF_ERROR(p.plane(op.plane));
+            return p.overwrite(op.overwrite);
+        case OpKind::kIslands: {
+            VOXSEG_RETURN_IF_ERROR(p.label("label", op.label, 1));
+            std::string mode;
+            if (!p.has("mode")) return p.error("mode", "missing (keep_largest, remove_small, split)");
+            VOXSEG_RETURN_IF_ERROR(p.string("mode", mode));
+            if (mode == "keep_largest") op.island_mode = IslandMode::kKeepLargest;
+            else if (mode == "remove_small") op.island_mode = IslandMode::kRemoveSmall;
+            else if (mode == "split") op.island_mode = IslandMode::kSplit;
+            else return p.error("mode", "\"" + mode + "\": expected keep_largest, remove_small or split");
+            if (op.island_mode == IslandMode::kRemoveSmall) {
+                if (!p.has("min_ml")) return p.error("min_ml", "missing (remove_small needs it)");
+                VOXSEG_RETURN_IF_ERROR(p.positive("min_ml", op.min_ml));
+            } else if (p.has("min_ml")) {
+                return p.error("min_ml", "only for mode remove_small");
+            }
+            return p.connectivity(op, 26);
+        }
+        case OpKind::kMedian:
+        case OpKind::kOpening:
+        case OpKind::kClosing:
+            VOXSEG_RETURN_IF_ERROR(p.label("label", op.label, 1));
+            if (!p.has("radius_mm")) return p.error("radius_mm", "missing");
+            VOXSEG_RETURN_IF_ERROR(p.positive("radius_mm", op.radius_mm));
+            return p.overwrite(op.overwrite);
+        case OpKind::kMargin:
+            VOXSEG_RETURN_IF_ERROR(p.label("label", op.label, 1));
+            if (!p.has("margin_mm")) return p.error("margin_mm", "missing");
+            VOXSEG_RETURN_IF_ERROR(p.number("margin_mm", op.margin_mm));
+            if (op.margin_mm == 0) return p.error("margin_mm", "must not be 0");
+            return p.overwrite(op.overwrite);
+        case OpKind::kLogical: {
+            std::string s;
+            if (!p.has("operation"))
+                return p.error("operation", "missing (union, intersect, subtract, copy, clear)");
+            VOXSEG_RETURN_IF_ERROR(p.string("operation", s));
+            if (s == "union") op.logical = LogicalOp::kUnion;
+            else if (s == "intersect") op.logical = LogicalOp::kIntersect;
+            else if (s == "subtract") op.logical = LogicalOp::kSubtract;
+            else if (s == "copy") op.logical = LogicalOp::kCopy;
+            else if (s == "clear") op.logical = LogicalOp::kClear;
+            else
+                return p.error("operation",
+                               "\"" + s + "\": expected union, intersect, subtract, copy or clear");
+            VOXSEG_RETURN_IF_ERROR(p.label("label", op.label, 1));
+            if (op.logical == LogicalOp::kClear) {
+                if (p.has("other")) return p.error("other", "not for clear");
+            } else {
+                VOXSEG_RETURN_IF_ERROR(p.label("other", op.other, 1));
+                if (op.other == op.label) return p.error("other", "must differ from label");
+            }
+            return {};
+        }
+        case OpKind::kUndo:
+        case OpKind::kRedo:
+            return {};
+    }
+    return {};
+}
+
+}  // namespace
+
+const char* opName(OpKind kind) {
+    for (const Name& n : kOpNames)
+        if (n.kind == kind) return n.name;
+    return "?";
+}
+
+std::string toJsonLine(const EditOp& op) {
+    Json j;
+    j["op"] = opName(op.kind);
+    const bool adds = op.kind != OpKind::kErase && op.kind != OpKind::kIslands &&
+                      op.kind != OpKind::kLogical && op.kind != OpKind::kUndo &&
+                      op.kind != OpKind::kRedo;
+    auto range = [&] {
+        if (op.min) j["min"] = *op.min;
+        if (op.max) j["max"] = *op.max;
+    };
+    switch (op.kind) {
+        case OpKind::kPaint:
+        case OpKind::kErase:
+            j["shape"] = op.shape == Shape::kSphere ? "sphere" : "disk";
+            if (op.shape == Shape::kDisk) j["plane"] = planeName(op.plane);
+            if (op.stroke) {
+                Json s = Json::array();
+                for (const Vec3& p : op.points) s.push_back(point(p));
+                j["stroke_mm"] = s;
+            } else {
+                j["center_mm"] = point(op.points.at(0));
+            }
+            j["radius_mm"] = op.radius_mm;
+            if (op.kind == OpKind::kPaint || op.label != 0) j["label"] = op.label;
+            range();
+            break;
+        case OpKind::kThreshold:
+            j["label"] = op.label;
+            range();
+            if (op.in_slice) {
+                j["plane"] = planeName(op.plane);
+                j["point_mm"] = point(op.points.at(0));
+            }
+            break;
+        case OpKind::kFloodFill:
+            j["label"] = op.label;
+            j["seed_mm"] = point(op.points.at(0));
+            range();
+            if (op.in_slice) j["plane"] = planeName(op.plane);
+            j["connectivity"] = op.connectivity;
+            break;
+        case OpKind::kFillBetweenSlices:
+            j["label"] = op.label;
+            j["plane"] = planeName(op.plane);
+            break;
+        case OpKind::kIslands:
+            j["label"] = op.label;
+            j["mode"] = islandModeName(op.island_mode);
+            if (op.island_mode == IslandMode::kRemoveSmall) j["min_ml"] = op.min_ml;
+            j["connectivity"] = op.connectivity;
+            break;
+        case OpKind::kMedian:
+        case OpKind::kOpening:
+        case OpKind::kClosing:
+            j["label"] = op.label;
+            j["radius_mm"] = op.radius_mm;
+            break;
+        case OpKind::kMargin:
+            j["label"] = op.label;
+            j["margin_mm"] = op.margin_mm;
+            break;
+        case OpKind::kLogical:
+            j["operation"] = logicalName(op.logical);
+            j["label"] = op.label;
+            if (op.logical != LogicalOp::kClear) j["other"] = op.other;
+            break;
+        case OpKind::kUndo:
+        case OpKind::kRedo:
+            break;
+    }
+    if (adds) j["overwrite"] = overwriteName(op.overwrite);
+    return j.dump();
+}
+
+Result<EditOp> parseEditOp(const std::string& line) {
+    Json j;
+    try {
+        j = Json::parse(line);
+    } catch (const Json::parse_error& e) {
+        return invalidArgument(std::string("not JSON: ") + e.what());
+    }
+    if (!j.is_object()) return invalidArgument("expected a JSON object {\"op\": ...}");
+    if (!j.contains("op")) return invalidArgument("key \"op\": missing");
+    if (!j["op"].is_string()) return invalidArgument("key \"op\": expected a string");
+    const std::string name = j["op"].get<std::string>();
+    EditOp op;
+    bool known = false;
+    for (const Name& n : kOpNames) {
+        if (name == n.name) {
+            op.kind = n.kind;
+            known = true;
+        }
+    }
+    if (!known) {
+        std::string names;
+        for (const Name& n : kOpNames) names += std::string(names.empty() ? "" : ", ") + n.name;
+        return invalidArgument("key \"op\": unknown op \"" + name + "\" (known: " + names + ")");
+    }
+    const std::set<std::string> allowed = allowedKeys(op);
+    for (const auto& item : j.items()) {
+        if (item.key() != "op" && !allowed.count(item.key()))
+            return invalidArgument(
+                fmt::format("key \"{}\": unknown for op \"{}\"", item.key(), name));
+    }
+    VOXSEG_RETURN_IF_ERROR(parseFields(Parser(j), op));
+    return op;
+}
+
+}  // namespace voxseg::edit

@@ -1,0 +1,92 @@
+#include "edit/journal.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+namespace voxseg::edit {
+
+Result<JournalWriter> JournalWriter::open(const std::string& path, bool truncate) {
+    const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0);
+    const int fd = ::open(path.c_str(), flags, 0644);
+    if (fd < 0) return ioError(std::string("cannot open the edit journal: ") + std::strerror(errno), path);
+    JournalWriter w;
+    w.fd_ = fd;
+    w.path_ = path;
+    return w;
+}
+
+JournalWriter::JournalWriter(JournalWriter&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) {
+    o.fd_ = -1;
+}
+JournalWriter& JournalWriter::operator=(JournalWriter&& o) noexcept {
+    if (this != &o) {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = o.fd_;
+        path_ = std::move(o.path_);
+        o.fd_ = -1;
+    }
+    return *this;
+}
+JournalWriter::~JournalWriter() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+Status JournalWriter::append(const EditOp& op) {
+    if (fd_ < 0) return Status(StatusCode::kFailedPrecondition, "journal is closed", path_);
+    const std::string line = toJsonLine(op) + "\n";
+    size_t done = 0;
+    while (done < line.size()) {
+        const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return ioError(std::string("cannot write the edit journal: ") + std::strerror(errno),
+                           path_);
+        }
+        done += static_cast<size_t>(n);
+    }
+    if (::fsync(fd_) != 0)
+        return ioError(std::string("cannot sync the edit journal: ") + std::strerror(errno), path_);
+    return {};
+}
+
+Result<std::vector<JournalLine>> readJournal(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) return notFound("cannot read the edit journal", path);
+    std::vector<JournalLine> out;
+    std::string text;
+    int number = 0;
+    while (std::getline(in, text)) {
+        ++number;
+        if (!text.empty() && text.back() == '\r') text.pop_back();
+        if (text.find_first_not_of(" \t") == std::string::npos) continue;
+        auto op = parseEditOp(text);
+        if (!op.isOk())
+            return Status(op.status().code(), fmt::format("line {}: {}", number, op.status().message()),
+                          path);
+        out.push_back({number, std::move(op).value()});
+    }
+    if (in.bad()) return ioError("reading the edit journal failed", path);
+    return out;
+}
+
+Result<ReplayReport> replayJournal(const std::string& path, LabelEditor& editor) {
+    VOXSEG_ASSIGN_OR_RETURN(auto lines, readJournal(path));
+    ReplayReport report;
+    for (const JournalLine& l : lines) {
+        auto r = editor.apply(l.op);
+        if (!r.isOk())
+            return Status(r.status().code(), fmt::format("line {}: {}", l.line, r.status().message()),
+                          path);
+        ++report.ops_applied;
+        report.voxels_changed += r->voxels_changed;
+    }
+    return report;
+}
+
+}  // namespace voxseg::edit

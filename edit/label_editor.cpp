@@ -1,0 +1,281 @@
+#include "edit/label_editor.h"
+
+#include "edit/canvas.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+namespace voxseg::edit {
+namespace detail {
+
+Grid::Grid(const Geometry& g) : geometry(g), size(g.size), spacing(g.spacing), origin(g.origin) {
+    for (int r = 0; r < 3; ++r)
+        for (int c = 0; c < 3; ++c) m[3 * r + c] = g.direction[3 * r + c] * g.spacing[c];
+    m_inv = invert(m);
+}
+
+Vec3 Grid::index(const Vec3& p) const {
+    return multiply(m_inv, {p[0] - origin[0], p[1] - origin[1], p[2] - origin[2]});
+}
+
+int Grid::sliceAxis(Plane plane) const {
+    const int patient_axis = plane == Plane::kAxial ? 2 : plane == Plane::kCoronal ? 1 : 0;
+    int best = 0;
+    double best_cos = -1.0;
+    for (int a = 0; a < 3; ++a) {
+        const double c = std::abs(geometry.axisDirection(a)[patient_axis]);
+        if (c > best_cos + 1e-12) {
+            best_cos = c;
+            best = a;
+        }
+    }
+    return best;
+}
+
+Canvas::Canvas(const Volume& labels, std::vector<TileChange>& tiles) : tiles_out_(tiles) {
+    wide_ = labels.pixelType() == PixelType::kUInt16;
+    u8_ = labels.data<uint8_t>();
+    u16_ = labels.data<uint16_t>();
+    size_ = labels.geometry().size;
+    for (int a = 0; a < 3; ++a)
+        tiles_[a] = (size_[a] + LabelEditor::kTile - 1) / LabelEditor::kTile;
+    slot_.assign(static_cast<size_t>(tiles_[0] * tiles_[1] * tiles_[2]), -1);
+}
+
+void Canvas::tileBox(int64_t tile, std::array<int64_t, 3>& lo, std::array<int64_t, 3>& hi) const {
+    const int64_t t[3] = {tile % tiles_[0], (tile / tiles_[0]) % tiles_[1],
+                          tile / (tiles_[0] * tiles_[1])};
+    for (int a = 0; a < 3; ++a) {
+        lo[a] = t[a] * LabelEditor::kTile;
+        hi[a] = std::min(lo[a] + LabelEditor::kTile, size_[a]);
+    }
+}
+
+void Canvas::readTile(int64_t tile, std::vector<uint8_t>& bytes) const {
+    std::array<int64_t, 3> lo{}, hi{};
+    tileBox(tile, lo, hi);
+    const size_t bpv = wide_ ? 2 : 1;
+    const size_t row = static_cast<size_t>(hi[0] - lo[0]) * bpv;
+    bytes.resize(row * static_cast<size_t>((hi[1] - lo[1]) * (hi[2] - lo[2])));
+    const uint8_t* base = wide_ ? reinterpret_cast<const uint8_t*>(u16_) : u8_;
+    size_t o = 0;
+    for (int64_t k = lo[2]; k < hi[2]; ++k)
+        for (int64_t j = lo[1]; j < hi[1]; ++j, o += row)
+            std::memcpy(bytes.data() + o, base + grid_linear(lo[0], j, k) * bpv, row);
+}
+
+void Canvas::writeTile(int64_t tile, const std::vector<uint8_t>& bytes) {
+    std::array<int64_t, 3> lo{}, hi{};
+    tileBox(tile, lo, hi);
+    const size_t bpv = wide_ ? 2 : 1;
+    const size_t row = static_cast<size_t>(hi[0] - lo[0]) * bpv;
+    uint8_t* base = wide_ ? reinterpret_cast<uint8_t*>(u16_) : u8_;
+    size_t o = 0;
+    for (int64_t k = lo[2]; k < hi[2]; ++k)
+        for (int64_t j = lo[1]; j < hi[1]; ++j, o += row)
+            std::memcpy(base + grid_linear(lo[0], j, k) * bpv, bytes.data() + o, row);
+}
+
+void Canvas::touch(int64_t i, int64_t j, int64_t k) {
+    const int64_t t = i / LabelEditor::kTile +
+                      tiles_[0] * (j / LabelEditor::kTile + tiles_[1] * (k / LabelEditor::kTile));
+    if (slot_[static_cast<size_t>(t)] >= 0) return;
+    slot_[static_cast<size_t>(t)] = static_cast<int32_t>(tiles_out_.size());
+    TileChange change;
+    change.tile = t;
+    readTile(t, change.before);
+    tiles_out_.push_back(std::move(change));
+}
+
+}  // namespace detail
+
+size_t UndoStep::bytes() const {
+    size_t b = 0;
+    for (const TileChange& t : tiles) b += t.before.size() + t.after.size();
+    return b;
+}
+
+LabelEditor::LabelEditor(LabelEditor&&) noexcept = default;
+LabelEditor& LabelEditor::operator=(LabelEditor&&) noexcept = default;
+LabelEditor::~LabelEditor() = default;
+
+Result<LabelEditor> LabelEditor::create(const Volume& image, const Volume& label_map,
+                                        const EditorOptions& options) {
+    if (image.empty()) return invalidArgument("no image to edit a label map of");
+    if (label_map.empty()) return invalidArgument("no label map to edit");
+    if (label_map.pixelType() != PixelType::kUInt8 && label_map.pixelType() != PixelType::kUInt16)
+        return unsupported(fmt::format("label map is {}: the editor takes uint8 or uint16",
+                                       pixelTypeName(label_map.pixelType())),
+                           label_map.info().source);
+    const Geometry g = image.geometry();
+    if (label_map.geometry().size != g.size || !label_map.geometry().approxEqual(g))
+        return invalidArgument(
+            "label map is not on the image's grid: read it onto the image first "
+            "(pipeline::readSegmentationFile)",
+            label_map.info().source);
+    if (options.max_undo_steps < 1) return invalidArgument("max_undo_steps must be >= 1");
+    LabelEditor e;
+    e.image_ = image;
+    e.labels_ = cloneVolume(label_map);
+    e.geometry_ = g;
+    e.options_ = options;
+    return e;
+}
+
+size_t LabelEditor::historyBytes() const {
+    size_t b = 0;
+    for (const UndoStep& s : undo_) b += s.bytes();
+    for (const UndoStep& s : redo_) b += s.bytes();
+    return b;
+}
+
+void LabelEditor::push(UndoStep step) {
+    redo_.clear();
+    undo_.push_back(std::move(step));
+    size_t bytes = historyBytes();
+    while (undo_.size() > 1 && (static_cast<int>(undo_.size()) > options_.max_undo_steps ||
+                                bytes > options_.max_undo_bytes)) {
+        bytes -= undo_.front().bytes();
+        undo_.pop_front();
+    }
+}
+
+Result<ApplyReport> LabelEditor::apply(const EditOp& op) {
+    if (op.kind == OpKind::kUndo) return undo();
+    if (op.kind == OpKind::kRedo) return redo();
+    const detail::Grid grid(geometry_);
+    const detail::Intensity intensity(image_);
+    UndoStep step;
+    step.op = op;
+    detail::Canvas canvas(labels_, step.tiles);
+    ApplyReport report;
+    report.kind = op.kind;
+    if (op.label > canvas.maxLabel() || op.other > canvas.maxLabel() ||
+        op.overwrite.label > canvas.maxLabel())
+        return invalidArgument(fmt::format("label {} does not fit the uint8 label map (at most 255)",
+                                           std::max({op.label, op.other, op.overwrite.label})));
+    Status status;
+    switch (op.kind) {
+        case OpKind::kPaint:
+        case OpKind::kErase:
+            status = detail::applyBrush(op, grid, intensity, canvas);
+            break;
+        case OpKind::kThreshold:
+            status = detail::applyThreshold(op, grid, intensity, canvas);
+            break;
+        case OpKind::kFloodFill:
+            status = detail::applyFloodFill(op, grid, intensity, canvas);
+            break;
+        case OpKind::kFillBetweenSlices:
+            status = detail::applyFillBetweenSlices(op, grid, canvas);
+            break;
+        case OpKind::kIslands:
+            status = detail::applyIslands(op, grid, canvas, report.new_labels);
+            break;
+        case OpKind::kMedian:
+        case OpKind::kOpening:
+        case OpKind::kClosing:
+        case OpKind::kMargin:
+            status = detail::applyMorphology(op, grid, canvas);
+            break;
+        case OpKind::kLogical:
+            status = detail::applyLogical(op, grid, canvas);
+            break;
+        case OpKind::kUndo:
+        case OpKind::kRedo:
+            break;
+    }
+    if (!status.isOk()) {
+        for (const TileChange& t : step.tiles) canvas.writeTile(t.tile, t.before);
+        return status.withContext(std::string(opName(op.kind)) + ": ");
+    }
+    std::vector<TileChange> kept;
+    for (TileChange& t : step.tiles) {
+        canvas.readTile(t.tile, t.after);
+        if (t.after != t.before) kept.push_back(std::move(t));
+    }
+    step.tiles = std::move(kept);
+    report.voxels_changed = canvas.changed();
+    report.tiles_recorded = static_cast<int>(step.tiles.size());
+    report.bytes_recorded = step.bytes();
+    push(std::move(step));
+    return report;
+}
+
+namespace {
+ApplyReport restore(const Volume& labels, const UndoStep& step, bool forward) {
+    std::vector<TileChange> unused;
+    detail::Canvas canvas(labels, unused);
+    ApplyReport r;
+    r.kind = forward ? OpKind::kRedo : OpKind::kUndo;
+    for (const TileChange& t : step.tiles) {
+        const std::vector<uint8_t>& bytes = forward ? t.after : t.before;
+        canvas.writeTile(t.tile, bytes);
+        r.bytes_recorded += t.before.size() + t.after.size();
+    }
+    r.tiles_recorded = static_cast<int>(step.tiles.size());
+    return r;
+}
+}  // namespace
+
+Result<ApplyReport> LabelEditor::undo() {
+    if (undo_.empty())
+        return Status(StatusCode::kFailedPrecondition, "undo: nothing to undo");
+    ApplyReport r = restore(labels_, undo_.back(), false);
+    redo_.push_back(std::move(undo_.back()));
+    undo_.pop_back();
+    return r;
+}
+
+Result<ApplyReport> LabelEditor::redo() {
+    if (redo_.empty())
+        return Status(StatusCode::kFailedPrecondition, "redo: nothing to redo");
+    ApplyReport r = restore(labels_, redo_.back(), true);
+    undo_.push_back(std::move(redo_.back()));
+    redo_.pop_back();
+    return r;
+}
+
+const char* LabelChange::algorithmType() const {
+    if (!changed()) return "AUTOMATIC";
+    return voxels_before > 0 ? "SEMIAUTOMATIC" : "MANUAL";
+}
+
+Result<std::vector<LabelChange>> compareLabelMaps(const Volume& before, const Volume& after) {
+    if (before.geometry().size != after.geometry().size)
+        return invalidArgument("label maps of different sizes cannot be compared");
+    auto read = [](const Volume& v) -> std::function<int(int64_t)> {
+        if (v.pixelType() == PixelType::kUInt8) {
+            const uint8_t* d = v.data<uint8_t>();
+            return [d](int64_t i) { return int(d[i]); };
+        }
+        const uint16_t* d = v.data<uint16_t>();
+        return [d](int64_t i) { return int(d[i]); };
+    };
+    for (const Volume* v : {&before, &after})
+        if (v->pixelType() != PixelType::kUInt8 && v->pixelType() != PixelType::kUInt16)
+            return unsupported("label maps are uint8 or uint16");
+    const auto a = read(before), b = read(after);
+    std::vector<int64_t> n_before(65536), n_after(65536), added(65536), removed(65536);
+    const int64_t n = before.geometry().voxelCount();
+    for (int64_t i = 0; i < n; ++i) {
+        const int x = a(i), y = b(i);
+        ++n_before[x];
+        ++n_after[y];
+        if (x != y) {
+            ++removed[x];
+            ++added[y];
+        }
+    }
+    std::vector<LabelChange> out;
+    for (int l = 1; l < 65536; ++l) {
+        if (n_before[l] == 0 && n_after[l] == 0) continue;
+        out.push_back({l, n_before[l], n_after[l], added[l], removed[l]});
+    }
+    return out;
+}
+
+}  // namespace voxseg::edit

@@ -1,0 +1,108 @@
+// LabelEditor: applies EditOps to a label map on an image's grid, with undo/redo.
+//
+// The label map (uint8 or uint16) must lie on the image's exact grid; the image supplies the
+// intensities that masks, thresholds and flood fills read. Every applied op records, for each
+// 32x32x32 tile it changed, the tile's voxels before and after (not a copy of the volume), so the
+// history's memory is bounded by the voxels changed: a brush stroke on a 512x512x500 CT keeps a
+// few tiles (64 KiB each for uint16), not 250 MB. Undo/redo write the recorded tiles back and are
+// bit-exact. History depth and bytes are bounded (oldest steps dropped first).
+//
+// Owns its label map (a deep copy of the one given); labelMap() shares it (copy-on-read is the
+// caller's choice: cloneVolume). Not thread-safe: one editor per thread; the viewer edits on its
+// GUI thread.
+#pragma once
+
+#include "core/status.h"
+#include "core/volume.h"
+#include "edit/edit_op.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <vector>
+
+namespace voxseg::edit {
+
+struct EditorOptions {
+    int max_undo_steps = 100;
+    size_t max_undo_bytes = size_t{1} << 30;  // history beyond this drops its oldest steps
+};
+
+// What one apply() (or undo/redo) did.
+struct ApplyReport {
+    OpKind kind = OpKind::kPaint;
+    int64_t voxels_changed = 0;
+    int tiles_recorded = 0;
+    size_t bytes_recorded = 0;  // before + after of the recorded tiles
+    std::vector<int> new_labels;  // islands split: the labels created
+};
+
+// Changed tiles of one step. Internal, but visible for tests of memory bounds.
+struct TileChange {
+    int64_t tile = 0;
+    std::vector<uint8_t> before;  // the tile's voxels (clipped at the volume's edge), raw bytes
+    std::vector<uint8_t> after;
+};
+struct UndoStep {
+    EditOp op;
+    std::vector<TileChange> tiles;
+    size_t bytes() const;
+};
+
+class LabelEditor {
+  public:
+    static constexpr int kTile = 32;
+
+    // `image`: any pixel type; `label_map`: uint8 or uint16 on the image's grid (copied).
+    static Result<LabelEditor> create(const Volume& image, const Volume& label_map,
+                                      const EditorOptions& options = {});
+
+    LabelEditor(LabelEditor&&) noexcept;
+    LabelEditor& operator=(LabelEditor&&) noexcept;
+    ~LabelEditor();
+
+    // Applies one op (undo/redo ops included). On error nothing is changed.
+    Result<ApplyReport> apply(const EditOp& op);
+    Result<ApplyReport> undo();
+    Result<ApplyReport> redo();
+    bool canUndo() const { return !undo_.empty(); }
+    bool canRedo() const { return !redo_.empty(); }
+    int undoDepth() const { return static_cast<int>(undo_.size()); }
+    int redoDepth() const { return static_cast<int>(redo_.size()); }
+    // Bytes held by the undo and redo history.
+    size_t historyBytes() const;
+
+    const Volume& labelMap() const { return labels_; }
+    const Volume& image() const { return image_; }
+    const Geometry& geometry() const { return geometry_; }
+
+  private:
+    LabelEditor() = default;
+    void push(UndoStep step);
+
+    Volume image_;
+    Volume labels_;
+    Geometry geometry_;
+    EditorOptions options_;
+    std::deque<UndoStep> undo_;
+    std::vector<UndoStep> redo_;
+};
+
+// How each label differs between two label maps on one grid (the input of an edit session and
+// its result): what a SEG writer needs to mark segments SEMIAUTOMATIC (edited) or MANUAL (new).
+struct LabelChange {
+    int label = 0;
+    int64_t voxels_before = 0;
+    int64_t voxels_after = 0;
+    int64_t added = 0;    // voxels that became this label
+    int64_t removed = 0;  // voxels that were this label and are not any more
+    bool changed() const { return added != 0 || removed != 0; }
+    // "AUTOMATIC" (unchanged: as it came), "SEMIAUTOMATIC" (present before and edited),
+    // "MANUAL" (absent before: drawn by hand).
+    const char* algorithmType() const;
+};
+Result<std::vector<LabelChange>> compareLabelMaps(const Volume& before, const Volume& after);
+
+}  // namespace voxseg::edit
