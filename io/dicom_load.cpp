@@ -130,10 +130,18 @@ bool rescaleToInt16(const int32_t* src, size_t n, const Rescale& r, int16_t* dst
     const auto o32 = static_cast<uint32_t>(offset);
     int32_t lo = std::numeric_limits<int32_t>::max();
     int32_t hi = std::numeric_limits<int32_t>::min();
-    for (size_t i = 0; i < n; ++i) {
-        lo = std::min(lo, src[i]);
-        hi = std::max(hi, src[i]);
-        dst[i] = static_cast<int16_t>(static_cast<uint32_t>(src[i]) * s32 + o32);
+    if (s32 == 1) {  // the usual CT case (slope 1): no multiply in the loop
+        for (size_t i = 0; i < n; ++i) {
+            lo = std::min(lo, src[i]);
+            hi = std::max(hi, src[i]);
+            dst[i] = static_cast<int16_t>(static_cast<uint32_t>(src[i]) + o32);
+        }
+    } else {
+        for (size_t i = 0; i < n; ++i) {
+            lo = std::min(lo, src[i]);
+            hi = std::max(hi, src[i]);
+            dst[i] = static_cast<int16_t>(static_cast<uint32_t>(src[i]) * s32 + o32);
+        }
     }
     const int64_t a = lo * scale + offset;
     const int64_t b = hi * scale + offset;

@@ -26,6 +26,7 @@
 #include <mutex>
 #include <new>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 namespace voxseg::io {
@@ -130,6 +131,16 @@ bool unpackWords(const uint8_t* bytes, int64_t n, const Unpacker& unpack, int32_
         // a fifth of `voxseg convert`'s CPU time on uncompressed CT).
         const uint32_t mask = (uint32_t{1} << unpack.bits) - 1;
         const int shift = unpack.shift;
+        if (shift == 0 && unpack.bits == static_cast<int>(8 * sizeof(T))) {
+            // Every bit stored (signed CT, 8-bit images): a plain widening copy.
+            using Signed = std::make_signed_t<T>;
+            if (unpack.is_signed) {
+                for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Signed>(words[i]);
+            } else {
+                for (int64_t i = 0; i < n; ++i) out[i] = words[i];
+            }
+            return true;
+        }
         if (unpack.is_signed) {
             const int up = 32 - unpack.bits;
             for (int64_t i = 0; i < n; ++i)
