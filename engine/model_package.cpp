@@ -180,8 +180,8 @@ bool validOrientation(const std::string& code) {
 }
 
 // [a, b] with a < b (numbers); false (error recorded) otherwise.
-bool readPair(Reader& r, const json& j, const std::string& key, const std::string& what,
-              double& a, double& b, bool ordered = true) {
+bool readPair(Reader& r, const json& j, const std::string& key, const std::string& what, double& a,
+              double& b, bool ordered = true) {
     if (!j.is_array() || j.size() != 2) {
         r.failType(key, what, j);
         return false;
@@ -517,7 +517,8 @@ void readCropLink(Reader& r, const json& j, const std::string& key, const ModelP
     }
     if (const json* x = r.member(j, key, "margin_mm", false)) {
         link.margin_mm = r.number(*x, Reader::join(key, "margin_mm"));
-        if (r.ok() && !(link.margin_mm >= 0.0)) r.fail(Reader::join(key, "margin_mm"), "must be >= 0");
+        if (r.ok() && !(link.margin_mm >= 0.0))
+            r.fail(Reader::join(key, "margin_mm"), "must be >= 0");
     }
     if (const json* x = r.member(j, key, "slice_fraction", false)) {
         link.slice_fraction = r.number(*x, Reader::join(key, "slice_fraction"));
@@ -529,10 +530,12 @@ void readCropLink(Reader& r, const json& j, const std::string& key, const ModelP
         if (p.stages[i].name == link.stage) link.stage_index = static_cast<int>(i);
     if (link.stage_index < 0) {
         std::string names;
-        for (const auto& s : p.stages) names += (names.empty() ? "" : ", ") + ("\"" + s.name + "\"");
+        for (const auto& s : p.stages)
+            names += (names.empty() ? "" : ", ") + ("\"" + s.name + "\"");
         r.fail(Reader::join(key, "stage"),
                "no earlier stage is named \"" + link.stage + "\"" +
-                   (names.empty() ? " (this is the first stage)" : " (earlier stages: " + names + ")"));
+                   (names.empty() ? " (this is the first stage)"
+                                  : " (earlier stages: " + names + ")"));
         return;
     }
     const StageSpec& from = p.stages[static_cast<size_t>(link.stage_index)];
@@ -540,8 +543,8 @@ void readCropLink(Reader& r, const json& j, const std::string& key, const ModelP
         std::string values;
         for (int v : from.output.labels) values += (values.empty() ? "" : ", ") + std::to_string(v);
         r.fail(Reader::join(key, "label"), "stage \"" + link.stage + "\" produces no label " +
-                                               std::to_string(link.label) + " (its labels: " +
-                                               values + ")");
+                                               std::to_string(link.label) +
+                                               " (its labels: " + values + ")");
     }
 }
 
@@ -572,20 +575,21 @@ void readStages(Reader& r, const json& root, ModelPackage& p) {
         const std::filesystem::path fp(stage.model.file);
         if (fp.is_absolute() || fp.has_parent_path() || stage.model.file == "." ||
             stage.model.file == "..")
-            r.fail(Reader::join(key, "file"),
-                   "must be a file name inside the package folder, got \"" + stage.model.file +
-                       "\"");
+            r.fail(
+                Reader::join(key, "file"),
+                "must be a file name inside the package folder, got \"" + stage.model.file + "\"");
         else if (!isHex64(stage.model.sha256))
-            r.fail(Reader::join(key, "sha256"),
-                   "expected 64 lower-case hex digits (sha256sum " + stage.model.file + "), got \"" +
-                       stage.model.sha256 + "\"");
+            r.fail(Reader::join(key, "sha256"), "expected 64 lower-case hex digits (sha256sum " +
+                                                    stage.model.file + "), got \"" +
+                                                    stage.model.sha256 + "\"");
         readStageResize(r, st, key, stage);
         if (const json* x = r.member(st, key, "normalization", true))
             readNormalization(r, *x, Reader::join(key, "normalization"), stage.normalization, true);
         if (r.ok() && !stage.normalization.percentiles_of.empty()) {
             const std::string& of = stage.normalization.percentiles_of;
             for (size_t e = 0; e < p.stages.size(); ++e)
-                if (p.stages[e].name == of) stage.normalization.percentiles_of_stage = static_cast<int>(e);
+                if (p.stages[e].name == of)
+                    stage.normalization.percentiles_of_stage = static_cast<int>(e);
             if (of == stage.name)
                 stage.normalization.percentiles_of_stage = -1;
             else if (stage.normalization.percentiles_of_stage < 0)
@@ -622,8 +626,8 @@ void readStages(Reader& r, const json& root, ModelPackage& p) {
                    "the last stage gives the result, but its label " + std::to_string(v) +
                        " is not in \"labels\"");
     if (!r.ok()) return;
-    p.output = last.output.kind == StageOutputKind::kSoftmax ? OutputKind::kSoftmax
-                                                              : OutputKind::kSigmoid;
+    p.output =
+        last.output.kind == StageOutputKind::kSoftmax ? OutputKind::kSoftmax : OutputKind::kSigmoid;
     const StageSpec& first = p.stages.front();
     p.patch_size = first.patch();
     p.spacing_mm = first.spacing_mm;
@@ -657,8 +661,8 @@ void readStages(Reader& r, const json& root, ModelPackage& p) {
                 for (size_t e = 0; e < x->size() && r.ok(); ++e) {
                     const int v =
                         static_cast<int>(r.integer((*x)[e], Reader::index(lkey, e), 1, 32767));
-                    if (r.ok() && std::find(top_labels.begin(), top_labels.end(), v) ==
-                                      top_labels.end())
+                    if (r.ok() &&
+                        std::find(top_labels.begin(), top_labels.end(), v) == top_labels.end())
                         r.fail(Reader::index(lkey, e),
                                "label " + std::to_string(v) + " is not in \"labels\"");
                     spec.labels.push_back(v);
@@ -779,10 +783,12 @@ Result<ModelPackage> parseModelPackage(const std::string& json_text, const std::
     }
     const bool v2 = p.format_version >= 2;
     if (v2) {
-        for (const char* k : {"spacing_mm", "patch_size", "output", "inference", "sha256", "models"})
+        for (const char* k :
+             {"spacing_mm", "patch_size", "output", "inference", "sha256", "models"})
             if (root.contains(k))
-                r.fail(k, "not a top-level key in format_version 2: each entry of \"stages\" has "
-                          "its own (see docs/model-package.md, \"Stages\")");
+                r.fail(k,
+                       "not a top-level key in format_version 2: each entry of \"stages\" has "
+                       "its own (see docs/model-package.md, \"Stages\")");
         r.onlyKeys(root, "",
                    {"format_version", "name", "version", "description", "license", "attribution",
                     "citation", "channels", "axis_order", "orientation", "labels", "stages",
@@ -930,8 +936,7 @@ Result<ModelPackage> parseModelPackage(const std::string& json_text, const std::
     }
 
     if (const json* v = r.member(root, "", "inference", false))
-        readInference(r, *v, "inference", static_cast<int64_t>(p.patch_size.size()),
-                      p.inference);
+        readInference(r, *v, "inference", static_cast<int64_t>(p.patch_size.size()), p.inference);
 
     const json* sha = r.member(root, "", "sha256", false);
     const json* models = r.member(root, "", "models", false);
@@ -1088,7 +1093,8 @@ json stageJson(const StageSpec& st) {
             out = {{"kind", "softmax"}, {"labels", st.output.labels}};
             break;
         case StageOutputKind::kSigmoid:
-            out = {{"kind", "sigmoid"}, {"labels", st.output.labels},
+            out = {{"kind", "sigmoid"},
+                   {"labels", st.output.labels},
                    {"threshold", st.output.threshold}};
             break;
         case StageOutputKind::kProbability:
@@ -1102,7 +1108,7 @@ json stageJson(const StageSpec& st) {
     j["output"] = out;
     const char* fill = st.postprocess.fill_holes == FillHoles::k3D         ? "3d"
                        : st.postprocess.fill_holes == FillHoles::kPerSlice ? "slices"
-                                                                            : "none";
+                                                                           : "none";
     j["postprocess"] = {{"largest_component", st.postprocess.largest_component},
                         {"min_component_ml", st.postprocess.min_component_ml},
                         {"fill_holes", fill}};
@@ -1284,7 +1290,8 @@ Result<std::unique_ptr<SlidingWindow>> createStageWindow(Backend& backend, const
     auto sw = SlidingWindow::create(backend, model.graphs[stage],
                                     static_cast<int64_t>(p.channels.size()), options);
     if (!sw.isOk())
-        return sw.status().withContext("model " + p.name + ", stage " + p.stages[stage].name + ": ");
+        return sw.status().withContext("model " + p.name + ", stage " + p.stages[stage].name +
+                                       ": ");
     return sw;
 }
 

@@ -29,8 +29,8 @@ Result<std::array<double, 2>> percentileValues(const Volume& volume, double low,
     if (volume.empty()) return invalidArgument("percentiles: empty volume");
     if (!(low >= 0 && low <= high && high <= 100))
         return invalidArgument("percentiles must satisfy 0 <= low <= high <= 100");
-    Volume f = volume.pixelType() == PixelType::kFloat32 ? volume
-                                                         : volume.castTo(PixelType::kFloat32);
+    Volume f =
+        volume.pixelType() == PixelType::kFloat32 ? volume : volume.castTo(PixelType::kFloat32);
     const int64_t n = f.geometry().voxelCount();
     std::vector<float> v(f.data<float>(), f.data<float>() + n);
     for (float& x : v)

@@ -287,8 +287,8 @@ Result<Segmenter> Segmenter::create(const std::string& model_folder, const Segme
         impl->window_options = m.stages.front().slidingWindowOptions();
         accumulator = engine::DType::kFloat32;  // stages keep fp32 scores
     } else {
-        auto window =
-            engine::createSlidingWindow(*impl->backend, loaded, options.batch, compile, accumulator);
+        auto window = engine::createSlidingWindow(*impl->backend, loaded, options.batch, compile,
+                                                  accumulator);
         if (!window.isOk()) return window.status().withContext("model " + m.name);
         impl->window = std::move(*window);
         impl->window_options = impl->model.slidingWindowOptions();
@@ -417,16 +417,16 @@ Status Segmenter::finish(SegmentWork& work, const Progress& progress) const {
     // Back to the original grid (staged packages: infer already put the labels there).
     auto t = Clock::now();
     if (!s.stages) {
-    ExportSpec exp;
-    exp.activation = m.output == engine::OutputKind::kSigmoid ? OutputActivation::kSigmoid
-                                                              : OutputActivation::kSoftmax;
-    exp.channel_labels = m.channelLabelValues();
-    exp.threshold = 0.0;  // the scores are logits: sigmoid(x) >= 0.5 <=> x >= 0
-    exp.threads = s.options.threads;
-    VOXSEG_ASSIGN_OR_RETURN(report.label_map,
-                            scoresToLabelMap(work.scores, work.pre.record, exp, progress));
-    if (!s.options.outputs.probabilities) work.scores = engine::Tensor();
-    report.timings.push_back(stageDone("export", t));
+        ExportSpec exp;
+        exp.activation = m.output == engine::OutputKind::kSigmoid ? OutputActivation::kSigmoid
+                                                                  : OutputActivation::kSoftmax;
+        exp.channel_labels = m.channelLabelValues();
+        exp.threshold = 0.0;  // the scores are logits: sigmoid(x) >= 0.5 <=> x >= 0
+        exp.threads = s.options.threads;
+        VOXSEG_ASSIGN_OR_RETURN(report.label_map,
+                                scoresToLabelMap(work.scores, work.pre.record, exp, progress));
+        if (!s.options.outputs.probabilities) work.scores = engine::Tensor();
+        report.timings.push_back(stageDone("export", t));
     }
 
     t = Clock::now();

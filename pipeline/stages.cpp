@@ -68,7 +68,8 @@ std::vector<float> linearAxis(const std::vector<float>& in, std::array<int64_t, 
                 std::array<int64_t, 3> at{i, j, k};
                 const int64_t d = at[static_cast<size_t>(axis)];
                 at[static_cast<size_t>(axis)] = 0;
-                const int64_t base = at[0] * in_stride[0] + at[1] * in_stride[1] + at[2] * in_stride[2];
+                const int64_t base =
+                    at[0] * in_stride[0] + at[1] * in_stride[1] + at[2] * in_stride[2];
                 const int64_t s = in_stride[static_cast<size_t>(axis)];
                 const float a = in[static_cast<size_t>(base + i0[static_cast<size_t>(d)] * s)];
                 const float b = in[static_cast<size_t>(base + i1[static_cast<size_t>(d)] * s)];
@@ -101,9 +102,9 @@ Result<std::vector<int16_t>> stageLabels(const engine::Tensor& scores, const Sta
         case StageOutputKind::kSigmoid: {
             // sigmoid(x) >= t  <=>  x >= log(t / (1 - t)) on logits.
             const double t = stage.output.threshold;
-            VOXSEG_RETURN_IF_ERROR(engine::thresholdLabels(
-                scores, static_cast<float>(std::log(t / (1.0 - t))), std::span<int16_t>(out),
-                values));
+            VOXSEG_RETURN_IF_ERROR(
+                engine::thresholdLabels(scores, static_cast<float>(std::log(t / (1.0 - t))),
+                                        std::span<int16_t>(out), values));
             break;
         }
         case StageOutputKind::kProbability: {
@@ -168,9 +169,9 @@ Result<Volume> resizeNearestExact(const Volume& volume, const std::array<int64_t
         T* dst = out.data<T>();
         for (int64_t k = 0; k < size[2]; ++k)
             for (int64_t j = 0; j < size[1]; ++j) {
-                const T* row = src + (kk[static_cast<size_t>(k)] * g.size[1] +
-                                      jj[static_cast<size_t>(j)]) *
-                                         g.size[0];
+                const T* row =
+                    src + (kk[static_cast<size_t>(k)] * g.size[1] + jj[static_cast<size_t>(j)]) *
+                              g.size[0];
                 for (int64_t i = 0; i < size[0]; ++i) *dst++ = row[ii[static_cast<size_t>(i)]];
             }
         return out;
@@ -180,8 +181,8 @@ Result<Volume> resizeNearestExact(const Volume& volume, const std::array<int64_t
 Result<Volume> resizeLinear(const Volume& volume, const std::array<int64_t, 3>& size) {
     VOXSEG_RETURN_IF_ERROR(checkSize(volume, size));
     const Geometry g = volume.geometry();
-    Volume f = volume.pixelType() == PixelType::kFloat32 ? volume
-                                                         : volume.castTo(PixelType::kFloat32);
+    Volume f =
+        volume.pixelType() == PixelType::kFloat32 ? volume : volume.castTo(PixelType::kFloat32);
     std::vector<float> data(f.data<float>(), f.data<float>() + g.voxelCount());
     std::array<int64_t, 3> dims = g.size;
     for (int a = 0; a < 3; ++a)
@@ -219,7 +220,8 @@ std::optional<CropBox> linkBox(const Volume& labels, const CropBox& region,
                                const Geometry& oriented, const engine::CropLink& link) {
     const Geometry g = labels.geometry();
     std::array<std::vector<int64_t>, 3> count;
-    for (int a = 0; a < 3; ++a) count[static_cast<size_t>(a)].assign(static_cast<size_t>(g.size[a]), 0);
+    for (int a = 0; a < 3; ++a)
+        count[static_cast<size_t>(a)].assign(static_cast<size_t>(g.size[a]), 0);
     withPixelType(labels.pixelType(), [&](auto tag) {
         using T = decltype(tag);
         const T* p = labels.data<T>();
@@ -293,8 +295,8 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
     const Geometry og = oriented.geometry();
     const Geometry original = input.geometry();
     const size_t n = m.stages.size();
-    std::vector<Volume> labels(n);          // non-final stages: on their network grid
-    std::vector<CropBox> regions(n);        // in the oriented grid
+    std::vector<Volume> labels(n);    // non-final stages: on their network grid
+    std::vector<CropBox> regions(n);  // in the oriented grid
     std::vector<std::optional<std::array<double, 2>>> percentiles(n);
     int max_label = 0;
     for (const auto& l : m.labels) max_label = std::max(max_label, l.value);
@@ -312,7 +314,8 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
     for (size_t s = 0; s < n; ++s) {
         const auto t0 = std::chrono::steady_clock::now();
         const StageSpec& st = m.stages[s];
-        const Progress sp = progress.sub(static_cast<double>(s) / n, static_cast<double>(s + 1) / n);
+        const Progress sp =
+            progress.sub(static_cast<double>(s) / n, static_cast<double>(s + 1) / n);
         VOXSEG_RETURN_IF_ERROR(sp.checkCancelled());
         StageTrace trace;
         trace.name = st.name;
@@ -370,9 +373,8 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
             }
         }
         trace.percentiles = percentiles[s];
-        VOXSEG_ASSIGN_OR_RETURN(
-            net, normalize(net, st.normalization, nullptr,
-                           percentiles[s] ? &*percentiles[s] : nullptr));
+        VOXSEG_ASSIGN_OR_RETURN(net, normalize(net, st.normalization, nullptr,
+                                               percentiles[s] ? &*percentiles[s] : nullptr));
         VOXSEG_ASSIGN_OR_RETURN(engine::Tensor tensor, volumesToTensor({net}, m.axis_order));
         net = Volume();
         engine::SlidingWindowStats stats;

@@ -49,14 +49,14 @@ Result<Volume> resizeImage(const Volume& volume, const std::array<int64_t, 3>& s
 // scaled to the region's voxels, grown by the margin, rounded and clipped as deepbet's
 // get_bbox_with_margin does. nullopt when the label has no voxels (or no slice above
 // slice_fraction).
-std::optional<CropBox> linkBox(const Volume& labels, const CropBox& region, const Geometry& oriented,
-                               const engine::CropLink& link);
+std::optional<CropBox> linkBox(const Volume& labels, const CropBox& region,
+                               const Geometry& oriented, const engine::CropLink& link);
 
 // Per stage, for run.json.
 struct StageTrace {
     std::string name;
-    CropBox region;                        // in the oriented grid
-    std::array<int64_t, 3> network{0, 0, 0};  // network grid size (index axes)
+    CropBox region;                                    // in the oriented grid
+    std::array<int64_t, 3> network{0, 0, 0};           // network grid size (index axes)
     std::optional<std::array<double, 2>> percentiles;  // clip values used (percentile scheme)
     int64_t patches = 0;
     int64_t label_voxels = 0;  // on the grid the stage's labels are on

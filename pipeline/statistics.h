@@ -47,7 +47,7 @@ struct Measurement {
 struct StatisticsReport {
     std::vector<LabelStatistics> labels;
     std::vector<Measurement> measurements;  // written as "measurements" when not empty
-    std::string intensity_unit;  // "HU" for CT, "" when unknown
+    std::string intensity_unit;             // "HU" for CT, "" when unknown
     Vec3 spacing{1, 1, 1};
 };
 

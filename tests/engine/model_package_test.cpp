@@ -391,14 +391,16 @@ json stagedJson() {
       "orientation": "RAS",
       "labels": [{"value": 1, "name": "brain", "color": [255, 200, 0]}],
       "stages": [
-        {"name": "bbox", "file": "bbox_model.onnx", "sha256": ")json" + h + R"json(",
+        {"name": "bbox", "file": "bbox_model.onnx", "sha256": ")json" +
+                       h + R"json(",
          "shape": [128, 128, 128], "interpolation": "nearest-exact",
          "normalization": {"scheme": "percentile", "percentiles": [0.5, 99.5], "range": [0, 1],
                            "zscore": true, "std_ddof": 1, "affine": [0.226, 0.449]},
          "output": {"kind": "probability", "channels": 2, "channel": 1, "threshold": 0.5,
                     "label": 1},
          "postprocess": {"largest_component": true}},
-        {"name": "brain", "file": "model.onnx", "sha256": ")json" + h + R"json(",
+        {"name": "brain", "file": "model.onnx", "sha256": ")json" +
+                       h + R"json(",
          "crop_to": {"stage": "bbox", "label": 1, "margin_fraction": 0.1, "slice_fraction": 0.02},
          "shape": [256, 256, 256], "interpolation": "nearest-exact",
          "normalization": {"scheme": "percentile", "percentiles": [0.5, 99.5],

@@ -65,12 +65,12 @@ TEST_P(BrainExtractionModel, ReproducesDeepbet) {
               << c.deepbet_tiv_ml << ")\n";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    RealT1, BrainExtractionModel,
-    ::testing::Values(Case{"dcm_qa_xa30/5_anat-T1w_acq-tfl", "xa30_enhanced_t1_mask.nii.gz",
-                           1573.0407500839233},
-                      Case{"pyradiomics-data/brain2_image.nrrd", "pyradiomics_brain2_mask.nii.gz",
-                           1587.9376220703125}));
+INSTANTIATE_TEST_SUITE_P(RealT1, BrainExtractionModel,
+                         ::testing::Values(Case{"dcm_qa_xa30/5_anat-T1w_acq-tfl",
+                                                "xa30_enhanced_t1_mask.nii.gz", 1573.0407500839233},
+                                           Case{"pyradiomics-data/brain2_image.nrrd",
+                                                "pyradiomics_brain2_mask.nii.gz",
+                                                1587.9376220703125}));
 
 }  // namespace
 }  // namespace voxseg::pipeline

@@ -224,7 +224,8 @@ TEST(Stages, ChainFindsTheBoxThenSegmentsItOnTheInputGrid) {
 
     // The measurement in statistics.json and run.json: label 1's voxels x voxel volume.
     int64_t voxels = 0;
-    for (int64_t i = 0; i < labels.geometry().voxelCount(); ++i) voxels += labels.data<uint8_t>()[i];
+    for (int64_t i = 0; i < labels.geometry().voxelCount(); ++i)
+        voxels += labels.data<uint8_t>()[i];
     const double ml = static_cast<double>(voxels) * 1.1 * 0.9 * 1.3 / 1000.0;
     const auto stats = readJson(out / "statistics.json");
     ASSERT_EQ(stats["measurements"].size(), 1u);

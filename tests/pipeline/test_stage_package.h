@@ -7,8 +7,8 @@
 
 #include "engine/sha256.h"
 
-#include <nlohmann/json.hpp>
 #include <onnx/onnx_pb.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -101,11 +101,12 @@ inline nlohmann::json stagePackageJson(const std::string& coarse_sha, const std:
                {"shape", {24, 24, 24}},
                {"interpolation", "nearest-exact"},
                {"normalization", window},
-               {"output",
-                {{"kind", "probability"}, {"channels", 2}, {"channel", 1}, {"label", 1}}},
+               {"output", {{"kind", "probability"}, {"channels", 2}, {"channel", 1}, {"label", 1}}},
                {"postprocess", {{"largest_component", true}, {"fill_holes", "3d"}}}}}},
             {"measurements",
-             {{{"name", "bright_ml"}, {"kind", "volume_ml"}, {"labels", {1}},
+             {{{"name", "bright_ml"},
+               {"kind", "volume_ml"},
+               {"labels", {1}},
                {"description", "volume above 100"}}}}};
 }
 
