@@ -1,8 +1,11 @@
 // Reading and writing NIfTI (.nii, .nii.gz), NRRD (.nrrd, .nhdr) and MetaImage (.mha, .mhd)
 // through ITK, with exact geometry round trips (LPS inside voxseg; ITK converts to RAS for NIfTI).
 // Writes are atomic: to a temporary name in the target folder, then renamed, so an existing file
-// is never half-overwritten. .nii.gz is compressed in parallel (libdeflate), not by
-// single-threaded zlib. Thread safety: reentrant.
+// is never half-overwritten (fsync, then rename). .nii.gz is compressed in parallel (libdeflate),
+// not by single-threaded zlib. For .nii/.nii.gz volumes of 4 MiB and more, ITK writes only the
+// header (of a two-slice copy) and voxseg writes the voxels from memory: the same bytes as ITK's
+// whole-volume output, without ITK's copy or an uncompressed temporary file. Thread safety:
+// reentrant.
 #pragma once
 
 #include "core/progress.h"
