@@ -265,6 +265,11 @@ Result<Segmenter> Segmenter::create(const std::string& model_folder, const Segme
         return invalidArgument("--tta and --no-tta exclude each other");
     if (options.tta) impl->model.inference.mirror_axes = {0, 1, 2};
     if (options.no_tta) impl->model.inference.mirror_axes.clear();
+    for (auto& stage : impl->model.stages) {  // staged packages: the same overrides per stage
+        if (options.overlap) stage.inference.overlap = *options.overlap;
+        if (options.tta) stage.inference.mirror_axes = {0, 1, 2};
+        if (options.no_tta) stage.inference.mirror_axes.clear();
+    }
     loaded.package = impl->model;
     engine::CompileOptions compile;
     compile.precision = impl->precision;

@@ -259,6 +259,39 @@ TEST(Stages, LinearLastStageMapsScoresBack) {
     EXPECT_GT(diceWithCuboid(report->label_map), 0.95);
 }
 
+// A stage resampled to a spacing and run as a sliding window over several patches (nnU-Net-like),
+// cropped with a margin in mm, mapped back with spline-resampled scores; --tta mirrors it.
+TEST(Stages, SpacingStageRunsASlidingWindowOnTheBox) {
+    testing::TempDir dir;
+    SegmentOptions options;
+    options.device = "cpu";
+    options.outputs.preview = false;
+    options.tta = true;
+    const std::string pkg = testing::writeStagePackage(dir.path() / "pkg", [](nlohmann::json& j) {
+        auto& fine = j["stages"][1];
+        fine.erase("shape");
+        fine["spacing_mm"] = {1.5, 1.5, 1.5};
+        fine["patch_size"] = {8, 8, 8};
+        fine["interpolation"] = "spline3";
+        fine["inference"] = {{"overlap", 0.5}};
+        fine["crop_to"] = {{"stage", "coarse"}, {"label", 5}, {"margin_mm", 3.0}};
+    });
+    auto segmenter = Segmenter::create(pkg, options);
+    ASSERT_TRUE(segmenter.isOk()) << segmenter.status().toString();
+    const fs::path out = dir.path() / "out";
+    auto report = segmenter->run(brightCuboidStudy(), "synthetic", out.string());
+    ASSERT_TRUE(report.isOk()) << report.status().toString();
+    EXPECT_GT(diceWithCuboid(report->label_map), 0.95);
+    ASSERT_EQ(report->stages.size(), 2u);
+    const StageTrace& fine = report->stages[1];
+    // The box is the cuboid (22 x 18 x 26 mm) plus 3 mm each side, on a 1.5 mm grid.
+    EXPECT_GT(fine.patches, 8);
+    EXPECT_NEAR(static_cast<double>(fine.network[2]), fine.region.size[2] * 1.3 / 1.5, 1.0);
+    EXPECT_GE(fine.region.size[2] * 1.3, 26.0 + 2 * 3.0 - 2 * 1.3);
+    const auto run = readJson(out / "run.json");
+    EXPECT_EQ(run["stages"][1]["patches"].get<int64_t>(), fine.patches);
+}
+
 // Issue 15 part 6: a first stage that finds nothing gives a warning and an empty result (the run
 // succeeds: exit code 0, run.json "empty_result": true), never a crop of zero size.
 TEST(Stages, FirstStageFindingNothingGivesAnEmptyResultWithAWarning) {
