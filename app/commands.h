@@ -130,4 +130,18 @@ struct BatchCommandOptions {
 CLI::App* addBatchCommand(CLI::App& app, BatchCommandOptions& options);
 ExitCode runBatch(const BatchCommandOptions& options, const CommandContext& context);
 
+// `voxseg edit`: an edit journal replayed onto a segmentation (edit/journal.h).
+struct EditCommandOptions {
+    std::string input;   // the image: DICOM folder/file or image file
+    std::string labels;  // label map file, DICOM SEG or RTSTRUCT
+    std::string ops;     // the journal (JSON lines)
+    std::string output;  // label map file or .dcm (DICOM SEG)
+    std::string series;
+    std::string report;  // optional JSON: what changed per label
+    std::string seg_type = "binary";
+    int threads = 0;
+};
+CLI::App* addEditCommand(CLI::App& app, EditCommandOptions& options);
+ExitCode runEdit(const EditCommandOptions& options, const CommandContext& context);
+
 }  // namespace voxseg::app

@@ -44,12 +44,14 @@ int run(int argc, char** argv) {
     app::SegmentCommandOptions segment_options;
     app::PhantomOptions phantom_options;
     app::BatchCommandOptions batch_options;
+    app::EditCommandOptions edit_options;
     CLI::App* info = app::addInfoCommand(cli, info_options);
     CLI::App* convert = app::addConvertCommand(cli, convert_options);
     CLI::App* synth = app::addSynthCommand(cli, synth_options);
     CLI::App* segment = app::addSegmentCommand(cli, segment_options);
     CLI::App* phantom = app::addPhantomCommand(cli, phantom_options);
     CLI::App* batch = app::addBatchCommand(cli, batch_options);
+    CLI::App* edit = app::addEditCommand(cli, edit_options);
 
     try {
         cli.parse(argc, argv);
@@ -82,6 +84,8 @@ int run(int argc, char** argv) {
         rc = app::runSynth(synth_options, context);
     } else if (cli.got_subcommand(phantom)) {
         rc = app::runPhantom(phantom_options, context);
+    } else if (cli.got_subcommand(edit)) {
+        rc = app::runEdit(edit_options, context);
     }
     bar.clear();
     log::setSink(sink);  // the bar dies before the logger: unhook it

@@ -77,6 +77,11 @@ Result<std::vector<JournalLine>> readJournal(const std::string& path) {
 
 Result<ReplayReport> replayJournal(const std::string& path, LabelEditor& editor) {
     VOXSEG_ASSIGN_OR_RETURN(auto lines, readJournal(path));
+    return applyJournalLines(lines, editor, path);
+}
+
+Result<ReplayReport> applyJournalLines(const std::vector<JournalLine>& lines, LabelEditor& editor,
+                                       const std::string& path) {
     ReplayReport report;
     for (const JournalLine& l : lines) {
         auto r = editor.apply(l.op);

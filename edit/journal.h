@@ -47,7 +47,12 @@ struct ReplayReport {
     int64_t voxels_changed = 0;
 };
 
-// Applies each line of `path` to `editor`, in order; stops at the first failure (the editor then
+// Applies parsed lines (from readJournal of `path`) to `editor`, in order; stops at the first
+// failure, naming `path` and the line.
+Result<ReplayReport> applyJournalLines(const std::vector<JournalLine>& lines, LabelEditor& editor,
+                                       const std::string& path);
+
+// Reads and applies each line of `path` to `editor`, in order; stops at the first failure (the editor then
 // holds the result of the lines before it), naming the file and line.
 Result<ReplayReport> replayJournal(const std::string& path, LabelEditor& editor);
 
