@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <exception>
 #include <new>
+#include <string_view>
 
 namespace {
 
@@ -92,11 +93,31 @@ int run(int argc, char** argv) {
     return app::toInt(rc);
 }
 
+// The subcommand named on the command line ("" when none): the first argument that is neither an
+// option nor the value of --log-format, the one global option that takes a separate value.
+std::string_view subcommandOf(char** argv) {
+    for (int i = 1; argv[i] != nullptr; ++i) {
+        const std::string_view arg = argv[i];
+        if (arg == "--log-format") {
+            if (argv[i + 1] == nullptr) break;
+            ++i;
+        } else if (arg.empty() || arg[0] != '-') {
+            return arg;
+        }
+    }
+    return {};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    voxseg::usePassiveOpenMpWaiting(argv);  // may re-execute the program (core/openmp_wait.h)
-    voxseg::keepLargeAllocationsMapped();   // flat, repeatable peak memory (core/malloc_tuning.h)
+    // convert, info and synth run no OpenMP code, so libgomp's wait policy cannot matter to them
+    // and a second program start is not worth paying: 20-60 ms of a 0.3 s `voxseg convert` of a
+    // 512x512x300 CT (loading and relocating ~55 shared libraries again; docs/perf-io.md).
+    const std::string_view sub = subcommandOf(argv);
+    if (sub != "convert" && sub != "info" && sub != "synth")
+        voxseg::usePassiveOpenMpWaiting(argv);  // may re-execute the program (core/openmp_wait.h)
+    voxseg::keepLargeAllocationsMapped();  // flat, repeatable peak memory (core/malloc_tuning.h)
     // Library code reports errors as Status; anything thrown here is a bug or memory exhaustion.
     try {
         return run(argc, argv);

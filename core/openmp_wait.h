@@ -13,7 +13,8 @@
 // sets OMP_WAIT_POLICY=passive and re-executes the program when neither OMP_WAIT_POLICY nor
 // GOMP_SPINCOUNT is set (a user's own setting always wins). It returns normally when nothing
 // needs doing or the re-execution is impossible (no /proc): the program then runs as before.
-// Subcommands that never run OpenMP code (convert, info, synth) are not re-executed.
+// Programs decide themselves whether they need it (voxseg's convert, info and synth run no
+// OpenMP code and skip it: app/main.cpp).
 // Call it first in main(), before any thread exists.
 #pragma once
 
