@@ -271,51 +271,50 @@ void readNormalization(Reader& r, const json& j, const std::string& key, Normali
     }
 }
 
-void readInference(Reader& r, const json& v_ref, const std::string& ikey, int64_t rank,
+// `inference` (version 1 top level, version 2 per stage): sliding-window settings; `rank` is
+// the patch's (mirror axes must be spatial axes of it).
+void readInference(Reader& r, const json& v, const std::string& ikey, int64_t rank,
                    InferenceSpec& inf) {
-    const json* v = &v_ref;
-    if (!r.object(*v, ikey)) return;
-    {
-        r.onlyKeys(*v, ikey,
-                   {"overlap", "gaussian", "gaussian_sigma_scale", "mirror_axes", "convention"});
-        if (const json* x = r.member(*v, ikey, "overlap", false)) {
-            inf.overlap = r.number(*x, Reader::join(ikey, "overlap"));
-            if (r.ok() && !(inf.overlap >= 0.0 && inf.overlap < 1.0))
-                r.fail(Reader::join(ikey, "overlap"), "must be in [0, 1), got " + shortDump(*x));
+    if (!r.object(v, ikey)) return;
+    r.onlyKeys(v, ikey,
+               {"overlap", "gaussian", "gaussian_sigma_scale", "mirror_axes", "convention"});
+    if (const json* x = r.member(v, ikey, "overlap", false)) {
+        inf.overlap = r.number(*x, Reader::join(ikey, "overlap"));
+        if (r.ok() && !(inf.overlap >= 0.0 && inf.overlap < 1.0))
+            r.fail(Reader::join(ikey, "overlap"), "must be in [0, 1), got " + shortDump(*x));
+    }
+    if (const json* x = r.member(v, ikey, "gaussian", false))
+        inf.gaussian = r.boolean(*x, Reader::join(ikey, "gaussian"));
+    if (const json* x = r.member(v, ikey, "gaussian_sigma_scale", false)) {
+        inf.gaussian_sigma_scale = r.number(*x, Reader::join(ikey, "gaussian_sigma_scale"));
+        if (r.ok() && !(inf.gaussian_sigma_scale > 0.0 && inf.gaussian_sigma_scale <= 10.0))
+            r.fail(Reader::join(ikey, "gaussian_sigma_scale"),
+                   "must be in (0, 10], got " + shortDump(*x));
+    }
+    if (const json* x = r.member(v, ikey, "mirror_axes", false);
+        x && r.array(*x, Reader::join(ikey, "mirror_axes"), "spatial axis indices")) {
+        for (size_t i = 0; i < x->size() && r.ok(); ++i) {
+            const std::string key = Reader::index(Reader::join(ikey, "mirror_axes"), i);
+            const int axis = static_cast<int>(r.integer((*x)[i], key, 0, 2));
+            if (!r.ok()) break;
+            if (rank > 0 && axis >= rank)
+                r.fail(key, "axis " + std::to_string(axis) + " is not a spatial axis of the " +
+                                std::to_string(rank) + "D patch");
+            if (std::find(inf.mirror_axes.begin(), inf.mirror_axes.end(), axis) !=
+                inf.mirror_axes.end())
+                r.fail(key, "axis " + std::to_string(axis) + " is listed twice");
+            inf.mirror_axes.push_back(axis);
         }
-        if (const json* x = r.member(*v, ikey, "gaussian", false))
-            inf.gaussian = r.boolean(*x, Reader::join(ikey, "gaussian"));
-        if (const json* x = r.member(*v, ikey, "gaussian_sigma_scale", false)) {
-            inf.gaussian_sigma_scale = r.number(*x, Reader::join(ikey, "gaussian_sigma_scale"));
-            if (r.ok() && !(inf.gaussian_sigma_scale > 0.0 && inf.gaussian_sigma_scale <= 10.0))
-                r.fail(Reader::join(ikey, "gaussian_sigma_scale"),
-                       "must be in (0, 10], got " + shortDump(*x));
-        }
-        if (const json* x = r.member(*v, ikey, "mirror_axes", false);
-            x && r.array(*x, Reader::join(ikey, "mirror_axes"), "spatial axis indices")) {
-            for (size_t i = 0; i < x->size() && r.ok(); ++i) {
-                const std::string key = Reader::index(Reader::join(ikey, "mirror_axes"), i);
-                const int axis = static_cast<int>(r.integer((*x)[i], key, 0, 2));
-                if (!r.ok()) break;
-                if (rank > 0 && axis >= rank)
-                    r.fail(key, "axis " + std::to_string(axis) + " is not a spatial axis of the " +
-                                    std::to_string(rank) + "D patch");
-                if (std::find(inf.mirror_axes.begin(), inf.mirror_axes.end(), axis) !=
-                    inf.mirror_axes.end())
-                    r.fail(key, "axis " + std::to_string(axis) + " is listed twice");
-                inf.mirror_axes.push_back(axis);
-            }
-        }
-        if (const json* x = r.member(*v, ikey, "convention", false)) {
-            const std::string s = r.string(*x, Reader::join(ikey, "convention"));
-            if (r.ok()) {
-                auto c = parseWindowConvention(s);
-                if (c.isOk()) {
-                    inf.convention = *c;
-                } else {
-                    r.fail(Reader::join(ikey, "convention"),
-                           "expected \"nnunet\" or \"monai\", got \"" + s + "\"");
-                }
+    }
+    if (const json* x = r.member(v, ikey, "convention", false)) {
+        const std::string s = r.string(*x, Reader::join(ikey, "convention"));
+        if (r.ok()) {
+            auto c = parseWindowConvention(s);
+            if (c.isOk()) {
+                inf.convention = *c;
+            } else {
+                r.fail(Reader::join(ikey, "convention"),
+                       "expected \"nnunet\" or \"monai\", got \"" + s + "\"");
             }
         }
     }
