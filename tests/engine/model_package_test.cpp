@@ -610,6 +610,24 @@ TEST(ModelPackageStages, VersionsKeepTheirOwnKeys) {
     expectError(j, "citation", "needs \"format_version\": 2");
 }
 
+// The new normalisation schemes also serve version 1 channels (normalised before resampling),
+// without the stage reference.
+TEST(ModelPackageStages, VersionOneChannelsTakeWindowAndPercentile) {
+    json j = validJson();
+    j["channels"][2]["normalization"] = {{"scheme", "window"}, {"window", {-160, 240}}};
+    j["channels"][0]["normalization"] = {{"scheme", "percentile"}, {"percentiles", {1, 99}}};
+    auto r = parse(j);
+    ASSERT_TRUE(r.isOk()) << r.status().toString();
+    EXPECT_EQ(r->channels[2].normalization.scheme, Normalization::Scheme::kWindow);
+    EXPECT_EQ(r->channels[2].normalization.clip_low, -160.0);
+    EXPECT_TRUE(r->channels[2].normalization.has_range);  // [0, 1] by default
+    EXPECT_EQ(r->channels[2].normalization.range_high, 1.0);
+    EXPECT_EQ(r->channels[0].normalization.percentile_low, 1.0);
+    EXPECT_FALSE(r->channels[0].normalization.zscore);
+    j["channels"][0]["normalization"]["percentiles_of"] = "bbox";
+    expectError(j, "channels[0].normalization.percentiles_of", "unknown key");
+}
+
 TEST(ModelPackageStages, MeasurementsAreChecked) {
     json j = stagedJson();
     j["measurements"][0]["labels"] = {2};
