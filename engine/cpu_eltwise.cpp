@@ -251,9 +251,16 @@ Status planBinary(Plan& plan) {
     if (full(b)) {
         VOXSEG_ASSIGN_OR_RETURN(src1, plan.ensure(b, md));
     } else {
-        VOXSEG_ASSIGN_OR_RETURN(
-            src1,
-            plan.ensure(b, plainDesc(broadcastTo(g.values[b].shape, ys.size()), md.data_type())));
+        const auto bcast = plainDesc(broadcastTo(g.values[b].shape, ys.size()), md.data_type());
+        if (g.isConstant(b)) {
+            VOXSEG_ASSIGN_OR_RETURN(src1, plan.ensure(b, bcast));
+        } else {
+            // A run-time operand in its own plain layout, seen with the leading 1s of the
+            // output's rank (there is no reorder between descriptors of different ranks).
+            VOXSEG_ASSIGN_OR_RETURN(src1,
+                                    plan.ensure(b, plainDesc(g.values[b].shape, md.data_type())));
+            src1.md = bcast;
+        }
     }
     std::optional<MemRef> dst = plan.tryInPlace(a, md);
     if (!dst) dst = plan.newBuffer(md);

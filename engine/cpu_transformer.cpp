@@ -253,7 +253,8 @@ Status planExpandOrTile(Plan& plan) {
 
 // Fused scaled-dot-product attention: per batch item, blocks of query rows whose scores
 // (rows x Tk floats) fit in 256 KiB: S = Q_blk Kt * scale (oneDNN matmul, output scale), + bias,
-// row softmax in place, O_blk = S V (oneDNN matmul). The full Tq x Tk matrix is never stored.
+// row softmax in place (oneDNN softmax), O_blk = S V (oneDNN matmul). The full Tq x Tk matrix is
+// never stored.
 Status planAttention(Plan& plan) {
     const Node& n = plan.node();
     const Graph& g = plan.graph();
@@ -295,6 +296,7 @@ Status planAttention(Plan& plan) {
         int64_t rows = 0;
         dnnl::memory::desc q_md, k_md, s_md, v_md, o_md;
         dnnl::matmul qk, pv;
+        dnnl::softmax_forward softmax;
     };
     auto make = [&](int64_t m) {
         Gemms gm;
@@ -310,6 +312,9 @@ Status planAttention(Plan& plan) {
             dnnl::matmul::desc(gm.q_md, gm.k_md, gm.s_md), scaled, plan.engine()));
         gm.pv = dnnl::matmul(dnnl::matmul::primitive_desc(
             dnnl::matmul::desc(gm.s_md, gm.v_md, gm.o_md), plan.engine()));
+        gm.softmax = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(
+            dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, gm.s_md, 1),
+            plan.engine()));
         return gm;
     };
     std::vector<Gemms> gemms;
@@ -341,20 +346,15 @@ Status planAttention(Plan& plan) {
                 gm.qk.execute(stream,
                               {{DNNL_ARG_SRC, qm}, {DNNL_ARG_WEIGHTS, km}, {DNNL_ARG_DST, sm}});
                 stream.wait();
+                if (bias) {
 #pragma omp parallel for schedule(static)
-                for (int64_t i = 0; i < mrows; ++i) {
-                    float* row = s + i * Tk;
-                    if (bias) {
+                    for (int64_t i = 0; i < mrows; ++i) {
+                        float* row = s + i * Tk;
                         const float* br = bias + bias_base[b] + (i0 + i) * bias_row;
                         for (int64_t j = 0; j < Tk; ++j) row[j] += br[j * bias_col];
                     }
-                    float mx = row[0];
-                    for (int64_t j = 1; j < Tk; ++j) mx = std::max(mx, row[j]);
-                    float sum = 0;
-                    for (int64_t j = 0; j < Tk; ++j) sum += row[j] = std::exp(row[j] - mx);
-                    const float inv = 1.0f / sum;
-                    for (int64_t j = 0; j < Tk; ++j) row[j] *= inv;
                 }
+                gm.softmax.execute(stream, {{DNNL_ARG_SRC, sm}, {DNNL_ARG_DST, sm}});
                 gm.pv.execute(stream,
                               {{DNNL_ARG_SRC, sm}, {DNNL_ARG_WEIGHTS, vm}, {DNNL_ARG_DST, om}});
                 stream.wait();

@@ -414,6 +414,16 @@ inline std::vector<OpCase> allOpCases() {
         }
     }
     {
+        // A run-time operand of lower rank (a computed scale or bias): regression test for the
+        // cpu backend, which tried a reorder from the operand's rank-1 layout to rank 5.
+        GraphBuilder b;
+        const ValueId x = b.input("x", odd);
+        const ValueId c = b.input("c", {9});
+        b.output(b.node(OpKind::kMul, {x, c}));
+        add("mul_runtime_lower_rank", "inputs " + vecStr(odd) + ", [9]", b, {odd, {9}},
+            kElementwiseTol);
+    }
+    {
         GraphBuilder b;
         const Shape s1{1, 5, 11, 10, 9}, s2{1, 8, 11, 10, 9};
         const ValueId x = b.input("x", s1);
