@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 
 namespace voxseg::edit {
@@ -94,7 +95,9 @@ void Canvas::touch(int64_t i, int64_t j, int64_t k) {
 
 size_t UndoStep::bytes() const {
     size_t b = 0;
-    for (const TileChange& t : tiles) b += t.before.size() + t.after.size();
+    for (const TileChange& t : tiles)
+        b += t.before.size() + t.after.size() + t.offsets.size() * sizeof(uint32_t) +
+             (t.sparse_before.size() + t.sparse_after.size()) * sizeof(uint16_t);
     return b;
 }
 
@@ -142,6 +145,34 @@ void LabelEditor::push(UndoStep step) {
         undo_.pop_front();
     }
 }
+
+namespace {
+
+uint16_t voxelAt(const std::vector<uint8_t>& bytes, size_t v, size_t bpv) {
+    if (bpv == 1) return bytes[v];
+    uint16_t x = 0;
+    std::memcpy(&x, bytes.data() + 2 * v, 2);
+    return x;
+}
+
+// Keeps only the changed voxels of a tile when they are few.
+void sparsify(TileChange& t, size_t bpv) {
+    const size_t n = t.before.size() / bpv;
+    size_t changed = 0;
+    for (size_t v = 0; v < n; ++v) changed += voxelAt(t.before, v, bpv) != voxelAt(t.after, v, bpv);
+    if (changed * 8 >= n) return;
+    for (size_t v = 0; v < n; ++v) {
+        const uint16_t a = voxelAt(t.before, v, bpv), b = voxelAt(t.after, v, bpv);
+        if (a == b) continue;
+        t.offsets.push_back(static_cast<uint32_t>(v));
+        t.sparse_before.push_back(a);
+        t.sparse_after.push_back(b);
+    }
+    t.before = {};
+    t.after = {};
+}
+
+}  // namespace
 
 Result<ApplyReport> LabelEditor::apply(const EditOp& op) {
     if (op.kind == OpKind::kUndo) return undo();
@@ -193,9 +224,12 @@ Result<ApplyReport> LabelEditor::apply(const EditOp& op) {
         return status.withContext(std::string(opName(op.kind)) + ": ");
     }
     std::vector<TileChange> kept;
+    const size_t bpv = labels_.pixelType() == PixelType::kUInt16 ? 2 : 1;
     for (TileChange& t : step.tiles) {
         canvas.readTile(t.tile, t.after);
-        if (t.after != t.before) kept.push_back(std::move(t));
+        if (t.after == t.before) continue;
+        sparsify(t, bpv);
+        kept.push_back(std::move(t));
     }
     step.tiles = std::move(kept);
     report.voxels_changed = canvas.changed();
@@ -211,11 +245,22 @@ ApplyReport restore(const Volume& labels, const UndoStep& step, bool forward) {
     detail::Canvas canvas(labels, unused);
     ApplyReport r;
     r.kind = forward ? OpKind::kRedo : OpKind::kUndo;
+    const size_t bpv = labels.pixelType() == PixelType::kUInt16 ? 2 : 1;
+    std::vector<uint8_t> buffer;
     for (const TileChange& t : step.tiles) {
-        const std::vector<uint8_t>& bytes = forward ? t.after : t.before;
-        canvas.writeTile(t.tile, bytes);
-        r.bytes_recorded += t.before.size() + t.after.size();
+        if (t.offsets.empty()) {
+            canvas.writeTile(t.tile, forward ? t.after : t.before);
+            continue;
+        }
+        canvas.readTile(t.tile, buffer);
+        const std::vector<uint16_t>& values = forward ? t.sparse_after : t.sparse_before;
+        for (size_t n = 0; n < t.offsets.size(); ++n) {
+            if (bpv == 1) buffer[t.offsets[n]] = static_cast<uint8_t>(values[n]);
+            else std::memcpy(buffer.data() + 2 * size_t{t.offsets[n]}, &values[n], 2);
+        }
+        canvas.writeTile(t.tile, buffer);
     }
+    r.bytes_recorded = step.bytes();
     r.tiles_recorded = static_cast<int>(step.tiles.size());
     return r;
 }

@@ -39,11 +39,16 @@ struct ApplyReport {
     std::vector<int> new_labels;  // islands split: the labels created
 };
 
-// Changed tiles of one step. Internal, but visible for tests of memory bounds.
+// Changed tiles of one step. Internal, but visible for tests of memory bounds. A tile with few
+// changed voxels (under 1/8 of it, e.g. a brush's rim) keeps only those: 8 bytes per changed
+// voxel instead of the whole tile twice.
 struct TileChange {
     int64_t tile = 0;
     std::vector<uint8_t> before;  // the tile's voxels (clipped at the volume's edge), raw bytes
-    std::vector<uint8_t> after;
+    std::vector<uint8_t> after;   // (both empty when sparse)
+    std::vector<uint32_t> offsets;  // sparse: voxel offsets in the tile
+    std::vector<uint16_t> sparse_before;
+    std::vector<uint16_t> sparse_after;
 };
 struct UndoStep {
     EditOp op;
