@@ -102,6 +102,22 @@ TEST(StageNormalization, PercentileZScoreAffineIsDeepbetsNormalize) {
     EXPECT_LT(y[10], y[11]);
 }
 
+TEST(StageNormalization, WindowClipsAndMapsOntoTheRange) {
+    engine::Normalization n;
+    n.scheme = engine::Normalization::Scheme::kWindow;
+    n.clip_low = 50, n.clip_high = 150;
+    n.has_range = true;
+    n.range_low = -1, n.range_high = 1;
+    n.affine_scale = 2, n.affine_shift = 0.5;
+    auto out = normalize(ramp(200), n);
+    ASSERT_TRUE(out.isOk()) << out.status().toString();
+    const float* y = out->data<float>();
+    EXPECT_FLOAT_EQ(y[0], -1.5f);  // clipped at 50 -> -1, then x 2 + 0.5
+    EXPECT_FLOAT_EQ(y[100], 0.5f);
+    EXPECT_FLOAT_EQ(y[125], 1.5f);
+    EXPECT_FLOAT_EQ(y[199], 2.5f);
+}
+
 TEST(StageLink, BoxIsDeepbetsBoxWithMargin) {
     // A 16^3 network grid over a 40x36x32 region: label 1 fills network voxels [4, 8) per axis.
     const Geometry oriented = makeGeometry({40, 36, 32}, {1, 1, 1});
