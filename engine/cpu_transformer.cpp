@@ -53,18 +53,23 @@ Status planMatMul(Plan& plan) {
     const size_t rank = ys.size();
     const Shape as = withLeadingOnes(g.values[n.inputs[0]].shape, rank);
     const Shape bs = withLeadingOnes(g.values[n.inputs[1]].shape, rank);
-    const auto a_md = plainDesc(as, dt::f32), b_md = plainDesc(bs, dt::f32),
+    // bf16 plans multiply in bf16 (f32 accumulation and output), fp32 plans in f32.
+    const dt in_type = plan.actType();
+    const auto a_md = plainDesc(as, in_type), b_md = plainDesc(bs, in_type),
                y_md = plainDesc(ys, dt::f32);
-    VOXSEG_ASSIGN_OR_RETURN(MemRef a, plan.ensurePlainF32(n.inputs[0]));
-    MemRef b;
-    if (g.isConstant(n.inputs[1])) {
-        VOXSEG_ASSIGN_OR_RETURN(dnnl::memory m, plan.constantMemory(n.inputs[1], b_md));
-        b = MemRef{-1, b_md, m};
-    } else {
-        VOXSEG_ASSIGN_OR_RETURN(b, plan.ensurePlainF32(n.inputs[1]));
-        b = viewAs(plan, b, b_md);
-    }
-    a = viewAs(plan, a, a_md);
+    // Each operand in its own plain layout, seen with the output's rank; constants are
+    // converted once, at compile time.
+    auto operand = [&](ValueId v, const dnnl::memory::desc& md) -> Result<MemRef> {
+        if (g.isConstant(v)) {
+            VOXSEG_ASSIGN_OR_RETURN(dnnl::memory m, plan.constantMemory(v, md));
+            return MemRef{-1, md, m};
+        }
+        VOXSEG_ASSIGN_OR_RETURN(MemRef r, plan.ensure(v, plainDesc(g.values[v].shape, in_type)));
+        r.md = md;
+        return r;
+    };
+    VOXSEG_ASSIGN_OR_RETURN(MemRef a, operand(n.inputs[0], a_md));
+    VOXSEG_ASSIGN_OR_RETURN(MemRef b, operand(n.inputs[1], b_md));
     MemRef dst = plan.newBuffer(y_md);
     try {
         dnnl::primitive_attr attr;

@@ -673,6 +673,14 @@ inline std::vector<OpCase> allOpCases() {
         {"matmul_bcast_batch_both", {2, 1, 7, 13}, {1, 3, 13, 5}, false},
         {"matmul_attention_qk", {1, 3, 11, 8}, {1, 3, 8, 11}, false},
     };
+    {
+        // A constant first operand (learned queries times activations).
+        GraphBuilder b;
+        const Shape xs{2, 13, 9};
+        const ValueId q = b.weights("queries", {7, 13}, 0.3f);
+        b.output(b.node(OpKind::kMatMul, {q, b.input("x", xs)}));
+        add("matmul_const_a", "a [7,13] (constant) b " + vecStr(xs), b, {xs}, kMatMulTol);
+    }
     for (const MatMulSpec& m : matmuls) {
         GraphBuilder b;
         const ValueId x = b.input("a", m.a);

@@ -21,8 +21,9 @@ const std::filesystem::path kDir =
 
 // fp32: max |error| <= 1e-4 * max |PyTorch output| (issue 14: relative to the output scale).
 constexpr double kFp32RelToScale = 1e-4;
-// bf16 plans keep these ops in f32 today except where they feed bf16 primitives.
-constexpr double kBf16RelToScale = 3e-2;
+// bf16 plans run MatMul in bf16 (f32 accumulation), the other ops in f32: measured 0.07-0.08 %
+// of max |y| on these blocks.
+constexpr double kBf16RelToScale = 1e-2;
 
 struct Net {
     std::string name;
