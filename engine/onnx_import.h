@@ -5,7 +5,8 @@
 // error naming the node and the op. Shape-only subgraphs (Shape/Gather/Unsqueeze/Concat/Cast/...)
 // are constant-folded for the static input shape, Dropout/Identity become Identity, PyTorch's
 // GroupNorm pattern (Reshape -> InstanceNorm -> Reshape -> Mul -> Add) becomes one GroupNorm node,
-// and every value gets its shape. The result is not optimised: call optimize() for backends.
+// the spelled-out LayerNorm, GELU and SiLU of older exports become one node each, and every value
+// gets its shape. Converters live in engine/onnx/, one per op family (converter.h). The result is not optimised: call optimize() for backends.
 // Weights are copied into the Graph (no reference to the file remains). Thread-safe (no state).
 #pragma once
 
