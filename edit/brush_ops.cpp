@@ -1,4 +1,4 @@
-// Paint / erase (sphere or in-plane disk, along a stroke), threshold and flood fill.
+// Paint / erase (sphere or in-plane disk, along a stroke), threshold, flood fill, level tracing.
 #include "edit/canvas.h"
 
 #include <fmt/format.h>
@@ -158,6 +158,70 @@ Status applyFloodFill(const EditOp& op, const Grid& grid, const Intensity& image
         }
     }
     for (const auto& v : region) canvas.set(v[0], v[1], v[2], op.label);
+    return {};
+}
+
+Status applyLevelTrace(const EditOp& op, const Grid& grid, const Intensity& image, Canvas& canvas) {
+    // As Slicer's Level tracing: in the seed's slice, the 4-connected region of pixels at least
+    // as bright as the seed, with the holes inside its outline filled (the area the iso-intensity
+    // contour through the seed encloses).
+    const Vec3 c = grid.index(op.points.at(0));
+    const int64_t seed[3] = {std::llround(c[0]), std::llround(c[1]), std::llround(c[2])};
+    if (!grid.contains(seed[0], seed[1], seed[2]))
+        return invalidArgument(fmt::format("seed_mm [{}, {}, {}] is outside the image",
+                                           op.points[0][0], op.points[0][1], op.points[0][2]));
+    const int a = grid.sliceAxis(op.plane);
+    const int u = a == 0 ? 1 : 0, w = a == 2 ? 1 : 2;
+    const int64_t nu = grid.size[u], nw = grid.size[w];
+    auto voxel = [&](int64_t x, int64_t y) {
+        std::array<int64_t, 3> p{};
+        p[a] = seed[a];
+        p[u] = x;
+        p[w] = y;
+        return p;
+    };
+    auto linear = [&](int64_t x, int64_t y) {
+        const auto p = voxel(x, y);
+        return grid.linear(p[0], p[1], p[2]);
+    };
+    const double level = image.at(grid.linear(seed[0], seed[1], seed[2]));
+    // 0: not reached, 1: in the region, 2: outside (reached from the slice's border).
+    std::vector<uint8_t> state(static_cast<size_t>(nu * nw), 0);
+    std::vector<std::array<int64_t, 2>> stack;
+    auto flood = [&](uint8_t mark, auto&& passes) {
+        while (!stack.empty()) {
+            const auto [x, y] = stack.back();
+            stack.pop_back();
+            const int64_t next[4][2] = {{x - 1, y}, {x + 1, y}, {x, y - 1}, {x, y + 1}};
+            for (const auto& n : next) {
+                if (n[0] < 0 || n[1] < 0 || n[0] >= nu || n[1] >= nw) continue;
+                uint8_t& s = state[static_cast<size_t>(n[0] + nu * n[1])];
+                if (s != 0 || !passes(n[0], n[1])) continue;
+                s = mark;
+                stack.push_back({n[0], n[1]});
+            }
+        }
+    };
+    const int64_t su = seed[u], sw = seed[w];
+    state[static_cast<size_t>(su + nu * sw)] = 1;
+    stack.push_back({su, sw});
+    flood(1, [&](int64_t x, int64_t y) { return image.at(linear(x, y)) >= level; });
+    for (int64_t y = 0; y < nw; ++y)
+        for (int64_t x = 0; x < nu; ++x) {
+            if (x != 0 && y != 0 && x != nu - 1 && y != nw - 1) continue;
+            uint8_t& s = state[static_cast<size_t>(x + nu * y)];
+            if (s != 0) continue;
+            s = 2;
+            stack.push_back({x, y});
+        }
+    flood(2, [](int64_t, int64_t) { return true; });
+    for (int64_t y = 0; y < nw; ++y)
+        for (int64_t x = 0; x < nu; ++x) {
+            if (state[static_cast<size_t>(x + nu * y)] == 2) continue;
+            const auto p = voxel(x, y);
+            if (mayOverwrite(op.overwrite, canvas.get(p[0], p[1], p[2]), op.label))
+                canvas.set(p[0], p[1], p[2], op.label);
+        }
     return {};
 }
 

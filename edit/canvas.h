@@ -137,6 +137,7 @@ inline bool mayOverwrite(const Overwrite& o, int current, int label) {
 Status applyBrush(const EditOp& op, const Grid& grid, const Intensity& image, Canvas& canvas);
 Status applyThreshold(const EditOp& op, const Grid& grid, const Intensity& image, Canvas& canvas);
 Status applyFloodFill(const EditOp& op, const Grid& grid, const Intensity& image, Canvas& canvas);
+Status applyLevelTrace(const EditOp& op, const Grid& grid, const Intensity& image, Canvas& canvas);
 Status applyFillBetweenSlices(const EditOp& op, const Grid& grid, Canvas& canvas);
 Status applyIslands(const EditOp& op, const Grid& grid, Canvas& canvas, std::vector<int>& created);
 Status applyMorphology(const EditOp& op, const Grid& grid, Canvas& canvas);  // median/open/close/margin

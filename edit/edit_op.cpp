@@ -18,6 +18,7 @@ struct Name {
 constexpr Name kOpNames[] = {
     {OpKind::kPaint, "paint"},         {OpKind::kErase, "erase"},
     {OpKind::kThreshold, "threshold"}, {OpKind::kFloodFill, "flood_fill"},
+    {OpKind::kLevelTrace, "level_trace"},
     {OpKind::kFillBetweenSlices, "fill_between_slices"},
     {OpKind::kIslands, "islands"},     {OpKind::kMedian, "median"},
     {OpKind::kOpening, "opening"},     {OpKind::kClosing, "closing"},
@@ -87,6 +88,8 @@ std::set<std::string> allowedKeys(const EditOp& op) {
             return {"label", "min", "max", "overwrite", "plane", "point_mm"};
         case OpKind::kFloodFill:
             return {"label", "seed_mm", "min", "max", "overwrite", "plane", "connectivity"};
+        case OpKind::kLevelTrace:
+            return {"label", "seed_mm", "plane", "overwrite"};
         case OpKind::kFillBetweenSlices:
             return {"label", "plane", "overwrite"};
         case OpKind::kIslands:
@@ -291,6 +294,17 @@ Status parseFields(const Parser& p, EditOp& op) {
             }
             return p.connectivity(op, 6);
         }
+        case OpKind::kLevelTrace: {
+            VOXSEG_RETURN_IF_ERROR(p.label("label", op.label, 1));
+            if (!p.has("seed_mm")) return p.error("seed_mm", "missing");
+            Vec3 c{};
+            VOXSEG_RETURN_IF_ERROR(p.point("seed_mm", c));
+            op.points = {c};
+            if (!p.has("plane")) return p.error("plane", "missing");
+            op.in_slice = true;
+            VOXSEG_RETURN_IF_ERROR(p.plane(op.plane));
+            return p.overwrite(op.overwrite);
+        }
         case OpKind::kFillBetweenSlices:
             VOXSEG_RETURN_IF_ERROR(p.label("label", op.label, 1));
             if (!p.has("plane")) return p.error("plane", "missing");
@@ -403,6 +417,11 @@ std::string toJsonLine(const EditOp& op) {
             range();
             if (op.in_slice) j["plane"] = planeName(op.plane);
             j["connectivity"] = op.connectivity;
+            break;
+        case OpKind::kLevelTrace:
+            j["label"] = op.label;
+            j["seed_mm"] = point(op.points.at(0));
+            j["plane"] = planeName(op.plane);
             break;
         case OpKind::kFillBetweenSlices:
             j["label"] = op.label;

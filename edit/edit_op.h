@@ -22,6 +22,7 @@ enum class OpKind {
     kErase,
     kThreshold,
     kFloodFill,
+    kLevelTrace,
     kFillBetweenSlices,
     kIslands,
     kMedian,

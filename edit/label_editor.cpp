@@ -200,6 +200,9 @@ Result<ApplyReport> LabelEditor::apply(const EditOp& op) {
         case OpKind::kFloodFill:
             status = detail::applyFloodFill(op, grid, intensity, canvas);
             break;
+        case OpKind::kLevelTrace:
+            status = detail::applyLevelTrace(op, grid, intensity, canvas);
+            break;
         case OpKind::kFillBetweenSlices:
             status = detail::applyFillBetweenSlices(op, grid, canvas);
             break;

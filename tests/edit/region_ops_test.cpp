@@ -121,6 +121,43 @@ TEST(FloodFill, GrowsFromTheSeedWithinTheRangeWith6Or26Neighbours) {
     EXPECT_NE(off.status().message().find("seed_mm"), std::string::npos);
 }
 
+TEST(LevelTrace, FillsTheOutlineThroughTheSeedInItsSlice) {
+    for (const auto& g : gridCases()) {
+        SCOPED_TRACE(g.name);
+        const Geometry& geo = g.geometry;
+        Volume image = Volume::allocate<int16_t>(geo);
+        const Vec3 c = testing::gridCentre(geo);
+        // A bright shell 5..8 mm from c: in any slice near c, a ring around a dark hole.
+        forEachVoxel(geo, [&](int64_t, int64_t, int64_t, int64_t idx, Vec3 p) {
+            const double d = distance(p, c);
+            image.data<int16_t>()[idx] = d >= 5 && d <= 8 ? 100 : 0;
+        });
+        Volume labels = testing::makeLabels(geo);
+        auto editor = makeEditor(image, labels);
+        EditOp op;
+        op.kind = OpKind::kLevelTrace;
+        op.label = 6;
+        op.plane = Plane::kAxial;
+        op.in_slice = true;
+        // On the ring, in the axial slice through c: from c towards the patient's left.
+        op.points = {{c[0] + 6.5, c[1], c[2]}};
+        ASSERT_TRUE(editor.apply(op).isOk());
+        int axis = 0;
+        for (int a = 1; a < 3; ++a)
+            if (std::abs(geo.direction[6 + a]) > std::abs(geo.direction[6 + axis])) axis = a;
+        const double s = std::round(geo.physicalToIndex(op.points[0])[axis]);
+        int64_t bad = 0, in = 0;
+        forEachVoxel(geo, [&](int64_t i, int64_t j, int64_t k, int64_t idx, Vec3 p) {
+            const int64_t ijk[3] = {i, j, k};
+            const bool want = ijk[axis] == s && distance(p, c) <= 8;
+            in += want;
+            bad += labelAt(editor.labelMap(), idx) != (want ? 6 : 0);
+        });
+        EXPECT_EQ(bad, 0);
+        EXPECT_GT(in, 100);
+    }
+}
+
 double dice(const Volume& a, const Volume& b, int label) {
     int64_t both = 0, na = 0, nb = 0;
     for (int64_t i = 0; i < a.geometry().voxelCount(); ++i) {

@@ -153,6 +153,13 @@ TEST(EditOp, EveryOpRoundTripsThroughItsJsonLine) {
     op.overwrite = {Overwrite::Mode::kLabel, 4};
     ops.push_back(op);
     op = {};
+    op.kind = OpKind::kLevelTrace;
+    op.label = 4;
+    op.points = {{1.5, -2.25, 3}};
+    op.in_slice = true;
+    op.plane = Plane::kCoronal;
+    ops.push_back(op);
+    op = {};
     op.kind = OpKind::kUndo;
     ops.push_back(op);
     op.kind = OpKind::kRedo;
