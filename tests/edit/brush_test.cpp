@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -262,6 +263,13 @@ TEST(Brush, StrokeUndoMemoryIsBoundedByTheVoxelsChanged) {
     std::printf("stroke: %lld voxels changed, %zu history bytes\n",
                 static_cast<long long>(r->voxels_changed), editor->historyBytes());
     RecordProperty("undo_bytes", std::to_string(editor->historyBytes()));
+    // The sparse record restores a uint16 map exactly.
+    ASSERT_TRUE(editor->undo().isOk());
+    const uint16_t* d = editor->labelMap().data<uint16_t>();
+    EXPECT_EQ(std::count_if(d, d + g.voxelCount(), [](uint16_t v) { return v != 0; }), 0);
+    ASSERT_TRUE(editor->redo().isOk());
+    EXPECT_EQ(std::count_if(d, d + g.voxelCount(), [](uint16_t v) { return v == 1; }),
+              r->voxels_changed);
 }
 
 }  // namespace
