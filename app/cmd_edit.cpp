@@ -26,7 +26,8 @@ constexpr const char* kComponent = "edit";
 bool endsWith(const std::string& s, const std::string& suffix) {
     if (s.size() < suffix.size()) return false;
     std::string tail = s.substr(s.size() - suffix.size());
-    std::transform(tail.begin(), tail.end(), tail.begin(), [](unsigned char c) { return std::tolower(c); });
+    std::transform(tail.begin(), tail.end(), tail.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
     return tail == suffix;
 }
 
@@ -57,11 +58,13 @@ Result<Volume> asEditableLabels(const Volume& v, const std::string& path) {
 CLI::App* addEditCommand(CLI::App& app, EditCommandOptions& o) {
     CLI::App* cmd = app.add_subcommand(
         "edit", "Replay an edit journal (JSON lines) onto a segmentation and write the result");
-    cmd->add_option("image", o.input, "The image the segmentation belongs to: DICOM folder/file, "
-                                      "or .nii.gz/.nii/.nrrd/.mha")
+    cmd->add_option("image", o.input,
+                    "The image the segmentation belongs to: DICOM folder/file, "
+                    "or .nii.gz/.nii/.nrrd/.mha")
         ->required();
-    cmd->add_option("--labels", o.labels, "Segmentation to edit: label map file, DICOM SEG or "
-                                          "RTSTRUCT (read onto the image's grid)")
+    cmd->add_option("--labels", o.labels,
+                    "Segmentation to edit: label map file, DICOM SEG or "
+                    "RTSTRUCT (read onto the image's grid)")
         ->required();
     cmd->add_option("--ops", o.ops, "Edit journal: one op per line (docs/viewer.md)")->required();
     cmd->add_option("-o,--output", o.output,
@@ -156,8 +159,8 @@ ExitCode runEdit(const EditCommandOptions& o, const CommandContext& ctx) {
                              {"removed", c.removed},
                              {"algorithm_type", c.algorithmType()}});
         if (c.changed())
-            summary += fmt::format("{}{} ({})", summary.empty() ? "" : ", ", c.label,
-                                   c.algorithmType());
+            summary +=
+                fmt::format("{}{} ({})", summary.empty() ? "" : ", ", c.label, c.algorithmType());
     }
     report["label_changes"] = per_label;
     if (!o.report.empty()) {

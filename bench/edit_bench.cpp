@@ -5,8 +5,8 @@
 #include "edit/label_editor.h"
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -66,7 +66,8 @@ int main(int argc, char** argv) {
             if (!editor->undo().isOk()) break;
             undo_t.push_back(ms(t0, Clock::now()));
         }
-        report(shape == 0 ? "brush step, sphere r=5 mm" : "brush step, axial disk r=10 mm", apply_t);
+        report(shape == 0 ? "brush step, sphere r=5 mm" : "brush step, axial disk r=10 mm",
+               apply_t);
         report("  undo of a step", undo_t);
         std::printf("  undo bytes per step: %.1f KiB (volume: %.0f MiB)\n",
                     double(bytes) / steps / 1024.0, double(g.voxelCount()) * 2 / 1048576.0);

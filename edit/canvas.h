@@ -27,7 +27,9 @@ struct Grid {
     bool contains(int64_t i, int64_t j, int64_t k) const {
         return i >= 0 && j >= 0 && k >= 0 && i < size[0] && j < size[1] && k < size[2];
     }
-    int64_t linear(int64_t i, int64_t j, int64_t k) const { return i + size[0] * (j + size[1] * k); }
+    int64_t linear(int64_t i, int64_t j, int64_t k) const {
+        return i + size[0] * (j + size[1] * k);
+    }
     // The index axis whose direction is closest to the normal of `plane` (largest |cosine|; the
     // lower axis on an exact tie).
     int sliceAxis(Plane plane) const;
@@ -89,8 +91,10 @@ class Canvas {
         const int64_t idx = grid_linear(i, j, k);
         if (get(idx) == value) return;
         touch(i, j, k);
-        if (wide_) u16_[idx] = static_cast<uint16_t>(value);
-        else u8_[idx] = static_cast<uint8_t>(value);
+        if (wide_)
+            u16_[idx] = static_cast<uint16_t>(value);
+        else
+            u8_[idx] = static_cast<uint8_t>(value);
         ++changed_;
     }
     int maxLabel() const { return wide_ ? 65535 : 255; }
@@ -140,7 +144,8 @@ Status applyFloodFill(const EditOp& op, const Grid& grid, const Intensity& image
 Status applyLevelTrace(const EditOp& op, const Grid& grid, const Intensity& image, Canvas& canvas);
 Status applyFillBetweenSlices(const EditOp& op, const Grid& grid, Canvas& canvas);
 Status applyIslands(const EditOp& op, const Grid& grid, Canvas& canvas, std::vector<int>& created);
-Status applyMorphology(const EditOp& op, const Grid& grid, Canvas& canvas);  // median/open/close/margin
+Status applyMorphology(const EditOp& op, const Grid& grid,
+                       Canvas& canvas);  // median/open/close/margin
 Status applyLogical(const EditOp& op, const Grid& grid, Canvas& canvas);
 
 // Exact squared Euclidean distance transform (Felzenszwalb & Huttenlocher 2012), in mm^2, of a

@@ -16,14 +16,20 @@ struct Name {
     const char* name;
 };
 constexpr Name kOpNames[] = {
-    {OpKind::kPaint, "paint"},         {OpKind::kErase, "erase"},
-    {OpKind::kThreshold, "threshold"}, {OpKind::kFloodFill, "flood_fill"},
+    {OpKind::kPaint, "paint"},
+    {OpKind::kErase, "erase"},
+    {OpKind::kThreshold, "threshold"},
+    {OpKind::kFloodFill, "flood_fill"},
     {OpKind::kLevelTrace, "level_trace"},
     {OpKind::kFillBetweenSlices, "fill_between_slices"},
-    {OpKind::kIslands, "islands"},     {OpKind::kMedian, "median"},
-    {OpKind::kOpening, "opening"},     {OpKind::kClosing, "closing"},
-    {OpKind::kMargin, "margin"},       {OpKind::kLogical, "logical"},
-    {OpKind::kUndo, "undo"},           {OpKind::kRedo, "redo"},
+    {OpKind::kIslands, "islands"},
+    {OpKind::kMedian, "median"},
+    {OpKind::kOpening, "opening"},
+    {OpKind::kClosing, "closing"},
+    {OpKind::kMargin, "margin"},
+    {OpKind::kLogical, "logical"},
+    {OpKind::kUndo, "undo"},
+    {OpKind::kRedo, "redo"},
 };
 
 const char* planeName(Plane p) {
@@ -82,8 +88,8 @@ std::set<std::string> allowedKeys(const EditOp& op) {
     switch (op.kind) {
         case OpKind::kPaint:
         case OpKind::kErase:
-            return {"shape", "plane", "center_mm", "stroke_mm", "radius_mm", "label", "min", "max",
-                    "overwrite"};
+            return {"shape", "plane", "center_mm", "stroke_mm", "radius_mm",
+                    "label", "min",   "max",       "overwrite"};
         case OpKind::kThreshold:
             return {"label", "min", "max", "overwrite", "plane", "point_mm"};
         case OpKind::kFloodFill:
@@ -132,10 +138,10 @@ class Parser {
     }
     Status integer(const std::string& key, int& out, int lo, int hi) const {
         const Json& v = j_.at(key);
-        if (!v.is_number_integer())
-            return error(key, "expected an integer, got " + v.dump());
+        if (!v.is_number_integer()) return error(key, "expected an integer, got " + v.dump());
         const int64_t x = v.get<int64_t>();
-        if (x < lo || x > hi) return error(key, fmt::format("must be in [{}, {}] (got {})", lo, hi, x));
+        if (x < lo || x > hi)
+            return error(key, fmt::format("must be in [{}, {}] (got {})", lo, hi, x));
         out = static_cast<int>(x);
         return {};
     }
@@ -175,10 +181,14 @@ class Parser {
     Status plane(Plane& out) const {
         std::string s;
         VOXSEG_RETURN_IF_ERROR(string("plane", s));
-        if (s == "axial") out = Plane::kAxial;
-        else if (s == "coronal") out = Plane::kCoronal;
-        else if (s == "sagittal") out = Plane::kSagittal;
-        else return error("plane", "\"" + s + "\": expected axial, coronal or sagittal");
+        if (s == "axial")
+            out = Plane::kAxial;
+        else if (s == "coronal")
+            out = Plane::kCoronal;
+        else if (s == "sagittal")
+            out = Plane::kSagittal;
+        else
+            return error("plane", "\"" + s + "\": expected axial, coronal or sagittal");
         return {};
     }
     Status overwrite(Overwrite& out) const {
@@ -191,8 +201,9 @@ class Parser {
             out = {Overwrite::Mode::kBackground, 0};
         } else if (s.rfind("label:", 0) == 0) {
             const std::string n = s.substr(6);
-            if (n.empty() || n.size() > 5 || n.find_first_not_of("0123456789") != std::string::npos ||
-                std::stoi(n) < 1 || std::stoi(n) > 65535)
+            if (n.empty() || n.size() > 5 ||
+                n.find_first_not_of("0123456789") != std::string::npos || std::stoi(n) < 1 ||
+                std::stoi(n) > 65535)
                 return error("overwrite", "\"" + s + "\": expected label:N with N in [1, 65535]");
             out = {Overwrite::Mode::kLabel, std::stoi(n)};
         } else {
@@ -235,9 +246,12 @@ Status parseFields(const Parser& p, EditOp& op) {
             std::string shape;
             if (!p.has("shape")) return p.error("shape", "missing (sphere or disk)");
             VOXSEG_RETURN_IF_ERROR(p.string("shape", shape));
-            if (shape == "sphere") op.shape = Shape::kSphere;
-            else if (shape == "disk") op.shape = Shape::kDisk;
-            else return p.error("shape", "\"" + shape + "\": expected sphere or disk");
+            if (shape == "sphere")
+                op.shape = Shape::kSphere;
+            else if (shape == "disk")
+                op.shape = Shape::kDisk;
+            else
+                return p.error("shape", "\"" + shape + "\": expected sphere or disk");
             if (op.shape == Shape::kDisk) {
                 if (!p.has("plane")) return p.error("plane", "missing (a disk needs its plane)");
                 VOXSEG_RETURN_IF_ERROR(p.plane(op.plane));
@@ -313,12 +327,18 @@ Status parseFields(const Parser& p, EditOp& op) {
         case OpKind::kIslands: {
             VOXSEG_RETURN_IF_ERROR(p.label("label", op.label, 1));
             std::string mode;
-            if (!p.has("mode")) return p.error("mode", "missing (keep_largest, remove_small, split)");
+            if (!p.has("mode"))
+                return p.error("mode", "missing (keep_largest, remove_small, split)");
             VOXSEG_RETURN_IF_ERROR(p.string("mode", mode));
-            if (mode == "keep_largest") op.island_mode = IslandMode::kKeepLargest;
-            else if (mode == "remove_small") op.island_mode = IslandMode::kRemoveSmall;
-            else if (mode == "split") op.island_mode = IslandMode::kSplit;
-            else return p.error("mode", "\"" + mode + "\": expected keep_largest, remove_small or split");
+            if (mode == "keep_largest")
+                op.island_mode = IslandMode::kKeepLargest;
+            else if (mode == "remove_small")
+                op.island_mode = IslandMode::kRemoveSmall;
+            else if (mode == "split")
+                op.island_mode = IslandMode::kSplit;
+            else
+                return p.error("mode",
+                               "\"" + mode + "\": expected keep_largest, remove_small or split");
             if (op.island_mode == IslandMode::kRemoveSmall) {
                 if (!p.has("min_ml")) return p.error("min_ml", "missing (remove_small needs it)");
                 VOXSEG_RETURN_IF_ERROR(p.positive("min_ml", op.min_ml));
@@ -345,11 +365,16 @@ Status parseFields(const Parser& p, EditOp& op) {
             if (!p.has("operation"))
                 return p.error("operation", "missing (union, intersect, subtract, copy, clear)");
             VOXSEG_RETURN_IF_ERROR(p.string("operation", s));
-            if (s == "union") op.logical = LogicalOp::kUnion;
-            else if (s == "intersect") op.logical = LogicalOp::kIntersect;
-            else if (s == "subtract") op.logical = LogicalOp::kSubtract;
-            else if (s == "copy") op.logical = LogicalOp::kCopy;
-            else if (s == "clear") op.logical = LogicalOp::kClear;
+            if (s == "union")
+                op.logical = LogicalOp::kUnion;
+            else if (s == "intersect")
+                op.logical = LogicalOp::kIntersect;
+            else if (s == "subtract")
+                op.logical = LogicalOp::kSubtract;
+            else if (s == "copy")
+                op.logical = LogicalOp::kCopy;
+            else if (s == "clear")
+                op.logical = LogicalOp::kClear;
             else
                 return p.error("operation",
                                "\"" + s + "\": expected union, intersect, subtract, copy or clear");

@@ -53,21 +53,21 @@ struct EditOp {
     OpKind kind = OpKind::kPaint;
     // paint / erase
     Shape shape = Shape::kSphere;
-    Plane plane = Plane::kAxial;    // disk, fill_between_slices, and threshold/flood in a slice
-    bool in_slice = false;          // threshold / flood_fill: only in the slice through `points[0]`
-    std::vector<Vec3> points;       // center_mm (1 point), stroke_mm (polyline), seed_mm, point_mm
-    bool stroke = false;            // written as stroke_mm (even with one point)
-    double radius_mm = 0.0;         // paint/erase, median, opening, closing
-    int label = 0;                  // 0 for erase: every label
-    std::optional<double> min;      // intensity range of the image (inclusive)
+    Plane plane = Plane::kAxial;  // disk, fill_between_slices, and threshold/flood in a slice
+    bool in_slice = false;        // threshold / flood_fill: only in the slice through `points[0]`
+    std::vector<Vec3> points;     // center_mm (1 point), stroke_mm (polyline), seed_mm, point_mm
+    bool stroke = false;          // written as stroke_mm (even with one point)
+    double radius_mm = 0.0;       // paint/erase, median, opening, closing
+    int label = 0;                // 0 for erase: every label
+    std::optional<double> min;    // intensity range of the image (inclusive)
     std::optional<double> max;
     Overwrite overwrite;
-    int connectivity = 6;           // flood_fill 6 | 26 (default 6); islands default 26
+    int connectivity = 6;  // flood_fill 6 | 26 (default 6); islands default 26
     IslandMode island_mode = IslandMode::kKeepLargest;
-    double min_ml = 0.0;            // islands remove_small
-    double margin_mm = 0.0;         // margin: > 0 grows, < 0 shrinks
+    double min_ml = 0.0;     // islands remove_small
+    double margin_mm = 0.0;  // margin: > 0 grows, < 0 shrinks
     LogicalOp logical = LogicalOp::kUnion;
-    int other = 0;                  // logical: the second label
+    int other = 0;  // logical: the second label
 
     bool operator==(const EditOp&) const = default;
 };

@@ -14,7 +14,8 @@ namespace voxseg::edit {
 Result<JournalWriter> JournalWriter::open(const std::string& path, bool truncate) {
     const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0);
     const int fd = ::open(path.c_str(), flags, 0644);
-    if (fd < 0) return ioError(std::string("cannot open the edit journal: ") + std::strerror(errno), path);
+    if (fd < 0)
+        return ioError(std::string("cannot open the edit journal: ") + std::strerror(errno), path);
     JournalWriter w;
     w.fd_ = fd;
     w.path_ = path;
@@ -67,8 +68,8 @@ Result<std::vector<JournalLine>> readJournal(const std::string& path) {
         if (text.find_first_not_of(" \t") == std::string::npos) continue;
         auto op = parseEditOp(text);
         if (!op.isOk())
-            return Status(op.status().code(), fmt::format("line {}: {}", number, op.status().message()),
-                          path);
+            return Status(op.status().code(),
+                          fmt::format("line {}: {}", number, op.status().message()), path);
         out.push_back({number, std::move(op).value()});
     }
     if (in.bad()) return ioError("reading the edit journal failed", path);
@@ -86,8 +87,8 @@ Result<ReplayReport> applyJournalLines(const std::vector<JournalLine>& lines, La
     for (const JournalLine& l : lines) {
         auto r = editor.apply(l.op);
         if (!r.isOk())
-            return Status(r.status().code(), fmt::format("line {}: {}", l.line, r.status().message()),
-                          path);
+            return Status(r.status().code(),
+                          fmt::format("line {}: {}", l.line, r.status().message()), path);
         ++report.ops_applied;
         report.voxels_changed += r->voxels_changed;
     }

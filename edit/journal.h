@@ -52,8 +52,8 @@ struct ReplayReport {
 Result<ReplayReport> applyJournalLines(const std::vector<JournalLine>& lines, LabelEditor& editor,
                                        const std::string& path);
 
-// Reads and applies each line of `path` to `editor`, in order; stops at the first failure (the editor then
-// holds the result of the lines before it), naming the file and line.
+// Reads and applies each line of `path` to `editor`, in order; stops at the first failure (the
+// editor then holds the result of the lines before it), naming the file and line.
 Result<ReplayReport> replayJournal(const std::string& path, LabelEditor& editor);
 
 }  // namespace voxseg::edit

@@ -186,8 +186,9 @@ Result<ApplyReport> LabelEditor::apply(const EditOp& op) {
     report.kind = op.kind;
     if (op.label > canvas.maxLabel() || op.other > canvas.maxLabel() ||
         op.overwrite.label > canvas.maxLabel())
-        return invalidArgument(fmt::format("label {} does not fit the uint8 label map (at most 255)",
-                                           std::max({op.label, op.other, op.overwrite.label})));
+        return invalidArgument(
+            fmt::format("label {} does not fit the uint8 label map (at most 255)",
+                        std::max({op.label, op.other, op.overwrite.label})));
     Status status;
     switch (op.kind) {
         case OpKind::kPaint:
@@ -258,8 +259,10 @@ ApplyReport restore(const Volume& labels, const UndoStep& step, bool forward) {
         canvas.readTile(t.tile, buffer);
         const std::vector<uint16_t>& values = forward ? t.sparse_after : t.sparse_before;
         for (size_t n = 0; n < t.offsets.size(); ++n) {
-            if (bpv == 1) buffer[t.offsets[n]] = static_cast<uint8_t>(values[n]);
-            else std::memcpy(buffer.data() + 2 * size_t{t.offsets[n]}, &values[n], 2);
+            if (bpv == 1)
+                buffer[t.offsets[n]] = static_cast<uint8_t>(values[n]);
+            else
+                std::memcpy(buffer.data() + 2 * size_t{t.offsets[n]}, &values[n], 2);
         }
         canvas.writeTile(t.tile, buffer);
     }
@@ -270,8 +273,7 @@ ApplyReport restore(const Volume& labels, const UndoStep& step, bool forward) {
 }  // namespace
 
 Result<ApplyReport> LabelEditor::undo() {
-    if (undo_.empty())
-        return Status(StatusCode::kFailedPrecondition, "undo: nothing to undo");
+    if (undo_.empty()) return Status(StatusCode::kFailedPrecondition, "undo: nothing to undo");
     ApplyReport r = restore(labels_, undo_.back(), false);
     redo_.push_back(std::move(undo_.back()));
     undo_.pop_back();
@@ -279,8 +281,7 @@ Result<ApplyReport> LabelEditor::undo() {
 }
 
 Result<ApplyReport> LabelEditor::redo() {
-    if (redo_.empty())
-        return Status(StatusCode::kFailedPrecondition, "redo: nothing to redo");
+    if (redo_.empty()) return Status(StatusCode::kFailedPrecondition, "redo: nothing to redo");
     ApplyReport r = restore(labels_, redo_.back(), true);
     undo_.push_back(std::move(redo_.back()));
     redo_.pop_back();

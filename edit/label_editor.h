@@ -35,7 +35,7 @@ struct ApplyReport {
     OpKind kind = OpKind::kPaint;
     int64_t voxels_changed = 0;
     int tiles_recorded = 0;
-    size_t bytes_recorded = 0;  // before + after of the recorded tiles
+    size_t bytes_recorded = 0;    // before + after of the recorded tiles
     std::vector<int> new_labels;  // islands split: the labels created
 };
 
@@ -44,8 +44,8 @@ struct ApplyReport {
 // voxel instead of the whole tile twice.
 struct TileChange {
     int64_t tile = 0;
-    std::vector<uint8_t> before;  // the tile's voxels (clipped at the volume's edge), raw bytes
-    std::vector<uint8_t> after;   // (both empty when sparse)
+    std::vector<uint8_t> before;    // the tile's voxels (clipped at the volume's edge), raw bytes
+    std::vector<uint8_t> after;     // (both empty when sparse)
     std::vector<uint32_t> offsets;  // sparse: voxel offsets in the tile
     std::vector<uint16_t> sparse_before;
     std::vector<uint16_t> sparse_after;

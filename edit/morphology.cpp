@@ -111,7 +111,8 @@ void writeMask(Canvas& canvas, const Box& box, const std::vector<uint8_t>& mask,
         for (int64_t j = box.lo[1]; j <= box.hi[1]; ++j)
             for (int64_t i = box.lo[0]; i <= box.hi[0]; ++i, ++o) {
                 const int cur = canvas.get(i, j, k);
-                if (cur == label && !mask[o]) canvas.set(i, j, k, 0);
+                if (cur == label && !mask[o])
+                    canvas.set(i, j, k, 0);
                 else if (cur != label && mask[o] && mayOverwrite(overwrite, cur, label))
                     canvas.set(i, j, k, label);
             }
@@ -390,8 +391,10 @@ Status applyLogical(const EditOp& op, const Grid& grid, Canvas& canvas) {
                         if (cur == op.other) canvas.set(i, j, k, op.label);
                         break;
                     case LogicalOp::kCopy:
-                        if (cur == op.other) canvas.set(i, j, k, op.label);
-                        else if (cur == op.label) canvas.set(i, j, k, 0);
+                        if (cur == op.other)
+                            canvas.set(i, j, k, op.label);
+                        else if (cur == op.label)
+                            canvas.set(i, j, k, 0);
                         break;
                     case LogicalOp::kIntersect:
                     case LogicalOp::kClear:

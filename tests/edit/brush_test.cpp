@@ -42,8 +42,8 @@ int64_t mismatches(const Volume& labels, const std::function<int(int64_t, Vec3)>
 TEST(Brush, SphereIsTheVoxelsWithinRadius) {
     for (const auto& g : gridCases()) {
         SCOPED_TRACE(g.name);
-        auto editor = LabelEditor::create(testing::makeImage(g.geometry),
-                                          testing::makeLabels(g.geometry));
+        auto editor =
+            LabelEditor::create(testing::makeImage(g.geometry), testing::makeLabels(g.geometry));
         ASSERT_TRUE(editor.isOk()) << editor.status().toString();
         const Vec3 c = testing::gridCentre(g.geometry);
         const double r = 6.3;
@@ -79,8 +79,7 @@ TEST(Brush, DiskLiesInTheNearestGridSliceOfItsPlane) {
         for (Plane plane : {Plane::kAxial, Plane::kCoronal, Plane::kSagittal}) {
             SCOPED_TRACE(g.name + " plane " + std::to_string(int(plane)));
             const Geometry& geo = g.geometry;
-            auto editor =
-                LabelEditor::create(testing::makeImage(geo), testing::makeLabels(geo));
+            auto editor = LabelEditor::create(testing::makeImage(geo), testing::makeLabels(geo));
             ASSERT_TRUE(editor.isOk());
             const Vec3 c = testing::gridCentre(geo);
             const double r = 7.7;
@@ -138,8 +137,8 @@ TEST(Brush, DiskLiesInTheNearestGridSliceOfItsPlane) {
 TEST(Brush, StrokeIsTheUnionOfSpheresAlongIt) {
     for (const auto& g : gridCases()) {
         SCOPED_TRACE(g.name);
-        auto editor = LabelEditor::create(testing::makeImage(g.geometry),
-                                          testing::makeLabels(g.geometry));
+        auto editor =
+            LabelEditor::create(testing::makeImage(g.geometry), testing::makeLabels(g.geometry));
         ASSERT_TRUE(editor.isOk());
         const Vec3 c = testing::gridCentre(g.geometry);
         const std::vector<Vec3> stroke{{c[0] - 9, c[1] - 4, c[2] - 3},
@@ -198,10 +197,10 @@ TEST(Brush, IntensityRangeAndOverwritePolicyMaskThePaint) {
         });
         const int16_t* hu = image.data<int16_t>();
         const double lo = 200, hi = 300;
-        for (const auto& [policy, name] :
-             std::vector<std::pair<Overwrite, std::string>>{{{Overwrite::Mode::kAll, 0}, "all"},
-                                                            {{Overwrite::Mode::kBackground, 0}, "bg"},
-                                                            {{Overwrite::Mode::kLabel, 2}, "label:2"}}) {
+        for (const auto& [policy, name] : std::vector<std::pair<Overwrite, std::string>>{
+                 {{Overwrite::Mode::kAll, 0}, "all"},
+                 {{Overwrite::Mode::kBackground, 0}, "bg"},
+                 {{Overwrite::Mode::kLabel, 2}, "label:2"}}) {
             SCOPED_TRACE(name);
             auto editor = LabelEditor::create(image, labels);
             ASSERT_TRUE(editor.isOk());
@@ -211,19 +210,20 @@ TEST(Brush, IntensityRangeAndOverwritePolicyMaskThePaint) {
             op.overwrite = policy;
             ASSERT_TRUE(editor->apply(op).isOk());
             int64_t painted = 0;
-            EXPECT_EQ(mismatches(editor->labelMap(),
-                                 [&](int64_t idx, Vec3 p) {
-                                     const int before = labels.data<uint8_t>()[idx];
-                                     const bool allowed =
-                                         policy.mode == Overwrite::Mode::kAll ||
-                                         (policy.mode == Overwrite::Mode::kBackground && before == 0) ||
-                                         (policy.mode == Overwrite::Mode::kLabel && before == 2);
-                                     const bool in = distance(p, c) <= 8.2 && hu[idx] >= lo &&
-                                                     hu[idx] <= hi && allowed;
-                                     painted += in && before != 1;
-                                     return in ? 1 : before;
-                                 }),
-                      0);
+            EXPECT_EQ(
+                mismatches(editor->labelMap(),
+                           [&](int64_t idx, Vec3 p) {
+                               const int before = labels.data<uint8_t>()[idx];
+                               const bool allowed =
+                                   policy.mode == Overwrite::Mode::kAll ||
+                                   (policy.mode == Overwrite::Mode::kBackground && before == 0) ||
+                                   (policy.mode == Overwrite::Mode::kLabel && before == 2);
+                               const bool in = distance(p, c) <= 8.2 && hu[idx] >= lo &&
+                                               hu[idx] <= hi && allowed;
+                               painted += in && before != 1;
+                               return in ? 1 : before;
+                           }),
+                0);
             EXPECT_GT(painted, 10);
         }
         // Erase of one label only.

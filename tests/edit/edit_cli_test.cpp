@@ -70,10 +70,10 @@ TEST(EditCli, LabelMapOutputMatchesTheLibraryOnAnObliqueImage) {
     ASSERT_TRUE(io::writeImage(labels, dir / "labels.nii.gz").isOk());
     writeJournal(dir / "edits.jsonl", testing::gridCentre(g));
 
-    auto r = runVoxseg({"edit", dir / "image.nii.gz", "--labels", dir / "labels.nii.gz", "--ops",
-                        dir / "edits.jsonl", "-o", dir / "out.nii.gz", "--report",
-                        dir / "report.json"},
-                       dir);
+    auto r =
+        runVoxseg({"edit", dir / "image.nii.gz", "--labels", dir / "labels.nii.gz", "--ops",
+                   dir / "edits.jsonl", "-o", dir / "out.nii.gz", "--report", dir / "report.json"},
+                  dir);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     // What the CLI read, read here the same way, replayed by the library.
     auto image = io::readImage(dir / "image.nii.gz");
@@ -146,7 +146,8 @@ TEST(EditCli, ABadOpNamesTheFileAndLineAndWritesNothing) {
     ASSERT_TRUE(io::writeImage(testing::makeLabels(g), dir / "labels.nrrd").isOk());
     {
         std::ofstream out(dir / "edits.jsonl");
-        out << R"({"op": "undo"})" << "\n"
+        out << R"({"op": "undo"})"
+            << "\n"
             << R"({"op": "paint", "shape": "disk", "plane": "oblique", "center_mm": [0, 0, 0], "radius_mm": 2, "label": 1})"
             << "\n";
     }
@@ -162,7 +163,8 @@ TEST(EditCli, ABadOpNamesTheFileAndLineAndWritesNothing) {
     // A line that parses but cannot apply: undo with nothing to undo, on line 1.
     {
         std::ofstream out(dir / "edits.jsonl");
-        out << R"({"op": "undo"})" << "\n";
+        out << R"({"op": "undo"})"
+            << "\n";
     }
     r = runVoxseg({"edit", dir / "image.nrrd", "--labels", dir / "labels.nrrd", "--ops",
                    dir / "edits.jsonl", "-o", dir / "out.nrrd"},

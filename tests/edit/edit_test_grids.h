@@ -76,8 +76,8 @@ inline int labelAt(const Volume& v, int64_t idx) {
 
 // The centre of the grid in LPS mm, nudged off the voxel lattice.
 inline Vec3 gridCentre(const Geometry& g) {
-    Vec3 c = g.indexToPhysical({(g.size[0] - 1) / 2.0 + 0.31, (g.size[1] - 1) / 2.0 - 0.27,
-                                (g.size[2] - 1) / 2.0 + 0.13});
+    Vec3 c = g.indexToPhysical(
+        {(g.size[0] - 1) / 2.0 + 0.31, (g.size[1] - 1) / 2.0 - 0.27, (g.size[2] - 1) / 2.0 + 0.13});
     return c;
 }
 

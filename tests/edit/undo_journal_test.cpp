@@ -174,19 +174,20 @@ TEST(EditOp, EveryOpRoundTripsThroughItsJsonLine) {
 }
 
 TEST(EditOp, TheIssuesLinesParse) {
-    for (const char* line :
-         {R"({"op": "paint", "shape": "sphere", "center_mm": [1, 2.5, -3], "radius_mm": 4, "label": 2})",
-          R"({"op": "paint", "shape": "disk", "plane": "axial", "center_mm": [0, 0, 0], "radius_mm": 2, "label": 1})",
-          R"({"op": "erase", "shape": "disk", "plane": "sagittal", "center_mm": [0, 0, 0], "radius_mm": 2})",
-          R"({"op": "fill_between_slices", "label": 3, "plane": "axial"})", R"({"op": "undo"})",
-          // docs/viewer.md's examples
-          R"({"op":"paint","shape":"sphere","center_mm":[12.5,-40,88],"radius_mm":5,"label":2,"overwrite":"all"})",
-          R"({"op":"paint","shape":"disk","plane":"axial","stroke_mm":[[0,0,10],[4,1,10],[9,3,10]],"radius_mm":3,"label":1,"min":-100,"max":300,"overwrite":"background"})",
-          R"({"op":"erase","shape":"disk","plane":"sagittal","center_mm":[0,5,10],"radius_mm":4,"label":1})",
-          R"({"op":"flood_fill","label":3,"seed_mm":[10,20,30],"min":100,"max":400,"connectivity":6,"overwrite":"background"})",
-          R"({"op":"fill_between_slices","label":1,"plane":"axial","overwrite":"all"})",
-          R"({"op":"islands","label":1,"mode":"remove_small","min_ml":0.5,"connectivity":26})",
-          R"({"op":"margin","label":1,"margin_mm":-2,"overwrite":"all"})"}) {
+    for (
+        const char* line :
+        {R"({"op": "paint", "shape": "sphere", "center_mm": [1, 2.5, -3], "radius_mm": 4, "label": 2})",
+         R"({"op": "paint", "shape": "disk", "plane": "axial", "center_mm": [0, 0, 0], "radius_mm": 2, "label": 1})",
+         R"({"op": "erase", "shape": "disk", "plane": "sagittal", "center_mm": [0, 0, 0], "radius_mm": 2})",
+         R"({"op": "fill_between_slices", "label": 3, "plane": "axial"})", R"({"op": "undo"})",
+         // docs/viewer.md's examples
+         R"({"op":"paint","shape":"sphere","center_mm":[12.5,-40,88],"radius_mm":5,"label":2,"overwrite":"all"})",
+         R"({"op":"paint","shape":"disk","plane":"axial","stroke_mm":[[0,0,10],[4,1,10],[9,3,10]],"radius_mm":3,"label":1,"min":-100,"max":300,"overwrite":"background"})",
+         R"({"op":"erase","shape":"disk","plane":"sagittal","center_mm":[0,5,10],"radius_mm":4,"label":1})",
+         R"({"op":"flood_fill","label":3,"seed_mm":[10,20,30],"min":100,"max":400,"connectivity":6,"overwrite":"background"})",
+         R"({"op":"fill_between_slices","label":1,"plane":"axial","overwrite":"all"})",
+         R"({"op":"islands","label":1,"mode":"remove_small","min_ml":0.5,"connectivity":26})",
+         R"({"op":"margin","label":1,"margin_mm":-2,"overwrite":"all"})"}) {
         auto op = parseEditOp(line);
         EXPECT_TRUE(op.isOk()) << line << ": " << op.status().toString();
     }
@@ -204,7 +205,8 @@ TEST(EditOp, BadLinesNameTheKey) {
          "\"plane\""},
         {R"({"op": "paint", "shape": "sphere", "center_mm": [0,0], "radius_mm": 2, "label": 1})",
          "\"center_mm\""},
-        {R"({"op": "paint", "shape": "sphere", "center_mm": [0,0,0], "radius_mm": 2})", "\"label\""},
+        {R"({"op": "paint", "shape": "sphere", "center_mm": [0,0,0], "radius_mm": 2})",
+         "\"label\""},
         {R"({"op": "paint", "shape": "sphere", "center_mm": [0,0,0], "radius_mm": 2, "label": 1, "overwrite": "some"})",
          "\"overwrite\""},
         {R"({"op": "flood_fill", "label": 1, "seed_mm": [0,0,0], "min": 0, "max": 1, "connectivity": 8})",
@@ -275,7 +277,8 @@ TEST(Journal, ABadLineIsReportedWithItsNumberAndNothingAfterItRuns) {
     // An op that parses but cannot apply (undo with nothing to undo) names its line too.
     {
         std::ofstream out(dir / "undo.jsonl");
-        out << R"({"op": "undo"})" << "\n";
+        out << R"({"op": "undo"})"
+            << "\n";
     }
     auto u = replayJournal(dir / "undo.jsonl", *editor);
     ASSERT_FALSE(u.isOk());
