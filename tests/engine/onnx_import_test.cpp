@@ -722,5 +722,69 @@ TEST(OnnxImportTransformer, SplitReduceExpandTileWhere) {
     }
 }
 
+TEST(OnnxImportTransformer, GatherOnActivationsAndEqualSplits) {
+    using namespace transformer;
+    const auto xv = seq(3 * 8, 0.3f);  // [3, 8]
+    auto gather = [&](std::vector<int64_t> idx, bool scalar, int64_t axis) {
+        ModelBuilder m;
+        m.input("x", {3, 8});
+        auto* t = m.floats("idx", {}, {});
+        t->clear_raw_data();
+        t->set_data_type(onnx::TensorProto_DataType_INT64);
+        if (!scalar) t->add_dims(static_cast<int64_t>(idx.size()));
+        for (int64_t i : idx) t->add_int64_data(i);
+        m.node("Relu", {"x"}, {"r"});  // the gathered tensor is an activation, not a constant
+        ModelBuilder::attr(m.node("Gather", {"r", "idx"}, {"y"}, "gather"), "axis", axis);
+        m.output("y");
+        return m.import();
+    };
+    auto relu = [&](float v) { return std::max(v, 0.0f); };
+    {
+        auto g = gather({-1}, true, 0);  // last row, squeezed
+        ASSERT_TRUE(g.isOk()) << g.status().toString();
+        EXPECT_EQ(g->values[g->outputs[0]].shape, (Shape{8}));
+        std::vector<float> want;
+        for (int j = 0; j < 8; ++j) want.push_back(relu(xv[16 + j]));
+        expectNear(runOnReference(*g, {Tensor::fromFloats({3, 8}, xv)}), want, 0);
+    }
+    {
+        auto g = gather({6, 4, 2}, false, 1);  // a progression with a negative step
+        ASSERT_TRUE(g.isOk()) << g.status().toString();
+        EXPECT_EQ(countOps(*g, OpKind::kConcat), 0);
+        std::vector<float> want;
+        for (int r = 0; r < 3; ++r)
+            for (int j : {6, 4, 2}) want.push_back(relu(xv[r * 8 + j]));
+        expectNear(runOnReference(*g, {Tensor::fromFloats({3, 8}, xv)}), want, 0);
+    }
+    {
+        auto g = gather({1, 7, 0}, false, 1);  // irregular: slices and a concat
+        ASSERT_TRUE(g.isOk()) << g.status().toString();
+        EXPECT_EQ(countOps(*g, OpKind::kConcat), 1);
+        std::vector<float> want;
+        for (int r = 0; r < 3; ++r)
+            for (int j : {1, 7, 0}) want.push_back(relu(xv[r * 8 + j]));
+        expectNear(runOnReference(*g, {Tensor::fromFloats({3, 8}, xv)}), want, 0);
+    }
+    {
+        // Opset 18 num_outputs: 8 channels in 3 parts of 3, 3, 2.
+        ModelBuilder m(18);
+        m.input("x", {3, 8});
+        auto* s = m.node("Split", {"x"}, {"a", "b", "c"}, "split");
+        ModelBuilder::attr(s, "axis", int64_t{1});
+        ModelBuilder::attr(s, "num_outputs", int64_t{3});
+        ModelBuilder::attr(m.node("Concat", {"c", "a"}, {"y"}), "axis", int64_t{1});
+        m.output("y");
+        auto g = m.import();
+        ASSERT_TRUE(g.isOk()) << g.status().toString();
+        EXPECT_EQ(g->values[g->outputs[0]].shape, (Shape{3, 5}));
+        std::vector<float> want;
+        for (int r = 0; r < 3; ++r) {
+            for (int j : {6, 7}) want.push_back(xv[r * 8 + j]);
+            for (int j : {0, 1, 2}) want.push_back(xv[r * 8 + j]);
+        }
+        expectNear(runOnReference(*g, {Tensor::fromFloats({3, 8}, xv)}), want, 0);
+    }
+}
+
 }  // namespace
 }  // namespace voxseg::engine
