@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 
 namespace voxseg::edit {
 
@@ -56,23 +57,37 @@ Status JournalWriter::append(const EditOp& op) {
     return {};
 }
 
-Result<std::vector<JournalLine>> readJournal(const std::string& path) {
-    std::ifstream in(path);
+Result<std::vector<JournalLine>> readJournal(const std::string& path, bool* torn_tail) {
+    std::ifstream in(path, std::ios::binary);
     if (!in) return notFound("cannot read the edit journal", path);
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    if (in.bad()) return ioError("reading the edit journal failed", path);
+    const std::string text = buffer.str();
+    if (torn_tail) *torn_tail = false;
     std::vector<JournalLine> out;
-    std::string text;
+    size_t start = 0;
     int number = 0;
-    while (std::getline(in, text)) {
+    while (start < text.size()) {
+        size_t end = text.find('\n', start);
+        const bool complete = end != std::string::npos;
+        if (!complete) end = text.size();
+        std::string line = text.substr(start, end - start);
+        start = end + 1;
         ++number;
-        if (!text.empty() && text.back() == '\r') text.pop_back();
-        if (text.find_first_not_of(" \t") == std::string::npos) continue;
-        auto op = parseEditOp(text);
-        if (!op.isOk())
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (line.find_first_not_of(" \t") == std::string::npos) continue;
+        auto op = parseEditOp(line);
+        if (!op.isOk()) {
+            if (!complete && torn_tail) {
+                *torn_tail = true;
+                break;
+            }
             return Status(op.status().code(),
                           fmt::format("line {}: {}", number, op.status().message()), path);
+        }
         out.push_back({number, std::move(op).value()});
     }
-    if (in.bad()) return ioError("reading the edit journal failed", path);
     return out;
 }
 

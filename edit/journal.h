@@ -40,7 +40,10 @@ struct JournalLine {
 
 // Parses every line (blank lines skipped). Errors name the file and the line:
 // "edits.jsonl: line 3: key \"radius_mm\": must be > 0 (got -2)".
-Result<std::vector<JournalLine>> readJournal(const std::string& path);
+// `torn_tail`: for crash recovery. When not null, a last line that has no newline and does not
+// parse (the op being written when the process died) is dropped and *torn_tail set to true
+// instead of failing; a bad line elsewhere is still an error.
+Result<std::vector<JournalLine>> readJournal(const std::string& path, bool* torn_tail = nullptr);
 
 struct ReplayReport {
     int ops_applied = 0;  // undo/redo lines included

@@ -285,6 +285,36 @@ TEST(Journal, ABadLineIsReportedWithItsNumberAndNothingAfterItRuns) {
     EXPECT_NE(u.status().message().find("line 1"), std::string::npos) << u.status().toString();
 }
 
+TEST(Journal, ATornLastLineIsDroppedOnlyWhenRecoveringFromACrash) {
+    voxseg::testing::TempDir dir;
+    const auto g = testing::gridCases()[0].geometry;
+    const std::vector<EditOp> ops = randomOps(g, 3, 21);
+    {
+        auto j = JournalWriter::open(dir / "crash.jsonl");
+        ASSERT_TRUE(j.isOk());
+        for (const EditOp& op : ops) ASSERT_TRUE(j->append(op).isOk());
+    }
+    {
+        std::ofstream out(dir / "crash.jsonl", std::ios::app);
+        out << toJsonLine(ops[0]).substr(0, 25);  // the op being written at the kill
+    }
+    auto strict = readJournal(dir / "crash.jsonl");
+    ASSERT_FALSE(strict.isOk());
+    EXPECT_NE(strict.status().message().find("line 4"), std::string::npos);
+    bool torn = false;
+    auto recovered = readJournal(dir / "crash.jsonl", &torn);
+    ASSERT_TRUE(recovered.isOk()) << recovered.status().toString();
+    EXPECT_TRUE(torn);
+    ASSERT_EQ(recovered->size(), 3u);
+    for (size_t n = 0; n < 3; ++n) EXPECT_TRUE((*recovered)[n].op == ops[n]);
+    // A bad line with a newline after it is not a torn tail.
+    {
+        std::ofstream out(dir / "crash.jsonl", std::ios::app);
+        out << "\n";
+    }
+    EXPECT_FALSE(readJournal(dir / "crash.jsonl", &torn).isOk());
+}
+
 TEST(Compare, ChangesPerLabelMarkEditedAndNewSegments) {
     const auto g = testing::gridCases()[0].geometry;
     Volume labels = testing::makeLabels(g);
