@@ -7,6 +7,7 @@
 #include "core/log.h"
 #include "edit/journal.h"
 #include "edit/label_editor.h"
+#include "edit/save.h"
 #include "io/image_io.h"
 #include "pipeline/segment.h"
 #include "pipeline/segmentation_files.h"
@@ -22,14 +23,6 @@
 namespace voxseg::app {
 namespace {
 constexpr const char* kComponent = "edit";
-
-bool endsWith(const std::string& s, const std::string& suffix) {
-    if (s.size() < suffix.size()) return false;
-    std::string tail = s.substr(s.size() - suffix.size());
-    std::transform(tail.begin(), tail.end(), tail.begin(),
-                   [](unsigned char c) { return std::tolower(c); });
-    return tail == suffix;
-}
 
 // Label maps read from image files may be any integer type; the editor takes uint8/uint16.
 Result<Volume> asEditableLabels(const Volume& v, const std::string& path) {
@@ -82,12 +75,9 @@ CLI::App* addEditCommand(CLI::App& app, EditCommandOptions& o) {
 }
 
 ExitCode runEdit(const EditCommandOptions& o, const CommandContext& ctx) {
-    const bool to_seg = endsWith(o.output, ".dcm");
-    if (!to_seg && io::imageFormatFromPath(o.output) == io::ImageFormat::kUnknown)
-        return fail(invalidArgument("output must be a label map file (.nii.gz, .nii, .nrrd, "
-                                    ".mha) or a .dcm DICOM SEG",
-                                    o.output),
-                    Stage::kOutput);
+    auto kind = edit::outputKindFor(o.output);
+    if (!kind.isOk()) return fail(kind.status(), Stage::kOutput);
+    const bool to_seg = *kind == edit::OutputKind::kDicomSeg;
     std::error_code ec;
     for (const std::string* p : {&o.input, &o.labels, &o.ops})
         if (!std::filesystem::exists(*p, ec)) return fail(notFound("not found", *p), Stage::kInput);
@@ -125,21 +115,14 @@ ExitCode runEdit(const EditCommandOptions& o, const CommandContext& ctx) {
     auto changes = edit::compareLabelMaps(*labels, editor->labelMap());
     if (!changes.isOk()) return fail(changes.status(), Stage::kInput);
 
-    Status written;
-    if (to_seg) {
-        pipeline::DicomSegmentationOptions so;
-        so.algorithm_name = "voxseg edit";
-        so.algorithm_version = VOXSEG_VERSION;
-        so.threads = o.threads;
-        auto type = io::parseSegType(o.seg_type);
-        if (!type.isOk()) return fail(type.status(), Stage::kInput);
-        so.seg_type = *type;
-        written = pipeline::writeDicomSegmentation(pipeline::DicomSegmentationKind::kSeg,
-                                                   editor->labelMap(), *study->series,
-                                                   seg->segments, so, o.output);
-    } else {
-        written = io::writeImage(editor->labelMap(), o.output);
-    }
+    edit::SaveOptions save;
+    save.algorithm_version = VOXSEG_VERSION;
+    save.threads = o.threads;
+    auto type = io::parseSegType(o.seg_type);
+    if (!type.isOk()) return fail(type.status(), Stage::kInput);
+    save.seg_type = *type;
+    const Status written =
+        edit::saveEditedSegmentation(editor->labelMap(), o.output, series, seg->segments, save);
     if (!written.isOk()) return fail(written, Stage::kOutput);
 
     nlohmann::ordered_json report;
