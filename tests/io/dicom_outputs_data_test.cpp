@@ -10,6 +10,7 @@
 #include "io/rtstruct_writer.h"
 #include "io/seg_reader.h"
 #include "io/seg_writer.h"
+#include "tests/io/dicom_tools.h"
 #include "tests/test_data.h"
 
 #include <dcmtk/config/osconfig.h>
@@ -25,16 +26,6 @@ namespace {
 
 using voxseg::testing::sharedData;
 using voxseg::testing::TempDir;
-
-std::string run(const std::string& command) {
-    std::string out;
-    FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-    if (!pipe) return "cannot run: " + command;
-    char buffer[4096];
-    while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) out.append(buffer, n);
-    ::pclose(pipe);
-    return out;
-}
 
 int64_t differences(const Volume& a, const Volume& b) {
     const int64_t n = a.geometry().voxelCount();
@@ -119,49 +110,18 @@ TEST(DicomOutputsData, TiltedGeHeadCtSegAndRtstructLandOnTheSourceImages) {
     EXPECT_EQ(differences(rt_back->acquired.labels, acquired->labels), 0);
 
     // dciodvfy: no error in the BINARY SEG and the RTSTRUCT.
-    if (run("which dciodvfy").find("dciodvfy") == std::string::npos) {
+    if (!voxseg::testing::haveCommand("dciodvfy")) {
         ADD_FAILURE() << "dciodvfy (Debian package dicom3tools) is not installed";
     } else {
         for (const std::string& path : {seg, rt}) {
-            const std::string verdict = run("dciodvfy '" + path + "'");
+            const std::string verdict = voxseg::testing::runCommand("dciodvfy '" + path + "'");
             EXPECT_EQ(verdict.find("Error"), std::string::npos) << path << "\n" << verdict;
         }
     }
 
     // highdicom: both SEGs per source image.
-#ifdef VOXSEG_PYTHON3
-    const std::string expected = dir / "expected.raw";
-    {
-        std::ofstream out(expected, std::ios::binary);
-        out.write(reinterpret_cast<const char*>(acquired->labels.data<uint8_t>()),
-                  static_cast<std::streamsize>(acquired->labels.geometry().voxelCount()));
-        std::ofstream meta(expected + ".json");
-        meta << "{\"dtype\": \"uint8\", \"rows\": " << acquired->planes.rows
-             << ", \"columns\": " << acquired->planes.columns << ", \"planes\": [";
-        for (size_t k = 0; k < c.slices.size(); ++k) {
-            DcmFileFormat f;
-            ASSERT_TRUE(
-                f.loadFile(c.slices[k].path.c_str(), EXS_Unknown, EGL_noChange, 4096).good());
-            OFString sop;
-            f.getDataset()->findAndGetOFString(DCM_SOPInstanceUID, sop);
-            meta << (k ? ", " : "") << "{\"sop_instance_uid\": \"" << sop.c_str()
-                 << "\", \"frame\": 0}";
-        }
-        meta << "]}\n";
-    }
-    for (const std::string& path : {seg, labelmap}) {
-        const std::string verdict = run(std::string(VOXSEG_PYTHON3) + " " + VOXSEG_SOURCE_DIR +
-                                        "/tests/io/highdicom_check.py '" + path + "' '" + folder +
-                                        "' '" + expected + "'; echo rc=$?");
-        std::printf("highdicom: %s", verdict.c_str());
-        if (verdict.find("rc=3") != std::string::npos) {
-            std::printf("highdicom is not installed (pip install highdicom): skipped\n");
-            continue;
-        }
-        EXPECT_NE(verdict.find("rc=0"), std::string::npos) << verdict;
-        EXPECT_NE(verdict.find("\"voxels_differing\": 0"), std::string::npos) << verdict;
-    }
-#endif
+    for (const std::string& path : {seg, labelmap})
+        voxseg::testing::highdicomAgrees(path, folder, *acquired, dir / "expected");
 }
 
 }  // namespace

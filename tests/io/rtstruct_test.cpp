@@ -11,6 +11,7 @@
 #include "io/rtstruct_reader.h"
 #include "io/rtstruct_writer.h"
 
+#include "tests/io/dicom_tools.h"
 #include "tests/test_data.h"
 
 #include <dcmtk/config/osconfig.h>
@@ -529,15 +530,7 @@ TEST(RtStruct, TiltedSeriesRoundTripsOnTheAcquiredPlanes) {
     EXPECT_EQ(differences, 0);
 }
 
-std::string runCommand(const std::string& command) {
-    std::string out;
-    FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-    if (!pipe) return "cannot run: " + command;
-    char buffer[4096];
-    while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) out.append(buffer, n);
-    ::pclose(pipe);
-    return out;
-}
+using voxseg::testing::runCommand;
 
 TEST(RtStruct, DciodvfyFindsNoErrors) {
     if (std::system("which dciodvfy > /dev/null 2>&1") != 0)

@@ -10,6 +10,7 @@
 #include "io/dicom_synth.h"
 #include "io/seg_reader.h"
 #include "io/seg_writer.h"
+#include "tests/io/dicom_tools.h"
 #include "tests/test_data.h"
 
 #include <dcmtk/config/osconfig.h>
@@ -77,16 +78,6 @@ std::vector<SegmentDescription> twoSegments() {
     slab.label_value = 2;
     slab.label = "slab";
     return {ball, slab};
-}
-
-std::string run(const std::string& command) {
-    std::string out;
-    FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-    if (!pipe) return "cannot run: " + command;
-    char buffer[4096];
-    while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) out.append(buffer, n);
-    ::pclose(pipe);
-    return out;
 }
 
 TEST(DicomSegAcquired, TiltedUnevenSeriesGetsFramesOnItsSourceImages) {
@@ -218,43 +209,12 @@ TEST(DicomSegAcquired, TiltedUnevenSeriesGetsFramesOnItsSourceImages) {
     EXPECT_EQ(differ, 0);
 
     // highdicom (pip) reads both per source image: the same labels voxel for voxel.
-#ifdef VOXSEG_PYTHON3
-    const std::string raw = dir / "expected.raw";
-    {
-        std::ofstream out(raw, std::ios::binary);
-        out.write(reinterpret_cast<const char*>(acquired->labels.data<uint8_t>()),
-                  static_cast<std::streamsize>(n));
-        std::ofstream meta(raw + ".json");
-        meta << "{\"dtype\": \"uint8\", \"rows\": " << spec.rows
-             << ", \"columns\": " << spec.columns << ", \"planes\": [";
-        for (size_t k = 0; k < c.slices.size(); ++k) {
-            DcmFileFormat f;
-            ASSERT_TRUE(f.loadFile(c.slices[k].path.c_str()).good());
-            OFString sop;
-            f.getDataset()->findAndGetOFString(DCM_SOPInstanceUID, sop);
-            meta << (k ? ", " : "") << "{\"sop_instance_uid\": \"" << sop.c_str()
-                 << "\", \"frame\": 0}";
-        }
-        meta << "]}\n";
-    }
     if (const char* keep = std::getenv("VOXSEG_KEEP_SEG"))  // a folder to inspect them in
         std::filesystem::copy(dir.path(), keep,
                               std::filesystem::copy_options::recursive |
                                   std::filesystem::copy_options::overwrite_existing);
-    for (const std::string& seg_file : {path, label_map_path}) {
-        const std::string verdict = run(std::string(VOXSEG_PYTHON3) + " " + VOXSEG_SOURCE_DIR +
-                                        "/tests/io/highdicom_check.py '" + seg_file + "' '" +
-                                        (dir / "ct") + "' '" + raw + "'; echo rc=$?");
-        std::printf("highdicom on %s: %s", seg_file.c_str(), verdict.c_str());
-        if (verdict.find("rc=3") != std::string::npos) {
-            std::printf(
-                "highdicom is not installed (pip install highdicom): cross-check skipped\n");
-            continue;
-        }
-        EXPECT_NE(verdict.find("rc=0"), std::string::npos) << verdict;
-        EXPECT_NE(verdict.find("\"voxels_differing\": 0"), std::string::npos) << verdict;
-    }
-#endif
+    for (const std::string& seg_file : {path, label_map_path})
+        voxseg::testing::highdicomAgrees(seg_file, dir / "ct", *acquired, dir / "expected");
 
     // Bad input: the SEG read against another series is refused, naming both series.
     SynthSeriesSpec other_spec = tiltedSpec();
@@ -270,8 +230,8 @@ TEST(DicomSegAcquired, TiltedUnevenSeriesGetsFramesOnItsSourceImages) {
         << refused.status().toString();
     EXPECT_NE(refused.status().toString().find(other->series.at(0).series_uid), std::string::npos);
 
-    if (run("which dciodvfy").find("dciodvfy") != std::string::npos) {
-        const std::string verdict = run("dciodvfy '" + path + "'");
+    if (voxseg::testing::haveCommand("dciodvfy")) {
+        const std::string verdict = voxseg::testing::runCommand("dciodvfy '" + path + "'");
         EXPECT_EQ(verdict.find("Error"), std::string::npos) << verdict;
     } else {
         ADD_FAILURE() << "dciodvfy (Debian package dicom3tools) is not installed";
