@@ -24,5 +24,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y --no-install-recommends "${missing[@]}"
 fi
-# highdicom reads voxseg's DICOM SEGs back in tests/io/highdicom_check.py (best effort).
-python3 -m pip install --quiet highdicom || echo "highdicom not installed: SEG cross-check tests will skip"
+# highdicom reads voxseg's DICOM SEGs back in tests/io/highdicom_check.py (best effort: without
+# it, or without a reachable package index, those cross-checks say so and skip).
+if ! python3 -c "import highdicom" 2>/dev/null; then
+  python3 -m pip install --quiet --timeout 30 --retries 1 highdicom ||
+    echo "highdicom not installed: SEG cross-check tests will skip"
+fi
