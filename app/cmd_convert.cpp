@@ -26,6 +26,7 @@ io::DicomLoadOptions loadOptions(const ConvertOptions& o) {
     load.uneven_spacing =
         o.refuse_uneven ? io::IrregularPolicy::kRefuse : io::IrregularPolicy::kResample;
     load.allow_gaps = !o.no_gaps;
+    load.max_voxels = static_cast<int64_t>(o.max_voxels);
     load.threads = o.threads;
     return load;
 }
@@ -173,6 +174,9 @@ CLI::App* addConvertCommand(CLI::App& app, ConvertOptions& o) {
     cmd->add_flag("--refuse-uneven", o.refuse_uneven,
                   "Fail on unevenly spaced slices instead of resampling to even spacing");
     cmd->add_flag("--no-gaps", o.no_gaps, "Fail when slices are missing instead of warning");
+    cmd->add_option("--max-voxels", o.max_voxels,
+                    "Refuse DICOM series that claim more voxels (default 2e9)")
+        ->check(CLI::PositiveNumber);
     cmd->add_option("--threads", o.threads, "Threads for decoding and compression (0 = all cores)")
         ->check(CLI::NonNegativeNumber);
     cmd->add_option("--gzip-level", o.gzip_level, "Deflate level for .nii.gz, 1..12 (default 6)")

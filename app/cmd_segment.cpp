@@ -49,6 +49,9 @@ void addSegmentModelOptions(CLI::App* cmd, SegmentCommandOptions& o) {
                   "Run even when the input modality differs from the model's");
     cmd->add_flag("--refuse-tilt", o.refuse_tilt, "Fail on gantry-tilted stacks");
     cmd->add_flag("--refuse-uneven", o.refuse_uneven, "Fail on unevenly spaced slices");
+    cmd->add_option("--max-voxels", o.max_voxels,
+                    "Refuse DICOM series that claim more voxels (default 2e9)")
+        ->check(CLI::PositiveNumber);
     cmd->add_option("--threads", o.threads, "CPU threads (0 = all cores)")
         ->check(CLI::NonNegativeNumber);
 }
@@ -82,6 +85,7 @@ io::DicomLoadOptions toDicomOptions(const SegmentCommandOptions& o) {
     dicom.tilt = o.refuse_tilt ? io::IrregularPolicy::kRefuse : io::IrregularPolicy::kResample;
     dicom.uneven_spacing =
         o.refuse_uneven ? io::IrregularPolicy::kRefuse : io::IrregularPolicy::kResample;
+    dicom.max_voxels = static_cast<int64_t>(o.max_voxels);
     dicom.threads = o.threads;
     return dicom;
 }

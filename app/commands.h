@@ -49,7 +49,8 @@ struct ConvertOptions {
     bool no_gaps = false;
     int threads = 0;
     int gzip_level = 6;
-    std::string referenced;  // RTSTRUCT input: the series it outlines
+    std::string referenced;   // RTSTRUCT input: the series it outlines
+    double max_voxels = 2e9;  // io::DicomLoadOptions::max_voxels
 };
 CLI::App* addConvertCommand(CLI::App& app, ConvertOptions& options);
 ExitCode runConvert(const ConvertOptions& options, const CommandContext& context);
@@ -102,6 +103,7 @@ struct SegmentCommandOptions {
     bool ignore_modality = false;
     bool refuse_tilt = false;
     bool refuse_uneven = false;
+    double max_voxels = 2e9;  // io::DicomLoadOptions::max_voxels
     int threads = 0;
 };
 CLI::App* addSegmentCommand(CLI::App& app, SegmentCommandOptions& options);

@@ -6,6 +6,7 @@
 #include "io/dicom_series.h"
 
 #include <fmt/format.h>
+#include <itkMacro.h>
 
 #include <algorithm>
 #include <atomic>
@@ -148,6 +149,35 @@ bool rescaleToInt16(const int32_t* src, size_t n, const Rescale& r, int16_t* dst
     return std::min(a, b) >= -32768 && std::max(a, b) <= 32767;
 }
 
+// The stack's geometry for io/dicom_resample (without pixel data).
+IrregularStack stackOf(const SeriesCandidate& c) {
+    const Geometry& g = c.geometry;
+    IrregularStack stack;
+    stack.columns = static_cast<int>(g.size[0]);
+    stack.rows = static_cast<int>(g.size[1]);
+    for (const SliceRef& s : c.slices) stack.positions.push_back(s.position);
+    stack.row_dir = g.axisDirection(0);
+    stack.col_dir = g.axisDirection(1);
+    stack.column_spacing = g.spacing[0];
+    stack.row_spacing = g.spacing[1];
+    return stack;
+}
+
+// The series (or its resampled grid) holds more voxels than `limit`: an error naming the first
+// file, the claim and the limit, before anything is allocated.
+Status checkVoxelLimit(const SeriesCandidate& c, int64_t columns, int64_t rows, int64_t slices,
+                       int64_t limit, const char* verb) {
+    const double voxels =
+        static_cast<double>(columns) * static_cast<double>(rows) * static_cast<double>(slices);
+    if (voxels <= static_cast<double>(limit)) return Status::ok();
+    return unsupported(
+        fmt::format("{} {} {} x {} x {} voxels ({:.2g}) > limit {:.2g}; raise --max-voxels if "
+                    "this is real",
+                    std::filesystem::path(c.slices.front().path).filename().string(), verb, columns,
+                    rows, slices, voxels, static_cast<double>(limit)),
+        seriesName(c));
+}
+
 Volume toInt16(const std::vector<float>& data, const Geometry& g, VolumeInfo info) {
     Volume v = Volume::allocateUninitialized<int16_t>(g, std::move(info));
     int16_t* out = v.data<int16_t>();
@@ -160,8 +190,10 @@ Volume toInt16(const std::vector<float>& data, const Geometry& g, VolumeInfo inf
 
 }  // namespace
 
-Result<Volume> loadSeries(const SeriesCandidate& c, const DicomLoadOptions& options,
-                          const Progress& progress) {
+namespace {
+
+Result<Volume> loadChecked(const SeriesCandidate& c, const DicomLoadOptions& options,
+                           const Progress& progress) {
     const std::string name = seriesName(c);
     if (c.slices.empty()) return invalidArgument("volume has no slices", name);
     if (c.tilted && options.tilt == IrregularPolicy::kRefuse)
@@ -175,6 +207,9 @@ Result<Volume> loadSeries(const SeriesCandidate& c, const DicomLoadOptions& opti
         return unsupported("slices are missing (gap in the stack); allow gaps to load it", name);
 
     const Geometry& g = c.geometry;
+    VOXSEG_RETURN_IF_ERROR(checkVoxelLimit(c, g.size[0], g.size[1],
+                                           static_cast<int64_t>(c.slices.size()),
+                                           options.max_voxels, "claims"));
     const size_t plane = static_cast<size_t>(g.size[0] * g.size[1]);
     std::vector<Rescale> rescale(c.slices.size());
     bool integral = true;
@@ -183,6 +218,11 @@ Result<Volume> loadSeries(const SeriesCandidate& c, const DicomLoadOptions& opti
         integral = integral && isIntegral(rescale[k].scale) && isIntegral(rescale[k].offset);
     }
     const bool resample = c.has_patient_geometry && (c.tilted || c.uneven_spacing || c.has_gaps);
+    if (resample) {
+        const Geometry grid = regularGridFor(stackOf(c));
+        VOXSEG_RETURN_IF_ERROR(checkVoxelLimit(c, grid.size[0], grid.size[1], grid.size[2],
+                                               options.max_voxels, "resamples to"));
+    }
 
     VolumeInfo info;
     info.modality = c.modality;
@@ -216,15 +256,8 @@ Result<Volume> loadSeries(const SeriesCandidate& c, const DicomLoadOptions& opti
 
     Geometry out_geometry = g;
     if (resample) {
-        IrregularStack stack;
+        IrregularStack stack = stackOf(c);
         stack.data = values.data();
-        stack.columns = static_cast<int>(g.size[0]);
-        stack.rows = static_cast<int>(g.size[1]);
-        for (const SliceRef& s : c.slices) stack.positions.push_back(s.position);
-        stack.row_dir = g.axisDirection(0);
-        stack.col_dir = g.axisDirection(1);
-        stack.column_spacing = g.spacing[0];
-        stack.row_spacing = g.spacing[1];
         auto resampled = resampleStack(stack, options.threads);
         if (!resampled.isOk()) return resampled.status().withContext("resampling " + name + ": ");
         out_geometry = resampled->geometry;
@@ -252,6 +285,24 @@ Result<Volume> loadSeries(const SeriesCandidate& c, const DicomLoadOptions& opti
     Volume v = Volume::allocateUninitialized<float>(out_geometry, info);
     std::copy(values.begin(), values.end(), v.data<float>());
     return v;
+}
+
+}  // namespace
+
+Result<Volume> loadSeries(const SeriesCandidate& c, const DicomLoadOptions& options,
+                          const Progress& progress) {
+    // Within the voxel limit, memory may still run out (ITK reports it as an exception).
+    try {
+        return loadChecked(c, options, progress);
+    } catch (const std::bad_alloc&) {
+    } catch (const itk::MemoryAllocationError&) {
+    }
+    const Geometry& g = c.geometry;
+    return Status(StatusCode::kOutOfMemory,
+                  fmt::format("not enough memory for {} x {} x {} voxels; free memory or load a "
+                              "smaller series",
+                              g.size[0], g.size[1], c.slices.size()),
+                  seriesName(c));
 }
 
 }  // namespace voxseg::io

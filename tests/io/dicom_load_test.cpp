@@ -6,6 +6,9 @@
 #include "tests/io/acquired_sampling.h"
 #include "tests/test_data.h"
 
+#include <dcmtk/config/osconfig.h>
+#include <dcmtk/dcmdata/dcdeftag.h>
+#include <dcmtk/dcmdata/dcfilefo.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -234,6 +237,46 @@ TEST(DicomLoad, EveryAcquiredPixelOfATiltedUnevenGappedStackIsOnTheGrid) {
     EXPECT_EQ(s.pixels, int64_t{spec.columns} * spec.rows * spec.slices);
     EXPECT_EQ(s.outside, 0);
     EXPECT_EQ(s.out_of_range, 0) << "worst excess " << s.worst_excess;
+}
+
+// Issue 19: a header claiming 65535 x 65535 pixels per slice ended in "internal error: ...
+// Failed to allocate memory for image". It is refused before anything is allocated, naming the
+// file, the claim and the limit; a lowered limit refuses a normal series the same way.
+TEST(DicomLoad, SeriesClaimingMoreVoxelsThanTheLimitIsRefusedBeforeAllocating) {
+    TempDir dir;
+    SynthSeriesSpec spec;
+    spec.slices = 4;
+    auto paths = writeSynthSeries(spec, dir / "huge");
+    ASSERT_TRUE(paths.isOk());
+    for (const std::string& path : *paths) {  // the pixel data stays 16 x 12
+        DcmFileFormat f;
+        ASSERT_TRUE(f.loadFile(path.c_str()).good());
+        f.getDataset()->putAndInsertUint16(DCM_Rows, 65535);
+        f.getDataset()->putAndInsertUint16(DCM_Columns, 65535);
+        ASSERT_TRUE(f.saveFile(path.c_str()).good());
+    }
+    auto scan = scanFolder(dir / "huge");
+    ASSERT_TRUE(scan.isOk()) << scan.status().toString();
+    auto refused = loadSeries(only(*scan));
+    ASSERT_FALSE(refused.isOk());
+    const std::string message = refused.status().toString();
+    EXPECT_EQ(refused.status().code(), StatusCode::kUnsupported) << message;
+    EXPECT_NE(message.find("claims 65535 x 65535 x 4 voxels (1.7e+10) > limit 2e+09"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find(fs::path(paths->front()).filename().string()), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("--max-voxels"), std::string::npos) << message;
+
+    auto normal = writeSynthSeries(spec, dir / "normal");
+    ASSERT_TRUE(normal.isOk());
+    auto scan2 = scanFolder(dir / "normal");
+    ASSERT_TRUE(scan2.isOk());
+    DicomLoadOptions tight;
+    tight.max_voxels = 16 * 12 * 4 - 1;
+    EXPECT_EQ(loadSeries(only(*scan2), tight).status().code(), StatusCode::kUnsupported);
+    tight.max_voxels = 16 * 12 * 4;
+    EXPECT_TRUE(loadSeries(only(*scan2), tight).isOk());
 }
 
 TEST(DicomLoad, MissingSlicesAreInterpolatedWhenFewFilledWhenManyOrRefused) {
