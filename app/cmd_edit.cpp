@@ -121,6 +121,7 @@ ExitCode runEdit(const EditCommandOptions& o, const CommandContext& ctx) {
     auto type = io::parseSegType(o.seg_type);
     if (!type.isOk()) return fail(type.status(), Stage::kInput);
     save.seg_type = *type;
+    save.changes = *changes;
     const Status written =
         edit::saveEditedSegmentation(editor->labelMap(), o.output, series, seg->segments, save);
     if (!written.isOk()) return fail(written, Stage::kOutput);

@@ -33,10 +33,25 @@ Status saveEditedSegmentation(const Volume& label_map, const std::string& path,
     pipeline::DicomSegmentationOptions so;
     so.algorithm_name = options.algorithm_name;
     so.algorithm_version = options.algorithm_version;
+    so.series_description = options.series_description;
     so.seg_type = options.seg_type;
     so.threads = options.threads;
+    std::vector<io::SegmentDescription> described = segments;
+    for (const LabelChange& change : options.changes) {
+        auto it = std::find_if(described.begin(), described.end(),
+                               [&](const auto& d) { return d.label_value == change.label; });
+        if (it == described.end()) {  // drawn by hand: no description came with it
+            io::SegmentDescription d;
+            d.label_value = change.label;
+            d.label = "label " + std::to_string(change.label);
+            d.category = {"85756007", "SCT", "Tissue"};
+            d.type = {"85756007", "SCT", "Tissue"};
+            it = described.insert(described.end(), d);
+        }
+        it->algorithm_type = change.algorithmType();
+    }
     return pipeline::writeDicomSegmentation(pipeline::DicomSegmentationKind::kSeg, label_map,
-                                            *series, segments, so, path);
+                                            *series, described, so, path);
 }
 
 }  // namespace voxseg::edit

@@ -6,6 +6,7 @@
 
 #include "core/status.h"
 #include "core/volume.h"
+#include "edit/label_editor.h"
 #include "io/dicom_series.h"
 #include "io/seg_types.h"
 #include "io/seg_writer.h"
@@ -25,6 +26,11 @@ struct SaveOptions {
     io::SegType seg_type = io::SegType::kBinary;
     std::string algorithm_name = "voxseg edit";
     std::string algorithm_version = "0";
+    // DICOM SEG: a new series (new SeriesInstanceUID) with this description.
+    std::string series_description = "edited segmentation";
+    // What the edits changed (compareLabelMaps): each segment's SegmentAlgorithmType follows
+    // LabelChange::algorithmType() (AUTOMATIC as it came, SEMIAUTOMATIC edited, MANUAL new).
+    std::vector<LabelChange> changes;
     int threads = 0;
 };
 

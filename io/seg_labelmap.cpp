@@ -213,6 +213,7 @@ Result<SegFrames> readLabelMapSegFrames(DcmDataset& ds, const std::string& path)
         SegmentDescription d;
         d.label_value = number;
         d.label = str(*item, DCM_SegmentLabel);
+        d.algorithm_type = str(*item, DCM_SegmentAlgorithmType);
         d.description = str(*item, DCM_SegmentDescription);
         d.category = codeOf(*item, DCM_SegmentedPropertyCategoryCodeSequence);
         d.type = codeOf(*item, DCM_SegmentedPropertyTypeCodeSequence);

@@ -85,6 +85,7 @@ Result<ParsedSeg> parseBinarySeg(DcmDataset& ds, const std::string& path,
         d.description = text.c_str();
         s->getSegmentAlgorithmName(text);
         d.algorithm_name = text.c_str();
+        d.algorithm_type = DcmSegTypes::algoType2OFString(s->getSegmentAlgorithmType()).c_str();
         d.category = toConcept(s->getSegmentedPropertyCategoryCode());
         d.type = toConcept(s->getSegmentedPropertyTypeCode());
         Uint16 L = 0, a = 0, b = 0;

@@ -20,6 +20,9 @@ struct SegmentDescription {
     CodedConcept category{"91772007", "SCT", "Organ"};
     CodedConcept type{"85756007", "SCT", "Tissue"};
     std::string algorithm_name;  // reader: SegmentAlgorithmName
+    // SegmentAlgorithmType: "AUTOMATIC" (empty: the writers' default), "SEMIAUTOMATIC" (an AI
+    // result a reader edited) or "MANUAL" (drawn by hand; written without algorithm details).
+    std::string algorithm_type;
 };
 
 }  // namespace voxseg::io

@@ -148,13 +148,18 @@ void putSegment(DcmDataset& ds, Uint16 number, const SegmentDescription& desc,
         item->putAndInsertString(DCM_SegmentDescription, desc.description.substr(0, 64).c_str());
     putCode(*item, DCM_SegmentedPropertyCategoryCodeSequence, desc.category);
     putCode(*item, DCM_SegmentedPropertyTypeCodeSequence, desc.type);
-    item->putAndInsertString(DCM_SegmentAlgorithmType, "AUTOMATIC");
-    item->putAndInsertString(DCM_SegmentAlgorithmName,
-                             options.algorithm_name.substr(0, 64).c_str());
-    DcmItem* algo = appendItem(*item, DCM_SegmentationAlgorithmIdentificationSequence);
-    putCode(*algo, DCM_AlgorithmFamilyCodeSequence, {"123110", "DCM", "Artificial Intelligence"});
-    algo->putAndInsertString(DCM_AlgorithmName, options.algorithm_name.substr(0, 64).c_str());
-    algo->putAndInsertString(DCM_AlgorithmVersion, options.algorithm_version.substr(0, 64).c_str());
+    const std::string type = desc.algorithm_type.empty() ? "AUTOMATIC" : desc.algorithm_type;
+    item->putAndInsertString(DCM_SegmentAlgorithmType, type.c_str());
+    if (type != "MANUAL") {  // the algorithm attributes are Type 1C: absent for MANUAL
+        item->putAndInsertString(DCM_SegmentAlgorithmName,
+                                 options.algorithm_name.substr(0, 64).c_str());
+        DcmItem* algo = appendItem(*item, DCM_SegmentationAlgorithmIdentificationSequence);
+        putCode(*algo, DCM_AlgorithmFamilyCodeSequence,
+                {"123110", "DCM", "Artificial Intelligence"});
+        algo->putAndInsertString(DCM_AlgorithmName, options.algorithm_name.substr(0, 64).c_str());
+        algo->putAndInsertString(DCM_AlgorithmVersion,
+                                 options.algorithm_version.substr(0, 64).c_str());
+    }
     double lab[3];
     IODCIELabUtil::rgb2DicomLab(lab[0], lab[1], lab[2], desc.color[0] / 255.0,
                                 desc.color[1] / 255.0, desc.color[2] / 255.0);

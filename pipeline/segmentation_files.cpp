@@ -64,12 +64,16 @@ Status writeDicomSegmentation(DicomSegmentationKind kind, const io::AcquiredLabe
         so.type = options.seg_type;
         so.algorithm_name = options.algorithm_name;
         so.algorithm_version = options.algorithm_version;
-        so.series_description = options.algorithm_name + " segmentation";
+        so.series_description = options.series_description.empty()
+                                    ? options.algorithm_name + " segmentation"
+                                    : options.series_description;
         return io::writeDicomSeg(labels, series, segments, so, path).status();
     }
     io::RtStructWriteOptions ro;
     ro.algorithm_name = options.algorithm_name + " " + options.algorithm_version;
-    ro.series_description = options.algorithm_name + " structures";
+    ro.series_description = options.series_description.empty()
+                                ? options.algorithm_name + " structures"
+                                : options.series_description;
     ro.structure_set_name = options.algorithm_name;
     ro.threads = options.threads;
     return io::writeRtStruct(labels, series, segments, ro, path).status();

@@ -37,6 +37,7 @@ enum class DicomSegmentationKind { kSeg, kRtStruct };
 struct DicomSegmentationOptions {
     std::string algorithm_name = "voxseg";
     std::string algorithm_version = "0";
+    std::string series_description;  // empty: "<algorithm_name> segmentation" / "structures"
     io::SegType seg_type = io::SegType::kBinary;
     int threads = 0;
 };
