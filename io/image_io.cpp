@@ -2,6 +2,7 @@
 
 #include "core/atomic_file.h"
 #include "core/log.h"
+#include "io/dicom_series.h"
 #include "io/nifti_gz_writer.h"
 
 #include <fcntl.h>
@@ -13,6 +14,8 @@
 #include <itkMetaImageIO.h>
 #include <unistd.h>
 #include <zlib.h>
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cctype>
@@ -84,6 +87,8 @@ Result<Volume> readTyped(const std::string& path, itk::ImageIOBase* image_io,
     reader->AddObserver(itk::ProgressEvent(), forwarder);
     try {
         reader->Update();
+    } catch (const itk::MemoryAllocationError&) {
+        return Status(StatusCode::kOutOfMemory, "out of memory reading image", path);
     } catch (const itk::ExceptionObject& e) {
         return corruptData(std::string("cannot read image: ") + e.GetDescription(), path);
     } catch (const std::bad_alloc&) {
@@ -572,6 +577,20 @@ Result<ImageHeader> readImageHeader(const std::string& path) {
 
 Result<Volume> readImage(const std::string& path, const Progress& progress) {
     VOXSEG_ASSIGN_OR_RETURN(auto image_io, openImageIO(path));
+    // A header that claims more voxels than any volume voxseg decodes is refused before the
+    // reader allocates (as loadSeries does for DICOM: io/dicom_series.h).
+    double voxels = 1;
+    std::string dims;
+    for (unsigned d = 0; d < image_io->GetNumberOfDimensions(); ++d) {
+        voxels *= static_cast<double>(image_io->GetDimensions(d));
+        dims += (d ? " x " : "") + std::to_string(image_io->GetDimensions(d));
+    }
+    voxels *= image_io->GetNumberOfComponents();
+    if (voxels > static_cast<double>(kDefaultMaxVoxels))
+        return unsupported(std::filesystem::path(path).filename().string() + " claims " + dims +
+                               " voxels (" + fmt::format("{:.2g}", voxels) + ") > limit " +
+                               fmt::format("{:.2g}", static_cast<double>(kDefaultMaxVoxels)),
+                           path);
     const ImageFormat format = imageFormatFromPath(path);
     const bool is_nifti = format == ImageFormat::kNifti || format == ImageFormat::kNiftiGz;
     std::future<Status> complete;

@@ -337,5 +337,25 @@ TEST(ReadImage, TruncatedNiftiIsAnErrorNamingTheFile) {
     }
 }
 
+// Issue 19: a NIfTI header claiming 30000^3 voxels is refused before the reader allocates,
+// naming the file and the claim.
+TEST(ReadImage, HeaderClaimingMoreVoxelsThanTheLimitIsRefused) {
+    TempDir dir;
+    const std::string path = dir / "huge.nii";
+    ASSERT_TRUE(writeImage(ctLikeVolume(), path).isOk());
+    {
+        std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+        const int16_t dims[3] = {30000, 30000, 30000};  // dim[1..3], bytes 42-47 of the header
+        f.seekp(42);
+        f.write(reinterpret_cast<const char*>(dims), sizeof(dims));
+    }
+    auto r = readImage(path);
+    ASSERT_FALSE(r.isOk());
+    EXPECT_EQ(r.status().code(), StatusCode::kUnsupported) << r.status().toString();
+    EXPECT_NE(r.status().toString().find("huge.nii claims 30000 x 30000 x 30000 voxels"),
+              std::string::npos)
+        << r.status().toString();
+}
+
 }  // namespace
 }  // namespace voxseg::io
