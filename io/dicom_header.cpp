@@ -4,6 +4,9 @@
 #include "io/dicom_enhanced.h"
 #include "io/dicom_mosaic.h"
 #include "io/dicom_tags.h"
+#include "io/limits.h"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -184,6 +187,12 @@ FileHeaders readDicomHeaders(const std::string& path) {
         return out;
     }
     const int num_frames = std::max(1, tags::getInt(ds, DCM_NumberOfFrames, 1));
+    // The voxel limit is loadSeries()' (--max-voxels); here only the per-frame list is at stake.
+    if (num_frames > kMaxFramesPerFile) {
+        out.skip_reason = fmt::format("claims {} frames: more than voxseg reads from one file ({})",
+                                      num_frames, kMaxFramesPerFile);
+        return out;
+    }
     if (num_frames > 1 || ds->tagExists(DCM_PerFrameFunctionalGroupsSequence)) {
         std::string error;
         out.frames = expandMultiFrame(ds, base, num_frames, error);

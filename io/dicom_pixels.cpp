@@ -3,6 +3,7 @@
 #include "io/dicom_codec_fragments.h"
 #include "io/dicom_codec_rle.h"
 #include "io/j2k_decoder.h"
+#include "io/limits.h"
 
 #include <dcmtk/config/osconfig.h>
 #include <dcmtk/dcmdata/dcdatset.h>
@@ -52,7 +53,7 @@ using detail::StartMarker;
 // Frames above this size (bytes, as stored uncompressed) are refused: DCMTK's frame API takes a
 // 32-bit buffer size, and a damaged header must not make us allocate gigabytes.
 constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 31;
-constexpr int64_t kMaxFrames = 10'000'000;
+constexpr int64_t kMaxFrames = kMaxFramesPerFile;
 
 enum class Codec { kNative, kRle, kDcmtk, kJpeg2000 };
 

@@ -12,6 +12,7 @@
 #include "core/progress.h"
 #include "core/status.h"
 #include "core/volume.h"
+#include "io/limits.h"
 
 #include <string>
 #include <vector>
@@ -88,13 +89,8 @@ enum class IrregularPolicy {
     kRefuse,    // fail with a message that names the series and the problem
 };
 
-// Largest volume loadSeries() decodes (voxels, before and after resampling): 2e9 int16 voxels
-// are 4 GB. A series that claims more is refused, naming the claim and the limit, before
-// anything is allocated (a corrupt or hostile header must not end in an allocation failure).
-inline constexpr int64_t kDefaultMaxVoxels = 2'000'000'000;
-
 struct DicomLoadOptions {
-    int64_t max_voxels = kDefaultMaxVoxels;
+    int64_t max_voxels = kDefaultMaxVoxels;  // io/limits.h: a series claiming more is refused
     IrregularPolicy tilt = IrregularPolicy::kResample;
     IrregularPolicy uneven_spacing = IrregularPolicy::kResample;
     bool allow_gaps = true;  // missing slices: warn (true) or fail (false)

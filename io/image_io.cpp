@@ -2,7 +2,7 @@
 
 #include "core/atomic_file.h"
 #include "core/log.h"
-#include "io/dicom_series.h"
+#include "io/limits.h"
 #include "io/nifti_gz_writer.h"
 
 #include <fcntl.h>

@@ -279,6 +279,30 @@ TEST(DicomLoad, SeriesClaimingMoreVoxelsThanTheLimitIsRefusedBeforeAllocating) {
     EXPECT_TRUE(loadSeries(only(*scan2), tight).isOk());
 }
 
+// A header claiming 1e8 frames made the scan build a per-frame list until memory ran out
+// (std::bad_alloc under a 4 GB ulimit, an OOM kill without one). It is skipped with the claim.
+TEST(DicomLoad, FileClaimingMoreFramesThanTheLimitIsSkippedWithTheReason) {
+    TempDir dir;
+    SynthSeriesSpec spec;
+    spec.slices = 3;
+    auto paths = writeSynthSeries(spec, dir / "study");
+    ASSERT_TRUE(paths.isOk());
+    const std::string bomb = (dir / "study") + "/bomb.dcm";
+    {
+        DcmFileFormat f;
+        ASSERT_TRUE(f.loadFile(paths->front().c_str()).good());
+        f.getDataset()->putAndInsertString(DCM_NumberOfFrames, "100000000");
+        ASSERT_TRUE(f.saveFile(bomb.c_str()).good());
+    }
+    auto scan = scanFolder(dir / "study");
+    ASSERT_TRUE(scan.isOk()) << scan.status().toString();
+    EXPECT_EQ(only(*scan).slices.size(), 3u);  // the real series is still found
+    bool reported = false;
+    for (const SkippedFile& f : scan->skipped)
+        reported |= f.path == bomb && f.reason.find("claims 100000000 frames") != std::string::npos;
+    EXPECT_TRUE(reported);
+}
+
 TEST(DicomLoad, MissingSlicesAreInterpolatedWhenFewFilledWhenManyOrRefused) {
     TempDir dir;
     SynthSeriesSpec spec;
