@@ -614,6 +614,44 @@ Result<std::optional<std::vector<Tensor>>> foldConstantNode(const onnx::NodeProt
             return off;
         }));
     }
+    // ScatterND on constants (reduction "none"): out = data, out[indices[j]] = updates[j].
+    // MONAI SwinUNETR builds its shifted-window attention mask this way (img_mask[:, d, h, w, :]
+    // = cnt on a zeros tensor whose shape comes from the input's static shape).
+    if (op == "ScatterND") {
+        VOXSEG_RETURN_IF_ERROR(needInputs(3));
+        if (const std::string r = attrs.getString("reduction", "none"); r != "none")
+            return unsupported(desc + ": ScatterND reduction '" + r + "' is not folded");
+        const Tensor& data = *in[0];
+        const Shape& ds = data.shape();
+        const Shape& is = in[1]->shape();
+        if (is.empty() || in[2]->dtype() != data.dtype())
+            return invalidArgument(desc + ": ScatterND indices/updates do not match the data");
+        const size_t k = static_cast<size_t>(is.back());
+        if (k < 1 || k > ds.size()) return invalidArgument(desc + ": ScatterND index depth");
+        int64_t chunk = 1;
+        for (size_t a = k; a < ds.size(); ++a) chunk *= ds[a];
+        const auto idx = in[1]->toInt64s();
+        const int64_t tuples = k ? static_cast<int64_t>(idx.size() / k) : 0;
+        if (in[2]->numel() != tuples * chunk)
+            return invalidArgument(desc + ": ScatterND updates have the wrong size");
+        Tensor out = remap(data, ds, [](int64_t i) { return i; });
+        const auto st = stridesOf(ds);
+        const size_t es = dtypeSize(data.dtype());
+        const auto* u = static_cast<const std::byte*>(in[2]->raw());
+        auto* d = static_cast<std::byte*>(out.raw());
+        for (int64_t j = 0; j < tuples; ++j) {
+            int64_t off = 0;
+            for (size_t a = 0; a < k; ++a) {
+                int64_t c = idx[static_cast<size_t>(j) * k + a];
+                if (c < 0) c += ds[a];
+                if (c < 0 || c >= ds[a])
+                    return invalidArgument(desc + ": ScatterND index out of range");
+                off += c * st[a];
+            }
+            std::memcpy(d + off * es, u + j * chunk * es, static_cast<size_t>(chunk) * es);
+        }
+        return done(out);
+    }
     if (op == "Where") {
         VOXSEG_RETURN_IF_ERROR(needInputs(3));
         VOXSEG_ASSIGN_OR_RETURN(Shape s1, broadcastShapes(in[0]->shape(), in[1]->shape()));

@@ -786,5 +786,49 @@ TEST(OnnxImportTransformer, GatherOnActivationsAndEqualSplits) {
     }
 }
 
+// MONAI SwinUNETR builds its shifted-window mask with ScatterND on a ConstantOfShape of the
+// input's static shape (img_mask[:, d, h, w, :] = cnt): folded at import, never a graph node.
+TEST(OnnxImportTransformer, ScatterNDOnConstantsIsFolded) {
+    auto build = [](const std::string& reduction) {
+        ModelBuilder m;
+        m.input("x", {2, 3, 4});
+        m.ints("shape", {2, 3, 4});
+        m.node("ConstantOfShape", {"shape"}, {"zeros"});  // float 0 by default
+        auto* i2 = m.floats("idx2", {}, {});  // [2, 2]: rows (1, 0) and (0, -1 = 2)
+        i2->clear_raw_data();
+        i2->set_data_type(onnx::TensorProto_DataType_INT64);
+        i2->add_dims(2), i2->add_dims(2);
+        for (int64_t v : {1, 0, 0, -1}) i2->add_int64_data(v);
+        m.floats("upd2", {2, 4}, {1, 2, 3, 4, 5, 6, 7, 8});
+        auto* s = m.node("ScatterND", {"zeros", "idx2", "upd2"}, {"mask1"}, "scatter_rows");
+        if (!reduction.empty()) ModelBuilder::attr(s, "reduction", reduction);
+        auto* i3 = m.floats("idx3", {}, {});  // [1, 3]: one element, (1, 2, 3)
+        i3->clear_raw_data();
+        i3->set_data_type(onnx::TensorProto_DataType_INT64);
+        i3->add_dims(1), i3->add_dims(3);
+        for (int64_t v : {1, 2, 3}) i3->add_int64_data(v);
+        m.floats("upd3", {1}, {9});
+        m.node("ScatterND", {"mask1", "idx3", "upd3"}, {"mask"}, "scatter_element");
+        m.node("Add", {"x", "mask"}, {"y"});
+        m.output("y");
+        return m.import();
+    };
+    auto g = build("");
+    ASSERT_TRUE(g.isOk()) << g.status().toString();
+    EXPECT_EQ(g->nodes.size(), 1u);  // the Add; the mask is a constant
+    using namespace transformer;
+    const auto xv = seq(24, 0.25f);
+    std::vector<float> want = xv;
+    for (int j = 0; j < 4; ++j) want[12 + j] += float(1 + j);  // mask[1, 0, :]
+    for (int j = 0; j < 4; ++j) want[8 + j] += float(5 + j);   // mask[0, 2, :]
+    want[23] += 9;                                              // mask[1, 2, 3]
+    expectNear(runOnReference(*g, {Tensor::fromFloats({2, 3, 4}, xv)}), want, 0);
+    // Reductions are not folded: the node is refused by name.
+    auto r = build("add");
+    ASSERT_FALSE(r.isOk());
+    EXPECT_NE(r.status().message().find("scatter_rows"), std::string::npos)
+        << r.status().toString();
+}
+
 }  // namespace
 }  // namespace voxseg::engine
