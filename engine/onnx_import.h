@@ -6,8 +6,9 @@
 // are constant-folded for the static input shape, Dropout/Identity become Identity, PyTorch's
 // GroupNorm pattern (Reshape -> InstanceNorm -> Reshape -> Mul -> Add) becomes one GroupNorm node,
 // the spelled-out LayerNorm, GELU and SiLU of older exports become one node each, and every value
-// gets its shape. Converters live in engine/onnx/, one per op family (converter.h). The result is not optimised: call optimize() for backends.
-// Weights are copied into the Graph (no reference to the file remains). Thread-safe (no state).
+// gets its shape. Converters live in engine/onnx/, one per op family (converter.h). The result is
+// not optimised: call optimize() for backends. Weights are copied into the Graph (no reference to
+// the file remains). Thread-safe (no state).
 #pragma once
 
 #include "core/status.h"

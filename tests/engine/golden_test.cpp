@@ -4,6 +4,7 @@
 // compared with PyTorch's output.
 #include "engine/onnx_import.h"
 #include "engine/registry.h"
+#include "tests/engine/golden_files.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -25,42 +26,17 @@ constexpr double kFp32MaxAbsError = 1e-4;
 constexpr double kFp16RelError = 2e-2;
 constexpr double kBf16RelError = 3e-2;  // oneDNN bf16 measured 0.6-1.4 % of max |y|
 
-struct GoldenNet {
-    std::string name;
-    Shape input_shape, output_shape;
-};
-
-// Entries of index.json: "nets" (PyTorch networks) or "ops" (single ops run in ONNX Runtime,
-// whose files live under ops/ and whose names carry that prefix).
-std::vector<GoldenNet> goldenEntries(const char* key) {
-    std::vector<GoldenNet> nets;
-    std::ifstream f(kGoldenDir / "index.json");
-    if (!f) return nets;
-    const nlohmann::json index = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
-    if (index.is_discarded() || !index.contains(key)) return nets;
-    const std::string prefix = std::string(key) == "ops" ? "ops/" : "";
-    for (const auto& n : index[key])
-        nets.push_back({prefix + n["name"].get<std::string>(), n["input_shape"].get<Shape>(),
-                        n["output_shape"].get<Shape>()});
-    return nets;
-}
+using testing::GoldenNet;
+using testing::readRaw;
 
 const std::vector<GoldenNet>& nets() {
-    static const std::vector<GoldenNet> all = goldenEntries("nets");
+    static const std::vector<GoldenNet> all = testing::goldenEntries(kGoldenDir);
     return all;
 }
 
 const std::vector<GoldenNet>& ops() {
-    static const std::vector<GoldenNet> all = goldenEntries("ops");
+    static const std::vector<GoldenNet> all = testing::goldenEntries(kGoldenDir, "ops", "ops/");
     return all;
-}
-
-Tensor readRaw(const std::filesystem::path& path, const Shape& shape) {
-    Tensor t(DType::kFloat32, shape);
-    std::ifstream f(path, std::ios::binary);
-    f.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.bytes()));
-    EXPECT_TRUE(f.good() && f.gcount() == static_cast<std::streamsize>(t.bytes())) << path;
-    return t;
 }
 
 TEST(Golden, IndexListsTheNetworks) {

@@ -8,6 +8,8 @@
 #include "engine/onnx_import.h"
 #include "engine/registry.h"
 
+#include "tests/engine/golden_files.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -26,34 +28,12 @@ const std::filesystem::path kDir =
 constexpr double kFp32RelToScale = 1e-4;
 constexpr double kBf16RelToScale = 3e-2;
 
-struct Net {
-    std::string name;
-    Shape input_shape, output_shape;
-};
-
-std::vector<Net> loadIndex() {
-    std::vector<Net> nets;
-    std::ifstream f(kDir / "index.json");
-    if (!f) return nets;
-    const auto index = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
-    if (index.is_discarded() || !index.contains("nets")) return nets;
-    for (const auto& n : index["nets"])
-        nets.push_back({n["name"].get<std::string>(), n["input_shape"].get<Shape>(),
-                        n["output_shape"].get<Shape>()});
-    return nets;
-}
+using Net = testing::GoldenNet;
+using testing::readRaw;
 
 const std::vector<Net>& nets() {
-    static const std::vector<Net> all = loadIndex();
+    static const std::vector<Net> all = testing::goldenEntries(kDir);
     return all;
-}
-
-Tensor readRaw(const std::filesystem::path& path, const Shape& shape) {
-    Tensor t(DType::kFloat32, shape);
-    std::ifstream f(path, std::ios::binary);
-    f.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.bytes()));
-    EXPECT_TRUE(f.good() && f.gcount() == static_cast<std::streamsize>(t.bytes())) << path;
-    return t;
 }
 
 // Share of voxels whose argmax over channels (dim 1 of NC...) agrees.
@@ -125,10 +105,10 @@ TEST_P(NetworkParity, MatchesPyTorch) {
         }
         const double bound = (p == Precision::kFloat32 ? kFp32RelToScale : kBf16RelToScale) * scale;
         std::cout << "[network golden] " << net.name << " " << backend_name << " "
-                  << precisionName(p) << ": max abs error " << max_err << " = "
-                  << max_err / scale << " x max|y| (bound " << bound << ", max |y| " << scale
-                  << "), labels agree on " << 100.0 * labelAgreement(got, want, net.output_shape)
-                  << " % of voxels, " << g.nodes.size() << " nodes\n";
+                  << precisionName(p) << ": max abs error " << max_err << " = " << max_err / scale
+                  << " x max|y| (bound " << bound << ", max |y| " << scale << "), labels agree on "
+                  << 100.0 * labelAgreement(got, want, net.output_shape) << " % of voxels, "
+                  << g.nodes.size() << " nodes\n";
         EXPECT_LE(max_err, bound) << "worst element " << worst << ": got " << got[worst]
                                   << ", PyTorch " << want[worst];
     }

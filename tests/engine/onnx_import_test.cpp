@@ -794,7 +794,7 @@ TEST(OnnxImportTransformer, ScatterNDOnConstantsIsFolded) {
         m.input("x", {2, 3, 4});
         m.ints("shape", {2, 3, 4});
         m.node("ConstantOfShape", {"shape"}, {"zeros"});  // float 0 by default
-        auto* i2 = m.floats("idx2", {}, {});  // [2, 2]: rows (1, 0) and (0, -1 = 2)
+        auto* i2 = m.floats("idx2", {}, {});              // [2, 2]: rows (1, 0) and (0, -1 = 2)
         i2->clear_raw_data();
         i2->set_data_type(onnx::TensorProto_DataType_INT64);
         i2->add_dims(2), i2->add_dims(2);
@@ -821,7 +821,7 @@ TEST(OnnxImportTransformer, ScatterNDOnConstantsIsFolded) {
     std::vector<float> want = xv;
     for (int j = 0; j < 4; ++j) want[12 + j] += float(1 + j);  // mask[1, 0, :]
     for (int j = 0; j < 4; ++j) want[8 + j] += float(5 + j);   // mask[0, 2, :]
-    want[23] += 9;                                              // mask[1, 2, 3]
+    want[23] += 9;                                             // mask[1, 2, 3]
     expectNear(runOnReference(*g, {Tensor::fromFloats({2, 3, 4}, xv)}), want, 0);
     // Reductions are not folded: the node is refused by name.
     auto r = build("add");
