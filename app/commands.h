@@ -87,13 +87,13 @@ struct SegmentCommandOptions {
     std::string model;
     std::string output;
     std::string series;
-    std::string device = "auto";
-    std::string precision = "auto";
+    engine::DeviceSpec device;                              // --device, engine::parseDevice
+    engine::Precision precision = engine::Precision::kAuto;  // --precision
     double overlap = -1.0;  // < 0: the model's
     bool tta = false;
     bool no_tta = false;
     int batch = 1;
-    std::string accumulator = "fp16";
+    engine::DType accumulator = engine::DType::kFloat16;  // --accumulator fp16 | fp32
     std::string outputs = "nifti,stats,preview";
     std::string label_format = "nii.gz";
     std::string seg_type = "binary";
@@ -145,5 +145,14 @@ struct EditCommandOptions {
 };
 CLI::App* addEditCommand(CLI::App& app, EditCommandOptions& options);
 ExitCode runEdit(const EditCommandOptions& options, const CommandContext& context);
+
+// `voxseg serve`: a DICOM node (receive, route, segment, send back; node/server.h).
+struct ServeCommandOptions {
+    std::string config;  // node.json
+    bool check = false;  // validate the configuration and exit
+    bool resend = false;  // send what the outbox holds (held results included), then exit
+};
+CLI::App* addServeCommand(CLI::App& app, ServeCommandOptions& options);
+ExitCode runServe(const ServeCommandOptions& options, const CommandContext& context);
 
 }  // namespace voxseg::app

@@ -46,6 +46,7 @@ int run(int argc, char** argv) {
     app::PhantomOptions phantom_options;
     app::BatchCommandOptions batch_options;
     app::EditCommandOptions edit_options;
+    app::ServeCommandOptions serve_options;
     CLI::App* info = app::addInfoCommand(cli, info_options);
     CLI::App* convert = app::addConvertCommand(cli, convert_options);
     CLI::App* synth = app::addSynthCommand(cli, synth_options);
@@ -53,6 +54,7 @@ int run(int argc, char** argv) {
     CLI::App* phantom = app::addPhantomCommand(cli, phantom_options);
     CLI::App* batch = app::addBatchCommand(cli, batch_options);
     CLI::App* edit = app::addEditCommand(cli, edit_options);
+    CLI::App* serve = app::addServeCommand(cli, serve_options);
 
     try {
         cli.parse(argc, argv);
@@ -87,6 +89,8 @@ int run(int argc, char** argv) {
         rc = app::runPhantom(phantom_options, context);
     } else if (cli.got_subcommand(edit)) {
         rc = app::runEdit(edit_options, context);
+    } else if (cli.got_subcommand(serve)) {
+        rc = app::runServe(serve_options, context);
     }
     bar.clear();
     log::setSink(sink);  // the bar dies before the logger: unhook it

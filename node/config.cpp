@@ -1,0 +1,223 @@
+#include "node/config.h"
+
+#include "node/json_object.h"
+
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+namespace voxseg::node {
+namespace fs = std::filesystem;
+namespace {
+
+std::string resolve(const std::string& path, const std::string& base_dir) {
+    if (path.empty() || fs::path(path).is_absolute()) return path;
+    return (fs::path(base_dir) / path).lexically_normal().string();
+}
+
+Status readAeTitle(JsonObject& o, const std::string& key, std::string& out,
+                   std::optional<std::string> fallback = {}) {
+    VOXSEG_ASSIGN_OR_RETURN(out, o.string(key, fallback));
+    if (out.empty() || out.size() > 16)
+        return o.error(key, "an AE title has 1 to 16 characters, not '" + out + "'");
+    for (char c : out)
+        if (c == '\\' || static_cast<unsigned char>(c) < 0x20)
+            return o.error(key, "an AE title may not hold control characters or '\\'");
+    return Status::ok();
+}
+
+Status readTls(JsonObject& parent, const std::string& key, const std::string& base_dir,
+               TlsConfig& tls) {
+    if (!parent.has(key)) return Status::ok();
+    VOXSEG_ASSIGN_OR_RETURN(JsonObject o, parent.object(key));
+    VOXSEG_ASSIGN_OR_RETURN(tls.enabled, o.boolean("enabled", true));
+    VOXSEG_ASSIGN_OR_RETURN(tls.certificate, o.string("certificate", std::string()));
+    VOXSEG_ASSIGN_OR_RETURN(tls.private_key, o.string("private_key", std::string()));
+    VOXSEG_ASSIGN_OR_RETURN(tls.trusted, o.strings("trusted"));
+    VOXSEG_ASSIGN_OR_RETURN(tls.require_peer_certificate,
+                            o.boolean("require_peer_certificate", true));
+    tls.certificate = resolve(tls.certificate, base_dir);
+    tls.private_key = resolve(tls.private_key, base_dir);
+    for (auto& t : tls.trusted) t = resolve(t, base_dir);
+    if (tls.enabled && tls.trusted.empty())
+        return o.error("trusted", "TLS needs at least one trusted certificate (PEM)");
+    VOXSEG_RETURN_IF_ERROR(o.finish());
+    return Status::ok();
+}
+
+Status readMatch(JsonObject& route, RouteMatch& m) {
+    VOXSEG_ASSIGN_OR_RETURN(JsonObject o, route.object("match", true));
+    VOXSEG_ASSIGN_OR_RETURN(m.modality, o.strings("modality"));
+    VOXSEG_ASSIGN_OR_RETURN(m.body_part, o.strings("body_part"));
+    VOXSEG_ASSIGN_OR_RETURN(m.series_description, o.string("series_description", std::string()));
+    VOXSEG_ASSIGN_OR_RETURN(m.calling_ae, o.strings("calling_ae"));
+    VOXSEG_ASSIGN_OR_RETURN(int64_t lo, o.integer("min_slices", 0, 1000000, 0));
+    VOXSEG_ASSIGN_OR_RETURN(int64_t hi, o.integer("max_slices", 0, 1000000, 1000000));
+    m.min_slices = static_cast<int>(lo);
+    m.max_slices = static_cast<int>(hi);
+    if (lo > hi) return o.error("min_slices", "is larger than max_slices");
+    if (!m.series_description.empty()) {
+        try {
+            m.series_description_re =
+                std::regex(m.series_description, std::regex::ECMAScript | std::regex::icase);
+        } catch (const std::regex_error& e) {
+            return o.error("series_description",
+                           "not a regular expression (ECMAScript): " + std::string(e.what()));
+        }
+    }
+    return o.finish();
+}
+
+Status readRoute(JsonObject& o, size_t index, const std::string& base_dir, Route& r) {
+    VOXSEG_ASSIGN_OR_RETURN(r.name, o.string("name", "route-" + std::to_string(index)));
+    VOXSEG_RETURN_IF_ERROR(readMatch(o, r.match));
+    VOXSEG_ASSIGN_OR_RETURN(r.model, o.string("model"));
+    r.model = resolve(r.model, base_dir);
+    std::error_code ec;
+    if (!fs::is_regular_file(fs::path(r.model) / "model.json", ec))
+        return o.error("model", "'" + r.model + "' is not a model package (no model.json)");
+    VOXSEG_ASSIGN_OR_RETURN(r.outputs, o.strings("outputs"));
+    if (r.outputs.empty()) r.outputs = {"seg"};
+    for (const auto& out : r.outputs)
+        if (out != "seg" && out != "rtstruct" && out != "stats")
+            return o.error("outputs", "'" + out + "' is not one of seg, rtstruct, stats");
+    VOXSEG_ASSIGN_OR_RETURN(r.seg_type, o.string("seg_type", std::string("binary")));
+    if (r.seg_type != "binary" && r.seg_type != "labelmap")
+        return o.error("seg_type", "must be binary or labelmap");
+    VOXSEG_ASSIGN_OR_RETURN(r.send_to, o.strings("send_to"));
+    return o.finish();
+}
+
+Status readDestination(JsonObject& o, const std::string& name, const std::string& base_dir,
+                       Destination& d) {
+    d.name = name;
+    VOXSEG_ASSIGN_OR_RETURN(std::string type, o.string("type", std::string("dicom")));
+    if (type == "dicom") {
+        d.kind = DestinationKind::kDicom;
+        VOXSEG_RETURN_IF_ERROR(readAeTitle(o, "ae_title", d.ae_title));
+        VOXSEG_ASSIGN_OR_RETURN(d.host, o.string("host"));
+        VOXSEG_ASSIGN_OR_RETURN(int64_t port, o.integer("port", 1, 65535));
+        d.port = static_cast<int>(port);
+        VOXSEG_RETURN_IF_ERROR(readTls(o, "tls", base_dir, d.tls));
+    } else if (type == "dicomweb") {
+        d.kind = DestinationKind::kDicomWeb;
+        VOXSEG_ASSIGN_OR_RETURN(d.url, o.string("url"));
+        if (d.url.rfind("http://", 0) != 0 && d.url.rfind("https://", 0) != 0)
+            return o.error("url", "must start with http:// or https:// (the STOW-RS studies URL)");
+        VOXSEG_ASSIGN_OR_RETURN(d.bearer_token_file, o.string("bearer_token_file", std::string()));
+        d.bearer_token_file = resolve(d.bearer_token_file, base_dir);
+        VOXSEG_ASSIGN_OR_RETURN(d.ca_file, o.string("ca_file", std::string()));
+        d.ca_file = resolve(d.ca_file, base_dir);
+    } else {
+        return o.error("type", "'" + type + "' is not dicom or dicomweb");
+    }
+    VOXSEG_ASSIGN_OR_RETURN(d.timeout_seconds, o.number("timeout_seconds", 60.0));
+    if (d.timeout_seconds <= 0) return o.error("timeout_seconds", "must be positive");
+    return o.finish();
+}
+
+Status readRoot(JsonObject& o, const std::string& base_dir, NodeConfig& c) {
+    VOXSEG_RETURN_IF_ERROR(readAeTitle(o, "ae_title", c.ae_title, std::string("VOXSEG")));
+    VOXSEG_ASSIGN_OR_RETURN(int64_t port, o.integer("port", 1, 65535, 11112));
+    c.port = static_cast<int>(port);
+    VOXSEG_ASSIGN_OR_RETURN(c.bind_address, o.string("bind_address", std::string()));
+    VOXSEG_ASSIGN_OR_RETURN(auto callers, o.objects("allowed_callers"));
+    for (auto& co : callers) {
+        AllowedCaller a;
+        VOXSEG_RETURN_IF_ERROR(readAeTitle(co, "ae_title", a.ae_title));
+        VOXSEG_ASSIGN_OR_RETURN(a.host, co.string("host", std::string()));
+        VOXSEG_RETURN_IF_ERROR(co.finish());
+        c.allowed_callers.push_back(a);
+    }
+    VOXSEG_ASSIGN_OR_RETURN(int64_t assoc, o.integer("max_associations", 1, 256, 8));
+    c.max_associations = static_cast<int>(assoc);
+    VOXSEG_ASSIGN_OR_RETURN(c.spool_dir, o.string("spool_dir"));
+    c.spool_dir = resolve(c.spool_dir, base_dir);
+    VOXSEG_ASSIGN_OR_RETURN(c.quiet_seconds, o.number("quiet_seconds", 5.0));
+    if (c.quiet_seconds < 0) return o.error("quiet_seconds", "must not be negative");
+    VOXSEG_ASSIGN_OR_RETURN(c.unmatched_retention_hours,
+                            o.number("unmatched_retention_hours", 24.0));
+    if (c.unmatched_retention_hours < 0)
+        return o.error("unmatched_retention_hours", "must not be negative");
+    VOXSEG_ASSIGN_OR_RETURN(double free_mb, o.number("min_free_mb", 5120.0));
+    if (free_mb < 0) return o.error("min_free_mb", "must not be negative");
+    c.min_free_bytes = static_cast<uint64_t>(free_mb * 1024.0 * 1024.0);
+    VOXSEG_ASSIGN_OR_RETURN(c.audit_log, o.string("audit_log", std::string()));
+    c.audit_log = c.audit_log.empty() ? (fs::path(c.spool_dir) / "audit.jsonl").string()
+                                      : resolve(c.audit_log, base_dir);
+    VOXSEG_ASSIGN_OR_RETURN(int64_t http, o.integer("http_port", 0, 65535, 0));
+    c.http_port = static_cast<int>(http);
+    VOXSEG_ASSIGN_OR_RETURN(c.http_bind, o.string("http_bind", std::string("127.0.0.1")));
+    VOXSEG_RETURN_IF_ERROR(readTls(o, "tls", base_dir, c.tls));
+    VOXSEG_ASSIGN_OR_RETURN(c.spool_key_file, o.string("spool_key_file", std::string()));
+    c.spool_key_file = resolve(c.spool_key_file, base_dir);
+    {
+        VOXSEG_ASSIGN_OR_RETURN(JsonObject s, o.object("send", true));
+        VOXSEG_ASSIGN_OR_RETURN(int64_t attempts, s.integer("attempts", 1, 100, 4));
+        c.send.attempts = static_cast<int>(attempts);
+        VOXSEG_ASSIGN_OR_RETURN(c.send.initial_delay_seconds,
+                                s.number("initial_delay_seconds", 2.0));
+        if (c.send.initial_delay_seconds < 0)
+            return s.error("initial_delay_seconds", "must not be negative");
+        VOXSEG_RETURN_IF_ERROR(s.finish());
+    }
+    {
+        VOXSEG_ASSIGN_OR_RETURN(JsonObject dests, o.object("destinations", true));
+        for (const auto& name : dests.keys()) {
+            VOXSEG_ASSIGN_OR_RETURN(JsonObject d, dests.object(name));
+            Destination dest;
+            VOXSEG_RETURN_IF_ERROR(readDestination(d, name, base_dir, dest));
+            c.destinations.push_back(dest);
+        }
+    }
+    VOXSEG_ASSIGN_OR_RETURN(auto routes, o.objects("routes"));
+    if (routes.empty()) return o.error("routes", "needs at least one route");
+    std::set<std::string> names;
+    for (size_t i = 0; i < routes.size(); ++i) {
+        Route r;
+        VOXSEG_RETURN_IF_ERROR(readRoute(routes[i], i, base_dir, r));
+        if (!names.insert(r.name).second)
+            return routes[i].error("name", "'" + r.name + "' is used by two routes");
+        for (const auto& d : r.send_to)
+            if (!c.destination(d))
+                return routes[i].error("send_to", "'" + d + "' is not one of the destinations");
+        c.routes.push_back(std::move(r));
+    }
+    return o.finish();
+}
+
+}  // namespace
+
+const Destination* NodeConfig::destination(const std::string& name) const {
+    for (const auto& d : destinations)
+        if (d.name == name) return &d;
+    return nullptr;
+}
+
+Result<NodeConfig> parseNodeConfig(const std::string& text, const std::string& file,
+                                   const std::string& base_dir) {
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+        return invalidArgument(std::string("not valid JSON: ") + e.what(), file);
+    }
+    VOXSEG_ASSIGN_OR_RETURN(JsonObject root, JsonObject::wrap(j, "", file));
+    NodeConfig c;
+    c.file = file;
+    VOXSEG_RETURN_IF_ERROR(readRoot(root, base_dir, c));
+    return c;
+}
+
+Result<NodeConfig> loadNodeConfig(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return notFound("cannot read the node configuration", path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string base = fs::absolute(path).parent_path().string();
+    return parseNodeConfig(ss.str(), path, base);
+}
+
+}  // namespace voxseg::node

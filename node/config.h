@@ -1,0 +1,102 @@
+// The configuration of `voxseg serve` (node.json): who may send, where the spool is, which
+// series go to which model, where results are sent. docs/node.md documents every key.
+//
+// loadNodeConfig validates the whole file at start-up: unknown keys, wrong types, routes naming
+// missing destinations or model folders, bad regular expressions are errors naming the key.
+// Relative paths are relative to the configuration file's folder. Plain data: copy freely.
+#pragma once
+
+#include "core/status.h"
+
+#include <cstdint>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+namespace voxseg::node {
+
+struct AllowedCaller {
+    std::string ae_title;
+    std::string host;  // empty: any address
+};
+
+// TLS for DICOM associations (DCMTK dcmtls on OpenSSL), in or out. PEM files.
+struct TlsConfig {
+    bool enabled = false;
+    std::string certificate;               // own certificate
+    std::string private_key;               // its key
+    std::vector<std::string> trusted;      // CA or peer certificates trusted for the other side
+    bool require_peer_certificate = true;  // receiving: clients must present a trusted certificate
+};
+
+struct RouteMatch {
+    std::vector<std::string> modality;   // any of (empty: any)
+    std::vector<std::string> body_part;  // BodyPartExamined, any of, case-insensitive
+    std::string series_description;      // ECMAScript regex searched in SeriesDescription
+    std::optional<std::regex> series_description_re;
+    std::vector<std::string> calling_ae;  // any of
+    int min_slices = 0;
+    int max_slices = 1000000;
+};
+
+struct Route {
+    std::string name;
+    RouteMatch match;
+    std::string model;                 // model package folder (absolute after loading)
+    std::vector<std::string> outputs;  // seg, rtstruct, stats
+    std::string seg_type = "binary";   // binary | labelmap
+    std::vector<std::string> send_to;  // destination names
+};
+
+enum class DestinationKind { kDicom, kDicomWeb };
+
+struct Destination {
+    std::string name;
+    DestinationKind kind = DestinationKind::kDicom;
+    // DICOM (C-STORE SCU)
+    std::string ae_title;
+    std::string host;
+    int port = 104;
+    TlsConfig tls;
+    // DICOMweb (STOW-RS)
+    std::string url;                // e.g. https://pacs/dicom-web/studies
+    std::string bearer_token_file;  // optional; the token is read at each send
+    std::string ca_file;            // optional CA bundle for https (default: the system's)
+    double timeout_seconds = 60.0;
+};
+
+struct SendPolicy {
+    int attempts = 4;                    // per destination before the result is held
+    double initial_delay_seconds = 2.0;  // doubled after every failed attempt
+};
+
+struct NodeConfig {
+    std::string file;  // where it was read from
+    std::string ae_title = "VOXSEG";
+    int port = 11112;
+    std::string bind_address;  // empty: all interfaces
+    std::vector<AllowedCaller> allowed_callers;
+    int max_associations = 8;
+    std::string spool_dir;
+    double quiet_seconds = 5.0;
+    double unmatched_retention_hours = 24.0;
+    uint64_t min_free_bytes = 5ull << 30;  // disk guard on the spool's file system
+    std::string audit_log;                 // JSON lines; default <spool>/audit.jsonl
+    int http_port = 0;                     // /healthz and /metrics; 0: off
+    std::string http_bind = "127.0.0.1";
+    TlsConfig tls;               // receiving side
+    std::string spool_key_file;  // 32-byte key: encrypt spool and outbox (libsodium)
+    SendPolicy send;
+    std::vector<Route> routes;
+    std::vector<Destination> destinations;
+
+    const Destination* destination(const std::string& name) const;
+};
+
+Result<NodeConfig> loadNodeConfig(const std::string& path);
+// The same from text (tests); `file` names it in errors, `base_dir` resolves relative paths.
+Result<NodeConfig> parseNodeConfig(const std::string& text, const std::string& file,
+                                   const std::string& base_dir);
+
+}  // namespace voxseg::node

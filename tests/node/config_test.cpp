@@ -1,0 +1,160 @@
+// node.json validation: a complete example parses with every key, and each kind of mistake is
+// an error naming the key (unknown keys, wrong types, missing model, unknown destination, bad
+// regex, bad AE title).
+#include "node/config.h"
+
+#include "tests/test_data.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+namespace voxseg::node {
+namespace {
+namespace fs = std::filesystem;
+
+std::string modelDir() {
+    return (fs::path(VOXSEG_SOURCE_DIR) / "sample_data/models/ct-phantom").string();
+}
+
+nlohmann::json example() {
+    return {
+        {"ae_title", "VOXSEG"},
+        {"port", 11112},
+        {"allowed_callers",
+         {{{"ae_title", "ORTHANC"}, {"host", "127.0.0.1"}}, {{"ae_title", "CT01"}}}},
+        {"spool_dir", "spool"},
+        {"quiet_seconds", 3},
+        {"unmatched_retention_hours", 1},
+        {"min_free_mb", 100},
+        {"max_associations", 4},
+        {"http_port", 18080},
+        {"send", {{"attempts", 3}, {"initial_delay_seconds", 0.5}}},
+        {"destinations",
+         {{"pacs",
+           {{"type", "dicom"}, {"ae_title", "ORTHANC"}, {"host", "127.0.0.1"}, {"port", 4242}}},
+          {"web",
+           {{"type", "dicomweb"},
+            {"url", "http://127.0.0.1:8042/dicom-web/studies"},
+            {"bearer_token_file", "token.txt"}}}}},
+        {"routes",
+         {{{"name", "ct"},
+           {"match",
+            {{"modality", {"CT"}},
+             {"body_part", {"CHEST", "ABDOMEN"}},
+             {"series_description", "^(ax|axial)"},
+             {"calling_ae", {"CT01"}},
+             {"min_slices", 20},
+             {"max_slices", 2000}}},
+           {"model", modelDir()},
+           {"outputs", {"seg", "rtstruct", "stats"}},
+           {"send_to", {"pacs", "web"}}}}},
+    };
+}
+
+Result<NodeConfig> parse(const nlohmann::json& j) {
+    return parseNodeConfig(j.dump(), "node.json", "/etc/voxseg");
+}
+
+TEST(NodeConfig, CompleteExampleParses) {
+    auto c = parse(example());
+    ASSERT_TRUE(c.isOk()) << c.status().toString();
+    EXPECT_EQ(c->ae_title, "VOXSEG");
+    EXPECT_EQ(c->port, 11112);
+    ASSERT_EQ(c->allowed_callers.size(), 2u);
+    EXPECT_EQ(c->allowed_callers[0].host, "127.0.0.1");
+    EXPECT_EQ(c->allowed_callers[1].host, "");
+    EXPECT_EQ(c->spool_dir, "/etc/voxseg/spool");
+    EXPECT_EQ(c->audit_log, "/etc/voxseg/spool/audit.jsonl");
+    EXPECT_DOUBLE_EQ(c->quiet_seconds, 3.0);
+    EXPECT_EQ(c->min_free_bytes, 100ull << 20);
+    EXPECT_EQ(c->send.attempts, 3);
+    ASSERT_EQ(c->routes.size(), 1u);
+    EXPECT_EQ(c->routes[0].outputs.size(), 3u);
+    EXPECT_EQ(c->routes[0].match.min_slices, 20);
+    ASSERT_NE(c->destination("web"), nullptr);
+    EXPECT_EQ(c->destination("web")->kind, DestinationKind::kDicomWeb);
+    EXPECT_EQ(c->destination("web")->bearer_token_file, "/etc/voxseg/token.txt");
+    EXPECT_EQ(c->destination("pacs")->port, 4242);
+}
+
+void expectError(const nlohmann::json& j, const std::string& fragment) {
+    auto c = parse(j);
+    ASSERT_FALSE(c.isOk()) << "accepted: " << j.dump();
+    EXPECT_NE(c.status().toString().find(fragment), std::string::npos) << c.status().toString();
+    EXPECT_NE(c.status().toString().find("node.json"), std::string::npos);
+}
+
+TEST(NodeConfig, UnknownKeysAreErrorsNamingTheKey) {
+    auto j = example();
+    j["quiet_second"] = 3;
+    expectError(j, "quiet_second: unknown key");
+    j = example();
+    j["routes"][0]["match"]["modalty"] = "CT";
+    expectError(j, "routes[0].match.modalty: unknown key");
+    j = example();
+    j["destinations"]["pacs"]["aetitle"] = "X";
+    expectError(j, "destinations.pacs.aetitle: unknown key");
+    j = example();
+    j["send"]["retries"] = 2;
+    expectError(j, "send.retries: unknown key");
+}
+
+TEST(NodeConfig, WrongValuesAreErrorsNamingTheKey) {
+    auto j = example();
+    j["port"] = "11112";
+    expectError(j, "port: must be an integer");
+    j = example();
+    j["port"] = 70000;
+    expectError(j, "port: 70000 is outside");
+    j = example();
+    j["ae_title"] = "A_TITLE_LONGER_THAN_16";
+    expectError(j, "ae_title: an AE title has 1 to 16 characters");
+    j = example();
+    j.erase("spool_dir");
+    expectError(j, "spool_dir: missing");
+    j = example();
+    j["routes"][0]["model"] = "/nonexistent/model";
+    expectError(j, "routes[0].model: '/nonexistent/model' is not a model package");
+    j = example();
+    j["routes"][0]["send_to"] = {"nowhere"};
+    expectError(j, "routes[0].send_to: 'nowhere' is not one of the destinations");
+    j = example();
+    j["routes"][0]["match"]["series_description"] = "(unclosed";
+    expectError(j, "routes[0].match.series_description: not a regular expression");
+    j = example();
+    j["routes"][0]["outputs"] = {"seg", "nifti"};
+    expectError(j, "routes[0].outputs: 'nifti' is not one of");
+    j = example();
+    j["destinations"]["web"]["url"] = "ftp://x";
+    expectError(j, "destinations.web.url: must start with http");
+    j = example();
+    j["destinations"]["pacs"]["type"] = "dimse";
+    expectError(j, "destinations.pacs.type: 'dimse' is not dicom or dicomweb");
+    j = example();
+    j["routes"] = nlohmann::json::array();
+    expectError(j, "routes: needs at least one route");
+    j = example();
+    j["routes"][0]["match"]["min_slices"] = 50;
+    j["routes"][0]["match"]["max_slices"] = 10;
+    expectError(j, "min_slices: is larger than max_slices");
+    auto bad = parseNodeConfig("{\"port\": ", "node.json", "/");
+    ASSERT_FALSE(bad.isOk());
+    EXPECT_NE(bad.status().toString().find("not valid JSON"), std::string::npos);
+}
+
+TEST(NodeConfig, LoadsFromAFileRelativeToItsFolder) {
+    testing::TempDir dir;
+    auto j = example();
+    std::ofstream(dir / "node.json") << j.dump(2);
+    auto c = loadNodeConfig(dir / "node.json");
+    ASSERT_TRUE(c.isOk()) << c.status().toString();
+    EXPECT_EQ(c->spool_dir, (dir.path() / "spool").string());
+    EXPECT_FALSE(loadNodeConfig(dir / "missing.json").isOk());
+}
+
+}  // namespace
+}  // namespace voxseg::node

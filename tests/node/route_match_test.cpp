@@ -1,0 +1,90 @@
+// Route matching: the first route in order whose every condition holds; each condition can
+// reject; unmatched series say why per route.
+#include "node/route_match.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+namespace voxseg::node {
+namespace {
+
+NodeConfig twoRoutes() {
+    const std::string model =
+        (std::filesystem::path(VOXSEG_SOURCE_DIR) / "sample_data/models/ct-phantom").string();
+    auto c = parseNodeConfig(
+        nlohmann::json{{"spool_dir", "/tmp/x"},
+                       {"allowed_callers", {{{"ae_title", "CT01"}}}},
+                       {"routes",
+                        {{{"name", "ct-thin"},
+                          {"match",
+                           {{"modality", "CT"},
+                            {"series_description", "thin|1\\.0"},
+                            {"calling_ae", {"CT01", "CT02"}},
+                            {"min_slices", 50}}},
+                          {"model", model}},
+                         {{"name", "ct-any"},
+                          {"match", {{"modality", {"CT"}}, {"body_part", {"head"}}}},
+                          {"model", model}}}}}
+            .dump(),
+        "node.json", "/");
+    EXPECT_TRUE(c.isOk()) << c.status().toString();
+    return *c;
+}
+
+SeriesInfo series() {
+    SeriesInfo s;
+    s.modality = "CT";
+    s.body_part = "HEAD";
+    s.series_description = "Axial THIN 1.0 mm";
+    s.calling_ae = "CT01";
+    s.instances = 80;
+    return s;
+}
+
+TEST(RouteMatch, FirstMatchingRouteInOrderWins) {
+    const NodeConfig c = twoRoutes();
+    const Route* r = matchRoute(c, series());
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(r->name, "ct-thin");
+}
+
+TEST(RouteMatch, EachConditionCanReject) {
+    const NodeConfig c = twoRoutes();
+    auto s = series();
+    s.calling_ae = "MR01";  // not allowed by ct-thin: falls through to ct-any
+    EXPECT_EQ(matchRoute(c, s)->name, "ct-any");
+    s = series();
+    s.instances = 49;
+    EXPECT_EQ(matchRoute(c, s)->name, "ct-any");
+    s = series();
+    s.series_description = "scout";
+    EXPECT_EQ(matchRoute(c, s)->name, "ct-any");
+    s = series();
+    s.frames_per_instance = 0;  // treated as one frame
+    EXPECT_EQ(matchRoute(c, s)->name, "ct-thin");
+
+    s = series();
+    s.modality = "MR";
+    std::string why;
+    EXPECT_EQ(matchRoute(c, s, &why), nullptr);
+    EXPECT_NE(why.find("ct-thin: modality 'MR' not in [CT]"), std::string::npos) << why;
+    EXPECT_NE(why.find("ct-any: modality 'MR'"), std::string::npos) << why;
+
+    s = series();
+    s.body_part = "CHEST";
+    s.calling_ae = "X";
+    EXPECT_EQ(matchRoute(c, s, &why), nullptr);
+    EXPECT_NE(why.find("ct-any: body part 'CHEST' not in [head]"), std::string::npos) << why;
+}
+
+TEST(RouteMatch, EnhancedSeriesCountFrames) {
+    const NodeConfig c = twoRoutes();
+    auto s = series();
+    s.instances = 1;
+    s.frames_per_instance = 120;
+    EXPECT_EQ(matchRoute(c, s)->name, "ct-thin");
+}
+
+}  // namespace
+}  // namespace voxseg::node
