@@ -8,6 +8,7 @@
 #include "edit/journal.h"
 #include "edit/label_editor.h"
 #include "edit/save.h"
+#include "edit/session.h"
 #include "io/image_io.h"
 #include "pipeline/segment.h"
 #include "pipeline/segmentation_files.h"
@@ -24,27 +25,7 @@ namespace voxseg::app {
 namespace {
 constexpr const char* kComponent = "edit";
 
-// Label maps read from image files may be any integer type; the editor takes uint8/uint16.
-Result<Volume> asEditableLabels(const Volume& v, const std::string& path) {
-    if (v.pixelType() == PixelType::kUInt8 || v.pixelType() == PixelType::kUInt16) return v;
-    double lo = std::numeric_limits<double>::max(), hi = std::numeric_limits<double>::lowest();
-    bool integral = true;
-    visitPixels(v, [&](const auto* d) {
-        const int64_t n = v.geometry().voxelCount();
-        for (int64_t i = 0; i < n; ++i) {
-            const double x = static_cast<double>(d[i]);
-            lo = std::min(lo, x);
-            hi = std::max(hi, x);
-            integral = integral && x == static_cast<double>(static_cast<int64_t>(x));
-        }
-    });
-    if (!integral || lo < 0 || hi > 65535)
-        return unsupported(fmt::format("{} label map with values in [{}, {}]: labels must be "
-                                       "whole numbers in [0, 65535]",
-                                       pixelTypeName(v.pixelType()), lo, hi),
-                           path);
-    return v.castTo(hi <= 255 ? PixelType::kUInt8 : PixelType::kUInt16);
-}
+using edit::asEditableLabels;
 
 }  // namespace
 

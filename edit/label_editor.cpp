@@ -172,7 +172,87 @@ void sparsify(TileChange& t, size_t bpv) {
     t.after = {};
 }
 
+// Fills report.box_lo/hi and report.labels from the tiles of `step`.
+void describe(const UndoStep& step, const Geometry& g, size_t bpv, ApplyReport& report) {
+    report.box_lo = {INT64_MAX, INT64_MAX, INT64_MAX};
+    report.box_hi = {-1, -1, -1};
+    std::array<int64_t, 3> tiles{};
+    for (int a = 0; a < 3; ++a)
+        tiles[a] = (g.size[a] + LabelEditor::kTile - 1) / LabelEditor::kTile;
+    std::vector<bool> seen(bpv == 1 ? 256 : 65536, false);
+    for (const TileChange& t : step.tiles) {
+        const int64_t c[3] = {t.tile % tiles[0], (t.tile / tiles[0]) % tiles[1],
+                              t.tile / (tiles[0] * tiles[1])};
+        for (int a = 0; a < 3; ++a) {
+            report.box_lo[a] = std::min(report.box_lo[a], c[a] * LabelEditor::kTile);
+            report.box_hi[a] = std::max(report.box_hi[a],
+                                        std::min(g.size[a], (c[a] + 1) * LabelEditor::kTile) - 1);
+        }
+        if (!t.offsets.empty()) {
+            for (size_t n = 0; n < t.offsets.size(); ++n)
+                seen[t.sparse_before[n]] = seen[t.sparse_after[n]] = true;
+            continue;
+        }
+        const size_t voxels = t.before.size() / bpv;
+        for (size_t v = 0; v < voxels; ++v) {
+            const uint16_t a = voxelAt(t.before, v, bpv), b = voxelAt(t.after, v, bpv);
+            if (a != b) seen[a] = seen[b] = true;
+        }
+    }
+    if (step.tiles.empty()) report.box_lo = {0, 0, 0};
+    report.labels.clear();
+    for (size_t l = 0; l < seen.size(); ++l)
+        if (seen[l]) report.labels.push_back(static_cast<int>(l));
+}
+
+size_t bytesPerVoxel(const Volume& labels) {
+    return labels.pixelType() == PixelType::kUInt16 ? 2 : 1;
+}
+
 }  // namespace
+
+Status LabelEditor::mergeLast(int n, const EditOp& op) {
+    if (n < 1 || n > static_cast<int>(undo_.size()))
+        return Status(StatusCode::kFailedPrecondition,
+                      fmt::format("cannot merge the last {} steps: {} held", n, undo_.size()));
+    const size_t bpv = bytesPerVoxel(labels_);
+    const size_t first = undo_.size() - static_cast<size_t>(n);
+    std::vector<TileChange> unused;
+    detail::Canvas canvas(labels_, unused);
+    std::map<int64_t, TileChange> merged;
+    // Walk back from the newest step: a tile's "before" is rolled back step by step.
+    for (size_t s = undo_.size(); s-- > first;) {
+        for (const TileChange& t : undo_[s].tiles) {
+            auto [it, added] = merged.try_emplace(t.tile);
+            TileChange& m = it->second;
+            if (added) {
+                m.tile = t.tile;
+                canvas.readTile(t.tile, m.after);
+                m.before = m.after;
+            }
+            if (t.offsets.empty()) {
+                m.before = t.before;
+                continue;
+            }
+            for (size_t v = 0; v < t.offsets.size(); ++v) {
+                if (bpv == 1)
+                    m.before[t.offsets[v]] = static_cast<uint8_t>(t.sparse_before[v]);
+                else
+                    std::memcpy(m.before.data() + 2 * size_t{t.offsets[v]}, &t.sparse_before[v], 2);
+            }
+        }
+    }
+    UndoStep step;
+    step.op = op;
+    for (auto& [tile, t] : merged) {
+        if (t.before == t.after) continue;
+        sparsify(t, bpv);
+        step.tiles.push_back(std::move(t));
+    }
+    undo_.erase(undo_.begin() + static_cast<std::ptrdiff_t>(first), undo_.end());
+    undo_.push_back(std::move(step));
+    return Status::ok();
+}
 
 Result<ApplyReport> LabelEditor::apply(const EditOp& op) {
     if (op.kind == OpKind::kUndo) return undo();
@@ -239,6 +319,7 @@ Result<ApplyReport> LabelEditor::apply(const EditOp& op) {
     report.voxels_changed = canvas.changed();
     report.tiles_recorded = static_cast<int>(step.tiles.size());
     report.bytes_recorded = step.bytes();
+    describe(step, geometry_, bpv, report);
     push(std::move(step));
     return report;
 }
@@ -275,6 +356,7 @@ ApplyReport restore(const Volume& labels, const UndoStep& step, bool forward) {
 Result<ApplyReport> LabelEditor::undo() {
     if (undo_.empty()) return Status(StatusCode::kFailedPrecondition, "undo: nothing to undo");
     ApplyReport r = restore(labels_, undo_.back(), false);
+    describe(undo_.back(), geometry_, bytesPerVoxel(labels_), r);
     redo_.push_back(std::move(undo_.back()));
     undo_.pop_back();
     return r;
@@ -283,6 +365,7 @@ Result<ApplyReport> LabelEditor::undo() {
 Result<ApplyReport> LabelEditor::redo() {
     if (redo_.empty()) return Status(StatusCode::kFailedPrecondition, "redo: nothing to redo");
     ApplyReport r = restore(labels_, redo_.back(), true);
+    describe(redo_.back(), geometry_, bytesPerVoxel(labels_), r);
     undo_.push_back(std::move(redo_.back()));
     redo_.pop_back();
     return r;

@@ -16,6 +16,7 @@
 #include "core/volume.h"
 #include "edit/edit_op.h"
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -37,6 +38,13 @@ struct ApplyReport {
     int tiles_recorded = 0;
     size_t bytes_recorded = 0;    // before + after of the recorded tiles
     std::vector<int> new_labels;  // islands split: the labels created
+    // Where it changed: the box (inclusive voxel indices) of the changed tiles (empty when
+    // nothing changed: lo > hi), and every label value a changed voxel held before or after
+    // (0 included when background changed), ascending. What the viewer redraws and re-meshes.
+    std::array<int64_t, 3> box_lo{0, 0, 0};
+    std::array<int64_t, 3> box_hi{-1, -1, -1};
+    std::vector<int> labels;
+    bool changedAnything() const { return box_lo[0] <= box_hi[0]; }
 };
 
 // Changed tiles of one step. Internal, but visible for tests of memory bounds. A tile with few
@@ -72,6 +80,11 @@ class LabelEditor {
     Result<ApplyReport> apply(const EditOp& op);
     Result<ApplyReport> undo();
     Result<ApplyReport> redo();
+    // Makes the last `n` steps one step recorded as `op` (a brush stroke applied segment by
+    // segment while the mouse moves, undone as one stroke). The merged step keeps, per tile, the
+    // voxels before the first of them and after the last; the redo history is untouched (it was
+    // cleared by the steps). Error when fewer than `n` steps are held.
+    Status mergeLast(int n, const EditOp& op);
     bool canUndo() const { return !undo_.empty(); }
     bool canRedo() const { return !redo_.empty(); }
     int undoDepth() const { return static_cast<int>(undo_.size()); }

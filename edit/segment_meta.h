@@ -1,0 +1,51 @@
+// What a reviewer knows about each segment beyond its voxels: name, colour, coded category and
+// type (SNOMED CT, DICOM CID 7150/7151), and the review status (not reviewed, accepted,
+// corrected, rejected). Written as the JSON sidecar of a saved label map (`x.nii.gz` ->
+// `x.json`), beside a saved DICOM SEG (`x.dcm` -> `x.review.json`) and into the viewer's crash
+// recovery folder; format in docs/viewer.md. Plain value types and functions; reentrant.
+#pragma once
+
+#include "core/coded_concept.h"
+#include "core/status.h"
+#include "io/seg_types.h"
+
+#include <array>
+#include <string>
+#include <vector>
+
+namespace voxseg::edit {
+
+enum class ReviewStatus { kNotReviewed, kAccepted, kCorrected, kRejected };
+const char* reviewStatusName(ReviewStatus status);  // "not reviewed", "accepted", ...
+// Parses a name of reviewStatusName (also "not_reviewed"); error naming the choices.
+Result<ReviewStatus> parseReviewStatus(const std::string& name);
+
+struct SegmentMeta {
+    int value = 0;  // label value in the map
+    std::string name;
+    std::array<uint8_t, 3> color{255, 0, 0};
+    CodedConcept category{"91772007", "SCT", "Organ"};
+    CodedConcept type{"85756007", "SCT", "Tissue"};
+    ReviewStatus status = ReviewStatus::kNotReviewed;
+    // SegmentAlgorithmType as saved ("AUTOMATIC", "SEMIAUTOMATIC", "MANUAL"); empty: not saved.
+    std::string algorithm_type;
+    bool operator==(const SegmentMeta& o) const;
+};
+
+// The SEG description of a segment: SegmentLabel = name (64 characters at most), the codes,
+// the colour and SegmentDescription "<name>; review: <status>" so a PACS shows the status.
+io::SegmentDescription toSegmentDescription(const SegmentMeta& meta);
+
+// {"format": "voxseg-labels", "version": 1, "segments": [{"value", "name", "color" [r, g, b],
+//  "category" {"code", "scheme", "meaning"}, "type" {...}, "review_status", "algorithm_type"}]}
+std::string segmentsToJson(const std::vector<SegmentMeta>& segments);
+// Strict: an unknown format, a missing key or a bad value is an error naming it.
+Result<std::vector<SegmentMeta>> segmentsFromJson(const std::string& text);
+Status writeSegmentsFile(const std::vector<SegmentMeta>& segments, const std::string& path);
+Result<std::vector<SegmentMeta>> readSegmentsFile(const std::string& path);
+
+// Where the sidecar of a saved segmentation goes: label maps `x.nii.gz`/`x.nrrd`/... ->
+// `x.json`; a DICOM SEG or RTSTRUCT `x.dcm` -> `x.review.json`.
+std::string sidecarPath(const std::string& output_path);
+
+}  // namespace voxseg::edit
