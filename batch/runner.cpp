@@ -1,6 +1,7 @@
 #include "batch/runner.h"
 
 #include "batch/bounded_queue.h"
+#include "batch/case_stages.h"
 #include "batch/journal.h"
 #include "core/log.h"
 #include "engine/registry.h"
@@ -16,7 +17,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <new>
 #include <thread>
 
 namespace voxseg::batch {
@@ -34,31 +34,9 @@ double unixNow() {
         .count();
 }
 
-// One case on its way through the pipeline.
-struct Item {
-    BatchCase c;
-    std::string series;  // effective selector
-    pipeline::StudyInput input;
-    pipeline::SegmentWork work;
-    std::map<std::string, double> stages;
-    Clock::time_point start;
-};
+// One case on its way through the pipeline (batch/case_stages.h).
+using Item = CaseWork;
 using ItemPtr = std::unique_ptr<Item>;
-
-// Runs `fn`, turning exceptions that escape library code (memory exhaustion above all) into a
-// Status, so one case cannot end the batch.
-template <typename Fn>
-Status guarded(Fn&& fn) {
-    try {
-        return fn();
-    } catch (const std::bad_alloc&) {
-        return Status(
-            StatusCode::kOutOfMemory,
-            "out of memory: use fewer --loaders/--prefetch, or a machine with more memory");
-    } catch (const std::exception& e) {
-        return internalError(std::string("unexpected error: ") + e.what());
-    }
-}
 
 // Serialises everything a finished case touches: journal, counters, metrics file, callback.
 class Recorder {
@@ -135,24 +113,6 @@ class Recorder {
     CaseCallback callback_;
     Clock::time_point start_;
 };
-
-std::string timingsKey(const std::string& stage) { return stage; }
-
-void mergeTimings(Item& item, const std::vector<pipeline::StageTiming>& timings) {
-    for (const auto& t : timings) item.stages[timingsKey(t.stage)] = t.seconds;
-}
-
-// Files of a finished case folder with their sizes (sorted; recursion not needed: flat).
-std::vector<OutputFile> listOutputs(const fs::path& dir) {
-    std::vector<OutputFile> files;
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(dir, ec))
-        if (e.is_regular_file(ec))
-            files.push_back({e.path().filename().string(), static_cast<uint64_t>(e.file_size(ec))});
-    std::sort(files.begin(), files.end(),
-              [](const OutputFile& a, const OutputFile& b) { return a.name < b.name; });
-    return files;
-}
 
 bool outputsComplete(const JournalEntry& e, const fs::path& dir) {
     if (e.files.empty()) return false;
@@ -412,34 +372,19 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
         const Progress progress(ProgressCallback{}, stop);
         while (!stopping()) {
             const size_t i = next.fetch_add(1);
+    LoadPolicy load_policy;
+    load_policy.dicom = options.dicom;
+    load_policy.read_retries = options.read_retries;
+    load_policy.retry_delay_seconds = options.retry_delay_seconds;
+    load_policy.ambiguous_hint =
+        "several series: give this case a 'series' (index or UID, see voxseg info) in the "
+        "manifest";
             if (i >= todo.size()) break;
             auto item = std::make_unique<Item>();
             item->c = todo[i];
             item->series = item->c.series.empty() ? options.series : item->c.series;
             item->start = Clock::now();
-            Status st = guarded([&]() -> Status {
-                const auto t = Clock::now();
-                auto in = retryTransient<pipeline::StudyInput>(
-                    [&] {
-                        return pipeline::loadStudy(item->c.input, item->series, options.dicom,
-                                                   progress);
-                    },
-                    options.read_retries, options.retry_delay_seconds, stop);
-                if (!in.isOk() && in.status().code() == StatusCode::kAmbiguous)
-                    return in.status().withContext(
-                        "several series: give this case a 'series' (index or UID, see voxseg "
-                        "info) in the manifest");
-                if (!in.isOk()) return in.status();
-                item->input = std::move(*in);
-                item->stages["load"] = secondsSince(t);
-                for (const auto& w : item->input.volume.info().warnings)
-                    log::warning(kComponent, "case {}: {}", item->c.id, w);
-                auto work = segmenters[0].prepare(item->input, item->c.input, progress);
-                if (!work.isOk()) return work.status();
-                item->work = std::move(*work);
-                mergeTimings(*item, item->work.report.timings);
-                return Status::ok();
-            });
+            Status st = loadCase(*item, segmenters[0], load_policy, stop, progress);
             if (stopping()) break;  // not started: the next run does it
             if (!st.isOk()) {
                 recordOrStop(*item, CaseState::kFailed, st.withContext("case " + item->c.id), {});
@@ -454,14 +399,13 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
         const Progress progress(ProgressCallback{}, abort);
         while (auto item = ready.pop()) {
             if (stopping()) continue;  // waiting, not started: dropped
-            Status st = guarded([&] { return segmenters[d].infer((*item)->work, progress); });
+            Status st = inferCase(**item, segmenters[d], progress);
             if (!st.isOk()) {
                 const bool abandoned = st.code() == StatusCode::kCancelled && abort.isCancelled();
                 recordOrStop(**item, abandoned ? CaseState::kInterrupted : CaseState::kFailed,
                              st.withContext("case " + (*item)->c.id), {});
                 continue;
             }
-            mergeTimings(**item, (*item)->work.report.timings);
             to_write.push(std::move(*item));
         }
         if (--devices_left == 0) to_write.close();
@@ -488,48 +432,18 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
                              Status(StatusCode::kIoError, "output file system full"), {});
                 continue;
             }
-            auto t = Clock::now();  // "write": from after the export to the rename
-            const fs::path staged = staging_root / item.c.id;
-            const fs::path final_dir = out_root / item.c.id;
-            std::vector<OutputFile> files;
-            Status st = guarded([&]() -> Status {
-                VOXSEG_RETURN_IF_ERROR(segmenters[0].finish(item.work, progress));
-                mergeTimings(item, item.work.report.timings);
-                t = Clock::now();
-                std::error_code e1;
-                fs::remove_all(staged, e1);
-                auto report = segmenters[0].write(item.input, std::move(item.work), item.c.input,
-                                                  staged.string(), progress);
-                if (!report.isOk()) return report.status();
-                mergeTimings(item, report->timings);
-                // An older output of this case (other model/options, or never journaled) is
-                // moved aside first, so the final name only ever holds a complete case.
-                std::error_code e2;
-                if (fs::exists(final_dir, e2)) {
-                    fs::rename(final_dir, trash_root / item.c.id, e2);
-                    if (e2)
-                        return ioError("cannot replace the earlier output: " + e2.message(),
-                                       final_dir.string());
-                    fs::remove_all(trash_root / item.c.id, e2);
-                }
-                fs::rename(staged, final_dir, e2);
-                if (e2)
-                    return ioError("cannot move the case into place: " + e2.message(),
-                                   final_dir.string());
-                files = listOutputs(final_dir);
-                return Status::ok();
-            });
-            std::error_code cleanup_ec;
-            fs::remove_all(staged, cleanup_ec);
-            item.input = pipeline::StudyInput();  // release the volume before the next case
-            item.stages["write"] = secondsSince(t);
-            if (!st.isOk()) {
+            const CaseFolders folders{(staging_root / item.c.id).string(),
+                                      (out_root / item.c.id).string(),
+                                      (trash_root / item.c.id).string()};
+            auto files = writeCase(item, segmenters[0], folders, progress);
+            if (!files.isOk()) {
+                const Status& st = files.status();
                 const bool abandoned = st.code() == StatusCode::kCancelled && abort.isCancelled();
                 recordOrStop(item, abandoned ? CaseState::kInterrupted : CaseState::kFailed,
                              st.withContext("case " + item.c.id), {});
                 continue;
             }
-            recordOrStop(item, CaseState::kDone, Status::ok(), files);
+            recordOrStop(item, CaseState::kDone, Status::ok(), *files);
         }
     };
 
