@@ -17,6 +17,10 @@ namespace voxseg::engine::testing {
 struct GoldenNet {
     std::string name;
     Shape input_shape, output_shape;
+    // When set, the stored output is only this box of the spatial dims (all of N and C).
+    Shape crop_begin, crop_shape;
+    // max |error| / max |y| of PyTorch with bf16 autocast's rounding (0 when not recorded).
+    double bf16_emulated_rel_error = 0;
 };
 
 // The entries under `key` of `dir`/index.json, names prefixed with `prefix`; empty when the file
@@ -29,9 +33,19 @@ inline std::vector<GoldenNet> goldenEntries(const std::filesystem::path& dir,
     if (!f) return nets;
     const auto index = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
     if (index.is_discarded() || !index.contains(key)) return nets;
-    for (const auto& n : index[key])
-        nets.push_back({prefix + n["name"].get<std::string>(), n["input_shape"].get<Shape>(),
-                        n["output_shape"].get<Shape>()});
+    for (const auto& n : index[key]) {
+        GoldenNet net{prefix + n["name"].get<std::string>(),
+                      n["input_shape"].get<Shape>(),
+                      n["output_shape"].get<Shape>(),
+                      {},
+                      {},
+                      n.value("bf16_emulated_rel_error", 0.0)};
+        if (n.contains("output_crop")) {
+            net.crop_begin = n["output_crop"]["begin"].get<Shape>();
+            net.crop_shape = n["output_crop"]["shape"].get<Shape>();
+        }
+        nets.push_back(std::move(net));
+    }
     return nets;
 }
 

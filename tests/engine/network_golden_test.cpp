@@ -1,10 +1,12 @@
 // Whole-network goldens of issue 14 part 2: networks built by the real libraries (MONAI
 // SwinUNETR v1/v2, UNETR, SegResNetDS, DynUNet with deep supervision; dynamic_network_architectures
-// ResidualEncoderUNet in the ResEnc-M layout) at tiny configurations, exported from PyTorch 1.13 by
+// ResidualEncoderUNet in the ResEnc-M and ResEnc-L layouts, PrimusV3) at tiny configurations,
+// exported from PyTorch 1.13 by
 // tools/gen_network_golden.py. Each is imported with voxseg's importer, optimized, and run on every
 // available backend against PyTorch's output; the max error and the label agreement (argmax over
 // channels) are printed. Nets whose files are not committed (too large: see index.json
-// "committed") are skipped unless the generator has been run locally.
+// "committed") are skipped unless the generator has been run locally. SwinUNETR v2 small is
+// compared on the stored centre crop of its output (index.json output_crop).
 #include "engine/onnx_import.h"
 #include "engine/registry.h"
 
@@ -24,9 +26,13 @@ namespace {
 const std::filesystem::path kDir =
     std::filesystem::path(VOXSEG_SOURCE_DIR) / "tests" / "engine" / "golden" / "networks";
 
-// fp32: max |error| <= 1e-4 * max |PyTorch output| (issue 14). bf16: golden_test.cpp's bound.
+// fp32: max |error| <= 1e-4 * max |PyTorch output| (issue 14). bf16: golden_test.cpp's bound,
+// or 1.5 x the error PyTorch itself shows with bf16 autocast's rounding when the network is more
+// sensitive than that (index.json bf16_emulated_rel_error: Primus 5.8 %, its SwiGLU and rotary
+// products of bf16-rounded tokens).
 constexpr double kFp32RelToScale = 1e-4;
 constexpr double kBf16RelToScale = 3e-2;
+constexpr double kBf16OverEmulated = 1.5;
 
 using Net = testing::GoldenNet;
 using testing::readRaw;
@@ -55,7 +61,45 @@ double labelAgreement(const std::vector<float>& a, const std::vector<float>& b, 
     return total ? double(same) / double(total) : 1.0;
 }
 
-TEST(NetworkGolden, IndexListsTheNets) { ASSERT_EQ(nets().size(), 6u); }
+// The shape of the stored output: the network's, or its crop.
+Shape storedShape(const Net& net) {
+    Shape s = net.output_shape;
+    for (size_t d = 2; d < s.size() && !net.crop_shape.empty(); ++d) s[d] = net.crop_shape[d - 2];
+    return s;
+}
+
+// The box crop_begin/crop_shape of the spatial dims of `t` (the whole NC... output), or all of it.
+std::vector<float> cropped(const std::vector<float>& t, const Net& net) {
+    if (net.crop_shape.empty()) return t;
+    const Shape& shape = net.output_shape;
+    const Shape out_shape = storedShape(net);
+    const size_t rank = shape.size();
+    std::vector<float> out;
+    out.reserve(size_t(numel(out_shape)));
+    std::vector<int64_t> idx(rank, 0);
+    for (size_t o = 0; o < size_t(numel(out_shape)); ++o) {
+        size_t flat = 0;
+        for (size_t d = 0; d < rank; ++d) {
+            const int64_t at = idx[d] + (d >= 2 ? net.crop_begin[d - 2] : 0);
+            flat = flat * size_t(shape[d]) + size_t(at);
+        }
+        out.push_back(t[flat]);
+        for (size_t d = rank; d-- > 0;)
+            if (++idx[d] < out_shape[d])
+                break;
+            else
+                idx[d] = 0;
+    }
+    return out;
+}
+
+TEST(NetworkGolden, IndexListsTheNets) {
+    std::vector<std::string> names;
+    for (const Net& n : nets()) names.push_back(n.name);
+    for (const char* want : {"resenc_m_small", "resenc_l_small", "primus_v3_tiny",
+                             "swinunetr_v2_small", "unetr_tiny", "segresnetds", "dynunet_ds"})
+        EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
+}
 
 class NetworkParity : public ::testing::TestWithParam<std::tuple<std::string, size_t>> {};
 
@@ -75,8 +119,9 @@ TEST_P(NetworkParity, MatchesPyTorch) {
     auto graph = importOnnx(onnx_path);
     ASSERT_TRUE(graph.isOk()) << graph.status().toString();
     const Tensor input = readRaw(kDir / (net.name + ".input.f32"), net.input_shape);
+    const Shape want_shape = storedShape(net);
     const std::vector<float> want =
-        readRaw(kDir / (net.name + ".output.f32"), net.output_shape).toFloats();
+        readRaw(kDir / (net.name + ".output.f32"), want_shape).toFloats();
     double scale = 0;
     for (float v : want) scale = std::max(scale, double(std::abs(v)));
     ASSERT_GT(scale, 0.1) << "degenerate golden output";
@@ -86,28 +131,31 @@ TEST_P(NetworkParity, MatchesPyTorch) {
         SCOPED_TRACE(net.name + " on " + backend_name + " " + precisionName(p));
         CompileOptions options;
         options.precision = p;
+        if (const Status why = (*backend)->supportsGraph(g, {net.input_shape}); !why.isOk())
+            GTEST_SKIP() << backend_name << " does not run this network: " << why.toString();
         auto exe = (*backend)->compile(g, {net.input_shape}, options);
-        if (!exe.isOk() && backend_name == "cuda" &&
-            exe.status().code() == StatusCode::kUnsupported)
-            GTEST_SKIP() << "not implemented on cuda: " << exe.status().toString();
         ASSERT_TRUE(exe.isOk()) << exe.status().toString();
         std::vector<Tensor> out;
         const Status s = (*exe)->run({input}, out);
         ASSERT_TRUE(s.isOk()) << s.toString();
         ASSERT_EQ(out.size(), 1u);
         ASSERT_EQ(out[0].shape(), net.output_shape);
-        const std::vector<float> got = out[0].toFloats();
+        const std::vector<float> got = cropped(out[0].toFloats(), net);
         double max_err = 0;
         size_t worst = 0;
         for (size_t i = 0; i < got.size(); ++i) {
             const double e = std::isnan(got[i]) ? INFINITY : std::abs(double(got[i]) - want[i]);
             if (e > max_err) max_err = e, worst = i;
         }
-        const double bound = (p == Precision::kFloat32 ? kFp32RelToScale : kBf16RelToScale) * scale;
+        const double bound =
+            (p == Precision::kFloat32
+                 ? kFp32RelToScale
+                 : std::max(kBf16RelToScale, kBf16OverEmulated * net.bf16_emulated_rel_error)) *
+            scale;
         std::cout << "[network golden] " << net.name << " " << backend_name << " "
                   << precisionName(p) << ": max abs error " << max_err << " = " << max_err / scale
                   << " x max|y| (bound " << bound << ", max |y| " << scale << "), labels agree on "
-                  << 100.0 * labelAgreement(got, want, net.output_shape) << " % of voxels, "
+                  << 100.0 * labelAgreement(got, want, want_shape) << " % of voxels, "
                   << g.nodes.size() << " nodes\n";
         EXPECT_LE(max_err, bound) << "worst element " << worst << ": got " << got[worst]
                                   << ", PyTorch " << want[worst];
