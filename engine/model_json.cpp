@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <regex>
 
 namespace voxseg::engine::detail {
 
@@ -221,6 +222,55 @@ json normalizationJson(const Normalization& n) {
             break;
         case Normalization::Scheme::kPercentile:
             j["percentiles"] = {n.percentile_low, n.percentile_high};
+void readChannelName(Reader& r, const json& c, const std::string& key, const json& all, size_t i,
+                     ChannelSpec& ch) {
+    ch.name = all.size() == 1 ? ch.modality : "channel" + std::to_string(i);
+    if (const json* x = r.member(c, key, "name", false)) {
+        ch.name = r.string(*x, Reader::join(key, "name"));
+        const bool plain = std::all_of(ch.name.begin(), ch.name.end(), [](unsigned char k) {
+            return std::isalnum(k) || k == '_' || k == '-' || k == '.';
+        });
+        if (r.ok() && !plain)
+            r.fail(Reader::join(key, "name"),
+                   "use letters, digits, '_', '-' or '.' (it is written as --channel NAME=...), "
+                   "got \"" +
+                       ch.name + "\"");
+    }
+    const json* m = r.member(c, key, "match", false);
+    if (!m) return;
+    const std::string mkey = Reader::join(key, "match");
+    if (!r.object(*m, mkey)) return;
+    r.onlyKeys(*m, mkey, {"series_description", "image_type", "echo_time_ms"});
+    if (const json* x = r.member(*m, mkey, "series_description", false)) {
+        ch.match.series_description = r.string(*x, Reader::join(mkey, "series_description"));
+        try {
+            std::regex(ch.match.series_description, std::regex::ECMAScript | std::regex::icase);
+        } catch (const std::regex_error& e) {
+            r.fail(Reader::join(mkey, "series_description"),
+                   std::string("not a valid regular expression (ECMAScript): ") + e.what());
+        }
+    }
+    if (const json* x = r.member(*m, mkey, "image_type", false))
+        ch.match.image_type = r.string(*x, Reader::join(mkey, "image_type"));
+    if (const json* x = r.member(*m, mkey, "echo_time_ms", false)) {
+        std::array<double, 2> te{};
+        const std::string tkey = Reader::join(mkey, "echo_time_ms");
+        if (readPair(r, *x, tkey, "[low, high] in ms", te[0], te[1], false)) {
+            if (te[0] > te[1] || te[0] < 0)
+                r.fail(tkey, "expected 0 <= low <= high, got " + shortDump(*x));
+            ch.match.echo_time_ms = te;
+        }
+    }
+}
+
+json seriesMatchJson(const SeriesMatch& m) {
+    json j = json::object();
+    if (!m.series_description.empty()) j["series_description"] = m.series_description;
+    if (!m.image_type.empty()) j["image_type"] = m.image_type;
+    if (m.echo_time_ms) j["echo_time_ms"] = {(*m.echo_time_ms)[0], (*m.echo_time_ms)[1]};
+    return j;
+}
+
             if (!n.percentiles_of.empty()) j["percentiles_of"] = n.percentiles_of;
             if (n.has_range) j["range"] = {n.range_low, n.range_high};
             j["zscore"] = n.zscore;

@@ -50,6 +50,7 @@ int64_t StageSpec::outputChannels() const {
         case StageOutputKind::kSoftmax:
             return n + 1;
         case StageOutputKind::kSigmoid:
+        case StageOutputKind::kRegions:
             return n;
         case StageOutputKind::kProbability:
             return output.channels;
@@ -161,20 +162,29 @@ Result<ModelPackage> parseModelPackage(const std::string& json_text, const std::
             const json& c = (*v)[i];
             if (!r.object(c, key)) break;
             if (v2)  // version 2: each stage normalises its own input
-                r.onlyKeys(c, key, {"modality"});
+                r.onlyKeys(c, key, {"modality", "name", "match"});
             else
-                r.onlyKeys(c, key, {"modality", "normalization"});
+                r.onlyKeys(c, key, {"modality", "normalization", "name", "match"});
             ChannelSpec ch;
             if (const json* m = r.member(c, key, "modality", true))
                 ch.modality = r.string(*m, Reader::join(key, "modality"));
             if (!v2)
                 if (const json* n = r.member(c, key, "normalization", true))
+            readChannelName(r, c, key, *v, i, ch);
                     readNormalization(r, *n, Reader::join(key, "normalization"), ch.normalization,
                                       false);
             p.channels.push_back(ch);
         }
+            for (const ChannelSpec& other : p.channels)
+                if (r.ok() && other.name == ch.name)
+                    r.fail(Reader::join(key, "name"),
+                           "channel name \"" + ch.name + "\" is used twice");
     }
 
+        if (r.ok() && v2 && p.channels.size() > 1)
+            r.fail("channels",
+                   "format_version 2 packages take one image channel for now (stages normalise "
+                   "one channel); use format_version 1 for a multi-channel network");
     if (const json* v = v2 ? nullptr : r.member(root, "", "patch_size", true);
         v && r.array(*v, "patch_size", "positive integers")) {
         for (size_t i = 0; i < v->size() && r.ok(); ++i)
@@ -381,11 +391,10 @@ std::string modelPackageToJson(const ModelPackage& p) {
     if (v2 && !p.citation.empty()) j["citation"] = p.citation;
     json channels = json::array();
     for (const auto& c : p.channels) {
-        if (v2)
-            channels.push_back({{"modality", c.modality}});
-        else
-            channels.push_back(
-                {{"modality", c.modality}, {"normalization", normalizationJson(c.normalization)}});
+        json cj{{"modality", c.modality}, {"name", c.name}};
+        if (!v2) cj["normalization"] = normalizationJson(c.normalization);
+        if (!c.match.empty()) cj["match"] = seriesMatchJson(c.match);
+        channels.push_back(cj);
     }
     j["channels"] = channels;
     if (!v2) {
@@ -504,7 +513,7 @@ Result<std::unique_ptr<SlidingWindow>> createStageWindow(Backend& backend, const
     options.accumulator = DType::kFloat32;
     options.compile = compile;
     auto sw = SlidingWindow::create(backend, model.graphs[stage],
-                                    static_cast<int64_t>(p.channels.size()), options);
+                                    p.stages[stage].inputChannels(p.channels.size()), options);
     if (!sw.isOk())
         return sw.status().withContext("model " + p.name + ", stage " + p.stages[stage].name +
                                        ": ");

@@ -52,9 +52,22 @@ struct Normalization {
 };
 const char* normalizationSchemeName(Normalization::Scheme scheme);
 
+// Which series of a study a channel takes (docs/model-package.md, "Channels"): every rule given
+// must hold. Empty rules match any series of the channel's modality.
+struct SeriesMatch {
+    std::string series_description;  // ECMAScript regex, case-insensitive, searched in the text
+    std::string image_type;          // a value of ImageType (0008,0008), e.g. "ORIGINAL"
+    std::optional<std::array<double, 2>> echo_time_ms;  // [low, high] inclusive
+    bool empty() const { return series_description.empty() && image_type.empty() && !echo_time_ms; }
+};
+
 struct ChannelSpec {
     std::string modality;  // "CT", "MR", "PT", ...
     Normalization normalization;
+    // The channel's name (`--channel NAME=...`, manifest columns, messages); default: "channel<i>"
+    // for several channels, the modality for one.
+    std::string name;
+    SeriesMatch match;
 };
 
 struct LabelSpec {
@@ -104,14 +117,22 @@ enum class StageOutputKind {
     kSoftmax,      // logits, channel 0 background, label = argmax
     kSigmoid,      // logits, one channel per label, sigmoid >= threshold
     kProbability,  // the network already outputs probabilities: channel `channel` > threshold
+    // nnU-Net region-based training: logits, one channel per (overlapping) region; channel i's
+    // voxels with sigmoid > 0.5 are painted labels[i] (regions_class_order), in channel order,
+    // later regions over earlier ones (LabelManager.convert_probabilities_to_segmentation).
+    kRegions,
 };
 
 struct StageOutput {
     StageOutputKind kind = StageOutputKind::kSoftmax;
-    std::vector<int> labels;  // label values of the channels (kProbability: one value)
-    int channel = 1;          // kProbability
-    int channels = 2;         // kProbability: channels the network returns
-    double threshold = 0.5;   // kSigmoid, kProbability
+    // Label values of the channels (kProbability: one value; kRegions: regions_class_order).
+    std::vector<int> labels;
+    // kRegions: the label values each region holds (dataset.json's "labels" entries, e.g. BraTS
+    // whole tumour [1, 2, 3]); informative, the painting uses `labels`.
+    std::vector<std::vector<int>> regions;
+    int channel = 1;         // kProbability
+    int channels = 2;        // kProbability: channels the network returns
+    double threshold = 0.5;  // kSigmoid, kProbability
 };
 
 enum class FillHoles { kNone, k3D, kPerSlice };
@@ -121,10 +142,26 @@ struct StagePostprocess {
     FillHoles fill_holes = FillHoles::kNone;
 };
 
+// "feed stage `stage`'s prediction as one-hot channels" (nnU-Net's 3d_lowres ->
+// 3d_cascade_fullres): the stage's label map, exported to the input grid as nnU-Net exports its
+// low-resolution prediction, is cropped to this stage's region and resampled onto its network
+// grid as nnU-Net resamples a segmentation (per label, order 1, >= 0.5; an anisotropic axis with
+// order 0), and one channel per label value (1 where the label is, else 0) is appended after the
+// image channels, in `labels` order (nnU-Net: its foreground labels, ascending).
+struct OneHotLink {
+    std::string stage;
+    int stage_index = -1;     // resolved when the package is read (always an earlier stage)
+    std::vector<int> labels;  // default: the stage's label values, ascending
+};
+
 struct StageSpec {
     std::string name;
     ModelFile model;
     std::optional<CropLink> crop_to;
+    std::optional<OneHotLink> one_hot_from;
+    // The stage's labels are part of the result (on the input grid; later result stages paint
+    // over earlier ones). The last stage always is; others when model.json says "result": true.
+    bool result = false;
     // Exactly one of: a fixed network shape (the whole resized region is one patch), or a
     // spacing with a sliding-window patch. Network axis order.
     std::vector<int64_t> shape;
@@ -137,6 +174,11 @@ struct StageSpec {
     InferenceSpec inference;
 
     std::vector<int64_t> patch() const { return shape.empty() ? patch_size : shape; }
+    // Image channels plus the one-hot channels of `one_hot_from`.
+    int64_t inputChannels(size_t image_channels) const {
+        return static_cast<int64_t>(image_channels) +
+               (one_hot_from ? static_cast<int64_t>(one_hot_from->labels.size()) : 0);
+    }
     int64_t outputChannels() const;
     std::vector<int> channelLabelValues() const;
     SlidingWindowOptions slidingWindowOptions() const;

@@ -105,6 +105,42 @@ void readStageOutput(Reader& r, const json& j, const std::string& key, StageOutp
         else
             r.onlyKeys(j, key, {"kind", "labels", "threshold"});
         readLabels(false);
+    } else if (k == "regions") {
+        // nnU-Net region-based models: dataset.json's regions and regions_class_order.
+        out.kind = StageOutputKind::kRegions;
+        r.onlyKeys(j, key, {"kind", "regions", "regions_class_order"});
+        const std::string rkey = Reader::join(key, "regions");
+        if (const json* x = r.member(j, key, "regions", true);
+            x && r.array(*x, rkey, "arrays of label values")) {
+            if (x->empty()) r.fail(rkey, "must list at least one region");
+            for (size_t i = 0; i < x->size() && r.ok(); ++i) {
+                const std::string ikey = Reader::index(rkey, i);
+                std::vector<int> region;
+                if (!r.array((*x)[i], ikey, "label values")) break;
+                if ((*x)[i].empty()) r.fail(ikey, "a region holds at least one label value");
+                for (size_t e = 0; e < (*x)[i].size() && r.ok(); ++e)
+                    region.push_back(
+                        static_cast<int>(r.integer((*x)[i][e], Reader::index(ikey, e), 1, 32767)));
+                out.regions.push_back(region);
+            }
+        }
+        const std::string okey = Reader::join(key, "regions_class_order");
+        if (const json* x = r.member(j, key, "regions_class_order", true);
+            x && r.array(*x, okey, "label values")) {
+            std::set<int> seen;
+            for (size_t i = 0; i < x->size() && r.ok(); ++i) {
+                const int v =
+                    static_cast<int>(r.integer((*x)[i], Reader::index(okey, i), 1, 32767));
+                if (r.ok() && !seen.insert(v).second)
+                    r.fail(Reader::index(okey, i), "label value " + std::to_string(v) + " twice");
+                out.labels.push_back(v);
+            }
+            if (r.ok() && out.labels.size() != out.regions.size())
+                r.fail(okey, "has " + std::to_string(out.labels.size()) +
+                                 " entries but there are " + std::to_string(out.regions.size()) +
+                                 " regions: one label value per region (network channel)");
+        }
+        return;
     } else if (k == "probability") {
         out.kind = StageOutputKind::kProbability;
         r.onlyKeys(j, key, {"kind", "channel", "channels", "threshold", "label"});
@@ -119,8 +155,8 @@ void readStageOutput(Reader& r, const json& j, const std::string& key, StageOutp
         readLabels(true);
     } else {
         r.fail(Reader::join(key, "kind"),
-               "expected \"softmax\", \"sigmoid\" (logits) or \"probability\" (the network "
-               "outputs probabilities), got \"" +
+               "expected \"softmax\", \"sigmoid\", \"regions\" (logits) or \"probability\" "
+               "(the network outputs probabilities), got \"" +
                    k + "\"");
         return;
     }
@@ -162,6 +198,25 @@ bool stageHasLabel(const StageSpec& stage, int label) {
            stage.output.labels.end();
 }
 
+// The index of the earlier stage named `name`, or -1 with an error naming `key`.
+int earlierStage(Reader& r, const ModelPackage& p, const std::string& key,
+                 const std::string& name) {
+    for (size_t i = 0; i < p.stages.size(); ++i)
+        if (p.stages[i].name == name) return static_cast<int>(i);
+    std::string names;
+    for (const auto& s : p.stages) names += (names.empty() ? "" : ", ") + ("\"" + s.name + "\"");
+    r.fail(key,
+           "no earlier stage is named \"" + name + "\"" +
+               (names.empty() ? " (this is the first stage)" : " (earlier stages: " + names + ")"));
+    return -1;
+}
+
+std::string labelList(const std::vector<int>& labels) {
+    std::string values;
+    for (int v : labels) values += (values.empty() ? "" : ", ") + std::to_string(v);
+    return values;
+}
+
 void readCropLink(Reader& r, const json& j, const std::string& key, const ModelPackage& p,
                   CropLink& link) {
     if (!r.object(j, key)) return;
@@ -186,25 +241,45 @@ void readCropLink(Reader& r, const json& j, const std::string& key, const ModelP
             r.fail(Reader::join(key, "slice_fraction"), "must be in [0, 1)");
     }
     if (!r.ok()) return;
-    for (size_t i = 0; i < p.stages.size(); ++i)
-        if (p.stages[i].name == link.stage) link.stage_index = static_cast<int>(i);
-    if (link.stage_index < 0) {
-        std::string names;
-        for (const auto& s : p.stages)
-            names += (names.empty() ? "" : ", ") + ("\"" + s.name + "\"");
-        r.fail(Reader::join(key, "stage"),
-               "no earlier stage is named \"" + link.stage + "\"" +
-                   (names.empty() ? " (this is the first stage)"
-                                  : " (earlier stages: " + names + ")"));
+    link.stage_index = earlierStage(r, p, Reader::join(key, "stage"), link.stage);
+    if (link.stage_index < 0) return;
+    const StageSpec& from = p.stages[static_cast<size_t>(link.stage_index)];
+    if (!stageHasLabel(from, link.label))
+        r.fail(Reader::join(key, "label"),
+               "stage \"" + link.stage + "\" produces no label " + std::to_string(link.label) +
+                   " (its labels: " + labelList(from.output.labels) + ")");
+}
+
+void readOneHotLink(Reader& r, const json& j, const std::string& key, const ModelPackage& p,
+                    OneHotLink& link) {
+    if (!r.object(j, key)) return;
+    r.onlyKeys(j, key, {"stage", "labels"});
+    if (const json* x = r.member(j, key, "stage", true))
+        link.stage = r.string(*x, Reader::join(key, "stage"));
+    if (!r.ok()) return;
+    link.stage_index = earlierStage(r, p, Reader::join(key, "stage"), link.stage);
+    if (link.stage_index < 0) return;
+    const StageSpec& from = p.stages[static_cast<size_t>(link.stage_index)];
+    const json* x = r.member(j, key, "labels", false);
+    if (!x) {  // nnU-Net: one channel per foreground label, ascending
+        link.labels = from.output.labels;
+        std::sort(link.labels.begin(), link.labels.end());
         return;
     }
-    const StageSpec& from = p.stages[static_cast<size_t>(link.stage_index)];
-    if (!stageHasLabel(from, link.label)) {
-        std::string values;
-        for (int v : from.output.labels) values += (values.empty() ? "" : ", ") + std::to_string(v);
-        r.fail(Reader::join(key, "label"), "stage \"" + link.stage + "\" produces no label " +
-                                               std::to_string(link.label) +
-                                               " (its labels: " + values + ")");
+    const std::string lkey = Reader::join(key, "labels");
+    if (!r.array(*x, lkey, "label values")) return;
+    if (x->empty()) r.fail(lkey, "must list at least one label value");
+    std::set<int> seen;
+    for (size_t i = 0; i < x->size() && r.ok(); ++i) {
+        const int v = static_cast<int>(r.integer((*x)[i], Reader::index(lkey, i), 1, 32767));
+        if (!r.ok()) return;
+        if (!seen.insert(v).second)
+            r.fail(Reader::index(lkey, i), "label value " + std::to_string(v) + " twice");
+        else if (!stageHasLabel(from, v))
+            r.fail(Reader::index(lkey, i),
+                   "stage \"" + link.stage + "\" produces no label " + std::to_string(v) +
+                       " (its labels: " + labelList(from.output.labels) + ")");
+        link.labels.push_back(v);
     }
 }
 
@@ -221,9 +296,10 @@ void readStages(Reader& r, const json& root, ModelPackage& p) {
         const std::string key = Reader::index("stages", i);
         const json& st = (*stages)[i];
         if (!r.object(st, key)) return;
-        r.onlyKeys(st, key,
-                   {"name", "file", "sha256", "crop_to", "shape", "spacing_mm", "patch_size",
-                    "interpolation", "normalization", "output", "postprocess", "inference"});
+        r.onlyKeys(
+            st, key,
+            {"name", "file", "sha256", "crop_to", "one_hot_from", "result", "shape", "spacing_mm",
+             "patch_size", "interpolation", "normalization", "output", "postprocess", "inference"});
         StageSpec stage;
         if (const json* x = r.member(st, key, "name", true))
             stage.name = r.string(*x, Reader::join(key, "name"));
@@ -275,19 +351,41 @@ void readStages(Reader& r, const json& root, ModelPackage& p) {
             readCropLink(r, *x, Reader::join(key, "crop_to"), p, link);
             stage.crop_to = link;
         }
+        if (const json* x = r.member(st, key, "one_hot_from", false)) {
+            OneHotLink link;
+            readOneHotLink(r, *x, Reader::join(key, "one_hot_from"), p, link);
+            stage.one_hot_from = link;
+        }
+        if (const json* x = r.member(st, key, "result", false)) {
+            stage.result = r.boolean(*x, Reader::join(key, "result"));
+            if (r.ok() && !stage.result && i + 1 == stages->size())
+                r.fail(Reader::join(key, "result"),
+                       "the last stage always gives (part of) the result");
+        }
+        if (i + 1 == stages->size()) stage.result = true;
         if (!r.ok()) return;
         p.stages.push_back(stage);
         p.models.push_back(stage.model);
     }
     if (!r.ok()) return;
-    // The last stage gives the result: its labels are the package's labels.
-    const StageSpec& last = p.stages.back();
-    for (int v : last.output.labels)
-        if (std::find(top_labels.begin(), top_labels.end(), v) == top_labels.end())
-            r.fail(Reader::join(Reader::index("stages", p.stages.size() - 1), "output"),
-                   "the last stage gives the result, but its label " + std::to_string(v) +
-                       " is not in \"labels\"");
+    // The result stages' labels are the package's labels, each from one stage.
+    std::set<int> produced;
+    for (size_t i = 0; i < p.stages.size() && r.ok(); ++i) {
+        const StageSpec& st = p.stages[i];
+        if (!st.result) continue;
+        const std::string okey = Reader::join(Reader::index("stages", i), "output");
+        for (int v : st.output.labels) {
+            if (std::find(top_labels.begin(), top_labels.end(), v) == top_labels.end())
+                r.fail(okey, "stage \"" + st.name +
+                                 "\" gives (part of) the result, but its label " +
+                                 std::to_string(v) + " is not in \"labels\"");
+            else if (!produced.insert(v).second)
+                r.fail(okey, "label " + std::to_string(v) +
+                                 " is produced by two result stages: each label comes from one");
+        }
+    }
     if (!r.ok()) return;
+    const StageSpec& last = p.stages.back();
     p.output =
         last.output.kind == StageOutputKind::kSoftmax ? OutputKind::kSoftmax : OutputKind::kSigmoid;
     const StageSpec& first = p.stages.front();
@@ -345,6 +443,10 @@ json stageJson(const StageSpec& st) {
                         {"margin_mm", c.margin_mm},
                         {"slice_fraction", c.slice_fraction}};
     }
+    if (st.one_hot_from)
+        j["one_hot_from"] = {{"stage", st.one_hot_from->stage},
+                             {"labels", st.one_hot_from->labels}};
+    if (st.result) j["result"] = true;
     if (!st.shape.empty()) {
         j["shape"] = st.shape;
     } else {
@@ -363,6 +465,11 @@ json stageJson(const StageSpec& st) {
             out = {{"kind", "sigmoid"},
                    {"labels", st.output.labels},
                    {"threshold", st.output.threshold}};
+            break;
+        case StageOutputKind::kRegions:
+            out = {{"kind", "regions"},
+                   {"regions", st.output.regions},
+                   {"regions_class_order", st.output.labels}};
             break;
         case StageOutputKind::kProbability:
             out = {{"kind", "probability"},
@@ -386,7 +493,7 @@ json stageJson(const StageSpec& st) {
 Status loadStages(const std::filesystem::path& folder, LoadedModel& model) {
     const ModelPackage& p = model.package;
     for (const StageSpec& st : p.stages) {
-        Shape input = {1, static_cast<int64_t>(p.channels.size())};
+        Shape input = {1, st.inputChannels(p.channels.size())};
         const auto patch = st.patch();
         input.insert(input.end(), patch.begin(), patch.end());
         Shape expected = input;

@@ -6,6 +6,7 @@
 #include <itkConnectedComponentImageFilter.h>
 #include <itkRelabelComponentImageFilter.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -177,6 +178,21 @@ Result<std::vector<PostprocessReport>> postprocess(Volume& label_map,
         reports.push_back(total);
     }
     return reports;
+}
+
+int64_t keepOnlyLabels(Volume& label_map, const std::vector<int>& keep) {
+    int64_t cleared = 0;
+    withPixelType(label_map.pixelType(), [&](auto tag) {
+        using T = decltype(tag);
+        T* p = label_map.data<T>();
+        for (int64_t i = 0, n = label_map.geometry().voxelCount(); i < n; ++i)
+            if (p[i] != T(0) &&
+                std::find(keep.begin(), keep.end(), static_cast<int>(p[i])) == keep.end()) {
+                p[i] = T(0);
+                ++cleared;
+            }
+    });
+    return cleared;
 }
 
 }  // namespace voxseg::pipeline

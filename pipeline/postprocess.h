@@ -45,6 +45,9 @@ Result<PostprocessReport> removeSmallComponents(Volume& label_map, int label, do
                                                 bool fully_connected = true);
 Result<PostprocessReport> fillHoles(Volume& label_map, int label, HoleFilling mode);
 
+// Sets every voxel whose label is not in `keep` to 0 (`--labels`); returns the voxels cleared.
+int64_t keepOnlyLabels(Volume& label_map, const std::vector<int>& keep);
+
 // Applies each entry's steps in the order: small components, largest component, holes.
 Result<std::vector<PostprocessReport>> postprocess(Volume& label_map,
                                                    const std::vector<LabelPostprocess>& steps);

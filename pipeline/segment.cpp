@@ -222,6 +222,8 @@ struct Segmenter::Impl {
     engine::SlidingWindowOptions window_options;    // as used (for run.json)
     std::unique_ptr<engine::SlidingWindow> window;  // averages ensemble members per patch
     std::unique_ptr<StageRunner> stages;            // format_version 2 packages instead
+    std::vector<int> label_values;  // --labels: the values written (empty: every label)
+    engine::ModelPackage output_model;  // the package describing only the labels written
     std::string model_sha256;
     double load_seconds = 0.0;
 };
@@ -254,6 +256,9 @@ Result<Segmenter> Segmenter::create(const std::string& model_folder, const Segme
         VOXSEG_ASSIGN_OR_RETURN(impl->precision, engine::parsePrecision(options.precision));
         if (!impl->backend->supportsPrecision(impl->precision))
             return unsupported(std::string("precision ") + engine::precisionName(impl->precision) +
+    if (!options.labels.empty()) {
+        VOXSEG_ASSIGN_OR_RETURN(impl->label_values, labelValuesByName(m, options.labels));
+    }
                                    " is not supported by backend " + impl->backend->name() + " (" +
                                    impl->backend->deviceDescription() + "): use fp32",
                                options.device);
@@ -286,7 +291,8 @@ Result<Segmenter> Segmenter::create(const std::string& model_folder, const Segme
                                    " has stages: probability maps are not written for staged "
                                    "models; drop 'probabilities' from --outputs",
                                model_folder);
-        auto runner = StageRunner::create(*impl->backend, loaded, options.batch, compile);
+        auto runner =
+            StageRunner::create(*impl->backend, loaded, options.batch, compile, impl->label_values);
         if (!runner.isOk()) return runner.status().withContext("model " + m.name);
         impl->stages = std::move(*runner);
         impl->window_options = m.stages.front().slidingWindowOptions();
@@ -302,6 +308,8 @@ Result<Segmenter> Segmenter::create(const std::string& model_folder, const Segme
     impl->window_options.accumulator = accumulator;
     for (const auto& file : m.models)
         impl->model_sha256 += (impl->model_sha256.empty() ? "" : ",") + file.sha256;
+    impl->output_model =
+        impl->label_values.empty() ? impl->model : withOnlyLabels(impl->model, impl->label_values);
     impl->load_seconds = secondsSince(t0);
     log::info(kComponent, "model {} {} on {} ({}), {}", m.name, m.version, impl->backend->name(),
               impl->backend->deviceDescription(), engine::precisionName(impl->precision));
@@ -439,6 +447,11 @@ Status Segmenter::finish(SegmentWork& work, const Progress& progress) const {
     if (s.options.postprocess_all)
         for (const auto& l : m.labels) post.push_back({l.value, *s.options.postprocess_all});
     if (!post.empty()) {
+    if (!s.label_values.empty()) {
+        const int64_t cleared = keepOnlyLabels(report.label_map, s.label_values);
+        log::debug(kComponent, "--labels: {} voxels of other labels cleared", cleared);
+    }
+
         VOXSEG_ASSIGN_OR_RETURN(auto steps, postprocess(report.label_map, post));
         for (const auto& r : steps)
             log::info(kComponent, "label {}: {} voxels removed, {} filled", r.label,
@@ -501,7 +514,8 @@ Result<SegmentReport> Segmenter::write(const StudyInput& input, SegmentWork&& wo
     const Status written = [&]() -> Status {
         auto t = Clock::now();
         const SegmentOutputs& outs = s.options.outputs;
-        const auto labels = modelLabelInfos(m);
+        const engine::ModelPackage& described = s.output_model;  // --labels: only those
+        const auto labels = modelLabelInfos(described);
         // Staged names registered here, in a fixed order (the order of `written`).
         // prepare() refused 'seg' and 'rtstruct' without a DICOM series.
         const bool seg = outs.dicom_seg && input.series;
@@ -513,17 +527,22 @@ Result<SegmentReport> Segmenter::write(const StudyInput& input, SegmentWork&& wo
         const std::string json_path = outs.statistics ? staging.path("statistics.json") : "";
         const std::string csv_path = outs.statistics ? staging.path("statistics.csv") : "";
         const std::string preview_path = outs.preview ? staging.path("preview.png") : "";
-        std::vector<std::string> probability_paths;
+        std::vector<std::string> probability_paths;  // per score channel; empty: not written
         if (outs.probabilities)
-            for (int value : m.channelLabelValues())
+            for (int value : m.channelLabelValues()) {
+                const bool wanted = s.label_values.empty() ||
+                                    std::find(s.label_values.begin(), s.label_values.end(),
+                                              value) != s.label_values.end();
                 probability_paths.push_back(
-                    staging.path("probabilities_" + std::to_string(value) + ".nii.gz"));
+                    wanted ? staging.path("probabilities_" + std::to_string(value) + ".nii.gz")
+                           : std::string());
+            }
 
         std::vector<std::function<Status()>> jobs;
         jobs.emplace_back([&]() -> Status {  // statistics: report.statistics is always filled
             VOXSEG_ASSIGN_OR_RETURN(report.statistics,
                                     computeStatistics(report.label_map, &input.volume, labels));
-            report.statistics.measurements = computeMeasurements(m, report.label_map);
+            report.statistics.measurements = computeMeasurements(described, report.label_map);
             if (!outs.statistics) return Status::ok();
             VOXSEG_RETURN_IF_ERROR(writeStatisticsJson(report.statistics, json_path));
             return writeStatisticsCsv(report.statistics, csv_path);
@@ -544,13 +563,13 @@ Result<SegmentReport> Segmenter::write(const StudyInput& input, SegmentWork&& wo
         if (seg)
             jobs.emplace_back([&] {
                 return writeDicomSegmentation(DicomSegmentationKind::kSeg, *acquired, *input.series,
-                                              modelSegmentDescriptions(m), dicom, seg_path);
+                                              modelSegmentDescriptions(described), dicom, seg_path);
             });
         if (rtstruct)
             jobs.emplace_back([&] {
                 return writeDicomSegmentation(DicomSegmentationKind::kRtStruct, *acquired,
-                                              *input.series, modelSegmentDescriptions(m), dicom,
-                                              rtstruct_path);
+                                              *input.series, modelSegmentDescriptions(described),
+                                              dicom, rtstruct_path);
             });
         if (outs.label_map)
             jobs.emplace_back([&] { return io::writeImage(report.label_map, label_path); });
@@ -572,6 +591,7 @@ Result<SegmentReport> Segmenter::write(const StudyInput& input, SegmentWork&& wo
                     VOXSEG_RETURN_IF_ERROR(
                         io::writeImage(p, probability_paths[static_cast<size_t>(c)]));
                 }
+                    if (probability_paths[static_cast<size_t>(c)].empty()) continue;  // --labels
                 return Status::ok();
             });
         jobs.emplace_back([&]() -> Status {  // run.json's digest of the input files
@@ -609,6 +629,7 @@ Result<SegmentReport> Segmenter::write(const StudyInput& input, SegmentWork&& wo
                          {"precision", report.precision}};
         run["inference"] = {{"overlap", s.window_options.overlap},
                             {"sigma_scale", s.window_options.sigma_scale},
+        if (!s.options.labels.empty()) run["labels"] = s.options.labels;  // --labels
                             {"mirror_axes", s.window_options.mirror_axes},
                             {"batch", s.window_options.batch},
                             {"accumulator", s.options.accumulator},  // checked by create()

@@ -79,6 +79,9 @@ struct SegmentOptions {
 };
 
 // Per-stage wall time in seconds, in pipeline order.
+    // Label names to write (`--labels`): the label map, SEG, RTSTRUCT, statistics and preview hold
+    // only these, and a staged package runs only the stages they need. Empty: every label.
+    std::vector<std::string> labels;
 struct StageTiming {
     std::string stage;
     double seconds = 0.0;

@@ -42,10 +42,12 @@ Status checkSize(const Volume& volume, const std::array<int64_t, 3>& size) {
     return Status::ok();
 }
 
-// One axis of a separable linear resize (PyTorch align_corners=False): `in` holds sizes `dims`,
-// axis `axis` goes to `out_n`.
+// One axis of a separable linear resize (PyTorch align_corners=False, or scikit-image order 1
+// with mode "edge": the same source positions, clamped): `in` holds sizes `dims`, axis `axis`
+// goes to `out_n`. `nearest`: order 0 instead (scipy map_coordinates order 0 on the same
+// positions, i.e. source voxel floor((d + 0.5) * in / out)).
 std::vector<float> linearAxis(const std::vector<float>& in, std::array<int64_t, 3>& dims, int axis,
-                              int64_t out_n) {
+                              int64_t out_n, bool nearest = false) {
     const int64_t n = dims[static_cast<size_t>(axis)];
     std::array<int64_t, 3> od = dims;
     od[static_cast<size_t>(axis)] = out_n;
@@ -54,6 +56,13 @@ std::vector<float> linearAxis(const std::vector<float>& in, std::array<int64_t, 
     std::vector<int64_t> i0(static_cast<size_t>(out_n)), i1(static_cast<size_t>(out_n));
     std::vector<float> w(static_cast<size_t>(out_n));
     for (int64_t d = 0; d < out_n; ++d) {
+        if (nearest) {
+            const auto at =
+                static_cast<int64_t>(std::floor((static_cast<double>(d) + 0.5) * scale));
+            i0[static_cast<size_t>(d)] = i1[static_cast<size_t>(d)] = std::min(at, n - 1);
+            w[static_cast<size_t>(d)] = 0.0f;
+            continue;
+        }
         const double src = std::max(0.0, (static_cast<double>(d) + 0.5) * scale - 0.5);
         const auto lo = std::min(static_cast<int64_t>(src), n - 1);
         i0[static_cast<size_t>(d)] = lo;
@@ -105,6 +114,17 @@ Result<std::vector<int16_t>> stageLabels(const engine::Tensor& scores, const Sta
             VOXSEG_RETURN_IF_ERROR(
                 engine::thresholdLabels(scores, static_cast<float>(std::log(t / (1.0 - t))),
                                         std::span<int16_t>(out), values));
+            break;
+        }
+        case StageOutputKind::kRegions: {
+            // sigmoid(x) > 0.5 <=> x > 0; later regions paint over earlier ones (nnU-Net).
+            const float* p = scores.data<float>();
+            for (size_t c = 0; c < stage.output.labels.size(); ++c) {
+                const auto label = static_cast<int16_t>(stage.output.labels[c]);
+                const float* pc = p + static_cast<int64_t>(c) * n;
+                for (int64_t i = 0; i < n; ++i)
+                    if (pc[i] > 0.0f) out[static_cast<size_t>(i)] = label;
+            }
             break;
         }
         case StageOutputKind::kProbability: {
@@ -193,6 +213,59 @@ Result<Volume> resizeLinear(const Volume& volume, const std::array<int64_t, 3>& 
     return out;
 }
 
+Result<Volume> resampleSegmentation(const Volume& labels, const std::array<int64_t, 3>& size,
+                                    int separate_axis) {
+    VOXSEG_RETURN_IF_ERROR(checkSize(labels, size));
+    if (labels.pixelType() != PixelType::kUInt8 && labels.pixelType() != PixelType::kUInt16)
+        return invalidArgument("resampleSegmentation: expected a uint8 or uint16 label map");
+    const Geometry g = labels.geometry();
+    if (g.size == size) return labels;
+    return withPixelType(labels.pixelType(), [&](auto tag) -> Result<Volume> {
+        using T = decltype(tag);
+        if constexpr (std::is_same_v<T, uint8_t> || std::is_same_v<T, uint16_t>) {
+            const T* src = labels.data<T>();
+            const auto n = static_cast<size_t>(g.voxelCount());
+            std::vector<bool> present(65536, false);
+            for (size_t i = 0; i < n; ++i) present[src[i]] = true;
+            Volume out = Volume::allocate<T>(resampledGeometry(g, size), labels.info());
+            T* dst = out.data<T>();
+            std::vector<float> mask(n);
+            for (int value = 1; value < 65536; ++value) {  // ascending, as np.unique; 0 is the fill
+                if (!present[static_cast<size_t>(value)]) continue;
+                for (size_t i = 0; i < n; ++i) mask[i] = src[i] == value ? 1.0f : 0.0f;
+                std::vector<float> m = mask;
+                std::array<int64_t, 3> dims = g.size;
+                for (int a = 0; a < 3; ++a)
+                    if (dims[static_cast<size_t>(a)] != size[static_cast<size_t>(a)])
+                        m = linearAxis(m, dims, a, size[static_cast<size_t>(a)],
+                                       a == separate_axis);
+                for (size_t i = 0; i < m.size(); ++i)
+                    if (m[i] >= 0.5f) dst[i] = static_cast<T>(value);
+            }
+            return out;
+        } else {
+            return invalidArgument("resampleSegmentation: expected a uint8 or uint16 label map");
+        }
+    });
+}
+
+std::vector<Volume> oneHotChannels(const Volume& labels, const std::vector<int>& values) {
+    std::vector<Volume> out;
+    const int64_t n = labels.geometry().voxelCount();
+    for (int value : values) {
+        Volume c = Volume::allocate<float>(labels.geometry());
+        float* dst = c.data<float>();
+        withPixelType(labels.pixelType(), [&](auto tag) {
+            using T = decltype(tag);
+            const T* src = labels.data<T>();
+            for (int64_t i = 0; i < n; ++i)
+                dst[i] = static_cast<double>(src[i]) == value ? 1.0f : 0.0f;
+        });
+        out.push_back(std::move(c));
+    }
+    return out;
+}
+
 Result<Volume> resizeImage(const Volume& volume, const std::array<int64_t, 3>& size,
                            Interpolation interpolation, int threads) {
     switch (interpolation) {
@@ -270,15 +343,145 @@ std::optional<CropBox> linkBox(const Volume& labels, const CropBox& region,
     return box;
 }
 
+namespace {
+
+int maxLabel(const std::vector<int>& labels) {
+    int m = 0;
+    for (int v : labels) m = std::max(m, v);
+    return m;
+}
+
+// The stage's network grid size (index axes) for its region: a fixed shape or its spacing.
+std::array<int64_t, 3> networkSize(const StageSpec& st, const Geometry& cropped,
+                                   engine::AxisOrder order) {
+    std::array<int64_t, 3> size{};
+    if (!st.shape.empty()) {
+        const std::array<double, 3> shape{static_cast<double>(st.shape[0]),
+                                          static_cast<double>(st.shape[1]),
+                                          static_cast<double>(st.shape[2])};
+        const Vec3 idx = toIndexOrder(shape, order);
+        for (int a = 0; a < 3; ++a) size[static_cast<size_t>(a)] = static_cast<int64_t>(idx[a]);
+        return size;
+    }
+    const std::array<double, 3> mm{st.spacing_mm[0], st.spacing_mm[1], st.spacing_mm[2]};
+    return resampledSize(cropped, toIndexOrder(mm, order));
+}
+
+// The stage's labels on the oriented grid (not post-processed): nearest-exact stages resize their
+// network labels back (deepbet); the others interpolate their scores as nnU-Net exports them
+// (prediction_export.h; regions: each channel's logits, > 0 painted in channel order).
+Result<Volume> labelsOnOriented(const engine::Tensor& scores, const std::vector<int16_t>& values,
+                                const StageSpec& st, const CropBox& region, const Geometry& og,
+                                const Geometry& net_grid, engine::AxisOrder order, int threads) {
+    const int top = maxLabel(st.output.labels);
+    if (st.interpolation == Interpolation::kNearestExact) {
+        VOXSEG_ASSIGN_OR_RETURN(Volume lab, labelsToVolume(values, net_grid, order, top));
+        VOXSEG_ASSIGN_OR_RETURN(Volume back, resizeNearestExact(lab, region.size));
+        Volume::applyGeometry(croppedGeometry(og, region), *back.base());
+        if (region.covers(og)) return back;
+        return paste(back, og, region, 0.0);
+    }
+    PreprocessRecord record;  // original == oriented: the caller un-orients
+    record.original = og;
+    record.oriented = og;
+    record.crop = region;
+    record.cropped = croppedGeometry(og, region);
+    record.network = net_grid;
+    record.axis_order = order;
+    if (st.output.kind == StageOutputKind::kRegions) {
+        Volume out = top <= 255 ? Volume::allocate<uint8_t>(og) : Volume::allocate<uint16_t>(og);
+        for (size_t c = 0; c < st.output.labels.size(); ++c) {
+            VOXSEG_ASSIGN_OR_RETURN(
+                Volume logit,
+                scoreChannelToOriginal(scores, static_cast<int64_t>(c), record, -1.0));
+            const float* p = logit.data<float>();
+            const int label = st.output.labels[c];
+            withPixelType(out.pixelType(), [&](auto tag) {
+                using T = decltype(tag);
+                T* dst = out.data<T>();
+                for (int64_t i = 0, n = og.voxelCount(); i < n; ++i)
+                    if (p[i] > 0.0f) dst[i] = static_cast<T>(label);
+            });
+        }
+        return out;
+    }
+    ExportSpec exp;
+    exp.threads = threads;
+    exp.channel_labels = st.channelLabelValues();
+    if (st.output.kind == StageOutputKind::kSoftmax) {
+        exp.activation = OutputActivation::kSoftmax;
+        return scoresToLabelMap(scores, record, exp);
+    }
+    exp.activation = OutputActivation::kSigmoid;
+    if (st.output.kind == StageOutputKind::kSigmoid) {
+        exp.threshold = std::log(st.output.threshold / (1.0 - st.output.threshold));
+        return scoresToLabelMap(scores, record, exp);
+    }
+    // One probability channel, thresholded.
+    const int64_t vox = scores.numel() / scores.dim(0);
+    engine::Tensor one(engine::DType::kFloat32, {1, scores.dim(1), scores.dim(2), scores.dim(3)});
+    std::memcpy(one.data<float>(), scores.data<float>() + st.output.channel * vox,
+                sizeof(float) * static_cast<size_t>(vox));
+    exp.threshold = st.output.threshold;
+    return scoresToLabelMap(one, record, exp);
+}
+
+// Paints the nonzero voxels of `part` into `into` (same grid).
+void paintLabels(Volume& into, const Volume& part) {
+    withPixelType(into.pixelType(), [&](auto to) {
+        using T = decltype(to);
+        T* dst = into.data<T>();
+        withPixelType(part.pixelType(), [&](auto from) {
+            using U = decltype(from);
+            const U* src = part.data<U>();
+            for (int64_t i = 0, n = into.geometry().voxelCount(); i < n; ++i)
+                if (src[i] != U(0)) dst[i] = static_cast<T>(src[i]);
+        });
+    });
+}
+
+}  // namespace
+
+std::vector<bool> stagesNeeded(const engine::ModelPackage& package,
+                               const std::vector<int>& labels) {
+    const size_t n = package.stages.size();
+    std::vector<bool> needed(n, false);
+    for (size_t s = 0; s < n; ++s) {
+        const StageSpec& st = package.stages[s];
+        if (!st.result) continue;
+        bool wanted = labels.empty();
+        for (int v : st.output.labels)
+            wanted |= std::find(labels.begin(), labels.end(), v) != labels.end();
+        needed[s] = wanted;
+    }
+    for (size_t s = n; s-- > 0;) {  // links point to earlier stages only
+        if (!needed[s]) continue;
+        const StageSpec& st = package.stages[s];
+        if (st.crop_to) needed[static_cast<size_t>(st.crop_to->stage_index)] = true;
+        if (st.one_hot_from) needed[static_cast<size_t>(st.one_hot_from->stage_index)] = true;
+        if (st.normalization.percentiles_of_stage >= 0)
+            needed[static_cast<size_t>(st.normalization.percentiles_of_stage)] = true;
+    }
+    return needed;
+}
+
 Result<std::unique_ptr<StageRunner>> StageRunner::create(engine::Backend& backend,
                                                          const engine::LoadedModel& model,
                                                          int batch,
-                                                         const engine::CompileOptions& compile) {
+                                                         const engine::CompileOptions& compile,
+                                                         const std::vector<int>& labels) {
     if (!model.package.hasStages())
         return invalidArgument("model " + model.package.name + " has no stages");
     std::unique_ptr<StageRunner> runner(new StageRunner());
     runner->package_ = model.package;
+    runner->needed_ = stagesNeeded(model.package, labels);
     for (size_t s = 0; s < model.package.stages.size(); ++s) {
+        if (!runner->needed_[s]) {
+            runner->windows_.push_back(nullptr);
+            log::info(kComponent, "stage {} is not needed for the labels asked for: not run",
+                      model.package.stages[s].name);
+            continue;
+        }
         VOXSEG_ASSIGN_OR_RETURN(auto window,
                                 engine::createStageWindow(backend, model, s, batch, compile));
         runner->windows_.push_back(std::move(window));
@@ -295,28 +498,39 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
     const Geometry og = oriented.geometry();
     const Geometry original = input.geometry();
     const size_t n = m.stages.size();
-    std::vector<Volume> labels(n);    // non-final stages: on their network grid
+    // What later stages read: crop links the labels on the stage's network grid (post-processed,
+    // as deepbet reads its 128^3 mask), one-hot links the labels on the oriented grid.
+    std::vector<bool> crop_source(n, false), one_hot_source(n, false), ran(n, false);
+    for (size_t s = 0; s < n; ++s) {
+        if (!needed_[s]) continue;
+        const StageSpec& st = m.stages[s];
+        if (st.crop_to) crop_source[static_cast<size_t>(st.crop_to->stage_index)] = true;
+        if (st.one_hot_from)
+            one_hot_source[static_cast<size_t>(st.one_hot_from->stage_index)] = true;
+    }
+    std::vector<Volume> net_labels(n), oriented_labels(n);
     std::vector<CropBox> regions(n);  // in the oriented grid
     std::vector<std::optional<std::array<double, 2>>> percentiles(n);
-    int max_label = 0;
-    for (const auto& l : m.labels) max_label = std::max(max_label, l.value);
-
-    auto emptyResult = [&](const std::string& why) -> Result<StagesResult> {
-        result.empty = true;
-        result.warnings.push_back(why);
-        log::warning(kComponent, "{}", why);
-        result.label_map = max_label <= 255 ? Volume::allocate<uint8_t>(original, input.info())
-                                            : Volume::allocate<uint16_t>(original, input.info());
-        result.label_map.info().modality.clear();
-        return std::move(result);
-    };
+    std::vector<int> all_labels;
+    for (const auto& l : m.labels) all_labels.push_back(l.value);
+    const int max_label = maxLabel(all_labels);
+    result.label_map = max_label <= 255 ? Volume::allocate<uint8_t>(original)
+                                        : Volume::allocate<uint16_t>(original);
+    bool any_result = false;
 
     for (size_t s = 0; s < n; ++s) {
+        if (!needed_[s]) continue;
         const auto t0 = std::chrono::steady_clock::now();
         const StageSpec& st = m.stages[s];
         const Progress sp =
             progress.sub(static_cast<double>(s) / n, static_cast<double>(s + 1) / n);
         VOXSEG_RETURN_IF_ERROR(sp.checkCancelled());
+        // A stage whose link source did not run (it found nothing) does not run either.
+        const int src_crop = st.crop_to ? st.crop_to->stage_index : -1;
+        const int src_hot = st.one_hot_from ? st.one_hot_from->stage_index : -1;
+        if ((src_crop >= 0 && !ran[static_cast<size_t>(src_crop)]) ||
+            (src_hot >= 0 && !ran[static_cast<size_t>(src_hot)]))
+            continue;
         StageTrace trace;
         trace.name = st.name;
         CropBox region;
@@ -324,38 +538,31 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
         if (st.crop_to) {
             const engine::CropLink& link = *st.crop_to;
             const auto from = static_cast<size_t>(link.stage_index);
-            auto box = linkBox(labels[from], regions[from], og, link);
-            if (!box)
-                return emptyResult("stage " + st.name + ": stage " + link.stage +
-                                   " found no voxels of label " + std::to_string(link.label) +
-                                   " (nothing to crop to); the result is empty. Is the input the "
-                                   "kind of image model " +
-                                   m.name + " expects?");
+            auto box = linkBox(net_labels[from], regions[from], og, link);
+            if (!box) {
+                const std::string why = "stage " + st.name + ": stage " + link.stage +
+                                        " found no voxels of label " + std::to_string(link.label) +
+                                        " (nothing to crop to); its labels are empty. Is the "
+                                        "input the kind of image model " +
+                                        m.name + " expects?";
+                result.warnings.push_back(why);
+                log::warning(kComponent, "{}", why);
+                continue;
+            }
             region = *box;
         }
         regions[s] = region;
         trace.region = region;
         VOXSEG_ASSIGN_OR_RETURN(Volume cropped, crop(oriented, region));
-
-        // Network grid: a fixed shape, or the stage's spacing.
-        std::array<int64_t, 3> size{};
-        if (!st.shape.empty()) {
-            const std::array<double, 3> shape{static_cast<double>(st.shape[0]),
-                                              static_cast<double>(st.shape[1]),
-                                              static_cast<double>(st.shape[2])};
-            const Vec3 idx = toIndexOrder(shape, m.axis_order);
-            for (int a = 0; a < 3; ++a) size[static_cast<size_t>(a)] = static_cast<int64_t>(idx[a]);
-        } else {
-            const std::array<double, 3> sp_mm{st.spacing_mm[0], st.spacing_mm[1], st.spacing_mm[2]};
-            size = resampledSize(cropped.geometry(), toIndexOrder(sp_mm, m.axis_order));
-        }
+        const Geometry cropped_grid = cropped.geometry();
+        const std::array<int64_t, 3> size = networkSize(st, cropped_grid, m.axis_order);
         trace.network = size;
         Volume net;
         if (st.shape.empty() && st.interpolation == Interpolation::kSpline3) {
             // nnU-Net's rules (anisotropic axis with order 0).
-            VOXSEG_ASSIGN_OR_RETURN(
-                net, resampleToGrid(cropped, resampledGeometry(cropped.geometry(), size),
-                                    ResampleKind::kImage, {}, threads));
+            VOXSEG_ASSIGN_OR_RETURN(net,
+                                    resampleToGrid(cropped, resampledGeometry(cropped_grid, size),
+                                                   ResampleKind::kImage, {}, threads));
         } else {
             VOXSEG_ASSIGN_OR_RETURN(net, resizeImage(cropped, size, st.interpolation, threads));
         }
@@ -375,82 +582,63 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
         trace.percentiles = percentiles[s];
         VOXSEG_ASSIGN_OR_RETURN(net, normalize(net, st.normalization, nullptr,
                                                percentiles[s] ? &*percentiles[s] : nullptr));
-        VOXSEG_ASSIGN_OR_RETURN(engine::Tensor tensor, volumesToTensor({net}, m.axis_order));
-        net = Volume();
+        std::vector<Volume> channels{std::move(net)};
+        if (st.one_hot_from) {  // nnU-Net's cascade: appended after the image channels
+            VOXSEG_ASSIGN_OR_RETURN(Volume prev,
+                                    crop(oriented_labels[static_cast<size_t>(src_hot)], region));
+            const int axis = st.interpolation == Interpolation::kNearestExact
+                                 ? -1
+                                 : separateAxis(prev.geometry().spacing, net_grid.spacing);
+            Volume on_net;
+            if (st.interpolation == Interpolation::kNearestExact) {
+                VOXSEG_ASSIGN_OR_RETURN(on_net, resizeNearestExact(prev, size));
+            } else {
+                VOXSEG_ASSIGN_OR_RETURN(on_net, resampleSegmentation(prev, size, axis));
+            }
+            for (Volume& c : oneHotChannels(on_net, st.one_hot_from->labels))
+                channels.push_back(std::move(c));
+        }
+        VOXSEG_ASSIGN_OR_RETURN(engine::Tensor tensor, volumesToTensor(channels, m.axis_order));
+        channels.clear();
         engine::SlidingWindowStats stats;
         VOXSEG_ASSIGN_OR_RETURN(engine::Tensor scores, windows_[s]->run(tensor, sp, &stats));
         tensor = engine::Tensor();
         trace.patches = stats.patches;
         result.patches += stats.patches;
         VOXSEG_ASSIGN_OR_RETURN(auto values, stageLabels(scores, st));
-        int stage_max = 0;
-        for (int v : st.output.labels) stage_max = std::max(stage_max, v);
-        const bool last = s + 1 == n;
-        if (!last || st.interpolation == Interpolation::kNearestExact) {
-            scores = engine::Tensor();
-            VOXSEG_ASSIGN_OR_RETURN(Volume lab,
-                                    labelsToVolume(values, net_grid, m.axis_order, stage_max));
-            if (!last) {
-                VOXSEG_RETURN_IF_ERROR(runPostprocess(lab, st));
-                trace.label_voxels = countNonzero(lab);
-                labels[s] = std::move(lab);
-                trace.seconds = secondsSince(t0);
-                result.stages.push_back(trace);
-                continue;
-            }
-            // Last stage, nearest-exact: labels back onto the region as deepbet does.
-            VOXSEG_ASSIGN_OR_RETURN(Volume back, resizeNearestExact(lab, region.size));
-            Volume::applyGeometry(croppedGeometry(og, region), *back.base());
-            Volume full;
-            if (region.covers(og)) {
-                full = std::move(back);
-            } else {
-                VOXSEG_ASSIGN_OR_RETURN(full, paste(back, og, region, 0.0));
-            }
-            Volume out = mapping.isIdentity() ? full : applyAxisMapping(full, mapping.inverse());
-            Volume::applyGeometry(original, *out.base());
-            result.label_map = std::move(out);
-        } else {
-            // Last stage, linear or spline: scores interpolated back (prediction_export.h).
-            PreprocessRecord record;
-            record.original = original;
-            record.orientation = mapping;
-            record.oriented = og;
-            record.crop = region;
-            record.cropped = croppedGeometry(og, region);
-            record.network = net_grid;
-            record.axis_order = m.axis_order;
-            ExportSpec exp;
-            exp.threads = threads;
-            if (st.output.kind == StageOutputKind::kSoftmax) {
-                exp.activation = OutputActivation::kSoftmax;
-                exp.channel_labels = st.channelLabelValues();
-            } else if (st.output.kind == StageOutputKind::kSigmoid) {
-                exp.activation = OutputActivation::kSigmoid;
-                exp.channel_labels = st.channelLabelValues();
-                exp.threshold = std::log(st.output.threshold / (1.0 - st.output.threshold));
-            } else {
-                // One probability channel, thresholded.
-                const int64_t vox = scores.numel() / scores.dim(0);
-                engine::Tensor one(engine::DType::kFloat32,
-                                   {1, scores.dim(1), scores.dim(2), scores.dim(3)});
-                std::memcpy(one.data<float>(), scores.data<float>() + st.output.channel * vox,
-                            sizeof(float) * static_cast<size_t>(vox));
-                scores = std::move(one);
-                exp.activation = OutputActivation::kSigmoid;
-                exp.channel_labels = st.output.labels;
-                exp.threshold = st.output.threshold;
-            }
-            VOXSEG_ASSIGN_OR_RETURN(result.label_map, scoresToLabelMap(scores, record, exp));
+        ran[s] = true;
+        if (crop_source[s]) {
+            VOXSEG_ASSIGN_OR_RETURN(Volume lab, labelsToVolume(values, net_grid, m.axis_order,
+                                                               maxLabel(st.output.labels)));
+            VOXSEG_RETURN_IF_ERROR(runPostprocess(lab, st));
+            trace.label_voxels = countNonzero(lab);
+            net_labels[s] = std::move(lab);
         }
-        VOXSEG_RETURN_IF_ERROR(runPostprocess(result.label_map, st));
-        trace.label_voxels = countNonzero(result.label_map);
+        if (st.result || one_hot_source[s]) {
+            VOXSEG_ASSIGN_OR_RETURN(
+                Volume on_og,
+                labelsOnOriented(scores, values, st, region, og, net_grid, m.axis_order, threads));
+            if (one_hot_source[s]) oriented_labels[s] = st.result ? cloneVolume(on_og) : on_og;
+            if (st.result) {
+                Volume out =
+                    mapping.isIdentity() ? on_og : applyAxisMapping(on_og, mapping.inverse());
+                Volume::applyGeometry(original, *out.base());
+                VOXSEG_RETURN_IF_ERROR(runPostprocess(out, st));
+                trace.label_voxels = countNonzero(out);
+                paintLabels(result.label_map, out);
+                any_result = true;
+            } else if (!crop_source[s]) {
+                trace.label_voxels = countNonzero(on_og);
+            }
+        }
         trace.seconds = secondsSince(t0);
         result.stages.push_back(trace);
         log::debug(kComponent, "stage {}: region {}x{}x{} -> network {}x{}x{}, {} voxels labelled",
                    st.name, region.size[0], region.size[1], region.size[2], size[0], size[1],
                    size[2], trace.label_voxels);
     }
+    // No result stage ran (a link found nothing): an all-background result, with the warnings.
+    result.empty = !any_result;
     progress.report(1.0, "stages done");
     return result;
 }

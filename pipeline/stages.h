@@ -8,9 +8,12 @@
 // Grids: every stage starts from the input reoriented to the package's orientation (the
 // "oriented" grid, LPS mm kept); a stage's region is the whole oriented grid or its link's box;
 // the region is resized onto the stage's network grid (same field of view, resampledGeometry).
-// A stage that is not the last keeps its label map on its network grid (links read it there, as
-// deepbet reads its 128^3 mask); the last stage's labels go back to the region and into the
-// oriented grid, then are un-oriented. Post-processing runs on the grid the labels are on.
+// A stage that a crop link reads keeps its label map on its network grid (the link reads it there,
+// as deepbet reads its 128^3 mask); a stage that a one-hot link reads (nnU-Net's cascade) or that
+// gives part of the result has its labels brought back to the region and into the oriented grid;
+// result stages' labels are then un-oriented and painted into the result in stage order.
+// Post-processing runs on the grid the labels are used on (network grid for crop links, input
+// grid for results; one-hot links read the labels before post-processing).
 //
 // A StageRunner owns one compiled sliding window per stage; run() is not reentrant (one study at a
 // time, like Segmenter::infer). The free functions are pure and thread-safe.
@@ -40,6 +43,16 @@ Result<Volume> resizeNearestExact(const Volume& volume, const std::array<int64_t
 // PyTorch's trilinear with align_corners=False (source index (d + 0.5) * in / out - 0.5, clamped
 // to the volume). float32 result.
 Result<Volume> resizeLinear(const Volume& volume, const std::array<int64_t, 3>& size);
+// nnU-Net's resize_segmentation (order 1) onto `size`: for every label value in ascending order,
+// its mask is interpolated linearly (scikit-image order 1, mode "edge") and the voxels >= 0.5
+// take the value; axis `separate_axis` (or none: -1) with order 0 instead, as nnU-Net resamples
+// an anisotropic axis of a segmentation. uint8/uint16 in and out; the result lies on
+// resampledGeometry(labels, size).
+Result<Volume> resampleSegmentation(const Volume& labels, const std::array<int64_t, 3>& size,
+                                    int separate_axis = -1);
+// One float32 volume per value: 1 where `labels` has it, else 0 (nnU-Net's
+// convert_labelmap_to_one_hot).
+std::vector<Volume> oneHotChannels(const Volume& labels, const std::vector<int>& values);
 // One of the three, onto `size` (order-3 spline: pipeline/spline_resample.h on every axis).
 Result<Volume> resizeImage(const Volume& volume, const std::array<int64_t, 3>& size,
                            engine::Interpolation interpolation, int threads = 0);
@@ -64,28 +77,36 @@ struct StageTrace {
 };
 
 struct StagesResult {
-    Volume label_map;  // uint8/uint16, on the input's exact grid
-    // A link found nothing (e.g. no brain in the box finder's output): the label map is all
-    // background, `warnings` says which stage and label, and the later stages did not run.
+    Volume label_map;  // uint8/uint16, on the input's exact grid: the result stages' labels
+    // A link found nothing (e.g. no brain in the box finder's output): `warnings` says which stage
+    // and label, and the stages that depend on it did not run. `empty`: no result stage ran (the
+    // label map is all background).
     bool empty = false;
     std::vector<std::string> warnings;
     std::vector<StageTrace> stages;
     int64_t patches = 0;
 };
 
+// Which stages run to produce `labels` (empty: every label): the result stages giving one of
+// them, and every stage those link to (crop_to, one_hot_from, percentiles_of), transitively.
+std::vector<bool> stagesNeeded(const engine::ModelPackage& package, const std::vector<int>& labels);
+
 class StageRunner {
   public:
-    // Compiles every stage's network on `backend` (which must outlive the runner).
+    // Compiles the networks of the stages `labels` need (stagesNeeded; empty: all) on `backend`
+    // (which must outlive the runner); run() skips the others.
     static Result<std::unique_ptr<StageRunner>> create(engine::Backend& backend,
                                                        const engine::LoadedModel& model, int batch,
-                                                       const engine::CompileOptions& compile);
+                                                       const engine::CompileOptions& compile,
+                                                       const std::vector<int>& labels = {});
     // `input`: one channel, any pixel type. `threads`: resampling (0: every core).
     Result<StagesResult> run(const Volume& input, int threads = 0, const Progress& progress = {});
 
   private:
     StageRunner() = default;
     engine::ModelPackage package_;
-    std::vector<std::unique_ptr<engine::SlidingWindow>> windows_;
+    std::vector<bool> needed_;
+    std::vector<std::unique_ptr<engine::SlidingWindow>> windows_;  // null: not needed
 };
 
 // The package's measurements on a label map (volume_ml: voxels of the labels x voxel volume).

@@ -646,5 +646,125 @@ TEST(ModelPackageStages, MeasurementsAreChecked) {
     expectError(j, "measurements[0].labels", "missing");
 }
 
+// Issue 15 parts 1, 5, 6: the cascade's one-hot link, region outputs and result stages.
+json cascadeJson() {
+    json j = stagedJson();
+    j["labels"] = {{{"value", 1}, {"name", "kidney"}, {"color", {255, 0, 0}}},
+                   {{"value", 2}, {"name", "tumour"}, {"color", {0, 255, 0}}}};
+    j["stages"][0] = {{"name", "3d_lowres"},
+                      {"file", "lowres.onnx"},
+                      {"sha256", std::string(64, 'b')},
+                      {"spacing_mm", {2.0, 2.0, 2.5}},
+                      {"patch_size", {64, 64, 48}},
+                      {"normalization", {{"scheme", "zscore"}}},
+                      {"output", {{"kind", "softmax"}, {"labels", {2, 1}}}}};
+    j["stages"][1] = {{"name", "3d_cascade_fullres"},
+                      {"file", "fullres.onnx"},
+                      {"sha256", std::string(64, 'c')},
+                      {"one_hot_from", {{"stage", "3d_lowres"}}},
+                      {"spacing_mm", {1.0, 1.0, 1.25}},
+                      {"patch_size", {96, 96, 64}},
+                      {"normalization", {{"scheme", "zscore"}}},
+                      {"output", {{"kind", "softmax"}, {"labels", {1, 2}}}}};
+    j.erase("measurements");
+    return j;
+}
+
+TEST(ModelPackageStages, OneHotLinkIsReadAndWritten) {
+    auto r = parse(cascadeJson());
+    ASSERT_TRUE(r.isOk()) << r.status().toString();
+    const StageSpec& full = r->stages[1];
+    ASSERT_TRUE(full.one_hot_from.has_value());
+    EXPECT_EQ(full.one_hot_from->stage_index, 0);
+    // nnU-Net: one channel per foreground label, ascending (not the stage's channel order).
+    EXPECT_EQ(full.one_hot_from->labels, (std::vector<int>{1, 2}));
+    EXPECT_EQ(full.inputChannels(r->channels.size()), 3);
+    EXPECT_EQ(r->stages[0].inputChannels(r->channels.size()), 1);
+    EXPECT_FALSE(r->stages[0].result);
+    EXPECT_TRUE(full.result);
+    auto again = parseModelPackage(modelPackageToJson(*r), "written");
+    ASSERT_TRUE(again.isOk()) << again.status().toString();
+    EXPECT_EQ(modelPackageToJson(*r), modelPackageToJson(*again));
+    json j = cascadeJson();
+    j["stages"][1]["one_hot_from"]["labels"] = {2};
+    r = parse(j);
+    ASSERT_TRUE(r.isOk()) << r.status().toString();
+    EXPECT_EQ(r->stages[1].inputChannels(1), 2);
+}
+
+TEST(ModelPackageStages, OneHotLinksToMissingStagesOrLabelsAreRefused) {
+    json j = cascadeJson();
+    j["stages"][1]["one_hot_from"]["stage"] = "3d_fullres";
+    expectError(j, "stages[1].one_hot_from.stage", "no earlier stage is named \"3d_fullres\"");
+    j = cascadeJson();
+    j["stages"][1]["one_hot_from"]["labels"] = {1, 3};
+    expectError(j, "stages[1].one_hot_from.labels[1]", "stage \"3d_lowres\" produces no label 3");
+    j = cascadeJson();
+    j["stages"][1]["one_hot_from"]["labels"] = {1, 1};
+    expectError(j, "stages[1].one_hot_from.labels[1]", "twice");
+    j = cascadeJson();
+    j["stages"][0]["one_hot_from"] = {{"stage", "3d_cascade_fullres"}};
+    expectError(j, "stages[0].one_hot_from.stage", "this is the first stage");
+    j = cascadeJson();
+    j["stages"][1]["one_hot_from"]["label"] = 1;
+    expectError(j, "stages[1].one_hot_from.label", "unknown key");
+}
+
+TEST(ModelPackageStages, ResultStagesAreChecked) {
+    json j = cascadeJson();
+    j["stages"][1]["result"] = false;
+    expectError(j, "stages[1].result", "the last stage always");
+    // Two result stages may not both produce a label.
+    j = cascadeJson();
+    j["stages"][0]["result"] = true;
+    expectError(j, "stages[1].output", "label 1 is produced by two result stages");
+    // A result stage's labels must be in "labels".
+    j = cascadeJson();
+    j["stages"][0]["result"] = true;
+    j["stages"][0]["output"]["labels"] = {5};
+    expectError(j, "stages[0].output", "its label 5 is not in \"labels\"");
+    j["labels"].push_back({{"value", 5}, {"name", "body"}, {"color", {0, 0, 255}}});
+    auto r = parse(j);
+    ASSERT_TRUE(r.isOk()) << r.status().toString();
+    EXPECT_TRUE(r->stages[0].result);
+}
+
+TEST(ModelPackageStages, RegionOutputsAsNnUNetExportsThem) {
+    json j = cascadeJson();
+    j["labels"].push_back({{"value", 3}, {"name", "enhancing"}, {"color", {0, 0, 255}}});
+    j["stages"].erase(0);
+    j["stages"][0].erase("one_hot_from");
+    j["stages"][0]["output"] = {{"kind", "regions"},
+                                {"regions", {{1, 2, 3}, {2, 3}, {3}}},
+                                {"regions_class_order", {1, 2, 3}}};
+    auto r = parse(j);
+    ASSERT_TRUE(r.isOk()) << r.status().toString();
+    const StageOutput& out = r->stages[0].output;
+    EXPECT_EQ(out.kind, StageOutputKind::kRegions);
+    EXPECT_EQ(out.labels, (std::vector<int>{1, 2, 3}));
+    EXPECT_EQ(out.regions[1], (std::vector<int>{2, 3}));
+    EXPECT_EQ(r->stages[0].outputChannels(), 3);
+    EXPECT_EQ(r->stages[0].channelLabelValues(), (std::vector<int>{1, 2, 3}));
+    auto again = parseModelPackage(modelPackageToJson(*r), "written");
+    ASSERT_TRUE(again.isOk()) << again.status().toString();
+    EXPECT_EQ(modelPackageToJson(*r), modelPackageToJson(*again));
+
+    json bad = j;
+    bad["stages"][0]["output"]["regions_class_order"] = {1, 2};
+    expectError(bad, "stages[0].output.regions_class_order", "one label value per region");
+    bad = j;
+    bad["stages"][0]["output"]["regions"] = {{1, 2, 3}, json::array(), {3}};
+    expectError(bad, "stages[0].output.regions[1]", "at least one label value");
+    bad = j;
+    bad["stages"][0]["output"]["threshold"] = 0.4;
+    expectError(bad, "stages[0].output.threshold", "unknown key");
+    bad = j;
+    bad["stages"][0]["output"].erase("regions_class_order");
+    expectError(bad, "stages[0].output.regions_class_order", "missing");
+    bad = j;
+    bad["stages"][0]["output"]["regions_class_order"] = {1, 2, 4};
+    expectError(bad, "stages[0].output", "its label 4 is not in \"labels\"");
+}
+
 }  // namespace
 }  // namespace voxseg::engine
