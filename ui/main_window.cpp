@@ -2,12 +2,16 @@
 
 #include "core/atomic_file.h"
 #include "core/log.h"
+#include "edit/save.h"
+#include "edit/segment_meta.h"
 #include "io/image_io.h"
 #include "pipeline/model_labels.h"
 #include "pipeline/segment.h"
 #include "pipeline/segmentation_files.h"
 #include "pipeline/statistics.h"
 #include "ui/background_task.h"
+#include "ui/edit_controller.h"
+#include "ui/edit_toolbar.h"
 #include "ui/label_table.h"
 #include "ui/log_panel.h"
 #include "ui/mpr_view.h"
@@ -33,8 +37,10 @@
 #include <QMimeData>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QSettings>
 #include <QSlider>
+#include <QStandardPaths>
 #include <QStatusBar>
 #include <QToolBar>
 
@@ -68,6 +74,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), state_(new Viewer
     buildViews();
     buildDocks();
     buildMenus();
+    buildEditing();
 
     cursor_info_ = new QLabel(this);
     cursor_info_->setObjectName("cursor_info");
@@ -260,7 +267,13 @@ void MainWindow::buildMenus() {
                 QFileDialog::getExistingDirectory(this, "Model package (folder with model.json)");
             if (!dir.isEmpty()) runModel(dir);
         });
-    seg->addAction("&Cancel task", QKeySequence(Qt::Key_Escape), this, &MainWindow::cancelTask);
+    // Esc: cancel the running task; without one, drop the edit tool.
+    seg->addAction("&Cancel task / no edit tool", QKeySequence(Qt::Key_Escape), this, [this] {
+        if (busy_)
+            cancelTask();
+        else if (edit_)
+            edit_->setTool(EditTool::kNone);
+    });
     seg->addSeparator();
     outline_action_ =
         seg->addAction("&Outline overlay", QKeySequence(Qt::Key_O), this, [this](bool on) {
@@ -341,7 +354,10 @@ void MainWindow::buildMenus() {
             "cancel\n"
             "Ctrl+S label map, Ctrl+Shift+S DICOM SEG, Ctrl+E statistics, F12 screenshot\n"
             "O outline, H show/hide labels, Alt+0 auto window, Alt+1..4 CT brain/lung/abdomen/"
-            "bone, Ctrl+1/Ctrl+2 layouts");
+            "bone, Ctrl+1/Ctrl+2 layouts\n"
+            "Edit: 1 paint, 2 erase, 3 level trace, 4 grow, 5 threshold, Esc no tool, 6 fill "
+            "between slices, 7 keep largest island, Shift+wheel brush radius, Ctrl+Z undo, "
+            "Ctrl+Y redo");
     });
 }
 
@@ -512,6 +528,7 @@ void MainWindow::loadImageFile(const QString& path) {
             scan_.reset();
             setWindowTitle("voxseg-viewer - " + QFileInfo(path).fileName());
             addRecent(path);
+            offerRecovery();
             finishTask(true, "opened " + path);
         });
 }
@@ -579,6 +596,7 @@ void MainWindow::loadSeries(int candidate_index) {
             // The window title may show the description; patient data stays out of logs.
             setWindowTitle("voxseg-viewer - " + qstr(candidate.modality) + " " +
                            qstr(candidate.description));
+            offerRecovery();
             finishTask(true, "loaded series " + qstr(candidate.series_uid));
         });
 }
@@ -743,21 +761,41 @@ void MainWindow::runModel(const QString& model_folder, const QString& out_dir) {
 // Outputs
 
 Status MainWindow::saveLabelMap(const QString& path) {
+    edit_->flushStatistics();
     Status s = state_->hasLabelMap()
                    ? io::writeImage(state_->labelMap(), sstr(path))
                    : Status(StatusCode::kFailedPrecondition, "no label map to save", sstr(path));
-    if (!s.isOk())
-        reportError("cannot save the label map", s);
-    else
-        log::info(kComponent, "label map saved to {}", sstr(path));
+    if (s.isOk()) s = writeSidecar(path, {});
+    onSaved(path, s, "label map");
     return s;
+}
+
+Status MainWindow::writeSidecar(const QString& path,
+                                const std::vector<edit::LabelChange>& changes) {
+    std::vector<edit::SegmentMeta> metas = state_->segmentMetas();
+    for (auto& m : metas)
+        for (const auto& c : changes)
+            if (c.label == m.value) m.algorithm_type = c.algorithmType();
+    return edit::writeSegmentsFile(metas, edit::sidecarPath(sstr(path)));
+}
+
+void MainWindow::onSaved(const QString& path, const Status& s, const char* what) {
+    if (!s.isOk()) {
+        reportError(QString("cannot save ") + what, s);
+        return;
+    }
+    log::info(kComponent, "{} saved to {} (labels: {})", what, sstr(path),
+              edit::sidecarPath(sstr(path)));
+    edit_->markSaved();
 }
 
 Status MainWindow::saveDicomObject(bool rtstruct, const QString& path) {
     const auto k = rtstruct ? pipeline::DicomSegmentationKind::kRtStruct
                             : pipeline::DicomSegmentationKind::kSeg;
     const char* what = k == pipeline::DicomSegmentationKind::kSeg ? "DICOM SEG" : "RTSTRUCT";
+    edit_->flushStatistics();
     Status s;
+    std::vector<edit::LabelChange> changes;
     if (!state_->hasLabelMap()) {
         s = Status(StatusCode::kFailedPrecondition, "no label map to save", sstr(path));
     } else if (!state_->study().series) {
@@ -765,6 +803,21 @@ Status MainWindow::saveDicomObject(bool rtstruct, const QString& path) {
                                 " needs a DICOM source series; this image came from a file: save "
                                 "a label map instead",
                             sstr(path));
+    } else if (!rtstruct && edit_->hasSession()) {
+        // Edited: a new series saying so, each segment's SegmentAlgorithmType from what the
+        // edits did to it (edit/save.h).
+        auto compared = edit::compareLabelMaps(edit_->baseLabels(), state_->labelMap());
+        s = compared.status();
+        if (s.isOk()) {
+            changes = std::move(compared.value());
+            edit::SaveOptions options;
+            options.algorithm_name = algorithm_name_;
+            options.algorithm_version = algorithm_version_;
+            options.changes = changes;
+            s = edit::saveEditedSegmentation(state_->labelMap(), sstr(path),
+                                             &*state_->study().series,
+                                             state_->segmentDescriptions(), options);
+        }
     } else {
         pipeline::DicomSegmentationOptions options;
         options.algorithm_name = algorithm_name_;
@@ -772,10 +825,8 @@ Status MainWindow::saveDicomObject(bool rtstruct, const QString& path) {
         s = pipeline::writeDicomSegmentation(k, state_->labelMap(), *state_->study().series,
                                              state_->segmentDescriptions(), options, sstr(path));
     }
-    if (!s.isOk())
-        reportError(QString("cannot save ") + what, s);
-    else
-        log::info(kComponent, "{} saved to {}", what, sstr(path));
+    if (s.isOk()) s = writeSidecar(path, changes);
+    onSaved(path, s, what);
     return s;
 }
 
@@ -784,6 +835,7 @@ Status MainWindow::saveDicomSeg(const QString& path) { return saveDicomObject(fa
 Status MainWindow::saveRtStruct(const QString& path) { return saveDicomObject(true, path); }
 
 Status MainWindow::saveStatistics(const QString& path) {
+    edit_->flushStatistics();
     Status s;
     if (!state_->hasLabelMap())
         s = Status(StatusCode::kFailedPrecondition, "no label map: nothing to measure", sstr(path));
@@ -844,6 +896,90 @@ void MainWindow::rebuildRecentMenu() {
     recent_menu_->setEnabled(!list.isEmpty());
 }
 
+bool MainWindow::saveBeforeClose() {
+    const bool dicom = state_->study().series.has_value();
+    const QString f =
+        dicom ? QFileDialog::getSaveFileName(this, "Save DICOM SEG", "segmentation-edited.dcm",
+                                             "DICOM (*.dcm)")
+              : QFileDialog::getSaveFileName(this, "Save label map", "segmentation-edited.nii.gz",
+                                             "Label maps (*.nii.gz *.nii *.nrrd *.mha)");
+    if (f.isEmpty()) return false;
+    return (dicom ? saveDicomSeg(f) : saveLabelMap(f)).isOk();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Editing
+
+void MainWindow::buildEditing() {
+    edit_ = new EditController(state_, this);
+    const QString data = QStandardPaths::writableLocation(QStandardPaths::AppLocalDataLocation);
+    if (!data.isEmpty()) edit_->setRecoveryRoot(QDir(data).filePath("recovery"));
+    for (MprView* v : views_) v->setEditController(edit_);
+    // Plane-bound one-shot ops act in the view the mouse was last over.
+    edit_toolbar_ = new EditToolbar(
+        edit_, state_, [this] { return edit_->brushView(); }, this);
+    addToolBarBreak();
+    addToolBar(Qt::TopToolBarArea, edit_toolbar_);
+    connect(edit_, &EditController::editFailed, this, [this](const QString& message) {
+        last_error_ = message;
+        statusBar()->showMessage(message, 8000);
+    });
+    connect(edit_, &EditController::historyChanged, this, [this] {
+        setWindowTitle(windowTitle().remove(QRegularExpression("^\\* ")));
+        if (edit_->dirty()) setWindowTitle("* " + windowTitle());
+    });
+    label_table_->setClearLabel([this](int value) { return edit_->clearLabel(value); });
+    connect(label_table_, &LabelTable::labelActivated, edit_, &EditController::setActiveLabel);
+}
+
+bool MainWindow::hasRecoverableEdits() const { return pending_recovery_.has_value(); }
+
+void MainWindow::offerRecovery() {
+    pending_recovery_ = edit_->pendingRecovery();
+    if (!pending_recovery_) return;
+    const int lines = pending_recovery_->journal_lines;
+    log::info(kComponent, "{} unsaved edits from {} can be restored ({})", lines,
+              pending_recovery_->started, pending_recovery_->folder);
+    emit recoveryAvailable(lines);
+    if (!interactive_) return;
+    auto* box = new QMessageBox(
+        QMessageBox::Question, "voxseg-viewer",
+        QString("This series has %1 unsaved edits from a session started %2 that did not "
+                "close (the viewer was stopped). Restore them?")
+            .arg(lines)
+            .arg(qstr(pending_recovery_->started)),
+        QMessageBox::Yes | QMessageBox::Discard | QMessageBox::Ignore, this);
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    connect(box, &QMessageBox::finished, this, [this, box](int) {
+        const auto button = box->standardButton(box->clickedButton());
+        if (button == QMessageBox::Yes)
+            (void)restoreEdits();
+        else if (button == QMessageBox::Discard)
+            discardRecoverableEdits();
+    });
+    box->open();
+}
+
+Status MainWindow::restoreEdits() {
+    if (!pending_recovery_)
+        return Status(StatusCode::kFailedPrecondition, "no unsaved edits to restore");
+    const edit::RecoveryInfo info = *pending_recovery_;
+    pending_recovery_.reset();
+    Status s = edit_->restore(info);
+    if (!s.isOk())
+        reportError("cannot restore the unsaved edits", s);
+    else
+        statusBar()->showMessage(QString("restored %1 edits").arg(info.journal_lines), 8000);
+    return s;
+}
+
+void MainWindow::discardRecoverableEdits() {
+    if (!pending_recovery_) return;
+    Status s = edit::removeRecovery(*pending_recovery_);
+    if (!s.isOk()) log::warning(kComponent, "{}", s.toString());
+    pending_recovery_.reset();
+}
+
 bool MainWindow::looksLikeLabelMap(const QString& path) const {
     // A dropped image on the open image's grid with integer voxels is a segmentation of it.
     if (!state_->hasImage() || !io::isImageFile(sstr(path))) return false;
@@ -871,6 +1007,25 @@ void MainWindow::dropEvent(QDropEvent* e) {
 }
 
 void MainWindow::closeEvent(QCloseEvent* e) {
+    if (edit_->dirty()) {
+        // Save / Discard / Cancel. Non-interactive windows keep the journal, as after a
+        // crash: the edits are offered again when the series is reopened.
+        const int answer = unsaved_prompt_ ? unsaved_prompt_()
+                           : interactive_
+                               ? QMessageBox::question(
+                                     this, "voxseg-viewer",
+                                     "The segmentation has unsaved edits. Save them before "
+                                     "closing?",
+                                     QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel,
+                                     QMessageBox::Save)
+                               : static_cast<int>(QMessageBox::Ignore);
+        if (answer == QMessageBox::Cancel || (answer == QMessageBox::Save && !saveBeforeClose())) {
+            e->ignore();
+            return;
+        }
+        if (answer == QMessageBox::Discard) edit_->endSession(false);
+    }
+    if (!edit_->dirty()) edit_->endSession(false);  // saved: nothing to recover
     if (busy_) {
         token_.cancel();
         log::info(kComponent, "closing: waiting for {} to stop", sstr(task_name_));

@@ -9,6 +9,8 @@
 
 #include "core/progress.h"
 #include "core/status.h"
+#include "edit/label_editor.h"
+#include "edit/session.h"
 #include "io/dicom_series.h"
 #include "ui/mpr_slice.h"
 
@@ -39,6 +41,8 @@ class MprView;
 class LabelTable;
 class LogPanel;
 class SeriesBrowser;
+class EditController;
+class EditToolbar;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -58,6 +62,8 @@ class MainWindow : public QMainWindow {
     // The 3D view; nullptr until the 2x2 layout is first shown.
     QWidget* surfaceView() const { return surface_; }
     QProgressBar* progressBar() const { return progress_; }
+    EditController* editController() const { return edit_; }
+    EditToolbar* editToolbar() const { return edit_toolbar_; }
     QLabel* cursorInfo() const { return cursor_info_; }
 
     // Background operations; each ends with taskFinished(ok, message). One at a time: while one
@@ -76,10 +82,23 @@ class MainWindow : public QMainWindow {
     int modelImports() const;
     QString lastRunFolder() const;
 
-    // Outputs (fast; written atomically). Errors are returned and also shown.
+    // Outputs (fast; written atomically). Errors are returned and also shown. Each writes the
+    // table's sidecar beside it (edit/segment_meta.h: x.nii.gz -> x.json, x.dcm ->
+    // x.review.json) and marks the edits saved. An edited SEG is a new series "edited
+    // segmentation" whose segments say SEMIAUTOMATIC (edited) / MANUAL (new) / AUTOMATIC, and
+    // each segment's description carries the review status.
     Status saveLabelMap(const QString& path);
     Status saveDicomSeg(const QString& path);
     Status saveRtStruct(const QString& path);
+    // Edits of the shown source and series journalled by a viewer that did not close (kill -9):
+    // offered after opening (a question when interactive, else recoveryAvailable()).
+    bool hasRecoverableEdits() const;
+    Status restoreEdits();
+    void discardRecoverableEdits();
+    // On close with unsaved edits: asks Save / Discard / Cancel (the default shows a message
+    // box; tests replace it). Save writes a DICOM SEG (label map for an image file) chosen in
+    // a file dialog.
+    void setUnsavedEditsPrompt(std::function<int()> prompt) { unsaved_prompt_ = std::move(prompt); }
     Status saveStatistics(const QString& path);  // .csv or .json
     // PNG of the views area (or of the whole window, docks included).
     Status saveScreenshot(const QString& path, bool whole_window = false);
@@ -97,6 +116,7 @@ class MainWindow : public QMainWindow {
 
   signals:
     void taskFinished(bool ok, const QString& message);
+    void recoveryAvailable(int journal_lines);
 
   protected:
     void dragEnterEvent(QDragEnterEvent* event) override;
@@ -121,8 +141,18 @@ class MainWindow : public QMainWindow {
     void scanFolder(const QString& path);
     void loadImageFile(const QString& path);
     bool looksLikeLabelMap(const QString& path) const;
+    void offerRecovery();
+    void buildEditing();
+    // Writes the sidecar of a saved segmentation; SEG saves record the algorithm types.
+    Status writeSidecar(const QString& path, const std::vector<edit::LabelChange>& changes);
+    void onSaved(const QString& path, const Status& status, const char* what);
+    bool saveBeforeClose();
 
     ViewerState* state_;
+    EditController* edit_ = nullptr;
+    EditToolbar* edit_toolbar_ = nullptr;
+    std::optional<edit::RecoveryInfo> pending_recovery_;
+    std::function<int()> unsaved_prompt_;
     std::array<MprView*, 3> views_{};
     std::array<QSlider*, 3> sliders_{};
     std::array<QWidget*, 3> panels_{};

@@ -1,5 +1,6 @@
 #include "ui/mpr_view.h"
 
+#include "ui/edit_controller.h"
 #include "ui/viewer_state.h"
 
 #include <QKeyEvent>
@@ -48,6 +49,80 @@ MprView::MprView(ViewerState* state, ViewAxis axis, QWidget* parent)
     connect(state_, &ViewerState::labelDisplayChanged, this, &MprView::invalidate);
     connect(state_, &ViewerState::windowChanged, this, &MprView::invalidate);
     connect(state_, &ViewerState::cursorChanged, this, &MprView::onCursorChanged);
+    connect(state_, &ViewerState::labelVoxelsChanged, this,
+            [this](const IndexBox& box, const std::vector<int>&) { onLabelVoxelsChanged(box); });
+}
+
+void MprView::setEditController(EditController* controller) {
+    edit_ = controller;
+    connect(edit_, &EditController::brushChanged, this, qOverload<>(&QWidget::update));
+    connect(edit_, &EditController::toolChanged, this, [this] {
+        setCursor(edit_->tool() == EditTool::kNone ? Qt::ArrowCursor : Qt::CrossCursor);
+    });
+}
+
+void MprView::onLabelVoxelsChanged(const IndexBox& box) {
+    // Only a view whose slice crosses the changed box has new pixels.
+    if (!state_->hasImage()) return;
+    const int64_t s = state_->slice(axis_);
+    const int n = state_->frame(axis_).axis_n;
+    if (s < box.lo[n] || s > box.hi[n]) return;
+    ++label_repaints_;
+    invalidate();
+}
+
+std::optional<Vec3> MprView::patientPointAt(const QPointF& p) const {
+    if (!state_->hasImage()) return std::nullopt;
+    const SliceFrame& f = state_->frame(axis_);
+    const QRectF r = imageRect();
+    if (r.isEmpty()) return std::nullopt;
+    const double col = (p.x() - r.left()) / r.width() * static_cast<double>(f.width);
+    const double row = (p.y() - r.top()) / r.height() * static_cast<double>(f.height);
+    if (col < 0 || row < 0 || col >= static_cast<double>(f.width) ||
+        row >= static_cast<double>(f.height))
+        return std::nullopt;
+    // Pixel c's centre is at c + 0.5; a flipped axis counts from the far edge.
+    Vec3 idx{};
+    idx[f.axis_x] = f.flip_x ? static_cast<double>(f.width) - col - 0.5 : col - 0.5;
+    idx[f.axis_y] = f.flip_y ? static_cast<double>(f.height) - row - 0.5 : row - 0.5;
+    idx[f.axis_n] = static_cast<double>(state_->slice(axis_));
+    return state_->image().geometry().indexToPhysical(idx);
+}
+
+QPointF MprView::widgetPointOfPatient(const Vec3& point, double* plane_distance) const {
+    const SliceFrame& f = state_->frame(axis_);
+    const Vec3 idx = state_->image().geometry().physicalToIndex(point);
+    const double col = f.flip_x ? static_cast<double>(f.width) - 1 - idx[f.axis_x] : idx[f.axis_x];
+    const double row = f.flip_y ? static_cast<double>(f.height) - 1 - idx[f.axis_y] : idx[f.axis_y];
+    if (plane_distance)
+        *plane_distance = (idx[f.axis_n] - static_cast<double>(state_->slice(axis_))) * f.spacing_n;
+    return widgetPointOfPixel(col, row);
+}
+
+void MprView::drawBrush(QPainter& p) {
+    if (!edit_ || !edit_->showsBrush()) return;
+    const SliceFrame& f = state_->frame(axis_);
+    double d = 0;
+    const QPointF c = widgetPointOfPatient(*edit_->brushCentre(), &d);
+    const double r = edit_->radiusMm();
+    double cut = 0;  // the brush's radius in this view's plane
+    if (edit_->brushView() == axis_)
+        cut = r;
+    else if (edit_->sphere() && std::abs(d) < r)
+        cut = std::sqrt(r * r - d * d);
+    else
+        return;  // a disk lies in the hovered view's plane only
+    const QRectF ir = imageRect();
+    const double px_per_mm_x = ir.width() / (static_cast<double>(f.width) * f.spacing_x);
+    const double px_per_mm_y = ir.height() / (static_cast<double>(f.height) * f.spacing_y);
+    QPen pen(edit_->tool() == EditTool::kErase ? QColor(255, 255, 255) : QColor(255, 220, 60));
+    pen.setCosmetic(true);
+    pen.setWidthF(1.5);
+    p.setPen(pen);
+    p.setBrush(Qt::NoBrush);
+    p.setRenderHint(QPainter::Antialiasing, true);
+    p.drawEllipse(c, cut * px_per_mm_x, cut * px_per_mm_y);
+    p.setRenderHint(QPainter::Antialiasing, false);
 }
 
 void MprView::setZoom(double zoom) {
@@ -200,6 +275,7 @@ void MprView::paintEvent(QPaintEvent*) {
                QString("W %1  L %2").arg(w.width, 0, 'f', 0).arg(w.level, 0, 'f', 0));
     if (zoom_ != 1.0)
         p.drawText(wr, Qt::AlignRight | Qt::AlignBottom, QString("x%1").arg(zoom_, 0, 'f', 2));
+    drawBrush(p);
     if (hasFocus()) {
         QPen fp(QColor(80, 140, 230));
         fp.setCosmetic(true);
@@ -217,6 +293,12 @@ void MprView::moveCrosshairTo(const QPointF& p) {
 void MprView::mousePressEvent(QMouseEvent* e) {
     if (!state_->hasImage()) return;
     drag_start_ = e->position();
+    if (edit_ && e->button() == Qt::LeftButton && !(e->modifiers() & Qt::ShiftModifier)) {
+        if (auto point = patientPointAt(e->position()); point && edit_->press(axis_, *point)) {
+            drag_ = Drag::kEdit;
+            return;
+        }
+    }
     if (e->button() == Qt::LeftButton && !(e->modifiers() & Qt::ShiftModifier)) {
         drag_ = Drag::kCrosshair;
         moveCrosshairTo(e->position());
@@ -231,8 +313,13 @@ void MprView::mousePressEvent(QMouseEvent* e) {
 
 void MprView::mouseMoveEvent(QMouseEvent* e) {
     emit hovered(voxelAt(e->position()));
+    const std::optional<Vec3> point = edit_ ? patientPointAt(e->position()) : std::nullopt;
+    if (edit_) edit_->hover(axis_, point);
     const QPointF d = e->position() - drag_start_;
     switch (drag_) {
+        case Drag::kEdit:
+            if (point) edit_->drag(axis_, *point);
+            break;
         case Drag::kCrosshair:
             moveCrosshairTo(e->position());
             break;
@@ -252,12 +339,26 @@ void MprView::mouseMoveEvent(QMouseEvent* e) {
     }
 }
 
-void MprView::mouseReleaseEvent(QMouseEvent*) { drag_ = Drag::kNone; }
+void MprView::mouseReleaseEvent(QMouseEvent*) {
+    if (drag_ == Drag::kEdit) edit_->release();
+    drag_ = Drag::kNone;
+}
 
-void MprView::leaveEvent(QEvent*) { emit hovered(std::nullopt); }
+void MprView::leaveEvent(QEvent*) {
+    emit hovered(std::nullopt);
+    if (edit_) edit_->hover(axis_, std::nullopt);
+}
 
 void MprView::wheelEvent(QWheelEvent* e) {
     if (!state_->hasImage()) return;
+    if (edit_ && (e->modifiers() & Qt::ShiftModifier) &&
+        (edit_->tool() == EditTool::kPaint || edit_->tool() == EditTool::kErase)) {
+        // Slicer: Shift+wheel sizes the brush (Qt may report it as a horizontal wheel).
+        const int delta = e->angleDelta().y() != 0 ? e->angleDelta().y() : e->angleDelta().x();
+        edit_->setRadiusMm(edit_->radiusMm() * std::pow(1.1, delta > 0 ? 1 : -1));
+        e->accept();
+        return;
+    }
     const int steps = e->angleDelta().y() / 120 != 0 ? e->angleDelta().y() / 120
                                                      : (e->angleDelta().y() > 0 ? 1 : -1);
     if (e->angleDelta().y() == 0) return;

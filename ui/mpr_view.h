@@ -7,6 +7,7 @@
 // QPainter scales to device pixels; lines are cosmetic). GUI thread only.
 #pragma once
 
+#include "core/geometry.h"
 #include "ui/mpr_slice.h"
 
 #include <QImage>
@@ -19,6 +20,7 @@
 namespace voxseg::ui {
 
 class ViewerState;
+class EditController;
 
 class MprView : public QWidget {
     Q_OBJECT
@@ -27,6 +29,10 @@ class MprView : public QWidget {
     MprView(ViewerState* state, ViewAxis axis, QWidget* parent = nullptr);
 
     ViewAxis axis() const { return axis_; }
+    // Edit tools: with a tool selected, left click/drag goes to the controller (paint, erase,
+    // grow, ...) instead of moving the crosshair, Shift+wheel changes the brush radius, and the
+    // brush outline is drawn under the mouse (and its sphere's cut in the other views).
+    void setEditController(EditController* controller);
     double zoom() const { return zoom_; }
     void setZoom(double zoom);
     void resetView();
@@ -42,6 +48,14 @@ class MprView : public QWidget {
     // Where image pixel (column, row) centre lands in widget coordinates, and back.
     QPointF widgetPointOfPixel(double column, double row) const;
     std::optional<std::array<int64_t, 3>> voxelAt(const QPointF& widget_point) const;
+    // The patient point (LPS mm) under a widget point, on the plane of the shown slice
+    // (continuous, not snapped to a voxel centre); nullopt outside the image.
+    std::optional<Vec3> patientPointAt(const QPointF& widget_point) const;
+    // Where a patient point lands: widget x, y and its signed distance from the shown slice's
+    // plane (mm).
+    QPointF widgetPointOfPatient(const Vec3& point_mm, double* plane_distance_mm = nullptr) const;
+    // Label repaints after edits (tests: an edit must repaint each view exactly once).
+    int labelRepaints() const { return label_repaints_; }
 
     // The rendered slice (image + overlay) at its native size; for tests and screenshots.
     const QImage& sliceImage();
@@ -62,14 +76,18 @@ class MprView : public QWidget {
     void leaveEvent(QEvent* event) override;
 
   private:
-    enum class Drag { kNone, kCrosshair, kWindow, kPan };
+    enum class Drag { kNone, kCrosshair, kWindow, kPan, kEdit };
     QRectF imageRect() const;  // where the slice is drawn, widget coordinates
     void invalidate();
     void onCursorChanged();
     void render();
     void moveCrosshairTo(const QPointF& p);
+    void onLabelVoxelsChanged(const IndexBox& box);
+    void drawBrush(QPainter& p);
 
     ViewerState* state_;
+    EditController* edit_ = nullptr;
+    int label_repaints_ = 0;
     ViewAxis axis_;
     QImage image_;
     SlabCache slab_;

@@ -21,9 +21,15 @@ struct Box {
     int64_t voxels = 0;
 };
 
-// Bounding boxes of every nonzero label value, one pass.
-std::map<int, Box> labelBoxes(const Volume& v) {
+// Bounding boxes of every nonzero label value (of those in `only` when not empty), one pass.
+std::map<int, Box> labelBoxes(const Volume& v, const std::vector<int>& only) {
     std::map<int, Box> boxes;
+    std::vector<bool> wanted;
+    for (int l : only) {
+        if (l < 0) continue;
+        if (static_cast<size_t>(l) >= wanted.size()) wanted.resize(static_cast<size_t>(l) + 1);
+        wanted[static_cast<size_t>(l)] = true;
+    }
     const Geometry g = v.geometry();
     visitPixels(v, [&](const auto* p) {
         int64_t idx = 0;
@@ -32,6 +38,9 @@ std::map<int, Box> labelBoxes(const Volume& v) {
                 for (int64_t i = 0; i < g.size[0]; ++i, ++idx) {
                     const int l = static_cast<int>(p[idx]);
                     if (l == 0) continue;
+                    if (!only.empty() &&
+                        (l < 0 || static_cast<size_t>(l) >= wanted.size() || !wanted[l]))
+                        continue;
                     Box& b = boxes[l];
                     const std::array<int64_t, 3> x{i, j, k};
                     for (int a = 0; a < 3; ++a) {
@@ -113,7 +122,7 @@ Result<std::vector<SurfaceMesh>> buildLabelSurfaces(const Volume& label_map,
     std::vector<SurfaceMesh> out;
     if (label_map.empty()) return out;
     const Geometry g = label_map.geometry();
-    const auto boxes = labelBoxes(label_map);
+    const auto boxes = labelBoxes(label_map, options.only_labels);
     size_t done = 0;
     for (const auto& [value, box] : boxes) {
         VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());

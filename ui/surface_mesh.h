@@ -32,6 +32,9 @@ struct SurfaceOptions {
     double lambda = 0.5;
     double mu = -0.53;
     int64_t max_voxels = 24 << 20;  // per label bounding box, before downsampling
+    // Only these label values (empty: every label): the 3D view re-meshes an edited label
+    // without the others.
+    std::vector<int> only_labels;
 };
 
 // One mesh per label value in `labels` that has voxels (and per other nonzero value found, with

@@ -15,6 +15,7 @@
 #include <QPainter>
 #include <QWheelEvent>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -25,7 +26,12 @@ constexpr const char* kComponent = "viewer.3d";
 
 struct MeshSet {
     std::vector<SurfaceMesh> full, coarse;
+    double seconds = 0;
 };
+
+// The overlay opacity is for a surface seen through: 3D alpha = 2 x opacity, capped at 1, so
+// the default 50 % overlay shows opaque surfaces and lower opacities see-through ones.
+float surfaceAlpha(double opacity) { return static_cast<float>(std::min(1.0, 2.0 * opacity)); }
 
 const char* kVertexShader = R"(#version 120
 attribute vec3 position;
@@ -42,11 +48,12 @@ void main() {
 // Headlight, lit from both sides (marching-cubes normals are not consistently oriented).
 const char* kFragmentShader = R"(#version 120
 uniform vec3 color;
+uniform float alpha;
 varying vec3 v_normal;
 void main() {
     vec3 n = normalize(v_normal);
     float d = abs(n.z);
-    gl_FragColor = vec4(color * (0.3 + 0.7 * d) + vec3(0.2) * pow(d, 32.0), 1.0);
+    gl_FragColor = vec4(color * (0.3 + 0.7 * d) + vec3(0.2) * pow(d, 32.0), alpha);
 }
 )";
 
@@ -98,6 +105,9 @@ SurfaceView::SurfaceView(ViewerState* state, QWidget* parent) : QWidget(parent),
     setFocusPolicy(Qt::StrongFocus);
     setMinimumSize(120, 120);
     connect(state_, &ViewerState::labelMapChanged, this, &SurfaceView::onLabelMapChanged);
+    connect(
+        state_, &ViewerState::labelVoxelsChanged, this,
+        [this](const IndexBox&, const std::vector<int>& labels) { onLabelVoxelsChanged(labels); });
     setAttribute(Qt::WA_OpaquePaintEvent);
     connect(state_, &ViewerState::labelDisplayChanged, this, &SurfaceView::redraw);
     connect(state_, &ViewerState::imageChanged, this, [this] { resetCamera(); });
@@ -155,14 +165,35 @@ void SurfaceView::onLabelMapChanged() {
     if (isVisible()) requestMeshes();
 }
 
+void SurfaceView::onLabelVoxelsChanged(const std::vector<int>& labels) {
+    std::vector<int> edited;
+    for (int l : labels)
+        if (l != 0) edited.push_back(l);
+    if (edited.empty()) return;
+    if (!isVisible() || stale_) {
+        stale_ = true;  // everything again when shown
+        return;
+    }
+    if (building_) {
+        // One build at a time: labels edited meanwhile are re-meshed when it is done.
+        for (int l : edited)
+            if (std::find(pending_labels_.begin(), pending_labels_.end(), l) ==
+                pending_labels_.end())
+                pending_labels_.push_back(l);
+        return;
+    }
+    requestMeshes(edited);
+}
+
 void SurfaceView::showEvent(QShowEvent* e) {
     QWidget::showEvent(e);
     if (stale_ && state_->hasLabelMap()) requestMeshes();
 }
 
-void SurfaceView::requestMeshes() {
+void SurfaceView::requestMeshes(std::vector<int> only) {
     stale_ = false;
     building_ = true;
+    if (only.empty()) pending_labels_.clear();
     update();
     token_ = CancelToken();
     const int generation = ++generation_;
@@ -173,9 +204,11 @@ void SurfaceView::requestMeshes() {
     threads_.removeAll(nullptr);
     threads_ << runInBackground<MeshResult>(
         this,
-        [labels, infos, progress]() -> MeshResult {
+        [labels, infos, progress, only]() -> MeshResult {
             const auto t0 = std::chrono::steady_clock::now();
-            auto r = buildLabelSurfaces(labels, infos, {}, progress);
+            SurfaceOptions options;
+            options.only_labels = only;
+            auto r = buildLabelSurfaces(labels, infos, options, progress);
             if (!r.isOk()) return r.status();
             MeshSet set;
             set.full = std::move(r.value());
@@ -183,21 +216,43 @@ void SurfaceView::requestMeshes() {
             size_t triangles = 0, coarse = 0;
             for (const auto& m : set.full) triangles += m.triangleCount();
             for (const auto& m : set.coarse) coarse += m.triangleCount();
-            log::info(kComponent, "{} surfaces, {} triangles ({} while rotating) in {:.2f} s",
-                      set.full.size(), triangles, coarse,
-                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+            set.seconds =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            log::info(kComponent, "{} surfaces{}, {} triangles ({} while rotating) in {:.3f} s",
+                      set.full.size(), only.empty() ? "" : " (edited labels)", triangles, coarse,
+                      set.seconds);
             return set;
         },
-        [this, generation](MeshResult& r) {
+        [this, generation, only](MeshResult& r) {
             if (generation != generation_) return;  // superseded
             building_ = false;
+            ++mesh_builds_;
+            last_build_labels_ = only;
             if (!r.isOk()) {
                 if (r.status().code() != StatusCode::kCancelled)
                     log::warning(kComponent, "surfaces not built: {}", r.status().toString());
                 return;
             }
-            meshes_ = std::move(r.value().full);
-            coarse_meshes_ = std::move(r.value().coarse);
+            last_build_seconds_ = r.value().seconds;
+            const bool had_meshes = !meshes_.empty();
+            if (only.empty()) {
+                meshes_ = std::move(r.value().full);
+                coarse_meshes_ = std::move(r.value().coarse);
+            } else {
+                // Replace the edited labels' meshes (a label edited away has none now).
+                auto edited = [&](const SurfaceMesh& m) {
+                    return std::find(only.begin(), only.end(), m.label) != only.end();
+                };
+                for (auto* set : {&meshes_, &coarse_meshes_})
+                    set->erase(std::remove_if(set->begin(), set->end(), edited), set->end());
+                for (auto& m : r.value().full) meshes_.push_back(std::move(m));
+                for (auto& m : r.value().coarse) coarse_meshes_.push_back(std::move(m));
+                for (auto* set : {&meshes_, &coarse_meshes_})
+                    std::sort(set->begin(), set->end(),
+                              [](const SurfaceMesh& a, const SurfaceMesh& b) {
+                                  return a.label < b.label;
+                              });
+            }
             // Frame the surfaces.
             QVector3D lo(1e30f, 1e30f, 1e30f), hi(-1e30f, -1e30f, -1e30f);
             for (const auto& m : meshes_)
@@ -208,7 +263,7 @@ void SurfaceView::requestMeshes() {
                         hi[c] = std::max(hi[c], p[c]);
                     }
                 }
-            if (!meshes_.empty()) {
+            if (!meshes_.empty() && (only.empty() || !had_meshes)) {
                 centre_ = (lo + hi) / 2;
                 radius_ = std::max(1.f, (hi - lo).length() / 2);
                 distance_ = radius_ * 3.2f;
@@ -216,6 +271,11 @@ void SurfaceView::requestMeshes() {
             upload_pending_ = true;
             redraw();
             emit meshesReady(static_cast<int>(meshes_.size()));
+            if (!pending_labels_.empty()) {
+                std::vector<int> next;
+                next.swap(pending_labels_);
+                requestMeshes(next);
+            }
         });
 }
 
@@ -328,20 +388,33 @@ QImage SurfaceView::renderFrame() {
     program_->enableAttributeArray(normal);
     const auto& entries = state_->labels();
     const bool coarse = interacting_ && decimate_while_interacting_ && !gpu_coarse_.empty();
-    for (const auto& g : coarse ? gpu_coarse_ : gpu_) {
-        auto it = std::find_if(entries.begin(), entries.end(),
-                               [&](const LabelEntry& e) { return e.value == g->label; });
-        if (it != entries.end() && !it->visible) continue;
-        const auto c = it != entries.end() ? it->color : std::array<uint8_t, 3>{200, 200, 200};
-        program_->setUniformValue("color", QVector3D(c[0], c[1], c[2]) / 255.f);
-        g->vertices.bind();
-        g->indices.bind();
-        program_->setAttributeBuffer(position, GL_FLOAT, 0, 3, 6 * sizeof(float));
-        program_->setAttributeBuffer(normal, GL_FLOAT, 3 * sizeof(float), 3, 6 * sizeof(float));
-        glDrawElements(GL_TRIANGLES, g->index_count, GL_UNSIGNED_INT, nullptr);
-        g->indices.release();
-        g->vertices.release();
+    // Opaque surfaces first, then the see-through ones blended without depth writes.
+    for (const bool blended : {false, true}) {
+        if (blended) {
+            glEnable(GL_BLEND);
+            glBlendFunc(GL_SRC_ALPHA, GL_ONE_MINUS_SRC_ALPHA);
+            glDepthMask(GL_FALSE);
+        }
+        for (const auto& g : coarse ? gpu_coarse_ : gpu_) {
+            auto it = std::find_if(entries.begin(), entries.end(),
+                                   [&](const LabelEntry& e) { return e.value == g->label; });
+            if (it != entries.end() && !it->visible) continue;
+            const float alpha = it != entries.end() ? surfaceAlpha(it->opacity) : 1.f;
+            if (alpha <= 0.f || (alpha < 1.f) != blended) continue;
+            const auto c = it != entries.end() ? it->color : std::array<uint8_t, 3>{200, 200, 200};
+            program_->setUniformValue("color", QVector3D(c[0], c[1], c[2]) / 255.f);
+            program_->setUniformValue("alpha", alpha);
+            g->vertices.bind();
+            g->indices.bind();
+            program_->setAttributeBuffer(position, GL_FLOAT, 0, 3, 6 * sizeof(float));
+            program_->setAttributeBuffer(normal, GL_FLOAT, 3 * sizeof(float), 3, 6 * sizeof(float));
+            glDrawElements(GL_TRIANGLES, g->index_count, GL_UNSIGNED_INT, nullptr);
+            g->indices.release();
+            g->vertices.release();
+        }
     }
+    glDepthMask(GL_TRUE);
+    glDisable(GL_BLEND);
     program_->disableAttributeArray(position);
     program_->disableAttributeArray(normal);
     program_->release();

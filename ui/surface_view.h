@@ -58,6 +58,12 @@ class SurfaceView : public QWidget, protected QOpenGLFunctions {
     // Off: draw the full meshes while interacting too (the bench compares both).
     void setDecimateWhileInteracting(bool on) { decimate_while_interacting_ = on; }
     bool building() const { return building_; }
+    // Meshes built since the view was made, and for which labels the last build was (empty:
+    // all); tests check that an edit re-meshes only its label.
+    int meshBuilds() const { return mesh_builds_; }
+    const std::vector<int>& lastBuildLabels() const { return last_build_labels_; }
+    // Seconds the last build took (worker thread), for the bench.
+    double lastBuildSeconds() const { return last_build_seconds_; }
     void resetCamera();
     // Renders a frame at the view's size in device pixels (what the next paint shows).
     QImage renderFrame();
@@ -85,7 +91,9 @@ class SurfaceView : public QWidget, protected QOpenGLFunctions {
         int index_count = 0;
     };
     void onLabelMapChanged();
-    void requestMeshes();
+    // `labels` empty: every label (a new label map); else only those, replacing their meshes.
+    void requestMeshes(std::vector<int> labels = {});
+    void onLabelVoxelsChanged(const std::vector<int>& labels);
     bool initializeGl();
     void uploadMeshes();
     void releaseGpu();
@@ -104,6 +112,11 @@ class SurfaceView : public QWidget, protected QOpenGLFunctions {
     bool stale_ = true;
     bool building_ = false;
     int generation_ = 0;
+    int mesh_builds_ = 0;
+    std::vector<int> last_build_labels_;
+    std::vector<int> pending_labels_;  // edited while a build ran: re-meshed after it
+    bool full_pending_ = false;
+    double last_build_seconds_ = 0;
     CancelToken token_;
     QList<QPointer<QThread>> threads_;
     std::unique_ptr<QOpenGLContext> context_;

@@ -99,16 +99,14 @@ void ViewerState::applyLabelMap(PreparedLabelMap p) {
         e.color = pipeline::labelColor(p.labels, s.label);
         e.voxels = s.voxels;
         e.volume_ml = s.volume_ml;
+        for (const auto& d : segments_)
+            if (d.label_value == s.label) {
+                e.category = d.category;
+                e.type = d.type;
+            }
         entries_.push_back(std::move(e));
     }
-    label_bounds_ = {{INT64_MAX, INT64_MAX, INT64_MAX}, {-1, -1, -1}};
-    for (const auto& l : statistics_.labels) {
-        if (l.voxels == 0) continue;
-        for (int a = 0; a < 3; ++a) {
-            label_bounds_.lo[a] = std::min(label_bounds_.lo[a], l.bbox_min[a]);
-            label_bounds_.hi[a] = std::max(label_bounds_.hi[a], l.bbox_max[a]);
-        }
-    }
+    updateBounds();
     log::info(kComponent, "label map with {} labels shown ({} runs, {:.1f} MB, for the {} view)",
               entries_.size(), label_runs_.runs.size(), label_runs_.bytes() / 1e6,
               label_runs_.empty() ? "no"
@@ -140,22 +138,177 @@ std::vector<pipeline::LabelInfo> ViewerState::labelInfos() const {
 
 std::vector<io::SegmentDescription> ViewerState::segmentDescriptions() const {
     std::vector<io::SegmentDescription> out;
-    for (const auto& e : entries_) {
-        auto it =
-            std::find_if(segments_.begin(), segments_.end(),
-                         [&](const io::SegmentDescription& d) { return d.label_value == e.value; });
-        if (it != segments_.end()) {
-            out.push_back(*it);
-            continue;
-        }
-        io::SegmentDescription d;
-        d.label_value = e.value;
-        d.label = e.name.substr(0, 64);
-        d.description = e.name;
-        d.color = e.color;
+    for (const edit::SegmentMeta& m : segmentMetas()) {
+        io::SegmentDescription d = edit::toSegmentDescription(m);
+        for (const auto& s : segments_)
+            if (s.label_value == m.value) d.algorithm_name = s.algorithm_name;
         out.push_back(std::move(d));
     }
     return out;
+}
+
+std::vector<edit::SegmentMeta> ViewerState::segmentMetas() const {
+    std::vector<edit::SegmentMeta> out;
+    for (const auto& e : entries_) {
+        edit::SegmentMeta m;
+        m.value = e.value;
+        m.name = e.name;
+        m.color = e.color;
+        m.category = e.category;
+        m.type = e.type;
+        m.status = e.status;
+        out.push_back(std::move(m));
+    }
+    return out;
+}
+
+void ViewerState::applySegmentMetas(const std::vector<edit::SegmentMeta>& metas) {
+    for (const auto& m : metas) {
+        int row = rowOfLabel(m.value);
+        if (row < 0) {
+            entries_.push_back({});
+            entries_.back().value = m.value;
+            row = static_cast<int>(entries_.size()) - 1;
+        }
+        LabelEntry& e = entries_[static_cast<size_t>(row)];
+        e.name = m.name;
+        e.color = m.color;
+        e.category = m.category;
+        e.type = m.type;
+        e.status = m.status;
+    }
+    std::sort(entries_.begin(), entries_.end(),
+              [](const LabelEntry& a, const LabelEntry& b) { return a.value < b.value; });
+    rebuildColors();
+    emit labelTableChanged();
+    emit labelDisplayChanged();
+}
+
+int ViewerState::rowOfLabel(int value) const {
+    for (size_t i = 0; i < entries_.size(); ++i)
+        if (entries_[i].value == value) return static_cast<int>(i);
+    return -1;
+}
+
+size_t ViewerState::addLabel(const std::string& name) {
+    int value = 1;
+    while (rowOfLabel(value) >= 0) ++value;
+    LabelEntry e;
+    e.value = value;
+    e.name = name.empty() ? "label " + std::to_string(value) : name;
+    e.color = pipeline::labelColor({}, value);
+    entries_.push_back(e);
+    std::sort(entries_.begin(), entries_.end(),
+              [](const LabelEntry& a, const LabelEntry& b) { return a.value < b.value; });
+    rebuildColors();
+    emit labelTableChanged();
+    emit labelDisplayChanged();
+    return static_cast<size_t>(rowOfLabel(value));
+}
+
+void ViewerState::renameLabel(size_t row, const std::string& name) {
+    if (row >= entries_.size() || name.empty() || entries_[row].name == name) return;
+    entries_[row].name = name;
+    emit labelTableChanged();
+}
+
+void ViewerState::setLabelCodes(size_t row, const CodedConcept& category,
+                                const CodedConcept& type) {
+    if (row >= entries_.size()) return;
+    entries_[row].category = category;
+    entries_[row].type = type;
+    emit labelTableChanged();
+}
+
+void ViewerState::setLabelStatus(size_t row, edit::ReviewStatus status) {
+    if (row >= entries_.size() || entries_[row].status == status) return;
+    entries_[row].status = status;
+    emit labelTableChanged();
+}
+
+void ViewerState::removeLabel(size_t row) {
+    if (row >= entries_.size()) return;
+    entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(row));
+    rebuildColors();
+    emit labelTableChanged();
+    emit labelDisplayChanged();
+}
+
+void ViewerState::beginEditing(const Volume& label_map) {
+    const bool was_empty = label_map_.empty();
+    label_map_ = label_map;
+    // Runs go stale with the first edit; slices are drawn from the volume until the next
+    // refreshStatistics().
+    label_runs_ = {};
+    if (was_empty) emit labelMapChanged();
+    emit labelDisplayChanged();
+}
+
+void ViewerState::labelVoxelsEdited(const edit::ApplyReport& report) {
+    if (!report.changedAnything()) return;
+    if (label_bounds_.empty()) {
+        label_bounds_.lo = report.box_lo;
+        label_bounds_.hi = report.box_hi;
+    } else {
+        for (int a = 0; a < 3; ++a) {
+            label_bounds_.lo[a] = std::min(label_bounds_.lo[a], report.box_lo[a]);
+            label_bounds_.hi[a] = std::max(label_bounds_.hi[a], report.box_hi[a]);
+        }
+    }
+    label_runs_ = {};
+    bool added = false;
+    for (int v : report.labels) {
+        if (v == 0 || rowOfLabel(v) >= 0) continue;
+        LabelEntry e;
+        e.value = v;
+        e.name = "label " + std::to_string(v);
+        e.color = pipeline::labelColor({}, v);
+        entries_.push_back(std::move(e));
+        added = true;
+    }
+    if (added) {
+        std::sort(entries_.begin(), entries_.end(),
+                  [](const LabelEntry& a, const LabelEntry& b) { return a.value < b.value; });
+        rebuildColors();
+        emit labelTableChanged();
+    }
+    IndexBox box;
+    box.lo = report.box_lo;
+    box.hi = report.box_hi;
+    emit labelVoxelsChanged(box, report.labels);
+}
+
+void ViewerState::refreshStatistics() {
+    if (label_map_.empty()) return;
+    auto stats = pipeline::computeStatistics(label_map_, &study_.volume, labelInfos());
+    if (!stats.isOk()) {
+        log::warning(kComponent, "statistics not recomputed: {}", stats.status().toString());
+        return;
+    }
+    statistics_ = std::move(stats.value());
+    for (auto& e : entries_) {
+        e.voxels = 0;
+        e.volume_ml = 0;
+        for (const auto& l : statistics_.labels)
+            if (l.label == e.value) {
+                e.voxels = l.voxels;
+                e.volume_ml = l.volume_ml;
+            }
+    }
+    updateBounds();
+    label_runs_ = buildLabelRuns(label_map_, labelRunAxis(label_map_.geometry()));
+    emit labelTableChanged();
+}
+
+void ViewerState::updateBounds() {
+    label_bounds_ = {{INT64_MAX, INT64_MAX, INT64_MAX}, {-1, -1, -1}};
+    for (const auto& l : statistics_.labels) {
+        if (l.voxels == 0) continue;
+        for (int a = 0; a < 3; ++a) {
+            label_bounds_.lo[a] = std::min(label_bounds_.lo[a], l.bbox_min[a]);
+            label_bounds_.hi[a] = std::max(label_bounds_.hi[a], l.bbox_max[a]);
+        }
+    }
 }
 
 void ViewerState::rebuildColors() {

@@ -11,6 +11,8 @@
 
 #include "core/status.h"
 #include "core/volume.h"
+#include "edit/label_editor.h"
+#include "edit/segment_meta.h"
 #include "io/seg_types.h"
 #include "pipeline/labels.h"
 #include "pipeline/segment.h"
@@ -34,6 +36,10 @@ struct LabelEntry {
     double opacity = 0.5;
     int64_t voxels = 0;
     double volume_ml = 0.0;
+    // DICOM SEG codes (CID 7150 category, CID 7151 type) and the reviewer's status.
+    CodedConcept category{"91772007", "SCT", "Organ"};
+    CodedConcept type{"85756007", "SCT", "Tissue"};
+    edit::ReviewStatus status = edit::ReviewStatus::kNotReviewed;
 };
 
 // A label map checked against an image and with its statistics computed: the slow part of
@@ -79,8 +85,33 @@ class ViewerState : public QObject {
     const Volume& labelMap() const { return label_map_; }
     const std::vector<LabelEntry>& labels() const { return entries_; }
     std::vector<pipeline::LabelInfo> labelInfos() const;
-    // The SEG segment descriptions: from the model when known, else generic ones per label.
+    // The SEG segment descriptions from the table: names, colours, codes (from the model or
+    // SEG when they came with it, else as picked), the review status in SegmentDescription.
     std::vector<io::SegmentDescription> segmentDescriptions() const;
+    // The table as edit/segment_meta.h writes it (sidecars, recovery), and back: entries are
+    // matched by value, missing ones added.
+    std::vector<edit::SegmentMeta> segmentMetas() const;
+    void applySegmentMetas(const std::vector<edit::SegmentMeta>& metas);
+
+    // Label table edits (the voxels of a deleted label are cleared by the editor first).
+    // addLabel: the lowest unused value (>= 1), a palette colour; returns its row.
+    size_t addLabel(const std::string& name);
+    void renameLabel(size_t row, const std::string& name);
+    void setLabelCodes(size_t row, const CodedConcept& category, const CodedConcept& type);
+    void setLabelStatus(size_t row, edit::ReviewStatus status);
+    void removeLabel(size_t row);
+    // The row of a label value, or -1.
+    int rowOfLabel(int value) const;
+
+    // Editing (ui/edit_controller.h): `label_map` (uint8/uint16, the editor's own map, shared)
+    // replaces the shown one, the table stays; an empty label map is made when none is shown.
+    void beginEditing(const Volume& label_map);
+    // After an edit changed voxels in place: the views redraw the box, the 3D view re-meshes
+    // the labels, new label values get rows, statistics are recomputed later (refreshStatistics,
+    // debounced by the caller).
+    void labelVoxelsEdited(const edit::ApplyReport& report);
+    // Recomputes statistics, voxel counts, bounds and the sagittal runs of the shown map.
+    void refreshStatistics();
     const pipeline::StatisticsReport& statistics() const { return statistics_; }
     // A box around every labelled voxel (from the statistics), for drawing only that part.
     const IndexBox& labelBounds() const { return label_bounds_; }
@@ -120,11 +151,15 @@ class ViewerState : public QObject {
     void imageChanged();
     void labelMapChanged();      // new or cleared label map (table rebuilt)
     void labelDisplayChanged();  // visibility, opacity, overlay mode
+    void labelTableChanged();    // rows added/removed/renamed, codes, status, statistics
+    // Voxels changed in place inside `box` (inclusive indices); `labels`: the values involved.
+    void labelVoxelsChanged(const IndexBox& box, const std::vector<int>& labels);
     void cursorChanged();
     void windowChanged();
 
   private:
     void rebuildColors();
+    void updateBounds();
 
     pipeline::StudyInput study_;
     QString source_;

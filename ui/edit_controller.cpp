@@ -1,0 +1,383 @@
+#include "ui/edit_controller.h"
+
+#include "core/log.h"
+#include "ui/viewer_state.h"
+
+#include <QFileInfo>
+
+#include <algorithm>
+
+namespace voxseg::ui {
+namespace {
+
+constexpr const char* kComponent = "viewer.edit";
+
+}  // namespace
+
+const char* editToolName(EditTool tool) {
+    switch (tool) {
+        case EditTool::kNone:
+            return "none";
+        case EditTool::kPaint:
+            return "paint";
+        case EditTool::kErase:
+            return "erase";
+        case EditTool::kLevelTrace:
+            return "level trace";
+        case EditTool::kGrow:
+            return "grow";
+        case EditTool::kThreshold:
+            return "threshold";
+    }
+    return "none";
+}
+
+edit::Plane planeOfView(ViewAxis view) {
+    switch (view) {
+        case ViewAxis::kAxial:
+            return edit::Plane::kAxial;
+        case ViewAxis::kCoronal:
+            return edit::Plane::kCoronal;
+        case ViewAxis::kSagittal:
+            return edit::Plane::kSagittal;
+    }
+    return edit::Plane::kAxial;
+}
+
+EditController::EditController(ViewerState* state, QObject* parent)
+    : QObject(parent), state_(state), stats_timer_(new QTimer(this)) {
+    stats_timer_->setSingleShot(true);
+    stats_timer_->setInterval(kStatisticsDelayMs);
+    connect(stats_timer_, &QTimer::timeout, this, [this] { state_->refreshStatistics(); });
+    // A new image or label map ends the session (its edits are kept for recovery unless they
+    // were saved: the window asks before replacing unsaved edits).
+    auto end = [this] {
+        if (!ending_ && session_) endSession(dirty());
+    };
+    connect(state_, &ViewerState::imageChanged, this, end);
+    connect(state_, &ViewerState::labelMapChanged, this, end);
+    connect(state_, &ViewerState::labelTableChanged, this, [this] {
+        if (!ending_) saveSegmentsToRecovery();
+    });
+}
+
+void EditController::setTool(EditTool tool) {
+    if (stroking()) release();
+    if (tool == tool_) return;
+    tool_ = tool;
+    emit toolChanged();
+    emit brushChanged();
+}
+
+void EditController::setActiveLabel(int value) {
+    if (value < 1 || value == label_) return;
+    label_ = value;
+    emit toolChanged();
+}
+
+void EditController::setRadiusMm(double mm) {
+    mm = std::clamp(mm, 0.1, 200.0);
+    if (mm == radius_mm_) return;
+    radius_mm_ = mm;
+    emit toolChanged();
+    emit brushChanged();
+}
+
+void EditController::setSphere(bool on) {
+    if (on == sphere_) return;
+    sphere_ = on;
+    emit toolChanged();
+    emit brushChanged();
+}
+
+void EditController::setOverwrite(edit::Overwrite o) {
+    overwrite_ = o;
+    emit toolChanged();
+}
+
+void EditController::setRange(std::optional<std::pair<double, double>> range) {
+    if (range && range->first > range->second) std::swap(range->first, range->second);
+    range_ = range;
+    emit toolChanged();
+}
+
+edit::EditOp EditController::baseOp(edit::OpKind kind) const {
+    edit::EditOp op;
+    op.kind = kind;
+    op.label = label_;
+    op.overwrite = overwrite_;
+    if (range_) {
+        op.min = range_->first;
+        op.max = range_->second;
+    }
+    return op;
+}
+
+std::string EditController::sourceKey() const {
+    const QString s = state_->source();
+    return (s.isEmpty() ? s : QFileInfo(s).absoluteFilePath()).toStdString();
+}
+
+std::string EditController::seriesUid() const {
+    return state_->study().series ? state_->study().series->series_uid : std::string();
+}
+
+Status EditController::ensureSession() {
+    if (session_) return Status::ok();
+    if (!state_->hasImage()) return Status(StatusCode::kFailedPrecondition, "open an image first");
+    Volume labels;
+    if (state_->hasLabelMap()) {
+        VOXSEG_ASSIGN_OR_RETURN(labels,
+                                edit::asEditableLabels(state_->labelMap(), "the shown label map"));
+    } else {
+        labels = Volume::allocate<uint8_t>(state_->image().geometry());
+    }
+    edit::SessionOptions o;
+    o.recovery_root = recovery_root_.toStdString();
+    o.source = sourceKey();
+    o.series_uid = seriesUid();
+    VOXSEG_ASSIGN_OR_RETURN(
+        auto session, edit::EditSession::start(state_->image(), labels, state_->segmentMetas(), o));
+    session_.emplace(std::move(session));
+    ending_ = true;
+    state_->beginEditing(session_->labelMap());
+    ending_ = false;
+    log::info(kComponent, "editing started (journal: {})",
+              session_->folder().empty() ? "none" : session_->folder());
+    return Status::ok();
+}
+
+Status EditController::run(const std::function<Result<edit::ApplyReport>()>& op) {
+    Status s = ensureSession();
+    if (s.isOk()) {
+        auto r = op();
+        if (r.isOk()) {
+            ending_ = true;
+            state_->labelVoxelsEdited(*r);
+            ending_ = false;
+            if (r->changedAnything()) stats_timer_->start();
+        } else {
+            s = r.status();
+        }
+    }
+    if (!s.isOk()) {
+        log::warning(kComponent, "{}", s.toString());
+        emit editFailed(QString::fromStdString(s.toString()));
+    }
+    emit historyChanged();
+    return s;
+}
+
+bool EditController::press(ViewAxis view, const Vec3& p) {
+    if (tool_ == EditTool::kNone || !state_->hasImage()) return false;
+    using edit::OpKind;
+    switch (tool_) {
+        case EditTool::kPaint:
+        case EditTool::kErase: {
+            edit::EditOp op = baseOp(tool_ == EditTool::kPaint ? OpKind::kPaint : OpKind::kErase);
+            if (tool_ == EditTool::kErase) {
+                // Erase takes the active label only under "only label X"; else every label.
+                op.label = overwrite_.mode == edit::Overwrite::Mode::kLabel ? overwrite_.label : 0;
+                op.overwrite = {};
+            }
+            op.shape = sphere_ ? edit::Shape::kSphere : edit::Shape::kDisk;
+            op.plane = planeOfView(view);
+            op.radius_mm = radius_mm_;
+            op.points = {p};
+            stroke_view_ = view;
+            (void)run([&] { return session_->beginStroke(op); });
+            break;
+        }
+        case EditTool::kLevelTrace: {
+            edit::EditOp op = baseOp(OpKind::kLevelTrace);
+            op.min.reset();
+            op.max.reset();
+            op.plane = planeOfView(view);
+            op.points = {p};
+            (void)run([&] { return session_->apply(op); });
+            break;
+        }
+        case EditTool::kGrow: {
+            edit::EditOp op = baseOp(OpKind::kFloodFill);
+            if (!range_) {
+                const Vec3 idx = state_->image().geometry().physicalToIndex(p);
+                const double v = state_->imageValue(
+                    {std::llround(idx[0]), std::llround(idx[1]), std::llround(idx[2])});
+                op.min = v - grow_tolerance_;
+                op.max = v + grow_tolerance_;
+            }
+            op.in_slice = !sphere_;
+            op.plane = planeOfView(view);
+            op.points = {p};
+            (void)run([&] { return session_->apply(op); });
+            break;
+        }
+        case EditTool::kThreshold: {
+            if (!range_) {
+                emit editFailed("threshold: set an intensity range (masking) first");
+                return true;
+            }
+            edit::EditOp op = baseOp(OpKind::kThreshold);
+            op.in_slice = !sphere_;
+            op.plane = planeOfView(view);
+            op.points = {p};
+            (void)run([&] { return session_->apply(op); });
+            break;
+        }
+        case EditTool::kNone:
+            return false;
+    }
+    return true;
+}
+
+void EditController::drag(ViewAxis view, const Vec3& p) {
+    hover(view, p);
+    if (!stroking() || view != stroke_view_) return;
+    (void)run([&] { return session_->extendStroke(p); });
+}
+
+void EditController::release() {
+    if (!stroking()) return;
+    Status s = session_->endStroke();
+    if (!s.isOk()) emit editFailed(QString::fromStdString(s.toString()));
+    emit historyChanged();
+}
+
+void EditController::hover(ViewAxis view, std::optional<Vec3> p) {
+    if (p == brush_centre_ && view == brush_view_) return;
+    brush_centre_ = p;
+    brush_view_ = view;
+    if (tool_ == EditTool::kPaint || tool_ == EditTool::kErase) emit brushChanged();
+}
+
+Status EditController::apply(const edit::EditOp& op) {
+    return run([&] { return session_->apply(op); });
+}
+
+Status EditController::fillBetweenSlices(ViewAxis view) {
+    edit::EditOp op = baseOp(edit::OpKind::kFillBetweenSlices);
+    op.min.reset();
+    op.max.reset();
+    op.overwrite = {};
+    op.plane = planeOfView(view);
+    return apply(op);
+}
+
+Status EditController::keepLargestIsland() {
+    edit::EditOp op;
+    op.kind = edit::OpKind::kIslands;
+    op.island_mode = edit::IslandMode::kKeepLargest;
+    op.label = label_;
+    op.connectivity = 26;
+    return apply(op);
+}
+
+Status EditController::removeSmallIslands(double min_ml) {
+    edit::EditOp op;
+    op.kind = edit::OpKind::kIslands;
+    op.island_mode = edit::IslandMode::kRemoveSmall;
+    op.min_ml = min_ml;
+    op.label = label_;
+    op.connectivity = 26;
+    return apply(op);
+}
+
+Status EditController::smooth(edit::OpKind kind, double radius_mm) {
+    edit::EditOp op;
+    op.kind = kind;
+    op.label = label_;
+    op.radius_mm = radius_mm;
+    return apply(op);
+}
+
+Status EditController::margin(double mm) {
+    edit::EditOp op;
+    op.kind = edit::OpKind::kMargin;
+    op.label = label_;
+    op.margin_mm = mm;
+    op.overwrite = overwrite_;
+    return apply(op);
+}
+
+Status EditController::clearLabel(int value) {
+    edit::EditOp op;
+    op.kind = edit::OpKind::kLogical;
+    op.logical = edit::LogicalOp::kClear;
+    op.label = value;
+    return apply(op);
+}
+
+Status EditController::undo() {
+    if (stroking()) release();
+    if (!canUndo()) return Status(StatusCode::kFailedPrecondition, "nothing to undo");
+    return run([&] { return session_->undo(); });
+}
+
+Status EditController::redo() {
+    if (!canRedo()) return Status(StatusCode::kFailedPrecondition, "nothing to redo");
+    return run([&] { return session_->redo(); });
+}
+
+void EditController::markSaved() {
+    if (session_) session_->markSaved();
+    emit historyChanged();
+}
+
+QString EditController::journalPath() const {
+    if (!session_ || session_->folder().empty()) return {};
+    return QString::fromStdString(session_->folder() + "/edits.jsonl");
+}
+
+void EditController::endSession(bool keep_recovery) {
+    if (!session_) return;
+    if (session_->inStroke()) (void)session_->endStroke();
+    if (!keep_recovery) {
+        Status s = session_->discardRecovery();
+        if (!s.isOk()) log::warning(kComponent, "{}", s.toString());
+    }
+    session_.reset();
+    stats_timer_->stop();
+    emit historyChanged();
+}
+
+void EditController::saveSegmentsToRecovery() {
+    if (!session_) return;
+    Status s = session_->saveSegments(state_->segmentMetas());
+    if (!s.isOk())
+        log::warning(kComponent, "segment metadata not saved for recovery: {}", s.toString());
+}
+
+std::optional<edit::RecoveryInfo> EditController::pendingRecovery() const {
+    if (!state_->hasImage() || recovery_root_.isEmpty()) return std::nullopt;
+    return edit::findRecovery(recovery_root_.toStdString(), sourceKey(), seriesUid());
+}
+
+Status EditController::restore(const edit::RecoveryInfo& info) {
+    if (session_) endSession(false);
+    edit::SessionOptions o;
+    o.recovery_root = recovery_root_.toStdString();
+    o.source = sourceKey();
+    o.series_uid = seriesUid();
+    VOXSEG_ASSIGN_OR_RETURN(auto session, edit::EditSession::restore(state_->image(), info, o));
+    // The restored map replaces what is shown (as loading a segmentation does), then the
+    // session takes over its voxels.
+    ending_ = true;
+    Status s = state_->setLabelMap(session.labelMap(), {});
+    if (s.isOk()) {
+        session_.emplace(std::move(session));
+        state_->beginEditing(session_->labelMap());
+        state_->applySegmentMetas(info.segments);
+        state_->refreshStatistics();
+    }
+    ending_ = false;
+    emit historyChanged();
+    return s;
+}
+
+void EditController::flushStatistics() {
+    if (!stats_timer_->isActive()) return;
+    stats_timer_->stop();
+    state_->refreshStatistics();
+}
+
+}  // namespace voxseg::ui

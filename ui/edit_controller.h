@@ -1,0 +1,141 @@
+// The viewer's editing state over edit/ (Qt-free, where every operation lives): the current
+// tool (paint, erase, level trace, grow, threshold), label, brush radius in mm and shape,
+// Slicer's masking options (intensity range, overwrite policy), and the edit::EditSession that
+// applies, undoes and journals the ops. Views hand it mouse positions in patient LPS mm;
+// toolbar buttons run one-shot ops (fill between slices, islands, smoothing, margin, undo,
+// redo). After each op the ViewerState is told which box and labels changed, so the three
+// views redraw at once and the 3D view re-meshes only those labels.
+//
+// The session starts on the first edit of a shown label map (or on a new empty one); its
+// journal goes to the recovery folder under recoveryRoot() so that a killed viewer's edits are
+// offered for restore when the same source and series are opened again. GUI thread only.
+#pragma once
+
+#include "core/status.h"
+#include "edit/session.h"
+#include "ui/mpr_slice.h"
+
+#include <QObject>
+#include <QString>
+#include <QTimer>
+
+#include <optional>
+
+namespace voxseg::ui {
+
+class ViewerState;
+
+enum class EditTool { kNone, kPaint, kErase, kLevelTrace, kGrow, kThreshold };
+const char* editToolName(EditTool tool);  // "paint", ...
+
+// The patient plane an edit in `view` acts in.
+edit::Plane planeOfView(ViewAxis view);
+
+class EditController : public QObject {
+    Q_OBJECT
+
+  public:
+    explicit EditController(ViewerState* state, QObject* parent = nullptr);
+
+    // Where recovery folders go (the viewer: <app data>/recovery); empty: no journal.
+    void setRecoveryRoot(const QString& root) { recovery_root_ = root; }
+    const QString& recoveryRoot() const { return recovery_root_; }
+
+    EditTool tool() const { return tool_; }
+    void setTool(EditTool tool);
+    int activeLabel() const { return label_; }
+    void setActiveLabel(int value);
+    double radiusMm() const { return radius_mm_; }
+    void setRadiusMm(double mm);  // clamped to [0.1, 200]
+    // Sphere (3D) or disk in the view's plane; also threshold/grow in 3D or in the slice.
+    bool sphere() const { return sphere_; }
+    void setSphere(bool on);
+    const edit::Overwrite& overwrite() const { return overwrite_; }
+    void setOverwrite(edit::Overwrite o);
+    // Intensity range masking (inclusive, image units); nullopt when off.
+    std::optional<std::pair<double, double>> range() const { return range_; }
+    void setRange(std::optional<std::pair<double, double>> range);
+    // Grow without a range: the seed's value +- this.
+    double growTolerance() const { return grow_tolerance_; }
+    void setGrowTolerance(double t) { grow_tolerance_ = t; }
+
+    // Mouse, from the views (points in LPS mm). press returns false when the tool does not
+    // take the click (kNone: the view moves the crosshair instead).
+    bool press(ViewAxis view, const Vec3& point_mm);
+    void drag(ViewAxis view, const Vec3& point_mm);
+    void release();
+    bool stroking() const { return session_ && session_->inStroke(); }
+    // Where the brush outline is drawn (the point under the mouse, in its view); nullopt hides it.
+    void hover(ViewAxis view, std::optional<Vec3> point_mm);
+    std::optional<Vec3> brushCentre() const { return brush_centre_; }
+    ViewAxis brushView() const { return brush_view_; }
+    bool showsBrush() const {
+        return brush_centre_ && (tool_ == EditTool::kPaint || tool_ == EditTool::kErase);
+    }
+
+    // One-shot ops on the active label; errors are returned (and emitted as editFailed).
+    Status fillBetweenSlices(ViewAxis view);
+    Status keepLargestIsland();
+    Status removeSmallIslands(double min_ml);
+    Status smooth(edit::OpKind kind, double radius_mm);  // kMedian, kOpening, kClosing
+    Status margin(double mm);                            // > 0 grows, < 0 shrinks
+    Status clearLabel(int value);                        // every voxel of `value` to 0
+    Status apply(const edit::EditOp& op);                // any op (tests, scripts)
+    Status undo();
+    Status redo();
+    bool canUndo() const { return session_ && session_->editor().canUndo(); }
+    bool canRedo() const { return session_ && session_->editor().canRedo(); }
+
+    // The session: started by the first edit. dirty(): edits since the last save.
+    Status ensureSession();
+    bool hasSession() const { return session_.has_value(); }
+    bool dirty() const { return session_ && session_->dirty(); }
+    void markSaved();
+    // The map the session started from (SEMIAUTOMATIC / MANUAL on save); empty without one.
+    Volume baseLabels() const { return session_ ? session_->base() : Volume(); }
+    int journalLines() const { return session_ ? session_->journalLines() : 0; }
+    QString journalPath() const;
+    // Ends the session (a new image or label map is shown); `keep_recovery` false removes its
+    // folder (the reviewer discarded the edits).
+    void endSession(bool keep_recovery);
+    // Writes the table's metadata into the recovery folder (after renames, codes, status).
+    void saveSegmentsToRecovery();
+
+    // Crash recovery of the shown source and series.
+    std::optional<edit::RecoveryInfo> pendingRecovery() const;
+    Status restore(const edit::RecoveryInfo& info);
+
+    // Statistics are recomputed this long after the last edit (and before a save).
+    static constexpr int kStatisticsDelayMs = 400;
+    void flushStatistics();
+
+  signals:
+    void toolChanged();
+    void historyChanged();  // undo/redo availability, dirty state
+    void brushChanged();
+    void editFailed(const QString& message);
+
+  private:
+    Status run(const std::function<Result<edit::ApplyReport>()>& op);
+    edit::EditOp baseOp(edit::OpKind kind) const;
+    std::string sourceKey() const;
+    std::string seriesUid() const;
+
+    ViewerState* state_;
+    QString recovery_root_;
+    std::optional<edit::EditSession> session_;
+    EditTool tool_ = EditTool::kNone;
+    int label_ = 1;
+    double radius_mm_ = 5.0;
+    bool sphere_ = false;
+    edit::Overwrite overwrite_;
+    std::optional<std::pair<double, double>> range_;
+    double grow_tolerance_ = 100.0;
+    std::optional<Vec3> brush_centre_;
+    ViewAxis brush_view_ = ViewAxis::kAxial;
+    ViewAxis stroke_view_ = ViewAxis::kAxial;
+    QTimer* stats_timer_;
+    bool ending_ = false;
+};
+
+}  // namespace voxseg::ui
