@@ -6,20 +6,41 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 
 namespace voxseg::app {
 namespace {
 constexpr const char* kComponent = "segment";
 
+// An option whose text is turned into a typed value by `parse` (the engine's own parsers, so
+// names are parsed in one place); the validator shows the parser's message.
+template <typename T>
+void addParsedOption(CLI::App* cmd, const std::string& flag, T& target,
+                     std::function<Result<T>(const std::string&)> parse, const std::string& help,
+                     const std::string& type_name, const std::string& default_name) {
+    cmd->add_option_function<std::string>(
+           flag, [&target, parse](const std::string& text) { target = *parse(text); }, help)
+        ->check(CLI::Validator(
+            [parse](std::string& text) {
+                auto value = parse(text);
+                return value.isOk() ? std::string() : value.status().message();
+            },
+            type_name))
+        ->default_str(default_name);
+}
+
 }  // namespace
 
 void addSegmentModelOptions(CLI::App* cmd, SegmentCommandOptions& o) {
     cmd->add_option("--series", o.series, "Which series: INDEX (see `voxseg info`) or UID");
-    cmd->add_option("--device", o.device, "auto (best available), cpu, cuda or reference")
-        ->check(CLI::IsMember({"auto", "cpu", "cuda", "reference"}));
-    cmd->add_option("--precision", o.precision,
-                    "auto (bf16 on GPUs, fp32 on CPUs), fp32, fp16, bf16")
-        ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16"}));
+    addParsedOption<engine::DeviceSpec>(
+        cmd, "--device", o.device, [](const std::string& n) { return engine::parseDevice(n, ""); },
+        "auto (best available), cpu, reference, cuda or cuda:N (GPU N)", "DEVICE", "auto");
+    addParsedOption<engine::Precision>(
+        cmd, "--precision", o.precision, engine::parsePrecision,
+        "auto (the backend's choice: bf16 on GPUs of sm_80+ and CPUs with AMX, else fp32; fp32 "
+        "when model.json requires it), fp32, fp16, bf16",
+        "PRECISION", "auto");
     cmd->add_option("--overlap", o.overlap, "Sliding-window overlap in [0, 1) (default: model's)")
         ->check(CLI::Range(0.0, 0.95));
     auto* tta =
@@ -28,9 +49,10 @@ void addSegmentModelOptions(CLI::App* cmd, SegmentCommandOptions& o) {
                   "No mirroring, even where the model package asks for it (inference.mirror_axes)")
         ->excludes(tta);
     cmd->add_option("--batch", o.batch, "Patches per forward pass")->check(CLI::Range(1, 64));
-    cmd->add_option("--accumulator", o.accumulator,
-                    "Sliding-window score sums: fp16 (half the memory, as nnU-Net v2) or fp32")
-        ->check(CLI::IsMember({"fp16", "fp32"}));
+    addParsedOption<engine::DType>(
+        cmd, "--accumulator", o.accumulator, pipeline::parseAccumulator,
+        "Sliding-window score sums: fp16 (half the memory, as nnU-Net v2) or fp32", "fp16|fp32",
+        "fp16");
     cmd->add_option("--outputs", o.outputs,
                     "Comma-separated: nifti, seg, rtstruct, stats, preview, probabilities");
     cmd->add_option("--seg-type", o.seg_type,

@@ -158,8 +158,8 @@ std::string optionsHash(const BatchOptions& o) {
                               {"fully_connected", p.fully_connected}};
     };
     nlohmann::json j;
-    j["precision"] = s.precision;
-    j["accumulator"] = s.accumulator;
+    j["precision"] = engine::precisionName(s.precision);  // same strings as before typing
+    j["accumulator"] = pipeline::accumulatorName(s.accumulator);
     j["overlap"] = s.overlap ? nlohmann::json(*s.overlap) : nlohmann::json(nullptr);
     j["tta"] = s.tta;
     if (s.no_tta) j["no_tta"] = true;  // only when set: older journals' hashes stay valid
@@ -182,7 +182,9 @@ std::string optionsHash(const BatchOptions& o) {
     return engine::sha256Hex(j.dump());
 }
 
-Result<std::vector<std::string>> parseDevices(const std::string& list, const std::string& base) {
+Result<std::vector<engine::DeviceSpec>> parseDevices(const std::string& list,
+                                                     const engine::DeviceSpec& base) {
+    using Kind = engine::DeviceSpec::Kind;
     std::vector<std::string> tokens;
     std::string cur;
     for (char c : list + ",") {
@@ -193,32 +195,34 @@ Result<std::vector<std::string>> parseDevices(const std::string& list, const std
             cur += c;
         }
     }
-    if (tokens.empty()) return std::vector<std::string>{};  // runBatch picks the default
-    bool numbered_cuda = base == "cuda";
-    if (base == "auto" && std::any_of(tokens.begin(), tokens.end(), allDigits)) {
+    if (tokens.empty()) return std::vector<engine::DeviceSpec>{};  // runBatch picks the default
+    bool numbered_cuda = base.isCuda();
+    if (base.kind == Kind::kAuto && std::any_of(tokens.begin(), tokens.end(), allDigits)) {
         const auto names = engine::availableBackends();
         if (std::find(names.begin(), names.end(), "cuda") != names.end())
-            numbered_cuda = engine::createBackend("cuda").isOk();
+            numbered_cuda = engine::createBackend(engine::DeviceSpec::cuda()).isOk();
         if (!numbered_cuda)
             log::warning(kComponent,
                          "--devices {}: no usable CUDA device, running {} CPU "
                          "worker(s)",
                          list, tokens.size());
     }
-    std::vector<std::string> out;
+    std::vector<engine::DeviceSpec> out;
     for (const auto& t : tokens) {
-        std::string d;
-        if (allDigits(t))
-            d = numbered_cuda ? "cuda:" + t : (base == "auto" ? "cpu" : base);
-        else if (t == "cpu" || t == "reference" || t == "cuda" || t == "auto" ||
-                 (t.rfind("cuda:", 0) == 0 && allDigits(t.substr(5))))
-            d = t == "cuda" ? "cuda:0" : t;
-        else
-            return invalidArgument("--devices: '" + t +
-                                   "' is not a device (use GPU numbers like 0,1, or cpu, "
-                                   "cuda:N, reference)");
-        if (d.rfind("cuda:", 0) == 0 && std::find(out.begin(), out.end(), d) != out.end())
-            return invalidArgument("--devices lists " + d + " twice");
+        engine::DeviceSpec d;
+        if (allDigits(t) && t.size() <= 3) {
+            d = numbered_cuda ? engine::DeviceSpec::cuda(std::stoi(t))
+                              : (base.kind == Kind::kAuto ? engine::DeviceSpec::cpu() : base);
+        } else {
+            auto parsed = engine::parseDevice(t, "--devices");
+            if (!parsed.isOk())
+                return invalidArgument("--devices: '" + t +
+                                       "' is not a device (use GPU numbers like 0,1, or cpu, "
+                                       "cuda:N, reference)");
+            d = *parsed;
+        }
+        if (d.isCuda() && std::find(out.begin(), out.end(), d) != out.end())
+            return invalidArgument("--devices lists " + d.toString() + " twice");
         out.push_back(d);
     }
     return out;
@@ -248,9 +252,9 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
     removeStaleTemps(result.metrics_path);
 
     // One Segmenter per device; CPU workers share the cores.
-    std::vector<std::string> devices = options.devices.empty()
-                                           ? std::vector<std::string>{options.segment.device}
-                                           : options.devices;
+    std::vector<engine::DeviceSpec> devices =
+        options.devices.empty() ? std::vector<engine::DeviceSpec>{options.segment.device}
+                                : options.devices;
     const int cores = options.segment.threads > 0
                           ? options.segment.threads
                           : static_cast<int>(std::thread::hardware_concurrency());
@@ -262,12 +266,12 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
             pipeline::SegmentOptions so = options.segment;
             so.device = d;
             so.output_threads = 1;  // the writers already overlap cases; memory stays per case
-            if (devices.size() > 1 && d.rfind("cuda", 0) != 0)
+            if (devices.size() > 1 && !d.isCuda())
                 so.threads = std::max(1, cores / static_cast<int>(devices.size()));
             std::string warning;
             auto s = pipeline::Segmenter::create(options.model, so, &warning);
             if (!warning.empty()) log::warning(kComponent, "{}", warning);
-            if (!s.isOk()) return s.status().withContext("device " + d);
+            if (!s.isOk()) return s.status().withContext("device " + d.toString());
             segmenters.push_back(std::move(*s));
         }
         return Status::ok();
@@ -277,7 +281,7 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
     // (small patches scale poorly across threads) and its stages wait for each other; two
     // overlap (docs/perf-batch.md).
     if (options.devices.empty() && segmenters[0].backendName() == "cpu" && cores >= 2) {
-        devices = {"cpu", "cpu"};
+        devices = {engine::DeviceSpec::cpu(), engine::DeviceSpec::cpu()};
         VOXSEG_RETURN_IF_ERROR(createSegmenters());
         log::info(kComponent, "2 CPU workers with {} threads each (--devices cpu for one)",
                   std::max(1, cores / 2));
@@ -288,7 +292,7 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
     stats.model_name = segmenters[0].model().name;
     stats.model_sha256 = segmenters[0].modelSha256();
     stats.options_hash = optionsHash(options);
-    stats.devices = devices;
+    for (const auto& d : devices) stats.devices.push_back(d.toString());
     stats.cases_total = static_cast<int>(all_cases.size());
     stats.started = unixNow();
     stats.model_load_seconds = secondsSince(model_t0);
@@ -323,7 +327,7 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
     }
     log::info(kComponent, "shard {} ({}): {} of {} cases, {} already done, {} to run on {}",
               stats.shard, options.shard.source, stats.cases_in_shard, stats.cases_total,
-              stats.skipped, todo.size(), fmt::format("{}", fmt::join(devices, ",")));
+              stats.skipped, todo.size(), fmt::format("{}", fmt::join(stats.devices, ",")));
 
     Recorder recorder(std::move(journal), stats, result.metrics_path, on_case, t0);
     {
@@ -368,10 +372,6 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
     std::atomic<int> loaders_left{loaders};
     std::atomic<int> devices_left{static_cast<int>(segmenters.size())};
 
-    auto loader = [&] {
-        const Progress progress(ProgressCallback{}, stop);
-        while (!stopping()) {
-            const size_t i = next.fetch_add(1);
     LoadPolicy load_policy;
     load_policy.dicom = options.dicom;
     load_policy.read_retries = options.read_retries;
@@ -379,6 +379,10 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
     load_policy.ambiguous_hint =
         "several series: give this case a 'series' (index or UID, see voxseg info) in the "
         "manifest";
+    auto loader = [&] {
+        const Progress progress(ProgressCallback{}, stop);
+        while (!stopping()) {
+            const size_t i = next.fetch_add(1);
             if (i >= todo.size()) break;
             auto item = std::make_unique<Item>();
             item->c = todo[i];

@@ -39,9 +39,9 @@ struct BatchOptions {
     std::string series;       // default series selector for cases without one
     pipeline::SegmentOptions segment;
     io::DicomLoadOptions dicom;
-    // Backend names, one Segmenter each. Empty: segment.device, and when that is (or "auto"
+    // Devices, one Segmenter each. Empty: segment.device, and when that is (or "auto"
     // resolves to) the CPU and there are at least 2 cores, two CPU workers sharing them.
-    std::vector<std::string> devices;
+    std::vector<engine::DeviceSpec> devices;
     Shard shard;
     int loaders = 1;   // CPU threads reading + pre-processing
     int prefetch = 2;  // pre-processed cases waiting for a device (queue capacity)
@@ -78,7 +78,9 @@ std::string optionsHash(const BatchOptions& options);
 // numbers become cuda:<n> for cuda (and for auto when a CUDA device is usable), or that many
 // workers of the base backend otherwise. Empty list: empty (BatchOptions::devices' default:
 // the base device, doubled for the CPU).
-Result<std::vector<std::string>> parseDevices(const std::string& list, const std::string& base);
+// Names are parsed by engine::parseDevice (the one parser of device names).
+Result<std::vector<engine::DeviceSpec>> parseDevices(const std::string& list,
+                                                     const engine::DeviceSpec& base);
 
 // Retries `fn` after transient read errors (kIoError) up to `retries` more times, sleeping
 // `delay_seconds` (doubled each time) between attempts; stops early when `stop` is cancelled.

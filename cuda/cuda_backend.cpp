@@ -2,6 +2,8 @@
 
 #include "cuda/cuda_errors.h"
 #include "cuda/cuda_graph.h"
+#include "cuda/cuda_sliding_window.h"
+#include "engine/sliding_window.h"
 
 #include <fmt/format.h>
 
@@ -24,8 +26,30 @@ class CudaBackend final : public engine::Backend {
                 return capability_ >= 70;
             case engine::Precision::kBFloat16:
                 return capability_ >= 80;
+            case engine::Precision::kAuto:
+                return false;
         }
         return false;
+    }
+
+    engine::PrecisionChoice autoPrecision() const override {
+        engine::PrecisionChoice choice = cudaAutoPrecision(capability_);
+        choice.reason = description_ + ": " + choice.reason;
+        return choice;
+    }
+
+    Status supportsNode(const engine::Graph& graph, const engine::Node& node) const override {
+        return cudaSupportsNode(graph, node);
+    }
+
+    Result<std::unique_ptr<engine::VolumeInference>> makeSlidingWindow(
+        const std::vector<const engine::Graph*>& graphs, int64_t channels,
+        const engine::SlidingWindowOptions& options) override {
+        if (!supportsPrecision(options.compile.precision))
+            return unsupported(fmt::format(
+                "{} needs a newer GPU than {} (sm_{}): use --precision fp32",
+                engine::precisionName(options.compile.precision), description_, capability_));
+        return makeCudaVolumeInference(graphs, channels, options, device_);
     }
 
     Result<std::unique_ptr<engine::CompiledGraph>> compile(
@@ -71,16 +95,14 @@ Result<std::unique_ptr<engine::Backend>> makeCudaBackend(int device) {
         new CudaBackend(device, capability, std::move(description)));
 }
 
-Result<engine::Precision> resolvePrecision(const std::string& name, int device) {
-    if (name != "auto") return engine::parsePrecision(name);
-    VOXSEG_ASSIGN_OR_RETURN(int count, usableDeviceCount());
-    if (device < 0 || device >= count)
-        return Status(StatusCode::kNotFound, fmt::format("CUDA device {} does not exist", device),
-                      "cuda");
-    VOXSEG_ASSIGN_OR_RETURN(int capability, computeCapability(device));
-    if (capability >= 80) return engine::Precision::kBFloat16;
-    if (capability >= 70) return engine::Precision::kFloat16;
-    return engine::Precision::kFloat32;
+engine::PrecisionChoice cudaAutoPrecision(int capability) {
+    const std::string sm = fmt::format("sm_{}", capability);
+    if (capability >= 80)
+        return {engine::Precision::kBFloat16,
+                sm + " has bf16 tensor cores (float32 accumulation; fp32's range)"};
+    if (capability >= 70)
+        return {engine::Precision::kFloat16, sm + " has fp16 tensor cores but no bf16"};
+    return {engine::Precision::kFloat32, sm + " has no tensor cores"};
 }
 
 }  // namespace voxseg::cuda

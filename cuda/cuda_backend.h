@@ -4,6 +4,8 @@
 //
 // Ownership: makeCudaBackend returns a Backend that owns a cuDNN algorithm cache shared by the
 // graphs it compiles; each CompiledGraph owns its device memory, stream and cuDNN handle.
+// Whole volumes run through the CUDA sliding window (cuda_sliding_window.h: patches, ensembles and
+// mirroring on the device), which Backend::makeSlidingWindow returns for 3D patches.
 // Thread safety: the Backend may be shared; a CompiledGraph is used by one thread at a time.
 // Units: host tensors are float32 NCDHW, as the Backend contract says.
 #pragma once
@@ -20,8 +22,9 @@ namespace voxseg::cuda {
 // older than the CUDA runtime, no device) or `device` does not exist.
 Result<std::unique_ptr<engine::Backend>> makeCudaBackend(int device = 0);
 
-// "fp32" | "fp16" | "bf16" | "auto" (bf16 where the device has it, sm_80+; else fp16 on sm_70+;
-// else fp32).
-Result<engine::Precision> resolvePrecision(const std::string& name, int device = 0);
+// The cuda backend's "auto" precision (Backend::autoPrecision) for compute capability
+// `capability` (major * 10 + minor): bf16 on sm_80+, fp16 on sm_70+ (tensor cores, float32
+// accumulation), else fp32. Pure, so it is tested without a GPU.
+engine::PrecisionChoice cudaAutoPrecision(int capability);
 
 }  // namespace voxseg::cuda

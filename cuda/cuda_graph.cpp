@@ -172,120 +172,112 @@ Result<std::vector<float>> perChannel(const Graph& g, const Node& node, ValueId 
     return v;
 }
 
+}  // namespace
+
+Status cudaSupportsNode(const Graph& g, const Node& node) {
+    // Activations are rank-5 (N, C, D, H, W) values the graph computes (shapes as inferred).
+    auto activation5 = [&](ValueId id) -> Status {
+        if (id < 0 || g.isConstant(id)) return Status::ok();
+        const Shape& s = g.values[id].shape;
+        if (s.size() != 5)
+            return nodeError(node, StatusCode::kUnsupported,
+                             fmt::format("value '{}' has shape {}: the CUDA backend runs 3D "
+                                         "networks (N, C, D, H, W) only",
+                                         g.values[id].name, engine::shapeToString(s)));
+        return Status::ok();
+    };
+    for (ValueId in : node.inputs) VOXSEG_RETURN_IF_ERROR(activation5(in));
+    for (ValueId out : node.outputs) VOXSEG_RETURN_IF_ERROR(activation5(out));
+    if (node.fused_residual >= 0) {
+        VOXSEG_RETURN_IF_ERROR(activation5(node.fused_residual));
+        if (!node.outputs.empty() &&
+            g.values[node.fused_residual].shape != g.values[node.outputs[0]].shape)
+            return nodeError(node, StatusCode::kUnsupported, "fused residual of another shape");
+    }
+    const int64_t channels = !node.outputs.empty() && g.values[node.outputs[0]].shape.size() == 5
+                                 ? g.values[node.outputs[0]].shape[1]
+                                 : 0;
+    if (node.fused_activation == engine::ActivationKind::kPRelu)
+        VOXSEG_RETURN_IF_ERROR(
+            perChannel(g, node, node.fused_prelu_slope, channels, "PReLU slope").status());
+    switch (node.op) {
+        case OpKind::kConv:
+        case OpKind::kConvTranspose:
+            if (node.conv.spatial_rank != 3 || node.conv.kernel.size() != 3)
+                return nodeError(node, StatusCode::kUnsupported,
+                                 "only 3D convolutions run on CUDA");
+            if (!g.isConstant(node.inputs[1]))
+                return nodeError(node, StatusCode::kUnsupported, "weights must be constant");
+            return Status::ok();
+        case OpKind::kConcat:
+            if (!(node.axis == 1 || node.axis == -4))
+                return nodeError(node, StatusCode::kUnsupported,
+                                 "only channel concatenation runs on CUDA");
+            return Status::ok();
+        case OpKind::kSoftmax:
+            if (!(node.axis == 1 || node.axis == -4))
+                return nodeError(node, StatusCode::kUnsupported,
+                                 "softmax over an axis other than channels");
+            return Status::ok();
+        case OpKind::kAdd:
+        case OpKind::kSub:
+        case OpKind::kMul:
+        case OpKind::kDiv: {
+            const bool c0 = g.isConstant(node.inputs[0]), c1 = g.isConstant(node.inputs[1]);
+            if (c0 && c1) return nodeError(node, StatusCode::kUnsupported, "constant-only op");
+            if (!c0 && !c1) {
+                const Shape& a = g.values[node.inputs[0]].shape;
+                const Shape& b = g.values[node.inputs[1]].shape;
+                if (a != b)
+                    return nodeError(node, StatusCode::kUnsupported,
+                                     "broadcasting between activations " +
+                                         engine::shapeToString(a) + " and " +
+                                         engine::shapeToString(b) + " is not supported on CUDA");
+                return Status::ok();
+            }
+            if (c0 && node.op == OpKind::kDiv)
+                return nodeError(node, StatusCode::kUnsupported, "constant / activation");
+            return perChannel(g, node, node.inputs[c0 ? 0 : 1], channels, "constant operand")
+                .status();
+        }
+        case OpKind::kInstanceNorm:
+        case OpKind::kBatchNorm:
+        case OpKind::kRelu:
+        case OpKind::kLeakyRelu:
+        case OpKind::kPRelu:
+        case OpKind::kSigmoid:
+        case OpKind::kTanh:
+        case OpKind::kClip:
+        case OpKind::kIdentity:
+            return Status::ok();
+        default:
+            return nodeError(node, StatusCode::kUnsupported,
+                             "op not implemented by the CUDA backend (use --device cpu)");
+    }
+}
+
+namespace {
+
+// The planner's dims come from Graph's own shape inference (engine/graph.cpp), run by compile()
+// on a copy of the graph for the requested input shapes; here they are only checked (every node
+// one cudaSupportsNode accepts) and read as rank-5 activations.
 Status Planner::inferShapes(const std::vector<Shape>& input_shapes) {
     dims_.assign(g_.values.size(), {});
     has_dims_.assign(g_.values.size(), false);
     if (input_shapes.size() != g_.inputs.size())
         return invalidArgument(fmt::format("graph has {} inputs, {} shapes given", g_.inputs.size(),
                                            input_shapes.size()));
-    for (size_t i = 0; i < g_.inputs.size(); ++i) {
-        const Shape& s = input_shapes[i];
-        if (s.size() != 5) {
-            const std::string msg = fmt::format(
-                "input '{}' has shape {}: the CUDA backend runs 3D networks (N, C, D, H, W) only",
-                g_.values[g_.inputs[i]].name, engine::shapeToString(s));
-            for (const Node& node : g_.nodes)  // name the first node that reads it
-                if (std::find(node.inputs.begin(), node.inputs.end(), g_.inputs[i]) !=
-                    node.inputs.end())
-                    return nodeError(node, StatusCode::kUnsupported, msg);
-            return unsupported(msg);
-        }
-        dims_[g_.inputs[i]] = {s[0], s[1], s[2], s[3], s[4]};
-        has_dims_[g_.inputs[i]] = true;
-    }
+    auto take = [&](ValueId id) {
+        const Shape& s = g_.values[id].shape;
+        if (s.size() != 5) return;
+        dims_[id] = {s[0], s[1], s[2], s[3], s[4]};
+        has_dims_[id] = true;
+    };
+    for (ValueId id : g_.inputs) take(id);
     for (const Node& node : g_.nodes) {
-        auto in = [&](size_t k) -> Result<Dims> {
-            if (k >= node.inputs.size() || node.inputs[k] < 0 || !has_dims_[node.inputs[k]])
-                return nodeError(node, StatusCode::kUnsupported,
-                                 "input " + std::to_string(k) + " is not a rank-5 activation");
-            return dims_[node.inputs[k]];
-        };
-        Dims out;
-        switch (node.op) {
-            case OpKind::kConv:
-            case OpKind::kConvTranspose: {
-                VOXSEG_ASSIGN_OR_RETURN(Dims x, in(0));
-                const auto& a = node.conv;
-                if (a.spatial_rank != 3 || a.kernel.size() != 3)
-                    return nodeError(node, StatusCode::kUnsupported,
-                                     "only 3D convolutions run on CUDA");
-                if (!g_.isConstant(node.inputs[1]))
-                    return nodeError(node, StatusCode::kUnsupported, "weights must be constant");
-                const Shape& ws = g_.constant(node.inputs[1]).shape();
-                out = x;
-                out.c = node.op == OpKind::kConv ? ws[0] : ws[1] * a.group;
-                int64_t* sp[3] = {&out.d, &out.h, &out.w};
-                const int64_t xs[3] = {x.d, x.h, x.w};
-                for (int i = 0; i < 3; ++i) {
-                    const int64_t dil = a.dilations.empty() ? 1 : a.dilations[i];
-                    const int64_t st = a.strides.empty() ? 1 : a.strides[i];
-                    const int64_t pb = a.pads_begin.empty() ? 0 : a.pads_begin[i];
-                    const int64_t pe = a.pads_end.empty() ? 0 : a.pads_end[i];
-                    const int64_t eff = dil * (a.kernel[i] - 1) + 1;
-                    if (node.op == OpKind::kConv) {
-                        *sp[i] = (xs[i] + pb + pe - eff) / st + 1;
-                    } else {
-                        const int64_t op = a.output_padding.empty() ? 0 : a.output_padding[i];
-                        *sp[i] = (xs[i] - 1) * st - pb - pe + eff + op;
-                    }
-                    if (*sp[i] <= 0)
-                        return nodeError(node, StatusCode::kInvalidArgument,
-                                         "input " + x.str() + " is too small for this convolution");
-                }
-                break;
-            }
-            case OpKind::kConcat: {
-                VOXSEG_ASSIGN_OR_RETURN(out, in(0));
-                if (!(node.axis == 1 || node.axis == -4))
-                    return nodeError(node, StatusCode::kUnsupported,
-                                     "only channel concatenation runs on CUDA");
-                for (size_t k = 1; k < node.inputs.size(); ++k) {
-                    VOXSEG_ASSIGN_OR_RETURN(Dims o, in(k));
-                    if (o.n != out.n || o.d != out.d || o.h != out.h || o.w != out.w)
-                        return nodeError(node, StatusCode::kInvalidArgument,
-                                         "inputs " + out.str() + " and " + o.str() + " differ");
-                    out.c += o.c;
-                }
-                break;
-            }
-            case OpKind::kAdd:
-            case OpKind::kSub:
-            case OpKind::kMul:
-            case OpKind::kDiv: {
-                const bool c0 = g_.isConstant(node.inputs[0]), c1 = g_.isConstant(node.inputs[1]);
-                if (c0 && c1) return nodeError(node, StatusCode::kUnsupported, "constant-only op");
-                VOXSEG_ASSIGN_OR_RETURN(out, in(c0 ? 1 : 0));
-                if (!c0 && !c1) {
-                    VOXSEG_ASSIGN_OR_RETURN(Dims o, in(1));
-                    if (!(o == out))
-                        return nodeError(node, StatusCode::kUnsupported,
-                                         "broadcasting between activations " + out.str() + " and " +
-                                             o.str() + " is not supported on CUDA");
-                }
-                break;
-            }
-            case OpKind::kInstanceNorm:
-            case OpKind::kBatchNorm:
-            case OpKind::kRelu:
-            case OpKind::kLeakyRelu:
-            case OpKind::kPRelu:
-            case OpKind::kSigmoid:
-            case OpKind::kTanh:
-            case OpKind::kClip:
-            case OpKind::kIdentity:
-            case OpKind::kSoftmax: {
-                VOXSEG_ASSIGN_OR_RETURN(out, in(0));
-                break;
-            }
-            default:
-                return nodeError(node, StatusCode::kUnsupported,
-                                 "op not implemented by the CUDA backend (use --device cpu)");
-        }
-        for (ValueId o : node.outputs) {
-            if (o < 0) continue;
-            dims_[o] = out;
-            has_dims_[o] = true;
-        }
+        VOXSEG_RETURN_IF_ERROR(cudaSupportsNode(g_, node));
+        for (ValueId o : node.outputs)
+            if (o >= 0) take(o);
     }
     for (ValueId o : g_.outputs)
         if (!has_dims_[o])
@@ -762,8 +754,16 @@ Result<std::unique_ptr<CudaCompiledGraph>> CudaCompiledGraph::compile(
     cg->storage_ = options.precision == engine::Precision::kFloat16    ? StorageType::kFloat16
                    : options.precision == engine::Precision::kBFloat16 ? StorageType::kBFloat16
                                                                        : StorageType::kFloat32;
+    // Input ranks first, with the CUDA backend's own message; then Graph's shape inference.
+    for (size_t i = 0; i < graph.inputs.size() && i < input_shapes.size(); ++i)
+        if (input_shapes[i].size() != 5)
+            return unsupported(fmt::format(
+                "input '{}' has shape {}: the CUDA backend runs 3D networks (N, C, D, H, W) only",
+                graph.values[graph.inputs[i]].name, engine::shapeToString(input_shapes[i])));
+    Graph shaped = graph;
+    VOXSEG_RETURN_IF_ERROR(shaped.inferShapes(input_shapes));
     VOXSEG_CUDA_CHECK(cudaSetDevice(cg->device_));
-    Planner planner(graph, cg->storage_);
+    Planner planner(shaped, cg->storage_);
     VOXSEG_RETURN_IF_ERROR(planner.plan(input_shapes));
     cg->input_shapes_ = input_shapes;
     for (ValueId o : graph.outputs) {

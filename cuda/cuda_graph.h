@@ -22,6 +22,11 @@
 
 namespace voxseg::cuda {
 
+// Whether CudaCompiledGraph lowers `node` (op, attributes, and the shapes in g.values as Graph's
+// shape inference left them): ok, or kUnsupported naming the node, the op and why. The backend's
+// supportsNode and the planner both ask this, so they cannot disagree.
+Status cudaSupportsNode(const engine::Graph& g, const engine::Node& node);
+
 class CudaCompiledGraph final : public engine::CompiledGraph {
   public:
     static Result<std::unique_ptr<CudaCompiledGraph>> compile(

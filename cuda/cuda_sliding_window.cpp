@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 namespace voxseg::cuda {
@@ -34,16 +35,19 @@ struct CudaSlidingWindow::Impl {
     int64_t channels = 0;
     int batch = 1;
     AlgoCache cache;
-    std::unique_ptr<CudaCompiledGraph> graph;
+    std::vector<std::unique_ptr<CudaCompiledGraph>> graphs;  // ensemble members
+    std::vector<int> flips;                                  // TTA flip masks (0: none)
     int64_t classes = 0;
     DeviceBuffer gauss, volume, accum, weight_sum, labels, probs;
     PinnedBuffer pinned_in, pinned_labels, pinned_probs;
     cudaStream_t copy_stream = nullptr;
     std::vector<cudaEvent_t> events;
+    cudaEvent_t member_sync = nullptr;  // orders ensemble members' streams (runBatch)
     size_t peak = 0;
 
     ~Impl() {
         for (cudaEvent_t e : events) cudaEventDestroy(e);
+        if (member_sync) cudaEventDestroy(member_sync);
         if (copy_stream) cudaStreamDestroy(copy_stream);
     }
     Result<cudaEvent_t> event(size_t i) {
@@ -68,19 +72,99 @@ struct CudaSlidingWindow::Impl {
         return Status::ok();
     }
     Result<CudaSlidingWindowResult> run(const engine::Tensor& image, const Progress& progress);
+    // One network run over patches [first, first + count) of `origins`, mirrored by `flip`:
+    // gather on `graph`'s input, run, accumulate. Unused slots of the last batch keep old
+    // patches: computed, never accumulated. Members other than graphs[0] have their own stream,
+    // ordered after graphs[0]'s with member_sync both ways.
+    Status runBatch(CudaCompiledGraph& graph, const std::vector<std::array<int64_t, 3>>& origins,
+                    size_t first, size_t count, int flip, Box size, Box pad, Box padded);
 };
+
+Status CudaSlidingWindow::Impl::runBatch(CudaCompiledGraph& graph,
+                                         const std::vector<std::array<int64_t, 3>>& origins,
+                                         size_t first, size_t count, int flip, Box size, Box pad,
+                                         Box padded) {
+    cudaStream_t main = graphs[0]->stream();
+    cudaStream_t own = graph.stream();
+    if (own != main) {
+        VOXSEG_CUDA_CHECK(cudaEventRecord(member_sync, main));
+        VOXSEG_CUDA_CHECK(cudaStreamWaitEvent(own, member_sync, 0));
+    }
+    const auto& p = options.patch;
+    const Box patch{p[0], p[1], p[2]};
+    const View in = graph.inputView(0);
+    const View out = graph.outputView(0);
+    for (size_t i = 0; i < count; ++i) {
+        const auto& o = origins[first + i];
+        VOXSEG_RETURN_IF_ERROR(launchGatherPatch(volume.as<float>(), size, pad, {o[0], o[1], o[2]},
+                                                 patch, in, graph.storage(), int64_t(i), own,
+                                                 flip));
+    }
+    VOXSEG_RETURN_IF_ERROR(graph.runDevice());
+    for (size_t i = 0; i < count; ++i) {
+        const auto& o = origins[first + i];
+        VOXSEG_RETURN_IF_ERROR(launchAccumulatePatch(
+            out, graph.storage(), int64_t(i), gauss.as<float>(), patch, {o[0], o[1], o[2]}, padded,
+            accum.as<float>(), weight_sum.as<float>(), own, flip));
+    }
+    if (own != main) {
+        VOXSEG_CUDA_CHECK(cudaEventRecord(member_sync, own));
+        VOXSEG_CUDA_CHECK(cudaStreamWaitEvent(main, member_sync, 0));
+    }
+    return Status::ok();
+}
 
 CudaSlidingWindow::CudaSlidingWindow(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudaSlidingWindow::~CudaSlidingWindow() = default;
 int CudaSlidingWindow::batch() const { return impl_->batch; }
-std::string CudaSlidingWindow::describe() const { return impl_->graph->describe(); }
-double CudaSlidingWindow::flopsPerPatch() const { return impl_->graph->convFlops() / impl_->batch; }
+int64_t CudaSlidingWindow::numClasses() const { return impl_->classes; }
+std::string CudaSlidingWindow::describe() const {
+    return fmt::format("cuda sliding window (device fp32 accumulators, {} network{}, {} flip{})",
+                       impl_->graphs.size(), impl_->graphs.size() == 1 ? "" : "s",
+                       impl_->flips.size(), impl_->flips.size() == 1 ? "" : "s");
+}
+double CudaSlidingWindow::flopsPerPatch() const {
+    return impl_->graphs[0]->convFlops() / impl_->batch;
+}
+size_t CudaSlidingWindow::workspaceBytes() const {
+    size_t bytes = 0;
+    for (const auto& g : impl_->graphs) bytes += g->workspaceBytes();
+    return bytes;
+}
 size_t CudaSlidingWindow::deviceBytes() const { return impl_->peak; }
 
 Result<std::unique_ptr<CudaSlidingWindow>> CudaSlidingWindow::create(
     const engine::Graph& graph, int64_t channels, const CudaSlidingWindowOptions& options) {
-    if (graph.inputs.size() != 1 || graph.outputs.empty())
-        return invalidArgument("sliding window needs a graph with one input");
+    return create(std::vector<const engine::Graph*>{&graph}, channels, options);
+}
+
+namespace {
+
+// Every combination of flips of `axes` as bit masks, 0 (no flip) first, as the host window.
+Result<std::vector<int>> flipMasks(const std::vector<int>& axes) {
+    int all = 0;
+    for (int a : axes) {
+        if (a < 0 || a > 2)
+            return invalidArgument(fmt::format("mirror axis {} is not a spatial axis (0..2)", a));
+        if ((all >> a) & 1)
+            return invalidArgument(fmt::format("mirror axis {} is listed twice", a));
+        all |= 1 << a;
+    }
+    std::vector<int> masks;
+    for (int m = 0; m <= all; ++m)
+        if ((m & ~all) == 0) masks.push_back(m);
+    return masks;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CudaSlidingWindow>> CudaSlidingWindow::create(
+    const std::vector<const engine::Graph*>& graphs, int64_t channels,
+    const CudaSlidingWindowOptions& options) {
+    if (graphs.empty()) return invalidArgument("sliding window needs a network");
+    for (const engine::Graph* graph : graphs)
+        if (graph->inputs.size() != 1 || graph->outputs.empty())
+            return invalidArgument("sliding window needs a graph with one input");
     for (int64_t p : options.patch)
         if (p <= 0) return invalidArgument("patch size must be positive");
     if (options.overlap < 0.0 || options.overlap >= 1.0)
@@ -88,6 +172,7 @@ Result<std::unique_ptr<CudaSlidingWindow>> CudaSlidingWindow::create(
     auto impl = std::make_unique<Impl>();
     impl->options = options;
     impl->channels = channels;
+    VOXSEG_ASSIGN_OR_RETURN(impl->flips, flipMasks(options.mirror_axes));
     VOXSEG_CUDA_CHECK(cudaSetDevice(options.device));
     engine::CompileOptions copts;
     copts.precision = options.precision;
@@ -96,32 +181,47 @@ Result<std::unique_ptr<CudaSlidingWindow>> CudaSlidingWindow::create(
     for (;;) {
         const engine::Shape shape{batch, channels, options.patch[0], options.patch[1],
                                   options.patch[2]};
-        auto compiled = CudaCompiledGraph::compile(graph, {shape}, copts, impl->cache);
-        if (compiled.isOk()) {
-            impl->graph = std::move(compiled).value();
-            break;
+        impl->graphs.clear();
+        Status failed = Status::ok();
+        for (const engine::Graph* graph : graphs) {
+            auto compiled = CudaCompiledGraph::compile(*graph, {shape}, copts, impl->cache);
+            if (!compiled.isOk()) {
+                failed = compiled.status();
+                break;
+            }
+            impl->graphs.push_back(std::move(compiled).value());
         }
-        if (compiled.status().code() != StatusCode::kOutOfMemory || batch == 1)
-            return compiled.status();
+        if (failed.isOk()) break;
+        if (failed.code() != StatusCode::kOutOfMemory || batch == 1) return failed;
         log::warning("cuda", "batch of {} patches does not fit in GPU memory; retrying with {}",
                      batch, batch / 2);
         batch /= 2;
     }
     impl->batch = batch;
-    const auto& out = impl->graph->outputShapes()[0];
-    if (out.size() != 5 || out[2] != options.patch[0] || out[3] != options.patch[1] ||
-        out[4] != options.patch[2])
-        return invalidArgument("network output " + engine::shapeToString(out) +
-                               " does not have the patch size: not a segmentation network");
-    impl->classes = out[1];
+    for (size_t m = 0; m < impl->graphs.size(); ++m) {
+        const auto& out = impl->graphs[m]->outputShapes()[0];
+        if (out.size() != 5 || out[2] != options.patch[0] || out[3] != options.patch[1] ||
+            out[4] != options.patch[2])
+            return invalidArgument("network output " + engine::shapeToString(out) +
+                                   " does not have the patch size: not a segmentation network");
+        if (m == 0) impl->classes = out[1];
+        if (out[1] != impl->classes)
+            return invalidArgument(
+                fmt::format("network {} of the ensemble has {} output channels, network 1 has {}",
+                            m + 1, out[1], impl->classes));
+    }
     const std::vector<float> importance =
-        engine::importanceMap({options.patch[0], options.patch[1], options.patch[2]},
-                              options.sigma_scale, options.convention);
+        options.gaussian
+            ? engine::importanceMap({options.patch[0], options.patch[1], options.patch[2]},
+                                    options.sigma_scale, options.convention)
+            : std::vector<float>(size_t(options.patch[0] * options.patch[1] * options.patch[2]),
+                                 1.0f);
     VOXSEG_ASSIGN_OR_RETURN(
         impl->gauss, DeviceBuffer::allocate(importance.size() * sizeof(float), "importance map"));
     VOXSEG_CUDA_CHECK(cudaMemcpy(impl->gauss.data(), importance.data(),
                                  importance.size() * sizeof(float), cudaMemcpyHostToDevice));
     VOXSEG_CUDA_CHECK(cudaStreamCreateWithFlags(&impl->copy_stream, cudaStreamNonBlocking));
+    VOXSEG_CUDA_CHECK(cudaEventCreateWithFlags(&impl->member_sync, cudaEventDisableTiming));
     return std::unique_ptr<CudaSlidingWindow>(new CudaSlidingWindow(std::move(impl)));
 }
 
@@ -137,10 +237,10 @@ Result<CudaSlidingWindowResult> CudaSlidingWindow::Impl::run(const engine::Tenso
                                            channels, engine::dtypeName(image.dtype()),
                                            engine::shapeToString(image.shape())));
     VOXSEG_CUDA_CHECK(cudaSetDevice(options.device));
-    cudaStream_t stream = graph->stream();
+    // The first member's stream orders the window's work (runBatch syncs the others with it).
+    cudaStream_t stream = graphs[0]->stream();
     const Box size{image.dim(1), image.dim(2), image.dim(3)};
     const auto& p = options.patch;
-    const Box patch{p[0], p[1], p[2]};
     Box padded{std::max(size.d, p[0]), std::max(size.h, p[1]), std::max(size.w, p[2])};
     const Box pad{(padded.d - size.d) / 2, (padded.h - size.h) / 2, (padded.w - size.w) / 2};
     const int64_t vox = size.d * size.h * size.w;
@@ -184,8 +284,6 @@ Result<CudaSlidingWindowResult> CudaSlidingWindow::Impl::run(const engine::Tenso
 
     const auto origins =
         patchOrigins({padded.d, padded.h, padded.w}, p, options.overlap, options.convention);
-    const View in = graph->inputView(0);
-    const View out = graph->outputView(0);
     int64_t waited_slab = -1;
     int64_t finished_z = 0;  // unpadded slices already normalised and sent down
     const size_t slab_events = size_t(slabs);
@@ -228,18 +326,12 @@ Result<CudaSlidingWindowResult> CudaSlidingWindow::Impl::run(const engine::Tenso
         for (int64_t s = waited_slab + 1; s <= slab_need; ++s)
             VOXSEG_CUDA_CHECK(cudaStreamWaitEvent(stream, events[size_t(s)], 0));
         waited_slab = std::max(waited_slab, slab_need);
-        for (size_t i = 0; i < count; ++i) {
-            const auto& o = origins[first + i];
-            VOXSEG_RETURN_IF_ERROR(launchGatherPatch(dev, size, pad, {o[0], o[1], o[2]}, patch, in,
-                                                     graph->storage(), int64_t(i), stream));
-        }
-        // Unused slots of the last batch keep old patches: computed, never accumulated.
-        VOXSEG_RETURN_IF_ERROR(graph->runDevice());
-        for (size_t i = 0; i < count; ++i) {
-            const auto& o = origins[first + i];
-            VOXSEG_RETURN_IF_ERROR(launchAccumulatePatch(
-                out, graph->storage(), int64_t(i), gauss.as<float>(), patch, {o[0], o[1], o[2]},
-                padded, accum.as<float>(), weight_sum.as<float>(), stream));
+        for (const auto& graph : graphs) {
+            for (int flip : flips) {
+                VOXSEG_RETURN_IF_ERROR(
+                    runBatch(*graph, origins, first, count, flip, size, pad, padded));
+                ++result.forward_passes;
+            }
         }
         // Slices before the next patch's start are final: normalise and download them now.
         const size_t next = first + count;
@@ -261,6 +353,78 @@ Result<CudaSlidingWindowResult> CudaSlidingWindow::Impl::run(const engine::Tenso
     VOXSEG_RETURN_IF_ERROR(deviceMemoryInfo(&free_bytes, &total_bytes));
     peak = std::max(peak, total_bytes - free_bytes);
     return result;
+}
+
+namespace {
+
+// The product path: engine::VolumeInference over a CudaSlidingWindow returning the averaged
+// logits (the pipeline resamples them to the input grid on the host).
+class CudaVolumeInference final : public engine::VolumeInference {
+  public:
+    CudaVolumeInference(std::unique_ptr<CudaSlidingWindow> window,
+                        const engine::SlidingWindowOptions& options)
+        : window_(std::move(window)),
+          patch_(options.patch_size),
+          overlap_(options.overlap),
+          convention_(options.convention) {}
+
+    Result<engine::Tensor> run(const engine::Tensor& image, const Progress& progress,
+                               engine::SlidingWindowStats* stats) override {
+        const auto t0 = std::chrono::steady_clock::now();
+        VOXSEG_ASSIGN_OR_RETURN(CudaSlidingWindowResult r, window_->run(image, progress));
+        if (stats) {
+            *stats = {};
+            stats->patches = r.patches;
+            stats->forward_passes = r.forward_passes;
+            stats->seconds =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            int64_t padded_voxels = 1;
+            for (int a = 0; a < 3; ++a) {
+                const int64_t padded = std::max(image.dim(a + 1), patch_[size_t(a)]);
+                padded_voxels *= padded;
+                stats->grid.push_back(int64_t(
+                    engine::windowStarts(padded, patch_[size_t(a)], overlap_, convention_).size()));
+            }
+            // On the device: K class sums + one weight volume, float32.
+            stats->accumulator_bytes = size_t((window_->numClasses() + 1) * padded_voxels) * 4;
+            stats->workspace_bytes = window_->workspaceBytes();
+        }
+        return std::move(r.probabilities);
+    }
+    int64_t numClasses() const override { return window_->numClasses(); }
+    engine::DType accumulator() const override { return engine::DType::kFloat32; }
+    std::string describe() const override { return window_->describe(); }
+
+  private:
+    std::unique_ptr<CudaSlidingWindow> window_;
+    std::vector<int64_t> patch_;
+    double overlap_;
+    engine::WindowConvention convention_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<engine::VolumeInference>> makeCudaVolumeInference(
+    const std::vector<const engine::Graph*>& graphs, int64_t channels,
+    const engine::SlidingWindowOptions& options, int device) {
+    VOXSEG_RETURN_IF_ERROR(engine::validateSlidingWindowOptions(options, {}));
+    if (options.patch_size.size() != 3)
+        return unsupported("the cuda sliding window runs 3D patches; patch_size " +
+                           engine::shapeToString(options.patch_size) + " is not 3D");
+    CudaSlidingWindowOptions o;
+    for (int a = 0; a < 3; ++a) o.patch[size_t(a)] = options.patch_size[size_t(a)];
+    o.overlap = options.overlap;
+    o.gaussian = options.gaussian;
+    o.sigma_scale = float(options.sigma_scale);
+    o.mirror_axes = options.mirror_axes;
+    o.convention = options.convention;
+    o.batch = options.batch;
+    o.precision = options.compile.precision;
+    o.device = device;
+    o.return_probabilities = true;
+    VOXSEG_ASSIGN_OR_RETURN(auto window, CudaSlidingWindow::create(graphs, channels, o));
+    return std::unique_ptr<engine::VolumeInference>(
+        std::make_unique<CudaVolumeInference>(std::move(window), options));
 }
 
 Result<CudaSlidingWindowResult> slidingWindowCuda(const engine::Graph& graph,

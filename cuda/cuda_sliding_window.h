@@ -3,7 +3,13 @@
 // gathered on the device into batches, the network runs on them, Gaussian-weighted logits are
 // accumulated into float32 volumes on the device, and normalisation + argmax run on the device
 // slab by slab as rows of patches complete, so that the label download overlaps the remaining
-// compute. Only the label map (and optionally the probabilities) comes back.
+// compute. Only the label map (and optionally the probabilities) comes back. Ensembles (every
+// member runs on each batch) and test-time mirroring (each flip gathered mirrored and added back
+// mirrored) add into the same accumulators, so the result is the mean over members and flips,
+// as the host window computes it.
+//
+// This is the path `voxseg segment --device cuda` takes: the cuda backend's
+// Backend::makeSlidingWindow returns makeCudaVolumeInference's adapter.
 //
 // The patch grid, the importance map and the zero padding of volumes smaller than a patch are the
 // host sliding window's (engine/sliding_window.h: windowStarts, importanceMap, nnU-Net or MONAI
@@ -30,7 +36,9 @@ namespace voxseg::cuda {
 struct CudaSlidingWindowOptions {
     std::array<int64_t, 3> patch{128, 128, 128};
     double overlap = 0.5;
+    bool gaussian = true;  // false: every voxel of a patch weighs 1
     float sigma_scale = 0.125f;
+    std::vector<int> mirror_axes;  // spatial axes (0 = D, 1 = H, 2 = W) mirrored for TTA
     engine::WindowConvention convention = engine::WindowConvention::kNnUNet;
     int batch = 2;  // patches per network run; halved on out-of-memory (with a warning)
     engine::Precision precision = engine::Precision::kBFloat16;
@@ -42,7 +50,8 @@ struct CudaSlidingWindowResult {
     std::vector<uint16_t> labels;  // D*H*W, argmax over classes
     engine::Tensor probabilities;  // K,D,H,W weight-averaged logits, when asked for
     int64_t patches = 0;
-    int batch = 0;  // batch actually used
+    int64_t forward_passes = 0;  // network runs (batches x members x flips)
+    int batch = 0;               // batch actually used
 };
 
 // Patch start positions (z, y, x) over a (padded) volume, z-major (engine::windowStarts per axis).
@@ -56,13 +65,19 @@ class CudaSlidingWindow {
     // options.batch patches, halving the batch on out-of-memory down to 1.
     static Result<std::unique_ptr<CudaSlidingWindow>> create(
         const engine::Graph& graph, int64_t channels, const CudaSlidingWindowOptions& options);
+    // An ensemble: every graph runs on each batch; their outputs must agree in classes.
+    static Result<std::unique_ptr<CudaSlidingWindow>> create(
+        const std::vector<const engine::Graph*>& graphs, int64_t channels,
+        const CudaSlidingWindowOptions& options);
     ~CudaSlidingWindow();
 
     Result<CudaSlidingWindowResult> run(const engine::Tensor& image, const Progress& progress = {});
 
     int batch() const;
+    int64_t numClasses() const;
     std::string describe() const;
-    double flopsPerPatch() const;
+    double flopsPerPatch() const;   // first member, one pass
+    size_t workspaceBytes() const;  // compiled graphs' arenas and workspaces
     // Peak device memory held by this object after the last run (bytes).
     size_t deviceBytes() const;
 
@@ -72,6 +87,13 @@ class CudaSlidingWindow {
     explicit CudaSlidingWindow(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
 };
+
+// The VolumeInference (engine/sliding_window.h) of `voxseg segment --device cuda`: the host
+// window's options (patch rank 3; the host accumulator type does not apply: the device sums in
+// float32) on GPU `device`; run() returns the K,D,H,W weighted-mean logits and fills the stats.
+Result<std::unique_ptr<engine::VolumeInference>> makeCudaVolumeInference(
+    const std::vector<const engine::Graph*>& graphs, int64_t channels,
+    const engine::SlidingWindowOptions& options, int device);
 
 // One call: create + run.
 Result<CudaSlidingWindowResult> slidingWindowCuda(const engine::Graph& graph,

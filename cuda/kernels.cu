@@ -257,12 +257,14 @@ __global__ void binaryKernel(const T* a, int64_t a_ldc, int64_t a_off, const T* 
 template <typename T>
 __global__ void gatherPatchKernel(const float* __restrict__ vol, int64_t channels, Box size,
                                   Box pad, Box origin, Box p, T* __restrict__ dst, int64_t ldc,
-                                  int64_t slot) {
+                                  int64_t slot, int flip) {
     const int64_t spatial = p.d * p.h * p.w;
     const int64_t vol_spatial = size.d * size.h * size.w;
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < spatial;
          i += int64_t(gridDim.x) * blockDim.x) {
-        const int64_t z = i / (p.h * p.w), y = (i / p.w) % p.h, x = i % p.w;
+        const int64_t z = math::mirrored(i / (p.h * p.w), p.d, flip, 0),
+                      y = math::mirrored((i / p.w) % p.h, p.h, flip, 1),
+                      x = math::mirrored(i % p.w, p.w, flip, 2);
         const int64_t sz = origin.d + z - pad.d, sy = origin.h + y - pad.h,
                       sx = origin.w + x - pad.w;
         const bool inside =
@@ -280,14 +282,17 @@ template <typename T>
 __global__ void accumulateKernel(const T* __restrict__ logits, int64_t classes, int64_t ldc,
                                  int64_t c_off, int64_t slot, const float* __restrict__ gauss,
                                  Box p, Box origin, Box padded, float* __restrict__ accum,
-                                 float* __restrict__ weight_sum) {
+                                 float* __restrict__ weight_sum, int flip) {
     const int64_t spatial = p.d * p.h * p.w;
     const int64_t vol_spatial = padded.d * padded.h * padded.w;
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < spatial;
          i += int64_t(gridDim.x) * blockDim.x) {
-        const int64_t z = i / (p.h * p.w), y = (i / p.w) % p.h, x = i % p.w;
+        // Output voxel i of a mirrored patch belongs to the mirrored position of the patch.
+        const int64_t z = math::mirrored(i / (p.h * p.w), p.d, flip, 0),
+                      y = math::mirrored((i / p.w) % p.h, p.h, flip, 1),
+                      x = math::mirrored(i % p.w, p.w, flip, 2);
         const int64_t v = ((origin.d + z) * padded.h + origin.h + y) * padded.w + origin.w + x;
-        const float w = gauss[i];
+        const float w = gauss[(z * p.h + y) * p.w + x];
         const T* row = logits + (slot * spatial + i) * ldc + c_off;
         for (int64_t k = 0; k < classes; ++k) accum[k * vol_spatial + v] += w * toFloat(row[k]);
         weight_sum[v] += w;
@@ -442,12 +447,12 @@ Status launchBinary(View a, View b, View y, BinaryOp op, StorageType type, int64
 }
 
 Status launchGatherPatch(const float* volume, Box size, Box pad_before, Box origin, Box patch,
-                         View dst, StorageType type, int64_t slot, cudaStream_t stream) {
+                         View dst, StorageType type, int64_t slot, cudaStream_t stream, int flip) {
     dispatch(type, [&](auto tag) {
         using T = decltype(tag);
         gatherPatchKernel<T><<<blocksFor(patch.d * patch.h * patch.w), kThreads, 0, stream>>>(
             volume, dst.channels, size, pad_before, origin, patch, static_cast<T*>(dst.data),
-            dst.ldc, slot);
+            dst.ldc, slot, flip);
     });
     VOXSEG_CUDA_CHECK_LAUNCH("patch gather kernel");
     return Status::ok();
@@ -455,12 +460,12 @@ Status launchGatherPatch(const float* volume, Box size, Box pad_before, Box orig
 
 Status launchAccumulatePatch(View logits, StorageType type, int64_t slot, const float* gauss,
                              Box patch, Box origin, Box padded, float* accum, float* weight_sum,
-                             cudaStream_t stream) {
+                             cudaStream_t stream, int flip) {
     dispatch(type, [&](auto tag) {
         using T = decltype(tag);
         accumulateKernel<T><<<blocksFor(patch.d * patch.h * patch.w), kThreads, 0, stream>>>(
             static_cast<const T*>(logits.data), logits.channels, logits.ldc, logits.c_offset, slot,
-            gauss, patch, origin, padded, accum, weight_sum);
+            gauss, patch, origin, padded, accum, weight_sum, flip);
     });
     VOXSEG_CUDA_CHECK_LAUNCH("patch accumulation kernel");
     return Status::ok();

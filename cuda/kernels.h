@@ -75,14 +75,17 @@ struct Box {
 
 // Copies the patch at `origin` (in padded coordinates; the volume sits at `pad_before` inside the
 // padded frame, zeros elsewhere) of a C,D,H,W float32 volume into batch slot `slot` of `dst`.
+// `flip` mirrors the patch (bit a: spatial axis a, math::mirrored) for test-time augmentation.
 Status launchGatherPatch(const float* volume, Box size, Box pad_before, Box origin, Box patch,
-                         View dst, StorageType type, int64_t slot, cudaStream_t stream);
+                         View dst, StorageType type, int64_t slot, cudaStream_t stream,
+                         int flip = 0);
 
 // accum[k, padded voxel] += weight * logits[slot][k]; weight_sum += weight (classes =
-// src.channels).
+// src.channels). `flip`: the logits are of a patch gathered with that flip; they are mirrored
+// back as they are added.
 Status launchAccumulatePatch(View logits, StorageType type, int64_t slot, const float* gauss,
                              Box patch, Box origin, Box padded, float* accum, float* weight_sum,
-                             cudaStream_t stream);
+                             cudaStream_t stream, int flip = 0);
 
 // For each voxel of slices [z_begin, z_end) of the unpadded volume: logits / weight_sum (written
 // to `probs`, K,D,H,W, if not nullptr) and labels = argmax over classes (D,H,W).

@@ -115,4 +115,11 @@ VOXSEG_HD int64_t paddedChannels(int64_t c, bool half_precision) {
     return half_precision ? (c + 7) / 8 * 8 : c;
 }
 
+// Test-time mirroring in the sliding window: patch index i along an axis of n voxels reads (and
+// its output writes back to) index n - 1 - i when the axis is mirrored. `flip` bit a (1 << a)
+// mirrors spatial axis a (0 = D, 1 = H, 2 = W).
+VOXSEG_HD int64_t mirrored(int64_t i, int64_t n, int flip, int axis) {
+    return (flip >> axis) & 1 ? n - 1 - i : i;
+}
+
 }  // namespace voxseg::cuda::math

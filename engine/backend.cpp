@@ -1,5 +1,7 @@
 #include "engine/backend.h"
 
+#include "engine/sliding_window.h"
+
 namespace voxseg::engine {
 
 const char* precisionName(Precision p) {
@@ -10,15 +12,61 @@ const char* precisionName(Precision p) {
             return "fp16";
         case Precision::kBFloat16:
             return "bf16";
+        case Precision::kAuto:
+            return "auto";
     }
     return "?";
 }
 
 Result<Precision> parsePrecision(const std::string& name) {
+    if (name == "auto") return Precision::kAuto;
     if (name == "fp32" || name == "float32") return Precision::kFloat32;
     if (name == "fp16" || name == "float16") return Precision::kFloat16;
     if (name == "bf16" || name == "bfloat16") return Precision::kBFloat16;
-    return invalidArgument("unknown precision '" + name + "': use fp32, fp16 or bf16");
+    return invalidArgument("unknown precision '" + name + "': use auto, fp32, fp16 or bf16");
+}
+
+PrecisionChoice Backend::autoPrecision() const {
+    return {Precision::kFloat32, name() + " backend: fp32 is its only fast precision"};
+}
+
+Status Backend::supportsNode(const Graph&, const Node&) const { return Status::ok(); }
+
+Status Backend::supportsGraph(const Graph& graph, const std::vector<Shape>& input_shapes) const {
+    Graph shaped = graph;
+    VOXSEG_RETURN_IF_ERROR(shaped.inferShapes(input_shapes));
+    for (const Node& node : shaped.nodes) VOXSEG_RETURN_IF_ERROR(supportsNode(shaped, node));
+    return Status::ok();
+}
+
+Result<std::unique_ptr<VolumeInference>> Backend::makeSlidingWindow(
+    const std::vector<const Graph*>& graphs, int64_t channels,
+    const SlidingWindowOptions& options) {
+    VOXSEG_ASSIGN_OR_RETURN(auto window, SlidingWindow::create(*this, graphs, channels, options));
+    return std::unique_ptr<VolumeInference>(std::move(window));
+}
+
+Result<PrecisionChoice> choosePrecision(const Backend& backend, Precision requested,
+                                        const ModelPrecisionHints& model, std::string* warning) {
+    const std::string model_says = "model " + model.model +
+                                   " requires fp32 (model.json \"precision\"" +
+                                   (model.reason.empty() ? std::string(")") : "): " + model.reason);
+    if (requested == Precision::kAuto) {
+        if (model.requires_fp32) return PrecisionChoice{Precision::kFloat32, model_says};
+        PrecisionChoice choice = backend.autoPrecision();
+        choice.reason = "auto: " + choice.reason;
+        return choice;
+    }
+    if (!backend.supportsPrecision(requested))
+        return unsupported(std::string("precision ") + precisionName(requested) +
+                               " is not supported by backend " + backend.name() + " (" +
+                               backend.deviceDescription() + "): use --precision fp32 (or auto)",
+                           backend.name());
+    if (model.requires_fp32 && requested != Precision::kFloat32 && warning)
+        *warning = model_says + "; running " + precisionName(requested) +
+                   " as asked: check the labels (tools/check_precision.py)";
+    return PrecisionChoice{requested,
+                           std::string("asked for (--precision ") + precisionName(requested) + ")"};
 }
 
 }  // namespace voxseg::engine

@@ -13,15 +13,35 @@
 #include "engine/graph.h"
 #include "engine/tensor.h"
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace voxseg::engine {
 
-enum class Precision { kFloat32, kFloat16, kBFloat16 };
-const char* precisionName(Precision p);
-Result<Precision> parsePrecision(const std::string& name);  // "fp32" | "fp16" | "bf16"
+struct SlidingWindowOptions;  // engine/sliding_window.h
+class VolumeInference;        // engine/sliding_window.h
+
+// Arithmetic a graph runs in. kAuto is a request only ("let the backend choose", resolved by
+// choosePrecision below); compile() takes a resolved precision.
+enum class Precision { kFloat32, kFloat16, kBFloat16, kAuto };
+const char* precisionName(Precision p);  // "fp32" | "fp16" | "bf16" | "auto"
+// "fp32" | "fp16" | "bf16" | "auto" (also "float32", "float16", "bfloat16").
+Result<Precision> parsePrecision(const std::string& name);
+
+// A precision and the one-line reason it was chosen (logged and written to run.json).
+struct PrecisionChoice {
+    Precision precision = Precision::kFloat32;
+    std::string reason;
+};
+
+// What the model says about precision (model.json "precision", docs/model-package.md).
+struct ModelPrecisionHints {
+    bool requires_fp32 = false;
+    std::string reason;  // the model author's why (may be empty)
+    std::string model;   // model name, for messages
+};
 
 struct CompileOptions {
     Precision precision = Precision::kFloat32;
@@ -56,13 +76,44 @@ class Backend {
     // Human-readable device: "AMD EPYC (avx512_core_bf16), 2 threads", "NVIDIA H200 (sm_90)".
     virtual std::string deviceDescription() const = 0;
     virtual bool supportsPrecision(Precision precision) const = 0;
+    // What "auto" means on this device, and why: the fastest precision whose results agree with
+    // fp32 (docs/perf-cpu.md, "Precision"). Default: fp32.
+    virtual PrecisionChoice autoPrecision() const;
+
+    // Whether compile() lowers `node` of `graph` (op, attributes, and the shapes recorded in
+    // graph.values): ok, or kUnsupported naming the node, the op and the reason. A backend that
+    // says ok here and then refuses the node in compile() has a bug (the parity tests rely on
+    // it). Default: every op (the reference and cpu backends run the whole op set).
+    virtual Status supportsNode(const Graph& graph, const Node& node) const;
+    bool supports(const Graph& graph, const Node& node) const {
+        return supportsNode(graph, node).isOk();
+    }
+    // The first node of `graph`, shaped for `input_shapes` (Graph::inferShapes on a copy), that
+    // supportsNode() refuses, or ok.
+    Status supportsGraph(const Graph& graph, const std::vector<Shape>& input_shapes) const;
 
     // Compiles `graph` for the given input shapes (dim 0 = batch). An op, attribute or precision
     // the backend cannot run is an error naming the node and op, never a silent fallback.
     virtual Result<std::unique_ptr<CompiledGraph>> compile(const Graph& graph,
                                                            const std::vector<Shape>& input_shapes,
                                                            const CompileOptions& options) = 0;
+
+    // The sliding window that runs whole volumes of `graphs` (an ensemble, averaged per patch)
+    // on this backend. Default: the host SlidingWindow (engine/sliding_window.h) over graphs this
+    // backend compiles. A backend with a faster whole-volume path (cuda: patches never leave the
+    // GPU) overrides it; the result is the same weighted mean of logits.
+    virtual Result<std::unique_ptr<VolumeInference>> makeSlidingWindow(
+        const std::vector<const Graph*>& graphs, int64_t channels,
+        const SlidingWindowOptions& options);
 };
+
+// The one precision policy: `requested` (kAuto or explicit) on `backend` for a model.
+// kAuto: fp32 when the model requires it, else backend.autoPrecision(). Explicit: must be
+// supported (else kUnsupported saying to use fp32); a non-fp32 request for a model that requires
+// fp32 runs as asked, with a line in `warning`.
+Result<PrecisionChoice> choosePrecision(const Backend& backend, Precision requested,
+                                        const ModelPrecisionHints& model,
+                                        std::string* warning = nullptr);
 
 // The plain-loop oracle (engine/reference_backend.cpp).
 std::unique_ptr<Backend> makeReferenceBackend();

@@ -15,11 +15,13 @@ namespace {
 
 using cpu::Plan;
 
-bool cpuHasBf16() {
+bool cpuHasIsa(dnnl_cpu_isa_t want) {
     const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-    const auto bf16 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_bf16);
-    return (isa & bf16) == bf16;
+    return (isa & static_cast<unsigned>(want)) == static_cast<unsigned>(want);
 }
+bool cpuHasBf16() { return cpuHasIsa(dnnl_cpu_isa_avx512_core_bf16); }
+// AMX tiles with bf16 (amx_bf16), usable by oneDNN (the OS granted the tile state).
+bool cpuHasAmx() { return cpuHasIsa(dnnl_cpu_isa_avx512_core_amx); }
 
 std::string cpuModel() {
     std::ifstream f("/proc/cpuinfo");
@@ -196,6 +198,10 @@ class CpuBackend : public Backend {
         return false;
     }
 
+    PrecisionChoice autoPrecision() const override {
+        return cpuAutoPrecision(cpuHasAmx(), cpuHasBf16());
+    }
+
     Result<std::unique_ptr<CompiledGraph>> compile(const Graph& graph,
                                                    const std::vector<Shape>& input_shapes,
                                                    const CompileOptions& options) override {
@@ -219,6 +225,18 @@ class CpuBackend : public Backend {
 };
 
 }  // namespace
+
+PrecisionChoice cpuAutoPrecision(bool amx_bf16, bool avx512_bf16) {
+    if (amx_bf16)
+        return {Precision::kBFloat16,
+                "cpu has AMX (amx_bf16): bf16 convolutions run about 3x faster than fp32 and the "
+                "labels agree (docs/perf-cpu.md, \"Precision\")"};
+    if (avx512_bf16)
+        return {Precision::kFloat32,
+                "cpu has avx512_bf16 but no AMX: bf16 measured slower than fp32 there "
+                "(docs/perf-cpu.md); --precision bf16 still runs it"};
+    return {Precision::kFloat32, "cpu has no bf16 instructions (no AMX, no avx512_bf16)"};
+}
 
 std::unique_ptr<Backend> makeCpuBackend() { return std::make_unique<CpuBackend>(); }
 

@@ -129,6 +129,21 @@ void readNormalization(Reader& r, const json& j, const std::string& key, Normali
     }
 }
 
+void readPrecision(Reader& r, const json& j, const std::string& key, PrecisionSpec& out) {
+    if (!r.object(j, key)) return;
+    r.onlyKeys(j, key, {"requires_fp32", "reason"});
+    if (const json* v = r.member(j, key, "requires_fp32", true))
+        out.requires_fp32 = r.boolean(*v, Reader::join(key, "requires_fp32"));
+    if (const json* v = r.member(j, key, "reason", false))
+        out.reason = r.string(*v, Reader::join(key, "reason"), true);
+}
+
+json precisionJson(const PrecisionSpec& spec) {
+    json j{{"requires_fp32", spec.requires_fp32}};
+    if (!spec.reason.empty()) j["reason"] = spec.reason;
+    return j;
+}
+
 // `inference` (version 1 top level, version 2 per stage): sliding-window settings; `rank` is
 // the patch's (mirror axes must be spatial axes of it).
 void readInference(Reader& r, const json& v, const std::string& ikey, int64_t rank,
@@ -207,21 +222,6 @@ void readIntArray(Reader& r, const json& j, const std::string& key, int64_t lo, 
                         std::to_string(out.size()));
 }
 
-json normalizationJson(const Normalization& n) {
-    json j{{"scheme", normalizationSchemeName(n.scheme)}};
-    switch (n.scheme) {
-        case Normalization::Scheme::kCT:
-            j["clip"] = {n.clip_low, n.clip_high};
-            j["mean"] = n.mean;
-            j["std"] = n.std;
-            break;
-        case Normalization::Scheme::kZScore:
-            if (n.nonzero_mask) j["mask"] = "nonzero";
-            break;
-        case Normalization::Scheme::kNone:
-            break;
-        case Normalization::Scheme::kPercentile:
-            j["percentiles"] = {n.percentile_low, n.percentile_high};
 void readChannelName(Reader& r, const json& c, const std::string& key, const json& all, size_t i,
                      ChannelSpec& ch) {
     ch.name = all.size() == 1 ? ch.modality : "channel" + std::to_string(i);
@@ -271,6 +271,21 @@ json seriesMatchJson(const SeriesMatch& m) {
     return j;
 }
 
+json normalizationJson(const Normalization& n) {
+    json j{{"scheme", normalizationSchemeName(n.scheme)}};
+    switch (n.scheme) {
+        case Normalization::Scheme::kCT:
+            j["clip"] = {n.clip_low, n.clip_high};
+            j["mean"] = n.mean;
+            j["std"] = n.std;
+            break;
+        case Normalization::Scheme::kZScore:
+            if (n.nonzero_mask) j["mask"] = "nonzero";
+            break;
+        case Normalization::Scheme::kNone:
+            break;
+        case Normalization::Scheme::kPercentile:
+            j["percentiles"] = {n.percentile_low, n.percentile_high};
             if (!n.percentiles_of.empty()) j["percentiles_of"] = n.percentiles_of;
             if (n.has_range) j["range"] = {n.range_low, n.range_high};
             j["zscore"] = n.zscore;

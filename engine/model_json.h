@@ -163,15 +163,18 @@ std::optional<CodedConcept> readConcept(Reader& r, const json& j, const std::str
 json conceptJson(const CodedConcept& c);
 void readIntArray(Reader& r, const json& j, const std::string& key, int64_t lo, int64_t hi,
                   std::vector<int64_t>& out);
+// `precision`: {"requires_fp32": bool, "reason": string}.
+void readPrecision(Reader& r, const json& j, const std::string& key, PrecisionSpec& out);
+json precisionJson(const PrecisionSpec& spec);
 json normalizationJson(const Normalization& n);
-json inferenceJson(const InferenceSpec& inf);
-
-// Format version 2 (engine/model_stages.cpp): `stages` and `measurements`, their JSON form,
 // channels[i].name (default: the modality for one channel, "channel<i>" for several) and
 // channels[i].match (series selection rules); `all` is the channels array.
 void readChannelName(Reader& r, const json& c, const std::string& key, const json& all, size_t i,
                      ChannelSpec& ch);
 json seriesMatchJson(const SeriesMatch& m);
+json inferenceJson(const InferenceSpec& inf);
+
+// Format version 2 (engine/model_stages.cpp): `stages` and `measurements`, their JSON form,
 // and the import of each stage's network with its shapes checked.
 void readStages(Reader& r, const json& root, ModelPackage& p);
 json stageJson(const StageSpec& st);

@@ -134,7 +134,7 @@ Result<ModelPackage> parseModelPackage(const std::string& json_text, const std::
         r.onlyKeys(root, "",
                    {"format_version", "name", "version", "description", "license", "attribution",
                     "citation", "channels", "axis_order", "orientation", "labels", "stages",
-                    "measurements"});
+                    "measurements", "precision"});
     } else {
         for (const char* k : {"stages", "measurements", "citation"})
             if (root.contains(k))
@@ -142,7 +142,7 @@ Result<ModelPackage> parseModelPackage(const std::string& json_text, const std::
         r.onlyKeys(root, "",
                    {"format_version", "name", "version", "description", "license", "attribution",
                     "channels", "spacing_mm", "patch_size", "axis_order", "orientation", "labels",
-                    "output", "inference", "sha256", "models"});
+                    "output", "inference", "sha256", "models", "precision"});
     }
     if (const json* v = r.member(root, "", "name", true)) p.name = r.string(*v, "name");
     if (const json* v = r.member(root, "", "version", true)) p.version = r.string(*v, "version");
@@ -153,6 +153,8 @@ Result<ModelPackage> parseModelPackage(const std::string& json_text, const std::
         p.attribution = r.string(*v, "attribution", true);
     if (const json* v = r.member(root, "", "citation", false))
         p.citation = r.string(*v, "citation", true);
+    if (const json* v = r.member(root, "", "precision", false))
+        readPrecision(r, *v, "precision", p.precision);
 
     if (const json* v = r.member(root, "", "channels", true);
         v && r.array(*v, "channels", "{modality, normalization} objects")) {
@@ -168,23 +170,23 @@ Result<ModelPackage> parseModelPackage(const std::string& json_text, const std::
             ChannelSpec ch;
             if (const json* m = r.member(c, key, "modality", true))
                 ch.modality = r.string(*m, Reader::join(key, "modality"));
+            readChannelName(r, c, key, *v, i, ch);
             if (!v2)
                 if (const json* n = r.member(c, key, "normalization", true))
-            readChannelName(r, c, key, *v, i, ch);
                     readNormalization(r, *n, Reader::join(key, "normalization"), ch.normalization,
                                       false);
-            p.channels.push_back(ch);
-        }
             for (const ChannelSpec& other : p.channels)
                 if (r.ok() && other.name == ch.name)
                     r.fail(Reader::join(key, "name"),
                            "channel name \"" + ch.name + "\" is used twice");
-    }
-
+            p.channels.push_back(ch);
+        }
         if (r.ok() && v2 && p.channels.size() > 1)
             r.fail("channels",
                    "format_version 2 packages take one image channel for now (stages normalise "
                    "one channel); use format_version 1 for a multi-channel network");
+    }
+
     if (const json* v = v2 ? nullptr : r.member(root, "", "patch_size", true);
         v && r.array(*v, "patch_size", "positive integers")) {
         for (size_t i = 0; i < v->size() && r.ok(); ++i)
@@ -389,6 +391,7 @@ std::string modelPackageToJson(const ModelPackage& p) {
     if (!p.attribution.empty()) j["attribution"] = p.attribution;
     const bool v2 = p.hasStages();
     if (v2 && !p.citation.empty()) j["citation"] = p.citation;
+    if (p.precision.requires_fp32) j["precision"] = precisionJson(p.precision);
     json channels = json::array();
     for (const auto& c : p.channels) {
         json cj{{"modality", c.modality}, {"name", c.name}};
@@ -483,10 +486,10 @@ Result<LoadedModel> loadModelPackage(const std::filesystem::path& folder) {
     return model;
 }
 
-Result<std::unique_ptr<SlidingWindow>> createSlidingWindow(Backend& backend,
-                                                           const LoadedModel& model, int batch,
-                                                           const CompileOptions& compile,
-                                                           DType accumulator) {
+Result<std::unique_ptr<VolumeInference>> createSlidingWindow(Backend& backend,
+                                                             const LoadedModel& model, int batch,
+                                                             const CompileOptions& compile,
+                                                             DType accumulator) {
     if (model.package.hasStages())
         return unsupported("model " + model.package.name +
                            " has stages (format_version 2): each stage has its own window");
@@ -496,8 +499,8 @@ Result<std::unique_ptr<SlidingWindow>> createSlidingWindow(Backend& backend,
     options.compile = compile;
     std::vector<const Graph*> graphs;
     for (const Graph& g : model.graphs) graphs.push_back(&g);
-    auto sw = SlidingWindow::create(backend, graphs,
-                                    static_cast<int64_t>(model.package.channels.size()), options);
+    auto sw = backend.makeSlidingWindow(graphs, static_cast<int64_t>(model.package.channels.size()),
+                                        options);
     if (!sw.isOk()) return sw.status().withContext("model " + model.package.name + ": ");
     return sw;
 }

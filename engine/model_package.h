@@ -192,11 +192,19 @@ struct MeasurementSpec {
     std::string description;
 };
 
+// model.json "precision" (optional, both format versions; docs/model-package.md): the model
+// needs fp32. "auto" then runs fp32; an explicit --precision bf16 still runs, with a warning.
+struct PrecisionSpec {
+    bool requires_fp32 = false;
+    std::string reason;  // why (e.g. tools/check_precision.py's Dice), shown in the log
+};
+
 struct ModelPackage {
     std::filesystem::path folder;
     int format_version = 1;
     std::string name, version, description, license;
     std::string attribution;  // optional: credit the licence requires (e.g. CC BY-SA data)
+    PrecisionSpec precision;
     std::vector<ChannelSpec> channels;
     std::vector<double> spacing_mm;   // network axis order
     std::vector<int64_t> patch_size;  // network axis order
@@ -218,6 +226,10 @@ struct ModelPackage {
     int64_t outputChannels() const;
     // value written for output channel k (softmax: 0 for channel 0, then the labels' values).
     std::vector<int> channelLabelValues() const;
+    // What the precision policy (engine::choosePrecision) needs to know about this model.
+    ModelPrecisionHints precisionHints() const {
+        return {precision.requires_fp32, precision.reason, name};
+    }
     // Sliding-window options for this model (batch, compile options left at their defaults).
     SlidingWindowOptions slidingWindowOptions() const;
 };
@@ -248,13 +260,14 @@ struct LoadedModel {
 // package's channel count and returns outputChannels() channels at the patch's spatial shape.
 Result<LoadedModel> loadModelPackage(const std::filesystem::path& folder);
 
-// The package's sliding window on `backend`, compiled for `batch` patches per forward pass,
-// summing scores in `accumulator` (kFloat32 or kFloat16, SlidingWindowOptions::accumulator).
-// Version 2 packages: kUnsupported (use createStageWindow).
-Result<std::unique_ptr<SlidingWindow>> createSlidingWindow(Backend& backend,
-                                                           const LoadedModel& model, int batch,
-                                                           const CompileOptions& compile = {},
-                                                           DType accumulator = DType::kFloat32);
+// The package's sliding window on `backend` (Backend::makeSlidingWindow: the host window, or
+// the backend's own, e.g. cuda's on the GPU), compiled for `batch` patches per forward pass,
+// summing scores in `accumulator` (kFloat32 or kFloat16, SlidingWindowOptions::accumulator; a
+// device window may keep its own). Version 2 packages: kUnsupported (use createStageWindow).
+Result<std::unique_ptr<VolumeInference>> createSlidingWindow(Backend& backend,
+                                                             const LoadedModel& model, int batch,
+                                                             const CompileOptions& compile = {},
+                                                             DType accumulator = DType::kFloat32);
 
 // Stage `stage`'s sliding window (version 2), in fp32 (a thresholded probability must not be
 // rounded to fp16 before it is compared with 0.5).

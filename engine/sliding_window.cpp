@@ -402,6 +402,13 @@ Status SlidingWindow::init() {
     return Status::ok();
 }
 
+std::string SlidingWindow::describe() const {
+    return std::string("host sliding window (") +
+           (options_.accumulator == DType::kFloat16 ? "fp16" : "fp32") + " accumulator" +
+           (networks_.size() > 1 ? ", " + std::to_string(networks_.size()) + " networks" : "") +
+           ")";
+}
+
 Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
                                   SlidingWindowStats* stats) {
     const auto start_time = Clock::now();

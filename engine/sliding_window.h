@@ -86,7 +86,24 @@ std::vector<float> importanceMap(const std::vector<int64_t>& patch, double sigma
 // Checks options against an image shape [C, spatial...]; the message names the bad option.
 Status validateSlidingWindowOptions(const SlidingWindowOptions& options, const Shape& image_shape);
 
-class SlidingWindow {
+// Whole-volume inference of a patch network, whatever runs it: the host SlidingWindow below, or
+// a backend's own (Backend::makeSlidingWindow; cuda keeps patches and accumulators on the GPU).
+// run() has SlidingWindow::run's contract.
+class VolumeInference {
+  public:
+    virtual ~VolumeInference() = default;
+    // image: float32 [C, spatial...]; returns [K, spatial...] weighted-mean logits (float32, or
+    // float16 bit patterns when the host accumulator is kFloat16).
+    virtual Result<Tensor> run(const Tensor& image, const Progress& progress = {},
+                               SlidingWindowStats* stats = nullptr) = 0;
+    virtual int64_t numClasses() const = 0;
+    // Type the score sums are kept in (the host window's options.accumulator; cuda: kFloat32).
+    virtual DType accumulator() const = 0;
+    // A short line for logs and run.json: where the window runs and how it sums.
+    virtual std::string describe() const = 0;
+};
+
+class SlidingWindow final : public VolumeInference {
   public:
     // Compiles `graph` for [batch, channels, patch...] on `backend`. The graph's first output is
     // used; it must have the patch's spatial shape.
@@ -110,9 +127,11 @@ class SlidingWindow {
     // (float16 values as uint16 bit patterns, see half_kernels.h). Progress is reported per
     // batch; cancellation is checked between batches (kCancelled).
     Result<Tensor> run(const Tensor& image, const Progress& progress = {},
-                       SlidingWindowStats* stats = nullptr);
+                       SlidingWindowStats* stats = nullptr) override;
 
-    int64_t numClasses() const { return num_classes_; }
+    int64_t numClasses() const override { return num_classes_; }
+    DType accumulator() const override { return options_.accumulator; }
+    std::string describe() const override;
     int64_t numNetworks() const { return static_cast<int64_t>(networks_.size()); }
     const CompiledGraph& compiled(size_t i = 0) const { return *networks_[i]; }
 

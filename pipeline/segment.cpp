@@ -214,16 +214,28 @@ Result<SegmentOutputs> parseOutputs(const std::string& list) {
     return o;
 }
 
+Result<engine::DType> parseAccumulator(const std::string& name) {
+    if (name == "fp16") return engine::DType::kFloat16;
+    if (name == "fp32") return engine::DType::kFloat32;
+    return invalidArgument("accumulator must be fp16 or fp32, got '" + name + "'");
+}
+
+const char* accumulatorName(engine::DType accumulator) {
+    return accumulator == engine::DType::kFloat16 ? "fp16" : "fp32";
+}
+
 struct Segmenter::Impl {
     engine::ModelPackage model;
     SegmentOptions options;
     std::unique_ptr<engine::Backend> backend;
-    engine::Precision precision = engine::Precision::kFloat32;
-    engine::SlidingWindowOptions window_options;    // as used (for run.json)
-    std::unique_ptr<engine::SlidingWindow> window;  // averages ensemble members per patch
-    std::unique_ptr<StageRunner> stages;            // format_version 2 packages instead
-    std::vector<int> label_values;  // --labels: the values written (empty: every label)
-    engine::ModelPackage output_model;  // the package describing only the labels written
+    engine::PrecisionChoice precision;            // what runs, and why (run.json, log)
+    engine::SlidingWindowOptions window_options;  // as used (for run.json)
+    // The backend's whole-volume path (host window, or cuda's on the GPU); averages ensemble
+    // members per patch.
+    std::unique_ptr<engine::VolumeInference> window;
+    std::unique_ptr<StageRunner> stages;  // format_version 2 packages instead
+    std::vector<int> label_values;        // --labels: the values written (empty: every label)
+    engine::ModelPackage output_model;    // the package describing only the labels written
     std::string model_sha256;
     double load_seconds = 0.0;
 };
@@ -244,25 +256,16 @@ Result<Segmenter> Segmenter::create(const std::string& model_folder, const Segme
     impl->model = loaded.package;
     const auto& m = impl->model;
     if (options.batch < 1) return invalidArgument("--batch must be at least 1");
-
-    VOXSEG_ASSIGN_OR_RETURN(impl->backend, engine::createBackend(options.device, warning));
-    if (options.precision == "auto") {
-        // GPUs run bf16 where supported (issue: auto = bf16); CPUs default to fp32.
-        impl->precision = impl->backend->name() == "cuda" &&
-                                  impl->backend->supportsPrecision(engine::Precision::kBFloat16)
-                              ? engine::Precision::kBFloat16
-                              : engine::Precision::kFloat32;
-    } else {
-        VOXSEG_ASSIGN_OR_RETURN(impl->precision, engine::parsePrecision(options.precision));
-        if (!impl->backend->supportsPrecision(impl->precision))
-            return unsupported(std::string("precision ") + engine::precisionName(impl->precision) +
     if (!options.labels.empty()) {
         VOXSEG_ASSIGN_OR_RETURN(impl->label_values, labelValuesByName(m, options.labels));
     }
-                                   " is not supported by backend " + impl->backend->name() + " (" +
-                                   impl->backend->deviceDescription() + "): use fp32",
-                               options.device);
-    }
+
+    VOXSEG_ASSIGN_OR_RETURN(impl->backend, engine::createBackend(options.device, warning));
+    std::string precision_warning;
+    VOXSEG_ASSIGN_OR_RETURN(impl->precision,
+                            engine::choosePrecision(*impl->backend, options.precision,
+                                                    m.precisionHints(), &precision_warning));
+    if (!precision_warning.empty()) log::warning(kComponent, "{}", precision_warning);
 
     // Per-run overrides go into the package's inference settings, which define the window.
     if (options.overlap) impl->model.inference.overlap = *options.overlap;
@@ -277,14 +280,12 @@ Result<Segmenter> Segmenter::create(const std::string& model_folder, const Segme
     }
     loaded.package = impl->model;
     engine::CompileOptions compile;
-    compile.precision = impl->precision;
+    compile.precision = impl->precision.precision;
     compile.num_threads = options.threads;
-    engine::DType accumulator = engine::DType::kFloat16;
-    if (options.accumulator == "fp32")
-        accumulator = engine::DType::kFloat32;
-    else if (options.accumulator != "fp16")
-        return invalidArgument("accumulator must be fp16 or fp32, got '" + options.accumulator +
-                               "'");
+    engine::DType accumulator = options.accumulator;
+    if (accumulator != engine::DType::kFloat16 && accumulator != engine::DType::kFloat32)
+        return invalidArgument(std::string("accumulator must be fp16 or fp32, got ") +
+                               engine::dtypeName(accumulator));
     if (m.hasStages()) {
         if (options.outputs.probabilities)
             return unsupported("model " + m.name +
@@ -303,16 +304,19 @@ Result<Segmenter> Segmenter::create(const std::string& model_folder, const Segme
         if (!window.isOk()) return window.status().withContext("model " + m.name);
         impl->window = std::move(*window);
         impl->window_options = impl->model.slidingWindowOptions();
+        accumulator = impl->window->accumulator();
     }
     impl->window_options.batch = options.batch;
     impl->window_options.accumulator = accumulator;
-    for (const auto& file : m.models)
-        impl->model_sha256 += (impl->model_sha256.empty() ? "" : ",") + file.sha256;
     impl->output_model =
         impl->label_values.empty() ? impl->model : withOnlyLabels(impl->model, impl->label_values);
+    for (const auto& file : m.models)
+        impl->model_sha256 += (impl->model_sha256.empty() ? "" : ",") + file.sha256;
     impl->load_seconds = secondsSince(t0);
-    log::info(kComponent, "model {} {} on {} ({}), {}", m.name, m.version, impl->backend->name(),
-              impl->backend->deviceDescription(), engine::precisionName(impl->precision));
+    log::info(kComponent, "model {} {} on {} ({}), {}: {}", m.name, m.version,
+              impl->backend->name(), impl->backend->deviceDescription(),
+              engine::precisionName(impl->precision.precision), impl->precision.reason);
+    if (impl->window) log::info(kComponent, "{}", impl->window->describe());
     return Segmenter(std::move(impl));
 }
 
@@ -340,7 +344,8 @@ Result<SegmentWork> Segmenter::prepare(const StudyInput& input, const std::strin
     SegmentReport& report = work.report;
     work.peak_rss_before_mib = peakRssMib();  // model and input loaded
     report.backend = s.backend->name() + " (" + s.backend->deviceDescription() + ")";
-    report.precision = engine::precisionName(s.precision);
+    report.precision = engine::precisionName(s.precision.precision);
+    report.precision_reason = s.precision.reason;
     report.warnings = input.volume.info().warnings;
     const Geometry g = input.volume.geometry();
 
@@ -442,16 +447,16 @@ Status Segmenter::finish(SegmentWork& work, const Progress& progress) const {
         report.timings.push_back(stageDone("export", t));
     }
 
-    t = Clock::now();
-    std::vector<LabelPostprocess> post = s.options.postprocess;
-    if (s.options.postprocess_all)
-        for (const auto& l : m.labels) post.push_back({l.value, *s.options.postprocess_all});
-    if (!post.empty()) {
     if (!s.label_values.empty()) {
         const int64_t cleared = keepOnlyLabels(report.label_map, s.label_values);
         log::debug(kComponent, "--labels: {} voxels of other labels cleared", cleared);
     }
 
+    t = Clock::now();
+    std::vector<LabelPostprocess> post = s.options.postprocess;
+    if (s.options.postprocess_all)
+        for (const auto& l : m.labels) post.push_back({l.value, *s.options.postprocess_all});
+    if (!post.empty()) {
         VOXSEG_ASSIGN_OR_RETURN(auto steps, postprocess(report.label_map, post));
         for (const auto& r : steps)
             log::info(kComponent, "label {}: {} voxels removed, {} filled", r.label,
@@ -586,12 +591,12 @@ Result<SegmentReport> Segmenter::write(const StudyInput& input, SegmentWork&& wo
                     engine::softmaxChannelsInPlace(probs);
                 for (int64_t c = 0; c < probs.dim(0); ++c) {
                     VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
+                    if (probability_paths[static_cast<size_t>(c)].empty()) continue;  // --labels
                     VOXSEG_ASSIGN_OR_RETURN(Volume p,
                                             scoreChannelToOriginal(probs, c, work.pre.record));
                     VOXSEG_RETURN_IF_ERROR(
                         io::writeImage(p, probability_paths[static_cast<size_t>(c)]));
                 }
-                    if (probability_paths[static_cast<size_t>(c)].empty()) continue;  // --labels
                 return Status::ok();
             });
         jobs.emplace_back([&]() -> Status {  // run.json's digest of the input files
@@ -624,15 +629,17 @@ Result<SegmentReport> Segmenter::write(const StudyInput& input, SegmentWork&& wo
                         {"sha256", s.model_sha256},
                         {"folder", m.folder.string()},
                         {"ensemble_members", m.models.size()}};
+        if (!s.options.labels.empty()) run["labels"] = s.options.labels;  // --labels
         run["device"] = {{"backend", s.backend->name()},
                          {"description", s.backend->deviceDescription()},
-                         {"precision", report.precision}};
+                         {"precision", report.precision},
+                         {"precision_reason", report.precision_reason}};
         run["inference"] = {{"overlap", s.window_options.overlap},
                             {"sigma_scale", s.window_options.sigma_scale},
-        if (!s.options.labels.empty()) run["labels"] = s.options.labels;  // --labels
                             {"mirror_axes", s.window_options.mirror_axes},
                             {"batch", s.window_options.batch},
-                            {"accumulator", s.options.accumulator},  // checked by create()
+                            {"accumulator", accumulatorName(s.window_options.accumulator)},
+                            {"window", s.window ? s.window->describe() : "stages"},
                             {"patches", report.patches},
                             {"accumulator_bytes", report.accumulator_bytes}};
         nlohmann::json timings = nlohmann::json::object();

@@ -17,6 +17,7 @@
 #include "core/volume.h"
 #include "engine/backend.h"
 #include "engine/model_package.h"
+#include "engine/registry.h"
 #include "io/dicom_series.h"
 #include "io/seg_writer.h"
 #include "pipeline/postprocess.h"
@@ -57,31 +58,36 @@ struct SegmentOutputs {
 };
 // "nifti,seg,stats,preview,probabilities" -> flags (unknown names are an error).
 Result<SegmentOutputs> parseOutputs(const std::string& list);
+// "fp16" | "fp32" -> the accumulator DType; accumulatorName is the inverse.
+Result<engine::DType> parseAccumulator(const std::string& name);
+const char* accumulatorName(engine::DType accumulator);
 
 struct SegmentOptions {
-    std::string device = "auto";     // auto | cpu | cuda | reference
-    std::string precision = "auto";  // auto | fp32 | fp16 | bf16
-    std::optional<double> overlap;   // default: model.json
-    bool tta = false;                // mirror on all spatial axes (else model.json's axes)
-    bool no_tta = false;             // no mirroring, whatever model.json says
-    int batch = 1;                   // patches per forward pass
-    // Sliding-window score sums: fp16 (nnU-Net v2's choice; half the memory of the largest
-    // buffer, 3 significant digits) or fp32.
-    std::string accumulator = "fp16";
+    engine::DeviceSpec device;  // auto | cpu | reference | cuda:N (engine::parseDevice)
+    // kAuto: the backend's choice unless the model requires fp32 (engine::choosePrecision).
+    engine::Precision precision = engine::Precision::kAuto;
+    std::optional<double> overlap;  // default: model.json
+    bool tta = false;               // mirror on all spatial axes (else model.json's axes)
+    bool no_tta = false;            // no mirroring, whatever model.json says
+    int batch = 1;                  // patches per forward pass
+    // Host sliding-window score sums: kFloat16 (nnU-Net v2's choice; half the memory of the
+    // largest buffer, 3 significant digits) or kFloat32 (parseAccumulator). The cuda window
+    // always sums in float32 on the device.
+    engine::DType accumulator = engine::DType::kFloat16;
     int threads = 0;  // CPU threads (0: all cores)
     // Output files written side by side by this many threads (0: one per output, up to the
     // cores; 1: one after another, as `voxseg batch`'s writers do, which already overlap cases).
     int output_threads = 0;
     bool ignore_modality = false;                       // run although the input's modality differs
+    // Label names to write (`--labels`): the label map, SEG, RTSTRUCT, statistics and preview hold
+    // only these, and a staged package runs only the stages they need. Empty: every label.
+    std::vector<std::string> labels;
     std::vector<LabelPostprocess> postprocess;          // per label
     std::optional<PostprocessOptions> postprocess_all;  // applied to every model label
     SegmentOutputs outputs;
 };
 
 // Per-stage wall time in seconds, in pipeline order.
-    // Label names to write (`--labels`): the label map, SEG, RTSTRUCT, statistics and preview hold
-    // only these, and a staged package runs only the stages they need. Empty: every label.
-    std::vector<std::string> labels;
 struct StageTiming {
     std::string stage;
     double seconds = 0.0;
@@ -97,7 +103,8 @@ struct SegmentReport {
     std::vector<std::string> warnings;
     std::vector<std::string> written;  // final paths
     std::string backend;               // name + device description
-    std::string precision;
+    std::string precision;             // what ran: fp32 | fp16 | bf16
+    std::string precision_reason;      // why (engine::choosePrecision), as logged
     int64_t patches = 0;
     size_t accumulator_bytes = 0;
     // Staged packages (format_version 2): what each stage did, and whether a link found nothing

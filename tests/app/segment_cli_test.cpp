@@ -244,6 +244,55 @@ TEST(SegmentCli, AccumulatorPrecisionIsChosenAndRecorded) {
     EXPECT_FALSE(fs::exists(dir / "c"));
 }
 
+// The one precision policy: run.json and the log say which precision ran and why; a model.json
+// that requires fp32 keeps "auto" at fp32 and warns on an explicit bf16; bad --device and
+// --precision values are usage errors naming the valid forms.
+TEST(SegmentCli, PrecisionIsChosenByThePolicyAndRecordedWithItsReason) {
+    TempDir dir;
+    const std::string model = makePackage(dir, "CT");
+    const std::string ct = makeSeries(dir, "ct", "CT", 16);
+    auto device = [](const fs::path& out) {
+        std::ifstream in(out / "run.json");
+        return nlohmann::json::parse(in)["device"];
+    };
+    auto r = runVoxseg(
+        {"segment", ct, "-m", model, "-o", dir / "a", "--outputs", "stats", "--device", "cpu"},
+        dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto a = device(dir / "a");
+    const std::string reason = a["precision_reason"];
+    EXPECT_EQ(reason.rfind("auto: cpu", 0), 0u) << reason;
+    EXPECT_EQ(a["precision"], reason.find("AMX (amx_bf16)") != std::string::npos ? "bf16" : "fp32");
+
+    // The model says it needs fp32.
+    const fs::path json_path = fs::path(model) / "model.json";
+    nlohmann::json j = nlohmann::json::parse(slurp(json_path));
+    j["precision"] = {{"requires_fp32", true}, {"reason", "bf16 loses the thin label"}};
+    std::ofstream(json_path) << j.dump(2);
+    r = runVoxseg({"segment", ct, "-m", model, "-o", dir / "b", "--outputs", "stats"}, dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(device(dir / "b")["precision"], "fp32");
+    EXPECT_NE(device(dir / "b")["precision_reason"].get<std::string>().find("thin label"),
+              std::string::npos);
+    r = runVoxseg({"segment", ct, "-m", model, "-o", dir / "c", "--outputs", "stats", "--device",
+                   "cpu", "--precision", "bf16"},
+                  dir);
+    if (r.exit_code == 0) {  // the CPU has bf16: it runs as asked, with a warning
+        EXPECT_EQ(device(dir / "c")["precision"], "bf16");
+        EXPECT_NE(r.err.find("requires fp32"), std::string::npos) << r.err;
+    } else {
+        EXPECT_NE(r.err.find("fp32"), std::string::npos) << r.err;
+    }
+
+    r = runVoxseg({"segment", ct, "-m", model, "-o", dir / "d", "--device", "gpu0"}, dir);
+    EXPECT_EQ(r.exit_code, toInt(ExitCode::kUsage)) << r.err;
+    EXPECT_NE(r.err.find("cuda:N"), std::string::npos) << r.err;
+    r = runVoxseg({"segment", ct, "-m", model, "-o", dir / "d", "--precision", "fp64"}, dir);
+    EXPECT_EQ(r.exit_code, toInt(ExitCode::kUsage)) << r.err;
+    EXPECT_NE(r.err.find("bf16"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir / "d"));
+}
+
 // DCMTK's own warnings (dcmseg: "W: Will not check dimension consistency ...") stay out of the
 // output unless --verbose.
 TEST(SegmentCli, DcmtkWarningsOnlyWithVerbose) {

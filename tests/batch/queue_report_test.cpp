@@ -111,18 +111,29 @@ TEST(Report, SummaryAndPrometheusText) {
 }
 
 TEST(Devices, ParseDevices) {
-    auto cpu2 = parseDevices("0,1", "cpu");
+    using engine::DeviceSpec;
+    auto names = [](const Result<std::vector<DeviceSpec>>& r) {
+        std::vector<std::string> out;
+        if (r.isOk())
+            for (const auto& d : *r) out.push_back(d.toString());
+        return out;
+    };
+    auto cpu2 = parseDevices("0,1", DeviceSpec::cpu());
     ASSERT_TRUE(cpu2.isOk());
-    EXPECT_EQ(*cpu2, (std::vector<std::string>{"cpu", "cpu"}));
-    auto cuda = parseDevices("0, 1", "cuda");
+    EXPECT_EQ(names(cpu2), (std::vector<std::string>{"cpu", "cpu"}));
+    auto cuda = parseDevices("0, 1", DeviceSpec::cuda());
     ASSERT_TRUE(cuda.isOk());
-    EXPECT_EQ(*cuda, (std::vector<std::string>{"cuda:0", "cuda:1"}));
+    EXPECT_EQ(*cuda, (std::vector<DeviceSpec>{DeviceSpec::cuda(0), DeviceSpec::cuda(1)}));
     // Regression: "" gave {base}, so the CLI never reached runBatch's two-CPU-worker default.
-    EXPECT_TRUE(parseDevices("", "auto")->empty());
-    EXPECT_TRUE(parseDevices(" ", "cpu")->empty());
-    EXPECT_EQ(*parseDevices("cpu,cuda:1", "auto"), (std::vector<std::string>{"cpu", "cuda:1"}));
-    EXPECT_FALSE(parseDevices("0,0", "cuda").isOk());
-    EXPECT_FALSE(parseDevices("gpu0", "auto").isOk());
+    EXPECT_TRUE(parseDevices("", DeviceSpec::automatic())->empty());
+    EXPECT_TRUE(parseDevices(" ", DeviceSpec::cpu())->empty());
+    EXPECT_EQ(names(parseDevices("cpu,cuda:1", DeviceSpec::automatic())),
+              (std::vector<std::string>{"cpu", "cuda:1"}));
+    EXPECT_EQ(names(parseDevices("cuda,reference", DeviceSpec::automatic())),
+              (std::vector<std::string>{"cuda:0", "reference"}));
+    EXPECT_FALSE(parseDevices("0,0", DeviceSpec::cuda()).isOk());
+    EXPECT_FALSE(parseDevices("cuda,cuda:0", DeviceSpec::automatic()).isOk());  // same GPU
+    EXPECT_FALSE(parseDevices("gpu0", DeviceSpec::automatic()).isOk());
 }
 
 }  // namespace

@@ -44,7 +44,7 @@ struct Fixture {
         BatchOptions o;
         o.model = model;
         o.output_root = dir / out;
-        o.segment.device = "cpu";
+        o.segment.device = engine::DeviceSpec::cpu();
         o.segment.threads = 2;
         o.segment.outputs.preview = false;
         o.min_free_bytes = 0;
@@ -167,12 +167,12 @@ TEST(BatchRunner, ShardsPartitionTheCasesAndMatchOneProcess) {
 TEST(BatchRunner, TwoCpuDevicesShareTheWorkWithIdenticalResults) {
     Fixture f;
     BatchOptions single = f.options("one");
-    single.devices = {"cpu"};
+    single.devices = {engine::DeviceSpec::cpu()};
     auto one = runBatch(f.cases, single, CancelToken());
     ASSERT_TRUE(one.isOk());
     EXPECT_EQ(one->stats.devices, std::vector<std::string>{"cpu"});
     BatchOptions o = f.options("two");
-    o.devices = {"cpu", "cpu"};
+    o.devices = {engine::DeviceSpec::cpu(), engine::DeviceSpec::cpu()};
     o.segment.threads = 2;  // one thread per device
     o.loaders = 2;
     auto two = runBatch(f.cases, o, CancelToken());
@@ -190,12 +190,12 @@ TEST(BatchRunner, SeveralWritersFinishAndWriteEveryCaseIdentically) {
     // give exactly what 1 writer gives, every case journaled once.
     Fixture f;
     BatchOptions single = f.options("one");
-    single.devices = {"cpu"};
+    single.devices = {engine::DeviceSpec::cpu()};
     single.writers = 1;
     auto one = runBatch(f.cases, single, CancelToken());
     ASSERT_TRUE(one.isOk()) << one.status().toString();
     BatchOptions o = f.options("three");
-    o.devices = {"cpu"};
+    o.devices = {engine::DeviceSpec::cpu()};
     o.writers = 3;
     o.prefetch = 4;
     auto three = runBatch(f.cases, o, CancelToken());
@@ -230,7 +230,7 @@ TEST(BatchRunner, DefaultCpuRunUsesTwoWorkersWhenTwoCoresAreThere) {
     ASSERT_TRUE(one.isOk()) << one.status().toString();
     EXPECT_EQ(one->stats.devices, std::vector<std::string>{"cpu"});
     o = f.options("reference");
-    o.segment.device = "reference";  // only the CPU backend is doubled
+    o.segment.device = engine::DeviceSpec::reference();  // only the CPU backend is doubled
     o.devices.clear();
     auto ref = runBatch({f.cases.front()}, o, CancelToken());
     ASSERT_TRUE(ref.isOk()) << ref.status().toString();

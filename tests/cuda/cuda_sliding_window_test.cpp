@@ -6,6 +6,7 @@
 #include "cuda/cuda_sliding_window.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/kernels_math.h"
+#include "engine/registry.h"
 #include "engine/sliding_window.h"
 #include "tests/engine/op_cases.h"
 
@@ -115,6 +116,49 @@ INSTANTIATE_TEST_SUITE_P(Volumes, CudaSlidingWindowTest,
                              return std::string(engine::precisionName(info.param.precision)) + "_" +
                                     std::to_string(info.index);
                          });
+
+// The product path (`voxseg segment --device cuda`): the cuda backend's makeSlidingWindow is the
+// GPU window, and with an ensemble and mirroring it matches the host window (reference backend,
+// same members, same flips) on the weighted-mean logits.
+TEST(CudaSlidingWindow, BackendWindowWithEnsembleAndMirroringMatchesHost) {
+    auto backend = engine::createBackend("cuda");
+    if (!backend.isOk()) GTEST_SKIP() << "no usable GPU: " << backend.status().toString();
+    const engine::Graph a = smallUNet();
+    engine::Graph b = smallUNet();
+    for (auto& v : b.values)  // a second member with other weights
+        if (v.constant && v.constant->numel() > 1)
+            v.constant = engine::testing::seededTensor(v.constant->shape(), 7, -0.3f, 0.3f);
+    engine::SlidingWindowOptions options;
+    options.patch_size = {32, 32, 32};
+    options.batch = 2;
+    options.mirror_axes = {0, 2};
+    options.compile.precision = Precision::kFloat32;
+    auto gpu = (*backend)->makeSlidingWindow({&a, &b}, 1, options);
+    ASSERT_TRUE(gpu.isOk()) << gpu.status().toString();
+    EXPECT_NE((*gpu)->describe().find("cuda sliding window"), std::string::npos)
+        << (*gpu)->describe();
+    EXPECT_EQ((*gpu)->accumulator(), engine::DType::kFloat32);
+    const Tensor image = engine::testing::seededTensor({1, 44, 40, 36}, 5, -2.0f, 2.0f);
+    engine::SlidingWindowStats stats;
+    auto got = (*gpu)->run(image, {}, &stats);
+    ASSERT_TRUE(got.isOk()) << got.status().toString();
+    EXPECT_EQ(stats.forward_passes % 8, 0);  // 2 members x 4 flips per batch
+
+    auto reference = engine::makeReferenceBackend();
+    auto host = engine::SlidingWindow::create(*reference, {&a, &b}, 1, options);
+    ASSERT_TRUE(host.isOk()) << host.status().toString();
+    auto want = (*host)->run(image);
+    ASSERT_TRUE(want.isOk()) << want.status().toString();
+    ASSERT_EQ(got->shape(), want->shape());
+    const float* g = got->data<float>();
+    const float* h = want->data<float>();
+    double max_abs = 0;
+    for (int64_t i = 0; i < want->numel(); ++i)
+        max_abs = std::max(max_abs, static_cast<double>(std::abs(g[i] - h[i])));
+    EXPECT_LE(max_abs, kLogitTolFp32);
+    std::cout << "[          ] ensemble of 2, mirror axes {0, 2}: max abs logit diff " << max_abs
+              << "\n";
+}
 
 TEST(CudaSlidingWindow, RejectsWrongImage) {
     auto backend = makeCudaBackend();

@@ -2,8 +2,10 @@
 // patch grid and the no-device error path (which runs here, where there is no GPU).
 #include "cuda/kernels_math.h"
 #include "cuda/cuda_backend.h"
+#include "cuda/cuda_graph.h"
 #include "cuda/cuda_sliding_window.h"
 #include "engine/sliding_window.h"
+#include "tests/engine/op_cases.h"
 
 #include <gtest/gtest.h>
 
@@ -144,17 +146,71 @@ TEST(CudaDevice, NoDeviceIsAClearDeviceError) {
     if (backend.isOk()) {
         EXPECT_EQ((*backend)->name(), "cuda");
         EXPECT_FALSE((*backend)->deviceDescription().empty());
-        auto precision = resolvePrecision("auto");
-        ASSERT_TRUE(precision.isOk()) << precision.status().toString();
+        const engine::PrecisionChoice choice = (*backend)->autoPrecision();
+        EXPECT_TRUE((*backend)->supportsPrecision(choice.precision)) << choice.reason;
         return;
     }
     EXPECT_EQ(backend.status().code(), StatusCode::kDeviceError) << backend.status().toString();
     EXPECT_NE(backend.status().message().find("GPU"), std::string::npos)
         << backend.status().toString();
-    auto precision = resolvePrecision("auto");
-    EXPECT_EQ(precision.status().code(), StatusCode::kDeviceError);
-    EXPECT_TRUE(resolvePrecision("fp16").isOk());  // explicit names need no device
-    EXPECT_FALSE(resolvePrecision("fp64").isOk());
+}
+
+// The cuda backend's "auto" (Backend::autoPrecision), per compute capability; no GPU needed.
+TEST(CudaDevice, AutoPrecisionFollowsTheComputeCapability) {
+    EXPECT_EQ(cudaAutoPrecision(90).precision, engine::Precision::kBFloat16);
+    EXPECT_EQ(cudaAutoPrecision(80).precision, engine::Precision::kBFloat16);
+    EXPECT_EQ(cudaAutoPrecision(75).precision, engine::Precision::kFloat16);
+    EXPECT_EQ(cudaAutoPrecision(70).precision, engine::Precision::kFloat16);
+    EXPECT_EQ(cudaAutoPrecision(61).precision, engine::Precision::kFloat32);
+    EXPECT_NE(cudaAutoPrecision(86).reason.find("sm_86"), std::string::npos);
+}
+
+// What the cuda backend says it runs (Backend::supportsNode, the parity tests' skip list) needs
+// no GPU: the U-Net ops are accepted, transformer ops and 2D convolutions refused with the node.
+TEST(CudaSupports, UNetOpsYesTransformerOpsNoNamingTheNode) {
+    using engine::OpKind;
+    size_t accepted = 0, refused = 0;
+    for (const auto& c : engine::testing::allOpCases()) {
+        engine::Graph g = c.graph;
+        ASSERT_TRUE(g.inferShapes(c.input_shapes).isOk()) << c.name;
+        for (const engine::Node& node : g.nodes) {
+            const Status s = cudaSupportsNode(g, node);
+            const bool transformer = node.op == OpKind::kMatMul || node.op == OpKind::kLayerNorm ||
+                                     node.op == OpKind::kAttention || node.op == OpKind::kErf ||
+                                     node.op == OpKind::kGelu;
+            const bool plain_unet_op = (node.op == OpKind::kInstanceNorm ||
+                                        node.op == OpKind::kRelu || node.op == OpKind::kSigmoid) &&
+                                       g.values[node.inputs[0]].shape.size() == 5 &&
+                                       node.fused_residual < 0;
+            if (transformer) EXPECT_FALSE(s.isOk()) << c.name << " " << node.name;
+            if (plain_unet_op) EXPECT_TRUE(s.isOk()) << c.name << ": " << s.toString();
+            if (s.isOk()) {
+                ++accepted;
+                continue;
+            }
+            ++refused;
+            EXPECT_EQ(s.code(), StatusCode::kUnsupported) << c.name << ": " << s.toString();
+            EXPECT_NE(s.message().find(node.name), std::string::npos) << s.toString();
+        }
+    }
+    std::cout << "[          ] cuda supportsNode over the op cases: " << accepted
+              << " nodes accepted, " << refused << " refused\n";
+    EXPECT_GT(accepted, 0u);
+    EXPECT_GT(refused, 0u);
+}
+
+// Mirroring in the GPU window: a flipped axis reads index n - 1 - i; others are unchanged, and
+// mirroring twice is the identity (the accumulate kernel undoes the gather's flip).
+TEST(KernelsMath, MirroredIndexFlipsOnlyTheAxesInTheMask) {
+    EXPECT_EQ(math::mirrored(0, 5, 0b001, 0), 4);
+    EXPECT_EQ(math::mirrored(4, 5, 0b001, 0), 0);
+    EXPECT_EQ(math::mirrored(1, 5, 0b001, 1), 1);  // axis 1 not in the mask
+    EXPECT_EQ(math::mirrored(1, 6, 0b110, 1), 4);
+    EXPECT_EQ(math::mirrored(2, 6, 0b110, 2), 3);
+    for (int flip = 0; flip < 8; ++flip)
+        for (int axis = 0; axis < 3; ++axis)
+            for (int64_t i = 0; i < 7; ++i)
+                EXPECT_EQ(math::mirrored(math::mirrored(i, 7, flip, axis), 7, flip, axis), i);
 }
 
 TEST(CudaDevice, MissingDeviceIndexIsNotFoundOrDeviceError) {

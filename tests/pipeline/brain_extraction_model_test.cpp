@@ -32,7 +32,7 @@ TEST_P(BrainExtractionModel, ReproducesDeepbet) {
     ASSERT_TRUE(fs::exists(model / "model.json")) << "no model package at " << model;
     VOXSEG_REQUIRE_DATA(c.input);
     SegmentOptions options;
-    options.device = "cpu";
+    options.device = engine::DeviceSpec::cpu();
     options.outputs.preview = false;
     auto segmenter = Segmenter::create(model.string(), options);
     ASSERT_TRUE(segmenter.isOk()) << segmenter.status().toString();

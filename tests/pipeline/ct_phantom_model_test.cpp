@@ -37,7 +37,7 @@ TEST(CtPhantomModel, SegmentsAFreshPhantom) {
     ASSERT_TRUE(study.isOk()) << study.status().toString();
 
     SegmentOptions options;
-    options.device = "cpu";
+    options.device = engine::DeviceSpec::cpu();
     options.outputs.preview = options.outputs.statistics = false;
     auto segmenter = Segmenter::create(model.string(), options);
     ASSERT_TRUE(segmenter.isOk()) << segmenter.status().toString();

@@ -29,7 +29,7 @@ TEST(HippocampusModel, SegmentsHeldOutCases) {
     ASSERT_GE(held_out.size(), size_t{kCases});
 
     SegmentOptions options;
-    options.device = "cpu";
+    options.device = engine::DeviceSpec::cpu();
     options.outputs.preview = options.outputs.statistics = false;
     auto segmenter = Segmenter::create(model.string(), options);
     ASSERT_TRUE(segmenter.isOk()) << segmenter.status().toString();

@@ -49,7 +49,7 @@ StudyInput makeStudy(const std::string& modality) {
 TEST(Segment, WritesEveryOutputOnTheInputGridAndNothingElse) {
     testing::TempDir dir;
     SegmentOptions options;
-    options.device = "cpu";
+    options.device = engine::DeviceSpec::cpu();
     options.outputs.probabilities = true;
     auto segmenter = Segmenter::create(makePackage(dir, "MR"), options);
     ASSERT_TRUE(segmenter.isOk()) << segmenter.status().toString();
@@ -118,7 +118,7 @@ TEST(Segment, OutputsWrittenSideBySideEqualThoseWrittenInTurn) {
     auto runWith = [&](int output_threads, const std::string& format,
                        const std::string& out) -> Status {
         SegmentOptions options;
-        options.device = "cpu";
+        options.device = engine::DeviceSpec::cpu();
         options.outputs.probabilities = true;
         options.outputs.label_format = format;
         options.output_threads = output_threads;
@@ -156,7 +156,7 @@ TEST(Segment, OutputsWrittenSideBySideEqualThoseWrittenInTurn) {
 TEST(Segment, WrongModalityIsAClearErrorAndLeavesExistingOutputsAlone) {
     testing::TempDir dir;
     SegmentOptions options;
-    options.device = "cpu";
+    options.device = engine::DeviceSpec::cpu();
     auto segmenter = Segmenter::create(makePackage(dir, "CT"), options);
     ASSERT_TRUE(segmenter.isOk()) << segmenter.status().toString();
     const std::string out = dir / "out";
@@ -176,7 +176,7 @@ TEST(Segment, DamagedModelIsRefusedBeforeAnyWork) {
     const std::string folder = makePackage(dir, "MR");
     std::ofstream(folder + "/model.onnx", std::ios::app) << "x";
     SegmentOptions options;
-    options.device = "cpu";
+    options.device = engine::DeviceSpec::cpu();
     auto segmenter = Segmenter::create(folder, options);
     ASSERT_FALSE(segmenter.isOk());
     EXPECT_EQ(segmenter.status().code(), StatusCode::kCorruptData);

@@ -207,7 +207,7 @@ nlohmann::json readJson(const fs::path& path) {
 TEST(Stages, ChainFindsTheBoxThenSegmentsItOnTheInputGrid) {
     testing::TempDir dir;
     SegmentOptions options;
-    options.device = "cpu";
+    options.device = engine::DeviceSpec::cpu();
     auto segmenter = Segmenter::create(testing::writeStagePackage(dir.path() / "pkg"), options);
     ASSERT_TRUE(segmenter.isOk()) << segmenter.status().toString();
     const StudyInput study = brightCuboidStudy();
@@ -260,7 +260,7 @@ TEST(Stages, ChainFindsTheBoxThenSegmentsItOnTheInputGrid) {
 TEST(Stages, LinearLastStageMapsScoresBack) {
     testing::TempDir dir;
     SegmentOptions options;
-    options.device = "cpu";
+    options.device = engine::DeviceSpec::cpu();
     options.outputs.preview = false;
     const std::string pkg = testing::writeStagePackage(dir.path() / "pkg", [](nlohmann::json& j) {
         j["stages"][1]["interpolation"] = "linear";
@@ -280,7 +280,7 @@ TEST(Stages, LinearLastStageMapsScoresBack) {
 TEST(Stages, SpacingStageRunsASlidingWindowOnTheBox) {
     testing::TempDir dir;
     SegmentOptions options;
-    options.device = "cpu";
+    options.device = engine::DeviceSpec::cpu();
     options.outputs.preview = false;
     options.tta = true;
     const std::string pkg = testing::writeStagePackage(dir.path() / "pkg", [](nlohmann::json& j) {
@@ -313,7 +313,7 @@ TEST(Stages, SpacingStageRunsASlidingWindowOnTheBox) {
 TEST(Stages, FirstStageFindingNothingGivesAnEmptyResultWithAWarning) {
     testing::TempDir dir;
     SegmentOptions options;
-    options.device = "cpu";
+    options.device = engine::DeviceSpec::cpu();
     const std::string pkg = testing::writeStagePackage(dir.path() / "pkg", [](nlohmann::json& j) {
         j["stages"][0]["normalization"]["window"] = {500, 600};  // nothing is above 550
     });
@@ -341,7 +341,7 @@ TEST(Stages, FirstStageFindingNothingGivesAnEmptyResultWithAWarning) {
 TEST(Stages, NetworkThatDoesNotMatchItsStageIsRefusedOnLoad) {
     testing::TempDir dir;
     SegmentOptions options;
-    options.device = "cpu";
+    options.device = engine::DeviceSpec::cpu();
     // The coarse network returns 2 channels; a sigmoid with 3 labels needs 3.
     const std::string pkg = testing::writeStagePackage(dir.path() / "pkg", [](nlohmann::json& j) {
         j["labels"].push_back({{"value", 2}, {"name", "b"}, {"color", {0, 0, 255}}});
@@ -359,7 +359,7 @@ TEST(Stages, NetworkThatDoesNotMatchItsStageIsRefusedOnLoad) {
 TEST(Stages, ProbabilityMapsAreRefusedForStagedModels) {
     testing::TempDir dir;
     SegmentOptions options;
-    options.device = "cpu";
+    options.device = engine::DeviceSpec::cpu();
     options.outputs.probabilities = true;
     auto segmenter = Segmenter::create(testing::writeStagePackage(dir.path() / "pkg"), options);
     ASSERT_FALSE(segmenter.isOk());

@@ -1,0 +1,125 @@
+// The one precision policy (engine::choosePrecision, Backend::autoPrecision): what "auto" means
+// on each backend and why, the model.json "precision" key, explicit requests.
+#include "engine/backend.h"
+#include "engine/cpu_backend.h"
+#include "engine/model_package.h"
+#include "engine/registry.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace voxseg::engine {
+namespace {
+
+using nlohmann::json;
+
+// Both CPU branches, whatever this machine has (it has avx512_bf16 but no AMX).
+TEST(PrecisionPolicy, CpuAutoIsBf16OnlyWithAmx) {
+    const PrecisionChoice amx = cpuAutoPrecision(true, true);
+    EXPECT_EQ(amx.precision, Precision::kBFloat16);
+    EXPECT_NE(amx.reason.find("AMX"), std::string::npos) << amx.reason;
+    const PrecisionChoice avx = cpuAutoPrecision(false, true);
+    EXPECT_EQ(avx.precision, Precision::kFloat32);
+    EXPECT_NE(avx.reason.find("slower"), std::string::npos) << avx.reason;
+    EXPECT_EQ(cpuAutoPrecision(false, false).precision, Precision::kFloat32);
+}
+
+TEST(PrecisionPolicy, AutoAsksTheBackendAndSaysWhy) {
+    for (const std::string& name : availableBackends()) {
+        auto backend = createBackend(name);
+        if (!backend) continue;  // cuda without a device
+        auto choice = choosePrecision(**backend, Precision::kAuto, {});
+        ASSERT_TRUE(choice.isOk()) << choice.status().toString();
+        EXPECT_EQ(choice->precision, (*backend)->autoPrecision().precision) << name;
+        EXPECT_TRUE((*backend)->supportsPrecision(choice->precision)) << name;
+        EXPECT_EQ(choice->reason.rfind("auto: ", 0), 0u) << choice->reason;
+    }
+    auto reference = makeReferenceBackend();
+    EXPECT_EQ(reference->autoPrecision().precision, Precision::kFloat32);
+}
+
+TEST(PrecisionPolicy, ModelThatRequiresFp32StaysFp32UnderAuto) {
+    auto cpu = makeCpuBackend();
+    const ModelPrecisionHints hints{true, "thin structures lose Dice in bf16", "demo"};
+    auto choice = choosePrecision(*cpu, Precision::kAuto, hints);
+    ASSERT_TRUE(choice.isOk());
+    EXPECT_EQ(choice->precision, Precision::kFloat32);
+    EXPECT_NE(choice->reason.find("thin structures"), std::string::npos) << choice->reason;
+    EXPECT_NE(choice->reason.find("demo"), std::string::npos) << choice->reason;
+    // Explicit bf16 still runs where the CPU has it, with a warning naming the model's reason.
+    std::string warning;
+    auto bf16 = choosePrecision(*cpu, Precision::kBFloat16, hints, &warning);
+    if (!cpu->supportsPrecision(Precision::kBFloat16)) {
+        EXPECT_EQ(bf16.status().code(), StatusCode::kUnsupported);
+        return;
+    }
+    ASSERT_TRUE(bf16.isOk()) << bf16.status().toString();
+    EXPECT_EQ(bf16->precision, Precision::kBFloat16);
+    EXPECT_NE(warning.find("requires fp32"), std::string::npos) << warning;
+    // fp32 asked for: no warning.
+    warning.clear();
+    EXPECT_EQ(choosePrecision(*cpu, Precision::kFloat32, hints, &warning)->precision,
+              Precision::kFloat32);
+    EXPECT_TRUE(warning.empty()) << warning;
+}
+
+TEST(PrecisionPolicy, UnsupportedExplicitPrecisionSaysUseFp32) {
+    auto reference = makeReferenceBackend();
+    auto r = choosePrecision(*reference, Precision::kBFloat16, {});
+    ASSERT_FALSE(r.isOk());
+    EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
+    EXPECT_NE(r.status().message().find("fp32"), std::string::npos) << r.status().message();
+}
+
+TEST(PrecisionPolicy, ParsesEveryNameIncludingAuto) {
+    for (Precision p :
+         {Precision::kAuto, Precision::kFloat32, Precision::kFloat16, Precision::kBFloat16})
+        EXPECT_EQ(*parsePrecision(precisionName(p)), p);
+    EXPECT_EQ(*parsePrecision("bfloat16"), Precision::kBFloat16);
+    auto bad = parsePrecision("fp64");
+    ASSERT_FALSE(bad.isOk());
+    EXPECT_NE(bad.status().message().find("auto"), std::string::npos);
+}
+
+json minimalModel() {
+    return json::parse(R"json({
+      "name": "demo", "version": "1", "description": "", "license": "MIT",
+      "channels": [{"modality": "CT", "normalization": {"scheme": "none"}}],
+      "spacing_mm": [1, 1, 1], "patch_size": [8, 8, 8], "axis_order": "zyx",
+      "orientation": "native", "output": "softmax",
+      "labels": [{"value": 1, "name": "a", "color": [1, 2, 3]}],
+      "sha256": "0000000000000000000000000000000000000000000000000000000000000000"
+    })json");
+}
+
+TEST(PrecisionPolicy, ModelJsonPrecisionKeyIsReadCheckedAndWritten) {
+    json j = minimalModel();
+    auto plain = parseModelPackage(j.dump(), "t/model.json");
+    ASSERT_TRUE(plain.isOk()) << plain.status().toString();
+    EXPECT_FALSE(plain->precision.requires_fp32);
+    EXPECT_FALSE(plain->precisionHints().requires_fp32);
+
+    j["precision"] = {{"requires_fp32", true}, {"reason", "Dice 0.91 in bf16"}};
+    auto strict = parseModelPackage(j.dump(), "t/model.json");
+    ASSERT_TRUE(strict.isOk()) << strict.status().toString();
+    EXPECT_TRUE(strict->precision.requires_fp32);
+    EXPECT_EQ(strict->precisionHints().reason, "Dice 0.91 in bf16");
+    EXPECT_EQ(strict->precisionHints().model, "demo");
+    auto again = parseModelPackage(modelPackageToJson(*strict), "written");
+    ASSERT_TRUE(again.isOk()) << again.status().toString();
+    EXPECT_TRUE(again->precision.requires_fp32);
+    EXPECT_EQ(again->precision.reason, "Dice 0.91 in bf16");
+
+    for (const json& bad : {json("fp32"), json{{"requires_fp32", "yes"}}, json{{"reason", "x"}},
+                            json{{"requires_fp32", true}, {"fp16", false}}}) {
+        j["precision"] = bad;
+        auto r = parseModelPackage(j.dump(), "t/model.json");
+        ASSERT_FALSE(r.isOk()) << bad.dump();
+        EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+        EXPECT_NE(r.status().message().find("precision"), std::string::npos)
+            << r.status().message();
+    }
+}
+
+}  // namespace
+}  // namespace voxseg::engine
