@@ -6,7 +6,9 @@
 #include "batch/runner.h"
 #include "batch/shard.h"
 #include "core/log.h"
+#include "pipeline/channels.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -99,6 +101,14 @@ ExitCode runBatch(const BatchCommandOptions& o, const CommandContext& ctx) {
                      ? batch::listCaseFolders(o.manifest, o.seg.output)
                      : batch::readManifest(o.manifest);
     if (!cases.isOk()) return fail(cases.status(), Stage::kInput);
+    // --channel NAME=VALUE applies to every case whose manifest does not name that channel.
+    auto channel_defaults = pipeline::parseChannelAssignments(o.seg.channels);
+    if (!channel_defaults.isOk()) return fail(channel_defaults.status(), Stage::kInput);
+    for (auto& c : *cases)
+        for (const auto& d : *channel_defaults)
+            if (std::none_of(c.channels.begin(), c.channels.end(),
+                             [&](const auto& named) { return named.first == d.name; }))
+                c.channels.emplace_back(d.name, d.value);
 
     ProgressCallback bar = ctx.bar->callback();
     auto on_case = [&](const batch::CaseRecord&, const batch::BatchStats& s) {

@@ -2,11 +2,13 @@
 #include "app/commands.h"
 #include "app/series_table.h"
 #include "core/log.h"
+#include "pipeline/channels.h"
 #include "pipeline/segment.h"
 
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <sstream>
 
 namespace voxseg::app {
 namespace {
@@ -76,6 +78,12 @@ void addSegmentModelOptions(CLI::App* cmd, SegmentCommandOptions& o) {
         ->check(CLI::PositiveNumber);
     cmd->add_option("--threads", o.threads, "CPU threads (0 = all cores)")
         ->check(CLI::NonNegativeNumber);
+    cmd->add_option("--labels", o.labels,
+                    "Comma-separated label names (model.json): write only these structures and "
+                    "run only the stages they need");
+    cmd->add_option("--channel", o.channels,
+                    "NAME=PATH or NAME=SERIES (repeatable): the series or file of model channel "
+                    "NAME (default: model.json's rules pick them from the DICOM study)");
 }
 
 Result<pipeline::SegmentOptions> toSegmentOptions(const SegmentCommandOptions& o) {
@@ -89,6 +97,11 @@ Result<pipeline::SegmentOptions> toSegmentOptions(const SegmentCommandOptions& o
     so.accumulator = o.accumulator;
     so.threads = o.threads;
     so.ignore_modality = o.ignore_modality;
+    std::stringstream names(o.labels);
+    for (std::string name; std::getline(names, name, ',');)
+        if (!name.empty()) so.labels.push_back(name);
+    if (!o.labels.empty() && so.labels.empty())
+        return invalidArgument("--labels lists no label name");
     if (o.largest_component || o.min_component_ml > 0 || o.fill_holes) {
         pipeline::PostprocessOptions p;
         p.largest_component = o.largest_component;
@@ -143,9 +156,11 @@ ExitCode runSegment(const SegmentCommandOptions& o, const CommandContext& ctx) {
     if (!segmenter.isOk()) return fail(segmenter.status(), Stage::kInput);
     const Progress progress = ctx.progress();
     const io::DicomLoadOptions dicom = toDicomOptions(o);
+    auto assignments = pipeline::parseChannelAssignments(o.channels);
+    if (!assignments.isOk()) return fail(assignments.status(), Stage::kInput);
     std::vector<io::SeriesCandidate> candidates;
-    auto input =
-        pipeline::loadStudy(o.input, o.series, dicom, progress.sub(0.0, 0.15), &candidates);
+    auto input = pipeline::loadStudyChannels(o.input, o.series, *assignments, segmenter->model(),
+                                             dicom, progress.sub(0.0, 0.15), &candidates);
     ctx.bar->clear();
     if (!input.isOk()) {
         if (input.status().code() == StatusCode::kAmbiguous) printCandidates(candidates, o.input);

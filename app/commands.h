@@ -105,6 +105,8 @@ struct SegmentCommandOptions {
     bool refuse_uneven = false;
     double max_voxels = 2e9;  // io::DicomLoadOptions::max_voxels
     int threads = 0;
+    std::string labels;                 // --labels NAME,...: only these structures
+    std::vector<std::string> channels;  // --channel NAME=PATH|SERIES (multi-channel models)
 };
 CLI::App* addSegmentCommand(CLI::App& app, SegmentCommandOptions& options);
 ExitCode runSegment(const SegmentCommandOptions& options, const CommandContext& context);

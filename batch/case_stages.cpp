@@ -2,6 +2,7 @@
 
 #include "batch/runner.h"
 #include "core/log.h"
+#include "pipeline/channels.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -24,8 +25,13 @@ Status loadCase(CaseWork& w, const pipeline::Segmenter& segmenter, const LoadPol
                 const CancelToken& stop, const Progress& progress) {
     return guarded([&]() -> Status {
         const auto t = std::chrono::steady_clock::now();
+        std::vector<pipeline::ChannelAssignment> channels;  // multi-channel models
+        for (const auto& [name, value] : w.c.channels) channels.push_back({name, value});
         auto in = retryTransient<pipeline::StudyInput>(
-            [&] { return pipeline::loadStudy(w.c.input, w.series, policy.dicom, progress); },
+            [&] {
+                return pipeline::loadStudyChannels(w.c.input, w.series, channels, segmenter.model(),
+                                                   policy.dicom, progress);
+            },
             policy.read_retries, policy.retry_delay_seconds, stop);
         if (!in.isOk() && in.status().code() == StatusCode::kAmbiguous &&
             !policy.ambiguous_hint.empty())

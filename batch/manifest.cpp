@@ -19,6 +19,14 @@ std::string resolve(const std::string& input, const std::string& base_dir) {
     return (fs::path(base_dir) / input).lexically_normal().string();
 }
 
+// A channel value: a path relative to the manifest when one exists there, else as given (a
+// series index or UID of the case's input, or an absolute path).
+std::string resolveChannel(const std::string& value, const std::string& base_dir) {
+    std::error_code ec;
+    const std::string resolved = resolve(value, base_dir);
+    return fs::exists(resolved, ec) ? resolved : value;
+}
+
 std::string trim(const std::string& s) {
     const auto b = s.find_first_not_of(" \t\r\n");
     if (b == std::string::npos) return {};
@@ -94,6 +102,7 @@ Result<std::vector<BatchCase>> parseCsvManifest(const std::string& text,
     std::string line;
     int line_no = 0;
     int col_id = -1, col_input = -1, col_series = -1;
+    std::vector<std::pair<int, std::string>> col_channels;  // column, channel name
     size_t columns = 0;
     std::vector<BatchCase> cases;
     std::set<std::string> seen;
@@ -111,6 +120,14 @@ Result<std::vector<BatchCase>> parseCsvManifest(const std::string& text,
                 if (h == "case_id") col_id = static_cast<int>(i);
                 if (h == "input") col_input = static_cast<int>(i);
                 if (h == "series") col_series = static_cast<int>(i);
+                if (h.rfind("channel:", 0) == 0) {
+                    const std::string name = trim((*fields)[i].substr(8));
+                    if (name.empty())
+                        return invalidArgument(
+                            "column \"" + (*fields)[i] + "\" names no channel (channel:NAME)",
+                            where);
+                    col_channels.emplace_back(static_cast<int>(i), name);
+                }
             }
             if (col_id < 0 || col_input < 0)
                 return invalidArgument(
@@ -127,6 +144,9 @@ Result<std::vector<BatchCase>> parseCsvManifest(const std::string& text,
         c.id = (*fields)[col_id];
         c.input = resolve((*fields)[col_input], base_dir);
         if (col_series >= 0) c.series = (*fields)[col_series];
+        for (const auto& [col, name] : col_channels)
+            if (!(*fields)[col].empty())
+                c.channels.emplace_back(name, resolveChannel((*fields)[col], base_dir));
         VOXSEG_RETURN_IF_ERROR(addCase(cases, seen, std::move(c), where));
     }
     if (col_id < 0) return invalidArgument("manifest is empty (no header row)", name);
@@ -161,6 +181,17 @@ Result<std::vector<BatchCase>> parseJsonLinesManifest(const std::string& text,
                 c.series = std::to_string(j["series"].get<int64_t>());
             else if (!j["series"].is_null())
                 return invalidArgument("\"series\" must be an index or a UID", where);
+        }
+        if (j.contains("channels")) {
+            if (!j["channels"].is_object())
+                return invalidArgument(
+                    "\"channels\" must be an object {\"NAME\": \"path or series\"}", where);
+            for (auto it = j["channels"].begin(); it != j["channels"].end(); ++it) {
+                if (!it.value().is_string())
+                    return invalidArgument("channel \"" + it.key() + "\" must be a string", where);
+                c.channels.emplace_back(it.key(),
+                                        resolveChannel(it.value().get<std::string>(), base_dir));
+            }
         }
         VOXSEG_RETURN_IF_ERROR(addCase(cases, seen, std::move(c), where));
     }

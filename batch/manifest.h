@@ -1,6 +1,7 @@
-// The list of cases of a batch: a CSV manifest (header row `case_id,input[,series]`), a JSON-lines
-// manifest (one object per line with the same keys) or a root folder with one case per
-// sub-folder (a DICOM study, or a folder holding one image file such as .nii.gz).
+// The list of cases of a batch: a CSV manifest (header row `case_id,input[,series]`, plus
+// `channel:NAME` columns for multi-channel models), a JSON-lines manifest (one object per line
+// with the same keys; channels as {"channels": {"NAME": "VALUE"}}) or a root folder with one case
+// per sub-folder (a DICOM study, or a folder holding one image file such as .nii.gz).
 //
 // Case ids name the output folders, the journal entries and the log lines, so they must be safe
 // file names ([A-Za-z0-9._-], not starting with '.') and unique; they should be pseudonyms, never
@@ -11,6 +12,7 @@
 #include "core/status.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace voxseg::batch {
@@ -19,6 +21,9 @@ struct BatchCase {
     std::string id;      // output folder name
     std::string input;   // DICOM folder/file or image file (absolute or as given)
     std::string series;  // index or SeriesInstanceUID; empty = the only candidate
+    // Multi-channel models: (channel name, path or series) as `--channel NAME=VALUE` takes them,
+    // from CSV columns "channel:NAME" or a JSON "channels" object; paths resolved like `input`.
+    std::vector<std::pair<std::string, std::string>> channels;
 };
 
 // Reads a manifest file (.csv, .jsonl/.ndjson/.json; other names are sniffed: '{' = JSON lines)

@@ -96,6 +96,14 @@ Result<std::string> inputDigest(const StudyInput& input, const std::string& inpu
         if (!fs::is_regular_file(input_path, ec)) return std::string();  // in-memory input
         files.push_back(input_path);
     }
+    for (size_t c = 0; c < input.extra_channels.size(); ++c) {  // multi-channel models
+        const auto& series = c < input.extra_series.size() ? input.extra_series[c] : std::nullopt;
+        std::error_code ec;
+        if (series)
+            for (const auto& sl : series->slices) files.push_back(sl.path);
+        else if (fs::is_regular_file(input.extra_channels[c].info().source, ec))
+            files.push_back(input.extra_channels[c].info().source);
+    }
     std::sort(files.begin(), files.end());
     files.erase(std::unique(files.begin(), files.end()), files.end());
     std::string all;
@@ -350,20 +358,37 @@ Result<SegmentWork> Segmenter::prepare(const StudyInput& input, const std::strin
     const Geometry g = input.volume.geometry();
 
     // Checks that need no work first.
-    if (m.channels.size() != 1)
-        return unsupported("model expects " + std::to_string(m.channels.size()) +
-                               " input channels; voxseg segment takes one input volume",
-                           m.folder.string());
-    const std::string& want = m.channels[0].modality;
-    const std::string& have = input.volume.info().modality;
-    if (!want.empty() && !have.empty() && want != have) {
-        if (!s.options.ignore_modality)
-            return invalidArgument("input is " + have + " but model " + m.name + " expects " +
-                                       want + ": choose another series or model (or " +
-                                       "--ignore-modality to run anyway)",
-                                   input_path);
-        report.warnings.push_back("modality " + have + " differs from the model's " + want);
+    std::vector<Volume> channels{input.volume};
+    channels.insert(channels.end(), input.extra_channels.begin(), input.extra_channels.end());
+    if (channels.size() != m.channels.size()) {
+        std::string names;
+        for (const auto& c : m.channels) names += (names.empty() ? "" : ", ") + c.name;
+        return invalidArgument("model " + m.name + " takes " + std::to_string(m.channels.size()) +
+                                   " input channels (" + names + ") but " +
+                                   std::to_string(channels.size()) +
+                                   " were loaded: give each with --channel NAME=PATH, or let "
+                                   "model.json's rules pick them from a DICOM study",
+                               input_path);
     }
+    for (size_t c = 0; c < channels.size(); ++c) {
+        const std::string& want = m.channels[c].modality;
+        const std::string& have = channels[c].info().modality;
+        if (want.empty() || have.empty() || want == have) continue;
+        const std::string which =
+            m.channels.size() > 1 ? " (channel " + m.channels[c].name + ")" : std::string();
+        if (!s.options.ignore_modality)
+            return invalidArgument("input" + which + " is " + have + " but model " + m.name +
+                                       " expects " + want + ": choose another series or model " +
+                                       "(or --ignore-modality to run anyway)",
+                                   input_path);
+        report.warnings.push_back("modality " + have + which + " differs from the model's " + want);
+    }
+    for (size_t c = 1; c < channels.size(); ++c)
+        if (!channels[c].geometry().approxEqual(g))
+            return invalidArgument("channel " + m.channels[c].name +
+                                       " is not on the first channel's grid (load the channels "
+                                       "with loadStudyChannels, which resamples them)",
+                                   input_path);
     for (int a = 0; a < 3; ++a)
         if (g.size[a] < 2)
             return unsupported("input has only " + std::to_string(g.size[a]) +
@@ -389,9 +414,9 @@ Result<SegmentWork> Segmenter::prepare(const StudyInput& input, const std::strin
     spec.orientation = m.orientation;
     spec.axis_order = m.axis_order;
     for (int a = 0; a < 3; ++a) spec.spacing_mm[a] = m.spacing_mm[a];
-    spec.channels = {m.channels[0].normalization};
+    for (const auto& c : m.channels) spec.channels.push_back(c.normalization);
     spec.threads = s.options.threads;
-    VOXSEG_ASSIGN_OR_RETURN(work.pre, preprocess({input.volume}, spec, progress));
+    VOXSEG_ASSIGN_OR_RETURN(work.pre, preprocess(channels, spec, progress));
     report.timings.push_back(stageDone("preprocess", t));
     return work;
 }
@@ -630,6 +655,7 @@ Result<SegmentReport> Segmenter::write(const StudyInput& input, SegmentWork&& wo
                         {"folder", m.folder.string()},
                         {"ensemble_members", m.models.size()}};
         if (!s.options.labels.empty()) run["labels"] = s.options.labels;  // --labels
+        if (!input.channel_notes.empty()) run["channels"] = input.channel_notes;
         run["device"] = {{"backend", s.backend->name()},
                          {"description", s.backend->deviceDescription()},
                          {"precision", report.precision},

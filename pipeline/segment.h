@@ -37,6 +37,12 @@ struct StudyInput {
     Volume volume;
     std::optional<io::SeriesCandidate> series;
     double load_seconds = 0.0;
+    // Multi-channel models (pipeline/channels.h): channels 2..N in model.json's order, already on
+    // `volume`'s grid, the series each came from, and per channel (first included) where it came
+    // from and what was done to it (run.json "channels").
+    std::vector<Volume> extra_channels;
+    std::vector<std::optional<io::SeriesCandidate>> extra_series;
+    std::vector<std::string> channel_notes;
 };
 
 // Loads an image file, or scans a DICOM path and loads the series `selector` picks (index or

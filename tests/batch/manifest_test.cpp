@@ -119,5 +119,41 @@ TEST(Manifest, CaseFoldersImageOrDicom) {
     EXPECT_NE(two.status().toString().find("a_image"), std::string::npos);
 }
 
+// Issue 15 part 4: the channels of a multi-channel model per case, as `--channel NAME=VALUE`.
+TEST(Manifest, ChannelColumnsAndObjects) {
+    voxseg::testing::TempDir dir;
+    fs::create_directories(dir.path() / "c1");
+    std::ofstream(dir.path() / "c1" / "t2.nii.gz") << "x";
+    const std::string base = dir.path().string();
+    auto csv = parseCsvManifest(
+        "case_id,input,channel:T2,Channel:FLAIR\n"
+        "c1,c1/t1.nii.gz,c1/t2.nii.gz,\n"
+        "c2,study2,3,1.2.840.99\n",
+        base, "m.csv");
+    ASSERT_TRUE(csv.isOk()) << csv.status().toString();
+    ASSERT_EQ((*csv)[0].channels.size(), 1u);  // an empty cell names no channel
+    EXPECT_EQ((*csv)[0].channels[0].first, "T2");
+    EXPECT_EQ((*csv)[0].channels[0].second, (dir.path() / "c1" / "t2.nii.gz").string());
+    ASSERT_EQ((*csv)[1].channels.size(), 2u);
+    EXPECT_EQ((*csv)[1].channels[0].second, "3");  // no such file: a series index, as given
+    EXPECT_EQ((*csv)[1].channels[1].first, "FLAIR");
+    EXPECT_EQ((*csv)[1].channels[1].second, "1.2.840.99");
+    auto bad = parseCsvManifest("case_id,input,channel:\nc1,a,b\n", base, "m.csv");
+    ASSERT_FALSE(bad.isOk());
+    EXPECT_NE(bad.status().toString().find("names no channel"), std::string::npos);
+
+    auto jsonl = parseJsonLinesManifest(
+        "{\"case_id\": \"c1\", \"input\": \"c1/t1.nii.gz\", \"channels\": {\"T2\": "
+        "\"c1/t2.nii.gz\"}}\n",
+        base, "m.jsonl");
+    ASSERT_TRUE(jsonl.isOk()) << jsonl.status().toString();
+    ASSERT_EQ((*jsonl)[0].channels.size(), 1u);
+    EXPECT_EQ((*jsonl)[0].channels[0].second, (dir.path() / "c1" / "t2.nii.gz").string());
+    auto not_object = parseJsonLinesManifest(
+        "{\"case_id\": \"c1\", \"input\": \"a\", \"channels\": [\"x\"]}\n", base, "m.jsonl");
+    ASSERT_FALSE(not_object.isOk());
+    EXPECT_NE(not_object.status().toString().find("m.jsonl:1"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace voxseg::batch
