@@ -29,8 +29,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from export_common import (PackageWriter, export_onnx, fail, load_codes, make_labels,  # noqa: E402
-                           model_files_entry, warn)
+from export_common import (PackageWriter, export_onnx, fail, load_checkpoint, load_codes,  # noqa: E402
+                           make_labels, model_files_entry, warn)
 
 IGNORED = {"LoadImaged", "LoadImage", "EnsureChannelFirstd", "EnsureChannelFirst", "AddChanneld",
            "AddChannel", "EnsureTyped", "EnsureType", "ToTensord", "ToTensor", "CastToTyped",
@@ -123,13 +123,7 @@ def load_weights(bundle, net, allow_pickle):
     pt = os.path.join(bundle, "models", "model.pt")
     ts = os.path.join(bundle, "models", "model.ts")
     if os.path.isfile(pt):
-        try:
-            sd = torch.load(pt, map_location="cpu", weights_only=True)
-        except Exception as e:  # noqa: BLE001
-            if not allow_pickle:
-                fail(f"{pt} cannot be loaded with weights_only=True ({str(e).splitlines()[0]}); it is a "
-                     "pickle and may run code: rerun with --allow-pickle if you trust it")
-            sd = torch.load(pt, map_location="cpu", weights_only=False)
+        sd = load_checkpoint(pt, allow_pickle)
         if isinstance(sd, dict) and "model" in sd and isinstance(sd["model"], dict):
             sd = sd["model"]
         sd = {k[len("module."):] if k.startswith("module.") else k: v for k, v in sd.items()}

@@ -6,28 +6,43 @@
         -o hippocampus-pkg [--folds 0 1 2 3 4] [--configuration 3d_fullres] [--codes codes.json]
 
 The folder holds plans.json, dataset.json and fold_*/checkpoint_final.pth (what nnUNetv2_train
-writes). The network is rebuilt from the plans with nnU-Net's own get_network_from_plans (deep
+writes). The network is rebuilt as nnU-Net builds it, with dynamic_network_architectures (deep
 supervision off), the fold weights are loaded, and each fold is exported to ONNX (opset 17,
-dynamic batch, static patch) and checked against PyTorch with ONNX Runtime. Several folds become
-an ensemble (model.json "models", logits averaged as nnU-Net does).
+dynamic batch, static patch) and checked against PyTorch with ONNX Runtime when it is installed.
+Several folds become an ensemble (model.json "models", logits averaged as nnU-Net does).
 
-Checkpoints are Python pickles: loading one can run code. This tool loads them with
-torch.load(weights_only=True) (tensors and plain containers only) and refuses otherwise unless
+Which network:
+  - plans.json configurations.<c>.architecture (nnunetv2 >= 2.4): network_class_name, arch_kwargs
+    and _kw_requires_import, e.g. PlainConvUNet or ResidualEncoderUNet (the ResEnc M/L/XL
+    presets, nnUNetResEncUNet{M,L,XL}Plans), as nnunetv2's get_network_from_plans does it;
+  - a Primus trainer (nnUNet_Primus_{S,B,M,L}_Trainer and their _Primus_<S|B|M|L>_* variants)
+    builds its own network: dynamic_network_architectures Primus(embed, 8x8x8 patches, depth,
+    heads, patch_size, drop_path 0.2, scale_attn_inner, LayerScale 0.1), whatever the plans' architecture
+    says. A custom Primus trainer: pass --primus EMBED,DEPTH,HEADS.
+Needs torch, onnx, dynamic_network_architectures (and timm, einops for Primus); not nnunetv2.
+
+Checkpoints are Python pickles: loading one can run code. This tool loads them as tensors and
+plain containers only (torch.load(weights_only=True), or a restricted unpickler on torch < 2)
+and refuses otherwise unless
 --allow-pickle is given for a checkpoint you trust. voxseg itself never loads pickles: a package
 holds only JSON and ONNX.
 """
 import argparse
 import glob
+import inspect
 import json
 import os
+import pydoc
 import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from export_common import (PackageWriter, export_onnx, fail, load_codes, make_labels,  # noqa: E402
-                           model_files_entry, warn)
+from export_common import (PackageWriter, export_onnx, fail, load_checkpoint, load_codes,  # noqa: E402
+                           make_labels, model_files_entry, warn)
 
 DEFAULT_NORMALIZERS = {"CTNormalization", "ZScoreNormalization", "NoNormalization"}
+# nnunetv2/training/nnUNetTrainer/primus/primus_trainers.py: (embed_dim, eva_depth, eva_numheads)
+PRIMUS_SIZES = {"S": (396, 12, 6), "B": (792, 12, 12), "M": (864, 16, 12), "L": (1056, 24, 16)}
 DEFAULT_RESAMPLING = "resample_data_or_seg_to_shape"
 
 
@@ -42,22 +57,6 @@ def modality_of(channel_name):
     return channel_name
 
 
-def load_checkpoint(path, allow_pickle):
-    import numpy as np
-    import torch
-    safe = [np.dtype, np.ndarray, np.core.multiarray.scalar, np.core.multiarray._reconstruct,
-            type(np.dtype(np.float64)), type(np.dtype(np.float32)), type(np.dtype(np.int64))]
-    try:
-        with torch.serialization.safe_globals(safe):
-            return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001 - report and decide below
-        if not allow_pickle:
-            fail(f"{path} cannot be loaded with torch.load(weights_only=True) ({str(e).splitlines()[0]}). "
-                 "It is a pickle and may run code when loaded; if you trust it, rerun with --allow-pickle")
-        warn(f"{path}: loading as a full pickle (--allow-pickle)")
-        return torch.load(path, map_location="cpu", weights_only=False)
-
-
 def network_weights(ckpt, path):
     w = ckpt.get("network_weights") if isinstance(ckpt, dict) else None
     if w is None:
@@ -69,6 +68,85 @@ def network_weights(ckpt, path):
                 k = k[len(prefix):]
         out[k] = v
     return out
+
+
+def configuration(plans, name):
+    """plans.json configuration `name` with its inherits_from chain applied (as PlansManager)."""
+    confs = plans.get("configurations", {})
+    if name not in confs:
+        fail(f"configuration '{name}' not in plans.json (has {sorted(confs)})")
+    conf, seen = dict(confs[name]), [name]
+    while "inherits_from" in conf:
+        parent = conf.pop("inherits_from")
+        if parent in seen or parent not in confs:
+            fail(f"plans.json configuration '{seen[-1]}' inherits from '{parent}', which "
+                 + ("loops" if parent in seen else "does not exist"))
+        seen.append(parent)
+        merged = dict(confs[parent])
+        merged.update(conf)
+        conf = merged
+    return conf
+
+
+def labels_of(dataset):
+    """dataset.json labels -> ([(value, name)] foreground, number of network outputs)."""
+    labels = dataset.get("labels") or {}
+    if dataset.get("regions_class_order") or any(
+            isinstance(v, (list, tuple)) and len(v) > 1 for v in labels.values()):
+        fail("region-based training (dataset.json regions_class_order): nnU-Net applies nested regions "
+             "in regions_class_order with a 0.5 threshold, which voxseg's 'sigmoid' output (most "
+             "probable channel) does not reproduce; export a model trained on plain labels")
+    plain = {k: (v[0] if isinstance(v, (list, tuple)) else v) for k, v in labels.items() if k != "ignore"}
+    if sorted(plain.values()) != list(range(len(plain))):
+        fail(f"dataset.json labels {labels}: expected consecutive values 0..N-1 (background 0)")
+    return sorted((v, k) for k, v in plain.items() if v > 0), len(plain)
+
+
+def primus_size(trainer, override):
+    """(embed, depth, heads) of a Primus trainer, None for the plans' architecture."""
+    if override:
+        try:
+            embed, depth, heads = (int(v) for v in override.split(","))
+        except ValueError:
+            fail(f"--primus '{override}': expected EMBED,DEPTH,HEADS (e.g. 396,12,6 for Primus S)")
+        return embed, depth, heads
+    if "Primus" not in trainer:
+        return None
+    m = re.search(r"Primus_([SBML])_", trainer)
+    if not m:
+        fail(f"trainer '{trainer}' builds a Primus network of a size this tool does not know "
+             f"(it knows nnUNet_Primus_{{S,B,M,L}}_Trainer and their variants); pass "
+             "--primus EMBED,DEPTH,HEADS as the trainer's build_network_architecture sets them")
+    return PRIMUS_SIZES[m.group(1)]
+
+
+def build_network(conf, n_in, n_out, trainer, primus):
+    """The network as nnunetv2's get_network_from_plans (or a Primus trainer) builds it."""
+    patch = [int(v) for v in conf["patch_size"]]
+    size = primus_size(trainer, primus)
+    if size is not None:
+        from dynamic_network_architectures.architectures.primus import Primus
+        if any(p % 8 for p in patch):
+            fail(f"Primus needs a patch size divisible by 8 (plans: {patch})")
+        embed, depth, heads = size
+        return Primus(n_in, embed, (8, 8, 8), n_out, depth, heads, tuple(patch),
+                      drop_path_rate=0.2, scale_attn_inner=True, init_values=0.1), f"Primus {size}"
+    arch = conf.get("architecture")
+    if not arch:
+        fail("plans.json has no configurations.<c>.architecture (written by nnunetv2 >= 2.4); "
+             "plans from older versions: re-run nnUNetv2_plan_and_preprocess with nnunetv2 >= 2.4 "
+             "(the trained weights stay valid: the network is the same)")
+    cls = pydoc.locate(arch["network_class_name"])
+    if cls is None:
+        fail(f"network class {arch['network_class_name']} cannot be imported (install "
+             "dynamic_network_architectures, or the package that defines it)")
+    kwargs = dict(arch["arch_kwargs"])
+    for k in arch.get("_kw_requires_import", []):
+        if kwargs.get(k) is not None:
+            kwargs[k] = pydoc.locate(kwargs[k])
+    if "deep_supervision" in inspect.signature(cls.__init__).parameters:
+        kwargs["deep_supervision"] = False
+    return cls(input_channels=n_in, num_classes=n_out, **kwargs), arch["network_class_name"].rsplit(".", 1)[-1]
 
 
 def normalization(scheme, use_mask, props, channel):
@@ -105,13 +183,11 @@ def main():
     p.add_argument("--no-mirroring", action="store_true", help="no test-time mirroring in the package")
     p.add_argument("--allow-pickle", action="store_true",
                    help="load checkpoints that need full unpickling (runs code: trusted files only)")
+    p.add_argument("--primus", metavar="EMBED,DEPTH,HEADS",
+                   help="the Primus size a custom Primus trainer builds (nnU-Net's own Primus trainers "
+                   "are recognised by name)")
     p.add_argument("--force", action="store_true", help="replace --out if it exists")
     a = p.parse_args()
-
-    import torch
-    from nnunetv2.utilities.get_network_from_plans import get_network_from_plans
-    from nnunetv2.utilities.label_handling.label_handling import determine_num_input_channels
-    from nnunetv2.utilities.plans_handling.plans_handler import PlansManager
 
     folder = os.path.abspath(a.folder)
     for f in ("plans.json", "dataset.json"):
@@ -142,22 +218,15 @@ def main():
     if trained_conf and a.configuration and a.configuration != trained_conf:
         fail(f"--configuration {a.configuration} but the checkpoints were trained with {trained_conf}")
     trainer = first.get("trainer_name", "?") if isinstance(first, dict) else "?"
-    if trainer != "?" and not trainer.startswith("nnUNetTrainer"):
+    if trainer != "?" and not trainer.startswith("nnUNetTrainer") and "Primus" not in trainer:
         warn(f"trainer '{trainer}': a custom trainer may build its network differently from the plans; "
              "the weights must load without missing keys or the export stops")
 
-    pm = PlansManager(plans)
-    if conf_name not in plans.get("configurations", {}):
-        fail(f"configuration '{conf_name}' not in plans.json (has {sorted(plans['configurations'])})")
-    cm = pm.get_configuration(conf_name)
-    lm = pm.get_label_manager(dataset)
-    if lm.has_regions:
-        fail("region-based training (dataset.json regions_class_order): nnU-Net applies nested regions "
-             "in regions_class_order with a 0.5 threshold, which voxseg's 'sigmoid' output (most "
-             "probable channel) does not reproduce; export a model trained on plain labels")
-    if conf_name.endswith("cascade_fullres") or cm.previous_stage_name:
+    cm = configuration(plans, conf_name)
+    if conf_name.endswith("cascade_fullres") or cm.get("previous_stage"):
         fail(f"configuration '{conf_name}' is a cascade stage (needs the low-res prediction as input); "
              "voxseg runs single-stage models: export 3d_fullres or 3d_lowres")
+    labels_named, n_out = labels_of(dataset)
 
     reader = dataset.get("overwrite_image_reader_writer", "SimpleITKIO")
     if reader in ("SimpleITKIO", "SimpleITKIOWithReorient"):
@@ -172,28 +241,26 @@ def main():
     else:
         fail(f"dataset.json reader '{reader}' has no voxseg equivalent (SimpleITKIO / NibabelIO)")
 
-    n_in = determine_num_input_channels(pm, cm, dataset)
-    n_out = lm.num_segmentation_heads
     channel_names = dataset.get("channel_names") or dataset.get("modality")
+    if not channel_names:
+        fail("dataset.json has no channel_names")
+    n_in = len(channel_names)
     fg = plans.get("foreground_intensity_properties_per_channel", {})
+    schemes, use_mask = cm["normalization_schemes"], cm["use_mask_for_norm"]
+    if len(schemes) != n_in:
+        fail(f"plans.json has {len(schemes)} normalization_schemes for {n_in} channels")
     channels = []
     for c in range(n_in):
-        scheme = cm.normalization_schemes[c]
         channels.append({"modality": modality_of(channel_names[str(c)]),
-                         "normalization": normalization(scheme, cm.use_mask_for_norm[c],
-                                                        fg.get(str(c)), c)})
-    resampling = plans["configurations"][conf_name].get("resampling_fn_data", DEFAULT_RESAMPLING)
+                         "normalization": normalization(schemes[c], use_mask[c], fg.get(str(c)), c)})
+    resampling = cm.get("resampling_fn_data", DEFAULT_RESAMPLING)
     if resampling != DEFAULT_RESAMPLING:
         warn(f"plans resample data with '{resampling}'; voxseg resamples like nnU-Net's "
              f"default {DEFAULT_RESAMPLING} (order 3, separate order-0 axis when anisotropic)")
 
-    net = get_network_from_plans(cm.network_arch_class_name, cm.network_arch_init_kwargs,
-                                 cm.network_arch_init_kwargs_req_import, n_in, n_out,
-                                 allow_init=True, deep_supervision=False)
-
+    net, net_name = build_network(cm, n_in, n_out, trainer, a.primus)
+    patch = [int(v) for v in cm["patch_size"]]
     mirror = [] if a.no_mirroring else list(first.get("inference_allowed_mirroring_axes") or [])
-    labels_named = sorted((v, k) for k, v in lm.label_dict.items()
-                          if k not in ("background", "ignore") and isinstance(v, int) and v > 0)
     labels = make_labels(labels_named, load_codes(a.codes))
     if len(labels) + 1 != n_out:
         fail(f"dataset.json has {len(labels)} labels but the network has {n_out} outputs")
@@ -210,10 +277,11 @@ def main():
         for fold, path, ckpt in ckpts:
             missing, unexpected = net.load_state_dict(network_weights(ckpt, path), strict=False)
             if missing or unexpected:
-                fail(f"{path}: weights do not match the network from plans.json "
-                     f"(missing {missing[:5]}, unexpected {unexpected[:5]})")
+                fail(f"{path}: weights do not match the network ({net_name}) "
+                     f"(missing {missing[:5]}, unexpected {unexpected[:5]})"
+                     + ("; for a Primus trainer check --primus" if "Primus" in net_name else ""))
             fname = "model.onnx" if len(ckpts) == 1 else f"fold_{fold}.onnx"
-            _, out_shape = export_onnx(net, (n_in,) + tuple(cm.patch_size), writer.path(fname))
+            _, out_shape = export_onnx(net, (n_in,) + tuple(patch), writer.path(fname))
             if out_shape[0] != n_out:
                 fail(f"network output has {out_shape[0]} channels, expected {n_out}")
             files.append(fname)
@@ -222,12 +290,12 @@ def main():
             "name": name,
             "version": a.version,
             "description": a.description or (
-                f"nnU-Net v2 {conf_name} ({trainer}), fold{'s' if len(folds) > 1 else ''} "
+                f"nnU-Net v2 {conf_name} ({trainer}, {net_name}), fold{'s' if len(folds) > 1 else ''} "
                 f"{', '.join(folds)}, exported by tools/export_nnunet.py"),
             "license": licence,
             "channels": channels,
-            "spacing_mm": [float(s) for s in cm.spacing],
-            "patch_size": [int(s) for s in cm.patch_size],
+            "spacing_mm": [float(s) for s in cm["spacing"]],
+            "patch_size": patch,
             "axis_order": axis_order,
             "orientation": orientation,
             "labels": labels,
@@ -237,7 +305,8 @@ def main():
         }
         model.update(model_files_entry(writer, files))
         model["_export"] = {"tool": "tools/export_nnunet.py", "source": folder,
-                            "configuration": conf_name, "folds": folds, "trainer": trainer}
+                            "configuration": conf_name, "folds": folds, "trainer": trainer,
+                            "network": net_name}
         writer.finish(model)
     except BaseException:
         writer.abort()
