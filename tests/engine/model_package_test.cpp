@@ -766,5 +766,52 @@ TEST(ModelPackageStages, RegionOutputsAsNnUNetExportsThem) {
     expectError(bad, "stages[0].output", "its label 4 is not in \"labels\"");
 }
 
+// Issue 15 part 4: channel names and the series each channel takes.
+TEST(ModelPackage, ChannelsHaveNamesAndSeriesRules) {
+    json j = validJson();
+    j["channels"][0]["name"] = "T1";
+    j["channels"][0]["match"] = {{"series_description", "t1.*mprage"}, {"image_type", "ORIGINAL"}};
+    j["channels"][1]["match"] = {{"echo_time_ms", {80, 120}}};
+    auto r = parse(j);
+    ASSERT_TRUE(r.isOk()) << r.status().toString();
+    EXPECT_EQ(r->channels[0].name, "T1");
+    EXPECT_EQ(r->channels[1].name, "channel1");  // default for several channels
+    EXPECT_EQ(r->channels[0].match.series_description, "t1.*mprage");
+    EXPECT_EQ(r->channels[0].match.image_type, "ORIGINAL");
+    ASSERT_TRUE(r->channels[1].match.echo_time_ms.has_value());
+    EXPECT_EQ((*r->channels[1].match.echo_time_ms)[1], 120.0);
+    EXPECT_TRUE(r->channels[2].match.empty());
+    auto again = parseModelPackage(modelPackageToJson(*r), "written");
+    ASSERT_TRUE(again.isOk()) << again.status().toString();
+    EXPECT_EQ(modelPackageToJson(*r), modelPackageToJson(*again));
+    // One channel: its name defaults to the modality.
+    json one = validJson();
+    one["channels"].erase(1);
+    one["channels"].erase(1);
+    auto single = parse(one);
+    ASSERT_TRUE(single.isOk()) << single.status().toString();
+    EXPECT_EQ(single->channels[0].name, "MR");
+
+    json bad = j;
+    bad["channels"][0]["match"]["series_description"] = "t1(";
+    expectError(bad, "channels[0].match.series_description", "not a valid regular expression");
+    bad = j;
+    bad["channels"][1]["name"] = "T1";
+    expectError(bad, "channels[1].name", "used twice");
+    bad = j;
+    bad["channels"][0]["name"] = "T1 weighted";
+    expectError(bad, "channels[0].name", "letters, digits");
+    bad = j;
+    bad["channels"][1]["match"] = {{"echo_time_ms", {120, 80}}};
+    expectError(bad, "channels[1].match.echo_time_ms", "low <= high");
+    bad = j;
+    bad["channels"][1]["match"] = {{"sequence", "tse"}};
+    expectError(bad, "channels[1].match.sequence", "unknown key");
+    // Format version 2: one image channel (stages normalise one channel).
+    json v2 = stagedJson();
+    v2["channels"].push_back({{"modality", "MR"}, {"name", "T2"}});
+    expectError(v2, "channels", "format_version 2 packages take one image channel");
+}
+
 }  // namespace
 }  // namespace voxseg::engine
