@@ -204,17 +204,21 @@ Status Importer::convertNode(const onnx::NodeProto& proto, const std::string& de
                              const std::vector<ValueId>& in) {
     const std::string& op = proto.op_type();
     const onnx_detail::Converter convert = onnx_detail::findConverter(op);
-    if (!convert) {
-        const std::string family = onnx_detail::modelFamilyHint(op);
-        return err(StatusCode::kUnsupported,
-                   desc + ": operator '" + op + "' is not supported by voxseg" +
-                       (family.empty() ? std::string()
-                                       : "; it usually comes from " + family +
-                                             ", which voxseg does not run yet") +
-                       " (docs/engine-ops.md lists the supported ops)");
-    }
+    const std::string family = onnx_detail::modelFamilyHint(op);
+    const std::string probably =
+        family.empty() ? std::string() : "; the model is probably " + family;
+    if (!convert)
+        return err(StatusCode::kUnsupported, desc + ": operator '" + op +
+                                                 "' is not supported by voxseg" + probably +
+                                                 " (docs/engine-ops.md lists the supported ops)");
     onnx_detail::NodeContext ctx(st_, proto, desc, in);
-    VOXSEG_RETURN_IF_ERROR(convert(ctx));
+    if (Status s = convert(ctx); !s.isOk()) {
+        // A form of a supported op voxseg refuses: the same hint, once.
+        if (s.code() != StatusCode::kUnsupported || probably.empty() ||
+            s.message().find("the model is probably") != std::string::npos)
+            return s;
+        return Status(s.code(), s.message() + probably, s.subject());
+    }
     if (ctx.emitted) return Status::ok();
     VOXSEG_RETURN_IF_ERROR(ctx.a.checkAllKnown());
     return st_.emit(std::move(ctx.n), proto.output(0));
