@@ -97,16 +97,18 @@ def main():
     best_vox = {p: max([r["patches_per_s"] for r in vox if r.get("kind") == "throughput"
                         and r.get("precision") == p and r.get("patches_per_s")] or [0]) for p in ("fp16", "bf16")}
 
-    print("\n## Whole-volume sliding window (GPU-side gather, accumulation, argmax)\n")
-    print("| precision | volume | batch | patches | seconds/case | patches/s | device peak GiB |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n## Whole-volume sliding window (the `voxseg segment --device cuda` path: "
+          "Backend::makeSlidingWindow, scores downloaded)\n")
+    print("| precision | volume | batch | patches | seconds/case | patches/s | device used GiB | path |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in vox:
         if r.get("kind") == "window":
             if "error" in r:
-                print(f"| {r['precision']} | error: {r['error'][:150]} | | | | | |")
+                print(f"| {r['precision']} | error: {r['error'][:150]} | | | | | | |")
             else:
                 print(f"| {r['precision']} | {'x'.join(map(str, r['volume']))} | {r['batch']} | {r['patches']} | "
-                      f"{r['seconds_per_case']:.3f} | {r['patches_per_s']:.1f} | {gib(r['device_peak_bytes'])} |")
+                      f"{r['seconds_per_case']:.3f} | {r['patches_per_s']:.1f} | {gib(r['device_used_bytes'])} | "
+                      f"{r.get('path', '')} |")
 
     print("\n## Targets (issue 5)\n")
     for p in ("fp16", "bf16"):

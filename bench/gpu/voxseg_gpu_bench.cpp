@@ -15,6 +15,7 @@
 #include "cuda/device_memory.h"
 #include "engine/graph.h"
 #include "engine/onnx_import.h"
+#include "engine/sliding_window.h"
 
 #include <fmt/format.h>
 
@@ -220,14 +221,18 @@ Throughput benchOne(const voxseg::engine::Graph& graph, const std::string& pname
     return result;
 }
 
-void benchWindow(const voxseg::engine::Graph& graph, const std::string& pname, int batch,
-                 const Args& args) {
+// The whole-volume path `voxseg segment --device cuda` takes (Backend::makeSlidingWindow: the
+// CUDA sliding window behind engine::VolumeInference, scores downloaded for the host's export),
+// so the figure is the product's, not a bench-only loop's.
+void benchWindow(voxseg::engine::Backend& backend, const voxseg::engine::Graph& graph,
+                 const std::string& pname, int batch, const Args& args) {
     auto p = voxseg::engine::parsePrecision(pname);
     if (!p.isOk()) return;
-    voxseg::cuda::CudaSlidingWindowOptions options;
-    options.patch = {kPatch, kPatch, kPatch};
+    voxseg::engine::SlidingWindowOptions options;
+    options.patch_size = {kPatch, kPatch, kPatch};
+    options.overlap = 0.5;
     options.batch = batch;
-    options.precision = *p;
+    options.compile.precision = *p;
     const int64_t v = args.volume;
     // A smooth synthetic "image": sums of sines plus noise (content does not change the timing).
     std::vector<float> img(size_t(v * v * v));
@@ -243,27 +248,35 @@ void benchWindow(const voxseg::engine::Graph& graph, const std::string& pname, i
         emit(fmt::format(R"({{"kind":"window","precision":"{}","batch":{},"error":"{}"}})", pname,
                          batch, jsonEscape(s.toString())));
     };
-    auto window = voxseg::cuda::CudaSlidingWindow::create(graph, 1, options);
+    auto window = backend.makeSlidingWindow({&graph}, 1, options);
     if (!window.isOk()) return fail(window.status());
     std::vector<double> secs;
-    int64_t patches = 0;
+    voxseg::engine::SlidingWindowStats stats;
     std::vector<int64_t> histogram(3, 0);
     for (int i = 0; i < 3; ++i) {  // first run warms up (pinned buffers, accumulators)
         const auto t0 = std::chrono::steady_clock::now();
-        auto r = (*window)->run(image);
+        auto r = (*window)->run(image, {}, &stats);
         const double s =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (!r.isOk()) return fail(r.status());
-        patches = r->patches;
         if (i > 0) secs.push_back(s);
-        if (i == 0)
-            for (uint16_t l : r->labels) ++histogram[std::min<size_t>(l, 2)];
+        if (i == 0) {  // argmax of the scores, as the host export computes it
+            const int64_t k = r->dim(0), voxels = r->numel() / k;
+            const float* scores = r->data<float>();
+            for (int64_t x = 0; x < voxels; ++x) {
+                int64_t best = 0;
+                for (int64_t c = 1; c < k; ++c)
+                    if (scores[c * voxels + x] > scores[best * voxels + x]) best = c;
+                ++histogram[size_t(std::min<int64_t>(best, 2))];
+            }
+        }
     }
     std::sort(secs.begin(), secs.end());
     emit(fmt::format(
-        R"({{"kind":"window","precision":"{}","volume":[{},{},{}],"patch":{},"overlap":0.5,"batch":{},"patches":{},"seconds_per_case":{:.4f},"patches_per_s":{:.2f},"device_peak_bytes":{},"label_histogram":[{},{},{}]}})",
-        pname, v, v, v, kPatch, (*window)->batch(), patches, secs.front(), patches / secs.front(),
-        (*window)->deviceBytes(), histogram[0], histogram[1], histogram[2]));
+        R"({{"kind":"window","path":"{}","precision":"{}","volume":[{},{},{}],"patch":{},"overlap":0.5,"batch":{},"patches":{},"forward_passes":{},"seconds_per_case":{:.4f},"patches_per_s":{:.2f},"accumulator_bytes":{},"workspace_bytes":{},"device_used_bytes":{},"label_histogram":[{},{},{}]}})",
+        jsonEscape((*window)->describe()), pname, v, v, v, kPatch, batch, stats.patches,
+        stats.forward_passes, secs.front(), stats.patches / secs.front(), stats.accumulator_bytes,
+        stats.workspace_bytes, deviceUsed(), histogram[0], histogram[1], histogram[2]));
 }
 
 int run(const Args& args) {
@@ -309,7 +322,8 @@ int run(const Args& args) {
     }
     if (args.volume > 0)
         for (const std::string& p : args.precisions)
-            benchWindow(graph, p, args.window_batch > 0 ? args.window_batch : best_batch, args);
+            benchWindow(**backend, graph, p, args.window_batch > 0 ? args.window_batch : best_batch,
+                        args);
     return 0;
 }
 
