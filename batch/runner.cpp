@@ -175,6 +175,7 @@ std::string optionsHash(const BatchOptions& o) {
     // Only when set: older journals' hashes stay valid.
     if (s.outputs.rtstruct) j["outputs"]["rtstruct"] = true;
     if (s.outputs.seg_type != io::SegType::kBinary) j["outputs"]["seg_type"] = "labelmap";
+    if (!s.labels.empty()) j["labels"] = s.labels;  // --labels: other files
     j["dicom"] = {{"tilt", static_cast<int>(o.dicom.tilt)},
                   {"uneven_spacing", static_cast<int>(o.dicom.uneven_spacing)},
                   {"allow_gaps", o.dicom.allow_gaps},
