@@ -103,7 +103,8 @@ EditToolbar::EditToolbar(EditController* controller, ViewerState* state,
     undo_->setShortcut(QKeySequence::Undo);
     redo_ = addAction("Redo", this, [this] { (void)edit_->redo(); });
     redo_->setObjectName("redo");
-    redo_->setShortcuts({QKeySequence(Qt::CTRL | Qt::Key_Y), QKeySequence::Redo});
+    redo_->setShortcuts(
+        {QKeySequence(Qt::CTRL | Qt::Key_Y), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Z)});
     addSeparator();
 
     addWidget(new QLabel(" Label ", this));

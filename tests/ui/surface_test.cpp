@@ -1,6 +1,7 @@
 // Label surfaces (marching cubes + Taubin smoothing) and the OpenGL 3D view. The view test needs
 // an OpenGL context: it skips on the offscreen platform and runs as test_ui_gl under xvfb-run
 // with Mesa's software rasteriser.
+#include "ui/edit_controller.h"
 #include "ui/surface_mesh.h"
 #include "ui/surface_view.h"
 #include "ui/viewer_state.h"
@@ -183,6 +184,54 @@ TEST(SurfaceView, DrawsLabelSurfacesWithOpenGl) {
     state.setAllLabelsVisible(false);
     const QRgb hidden = view.renderFrame().pixel(frame.width() / 2, frame.height() / 2);
     EXPECT_LT(qRed(hidden), 40);
+}
+
+// Editing (issue 18): an edit re-meshes only the labels it changed (the others keep their
+// meshes), and the label opacity reaches the 3D view (see-through below 50 %).
+TEST(SurfaceView, AnEditReMeshesOnlyItsLabelAndOpacityApplies) {
+    QString why;
+    if (!openGlAvailable(&why))
+        GTEST_SKIP() << why.toStdString() << " (run test_ui_gl under xvfb-run)";
+    const Geometry g = makeGeometry({40, 40, 40}, {1, 1, 1});
+    ViewerState state;
+    pipeline::StudyInput study;
+    study.volume = Volume::allocate<int16_t>(g);
+    state.setStudy(study, "synthetic");
+    SurfaceView view(&state);
+    view.resize(300, 300);
+    view.show();
+    ASSERT_TRUE(QTest::qWaitForWindowExposed(&view));
+    QSignalSpy ready(&view, &SurfaceView::meshesReady);
+    const Vec3 centre = g.indexToPhysical({20, 20, 20});
+    ASSERT_TRUE(state.setLabelMap(twoShapes(g, centre), {{1, "ball", {255, 0, 0}}}).isOk());
+    ASSERT_TRUE(QTest::qWaitFor([&] { return ready.count() > 0; }, 30000));
+    ASSERT_EQ(view.meshes().size(), 2u);
+    const size_t box_triangles = view.meshes()[1].triangleCount();
+    const size_t ball_triangles = view.meshes()[0].triangleCount();
+    EditController edit(&state);
+    edit::EditOp op;
+    op.kind = edit::OpKind::kPaint;
+    op.points = {{centre[0], centre[1] - 9, centre[2]}};
+    op.radius_mm = 5;
+    op.label = 1;
+    ASSERT_TRUE(edit.apply(op).isOk());
+    const int builds = view.meshBuilds();
+    ASSERT_TRUE(
+        QTest::qWaitFor([&] { return view.meshBuilds() > builds && !view.building(); }, 30000));
+    EXPECT_EQ(view.lastBuildLabels(), std::vector<int>{1});
+    ASSERT_EQ(view.meshes().size(), 2u);
+    EXPECT_EQ(view.meshes()[0].label, 1);
+    EXPECT_NE(view.meshes()[0].triangleCount(), ball_triangles);
+    EXPECT_EQ(view.meshes()[1].triangleCount(), box_triangles);  // label 3 not re-meshed
+    std::printf("edited label re-meshed in %.1f ms\n", view.lastBuildSeconds() * 1000);
+    // Opacity: 50 % (the default) is opaque in 3D, 20 % lets the background through.
+    const QImage opaque = view.renderFrame();
+    const QRgb a = opaque.pixel(opaque.width() / 2, opaque.height() / 2);
+    state.setLabelOpacity(0, 0.2);
+    const QImage seen_through = view.renderFrame();
+    const QRgb b = seen_through.pixel(opaque.width() / 2, opaque.height() / 2);
+    EXPECT_LT(qRed(b), qRed(a) * 0.8) << qRed(a) << " -> " << qRed(b);
+    EXPECT_GT(qRed(b), 20);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "tests/pipeline/test_model_package.h"
 #include "tests/pipeline/test_volumes.h"
 #include "tests/test_data.h"
+#include "tests/ui/viewer_test_support.h"
 #include "ui/label_table.h"
 #include "ui/log_panel.h"
 #include "ui/main_window.h"
@@ -37,51 +38,6 @@ namespace voxseg::ui {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr int kTaskTimeoutMs = 120000;
-constexpr int kColumns = 40, kRows = 32, kSlices = 24;
-
-// A CT phantom: air, an elliptic body (40 HU), a dense sphere (300 HU) off-centre.
-int32_t phantomHu(int i, int j, int k) {
-    const double x = (i - kColumns / 2.0) / (kColumns * 0.4), y = (j - kRows / 2.0) / (kRows * 0.4);
-    if (x * x + y * y >= 1) return -1000;
-    if (std::hypot(i - 14.0, j - 18.0, k - 12.0) < 5) return 300;
-    return 40;
-}
-
-std::string writeSeries(const testing::TempDir& dir) {
-    io::SynthSeriesSpec spec;
-    spec.columns = kColumns;
-    spec.rows = kRows;
-    spec.slices = kSlices;
-    spec.column_spacing = 0.9;
-    spec.row_spacing = 0.9;
-    spec.slice_spacing = 1.5;
-    spec.intercept = -1024;
-    spec.value = [](int i, int j, int k) { return phantomHu(i, j, k) + 1024; };
-    const std::string folder = dir / "series";
-    auto files = io::writeSynthSeries(spec, folder);
-    EXPECT_TRUE(files.isOk()) << files.status().toString();
-    return folder;
-}
-
-struct TaskResult {
-    bool finished = false;
-    bool ok = false;
-    QString message;
-};
-
-TaskResult runTask(MainWindow& w, const std::function<void()>& start,
-                   int timeout_ms = kTaskTimeoutMs) {
-    QSignalSpy spy(&w, &MainWindow::taskFinished);
-    start();
-    TaskResult r;
-    r.finished = QTest::qWaitFor([&] { return spy.count() > 0; }, timeout_ms);
-    if (r.finished) {
-        r.ok = spy.front()[0].toBool();
-        r.message = spy.front()[1].toString();
-    }
-    return r;
-}
 
 uint32_t pixel(MprView* view, int64_t column, int64_t row) {
     return view->sliceImage().pixel(static_cast<int>(column), static_cast<int>(row)) | 0xFF000000u;

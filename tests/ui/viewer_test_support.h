@@ -1,0 +1,69 @@
+// What the viewer tests share: the CT phantom series they open (written as real DICOM files),
+// and running a background task of the main window to its end.
+#pragma once
+
+#include "io/dicom_synth.h"
+#include "tests/test_data.h"
+#include "ui/main_window.h"
+
+#include <gtest/gtest.h>
+
+#include <QSignalSpy>
+#include <QTest>
+
+#include <cmath>
+#include <functional>
+#include <string>
+
+namespace voxseg::ui {
+
+constexpr int kTaskTimeoutMs = 120000;
+constexpr int kColumns = 40, kRows = 32, kSlices = 24;
+
+// A CT phantom: air, an elliptic body (40 HU), a dense sphere (300 HU) off-centre.
+inline int32_t phantomHu(int i, int j, int k) {
+    const double x = (i - kColumns / 2.0) / (kColumns * 0.4), y = (j - kRows / 2.0) / (kRows * 0.4);
+    if (x * x + y * y >= 1) return -1000;
+    if (std::hypot(i - 14.0, j - 18.0, k - 12.0) < 5) return 300;
+    return 40;
+}
+
+// The phantom as an axial series (or with the orientation `adjust` gives it) in dir/<name>.
+inline std::string writeSeries(const testing::TempDir& dir, const std::string& name = "series",
+                               const std::function<void(io::SynthSeriesSpec&)>& adjust = {}) {
+    io::SynthSeriesSpec spec;
+    spec.columns = kColumns;
+    spec.rows = kRows;
+    spec.slices = kSlices;
+    spec.column_spacing = 0.9;
+    spec.row_spacing = 0.9;
+    spec.slice_spacing = 1.5;
+    spec.intercept = -1024;
+    spec.value = [](int i, int j, int k) { return phantomHu(i, j, k) + 1024; };
+    if (adjust) adjust(spec);
+    const std::string folder = dir / name;
+    auto files = io::writeSynthSeries(spec, folder);
+    EXPECT_TRUE(files.isOk()) << files.status().toString();
+    return folder;
+}
+
+struct TaskResult {
+    bool finished = false;
+    bool ok = false;
+    QString message;
+};
+
+inline TaskResult runTask(MainWindow& w, const std::function<void()>& start,
+                          int timeout_ms = kTaskTimeoutMs) {
+    QSignalSpy spy(&w, &MainWindow::taskFinished);
+    start();
+    TaskResult r;
+    r.finished = QTest::qWaitFor([&] { return spy.count() > 0; }, timeout_ms);
+    if (r.finished) {
+        r.ok = spy.front()[0].toBool();
+        r.message = spy.front()[1].toString();
+    }
+    return r;
+}
+
+}  // namespace voxseg::ui
