@@ -8,9 +8,16 @@ on a seeded input.
                  as Slice+Concat, attention mask built by ScatterND, folded at import),
                  heads (3,6,12,24), 1 in / 3 out
   swinunetr_v2   the same with use_v2=True (residual conv block before each stage)
+  swinunetr_v2_small  committed: feature_size 3 (past MONAI's multiple-of-12 check), heads
+                 (1,1,1,1), 2 out, 64^3, input quantised to 1/8, output stored on the 32^3 centre
   resenc_m_small dynamic_network_architectures ResidualEncoderUNet, ResEnc-M layout
                  (n_blocks_per_stage [1,3,4,6], n_conv_per_stage_decoder 1, 4 stages) with
                  features [4,8,12,16], input 16^3
+  resenc_l_small the ResEnc-L layout: 6 stages, n_blocks_per_stage [1,3,4,6,6,6], features
+                 [4,6,8,10,12,12], anisotropic first kernel and strides, input 16x32x32
+  primus_v3_tiny dynamic_network_architectures PrimusV3 (nnU-Net's Primus: 8x8x8 patch tokens,
+                 EVA blocks with 3D rotary embeddings, SwiGLU, LayerScale), embed 48, 2 blocks,
+                 4 heads, conv stem channels (4,8,16,32), input 32^3
   unetr_tiny     MONAI UNETR (12 ViT layers), img 32x16x16 (patch 16: 2 tokens), hidden 12,
                  2 heads, mlp 24, feature_size 2, instance norm, res blocks
   segresnetds    MONAI SegResNetDS, init_filters 2, blocks_down (1,2,2,4), dsdepth 3, input 16^3
@@ -26,11 +33,17 @@ when the files are absent and runs them when this script has been run locally.
 MONAI 1.4.0, not 1.3.x: 1.3 passes a traced tensor to F.layer_norm in SwinUNETR.proj_out and
 cannot be exported (fixed in 1.4 by int(x.shape[1])).
 
-Pinned: Debian bookworm's python3-torch 1.13.1 and python3-onnx 1.12, plus pure-Python packages
-installed without dependencies:
-    /usr/bin/python3 -m pip install --no-deps --target /tmp/pylib14 \
-        monai==1.4.0 dynamic-network-architectures==0.3.1 einops==0.8.2
-    PYTHONPATH=/tmp/pylib14 /usr/bin/python3 tools/gen_network_golden.py [names...]
+index.json also records bf16_emulated_rel_error: PyTorch's own error with bf16 autocast's
+rounding (the C++ test's bf16 bound is max(3 %, 1.5 x that)).
+
+Pinned: Debian bookworm's python3-torch 1.13.1, python3-onnx 1.12 and python3-torchvision
+0.14.1 (timm imports it), plus pure-Python packages installed without dependencies (what
+scripts/deps.sh puts into build/pylib):
+    /usr/bin/python3 -m pip install --no-deps --target build/pylib \
+        monai==1.4.0 dynamic-network-architectures==0.4.4 timm==1.0.22 einops==0.8.1
+    PYTHONPATH=build/pylib /usr/bin/python3 tools/gen_network_golden.py [names...]
+(dynamic_network_architectures 0.4.4 needs timm < 1.0.23; the goldens before Primus were made
+with 0.3.1, whose ResidualEncoderUNet is the same.)
 """
 import json
 import pathlib
