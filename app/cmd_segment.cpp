@@ -78,6 +78,11 @@ void addSegmentModelOptions(CLI::App* cmd, SegmentCommandOptions& o) {
         ->check(CLI::PositiveNumber);
     cmd->add_option("--threads", o.threads, "CPU threads (0 = all cores)")
         ->check(CLI::NonNegativeNumber);
+    cmd->add_option("--trusted-keys", o.trusted_keys,
+                    "Public keys you trust (lines of `voxseg model keygen` .pub files): a signed "
+                    "model package must verify against one of them");
+    cmd->add_flag("--require-signed", o.require_signed,
+                  "Refuse model packages that are not signed by a --trusted-keys key");
     cmd->add_option("--labels", o.labels,
                     "Comma-separated label names (model.json): write only these structures and "
                     "run only the stages they need");
@@ -97,6 +102,8 @@ Result<pipeline::SegmentOptions> toSegmentOptions(const SegmentCommandOptions& o
     so.accumulator = o.accumulator;
     so.threads = o.threads;
     so.ignore_modality = o.ignore_modality;
+    so.trust.require_signed = o.require_signed;
+    so.trust.trusted_keys = o.trusted_keys;
     std::stringstream names(o.labels);
     for (std::string name; std::getline(names, name, ',');)
         if (!name.empty()) so.labels.push_back(name);

@@ -87,9 +87,9 @@ struct SegmentCommandOptions {
     std::string model;
     std::string output;
     std::string series;
-    engine::DeviceSpec device;                              // --device, engine::parseDevice
+    engine::DeviceSpec device;                               // --device, engine::parseDevice
     engine::Precision precision = engine::Precision::kAuto;  // --precision
-    double overlap = -1.0;  // < 0: the model's
+    double overlap = -1.0;                                   // < 0: the model's
     bool tta = false;
     bool no_tta = false;
     int batch = 1;
@@ -107,6 +107,8 @@ struct SegmentCommandOptions {
     int threads = 0;
     std::string labels;                 // --labels NAME,...: only these structures
     std::vector<std::string> channels;  // --channel NAME=PATH|SERIES (multi-channel models)
+    std::string trusted_keys;           // --trusted-keys FILE (engine::ModelTrustPolicy)
+    bool require_signed = false;        // --require-signed
 };
 CLI::App* addSegmentCommand(CLI::App& app, SegmentCommandOptions& options);
 ExitCode runSegment(const SegmentCommandOptions& options, const CommandContext& context);
@@ -148,11 +150,24 @@ struct EditCommandOptions {
 CLI::App* addEditCommand(CLI::App& app, EditCommandOptions& options);
 ExitCode runEdit(const EditCommandOptions& options, const CommandContext& context);
 
+// `voxseg model keygen|sign|verify`: package signatures (engine/model_signature.h).
+struct ModelCommandOptions {
+    std::string action;  // "keygen" | "sign" | "verify" (set by the subcommand parsed)
+    std::string key_name;
+    std::string comment;
+    std::string package;
+    std::string key_file;
+    std::string trusted_keys;
+};
+CLI::App* addModelCommand(CLI::App& app, ModelCommandOptions& options);
+ExitCode runModel(const ModelCommandOptions& options, const CommandContext& context);
+
 // `voxseg serve`: a DICOM node (receive, route, segment, send back; node/server.h).
 struct ServeCommandOptions {
-    std::string config;  // node.json
-    bool check = false;  // validate the configuration and exit
+    std::string config;   // node.json
+    bool check = false;   // validate the configuration and exit
     bool resend = false;  // send what the outbox holds (held results included), then exit
+    double grace_seconds = 60.0;
 };
 CLI::App* addServeCommand(CLI::App& app, ServeCommandOptions& options);
 ExitCode runServe(const ServeCommandOptions& options, const CommandContext& context);

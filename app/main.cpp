@@ -47,6 +47,7 @@ int run(int argc, char** argv) {
     app::BatchCommandOptions batch_options;
     app::EditCommandOptions edit_options;
     app::ServeCommandOptions serve_options;
+    app::ModelCommandOptions model_options;
     CLI::App* info = app::addInfoCommand(cli, info_options);
     CLI::App* convert = app::addConvertCommand(cli, convert_options);
     CLI::App* synth = app::addSynthCommand(cli, synth_options);
@@ -55,6 +56,7 @@ int run(int argc, char** argv) {
     CLI::App* batch = app::addBatchCommand(cli, batch_options);
     CLI::App* edit = app::addEditCommand(cli, edit_options);
     CLI::App* serve = app::addServeCommand(cli, serve_options);
+    CLI::App* model = app::addModelCommand(cli, model_options);
 
     try {
         cli.parse(argc, argv);
@@ -91,6 +93,8 @@ int run(int argc, char** argv) {
         rc = app::runEdit(edit_options, context);
     } else if (cli.got_subcommand(serve)) {
         rc = app::runServe(serve_options, context);
+    } else if (cli.got_subcommand(model)) {
+        rc = app::runModel(model_options, context);
     }
     bar.clear();
     log::setSink(sink);  // the bar dies before the logger: unhook it

@@ -260,6 +260,10 @@ Result<Segmenter> Segmenter::create(const std::string& model_folder, const Segme
     const auto t0 = Clock::now();
     auto impl = std::make_unique<Impl>();
     impl->options = options;
+    // Signatures first: the files of an untrusted package are not parsed at all.
+    VOXSEG_ASSIGN_OR_RETURN(const std::string trust,
+                            engine::checkModelTrust(model_folder, options.trust));
+    if (options.trust.active()) log::info(kComponent, "model package {}", trust);
     VOXSEG_ASSIGN_OR_RETURN(engine::LoadedModel loaded, engine::loadModelPackage(model_folder));
     impl->model = loaded.package;
     const auto& m = impl->model;

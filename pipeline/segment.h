@@ -17,6 +17,7 @@
 #include "core/volume.h"
 #include "engine/backend.h"
 #include "engine/model_package.h"
+#include "engine/model_signature.h"
 #include "engine/registry.h"
 #include "io/dicom_series.h"
 #include "io/seg_writer.h"
@@ -84,13 +85,15 @@ struct SegmentOptions {
     // Output files written side by side by this many threads (0: one per output, up to the
     // cores; 1: one after another, as `voxseg batch`'s writers do, which already overlap cases).
     int output_threads = 0;
-    bool ignore_modality = false;                       // run although the input's modality differs
+    bool ignore_modality = false;  // run although the input's modality differs
     // Label names to write (`--labels`): the label map, SEG, RTSTRUCT, statistics and preview hold
     // only these, and a staged package runs only the stages they need. Empty: every label.
     std::vector<std::string> labels;
     std::vector<LabelPostprocess> postprocess;          // per label
     std::optional<PostprocessOptions> postprocess_all;  // applied to every model label
     SegmentOutputs outputs;
+    // --require-signed / --trusted-keys: checked before any file of the package is parsed.
+    engine::ModelTrustPolicy trust;
 };
 
 // Per-stage wall time in seconds, in pipeline order.
