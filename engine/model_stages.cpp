@@ -10,6 +10,19 @@ namespace voxseg::engine::detail {
 
 namespace {
 
+// A non-empty array of distinct label values 1..32767 at `key` into `out`.
+void readLabelValues(Reader& r, const json& x, const std::string& key, std::vector<int>& out) {
+    if (!r.array(x, key, "label values")) return;
+    if (x.empty()) r.fail(key, "must list at least one label value");
+    std::set<int> seen;
+    for (size_t i = 0; i < x.size() && r.ok(); ++i) {
+        const int v = static_cast<int>(r.integer(x[i], Reader::index(key, i), 1, 32767));
+        if (r.ok() && !seen.insert(v).second)
+            r.fail(Reader::index(key, i), "label value " + std::to_string(v) + " twice");
+        out.push_back(v);
+    }
+}
+
 void readStageResize(Reader& r, const json& st, const std::string& key, StageSpec& stage) {
     const json* shape = r.member(st, key, "shape", false);
     const json* spacing = r.member(st, key, "spacing_mm", false);
@@ -87,16 +100,7 @@ void readStageOutput(Reader& r, const json& j, const std::string& key, StageOutp
             out.labels = {static_cast<int>(r.integer(*x, Reader::join(key, "label"), 1, 32767))};
             return;
         }
-        const std::string lkey = Reader::join(key, "labels");
-        if (!r.array(*x, lkey, "label values")) return;
-        if (x->empty()) r.fail(lkey, "must list at least one label value");
-        std::set<int> seen;
-        for (size_t i = 0; i < x->size() && r.ok(); ++i) {
-            const int v = static_cast<int>(r.integer((*x)[i], Reader::index(lkey, i), 1, 32767));
-            if (r.ok() && !seen.insert(v).second)
-                r.fail(Reader::index(lkey, i), "label value " + std::to_string(v) + " twice");
-            out.labels.push_back(v);
-        }
+        readLabelValues(r, *x, Reader::join(key, "labels"), out.labels);
     };
     if (k == "softmax" || k == "sigmoid") {
         out.kind = k == "softmax" ? StageOutputKind::kSoftmax : StageOutputKind::kSigmoid;
@@ -125,16 +129,8 @@ void readStageOutput(Reader& r, const json& j, const std::string& key, StageOutp
             }
         }
         const std::string okey = Reader::join(key, "regions_class_order");
-        if (const json* x = r.member(j, key, "regions_class_order", true);
-            x && r.array(*x, okey, "label values")) {
-            std::set<int> seen;
-            for (size_t i = 0; i < x->size() && r.ok(); ++i) {
-                const int v =
-                    static_cast<int>(r.integer((*x)[i], Reader::index(okey, i), 1, 32767));
-                if (r.ok() && !seen.insert(v).second)
-                    r.fail(Reader::index(okey, i), "label value " + std::to_string(v) + " twice");
-                out.labels.push_back(v);
-            }
+        if (const json* x = r.member(j, key, "regions_class_order", true)) {
+            readLabelValues(r, *x, okey, out.labels);
             if (r.ok() && out.labels.size() != out.regions.size())
                 r.fail(okey, "has " + std::to_string(out.labels.size()) +
                                  " entries but there are " + std::to_string(out.regions.size()) +
@@ -267,20 +263,12 @@ void readOneHotLink(Reader& r, const json& j, const std::string& key, const Mode
         return;
     }
     const std::string lkey = Reader::join(key, "labels");
-    if (!r.array(*x, lkey, "label values")) return;
-    if (x->empty()) r.fail(lkey, "must list at least one label value");
-    std::set<int> seen;
-    for (size_t i = 0; i < x->size() && r.ok(); ++i) {
-        const int v = static_cast<int>(r.integer((*x)[i], Reader::index(lkey, i), 1, 32767));
-        if (!r.ok()) return;
-        if (!seen.insert(v).second)
-            r.fail(Reader::index(lkey, i), "label value " + std::to_string(v) + " twice");
-        else if (!stageHasLabel(from, v))
-            r.fail(Reader::index(lkey, i),
-                   "stage \"" + link.stage + "\" produces no label " + std::to_string(v) +
-                       " (its labels: " + labelList(from.output.labels) + ")");
-        link.labels.push_back(v);
-    }
+    readLabelValues(r, *x, lkey, link.labels);
+    for (size_t i = 0; i < link.labels.size() && r.ok(); ++i)
+        if (!stageHasLabel(from, link.labels[i]))
+            r.fail(Reader::index(lkey, i), "stage \"" + link.stage + "\" produces no label " +
+                                               std::to_string(link.labels[i]) + " (its labels: " +
+                                               labelList(from.output.labels) + ")");
 }
 
 }  // namespace

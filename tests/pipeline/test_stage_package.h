@@ -17,58 +17,12 @@
 
 namespace voxseg::testing {
 
-// A fully convolutional [1, 1, D, H, W] -> [1, 2, D, H, W] network (spatial dims symbolic).
-inline std::string thresholdNetworkOnnx(bool softmax) {
-    onnx::ModelProto model;
-    model.set_ir_version(8);
-    auto* opset = model.add_opset_import();
-    opset->set_domain("");
-    opset->set_version(17);
-    auto* g = model.mutable_graph();
-    g->set_name("threshold");
-    auto* in = g->add_input();
-    in->set_name("input");
-    auto* tt = in->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(onnx::TensorProto_DataType_FLOAT);
-    tt->mutable_shape()->add_dim()->set_dim_value(1);
-    tt->mutable_shape()->add_dim()->set_dim_value(1);
-    for (const char* d : {"D", "H", "W"}) tt->mutable_shape()->add_dim()->set_dim_param(d);
-    auto* w = g->add_initializer();
-    w->set_name("w");
-    w->set_data_type(onnx::TensorProto_DataType_FLOAT);
-    for (int64_t d : {2, 1, 1, 1, 1}) w->add_dims(d);
-    w->add_float_data(-1.0f);
-    w->add_float_data(1.0f);
-    auto* conv = g->add_node();
-    conv->set_op_type("Conv");
-    conv->set_name("conv");
-    conv->add_input("input");
-    conv->add_input("w");
-    conv->add_output(softmax ? "logits" : "out");
-    auto* ks = conv->add_attribute();
-    ks->set_name("kernel_shape");
-    ks->set_type(onnx::AttributeProto_AttributeType_INTS);
-    for (int i = 0; i < 3; ++i) ks->add_ints(1);
-    if (softmax) {
-        auto* sm = g->add_node();
-        sm->set_op_type("Softmax");
-        sm->set_name("softmax");
-        sm->add_input("logits");
-        sm->add_output("out");
-        auto* axis = sm->add_attribute();
-        axis->set_name("axis");
-        axis->set_type(onnx::AttributeProto_AttributeType_INT);
-        axis->set_i(1);
-    }
-    g->add_output()->set_name("out");
-    return model.SerializeAsString();
-}
-
 // A 1x1x1 convolution [1, in, D, H, W] -> [1, out, D, H, W] with `weights` (out x in, row-major)
-// and `bias` (out): each output channel is a known affine function of the input channels (logits).
+// and `bias` (out; empty: none): each output channel is a known affine function of the input
+// channels (logits), optionally followed by a Softmax over the channels (probabilities).
 inline std::string conv1x1NetworkOnnx(int64_t in_channels, int64_t out_channels,
                                       const std::vector<float>& weights,
-                                      const std::vector<float>& bias) {
+                                      const std::vector<float>& bias, bool softmax = false) {
     onnx::ModelProto model;
     model.set_ir_version(8);
     auto* opset = model.add_opset_import();
@@ -89,24 +43,42 @@ inline std::string conv1x1NetworkOnnx(int64_t in_channels, int64_t out_channels,
     for (int64_t d : {out_channels, in_channels, int64_t{1}, int64_t{1}, int64_t{1}})
         w->add_dims(d);
     for (float v : weights) w->add_float_data(v);
-    auto* b = g->add_initializer();
-    b->set_name("b");
-    b->set_data_type(onnx::TensorProto_DataType_FLOAT);
-    b->add_dims(out_channels);
-    for (float v : bias) b->add_float_data(v);
+    if (!bias.empty()) {
+        auto* b = g->add_initializer();
+        b->set_name("b");
+        b->set_data_type(onnx::TensorProto_DataType_FLOAT);
+        b->add_dims(out_channels);
+        for (float v : bias) b->add_float_data(v);
+    }
     auto* conv = g->add_node();
     conv->set_op_type("Conv");
     conv->set_name("conv");
     conv->add_input("input");
     conv->add_input("w");
-    conv->add_input("b");
-    conv->add_output("out");
+    if (!bias.empty()) conv->add_input("b");
+    conv->add_output(softmax ? "logits" : "out");
     auto* ks = conv->add_attribute();
     ks->set_name("kernel_shape");
     ks->set_type(onnx::AttributeProto_AttributeType_INTS);
     for (int i = 0; i < 3; ++i) ks->add_ints(1);
+    if (softmax) {
+        auto* sm = g->add_node();
+        sm->set_op_type("Softmax");
+        sm->set_name("softmax");
+        sm->add_input("logits");
+        sm->add_output("out");
+        auto* axis = sm->add_attribute();
+        axis->set_name("axis");
+        axis->set_type(onnx::AttributeProto_AttributeType_INT);
+        axis->set_i(1);
+    }
     g->add_output()->set_name("out");
     return model.SerializeAsString();
+}
+
+// A fully convolutional [1, 1, D, H, W] -> [1, 2, D, H, W] network (spatial dims symbolic).
+inline std::string thresholdNetworkOnnx(bool softmax) {
+    return conv1x1NetworkOnnx(1, 2, {-1.0f, 1.0f}, {}, softmax);
 }
 
 // Writes `onnx` as `name` into `folder`; returns its sha256.
@@ -118,8 +90,7 @@ inline std::string writeOnnx(const std::filesystem::path& folder, const std::str
 
 inline std::string writeNetwork(const std::filesystem::path& folder, const std::string& name,
                                 bool softmax) {
-    std::ofstream(folder / name, std::ios::binary) << thresholdNetworkOnnx(softmax);
-    return *engine::sha256File(folder / name);
+    return writeOnnx(folder, name, thresholdNetworkOnnx(softmax));
 }
 
 // Two stages on intensities above 100 (window [50, 150]): "coarse" (logits, softmax output,
