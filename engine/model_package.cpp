@@ -505,9 +505,10 @@ Result<std::unique_ptr<VolumeInference>> createSlidingWindow(Backend& backend,
     return sw;
 }
 
-Result<std::unique_ptr<SlidingWindow>> createStageWindow(Backend& backend, const LoadedModel& model,
-                                                         size_t stage, int batch,
-                                                         const CompileOptions& compile) {
+Result<std::unique_ptr<VolumeInference>> createStageWindow(Backend& backend,
+                                                           const LoadedModel& model, size_t stage,
+                                                           int batch,
+                                                           const CompileOptions& compile) {
     const ModelPackage& p = model.package;
     if (stage >= p.stages.size() || stage >= model.graphs.size())
         return invalidArgument("model " + p.name + " has no stage " + std::to_string(stage));
@@ -515,8 +516,8 @@ Result<std::unique_ptr<SlidingWindow>> createStageWindow(Backend& backend, const
     options.batch = batch;
     options.accumulator = DType::kFloat32;
     options.compile = compile;
-    auto sw = SlidingWindow::create(backend, model.graphs[stage],
-                                    p.stages[stage].inputChannels(p.channels.size()), options);
+    auto sw = backend.makeSlidingWindow({&model.graphs[stage]},
+                                        p.stages[stage].inputChannels(p.channels.size()), options);
     if (!sw.isOk())
         return sw.status().withContext("model " + p.name + ", stage " + p.stages[stage].name +
                                        ": ");

@@ -269,10 +269,11 @@ Result<std::unique_ptr<VolumeInference>> createSlidingWindow(Backend& backend,
                                                              const CompileOptions& compile = {},
                                                              DType accumulator = DType::kFloat32);
 
-// Stage `stage`'s sliding window (version 2), in fp32 (a thresholded probability must not be
-// rounded to fp16 before it is compared with 0.5).
-Result<std::unique_ptr<SlidingWindow>> createStageWindow(Backend& backend, const LoadedModel& model,
-                                                         size_t stage, int batch,
-                                                         const CompileOptions& compile = {});
+// Stage `stage`'s sliding window (version 2; Backend::makeSlidingWindow as above), in fp32 (a
+// thresholded probability must not be rounded to fp16 before it is compared with 0.5).
+Result<std::unique_ptr<VolumeInference>> createStageWindow(Backend& backend,
+                                                           const LoadedModel& model, size_t stage,
+                                                           int batch,
+                                                           const CompileOptions& compile = {});
 
 }  // namespace voxseg::engine

@@ -106,7 +106,7 @@ class StageRunner {
     StageRunner() = default;
     engine::ModelPackage package_;
     std::vector<bool> needed_;
-    std::vector<std::unique_ptr<engine::SlidingWindow>> windows_;  // null: not needed
+    std::vector<std::unique_ptr<engine::VolumeInference>> windows_;  // null: not needed
 };
 
 // The package's measurements on a label map (volume_ml: voxels of the labels x voxel volume).
