@@ -55,6 +55,9 @@ class CudaBackend final : public engine::Backend {
     Result<std::unique_ptr<engine::CompiledGraph>> compile(
         const engine::Graph& graph, const std::vector<engine::Shape>& input_shapes,
         const engine::CompileOptions& options) override {
+        if (options.precision == engine::Precision::kAuto)
+            return invalidArgument(
+                "cuda backend: precision auto must be resolved first (engine::choosePrecision)");
         if (!supportsPrecision(options.precision))
             return unsupported(
                 fmt::format("{} needs a newer GPU than {} (sm_{}): use --precision fp32",

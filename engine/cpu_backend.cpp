@@ -205,6 +205,10 @@ class CpuBackend : public Backend {
     Result<std::unique_ptr<CompiledGraph>> compile(const Graph& graph,
                                                    const std::vector<Shape>& input_shapes,
                                                    const CompileOptions& options) override {
+        if (options.precision == Precision::kAuto)
+            return invalidArgument(
+                "cpu backend: precision auto must be resolved first "
+                "(engine::choosePrecision)");
         if (!supportsPrecision(options.precision))
             return unsupported(std::string("cpu backend: precision ") +
                                precisionName(options.precision) + " is not supported on this " +

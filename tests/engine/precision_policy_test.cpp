@@ -4,6 +4,7 @@
 #include "engine/cpu_backend.h"
 #include "engine/model_package.h"
 #include "engine/registry.h"
+#include "tests/engine/op_cases.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -69,6 +70,24 @@ TEST(PrecisionPolicy, UnsupportedExplicitPrecisionSaysUseFp32) {
     ASSERT_FALSE(r.isOk());
     EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
     EXPECT_NE(r.status().message().find("fp32"), std::string::npos) << r.status().message();
+}
+
+// kAuto is a request: compile() takes a resolved precision and says so otherwise.
+TEST(PrecisionPolicy, CompileRefusesAnUnresolvedAuto) {
+    testing::GraphBuilder b;
+    b.output(b.node(OpKind::kRelu, {b.input("x", {1, 2, 3, 4, 5})}));
+    const Graph g = b.graph();
+    for (const std::string& name : availableBackends()) {
+        auto backend = createBackend(name);
+        if (!backend) continue;
+        CompileOptions options;
+        options.precision = Precision::kAuto;
+        auto exe = (*backend)->compile(g, {{1, 2, 3, 4, 5}}, options);
+        ASSERT_FALSE(exe.isOk()) << name;
+        EXPECT_NE(exe.status().message().find("auto"), std::string::npos) << exe.status().message();
+        options.precision = Precision::kFloat32;
+        EXPECT_TRUE((*backend)->compile(g, {{1, 2, 3, 4, 5}}, options).isOk()) << name;
+    }
 }
 
 TEST(PrecisionPolicy, ParsesEveryNameIncludingAuto) {
