@@ -4,6 +4,7 @@
 #include "app/signals.h"
 #include "core/log.h"
 #include "node/config.h"
+#include "node/server.h"
 
 #include <cstdio>
 
@@ -20,6 +21,9 @@ CLI::App* addServeCommand(CLI::App& app, ServeCommandOptions& o) {
     cmd->add_flag("--resend", o.resend,
                   "Send every result the outbox holds (also those held after failed retries), "
                   "then exit");
+    cmd->add_option("--grace", o.grace_seconds,
+                    "Seconds the series in segmentation gets to finish after SIGTERM/SIGINT")
+        ->check(CLI::NonNegativeNumber);
     return cmd;
 }
 
@@ -32,7 +36,17 @@ ExitCode runServe(const ServeCommandOptions& o, const CommandContext& ctx) {
                         config->routes.size(), config->destinations.size());
         return ExitCode::kOk;
     }
-    return fail(unsupported("not implemented yet"), Stage::kInput);
+    if (o.resend) {
+        auto r = node::resendOutbox(*config, ctx.cancel);
+        if (!r.isOk()) return fail(r.status(), Stage::kOutput);
+        if (!ctx.quiet)
+            std::printf("outbox: %d results delivered, %d still held\n", r->delivered, r->held);
+        return r->held > 0 ? ExitCode::kSomeCasesFailed : ExitCode::kOk;
+    }
+    keepRunningOnRepeatedSigterm();
+    auto r = node::runNode(*config, ctx.cancel, o.grace_seconds);
+    if (!r.isOk()) return fail(r.status(), Stage::kOutput);
+    return ExitCode::kOk;
 }
 
 }  // namespace voxseg::app

@@ -1,0 +1,67 @@
+#include "node/audit_log.h"
+
+#include "core/log.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+
+#include <fmt/format.h>
+
+namespace voxseg::node {
+namespace {
+
+std::string isoNow() {
+    const auto now = std::chrono::system_clock::now();
+    const std::time_t t = std::chrono::system_clock::to_time_t(now);
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() %
+        1000;
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+    return fmt::format("{}.{:03d}Z", buf, static_cast<int>(ms));
+}
+
+void scrubStrings(nlohmann::json& j) {
+    if (j.is_string()) {
+        j = log::scrub(j.get<std::string>());
+    } else if (j.is_structured()) {
+        for (auto& v : j) scrubStrings(v);
+    }
+}
+
+}  // namespace
+
+AuditLog::~AuditLog() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+Status AuditLog::open(const std::string& path) {
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    if (fd_ < 0)
+        return ioError(std::string("cannot open the audit log: ") + std::strerror(errno), path);
+    path_ = path;
+    return Status::ok();
+}
+
+void AuditLog::record(const std::string& event, nlohmann::json fields) {
+    if (!fields.is_object()) fields = nlohmann::json::object();
+    scrubStrings(fields);
+    nlohmann::json line = {{"time", isoNow()}, {"event", event}};
+    line.update(fields);
+    const std::string text =
+        line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (fd_ < 0) return;
+    if (::write(fd_, text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
+        ::fdatasync(fd_) != 0)
+        log::error("node", "audit log {} not written: {}", path_, std::strerror(errno));
+}
+
+}  // namespace voxseg::node

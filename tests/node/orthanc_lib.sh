@@ -1,0 +1,112 @@
+# Helpers for the node tests against a real Orthanc (Debian's `orthanc`, `orthanc-dicomweb`):
+# free loopback ports, an Orthanc with its own temporary configuration and storage, REST calls,
+# and `voxseg serve` started and stopped in the background. Sourced by the test scripts; every
+# process started here is stopped by cleanup (trap EXIT).
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  if [ "${KEEP_TMP:-0}" != 1 ]; then rm -rf "$T"; fi
+}
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# start_orthanc NAME AET DICOM_PORT HTTP_PORT MODALITY_AET MODALITY_PORT -> sets ORTHANC_<NAME>_PID
+start_orthanc() {
+  local name=$1 aet=$2 dport=$3 hport=$4 mod_aet=$5 mod_port=$6
+  local dir="$T/orthanc-$name"
+  mkdir -p "$dir/db"
+  cat >"$dir/orthanc.json" <<JSON
+{
+  "Name": "voxseg-test-$name",
+  "StorageDirectory": "$dir/db",
+  "IndexDirectory": "$dir/db",
+  "DicomAet": "$aet",
+  "DicomPort": $dport,
+  "HttpPort": $hport,
+  "RemoteAccessAllowed": false,
+  "AuthenticationEnabled": false,
+  "HttpServerEnabled": true,
+  "DicomCheckCalledAet": false,
+  "DicomAlwaysAllowStore": true,
+  "DicomModalities": { "voxseg": ["$mod_aet", "127.0.0.1", $mod_port] },
+  "Plugins": ["/usr/share/orthanc/plugins/libOrthancDicomWeb.so"],
+  "DicomWeb": { "Enable": true, "Root": "/dicom-web/" },
+  "StableAge": 1,
+  "ConcurrentJobs": 2
+}
+JSON
+  Orthanc "$dir/orthanc.json" >"$dir/log.txt" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 1 100); do
+    curl -sf "http://127.0.0.1:$hport/system" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  cat "$dir/log.txt" >&2
+  fail "Orthanc $name did not start"
+}
+
+# upload_series HTTP_PORT FOLDER -> prints the Orthanc series id
+upload_series() {
+  local hport=$1 folder=$2 id=""
+  for f in "$folder"/*; do
+    id=$(curl -sf -X POST "http://127.0.0.1:$hport/instances" --data-binary @"$f" | jq -r .ParentSeries) ||
+      fail "upload of $f to Orthanc failed"
+  done
+  echo "$id"
+}
+
+# seg_instances HTTP_PORT SERIES_UID -> Orthanc instance ids of SEG instances referencing it
+seg_instances() {
+  local hport=$1 uid=$2
+  for s in $(curl -sf "http://127.0.0.1:$hport/series" | jq -r '.[]'); do
+    local mod
+    mod=$(curl -sf "http://127.0.0.1:$hport/series/$s" | jq -r '.MainDicomTags.Modality')
+    [ "$mod" = SEG ] || continue
+    for i in $(curl -sf "http://127.0.0.1:$hport/series/$s/instances" | jq -r '.[].ID'); do
+      curl -sf "http://127.0.0.1:$hport/instances/$i/tags?simplify" |
+        jq -e --arg u "$uid" '.ReferencedSeriesSequence[0].SeriesInstanceUID == $u' >/dev/null &&
+        echo "$i"
+    done
+  done
+}
+
+# wait_for_seg HTTP_PORT SERIES_UID TIMEOUT_S -> prints the first SEG instance id, or fails
+wait_for_seg() {
+  local hport=$1 uid=$2 timeout=$3 end ids
+  end=$(( $(date +%s) + timeout ))
+  while [ "$(date +%s)" -lt "$end" ]; do
+    ids=$(seg_instances "$hport" "$uid")
+    if [ -n "$ids" ]; then echo "$ids" | head -1; return 0; fi
+    sleep 0.1
+  done
+  return 1
+}
+
+# push HTTP_PORT ORTHANC_SERIES_ID: C-STORE from Orthanc to modality "voxseg" (synchronous)
+push() {
+  curl -sf -X POST "http://127.0.0.1:$1/modalities/voxseg/store" \
+    -d "{\"Resources\": [\"$2\"], \"Synchronous\": true}" >/dev/null
+}
+
+# start_node CONFIG LOG -> NODE_PID
+start_node() {
+  touch "$2"
+  "$VOXSEG" serve --config "$1" >>"$2" 2>&1 &
+  NODE_PID=$!
+  PIDS+=($NODE_PID)
+  for _ in $(seq 1 100); do
+    grep -q "listening as" "$2" && return 0
+    kill -0 "$NODE_PID" 2>/dev/null || { cat "$2" >&2; fail "voxseg serve exited"; }
+    sleep 0.1
+  done
+  cat "$2" >&2
+  fail "voxseg serve did not start listening"
+}
+
+now() { date +%s.%N; }
