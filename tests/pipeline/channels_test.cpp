@@ -9,7 +9,7 @@
 #include "io/dicom_synth.h"
 #include "io/image_io.h"
 #include "pipeline/segment.h"
-#include "tests/pipeline/test_stage_package.h"
+#include "tests/pipeline/test_channel_package.h"
 #include "tests/pipeline/test_volumes.h"
 #include "tests/test_data.h"
 
@@ -23,93 +23,11 @@ namespace voxseg::pipeline {
 namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
+using testing::inA;
+using testing::inB;
+using testing::kT1Rule;
+using testing::t2Spec;
 using testing::valueAt;
-
-// Cuboid A is bright in T1 only, cuboid B in T2 only (LPS mm).
-bool inA(const Vec3& p) {
-    return p[0] >= 6 && p[0] < 18 && p[1] >= 6 && p[1] < 18 && p[2] >= 6 && p[2] < 24;
-}
-bool inB(const Vec3& p) {
-    return p[0] >= 22 && p[0] < 34 && p[1] >= 16 && p[1] < 30 && p[2] >= 9 && p[2] < 27;
-}
-
-io::SynthSeriesSpec t1Spec(const std::string& study, const std::string& frame) {
-    io::SynthSeriesSpec s;
-    s.study_uid = study;
-    s.frame_of_reference_uid = frame;
-    s.modality = "MR";
-    s.description = "t1_mprage";
-    s.series_number = 2;
-    s.columns = 40, s.rows = 36, s.slices = 24;
-    s.column_spacing = s.row_spacing = 1.0;
-    s.slice_spacing = 1.5;
-    s.echo_time = 3;
-    s.value = [](int i, int j, int k) { return inA({1.0 * i, 1.0 * j, 1.5 * k}) ? 200 : 10; };
-    return s;
-}
-
-// The same field of view on a 2 x 2 x 3 mm grid (voxel edges on T1's).
-io::SynthSeriesSpec t2Spec(const std::string& study, const std::string& frame) {
-    io::SynthSeriesSpec s;
-    s.study_uid = study;
-    s.frame_of_reference_uid = frame;
-    s.modality = "MR";
-    s.description = "t2_tse";
-    s.series_number = 3;
-    s.columns = 20, s.rows = 18, s.slices = 12;
-    s.column_spacing = s.row_spacing = 2.0;
-    s.slice_spacing = 3.0;
-    s.origin = {0.5, 0.5, 0.75};
-    s.echo_time = 90;
-    s.value = [](int i, int j, int k) {
-        return inB({0.5 + 2.0 * i, 0.5 + 2.0 * j, 0.75 + 3.0 * k}) ? 200 : 10;
-    };
-    return s;
-}
-
-io::SynthSeriesSpec decoySpec(const std::string& study, const std::string& frame) {
-    io::SynthSeriesSpec s = t1Spec(study, frame);
-    s.description = "t1_map";
-    s.image_type = "DERIVED\\PRIMARY\\T1MAP";
-    s.series_number = 4;
-    s.value = [](int, int, int) { return 500; };
-    return s;
-}
-
-json channelJson(const std::string& name, const json& match) {
-    return {{"name", name},
-            {"modality", "MR"},
-            {"match", match},
-            {"normalization", {{"scheme", "window"}, {"window", {0, 200}}, {"range", {0, 1}}}}};
-}
-
-// Version 1, two channels; logits [0, T1 - T2 - 0.5, T2 - T1 - 0.5] on the normalised values.
-std::string writePackage(const fs::path& folder, const json& t1_match) {
-    fs::create_directories(folder);
-    const std::string sha = testing::writeOnnx(
-        folder, "model.onnx",
-        testing::conv1x1NetworkOnnx(2, 3, {0, 0, 1, -1, -1, 1}, {0, -0.5f, -0.5f}));
-    const json j = {
-        {"name", "two-channel-test"},
-        {"version", "0.1"},
-        {"description", "T1 and T2"},
-        {"license", "MIT"},
-        {"channels",
-         {channelJson("T1", t1_match), channelJson("T2", {{"echo_time_ms", {50, 200}}})}},
-        {"spacing_mm", {1.5, 1.0, 1.0}},
-        {"patch_size", {16, 16, 16}},
-        {"axis_order", "zyx"},
-        {"orientation", "native"},
-        {"labels",
-         {{{"value", 1}, {"name", "t1_bright"}, {"color", {255, 0, 0}}},
-          {{"value", 2}, {"name", "t2_bright"}, {"color", {0, 255, 0}}}}},
-        {"output", "softmax"},
-        {"sha256", sha}};
-    std::ofstream(folder / "model.json") << j.dump(2);
-    return folder.string();
-}
-
-const json kT1Rule = {{"series_description", "t1"}, {"image_type", "ORIGINAL"}};
 
 double dice(const Volume& labels, int label) {
     const Geometry g = labels.geometry();
@@ -130,16 +48,19 @@ class Channels : public ::testing::Test {
     void SetUp() override {
         study_ = dir_.path() / "study";
         const std::string study = io::makeDicomUid(), frame = io::makeDicomUid();
-        ASSERT_TRUE(io::writeSynthSeries(t1Spec(study, frame), (study_ / "t1").string()).isOk());
+        ASSERT_TRUE(
+            io::writeSynthSeries(testing::t1Spec(study, frame), (study_ / "t1").string()).isOk());
         ASSERT_TRUE(io::writeSynthSeries(t2Spec(study, frame), (study_ / "t2").string()).isOk());
         ASSERT_TRUE(
-            io::writeSynthSeries(decoySpec(study, frame), (study_ / "map").string()).isOk());
+            io::writeSynthSeries(testing::decoySpec(study, frame), (study_ / "map").string())
+                .isOk());
     }
 
     // Loads the channels for `input` and segments them; checks both labels' Dice.
     json segment(const std::string& input, const std::vector<ChannelAssignment>& given,
                  const json& t1_rule = kT1Rule) {
-        auto segmenter = Segmenter::create(writePackage(dir_.path() / "pkg", t1_rule), {});
+        auto segmenter =
+            Segmenter::create(testing::writeTwoChannelPackage(dir_.path() / "pkg", t1_rule), {});
         EXPECT_TRUE(segmenter.isOk()) << segmenter.status().toString();
         if (!segmenter.isOk()) return {};
         auto in = loadStudyChannels(input, "", given, segmenter->model(), {});
@@ -160,7 +81,8 @@ class Channels : public ::testing::Test {
     }
 
     Status loadError(const std::vector<ChannelAssignment>& given, const json& rule = kT1Rule) {
-        auto package = engine::readModelPackage(writePackage(dir_.path() / "pkg", rule));
+        auto package =
+            engine::readModelPackage(testing::writeTwoChannelPackage(dir_.path() / "pkg", rule));
         EXPECT_TRUE(package.isOk()) << package.status().toString();
         auto in = loadStudyChannels(study_.string(), "", given, *package, {});
         EXPECT_FALSE(in.isOk());
