@@ -97,11 +97,13 @@ push() {
 # start_node CONFIG LOG -> NODE_PID
 start_node() {
   touch "$2"
+  local before
+  before=$(grep -c "listening as" "$2" || true)
   "$VOXSEG" serve --config "$1" >>"$2" 2>&1 &
   NODE_PID=$!
   PIDS+=($NODE_PID)
   for _ in $(seq 1 100); do
-    grep -q "listening as" "$2" && return 0
+    [ "$(grep -c "listening as" "$2" || true)" -gt "$before" ] && return 0
     kill -0 "$NODE_PID" 2>/dev/null || { cat "$2" >&2; fail "voxseg serve exited"; }
     sleep 0.1
   done
@@ -110,3 +112,28 @@ start_node() {
 }
 
 now() { date +%s.%N; }
+
+# make_series SRC DEST -> copies a series with a new SeriesInstanceUID and new SOP Instance UIDs
+# (so that each scenario of a test has a series of its own); prints the series UID.
+make_series() {
+  local src=$1 dest=$2 uid
+  uid="2.25.$(python3 -c 'import uuid; print(uuid.uuid4().int)')"
+  mkdir -p "$dest"
+  cp "$src"/*.dcm "$dest/"
+  dcmodify -nb -m "(0020,000e)=$uid" -gin "$dest"/*.dcm >/dev/null 2>&1 ||
+    fail "dcmodify failed on $dest"
+  echo "$uid"
+}
+
+# count_seg HTTP_PORT SERIES_UID -> number of SEG instances referencing the series
+count_seg() { seg_instances "$1" "$2" | grep -c . || true; }
+
+# wait_file GLOB TIMEOUT_S: waits until a path matching GLOB exists
+wait_file() {
+  local end=$(( $(date +%s) + $2 ))
+  while [ "$(date +%s)" -lt "$end" ]; do
+    compgen -G "$1" >/dev/null && return 0
+    sleep 0.05
+  done
+  return 1
+}
