@@ -528,8 +528,10 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
         // A stage whose link source did not run (it found nothing) does not run either.
         const int src_crop = st.crop_to ? st.crop_to->stage_index : -1;
         const int src_hot = st.one_hot_from ? st.one_hot_from->stage_index : -1;
+        const int src_pct = st.normalization.percentiles_of_stage;
         if ((src_crop >= 0 && !ran[static_cast<size_t>(src_crop)]) ||
-            (src_hot >= 0 && !ran[static_cast<size_t>(src_hot)]))
+            (src_hot >= 0 && !ran[static_cast<size_t>(src_hot)]) ||
+            (src_pct >= 0 && !ran[static_cast<size_t>(src_pct)]))
             continue;
         StageTrace trace;
         trace.name = st.name;
