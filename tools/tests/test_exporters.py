@@ -174,6 +174,57 @@ class ExportNnUNetTest(unittest.TestCase):
             self.assertEqual([d for d in os.listdir(tmp) if d.startswith(".export-")], [])
 
 
+class NnUNetPlansTest(unittest.TestCase):
+    """The plans/trainer reading of export_nnunet.py (no framework needed)."""
+
+    def setUp(self):
+        sys.path.insert(0, TOOLS)
+        import export_nnunet
+        self.en = export_nnunet
+
+    def test_primus_sizes_by_trainer_name(self):
+        size = self.en.primus_size
+        self.assertEqual(size("nnUNet_Primus_S_Trainer", None), (396, 12, 6))
+        self.assertEqual(size("nnUNet_Primus_M_Trainer_BS8_2e4", None), (864, 16, 12))
+        self.assertEqual(size("_Primus_L_48_BS1", None), (1056, 24, 16))
+        self.assertIsNone(size("nnUNetTrainer", None))
+        self.assertEqual(size("MyTrainer", "48,2,4"), (48, 2, 4))
+        with self.assertRaises(SystemExit) as e:
+            size("nnUNet_Primus_Huge_Trainer", None)
+        self.assertIn("--primus EMBED,DEPTH,HEADS", str(e.exception))
+        with self.assertRaises(SystemExit) as e:
+            size("x", "48,2")
+        self.assertIn("expected EMBED,DEPTH,HEADS", str(e.exception))
+
+    def test_configuration_inherits(self):
+        plans = {"configurations": {
+            "3d_lowres": {"spacing": [2, 2, 2], "patch_size": [64, 64, 64], "batch_size": 2},
+            "3d_cascade_fullres": {"inherits_from": "3d_lowres", "spacing": [1, 1, 1]},
+            "loop_a": {"inherits_from": "loop_b"}, "loop_b": {"inherits_from": "loop_a"}}}
+        c = self.en.configuration(plans, "3d_cascade_fullres")
+        self.assertEqual((c["spacing"], c["patch_size"]), ([1, 1, 1], [64, 64, 64]))
+        self.assertNotIn("inherits_from", c)
+        with self.assertRaises(SystemExit) as e:
+            self.en.configuration(plans, "loop_a")
+        self.assertIn("loops", str(e.exception))
+        with self.assertRaises(SystemExit) as e:
+            self.en.configuration(plans, "2d")
+        self.assertIn("not in plans.json", str(e.exception))
+
+    def test_labels(self):
+        named, n_out = self.en.labels_of({"labels": {"background": 0, "b": 2, "a": 1, "ignore": 3}})
+        self.assertEqual((named, n_out), ([(1, "a"), (2, "b")], 3))
+        with self.assertRaises(SystemExit) as e:
+            self.en.labels_of({"labels": {"background": 0, "a": 2}})
+        self.assertIn("consecutive", str(e.exception))
+
+    def test_old_plans_without_architecture_are_refused(self):
+        with self.assertRaises(SystemExit) as e:
+            self.en.build_network({"patch_size": [32, 32, 32], "UNet_class_name": "PlainConvUNet"},
+                                  1, 2, "nnUNetTrainer", None)
+        self.assertIn("nnunetv2 >= 2.4", str(e.exception))
+
+
 def write_bundle(root, transforms_extra=(), sigmoid=False):
     import torch
     from monai.networks.nets import UNet
