@@ -3,6 +3,7 @@ check against PyTorch, the model.json writer and the label colour palette.
 
 The package format is docs/model-package.md (engine/model_package.h reads it).
 """
+import contextlib
 import hashlib
 import json
 import os
@@ -135,43 +136,49 @@ def make_labels(named_values, codes):
     return labels
 
 
-def _torch_export(net, dummy, path, opset):
-    import inspect
-
+@contextlib.contextmanager
+def _layer_norm_scale_given():
+    """torch < 2 exports F.layer_norm without a weight (MONAI SwinUNETR.proj_out) at opset 17 as a
+    LayerNormalization with an empty scale input, which the ONNX checker rejects: while
+    exporting, such calls pass a scale of ones (the same function)."""
     import torch
-    kwargs = {}
-    if "dynamo" in inspect.signature(torch.onnx.export).parameters:  # torch >= 2.5
-        kwargs["dynamo"] = False
-    with torch.no_grad():
-        torch.onnx.export(net, (dummy,), path, opset_version=opset, input_names=["input"],
-                          output_names=["logits"],
-                          dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
-                          do_constant_folding=True, **kwargs)
+    import torch.nn.functional as F
+    layer_norm = F.layer_norm
+
+    def with_scale(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+        if weight is None:
+            weight = torch.ones(normalized_shape, dtype=x.dtype)
+        return layer_norm(x, normalized_shape, weight, bias, eps)
+
+    F.layer_norm = with_scale
+    try:
+        yield
+    finally:
+        F.layer_norm = layer_norm
 
 
 def export_onnx(net, in_shape, path, tol=PARITY_TOL, seed=0):
-    """Exports `net` (eval mode, fp32) with a dynamic batch and a static patch (opset 17; 16 when
-    the exporter writes an opset-17 LayerNormalization the checker rejects, as torch 1.13 does for
-    a layer_norm without weight in MONAI's SwinUNETR), checks it with onnx.checker and, when ONNX
-    Runtime is installed, compares it with PyTorch on a random batch of 2. Returns (max abs error
-    or None, output shape without batch); fails above `tol` x max(1, max |PyTorch output|)."""
+    """Exports `net` (eval mode, fp32) with a dynamic batch and a static patch (opset 17), checks
+    it with onnx.checker and, when ONNX Runtime is installed, compares it with PyTorch on a random
+    batch of 2. Returns (max abs error or None, output shape without batch); fails above `tol` x
+    max(1, max |PyTorch output|)."""
+    import inspect
+
     import onnx
     import torch
 
     net = net.float().eval()
     dummy = torch.zeros((1,) + tuple(in_shape), dtype=torch.float32)
-    try:
-        _torch_export(net, dummy, path, 17)  # torch runs the checker itself, and so do we
-        model = onnx.load(path)
-        onnx.checker.check_model(model)
-    except Exception as e:  # noqa: BLE001 - torch's CheckerError or onnx's ValidationError
-        if "LayerNormalization" not in str(e):
-            raise
-        warn(f"{os.path.basename(path)}: opset 17 export fails the ONNX checker "
-             f"({str(e).splitlines()[0]}); exporting at opset 16")
-        _torch_export(net, dummy, path, 16)
-        model = onnx.load(path)
-        onnx.checker.check_model(model)
+    kwargs = {}
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:  # torch >= 2.5
+        kwargs["dynamo"] = False
+    with torch.no_grad(), _layer_norm_scale_given():
+        torch.onnx.export(net, (dummy,), path, opset_version=17, input_names=["input"],
+                          output_names=["logits"],
+                          dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
+                          do_constant_folding=True, **kwargs)
+    model = onnx.load(path)
+    onnx.checker.check_model(model)
     ops = sorted({n.op_type for n in model.graph.node})
     print(f"{os.path.basename(path)}: ops {', '.join(ops)}")
     g = torch.Generator().manual_seed(seed)
