@@ -1,6 +1,7 @@
 #include "ui/edit_controller.h"
 
 #include "core/log.h"
+#include "ui/background_task.h"
 #include "ui/viewer_state.h"
 
 #include <QFileInfo>
@@ -48,7 +49,7 @@ EditController::EditController(ViewerState* state, QObject* parent)
     : QObject(parent), state_(state), stats_timer_(new QTimer(this)) {
     stats_timer_->setSingleShot(true);
     stats_timer_->setInterval(kStatisticsDelayMs);
-    connect(stats_timer_, &QTimer::timeout, this, [this] { state_->refreshStatistics(); });
+    connect(stats_timer_, &QTimer::timeout, this, &EditController::startStatistics);
     // A new image or label map ends the session (its edits are kept for recovery unless they
     // were saved: the window asks before replacing unsaved edits).
     auto end = [this] {
@@ -59,6 +60,47 @@ EditController::EditController(ViewerState* state, QObject* parent)
     connect(state_, &ViewerState::labelTableChanged, this, [this] {
         if (!ending_) saveSegmentsToRecovery();
     });
+}
+
+EditController::~EditController() {
+    for (auto& t : threads_)
+        if (t) t->wait();
+}
+
+void EditController::startStatistics() {
+    if (stroking() || stats_running_) {
+        stats_timer_->start();  // after the stroke / the running computation
+        return;
+    }
+    if (!state_->hasLabelMap()) return;
+    stats_running_ = true;
+    const int64_t edits = edits_;
+    const Volume copy = cloneVolume(state_->labelMap());  // edits go on meanwhile
+    const Volume image = state_->image();
+    const auto infos = state_->labelInfos();
+    using Summary = Result<ViewerState::LabelSummary>;
+    threads_.removeAll(nullptr);
+    threads_ << runInBackground<Summary>(
+        this, [copy, image, infos] { return ViewerState::summarizeLabels(copy, image, infos); },
+        [this, edits](Summary& r) {
+            stats_running_ = false;
+            if (!r.isOk()) {
+                log::warning(kComponent, "statistics not recomputed: {}", r.status().toString());
+                return;
+            }
+            if (edits != edits_ || state_->labelMap().empty()) {
+                stats_timer_->start();  // overtaken by an edit
+                return;
+            }
+            ending_ = true;
+            state_->applyLabelSummary(std::move(r.value()));
+            ending_ = false;
+            saveSegmentsToRecovery();
+        });
+}
+
+bool EditController::statisticsPending() const {
+    return stats_timer_->isActive() || stats_running_;
 }
 
 void EditController::setTool(EditTool tool) {
@@ -155,7 +197,10 @@ Status EditController::run(const std::function<Result<edit::ApplyReport>()>& op)
             ending_ = true;
             state_->labelVoxelsEdited(*r);
             ending_ = false;
-            if (r->changedAnything()) stats_timer_->start();
+            if (r->changedAnything()) {
+                ++edits_;
+                stats_timer_->start();
+            }
         } else {
             s = r.status();
         }
@@ -375,8 +420,9 @@ Status EditController::restore(const edit::RecoveryInfo& info) {
 }
 
 void EditController::flushStatistics() {
-    if (!stats_timer_->isActive()) return;
+    if (!statisticsPending()) return;
     stats_timer_->stop();
+    ++edits_;  // a computation still running is stale now
     state_->refreshStatistics();
 }
 

@@ -15,8 +15,11 @@
 #include "edit/session.h"
 #include "ui/mpr_slice.h"
 
+#include <QList>
 #include <QObject>
+#include <QPointer>
 #include <QString>
+#include <QThread>
 #include <QTimer>
 
 #include <optional>
@@ -36,6 +39,7 @@ class EditController : public QObject {
 
   public:
     explicit EditController(ViewerState* state, QObject* parent = nullptr);
+    ~EditController() override;
 
     // Where recovery folders go (the viewer: <app data>/recovery); empty: no journal.
     void setRecoveryRoot(const QString& root) { recovery_root_ = root; }
@@ -105,9 +109,12 @@ class EditController : public QObject {
     std::optional<edit::RecoveryInfo> pendingRecovery() const;
     Status restore(const edit::RecoveryInfo& info);
 
-    // Statistics are recomputed this long after the last edit (and before a save).
+    // Statistics (and the sagittal view's label runs) are recomputed this long after the last
+    // edit, not during a stroke, on a worker thread from a copy of the map; a result that an
+    // edit overtook is dropped and recomputed. Saves recompute them at once (flushStatistics).
     static constexpr int kStatisticsDelayMs = 400;
     void flushStatistics();
+    bool statisticsPending() const;
 
   signals:
     void toolChanged();
@@ -134,7 +141,12 @@ class EditController : public QObject {
     std::optional<Vec3> brush_centre_;
     ViewAxis brush_view_ = ViewAxis::kAxial;
     ViewAxis stroke_view_ = ViewAxis::kAxial;
+    void startStatistics();
+
     QTimer* stats_timer_;
+    int64_t edits_ = 0;  // applied edits, for dropping stale statistics
+    bool stats_running_ = false;
+    QList<QPointer<QThread>> threads_;
     bool ending_ = false;
 };
 

@@ -34,6 +34,13 @@ RedrawStats crosshairSteps(MainWindow& window, int frames);
 std::string redrawTableHeader();
 std::string redrawTableRow(const std::string& what, const RedrawStats& stats);
 
+// Editing timings on the shown study (issue 18 targets): brush stroke steps (a mouse move in the
+// axial view until the three views have painted), undo and redo of a stroke (until the views
+// whose slice it crosses have painted), fill between slices over 100 axial slices, and, when
+// the 3D view is shown, the re-mesh of the edited label (edit -> surfaces ready). Returns
+// Markdown table rows and lines.
+std::string runEditBench(MainWindow& window, int frames);
+
 // The viewer's --bench: shows `study` in `window`, times the first image and scrolling in the
 // three views (1x3 and 2x2) and the crosshair, and returns the report.
 std::string runRedrawBench(MainWindow& window, pipeline::StudyInput study, const std::string& what,

@@ -22,7 +22,9 @@ struct Box {
 };
 
 // Bounding boxes of every nonzero label value (of those in `only` when not empty), one pass.
-std::map<int, Box> labelBoxes(const Volume& v, const std::vector<int>& only) {
+std::map<int, Box> labelBoxes(const Volume& v, const std::vector<int>& only,
+                              const std::array<int64_t, 3>& lo_in,
+                              const std::array<int64_t, 3>& hi_in) {
     std::map<int, Box> boxes;
     std::vector<bool> wanted;
     for (int l : only) {
@@ -31,11 +33,17 @@ std::map<int, Box> labelBoxes(const Volume& v, const std::vector<int>& only) {
         wanted[static_cast<size_t>(l)] = true;
     }
     const Geometry g = v.geometry();
+    std::array<int64_t, 3> lo{0, 0, 0}, hi{g.size[0] - 1, g.size[1] - 1, g.size[2] - 1};
+    if (lo_in[0] <= hi_in[0] && lo_in[1] <= hi_in[1] && lo_in[2] <= hi_in[2])
+        for (int a = 0; a < 3; ++a) {
+            lo[a] = std::clamp<int64_t>(lo_in[a], 0, g.size[a] - 1);
+            hi[a] = std::clamp<int64_t>(hi_in[a], 0, g.size[a] - 1);
+        }
     visitPixels(v, [&](const auto* p) {
-        int64_t idx = 0;
-        for (int64_t k = 0; k < g.size[2]; ++k)
-            for (int64_t j = 0; j < g.size[1]; ++j)
-                for (int64_t i = 0; i < g.size[0]; ++i, ++idx) {
+        for (int64_t k = lo[2]; k <= hi[2]; ++k)
+            for (int64_t j = lo[1]; j <= hi[1]; ++j)
+                for (int64_t i = lo[0]; i <= hi[0]; ++i) {
+                    const int64_t idx = (k * g.size[1] + j) * g.size[0] + i;
                     const int l = static_cast<int>(p[idx]);
                     if (l == 0) continue;
                     if (!only.empty() &&
@@ -122,7 +130,8 @@ Result<std::vector<SurfaceMesh>> buildLabelSurfaces(const Volume& label_map,
     std::vector<SurfaceMesh> out;
     if (label_map.empty()) return out;
     const Geometry g = label_map.geometry();
-    const auto boxes = labelBoxes(label_map, options.only_labels);
+    const auto boxes =
+        labelBoxes(label_map, options.only_labels, options.search_lo, options.search_hi);
     size_t done = 0;
     for (const auto& [value, box] : boxes) {
         VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());

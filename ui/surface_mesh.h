@@ -35,6 +35,10 @@ struct SurfaceOptions {
     // Only these label values (empty: every label): the 3D view re-meshes an edited label
     // without the others.
     std::vector<int> only_labels;
+    // Where those labels' voxels can be (inclusive index box; lo > hi: the whole volume): an
+    // edit's re-mesh scans only there instead of the whole label map.
+    std::array<int64_t, 3> search_lo{0, 0, 0};
+    std::array<int64_t, 3> search_hi{-1, -1, -1};
 };
 
 // One mesh per label value in `labels` that has voxels (and per other nonzero value found, with

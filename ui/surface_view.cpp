@@ -174,15 +174,27 @@ void SurfaceView::onLabelVoxelsChanged(const std::vector<int>& labels) {
         stale_ = true;  // everything again when shown
         return;
     }
-    if (building_) {
-        // One build at a time: labels edited meanwhile are re-meshed when it is done.
-        for (int l : edited)
-            if (std::find(pending_labels_.begin(), pending_labels_.end(), l) ==
-                pending_labels_.end())
-                pending_labels_.push_back(l);
-        return;
-    }
-    requestMeshes(edited);
+    for (int l : edited)
+        if (std::find(pending_labels_.begin(), pending_labels_.end(), l) == pending_labels_.end())
+            pending_labels_.push_back(l);
+    // One build at a time: labels edited meanwhile are re-meshed when it is done.
+    if (!building_) remeshNextLabel();
+}
+
+void SurfaceView::remeshNextLabel() {
+    // One label per build, the smallest first: painting a small structure over a large one
+    // (a lesion in the lung) shows the small one's surface at once and the large one's after.
+    if (pending_labels_.empty()) return;
+    auto voxels = [&](int l) {
+        const IndexBox b = state_->labelBox(l);
+        if (b.empty()) return int64_t{0};
+        return (b.hi[0] - b.lo[0] + 1) * (b.hi[1] - b.lo[1] + 1) * (b.hi[2] - b.lo[2] + 1);
+    };
+    auto next = std::min_element(pending_labels_.begin(), pending_labels_.end(),
+                                 [&](int a, int b) { return voxels(a) < voxels(b); });
+    const int label = *next;
+    pending_labels_.erase(next);
+    requestMeshes({label});
 }
 
 void SurfaceView::showEvent(QShowEvent* e) {
@@ -200,14 +212,30 @@ void SurfaceView::requestMeshes(std::vector<int> only) {
     const Volume labels = state_->labelMap();
     const std::vector<pipeline::LabelInfo> infos = state_->labelInfos();
     const Progress progress({}, token_);
+    // Re-meshing edited labels scans only where they can be.
+    IndexBox search;
+    for (int l : only) {
+        const IndexBox b = state_->labelBox(l);
+        if (b.empty()) continue;
+        if (search.empty()) {
+            search = b;
+            continue;
+        }
+        for (int a = 0; a < 3; ++a) {
+            search.lo[a] = std::min(search.lo[a], b.lo[a]);
+            search.hi[a] = std::max(search.hi[a], b.hi[a]);
+        }
+    }
     using MeshResult = Result<MeshSet>;
     threads_.removeAll(nullptr);
     threads_ << runInBackground<MeshResult>(
         this,
-        [labels, infos, progress, only]() -> MeshResult {
+        [labels, infos, progress, only, search]() -> MeshResult {
             const auto t0 = std::chrono::steady_clock::now();
             SurfaceOptions options;
             options.only_labels = only;
+            options.search_lo = search.lo;
+            options.search_hi = search.hi;
             auto r = buildLabelSurfaces(labels, infos, options, progress);
             if (!r.isOk()) return r.status();
             MeshSet set;
@@ -271,11 +299,7 @@ void SurfaceView::requestMeshes(std::vector<int> only) {
             upload_pending_ = true;
             redraw();
             emit meshesReady(static_cast<int>(meshes_.size()));
-            if (!pending_labels_.empty()) {
-                std::vector<int> next;
-                next.swap(pending_labels_);
-                requestMeshes(next);
-            }
+            remeshNextLabel();
         });
 }
 

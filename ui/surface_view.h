@@ -59,7 +59,8 @@ class SurfaceView : public QWidget, protected QOpenGLFunctions {
     void setDecimateWhileInteracting(bool on) { decimate_while_interacting_ = on; }
     bool building() const { return building_; }
     // Meshes built since the view was made, and for which labels the last build was (empty:
-    // all); tests check that an edit re-meshes only its label.
+    // all); tests check that an edit re-meshes only its labels. Edited labels are re-meshed one
+    // per build, the smallest box first.
     int meshBuilds() const { return mesh_builds_; }
     const std::vector<int>& lastBuildLabels() const { return last_build_labels_; }
     // Seconds the last build took (worker thread), for the bench.
@@ -94,6 +95,7 @@ class SurfaceView : public QWidget, protected QOpenGLFunctions {
     // `labels` empty: every label (a new label map); else only those, replacing their meshes.
     void requestMeshes(std::vector<int> labels = {});
     void onLabelVoxelsChanged(const std::vector<int>& labels);
+    void remeshNextLabel();
     bool initializeGl();
     void uploadMeshes();
     void releaseGpu();

@@ -1,16 +1,19 @@
 // voxseg_bench_viewer: redraw timings of voxseg-viewer's MPR views (docs/perf-viewer.md).
 //
 //   xvfb-run -a -s "-screen 0 1920x1080x24" env LIBGL_ALWAYS_SOFTWARE=1 \
-//       build/bench/voxseg_bench_viewer [volume.nii.gz|dicom-folder] [--frames N] [--3d]
+//       build/bench/voxseg_bench_viewer [volume.nii.gz|dicom-folder] [--frames N] [--3d] [--edit]
 //
 // Without a path it generates a 512x512x500 int16 CT phantom (bench/ct_phantom.h). It opens the
 // real MainWindow (1x3 layout, 1920x1080, docks shown), then measures: the first image (setStudy ->
 // all three views painted and flushed: default window, slice rendering, scaling), slice scrolling
 // in each view (state->moveSlice, then the event loop until the view has painted: render +
 // window/level + overlay + scaled blit + flush to the X server), the same with a label overlay, and
-// with --3d the surface build and 3D view redraws (2x2 layout, OpenGL; Mesa llvmpipe under Xvfb).
+// with --3d the surface build and 3D view redraws (2x2 layout, OpenGL; Mesa llvmpipe under Xvfb),
+// with --edit brush strokes, undo/redo, fill between slices and (with --3d) the re-mesh of an
+// edited label (ui/redraw_bench.h runEditBench).
 #include "bench/ct_phantom.h"
 #include "pipeline/segment.h"
+#include "ui/edit_controller.h"
 #include "ui/main_window.h"
 #include "ui/mpr_view.h"
 #include "ui/redraw_bench.h"
@@ -57,12 +60,15 @@ int main(int argc, char** argv) {
     std::string path;
     int frames = 300;
     bool with_3d = false;
+    bool with_edit = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--frames" && i + 1 < argc)
             frames = std::stoi(argv[++i]);
         else if (a == "--3d")
             with_3d = true;
+        else if (a == "--edit")
+            with_edit = true;
         else
             path = a;
     }
@@ -139,42 +145,48 @@ int main(int argc, char** argv) {
                         static_cast<long long>(cache.blocksPrefetched() - taken));
             }
     };
-    plainRows("1x3");
-    for (int a = 0; a < 3; ++a) w.view(static_cast<ViewAxis>(a))->setSmooth(false);
-    printRow("1x3 axial, nearest, no overlay", scroll(w, ViewAxis::kAxial, frames));
-    printRow("crosshair drag (all three views), no overlay", crosshair(w, frames));
-    for (int a = 0; a < 3; ++a) w.view(static_cast<ViewAxis>(a))->setSmooth(true);
-    w.setLayoutMode(MainWindow::Layout::k2x2);
-    QTest::qWait(200);
-    plainRows("2x2");
-    w.setLayoutMode(MainWindow::Layout::k1x3);
-    QTest::qWait(200);
+    // --edit: only the editing timings (the redraw rows are the default run's).
+    const bool scroll_rows = !with_edit;
+    if (scroll_rows) {
+        plainRows("1x3");
+        for (int a = 0; a < 3; ++a) w.view(static_cast<ViewAxis>(a))->setSmooth(false);
+        printRow("1x3 axial, nearest, no overlay", scroll(w, ViewAxis::kAxial, frames));
+        printRow("crosshair drag (all three views), no overlay", crosshair(w, frames));
+        for (int a = 0; a < 3; ++a) w.view(static_cast<ViewAxis>(a))->setSmooth(true);
+        w.setLayoutMode(MainWindow::Layout::k2x2);
+        QTest::qWait(200);
+        plainRows("2x2");
+        w.setLayoutMode(MainWindow::Layout::k1x3);
+        QTest::qWait(200);
 
-    // The slice + window part of one frame alone (CPU ms).
-    {
-        const int reps = 50;
-        for (auto axis : {ViewAxis::kAxial, ViewAxis::kCoronal, ViewAxis::kSagittal}) {
-            const SliceFrame& f = w.state()->frame(axis);
+        // The slice + window part of one frame alone (CPU ms).
+        {
+            const int reps = 50;
+            for (auto axis : {ViewAxis::kAxial, ViewAxis::kCoronal, ViewAxis::kSagittal}) {
+                const SliceFrame& f = w.state()->frame(axis);
+                std::vector<uint32_t> argb(static_cast<size_t>(f.width * f.height));
+                const double c0 = threadCpuMs();
+                for (int r = 0; r < reps; ++r)
+                    renderSlice(study.volume, f, (r * 7) % f.depth, w.state()->window(),
+                                argb.data());
+                const double render = (threadCpuMs() - c0) / reps;
+                std::printf("parts, %s: slice + window (renderSlice) %.2f ms CPU\n",
+                            viewAxisName(axis), render);
+            }
+            // One sagittal SlabCache block (32 slices copied slice-major), built afresh each time.
+            const SliceFrame& f = w.state()->frame(ViewAxis::kSagittal);
             std::vector<uint32_t> argb(static_cast<size_t>(f.width * f.height));
+            const int blocks = std::max<int64_t>(1, f.depth / SlabCache::kSlices);
+            SlabCache cache;
             const double c0 = threadCpuMs();
-            for (int r = 0; r < reps; ++r)
-                renderSlice(study.volume, f, (r * 7) % f.depth, w.state()->window(), argb.data());
-            const double render = (threadCpuMs() - c0) / reps;
-            std::printf("parts, %s: slice + window (renderSlice) %.2f ms CPU\n", viewAxisName(axis),
-                        render);
+            for (int b = 0; b < blocks; ++b)
+                cache.render(study.volume, f, b * SlabCache::kSlices, w.state()->window(),
+                             argb.data());
+            std::printf(
+                "parts, sagittal: one %lld-slice block built + rendered (SlabCache) %.2f ms CPU\n",
+                static_cast<long long>(SlabCache::kSlices), (threadCpuMs() - c0) / blocks);
+            std::printf("\n");
         }
-        // One sagittal SlabCache block (32 slices copied slice-major), built afresh each time.
-        const SliceFrame& f = w.state()->frame(ViewAxis::kSagittal);
-        std::vector<uint32_t> argb(static_cast<size_t>(f.width * f.height));
-        const int blocks = std::max<int64_t>(1, f.depth / SlabCache::kSlices);
-        SlabCache cache;
-        const double c0 = threadCpuMs();
-        for (int b = 0; b < blocks; ++b)
-            cache.render(study.volume, f, b * SlabCache::kSlices, w.state()->window(), argb.data());
-        std::printf(
-            "parts, sagittal: one %lld-slice block built + rendered (SlabCache) %.2f ms CPU\n",
-            static_cast<long long>(SlabCache::kSlices), (threadCpuMs() - c0) / blocks);
-        std::printf("\n");
     }
 
     // A label overlay: thresholds of the image (lungs and bone on the phantom).
@@ -202,35 +214,38 @@ int main(int argc, char** argv) {
                          scroll(w, axis, frames));
             }
     };
-    overlayRows("1x3");
-    w.state()->setOverlayMode(OverlayMode::kOutline);
-    printRow("1x3 axial, outline overlay", scroll(w, ViewAxis::kAxial, frames));
-    printRow("1x3 sagittal, outline overlay, after", scroll(w, ViewAxis::kSagittal, frames));
-    w.state()->setOverlayMode(OverlayMode::kFill);
-    for (bool use_runs : {false, true}) {
-        w.state()->setUseLabelRuns(use_runs);
-        for (int a = 0; a < 3; ++a) w.view(static_cast<ViewAxis>(a))->setUseSlabCache(use_runs);
-        printRow(use_runs ? "crosshair drag (all three views), fill, after"
-                          : "crosshair drag (all three views), fill, before",
-                 crosshair(w, frames));
-    }
-    if (const LabelRuns* r = w.state()->labelRuns())
-        std::printf("\nlabel runs: %zu runs, %.1f MB (label map %.1f MB)\n", r->runs.size(),
-                    static_cast<double>(r->bytes()) / 1e6,
-                    static_cast<double>(g.voxelCount()) / 1e6);
-    // The overlay part of one sagittal frame alone (CPU ms): read from the volume vs the runs.
-    {
-        const SliceFrame& f = w.state()->frame(ViewAxis::kSagittal);
-        std::vector<uint32_t> argb(static_cast<size_t>(f.width * f.height), 0xFF000000u);
+    if (scroll_rows) {
+        overlayRows("1x3");
+        w.state()->setOverlayMode(OverlayMode::kOutline);
+        printRow("1x3 axial, outline overlay", scroll(w, ViewAxis::kAxial, frames));
+        printRow("1x3 sagittal, outline overlay, after", scroll(w, ViewAxis::kSagittal, frames));
+        w.state()->setOverlayMode(OverlayMode::kFill);
         for (bool use_runs : {false, true}) {
-            const LabelRuns* runs = use_runs ? w.state()->labelRuns() : nullptr;
-            const int reps = 50;
-            const double c0 = threadCpuMs();
-            for (int r = 0; r < reps; ++r)
-                blendLabels(w.state()->labelMap(), f, (r * 7) % f.depth, w.state()->labelColors(),
-                            OverlayMode::kFill, argb.data(), &w.state()->labelBounds(), runs);
-            std::printf("parts, sagittal: fill overlay (blendLabels) from the %s %.2f ms CPU\n",
-                        use_runs ? "runs" : "volume", (threadCpuMs() - c0) / reps);
+            w.state()->setUseLabelRuns(use_runs);
+            for (int a = 0; a < 3; ++a) w.view(static_cast<ViewAxis>(a))->setUseSlabCache(use_runs);
+            printRow(use_runs ? "crosshair drag (all three views), fill, after"
+                              : "crosshair drag (all three views), fill, before",
+                     crosshair(w, frames));
+        }
+        if (const LabelRuns* r = w.state()->labelRuns())
+            std::printf("\nlabel runs: %zu runs, %.1f MB (label map %.1f MB)\n", r->runs.size(),
+                        static_cast<double>(r->bytes()) / 1e6,
+                        static_cast<double>(g.voxelCount()) / 1e6);
+        // The overlay part of one sagittal frame alone (CPU ms): read from the volume vs the runs.
+        {
+            const SliceFrame& f = w.state()->frame(ViewAxis::kSagittal);
+            std::vector<uint32_t> argb(static_cast<size_t>(f.width * f.height), 0xFF000000u);
+            for (bool use_runs : {false, true}) {
+                const LabelRuns* runs = use_runs ? w.state()->labelRuns() : nullptr;
+                const int reps = 50;
+                const double c0 = threadCpuMs();
+                for (int r = 0; r < reps; ++r)
+                    blendLabels(w.state()->labelMap(), f, (r * 7) % f.depth,
+                                w.state()->labelColors(), OverlayMode::kFill, argb.data(),
+                                &w.state()->labelBounds(), runs);
+                std::printf("parts, sagittal: fill overlay (blendLabels) from the %s %.2f ms CPU\n",
+                            use_runs ? "runs" : "volume", (threadCpuMs() - c0) / reps);
+            }
         }
     }
     std::printf("\nlabel map shown (grid check + statistics on the GUI thread): %.1f ms\n",
@@ -252,7 +267,7 @@ int main(int argc, char** argv) {
             for (const auto& m : surface->meshes()) triangles += m.triangleCount();
             std::printf("3D: %zu surfaces, %zu triangles built in %.0f ms (worker thread)\n",
                         surface->meshes().size(), triangles, build_ms);
-            overlayRows("2x2 (3D shown)");
+            if (scroll_rows) overlayRows("2x2 (3D shown)");
             // One rotation step = a frame rendered by OpenGL into the view's framebuffer object
             // and read back (what a mouse drag costs), then painted.
             size_t coarse = 0;
@@ -292,6 +307,13 @@ int main(int argc, char** argv) {
                 std::printf("3D: full-mesh frame on release: %.1f ms\n", ms(t, Clock::now()));
             }
         }
+    }
+    if (with_edit) {
+        // Editing (issue 18): on the overlay shown, in the layout last used (2x2 with --3d).
+        std::printf("\nediting, %s layout:\n\n",
+                    w.layoutMode() == MainWindow::Layout::k2x2 ? "2x2 (3D shown)" : "1x3");
+        std::fputs(runEditBench(w, frames).c_str(), stdout);
+        w.editController()->endSession(false);
     }
     return 0;
 }

@@ -255,6 +255,15 @@ void ViewerState::labelVoxelsEdited(const edit::ApplyReport& report) {
             label_bounds_.hi[a] = std::max(label_bounds_.hi[a], report.box_hi[a]);
         }
     }
+    for (int v : report.labels) {
+        if (v == 0) continue;
+        IndexBox& b = label_boxes_[v];
+        if (b.empty()) b = {report.box_lo, report.box_hi};
+        for (int a = 0; a < 3; ++a) {
+            b.lo[a] = std::min(b.lo[a], report.box_lo[a]);
+            b.hi[a] = std::max(b.hi[a], report.box_hi[a]);
+        }
+    }
     label_runs_ = {};
     bool added = false;
     for (int v : report.labels) {
@@ -278,14 +287,26 @@ void ViewerState::labelVoxelsEdited(const edit::ApplyReport& report) {
     emit labelVoxelsChanged(box, report.labels);
 }
 
+Result<ViewerState::LabelSummary> ViewerState::summarizeLabels(
+    const Volume& label_map, const Volume& image, const std::vector<pipeline::LabelInfo>& labels) {
+    LabelSummary out;
+    VOXSEG_ASSIGN_OR_RETURN(out.statistics, pipeline::computeStatistics(label_map, &image, labels));
+    out.runs = buildLabelRuns(label_map, labelRunAxis(label_map.geometry()));
+    return out;
+}
+
 void ViewerState::refreshStatistics() {
     if (label_map_.empty()) return;
-    auto stats = pipeline::computeStatistics(label_map_, &study_.volume, labelInfos());
-    if (!stats.isOk()) {
-        log::warning(kComponent, "statistics not recomputed: {}", stats.status().toString());
+    auto summary = summarizeLabels(label_map_, study_.volume, labelInfos());
+    if (!summary.isOk()) {
+        log::warning(kComponent, "statistics not recomputed: {}", summary.status().toString());
         return;
     }
-    statistics_ = std::move(stats.value());
+    applyLabelSummary(std::move(summary.value()));
+}
+
+void ViewerState::applyLabelSummary(LabelSummary summary) {
+    statistics_ = std::move(summary.statistics);
     for (auto& e : entries_) {
         e.voxels = 0;
         e.volume_ml = 0;
@@ -296,14 +317,21 @@ void ViewerState::refreshStatistics() {
             }
     }
     updateBounds();
-    label_runs_ = buildLabelRuns(label_map_, labelRunAxis(label_map_.geometry()));
+    label_runs_ = std::move(summary.runs);
     emit labelTableChanged();
+}
+
+IndexBox ViewerState::labelBox(int value) const {
+    auto it = label_boxes_.find(value);
+    return it == label_boxes_.end() ? IndexBox{} : it->second;
 }
 
 void ViewerState::updateBounds() {
     label_bounds_ = {{INT64_MAX, INT64_MAX, INT64_MAX}, {-1, -1, -1}};
+    label_boxes_.clear();
     for (const auto& l : statistics_.labels) {
         if (l.voxels == 0) continue;
+        label_boxes_[l.label] = {l.bbox_min, l.bbox_max};
         for (int a = 0; a < 3; ++a) {
             label_bounds_.lo[a] = std::min(label_bounds_.lo[a], l.bbox_min[a]);
             label_bounds_.hi[a] = std::max(label_bounds_.hi[a], l.bbox_max[a]);

@@ -23,6 +23,7 @@
 #include <QString>
 
 #include <array>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -112,9 +113,20 @@ class ViewerState : public QObject {
     void labelVoxelsEdited(const edit::ApplyReport& report);
     // Recomputes statistics, voxel counts, bounds and the sagittal runs of the shown map.
     void refreshStatistics();
+    // The same computed elsewhere (a worker thread, on a copy of the map) and applied here.
+    struct LabelSummary {
+        pipeline::StatisticsReport statistics;
+        LabelRuns runs;
+    };
+    static Result<LabelSummary> summarizeLabels(const Volume& label_map, const Volume& image,
+                                                const std::vector<pipeline::LabelInfo>& labels);
+    void applyLabelSummary(LabelSummary summary);
     const pipeline::StatisticsReport& statistics() const { return statistics_; }
     // A box around every labelled voxel (from the statistics), for drawing only that part.
     const IndexBox& labelBounds() const { return label_bounds_; }
+    // A box around one label's voxels (from the statistics, grown by edits since; may be larger
+    // than the label after erasing); empty when the label has none.
+    IndexBox labelBox(int value) const;
     // The label map's runs for the slow (sagittal) view; nullptr when not built or turned off.
     const LabelRuns* labelRuns() const {
         return use_label_runs_ && !label_runs_.empty() ? &label_runs_ : nullptr;
@@ -169,6 +181,7 @@ class ViewerState : public QObject {
     std::vector<io::SegmentDescription> segments_;
     pipeline::StatisticsReport statistics_;
     IndexBox label_bounds_;
+    std::map<int, IndexBox> label_boxes_;
     LabelRuns label_runs_;
     bool use_label_runs_ = true;
     LabelColors colors_;
