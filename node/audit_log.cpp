@@ -28,10 +28,18 @@ std::string isoNow() {
     return fmt::format("{}.{:03d}Z", buf, static_cast<int>(ms));
 }
 
+// UIDs are kept as they are (they are not identifiers of a person, and a short patient ID
+// could otherwise cut digits out of them); every other string is scrubbed.
 void scrubStrings(nlohmann::json& j) {
     if (j.is_string()) {
         j = log::scrub(j.get<std::string>());
-    } else if (j.is_structured()) {
+    } else if (j.is_object()) {
+        for (auto it = j.begin(); it != j.end(); ++it) {
+            const std::string& k = it.key();
+            if (k.size() > 4 && k.compare(k.size() - 4, 4, "_uid") == 0) continue;
+            scrubStrings(it.value());
+        }
+    } else if (j.is_array()) {
         for (auto& v : j) scrubStrings(v);
     }
 }

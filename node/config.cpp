@@ -151,8 +151,6 @@ Status readRoot(JsonObject& o, const std::string& base_dir, NodeConfig& c) {
     c.http_port = static_cast<int>(http);
     VOXSEG_ASSIGN_OR_RETURN(c.http_bind, o.string("http_bind", std::string("127.0.0.1")));
     VOXSEG_RETURN_IF_ERROR(readTls(o, "tls", base_dir, c.tls));
-    VOXSEG_ASSIGN_OR_RETURN(c.spool_key_file, o.string("spool_key_file", std::string()));
-    c.spool_key_file = resolve(c.spool_key_file, base_dir);
     {
         VOXSEG_ASSIGN_OR_RETURN(JsonObject s, o.object("send", true));
         VOXSEG_ASSIGN_OR_RETURN(int64_t attempts, s.integer("attempts", 1, 100, 4));

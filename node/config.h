@@ -85,8 +85,7 @@ struct NodeConfig {
     std::string audit_log;                 // JSON lines; default <spool>/audit.jsonl
     int http_port = 0;                     // /healthz and /metrics; 0: off
     std::string http_bind = "127.0.0.1";
-    TlsConfig tls;               // receiving side
-    std::string spool_key_file;  // 32-byte key: encrypt spool and outbox (libsodium)
+    TlsConfig tls;  // receiving side
     SendPolicy send;
     std::vector<Route> routes;
     std::vector<Destination> destinations;

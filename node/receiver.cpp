@@ -176,6 +176,10 @@ class NodeScp : public DcmThreadSCP {
         Sint32 frames = 1;
         if (ds->findAndGetSint32(DCM_NumberOfFrames, frames).bad() || frames < 1) frames = 1;
         s.frames_per_instance = frames;
+        // Whatever a later message quotes (a description, a file name), the log and the audit
+        // trail replace this patient's identifiers with [PHI].
+        for (const DcmTagKey& tag : {DCM_PatientName, DCM_PatientID, DCM_PatientBirthDate})
+            if (const std::string v = text(*ds, tag); v.size() >= 3) log::registerIdentifier(v);
         const std::string ds_sop = text(*ds, DCM_SOPInstanceUID);
         if (ds_sop != sop_uid || s.sop_class_uid != req.AffectedSOPClassUID)
             return refuse(*ctx, STATUS_STORE_Error_DataSetDoesNotMatchSOPClass,

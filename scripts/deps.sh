@@ -11,10 +11,10 @@ pkgs=(build-essential cmake ninja-build pkg-config ccache git
 # Slurm + munge for tests/batch/slurm_array_test.sh (label slow), which starts its own one-node
 # cluster; the packages' services are not enabled or started by voxseg.
 pkgs+=(slurmctld slurmd slurm-client munge)
-# voxseg serve (node/): libcurl for STOW-RS, cpp-httplib for /healthz and /metrics, libsodium
-# for spool encryption; Orthanc + its DICOMweb plugin are the PACS of tests/node (started by the
-# tests on loopback ports; the packages' services are not used), jq reads its REST answers.
-pkgs+=(libcurl4-openssl-dev libcpp-httplib-dev libsodium-dev orthanc orthanc-dicomweb jq)
+# voxseg serve (node/): libcurl for STOW-RS, cpp-httplib for /healthz and /metrics; Orthanc and
+# its DICOMweb plugin are the PACS of tests/node (started by the tests on loopback ports; the
+# packages' services are not used), jq reads its REST answers.
+pkgs+=(libcurl4-openssl-dev libcpp-httplib-dev orthanc orthanc-dicomweb jq)
 # The exporter tests (tests/tools): Debian's PyTorch 1.13 and ONNX 1.12 (torchvision for timm),
 # nibabel, pip for the pure-Python pins below.
 pkgs+=(python3-pip python3-torch python3-onnx python3-torchvision python3-nibabel python3-yaml)

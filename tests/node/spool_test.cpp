@@ -1,0 +1,131 @@
+// The spool's bookkeeping: a series is queued only after its quiet period and never while an
+// instance is being written; a restart finds the series still arriving and drops temporaries a
+// killed writer left; job folders move between areas whole; the audit log never keeps a
+// registered patient identifier; the metrics text has every family.
+#include "node/spool.h"
+#include "node/audit_log.h"
+#include "node/metrics.h"
+
+#include "core/log.h"
+#include "tests/test_data.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace voxseg::node {
+namespace {
+namespace fs = std::filesystem;
+
+SeriesInfo series(const std::string& uid) {
+    SeriesInfo s;
+    s.study_uid = "1.2.3";
+    s.series_uid = uid;
+    s.modality = "CT";
+    s.calling_ae = "PACS";
+    return s;
+}
+
+void writeInstance(Spool& spool, const SeriesInfo& s, const std::string& sop) {
+    auto path = spool.beginInstance(s, sop);
+    ASSERT_TRUE(path.isOk()) << path.status().toString();
+    std::ofstream(*path) << "not really DICOM";
+    spool.endInstance(s.series_uid);
+}
+
+TEST(NodeSpool, SeriesIsQueuedAfterItsQuietPeriodOnly) {
+    testing::TempDir dir;
+    auto spool = Spool::open(dir / "spool");
+    ASSERT_TRUE(spool.isOk());
+    Spool& sp = **spool;
+    writeInstance(sp, series("1.2.3.4"), "1.2.3.4.1");
+    writeInstance(sp, series("1.2.3.4"), "1.2.3.4.2");
+    EXPECT_TRUE(sp.takeCompleteSeries(0.3).empty());
+    // A write in flight holds the series back however long it is quiet.
+    auto path = sp.beginInstance(series("1.2.3.4"), "1.2.3.4.3");
+    ASSERT_TRUE(path.isOk());
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    EXPECT_TRUE(sp.takeCompleteSeries(0.3).empty());
+    std::ofstream(*path) << "x";
+    sp.endInstance("1.2.3.4");
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    auto jobs = sp.takeCompleteSeries(0.3);
+    ASSERT_EQ(jobs.size(), 1u);
+    EXPECT_EQ(sp.jobs("queue"), jobs);
+    auto info = Spool::readSeries(sp.jobDir("queue", jobs[0]));
+    ASSERT_TRUE(info.isOk());
+    EXPECT_EQ(info->instances, 3);
+    EXPECT_EQ(info->calling_ae, "PACS");
+    EXPECT_EQ(sp.incomingCount(), 0u);
+    ASSERT_TRUE(sp.move("queue", jobs[0], "failed").isOk());
+    EXPECT_TRUE(sp.jobs("queue").empty());
+    EXPECT_EQ(sp.jobs("failed"), jobs);
+}
+
+TEST(NodeSpool, RestartFindsArrivingSeriesAndDropsTemporaries) {
+    testing::TempDir dir;
+    {
+        auto spool = Spool::open(dir / "spool");
+        ASSERT_TRUE(spool.isOk());
+        writeInstance(**spool, series("9.8.7"), "9.8.7.1");
+        // A writer killed mid-file leaves an AtomicFile temporary beside the instances.
+        std::ofstream(dir / "spool/incoming/9.8.7/.tmp-abc-9.8.7.2.dcm") << "half";
+    }
+    auto spool = Spool::open(dir / "spool");
+    ASSERT_TRUE(spool.isOk());
+    EXPECT_EQ((*spool)->incomingCount(), 1u);
+    EXPECT_FALSE(fs::exists(dir / "spool/incoming/9.8.7/.tmp-abc-9.8.7.2.dcm"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    auto jobs = (*spool)->takeCompleteSeries(0.2);
+    ASSERT_EQ(jobs.size(), 1u);
+    EXPECT_EQ(Spool::readSeries((*spool)->jobDir("queue", jobs[0]))->instances, 1);
+}
+
+TEST(NodeSpool, UnsafeUidsBecomeSafeFolderNames) {
+    EXPECT_EQ(seriesKey("1.2.840.5"), "1.2.840.5");
+    const std::string k = seriesKey("../../etc/passwd");
+    EXPECT_EQ(k.find('/'), std::string::npos);
+    EXPECT_EQ(k[0], 'h');
+    EXPECT_NE(seriesKey(".."), "..");
+}
+
+TEST(NodeAudit, LinesAreJsonWithoutRegisteredIdentifiers) {
+    testing::TempDir dir;
+    AuditLog audit;
+    ASSERT_TRUE(audit.open(dir / "audit.jsonl").isOk());
+    log::registerIdentifier("DOE^JANE-4711");
+    log::registerIdentifier("4711");  // a short patient ID: UIDs keep their digits
+    audit.record("series_received", {{"series_uid", "1.2.4711.3"}, {"note", "from DOE^JANE-4711"}});
+    std::ifstream in(dir / "audit.jsonl");
+    std::string line;
+    ASSERT_TRUE(std::getline(in, line));
+    auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["event"], "series_received");
+    EXPECT_EQ(j["series_uid"], "1.2.4711.3");
+    EXPECT_TRUE(j.contains("time"));
+    EXPECT_EQ(line.find("DOE^JANE-4711"), std::string::npos) << line;
+}
+
+TEST(NodeMetrics, RendersEveryFamily) {
+    NodeMetrics m;
+    m.instances_received = 28;
+    m.associations_rejected_disk = 2;
+    m.disk_guard = true;
+    m.addStageSeconds("infer", 0.5);
+    m.addStageSeconds("infer", 0.25);
+    const std::string t = m.render();
+    EXPECT_NE(t.find("voxseg_node_instances_received_total 28\n"), std::string::npos) << t;
+    EXPECT_NE(t.find("voxseg_node_associations_rejected_total{reason=\"out_of_resources\"} 2"),
+              std::string::npos);
+    EXPECT_NE(t.find("voxseg_node_disk_guard 1\n"), std::string::npos);
+    EXPECT_NE(t.find("voxseg_node_stage_seconds_total{stage=\"infer\"} 0.750000"),
+              std::string::npos);
+    EXPECT_NE(t.find("voxseg_node_stage_runs_total{stage=\"infer\"} 2"), std::string::npos);
+    EXPECT_NE(t.find("# TYPE voxseg_node_queue_depth gauge"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace voxseg::node
