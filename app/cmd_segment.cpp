@@ -4,6 +4,7 @@
 #include "core/log.h"
 #include "pipeline/channels.h"
 #include "pipeline/segment.h"
+#include "pipeline/segment_options_schema.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -35,26 +36,24 @@ void addParsedOption(CLI::App* cmd, const std::string& flag, T& target,
 
 void addSegmentModelOptions(CLI::App* cmd, SegmentCommandOptions& o) {
     cmd->add_option("--series", o.series, "Which series: INDEX (see `voxseg info`) or UID");
+    // Help, ranges and defaults of the per-run options come from the schema the viewer's Run
+    // model dialog is built from (pipeline/segment_options_schema.h).
+    using pipeline::segmentOptionSpec;
     addParsedOption<engine::DeviceSpec>(
         cmd, "--device", o.device, [](const std::string& n) { return engine::parseDevice(n, ""); },
-        "auto (best available), cpu, reference, cuda or cuda:N (GPU N)", "DEVICE", "auto");
-    addParsedOption<engine::Precision>(
-        cmd, "--precision", o.precision, engine::parsePrecision,
-        "auto (the backend's choice: bf16 on GPUs of sm_80+ and CPUs with AMX, else fp32; fp32 "
-        "when model.json requires it), fp32, fp16, bf16",
-        "PRECISION", "auto");
-    cmd->add_option("--overlap", o.overlap, "Sliding-window overlap in [0, 1) (default: model's)")
-        ->check(CLI::Range(0.0, 0.95));
-    auto* tta =
-        cmd->add_flag("--tta", o.tta, "Mirroring test-time augmentation on all axes (8x slower)");
-    cmd->add_flag("--no-tta", o.no_tta,
-                  "No mirroring, even where the model package asks for it (inference.mirror_axes)")
-        ->excludes(tta);
-    cmd->add_option("--batch", o.batch, "Patches per forward pass")->check(CLI::Range(1, 64));
-    addParsedOption<engine::DType>(
-        cmd, "--accumulator", o.accumulator, pipeline::parseAccumulator,
-        "Sliding-window score sums: fp16 (half the memory, as nnU-Net v2) or fp32", "fp16|fp32",
-        "fp16");
+        segmentOptionSpec("--device").help, "DEVICE", segmentOptionSpec("--device").default_text);
+    addParsedOption<engine::Precision>(cmd, "--precision", o.precision, engine::parsePrecision,
+                                       segmentOptionSpec("--precision").help, "PRECISION",
+                                       segmentOptionSpec("--precision").default_text);
+    cmd->add_option("--overlap", o.overlap, segmentOptionSpec("--overlap").help)
+        ->check(CLI::Range(segmentOptionSpec("--overlap").min, segmentOptionSpec("--overlap").max));
+    auto* tta = cmd->add_flag("--tta", o.tta, segmentOptionSpec("--tta").help);
+    cmd->add_flag("--no-tta", o.no_tta, segmentOptionSpec("--no-tta").help)->excludes(tta);
+    cmd->add_option("--batch", o.batch, segmentOptionSpec("--batch").help)
+        ->check(CLI::Range(segmentOptionSpec("--batch").min, segmentOptionSpec("--batch").max));
+    addParsedOption<engine::DType>(cmd, "--accumulator", o.accumulator, pipeline::parseAccumulator,
+                                   segmentOptionSpec("--accumulator").help, "fp16|fp32",
+                                   segmentOptionSpec("--accumulator").default_text);
     cmd->add_option("--outputs", o.outputs,
                     "Comma-separated: nifti, seg, rtstruct, stats, preview, probabilities");
     cmd->add_option("--seg-type", o.seg_type,
@@ -64,11 +63,11 @@ void addSegmentModelOptions(CLI::App* cmd, SegmentCommandOptions& o) {
     cmd->add_option("--format", o.label_format, "Label map format: nii.gz, nii, nrrd, mha")
         ->check(CLI::IsMember({"nii.gz", "nii", "nrrd", "mha"}));
     cmd->add_flag("--largest-component", o.largest_component,
-                  "Keep only the largest connected component of each label");
+                  segmentOptionSpec("--largest-component").help);
     cmd->add_option("--min-component-ml", o.min_component_ml,
-                    "Remove components smaller than this (mL)")
+                    segmentOptionSpec("--min-component-ml").help)
         ->check(CLI::NonNegativeNumber);
-    cmd->add_flag("--fill-holes", o.fill_holes, "Fill holes inside each label (3D)");
+    cmd->add_flag("--fill-holes", o.fill_holes, segmentOptionSpec("--fill-holes").help);
     cmd->add_flag("--ignore-modality", o.ignore_modality,
                   "Run even when the input modality differs from the model's");
     cmd->add_flag("--refuse-tilt", o.refuse_tilt, "Fail on gantry-tilted stacks");
