@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# voxseg serve's guards, with DCMTK's own tools as the senders (label slow, data):
+#   - DICOM TLS: the node listens with a server certificate and requires client certificates
+#     from its trusted CA; storescu --tls with such a certificate stores, one signed by another
+#     CA and a plain TCP connection are refused, and the node keeps serving;
+#   - a malformed instance (no SeriesInstanceUID) is refused with status 0xA900 and audited with
+#     its reason, nothing reaches the spool, the node keeps serving;
+#   - disk guard: with the spool on a small tmpfs, filling it below min_free_mb makes the node
+#     refuse associations ("out of resources", logged, metrics, /healthz 503) and accept them
+#     again once space is freed (skipped with a message where tmpfs cannot be mounted).
+# Usage: node_security_test.sh <voxseg> <source-dir> [shared-data]
+set -euo pipefail
+VOXSEG=$1
+SRC=$2
+DATA=${3:-$SRC/../shared/data}
+SERIES_DIR="$DATA/dcm_qa_ct/GE_HiSpeedDual_tilt_varspacing"
+[ -d "$SERIES_DIR" ] || { echo "SKIP: test data absent: $SERIES_DIR"; exit 77; }
+command -v storescu >/dev/null && command -v openssl >/dev/null ||
+  { echo "SKIP: dcmtk tools or openssl missing (scripts/deps.sh)"; exit 77; }
+T=$(mktemp -d /tmp/voxseg-node-sec.XXXXXX)
+MNT=""
+source "$SRC/tests/node/orthanc_lib.sh"
+cleanup_all() { cleanup_mount; cleanup; }
+cleanup_mount() { if [ -n "$MNT" ]; then umount "$MNT" 2>/dev/null || true; fi; }
+trap cleanup_all EXIT
+
+# A CA, a server and a client certificate from it, and a client certificate from another CA.
+cd "$T"
+mkcert() {  # mkcert NAME CA_NAME
+  openssl req -new -newkey rsa:2048 -nodes -keyout "$1.key" -subj "/CN=$1" -out "$1.csr" 2>/dev/null
+  openssl x509 -req -in "$1.csr" -CA "$2.pem" -CAkey "$2.key" -CAcreateserial -days 2 \
+    -sha256 -out "$1.pem" 2>/dev/null
+}
+for ca in ca otherca; do
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout $ca.key -subj "/CN=$ca" -days 2 -sha256 \
+    -out $ca.pem 2>/dev/null
+done
+mkcert server ca; mkcert client ca; mkcert intruder otherca
+cd - >/dev/null
+
+NODE_PORT=$(free_port); NODE_HTTP=$(free_port)
+write_config() {  # write_config SPOOL MIN_FREE_MB TLS(true|false)
+  cat >"$T/node.json" <<JSON
+{
+  "ae_title": "VOXSEG", "port": $NODE_PORT, "http_port": $NODE_HTTP,
+  "allowed_callers": [{"ae_title": "SCANNER"}],
+  "spool_dir": "$1", "quiet_seconds": 30, "min_free_mb": $2,
+  "tls": {"enabled": $3, "certificate": "server.pem", "private_key": "server.key",
+          "trusted": ["ca.pem"]},
+  "routes": [{"name": "ct", "match": {"modality": "CT"},
+              "model": "$SRC/sample_data/models/ct-phantom"}]
+}
+JSON
+}
+FILE="$SERIES_DIR/01.dcm"
+received() { find "$1/incoming" -name '*.dcm' | wc -l; }
+
+echo "== TLS"
+write_config "$T/spool" 10 true
+start_node "$T/node.json" "$T/node.log"
+storescu +tls "$T/client.key" "$T/client.pem" +cf "$T/ca.pem" -aet SCANNER -aec VOXSEG \
+  localhost "$NODE_PORT" "$FILE" || fail "TLS store with a trusted client certificate failed"
+[ "$(received "$T/spool")" = 1 ] || fail "TLS store not in the spool"
+if storescu +tls "$T/intruder.key" "$T/intruder.pem" +cf "$T/ca.pem" -aet SCANNER -aec VOXSEG \
+  localhost "$NODE_PORT" "$SERIES_DIR/02.dcm" 2>/dev/null; then
+  fail "a client certificate from an untrusted CA was accepted"
+fi
+if storescu -aet SCANNER -aec VOXSEG localhost "$NODE_PORT" "$SERIES_DIR/03.dcm" 2>/dev/null; then
+  fail "a plain TCP association was accepted by the TLS listener"
+fi
+storescu +tls "$T/client.key" "$T/client.pem" +cf "$T/ca.pem" -aet SCANNER -aec VOXSEG \
+  localhost "$NODE_PORT" "$SERIES_DIR/04.dcm" || fail "node stopped serving TLS after refusals"
+[ "$(received "$T/spool")" = 2 ] || fail "refused TLS peers stored something"
+kill -9 "$NODE_PID"; wait "$NODE_PID" 2>/dev/null || true
+
+echo "== malformed instances"
+write_config "$T/spool" 10 false
+start_node "$T/node.json" "$T/node.log"
+cp "$SERIES_DIR/05.dcm" "$T/no-series.dcm"
+dcmodify -nb -e "(0020,000e)" "$T/no-series.dcm"
+storescu -v -aet SCANNER -aec VOXSEG 127.0.0.1 "$NODE_PORT" "$T/no-series.dcm" >"$T/bad.txt" 2>&1 || true
+grep -q "Received Store Response (Error: DataSetDoesNotMatchSOPClass)" "$T/bad.txt" || { cat "$T/bad.txt"; fail "no failure status for an instance without SeriesInstanceUID"; }
+jq -e 'select(.event == "instance_refused" and (.reason | test("SeriesInstanceUID")))' \
+  "$T/spool/audit.jsonl" >/dev/null || fail "refused instance not audited with its reason"
+echoscu -aet SCANNER -aec VOXSEG 127.0.0.1 "$NODE_PORT" || fail "node stopped serving after a malformed instance"
+[ "$(received "$T/spool")" = 2 ] || fail "a malformed instance reached the spool"
+kill -9 "$NODE_PID"; wait "$NODE_PID" 2>/dev/null || true
+
+echo "== disk guard"
+MNT="$T/small"
+mkdir -p "$MNT"
+if ! mount -t tmpfs -o size=40m tmpfs "$MNT" 2>/dev/null; then
+  MNT=""
+  echo "SKIP (disk guard part): cannot mount a tmpfs here (needs root / CAP_SYS_ADMIN)"
+  echo "PASS"
+  exit 0
+fi
+write_config "$MNT/spool" 20 false
+start_node "$T/node.json" "$T/node2.log"
+echoscu -aet SCANNER -aec VOXSEG 127.0.0.1 "$NODE_PORT" || fail "echo with free space refused"
+dd if=/dev/zero of="$MNT/filler" bs=1M count=25 2>/dev/null
+if storescu -aet SCANNER -aec VOXSEG 127.0.0.1 "$NODE_PORT" "$FILE" 2>"$T/full.txt"; then
+  fail "stored although the spool was below min_free_mb"
+fi
+grep -q "out of resources" "$T/node2.log" || fail "refusal for lack of space not logged"
+curl -s "http://127.0.0.1:$NODE_HTTP/metrics" |
+  grep -q 'voxseg_node_associations_rejected_total{reason="out_of_resources"} 1' || fail "metrics: disk refusal"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$NODE_HTTP/healthz")" = 503 ] ||
+  fail "/healthz not 503 while refusing"
+rm "$MNT/filler"
+storescu -aet SCANNER -aec VOXSEG 127.0.0.1 "$NODE_PORT" "$FILE" || fail "not accepting after space was freed"
+[ "$(received "$MNT/spool")" = 1 ] || fail "store after freeing space not in the spool"
+kill -9 "$NODE_PID"; wait "$NODE_PID" 2>/dev/null || true
+echo "PASS"
