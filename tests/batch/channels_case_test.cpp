@@ -19,20 +19,7 @@ namespace voxseg::batch {
 namespace {
 namespace fs = std::filesystem;
 
-double dice(const Volume& labels, int label) {
-    const Geometry g = labels.geometry();
-    int64_t a = 0, b = 0, both = 0;
-    for (int64_t k = 0; k < g.size[2]; ++k)
-        for (int64_t j = 0; j < g.size[1]; ++j)
-            for (int64_t i = 0; i < g.size[0]; ++i) {
-                const Vec3 p = g.indexToPhysical({1.0 * i, 1.0 * j, 1.0 * k});
-                const bool t = label == 1 ? testing::inA(p) : testing::inB(p);
-                const bool got =
-                    labels.data<uint8_t>()[(k * g.size[1] + j) * g.size[0] + i] == label;
-                a += t, b += got, both += t && got;
-            }
-    return 2.0 * static_cast<double>(both) / static_cast<double>(a + b);
-}
+constexpr auto dice = testing::diceWithCuboid;
 
 TEST(BatchChannels, ManifestChannelColumnsReachTheModel) {
     voxseg::testing::TempDir dir;

@@ -28,20 +28,7 @@ using testing::inB;
 using testing::kT1Rule;
 using testing::t2Spec;
 using testing::valueAt;
-
-double dice(const Volume& labels, int label) {
-    const Geometry g = labels.geometry();
-    int64_t a = 0, b = 0, both = 0;
-    for (int64_t k = 0; k < g.size[2]; ++k)
-        for (int64_t j = 0; j < g.size[1]; ++j)
-            for (int64_t i = 0; i < g.size[0]; ++i) {
-                const Vec3 p = g.indexToPhysical({1.0 * i, 1.0 * j, 1.0 * k});
-                const bool t = label == 1 ? inA(p) : inB(p);
-                const bool got = valueAt<uint8_t>(labels, i, j, k) == label;
-                a += t, b += got, both += t && got;
-            }
-    return 2.0 * static_cast<double>(both) / static_cast<double>(a + b);
-}
+constexpr auto dice = testing::diceWithCuboid;
 
 class Channels : public ::testing::Test {
   protected:

@@ -5,6 +5,7 @@
 // grid of the same field of view.
 #pragma once
 
+#include "core/volume.h"
 #include "io/dicom_synth.h"
 #include "tests/pipeline/test_stage_package.h"
 
@@ -101,5 +102,21 @@ inline std::string writeTwoChannelPackage(const std::filesystem::path& folder,
 }
 
 inline const nlohmann::json kT1Rule = {{"series_description", "t1"}, {"image_type", "ORIGINAL"}};
+
+// Dice of label 1 against cuboid A, or of label 2 against cuboid B, on a uint8 label map.
+inline double diceWithCuboid(const Volume& labels, int label) {
+    const Geometry g = labels.geometry();
+    const uint8_t* p = labels.data<uint8_t>();
+    int64_t a = 0, b = 0, both = 0;
+    for (int64_t k = 0; k < g.size[2]; ++k)
+        for (int64_t j = 0; j < g.size[1]; ++j)
+            for (int64_t i = 0; i < g.size[0]; ++i) {
+                const Vec3 at = g.indexToPhysical({1.0 * i, 1.0 * j, 1.0 * k});
+                const bool t = label == 1 ? inA(at) : inB(at);
+                const bool got = p[(k * g.size[1] + j) * g.size[0] + i] == label;
+                a += t, b += got, both += t && got;
+            }
+    return 2.0 * static_cast<double>(both) / static_cast<double>(a + b);
+}
 
 }  // namespace voxseg::testing
