@@ -7,6 +7,7 @@
 #include "io/image_io.h"
 #include "pipeline/model_labels.h"
 #include "pipeline/segment.h"
+#include "pipeline/segment_options_schema.h"
 #include "pipeline/segmentation_files.h"
 #include "pipeline/statistics.h"
 #include "ui/background_task.h"
@@ -15,6 +16,7 @@
 #include "ui/label_table.h"
 #include "ui/log_panel.h"
 #include "ui/mpr_view.h"
+#include "ui/run_model_dialog.h"
 #include "ui/series_browser.h"
 #include "ui/surface_view.h"
 #include "ui/viewer_state.h"
@@ -261,12 +263,8 @@ void MainWindow::buildMenus() {
     file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
 
     QMenu* seg = menuBar()->addMenu("&Segmentation");
-    image_actions_ << seg->addAction(
-        "&Run model...", QKeySequence(Qt::CTRL | Qt::Key_R), this, [this] {
-            const QString dir =
-                QFileDialog::getExistingDirectory(this, "Model package (folder with model.json)");
-            if (!dir.isEmpty()) runModel(dir);
-        });
+    image_actions_ << seg->addAction("&Run model...", QKeySequence(Qt::CTRL | Qt::Key_R), this,
+                                     [this] { openRunModelDialog(); });
     // Esc: cancel the running task; without one, drop the edit tool.
     seg->addAction("&Cancel task / no edit tool", QKeySequence(Qt::Key_Escape), this, [this] {
         if (busy_)
@@ -661,7 +659,20 @@ int MainWindow::modelImports() const {
 
 QString MainWindow::lastRunFolder() const { return run_dir_ ? run_dir_->path() : QString(); }
 
-void MainWindow::runModel(const QString& model_folder, const QString& out_dir) {
+RunModelDialog* MainWindow::openRunModelDialog() {
+    auto* dialog = new RunModelDialog(last_model_folder_, this);
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    connect(dialog, &QDialog::accepted, this, [this, dialog] {
+        auto options = dialog->options();  // checked before the dialog accepts
+        last_model_folder_ = dialog->modelFolder();
+        if (options.isOk()) runModel(dialog->modelFolder(), {}, std::move(options.value()));
+    });
+    dialog->open();
+    return dialog;
+}
+
+void MainWindow::runModel(const QString& model_folder, const QString& out_dir,
+                          pipeline::SegmentOptions options) {
     if (!state_->hasImage()) {
         reportError("cannot run " + model_folder,
                     Status(StatusCode::kFailedPrecondition, "open an image first"));
@@ -690,11 +701,16 @@ void MainWindow::runModel(const QString& model_folder, const QString& out_dir) {
         out = run_dir->path();
     }
     if (!segmenter_cache_) segmenter_cache_ = std::make_shared<SegmenterCache>();
-    const std::string key = sstr(QFileInfo(model_folder).canonicalFilePath()) + "|" +
-                            sstr(QFileInfo(QDir(model_folder).filePath("model.json"))
-                                     .lastModified()
-                                     .toString(Qt::ISODateWithMs)) +
-                            "|preview=0,seg=0";
+    options.outputs.preview = false;
+    options.outputs.dicom_seg = false;
+    // The imported model is reused while the package and the options stay the same.
+    std::string key = sstr(QFileInfo(model_folder).canonicalFilePath()) + "|" +
+                      sstr(QFileInfo(QDir(model_folder).filePath("model.json"))
+                               .lastModified()
+                               .toString(Qt::ISODateWithMs)) +
+                      "|preview=0,seg=0";
+    for (const auto& spec : pipeline::segmentOptionSchema())
+        key += "|" + spec.flag + "=" + spec.current(options);
     const auto cache = segmenter_cache_;
     const pipeline::StudyInput study = state_->study();
     const std::string model = sstr(model_folder), out_path = sstr(out),
@@ -702,7 +718,8 @@ void MainWindow::runModel(const QString& model_folder, const QString& out_dir) {
     log::info(kComponent, "running model {} (outputs in {})", model, out_path);
     startTask<Result<ModelRun>>(
         "segmenting",
-        [study, model, out_path, source, cache, key](const Progress& progress) -> Result<ModelRun> {
+        [study, model, out_path, source, cache, key,
+         options](const Progress& progress) -> Result<ModelRun> {
             const auto t0 = std::chrono::steady_clock::now();
             std::shared_ptr<pipeline::Segmenter> segmenter;
             {
@@ -710,9 +727,6 @@ void MainWindow::runModel(const QString& model_folder, const QString& out_dir) {
                 if (cache->key == key) segmenter = cache->segmenter;
             }
             if (!segmenter) {
-                pipeline::SegmentOptions options;
-                options.outputs.preview = false;
-                options.outputs.dicom_seg = false;
                 // A device fallback (auto -> cpu) is logged by the engine itself.
                 VOXSEG_ASSIGN_OR_RETURN(auto created, pipeline::Segmenter::create(model, options));
                 segmenter = std::make_shared<pipeline::Segmenter>(std::move(created));

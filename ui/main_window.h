@@ -12,6 +12,7 @@
 #include "edit/label_editor.h"
 #include "edit/session.h"
 #include "io/dicom_series.h"
+#include "pipeline/segment.h"
 #include "ui/mpr_slice.h"
 
 #include <QList>
@@ -43,6 +44,7 @@ class LogPanel;
 class SeriesBrowser;
 class EditController;
 class EditToolbar;
+class RunModelDialog;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -71,7 +73,12 @@ class MainWindow : public QMainWindow {
     void openPath(const QString& path);    // image file, or DICOM folder/file (scan, then load)
     void loadSeries(int candidate_index);  // a series of the last scan
     void loadSegmentation(const QString& path);  // label map image, DICOM SEG or RTSTRUCT
-    void runModel(const QString& model_folder, const QString& out_dir = {});
+    // `options`: segment's per-run options (the Run model dialog's); the viewer turns off the
+    // preview and SEG outputs of the run folder (saved explicitly instead).
+    void runModel(const QString& model_folder, const QString& out_dir = {},
+                  pipeline::SegmentOptions options = {});
+    // Segmentation > Run model: the dialog (ui/run_model_dialog.h), non-modal; accepted -> run.
+    RunModelDialog* openRunModelDialog();
     void cancelTask();
     bool busy() const { return busy_; }
     // Model runs keep the imported model (pipeline::Segmenter) per package and options while
@@ -180,6 +187,7 @@ class MainWindow : public QMainWindow {
     std::shared_ptr<SegmenterCache> segmenter_cache_;
     std::shared_ptr<QTemporaryDir> run_dir_;
     QString task_name_;
+    QString last_model_folder_;
     CancelToken token_;
     QList<QPointer<QThread>> threads_;
     std::optional<io::DicomScanResult> scan_;

@@ -6,6 +6,7 @@
 #include "io/rtstruct_reader.h"
 #include "io/seg_reader.h"
 #include "pipeline/labels.h"
+#include "pipeline/segment_options_schema.h"
 #include "tests/pipeline/test_model_package.h"
 #include "tests/pipeline/test_volumes.h"
 #include "tests/test_data.h"
@@ -15,10 +16,12 @@
 #include "ui/main_window.h"
 #include "ui/mpr_view.h"
 #include "ui/redraw_bench.h"
+#include "ui/run_model_dialog.h"
 #include "ui/series_browser.h"
 #include "ui/viewer_state.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <QComboBox>
 #include <QLabel>
@@ -401,6 +404,42 @@ TEST_F(ViewerTest, ModelImportedOnceAndRunFoldersCleanedUp) {
     EXPECT_TRUE(QDir(second).exists());
     window_.reset();
     EXPECT_FALSE(QDir(second).exists());  // window closed: removed
+}
+
+// Segmentation > Run model: the dialog's form is segment's option schema; a bad value is
+// refused naming the option, the chosen options reach the run (run.json), and other options
+// import the model again.
+TEST_F(ViewerTest, RunModelDialogTakesSegmentsOptionsFromTheSchema) {
+    openSeries();
+    const std::string model = testing::makeTinyModelPackage(dir_, "CT");
+    RunModelDialog* dialog = window_->openRunModelDialog();
+    ASSERT_NE(dialog, nullptr);
+    for (const auto& spec : pipeline::segmentOptionSchema())
+        EXPECT_NE(dialog->field(QString::fromStdString(spec.flag)), nullptr) << spec.flag;
+    dialog->setValue("--overlap", "0.99");
+    auto bad = dialog->options();
+    ASSERT_FALSE(bad.isOk());
+    EXPECT_NE(bad.status().message().find("--overlap"), std::string::npos);
+    dialog->setValue("--overlap", "0.25");
+    dialog->setValue("--device", "cpu");
+    dialog->setValue("--fill-holes", "true");
+    dialog->setModelFolder(QString::fromStdString(model));
+    auto good = dialog->options();
+    ASSERT_TRUE(good.isOk()) << good.status().toString();
+    ASSERT_TRUE(good->overlap);
+    EXPECT_DOUBLE_EQ(*good->overlap, 0.25);
+    const TaskResult r = runTask(*window_, [&] { dialog->accept(); });
+    ASSERT_TRUE(r.ok) << r.message.toStdString();
+    std::ifstream run(QDir(window_->lastRunFolder()).filePath("run.json").toStdString());
+    const auto json = nlohmann::json::parse(run);
+    EXPECT_DOUBLE_EQ(json.at("inference").at("overlap").get<double>(), 0.25) << json.dump(1);
+    EXPECT_EQ(window_->modelImports(), 1);
+    // Other options: imported again (the cached model was made for the first ones).
+    pipeline::SegmentOptions other = *good;
+    other.overlap = 0.5;
+    ASSERT_TRUE(
+        runTask(*window_, [&] { window_->runModel(QString::fromStdString(model), {}, other); }).ok);
+    EXPECT_EQ(window_->modelImports(), 2);
 }
 
 // voxseg-viewer --bench: the report has the first image and a row per layout, view and the
