@@ -263,6 +263,8 @@ TEST(SegmentCli, PrecisionIsChosenByThePolicyAndRecordedWithItsReason) {
     const std::string reason = a["precision_reason"];
     EXPECT_EQ(reason.rfind("auto: cpu", 0), 0u) << reason;
     EXPECT_EQ(a["precision"], reason.find("AMX (amx_bf16)") != std::string::npos ? "bf16" : "fp32");
+    // The whole-volume path the backend chose (Backend::makeSlidingWindow): the host window here.
+    EXPECT_EQ(runInference(dir / "a")["window"], "host sliding window (fp16 accumulator)");
 
     // The model says it needs fp32.
     const fs::path json_path = fs::path(model) / "model.json";
