@@ -45,29 +45,31 @@ Status checkSize(const Volume& volume, const std::array<int64_t, 3>& size) {
 // One axis of a separable linear resize (PyTorch align_corners=False, or scikit-image order 1
 // with mode "edge": the same source positions, clamped): `in` holds sizes `dims`, axis `axis`
 // goes to `out_n`. `nearest`: order 0 instead (scipy map_coordinates order 0 on the same
-// positions, i.e. source voxel floor((d + 0.5) * in / out)).
-std::vector<float> linearAxis(const std::vector<float>& in, std::array<int64_t, 3>& dims, int axis,
-                              int64_t out_n, bool nearest = false) {
+// positions, i.e. source voxel floor((d + 0.5) * in / out)). T: float (PyTorch's float32
+// arithmetic) or double (scikit-image's float64).
+template <typename T>
+std::vector<T> linearAxis(const std::vector<T>& in, std::array<int64_t, 3>& dims, int axis,
+                          int64_t out_n, bool nearest = false) {
     const int64_t n = dims[static_cast<size_t>(axis)];
     std::array<int64_t, 3> od = dims;
     od[static_cast<size_t>(axis)] = out_n;
-    std::vector<float> out(static_cast<size_t>(od[0] * od[1] * od[2]));
+    std::vector<T> out(static_cast<size_t>(od[0] * od[1] * od[2]));
     const double scale = static_cast<double>(n) / static_cast<double>(out_n);
     std::vector<int64_t> i0(static_cast<size_t>(out_n)), i1(static_cast<size_t>(out_n));
-    std::vector<float> w(static_cast<size_t>(out_n));
+    std::vector<T> w(static_cast<size_t>(out_n));
     for (int64_t d = 0; d < out_n; ++d) {
         if (nearest) {
             const auto at =
                 static_cast<int64_t>(std::floor((static_cast<double>(d) + 0.5) * scale));
             i0[static_cast<size_t>(d)] = i1[static_cast<size_t>(d)] = std::min(at, n - 1);
-            w[static_cast<size_t>(d)] = 0.0f;
+            w[static_cast<size_t>(d)] = T(0);
             continue;
         }
         const double src = std::max(0.0, (static_cast<double>(d) + 0.5) * scale - 0.5);
         const auto lo = std::min(static_cast<int64_t>(src), n - 1);
         i0[static_cast<size_t>(d)] = lo;
         i1[static_cast<size_t>(d)] = std::min(lo + 1, n - 1);
-        w[static_cast<size_t>(d)] = static_cast<float>(src - static_cast<double>(lo));
+        w[static_cast<size_t>(d)] = static_cast<T>(src - static_cast<double>(lo));
     }
     const std::array<int64_t, 3> in_stride{1, dims[0], dims[0] * dims[1]};
     int64_t o = 0;
@@ -80,8 +82,8 @@ std::vector<float> linearAxis(const std::vector<float>& in, std::array<int64_t, 
                 const int64_t base =
                     at[0] * in_stride[0] + at[1] * in_stride[1] + at[2] * in_stride[2];
                 const int64_t s = in_stride[static_cast<size_t>(axis)];
-                const float a = in[static_cast<size_t>(base + i0[static_cast<size_t>(d)] * s)];
-                const float b = in[static_cast<size_t>(base + i1[static_cast<size_t>(d)] * s)];
+                const T a = in[static_cast<size_t>(base + i0[static_cast<size_t>(d)] * s)];
+                const T b = in[static_cast<size_t>(base + i1[static_cast<size_t>(d)] * s)];
                 out[static_cast<size_t>(o)] = a + (b - a) * w[static_cast<size_t>(d)];
             }
     dims = od;
@@ -229,18 +231,17 @@ Result<Volume> resampleSegmentation(const Volume& labels, const std::array<int64
             for (size_t i = 0; i < n; ++i) present[src[i]] = true;
             Volume out = Volume::allocate<T>(resampledGeometry(g, size), labels.info());
             T* dst = out.data<T>();
-            std::vector<float> mask(n);
             for (int value = 1; value < 65536; ++value) {  // ascending, as np.unique; 0 is the fill
                 if (!present[static_cast<size_t>(value)]) continue;
-                for (size_t i = 0; i < n; ++i) mask[i] = src[i] == value ? 1.0f : 0.0f;
-                std::vector<float> m = mask;
+                std::vector<double> m(n);  // float64, as scikit-image interpolates
+                for (size_t i = 0; i < n; ++i) m[i] = src[i] == value ? 1.0 : 0.0;
                 std::array<int64_t, 3> dims = g.size;
                 for (int a = 0; a < 3; ++a)
                     if (dims[static_cast<size_t>(a)] != size[static_cast<size_t>(a)])
                         m = linearAxis(m, dims, a, size[static_cast<size_t>(a)],
                                        a == separate_axis);
                 for (size_t i = 0; i < m.size(); ++i)
-                    if (m[i] >= 0.5f) dst[i] = static_cast<T>(value);
+                    if (m[i] >= 0.5) dst[i] = static_cast<T>(value);
             }
             return out;
         } else {

@@ -4,6 +4,7 @@
 // 1x1x1 convolutions generated here (tests/pipeline/test_stage_package.h) whose output is a known
 // function of their input channels, so a wrong channel order, a missing resample or another
 // painting rule gives another label map.
+#include "pipeline/resample.h"
 #include "pipeline/segment.h"
 #include "pipeline/stages.h"
 
@@ -55,6 +56,69 @@ TEST(CascadeResample, SegmentationIsNnUNetsResizeSegmentation) {
     EXPECT_EQ(values(*separate), (std::vector<uint8_t>{0, 1, 1, 1, 0, 0}));
     // Same field of view, as the image resampling.
     EXPECT_NEAR(up->geometry().spacing[0], 4.0 / 6.0, 1e-12);
+}
+
+std::vector<uint8_t> readBytes(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// The one-hot channels nnU-Net 2.5.1's own functions make of a previous stage's label map
+// (crop_to_nonzero, resample_data_or_seg_to_shape with the default plans' seg settings,
+// convert_labelmap_to_one_hot), committed by tests/pipeline/data/gen_cascade_golden.py, against
+// voxseg's resampleSegmentation + oneHotChannels with the separate axis StageRunner picks: an
+// anisotropic case (z 4 mm -> 3 mm, separately with order 0) and an isotropic one.
+TEST(CascadeGolden, OneHotChannelsAreNnUNets) {
+    const fs::path dir = fs::path(VOXSEG_SOURCE_DIR) / "tests/pipeline/data/cascade";
+    std::ifstream f(dir / "index.json");
+    ASSERT_TRUE(f) << dir;
+    const json index = json::parse(f);
+    const std::vector<int> labels = index["labels"].get<std::vector<int>>();
+    ASSERT_EQ(index["cases"].size(), 2u);
+    for (const json& c : index["cases"]) {
+        SCOPED_TRACE(c["name"].get<std::string>());
+        // zyx (numpy) -> the index axes i = x, j = y, k = z.
+        auto ijk = [](const json& zyx) {
+            return std::array<double, 3>{zyx[2].get<double>(), zyx[1].get<double>(),
+                                         zyx[0].get<double>()};
+        };
+        const auto shape = ijk(c["shape_zyx"]), spacing = ijk(c["spacing_zyx"]);
+        const auto target = ijk(c["target_spacing_zyx"]), new_shape = ijk(c["new_shape_zyx"]);
+        const std::array<int64_t, 3> size{static_cast<int64_t>(shape[0]),
+                                          static_cast<int64_t>(shape[1]),
+                                          static_cast<int64_t>(shape[2])};
+        Volume seg = Volume::allocate<uint8_t>(makeGeometry(size, spacing));
+        const auto bytes = readBytes(dir / (c["name"].get<std::string>() + "_seg.u8"));
+        ASSERT_EQ(static_cast<int64_t>(bytes.size()), seg.geometry().voxelCount());
+        std::copy(bytes.begin(), bytes.end(), seg.data<uint8_t>());
+        // StageRunner's grid and separate axis for a stage at `target` spacing.
+        const auto out_size = resampledSize(seg.geometry(), target);
+        ASSERT_EQ(out_size, (std::array<int64_t, 3>{static_cast<int64_t>(new_shape[0]),
+                                                    static_cast<int64_t>(new_shape[1]),
+                                                    static_cast<int64_t>(new_shape[2])}));
+        const Geometry net = resampledGeometry(seg.geometry(), out_size);
+        const int axis = separateAxis(seg.geometry().spacing, net.spacing);
+        EXPECT_EQ(axis, c["name"] == "aniso" ? 2 : -1);
+        auto on_net = resampleSegmentation(seg, out_size, axis);
+        ASSERT_TRUE(on_net.isOk()) << on_net.status().toString();
+        const auto hot = oneHotChannels(*on_net, labels);
+        const auto want = readBytes(dir / (c["name"].get<std::string>() + "_onehot.u8"));
+        const int64_t n = net.voxelCount();
+        ASSERT_EQ(static_cast<int64_t>(want.size()), n * static_cast<int64_t>(labels.size()));
+        for (size_t l = 0; l < labels.size(); ++l) {
+            int64_t differ = 0, voxels = 0;
+            for (int64_t i = 0; i < n; ++i) {
+                const bool got = hot[l].data<float>()[i] == 1.0f;
+                const bool expected = want[static_cast<size_t>(l * n + i)] != 0;
+                differ += got != expected;
+                voxels += expected;
+            }
+            std::printf("%s label %d: %lld voxels, %lld differ from nnU-Net\n",
+                        c["name"].get<std::string>().c_str(), labels[l],
+                        static_cast<long long>(voxels), static_cast<long long>(differ));
+            EXPECT_EQ(differ, 0) << "label " << labels[l];
+        }
+    }
 }
 
 TEST(CascadeResample, OneHotChannelsFollowTheListedOrder) {
