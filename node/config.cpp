@@ -151,6 +151,11 @@ Status readRoot(JsonObject& o, const std::string& base_dir, NodeConfig& c) {
     c.http_port = static_cast<int>(http);
     VOXSEG_ASSIGN_OR_RETURN(c.http_bind, o.string("http_bind", std::string("127.0.0.1")));
     VOXSEG_RETURN_IF_ERROR(readTls(o, "tls", base_dir, c.tls));
+    VOXSEG_ASSIGN_OR_RETURN(c.trusted_keys, o.string("trusted_keys", std::string()));
+    c.trusted_keys = resolve(c.trusted_keys, base_dir);
+    VOXSEG_ASSIGN_OR_RETURN(c.require_signed_models, o.boolean("require_signed_models", false));
+    if (c.require_signed_models && c.trusted_keys.empty())
+        return o.error("require_signed_models", "needs trusted_keys (a file of public keys)");
     {
         VOXSEG_ASSIGN_OR_RETURN(JsonObject s, o.object("send", true));
         VOXSEG_ASSIGN_OR_RETURN(int64_t attempts, s.integer("attempts", 1, 100, 4));

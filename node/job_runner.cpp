@@ -43,6 +43,8 @@ Result<pipeline::Segmenter*> JobRunner::segmenterFor(const Route& route) {
     so.outputs.seg_type =
         route.seg_type == "labelmap" ? io::SegType::kLabelMap : io::SegType::kBinary;
     so.output_threads = 1;
+    so.trust.require_signed = config_.require_signed_models;
+    so.trust.trusted_keys = config_.trusted_keys;
     const auto t0 = std::chrono::steady_clock::now();
     std::string warning;
     auto s = pipeline::Segmenter::create(route.model, so, &warning);

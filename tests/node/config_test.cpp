@@ -32,6 +32,8 @@ nlohmann::json example() {
         {"min_free_mb", 100},
         {"max_associations", 4},
         {"http_port", 18080},
+        {"trusted_keys", "keys/trusted.pub"},
+        {"require_signed_models", true},
         {"send", {{"attempts", 3}, {"initial_delay_seconds", 0.5}}},
         {"destinations",
          {{"pacs",
@@ -72,6 +74,8 @@ TEST(NodeConfig, CompleteExampleParses) {
     EXPECT_DOUBLE_EQ(c->quiet_seconds, 3.0);
     EXPECT_EQ(c->min_free_bytes, 100ull << 20);
     EXPECT_EQ(c->send.attempts, 3);
+    EXPECT_EQ(c->trusted_keys, "/etc/voxseg/keys/trusted.pub");
+    EXPECT_TRUE(c->require_signed_models);
     ASSERT_EQ(c->routes.size(), 1u);
     EXPECT_EQ(c->routes[0].outputs.size(), 3u);
     EXPECT_EQ(c->routes[0].match.min_slices, 20);
@@ -137,6 +141,9 @@ TEST(NodeConfig, WrongValuesAreErrorsNamingTheKey) {
     j = example();
     j["routes"] = nlohmann::json::array();
     expectError(j, "routes: needs at least one route");
+    j = example();
+    j.erase("trusted_keys");
+    expectError(j, "require_signed_models: needs trusted_keys");
     j = example();
     j["routes"][0]["match"]["min_slices"] = 50;
     j["routes"][0]["match"]["max_slices"] = 10;
