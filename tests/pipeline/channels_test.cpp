@@ -155,6 +155,30 @@ TEST_F(Channels, NiftiFilesAreMappedExplicitly) {
     EXPECT_LT(dice(report->label_map, 1), 0.1);
 }
 
+// --labels on a version 1 package (one network, nothing to skip): only the named label is written.
+TEST_F(Channels, LabelsKeepOnlyTheNamedStructureOfAVersionOnePackage) {
+    SegmentOptions options;
+    options.labels = {"t2_bright"};
+    options.outputs.probabilities = true;
+    auto segmenter =
+        Segmenter::create(testing::writeTwoChannelPackage(dir_.path() / "pkg", kT1Rule), options);
+    ASSERT_TRUE(segmenter.isOk()) << segmenter.status().toString();
+    auto in = loadStudyChannels(study_.string(), "", {}, segmenter->model(), {});
+    ASSERT_TRUE(in.isOk()) << in.status().toString();
+    const fs::path out = dir_.path() / "only-t2";
+    auto report = segmenter->run(*in, study_.string(), out.string());
+    ASSERT_TRUE(report.isOk()) << report.status().toString();
+    EXPECT_GT(dice(report->label_map, 2), 0.9);
+    EXPECT_EQ(dice(report->label_map, 1), 0.0);  // cuboid A is not labelled
+    std::ifstream f(out / "statistics.json");
+    const json stats = json::parse(f);
+    ASSERT_EQ(stats["labels"].size(), 1u);
+    EXPECT_EQ(stats["labels"][0]["name"], "t2_bright");
+    EXPECT_TRUE(fs::exists(out / "probabilities_2.nii.gz"));
+    EXPECT_FALSE(fs::exists(out / "probabilities_1.nii.gz"));
+    EXPECT_FALSE(fs::exists(out / "probabilities_0.nii.gz"));
+}
+
 TEST(ChannelAssignments, ParseNameEqualsValue) {
     auto a = parseChannelAssignments({"T2=/data/t2.nii.gz", "FLAIR=3"});
     ASSERT_TRUE(a.isOk());
