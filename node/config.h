@@ -75,7 +75,6 @@ struct NodeConfig {
     std::string file;  // where it was read from
     std::string ae_title = "VOXSEG";
     int port = 11112;
-    std::string bind_address;  // empty: all interfaces
     std::vector<AllowedCaller> allowed_callers;
     int max_associations = 8;
     std::string spool_dir;

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -161,6 +162,26 @@ TEST(NodeConfig, LoadsFromAFileRelativeToItsFolder) {
     ASSERT_TRUE(c.isOk()) << c.status().toString();
     EXPECT_EQ(c->spool_dir, (dir.path() / "spool").string());
     EXPECT_FALSE(loadNodeConfig(dir / "missing.json").isOk());
+}
+
+// docs/node.md's complete example stays valid (its model folders pointed at sample_data).
+TEST(NodeConfig, TheDocumentedExampleIsValid) {
+    std::ifstream in(fs::path(VOXSEG_SOURCE_DIR) / "docs/node.md");
+    ASSERT_TRUE(in);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string doc = ss.str();
+    const size_t b = doc.find("```json\n");
+    ASSERT_NE(b, std::string::npos);
+    const size_t e = doc.find("```", b + 8);
+    std::string text = doc.substr(b + 8, e - b - 8);
+    const std::string from = "/opt/voxseg/models";
+    for (size_t p; (p = text.find(from)) != std::string::npos;)
+        text.replace(p, from.size(), std::string(VOXSEG_SOURCE_DIR) + "/sample_data/models");
+    auto c = parseNodeConfig(text, "docs/node.md", "/etc/voxseg");
+    ASSERT_TRUE(c.isOk()) << c.status().toString();
+    EXPECT_EQ(c->routes.size(), 2u);
+    EXPECT_EQ(c->destinations.size(), 2u);
 }
 
 }  // namespace
