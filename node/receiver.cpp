@@ -39,15 +39,24 @@ const char* const kStorageClasses[] = {
     UID_LegacyConvertedEnhancedPETImageStorage,
 };
 
-// Uncompressed first: a sender offering both sends what it has without recompressing.
+// Lossless compressed first: a sender offering its stored compressed syntax next to an
+// uncompressed one sends the file as it is (no transcoding, or a sender that cannot decode it
+// would fail); then uncompressed; lossy syntaxes last, so that an uncompressed offer wins over
+// a lossy one.
 const char* const kTransferSyntaxes[] = {
-    UID_LittleEndianExplicitTransferSyntax, UID_LittleEndianImplicitTransferSyntax,
-    UID_BigEndianExplicitTransferSyntax,    UID_DeflatedExplicitVRLittleEndianTransferSyntax,
-    UID_JPEGProcess14SV1TransferSyntax,     UID_JPEGProcess14TransferSyntax,
-    UID_JPEGProcess1TransferSyntax,         UID_JPEGProcess2_4TransferSyntax,
-    UID_JPEGLSLosslessTransferSyntax,       UID_JPEGLSLossyTransferSyntax,
-    UID_JPEG2000LosslessOnlyTransferSyntax, UID_JPEG2000TransferSyntax,
+    UID_JPEGProcess14SV1TransferSyntax,
+    UID_JPEGProcess14TransferSyntax,
+    UID_JPEGLSLosslessTransferSyntax,
+    UID_JPEG2000LosslessOnlyTransferSyntax,
     UID_RLELosslessTransferSyntax,
+    UID_DeflatedExplicitVRLittleEndianTransferSyntax,
+    UID_LittleEndianExplicitTransferSyntax,
+    UID_LittleEndianImplicitTransferSyntax,
+    UID_BigEndianExplicitTransferSyntax,
+    UID_JPEGProcess1TransferSyntax,
+    UID_JPEGProcess2_4TransferSyntax,
+    UID_JPEGLSLossyTransferSyntax,
+    UID_JPEG2000TransferSyntax,
 };
 
 bool isStorageClass(const std::string& uid) {

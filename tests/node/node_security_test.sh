@@ -5,6 +5,8 @@
 #     CA and a plain TCP connection are refused, and the node keeps serving;
 #   - a malformed instance (no SeriesInstanceUID) is refused with status 0xA900 and audited with
 #     its reason, nothing reaches the spool, the node keeps serving;
+#   - JPEG lossless instances are stored as received, an enhanced MR (96 frames) is accepted
+#     and its frames counted for routing; SIGTERM stops the node (exit 0) keeping the spool;
 #   - disk guard: with the spool on a small tmpfs, filling it below min_free_mb makes the node
 #     refuse associations ("out of resources", logged, metrics, /healthz 503) and accept them
 #     again once space is freed (skipped with a message where tmpfs cannot be mounted).
@@ -80,11 +82,29 @@ cp "$SERIES_DIR/05.dcm" "$T/no-series.dcm"
 dcmodify -nb -e "(0020,000e)" "$T/no-series.dcm"
 storescu -v -aet SCANNER -aec VOXSEG 127.0.0.1 "$NODE_PORT" "$T/no-series.dcm" >"$T/bad.txt" 2>&1 || true
 grep -q "Received Store Response (Error: DataSetDoesNotMatchSOPClass)" "$T/bad.txt" || { cat "$T/bad.txt"; fail "no failure status for an instance without SeriesInstanceUID"; }
-jq -e 'select(.event == "instance_refused" and (.reason | test("SeriesInstanceUID")))' \
+jq -s -e 'any(.[]; .event == "instance_refused" and (.reason | test("SeriesInstanceUID")))' \
   "$T/spool/audit.jsonl" >/dev/null || fail "refused instance not audited with its reason"
 echoscu -aet SCANNER -aec VOXSEG 127.0.0.1 "$NODE_PORT" || fail "node stopped serving after a malformed instance"
 [ "$(received "$T/spool")" = 2 ] || fail "a malformed instance reached the spool"
-kill -9 "$NODE_PID"; wait "$NODE_PID" 2>/dev/null || true
+
+echo "== compressed and enhanced instances are stored as received"
+dcmcjpeg "$SERIES_DIR/06.dcm" "$T/jpegll.dcm"  # JPEG lossless, process 14 SV1
+storescu -xs -aet SCANNER -aec VOXSEG 127.0.0.1 "$NODE_PORT" "$T/jpegll.dcm" || fail "JPEG lossless refused"
+SOP=$(dcmdump +P 0008,0018 "$T/jpegll.dcm" | sed -n 's/.*\[\(.*\)\].*/\1/p')
+STORED=$(find "$T/spool/incoming" -name "$SOP.dcm")
+[ -n "$STORED" ] || fail "JPEG lossless instance not in the spool"
+dcmdump +P 0002,0010 "$STORED" | grep -q JPEGLossless || fail "compressed instance not stored as received"
+ENH=$(find "$DATA/dcm_qa_xa30" -type f -name '*.dcm' | head -1)
+if [ -n "$ENH" ]; then
+  storescu -R -aet SCANNER -aec VOXSEG 127.0.0.1 "$NODE_PORT" "$ENH" || fail "enhanced MR refused"
+  jq -s -e 'any(.[]; .frames_per_instance == 96)' "$T"/spool/incoming/*/series.json >/dev/null ||
+    fail "enhanced MR's frames not recorded for routing"
+fi
+kill -TERM "$NODE_PID"
+for _ in $(seq 1 100); do kill -0 "$NODE_PID" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$NODE_PID" 2>/dev/null && fail "SIGTERM did not stop the node within 10 s"
+wait "$NODE_PID" || fail "SIGTERM: exit code $? (expected 0)"
+[ -n "$(find "$T/spool/incoming" -name '*.dcm')" ] || fail "SIGTERM lost the series still arriving"
 
 echo "== disk guard"
 MNT="$T/small"

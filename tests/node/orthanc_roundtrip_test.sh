@@ -7,6 +7,7 @@
 # `voxseg segment` of the same series voxel for voxel (pixel data bytes), /healthz and /metrics
 # answer, the audit log and the node log hold no patient name, ID or birth date (while the
 # spool does: the grep can fail), an unknown caller is refused at association, C-ECHO works.
+# The RTSTRUCT arrives too; a series no route takes is set aside with the reason per route.
 # Prints the time from the last instance acknowledged to the SEG stored in Orthanc.
 # Usage: orthanc_roundtrip_test.sh <voxseg> <source-dir> [shared-data]
 set -euo pipefail
@@ -56,7 +57,7 @@ cat >"$T/node.json" <<JSON
     {"name": "mr-brain", "match": {"modality": "MR"}, "model": "$SRC/sample_data/models/brain-extraction",
      "send_to": ["pacs"]},
     {"name": "ct", "match": {"modality": ["CT"], "min_slices": 10},
-     "model": "$SRC/sample_data/models/ct-phantom", "outputs": ["seg", "stats"],
+     "model": "$SRC/sample_data/models/ct-phantom", "outputs": ["seg", "rtstruct", "stats"],
      "send_to": ["pacs", "web"]}
   ]
 }
@@ -96,10 +97,26 @@ dcmdump +W "$T/w2" "$T/direct/segmentation.dcm" >/dev/null
 [ "$(cat "$T"/w1/*.raw | sha256sum)" = "$(cat "$T"/w2/*.raw | sha256sum)" ] ||
   fail "SEG pixels differ from voxseg segment"
 
+# The RTSTRUCT came along, into the same study.
+RT=$(curl -sf "http://127.0.0.1:$PACS_HTTP/tools/find" \
+  -d "{\"Level\": \"Series\", \"Query\": {\"Modality\": \"RTSTRUCT\", \"StudyInstanceUID\": \"$STUDY_UID\"}}" | jq length)
+[ "$RT" = 1 ] || fail "RTSTRUCT not in pacs ($RT series)"
+
+# A series no route takes: logged once, kept in unmatched/ with the reason.
+UNM_UID=$(make_series "$T/series" "$T/unmatched")
+dcmodify -nb -m "(0008,0060)=OT" "$T"/unmatched/*.dcm
+storescu -aet ECHOER -aec VOXSEG 127.0.0.1 "$NODE_PORT" "$T/unmatched/01.dcm" "$T/unmatched/02.dcm" ||
+  fail "store of the unmatched series failed"
+wait_file "$T/spool/unmatched/*/reason.txt" 20 || fail "unmatched series not set aside"
+grep -q "ct: modality 'OT' not in \[CT\]" "$T"/spool/unmatched/*/reason.txt || fail "no reason per route"
+[ "$(grep -c "matches no route" "$T/node.log")" = 1 ] || fail "unmatched series not logged once"
+jq -s -e --arg u "$UNM_UID" 'any(.[]; .event == "series_unmatched" and .series_uid == $u)' \
+  "$T/spool/audit.jsonl" >/dev/null || fail "unmatched series not audited"
+
 # Operations endpoints.
 curl -sf "http://127.0.0.1:$NODE_HTTP/healthz" | jq -e '.status == "ok"' >/dev/null || fail "/healthz"
 METRICS=$(curl -sf "http://127.0.0.1:$NODE_HTTP/metrics")
-echo "$METRICS" | grep -q '^voxseg_node_instances_received_total 28$' || { echo "$METRICS"; fail "metrics: instances"; }
+echo "$METRICS" | grep -q '^voxseg_node_instances_received_total 30$' || { echo "$METRICS"; fail "metrics: instances"; }
 echo "$METRICS" | grep -q 'voxseg_node_associations_rejected_total{reason="caller"} 1' || fail "metrics: rejected"
 for _ in $(seq 1 50); do
   echo "$METRICS" | grep -q '^voxseg_node_jobs_done_total 1$' && break
@@ -108,7 +125,7 @@ done
 echo "$METRICS" | grep -q '^voxseg_node_jobs_done_total 1$' || { echo "$METRICS"; fail "metrics: jobs done"; }
 
 # No patient identifiers in the audit log or the application log; the results are kept.
-jq -e 'select(.event == "sent" and .destination == "web")' "$T/spool/audit.jsonl" >/dev/null ||
+jq -s -e 'any(.[]; .event == "sent" and .destination == "web")' "$T/spool/audit.jsonl" >/dev/null ||
   fail "STOW-RS send not audited"
 grep -q '"model_sha256"' "$T/spool/audit.jsonl" || fail "model sha256 not audited"
 for phi in "ZZTESTPATIENT" "VOXSEGNODE" "$PID" "$DOB"; do
