@@ -5,6 +5,7 @@
 #     CA and a plain TCP connection are refused, and the node keeps serving;
 #   - a malformed instance (no SeriesInstanceUID) is refused with status 0xA900 and audited with
 #     its reason, nothing reaches the spool, the node keeps serving;
+#   - four senders at once (one association each) store 4 x 28 instances, series kept apart;
 #   - JPEG lossless instances are stored as received, an enhanced MR (96 frames) is accepted
 #     and its frames counted for routing; SIGTERM stops the node (exit 0) keeping the spool;
 #   - disk guard: with the spool on a small tmpfs, filling it below min_free_mb makes the node
@@ -55,6 +56,7 @@ write_config() {  # write_config SPOOL MIN_FREE_MB TLS(true|false)
 JSON
 }
 FILE="$SERIES_DIR/01.dcm"
+SENDERS=()
 received() { find "$1/incoming" -name '*.dcm' | wc -l; }
 
 echo "== TLS"
@@ -86,6 +88,16 @@ jq -s -e 'any(.[]; .event == "instance_refused" and (.reason | test("SeriesInsta
   "$T/spool/audit.jsonl" >/dev/null || fail "refused instance not audited with its reason"
 echoscu -aet SCANNER -aec VOXSEG 127.0.0.1 "$NODE_PORT" || fail "node stopped serving after a malformed instance"
 [ "$(received "$T/spool")" = 2 ] || fail "a malformed instance reached the spool"
+
+echo "== four associations at once"
+for i in 1 2 3 4; do make_series "$SERIES_DIR" "$T/par$i" >/dev/null; done
+for i in 1 2 3 4; do
+  storescu -aet SCANNER -aec VOXSEG 127.0.0.1 "$NODE_PORT" "$T/par$i" +sd >"$T/par$i.txt" 2>&1 &
+  SENDERS+=($!)
+done
+for p in "${SENDERS[@]}"; do wait "$p" || fail "a concurrent sender failed"; done
+[ "$(received "$T/spool")" = $((2 + 4 * 28)) ] || fail "concurrent stores: $(received "$T/spool") instances in the spool"
+[ "$(find "$T/spool/incoming" -name series.json | wc -l)" = 5 ] || fail "concurrent series not kept apart"
 
 echo "== compressed and enhanced instances are stored as received"
 dcmcjpeg "$SERIES_DIR/06.dcm" "$T/jpegll.dcm"  # JPEG lossless, process 14 SV1
