@@ -108,7 +108,7 @@ Result<ServeStats> runNode(const NodeConfig& config, const CancelToken& stop,
         while (!stop.isCancelled()) {
             const std::string job = node.nextToSegment();
             if (job.empty()) {
-                sleepMs(100);
+                sleepMs(25);
                 continue;
             }
             if (runner.process(job, abort) == JobOutcome::kStopped) sleepMs(500);
@@ -126,7 +126,7 @@ Result<ServeStats> runNode(const NodeConfig& config, const CancelToken& stop,
                 any = true;
             }
             if (any) node.refreshGauges();
-            sleepMs(100);
+            sleepMs(25);
         }
     });
 
@@ -155,7 +155,7 @@ Result<ServeStats> runNode(const NodeConfig& config, const CancelToken& stop,
                 log::info(kComponent, "{} unmatched series removed after the retention period", u);
             node.spool->removeOlderThan("results", config.unmatched_retention_hours);
         }
-        sleepMs(100);
+        sleepMs(50);
     }
 
     log::info(kComponent, "stopping: no new associations; the series in work gets {:.0f} s",
