@@ -123,6 +123,11 @@ std::vector<std::string> Spool::takeCompleteSeries(double quiet_seconds) {
             continue;
         }
         const fs::path from = fs::path(root_) / "incoming" / it->first;
+        std::error_code gone;
+        if (!fs::exists(from, gone)) {  // removed by hand: nothing to queue
+            it = arrivals_.erase(it);
+            continue;
+        }
         // Job names sort by completion time; the key keeps them unique and findable.
         const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                             std::chrono::system_clock::now().time_since_epoch())

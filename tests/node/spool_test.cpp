@@ -84,6 +84,25 @@ TEST(NodeSpool, RestartFindsArrivingSeriesAndDropsTemporaries) {
     EXPECT_EQ(Spool::readSeries((*spool)->jobDir("queue", jobs[0]))->instances, 1);
 }
 
+TEST(NodeSpool, RetentionRemovesOnlyOldJobs) {
+    testing::TempDir dir;
+    auto spool = Spool::open(dir / "spool");
+    ASSERT_TRUE(spool.isOk());
+    Spool& sp = **spool;
+    fs::create_directories(sp.jobDir("unmatched", "old"));
+    fs::create_directories(sp.jobDir("unmatched", "new"));
+    fs::last_write_time(sp.jobDir("unmatched", "old"),
+                        fs::file_time_type::clock::now() - std::chrono::hours(25));
+    EXPECT_EQ(sp.removeOlderThan("unmatched", 24.0), 1);
+    EXPECT_EQ(sp.jobs("unmatched"), std::vector<std::string>{"new"});
+    // A series folder removed by hand while arriving is forgotten, not retried forever.
+    writeInstance(sp, series("5.5.5"), "5.5.5.1");
+    fs::remove_all(dir / "spool/incoming/5.5.5");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_TRUE(sp.takeCompleteSeries(0.0).empty());
+    EXPECT_EQ(sp.incomingCount(), 0u);
+}
+
 TEST(NodeSpool, UnsafeUidsBecomeSafeFolderNames) {
     EXPECT_EQ(seriesKey("1.2.840.5"), "1.2.840.5");
     const std::string k = seriesKey("../../etc/passwd");
