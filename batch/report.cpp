@@ -1,5 +1,6 @@
 #include "batch/report.h"
 
+#include "batch/gpu_metrics.h"
 #include "core/atomic_file.h"
 
 #include <sys/resource.h>
@@ -99,7 +100,8 @@ Status writeSummary(const BatchStats& stats, const std::string& path) {
 }
 
 Status writeMetrics(const BatchStats& stats, bool running, const std::string& path) {
-    return writeFileAtomically(path, prometheusText(stats, running));
+    return writeFileAtomically(path,
+                               prometheusText(stats, running) + gpuPrometheusText("voxseg_batch"));
 }
 
 double currentRssMb() {

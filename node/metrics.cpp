@@ -1,5 +1,7 @@
 #include "node/metrics.h"
 
+#include "batch/gpu_metrics.h"
+
 #include <fmt/format.h>
 
 namespace voxseg::node {
@@ -56,6 +58,7 @@ std::string NodeMetrics::render() const {
          "# TYPE voxseg_node_stage_runs_total counter\n";
     for (const auto& [stage, n] : stage_count_)
         o += fmt::format("voxseg_node_stage_runs_total{{stage=\"{}\"}} {}\n", stage, n);
+    o += batch::gpuPrometheusText("voxseg_node");  // omitted without NVML or GPU
     return o;
 }
 

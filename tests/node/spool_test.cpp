@@ -3,6 +3,8 @@
 // killed writer left; job folders move between areas whole; the audit log never keeps a
 // registered patient identifier; the metrics text has every family.
 #include "node/spool.h"
+
+#include "batch/gpu_metrics.h"
 #include "node/audit_log.h"
 #include "node/metrics.h"
 
@@ -144,6 +146,8 @@ TEST(NodeMetrics, RendersEveryFamily) {
               std::string::npos);
     EXPECT_NE(t.find("voxseg_node_stage_runs_total{stage=\"infer\"} 2"), std::string::npos);
     EXPECT_NE(t.find("# TYPE voxseg_node_queue_depth gauge"), std::string::npos);
+    // GPU gauges only where NVML reports a device (batch/gpu_metrics.h).
+    EXPECT_EQ(t.find("voxseg_node_gpu_") == std::string::npos, batch::sampleGpus().empty());
 }
 
 }  // namespace
