@@ -949,6 +949,8 @@ void MainWindow::buildEditing() {
 bool MainWindow::hasRecoverableEdits() const { return pending_recovery_.has_value(); }
 
 void MainWindow::offerRecovery() {
+    // Called once a study is shown: the keys (edit tools, slices) go to the views from here.
+    views_[0]->setFocus();
     pending_recovery_ = edit_->pendingRecovery();
     if (!pending_recovery_) return;
     const int lines = pending_recovery_->journal_lines;

@@ -111,6 +111,12 @@ SurfaceView::SurfaceView(ViewerState* state, QWidget* parent) : QWidget(parent),
     setAttribute(Qt::WA_OpaquePaintEvent);
     connect(state_, &ViewerState::labelDisplayChanged, this, &SurfaceView::redraw);
     connect(state_, &ViewerState::imageChanged, this, [this] { resetCamera(); });
+    remesh_timer_ = new QTimer(this);
+    remesh_timer_->setSingleShot(true);
+    remesh_timer_->setInterval(kRemeshDelayMs);
+    connect(remesh_timer_, &QTimer::timeout, this, [this] {
+        if (!building_) remeshNextLabel();
+    });
     idle_timer_ = new QTimer(this);
     idle_timer_->setSingleShot(true);
     idle_timer_->setInterval(250);
@@ -177,8 +183,9 @@ void SurfaceView::onLabelVoxelsChanged(const std::vector<int>& labels) {
     for (int l : edited)
         if (std::find(pending_labels_.begin(), pending_labels_.end(), l) == pending_labels_.end())
             pending_labels_.push_back(l);
-    // One build at a time: labels edited meanwhile are re-meshed when it is done.
-    if (!building_) remeshNextLabel();
+    // After the edits pause (a brush stroke sends one per mouse move): one build at a time,
+    // labels edited meanwhile are re-meshed when it is done.
+    remesh_timer_->start();
 }
 
 void SurfaceView::remeshNextLabel() {

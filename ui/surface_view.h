@@ -53,6 +53,8 @@ class SurfaceView : public QWidget, protected QOpenGLFunctions {
     // kInteractionTriangles); the full ones are drawn once the mouse is released / the wheel
     // rests.
     static constexpr size_t kInteractionTriangles = 100000;
+    // Edited labels are re-meshed once the edits pause this long (not at every stroke step).
+    static constexpr int kRemeshDelayMs = 100;
     const std::vector<SurfaceMesh>& interactionMeshes() const { return coarse_meshes_; }
     bool interacting() const { return interacting_; }
     // Off: draw the full meshes while interacting too (the bench compares both).
@@ -110,6 +112,7 @@ class SurfaceView : public QWidget, protected QOpenGLFunctions {
     bool interacting_ = false;
     bool decimate_while_interacting_ = true;
     QTimer* idle_timer_ = nullptr;  // ends a wheel interaction
+    QTimer* remesh_timer_ = nullptr;
     bool upload_pending_ = false;
     bool stale_ = true;
     bool building_ = false;

@@ -19,6 +19,7 @@
 #include "ui/edit_toolbar.h"
 #include "ui/label_table.h"
 #include "ui/mpr_view.h"
+#include "ui/surface_view.h"
 #include "ui/viewer_state.h"
 
 #include <gtest/gtest.h>
@@ -28,6 +29,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QCoreApplication>
+#include <QDir>
 #include <QDoubleSpinBox>
 #include <QLineEdit>
 #include <QListWidget>
@@ -632,6 +634,81 @@ TEST_F(EditTest, KillNineAfterTenStrokesRestoresThem) {
     EXPECT_EQ(window_->state()->labels().size(), 3u);
     // The restored history undoes stroke by stroke.
     EXPECT_TRUE(edit()->canUndo());
+}
+
+}  // namespace
+}  // namespace voxseg::ui
+
+namespace voxseg::ui {
+namespace {
+
+// The pictures of docs/viewer.md: a stroke being painted with the brush outline in the views,
+// and the label table with the code picker. Written to a temporary folder (checked to be real
+// images); with VOXSEG_DOC_SCREENSHOTS=<folder> also there. Uses the TotalSegmentator example CT
+// and its segmentation from ../shared/data when present (`data` would skip nothing here: the
+// phantom stands in).
+TEST_F(EditTest, ScreenshotsOfEditing) {
+    const std::string ct = testing::sharedData("totalsegmentator-tests/example_ct_dicom");
+    const std::string seg = testing::sharedData("totalsegmentator-tests/example_seg_dicom.nii.gz");
+    const bool real = fs::exists(ct) && fs::exists(seg);
+    window_->resize(1500, 930);
+    QTest::qWait(100);  // the new size laid out before screen positions are computed
+    open(*window_, real ? ct : writeSeries(dir_));
+    if (real)
+        ASSERT_TRUE(
+            runTask(*window_, [&] { window_->loadSegmentation(QString::fromStdString(seg)); }).ok);
+    ViewerState* s = window_->state();
+    if (real) s->setCursor({300, 250, 10});
+    window_->setLayoutMode(MainWindow::Layout::k2x2);
+    if (auto* surface = qobject_cast<SurfaceView*>(window_->surfaceView()))
+        EXPECT_TRUE(QTest::qWaitFor([&] { return !surface->building(); }, 120000));
+    MprView* axial = window_->view(ViewAxis::kAxial);
+    axial->setZoom(real ? 2.0 : 1.0);
+    QTest::qWait(100);
+    // Shortcuts need the active window (Xvfb has no window manager to activate it).
+    window_->activateWindow();
+    EXPECT_TRUE(QTest::qWaitForWindowActive(window_.get()));
+    QTest::keyClick(window_.get(), Qt::Key_1);
+    ASSERT_EQ(edit()->tool(), EditTool::kPaint);
+    window_->editToolbar()->sphereBox()->setChecked(true);
+    window_->editToolbar()->radiusBox()->setValue(real ? 12.0 : 3.0);
+    const SliceFrame& f = s->frame(ViewAxis::kAxial);
+    const auto c = f.screen(s->cursor());
+    std::vector<std::pair<int, int>> stroke;
+    for (int i = 0; i < 8; ++i)
+        stroke.push_back({int(c[0]) - 30 * real - 4 + (real ? 6 : 1) * i,
+                          int(c[1]) + (real ? 25 : 3) + (i % 2)});
+    const int64_t before = edit()->journalLines();
+    drag(axial, stroke, false);  // the mouse still down: the outline shows where it is
+    EXPECT_TRUE(edit()->stroking());
+    EXPECT_TRUE(edit()->showsBrush());
+    EXPECT_EQ(edit()->journalLines(), before);
+    const std::vector<std::pair<QString, std::function<QImage()>>> shots = {
+        {"viewer-edit.png", [&] { return window_->grabViews(true); }},
+        {"viewer-codes.png",
+         [&] {
+             QTest::mouseRelease(
+                 axial, Qt::LeftButton, Qt::NoModifier,
+                 axial->widgetPointOfPixel(stroke.back().first, stroke.back().second).toPoint());
+             s->setLabelStatus(0, edit::ReviewStatus::kAccepted);
+             s->setLabelStatus(1, edit::ReviewStatus::kCorrected);
+             CodePicker* picker = window_->labelTable()->editCodes(0);
+             QTest::keyClicks(picker->searchField(), "kidney");
+             QTest::qWait(50);
+             QImage img = picker->grab().toImage();
+             picker->reject();
+             return img;
+         }},
+    };
+    const char* out = std::getenv("VOXSEG_DOC_SCREENSHOTS");
+    for (const auto& [name, grab] : shots) {
+        const QImage img = grab();
+        ASSERT_FALSE(img.isNull()) << name.toStdString();
+        EXPECT_GT(img.width(), 300);
+        const QString path = QString::fromStdString(dir_ / name.toStdString());
+        ASSERT_TRUE(img.save(path)) << path.toStdString();
+        if (out) ASSERT_TRUE(img.save(QDir(out).filePath(name)));
+    }
 }
 
 }  // namespace
