@@ -71,7 +71,7 @@ void MprView::onLabelVoxelsChanged(const IndexBox& box) {
     invalidate();
 }
 
-std::optional<Vec3> MprView::patientPointAt(const QPointF& p) const {
+std::optional<QPointF> MprView::pixelAt(const QPointF& p) const {
     if (!state_->hasImage()) return std::nullopt;
     const SliceFrame& f = state_->frame(axis_);
     const QRectF r = imageRect();
@@ -81,10 +81,17 @@ std::optional<Vec3> MprView::patientPointAt(const QPointF& p) const {
     if (col < 0 || row < 0 || col >= static_cast<double>(f.width) ||
         row >= static_cast<double>(f.height))
         return std::nullopt;
+    return QPointF(col, row);
+}
+
+std::optional<Vec3> MprView::patientPointAt(const QPointF& p) const {
+    const auto px = pixelAt(p);
+    if (!px) return std::nullopt;
+    const SliceFrame& f = state_->frame(axis_);
     // Pixel c's centre is at c + 0.5; a flipped axis counts from the far edge.
     Vec3 idx{};
-    idx[f.axis_x] = f.flip_x ? static_cast<double>(f.width) - col - 0.5 : col - 0.5;
-    idx[f.axis_y] = f.flip_y ? static_cast<double>(f.height) - row - 0.5 : row - 0.5;
+    idx[f.axis_x] = f.flip_x ? static_cast<double>(f.width) - px->x() - 0.5 : px->x() - 0.5;
+    idx[f.axis_y] = f.flip_y ? static_cast<double>(f.height) - px->y() - 0.5 : px->y() - 0.5;
     idx[f.axis_n] = static_cast<double>(state_->slice(axis_));
     return state_->image().geometry().indexToPhysical(idx);
 }
@@ -196,16 +203,10 @@ QPointF MprView::widgetPointOfPixel(double column, double row) const {
 }
 
 std::optional<std::array<int64_t, 3>> MprView::voxelAt(const QPointF& p) const {
-    if (!state_->hasImage()) return std::nullopt;
-    const SliceFrame& f = state_->frame(axis_);
-    const QRectF r = imageRect();
-    if (r.isEmpty()) return std::nullopt;
-    const double col = (p.x() - r.left()) / r.width() * static_cast<double>(f.width);
-    const double row = (p.y() - r.top()) / r.height() * static_cast<double>(f.height);
-    if (col < 0 || row < 0 || col >= static_cast<double>(f.width) ||
-        row >= static_cast<double>(f.height))
-        return std::nullopt;
-    return f.voxel(static_cast<int64_t>(col), static_cast<int64_t>(row), state_->slice(axis_));
+    const auto px = pixelAt(p);
+    if (!px) return std::nullopt;
+    return state_->frame(axis_).voxel(static_cast<int64_t>(px->x()), static_cast<int64_t>(px->y()),
+                                      state_->slice(axis_));
 }
 
 void MprView::paintEvent(QPaintEvent*) {

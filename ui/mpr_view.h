@@ -78,6 +78,8 @@ class MprView : public QWidget {
   private:
     enum class Drag { kNone, kCrosshair, kWindow, kPan, kEdit };
     QRectF imageRect() const;  // where the slice is drawn, widget coordinates
+    // Continuous image (column, row) under a widget point; nullopt outside the image.
+    std::optional<QPointF> pixelAt(const QPointF& widget_point) const;
     void invalidate();
     void onCursorChanged();
     void render();

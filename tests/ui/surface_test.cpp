@@ -148,19 +148,27 @@ TEST(ViewerState, LabelMapStoredInAnotherOrientationIsPermutedOntoTheImage) {
     EXPECT_EQ(differ, 0);
 }
 
+void showEmptyStudy(ViewerState& state, const Geometry& g) {
+    pipeline::StudyInput study;
+    study.volume = Volume::allocate<int16_t>(g);
+    state.setStudy(study, "synthetic");
+}
+
+bool showView(SurfaceView& view) {
+    view.resize(300, 300);
+    view.show();
+    return QTest::qWaitForWindowExposed(&view);
+}
+
 TEST(SurfaceView, DrawsLabelSurfacesWithOpenGl) {
     QString why;
     if (!openGlAvailable(&why))
         GTEST_SKIP() << why.toStdString() << " (run test_ui_gl under xvfb-run)";
     const Geometry g = makeGeometry({40, 40, 40}, {1, 1, 1});
     ViewerState state;
-    pipeline::StudyInput study;
-    study.volume = Volume::allocate<int16_t>(g);
-    state.setStudy(study, "synthetic");
+    showEmptyStudy(state, g);
     SurfaceView view(&state);
-    view.resize(300, 300);
-    view.show();
-    ASSERT_TRUE(QTest::qWaitForWindowExposed(&view));
+    ASSERT_TRUE(showView(view));
     QSignalSpy ready(&view, &SurfaceView::meshesReady);
     ASSERT_TRUE(state.setLabelMap(twoShapes(g, {20, 20, 20}), {{1, "ball", {255, 0, 0}}}).isOk());
     ASSERT_TRUE(QTest::qWaitFor([&] { return ready.count() > 0; }, 30000));
@@ -194,13 +202,9 @@ TEST(SurfaceView, AnEditReMeshesOnlyItsLabelAndOpacityApplies) {
         GTEST_SKIP() << why.toStdString() << " (run test_ui_gl under xvfb-run)";
     const Geometry g = makeGeometry({40, 40, 40}, {1, 1, 1});
     ViewerState state;
-    pipeline::StudyInput study;
-    study.volume = Volume::allocate<int16_t>(g);
-    state.setStudy(study, "synthetic");
+    showEmptyStudy(state, g);
     SurfaceView view(&state);
-    view.resize(300, 300);
-    view.show();
-    ASSERT_TRUE(QTest::qWaitForWindowExposed(&view));
+    ASSERT_TRUE(showView(view));
     QSignalSpy ready(&view, &SurfaceView::meshesReady);
     const Vec3 centre = g.indexToPhysical({20, 20, 20});
     ASSERT_TRUE(state.setLabelMap(twoShapes(g, centre), {{1, "ball", {255, 0, 0}}}).isOk());

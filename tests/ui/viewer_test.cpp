@@ -73,20 +73,7 @@ class ViewerTest : public ::testing::Test {
     }
     // A label map on the image grid: label 1 = the sphere, label 2 = a box in the body.
     std::string writeLabelMap() {
-        const Geometry g = window_->state()->image().geometry();
-        Volume labels = Volume::allocate<uint8_t>(g);
-        uint8_t* p = labels.data<uint8_t>();
-        for (int k = 0; k < kSlices; ++k)
-            for (int j = 0; j < kRows; ++j)
-                for (int i = 0; i < kColumns; ++i) {
-                    uint8_t v = 0;
-                    if (phantomHu(i, j, k) == 300) v = 1;
-                    if (i >= 24 && i < 30 && j >= 10 && j < 16 && k >= 4 && k < 20) v = 2;
-                    p[(k * kRows + j) * kColumns + i] = v;
-                }
-        const std::string path = dir_ / "labels.nii.gz";
-        EXPECT_TRUE(io::writeImage(labels, path).isOk());
-        return path;
+        return writePhantomLabelMap(window_->state()->image().geometry(), dir_ / "labels.nii.gz");
     }
 
     testing::TempDir dir_;

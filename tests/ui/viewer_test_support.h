@@ -3,6 +3,7 @@
 #pragma once
 
 #include "io/dicom_synth.h"
+#include "io/image_io.h"
 #include "tests/test_data.h"
 #include "ui/main_window.h"
 
@@ -45,6 +46,23 @@ inline std::string writeSeries(const testing::TempDir& dir, const std::string& n
     auto files = io::writeSynthSeries(spec, folder);
     EXPECT_TRUE(files.isOk()) << files.status().toString();
     return folder;
+}
+
+// The phantom's label map on `grid` (the phantom's): label 1 = the dense sphere, label 2 = a box
+// in the body; written to `path`.
+inline std::string writePhantomLabelMap(const Geometry& grid, const std::string& path) {
+    Volume labels = Volume::allocate<uint8_t>(grid);
+    uint8_t* p = labels.data<uint8_t>();
+    for (int k = 0; k < kSlices; ++k)
+        for (int j = 0; j < kRows; ++j)
+            for (int i = 0; i < kColumns; ++i) {
+                uint8_t v = 0;
+                if (phantomHu(i, j, k) == 300) v = 1;
+                if (i >= 24 && i < 30 && j >= 10 && j < 16 && k >= 4 && k < 20) v = 2;
+                p[(k * kRows + j) * kColumns + i] = v;
+            }
+    EXPECT_TRUE(io::writeImage(labels, path).isOk());
+    return path;
 }
 
 struct TaskResult {
