@@ -498,7 +498,7 @@ TEST_F(EditTest, SavedSegAndLabelMapReadBackAndTheJournalReplaysToTheSameMap) {
     voxseg::testing::highdicomAgrees(seg, folder, *acquired, dir_ / "expected");
 
     // The journal (base.nrrd + edits.jsonl) replayed by the library = what the viewer shows;
-    // `voxseg edit` runs this replay.
+    // `voxseg edit` runs this replay (and is run below).
     const std::string journal = edit()->journalPath().toStdString();
     auto base = io::readImage(fs::path(journal).parent_path() / "base.nrrd");
     ASSERT_TRUE(base.isOk()) << base.status().toString();
@@ -511,6 +511,27 @@ TEST_F(EditTest, SavedSegAndLabelMapReadBackAndTheJournalReplaysToTheSameMap) {
         differ += labelOf(replay->labelMap(), v) != labelOf(shown, v);
     }
     EXPECT_EQ(differ, 0);
+
+    // `voxseg edit` of the same base + journal, as a separate process: the same voxels too.
+    {
+        ASSERT_TRUE(fs::exists(VOXSEG_BIN)) << VOXSEG_BIN << " not built";
+        const std::string out = dir_ / "cli.nrrd";
+        int rc = -1;
+        const std::string log = voxseg::testing::runCommand(
+            std::string(VOXSEG_BIN) + " edit '" + folder + "' --labels '" +
+                (fs::path(journal).parent_path() / "base.nrrd").string() + "' --ops '" + journal +
+                "' -o '" + out + "'",
+            &rc);
+        ASSERT_EQ(rc, 0) << log;
+        auto cli = io::readImage(out);
+        ASSERT_TRUE(cli.isOk()) << cli.status().toString();
+        differ = 0;
+        for (int64_t n = 0; n < g.voxelCount(); ++n) {
+            const Voxel v{n % g.size[0], (n / g.size[0]) % g.size[1], n / (g.size[0] * g.size[1])};
+            differ += labelOf(*cli, v) != labelOf(shown, v);
+        }
+        EXPECT_EQ(differ, 0);
+    }
 
     // Reopen in a new window: the saved SEG and label map load onto the series.
     window_->editController()->endSession(false);
