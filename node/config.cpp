@@ -150,6 +150,8 @@ Status readRoot(JsonObject& o, const std::string& base_dir, NodeConfig& c) {
     c.http_port = static_cast<int>(http);
     VOXSEG_ASSIGN_OR_RETURN(c.http_bind, o.string("http_bind", std::string("127.0.0.1")));
     VOXSEG_RETURN_IF_ERROR(readTls(o, "tls", base_dir, c.tls));
+    VOXSEG_ASSIGN_OR_RETURN(c.spool_key_file, o.string("spool_key_file", std::string()));
+    c.spool_key_file = resolve(c.spool_key_file, base_dir);
     VOXSEG_ASSIGN_OR_RETURN(c.trusted_keys, o.string("trusted_keys", std::string()));
     c.trusted_keys = resolve(c.trusted_keys, base_dir);
     VOXSEG_ASSIGN_OR_RETURN(c.require_signed_models, o.boolean("require_signed_models", false));

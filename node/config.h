@@ -86,7 +86,8 @@ struct NodeConfig {
     std::string http_bind = "127.0.0.1";
     TlsConfig tls;  // receiving side
     SendPolicy send;
-    std::string trusted_keys;            // model signing keys (docs/security.md); empty: unchecked
+    std::string spool_key_file;  // 32-byte key: received instances and results encrypted at rest
+    std::string trusted_keys;    // model signing keys (docs/security.md); empty: unchecked
     bool require_signed_models = false;  // refuse unsigned model packages
     std::vector<Route> routes;
     std::vector<Destination> destinations;

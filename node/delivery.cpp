@@ -84,7 +84,25 @@ DeliveryResult Delivery::deliver(const std::string& job, bool resend, const Canc
         if (!resend) return DeliveryResult::kHeld;
         fs::remove(dir + "/held", ec);
     }
-    const std::vector<std::string> files = resultFiles(dir);
+    const std::vector<std::string> stored = resultFiles(dir);
+    std::vector<MemoryFile> plain;  // the decrypted results, in memory while they are sent
+    std::vector<std::string> files = stored;
+    if (key_) {
+        files.clear();
+        for (const auto& f : stored) {
+            auto bytes = readFileBytes(f);
+            auto clear =
+                bytes.isOk() ? decryptBytes(*key_, *bytes) : Result<std::string>(bytes.status());
+            auto mem = clear.isOk() ? MemoryFile::create("result", *clear)
+                                    : Result<MemoryFile>(clear.status());
+            if (!mem.isOk()) {
+                log::error(kComponent, "job {}: {}", job, mem.status().withContext(f).toString());
+                return DeliveryResult::kHeld;
+            }
+            plain.push_back(std::move(*mem));
+            files.push_back(plain.back().path());
+        }
+    }
     auto route = readJson(spool_.jobDir("queue", job) + "/route.json");
     std::vector<std::string> send_to;
     if (route.isOk()) send_to = route->value("send_to", std::vector<std::string>{});
@@ -121,10 +139,10 @@ DeliveryResult Delivery::deliver(const std::string& job, bool resend, const Canc
         }
         nlohmann::json ev = {{"job", job}, {"series_uid", series_uid}, {"destination", name}};
         nlohmann::json sent = nlohmann::json::array();
-        for (const auto& f : files) {
-            auto ids = readFileIds(f);
+        for (size_t i = 0; i < files.size(); ++i) {
+            auto ids = readFileIds(files[i]);
             if (ids.isOk())
-                sent.push_back({{"file", fs::path(f).filename().string()},
+                sent.push_back({{"file", fs::path(stored[i]).filename().string()},
                                 {"sop_class_uid", ids->sop_class_uid},
                                 {"sop_instance_uid", ids->sop_instance_uid}});
         }
@@ -155,7 +173,7 @@ DeliveryResult Delivery::deliver(const std::string& job, bool resend, const Canc
             return DeliveryResult::kHeld;
         }
     if (!route.isOk()) return DeliveryResult::kHeld;
-    finish(job, files);
+    finish(job, stored);
     return DeliveryResult::kDelivered;
 }
 

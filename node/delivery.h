@@ -15,6 +15,7 @@
 #include "node/job_journal.h"
 #include "node/metrics.h"
 #include "node/spool.h"
+#include "node/spool_crypto.h"
 
 #include <string>
 
@@ -25,8 +26,13 @@ enum class DeliveryResult { kDelivered, kHeld, kBusy, kStopped };
 class Delivery {
   public:
     Delivery(const NodeConfig& config, Spool& spool, AuditLog& audit, NodeMetrics& metrics,
-             JobJournal& journal)
-        : config_(config), spool_(spool), audit_(audit), metrics_(metrics), journal_(journal) {}
+             JobJournal& journal, const SpoolKey* key = nullptr)
+        : config_(config),
+          spool_(spool),
+          audit_(audit),
+          metrics_(metrics),
+          journal_(journal),
+          key_(key) {}
 
     // `resend`: also jobs that are held (the held marker is removed first).
     DeliveryResult deliver(const std::string& job, bool resend, const CancelToken& stop);
@@ -41,6 +47,7 @@ class Delivery {
     AuditLog& audit_;
     NodeMetrics& metrics_;
     JobJournal& journal_;
+    const SpoolKey* key_;  // set: result files are decrypted into memory files for sending
 };
 
 }  // namespace voxseg::node

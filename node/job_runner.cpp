@@ -4,10 +4,14 @@
 #include "core/atomic_file.h"
 #include "core/log.h"
 #include "node/route_match.h"
+#include "node/spool_crypto.h"
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
 
 namespace voxseg::node {
 namespace fs = std::filesystem;
@@ -65,6 +69,85 @@ void JobRunner::preload() {
             log::error(kComponent, "{}", s.status().toString());
 }
 
+namespace {
+
+// A private folder on /dev/shm (memory), removed with everything in it when destroyed.
+class MemoryFolder {
+  public:
+    explicit MemoryFolder(const std::string& name)
+        : path_("/dev/shm/voxseg-" + std::to_string(::getpid()) + "-" + name) {}
+    ~MemoryFolder() {
+        std::error_code ec;
+        fs::remove_all(path_, ec);
+    }
+    Status create() const {
+        std::error_code ec;
+        fs::remove_all(path_, ec);
+        if (!fs::create_directory(path_, ec) || ec)
+            return ioError(
+                "spool encryption needs a writable /dev/shm (memory) for the series "
+                "in work",
+                path_);
+        fs::permissions(path_, fs::perms::owner_all, ec);
+        return Status::ok();
+    }
+    const std::string& path() const { return path_; }
+
+  private:
+    std::string path_;
+};
+
+}  // namespace
+
+Status JobRunner::segment(const std::string& job, const std::string& dir,
+                          pipeline::Segmenter& segmenter, const std::string& series_uid,
+                          const CancelToken& stop, std::map<std::string, double>& stages) {
+    const std::string outbox = spool_.dir("outbox");
+    MemoryFolder plain(job);
+    batch::CaseWork w;
+    w.c = {job, dir, ""};
+    w.series = series_uid;
+    w.start = std::chrono::steady_clock::now();
+    batch::CaseFolders folders{outbox + "/.staging-" + job, spool_.jobDir("outbox", job),
+                               outbox + "/.trash-" + job};
+    if (key_) {  // decrypt the series into memory; results staged there too
+        VOXSEG_RETURN_IF_ERROR(plain.create());
+        fs::create_directory(plain.path() + "/in");
+        std::error_code ec;
+        for (const auto& e : fs::directory_iterator(dir, ec)) {
+            if (e.path().extension() != ".dcm") continue;
+            VOXSEG_ASSIGN_OR_RETURN(std::string c, readFileBytes(e.path().string()));
+            auto bytes = decryptBytes(*key_, c);
+            if (!bytes.isOk()) return bytes.status().withContext(e.path().string());
+            std::ofstream(plain.path() + "/in/" + e.path().filename().string(), std::ios::binary)
+                << *bytes;
+        }
+        w.c.input = plain.path() + "/in";
+        folders = {plain.path() + "/.staging", plain.path() + "/out", plain.path() + "/.trash"};
+    }
+    VOXSEG_RETURN_IF_ERROR(batch::loadCase(w, segmenter, batch::LoadPolicy{}, stop));
+    VOXSEG_RETURN_IF_ERROR(batch::inferCase(w, segmenter));
+    auto files = batch::writeCase(w, segmenter, folders);
+    stages = w.stages;
+    if (!files.isOk()) return files.status();
+    if (!key_) return Status::ok();
+    // Encrypted copies staged in the outbox, renamed whole into place.
+    const std::string staged = outbox + "/.staging-" + job;
+    std::error_code ec;
+    fs::remove_all(staged, ec);
+    fs::create_directories(staged, ec);
+    for (const auto& f : *files) {
+        VOXSEG_ASSIGN_OR_RETURN(std::string bytes, readFileBytes(folders.final_dir + "/" + f.name));
+        const std::string to = staged + "/" + f.name;
+        VOXSEG_RETURN_IF_ERROR(fs::path(f.name).extension() == ".dcm"
+                                   ? writeEncryptedFile(*key_, to, bytes)
+                                   : writeFileAtomically(to, bytes));
+    }
+    fs::rename(staged, spool_.jobDir("outbox", job), ec);
+    if (ec) return ioError("cannot move the results into the outbox: " + ec.message(), staged);
+    return Status::ok();
+}
+
 void JobRunner::moveWithReason(const std::string& job, const std::string& area,
                                const std::string& reason) {
     if (auto st = writeFileAtomically(spool_.jobDir("queue", job) + "/reason.txt", reason + "\n");
@@ -112,22 +195,12 @@ JobOutcome JobRunner::process(const std::string& job, const CancelToken& stop) {
     }
     auto segmenter = segmenterFor(*route);
     Status st = segmenter.isOk() ? Status::ok() : segmenter.status();
-    batch::CaseWork w;
-    w.c = {job, dir, ""};
-    w.series = series->series_uid;
-    w.start = std::chrono::steady_clock::now();
-    const std::string staging = spool_.dir("outbox") + "/.staging-" + job;
-    if (st.isOk()) st = batch::loadCase(w, **segmenter, batch::LoadPolicy{}, stop);
-    if (st.isOk()) st = batch::inferCase(w, **segmenter);
-    if (st.isOk()) {
-        auto files = batch::writeCase(
-            w, **segmenter,
-            {staging, spool_.jobDir("outbox", job), spool_.dir("outbox") + "/.trash-" + job});
-        if (!files.isOk()) st = files.status();
-    }
+    const auto t0 = std::chrono::steady_clock::now();
+    std::map<std::string, double> stages;
+    if (st.isOk()) st = segment(job, dir, **segmenter, series->series_uid, stop, stages);
     if (!st.isOk() && stop.isCancelled()) return JobOutcome::kStopped;
     const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - w.start).count();
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ids["route"] = route->name;
     ids["model"] = segmenter.isOk() ? (*segmenter)->model().name : route->model;
     if (segmenter.isOk()) ids["model_sha256"] = (*segmenter)->modelSha256();
@@ -141,7 +214,7 @@ JobOutcome JobRunner::process(const std::string& job, const CancelToken& stop) {
         ++metrics_.jobs_failed;
         return JobOutcome::kFailed;
     }
-    for (const auto& [stage, s] : w.stages) metrics_.addStageSeconds(stage, s);
+    for (const auto& [stage, s] : stages) metrics_.addStageSeconds(stage, s);
     nlohmann::json outputs = nlohmann::json::array();
     for (const auto& f : resultFiles(spool_.jobDir("outbox", job)))
         outputs.push_back(fs::path(f).filename().string());

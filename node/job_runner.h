@@ -13,6 +13,7 @@
 #include "node/config.h"
 #include "node/metrics.h"
 #include "node/spool.h"
+#include "node/spool_crypto.h"
 #include "pipeline/segment.h"
 
 #include <map>
@@ -25,8 +26,11 @@ enum class JobOutcome { kSegmented, kUnmatched, kFailed, kStopped };
 
 class JobRunner {
   public:
-    JobRunner(const NodeConfig& config, Spool& spool, AuditLog& audit, NodeMetrics& metrics)
-        : config_(config), spool_(spool), audit_(audit), metrics_(metrics) {}
+    // `key`: the spool is encrypted; the series is decrypted into a private folder on /dev/shm
+    // for segmenting, and the results are encrypted into the outbox.
+    JobRunner(const NodeConfig& config, Spool& spool, AuditLog& audit, NodeMetrics& metrics,
+              const SpoolKey* key = nullptr)
+        : config_(config), spool_(spool), audit_(audit), metrics_(metrics), key_(key) {}
     JobOutcome process(const std::string& job, const CancelToken& stop);
     // Loads every route's model now (at start-up), so the first series does not wait for it;
     // a model that fails to load is logged and retried with its first series.
@@ -34,12 +38,16 @@ class JobRunner {
 
   private:
     Result<pipeline::Segmenter*> segmenterFor(const Route& route);
+    Status segment(const std::string& job, const std::string& dir, pipeline::Segmenter& segmenter,
+                   const std::string& series_uid, const CancelToken& stop,
+                   std::map<std::string, double>& stages);
     void moveWithReason(const std::string& job, const std::string& area, const std::string& reason);
 
     const NodeConfig& config_;
     Spool& spool_;
     AuditLog& audit_;
     NodeMetrics& metrics_;
+    const SpoolKey* key_;
     std::map<std::string, std::unique_ptr<pipeline::Segmenter>> segmenters_;  // by route name
 };
 

@@ -204,8 +204,15 @@ class NodeScp : public DcmThreadSCP {
             return refuse(*ctx, STATUS_STORE_Refused_OutOfResources, path.status().toString(),
                           sop_uid);
         Status written = [&]() -> Status {
-            AtomicFile out(*path);
             const E_TransferSyntax xfer = ds->getOriginalXfer();
+            if (ctx->key) {  // serialised in memory, only the ciphertext reaches the disk
+                VOXSEG_ASSIGN_OR_RETURN(MemoryFile mem, MemoryFile::create("instance", {}));
+                OFCondition c = file.saveFile(mem.path().c_str(), xfer);
+                if (c.bad()) return ioError(std::string("cannot serialise: ") + c.text(), *path);
+                VOXSEG_ASSIGN_OR_RETURN(std::string plain, mem.contents());
+                return writeEncryptedFile(*ctx->key, *path, plain);  // fsync + rename
+            }
+            AtomicFile out(*path);
             OFCondition c = file.saveFile(out.tempPath().c_str(), xfer);
             if (c.bad()) return ioError(std::string("cannot write: ") + c.text(), *path);
             return out.commit();  // fsync + rename: only now may the sender forget it

@@ -15,6 +15,7 @@
 #include "node/config.h"
 #include "node/metrics.h"
 #include "node/spool.h"
+#include "node/spool_crypto.h"
 
 #include <memory>
 
@@ -25,6 +26,7 @@ struct ReceiverContext {
     Spool* spool = nullptr;
     AuditLog* audit = nullptr;
     NodeMetrics* metrics = nullptr;
+    const SpoolKey* key = nullptr;  // set: instances are written encrypted (spool_crypto.h)
 };
 
 class Receiver {

@@ -9,10 +9,12 @@
 #include "node/metrics.h"
 #include "node/receiver.h"
 #include "node/spool.h"
+#include "node/spool_crypto.h"
 
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 namespace voxseg::node {
@@ -28,10 +30,16 @@ struct Node {
     AuditLog audit;
     NodeMetrics metrics;
     std::unique_ptr<JobJournal> journal;
+    std::optional<SpoolKey> key;
+    const SpoolKey* keyPtr() const { return key ? &*key : nullptr; }
 
     explicit Node(const NodeConfig& c) : config(c) {}
 
     Status open() {
+        if (!config.spool_key_file.empty()) {
+            VOXSEG_ASSIGN_OR_RETURN(SpoolKey k, loadSpoolKey(config.spool_key_file));
+            key = k;
+        }
         VOXSEG_ASSIGN_OR_RETURN(spool, Spool::open(config.spool_dir));
         VOXSEG_RETURN_IF_ERROR(audit.open(config.audit_log));
         VOXSEG_ASSIGN_OR_RETURN(journal, JobJournal::open(spool->dir("state")));
@@ -81,7 +89,7 @@ Result<ServeStats> runNode(const NodeConfig& config, const CancelToken& stop,
               node.metrics.outbox_held.load());
     node.audit.record("node_started", {{"ae_title", config.ae_title}, {"port", config.port}});
 
-    ReceiverContext rc{&config, node.spool.get(), &node.audit, &node.metrics};
+    ReceiverContext rc{&config, node.spool.get(), &node.audit, &node.metrics, node.keyPtr()};
     VOXSEG_ASSIGN_OR_RETURN(auto receiver, Receiver::start(rc));
     std::unique_ptr<HttpEndpoints> http;
     if (config.http_port > 0) {
@@ -103,7 +111,7 @@ Result<ServeStats> runNode(const NodeConfig& config, const CancelToken& stop,
 
     CancelToken abort;  // the series in segmentation gives up (grace over)
     std::thread worker([&] {
-        JobRunner runner(config, *node.spool, node.audit, node.metrics);
+        JobRunner runner(config, *node.spool, node.audit, node.metrics, node.keyPtr());
         runner.preload();
         while (!stop.isCancelled()) {
             const std::string job = node.nextToSegment();
@@ -116,7 +124,8 @@ Result<ServeStats> runNode(const NodeConfig& config, const CancelToken& stop,
         }
     });
     std::thread sender([&] {
-        Delivery delivery(config, *node.spool, node.audit, node.metrics, *node.journal);
+        Delivery delivery(config, *node.spool, node.audit, node.metrics, *node.journal,
+                          node.keyPtr());
         while (!stop.isCancelled()) {
             bool any = false;
             for (const auto& job : node.spool->jobs("outbox")) {
@@ -187,7 +196,7 @@ Result<ServeStats> runNode(const NodeConfig& config, const CancelToken& stop,
 Result<ServeStats> resendOutbox(const NodeConfig& config, const CancelToken& stop) {
     Node node(config);
     VOXSEG_RETURN_IF_ERROR(node.open());
-    Delivery delivery(config, *node.spool, node.audit, node.metrics, *node.journal);
+    Delivery delivery(config, *node.spool, node.audit, node.metrics, *node.journal, node.keyPtr());
     ServeStats stats;
     for (const auto& job : node.spool->jobs("outbox")) {
         const DeliveryResult r = delivery.deliver(job, true, stop);

@@ -5,7 +5,8 @@
 # "pacs" by C-STORE and to a second Orthanc "web" by STOW-RS (DICOMweb plugin, bearer token).
 # Checks: the SEG arrives in both, references the source study and series, matches
 # `voxseg segment` of the same series voxel for voxel (pixel data bytes), /healthz and /metrics
-# answer, the audit log and the node log hold no patient name, ID or birth date (while the
+# answer, the spool is encrypted (libsodium: no patient name in it while the series waits),
+# the audit log and the node log hold no patient name, ID or birth date (while the
 # spool does: the grep can fail), an unknown caller is refused at association, C-ECHO works.
 # The RTSTRUCT arrives too; a series no route takes is set aside with the reason per route.
 # Prints the time from the last instance acknowledged to the SEG stored in Orthanc.
@@ -38,12 +39,14 @@ STUDY_UID=$(dcmdump +P 0020,000d "$T/series/01.dcm" | sed -n 's/.*\[\(.*\)\].*/\
 ORTHANC_SERIES=$(upload_series "$PACS_HTTP" "$T/series")
 
 echo "secret-token-for-test" >"$T/token.txt"
+openssl rand -hex 32 >"$T/spool.key"
 cat >"$T/node.json" <<JSON
 {
   "ae_title": "VOXSEG",
   "port": $NODE_PORT,
   "allowed_callers": [{"ae_title": "PACS", "host": "127.0.0.1"}, {"ae_title": "ECHOER"}],
   "spool_dir": "spool",
+  "spool_key_file": "spool.key",
   "quiet_seconds": 1,
   "min_free_mb": 10,
   "http_port": $NODE_HTTP,
@@ -73,6 +76,13 @@ grep -q "association_refused" "$T/spool/audit.jsonl" || fail "refused associatio
 
 push "$PACS_HTTP" "$ORTHANC_SERIES" || fail "Orthanc could not push the series to voxseg"
 T_LAST=$(now)
+# Encrypted at rest: the 28 instances are in the spool, and the patient's name is not (it is in
+# the plain copies, so the grep can find it).
+[ "$(find "$T/spool/incoming" -name '*.dcm' | wc -l)" = 28 ] || fail "instances not in the spool"
+grep -rqa "ZZTESTPATIENT" "$T/series" || fail "grep cannot find the name in plain files"
+if grep -rqa "ZZTESTPATIENT" "$T/spool"; then fail "patient name readable in the encrypted spool"; fi
+head -c 10 "$(find "$T/spool/incoming" -name '*.dcm' | head -1)" | grep -q VXSEGENC1 ||
+  fail "spool file not encrypted"
 SEG_ID=$(wait_for_seg "$PACS_HTTP" "$SERIES_UID" 60) || { cat "$T/node.log"; fail "no SEG in pacs"; }
 T_SEG=$(now)
 WEB_SEG=$(wait_for_seg "$WEB_HTTP" "$SERIES_UID" 30) || { cat "$T/node.log"; fail "no SEG via STOW-RS"; }
