@@ -11,8 +11,12 @@
 #include "node/spool.h"
 #include "node/spool_crypto.h"
 
+#include <signal.h>
+
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <thread>
@@ -23,6 +27,21 @@ namespace {
 
 constexpr const char* kComponent = "node";
 using Clock = std::chrono::steady_clock;
+
+// Plaintext folders (/dev/shm/voxseg-<pid>-<job>) of an encrypted node killed while segmenting:
+// their process is gone, nothing else would ever remove them.
+void removeOrphanMemoryFolders() {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator("/dev/shm", ec)) {
+        const std::string name = e.path().filename().string();
+        if (name.rfind("voxseg-", 0) != 0) continue;
+        const int pid = std::atoi(name.c_str() + 7);
+        if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) {
+            fs::remove_all(e.path(), ec);
+            log::info(kComponent, "removed {} left by a killed node", e.path().string());
+        }
+    }
+}
 
 struct Node {
     const NodeConfig& config;
@@ -39,6 +58,7 @@ struct Node {
         if (!config.spool_key_file.empty()) {
             VOXSEG_ASSIGN_OR_RETURN(SpoolKey k, loadSpoolKey(config.spool_key_file));
             key = k;
+            removeOrphanMemoryFolders();
         }
         VOXSEG_ASSIGN_OR_RETURN(spool, Spool::open(config.spool_dir));
         VOXSEG_RETURN_IF_ERROR(audit.open(config.audit_log));

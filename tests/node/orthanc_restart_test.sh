@@ -7,6 +7,8 @@
 #   3. during segmentation (the route was chosen, no result yet)
 #   4. after segmentation while the destination is down and the result held in the outbox;
 #      `voxseg serve --resend` delivers it, with the SOP Instance UID written before the kill
+#   5. with the spool encrypted, during segmentation: the restart removes the killed node's
+#      plaintext folder in /dev/shm
 # After the restarts, each series has exactly one SEG in Orthanc, the journal one line per job,
 # no temporary files are left, and a further restart sends or segments nothing again.
 # Usage: orthanc_restart_test.sh <voxseg> <source-dir> [shared-data]
@@ -24,10 +26,11 @@ trap cleanup EXIT
 PACS_DICOM=$(free_port); PACS_HTTP=$(free_port); NODE_PORT=$(free_port); DEAD_PORT=$(free_port)
 start_orthanc pacs PACS "$PACS_DICOM" "$PACS_HTTP" VOXSEG "$NODE_PORT"
 
-# node.json with the destination on port $1, $2 send attempts and quiet_seconds $3.
+# node.json with the destination on port $1, $2 send attempts and quiet_seconds $3; $4 extra keys.
 write_config() {
   cat >"$T/node.json" <<JSON
 {
+  ${4:-}
   "ae_title": "VOXSEG", "port": $NODE_PORT,
   "allowed_callers": [{"ae_title": "PACS", "host": "127.0.0.1"}],
   "spool_dir": "spool", "quiet_seconds": $3, "min_free_mb": 10,
@@ -45,7 +48,7 @@ prepare() {  # prepare NAME -> UIDS[NAME], ORTHANC id in ORTHANC_IDS[NAME]
   ORTHANC_IDS[$1]=$(upload_series "$PACS_HTTP" "$T/series-$1")
 }
 declare -A ORTHANC_IDS
-for s in received receiving segmenting held; do prepare $s; done
+for s in received receiving segmenting held encrypted; do prepare $s; done
 
 echo "== 1: kill -9 after the instances were acknowledged, before the quiet period ended"
 write_config "$PACS_DICOM" 3 3
@@ -88,17 +91,31 @@ ID=$(wait_for_seg "$PACS_HTTP" "${UIDS[held]}" 10) || fail "4: no SEG after --re
 GOT_UID=$(curl -sf "http://127.0.0.1:$PACS_HTTP/instances/$ID/tags?simplify" | jq -r .SOPInstanceUID)
 [ "$GOT_UID" = "$HELD_UID" ] || fail "4: resent SEG has another SOP Instance UID ($GOT_UID vs $HELD_UID)"
 
+echo "== 5: encrypted spool, kill -9 during segmentation: the plaintext in /dev/shm goes too"
+kill_node 2>/dev/null || true
+openssl rand -hex 32 >"$T/spool.key"
+write_config "$PACS_DICOM" 2 1 '"spool_key_file": "spool.key",'
+start_node "$T/node.json" "$T/node.log"
+push "$PACS_HTTP" "${ORTHANC_IDS[encrypted]}" || fail "push 5 failed"
+wait_file "$T/spool/queue/*/route.json" 30 || fail "5: never routed"
+KILLED=$NODE_PID
+kill_node
+start_node "$T/node.json" "$T/node.log"
+wait_for_seg "$PACS_HTTP" "${UIDS[encrypted]}" 60 >/dev/null || fail "5: no SEG after restart"
+[ -z "$(compgen -G "/dev/shm/voxseg-$KILLED-*")" ] || fail "5: plaintext of the killed node left in /dev/shm"
+kill_node
+
 echo "== restart once more: nothing is segmented or sent again"
 start_node "$T/node.json" "$T/node.log"
 sleep 3
 kill_node
-for s in received receiving segmenting held; do
+for s in received receiving segmenting held encrypted; do
   n=$(count_seg "$PACS_HTTP" "${UIDS[$s]}")
   [ "$n" = 1 ] || fail "series '$s' has $n SEG instances in Orthanc (expected exactly 1)"
 done
-[ "$(wc -l <"$T/spool/state/journal-node.jsonl")" = 4 ] || fail "journal: $(wc -l <"$T/spool/state/journal-node.jsonl") lines, expected 4"
-[ "$(jq -r 'select(.event == "segmented") | .series_uid' "$T/spool/audit.jsonl" | sort -u | wc -l)" = 4 ] ||
-  fail "audit: not 4 series segmented"
+[ "$(wc -l <"$T/spool/state/journal-node.jsonl")" = 5 ] || fail "journal: $(wc -l <"$T/spool/state/journal-node.jsonl") lines, expected 5"
+[ "$(jq -r 'select(.event == "segmented") | .series_uid' "$T/spool/audit.jsonl" | sort -u | wc -l)" = 5 ] ||
+  fail "audit: not 5 series segmented"
 [ -z "$(find "$T/spool" -name '.tmp-*' -o -name '.staging-*')" ] || fail "temporary files left"
 [ -z "$(find "$T/spool/queue" "$T/spool/outbox" "$T/spool/incoming" -mindepth 1)" ] || fail "spool not empty"
 echo "PASS"
