@@ -103,6 +103,9 @@ class EditTest : public ::testing::Test {
         w->resize(1300, 760);
         w->show();
         EXPECT_TRUE(QTest::qWaitForWindowExposed(w.get()));
+        // Shortcuts (the tool keys) need the active window; Xvfb has no window manager.
+        w->activateWindow();
+        EXPECT_TRUE(QTest::qWaitForWindowActive(w.get()));
         return w;
     }
     void open(MainWindow& w, const std::string& folder) {
@@ -585,6 +588,8 @@ TEST(EditCrashChild, PaintsTenStrokesAndWaits) {
     w.resize(1300, 760);
     w.show();
     ASSERT_TRUE(QTest::qWaitForWindowExposed(&w));
+    w.activateWindow();
+    ASSERT_TRUE(QTest::qWaitForWindowActive(&w));
     const std::string folder = std::string(dir) + "/series";
     ASSERT_TRUE(runTask(w, [&] { w.openPath(QString::fromStdString(folder)); }).ok);
     QTest::keyClick(&w, Qt::Key_1);
@@ -673,9 +678,6 @@ TEST_F(EditTest, ScreenshotsOfEditing) {
     MprView* axial = window_->view(ViewAxis::kAxial);
     axial->setZoom(real ? 2.0 : 1.0);
     QTest::qWait(100);
-    // Shortcuts need the active window (Xvfb has no window manager to activate it).
-    window_->activateWindow();
-    EXPECT_TRUE(QTest::qWaitForWindowActive(window_.get()));
     QTest::keyClick(window_.get(), Qt::Key_1);
     ASSERT_EQ(edit()->tool(), EditTool::kPaint);
     window_->editToolbar()->sphereBox()->setChecked(true);
