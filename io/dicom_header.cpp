@@ -2,6 +2,7 @@
 
 #include "core/log.h"
 #include "io/dicom_enhanced.h"
+#include "io/dicom_inflate_guard.h"
 #include "io/dicom_mosaic.h"
 #include "io/dicom_tags.h"
 #include "io/limits.h"
@@ -147,6 +148,10 @@ FileHeaders readDicomHeaders(const std::string& path) {
     const std::string name = std::filesystem::path(path).filename().string();
     if (!looksLikeDicom(path)) {
         out.skip_reason = "not DICOM (no DICM prefix, no plausible dataset start)";
+        return out;
+    }
+    if (const Status inflated = checkInflatedSize(path); !inflated.isOk()) {
+        out.skip_reason = inflated.message();
         return out;
     }
     DcmFileFormat file;

@@ -2,6 +2,7 @@
 
 #include "io/dicom_codec_fragments.h"
 #include "io/dicom_codec_rle.h"
+#include "io/dicom_inflate_guard.h"
 #include "io/j2k_decoder.h"
 #include "io/limits.h"
 
@@ -50,9 +51,6 @@ using detail::FragmentInfo;
 using detail::FrameFragments;
 using detail::StartMarker;
 
-// Frames above this size (bytes, as stored uncompressed) are refused: DCMTK's frame API takes a
-// 32-bit buffer size, and a damaged header must not make us allocate gigabytes.
-constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 31;
 constexpr int64_t kMaxFrames = kMaxFramesPerFile;
 
 enum class Codec { kNative, kRle, kDcmtk, kJpeg2000 };
@@ -329,7 +327,10 @@ Status DicomPixelReader::Impl::parse() {
     const uint64_t pixels = static_cast<uint64_t>(rows) * columns;
     frame_bytes = (pixels * allocated + 7) / 8;
     if (frame_bytes > kMaxFrameBytes)
-        return unsupported(fmt::format("frames of {} bytes are too large", frame_bytes), path);
+        return unsupported(fmt::format("claims frames of {} x {} pixels at {} bits ({} bytes) > "
+                                       "limit {} bytes per frame (io/limits.h)",
+                                       columns, rows, allocated, frame_bytes, kMaxFrameBytes),
+                           path);
 
     const auto info = classifySyntax(format.transfer_syntax_uid);
     if (!info) return unsupportedSyntax(format.transfer_syntax_uid, path);
@@ -554,6 +555,7 @@ Result<DicomPixelReader> DicomPixelReader::open(const std::string& path) {
         auto impl = std::make_unique<Impl>();
         impl->path = path;
         impl->file = std::make_unique<DcmFileFormat>();
+        VOXSEG_RETURN_IF_ERROR(checkInflatedSize(path));
         const OFCondition cond = impl->file->loadFile(OFFilename(path.c_str()));
         if (cond.bad()) {
             if (cond == EC_InvalidFilename)

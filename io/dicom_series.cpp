@@ -30,8 +30,16 @@ bool isDicomdirName(const fs::path& p) {
     return name == "DICOMDIR";
 }
 
-Status collectFiles(const std::vector<std::string>& inputs, std::vector<std::string>& files,
-                    std::vector<SkippedFile>& skipped) {
+Status tooManyFiles(const std::string& input, int64_t limit) {
+    return unsupported(fmt::format("holds more than {} files (limit {} files per scan, "
+                                   "io/limits.h): give the study or series folder, not an "
+                                   "archive's root",
+                                   limit, limit),
+                       input);
+}
+
+Status collectFiles(const std::vector<std::string>& inputs, int64_t max_files,
+                    std::vector<std::string>& files, std::vector<SkippedFile>& skipped) {
     for (const std::string& input : inputs) {
         std::error_code ec;
         fs::file_status st = fs::status(input, ec);
@@ -45,12 +53,16 @@ Status collectFiles(const std::vector<std::string>& inputs, std::vector<std::str
                 if (ec) return ioError("cannot list folder (" + ec.message() + ")", input);
                 std::error_code fec;
                 if (it->is_regular_file(fec)) files.push_back(it->path().string());
+                if (static_cast<int64_t>(files.size()) > max_files)
+                    return tooManyFiles(input, max_files);
             }
             continue;
         }
         if (isDicomdirName(input)) {
             auto listed = readDicomdir(input);
             if (!listed.isOk()) return listed.status();
+            if (static_cast<int64_t>(files.size() + listed->size()) > max_files)
+                return tooManyFiles(input, max_files);
             for (const std::string& f : *listed) {
                 if (fs::is_regular_file(f, ec))
                     files.push_back(f);
@@ -85,7 +97,7 @@ Result<DicomScanResult> scanDicom(const std::vector<std::string>& inputs,
     if (inputs.empty()) return invalidArgument("no input given; give a DICOM folder or files");
     DicomScanResult result;
     std::vector<std::string> files;
-    VOXSEG_RETURN_IF_ERROR(collectFiles(inputs, files, result.skipped));
+    VOXSEG_RETURN_IF_ERROR(collectFiles(inputs, options.max_files, files, result.skipped));
 
     std::vector<FileHeaders> headers(files.size());
     std::atomic<size_t> next{0};

@@ -76,6 +76,8 @@ struct DicomScanResult {
 
 struct DicomScanOptions {
     int threads = 0;  // 0 = all cores
+    // More files than this under the inputs is refused while listing (io/limits.h).
+    int64_t max_files = kMaxFilesPerScan;
 };
 
 // `inputs`: folders (scanned recursively), files, or DICOMDIR files. An input that does not

@@ -17,4 +17,17 @@ inline constexpr int64_t kDefaultMaxVoxels = 2'000'000'000;
 // file that claims more before it builds a per-frame list.
 inline constexpr int64_t kMaxFramesPerFile = 100'000;
 
+// Largest frame one DICOM file may claim, in bytes as stored uncompressed (rows x columns x
+// BitsAllocated / 8): DCMTK's frame API takes a 32-bit buffer size.
+inline constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 31;
+
+// Most bytes a Deflated Explicit VR Little Endian file may inflate to (dataset, pixel data
+// included). DCMTK inflates the whole file into memory as it parses; deflate is used for small
+// objects (SR, presentation states), not for volumes, so 1 GiB is generous.
+inline constexpr uint64_t kMaxInflatedBytesPerFile = uint64_t{1} << 30;
+
+// Most files one DICOM scan (a folder, a file list, a DICOMDIR) reads headers from: a study of
+// 100000 instances is large (a 4D cardiac CT); more is a wrong folder (a PACS archive's root).
+inline constexpr int64_t kMaxFilesPerScan = 1'000'000;
+
 }  // namespace voxseg::io
