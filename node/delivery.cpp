@@ -12,8 +12,6 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 namespace voxseg::node {
@@ -23,12 +21,9 @@ namespace {
 constexpr const char* kComponent = "node";
 
 Result<nlohmann::json> readJson(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) return notFound("missing", path);
-    std::stringstream ss;
-    ss << in.rdbuf();
+    VOXSEG_ASSIGN_OR_RETURN(std::string text, readFileBytes(path));
     try {
-        return nlohmann::json::parse(ss.str());
+        return nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception& e) {
         return corruptData(e.what(), path);
     }

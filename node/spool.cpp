@@ -3,13 +3,12 @@
 #include "core/atomic_file.h"
 #include "core/log.h"
 #include "engine/sha256.h"
+#include "node/spool_crypto.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 namespace voxseg::node {
 namespace fs = std::filesystem;
@@ -190,13 +189,11 @@ size_t Spool::incomingCount() const {
 }
 
 Result<SeriesInfo> Spool::readSeries(const std::string& job_dir) {
-    std::ifstream in(fs::path(job_dir) / "series.json");
-    if (!in) return notFound("no series.json", job_dir);
-    std::stringstream ss;
-    ss << in.rdbuf();
+    auto text = readFileBytes((fs::path(job_dir) / "series.json").string());
+    if (!text.isOk()) return notFound("no series.json", job_dir);
     nlohmann::json j;
     try {
-        j = nlohmann::json::parse(ss.str());
+        j = nlohmann::json::parse(*text);
     } catch (const nlohmann::json::exception& e) {
         return corruptData(std::string("series.json: ") + e.what(), job_dir);
     }

@@ -1,23 +1,15 @@
 #include "node/stow_sender.h"
 
+#include "node/spool_crypto.h"
+
 #include <curl/curl.h>
 #include <fmt/format.h>
 
-#include <fstream>
 #include <memory>
 #include <random>
-#include <sstream>
 
 namespace voxseg::node {
 namespace {
-
-Result<std::string> readFile(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return ioError("cannot read", path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
 
 size_t collect(char* data, size_t size, size_t n, void* out) {
     static_cast<std::string*>(out)->append(data, size * n);
@@ -33,7 +25,7 @@ Status sendByStow(const Destination& d, const std::vector<std::string>& files) {
     const std::string boundary = fmt::format("voxseg-{:016x}", rng());
     std::string body;
     for (const auto& f : files) {
-        VOXSEG_ASSIGN_OR_RETURN(std::string bytes, readFile(f));
+        VOXSEG_ASSIGN_OR_RETURN(std::string bytes, readFileBytes(f));
         body += "--" + boundary + "\r\nContent-Type: application/dicom\r\n\r\n";
         body += bytes;
         body += "\r\n";
@@ -49,7 +41,7 @@ Status sendByStow(const Destination& d, const std::vector<std::string>& files) {
             .c_str());
     headers = curl_slist_append(headers, "Accept: application/dicom+json");
     if (!d.bearer_token_file.empty()) {
-        VOXSEG_ASSIGN_OR_RETURN(std::string token, readFile(d.bearer_token_file));
+        VOXSEG_ASSIGN_OR_RETURN(std::string token, readFileBytes(d.bearer_token_file));
         while (!token.empty() &&
                (token.back() == '\n' || token.back() == '\r' || token.back() == ' '))
             token.pop_back();

@@ -17,12 +17,10 @@ VOXSEG=$1
 SRC=$2
 DATA=${3:-$SRC/../shared/data}
 SERIES_DIR="$DATA/dcm_qa_ct/GE_HiSpeedDual_tilt_varspacing"
-[ -d "$SERIES_DIR" ] || { echo "SKIP: test data absent: $SERIES_DIR"; exit 77; }
-command -v storescu >/dev/null && command -v openssl >/dev/null ||
-  { echo "SKIP: dcmtk tools or openssl missing (scripts/deps.sh)"; exit 77; }
 T=$(mktemp -d /tmp/voxseg-node-sec.XXXXXX)
 MNT=""
 source "$SRC/tests/node/orthanc_lib.sh"
+require_node_test_env 0
 cleanup_all() { cleanup_mount; cleanup; }
 cleanup_mount() { if [ -n "$MNT" ]; then umount "$MNT" 2>/dev/null || true; fi; }
 trap cleanup_all EXIT

@@ -3,6 +3,21 @@
 # and `voxseg serve` started and stopped in the background. Sourced by the test scripts; every
 # process started here is stopped by cleanup (trap EXIT).
 
+# require_node_test_env NEEDS_ORTHANC: exits 77 (ctest: skipped) with the reason, removing $T,
+# when the test data ($SERIES_DIR), the DCMTK tools, jq, openssl or (1) Orthanc are missing.
+skip() { echo "SKIP: $*"; rm -rf "${T:-/nonexistent}"; exit 77; }
+require_node_test_env() {
+  [ -d "$SERIES_DIR" ] || skip "test data absent: $SERIES_DIR"
+  if [ "$1" = 1 ]; then
+    command -v Orthanc >/dev/null || skip "Orthanc not installed (scripts/deps.sh)"
+    [ -f /usr/share/orthanc/plugins/libOrthancDicomWeb.so ] ||
+      skip "orthanc-dicomweb not installed (scripts/deps.sh)"
+  fi
+  for tool in storescu echoscu dcmodify dcmdump jq openssl curl; do
+    command -v $tool >/dev/null || skip "$tool missing (scripts/deps.sh)"
+  done
+}
+
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }

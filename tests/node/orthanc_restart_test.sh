@@ -17,10 +17,9 @@ VOXSEG=$1
 SRC=$2
 DATA=${3:-$SRC/../shared/data}
 SERIES_DIR="$DATA/dcm_qa_ct/GE_HiSpeedDual_tilt_varspacing"
-command -v Orthanc >/dev/null || { echo "SKIP: Orthanc not installed (scripts/deps.sh)"; exit 77; }
-[ -d "$SERIES_DIR" ] || { echo "SKIP: test data absent: $SERIES_DIR"; exit 77; }
 T=$(mktemp -d /tmp/voxseg-node-restart.XXXXXX)
 source "$SRC/tests/node/orthanc_lib.sh"
+require_node_test_env 1
 trap cleanup EXIT
 
 PACS_DICOM=$(free_port); PACS_HTTP=$(free_port); NODE_PORT=$(free_port); DEAD_PORT=$(free_port)
