@@ -3,7 +3,9 @@
 #include "engine/model_json.h"
 #include "engine/onnx_import.h"
 #include "engine/sha256.h"
+#include "io/limits.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -232,6 +234,9 @@ Result<ModelPackage> parseModelPackage(const std::string& json_text, const std::
     if (const json* v = r.member(root, "", "labels", true);
         v && r.array(*v, "labels", "{value, name, color, ...} objects")) {
         if (v->empty()) r.fail("labels", "must list at least one label");
+        if (v->size() > io::kMaxLabels)
+            r.fail("labels", fmt::format("lists {} labels > limit {} labels (io/limits.h)",
+                                         v->size(), io::kMaxLabels));
         std::set<int> values;
         std::set<std::string> names;
         for (size_t i = 0; i < v->size() && r.ok(); ++i) {
@@ -307,6 +312,9 @@ Result<ModelPackage> parseModelPackage(const std::string& json_text, const std::
         } else if (models) {
             if (r.array(*models, "models", "{file, sha256} objects") && models->empty())
                 r.fail("models", "must list at least one ONNX file");
+            if (r.ok() && models->size() > io::kMaxModelFiles)
+                r.fail("models", fmt::format("lists {} ONNX files > limit {} files (io/limits.h)",
+                                             models->size(), io::kMaxModelFiles));
             for (size_t i = 0; r.ok() && i < models->size(); ++i) {
                 const std::string key = Reader::index("models", i);
                 const json& m = (*models)[i];

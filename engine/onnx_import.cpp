@@ -5,6 +5,8 @@
 #include "engine/onnx/converter.h"
 #include "engine/onnx_internal.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -235,6 +237,11 @@ Result<Graph> Importer::run(const onnx::ModelProto& model) {
                                                  "-" + std::to_string(kMaxOpset) +
                                                  "); re-export with opset 17");
     const auto& graph = model.graph();
+    if (graph.node_size() > options_.max_nodes)
+        return err(StatusCode::kUnsupported,
+                   fmt::format("the graph claims {} nodes > limit {} nodes per graph "
+                               "(io/limits.h): not a segmentation network voxseg can run",
+                               graph.node_size(), options_.max_nodes));
     VOXSEG_RETURN_IF_ERROR(readInputs(graph));
     for (int i = 0; i < graph.node_size(); ++i)
         VOXSEG_RETURN_IF_ERROR(importNode(graph.node(i), static_cast<size_t>(i)));
@@ -268,6 +275,11 @@ Result<Graph> Importer::run(const onnx::ModelProto& model) {
 Result<Graph> importOnnxBytes(std::string_view bytes, const OnnxImportOptions& options,
                               const std::string& subject) {
     onnx::ModelProto model;
+    if (bytes.size() > options.max_file_bytes)
+        return unsupported(fmt::format("ONNX model of {} bytes > limit {} bytes per model file "
+                                       "(io/limits.h)",
+                                       bytes.size(), options.max_file_bytes),
+                           subject);
     if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
         return unsupported("ONNX model larger than 2 GB", subject);
     if (bytes.empty() || !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
@@ -287,6 +299,12 @@ Result<Graph> importOnnxBytes(std::string_view bytes, const OnnxImportOptions& o
 Result<Graph> importOnnx(const std::filesystem::path& path, const OnnxImportOptions& options) {
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) return notFound("ONNX model not found", path.string());
+    const uintmax_t size = std::filesystem::file_size(path, ec);
+    if (!ec && size > options.max_file_bytes)
+        return unsupported(fmt::format("ONNX model of {} bytes > limit {} bytes per model file "
+                                       "(io/limits.h); refused before reading it",
+                                       size, options.max_file_bytes),
+                           path.string());
     std::ifstream f(path, std::ios::binary);
     if (!f) return ioError("cannot open ONNX model", path.string());
     std::ostringstream ss;

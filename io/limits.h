@@ -4,6 +4,7 @@
 // must not end in an allocation failure.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace voxseg::io {
@@ -29,5 +30,16 @@ inline constexpr uint64_t kMaxInflatedBytesPerFile = uint64_t{1} << 30;
 // Most files one DICOM scan (a folder, a file list, a DICOMDIR) reads headers from: a study of
 // 100000 instances is large (a 4D cardiac CT); more is a wrong folder (a PACS archive's root).
 inline constexpr int64_t kMaxFilesPerScan = 1'000'000;
+
+// Model packages (engine import, model.json). Largest ONNX file read (protobuf's own ceiling is
+// 2 GiB; nnU-Net and TotalSegmentator networks are 30-500 MB): checked before reading.
+inline constexpr uint64_t kMaxModelFileBytes = 2'000'000'000;
+// Most nodes one ONNX graph may hold (a 3D nnU-Net ResEnc L has about 300, a SwinUNETR about
+// 3000): checked right after parsing, before any node is imported.
+inline constexpr int64_t kMaxGraphNodes = 100'000;
+// Most labels model.json may list (TotalSegmentator has 117; label values are 1..32767).
+inline constexpr size_t kMaxLabels = 4096;
+// Most ONNX files one "models" list (an ensemble) may name (nnU-Net ensembles have 5 folds).
+inline constexpr size_t kMaxModelFiles = 64;
 
 }  // namespace voxseg::io
