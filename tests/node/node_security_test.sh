@@ -8,6 +8,9 @@
 #   - four senders at once (one association each) store 4 x 28 instances, series kept apart;
 #   - JPEG lossless instances are stored as received, an enhanced MR (96 frames) is accepted
 #     and its frames counted for routing; SIGTERM stops the node (exit 0) keeping the spool;
+#   - STOW-RS over HTTPS (libcurl) to a small HTTPS endpoint: delivered (SEG and RTSTRUCT in one
+#     request, bearer token sent) when its certificate chains to ca_file, held with a
+#     certificate error and nothing sent when ca_file is another CA;
 #   - disk guard: with the spool on a small tmpfs, filling it below min_free_mb makes the node
 #     refuse associations ("out of resources", logged, metrics, /healthz 503) and accept them
 #     again once space is freed (skipped with a message where tmpfs cannot be mounted).
@@ -115,6 +118,61 @@ for _ in $(seq 1 100); do kill -0 "$NODE_PID" 2>/dev/null || break; sleep 0.1; d
 kill -0 "$NODE_PID" 2>/dev/null && fail "SIGTERM did not stop the node within 10 s"
 wait "$NODE_PID" || fail "SIGTERM: exit code $? (expected 0)"
 [ -n "$(find "$T/spool/incoming" -name '*.dcm')" ] || fail "SIGTERM lost the series still arriving"
+
+echo "== STOW-RS over HTTPS: the server certificate is checked"
+# A minimal HTTPS endpoint (Python's ssl + http.server, certificate for localhost from "ca")
+# answering 200 to POSTs and counting the DICOM parts it got.
+openssl req -new -newkey rsa:2048 -nodes -keyout "$T/web.key" -subj "/CN=localhost" \
+  -addext "subjectAltName=DNS:localhost" -out "$T/web.csr" 2>/dev/null
+openssl x509 -req -in "$T/web.csr" -CA "$T/ca.pem" -CAkey "$T/ca.key" -CAcreateserial -days 2 \
+  -sha256 -copy_extensions copyall -out "$T/web.pem" 2>/dev/null
+WEB_PORT=$(free_port)
+python3 - "$WEB_PORT" "$T/web.pem" "$T/web.key" "$T/stow-parts.txt" <<'PY' &
+import http.server, ssl, sys
+port, cert, key, out = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        with open(out, "a") as f:
+            f.write("%d %s\n" % (body.count(b"Content-Type: application/dicom"),
+                                 self.headers.get("Authorization", "-")))
+        self.send_response(200); self.end_headers(); self.wfile.write(b"{}")
+    def log_message(self, *a): pass
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); ctx.load_cert_chain(cert, key)
+srv = http.server.HTTPServer(("127.0.0.1", port), H)
+srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+srv.serve_forever()
+PY
+PIDS+=($!)
+echo "token-123" >"$T/token.txt"
+stow_config() {  # stow_config SPOOL CA_FILE
+  cat >"$T/stow.json" <<JSON
+{
+  "ae_title": "VOXSEG", "port": $NODE_PORT, "allowed_callers": [{"ae_title": "SCANNER"}],
+  "spool_dir": "$1", "quiet_seconds": 1, "min_free_mb": 10,
+  "send": {"attempts": 2, "initial_delay_seconds": 0.2},
+  "destinations": {"web": {"type": "dicomweb", "url": "https://localhost:$WEB_PORT/dicom-web/studies",
+                           "ca_file": "$2", "bearer_token_file": "$T/token.txt"}},
+  "routes": [{"name": "ct", "match": {"modality": "CT"},
+              "model": "$SRC/sample_data/models/ct-phantom", "outputs": ["seg", "rtstruct"],
+              "send_to": ["web"]}]
+}
+JSON
+}
+stow_config "$T/spool-https" "$T/ca.pem"
+start_node "$T/stow.json" "$T/stow.log"
+storescu -aet SCANNER -aec VOXSEG 127.0.0.1 "$NODE_PORT" +sd "$SERIES_DIR" || fail "store for STOW failed"
+for _ in $(seq 1 600); do grep -q '"event":"sent"' "$T/spool-https/audit.jsonl" && break; sleep 0.1; done
+grep -q '"event":"sent"' "$T/spool-https/audit.jsonl" || { tail "$T/stow.log"; fail "not delivered by HTTPS"; }
+grep -q "^2 Bearer token-123$" "$T/stow-parts.txt" || fail "STOW-RS request: $(cat "$T/stow-parts.txt")"
+kill -9 "$NODE_PID"; wait "$NODE_PID" 2>/dev/null || true
+stow_config "$T/spool-untrusted" "$T/otherca.pem"
+start_node "$T/stow.json" "$T/stow.log"
+storescu -aet SCANNER -aec VOXSEG 127.0.0.1 "$NODE_PORT" +sd "$SERIES_DIR" || fail "store for STOW failed"
+wait_file "$T/spool-untrusted/outbox/*/held" 60 || fail "a server certificate from an untrusted CA was accepted"
+grep -qi "certificate" "$T"/spool-untrusted/outbox/*/held || fail "held without saying why: $(cat "$T"/spool-untrusted/outbox/*/held)"
+[ "$(wc -l <"$T/stow-parts.txt")" = 1 ] || fail "the untrusted server got a request"
+kill -9 "$NODE_PID"; wait "$NODE_PID" 2>/dev/null || true
 
 echo "== disk guard"
 MNT="$T/small"
