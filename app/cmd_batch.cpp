@@ -88,7 +88,7 @@ ExitCode runBatch(const BatchCommandOptions& o, const CommandContext& ctx) {
     auto shard = batch::resolveShard(o.shard, o.shards, batch::processEnvironment());
     if (!shard.isOk()) return fail(shard.status(), Stage::kInput);
     bo.shard = *shard;
-    auto devices = batch::parseDevices(o.devices, o.seg.device);
+    auto devices = batch::parseDevices(o.devices, so->device);
     if (!devices.isOk()) return fail(devices.status(), Stage::kInput);
     bo.devices = *devices;
 

@@ -8,52 +8,55 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <functional>
 #include <sstream>
 
 namespace voxseg::app {
 namespace {
 constexpr const char* kComponent = "segment";
 
-// An option whose text is turned into a typed value by `parse` (the engine's own parsers, so
-// names are parsed in one place); the validator shows the parser's message.
-template <typename T>
-void addParsedOption(CLI::App* cmd, const std::string& flag, T& target,
-                     std::function<Result<T>(const std::string&)> parse, const std::string& help,
-                     const std::string& type_name, const std::string& default_name) {
-    cmd->add_option_function<std::string>(
-           flag, [&target, parse](const std::string& text) { target = *parse(text); }, help)
-        ->check(CLI::Validator(
-            [parse](std::string& text) {
-                auto value = parse(text);
-                return value.isOk() ? std::string() : value.status().message();
-            },
-            type_name))
-        ->default_str(default_name);
+// The per-run options (device, precision, overlap, batch, accumulator, TTA, post-processing)
+// registered from the option schema the viewer's Run model dialog is built from
+// (pipeline/segment_options_schema.h): flag, help, default, and a validator that is the schema's
+// own apply. Values are kept as text in command-line order and applied by toSegmentOptions with
+// the same functions the dialog uses, so nothing about them is written twice.
+void addSchemaOptions(CLI::App* cmd, SegmentCommandOptions& o) {
+    using Kind = pipeline::SegmentOptionSpec::Kind;
+    for (const auto& spec : pipeline::segmentOptionSchema()) {
+        const std::string flag = spec.flag;
+        if (spec.kind == Kind::kFlag) {
+            cmd->add_flag_callback(
+                flag, [&o, flag] { o.schema_values.emplace_back(flag, "true"); }, spec.help);
+            continue;
+        }
+        std::string type_name = "NUMBER";
+        if (spec.kind == Kind::kChoice) {
+            type_name.clear();
+            for (const auto& c : spec.choices) type_name += (type_name.empty() ? "" : "|") + c;
+        }
+        const auto apply = spec.apply;
+        cmd->add_option_function<std::string>(
+               flag, [&o, flag](const std::string& t) { o.schema_values.emplace_back(flag, t); },
+               spec.help)
+            ->check(CLI::Validator(
+                [apply, flag](std::string& text) {
+                    pipeline::SegmentOptions scratch;
+                    const Status status = apply(text, scratch);
+                    if (status.isOk()) return std::string();
+                    // CLI11 names the option itself.
+                    std::string message = status.message();
+                    if (message.rfind(flag + ": ", 0) == 0) message.erase(0, flag.size() + 2);
+                    return message;
+                },
+                type_name))
+            ->default_str(spec.default_text.empty() ? "model's" : spec.default_text);
+    }
 }
 
 }  // namespace
 
 void addSegmentModelOptions(CLI::App* cmd, SegmentCommandOptions& o) {
     cmd->add_option("--series", o.series, "Which series: INDEX (see `voxseg info`) or UID");
-    // Help, ranges and defaults of the per-run options come from the schema the viewer's Run
-    // model dialog is built from (pipeline/segment_options_schema.h).
-    using pipeline::segmentOptionSpec;
-    addParsedOption<engine::DeviceSpec>(
-        cmd, "--device", o.device, [](const std::string& n) { return engine::parseDevice(n, ""); },
-        segmentOptionSpec("--device").help, "DEVICE", segmentOptionSpec("--device").default_text);
-    addParsedOption<engine::Precision>(cmd, "--precision", o.precision, engine::parsePrecision,
-                                       segmentOptionSpec("--precision").help, "PRECISION",
-                                       segmentOptionSpec("--precision").default_text);
-    cmd->add_option("--overlap", o.overlap, segmentOptionSpec("--overlap").help)
-        ->check(CLI::Range(segmentOptionSpec("--overlap").min, segmentOptionSpec("--overlap").max));
-    auto* tta = cmd->add_flag("--tta", o.tta, segmentOptionSpec("--tta").help);
-    cmd->add_flag("--no-tta", o.no_tta, segmentOptionSpec("--no-tta").help)->excludes(tta);
-    cmd->add_option("--batch", o.batch, segmentOptionSpec("--batch").help)
-        ->check(CLI::Range(segmentOptionSpec("--batch").min, segmentOptionSpec("--batch").max));
-    addParsedOption<engine::DType>(cmd, "--accumulator", o.accumulator, pipeline::parseAccumulator,
-                                   segmentOptionSpec("--accumulator").help, "fp16|fp32",
-                                   segmentOptionSpec("--accumulator").default_text);
+    addSchemaOptions(cmd, o);
     cmd->add_option("--outputs", o.outputs,
                     "Comma-separated: nifti, seg, rtstruct, stats, preview, probabilities");
     cmd->add_option("--seg-type", o.seg_type,
@@ -62,12 +65,6 @@ void addSegmentModelOptions(CLI::App* cmd, SegmentCommandOptions& o) {
         ->check(CLI::IsMember({"binary", "labelmap"}));
     cmd->add_option("--format", o.label_format, "Label map format: nii.gz, nii, nrrd, mha")
         ->check(CLI::IsMember({"nii.gz", "nii", "nrrd", "mha"}));
-    cmd->add_flag("--largest-component", o.largest_component,
-                  segmentOptionSpec("--largest-component").help);
-    cmd->add_option("--min-component-ml", o.min_component_ml,
-                    segmentOptionSpec("--min-component-ml").help)
-        ->check(CLI::NonNegativeNumber);
-    cmd->add_flag("--fill-holes", o.fill_holes, segmentOptionSpec("--fill-holes").help);
     cmd->add_flag("--ignore-modality", o.ignore_modality,
                   "Run even when the input modality differs from the model's");
     cmd->add_flag("--refuse-tilt", o.refuse_tilt, "Fail on gantry-tilted stacks");
@@ -92,13 +89,8 @@ void addSegmentModelOptions(CLI::App* cmd, SegmentCommandOptions& o) {
 
 Result<pipeline::SegmentOptions> toSegmentOptions(const SegmentCommandOptions& o) {
     pipeline::SegmentOptions so;
-    so.device = o.device;
-    so.precision = o.precision;
-    if (o.overlap >= 0) so.overlap = o.overlap;
-    so.tta = o.tta;
-    so.no_tta = o.no_tta;
-    so.batch = o.batch;
-    so.accumulator = o.accumulator;
+    for (const auto& [flag, text] : o.schema_values)
+        VOXSEG_RETURN_IF_ERROR(pipeline::applySegmentOption(flag, text, so));
     so.threads = o.threads;
     so.ignore_modality = o.ignore_modality;
     so.trust.require_signed = o.require_signed;
@@ -108,13 +100,6 @@ Result<pipeline::SegmentOptions> toSegmentOptions(const SegmentCommandOptions& o
         if (!name.empty()) so.labels.push_back(name);
     if (!o.labels.empty() && so.labels.empty())
         return invalidArgument("--labels lists no label name");
-    if (o.largest_component || o.min_component_ml > 0 || o.fill_holes) {
-        pipeline::PostprocessOptions p;
-        p.largest_component = o.largest_component;
-        p.min_component_ml = o.min_component_ml;
-        p.fill_holes = o.fill_holes ? pipeline::HoleFilling::k3D : pipeline::HoleFilling::kNone;
-        so.postprocess_all = p;
-    }
     VOXSEG_ASSIGN_OR_RETURN(so.outputs, pipeline::parseOutputs(o.outputs));
     so.outputs.label_format = o.label_format;
     VOXSEG_ASSIGN_OR_RETURN(so.outputs.seg_type, io::parseSegType(o.seg_type));

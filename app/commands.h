@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace voxseg::app {
@@ -87,19 +88,12 @@ struct SegmentCommandOptions {
     std::string model;
     std::string output;
     std::string series;
-    engine::DeviceSpec device;                               // --device, engine::parseDevice
-    engine::Precision precision = engine::Precision::kAuto;  // --precision
-    double overlap = -1.0;                                   // < 0: the model's
-    bool tta = false;
-    bool no_tta = false;
-    int batch = 1;
-    engine::DType accumulator = engine::DType::kFloat16;  // --accumulator fp16 | fp32
+    // Device, precision, overlap, batch, accumulator, TTA and post-processing flags as given
+    // (flag, text), in command-line order: applied by pipeline/segment_options_schema.h.
+    std::vector<std::pair<std::string, std::string>> schema_values;
     std::string outputs = "nifti,stats,preview";
     std::string label_format = "nii.gz";
     std::string seg_type = "binary";
-    bool largest_component = false;
-    double min_component_ml = 0.0;
-    bool fill_holes = false;
     bool ignore_modality = false;
     bool refuse_tilt = false;
     bool refuse_uneven = false;

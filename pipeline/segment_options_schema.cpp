@@ -68,7 +68,7 @@ std::vector<SegmentOptionSpec> build() {
         d.default_text = "auto";
         d.apply = [](const std::string& t, SegmentOptions& o) -> Status {
             auto p = engine::parsePrecision(t);
-            if (!p.isOk()) return p.status().withContext("--precision: ");
+            if (!p.isOk()) return p.status().withContext("--precision");
             o.precision = *p;
             return Status::ok();
         };
