@@ -1,9 +1,12 @@
-// Data-movement ops, rare inside U-Nets: Identity (a copy in the same layout), Reshape (a
-// reorder of the plain layout), Transpose and Slice (one strided gather loop), Pad (constant,
-// reflect, edge). All but Identity work on plain f32.
+// Data-movement ops, rare inside U-Nets: Identity (a copy in the same layout), Reshape (the
+// input's buffer seen with the new dims when the input dies there, else a copy), Transpose and
+// Slice (one strided gather loop), Pad (constant, reflect, edge). All but Identity work on plain
+// f32.
 #include "engine/cpu_plan.h"
 
 #include <omp.h>
+
+#include <cstring>
 
 namespace voxseg::engine::cpu {
 namespace {
@@ -14,21 +17,30 @@ std::vector<int64_t> plainStrides(const Shape& s) {
     return st;
 }
 
-// out[i...] = in[offset + sum(i_d * strides_d)] (strides may be negative).
+// out[i...] = in[offset + sum(i_d * strides_d)] (strides may be negative), a row (the last
+// output dim) at a time: one index decomposition per row, a memcpy when the row is contiguous.
 Kernel gatherKernel(Shape out_shape, int64_t offset, std::vector<int64_t> strides) {
     return [=](const std::vector<dnnl::memory>& m) {
         const float* in = static_cast<const float*>(m[0].get_data_handle());
         float* out = static_cast<float*>(m[1].get_data_handle());
-        const int64_t total = numel(out_shape);
         const int rank = static_cast<int>(out_shape.size());
+        const int64_t len = rank ? out_shape[rank - 1] : 1;
+        const int64_t step = rank ? strides[rank - 1] : 1;
+        const int64_t rows = len ? numel(out_shape) / len : 0;
 #pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < total; ++i) {
-            int64_t rem = i, off = offset;
-            for (int d = rank - 1; d >= 0; --d) {
+        for (int64_t r = 0; r < rows; ++r) {
+            int64_t rem = r, off = offset;
+            for (int d = rank - 2; d >= 0; --d) {
                 off += (rem % out_shape[d]) * strides[d];
                 rem /= out_shape[d];
             }
-            out[i] = in[off];
+            float* o = out + r * len;
+            const float* i = in + off;
+            if (step == 1) {
+                std::memcpy(o, i, static_cast<size_t>(len) * sizeof(float));
+            } else {
+                for (int64_t j = 0; j < len; ++j) o[j] = i[j * step];
+            }
         }
     };
 }
@@ -121,6 +133,13 @@ Status planShapeOp(Plan& plan) {
         case OpKind::kReshape: {
             if (numel(xs) != numel(ys)) return nodeError(plan, "element count changes");
             VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensurePlainF32(x));
+            // The input's own bytes under the new dims when it dies here (no copy: Swin's window
+            // partition is Reshape/Transpose/Reshape chains); else a copy, so that an op writing
+            // in place over the output cannot change a value still read later.
+            if (std::optional<MemRef> alias = plan.tryInPlace(x, src.md)) {
+                plan.define(n.outputs[0], MemRef{alias->buffer, plainDesc(ys, dt::f32), {}});
+                return planUnfusedEpilogue(plan, plan.ref(n.outputs[0]));
+            }
             MemRef dst = plan.newBuffer(plainDesc(ys, dt::f32));
             // Same bytes seen with the output's dims: a plain copy.
             MemRef view{src.buffer, plainDesc(ys, dt::f32), src.fixed};

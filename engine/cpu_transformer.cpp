@@ -259,7 +259,7 @@ Status planExpandOrTile(Plan& plan) {
 // Fused scaled-dot-product attention: per batch item, blocks of query rows whose scores
 // (rows x Tk floats) fit in 256 KiB: S = Q_blk Kt * scale (oneDNN matmul, output scale), + bias,
 // row softmax in place (oneDNN softmax), O_blk = S V (oneDNN matmul). The full Tq x Tk matrix is
-// never stored.
+// never stored. Work items (batch item, row block) run in parallel, one per thread.
 Status planAttention(Plan& plan) {
     const Node& n = plan.node();
     const Graph& g = plan.graph();
@@ -322,37 +322,64 @@ Status planAttention(Plan& plan) {
             plan.engine()));
         return gm;
     };
+    // (batch item, row block) pairs spread over the threads when there are enough of them
+    // (Swin: ~10^3 windows x heads of 343 tokens; Primus: 6 heads x 47 blocks), each thread
+    // running its small matmuls and softmax on its own scores block; oneDNN splitting each
+    // 37x1728 matmul over the threads spent more time synchronising than multiplying. Those
+    // matmuls go through dnnl::sgemm, which picks its thread count per call (oneDNN's matmul
+    // primitive fixes its work split at creation and, run inside a parallel region, dropped
+    // part of the rows: the parity test caught it); the softmax is created for one thread.
+    // Too few items: oneDNN's matmul primitives with their threads, one item at a time.
+    const int64_t blocks = (Tq + rows - 1) / rows;
+    const int nthr = omp_get_max_threads();
+    const bool spread = nthr > 1 && batches * blocks >= 2 * nthr;
     std::vector<Gemms> gemms;
     try {
+        if (spread) omp_set_num_threads(1);
         gemms.push_back(make(rows));
         if (Tq % rows) gemms.push_back(make(Tq % rows));
+        if (spread) omp_set_num_threads(nthr);
     } catch (const dnnl::error& e) {
+        if (spread) omp_set_num_threads(nthr);
         return nodeError(plan, std::string("oneDNN matmul for attention: ") + e.what());
     }
     const dnnl::engine engine = plan.engine();
-    dnnl::stream stream(engine);
-    auto scratch = std::make_shared<std::vector<float>>(static_cast<size_t>(rows * Tk));
+    const float n_scale = n.attention_scale;
+    auto scratch = std::make_shared<std::vector<float>>();
     Kernel k = [=](const std::vector<dnnl::memory>& m) mutable {
         float* q = static_cast<float*>(m[0].get_data_handle());
         float* kt = static_cast<float*>(m[1].get_data_handle());
         float* v = static_cast<float*>(m[2].get_data_handle());
         const float* bias = has_bias ? static_cast<const float*>(m[3].get_data_handle()) : nullptr;
         float* out = static_cast<float*>(m[has_bias ? 4 : 3].get_data_handle());
-        float* s = scratch->data();
-        for (int64_t b = 0; b < batches; ++b) {
-            dnnl::memory km(gemms[0].k_md, engine, kt + b * D * Tk);
-            dnnl::memory vm(gemms[0].v_md, engine, v + b * Tk * Dv);
-            for (int64_t i0 = 0; i0 < Tq; i0 += rows) {
+        const int64_t items = batches * blocks;
+        const size_t per_thread = static_cast<size_t>(rows * Tk);
+        if (scratch->size() < per_thread * (spread ? nthr : 1))
+            scratch->resize(per_thread * (spread ? nthr : 1));
+#pragma omp parallel num_threads(nthr) if (spread)
+        {
+            dnnl::stream stream(engine);
+            float* s = scratch->data() + (spread ? omp_get_thread_num() : 0) * per_thread;
+#pragma omp for schedule(dynamic)
+            for (int64_t it = 0; it < items; ++it) {
+                const int64_t b = it / blocks, i0 = (it % blocks) * rows;
                 const Gemms& gm = Tq - i0 >= rows ? gemms[0] : gemms[1];
                 const int64_t mrows = gm.rows;
+                dnnl::memory km(gemms[0].k_md, engine, kt + b * D * Tk);
+                dnnl::memory vm(gemms[0].v_md, engine, v + b * Tk * Dv);
                 dnnl::memory qm(gm.q_md, engine, q + (b * Tq + i0) * D);
                 dnnl::memory sm(gm.s_md, engine, s);
                 dnnl::memory om(gm.o_md, engine, out + (b * Tq + i0) * Dv);
-                gm.qk.execute(stream,
-                              {{DNNL_ARG_SRC, qm}, {DNNL_ARG_WEIGHTS, km}, {DNNL_ARG_DST, sm}});
-                stream.wait();
+                if (spread) {  // oneDNN's sgemm picks its threads per call: one, here
+                    dnnl::sgemm('N', 'N', mrows, Tk, D, n_scale, q + (b * Tq + i0) * D, D,
+                                kt + b * D * Tk, Tk, 0.0f, s, Tk);
+                } else {
+                    gm.qk.execute(stream,
+                                  {{DNNL_ARG_SRC, qm}, {DNNL_ARG_WEIGHTS, km}, {DNNL_ARG_DST, sm}});
+                    stream.wait();
+                }
                 if (bias) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (!spread)
                     for (int64_t i = 0; i < mrows; ++i) {
                         float* row = s + i * Tk;
                         const float* br = bias + bias_base[b] + (i0 + i) * bias_row;
@@ -360,14 +387,20 @@ Status planAttention(Plan& plan) {
                     }
                 }
                 gm.softmax.execute(stream, {{DNNL_ARG_SRC, sm}, {DNNL_ARG_DST, sm}});
-                gm.pv.execute(stream,
-                              {{DNNL_ARG_SRC, sm}, {DNNL_ARG_WEIGHTS, vm}, {DNNL_ARG_DST, om}});
+                if (spread) {
+                    stream.wait();
+                    dnnl::sgemm('N', 'N', mrows, Dv, Tk, 1.0f, s, Tk, v + b * Tk * Dv, Dv, 0.0f,
+                                out + (b * Tq + i0) * Dv, Dv);
+                } else {
+                    gm.pv.execute(stream,
+                                  {{DNNL_ARG_SRC, sm}, {DNNL_ARG_WEIGHTS, vm}, {DNNL_ARG_DST, om}});
+                }
                 stream.wait();
             }
         }
     };
     plan.addKernel("attention blocked " + std::to_string(rows) + "x" + std::to_string(Tk) +
-                       " rows, oneDNN matmul",
+                       " rows, oneDNN matmul" + (spread ? ", blocks per thread" : ""),
                    std::move(k), refs);
     plan.define(n.outputs[0], dst);
     return planUnfusedEpilogue(plan, dst);

@@ -7,11 +7,24 @@ process per framework (so peak RSS is each framework's own). Networks:
          (conv3x3x3 -> InstanceNorm -> LeakyReLU(0.01)) x2 per stage, strided-conv down,
          ConvTranspose up, 128^3 patch.
   small: the same layout with features 16,32,64,128, 96^3 patch.
+Issue 14's families, built by the real libraries (MONAI 1.4.0, dynamic_network_architectures
+0.4.4 from build/pylib, see tools/gen_network_golden.py), static shapes:
+  swinunetr: MONAI SwinUNETR as the swin_unetr_btcv bundle configures it: feature_size 48,
+         depths (2,2,2,2), heads (3,6,12,24), 1 in, 14 out, 96^3 (ONNX opset 16).
+  resenc_m: nnU-Net ResidualEncoderUNet, the ResEnc-M preset (nnUNetResEncUNetMPlans):
+         features 32,64,128,256,320,320, n_blocks 1,3,4,6,6,6, 1 decoder conv, --patch (96).
+  primus_s: nnU-Net's Primus-S (PrimusS: embed 396, 12 EVA blocks, 6 heads, 8^3 patch tokens,
+         LayerScale 0.1, scaled inner attention norm), 3 out, --patch (96).
+PyTorch runs fp32 eager ("torch") and bf16 autocast ("torch_bf16", channels-last for the
+convolutional nets); a runtime that fails is reported, not fatal. --repeat N runs the whole
+sequence N times (interleaved: A B C A B C) and reports the median of the per-round bests.
 The ONNX files are generated into --workdir (never committed).
 
 Usage (from the repository root, after building voxseg_bench_cpu):
   python3 tools/bench_cpu.py --net small --threads 2 --runs 3
   python3 tools/bench_cpu.py --net big --threads 2 --runs 2
+  PYTHONPATH=build/pylib:<onnxruntime> /usr/bin/python3 tools/bench_cpu.py --net swinunetr \
+      --only fp32,bf16,torch,torch_bf16,ort --repeat 2
 Prints a markdown table (docs/perf-cpu.md) and writes results JSON into --workdir.
 """
 import argparse
@@ -25,8 +38,59 @@ import time
 NETS = {
     "big": dict(features=[32, 64, 128, 256, 320, 320], patch=128, in_ch=1, out_ch=3),
     "small": dict(features=[16, 32, 64, 128], patch=96, in_ch=1, out_ch=3),
+    "swinunetr": dict(family=True, patch=96, in_ch=1, out_ch=14, opset=16),
+    "resenc_m": dict(family=True, features=[32, 64, 128, 256, 320, 320], patch=96, in_ch=1,
+                     out_ch=3, opset=17),
+    "primus_s": dict(family=True, patch=96, in_ch=1, out_ch=3, opset=17),
 }
 SEED = 1234
+
+
+def build_family(name, cfg):
+    """The issue-14 networks from MONAI / dynamic_network_architectures, seeded, with random norm
+    affine parameters and LayerScale gammas (tools/gen_network_golden.py's randomized())."""
+    import torch
+    from torch import nn
+    torch.manual_seed(SEED)
+    p = cfg["patch"]
+    if name == "swinunetr":
+        from monai.networks.nets import SwinUNETR
+        model = SwinUNETR(img_size=(p, p, p), in_channels=cfg["in_ch"], out_channels=cfg["out_ch"],
+                          feature_size=48, depths=(2, 2, 2, 2), num_heads=(3, 6, 12, 24))
+    elif name == "resenc_m":
+        from dynamic_network_architectures.architectures.unet import ResidualEncoderUNet
+        f = cfg["features"]
+        model = ResidualEncoderUNet(
+            input_channels=cfg["in_ch"], n_stages=len(f), features_per_stage=f,
+            conv_op=nn.Conv3d, kernel_sizes=3, strides=[1] + [2] * (len(f) - 1),
+            n_blocks_per_stage=[1, 3, 4, 6, 6, 6], num_classes=cfg["out_ch"],
+            n_conv_per_stage_decoder=[1] * (len(f) - 1), conv_bias=True,
+            norm_op=nn.InstanceNorm3d, norm_op_kwargs={"eps": 1e-5, "affine": True},
+            dropout_op=None, dropout_op_kwargs=None, nonlin=nn.LeakyReLU,
+            nonlin_kwargs={"inplace": True}, deep_supervision=False)
+    else:
+        from dynamic_network_architectures.architectures.primus import PrimusS
+        model = PrimusS(cfg["in_ch"], cfg["out_ch"], (8, 8, 8), input_shape=(p, p, p))
+    gen = torch.Generator().manual_seed(SEED)
+    with torch.no_grad():
+        for pname, prm in model.named_parameters():
+            if pname.rsplit(".", 1)[-1] in ("gamma_1", "gamma_2"):
+                prm.copy_(0.05 + 0.2 * torch.rand(prm.shape, generator=gen))
+        for m in model.modules():
+            w = getattr(m, "weight", None)
+            if w is not None and getattr(m, "bias", None) is not None and (
+                    isinstance(m, (nn.LayerNorm, nn.InstanceNorm3d, nn.GroupNorm))
+                    or type(m).__name__ == "LayerNormNd"):
+                m.weight.copy_(0.5 + torch.rand(w.shape, generator=gen))
+                m.bias.copy_(torch.rand(m.bias.shape, generator=gen) - 0.5)
+    return model.eval()
+
+
+def make_model(net):
+    cfg = NETS[net]
+    if cfg.get("family"):
+        return build_family(net, cfg)
+    return build_model(cfg["features"], cfg["in_ch"], cfg["out_ch"])
 
 
 def build_model(features, in_ch, out_ch):
@@ -102,10 +166,16 @@ def conv_flops(features, in_ch, out_ch, patch):
     return flops
 
 
+def net_tag(args):
+    """File name stem in --workdir: the net, and for the families the patch side."""
+    cfg = NETS[args.net]
+    return f"{args.net}{cfg['patch']}" if cfg.get("family") else args.net
+
+
 def paths(workdir, net):
     return {k: os.path.join(workdir, f"{net}.{k}") for k in ("onnx", "pt", "input", "out_torch",
-                                                            "out_ort", "out_vx_fp32",
-                                                            "out_vx_bf16")}
+                                                            "out_torch_bf16", "out_ort",
+                                                            "out_vx_fp32", "out_vx_bf16")}
 
 
 def export(args):
@@ -113,14 +183,20 @@ def export(args):
     import torch
 
     cfg = NETS[args.net]
-    p = paths(args.workdir, args.net)
+    p = paths(args.workdir, net_tag(args))
     os.makedirs(args.workdir, exist_ok=True)
-    model = build_model(cfg["features"], cfg["in_ch"], cfg["out_ch"])
+    model = make_model(args.net)
     torch.save(model.state_dict(), p["pt"])
     shape = (1, cfg["in_ch"], cfg["patch"], cfg["patch"], cfg["patch"])
     rng = np.random.default_rng(SEED)
     x = rng.standard_normal(shape, dtype=np.float32)
     x.tofile(p["input"])
+    if cfg.get("family"):  # static shapes, as tools/gen_network_golden.py exports them
+        with torch.no_grad():
+            torch.onnx.export(model, torch.from_numpy(x), p["onnx"], input_names=["input"],
+                              output_names=["logits"], opset_version=cfg["opset"],
+                              do_constant_folding=True)
+        return
     dummy = torch.from_numpy(x[:, :, :64, :64, :64].copy())  # >= 2 voxels at the bottom
     torch.onnx.export(model, dummy, p["onnx"], input_names=["input"], output_names=["logits"],
                       opset_version=17, dynamo=False,
@@ -132,25 +208,34 @@ def peak_rss_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def run_torch(args):
+def run_torch(args, bf16=False):
+    import contextlib
+
     import numpy as np
     import torch
 
     cfg = NETS[args.net]
-    p = paths(args.workdir, args.net)
+    p = paths(args.workdir, net_tag(args))
     torch.set_num_threads(args.threads)
-    model = build_model(cfg["features"], cfg["in_ch"], cfg["out_ch"])
+    model = make_model(args.net)
     model.load_state_dict(torch.load(p["pt"]))
     shape = (1, cfg["in_ch"], cfg["patch"], cfg["patch"], cfg["patch"])
     x = torch.from_numpy(np.fromfile(p["input"], dtype=np.float32).reshape(shape))
+    amp = contextlib.nullcontext()
+    if bf16:
+        amp = torch.autocast("cpu", dtype=torch.bfloat16)
+        if args.net != "primus_s":  # channels-last helps oneDNN's bf16 convolutions
+            model = model.to(memory_format=torch.channels_last_3d)
+            x = x.to(memory_format=torch.channels_last_3d)
     times = []
-    with torch.inference_mode():
+    with torch.inference_mode(), amp:
         for i in range(args.warmup + args.runs):
             t = time.perf_counter()
             y = model(x)
             if i >= args.warmup:
                 times.append(time.perf_counter() - t)
-    y.numpy().tofile(p["out_torch"])
+    y = y[0] if isinstance(y, (list, tuple)) else y
+    y.float().contiguous().numpy().tofile(p["out_torch_bf16" if bf16 else "out_torch"])
     print(json.dumps({"times": times, "peak_rss_mib": peak_rss_mib(),
                       "version": torch.__version__}))
 
@@ -160,7 +245,7 @@ def run_ort(args):
     import onnxruntime as ort
 
     cfg = NETS[args.net]
-    p = paths(args.workdir, args.net)
+    p = paths(args.workdir, net_tag(args))
     so = ort.SessionOptions()
     so.intra_op_num_threads = args.threads
     so.inter_op_num_threads = 1
@@ -181,22 +266,35 @@ def run_ort(args):
 
 def run_voxseg(args, precision):
     cfg = NETS[args.net]
-    p = paths(args.workdir, args.net)
+    p = paths(args.workdir, net_tag(args))
     shape = f"1,{cfg['in_ch']},{cfg['patch']},{cfg['patch']},{cfg['patch']}"
     cmd = [args.voxseg_bench, "--model", p["onnx"], "--input-shape", shape,
            "--input", p["input"], "--output", p[f"out_vx_{precision}"],
            "--precision", precision, "--threads", str(args.threads),
            "--runs", str(args.runs), "--warmup", str(args.warmup)]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return run_json(cmd)
+
+
+def run_json(cmd):
+    """The last stdout line of a child as JSON, or {"error": ...} when it failed."""
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        tail = (r.stderr.strip().splitlines() or ["exit status %d" % r.returncode])[-1]
+        return {"error": tail[:300]}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def load_average():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
 
 
 def child(args, which):
-    cmd = [sys.executable, __file__, "--net", args.net, "--threads", str(args.threads),
+    cmd = [sys.executable, __file__, "--net", args.net, "--patch", str(NETS[args.net]["patch"]),
+           "--threads", str(args.threads),
            "--runs", str(args.runs), "--warmup", str(args.warmup), "--workdir", args.workdir,
            "--mode", which]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return run_json(cmd)
 
 
 def max_abs_diff(a_path, b_path):
@@ -209,53 +307,88 @@ def max_abs_diff(a_path, b_path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--net", choices=NETS, default="small")
+    ap.add_argument("--patch", type=int, default=0, help="cube side (default: the net's)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=1, help="rounds of the whole sequence")
     ap.add_argument("--workdir", default="/tmp/voxseg-bench")
     ap.add_argument("--voxseg-bench", default="build/bench/voxseg_bench_cpu")
-    ap.add_argument("--only", default="torch,ort,fp32,bf16")
+    ap.add_argument("--only", default="torch,ort,fp32,bf16",
+                    help="comma list of torch, torch_bf16, ort, fp32, bf16")
     ap.add_argument("--mode", default="all", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.mode == "torch":
-        return run_torch(args)
-    if args.mode == "ort":
-        return run_ort(args)
-
     cfg = NETS[args.net]
-    p = paths(args.workdir, args.net)
+    if args.patch:
+        cfg["patch"] = args.patch
+    if args.mode != "all":
+        return {"torch": run_torch, "ort": run_ort, "export": export,
+                "torch_bf16": lambda a: run_torch(a, bf16=True)}[args.mode](args)
+
+    p = paths(args.workdir, net_tag(args))
+    os.makedirs(args.workdir, exist_ok=True)
     if not os.path.exists(p["onnx"]):
-        child(args, "export") if False else export(args)
-    gflop = conv_flops(cfg["features"], cfg["in_ch"], cfg["out_ch"], cfg["patch"]) / 1e9
-    results = {}
-    for which in args.only.split(","):
-        if which in ("torch", "ort"):
-            results[which] = child(args, which)
-        else:
-            results[which] = run_voxseg(args, which)
-        print(f"# {which}: {results[which]}", file=sys.stderr)
-    ref = p["out_torch"] if "torch" in results else None
-    names = {"torch": "PyTorch eager", "ort": "ONNX Runtime", "fp32": "voxseg cpu fp32",
-             "bf16": "voxseg cpu bf16"}
-    outs = {"torch": p["out_torch"], "ort": p["out_ort"], "fp32": p["out_vx_fp32"],
-            "bf16": p["out_vx_bf16"]}
-    print(f"\n{args.net}: features {cfg['features']}, patch {cfg['patch']}^3, "
-          f"{gflop:.1f} GFLOP/patch, {args.threads} threads, best of {args.runs} "
-          f"after {args.warmup} warm-up\n")
-    print("| runtime | s/patch (best) | patches/s | GFLOP/s | peak RSS MiB | vs PyTorch | "
-          "vs ORT | max abs diff vs PyTorch |")
-    print("|---|---|---|---|---|---|---|---|")
-    best = {k: min(v["times"]) for k, v in results.items()}
-    for k, v in results.items():
+        r = child(args, "export")
+        if "error" in r or not os.path.exists(p["onnx"]):
+            sys.exit(f"export failed: {r}")
+    gflop = (conv_flops(cfg["features"], cfg["in_ch"], cfg["out_ch"], cfg["patch"]) / 1e9
+             if not cfg.get("family") else None)
+    rounds = []
+    for rnd in range(args.repeat):
+        res = {}
+        for which in args.only.split(","):
+            load = load_average()
+            r = child(args, which) if which.startswith("torch") or which == "ort" \
+                else run_voxseg(args, which)
+            r["load"] = load
+            res[which] = r
+            print(f"# round {rnd + 1} {which}: {r}", file=sys.stderr, flush=True)
+        rounds.append(res)
+    report(args, cfg, p, gflop, rounds)
+
+
+def median(v):
+    v = sorted(v)
+    return v[len(v) // 2] if len(v) % 2 else 0.5 * (v[len(v) // 2 - 1] + v[len(v) // 2])
+
+
+def report(args, cfg, p, gflop, rounds):
+    names = {"torch": "PyTorch eager fp32", "torch_bf16": "PyTorch bf16 autocast",
+             "ort": "ONNX Runtime fp32", "fp32": "voxseg cpu fp32", "bf16": "voxseg cpu bf16"}
+    outs = {"torch": p["out_torch"], "torch_bf16": p["out_torch_bf16"], "ort": p["out_ort"],
+            "fp32": p["out_vx_fp32"], "bf16": p["out_vx_bf16"]}
+    keys = list(rounds[0])
+    best = {k: median([min(r[k]["times"]) for r in rounds if "times" in r[k]] or [float("nan")])
+            for k in keys}
+    if gflop is None:  # families: the conv GFLOP voxseg counts (Graph::convFlops), no matmuls
+        gflop = next((r[k]["gflop"] for r in rounds for k in ("fp32", "bf16")
+                      if k in r and "gflop" in r[k]), float("nan"))
+    ref = p["out_torch"] if os.path.exists(p["out_torch"]) else None
+    print(f"\n{args.net}: patch {cfg['patch']}^3, conv {gflop:.1f} GFLOP/patch, {args.threads} "
+          f"threads, median over {args.repeat} round(s) of the best of {args.runs} after "
+          f"{args.warmup} warm-up; load average {rounds[0][keys[0]]['load']} .. "
+          f"{rounds[-1][keys[-1]]['load']}\n")
+    print("| runtime | s/patch | conv GFLOP/s | peak RSS MiB | vs PyTorch (same precision) | "
+          "vs ORT fp32 | max abs diff vs PyTorch fp32 |")
+    print("|---|---|---|---|---|---|---|")
+    for k in keys:
+        last = rounds[-1][k]
+        if "times" not in last:
+            print(f"| {names[k]} | fails: {last.get('error', '?')} | | | | | |")
+            continue
         t = best[k]
-        vs_t = f"{best['torch'] / t:.2f}x" if "torch" in best else "-"
-        vs_o = f"{best['ort'] / t:.2f}x" if "ort" in best else "-"
+        peer = "torch_bf16" if k in ("bf16", "torch_bf16") else "torch"
+        vs_t = f"{best[peer] / t:.2f}x" if peer in best and best[peer] == best[peer] else "-"
+        vs_o = f"{best['ort'] / t:.2f}x" if "ort" in best and best["ort"] == best["ort"] else "-"
         diff = f"{max_abs_diff(outs[k], ref):.2e}" if ref and k != "torch" else "-"
-        print(f"| {names[k]} | {t:.3f} | {1 / t:.3f} | {gflop / t:.0f} | "
-              f"{v['peak_rss_mib']:.0f} | {vs_t} | {vs_o} | {diff} |")
-    with open(os.path.join(args.workdir, f"{args.net}.results.json"), "w") as f:
-        json.dump({"net": args.net, "gflop": gflop, "threads": args.threads,
-                   "results": results}, f, indent=1)
+        print(f"| {names[k]} | {t:.3f} | {gflop / t:.0f} | {last['peak_rss_mib']:.0f} | {vs_t} | "
+              f"{vs_o} | {diff} |")
+    print("\nper round (best s): " + "; ".join(
+        ", ".join(f"{k} {min(r[k]['times']):.2f}" for k in keys if "times" in r[k])
+        for r in rounds))
+    with open(os.path.splitext(p["onnx"])[0] + ".results.json", "w") as f:
+        json.dump({"net": args.net, "patch": cfg["patch"], "gflop": gflop,
+                   "threads": args.threads, "rounds": rounds}, f, indent=1)
 
 
 if __name__ == "__main__":
