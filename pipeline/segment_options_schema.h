@@ -2,9 +2,9 @@
 // overlap, batch, accumulator, test-time augmentation, post-processing), described once: flag,
 // label, group, kind, help, choices, range and default, with the function that applies a
 // value's text to pipeline::SegmentOptions through the same parsers the engine uses. The CLI
-// (app/cmd_segment.cpp) takes its help texts, ranges and defaults from here, and the viewer's
-// "Run model" dialog builds its form from it and applies the values with applySegmentOption;
-// nothing is listed twice. Qt-free; immutable after first use, thread-safe.
+// (app/cmd_segment.cpp, for segment and batch) registers these options from here and the
+// viewer's "Run model" dialog builds its form from it; both apply the values with the specs'
+// apply functions, so nothing is listed or mapped twice. Qt-free; immutable after first use, thread-safe.
 #pragma once
 
 #include "core/status.h"
