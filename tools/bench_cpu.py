@@ -198,10 +198,12 @@ def export(args):
                               do_constant_folding=True)
         return
     dummy = torch.from_numpy(x[:, :, :64, :64, :64].copy())  # >= 2 voxels at the bottom
-    torch.onnx.export(model, dummy, p["onnx"], input_names=["input"], output_names=["logits"],
-                      opset_version=17, dynamo=False,
-                      dynamic_axes={"input": {0: "b", 2: "d", 3: "h", 4: "w"},
-                                    "logits": {0: "b", 2: "d", 3: "h", 4: "w"}})
+    kwargs = dict(input_names=["input"], output_names=["logits"], opset_version=17,
+                  dynamic_axes={"input": {0: "b", 2: "d", 3: "h", 4: "w"},
+                                "logits": {0: "b", 2: "d", 3: "h", 4: "w"}})
+    if int(torch.__version__.split(".")[0]) >= 2:
+        kwargs["dynamo"] = False  # the TorchScript exporter (torch 1.13 has no dynamo flag)
+    torch.onnx.export(model, dummy, p["onnx"], **kwargs)
 
 
 def peak_rss_mib():
@@ -264,6 +266,19 @@ def run_ort(args):
                       "version": ort.__version__}))
 
 
+CEILING = dict(channels=64, side=64)  # one Conv3d 64->64 3x3x3 pad 1 on 64^3: 58 GFLOP
+
+
+def export_ceiling(path):
+    """The single large convolution the plain network's GFLOP/s is compared with (--ceiling)."""
+    import torch
+    torch.manual_seed(SEED)
+    c, n = CEILING["channels"], CEILING["side"]
+    conv = torch.nn.Conv3d(c, c, 3, 1, 1, bias=True).eval()
+    torch.onnx.export(conv, torch.zeros(1, c, n, n, n), path, input_names=["input"],
+                      output_names=["y"], opset_version=17)
+
+
 def run_voxseg(args, precision):
     cfg = NETS[args.net]
     p = paths(args.workdir, net_tag(args))
@@ -272,6 +287,12 @@ def run_voxseg(args, precision):
            "--input", p["input"], "--output", p[f"out_vx_{precision}"],
            "--precision", precision, "--threads", str(args.threads),
            "--runs", str(args.runs), "--warmup", str(args.warmup)]
+    if args.ceiling:
+        ceiling = os.path.join(args.workdir, "ceiling_conv.onnx")
+        if not os.path.exists(ceiling):
+            export_ceiling(ceiling)
+        c, n = CEILING["channels"], CEILING["side"]
+        cmd += ["--ceiling-model", ceiling, "--ceiling-shape", f"1,{c},{n},{n},{n}"]
     return run_json(cmd)
 
 
@@ -281,7 +302,8 @@ def run_json(cmd):
     if r.returncode != 0:
         tail = (r.stderr.strip().splitlines() or ["exit status %d" % r.returncode])[-1]
         return {"error": tail[:300]}
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    lines = r.stdout.strip().splitlines()
+    return json.loads(lines[-1]) if lines else {}
 
 
 def load_average():
@@ -316,6 +338,8 @@ def main():
     ap.add_argument("--voxseg-bench", default="build/bench/voxseg_bench_cpu")
     ap.add_argument("--only", default="torch,ort,fp32,bf16",
                     help="comma list of torch, torch_bf16, ort, fp32, bf16")
+    ap.add_argument("--ceiling", action="store_true",
+                    help="voxseg also times one Conv3d 64->64 3x3x3 on 64^3 in the same process")
     ap.add_argument("--mode", default="all", help=argparse.SUPPRESS)
     args = ap.parse_args()
     cfg = NETS[args.net]
@@ -383,6 +407,13 @@ def report(args, cfg, p, gflop, rounds):
         diff = f"{max_abs_diff(outs[k], ref):.2e}" if ref and k != "torch" else "-"
         print(f"| {names[k]} | {t:.3f} | {gflop / t:.0f} | {last['peak_rss_mib']:.0f} | {vs_t} | "
               f"{vs_o} | {diff} |")
+    for k in ("fp32", "bf16"):
+        c = rounds[-1].get(k, {}).get("ceiling")
+        if c and k in best:
+            rate = c["gflop"] / c["best_s"]
+            print(f"\nvoxseg {k}: one Conv3d {CEILING['channels']}->{CEILING['channels']} 3x3x3 "
+                  f"on {CEILING['side']}^3 in the same process {rate:.0f} GFLOP/s; the network "
+                  f"{gflop / best[k]:.0f} GFLOP/s = {100 * gflop / best[k] / rate:.0f} % of it")
     print("\nper round (best s): " + "; ".join(
         ", ".join(f"{k} {min(r[k]['times']):.2f}" for k in keys if "times" in r[k])
         for r in rounds))
