@@ -2,6 +2,7 @@
 
 #include "io/image_io.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -66,7 +67,13 @@ Result<std::vector<std::string>> splitCsv(const std::string& line) {
 }
 
 Status addCase(std::vector<BatchCase>& cases, std::set<std::string>& seen, BatchCase c,
-               const std::string& where) {
+               const std::string& where, size_t max_rows) {
+    if (cases.size() >= max_rows)
+        return invalidArgument(fmt::format("lists more than {} cases (limit {} rows per "
+                                           "manifest, io/limits.h): split it into several "
+                                           "manifests, one per batch job",
+                                           max_rows, max_rows),
+                               where);
     if (const std::string problem = caseIdProblem(c.id); !problem.empty())
         return invalidArgument("case id '" + c.id + "' " + problem, where);
     if (c.input.empty()) return invalidArgument("case " + c.id + " has no input", where);
@@ -97,7 +104,7 @@ std::string caseIdProblem(const std::string& id) {
 
 Result<std::vector<BatchCase>> parseCsvManifest(const std::string& text,
                                                 const std::string& base_dir,
-                                                const std::string& name) {
+                                                const std::string& name, size_t max_rows) {
     std::istringstream in(text);
     std::string line;
     int line_no = 0;
@@ -147,7 +154,7 @@ Result<std::vector<BatchCase>> parseCsvManifest(const std::string& text,
         for (const auto& [col, name] : col_channels)
             if (!(*fields)[col].empty())
                 c.channels.emplace_back(name, resolveChannel((*fields)[col], base_dir));
-        VOXSEG_RETURN_IF_ERROR(addCase(cases, seen, std::move(c), where));
+        VOXSEG_RETURN_IF_ERROR(addCase(cases, seen, std::move(c), where, max_rows));
     }
     if (col_id < 0) return invalidArgument("manifest is empty (no header row)", name);
     return cases;
@@ -155,7 +162,7 @@ Result<std::vector<BatchCase>> parseCsvManifest(const std::string& text,
 
 Result<std::vector<BatchCase>> parseJsonLinesManifest(const std::string& text,
                                                       const std::string& base_dir,
-                                                      const std::string& name) {
+                                                      const std::string& name, size_t max_rows) {
     std::istringstream in(text);
     std::string line;
     int line_no = 0;
@@ -193,7 +200,7 @@ Result<std::vector<BatchCase>> parseJsonLinesManifest(const std::string& text,
                                         resolveChannel(it.value().get<std::string>(), base_dir));
             }
         }
-        VOXSEG_RETURN_IF_ERROR(addCase(cases, seen, std::move(c), where));
+        VOXSEG_RETURN_IF_ERROR(addCase(cases, seen, std::move(c), where, max_rows));
     }
     return cases;
 }
@@ -223,7 +230,8 @@ Result<std::vector<BatchCase>> listCaseFolders(const std::string& root,
                                        "cases in a manifest",
                                    e.path().string());
         c.input = images.size() == 1 ? images[0] : e.path().string();
-        VOXSEG_RETURN_IF_ERROR(addCase(cases, seen, std::move(c), e.path().string()));
+        VOXSEG_RETURN_IF_ERROR(
+            addCase(cases, seen, std::move(c), e.path().string(), io::kMaxManifestRows));
     }
     std::sort(cases.begin(), cases.end(),
               [](const BatchCase& a, const BatchCase& b) { return a.id < b.id; });
@@ -231,10 +239,15 @@ Result<std::vector<BatchCase>> listCaseFolders(const std::string& root,
     return cases;
 }
 
-Result<std::vector<BatchCase>> readManifest(const std::string& path) {
+Result<std::vector<BatchCase>> readManifest(const std::string& path, size_t max_rows) {
     std::error_code ec;
     if (!fs::exists(path, ec)) return notFound("manifest or case folder not found", path);
     if (fs::is_directory(path, ec)) return listCaseFolders(path);
+    if (const auto size = fs::file_size(path, ec); !ec && size > io::kMaxManifestBytes)
+        return invalidArgument(fmt::format("manifest of {} bytes > limit {} bytes (io/limits.h): "
+                                           "split it into several manifests",
+                                           size, io::kMaxManifestBytes),
+                               path);
     std::ifstream in(path, std::ios::binary);
     if (!in) return ioError("cannot read the manifest", path);
     std::stringstream ss;
@@ -247,8 +260,8 @@ Result<std::vector<BatchCase>> readManifest(const std::string& path) {
         const auto first = text.find_first_not_of(" \t\r\n");
         json = first != std::string::npos && text[first] == '{';
     }
-    auto cases =
-        json ? parseJsonLinesManifest(text, base, path) : parseCsvManifest(text, base, path);
+    auto cases = json ? parseJsonLinesManifest(text, base, path, max_rows)
+                      : parseCsvManifest(text, base, path, max_rows);
     if (cases.isOk() && cases->empty()) return invalidArgument("manifest lists no cases", path);
     return cases;
 }

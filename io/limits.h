@@ -42,4 +42,9 @@ inline constexpr size_t kMaxLabels = 4096;
 // Most ONNX files one "models" list (an ensemble) may name (nnU-Net ensembles have 5 folds).
 inline constexpr size_t kMaxModelFiles = 64;
 
+// Batch manifests: most cases one manifest lists (a million rows hold about 300 MB as cases;
+// shard larger runs over several manifests) and its largest file, checked before reading.
+inline constexpr size_t kMaxManifestRows = 1'000'000;
+inline constexpr uint64_t kMaxManifestBytes = uint64_t{1} << 30;
+
 }  // namespace voxseg::io
