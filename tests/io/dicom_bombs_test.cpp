@@ -167,6 +167,27 @@ TEST(DicomBombs, Jpeg2000FrameClaimRefusedBeforeDecoding) {
     EXPECT_LT(maxRssMb() - rss_before, 100);
 }
 
+// A native file whose header promises 4096 x 4096 pixels but whose Pixel Data holds 8 bytes:
+// refused naming both sizes, nothing of the promised size allocated.
+TEST(DicomBombs, HeaderPromisingMoreThanTheFileHoldsRefused) {
+    TempDir dir;
+    Spec s;
+    s.rows = s.columns = 4096;
+    const std::string path = dir / "short.dcm";
+    std::ofstream(path, std::ios::binary)
+        << meta(s) << imageHeader(s) << element(0x7fe0, 0x10, "OW", std::string(8, '\0'));
+    const long rss_before = maxRssMb();
+    auto reader = DicomPixelReader::open(path);
+    ASSERT_FALSE(reader.isOk());
+    const std::string msg = reader.status().toString();
+    EXPECT_NE(msg.find("short.dcm"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("Pixel Data holds 8 bytes but 1 frame(s) of 4096x4096 at 16 bits need "
+                       "33554432"),
+              std::string::npos)
+        << msg;
+    EXPECT_LT(maxRssMb() - rss_before, 30);
+}
+
 // A folder with more files than the scan's limit is refused while listing, naming the folder
 // and the limit; at the limit it is scanned (and holds no DICOM here).
 TEST(DicomBombs, TooManyFilesRefusedWhileListing) {
