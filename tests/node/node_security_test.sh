@@ -11,6 +11,8 @@
 #   - STOW-RS over HTTPS (libcurl) to a small HTTPS endpoint: delivered (SEG and RTSTRUCT in one
 #     request, bearer token sent) when its certificate chains to ca_file, held with a
 #     certificate error and nothing sent when ca_file is another CA;
+#   - every file of ../shared/data/pydicom-test-files offered: the node keeps serving, exactly
+#     the acknowledged instances are in the spool, refusals after negotiation carry a reason;
 #   - disk guard: with the spool on a small tmpfs, filling it below min_free_mb makes the node
 #     refuse associations ("out of resources", logged, metrics, /healthz 503) and accept them
 #     again once space is freed (skipped with a message where tmpfs cannot be mounted).
@@ -173,6 +175,43 @@ wait_file "$T/spool-untrusted/outbox/*/held" 60 || fail "a server certificate fr
 grep -qi "certificate" "$T"/spool-untrusted/outbox/*/held || fail "held without saying why: $(cat "$T"/spool-untrusted/outbox/*/held)"
 [ "$(wc -l <"$T/stow-parts.txt")" = 1 ] || fail "the untrusted server got a request"
 kill -9 "$NODE_PID"; wait "$NODE_PID" 2>/dev/null || true
+
+echo "== malformed files of pydicom-test-files"
+# Every file of the robustness matrix offered by storescu, one association each: the node keeps
+# serving, exactly the instances it acknowledged are in the spool (nothing half-written), and
+# what it refuses after negotiation is refused with a reason in the audit log. Most files are
+# not offered at all: storescu cannot read them, or their SOP class (SC, RT, US, SR, ...) is not
+# one the node accepts, which is refused at negotiation.
+PYD="$DATA/pydicom-test-files"
+if [ -d "$PYD" ]; then
+  write_config "$T/spool-pyd" 10 false
+  start_node "$T/node.json" "$T/node-pyd.log"
+  offered=0 acknowledged=0
+  : >"$T/pyd-uids.txt"
+  for f in "$PYD"/*.dcm; do
+    offered=$((offered + 1))
+    if timeout 30 storescu -aet SCANNER -aec VOXSEG 127.0.0.1 "$NODE_PORT" "$f" >>"$T/pyd.txt" 2>&1; then
+      acknowledged=$((acknowledged + 1))
+      dcmdump +P SOPInstanceUID "$f" | sed 's/.*\[\(.*\)\].*/\1/' >>"$T/pyd-uids.txt"
+    fi
+    kill -0 "$NODE_PID" 2>/dev/null || fail "the node died on $f"
+  done
+  echoscu -aet SCANNER -aec VOXSEG 127.0.0.1 "$NODE_PORT" || fail "node stopped serving after pydicom-test-files"
+  refused=$(jq -s '[.[] | select(.event == "instance_refused")] | length' "$T/spool-pyd/audit.jsonl")
+  jq -s -e 'all(.[] | select(.event == "instance_refused"); (.reason // "") != "")' \
+    "$T/spool-pyd/audit.jsonl" >/dev/null || fail "a refusal without its reason"
+  stored=$(received "$T/spool-pyd")
+  not_negotiated=$(grep -c "No presentation context" "$T/pyd.txt" || true)
+  echo "pydicom-test-files: $offered files, $acknowledged acknowledged ($(sort -u "$T/pyd-uids.txt" | wc -l) distinct instances), $stored in the spool, $refused refused by the node with a reason, $not_negotiated SOP classes refused at negotiation"
+  # Several files are one instance in other encodings (same SOP Instance UID): stored once.
+  unique=$(sort -u "$T/pyd-uids.txt" | wc -l)
+  [ "$stored" = "$unique" ] || fail "$unique distinct instances acknowledged but $stored in the spool"
+  [ -z "$(find "$T/spool-pyd" -name '.tmp-*'; find "$T/spool-pyd/tmp" -type f 2>/dev/null)" ] ||
+    fail "temporary files left in the spool"
+  kill -9 "$NODE_PID"; wait "$NODE_PID" 2>/dev/null || true
+else
+  echo "SKIP (pydicom-test-files part): $PYD absent"
+fi
 
 echo "== disk guard"
 MNT="$T/small"
