@@ -1,6 +1,9 @@
 #include "engine/model_json.h"
 
 #include "engine/onnx_import.h"
+#include "io/limits.h"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -279,6 +282,9 @@ void readStages(Reader& r, const json& root, ModelPackage& p) {
     const json* stages = r.member(root, "", "stages", true);
     if (!stages || !r.array(*stages, "stages", "stage objects")) return;
     if (stages->empty()) r.fail("stages", "must list at least one stage");
+    if (stages->size() > io::kMaxStages)
+        r.fail("stages", fmt::format("lists {} stages > limit {} stages (io/limits.h)",
+                                     stages->size(), io::kMaxStages));
     std::set<std::string> names;
     for (size_t i = 0; i < stages->size() && r.ok(); ++i) {
         const std::string key = Reader::index("stages", i);

@@ -41,6 +41,9 @@ inline constexpr int64_t kMaxGraphNodes = 100'000;
 inline constexpr size_t kMaxLabels = 4096;
 // Most ONNX files one "models" list (an ensemble) may name (nnU-Net ensembles have 5 folds).
 inline constexpr size_t kMaxModelFiles = 64;
+// Most stages a format_version 2 package may chain (TotalSegmentator's pipelines use 2-3; each
+// stage is a network compiled at load).
+inline constexpr size_t kMaxStages = 16;
 
 // Batch manifests: most cases one manifest lists (a million rows hold about 300 MB as cases;
 // shard larger runs over several manifests) and its largest file, checked before reading.

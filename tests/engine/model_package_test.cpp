@@ -1,6 +1,7 @@
 #include "engine/model_package.h"
 
 #include "engine/sha256.h"
+#include "io/limits.h"
 #include "tests/test_data.h"
 
 #include <gtest/gtest.h>
@@ -412,6 +413,32 @@ json stagedJson() {
       "measurements": [{"name": "tiv_ml", "kind": "volume_ml", "labels": [1],
                         "description": "total intracranial volume"}]
     })json");
+}
+
+// A model.json chaining more stages than io::kMaxStages is refused when it is read (each stage
+// is a network compiled at load), naming the count and the limit.
+TEST(ModelPackageStages, MoreStagesThanTheLimitAreRefused) {
+    auto withStages = [](size_t count) {
+        json j = stagedJson();
+        const json bbox = j["stages"][0];
+        j["stages"] = json::array();
+        for (size_t i = 0; i < count; ++i) {
+            json st = bbox;
+            st["name"] = "s" + std::to_string(i);
+            j["stages"].push_back(st);
+        }
+        return j;
+    };
+    auto many = parse(withStages(io::kMaxStages + 1));
+    ASSERT_FALSE(many.isOk());
+    EXPECT_NE(many.status().toString().find(std::to_string(io::kMaxStages + 1) +
+                                            " stages > limit " + std::to_string(io::kMaxStages)),
+              std::string::npos)
+        << many.status().toString();
+    auto at_limit = parse(withStages(io::kMaxStages));
+    if (!at_limit.isOk())  // other checks may object to copies of one stage; the limit must not
+        EXPECT_EQ(at_limit.status().toString().find("stages > limit"), std::string::npos)
+            << at_limit.status().toString();
 }
 
 TEST(ModelPackageStages, ParsesEveryKey) {
