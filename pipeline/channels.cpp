@@ -2,10 +2,7 @@
 
 #include "core/log.h"
 #include "io/image_io.h"
-
-#include <itkIdentityTransform.h>
-#include <itkLinearInterpolateImageFunction.h>
-#include <itkResampleImageFilter.h>
+#include "pipeline/resample.h"
 
 #include <algorithm>
 #include <cmath>
@@ -167,30 +164,10 @@ Result<Volume> resampleChannelOnto(const Volume& channel, const Geometry& grid) 
                 "the channel does not overlap the first channel anywhere (another patient "
                 "position or frame of reference?)",
                 channel.info().source);
-    try {
-        using ImageT = Image3<float>;
-        const Volume f = channel.pixelType() == PixelType::kFloat32
-                             ? channel
-                             : channel.castTo(PixelType::kFloat32);
-        auto filter = itk::ResampleImageFilter<ImageT, ImageT, double, double>::New();
-        filter->SetInput(f.image<float>());
-        filter->SetTransform(itk::IdentityTransform<double, 3>::New());
-        filter->SetInterpolator(itk::LinearInterpolateImageFunction<ImageT, double>::New());
-        auto reference = ImageT::New();
-        reference->SetRegions(Volume::toItkRegion(grid));
-        Volume::applyGeometry(grid, *reference);
-        filter->SetUseReferenceImage(true);
-        filter->SetReferenceImage(reference);
-        filter->SetDefaultPixelValue(0);
-        filter->Update();
-        ImageT::Pointer out = filter->GetOutput();
-        out->DisconnectPipeline();
-        return Volume::fromImage<float>(out, channel.info());
-    } catch (const std::exception& e) {
-        return Status(StatusCode::kInternal,
-                      std::string("resampling a channel failed: ") + e.what(),
-                      channel.info().source);
-    }
+    auto resampled = resampleLinearOnto(channel, grid);
+    if (!resampled.isOk())
+        return resampled.status().withContext("resampling a channel onto the first one's grid");
+    return resampled;
 }
 
 Result<StudyInput> loadStudyChannels(const std::string& path, const std::string& selector,

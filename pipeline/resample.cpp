@@ -5,6 +5,7 @@
 #include "pipeline/spline_resample.h"
 
 #include <itkIdentityTransform.h>
+#include <itkLinearInterpolateImageFunction.h>
 #include <itkNearestNeighborInterpolateImageFunction.h>
 #include <itkResampleImageFilter.h>
 
@@ -54,15 +55,17 @@ int coarsestAxis(const Vec3& spacing, double threshold) {
 }
 
 // Nearest-neighbour resampling (labels) with ITK, any pixel type.
-template <typename T>
-typename Image3<T>::Pointer nearestResample(const typename Image3<T>::Pointer& input,
-                                            const Geometry& target) {
+// ITK's resampler onto `target` in patient space (identity transform, 0 outside) with the
+// interpolator `Interpolator<ImageT, double>`.
+template <typename T, template <class, class> class Interpolator>
+typename Image3<T>::Pointer itkResample(const typename Image3<T>::Pointer& input,
+                                        const Geometry& target) {
     using ImageT = Image3<T>;
     using Filter = itk::ResampleImageFilter<ImageT, ImageT, double, double>;
     auto filter = Filter::New();
     filter->SetInput(input);
     filter->SetTransform(itk::IdentityTransform<double, 3>::New());
-    filter->SetInterpolator(itk::NearestNeighborInterpolateImageFunction<ImageT, double>::New());
+    filter->SetInterpolator(Interpolator<ImageT, double>::New());
     auto reference = ImageT::New();
     reference->SetRegions(Volume::toItkRegion(target));
     Volume::applyGeometry(target, *reference);
@@ -83,6 +86,18 @@ int separateAxis(const Vec3& from_spacing, const Vec3& to_spacing, double thresh
     return coarsestAxis(to_spacing, threshold);
 }
 
+Result<Volume> resampleLinearOnto(const Volume& volume, const Geometry& grid) {
+    try {
+        const Volume f =
+            volume.pixelType() == PixelType::kFloat32 ? volume : volume.castTo(PixelType::kFloat32);
+        auto out = itkResample<float, itk::LinearInterpolateImageFunction>(f.image<float>(), grid);
+        return Volume::fromImage<float>(out, volume.info());
+    } catch (const std::exception& e) {
+        return Status(StatusCode::kInternal, std::string("resampling failed: ") + e.what(),
+                      volume.info().source);
+    }
+}
+
 Result<Volume> resampleToGrid(const Volume& volume, const Geometry& target, ResampleKind kind,
                               const Progress& progress, int threads) {
     if (volume.empty()) return invalidArgument("resample: empty volume");
@@ -99,7 +114,8 @@ Result<Volume> resampleToGrid(const Volume& volume, const Geometry& target, Resa
             if (source.size == target.size) return volume;
             return withPixelType(volume.pixelType(), [&](auto tag) -> Result<Volume> {
                 using T = decltype(tag);
-                auto out = nearestResample<T>(volume.image<T>(), target);
+                auto out = itkResample<T, itk::NearestNeighborInterpolateImageFunction>(
+                    volume.image<T>(), target);
                 return Volume::fromImage<T>(out, volume.info());
             });
         }

@@ -45,6 +45,11 @@ int separateAxis(const Vec3& from_spacing, const Vec3& to_spacing,
 Result<Volume> resampleToGrid(const Volume& volume, const Geometry& target, ResampleKind kind,
                               const Progress& progress = {}, int threads = 0);
 
+// Trilinear resampling of `volume` (as float32) onto any grid in patient space (other
+// direction, spacing or origin allowed; 0 outside the volume). For a second series on the first
+// one's grid.
+Result<Volume> resampleLinearOnto(const Volume& volume, const Geometry& grid);
+
 // resampledSize + resampledGeometry + resampleToGrid.
 Result<Volume> resampleToSpacing(const Volume& volume, const Vec3& target_spacing,
                                  ResampleKind kind, const Progress& progress = {}, int threads = 0);

@@ -4,7 +4,8 @@
 // value's text to pipeline::SegmentOptions through the same parsers the engine uses. The CLI
 // (app/cmd_segment.cpp, for segment and batch) registers these options from here and the
 // viewer's "Run model" dialog builds its form from it; both apply the values with the specs'
-// apply functions, so nothing is listed or mapped twice. Qt-free; immutable after first use, thread-safe.
+// apply functions, so nothing is listed or mapped twice. Qt-free; immutable after first use,
+// thread-safe.
 #pragma once
 
 #include "core/status.h"
