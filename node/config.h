@@ -7,6 +7,7 @@
 #pragma once
 
 #include "core/status.h"
+#include "io/dicom_net_tls.h"
 
 #include <cstdint>
 #include <optional>
@@ -21,14 +22,8 @@ struct AllowedCaller {
     std::string host;  // empty: any address
 };
 
-// TLS for DICOM associations (DCMTK dcmtls on OpenSSL), in or out. PEM files.
-struct TlsConfig {
-    bool enabled = false;
-    std::string certificate;               // own certificate
-    std::string private_key;               // its key
-    std::vector<std::string> trusted;      // CA or peer certificates trusted for the other side
-    bool require_peer_certificate = true;  // receiving: clients must present a trusted certificate
-};
+// TLS for DICOM associations, in or out (io/dicom_net_tls.h). PEM files.
+using TlsConfig = io::DicomTlsConfig;
 
 struct RouteMatch {
     std::vector<std::string> modality;   // any of (empty: any)

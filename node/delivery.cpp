@@ -2,6 +2,7 @@
 
 #include "core/atomic_file.h"
 #include "core/log.h"
+#include "io/dicom_net_scu.h"
 #include "node/dicom_sender.h"
 #include "node/job_runner.h"
 #include "node/stow_sender.h"
@@ -135,7 +136,7 @@ DeliveryResult Delivery::deliver(const std::string& job, bool resend, const Canc
         nlohmann::json ev = {{"job", job}, {"series_uid", series_uid}, {"destination", name}};
         nlohmann::json sent = nlohmann::json::array();
         for (size_t i = 0; i < files.size(); ++i) {
-            auto ids = readFileIds(files[i]);
+            auto ids = io::readDicomFileIds(files[i]);
             if (ids.isOk())
                 sent.push_back({{"file", fs::path(stored[i]).filename().string()},
                                 {"sop_class_uid", ids->sop_class_uid},

@@ -1,13 +1,13 @@
-// The node's DICOM listener: C-ECHO and C-STORE SCP (DCMTK dcmnet) with one worker thread per
-// association (DcmSCPPool, up to max_associations at once). It accepts the storage SOP classes
-// of CT, MR and PET and their enhanced and legacy-converted forms, in uncompressed and
-// compressed transfer syntaxes (stored as received), refuses callers outside allowed_callers at
-// association, refuses associations while the spool's free space is below the guard ("out of
-// resources": rejected transient, local limit exceeded) and answers a C-STORE with success only
-// after the instance is fsync'ed and renamed into the spool.
+// The node's DICOM listener: the storage SCP of io/dicom_net_scp.h (C-ECHO and C-STORE, one
+// worker thread per association, up to max_associations at once) with the node's policy. It
+// accepts the storage SOP classes of CT, MR and PET and their enhanced and legacy-converted
+// forms, in uncompressed and compressed transfer syntaxes (stored as received), refuses callers
+// outside allowed_callers at association, refuses associations while the spool's free space is
+// below the guard ("out of resources": rejected transient, local limit exceeded) and answers a
+// C-STORE with success only after the instance is fsync'ed and renamed into the spool.
 //
 // start() opens the port and returns; stop() stops accepting, lets running associations end
-// and joins. Thread-safe; one Receiver per process (DCMTK creates the workers itself).
+// and joins. Thread-safe; one Receiver per process (one SCP per process).
 #pragma once
 
 #include "core/status.h"

@@ -1,17 +1,16 @@
-#include "node/tls.h"
+#include "io/dicom_net_tls_layer.h"
 
 #include <dcmtk/config/osconfig.h>
 #include <dcmtk/dcmtls/tlslayer.h>
 
-namespace voxseg::node {
+namespace voxseg::io {
 
-TlsLayer::~TlsLayer() = default;
+void DcmTlsLayerDeleter::operator()(DcmTLSTransportLayer* layer) const { delete layer; }
 
-Result<std::unique_ptr<TlsLayer>> TlsLayer::create(const TlsConfig& c, bool server) {
-    std::unique_ptr<TlsLayer> t(new TlsLayer());
-    t->layer_ = std::make_unique<DcmTLSTransportLayer>(server ? NET_ACCEPTOR : NET_REQUESTOR,
-                                                       nullptr, OFTrue);
-    DcmTLSTransportLayer& l = *t->layer_;
+Result<DcmTlsLayerPtr> makeDcmTlsLayer(const DicomTlsConfig& c, bool server) {
+    DcmTlsLayerPtr layer(
+        new DcmTLSTransportLayer(server ? NET_ACCEPTOR : NET_REQUESTOR, nullptr, OFTrue));
+    DcmTLSTransportLayer& l = *layer;
     if (!l) return internalError("OpenSSL could not be initialised for DICOM TLS");
     if (l.setTLSProfile(TSP_Profile_BCP195).bad() || l.activateCipherSuites().bad())
         return internalError("the BCP 195 TLS profile could not be activated");
@@ -31,7 +30,7 @@ Result<std::unique_ptr<TlsLayer>> TlsLayer::create(const TlsConfig& c, bool serv
             return invalidArgument("cannot load the trusted certificate", f);
     l.setCertificateVerification(server && !c.require_peer_certificate ? DCV_checkCertificate
                                                                        : DCV_requireCertificate);
-    return t;
+    return layer;
 }
 
-}  // namespace voxseg::node
+}  // namespace voxseg::io

@@ -1,0 +1,223 @@
+#include "io/dicom_net_scp.h"
+
+#include "io/dicom_net_tls_layer.h"
+
+#include <dcmtk/config/osconfig.h>
+#include <dcmtk/dcmdata/dcdeftag.h>
+#include <dcmtk/dcmdata/dcfilefo.h>
+#include <dcmtk/dcmdata/dcuid.h>
+#include <dcmtk/dcmnet/diutil.h>
+#include <dcmtk/dcmnet/scppool.h>
+#include <dcmtk/dcmnet/scpthrd.h>
+#include <dcmtk/dcmtls/tlslayer.h>
+
+#include <atomic>
+#include <thread>
+
+namespace voxseg::io {
+namespace {
+
+// DcmSCPPool default-constructs its workers: they find the handler through this pointer, set
+// while an SCP runs (one per process).
+std::atomic<DicomStorageHandler*> g_handler{nullptr};
+
+const char* const kStorageClasses[] = {
+    UID_CTImageStorage,
+    UID_EnhancedCTImageStorage,
+    UID_LegacyConvertedEnhancedCTImageStorage,
+    UID_MRImageStorage,
+    UID_EnhancedMRImageStorage,
+    UID_LegacyConvertedEnhancedMRImageStorage,
+    UID_PositronEmissionTomographyImageStorage,
+    UID_EnhancedPETImageStorage,
+    UID_LegacyConvertedEnhancedPETImageStorage,
+};
+
+// Lossless compressed first: a sender offering its stored compressed syntax next to an
+// uncompressed one sends the file as it is (no transcoding, or a sender that cannot decode it
+// would fail); then uncompressed; lossy syntaxes last, so that an uncompressed offer wins over
+// a lossy one.
+const char* const kTransferSyntaxes[] = {
+    UID_JPEGProcess14SV1TransferSyntax,
+    UID_JPEGProcess14TransferSyntax,
+    UID_JPEGLSLosslessTransferSyntax,
+    UID_JPEG2000LosslessOnlyTransferSyntax,
+    UID_RLELosslessTransferSyntax,
+    UID_DeflatedExplicitVRLittleEndianTransferSyntax,
+    UID_LittleEndianExplicitTransferSyntax,
+    UID_LittleEndianImplicitTransferSyntax,
+    UID_BigEndianExplicitTransferSyntax,
+    UID_JPEGProcess1TransferSyntax,
+    UID_JPEGProcess2_4TransferSyntax,
+    UID_JPEGLSLossyTransferSyntax,
+    UID_JPEG2000TransferSyntax,
+};
+
+bool isStorageClass(const std::string& uid) {
+    for (const char* c : kStorageClasses)
+        if (uid == c) return true;
+    return false;
+}
+
+std::string text(DcmDataset& ds, const DcmTagKey& tag) {
+    OFString v;
+    if (ds.findAndGetOFStringArray(tag, v).bad()) return {};
+    return std::string(v.c_str());
+}
+
+std::string hostOf(const std::string& address) {
+    // DCMTK gives the caller as "host" or "host:port"; IPv6 literals are kept whole.
+    const auto colon = address.rfind(':');
+    if (colon != std::string::npos && address.find(':') == colon) return address.substr(0, colon);
+    return address;
+}
+
+DicomIncomingInstance describe(const T_DIMSE_C_StoreRQ& req, DcmDataset& ds) {
+    DicomIncomingInstance in;
+    in.request_sop_class_uid = req.AffectedSOPClassUID;
+    in.request_sop_instance_uid = req.AffectedSOPInstanceUID;
+    in.storage_class_accepted = isStorageClass(in.request_sop_class_uid);
+    in.sop_class_uid = text(ds, DCM_SOPClassUID);
+    in.sop_instance_uid = text(ds, DCM_SOPInstanceUID);
+    in.study_uid = text(ds, DCM_StudyInstanceUID);
+    in.series_uid = text(ds, DCM_SeriesInstanceUID);
+    in.modality = text(ds, DCM_Modality);
+    in.body_part = text(ds, DCM_BodyPartExamined);
+    in.series_description = text(ds, DCM_SeriesDescription);
+    Sint32 frames = 1;
+    if (ds.findAndGetSint32(DCM_NumberOfFrames, frames).bad() || frames < 1) frames = 1;
+    in.frames = frames;
+    in.patient_name = text(ds, DCM_PatientName);
+    in.patient_id = text(ds, DCM_PatientID);
+    in.patient_birth_date = text(ds, DCM_PatientBirthDate);
+    return in;
+}
+
+class StorageScp : public DcmThreadSCP {
+  protected:
+    void notifyAssociationRequest(const T_ASC_Parameters& params,
+                                  DcmSCPActionType& action) override {
+        association_.calling_ae = params.DULparams.callingAPTitle;
+        association_.called_ae = params.DULparams.calledAPTitle;
+        association_.peer = hostOf(params.DULparams.callingPresentationAddress);
+        DicomStorageHandler* handler = g_handler.load();
+        decision_ = handler ? handler->onAssociation(association_)
+                            : DicomAssociationDecision::kRefuseOutOfResources;
+        if (decision_ != DicomAssociationDecision::kAccept)
+            action = DCMSCP_ACTION_REFUSE_ASSOCIATION;
+    }
+
+    void refuseAssociation(const DcmRefuseReasonType reason) override {
+        // The pool's own "too many associations" refusal is transient with "local limit
+        // exceeded"; a lack of other resources (a full disk) is the same kind of refusal.
+        if (decision_ == DicomAssociationDecision::kRefuseOutOfResources)
+            DcmThreadSCP::refuseAssociation(DCMSCP_TOO_MANY_ASSOCIATIONS);
+        else if (decision_ == DicomAssociationDecision::kRefuseCallerUnknown)
+            DcmThreadSCP::refuseAssociation(DCMSCP_CALLING_AE_TITLE_NOT_RECOGNIZED);
+        else
+            DcmThreadSCP::refuseAssociation(reason);
+    }
+
+    OFCondition handleIncomingCommand(T_DIMSE_Message* msg,
+                                      const DcmPresentationContextInfo& info) override {
+        if (msg->CommandField != DIMSE_C_STORE_RQ)
+            return DcmThreadSCP::handleIncomingCommand(msg, info);
+        T_DIMSE_C_StoreRQ& req = msg->msg.CStoreRQ;
+        DcmDataset* ds = nullptr;
+        OFCondition cond = receiveSTORERequest(req, info.presentationContextID, ds);
+        if (cond.bad()) {
+            delete ds;
+            return cond;
+        }
+        const Uint16 status = store(req, ds);  // takes ownership
+        return sendSTOREResponse(info.presentationContextID, req, status);
+    }
+
+  private:
+    Uint16 store(const T_DIMSE_C_StoreRQ& req, DcmDataset* ds) {
+        DcmFileFormat file(ds, OFFalse);  // owns ds from here
+        DicomStorageHandler* handler = g_handler.load();
+        if (!handler) return STATUS_STORE_Refused_OutOfResources;
+        DicomIncomingInstance in = describe(req, *ds);
+        const E_TransferSyntax xfer = ds->getOriginalXfer();
+        in.save = [&file, xfer](const std::string& path) -> Status {
+            OFCondition c = file.saveFile(path.c_str(), xfer);
+            if (c.bad()) return ioError(std::string("cannot write: ") + c.text(), path);
+            return Status::ok();
+        };
+        return static_cast<Uint16>(handler->onStore(association_, in));
+    }
+
+    DicomAssociation association_;
+    DicomAssociationDecision decision_ = DicomAssociationDecision::kAccept;
+};
+
+}  // namespace
+
+struct DicomStorageScp::Impl {
+    DcmSCPPool<StorageScp> pool;
+    DcmTlsLayerPtr tls;
+    std::thread thread;
+    OFCondition result = EC_Normal;
+};
+
+DicomStorageScp::DicomStorageScp(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+DicomStorageScp::~DicomStorageScp() {
+    stop();
+    impl_.reset();  // the pool's destructor waits for associations still running
+    g_handler = nullptr;
+}
+
+Result<std::unique_ptr<DicomStorageScp>> DicomStorageScp::start(const DicomScpConfig& c,
+                                                                DicomStorageHandler* handler) {
+    auto impl = std::make_unique<Impl>();
+    DcmSCPConfig& cfg = impl->pool.getConfig();
+    cfg.setAETitle(c.ae_title.c_str());
+    cfg.setPort(static_cast<Uint16>(c.port));
+    cfg.setConnectionBlockingMode(DUL_NOBLOCK);
+    cfg.setConnectionTimeout(1);  // the listen loop looks for stop() every second
+    cfg.setDIMSEBlockingMode(DIMSE_NONBLOCKING);
+    cfg.setDIMSETimeout(60);
+    cfg.setACSETimeout(30);
+    cfg.setHostLookupEnabled(OFFalse);
+    impl->pool.setMaxThreads(static_cast<Uint16>(c.max_associations));
+    OFList<OFString> xfers;
+    for (const char* ts : kTransferSyntaxes) xfers.push_back(ts);
+    for (const char* sop : kStorageClasses)
+        if (cfg.addPresentationContext(sop, xfers).bad())
+            return internalError(std::string("cannot add presentation context ") + sop);
+    OFList<OFString> echo_xfers;
+    echo_xfers.push_back(UID_LittleEndianExplicitTransferSyntax);
+    echo_xfers.push_back(UID_LittleEndianImplicitTransferSyntax);
+    if (cfg.addPresentationContext(UID_VerificationSOPClass, echo_xfers).bad())
+        return internalError("cannot add the verification presentation context");
+    if (c.tls.enabled) {
+        VOXSEG_ASSIGN_OR_RETURN(impl->tls, makeDcmTlsLayer(c.tls, /*server=*/true));
+        cfg.setTransportLayer(impl->tls.get());
+    }
+    DicomStorageHandler* expected = nullptr;
+    if (!g_handler.compare_exchange_strong(expected, handler))
+        return internalError("a DICOM receiver is already running in this process");
+    // Fail early when the port is taken: the pool would only log it from its thread.
+    {
+        T_ASC_Network* probe = nullptr;
+        OFCondition cond = ASC_initializeNetwork(NET_ACCEPTOR, c.port, 1, &probe);
+        if (cond.bad()) {
+            g_handler = nullptr;
+            return ioError("cannot listen on port " + std::to_string(c.port) + ": " + cond.text());
+        }
+        ASC_dropNetwork(&probe);
+    }
+    Impl* raw = impl.get();
+    raw->thread = std::thread([raw] { raw->result = raw->pool.listen(); });
+    return std::unique_ptr<DicomStorageScp>(new DicomStorageScp(std::move(impl)));
+}
+
+void DicomStorageScp::stop() {
+    if (!impl_ || !impl_->thread.joinable()) return;
+    impl_->pool.stopAfterCurrentAssociations();
+    impl_->thread.join();
+}
+
+}  // namespace voxseg::io
