@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <vector>
 
 namespace voxseg::pipeline {
 
@@ -78,6 +80,45 @@ typename Image3<T>::Pointer itkResample(const typename Image3<T>::Pointer& input
     return out;
 }
 
+// scikit-image's resize clips its result to the value range of the image it is given
+// (clip=True); nnU-Net gives it the whole volume, or, when one axis is resampled separately, one
+// slice along that axis at a time, whose in-plane result the order-0 pass then copies.
+void clipToInputRange(const Volume& input, Volume& out, int axis) {
+    const Geometry in_g = input.geometry(), out_g = out.geometry();
+    const float* src = input.data<float>();
+    float* dst = out.data<float>();
+    if (axis < 0) {
+        const auto [lo, hi] = std::minmax_element(src, src + in_g.voxelCount());
+        const float a = *lo, b = *hi;
+        for (int64_t i = 0, n = out_g.voxelCount(); i < n; ++i) dst[i] = std::clamp(dst[i], a, b);
+        return;
+    }
+    const auto n_in = in_g.size[static_cast<size_t>(axis)];
+    std::vector<float> lo(static_cast<size_t>(n_in), std::numeric_limits<float>::max());
+    std::vector<float> hi(static_cast<size_t>(n_in), std::numeric_limits<float>::lowest());
+    const auto& d = in_g.size;
+    for (int64_t k = 0, v = 0; k < d[2]; ++k)
+        for (int64_t j = 0; j < d[1]; ++j)
+            for (int64_t i = 0; i < d[0]; ++i, ++v) {
+                const auto s = static_cast<size_t>(axis == 0 ? i : axis == 1 ? j : k);
+                lo[s] = std::min(lo[s], src[v]);
+                hi[s] = std::max(hi[s], src[v]);
+            }
+    // The input slice each output slice copies: the order-0 rule of spline_resample.h.
+    const double first = in_g.physicalToIndex(out_g.origin)[static_cast<size_t>(axis)];
+    const double step =
+        out_g.spacing[static_cast<size_t>(axis)] / in_g.spacing[static_cast<size_t>(axis)];
+    const auto& e = out_g.size;
+    for (int64_t k = 0, v = 0; k < e[2]; ++k)
+        for (int64_t j = 0; j < e[1]; ++j)
+            for (int64_t i = 0; i < e[0]; ++i, ++v) {
+                const auto o = static_cast<double>(axis == 0 ? i : axis == 1 ? j : k);
+                const auto s = static_cast<size_t>(std::clamp<int64_t>(
+                    static_cast<int64_t>(std::floor(first + o * step + 0.5)), 0, n_in - 1));
+                dst[v] = std::clamp(dst[v], lo[s], hi[s]);
+            }
+}
+
 }  // namespace
 
 int separateAxis(const Vec3& from_spacing, const Vec3& to_spacing, double threshold) {
@@ -128,7 +169,9 @@ Result<Volume> resampleToGrid(const Volume& volume, const Geometry& target, Resa
         per_axis.fill(AxisInterpolation::kSpline);
         if (axis >= 0) per_axis[axis] = AxisInterpolation::kNearest;
         progress.report(0.0, "resampling (order 3)");
-        Result<Volume> out = splineResample(input, target, per_axis, threads);
+        Result<Volume> out =
+            splineResample(input, target, per_axis, threads, SplineBoundary::kEdge);
+        if (out.isOk()) clipToInputRange(input, *out, axis);
         progress.report(1.0, "resampling (order 3)");
         if (axis >= 0)
             log::debug("pipeline.resample", "axis {} resampled separately with order 0", axis);

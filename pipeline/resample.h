@@ -5,10 +5,12 @@
 // - The resampled grid keeps the field of view edge to edge (skimage.resize / nnU-Net mapping:
 //   input index = (output index + 0.5) * size_in / size_out - 0.5), so its spacing is
 //   spacing * size / new_size, which may differ slightly from the target.
-// - Images: order-3 B-spline with mirror boundaries (skimage repeats the edge), axis by axis
-//   (spline_resample.h: the result of itk::BSplineInterpolateImageFunction without its cost).
-//   When one axis is more than 3x coarser than the others (checked on the source spacing, then on
-//   the target), that axis is resampled with order 0 (nearest) and the others with order 3.
+// - Images: order-3 B-spline axis by axis (spline_resample.h) with the edge sample repeated
+//   beyond the ends, as scikit-image's resize(mode="edge") that nnU-Net calls, and the result
+//   clipped to the input's value range (resize's clip=True). When one axis is more than 3x
+//   coarser than the others (checked on the source spacing, then on the target), that axis is
+//   resampled with order 0 (nearest) and the others with order 3; nnU-Net then resizes slice by
+//   slice along it, so each output slice is clipped to the range of the input slice it copies.
 // - Labels: nearest neighbour (ITK), pixel type kept.
 // Axes here are the volume's index axes (i, j, k); convert a model's zyx/xyz values with
 // pipeline/tensor_layout.h. Thread safety: reentrant; `threads` = 0 uses every core.

@@ -16,12 +16,15 @@ constexpr int kLanes = 16;
 // 1e-10: ceil(log(1e-10) / log(|z|)) = 18 terms).
 const double kPole = std::sqrt(3.0) - 2.0;
 constexpr int64_t kHorizon = 18;
+// Edge samples scipy.ndimage pads a line with before its prefilter (_prepad_for_spline_filter).
+constexpr int64_t kEdgePad = 12;
 
 // Where the output samples of one axis read the input, and with which weights.
 struct AxisPlan {
     bool skip = false;       // output samples are the input samples
     bool prefilter = false;  // spline: convert samples to coefficients first
     int taps = 0;            // 4 (spline) or 1 (nearest)
+    int64_t pad = 0;         // edge samples before and after the line (kEdge splines)
     int64_t in_size = 0;
     int64_t out_size = 0;
     std::vector<int64_t> index;  // out_size * taps
@@ -38,7 +41,7 @@ int64_t mirror(int64_t i, int64_t n) {
 }
 
 AxisPlan planAxis(int64_t in_size, int64_t out_size, double first, double step,
-                  AxisInterpolation kind) {
+                  AxisInterpolation kind, SplineBoundary boundary) {
     AxisPlan plan;
     plan.in_size = in_size;
     plan.out_size = out_size;
@@ -50,6 +53,8 @@ AxisPlan planAxis(int64_t in_size, int64_t out_size, double first, double step,
     }
     plan.taps = kind == AxisInterpolation::kSpline ? 4 : 1;
     plan.prefilter = kind == AxisInterpolation::kSpline && in_size > 1;
+    if (kind == AxisInterpolation::kSpline && boundary == SplineBoundary::kEdge)
+        plan.pad = kEdgePad;
     plan.index.assign(static_cast<size_t>(out_size * plan.taps), 0);
     plan.weight.assign(static_cast<size_t>(out_size * plan.taps), 0.f);
     for (int64_t o = 0; o < out_size; ++o) {
@@ -72,7 +77,9 @@ AxisPlan planAxis(int64_t in_size, int64_t out_size, double first, double step,
         const double w1 = 1.0 - w0 - w2 - w3;
         const double ws[4] = {w0, w1, w2, w3};
         for (int k = 0; k < 4; ++k) {
-            idx[k] = mirror(static_cast<int64_t>(base) - 1 + k, in_size);
+            // Indices into the padded line: base - 1 >= -2 and base + 2 <= in_size + 1.
+            const int64_t i = static_cast<int64_t>(base) - 1 + k;
+            idx[k] = plan.pad > 0 ? i + plan.pad : mirror(i, in_size);
             w[k] = static_cast<float>(ws[k]);
         }
     }
@@ -142,11 +149,12 @@ void resampleAxis(const float* in, const Shape& shape, int a, const AxisPlan& pl
     int64_t outer = 1;
     for (int b = a + 1; b < 3; ++b) outer *= shape.size[b];
     const int64_t n_in = plan.in_size, n_out = plan.out_size;
+    const int64_t n_buf = n_in + 2 * plan.pad;  // the line with its edge padding
     const int64_t lines = inner * outer;
     const int64_t blocks = (lines + kLanes - 1) / kLanes;
 
     auto work = [&](int64_t block_begin, int64_t block_end) {
-        std::vector<float> buf(static_cast<size_t>(n_in * kLanes));
+        std::vector<float> buf(static_cast<size_t>(n_buf * kLanes));
         std::vector<float> res(static_cast<size_t>(n_out * kLanes));
         int64_t in_base[kLanes], out_base[kLanes];
         for (int64_t b = block_begin; b < block_end; ++b) {
@@ -159,11 +167,12 @@ void resampleAxis(const float* in, const Shape& shape, int a, const AxisPlan& pl
                 in_base[l] = o * n_in * inner + i;
                 out_base[l] = o * n_out * inner + i;
             }
-            for (int64_t t = 0; t < n_in; ++t) {
+            for (int64_t t = 0; t < n_buf; ++t) {
+                const int64_t src = std::clamp<int64_t>(t - plan.pad, 0, n_in - 1);
                 float* row = &buf[static_cast<size_t>(t * kLanes)];
-                for (int l = 0; l < kLanes; ++l) row[l] = in[in_base[l] + t * inner];
+                for (int l = 0; l < kLanes; ++l) row[l] = in[in_base[l] + src * inner];
             }
-            if (plan.prefilter) prefilter(buf.data(), n_in);
+            if (plan.prefilter) prefilter(buf.data(), n_buf);
             for (int64_t o = 0; o < n_out; ++o) {
                 float* dst = &res[static_cast<size_t>(o * kLanes)];
                 const int64_t* idx = &plan.index[static_cast<size_t>(o * plan.taps)];
@@ -195,7 +204,8 @@ void resampleAxis(const float* in, const Shape& shape, int a, const AxisPlan& pl
 }  // namespace
 
 Result<Volume> splineResample(const Volume& volume, const Geometry& target,
-                              const std::array<AxisInterpolation, 3>& per_axis, int threads) {
+                              const std::array<AxisInterpolation, 3>& per_axis, int threads,
+                              SplineBoundary boundary) {
     if (volume.empty() || volume.pixelType() != PixelType::kFloat32)
         return invalidArgument("spline resampling needs a float32 volume", volume.info().source);
     const Geometry source = volume.geometry();
@@ -211,7 +221,7 @@ Result<Volume> splineResample(const Volume& volume, const Geometry& target,
     std::array<AxisPlan, 3> plans;
     for (int a = 0; a < 3; ++a) {
         const double step = target.spacing[a] / source.spacing[a];
-        plans[a] = planAxis(source.size[a], target.size[a], first[a], step, per_axis[a]);
+        plans[a] = planAxis(source.size[a], target.size[a], first[a], step, per_axis[a], boundary);
     }
     // Most shrinking axis first: later passes run on less data.
     std::array<int, 3> order{0, 1, 2};

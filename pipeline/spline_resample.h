@@ -13,6 +13,13 @@
 // Per axis: kSpline (order 3), kNearest (order 0, ITK's round-half-up), or skipped when the
 // output samples are the input samples. Positions outside [-0.5, size - 0.5) of the input get 0
 // (ResampleImageFilter's default pixel). Reentrant; `threads` = 0 uses every core.
+//
+// Boundary (what the spline sees beyond the ends of a line): kMirror, ITK's whole-sample
+// symmetric extension; kEdge, the end sample repeated, as scipy.ndimage.zoom(mode="nearest")
+// computes it for scikit-image's resize(mode="edge"), which nnU-Net resamples images with: scipy
+// pads each line with 12 copies of its end samples, prefilters the padded line and evaluates
+// inside it; voxseg does the same (its prefilter's initial values differ from scipy's by
+// 0.268^13 of the signal, below float32 rounding).
 #pragma once
 
 #include "core/geometry.h"
@@ -24,9 +31,11 @@
 namespace voxseg::pipeline {
 
 enum class AxisInterpolation { kSpline, kNearest };
+enum class SplineBoundary { kMirror, kEdge };
 
 // `volume`: float32. `target`: same direction as the volume (checked).
 Result<Volume> splineResample(const Volume& volume, const Geometry& target,
-                              const std::array<AxisInterpolation, 3>& per_axis, int threads = 0);
+                              const std::array<AxisInterpolation, 3>& per_axis, int threads = 0,
+                              SplineBoundary boundary = SplineBoundary::kMirror);
 
 }  // namespace voxseg::pipeline
