@@ -11,6 +11,17 @@ supervision off), the fold weights are loaded, and each fold is exported to ONNX
 dynamic batch, static patch) and checked against PyTorch with ONNX Runtime when it is installed.
 Several folds become an ensemble (model.json "models", logits averaged as nnU-Net does).
 
+Cascades: a 3d_cascade_fullres folder (plans.json previous_stage) becomes a format 2 package of
+two stages, its previous stage (3d_lowres, from the sibling folder
+<trainer>__<plans>__3d_lowres or --previous-stage-folder) and itself, linked by `one_hot_from`
+(the low-resolution prediction fed as one-hot channels, as nnU-Net's predictor does with
+folder_with_segs_from_prev_stage); each stage keeps its configuration's spacing, patch,
+normalisation and mirror axes, one fold each (--folds, --previous-stage-folds):
+
+    python3 tools/export_nnunet.py \
+        $nnUNet_results/Dataset015_CTAniso/nnUNetTrainer__nnUNetPlans__3d_cascade_fullres \
+        -o ct-cascade-pkg --folds 0 --previous-stage-folds all
+
 Which network:
   - plans.json configurations.<c>.architecture (nnunetv2 >= 2.4): network_class_name, arch_kwargs
     and _kw_requires_import, e.g. PlainConvUNet or ResidualEncoderUNet (the ResEnc M/L/XL
@@ -38,7 +49,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from export_common import (PackageWriter, export_onnx, fail, load_checkpoint, load_codes,  # noqa: E402
-                           make_labels, model_files_entry, warn)
+                           make_labels, model_files_entry, sha256_file, warn)
 
 DEFAULT_NORMALIZERS = {"CTNormalization", "ZScoreNormalization", "NoNormalization"}
 # nnunetv2/training/nnUNetTrainer/primus/primus_trainers.py: (embed_dim, eva_depth, eva_numheads)
@@ -167,6 +178,162 @@ def normalization(scheme, use_mask, props, channel):
          f"(supported: {sorted(DEFAULT_NORMALIZERS)})")
 
 
+def load_trained(folder, folds, checkpoint, allow_pickle, conf=None):
+    """An nnU-Net trained model folder: plans, dataset, the configuration the checkpoints were
+    trained with (inherits_from applied), trainer name and the fold checkpoints."""
+    folder = os.path.abspath(folder)
+    for f in ("plans.json", "dataset.json"):
+        if not os.path.isfile(os.path.join(folder, f)):
+            fail(f"{folder}: no {f}; expected an nnU-Net v2 trained model folder "
+                 "(plans.json, dataset.json, fold_*/checkpoint_final.pth)")
+    with open(os.path.join(folder, "plans.json")) as f:
+        plans = json.load(f)
+    with open(os.path.join(folder, "dataset.json")) as f:
+        dataset = json.load(f)
+    folds = folds or sorted(
+        (m.group(1) for d in glob.glob(os.path.join(folder, "fold_*"))
+         if (m := re.match(r"fold_(\w+)$", os.path.basename(d)))
+         and os.path.isfile(os.path.join(d, checkpoint))), key=lambda s: (not s.isdigit(), s.zfill(3)))
+    if not folds:
+        fail(f"{folder}: no fold_*/{checkpoint}")
+    ckpts = []
+    for fold in folds:
+        path = os.path.join(folder, f"fold_{fold}", checkpoint)
+        if not os.path.isfile(path):
+            fail(f"{path} does not exist")
+        ckpts.append((fold, path, load_checkpoint(path, allow_pickle)))
+    first = ckpts[0][2]
+    trained_conf = first.get("init_args", {}).get("configuration") if isinstance(first, dict) else None
+    conf_name = conf or trained_conf or "3d_fullres"
+    if trained_conf and conf and conf != trained_conf:
+        fail(f"--configuration {conf} but the checkpoints were trained with {trained_conf}")
+    trainer = first.get("trainer_name", "?") if isinstance(first, dict) else "?"
+    if trainer != "?" and not trainer.startswith("nnUNetTrainer") and "Primus" not in trainer:
+        warn(f"trainer '{trainer}': a custom trainer may build its network differently from the plans; "
+             "the weights must load without missing keys or the export stops")
+    return {"folder": folder, "plans": plans, "dataset": dataset, "folds": folds, "ckpts": ckpts,
+            "first": first, "conf_name": conf_name, "cm": configuration(plans, conf_name),
+            "trainer": trainer}
+
+
+def image_layout(dataset):
+    """dataset.json's reader -> (axis_order, orientation)."""
+    reader = dataset.get("overwrite_image_reader_writer", "SimpleITKIO")
+    if reader == "SimpleITKIO":
+        return "zyx", "native"
+    if reader == "SimpleITKIOWithReorient":
+        warn("SimpleITKIOWithReorient: package orientation RAS")
+        return "zyx", "RAS"
+    if reader == "NibabelIO":
+        return "xyz", "native"
+    if reader == "NibabelIOWithReorient":
+        return "xyz", "RAS"
+    fail(f"dataset.json reader '{reader}' has no voxseg equivalent (SimpleITKIO / NibabelIO)")
+
+
+def channel_specs(t):
+    """model.json channels (modality, normalization) of a trained model's configuration."""
+    plans, cm, dataset = t["plans"], t["cm"], t["dataset"]
+    channel_names = dataset.get("channel_names") or dataset.get("modality")
+    if not channel_names:
+        fail("dataset.json has no channel_names")
+    n_in = len(channel_names)
+    fg = plans.get("foreground_intensity_properties_per_channel", {})
+    schemes, use_mask = cm["normalization_schemes"], cm["use_mask_for_norm"]
+    if len(schemes) != n_in:
+        fail(f"plans.json has {len(schemes)} normalization_schemes for {n_in} channels")
+    resampling = cm.get("resampling_fn_data", DEFAULT_RESAMPLING)
+    if resampling != DEFAULT_RESAMPLING:
+        warn(f"plans resample data with '{resampling}'; voxseg resamples like nnU-Net's "
+             f"default {DEFAULT_RESAMPLING} (order 3, separate order-0 axis when anisotropic)")
+    return [{"modality": modality_of(channel_names[str(c)]),
+             "normalization": normalization(schemes[c], use_mask[c], fg.get(str(c)), c)}
+            for c in range(n_in)]
+
+
+def export_folds(t, n_in, n_out, primus, writer, name_of):
+    """Each fold's network to ONNX (name_of(fold) in the package); returns the file names."""
+    net, net_name = build_network(t["cm"], n_in, n_out, t["trainer"], primus)
+    patch = [int(v) for v in t["cm"]["patch_size"]]
+    files = []
+    for fold, path, ckpt in t["ckpts"]:
+        missing, unexpected = net.load_state_dict(network_weights(ckpt, path), strict=False)
+        if missing or unexpected:
+            fail(f"{path}: weights do not match the network ({net_name}) "
+                 f"(missing {missing[:5]}, unexpected {unexpected[:5]})"
+                 + ("; for a Primus trainer check --primus" if "Primus" in net_name else ""))
+        fname = name_of(fold)
+        _, out_shape = export_onnx(net, (n_in,) + tuple(patch), writer.path(fname))
+        if out_shape[0] != n_out:
+            fail(f"network output has {out_shape[0]} channels, expected {n_out}")
+        files.append(fname)
+    t["net_name"] = net_name
+    return files
+
+
+def inference_of(t, no_mirroring):
+    mirror = [] if no_mirroring else list(t["first"].get("inference_allowed_mirroring_axes") or [])
+    return {"overlap": 0.5, "gaussian": True, "gaussian_sigma_scale": 0.125,
+            "mirror_axes": mirror, "convention": "nnunet"}
+
+
+def previous_stage_folder(t, override):
+    """The trained folder of a cascade's previous stage: --previous-stage-folder, else the
+    sibling nnU-Net writes (<trainer>__<plans>__<previous_stage> next to this one)."""
+    prev = t["cm"].get("previous_stage")
+    if not prev:
+        fail(f"configuration '{t['conf_name']}' has no previous_stage in plans.json")
+    if override:
+        return os.path.abspath(override), prev
+    parts = os.path.basename(t["folder"]).split("__")
+    if len(parts) != 3:
+        fail(f"{t['folder']}: not named <trainer>__<plans>__<configuration>; pass "
+             "--previous-stage-folder with the trained folder of " + prev)
+    folder = os.path.join(os.path.dirname(t["folder"]), "__".join(parts[:2] + [prev]))
+    if not os.path.isdir(folder):
+        fail(f"cascade stage '{t['conf_name']}' needs its previous stage '{prev}', trained in "
+             f"{folder}, which does not exist; train it or pass --previous-stage-folder")
+    return folder, prev
+
+
+def single_fold(t, what):
+    if len(t["ckpts"]) != 1:
+        fail(f"{t['folder']}: {len(t['ckpts'])} folds ({', '.join(t['folds'])}) for the {what}; a "
+             "format 2 stage holds one network: pick one with --folds / --previous-stage-folds")
+
+
+def cascade_stages(a, t, labels_named, n_out, channels, writer):
+    """3d_lowres -> 3d_cascade_fullres as two format 2 stages linked by one_hot_from."""
+    prev_folder, prev_name = previous_stage_folder(t, a.previous_stage_folder)
+    p = load_trained(prev_folder, a.previous_stage_folds, a.checkpoint, a.allow_pickle)
+    if p["conf_name"] != prev_name:
+        fail(f"{prev_folder} was trained as '{p['conf_name']}', but '{t['conf_name']}' follows "
+             f"'{prev_name}'")
+    single_fold(t, t["conf_name"])
+    single_fold(p, prev_name)
+    if labels_of(p["dataset"]) != (labels_named, n_out):
+        fail(f"{prev_folder}: its dataset.json labels differ from {t['folder']}'s")
+    if len(channels) != 1:
+        fail(f"{len(channels)} input channels: format 2 packages (cascades) take one image channel")
+    p_channels = channel_specs(p)
+    values = [v for v, _ in labels_named]
+    stages = []
+    for s, chans, n_in, extra in ((p, p_channels, 1, {}),
+                                  (t, channels, 1 + len(values), {"one_hot_from": {"stage": prev_name}})):
+        fname = f"{s['conf_name']}.onnx"
+        export_folds(s, n_in, n_out, a.primus, writer, lambda fold, f=fname: f)
+        stage = {"name": s["conf_name"], "file": fname,
+                 "sha256": sha256_file(writer.path(fname)),
+                 "spacing_mm": [float(v) for v in s["cm"]["spacing"]],
+                 "patch_size": [int(v) for v in s["cm"]["patch_size"]],
+                 "normalization": chans[0]["normalization"],
+                 "inference": inference_of(s, a.no_mirroring)}
+        stage.update(extra)
+        stage["output"] = {"kind": "softmax", "labels": values}
+        stages.append(stage)
+    return stages, p
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("folder", help="trained model folder (plans.json, dataset.json, fold_*/)")
@@ -174,6 +341,10 @@ def main():
     p.add_argument("--configuration", help="plans configuration (default: the one the checkpoint "
                    "was trained with, else 3d_fullres)")
     p.add_argument("--folds", nargs="+", help="folds to export (default: every fold_* with a checkpoint)")
+    p.add_argument("--previous-stage-folder", help="cascade (3d_cascade_fullres): the trained folder "
+                   "of its previous stage (default: the sibling <trainer>__<plans>__3d_lowres)")
+    p.add_argument("--previous-stage-folds", nargs="+", help="cascade: the previous stage's fold "
+                   "(default: its only fold with a checkpoint)")
     p.add_argument("--checkpoint", default="checkpoint_final.pth")
     p.add_argument("--codes", help="JSON with SNOMED codes/colours per label name (docs/models.md)")
     p.add_argument("--name", help="package name (default: dataset name + configuration)")
@@ -189,78 +360,14 @@ def main():
     p.add_argument("--force", action="store_true", help="replace --out if it exists")
     a = p.parse_args()
 
-    folder = os.path.abspath(a.folder)
-    for f in ("plans.json", "dataset.json"):
-        if not os.path.isfile(os.path.join(folder, f)):
-            fail(f"{folder}: no {f}; expected an nnU-Net v2 trained model folder "
-                 "(plans.json, dataset.json, fold_*/checkpoint_final.pth)")
-    with open(os.path.join(folder, "plans.json")) as f:
-        plans = json.load(f)
-    with open(os.path.join(folder, "dataset.json")) as f:
-        dataset = json.load(f)
-
-    folds = a.folds or sorted(
-        (m.group(1) for d in glob.glob(os.path.join(folder, "fold_*"))
-         if (m := re.match(r"fold_(\w+)$", os.path.basename(d)))
-         and os.path.isfile(os.path.join(d, a.checkpoint))), key=lambda s: (not s.isdigit(), s.zfill(3)))
-    if not folds:
-        fail(f"{folder}: no fold_*/{a.checkpoint}")
-    ckpts = []
-    for fold in folds:
-        path = os.path.join(folder, f"fold_{fold}", a.checkpoint)
-        if not os.path.isfile(path):
-            fail(f"{path} does not exist")
-        ckpts.append((fold, path, load_checkpoint(path, a.allow_pickle)))
-
-    first = ckpts[0][2]
-    trained_conf = first.get("init_args", {}).get("configuration") if isinstance(first, dict) else None
-    conf_name = a.configuration or trained_conf or "3d_fullres"
-    if trained_conf and a.configuration and a.configuration != trained_conf:
-        fail(f"--configuration {a.configuration} but the checkpoints were trained with {trained_conf}")
-    trainer = first.get("trainer_name", "?") if isinstance(first, dict) else "?"
-    if trainer != "?" and not trainer.startswith("nnUNetTrainer") and "Primus" not in trainer:
-        warn(f"trainer '{trainer}': a custom trainer may build its network differently from the plans; "
-             "the weights must load without missing keys or the export stops")
-
-    cm = configuration(plans, conf_name)
-    if conf_name.endswith("cascade_fullres") or cm.get("previous_stage"):
-        fail(f"configuration '{conf_name}' is a cascade stage (needs the low-res prediction as input); "
-             "voxseg runs single-stage models: export 3d_fullres or 3d_lowres")
+    t = load_trained(a.folder, a.folds, a.checkpoint, a.allow_pickle, a.configuration)
+    conf_name, cm, dataset, trainer, folds = (t["conf_name"], t["cm"], t["dataset"], t["trainer"],
+                                              t["folds"])
+    cascade = conf_name.endswith("cascade_fullres") or bool(cm.get("previous_stage"))
     labels_named, n_out = labels_of(dataset)
-
-    reader = dataset.get("overwrite_image_reader_writer", "SimpleITKIO")
-    if reader in ("SimpleITKIO", "SimpleITKIOWithReorient"):
-        axis_order, orientation = "zyx", "native"
-        if reader == "SimpleITKIOWithReorient":
-            orientation = "RAS"
-            warn("SimpleITKIOWithReorient: package orientation RAS")
-    elif reader == "NibabelIO":
-        axis_order, orientation = "xyz", "native"
-    elif reader == "NibabelIOWithReorient":
-        axis_order, orientation = "xyz", "RAS"
-    else:
-        fail(f"dataset.json reader '{reader}' has no voxseg equivalent (SimpleITKIO / NibabelIO)")
-
-    channel_names = dataset.get("channel_names") or dataset.get("modality")
-    if not channel_names:
-        fail("dataset.json has no channel_names")
-    n_in = len(channel_names)
-    fg = plans.get("foreground_intensity_properties_per_channel", {})
-    schemes, use_mask = cm["normalization_schemes"], cm["use_mask_for_norm"]
-    if len(schemes) != n_in:
-        fail(f"plans.json has {len(schemes)} normalization_schemes for {n_in} channels")
-    channels = []
-    for c in range(n_in):
-        channels.append({"modality": modality_of(channel_names[str(c)]),
-                         "normalization": normalization(schemes[c], use_mask[c], fg.get(str(c)), c)})
-    resampling = cm.get("resampling_fn_data", DEFAULT_RESAMPLING)
-    if resampling != DEFAULT_RESAMPLING:
-        warn(f"plans resample data with '{resampling}'; voxseg resamples like nnU-Net's "
-             f"default {DEFAULT_RESAMPLING} (order 3, separate order-0 axis when anisotropic)")
-
-    net, net_name = build_network(cm, n_in, n_out, trainer, a.primus)
-    patch = [int(v) for v in cm["patch_size"]]
-    mirror = [] if a.no_mirroring else list(first.get("inference_allowed_mirroring_axes") or [])
+    axis_order, orientation = image_layout(dataset)
+    channels = channel_specs(t)
+    n_in = len(channels)
     labels = make_labels(labels_named, load_codes(a.codes))
     if len(labels) + 1 != n_out:
         fail(f"dataset.json has {len(labels)} labels but the network has {n_out} outputs")
@@ -269,50 +376,59 @@ def main():
     if not licence:
         licence = "unknown"
         warn("no --license and no licence in dataset.json: package licence 'unknown'")
-    name = a.name or f"{dataset.get('name', os.path.basename(os.path.dirname(folder)))}-{conf_name}"
+    name = a.name or f"{dataset.get('name', os.path.basename(os.path.dirname(t['folder'])))}-{conf_name}"
+    common = {"name": name, "version": a.version}
+    export = {"tool": "tools/export_nnunet.py", "source": t["folder"], "configuration": conf_name,
+              "folds": folds, "trainer": trainer}
 
     writer = PackageWriter(a.out, a.force)
     try:
-        files = []
-        for fold, path, ckpt in ckpts:
-            missing, unexpected = net.load_state_dict(network_weights(ckpt, path), strict=False)
-            if missing or unexpected:
-                fail(f"{path}: weights do not match the network ({net_name}) "
-                     f"(missing {missing[:5]}, unexpected {unexpected[:5]})"
-                     + ("; for a Primus trainer check --primus" if "Primus" in net_name else ""))
-            fname = "model.onnx" if len(ckpts) == 1 else f"fold_{fold}.onnx"
-            _, out_shape = export_onnx(net, (n_in,) + tuple(patch), writer.path(fname))
-            if out_shape[0] != n_out:
-                fail(f"network output has {out_shape[0]} channels, expected {n_out}")
-            files.append(fname)
-        model = {
-            "format_version": 1,
-            "name": name,
-            "version": a.version,
-            "description": a.description or (
-                f"nnU-Net v2 {conf_name} ({trainer}, {net_name}), fold{'s' if len(folds) > 1 else ''} "
-                f"{', '.join(folds)}, exported by tools/export_nnunet.py"),
-            "license": licence,
-            "channels": channels,
-            "spacing_mm": [float(s) for s in cm["spacing"]],
-            "patch_size": patch,
-            "axis_order": axis_order,
-            "orientation": orientation,
-            "labels": labels,
-            "output": "softmax",
-            "inference": {"overlap": 0.5, "gaussian": True, "gaussian_sigma_scale": 0.125,
-                          "mirror_axes": mirror, "convention": "nnunet"},
-        }
-        model.update(model_files_entry(writer, files))
-        model["_export"] = {"tool": "tools/export_nnunet.py", "source": folder,
-                            "configuration": conf_name, "folds": folds, "trainer": trainer,
-                            "network": net_name}
+        if cascade:
+            stages, prev = cascade_stages(a, t, labels_named, n_out, channels, writer)
+            model = {"format_version": 2, **common,
+                     "description": a.description or (
+                         f"nnU-Net v2 cascade {prev['conf_name']} -> {conf_name} ({trainer}, "
+                         f"{t['net_name']}), folds {prev['folds'][0]} / {folds[0]}, exported by "
+                         "tools/export_nnunet.py"),
+                     "license": licence,
+                     "channels": [{"modality": channels[0]["modality"]}],
+                     "axis_order": axis_order, "orientation": orientation,
+                     "labels": labels, "stages": stages}
+            export.update(previous_stage={"source": prev["folder"], "configuration": prev["conf_name"],
+                                          "folds": prev["folds"]}, network=t["net_name"])
+            summary = (f"cascade {prev['conf_name']} (spacing {stages[0]['spacing_mm']}, patch "
+                       f"{stages[0]['patch_size']}) -> {conf_name} (spacing {stages[1]['spacing_mm']}, "
+                       f"patch {stages[1]['patch_size']}, {n_in} + {len(labels)} one-hot channels)")
+        else:
+            files = export_folds(t, n_in, n_out, a.primus, writer,
+                                 lambda fold: "model.onnx" if len(t["ckpts"]) == 1 else f"fold_{fold}.onnx")
+            patch = [int(v) for v in cm["patch_size"]]
+            model = {
+                "format_version": 1, **common,
+                "description": a.description or (
+                    f"nnU-Net v2 {conf_name} ({trainer}, {t['net_name']}), fold{'s' if len(folds) > 1 else ''} "
+                    f"{', '.join(folds)}, exported by tools/export_nnunet.py"),
+                "license": licence,
+                "channels": channels,
+                "spacing_mm": [float(s) for s in cm["spacing"]],
+                "patch_size": patch,
+                "axis_order": axis_order,
+                "orientation": orientation,
+                "labels": labels,
+                "output": "softmax",
+                "inference": inference_of(t, a.no_mirroring),
+            }
+            model.update(model_files_entry(writer, files))
+            export["network"] = t["net_name"]
+            summary = (f"{len(files)} network(s), {n_in} channel(s), {len(labels)} labels, spacing "
+                       f"{model['spacing_mm']} patch {model['patch_size']} ({axis_order}), mirror axes "
+                       f"{model['inference']['mirror_axes']}")
+        model["_export"] = export
         writer.finish(model)
     except BaseException:
         writer.abort()
         raise
-    print(f"{len(files)} network(s), {n_in} channel(s), {len(labels)} labels, spacing "
-          f"{model['spacing_mm']} patch {model['patch_size']} ({axis_order}), mirror axes {mirror}")
+    print(summary)
     return 0
 
 

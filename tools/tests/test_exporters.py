@@ -81,13 +81,14 @@ def assert_checked(test, r):
 @unittest.skipUnless(have("torch", "onnx", "dynamic_network_architectures"),
                      "needs torch, onnx, dynamic_network_architectures (scripts/deps.sh)")
 class ExportNnUNetTest(unittest.TestCase):
-    def make_folder(self, root, scheme="CTNormalization", folds=(0, 1), regions=False):
+    def make_folder(self, root, scheme="CTNormalization", folds=(0, 1), regions=False,
+                    conf="3d_fullres", plans=None, n_in=1):
         import torch
         sys.path.insert(0, TOOLS)
-        from export_nnunet import build_network
-        folder = os.path.join(root, "nnUNetTrainer__nnUNetPlans__3d_fullres")
+        from export_nnunet import build_network, configuration
+        folder = os.path.join(root, f"nnUNetTrainer__nnUNetPlans__{conf}")
         os.makedirs(folder)
-        plans = tiny_plans(scheme)
+        plans = plans or tiny_plans(scheme)
         labels = {"background": 0, "liver": 1, "tumour": 2}
         ds = {"channel_names": {"0": "CT"}, "labels": labels, "numTraining": 4,
               "file_ending": ".nii.gz", "name": "Tiny", "licence": "CC-BY-4.0"}
@@ -97,13 +98,13 @@ class ExportNnUNetTest(unittest.TestCase):
         json.dump(plans, open(os.path.join(folder, "plans.json"), "w"))
         json.dump(ds, open(os.path.join(folder, "dataset.json"), "w"))
         for f in folds:
-            torch.manual_seed(10 + f)
-            net, _ = build_network(plans["configurations"]["3d_fullres"], 1, 3, "nnUNetTrainer", None)
+            torch.manual_seed(10 + (f if isinstance(f, int) else 7))
+            net, _ = build_network(configuration(plans, conf), n_in, 3, "nnUNetTrainer", None)
             # compiled-model prefix, as nnU-Net saves when torch.compile was on
             sd = {("_orig_mod." + k if f == 1 else k): v for k, v in net.state_dict().items()}
             os.makedirs(os.path.join(folder, f"fold_{f}"))
             torch.save({"network_weights": sd, "trainer_name": "nnUNetTrainer",
-                        "init_args": {"configuration": "3d_fullres", "fold": f},
+                        "init_args": {"configuration": conf, "fold": f},
                         "inference_allowed_mirroring_axes": (0, 1, 2)},
                        os.path.join(folder, f"fold_{f}", "checkpoint_final.pth"))
         return folder
@@ -144,6 +145,52 @@ class ExportNnUNetTest(unittest.TestCase):
             m = json.load(open(os.path.join(out, "model.json")))
             self.assertEqual(m["sha256"], sha256(os.path.join(out, "model.onnx")))
             self.assertEqual(m["inference"]["mirror_axes"], [])
+
+    def test_cascade_becomes_two_linked_stages(self):
+        import onnx
+        plans = tiny_plans("CTNormalization")
+        plans["configurations"]["3d_lowres"] = {
+            "inherits_from": "3d_fullres", "data_identifier": "nnUNetPlans_3d_lowres",
+            "spacing": [5.0, 1.6, 1.6], "patch_size": [8, 24, 16], "next_stage": "3d_cascade_fullres"}
+        plans["configurations"]["3d_cascade_fullres"] = {
+            "inherits_from": "3d_fullres", "previous_stage": "3d_lowres"}
+        with tempfile.TemporaryDirectory() as tmp:
+            self.make_folder(tmp, folds=("all",), conf="3d_lowres", plans=plans)
+            folder = self.make_folder(tmp, folds=(0,), conf="3d_cascade_fullres", plans=plans, n_in=3)
+            out = os.path.join(tmp, "pkg")
+            r = run_tool("export_nnunet.py", folder, "-o", out, "--no-mirroring")
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            assert_checked(self, r)
+            m = json.load(open(os.path.join(out, "model.json")))
+            self.assertEqual(m["format_version"], 2)
+            self.assertEqual(m["channels"], [{"modality": "CT"}])
+            for k in ("spacing_mm", "patch_size", "sha256", "models", "output", "inference"):
+                self.assertNotIn(k, m)
+            low, full = m["stages"]
+            self.assertEqual((low["name"], full["name"]), ("3d_lowres", "3d_cascade_fullres"))
+            self.assertNotIn("one_hot_from", low)
+            self.assertEqual(full["one_hot_from"], {"stage": "3d_lowres"})
+            self.assertEqual((low["spacing_mm"], low["patch_size"]), ([5.0, 1.6, 1.6], [8, 24, 16]))
+            self.assertEqual((full["spacing_mm"], full["patch_size"]), ([2.5, 0.8, 0.8], [16, 24, 16]))
+            ct = {"scheme": "ct", "clip": [-120.25, 310.75], "mean": 80.5, "std": 95.5}
+            for st, channels in ((low, 1), (full, 3)):  # the image + one channel per label
+                self.assertEqual(st["normalization"], ct)
+                self.assertEqual(st["output"], {"kind": "softmax", "labels": [1, 2]})
+                self.assertEqual(st["inference"]["mirror_axes"], [])
+                self.assertEqual(st["sha256"], sha256(os.path.join(out, st["file"])))
+                g = onnx.load(os.path.join(out, st["file"])).graph
+                self.assertEqual(g.input[0].type.tensor_type.shape.dim[1].dim_value, channels)
+            self.assertEqual(m["_export"]["previous_stage"]["folds"], ["all"])
+            # without its previous stage the cascade is refused, naming what is missing
+            os.rename(os.path.join(tmp, "nnUNetTrainer__nnUNetPlans__3d_lowres"),
+                      os.path.join(tmp, "lowres_elsewhere"))
+            r = run_tool("export_nnunet.py", folder, "-o", os.path.join(tmp, "pkg2"))
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("3d_lowres", r.stderr)
+            self.assertIn("--previous-stage-folder", r.stderr)
+            r = run_tool("export_nnunet.py", folder, "-o", os.path.join(tmp, "pkg2"),
+                         "--previous-stage-folder", os.path.join(tmp, "lowres_elsewhere"))
+            self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_zscore_mask(self):
         with tempfile.TemporaryDirectory() as tmp:
