@@ -18,6 +18,7 @@
 
 #include "core/geometry.h"
 #include "core/volume.h"
+#include "ui/index_box.h"
 
 #include <array>
 #include <cstdint>
@@ -139,13 +140,6 @@ enum class OverlayMode { kFill, kOutline };
 struct LabelColors {
     std::vector<uint32_t> colors;
     void set(int value, std::array<uint8_t, 3> rgb, double opacity, bool visible);
-};
-
-// An index-space box (inclusive); empty when lo > hi on any axis.
-struct IndexBox {
-    std::array<int64_t, 3> lo{0, 0, 0};
-    std::array<int64_t, 3> hi{-1, -1, -1};
-    bool empty() const { return lo[0] > hi[0] || lo[1] > hi[1] || lo[2] > hi[2]; }
 };
 
 // A label map's nonzero runs along the lines of one index axis, for the view whose slices cut

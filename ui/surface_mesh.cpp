@@ -15,6 +15,104 @@ namespace {
 using MaskImage = itk::Image<uint8_t, 3>;
 using MeshType = itk::Mesh<double, 3>;
 
+constexpr int kKeyBits = 21;
+constexpr int64_t kKeyOffset = int64_t{1} << 20;
+constexpr uint64_t kKeyMask = (uint64_t{1} << kKeyBits) - 1;
+
+int64_t floorDiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
+int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
+
+uint64_t packKey(const std::array<int64_t, 3>& twice) {
+    uint64_t key = 0;
+    for (int a = 0; a < 3; ++a)
+        key = key << kKeyBits | (static_cast<uint64_t>(twice[a] + kKeyOffset) & kKeyMask);
+    return key;
+}
+
+// Grid points, inclusive, on each axis.
+struct GridBox {
+    std::array<int64_t, 3> lo{0, 0, 0};
+    std::array<int64_t, 3> hi{-1, -1, -1};
+};
+
+// Marching cubes (ITK) of label `value`'s mask sampled at the grid points of `window` (points
+// off the volume are background), vertices in LPS mm with their keys; not smoothed, no normals.
+Result<SurfaceMesh> meshGridWindow(const Volume& label_map, int value, const SurfaceGrid& grid,
+                                   const GridBox& window) {
+    const Geometry g = label_map.geometry();
+    std::array<int64_t, 3> size{};
+    // Per axis, the voxel index of each grid point of the window, -1 off the volume.
+    std::array<std::vector<int64_t>, 3> voxel;
+    for (int a = 0; a < 3; ++a) {
+        size[a] = window.hi[a] - window.lo[a] + 1;
+        voxel[a].resize(static_cast<size_t>(size[a]));
+        for (int64_t q = 0; q < size[a]; ++q) {
+            const int64_t x = grid.origin[a] + (window.lo[a] + q) * grid.step;
+            voxel[a][q] = x >= 0 && x < g.size[a] ? x : -1;
+        }
+    }
+    auto mask = MaskImage::New();
+    MaskImage::RegionType region;
+    region.SetSize({static_cast<itk::SizeValueType>(size[0]),
+                    static_cast<itk::SizeValueType>(size[1]),
+                    static_cast<itk::SizeValueType>(size[2])});
+    mask->SetRegions(region);
+    mask->Allocate(true);
+    uint8_t* m = mask->GetBufferPointer();
+    visitPixels(label_map, [&](const auto* p) {
+        for (int64_t k = 0; k < size[2]; ++k) {
+            if (voxel[2][k] < 0) continue;
+            for (int64_t j = 0; j < size[1]; ++j) {
+                if (voxel[1][j] < 0) continue;
+                const auto* row = p + (voxel[2][k] * g.size[1] + voxel[1][j]) * g.size[0];
+                uint8_t* out = m + (k * size[1] + j) * size[0];
+                for (int64_t i = 0; i < size[0]; ++i) {
+                    const int64_t x = voxel[0][i];
+                    if (x >= 0 && static_cast<int>(row[x]) == value) out[i] = 1;
+                }
+            }
+        }
+    });
+    auto source = itk::BinaryMask3DMeshSource<MaskImage, MeshType>::New();
+    source->SetInput(mask);
+    source->SetObjectValue(1);
+    try {
+        source->Update();
+    } catch (const itk::ExceptionObject& e) {
+        return internalError(std::string("marching cubes failed: ") + e.GetDescription(),
+                             "label " + std::to_string(value));
+    }
+    MeshType::Pointer mesh = source->GetOutput();
+    SurfaceMesh s;
+    s.label = value;
+    s.grid = grid;
+    s.positions.reserve(mesh->GetNumberOfPoints() * 3);
+    s.keys.reserve(mesh->GetNumberOfPoints());
+    for (auto it = mesh->GetPoints()->Begin(); it != mesh->GetPoints()->End(); ++it) {
+        const auto& q = it.Value();
+        // Window index -> grid coordinate (marching cubes puts vertices on cube edges, at half
+        // steps) -> label map index -> LPS.
+        std::array<int64_t, 3> twice{};
+        Vec3 index{};
+        for (int a = 0; a < 3; ++a) {
+            const double t = static_cast<double>(window.lo[a]) + q[a];
+            twice[a] = std::llround(2 * t);
+            index[a] = static_cast<double>(grid.origin[a]) + t * static_cast<double>(grid.step);
+        }
+        const Vec3 p = g.indexToPhysical(index);
+        for (int c = 0; c < 3; ++c) s.positions.push_back(static_cast<float>(p[c]));
+        s.keys.push_back(packKey(twice));
+    }
+    s.triangles.reserve(mesh->GetNumberOfCells() * 3);
+    for (auto it = mesh->GetCells()->Begin(); it != mesh->GetCells()->End(); ++it) {
+        const auto* cell = it.Value();
+        if (cell->GetNumberOfPoints() != 3) continue;
+        auto ids = cell->PointIdsBegin();
+        for (int k = 0; k < 3; ++k) s.triangles.push_back(static_cast<uint32_t>(ids[k]));
+    }
+    return s;
+}
+
 struct Box {
     std::array<int64_t, 3> lo{INT64_MAX, INT64_MAX, INT64_MAX};
     std::array<int64_t, 3> hi{-1, -1, -1};
@@ -129,72 +227,25 @@ Result<std::vector<SurfaceMesh>> buildLabelSurfaces(const Volume& label_map,
                                                     const Progress& progress) {
     std::vector<SurfaceMesh> out;
     if (label_map.empty()) return out;
-    const Geometry g = label_map.geometry();
     const auto boxes =
         labelBoxes(label_map, options.only_labels, options.search_lo, options.search_hi);
     size_t done = 0;
     for (const auto& [value, box] : boxes) {
         VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
-        // The box plus a one-voxel empty margin so surfaces close at the volume's edge,
-        // downsampled by `step` when large.
-        std::array<int64_t, 3> extent{};
+        // The box on a grid of `step` voxels (coarser when the box is large), plus one grid
+        // point of background on each side so surfaces close at the volume's edge.
         int64_t box_voxels = 1;
+        for (int a = 0; a < 3; ++a) box_voxels *= box.hi[a] - box.lo[a] + 1;
+        SurfaceGrid grid;
+        grid.origin = box.lo;
+        while (box_voxels / (grid.step * grid.step * grid.step) > options.max_voxels) ++grid.step;
+        GridBox window;
         for (int a = 0; a < 3; ++a) {
-            extent[a] = box.hi[a] - box.lo[a] + 1;
-            box_voxels *= extent[a];
+            window.lo[a] = -1;
+            window.hi[a] = (box.hi[a] - box.lo[a] + grid.step) / grid.step;
         }
-        int64_t step = 1;
-        while (box_voxels / (step * step * step) > options.max_voxels) ++step;
-        std::array<int64_t, 3> size{};
-        for (int a = 0; a < 3; ++a) size[a] = (extent[a] + step - 1) / step + 2;
-        auto mask = MaskImage::New();
-        MaskImage::RegionType region;
-        region.SetSize({static_cast<itk::SizeValueType>(size[0]),
-                        static_cast<itk::SizeValueType>(size[1]),
-                        static_cast<itk::SizeValueType>(size[2])});
-        mask->SetRegions(region);
-        mask->Allocate(true);
-        uint8_t* m = mask->GetBufferPointer();
-        visitPixels(label_map, [&](const auto* p) {
-            for (int64_t k = 0; k < size[2] - 2; ++k)
-                for (int64_t j = 0; j < size[1] - 2; ++j)
-                    for (int64_t i = 0; i < size[0] - 2; ++i) {
-                        // Majority-free nearest sampling: the voxel at the cell's corner.
-                        const int64_t x = box.lo[0] + i * step, y = box.lo[1] + j * step,
-                                      z = box.lo[2] + k * step;
-                        if (static_cast<int>(p[(z * g.size[1] + y) * g.size[0] + x]) == value)
-                            m[((k + 1) * size[1] + (j + 1)) * size[0] + (i + 1)] = 1;
-                    }
-        });
-        auto source = itk::BinaryMask3DMeshSource<MaskImage, MeshType>::New();
-        source->SetInput(mask);
-        source->SetObjectValue(1);
-        try {
-            source->Update();
-        } catch (const itk::ExceptionObject& e) {
-            return internalError(std::string("marching cubes failed: ") + e.GetDescription(),
-                                 "label " + std::to_string(value));
-        }
-        MeshType::Pointer mesh = source->GetOutput();
-        SurfaceMesh s;
-        s.label = value;
+        VOXSEG_ASSIGN_OR_RETURN(SurfaceMesh s, meshGridWindow(label_map, value, grid, window));
         s.color = pipeline::labelColor(labels, value);
-        s.positions.reserve(mesh->GetNumberOfPoints() * 3);
-        for (auto it = mesh->GetPoints()->Begin(); it != mesh->GetPoints()->End(); ++it) {
-            const auto& q = it.Value();
-            // Mask index (with margin and step) -> label map index -> LPS.
-            const Vec3 index{box.lo[0] + (q[0] - 1) * step, box.lo[1] + (q[1] - 1) * step,
-                             box.lo[2] + (q[2] - 1) * step};
-            const Vec3 p = g.indexToPhysical(index);
-            for (int c = 0; c < 3; ++c) s.positions.push_back(static_cast<float>(p[c]));
-        }
-        s.triangles.reserve(mesh->GetNumberOfCells() * 3);
-        for (auto it = mesh->GetCells()->Begin(); it != mesh->GetCells()->End(); ++it) {
-            const auto* cell = it.Value();
-            if (cell->GetNumberOfPoints() != 3) continue;
-            auto ids = cell->PointIdsBegin();
-            for (int k = 0; k < 3; ++k) s.triangles.push_back(static_cast<uint32_t>(ids[k]));
-        }
         taubinSmooth(s.positions, s.triangles, options.smoothing_iterations, options.lambda,
                      options.mu);
         s.normals = vertexNormals(s.positions, s.triangles);
@@ -202,6 +253,131 @@ Result<std::vector<SurfaceMesh>> buildLabelSurfaces(const Volume& label_map,
         progress.report(++done, boxes.size(), "surfaces");
     }
     return out;
+}
+
+int64_t surfaceKeyCoord(uint64_t key, int axis) {
+    return static_cast<int64_t>((key >> (kKeyBits * (2 - axis))) & kKeyMask) - kKeyOffset;
+}
+
+Result<bool> patchLabelSurface(const Volume& label_map, const std::vector<IndexBox>& changed,
+                               SurfaceMesh& mesh, const SurfaceOptions& options) {
+    if (label_map.empty() || mesh.keys.size() != mesh.vertexCount() || mesh.keys.empty())
+        return false;
+    const SurfaceGrid& grid = mesh.grid;
+    const int64_t step = grid.step;
+    const Geometry g = label_map.geometry();
+    // The mesh's grid box, from its vertices (twice the grid coordinates).
+    std::array<int64_t, 3> key_lo{INT64_MAX, INT64_MAX, INT64_MAX};
+    std::array<int64_t, 3> key_hi{INT64_MIN, INT64_MIN, INT64_MIN};
+    for (const uint64_t key : mesh.keys)
+        for (int a = 0; a < 3; ++a) {
+            const int64_t c = surfaceKeyCoord(key, a);
+            key_lo[a] = std::min(key_lo[a], c);
+            key_hi[a] = std::max(key_hi[a], c);
+        }
+    int64_t mesh_points = 1;
+    for (int a = 0; a < 3; ++a) mesh_points *= (key_hi[a] - key_lo[a]) / 2 + 2;
+    // Per changed box: the cubes re-meshed (cube c spans the grid points c and c + 1) and the
+    // window of grid points they are meshed from.
+    constexpr int64_t kSeam = 2, kMargin = 10;
+    std::vector<GridBox> cubes, windows;
+    int64_t window_points = 0;
+    for (const IndexBox& box : changed) {
+        if (box.empty()) continue;
+        GridBox c, w;
+        int64_t points = 1;
+        for (int a = 0; a < 3; ++a) {
+            c.lo[a] = floorDiv(box.lo[a] - grid.origin[a], step) - 1 - kSeam;
+            c.hi[a] = ceilDiv(box.hi[a] - grid.origin[a], step) + kSeam;
+            // Grid points off the volume are background: one of them on each side is enough.
+            w.lo[a] = std::max(c.lo[a] - kMargin, ceilDiv(-grid.origin[a], step) - 1);
+            w.hi[a] =
+                std::min(c.hi[a] + 1 + kMargin, floorDiv(g.size[a] - 1 - grid.origin[a], step) + 1);
+            points *= std::max<int64_t>(0, w.hi[a] - w.lo[a] + 1);
+        }
+        if (points == 0) continue;  // off the volume
+        cubes.push_back(c);
+        windows.push_back(w);
+        window_points += points;
+    }
+    if (window_points * 2 > mesh_points) return false;
+    // A triangle belongs to the cube that holds its unsmoothed centroid, and a cube to the first
+    // changed box whose cubes hold it: the same rule for the old mesh and the patches, so each
+    // cube's triangles come from exactly one of them.
+    auto cube_of = [](const SurfaceMesh& m, size_t t) {
+        std::array<int64_t, 3> c{};
+        for (int a = 0; a < 3; ++a) {
+            int64_t sum = 0;
+            for (int k = 0; k < 3; ++k) sum += surfaceKeyCoord(m.keys[m.triangles[t + k]], a);
+            c[a] = floorDiv(sum, 6);
+        }
+        return c;
+    };
+    auto owner = [&](const std::array<int64_t, 3>& c) {
+        for (size_t i = 0; i < cubes.size(); ++i)
+            if (c[0] >= cubes[i].lo[0] && c[0] <= cubes[i].hi[0] && c[1] >= cubes[i].lo[1] &&
+                c[1] <= cubes[i].hi[1] && c[2] >= cubes[i].lo[2] && c[2] <= cubes[i].hi[2])
+                return static_cast<int>(i);
+        return -1;
+    };
+    auto near_patch = [&](uint64_t key) {
+        for (const GridBox& c : cubes) {
+            bool inside = true;
+            for (int a = 0; a < 3 && inside; ++a) {
+                const int64_t x = surfaceKeyCoord(key, a);
+                inside = x >= 2 * c.lo[a] && x <= 2 * (c.hi[a] + 1);
+            }
+            if (inside) return true;
+        }
+        return false;
+    };
+    SurfaceMesh out;
+    out.label = mesh.label;
+    out.color = mesh.color;
+    out.grid = grid;
+    auto add_vertex = [&](const SurfaceMesh& from, uint32_t v) {
+        out.positions.insert(out.positions.end(), &from.positions[v * 3],
+                             &from.positions[v * 3] + 3);
+        out.keys.push_back(from.keys[v]);
+        return static_cast<uint32_t>(out.keys.size() - 1);
+    };
+    // The old triangles outside the patches; their vertices on a patch's border, and every
+    // vertex a patch adds, are shared by key with what is added after them.
+    std::unordered_map<uint64_t, uint32_t> shared;
+    std::vector<uint32_t> remap(mesh.vertexCount(), UINT32_MAX);
+    for (size_t t = 0; t + 2 < mesh.triangles.size(); t += 3) {
+        if (owner(cube_of(mesh, t)) >= 0) continue;
+        for (int k = 0; k < 3; ++k) {
+            const uint32_t v = mesh.triangles[t + k];
+            if (remap[v] == UINT32_MAX) {
+                remap[v] = add_vertex(mesh, v);
+                if (near_patch(mesh.keys[v])) shared.emplace(mesh.keys[v], remap[v]);
+            }
+            out.triangles.push_back(remap[v]);
+        }
+    }
+    for (size_t i = 0; i < cubes.size(); ++i) {
+        VOXSEG_ASSIGN_OR_RETURN(SurfaceMesh patch,
+                                meshGridWindow(label_map, mesh.label, grid, windows[i]));
+        taubinSmooth(patch.positions, patch.triangles, options.smoothing_iterations, options.lambda,
+                     options.mu);
+        std::vector<uint32_t> patch_remap(patch.vertexCount(), UINT32_MAX);
+        for (size_t t = 0; t + 2 < patch.triangles.size(); t += 3) {
+            if (owner(cube_of(patch, t)) != static_cast<int>(i)) continue;
+            for (int k = 0; k < 3; ++k) {
+                const uint32_t v = patch.triangles[t + k];
+                if (patch_remap[v] == UINT32_MAX) {
+                    auto [it, added] = shared.try_emplace(patch.keys[v], 0);
+                    if (added) it->second = add_vertex(patch, v);
+                    patch_remap[v] = it->second;
+                }
+                out.triangles.push_back(patch_remap[v]);
+            }
+        }
+    }
+    out.normals = vertexNormals(out.positions, out.triangles);
+    mesh = std::move(out);
+    return true;
 }
 
 SurfaceMesh decimateMesh(const SurfaceMesh& mesh, double cell_mm) {

@@ -4,12 +4,17 @@
 // in LPS millimetres through the label map's full geometry (direction cosines included). Masks
 // larger than `max_voxels` are downsampled by an integer factor first so a whole-body label map
 // stays interactive. Qt-free; plain function, reentrant; cancellable through `progress`.
+// An edit re-meshes only around the voxels it changed (patchLabelSurface): the mesh keeps, per
+// vertex, where marching cubes put it before smoothing, so the re-meshed patch is welded onto the
+// rest of the surface at exactly those vertices (closed, no cracks) and its cost follows the
+// edit, not the size of the label it cut into.
 #pragma once
 
 #include "core/progress.h"
 #include "core/status.h"
 #include "core/volume.h"
 #include "pipeline/labels.h"
+#include "ui/index_box.h"
 
 #include <array>
 #include <cstdint>
@@ -17,12 +22,23 @@
 
 namespace voxseg::ui {
 
+// Where a label's mask was sampled: grid point g is the label map's voxel origin + g * step.
+struct SurfaceGrid {
+    std::array<int64_t, 3> origin{0, 0, 0};
+    int64_t step = 1;
+};
+
 struct SurfaceMesh {
     int label = 0;
+    SurfaceGrid grid;
     std::array<uint8_t, 3> color{255, 0, 0};
     std::vector<float> positions;  // x, y, z per vertex (LPS mm)
     std::vector<float> normals;  // unit, per vertex (orientation not guaranteed: light both sides)
     std::vector<uint32_t> triangles;  // 3 vertex indices each
+    // Per vertex, its marching-cubes position on the grid before smoothing (twice the grid
+    // coordinate per axis, packed; surfaceKeyCoord unpacks): identifies the vertex across
+    // re-meshes. Empty on meshes that cannot be patched (decimated copies).
+    std::vector<uint64_t> keys;
     size_t vertexCount() const { return positions.size() / 3; }
     size_t triangleCount() const { return triangles.size() / 3; }
 };
@@ -47,6 +63,19 @@ Result<std::vector<SurfaceMesh>> buildLabelSurfaces(const Volume& label_map,
                                                     const std::vector<pipeline::LabelInfo>& labels,
                                                     const SurfaceOptions& options = {},
                                                     const Progress& progress = {});
+
+// Re-meshes `mesh` (a surface of buildLabelSurfaces, label mesh.label) where the label map's
+// voxels in the index boxes `changed` changed: the marching cubes touching each box (plus a seam
+// of 2 cubes) are rebuilt from a window with a 10-cube margin, smoothed there, and replace the
+// old ones; vertices on the seams are shared with the unchanged rest (same grid, same step), so
+// the result is the surface a full rebuild on that grid would have before smoothing, closed.
+// Returns false, leaving `mesh` alone, when a patch is not worth it (the windows hold more than
+// half of the label's grid box, or the mesh has no keys): build the label again instead.
+// A label edited away leaves a mesh without triangles.
+Result<bool> patchLabelSurface(const Volume& label_map, const std::vector<IndexBox>& changed,
+                               SurfaceMesh& mesh, const SurfaceOptions& options = {});
+// Twice the grid coordinate of `key` along `axis` (0-2).
+int64_t surfaceKeyCoord(uint64_t key, int axis);
 
 // Taubin smoothing in place (exposed for tests): positions move, connectivity stays.
 void taubinSmooth(std::vector<float>& positions, const std::vector<uint32_t>& triangles,

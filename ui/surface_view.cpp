@@ -18,16 +18,52 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 namespace voxseg::ui {
+
+// What a build hands to the GUI thread.
+struct SurfaceView::MeshSet {
+    std::vector<SurfaceMesh> full, coarse;
+    double seconds = 0;
+    int patched = 0;  // labels patched around their edits rather than meshed whole
+};
+
 namespace {
 
 constexpr const char* kComponent = "viewer.3d";
 
-struct MeshSet {
-    std::vector<SurfaceMesh> full, coarse;
-    double seconds = 0;
-};
+// Adds an edit's box to those waiting for a label's re-mesh: it joins a box when the two windows
+// patchLabelSurface would mesh (the box plus about 13 voxels) are no larger together than
+// apart, so a stroke becomes a few boxes along its path, not one box around all of it.
+void addEditBox(std::vector<IndexBox>& boxes, IndexBox box) {
+    constexpr int64_t kWindowMargin = 13;
+    auto window = [](IndexBox b) {
+        for (int a = 0; a < 3; ++a) {
+            b.lo[a] -= kWindowMargin;
+            b.hi[a] += kWindowMargin;
+        }
+        return b.voxels();
+    };
+    for (bool merged = true; merged;) {
+        merged = false;
+        for (size_t i = 0; i < boxes.size(); ++i) {
+            const IndexBox u = unite(boxes[i], box);
+            if (window(u) <= window(boxes[i]) + window(box)) {
+                box = u;
+                boxes.erase(boxes.begin() + static_cast<std::ptrdiff_t>(i));
+                merged = true;
+                break;
+            }
+        }
+    }
+    boxes.push_back(box);
+    if (boxes.size() > 32) {  // scattered edits: one box (patchLabelSurface says if it pays)
+        IndexBox all;
+        for (const IndexBox& b : boxes) all = unite(all, b);
+        boxes = {all};
+    }
+}
 
 // The overlay opacity is for a surface seen through: 3D alpha = 2 x opacity, capped at 1, so
 // the default 50 % overlay shows opaque surfaces and lower opacities see-through ones.
@@ -105,9 +141,10 @@ SurfaceView::SurfaceView(ViewerState* state, QWidget* parent) : QWidget(parent),
     setFocusPolicy(Qt::StrongFocus);
     setMinimumSize(120, 120);
     connect(state_, &ViewerState::labelMapChanged, this, &SurfaceView::onLabelMapChanged);
-    connect(
-        state_, &ViewerState::labelVoxelsChanged, this,
-        [this](const IndexBox&, const std::vector<int>& labels) { onLabelVoxelsChanged(labels); });
+    connect(state_, &ViewerState::labelVoxelsChanged, this,
+            [this](const IndexBox& box, const std::vector<int>& labels) {
+                onLabelVoxelsChanged(box, labels);
+            });
     setAttribute(Qt::WA_OpaquePaintEvent);
     connect(state_, &ViewerState::labelDisplayChanged, this, &SurfaceView::redraw);
     connect(state_, &ViewerState::imageChanged, this, [this] { resetCamera(); });
@@ -115,7 +152,7 @@ SurfaceView::SurfaceView(ViewerState* state, QWidget* parent) : QWidget(parent),
     remesh_timer_->setSingleShot(true);
     remesh_timer_->setInterval(kRemeshDelayMs);
     connect(remesh_timer_, &QTimer::timeout, this, [this] {
-        if (!building_) remeshNextLabel();
+        if (!building_) remeshEditedLabels();
     });
     idle_timer_ = new QTimer(this);
     idle_timer_->setSingleShot(true);
@@ -163,7 +200,8 @@ void SurfaceView::onLabelMapChanged() {
     if (!state_->hasLabelMap()) {
         meshes_.clear();
         coarse_meshes_.clear();
-        upload_pending_ = true;
+        pending_edits_.clear();
+        upload_pending_ = upload_all_ = true;
         stale_ = false;
         redraw();
         return;
@@ -171,37 +209,74 @@ void SurfaceView::onLabelMapChanged() {
     if (isVisible()) requestMeshes();
 }
 
-void SurfaceView::onLabelVoxelsChanged(const std::vector<int>& labels) {
-    std::vector<int> edited;
-    for (int l : labels)
-        if (l != 0) edited.push_back(l);
-    if (edited.empty()) return;
+void SurfaceView::onLabelVoxelsChanged(const IndexBox& box, const std::vector<int>& labels) {
+    if (std::all_of(labels.begin(), labels.end(), [](int l) { return l == 0; })) return;
     if (!isVisible() || stale_) {
         stale_ = true;  // everything again when shown
         return;
     }
-    for (int l : edited)
-        if (std::find(pending_labels_.begin(), pending_labels_.end(), l) == pending_labels_.end())
-            pending_labels_.push_back(l);
+    for (int l : labels)
+        if (l != 0) addEditBox(pending_edits_[l], box);
     // After the edits pause (a brush stroke sends one per mouse move): one build at a time,
     // labels edited meanwhile are re-meshed when it is done.
     remesh_timer_->start();
 }
 
-void SurfaceView::remeshNextLabel() {
-    // One label per build, the smallest first: painting a small structure over a large one
-    // (a lesion in the lung) shows the small one's surface at once and the large one's after.
-    if (pending_labels_.empty()) return;
-    auto voxels = [&](int l) {
-        const IndexBox b = state_->labelBox(l);
-        if (b.empty()) return int64_t{0};
-        return (b.hi[0] - b.lo[0] + 1) * (b.hi[1] - b.lo[1] + 1) * (b.hi[2] - b.lo[2] + 1);
+void SurfaceView::remeshEditedLabels() {
+    if (pending_edits_.empty() || building_) return;
+    // Every edited label in one build: a label with a mesh is patched around its edits (cost
+    // of the edit, not of the label: painting into the lung does not re-mesh the lung), one
+    // without (new, or too much changed) is meshed whole on its box.
+    struct Job {
+        int label = 0;
+        std::vector<IndexBox> boxes;
+        IndexBox label_box;
+        std::optional<SurfaceMesh> mesh;
     };
-    auto next = std::min_element(pending_labels_.begin(), pending_labels_.end(),
-                                 [&](int a, int b) { return voxels(a) < voxels(b); });
-    const int label = *next;
-    pending_labels_.erase(next);
-    requestMeshes({label});
+    std::vector<Job> jobs;
+    std::vector<int> labels;
+    for (auto& [label, boxes] : pending_edits_) {
+        Job job;
+        job.label = label;
+        job.boxes = std::move(boxes);
+        job.label_box = state_->labelBox(label);
+        auto it = std::find_if(meshes_.begin(), meshes_.end(),
+                               [&](const SurfaceMesh& m) { return m.label == label; });
+        if (it != meshes_.end()) job.mesh = *it;
+        jobs.push_back(std::move(job));
+        labels.push_back(label);
+    }
+    pending_edits_.clear();
+    const std::vector<pipeline::LabelInfo> infos = state_->labelInfos();
+    launchBuild(labels,
+                [jobs = std::move(jobs), infos](
+                    const Volume& label_map, const Progress& progress) mutable -> Result<MeshSet> {
+                    MeshSet out;
+                    for (Job& job : jobs) {
+                        VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
+                        if (job.mesh) {
+                            VOXSEG_ASSIGN_OR_RETURN(
+                                const bool patched,
+                                patchLabelSurface(label_map, job.boxes, *job.mesh));
+                            if (patched) {
+                                ++out.patched;
+                                if (!job.mesh->triangles.empty())
+                                    out.full.push_back(std::move(*job.mesh));
+                                continue;
+                            }
+                        }
+                        if (job.label_box.empty()) continue;  // edited away
+                        SurfaceOptions options;
+                        options.only_labels = {job.label};
+                        options.search_lo = job.label_box.lo;
+                        options.search_hi = job.label_box.hi;
+                        VOXSEG_ASSIGN_OR_RETURN(
+                            auto whole, buildLabelSurfaces(label_map, infos, options, progress));
+                        for (auto& m : whole) out.full.push_back(std::move(m));
+                        job.mesh.reset();
+                    }
+                    return out;
+                });
 }
 
 void SurfaceView::showEvent(QShowEvent* e) {
@@ -209,53 +284,43 @@ void SurfaceView::showEvent(QShowEvent* e) {
     if (stale_ && state_->hasLabelMap()) requestMeshes();
 }
 
-void SurfaceView::requestMeshes(std::vector<int> only) {
+void SurfaceView::requestMeshes() {
     stale_ = false;
+    pending_edits_.clear();
+    const std::vector<pipeline::LabelInfo> infos = state_->labelInfos();
+    launchBuild({}, [infos](const Volume& label_map, const Progress& progress) -> Result<MeshSet> {
+        MeshSet set;
+        VOXSEG_ASSIGN_OR_RETURN(set.full, buildLabelSurfaces(label_map, infos, {}, progress));
+        return set;
+    });
+}
+
+template <typename Work>
+void SurfaceView::launchBuild(std::vector<int> only, Work work) {
     building_ = true;
-    if (only.empty()) pending_labels_.clear();
     update();
     token_ = CancelToken();
     const int generation = ++generation_;
     const Volume labels = state_->labelMap();
-    const std::vector<pipeline::LabelInfo> infos = state_->labelInfos();
     const Progress progress({}, token_);
-    // Re-meshing edited labels scans only where they can be.
-    IndexBox search;
-    for (int l : only) {
-        const IndexBox b = state_->labelBox(l);
-        if (b.empty()) continue;
-        if (search.empty()) {
-            search = b;
-            continue;
-        }
-        for (int a = 0; a < 3; ++a) {
-            search.lo[a] = std::min(search.lo[a], b.lo[a]);
-            search.hi[a] = std::max(search.hi[a], b.hi[a]);
-        }
-    }
     using MeshResult = Result<MeshSet>;
     threads_.removeAll(nullptr);
     threads_ << runInBackground<MeshResult>(
         this,
-        [labels, infos, progress, only, search]() -> MeshResult {
+        [labels, progress, only, work = std::move(work)]() mutable -> MeshResult {
             const auto t0 = std::chrono::steady_clock::now();
-            SurfaceOptions options;
-            options.only_labels = only;
-            options.search_lo = search.lo;
-            options.search_hi = search.hi;
-            auto r = buildLabelSurfaces(labels, infos, options, progress);
-            if (!r.isOk()) return r.status();
-            MeshSet set;
-            set.full = std::move(r.value());
+            VOXSEG_ASSIGN_OR_RETURN(MeshSet set, work(labels, progress));
             set.coarse = decimateMeshes(set.full, kInteractionTriangles);
             size_t triangles = 0, coarse = 0;
             for (const auto& m : set.full) triangles += m.triangleCount();
             for (const auto& m : set.coarse) coarse += m.triangleCount();
             set.seconds =
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            log::info(kComponent, "{} surfaces{}, {} triangles ({} while rotating) in {:.3f} s",
+            log::info(kComponent, "{} surfaces{}, {} triangles ({} while rotating) in {:.3f} s{}",
                       set.full.size(), only.empty() ? "" : " (edited labels)", triangles, coarse,
-                      set.seconds);
+                      set.seconds,
+                      set.patched ? fmt::format(", {} patched around the edits", set.patched)
+                                  : std::string());
             return set;
         },
         [this, generation, only](MeshResult& r) {
@@ -268,46 +333,49 @@ void SurfaceView::requestMeshes(std::vector<int> only) {
                     log::warning(kComponent, "surfaces not built: {}", r.status().toString());
                 return;
             }
-            last_build_seconds_ = r.value().seconds;
-            const bool had_meshes = !meshes_.empty();
-            if (only.empty()) {
-                meshes_ = std::move(r.value().full);
-                coarse_meshes_ = std::move(r.value().coarse);
-            } else {
-                // Replace the edited labels' meshes (a label edited away has none now).
-                auto edited = [&](const SurfaceMesh& m) {
-                    return std::find(only.begin(), only.end(), m.label) != only.end();
-                };
-                for (auto* set : {&meshes_, &coarse_meshes_})
-                    set->erase(std::remove_if(set->begin(), set->end(), edited), set->end());
-                for (auto& m : r.value().full) meshes_.push_back(std::move(m));
-                for (auto& m : r.value().coarse) coarse_meshes_.push_back(std::move(m));
-                for (auto* set : {&meshes_, &coarse_meshes_})
-                    std::sort(set->begin(), set->end(),
-                              [](const SurfaceMesh& a, const SurfaceMesh& b) {
-                                  return a.label < b.label;
-                              });
-            }
-            // Frame the surfaces.
-            QVector3D lo(1e30f, 1e30f, 1e30f), hi(-1e30f, -1e30f, -1e30f);
-            for (const auto& m : meshes_)
-                for (size_t v = 0; v < m.positions.size(); v += 3) {
-                    const QVector3D p(m.positions[v], m.positions[v + 1], m.positions[v + 2]);
-                    for (int c = 0; c < 3; ++c) {
-                        lo[c] = std::min(lo[c], p[c]);
-                        hi[c] = std::max(hi[c], p[c]);
-                    }
-                }
-            if (!meshes_.empty() && (only.empty() || !had_meshes)) {
-                centre_ = (lo + hi) / 2;
-                radius_ = std::max(1.f, (hi - lo).length() / 2);
-                distance_ = radius_ * 3.2f;
-            }
-            upload_pending_ = true;
-            redraw();
-            emit meshesReady(static_cast<int>(meshes_.size()));
-            remeshNextLabel();
+            applyMeshes(only, r.value());
+            remeshEditedLabels();
         });
+}
+
+void SurfaceView::applyMeshes(const std::vector<int>& only, MeshSet& set) {
+    last_build_seconds_ = set.seconds;
+    last_build_patched_ = set.patched;
+    const bool had_meshes = !meshes_.empty();
+    if (only.empty()) {
+        meshes_ = std::move(set.full);
+        coarse_meshes_ = std::move(set.coarse);
+        upload_all_ = true;
+    } else {
+        // Replace the edited labels' meshes (a label edited away has none now).
+        auto edited = [&](const SurfaceMesh& m) {
+            return std::find(only.begin(), only.end(), m.label) != only.end();
+        };
+        for (auto* meshes : {&meshes_, &coarse_meshes_})
+            meshes->erase(std::remove_if(meshes->begin(), meshes->end(), edited), meshes->end());
+        for (auto& m : set.full) meshes_.push_back(std::move(m));
+        for (auto& m : set.coarse) coarse_meshes_.push_back(std::move(m));
+        for (auto* meshes : {&meshes_, &coarse_meshes_})
+            std::sort(meshes->begin(), meshes->end(),
+                      [](const SurfaceMesh& a, const SurfaceMesh& b) { return a.label < b.label; });
+        dirty_labels_.insert(dirty_labels_.end(), only.begin(), only.end());
+    }
+    // Frame the surfaces (a new label map, or the first surfaces).
+    if (!meshes_.empty() && (only.empty() || !had_meshes)) {
+        QVector3D lo(1e30f, 1e30f, 1e30f), hi(-1e30f, -1e30f, -1e30f);
+        for (const auto& m : meshes_)
+            for (size_t v = 0; v < m.positions.size(); v += 3)
+                for (int c = 0; c < 3; ++c) {
+                    lo[c] = std::min(lo[c], m.positions[v + c]);
+                    hi[c] = std::max(hi[c], m.positions[v + c]);
+                }
+        centre_ = (lo + hi) / 2;
+        radius_ = std::max(1.f, (hi - lo).length() / 2);
+        distance_ = radius_ * 3.2f;
+    }
+    upload_pending_ = true;
+    redraw();
+    emit meshesReady(static_cast<int>(meshes_.size()));
 }
 
 void SurfaceView::resetCamera() {
@@ -349,34 +417,51 @@ bool SurfaceView::initializeGl() {
             QString("OpenGL %1 (%2)").arg(version ? version : "?", renderer ? renderer : "?");
         log::info(kComponent, "{}", gl_info_.toStdString());
     }
-    upload_pending_ = true;
+    upload_pending_ = upload_all_ = true;
     return gl_ready_;
 }
 
+void SurfaceView::uploadMesh(const SurfaceMesh& m, std::vector<std::unique_ptr<GpuMesh>>& gpu) {
+    auto g = std::make_unique<GpuMesh>();
+    g->label = m.label;
+    std::vector<float> interleaved;
+    interleaved.reserve(m.positions.size() * 2);
+    for (size_t v = 0; v < m.positions.size(); v += 3) {
+        interleaved.insert(interleaved.end(), &m.positions[v], &m.positions[v] + 3);
+        interleaved.insert(interleaved.end(), &m.normals[v], &m.normals[v] + 3);
+    }
+    g->vertices.create();
+    g->vertices.bind();
+    g->vertices.allocate(interleaved.data(), static_cast<int>(interleaved.size() * sizeof(float)));
+    g->indices.create();
+    g->indices.bind();
+    g->indices.allocate(m.triangles.data(),
+                        static_cast<int>(m.triangles.size() * sizeof(uint32_t)));
+    g->index_count = static_cast<int>(m.triangles.size());
+    gpu.push_back(std::move(g));
+}
+
 void SurfaceView::uploadMeshes() {
-    releaseGpu();
+    // Everything after a new label map or context; after edits only the edited labels.
+    if (upload_all_) releaseGpu();
+    auto dirty = [&](int label) {
+        return upload_all_ ||
+               std::find(dirty_labels_.begin(), dirty_labels_.end(), label) != dirty_labels_.end();
+    };
     for (const auto& [meshes, gpu] :
-         {std::pair{&meshes_, &gpu_}, std::pair{&coarse_meshes_, &gpu_coarse_}})
-        for (const auto& m : *meshes) {
-            auto g = std::make_unique<GpuMesh>();
-            g->label = m.label;
-            std::vector<float> interleaved;
-            interleaved.reserve(m.positions.size() * 2);
-            for (size_t v = 0; v < m.positions.size(); v += 3) {
-                interleaved.insert(interleaved.end(), &m.positions[v], &m.positions[v] + 3);
-                interleaved.insert(interleaved.end(), &m.normals[v], &m.normals[v] + 3);
+         {std::pair{&meshes_, &gpu_}, std::pair{&coarse_meshes_, &gpu_coarse_}}) {
+        for (auto& g : *gpu)
+            if (dirty(g->label)) {
+                g->vertices.destroy();
+                g->indices.destroy();
+                g.reset();
             }
-            g->vertices.create();
-            g->vertices.bind();
-            g->vertices.allocate(interleaved.data(),
-                                 static_cast<int>(interleaved.size() * sizeof(float)));
-            g->indices.create();
-            g->indices.bind();
-            g->indices.allocate(m.triangles.data(),
-                                static_cast<int>(m.triangles.size() * sizeof(uint32_t)));
-            g->index_count = static_cast<int>(m.triangles.size());
-            gpu->push_back(std::move(g));
-        }
+        gpu->erase(std::remove(gpu->begin(), gpu->end(), nullptr), gpu->end());
+        for (const auto& m : *meshes)
+            if (dirty(m.label)) uploadMesh(m, *gpu);
+    }
+    dirty_labels_.clear();
+    upload_all_ = false;
     upload_pending_ = false;
 }
 

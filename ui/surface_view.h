@@ -11,6 +11,7 @@
 #pragma once
 
 #include "core/progress.h"
+#include "ui/mpr_slice.h"
 #include "ui/surface_mesh.h"
 
 #include <QImage>
@@ -24,6 +25,7 @@
 #include <QVector3D>
 #include <QWidget>
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -61,10 +63,15 @@ class SurfaceView : public QWidget, protected QOpenGLFunctions {
     void setDecimateWhileInteracting(bool on) { decimate_while_interacting_ = on; }
     bool building() const { return building_; }
     // Meshes built since the view was made, and for which labels the last build was (empty:
-    // all); tests check that an edit re-meshes only its labels. Edited labels are re-meshed one
-    // per build, the smallest box first.
+    // all); tests check that an edit re-meshes only its labels. Edited labels are re-meshed
+    // together, each only around the voxels that changed where its mesh allows
+    // (patchLabelSurface), else whole.
     int meshBuilds() const { return mesh_builds_; }
     const std::vector<int>& lastBuildLabels() const { return last_build_labels_; }
+    // How many labels of the last build were patched rather than re-meshed whole.
+    int lastBuildPatched() const { return last_build_patched_; }
+    // Edits not yet in the meshes (waiting for the pause or for the build in flight).
+    bool editsPending() const { return !pending_edits_.empty() || remesh_timer_->isActive(); }
     // Seconds the last build took (worker thread), for the bench.
     double lastBuildSeconds() const { return last_build_seconds_; }
     void resetCamera();
@@ -93,13 +100,20 @@ class SurfaceView : public QWidget, protected QOpenGLFunctions {
         QOpenGLBuffer indices{QOpenGLBuffer::IndexBuffer};
         int index_count = 0;
     };
+    struct MeshSet;
     void onLabelMapChanged();
-    // `labels` empty: every label (a new label map); else only those, replacing their meshes.
-    void requestMeshes(std::vector<int> labels = {});
-    void onLabelVoxelsChanged(const std::vector<int>& labels);
-    void remeshNextLabel();
+    // Every label's surface (a new label map, or shown after changes while hidden).
+    void requestMeshes();
+    // Runs `work` (label map, progress -> Result<MeshSet>) on a worker thread on a copy of the
+    // label map's handle; the result replaces the meshes of `only` (empty: all of them).
+    template <typename Work>
+    void launchBuild(std::vector<int> only, Work work);
+    void applyMeshes(const std::vector<int>& only, MeshSet& set);
+    void onLabelVoxelsChanged(const IndexBox& box, const std::vector<int>& labels);
+    void remeshEditedLabels();
     bool initializeGl();
     void uploadMeshes();
+    void uploadMesh(const SurfaceMesh& mesh, std::vector<std::unique_ptr<GpuMesh>>& gpu);
     void releaseGpu();
     void redraw();
     void setInteracting(bool on);
@@ -119,8 +133,12 @@ class SurfaceView : public QWidget, protected QOpenGLFunctions {
     int generation_ = 0;
     int mesh_builds_ = 0;
     std::vector<int> last_build_labels_;
-    std::vector<int> pending_labels_;  // edited while a build ran: re-meshed after it
-    bool full_pending_ = false;
+    // Per edited label, the index boxes changed since its mesh was built (re-meshed after the
+    // pause, or after the build in flight).
+    std::map<int, std::vector<IndexBox>> pending_edits_;
+    int last_build_patched_ = 0;
+    std::vector<int> dirty_labels_;  // meshes to upload again (upload_all_: every one)
+    bool upload_all_ = true;
     double last_build_seconds_ = 0;
     CancelToken token_;
     QList<QPointer<QThread>> threads_;
