@@ -71,11 +71,18 @@ Status storeFiles(const DicomPeer& peer, const std::string& calling_ae,
     }
     DcmTlsLayerPtr tls;
     if (peer.tls.enabled) {
-        VOXSEG_ASSIGN_OR_RETURN(tls, makeDcmTlsLayer(peer.tls, /*server=*/false));
-        scu.useSecureConnection(tls.get());
+        auto layer = makeDcmTlsLayer(peer.tls, /*server=*/false);
+        if (!layer.isOk()) return layer.status();
+        tls = std::move(*layer);
     }
     OFCondition c = scu.initNetwork();
     if (c.bad()) return ioError(std::string("cannot set up the network: ") + c.text(), who);
+    // Only after initNetwork: it creates the network and association parameters the layer is
+    // set on (before it, DcmSCU fails and the association would go out in plain TCP).
+    if (tls) {
+        c = scu.useSecureConnection(tls.get());
+        if (c.bad()) return internalError(std::string("cannot use TLS: ") + c.text(), who);
+    }
     c = scu.negotiateAssociation();
     if (c.bad()) return ioError(std::string("association failed: ") + c.text(), who);
     Status result = Status::ok();

@@ -11,6 +11,9 @@
 #   - STOW-RS over HTTPS (libcurl) to a small HTTPS endpoint: delivered (SEG and RTSTRUCT in one
 #     request, bearer token sent) when its certificate chains to ca_file, held with a
 #     certificate error and nothing sent when ca_file is another CA;
+#   - C-STORE over TLS to DCMTK's storescp requiring client certificates: the node's SEG is
+#     stored when the destination has the node's client certificate, refused without one or
+#     with one from another CA, where the result is held in the outbox;
 #   - every file of ../shared/data/pydicom-test-files offered: the node keeps serving, exactly
 #     the acknowledged instances are in the spool, refusals after negotiation carry a reason;
 #   - disk guard: with the spool on a small tmpfs, filling it below min_free_mb makes the node
@@ -174,6 +177,53 @@ storescu -aet SCANNER -aec VOXSEG 127.0.0.1 "$NODE_PORT" +sd "$SERIES_DIR" || fa
 wait_file "$T/spool-untrusted/outbox/*/held" 60 || fail "a server certificate from an untrusted CA was accepted"
 grep -qi "certificate" "$T"/spool-untrusted/outbox/*/held || fail "held without saying why: $(cat "$T"/spool-untrusted/outbox/*/held)"
 [ "$(wc -l <"$T/stow-parts.txt")" = 1 ] || fail "the untrusted server got a request"
+kill -9 "$NODE_PID"; wait "$NODE_PID" 2>/dev/null || true
+
+echo "== C-STORE over TLS to a destination that requires a client certificate"
+# DCMTK's storescp with TLS, its certificate from "ca", requiring a client certificate that
+# chains to "ca". The route sends to three destinations that are all this storescp: with the
+# node's client certificate (stored), without one and with one from another CA (both refused:
+# the result stays held in the outbox, the stored destination is not sent to again).
+SCP_PORT=$(free_port)
+mkdir -p "$T/scp-out"
+storescp +tls "$T/server.key" "$T/server.pem" +cf "$T/ca.pem" --require-peer-cert -dhl \
+  -aet STORESCP -od "$T/scp-out" "$SCP_PORT" >"$T/storescp.log" 2>&1 &
+PIDS+=($!)
+cat >"$T/scu.json" <<JSON
+{
+  "ae_title": "VOXSEG", "port": $NODE_PORT, "allowed_callers": [{"ae_title": "SCANNER"}],
+  "spool_dir": "$T/spool-scu", "quiet_seconds": 1, "min_free_mb": 10,
+  "send": {"attempts": 2, "initial_delay_seconds": 0.2},
+  "destinations": {
+    "with-cert": {"ae_title": "STORESCP", "host": "localhost", "port": $SCP_PORT,
+                  "tls": {"certificate": "client.pem", "private_key": "client.key",
+                          "trusted": ["ca.pem"]}},
+    "no-cert": {"ae_title": "STORESCP", "host": "localhost", "port": $SCP_PORT,
+                "tls": {"trusted": ["ca.pem"]}},
+    "other-ca": {"ae_title": "STORESCP", "host": "localhost", "port": $SCP_PORT,
+                 "tls": {"certificate": "intruder.pem", "private_key": "intruder.key",
+                         "trusted": ["ca.pem"]}}},
+  "routes": [{"name": "ct", "match": {"modality": "CT"},
+              "model": "$SRC/sample_data/models/ct-phantom",
+              "send_to": ["with-cert", "no-cert", "other-ca"]}]
+}
+JSON
+start_node "$T/scu.json" "$T/scu.log"
+storescu -aet SCANNER -aec VOXSEG 127.0.0.1 "$NODE_PORT" +sd "$SERIES_DIR" || fail "store for TLS C-STORE failed"
+wait_file "$T/spool-scu/outbox/*/held" 90 || { tail "$T/scu.log"; fail "the result was not held"; }
+JOB_DIR=$(dirname "$(compgen -G "$T/spool-scu/outbox/*/held" | head -1)")
+[ "$(find "$T/scp-out" -type f | wc -l)" = 1 ] ||
+  fail "storescp holds $(find "$T/scp-out" -type f | wc -l) files (expected the SEG once); $(tail -5 "$T/storescp.log")"
+dcmdump +P 0008,0060 "$(find "$T/scp-out" -type f)" | grep -q SEG || fail "storescp did not get the SEG"
+[ -f "$JOB_DIR/sent-with-cert.json" ] || fail "no confirmation from the destination with the client certificate"
+[ ! -e "$JOB_DIR/sent-no-cert.json" ] && [ ! -e "$JOB_DIR/sent-other-ca.json" ] ||
+  fail "a destination without a trusted client certificate confirmed"
+[ -n "$(find "$JOB_DIR" -name '*.dcm')" ] || fail "the held result is not kept in the outbox"
+for d in no-cert other-ca; do
+  jq -s -e --arg d "$d" 'any(.[]; .event == "send_failed" and .destination == $d)' \
+    "$T/spool-scu/audit.jsonl" >/dev/null || fail "failed send to $d not audited"
+done
+echo "held because: $(cat "$JOB_DIR/held")"
 kill -9 "$NODE_PID"; wait "$NODE_PID" 2>/dev/null || true
 
 echo "== malformed files of pydicom-test-files"

@@ -13,7 +13,7 @@ require_node_test_env() {
     [ -f /usr/share/orthanc/plugins/libOrthancDicomWeb.so ] ||
       skip "orthanc-dicomweb not installed (scripts/deps.sh)"
   fi
-  for tool in storescu echoscu dcmodify dcmdump jq openssl curl; do
+  for tool in storescu storescp echoscu dcmodify dcmdump jq openssl curl; do
     command -v $tool >/dev/null || skip "$tool missing (scripts/deps.sh)"
   done
 }
