@@ -136,6 +136,13 @@ Status readRoot(JsonObject& o, const std::string& base_dir, NodeConfig& c) {
     c.spool_dir = resolve(c.spool_dir, base_dir);
     VOXSEG_ASSIGN_OR_RETURN(c.quiet_seconds, o.number("quiet_seconds", 5.0));
     if (c.quiet_seconds < 0) return o.error("quiet_seconds", "must not be negative");
+    VOXSEG_ASSIGN_OR_RETURN(std::string group_by, o.string("group_by", std::string("series")));
+    if (group_by == "series")
+        c.group_by = GroupBy::kSeries;
+    else if (group_by == "study")
+        c.group_by = GroupBy::kStudy;
+    else
+        return o.error("group_by", "'" + group_by + "' is not series or study");
     VOXSEG_ASSIGN_OR_RETURN(c.unmatched_retention_hours,
                             o.number("unmatched_retention_hours", 24.0));
     if (c.unmatched_retention_hours < 0)

@@ -8,6 +8,7 @@
 
 #include "core/status.h"
 #include "io/dicom_net_tls.h"
+#include "node/series_info.h"
 
 #include <cstdint>
 #include <optional>
@@ -74,6 +75,7 @@ struct NodeConfig {
     int max_associations = 8;
     std::string spool_dir;
     double quiet_seconds = 5.0;
+    GroupBy group_by = GroupBy::kSeries;  // what quiet_seconds applies to
     double unmatched_retention_hours = 24.0;
     uint64_t min_free_bytes = 5ull << 30;  // disk guard on the spool's file system
     std::string audit_log;                 // JSON lines; default <spool>/audit.jsonl

@@ -13,6 +13,10 @@
 
 namespace voxseg::node {
 
+// What has to be quiet before series are routed (node.json group_by): each series on its own,
+// or a whole study, whose series are then all routed together.
+enum class GroupBy { kSeries, kStudy };
+
 struct SeriesInfo {
     std::string study_uid;
     std::string series_uid;

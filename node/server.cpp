@@ -161,7 +161,8 @@ Result<ServeStats> runNode(const NodeConfig& config, const CancelToken& stop,
 
     auto last_retention = Clock::now() - std::chrono::hours(1);
     while (!stop.isCancelled()) {
-        for (const auto& job : node.spool->takeCompleteSeries(config.quiet_seconds)) {
+        for (const auto& job :
+             node.spool->takeCompleteSeries(config.quiet_seconds, config.group_by)) {
             ++node.metrics.series_queued;
             auto s = Spool::readSeries(node.spool->jobDir("queue", job));
             if (s.isOk()) {

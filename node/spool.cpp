@@ -70,8 +70,11 @@ Result<std::unique_ptr<Spool>> Spool::open(const std::string& root) {
     fs::remove_all(fs::path(root) / "tmp", ec);
     fs::create_directories(fs::path(root) / "tmp", ec);
     for (const auto& e : fs::directory_iterator(fs::path(root) / "incoming", ec))
-        if (e.is_directory(ec))
-            spool->arrivals_[e.path().filename().string()] = {newestFileTime(e.path()), 0};
+        if (e.is_directory(ec)) {
+            auto s = readSeries(e.path().string());
+            spool->arrivals_[e.path().filename().string()] = {
+                newestFileTime(e.path()), 0, s.isOk() ? s->study_uid : std::string()};
+        }
     if (!spool->arrivals_.empty())
         log::info(kComponent, "{} series were still arriving before the restart",
                   spool->arrivals_.size());
@@ -98,6 +101,7 @@ Result<std::string> Spool::beginInstance(const SeriesInfo& series, const std::st
             writeFileAtomically((dir / "series.json").string(), first.toJson().dump(2)));
     }
     Arrival& a = arrivals_[key];
+    a.study_uid = series.study_uid;
     ++a.in_flight;
     a.last = std::chrono::steady_clock::now();
     return (dir / (seriesKey(sop_uid) + ".dcm")).string();
@@ -111,13 +115,26 @@ void Spool::endInstance(const std::string& series_uid) {
     it->second.last = std::chrono::steady_clock::now();
 }
 
-std::vector<std::string> Spool::takeCompleteSeries(double quiet_seconds) {
+std::vector<std::string> Spool::takeCompleteSeries(double quiet_seconds, GroupBy group_by) {
     std::vector<std::string> taken;
     std::lock_guard<std::mutex> lock(mutex_);
     const auto now = std::chrono::steady_clock::now();
+    // The newest arrival and the writes in flight of each group (a study, or the series alone
+    // when grouping by series or when its study is unknown).
+    auto groupOf = [group_by](const std::string& key, const Arrival& a) {
+        return group_by == GroupBy::kStudy && !a.study_uid.empty() ? "study " + a.study_uid
+                                                                   : "series " + key;
+    };
+    std::map<std::string, Arrival> groups;
+    for (const auto& [key, a] : arrivals_) {
+        Arrival& g = groups[groupOf(key, a)];
+        g.last = std::max(g.last, a.last);
+        g.in_flight += a.in_flight;
+    }
     for (auto it = arrivals_.begin(); it != arrivals_.end();) {
-        const double quiet = std::chrono::duration<double>(now - it->second.last).count();
-        if (it->second.in_flight > 0 || quiet < quiet_seconds) {
+        const Arrival& g = groups[groupOf(it->first, it->second)];
+        const double quiet = std::chrono::duration<double>(now - g.last).count();
+        if (g.in_flight > 0 || quiet < quiet_seconds) {
             ++it;
             continue;
         }

@@ -15,8 +15,9 @@
 // Every move between folders is one rename on one file system, so a crash (kill -9, power)
 // leaves each series in exactly one place; files are written under a temporary name, fsync'ed
 // and renamed (core/atomic_file.h). A series is complete when no instance arrived for
-// quiet_seconds and no instance is being written: the in-memory registry counts writes in
-// flight; after a restart the newest file time stands in for the last arrival.
+// quiet_seconds and no instance is being written (with group_by study: no instance of any
+// series of its study): the in-memory registry counts writes in flight; after a restart the
+// newest file time stands in for the last arrival.
 //
 // Thread-safe: the receiving threads and the scheduler share one Spool.
 #pragma once
@@ -50,7 +51,10 @@ class Spool {
     void endInstance(const std::string& series_uid);
 
     // Series quiet for `quiet_seconds`, moved to queue/<job>; their job names (oldest first).
-    std::vector<std::string> takeCompleteSeries(double quiet_seconds);
+    // GroupBy::kStudy: a series is complete only when every series of its study (same
+    // StudyInstanceUID) is quiet and none is being written; then all of them are taken.
+    std::vector<std::string> takeCompleteSeries(double quiet_seconds,
+                                                GroupBy group_by = GroupBy::kSeries);
     // Jobs in an area, sorted by name (= arrival order).
     std::vector<std::string> jobs(const std::string& area) const;
     // Moves queue|outbox|... job folders; kIoError when the rename fails.
@@ -68,6 +72,7 @@ class Spool {
     struct Arrival {
         std::chrono::steady_clock::time_point last;
         int in_flight = 0;
+        std::string study_uid;  // the group of GroupBy::kStudy
     };
     std::string root_;
     mutable std::mutex mutex_;

@@ -73,6 +73,12 @@ TEST(NodeConfig, CompleteExampleParses) {
     EXPECT_EQ(c->spool_dir, "/etc/voxseg/spool");
     EXPECT_EQ(c->audit_log, "/etc/voxseg/spool/audit.jsonl");
     EXPECT_DOUBLE_EQ(c->quiet_seconds, 3.0);
+    EXPECT_EQ(c->group_by, GroupBy::kSeries);  // the default
+    auto j = example();
+    j["group_by"] = "study";
+    auto study = parse(j);
+    ASSERT_TRUE(study.isOk()) << study.status().toString();
+    EXPECT_EQ(study->group_by, GroupBy::kStudy);
     EXPECT_EQ(c->min_free_bytes, 100ull << 20);
     EXPECT_EQ(c->send.attempts, 3);
     EXPECT_EQ(c->trusted_keys, "/etc/voxseg/keys/trusted.pub");
@@ -145,6 +151,12 @@ TEST(NodeConfig, WrongValuesAreErrorsNamingTheKey) {
     j = example();
     j.erase("trusted_keys");
     expectError(j, "require_signed_models: needs trusted_keys");
+    j = example();
+    j["group_by"] = "patient";
+    expectError(j, "group_by: 'patient' is not series or study");
+    j = example();
+    j["group_by"] = 1;
+    expectError(j, "group_by: ");
     j = example();
     j["routes"][0]["match"]["min_slices"] = 50;
     j["routes"][0]["match"]["max_slices"] = 10;

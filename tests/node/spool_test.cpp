@@ -15,6 +15,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -65,6 +66,54 @@ TEST(NodeSpool, SeriesIsQueuedAfterItsQuietPeriodOnly) {
     ASSERT_TRUE(sp.move("queue", jobs[0], "failed").isOk());
     EXPECT_TRUE(sp.jobs("queue").empty());
     EXPECT_EQ(sp.jobs("failed"), jobs);
+}
+
+// group_by study: the quiet period runs from the newest instance of any series of the study,
+// then every series of it is queued at once; another study and grouping by series are not held
+// back by it; a restart keeps the grouping (the study UID comes back from series.json).
+TEST(NodeSpool, StudyGroupingWaitsForEverySeriesOfTheStudy) {
+    testing::TempDir dir;
+    auto spool = Spool::open(dir / "spool");
+    ASSERT_TRUE(spool.isOk());
+    Spool& sp = **spool;
+    SeriesInfo other = series("5.6.7.1");
+    other.study_uid = "5.6.7";
+    writeInstance(sp, series("1.2.3.1"), "1.2.3.1.1");
+    writeInstance(sp, other, "5.6.7.1.1");
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    writeInstance(sp, series("1.2.3.2"), "1.2.3.2.1");  // same study, later
+    // 1.2.3.1 and the other study are quiet for 0.3 s; 1.2.3.2 is not, so study 1.2.3 waits.
+    auto jobs = sp.takeCompleteSeries(0.3, GroupBy::kStudy);
+    ASSERT_EQ(jobs.size(), 1u);
+    EXPECT_EQ(Spool::readSeries(sp.jobDir("queue", jobs[0]))->series_uid, "5.6.7.1");
+    // A write in flight in one series holds back the whole study.
+    auto path = sp.beginInstance(series("1.2.3.2"), "1.2.3.2.2");
+    ASSERT_TRUE(path.isOk());
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    EXPECT_TRUE(sp.takeCompleteSeries(0.3, GroupBy::kStudy).empty());
+    std::ofstream(*path) << "x";
+    sp.endInstance("1.2.3.2");
+    EXPECT_TRUE(sp.takeCompleteSeries(0.3, GroupBy::kStudy).empty());
+    {  // after a restart the study is still one group, timed by its newest file
+        auto reopened = Spool::open(dir / "spool");
+        ASSERT_TRUE(reopened.isOk());
+        EXPECT_TRUE((*reopened)->takeCompleteSeries(0.3, GroupBy::kStudy).empty());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    jobs = sp.takeCompleteSeries(0.3, GroupBy::kStudy);
+    ASSERT_EQ(jobs.size(), 2u);
+    std::set<std::string> uids;
+    for (const auto& j : jobs) uids.insert(Spool::readSeries(sp.jobDir("queue", j))->series_uid);
+    EXPECT_EQ(uids, (std::set<std::string>{"1.2.3.1", "1.2.3.2"}));
+    EXPECT_EQ(sp.incomingCount(), 0u);
+
+    // The same arrivals grouped by series: the earlier series goes alone.
+    writeInstance(sp, series("1.2.3.3"), "1.2.3.3.1");
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    writeInstance(sp, series("1.2.3.4"), "1.2.3.4.1");
+    jobs = sp.takeCompleteSeries(0.3, GroupBy::kSeries);
+    ASSERT_EQ(jobs.size(), 1u);
+    EXPECT_EQ(Spool::readSeries(sp.jobDir("queue", jobs[0]))->series_uid, "1.2.3.3");
 }
 
 TEST(NodeSpool, RestartFindsArrivingSeriesAndDropsTemporaries) {
