@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 
@@ -215,7 +216,9 @@ FileHeaders readDicomHeaders(const std::string& path) {
     return out;
 }
 
-Result<std::vector<std::string>> readDicomdir(const std::string& path) {
+namespace {
+
+Result<std::vector<std::string>> readDicomdirRecords(const std::string& path) {
     DcmFileFormat file;
     OFCondition cond = file.loadFile(path.c_str());
     if (cond.bad())
@@ -250,6 +253,18 @@ Result<std::vector<std::string>> readDicomdir(const std::string& path) {
         files.push_back(p.string());
     }
     return files;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> readDicomdir(const std::string& path) {
+    // DCMTK throws from inside loadFile on some damaged directory records (std::out_of_range
+    // from DcmByteString::verify, found by fuzz_dicomdir).
+    try {
+        return readDicomdirRecords(path);
+    } catch (const std::exception& e) {
+        return corruptData(std::string("cannot read DICOMDIR (") + e.what() + ")", path);
+    }
 }
 
 }  // namespace voxseg::io

@@ -12,6 +12,8 @@
 #include <itkImageIOBase.h>
 #include <itkImageIOFactory.h>
 #include <itkMetaImageIO.h>
+#include <itkNiftiImageIO.h>
+#include <itkNrrdImageIO.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -472,6 +474,24 @@ bool isImageFile(const std::string& path) {
 
 namespace {
 
+// ITK's reader for the format the file name says. Not ImageIOFactory: it picks a reader by
+// content among every registered one, PNG included (linked for previews), and libpng aborts
+// the process on a damaged PNG: "scan.nii.gz" holding a truncated PNG must be refused.
+itk::ImageIOBase::Pointer imageIOForFormat(ImageFormat format) {
+    switch (format) {
+        case ImageFormat::kNifti:
+        case ImageFormat::kNiftiGz:
+            return itk::NiftiImageIO::New().GetPointer();
+        case ImageFormat::kNrrd:
+            return itk::NrrdImageIO::New().GetPointer();
+        case ImageFormat::kMetaImage:
+            return itk::MetaImageIO::New().GetPointer();
+        case ImageFormat::kUnknown:
+            break;
+    }
+    return nullptr;
+}
+
 // Finds ITK's reader for `path` and reads its header; refuses what voxseg cannot hold.
 Result<itk::ImageIOBase::Pointer> openImageIO(const std::string& path) {
     std::error_code ec;
@@ -482,9 +502,9 @@ Result<itk::ImageIOBase::Pointer> openImageIO(const std::string& path) {
         return ioError(std::string("cannot read: ") + std::strerror(errno), path);
     itk::ImageIOBase::Pointer image_io;
     try {
-        image_io = itk::ImageIOFactory::CreateImageIO(
-            path.c_str(), itk::ImageIOFactory::IOFileModeEnum::ReadMode);
-        if (!image_io) return unsupported("not a NIfTI, NRRD or MetaImage file ITK can read", path);
+        image_io = imageIOForFormat(imageFormatFromPath(path));
+        if (!image_io || !image_io->CanReadFile(path.c_str()))
+            return unsupported("not a NIfTI, NRRD or MetaImage file ITK can read", path);
         image_io->SetFileName(path);
         image_io->ReadImageInformation();
     } catch (const itk::ExceptionObject& e) {
