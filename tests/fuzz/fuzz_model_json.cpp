@@ -1,0 +1,14 @@
+// libFuzzer target: model.json of a model package (parseModelPackage validates every key; the
+// ONNX files it names are not read). Paths are resolved against a folder that does not exist.
+#include "engine/model_package.h"
+#include "tests/fuzz/fuzz_support.h"
+
+#include <string>
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    voxseg::fuzz::quietLogs();
+    const std::string text(reinterpret_cast<const char*>(data), size);
+    auto package = voxseg::engine::parseModelPackage(text, "model.json", "/nonexistent/package");
+    if (package.isOk()) (void)voxseg::engine::modelPackageToJson(*package);
+    return 0;
+}

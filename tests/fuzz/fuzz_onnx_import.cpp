@@ -1,0 +1,13 @@
+// libFuzzer target: an ONNX file as a model package's model.onnx is imported (protobuf parse,
+// graph checks, constant folding and the import passes), from bytes.
+#include "engine/onnx_import.h"
+#include "tests/fuzz/fuzz_support.h"
+
+#include <string_view>
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    voxseg::fuzz::quietLogs();
+    (void)voxseg::engine::importOnnxBytes(
+        std::string_view(reinterpret_cast<const char*>(data), size), {}, "fuzz.onnx");
+    return 0;
+}
