@@ -8,6 +8,8 @@
 #   - four senders at once (one association each) store 4 x 28 instances, series kept apart;
 #   - JPEG lossless instances are stored as received, an enhanced MR (96 frames) is accepted
 #     and its frames counted for routing; SIGTERM stops the node (exit 0) keeping the spool;
+#   - group_by study: a series is completed only when its whole study is quiet, then all of its
+#     series together (two series of one study sent 1 s apart, quiet_seconds 3);
 #   - STOW-RS over HTTPS (libcurl) to a small HTTPS endpoint: delivered (SEG and RTSTRUCT in one
 #     request, bearer token sent) when its certificate chains to ca_file, held with a
 #     certificate error and nothing sent when ca_file is another CA;
@@ -123,6 +125,45 @@ for _ in $(seq 1 100); do kill -0 "$NODE_PID" 2>/dev/null || break; sleep 0.1; d
 kill -0 "$NODE_PID" 2>/dev/null && fail "SIGTERM did not stop the node within 10 s"
 wait "$NODE_PID" || fail "SIGTERM: exit code $? (expected 0)"
 [ -n "$(find "$T/spool/incoming" -name '*.dcm')" ] || fail "SIGTERM lost the series still arriving"
+
+echo "== group_by study: every series of a study waits for the study to be quiet"
+# Two series of one study, the second sent 1 s after the first with quiet_seconds 3: grouped by
+# study, the first is completed together with the second, 3 s after the second's last instance
+# (grouped by series it would be completed 3 s after its own, at least 1.3 s earlier). No route
+# takes CT here: nothing is segmented.
+make_series "$SERIES_DIR" "$T/studyA" >"$T/studyA.uid"
+make_series "$SERIES_DIR" "$T/studyB" >"$T/studyB.uid"
+cat >"$T/study.json" <<JSON
+{
+  "ae_title": "VOXSEG", "port": $NODE_PORT, "allowed_callers": [{"ae_title": "SCANNER"}],
+  "spool_dir": "$T/spool-study", "quiet_seconds": 3, "group_by": "study", "min_free_mb": 10,
+  "routes": [{"name": "mr", "match": {"modality": "MR"},
+              "model": "$SRC/sample_data/models/ct-phantom"}]
+}
+JSON
+start_node "$T/study.json" "$T/study.log"
+storescu -aet SCANNER -aec VOXSEG 127.0.0.1 "$NODE_PORT" +sd "$T/studyA" || fail "store of series A failed"
+sleep 1
+storescu -aet SCANNER -aec VOXSEG 127.0.0.1 "$NODE_PORT" +sd "$T/studyB" || fail "store of series B failed"
+B_DONE=$(now)
+for _ in $(seq 1 100); do
+  [ "$(grep -c '"event":"series_unmatched"' "$T/spool-study/audit.jsonl")" = 2 ] && break
+  sleep 0.1
+done
+python3 - "$T/spool-study/audit.jsonl" "$(cat "$T/studyA.uid")" "$(cat "$T/studyB.uid")" "$B_DONE" <<'PY' || fail "series of one study not completed together"
+import sys, json, datetime as dt
+ev = [json.loads(l) for l in open(sys.argv[1])]
+ts = lambda e: dt.datetime.strptime(e["time"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+    tzinfo=dt.timezone.utc).timestamp()
+got = {e["series_uid"]: ts(e) for e in ev if e["event"] == "series_received"}
+a, b, b_done = sys.argv[2], sys.argv[3], float(sys.argv[4])
+assert a in got and b in got, "series_received: %s" % got
+print("series A completed %.2f s after the last instance of series B, B %.2f s after A" %
+      (got[a] - b_done, got[b] - got[a]))
+assert got[a] >= b_done + 2.5, "series A did not wait for the quiet period after series B"
+assert abs(got[b] - got[a]) < 0.5, "the series of the study were not completed together"
+PY
+kill -9 "$NODE_PID"; wait "$NODE_PID" 2>/dev/null || true
 
 echo "== STOW-RS over HTTPS: the server certificate is checked"
 # A minimal HTTPS endpoint (Python's ssl + http.server, certificate for localhost from "ca")
