@@ -101,6 +101,12 @@ struct ModelFile {
 enum class Interpolation { kNearestExact, kLinear, kSpline3 };
 const char* interpolationName(Interpolation interpolation);
 
+// Which grid a spacing_mm stage resamples onto (model.json stages[i].grid). kFieldOfView: the
+// field of view kept edge to edge (nnU-Net, scikit-image); kMonai: MONAI Spacingd's grid (voxel
+// (0,0,0) kept, exact spacing) and Invertd's way back (softmax probabilities resampled, then
+// argmax): pipeline/monai_spacing.h.
+enum class StageGrid { kFieldOfView, kMonai };
+
 // "crop the input to the bounding box of stage `stage`'s label `label`, plus a margin".
 struct CropLink {
     std::string stage;     // the stage's name
@@ -168,6 +174,7 @@ struct StageSpec {
     std::vector<double> spacing_mm;
     std::vector<int64_t> patch_size;
     Interpolation interpolation = Interpolation::kSpline3;
+    StageGrid grid = StageGrid::kFieldOfView;
     Normalization normalization;
     StageOutput output;
     StagePostprocess postprocess;

@@ -85,6 +85,38 @@ void readStageResize(Reader& r, const json& st, const std::string& key, StageSpe
     }
 }
 
+// "grid": "fov" (default) or "monai" (MONAI Spacingd/Invertd): a spacing_mm stage with linear
+// interpolation and a softmax output only (what pipeline/monai_spacing.h reproduces).
+void readStageGrid(Reader& r, const json& x, const std::string& key, StageSpec& stage) {
+    const std::string gkey = Reader::join(key, "grid");
+    const std::string g = r.string(x, gkey);
+    if (!r.ok()) return;
+    if (g == "fov") {
+        stage.grid = StageGrid::kFieldOfView;
+        return;
+    }
+    if (g != "monai") {
+        r.fail(gkey,
+               "expected \"fov\" (the field of view kept edge to edge) or \"monai\" "
+               "(MONAI Spacingd's grid), got \"" +
+                   g + "\"");
+        return;
+    }
+    stage.grid = StageGrid::kMonai;
+    if (!stage.shape.empty() || stage.spacing_mm.empty())
+        r.fail(gkey, "\"monai\" is Spacingd's grid: it needs spacing_mm, not a fixed shape");
+    else if (stage.interpolation != Interpolation::kLinear)
+        r.fail(gkey, std::string("\"monai\" reproduces Spacingd mode \"bilinear\": it needs "
+                                 "\"interpolation\": \"linear\", got \"") +
+                         interpolationName(stage.interpolation) + "\"");
+    else if (stage.output.kind != StageOutputKind::kSoftmax)
+        r.fail(gkey,
+               "\"monai\" inverts a softmax output (Activationsd softmax, Invertd, "
+               "AsDiscreted argmax) only");
+    else if (stage.one_hot_from)
+        r.fail(gkey, "\"monai\" cannot take one_hot_from (nnU-Net's cascade resampling)");
+}
+
 void readStageOutput(Reader& r, const json& j, const std::string& key, StageOutput& out,
                      const std::vector<int>& default_labels) {
     if (!r.object(j, key)) return;
@@ -290,10 +322,10 @@ void readStages(Reader& r, const json& root, ModelPackage& p) {
         const std::string key = Reader::index("stages", i);
         const json& st = (*stages)[i];
         if (!r.object(st, key)) return;
-        r.onlyKeys(
-            st, key,
-            {"name", "file", "sha256", "crop_to", "one_hot_from", "result", "shape", "spacing_mm",
-             "patch_size", "interpolation", "normalization", "output", "postprocess", "inference"});
+        r.onlyKeys(st, key,
+                   {"name", "file", "sha256", "crop_to", "one_hot_from", "result", "shape",
+                    "spacing_mm", "patch_size", "interpolation", "grid", "normalization", "output",
+                    "postprocess", "inference"});
         StageSpec stage;
         if (const json* x = r.member(st, key, "name", true))
             stage.name = r.string(*x, Reader::join(key, "name"));
@@ -350,6 +382,7 @@ void readStages(Reader& r, const json& root, ModelPackage& p) {
             readOneHotLink(r, *x, Reader::join(key, "one_hot_from"), p, link);
             stage.one_hot_from = link;
         }
+        if (const json* x = r.member(st, key, "grid", false)) readStageGrid(r, *x, key, stage);
         if (const json* x = r.member(st, key, "result", false)) {
             stage.result = r.boolean(*x, Reader::join(key, "result"));
             if (r.ok() && !stage.result && i + 1 == stages->size())
@@ -449,6 +482,7 @@ json stageJson(const StageSpec& st) {
         j["inference"] = inferenceJson(st.inference);
     }
     j["interpolation"] = interpolationName(st.interpolation);
+    if (st.grid == StageGrid::kMonai) j["grid"] = "monai";
     j["normalization"] = normalizationJson(st.normalization);
     json out;
     switch (st.output.kind) {

@@ -1,6 +1,7 @@
 #include "pipeline/stages.h"
 
 #include "core/log.h"
+#include "pipeline/monai_spacing.h"
 #include "pipeline/normalization.h"
 #include "pipeline/orientation.h"
 #include "pipeline/pixel_dispatch.h"
@@ -365,6 +366,8 @@ std::array<int64_t, 3> networkSize(const StageSpec& st, const Geometry& cropped,
         return size;
     }
     const std::array<double, 3> mm{st.spacing_mm[0], st.spacing_mm[1], st.spacing_mm[2]};
+    if (st.grid == engine::StageGrid::kMonai)
+        return monaiSpacingSize(cropped, toIndexOrder(mm, order));
     return resampledSize(cropped, toIndexOrder(mm, order));
 }
 
@@ -375,6 +378,13 @@ Result<Volume> labelsOnOriented(const engine::Tensor& scores, const std::vector<
                                 const StageSpec& st, const CropBox& region, const Geometry& og,
                                 const Geometry& net_grid, engine::AxisOrder order, int threads) {
     const int top = maxLabel(st.output.labels);
+    if (st.grid == engine::StageGrid::kMonai) {  // Activationsd softmax, Invertd, AsDiscreted
+        VOXSEG_ASSIGN_OR_RETURN(
+            Volume back, monaiSoftmaxToLabels(scores, net_grid, order, croppedGeometry(og, region),
+                                              st.channelLabelValues(), top));
+        if (region.covers(og)) return back;
+        return paste(back, og, region, 0.0);
+    }
     if (st.interpolation == Interpolation::kNearestExact) {
         VOXSEG_ASSIGN_OR_RETURN(Volume lab, labelsToVolume(values, net_grid, order, top));
         VOXSEG_ASSIGN_OR_RETURN(Volume back, resizeNearestExact(lab, region.size));
@@ -561,7 +571,13 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
         const std::array<int64_t, 3> size = networkSize(st, cropped_grid, m.axis_order);
         trace.network = size;
         Volume net;
-        if (st.shape.empty() && st.interpolation == Interpolation::kSpline3) {
+        if (st.grid == engine::StageGrid::kMonai) {
+            const std::array<double, 3> mm{st.spacing_mm[0], st.spacing_mm[1], st.spacing_mm[2]};
+            VOXSEG_ASSIGN_OR_RETURN(
+                net,
+                monaiResampleLinear(
+                    cropped, monaiSpacingGeometry(cropped_grid, toIndexOrder(mm, m.axis_order))));
+        } else if (st.shape.empty() && st.interpolation == Interpolation::kSpline3) {
             // nnU-Net's rules (anisotropic axis with order 0).
             VOXSEG_ASSIGN_OR_RETURN(net,
                                     resampleToGrid(cropped, resampledGeometry(cropped_grid, size),

@@ -756,6 +756,50 @@ TEST(ModelPackageStages, ResultStagesAreChecked) {
     EXPECT_TRUE(r->stages[0].result);
 }
 
+// "grid": "monai" (MONAI Spacingd/Invertd, pipeline/monai_spacing.h): read and written back;
+// refused where it cannot be repeated (a fixed shape, another interpolation, a sigmoid output, a
+// cascade link) and for an unknown grid, naming the key.
+TEST(ModelPackageStages, MonaiGridIsReadAndChecked) {
+    auto monai = [] {
+        json j = stagedJson();
+        j["stages"].erase(1);
+        j["stages"][0].erase("shape");
+        j["stages"][0]["spacing_mm"] = {3.0, 3.0, 3.5};
+        j["stages"][0]["patch_size"] = {64, 64, 32};
+        j["stages"][0]["interpolation"] = "linear";
+        j["stages"][0]["grid"] = "monai";
+        j["stages"][0]["normalization"] = {
+            {"scheme", "window"}, {"window", {-1000, 400}}, {"range", {0, 1}}};
+        j["stages"][0]["output"] = {{"kind", "softmax"}};
+        j["stages"][0].erase("postprocess");
+        j.erase("measurements");
+        return j;
+    };
+    auto r = parse(monai());
+    ASSERT_TRUE(r.isOk()) << r.status().toString();
+    EXPECT_EQ(r->stages[0].grid, StageGrid::kMonai);
+    auto again = parseModelPackage(modelPackageToJson(*r), "written");
+    ASSERT_TRUE(again.isOk()) << again.status().toString();
+    EXPECT_EQ(again->stages[0].grid, StageGrid::kMonai);
+    json j = monai();
+    j["stages"][0]["grid"] = "fov";
+    r = parse(j);
+    ASSERT_TRUE(r.isOk()) << r.status().toString();
+    EXPECT_EQ(r->stages[0].grid, StageGrid::kFieldOfView);
+    j = monai();
+    j["stages"][0]["grid"] = "nnunet";
+    expectError(j, "stages[0].grid", "expected \"fov\"");
+    j = monai();
+    j["stages"][0]["interpolation"] = "spline3";
+    expectError(j, "stages[0].grid", "\"interpolation\": \"linear\"");
+    j = monai();
+    j["stages"][0]["output"] = {{"kind", "sigmoid"}};
+    expectError(j, "stages[0].grid", "softmax output");
+    j = stagedJson();
+    j["stages"][0]["grid"] = "monai";
+    expectError(j, "stages[0].grid", "not a fixed shape");
+}
+
 TEST(ModelPackageStages, RegionOutputsAsNnUNetExportsThem) {
     json j = cascadeJson();
     j["labels"].push_back({{"value", 3}, {"name", "enhancing"}, {"color", {0, 0, 255}}});
