@@ -7,30 +7,45 @@ The bundle holds configs/inference.json (or .yaml), optionally configs/metadata.
 models/model.pt (a state dict) or models/model.ts (TorchScript). The network is instantiated from
 `network_def` with monai.bundle.ConfigParser, the weights loaded (torch.load weights_only=True),
 and exported to ONNX (opset 17, dynamic batch, static roi_size) with an ONNX Runtime vs PyTorch
-check. Preprocessing is read from the instantiated `preprocessing` transforms and `inferer`:
+check. Preprocessing is read from the instantiated `preprocessing` transforms and `inferer`.
 
-  Orientationd(axcodes)                      -> orientation
-  Spacingd(pixdim)                           -> spacing_mm
-  ScaleIntensityRanged(a_min, a_max, b_min, b_max, clip)
-                                             -> "ct": clip [a_min, a_max], mean = a_min - b_min*std,
-                                                std = (a_max - a_min) / (b_max - b_min)  (exact)
-  NormalizeIntensityd(nonzero)               -> "zscore" (mask "nonzero" when nonzero=True)
-  SlidingWindowInferer(roi_size, overlap, mode, sigma_scale)
-                                             -> patch_size, overlap, gaussian, gaussian_sigma_scale
-  postprocessing Activationsd(softmax/sigmoid)-> output
+A one-channel bundle becomes a format_version 2 package of one stage that repeats MONAI's pipeline
+step for step (docs/parity-monai.md measures it against `python -m monai.bundle run`):
 
-MONAI arrays after LoadImage are (x, y, z): the package's axis_order is "xyz". Loading/typing
-transforms are ignored; any other transform is reported: intensity changes voxseg cannot repeat are
-errors, spatial/cropping differences are warnings (listed). Window convention "monai".
+  Orientationd(axcodes)                      -> orientation (before Spacingd)
+  Spacingd(pixdim, mode "bilinear", padding "border", align_corners False)
+                                             -> spacing_mm, "grid": "monai", "interpolation":
+                                                "linear" (Spacingd's output grid, in float64)
+  ScaleIntensityRanged(a_min, a_max, b_min, b_max, clip=True), after Spacingd
+                                             -> "window" [a_min, a_max] onto "range" [b_min, b_max]
+                     (clip=False)            -> "ct" without clip (mean/std exact)
+  NormalizeIntensityd(nonzero=False)         -> "zscore"
+  SlidingWindowInferer(roi_size, overlap, mode, sigma_scale; padding constant 0)
+                                             -> patch_size, inference (convention "monai")
+  postprocessing Activationsd(softmax), Invertd(nearest_interp=False), AsDiscreted(argmax)
+                                             -> output softmax; probabilities resampled back
+                                                bilinearly onto the input grid, then argmax
+
+Anything else, or these with settings voxseg does not repeat exactly (another Spacingd mode,
+a transform before Orientationd/Spacingd that changes the grid, intensity scaling before
+Spacingd, a sigmoid output, KeepLargestConnectedComponentd, ...), is refused, naming the
+transform. Loading/typing transforms (LoadImaged, EnsureChannelFirstd, EnsureTyped, SaveImaged,
+...) are ignored.
+
+Several input channels (or --format-version 1) give the format_version 1 package of earlier
+versions instead, which approximates MONAI (normalisation before resampling, voxseg's order-3
+resampler and field-of-view grid, logits interpolated back): each approximation is printed as a
+warning and listed in model.json `_export.warnings`.
+
+MONAI arrays after LoadImage are (x, y, z): the package's axis_order is "xyz".
 """
 import argparse
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from export_common import (PackageWriter, export_onnx, fail, load_checkpoint, load_codes,  # noqa: E402
-                           make_labels, model_files_entry, warn)
+                           make_labels, model_files_entry, sha256_file, warn)
 
 IGNORED = {"LoadImaged", "LoadImage", "EnsureChannelFirstd", "EnsureChannelFirst", "AddChanneld",
            "AddChannel", "EnsureTyped", "EnsureType", "ToTensord", "ToTensor", "CastToTyped",
@@ -67,9 +82,37 @@ def flatten(t):
     return [t]
 
 
+def spacing_problems(cls, t):
+    """What keeps voxseg's "monai" grid from repeating this Spacingd exactly (empty: nothing)."""
+    s = t.spacing_transform if hasattr(t, "spacing_transform") else t
+    first = lambda v: (v[0] if isinstance(v, (list, tuple)) else v)  # noqa: E731 - one key
+    name = lambda v: str(getattr(first(v), "value", first(v)))  # noqa: E731 - enum or str
+    out = []
+    mode = name(getattr(t, "mode", getattr(s, "mode", "bilinear")))
+    if mode != "bilinear":
+        out.append(f"{cls}(mode='{mode}'): voxseg repeats Spacingd's 'bilinear' only")
+    pad = name(getattr(t, "padding_mode", getattr(s, "padding_mode", "border")))
+    if pad != "border":
+        out.append(f"{cls}(padding_mode='{pad}'): voxseg repeats 'border' only")
+    if first(getattr(t, "align_corners", False)):
+        out.append(f"{cls}(align_corners=True): voxseg repeats align_corners=False only")
+    if first(getattr(t, "scale_extent", False)) or getattr(s, "scale_extent", False):
+        out.append(f"{cls}(scale_extent=True): voxseg repeats scale_extent=False only")
+    if getattr(s, "recompute_affine", False):
+        out.append(f"{cls}(recompute_affine=True) is not repeated")
+    for k in ("min_pixdim", "max_pixdim"):
+        v = getattr(s, k, None)
+        if v is not None and not all(x != x for x in list(v)):  # all NaN: not set
+            out.append(f"{cls}({k}=...) is not repeated")
+    return out
+
+
 def map_preprocessing(transforms, n_in):
-    """-> (normalization dict, spacing or None, orientation, notes list, errors list)."""
-    norm, spacing, orientation, notes, errors = None, None, "native", [], []
+    """-> dict: norm (format_version 1 normalization), norm2 (a version 2 stage's, applied after
+    resampling), spacing (or None), orientation, notes (version 1's approximations), errors, and
+    `exact` (what a version 2 package could not repeat exactly: refused there)."""
+    norm, norm2, spacing, orientation, notes, errors, exact = None, None, None, "native", [], [], []
+    seen_norm = None
     for t in transforms:
         cls = type(t).__name__
         if cls in IGNORED:
@@ -80,9 +123,15 @@ def map_preprocessing(transforms, n_in):
                 errors.append(f"{cls} without axcodes")
             else:
                 orientation = "".join(o.axcodes).upper()
+            if spacing is not None or seen_norm:
+                exact.append(f"{cls} after {'Spacingd' if spacing is not None else seen_norm}: "
+                             "voxseg reorients first")
         elif cls in ("Spacingd", "Spacing"):
             s = t.spacing_transform if hasattr(t, "spacing_transform") else t
             spacing = [float(v) for v in list(s.pixdim)]
+            exact.extend(spacing_problems(cls, t))
+            if seen_norm:
+                exact.append(f"{seen_norm} before {cls}: voxseg normalises after resampling")
             notes.append(f"{cls}: resampled to {spacing} mm by voxseg's resampler (order 3 / nnU-Net rules), "
                          f"not MONAI's '{getattr(s, 'mode', getattr(t, 'mode', '?'))}' interpolation")
         elif cls in ("ScaleIntensityRanged", "ScaleIntensityRange"):
@@ -100,7 +149,10 @@ def map_preprocessing(transforms, n_in):
             if std < 0:
                 errors.append(f"{cls}: a decreasing mapping (std {std}) has no voxseg equivalent")
                 continue
-            norm = {"scheme": "ct", "clip": [lo, hi], "mean": mean, "std": std}
+            norm = norm2 = {"scheme": "ct", "clip": [lo, hi], "mean": mean, "std": std}
+            if s.clip:  # MONAI maps, then clips to [b_min, b_max]: the same as clip, then map
+                norm2 = {"scheme": "window", "window": [a_min, a_max], "range": [b_min, b_max]}
+            seen_norm = cls
         elif cls in ("NormalizeIntensityd", "NormalizeIntensity"):
             s = t.normalizer if hasattr(t, "normalizer") else t
             if s.subtrahend is not None or s.divisor is not None:
@@ -109,13 +161,18 @@ def map_preprocessing(transforms, n_in):
             if n_in > 1 and not s.channel_wise:
                 errors.append(f"{cls}(channel_wise=False) over {n_in} channels: voxseg normalises each channel")
             norm = {"scheme": "zscore"}
+            norm2 = dict(norm)
             if s.nonzero:
                 norm["mask"] = "nonzero"
+                exact.append(f"{cls}(nonzero=True): a format_version 2 stage normalises every voxel")
+            seen_norm = cls
         elif cls in WARN_ONLY:
             notes.append(f"{cls}: {WARN_ONLY[cls]}")
+            exact.append(f"{cls}: {WARN_ONLY[cls]}")
         else:
             errors.append(f"{cls}: no voxseg equivalent")
-    return norm or {"scheme": "none"}, spacing, orientation, notes, errors
+    return {"norm": norm or {"scheme": "none"}, "norm2": norm2 or {"scheme": "none"}, "spacing": spacing, "orientation": orientation,
+            "notes": notes, "errors": errors, "exact": exact}
 
 
 def load_weights(bundle, net, allow_pickle):
@@ -147,6 +204,9 @@ def main():
     p.add_argument("--license")
     p.add_argument("--allow-pickle", action="store_true")
     p.add_argument("--force", action="store_true")
+    p.add_argument("--format-version", type=int, choices=(1, 2), default=2,
+                   help="2 (default, one input channel): MONAI's pipeline exactly; 1: the "
+                        "approximate format_version 1 package (chosen for several channels)")
     a = p.parse_args()
 
     import torch
@@ -168,15 +228,19 @@ def main():
     if not n_in:
         fail("cannot tell the number of input channels (metadata.json network_data_format)")
 
-    errors, notes = [], []
     transforms = []
     if "preprocessing" in parser.get():
         transforms = flatten(parser.get_parsed_content("preprocessing"))
-    else:
+    pre = map_preprocessing(transforms, n_in)
+    v2 = n_in == 1 and a.format_version != 1
+    if n_in > 1 and a.format_version != 1:
+        warn(f"{n_in} input channels: a format_version 1 package (format_version 2 stages take one "
+             "channel), which approximates MONAI's pre-processing")
+    errors = pre["errors"] + (pre["exact"] if v2 else [])
+    notes = [] if v2 else list(pre["notes"])
+    if "preprocessing" not in parser.get():
         notes.append("no 'preprocessing' in the config: intensities fed as stored")
-    norm, spacing, orientation, n2, e2 = map_preprocessing(transforms, n_in)
-    notes += n2
-    errors += e2
+    norm, spacing, orientation = (pre["norm2"] if v2 else pre["norm"]), pre["spacing"], pre["orientation"]
 
     if "inferer" not in parser.get():
         fail(f"{cfg_path}: no 'inferer'; voxseg needs a SlidingWindowInferer's roi_size")
@@ -187,34 +251,56 @@ def main():
     mode = str(getattr(inferer.mode, "value", inferer.mode))
     if mode not in ("gaussian", "constant"):
         errors.append(f"SlidingWindowInferer mode '{mode}' (voxseg: gaussian or constant)")
+    pad = str(getattr(inferer.padding_mode, "value", inferer.padding_mode))
+    if v2 and (pad != "constant" or float(getattr(inferer, "cval", 0.0)) != 0.0):
+        errors.append(f"SlidingWindowInferer padding_mode '{pad}' cval {inferer.cval} (voxseg pads "
+                      "with zeros)")
     sigma = inferer.sigma_scale
     if isinstance(sigma, (list, tuple)):
         if len(set(sigma)) != 1:
             errors.append(f"per-axis sigma_scale {sigma}")
         sigma = sigma[0]
     if spacing is None:
-        warn("no Spacingd: spacing_mm set to 1 mm (the image is resampled to it)")
+        if v2:
+            errors.append("no Spacingd: MONAI runs on each image's own grid; a voxseg stage needs "
+                          "a spacing (--format-version 1 resamples to 1 mm)")
+        else:
+            warn("no Spacingd: spacing_mm set to 1 mm (the image is resampled to it)")
         spacing = [1.0] * len(roi)
     if len(spacing) != len(roi):
         errors.append(f"pixdim {spacing} and roi_size {roi} differ in length")
 
     output = "softmax"
     post = parser.get_parsed_content("postprocessing") if "postprocessing" in parser.get() else None
+    inverted = False
     for t in flatten(post) if post is not None else []:
         cls = type(t).__name__
         if cls in ("Activationsd", "Activations"):
             act = t.converter if hasattr(t, "converter") else t
             if act.sigmoid:
                 output = "sigmoid"
+                if v2:
+                    errors.append(f"{cls}(sigmoid=True): a format_version 2 MONAI stage inverts "
+                                  "softmax outputs only")
         elif cls in ("AsDiscreted", "AsDiscrete"):
             d = t.converter if hasattr(t, "converter") else t
             thr = d.kwargs.get("threshold") if hasattr(d, "kwargs") else None
             if thr is not None and output == "sigmoid" and abs(float(thr) - 0.5) > 1e-9:
                 errors.append(f"AsDiscrete threshold {thr} (voxseg's sigmoid output uses 0.5)")
-        elif cls in ("Invertd", "SaveImaged", "EnsureTyped", "ToDeviced", "CopyItemsd", "DeleteItemsd"):
+        elif cls == "Invertd":
+            inverted = True
+            if v2 and any(bool(x) for x in t.nearest_interp):
+                errors.append("Invertd(nearest_interp=True): voxseg inverts Spacingd with its "
+                              "bilinear mode (nearest_interp=False)")
+        elif cls in ("SaveImaged", "EnsureTyped", "ToDeviced", "CopyItemsd", "DeleteItemsd"):
             continue
+        elif v2:
+            errors.append(f"postprocessing {cls}: not repeated by voxseg")
         else:
             notes.append(f"postprocessing {cls}: not repeated by voxseg")
+    if v2 and not inverted:
+        warn("no Invertd in postprocessing: MONAI's prediction stays on the Spacingd grid; "
+             "voxseg's is brought back onto the input grid as Invertd would")
 
     channel_def = ndf.get("outputs", {}).get("pred", {}).get("channel_def", {})
     if a.labels:
@@ -251,23 +337,29 @@ def main():
         expect = len(named) if output == "sigmoid" else len(named) + 1
         if expect != n_out:
             fail(f"{len(named)} labels need {expect} output channels ({output}) but the network has {n_out}")
+        inference = {"overlap": float(inferer.overlap), "gaussian": mode == "gaussian",
+                     "gaussian_sigma_scale": float(sigma), "mirror_axes": [], "convention": "monai"}
         model = {
-            "format_version": 1,
+            "format_version": 2 if v2 else 1,
             "name": a.name or meta.get("name", os.path.basename(bundle)).replace(" ", "-"),
             "version": a.version or str(meta.get("version", "1.0.0")),
             "description": meta.get("description", "")[:500] or "MONAI bundle exported by tools/export_monai.py",
             "license": licence,
-            "channels": [{"modality": modality, "normalization": norm} for _ in range(n_in)],
-            "spacing_mm": spacing,
-            "patch_size": roi,
+            "channels": [{"modality": modality} if v2 else {"modality": modality, "normalization": norm}
+                         for _ in range(n_in)],
             "axis_order": "xyz",
             "orientation": orientation,
             "labels": make_labels(named, load_codes(a.codes)),
-            "output": output,
-            "inference": {"overlap": float(inferer.overlap), "gaussian": mode == "gaussian",
-                          "gaussian_sigma_scale": float(sigma), "mirror_axes": [], "convention": "monai"},
         }
-        model.update(model_files_entry(writer, ["model.onnx"]))
+        if v2:
+            model["stages"] = [{
+                "name": "monai", "file": "model.onnx", "sha256": sha256_file(writer.path("model.onnx")),
+                "spacing_mm": spacing, "patch_size": roi, "interpolation": "linear", "grid": "monai",
+                "normalization": norm, "output": {"kind": "softmax"}, "inference": inference}]
+        else:
+            model.update({"spacing_mm": spacing, "patch_size": roi, "output": output,
+                          "inference": inference})
+            model.update(model_files_entry(writer, ["model.onnx"]))
         model["_export"] = {"tool": "tools/export_monai.py", "source": bundle,
                             "weights": os.path.relpath(weights, bundle), "warnings": notes}
         writer.finish(model)

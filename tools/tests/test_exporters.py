@@ -307,61 +307,129 @@ def write_bundle(root, transforms_extra=(), sigmoid=False):
     torch.save(net.state_dict(), os.path.join(root, "models", "model.pt"))
 
 
+def edit_bundle(b, fn):
+    """fn(config dict) edits configs/inference.json in place."""
+    path = os.path.join(b, "configs", "inference.json")
+    cfg = json.load(open(path))
+    fn(cfg)
+    json.dump(cfg, open(path, "w"))
+
+
+def with_invertd(cfg, nearest=False):
+    cfg["postprocessing"]["transforms"].insert(1, {
+        "_target_": "Invertd", "keys": "pred", "transform": "@preprocessing", "orig_keys": "image",
+        "nearest_interp": nearest, "to_tensor": True})
+
+
 @unittest.skipUnless(have("torch", "onnx", "monai"), "needs torch, onnx, monai (scripts/deps.sh)")
 class ExportMonaiTest(unittest.TestCase):
+    def export(self, tmp, extra=(), edit=None, args=()):
+        b = os.path.join(tmp, "bundle")
+        write_bundle(b, transforms_extra=extra)
+        if edit:
+            edit_bundle(b, edit)
+        out = os.path.join(tmp, "pkg")
+        return run_tool("export_monai.py", b, "-o", out, *args), out
+
     def test_bundle(self):
+        # spleen_ct_segmentation's pipeline: one stage on MONAI's Spacingd grid.
         with tempfile.TemporaryDirectory() as tmp:
-            b = os.path.join(tmp, "bundle")
-            write_bundle(b, transforms_extra=[{"_target_": "CropForegroundd", "keys": "image",
-                                               "source_key": "image"}])
-            out = os.path.join(tmp, "pkg")
-            r = run_tool("export_monai.py", b, "-o", out)
+            r, out = self.export(tmp, edit=with_invertd)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             assert_checked(self, r)
-            self.assertIn("CropForegroundd", r.stderr)
             m = json.load(open(os.path.join(out, "model.json")))
-            n = m["channels"][0]["normalization"]
-            # (clip(x, -57, 164) - mean) / std must equal (clip(x) + 57) / 221 exactly
-            self.assertEqual(n["scheme"], "ct")
-            self.assertEqual(n["clip"], [-57.0, 164.0])
-            self.assertEqual(n["std"], 221.0)
-            self.assertEqual(n["mean"], -57.0)
-            self.assertEqual(m["channels"][0]["modality"], "CT")
-            self.assertEqual(m["spacing_mm"], [1.5, 1.5, 2.0])
-            self.assertEqual(m["patch_size"], [32, 32, 24])
-            self.assertEqual((m["axis_order"], m["orientation"], m["output"]), ("xyz", "RAS", "softmax"))
-            self.assertEqual(m["inference"], {"overlap": 0.25, "gaussian": True, "gaussian_sigma_scale": 0.125,
-                                              "mirror_axes": [], "convention": "monai"})
+            self.assertEqual(m["format_version"], 2)
+            self.assertEqual(m["channels"], [{"modality": "CT"}])
+            self.assertEqual((m["axis_order"], m["orientation"]), ("xyz", "RAS"))
+            self.assertEqual(len(m["stages"]), 1)
+            st = m["stages"][0]
+            self.assertEqual((st["spacing_mm"], st["patch_size"]), ([1.5, 1.5, 2.0], [32, 32, 24]))
+            self.assertEqual((st["grid"], st["interpolation"]), ("monai", "linear"))
+            # MONAI: (x + 57) / 221, clipped to [0, 1]: the window [-57, 164] onto [0, 1]
+            self.assertEqual(st["normalization"], {"scheme": "window", "window": [-57.0, 164.0],
+                                                   "range": [0.0, 1.0]})
+            self.assertEqual(st["output"], {"kind": "softmax"})
+            self.assertEqual(st["inference"], {"overlap": 0.25, "gaussian": True, "gaussian_sigma_scale": 0.125,
+                                               "mirror_axes": [], "convention": "monai"})
             self.assertEqual([(l["value"], l["name"]) for l in m["labels"]], [(1, "spleen"), (2, "liver")])
             self.assertEqual(m["license"], "Apache-2.0")
+            self.assertEqual(st["sha256"], sha256(os.path.join(out, "model.onnx")))
+            self.assertNotIn("Invertd", r.stderr)
+
+    def test_without_invertd_warns(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            r, out = self.export(tmp)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("no Invertd", r.stderr)
+
+    def test_version_1_package(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            r, out = self.export(tmp, extra=[{"_target_": "CropForegroundd", "keys": "image",
+                                              "source_key": "image"}], args=["--format-version", "1"])
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("CropForegroundd", r.stderr)
+            m = json.load(open(os.path.join(out, "model.json")))
+            self.assertEqual(m["format_version"], 1)
+            n = m["channels"][0]["normalization"]
+            # (clip(x, -57, 164) - mean) / std must equal (clip(x) + 57) / 221 exactly
+            self.assertEqual((n["scheme"], n["clip"], n["std"], n["mean"]), ("ct", [-57.0, 164.0], 221.0, -57.0))
+            self.assertEqual(m["spacing_mm"], [1.5, 1.5, 2.0])
+            self.assertEqual((m["axis_order"], m["orientation"], m["output"]), ("xyz", "RAS", "softmax"))
             self.assertEqual(m["sha256"], sha256(os.path.join(out, "model.onnx")))
 
     def test_b_range_scaling_maps_exactly(self):
-        # b range [-1, 1]: y = (x - a_min) / 221 * 2 - 1 = (x - mean) / std
-        with tempfile.TemporaryDirectory() as tmp:
-            b = os.path.join(tmp, "bundle")
-            write_bundle(b)
-            cfg_path = os.path.join(b, "configs", "inference.json")
-            cfg = json.load(open(cfg_path))
+        # b range [-1, 1]: the window onto [-1, 1]; version 1: y = (x - mean) / std
+        def b_range(cfg):
             t = cfg["preprocessing"]["transforms"][4]
             t["b_min"], t["b_max"] = -1.0, 1.0
-            json.dump(cfg, open(cfg_path, "w"))
-            out = os.path.join(tmp, "pkg")
-            r = run_tool("export_monai.py", b, "-o", out)
+        with tempfile.TemporaryDirectory() as tmp:
+            r, out = self.export(tmp, edit=b_range)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            n = json.load(open(os.path.join(out, "model.json")))["stages"][0]["normalization"]
+            self.assertEqual((n["window"], n["range"]), ([-57.0, 164.0], [-1.0, 1.0]))
+        with tempfile.TemporaryDirectory() as tmp:
+            r, out = self.export(tmp, edit=b_range, args=["--format-version", "1"])
             self.assertEqual(r.returncode, 0, r.stderr)
             n = json.load(open(os.path.join(out, "model.json")))["channels"][0]["normalization"]
             for x in (-57.0, 0.0, 53.5, 164.0):
                 self.assertAlmostEqual((x - n["mean"]) / n["std"], (x + 57.0) / 221.0 * 2.0 - 1.0, places=12)
 
+    def refused(self, tmp, want, extra=(), edit=None):
+        r, out = self.export(tmp, extra=extra, edit=edit)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("cannot reproduce", r.stderr)
+        self.assertIn(want, r.stderr)
+        self.assertFalse(os.path.exists(out))
+
     def test_unreproducible_transform_is_an_error(self):
         with tempfile.TemporaryDirectory() as tmp:
-            b = os.path.join(tmp, "bundle")
-            write_bundle(b, transforms_extra=[{"_target_": "GaussianSmoothd", "keys": "image", "sigma": 1.0}])
-            out = os.path.join(tmp, "pkg")
-            r = run_tool("export_monai.py", b, "-o", out)
-            self.assertNotEqual(r.returncode, 0)
-            self.assertIn("GaussianSmoothd: no voxseg equivalent", r.stderr)
-            self.assertFalse(os.path.exists(out))
+            self.refused(tmp, "GaussianSmoothd: no voxseg equivalent",
+                         extra=[{"_target_": "GaussianSmoothd", "keys": "image", "sigma": 1.0}])
+
+    def test_inexact_settings_are_refused_by_name(self):
+        def spacing_mode(cfg):
+            cfg["preprocessing"]["transforms"][3]["mode"] = "bicubic"
+
+        def scale_first(cfg):
+            t = cfg["preprocessing"]["transforms"]
+            t[3], t[4] = t[4], t[3]
+
+        def nearest_invert(cfg):
+            with_invertd(cfg, nearest=True)
+
+        def keep_largest(cfg):
+            cfg["postprocessing"]["transforms"].append(
+                {"_target_": "KeepLargestConnectedComponentd", "keys": "pred"})
+        cases = [(spacing_mode, "Spacingd(mode='bicubic')"),
+                 (scale_first, "ScaleIntensityRanged before Spacingd"),
+                 (nearest_invert, "Invertd(nearest_interp=True)"),
+                 (keep_largest, "KeepLargestConnectedComponentd")]
+        for edit, want in cases:
+            with self.subTest(want=want), tempfile.TemporaryDirectory() as tmp:
+                self.refused(tmp, want, edit=edit)
+        with tempfile.TemporaryDirectory() as tmp:
+            self.refused(tmp, "CropForegroundd", extra=[{"_target_": "CropForegroundd", "keys": "image",
+                                                         "source_key": "image"}])
 
 
 if __name__ == "__main__":
