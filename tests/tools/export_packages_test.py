@@ -213,10 +213,10 @@ class ExportedPackages(unittest.TestCase):
         self.assertFalse(os.path.exists(out))
 
 
-def unimportable():
-    """'module (reason)' for each needed module that does not import."""
+def unimportable(modules):
+    """'module (reason)' for each of `modules` that does not import."""
     out = []
-    for m in NEEDED + ["dynamic_network_architectures.architectures.primus", "monai.bundle"]:
+    for m in modules:
         try:
             importlib.import_module(m)
         except Exception as e:  # noqa: BLE001 - any failure to import is reported
@@ -224,8 +224,9 @@ def unimportable():
     return out
 
 
-def main():
-    missing = unimportable()
+def run_unless_missing(modules):
+    """The calling script's tests, or 77 (ctest: skipped) naming what is missing."""
+    missing = unimportable(modules)
     if missing:
         print(f"SKIPPED: python modules do not import: {'; '.join(missing)} (sys.path {sys.path}); "
               "scripts/deps.sh installs them (Debian python3-torch python3-onnx python3-torchvision "
@@ -237,6 +238,11 @@ def main():
         return 77
     prog = unittest.main(argv=[sys.argv[0], "-v", *sys.argv[1:]], exit=False)
     return 0 if prog.result.wasSuccessful() else 1
+
+
+def main():
+    return run_unless_missing(NEEDED + ["dynamic_network_architectures.architectures.primus",
+                                        "monai.bundle"])
 
 
 if __name__ == "__main__":

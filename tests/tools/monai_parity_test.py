@@ -18,7 +18,6 @@ short of the exact one: the comparison can tell the two apart.
 Needs torch, onnx, nibabel and monai (scripts/deps.sh); exits 77 (ctest: skipped) naming what is
 missing.
 """
-import importlib
 import os
 import subprocess
 import sys
@@ -34,7 +33,8 @@ NEEDED = ["numpy", "torch", "onnx", "nibabel", "monai.bundle"]
 
 
 def voxseg():
-    return os.environ.get("VOXSEG", os.path.join(ROOT, "build", "app", "voxseg"))
+    from export_packages_test import voxseg as path
+    return path()
 
 
 def export(out, *extra):
@@ -109,28 +109,9 @@ class MonaiParity(unittest.TestCase):
         self.assertGreater(differ_v1, 10 * max(differ, 1))
 
 
-def unimportable():
-    out = []
-    for m in NEEDED:
-        try:
-            importlib.import_module(m)
-        except Exception as e:  # noqa: BLE001 - any failure to import is reported
-            out.append(f"{m} ({type(e).__name__}: {e})")
-    return out
-
-
 def main():
-    missing = unimportable()
-    if missing:
-        print(f"SKIPPED: python modules do not import: {'; '.join(missing)}; scripts/deps.sh "
-              "installs them (Debian python3-torch python3-onnx python3-nibabel, monai into "
-              "build/pylib)", flush=True)
-        return 77
-    if not os.access(voxseg(), os.X_OK):
-        print(f"SKIPPED: no voxseg binary at {voxseg()} (set VOXSEG)", flush=True)
-        return 77
-    prog = unittest.main(argv=[sys.argv[0], "-v", *sys.argv[1:]], exit=False)
-    return 0 if prog.result.wasSuccessful() else 1
+    from export_packages_test import run_unless_missing
+    return run_unless_missing(NEEDED)
 
 
 if __name__ == "__main__":
