@@ -5,7 +5,8 @@
      used 700000..), each with its own size and spacing so that Spacingd's output grid, its
      rounding and the sliding-window borders differ from case to case;
   2. MONAI: the bundle's configs/inference.json run by `python -m monai.bundle run` (LoadImaged
-     ... SlidingWindowInferer ... Invertd, AsDiscreted, SaveImaged) over the cases;
+     ... SlidingWindowInferer ... Invertd, AsDiscreted, SaveImaged) over the cases (NIfTI, or
+     with --dicom their DICOM series through LoadImaged's PydicomReader);
   3. voxseg: tools/export_monai.py writes the package, `voxseg segment` runs it on each case
      (fp32, no test-time augmentation; --accumulator as given);
   4. per case: the share of voxels with the same label, Dice per label between the two, and each
@@ -52,24 +53,30 @@ def make_cases(a):
     for i in range(a.cases):
         name = f"case_{i:02d}"
         gen = os.path.join(a.work, "phantoms", name)
-        if not os.path.isfile(os.path.join(gen, "labels.nii.gz")):
+        if not os.path.isdir(os.path.join(gen, "dicom")):
             size, spacing = case_geometry(i)
             subprocess.run([a.voxseg, "phantom", gen, "--seed", str(SEED0 + i), "--size", size,
-                            "--spacing", spacing, "--outputs", "image,labels", "--quiet",
+                            "--spacing", spacing, "--outputs", "image,labels,dicom", "--quiet",
                             "--threads", "1"], check=True)
         shutil.copyfile(os.path.join(gen, "image.nii.gz"), os.path.join(folder, name + ".nii.gz"))
+        if a.dicom:  # one folder per series, named as the case (MONAI names its output so)
+            shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
+            shutil.copytree(os.path.join(gen, "dicom"), os.path.join(folder, name))
         shutil.copyfile(os.path.join(gen, "labels.nii.gz"), os.path.join(truth, name + ".nii.gz"))
         names.append(name)
     return folder, truth, names
 
 
-def run_monai(a, folder):
+def run_monai(a, folder, names):
     out = os.path.join(a.work, "monai")
     shutil.rmtree(out, ignore_errors=True)
     bundle = os.path.abspath(a.bundle)
     cmd = [sys.executable, "-m", "monai.bundle", "run", "--config_file",
            os.path.join(bundle, "configs", "inference.json"), "--bundle_root", bundle,
            "--dataset_dir", folder, "--output_dir", out]
+    if a.dicom:  # the DICOM series folders, read by MONAI's PydicomReader
+        cmd += ["--datalist", repr([os.path.join(folder, n) for n in names]),
+                "--preprocessing#transforms#0#reader", "PydicomReader"]
     t = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
@@ -87,7 +94,8 @@ def run_voxseg(a, folder, names):
     out, secs = os.path.join(a.work, "voxseg"), {}
     for name in names:
         o = os.path.join(out, name)
-        cmd = [a.voxseg, "segment", os.path.join(folder, name + ".nii.gz"), "-m", pkg, "-o", o,
+        src = os.path.join(folder, name) if a.dicom else os.path.join(folder, name + ".nii.gz")
+        cmd = [a.voxseg, "segment", src, "-m", pkg, "-o", o,
                "--device", "cpu", "--precision", "fp32", "--no-tta", "--accumulator",
                a.accumulator, "--outputs", "nifti", "--threads", str(a.threads)]
         t = time.time()
@@ -137,6 +145,8 @@ def main():
     p.add_argument("--format-version", type=int, default=2, choices=(1, 2),
                    help="export_monai.py's package format (1: the approximate version 1 package)")
     p.add_argument("--skip-monai", action="store_true", help="reuse <work>/monai from a last run")
+    p.add_argument("--dicom", action="store_true",
+                   help="both read the cases' DICOM series (MONAI: LoadImaged reader PydicomReader)")
     p.add_argument("--commit", help="folder for the committed CI outputs (images + MONAI's labels)")
     p.add_argument("--commit-cases", type=int, default=1)
     a = p.parse_args()
@@ -146,7 +156,7 @@ def main():
     if a.skip_monai:
         monai_out, monai_secs, monai_cmd = os.path.join(a.work, "monai"), 0.0, ["(reused)"]
     else:
-        monai_out, monai_secs, monai_cmd = run_monai(a, folder)
+        monai_out, monai_secs, monai_cmd = run_monai(a, folder, names)
     pkg, vox_out, vox_secs = run_voxseg(a, folder, names)
     lut = np.zeros(256, np.int32)
     for k, v in PHANTOM_TO_BUNDLE.items():
@@ -163,7 +173,8 @@ def main():
         results[name]["voxseg_seconds"] = round(vox_secs[name], 2)
     summary = {
         "monai_command": " ".join(monai_cmd), "monai_seconds_all_cases": round(monai_secs, 1),
-        "accumulator": a.accumulator, "format_version": a.format_version, "cases": results,
+        "accumulator": a.accumulator, "format_version": a.format_version, "dicom": a.dicom,
+        "cases": results,
         "min_agreement": min(r["agreement"] for r in results.values()),
         "min_dice_between": {n: min(r["dice_between"][n] for r in results.values()
                                     if r["dice_between"][n] is not None)
