@@ -105,16 +105,14 @@ void clipToInputRange(const Volume& input, Volume& out, int axis) {
                 hi[s] = std::max(hi[s], src[v]);
             }
     // The input slice each output slice copies: the order-0 rule of spline_resample.h.
-    const double first = in_g.physicalToIndex(out_g.origin)[static_cast<size_t>(axis)];
-    const double step =
-        out_g.spacing[static_cast<size_t>(axis)] / in_g.spacing[static_cast<size_t>(axis)];
+    const AxisSampling map = axisSampling(in_g, out_g, axis);
     const auto& e = out_g.size;
     for (int64_t k = 0, v = 0; k < e[2]; ++k)
         for (int64_t j = 0; j < e[1]; ++j)
             for (int64_t i = 0; i < e[0]; ++i, ++v) {
-                const auto o = static_cast<double>(axis == 0 ? i : axis == 1 ? j : k);
+                const int64_t o = axis == 0 ? i : axis == 1 ? j : k;
                 const auto s = static_cast<size_t>(std::clamp<int64_t>(
-                    static_cast<int64_t>(std::floor(first + o * step + 0.5)), 0, n_in - 1));
+                    static_cast<int64_t>(std::floor(map.at(o) + 0.5)), 0, n_in - 1));
                 dst[v] = std::clamp(dst[v], lo[s], hi[s]);
             }
 }

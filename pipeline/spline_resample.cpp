@@ -40,14 +40,14 @@ int64_t mirror(int64_t i, int64_t n) {
     return i < n ? i : period - i;
 }
 
-AxisPlan planAxis(int64_t in_size, int64_t out_size, double first, double step,
+AxisPlan planAxis(int64_t in_size, int64_t out_size, const AxisSampling& map,
                   AxisInterpolation kind, SplineBoundary boundary) {
     AxisPlan plan;
     plan.in_size = in_size;
     plan.out_size = out_size;
     constexpr double kSameSample = 1e-6;
-    if (in_size == out_size && std::abs(first) < kSameSample &&
-        std::abs(step - 1.0) * static_cast<double>(in_size) < kSameSample) {
+    if (in_size == out_size && std::abs(map.first) < kSameSample &&
+        std::abs(map.step - 1.0) * static_cast<double>(in_size) < kSameSample) {
         plan.skip = true;
         return plan;
     }
@@ -58,7 +58,7 @@ AxisPlan planAxis(int64_t in_size, int64_t out_size, double first, double step,
     plan.index.assign(static_cast<size_t>(out_size * plan.taps), 0);
     plan.weight.assign(static_cast<size_t>(out_size * plan.taps), 0.f);
     for (int64_t o = 0; o < out_size; ++o) {
-        const double q = first + static_cast<double>(o) * step;
+        const double q = map.at(o);
         int64_t* idx = &plan.index[static_cast<size_t>(o * plan.taps)];
         float* w = &plan.weight[static_cast<size_t>(o * plan.taps)];
         // ITK's ImageFunction::IsInsideBuffer; outside, every weight stays 0.
@@ -203,6 +203,17 @@ void resampleAxis(const float* in, const Shape& shape, int a, const AxisPlan& pl
 
 }  // namespace
 
+AxisSampling axisSampling(const Geometry& source, const Geometry& target, int axis) {
+    const auto a = static_cast<size_t>(axis);
+    AxisSampling m;
+    m.first = source.physicalToIndex(target.origin)[a];
+    m.step = target.spacing[a] / source.spacing[a];
+    m.scale = static_cast<double>(source.size[a]) / static_cast<double>(target.size[a]);
+    m.field_of_view =
+        std::abs(m.step - m.scale) < 1e-9 && std::abs(m.first - (0.5 * m.scale - 0.5)) < 1e-6;
+    return m;
+}
+
 Result<Volume> splineResample(const Volume& volume, const Geometry& target,
                               const std::array<AxisInterpolation, 3>& per_axis, int threads,
                               SplineBoundary boundary) {
@@ -216,12 +227,10 @@ Result<Volume> splineResample(const Volume& volume, const Geometry& target,
     for (int a = 0; a < 3; ++a)
         if (target.size[a] < 1) return invalidArgument("resample: empty target grid");
 
-    // Continuous source index of output index o along axis a: first[a] + o * step[a].
-    const Vec3 first = source.physicalToIndex(target.origin);
     std::array<AxisPlan, 3> plans;
     for (int a = 0; a < 3; ++a) {
-        const double step = target.spacing[a] / source.spacing[a];
-        plans[a] = planAxis(source.size[a], target.size[a], first[a], step, per_axis[a], boundary);
+        plans[a] = planAxis(source.size[a], target.size[a], axisSampling(source, target, a),
+                            per_axis[a], boundary);
     }
     // Most shrinking axis first: later passes run on less data.
     std::array<int, 3> order{0, 1, 2};

@@ -33,6 +33,21 @@ namespace voxseg::pipeline {
 enum class AxisInterpolation { kSpline, kNearest };
 enum class SplineBoundary { kMirror, kEdge };
 
+// Where output index o along `axis` reads the input (a continuous input index). On a grid that
+// keeps the field of view (resample.h resampledGeometry) it is computed as numpy computes it for
+// nnU-Net and scikit-image, (o + 0.5) * (in / out) - 0.5, so that order-0 ties at exactly .5
+// (24 slices -> 25: output 12 reads 11.5) round the same way (up, as scipy's order 0); on any
+// other grid from the geometry, first + o * step.
+struct AxisSampling {
+    double first = 0, step = 1, scale = 1;
+    bool field_of_view = false;
+    double at(int64_t o) const {
+        return field_of_view ? scale * (static_cast<double>(o) + 0.5) - 0.5
+                             : first + static_cast<double>(o) * step;
+    }
+};
+AxisSampling axisSampling(const Geometry& source, const Geometry& target, int axis);
+
 // `volume`: float32. `target`: same direction as the volume (checked).
 Result<Volume> splineResample(const Volume& volume, const Geometry& target,
                               const std::array<AxisInterpolation, 3>& per_axis, int threads = 0,

@@ -100,6 +100,24 @@ TEST(Resample, CoarseAxisIsResampledWithNearestNeighbour) {
     EXPECT_TRUE(blended);
 }
 
+TEST(Resample, SeparateAxisTiesRoundAsScipy) {
+    // 24 slices of 5 mm -> 25 of 4.8 mm: output slice 12 reads input index 11.5 exactly, which
+    // scipy's order 0 (nnU-Net's separate z) rounds up; a position computed from the geometry
+    // lands just below it. Expected: scipy.ndimage.map_coordinates(arange(24), [24 / 25 *
+    // (arange(25) + 0.5) - 0.5], order=0, mode="nearest").
+    const Geometry g = makeGeometry({6, 5, 24}, {0.8, 0.8, 5.0}, {12.3, -7.1, -301.7});
+    const Volume v = makeVolume<float>(
+        g, [&](const Vec3& p) { return static_cast<float>(std::lround(g.physicalToIndex(p)[2])); });
+    auto r = resampleToSpacing(v, {0.8, 0.8, 4.8}, ResampleKind::kImage);
+    ASSERT_TRUE(r.isOk()) << r.status().toString();
+    ASSERT_EQ(r->geometry().size[2], 25);
+    const std::vector<int> want{0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12,
+                                12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23};
+    for (int64_t k = 0; k < 25; ++k)
+        EXPECT_EQ(valueAt<float>(*r, 2, 2, k), static_cast<float>(want[static_cast<size_t>(k)]))
+            << "output slice " << k;
+}
+
 TEST(Resample, LabelsUseNearestAndKeepType) {
     const Geometry g = makeGeometry({16, 16, 16}, {1, 1, 1});
     Volume labels =
