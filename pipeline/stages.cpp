@@ -571,6 +571,7 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
         const std::array<int64_t, 3> size = networkSize(st, cropped_grid, m.axis_order);
         trace.network = size;
         Volume net;
+        bool normalized = false;
         if (st.grid == engine::StageGrid::kMonai) {
             const std::array<double, 3> mm{st.spacing_mm[0], st.spacing_mm[1], st.spacing_mm[2]};
             VOXSEG_ASSIGN_OR_RETURN(
@@ -578,7 +579,13 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
                 monaiResampleLinear(
                     cropped, monaiSpacingGeometry(cropped_grid, toIndexOrder(mm, m.axis_order))));
         } else if (st.shape.empty() && st.interpolation == Interpolation::kSpline3) {
-            // nnU-Net's rules (anisotropic axis with order 0).
+            // nnU-Net's rules (anisotropic axis with order 0), and its order: normalised on the
+            // input grid, then resampled (a clip does not commute with the spline). deepbet and
+            // MONAI normalise the network-grid image (below).
+            if (st.normalization.scheme != engine::Normalization::Scheme::kPercentile) {
+                VOXSEG_ASSIGN_OR_RETURN(cropped, normalize(cropped, st.normalization));
+                normalized = true;
+            }
             VOXSEG_ASSIGN_OR_RETURN(net,
                                     resampleToGrid(cropped, resampledGeometry(cropped_grid, size),
                                                    ResampleKind::kImage, {}, threads));
@@ -599,8 +606,10 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
             }
         }
         trace.percentiles = percentiles[s];
-        VOXSEG_ASSIGN_OR_RETURN(net, normalize(net, st.normalization, nullptr,
-                                               percentiles[s] ? &*percentiles[s] : nullptr));
+        if (!normalized) {
+            VOXSEG_ASSIGN_OR_RETURN(net, normalize(net, st.normalization, nullptr,
+                                                   percentiles[s] ? &*percentiles[s] : nullptr));
+        }
         std::vector<Volume> channels{std::move(net)};
         if (st.one_hot_from) {  // nnU-Net's cascade: appended after the image channels
             VOXSEG_ASSIGN_OR_RETURN(Volume prev,
