@@ -64,13 +64,18 @@ def make_raw(a):
         labels = next(f for f in os.listdir(folder) if f.startswith("label") and f.endswith(".nii.gz"))
         os.symlink(os.path.join(folder, image), os.path.join(raw, "imagesTr", name + "_0000.nii.gz"))
         os.symlink(os.path.join(folder, labels), os.path.join(raw, "labelsTr", name + ".nii.gz"))
+    write_dataset_json(raw, "CTPhantom", a.cases)
+    print(f"raw dataset: {a.cases} generated phantoms -> {raw}")
+    return raw
+
+
+def write_dataset_json(raw, name, n_training):
+    """nnU-Net's dataset.json of a raw dataset of phantoms: channel "CT" (CTNormalization)."""
     ds = {"channel_names": {"0": "CT"}, "labels": phantom_labels(),
-          "numTraining": a.cases, "file_ending": ".nii.gz", "name": "CTPhantom",
+          "numTraining": n_training, "file_ending": ".nii.gz", "name": name,
           "license": "Apache-2.0", "reference": "voxseg phantom (synthetic, no patient)"}
     with open(os.path.join(raw, "dataset.json"), "w") as f:
         json.dump(ds, f, indent=2)
-    print(f"raw dataset: {a.cases} generated phantoms -> {raw}")
-    return raw
 
 
 def main():

@@ -86,12 +86,15 @@ def stage_train(a):
     train_fold0(DATASET, 4, a, init=init)
 
 
-def train_fold0(dataset, dataset_id, a, init=None, default_features=None):
+def train_fold0(dataset, dataset_id, a, init=None, default_features=None,
+                configuration="3d_fullres", fold=0, validate=False):
     """Plans and pre-processes nnU-Net raw dataset `dataset` (3d_fullres) and trains fold 0 on the
     CPU with nnU-Net's own trainer for a.epochs x a.iterations; a.features / a.batch_size override
     the plans (default_features(n_stages) when a.features is not given), and so does a.patch
     ("ZxYxX") where the caller has one; init(network, features)
-    may load starting weights."""
+    may load starting weights. Another `configuration` / `fold` (e.g. "all") may be trained on
+    plans already pre-processed for it; `validate` runs nnU-Net's validation afterwards (which
+    also predicts the next stage of a cascade)."""
     pre = os.path.join(os.environ["nnUNet_preprocessed"], dataset, "nnUNetPlans_3d_fullres")
     t0 = time.time()
     if not os.path.isdir(pre):
@@ -108,7 +111,10 @@ def train_fold0(dataset, dataset_id, a, init=None, default_features=None):
     pdir = os.path.join(os.environ["nnUNet_preprocessed"], dataset)
     plans = load_json(os.path.join(pdir, "nnUNetPlans.json"))
     ds = load_json(os.path.join(pdir, "dataset.json"))
-    arch = plans["configurations"]["3d_fullres"]["architecture"]["arch_kwargs"]
+    conf = plans["configurations"][configuration]
+    while "architecture" not in conf and "inherits_from" in conf:  # e.g. 3d_cascade_fullres
+        conf = plans["configurations"][conf["inherits_from"]]
+    arch = conf["architecture"]["arch_kwargs"]
     features = a.features or (default_features(arch["n_stages"]) if default_features else None)
     if features:
         # A smaller network than nnU-Net plans (the plans' 32..320 takes hours per epoch on 2
@@ -118,14 +124,13 @@ def train_fold0(dataset, dataset_id, a, init=None, default_features=None):
         if len(arch["features_per_stage"]) != arch["n_stages"]:
             raise SystemExit(f"--features needs {arch['n_stages']} values for these plans")
     if a.batch_size:
-        plans["configurations"]["3d_fullres"]["batch_size"] = a.batch_size
+        conf["batch_size"] = a.batch_size
     if getattr(a, "patch", None):  # zyx, divisible by the network's total stride per axis
-        plans["configurations"]["3d_fullres"]["patch_size"] = [int(v) for v in a.patch.split("x")]
-    print(f"network features {arch['features_per_stage']}, patch "
-          f"{plans['configurations']['3d_fullres']['patch_size']}, batch "
-          f"{plans['configurations']['3d_fullres']['batch_size']}")
+        conf["patch_size"] = [int(v) for v in a.patch.split("x")]
+    print(f"{configuration} fold {fold}: network features {arch['features_per_stage']}, patch "
+          f"{conf['patch_size']}, batch {conf['batch_size']}")
     plans["continue_training"] = False  # nnUNetTrainer.__init__ pops it (set by run_training.py)
-    trainer = nnUNetTrainer_5epochs(plans, "3d_fullres", 0, ds, device=torch.device("cpu"))
+    trainer = nnUNetTrainer_5epochs(plans, configuration, fold, ds, device=torch.device("cpu"))
     trainer.num_epochs = a.epochs
     trainer.num_iterations_per_epoch = a.iterations
     trainer.num_val_iterations_per_epoch = max(1, a.iterations // 5)
@@ -136,6 +141,8 @@ def train_fold0(dataset, dataset_id, a, init=None, default_features=None):
     t0 = time.time()
     trainer.run_training()
     print(f"training {a.epochs} epochs x {a.iterations} iterations on the CPU: {time.time() - t0:.0f} s")
+    if validate:
+        trainer.perform_actual_validation(False)
 
 
 def init_from_package(network, package, features):
