@@ -509,6 +509,7 @@ void MainWindow::openPath(const QString& path) {
 }
 
 void MainWindow::loadImageFile(const QString& path) {
+    if (!keepOrSaveEditsBeforeTask("opening " + QFileInfo(path).fileName())) return;
     const std::string p = sstr(path);
     startTask<Result<pipeline::StudyInput>>(
         "loading",
@@ -566,6 +567,7 @@ void MainWindow::loadSeries(int candidate_index) {
         reportError("cannot load series", invalidArgument("no such series in the last scan"));
         return finishTask(false, last_error_);
     }
+    if (!keepOrSaveEditsBeforeTask("loading another series")) return;
     const io::SeriesCandidate candidate = scan_->series[static_cast<size_t>(candidate_index)];
     const QString source = scan_path_;
     startTask<Result<pipeline::StudyInput>>(
@@ -605,6 +607,7 @@ void MainWindow::loadSegmentation(const QString& path) {
                     Status(StatusCode::kFailedPrecondition, "open the image it belongs to first"));
         return finishTask(false, last_error_);
     }
+    if (!keepOrSaveEditsBeforeTask("loading " + QFileInfo(path).fileName())) return;
     const std::string p = sstr(path);
     const Volume image = state_->image();
     std::optional<io::SeriesCandidate> series = state_->study().series;
@@ -685,6 +688,7 @@ void MainWindow::runModel(const QString& model_folder, const QString& out_dir,
                            sstr(task_name_) + " is still running; wait or cancel it (Esc)"));
         return;
     }
+    if (!keepOrSaveEditsBeforeTask("running the model")) return;
     QString out = out_dir;
     if (out.isEmpty()) {
         // Replacing the previous run's folder removes it (no task is running).
@@ -1022,24 +1026,37 @@ void MainWindow::dropEvent(QDropEvent* e) {
         openPath(path);
 }
 
+bool MainWindow::keepOrSaveEdits(const QString& action) {
+    if (!edit_->dirty()) return true;
+    // Save / Discard / Cancel. Non-interactive windows keep the journal, as after a crash: the
+    // edits are offered again when the series is reopened.
+    const int answer =
+        unsaved_prompt_ ? unsaved_prompt_()
+        : interactive_
+            ? QMessageBox::question(
+                  this, "voxseg-viewer",
+                  "The segmentation has unsaved edits. Save them before " + action + "?",
+                  QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel, QMessageBox::Save)
+            : static_cast<int>(QMessageBox::Ignore);
+    if (answer == QMessageBox::Cancel || (answer == QMessageBox::Save && !saveBeforeClose())) {
+        log::info(kComponent, "{} cancelled: the unsaved edits stay", sstr(action));
+        return false;
+    }
+    if (answer == QMessageBox::Discard) edit_->endSession(false);
+    return true;
+}
+
+bool MainWindow::keepOrSaveEditsBeforeTask(const QString& action) {
+    if (keepOrSaveEdits(action)) return true;
+    last_error_ = action + " cancelled: the segmentation has unsaved edits";
+    finishTask(false, last_error_);
+    return false;
+}
+
 void MainWindow::closeEvent(QCloseEvent* e) {
-    if (edit_->dirty()) {
-        // Save / Discard / Cancel. Non-interactive windows keep the journal, as after a
-        // crash: the edits are offered again when the series is reopened.
-        const int answer = unsaved_prompt_ ? unsaved_prompt_()
-                           : interactive_
-                               ? QMessageBox::question(
-                                     this, "voxseg-viewer",
-                                     "The segmentation has unsaved edits. Save them before "
-                                     "closing?",
-                                     QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel,
-                                     QMessageBox::Save)
-                               : static_cast<int>(QMessageBox::Ignore);
-        if (answer == QMessageBox::Cancel || (answer == QMessageBox::Save && !saveBeforeClose())) {
-            e->ignore();
-            return;
-        }
-        if (answer == QMessageBox::Discard) edit_->endSession(false);
+    if (!keepOrSaveEdits("closing")) {
+        e->ignore();
+        return;
     }
     if (!edit_->dirty()) edit_->endSession(false);  // saved: nothing to recover
     if (busy_) {

@@ -154,6 +154,13 @@ class MainWindow : public QMainWindow {
     Status writeSidecar(const QString& path, const std::vector<edit::LabelChange>& changes);
     void onSaved(const QString& path, const Status& status, const char* what);
     bool saveBeforeClose();
+    // Before the label map is replaced or the window closes: with unsaved edits, asks Save /
+    // Discard / Cancel (the prompt set by setUnsavedEditsPrompt, a dialog, or, non-interactive,
+    // keeps them for recovery). False: cancelled, nothing may be replaced. `action` completes
+    // "Save them before ...?".
+    bool keepOrSaveEdits(const QString& action);
+    // The same for a background task: cancelled ends the task (taskFinished false) at once.
+    bool keepOrSaveEditsBeforeTask(const QString& action);
 
     ViewerState* state_;
     EditController* edit_ = nullptr;

@@ -199,9 +199,17 @@ void taubinSmooth(std::vector<float>& pos, const std::vector<uint32_t>& tri, int
     }
 }
 
-std::vector<float> vertexNormals(const std::vector<float>& pos, const std::vector<uint32_t>& tri) {
-    std::vector<float> nrm(pos.size(), 0.f);
+namespace {
+
+// Area-weighted normals into `nrm` of the vertices flagged in `fresh` (all when null); the
+// others keep what `nrm` holds.
+void accumulateNormals(const std::vector<float>& pos, const std::vector<uint32_t>& tri,
+                       std::vector<float>& nrm, const std::vector<uint8_t>* fresh) {
+    auto is_fresh = [&](uint32_t v) { return !fresh || (*fresh)[v]; };
+    for (size_t v = 0; v < nrm.size() / 3; ++v)
+        if (is_fresh(static_cast<uint32_t>(v))) nrm[v * 3] = nrm[v * 3 + 1] = nrm[v * 3 + 2] = 0;
     for (size_t t = 0; t + 2 < tri.size(); t += 3) {
+        if (fresh && !is_fresh(tri[t]) && !is_fresh(tri[t + 1]) && !is_fresh(tri[t + 2])) continue;
         const float* a = &pos[tri[t] * 3];
         const float* b = &pos[tri[t + 1] * 3];
         const float* c = &pos[tri[t + 2] * 3];
@@ -210,14 +218,23 @@ std::vector<float> vertexNormals(const std::vector<float>& pos, const std::vecto
         const float n[3] = {u[1] * v[2] - u[2] * v[1], u[2] * v[0] - u[0] * v[2],
                             u[0] * v[1] - u[1] * v[0]};  // length = 2 * area
         for (int k = 0; k < 3; ++k)
-            for (int c2 = 0; c2 < 3; ++c2) nrm[tri[t + k] * 3 + c2] += n[c2];
+            if (is_fresh(tri[t + k]))
+                for (int c2 = 0; c2 < 3; ++c2) nrm[tri[t + k] * 3 + c2] += n[c2];
     }
     for (size_t v = 0; v + 2 < nrm.size(); v += 3) {
+        if (!is_fresh(static_cast<uint32_t>(v / 3))) continue;
         const float len =
             std::sqrt(nrm[v] * nrm[v] + nrm[v + 1] * nrm[v + 1] + nrm[v + 2] * nrm[v + 2]);
         if (len > 0)
             for (int c = 0; c < 3; ++c) nrm[v + c] /= len;
     }
+}
+
+}  // namespace
+
+std::vector<float> vertexNormals(const std::vector<float>& pos, const std::vector<uint32_t>& tri) {
+    std::vector<float> nrm(pos.size(), 0.f);
+    accumulateNormals(pos, tri, nrm, nullptr);
     return nrm;
 }
 
@@ -300,7 +317,7 @@ Result<bool> patchLabelSurface(const Volume& label_map, const std::vector<IndexB
         windows.push_back(w);
         window_points += points;
     }
-    if (window_points * 2 > mesh_points) return false;
+    if (window_points > mesh_points) return false;
     // A triangle belongs to the cube that holds its unsmoothed centroid, and a cube to the first
     // changed box whose cubes hold it: the same rule for the old mesh and the patches, so each
     // cube's triangles come from exactly one of them.
@@ -341,21 +358,44 @@ Result<bool> patchLabelSurface(const Volume& label_map, const std::vector<IndexB
         out.keys.push_back(from.keys[v]);
         return static_cast<uint32_t>(out.keys.size() - 1);
     };
-    // The old triangles outside the patches; their vertices on a patch's border, and every
-    // vertex a patch adds, are shared by key with what is added after them.
-    std::unordered_map<uint64_t, uint32_t> shared;
-    std::vector<uint32_t> remap(mesh.vertexCount(), UINT32_MAX);
+    // The old triangles outside the patches, their vertices in their order; those on a patch's
+    // border, and every vertex a patch adds, are shared by key with what is added after them.
+    // A triangle a patch owns has all its vertices near that patch: the others are kept
+    // without looking at their cube.
+    const size_t n = mesh.vertexCount();
+    std::vector<uint8_t> near(n), used(n, 0);
+    for (size_t v = 0; v < n; ++v) near[v] = near_patch(mesh.keys[v]);
+    std::vector<uint8_t> replaced(mesh.triangleCount(), 0);
     for (size_t t = 0; t + 2 < mesh.triangles.size(); t += 3) {
-        if (owner(cube_of(mesh, t)) >= 0) continue;
-        for (int k = 0; k < 3; ++k) {
-            const uint32_t v = mesh.triangles[t + k];
-            if (remap[v] == UINT32_MAX) {
-                remap[v] = add_vertex(mesh, v);
-                if (near_patch(mesh.keys[v])) shared.emplace(mesh.keys[v], remap[v]);
-            }
-            out.triangles.push_back(remap[v]);
+        const uint32_t* tri = &mesh.triangles[t];
+        if (near[tri[0]] && near[tri[1]] && near[tri[2]] && owner(cube_of(mesh, t)) >= 0) {
+            replaced[t / 3] = 1;
+            continue;
         }
+        used[tri[0]] = used[tri[1]] = used[tri[2]] = 1;
     }
+    std::unordered_map<uint64_t, uint32_t> shared;
+    std::vector<uint32_t> remap(n, UINT32_MAX);
+    out.positions.reserve(mesh.positions.size());
+    out.keys.reserve(n);
+    // Normals change only at vertices near a patch (a triangle far from all of them is kept
+    // with all its neighbours): the others keep theirs.
+    out.normals.reserve(mesh.normals.size());
+    std::vector<uint8_t> fresh;
+    fresh.reserve(n);
+    const bool had_normals = mesh.normals.size() == mesh.positions.size();
+    for (size_t v = 0; v < n; ++v) {
+        if (!used[v]) continue;
+        remap[v] = add_vertex(mesh, static_cast<uint32_t>(v));
+        const float* normal = had_normals ? &mesh.normals[v * 3] : nullptr;
+        for (int c = 0; c < 3; ++c) out.normals.push_back(normal ? normal[c] : 0.f);
+        fresh.push_back(near[v] || !had_normals);
+        if (near[v]) shared.emplace(mesh.keys[v], remap[v]);
+    }
+    out.triangles.reserve(mesh.triangles.size());
+    for (size_t t = 0; t + 2 < mesh.triangles.size(); t += 3)
+        if (!replaced[t / 3])
+            for (int k = 0; k < 3; ++k) out.triangles.push_back(remap[mesh.triangles[t + k]]);
     for (size_t i = 0; i < cubes.size(); ++i) {
         VOXSEG_ASSIGN_OR_RETURN(SurfaceMesh patch,
                                 meshGridWindow(label_map, mesh.label, grid, windows[i]));
@@ -368,14 +408,18 @@ Result<bool> patchLabelSurface(const Volume& label_map, const std::vector<IndexB
                 const uint32_t v = patch.triangles[t + k];
                 if (patch_remap[v] == UINT32_MAX) {
                     auto [it, added] = shared.try_emplace(patch.keys[v], 0);
-                    if (added) it->second = add_vertex(patch, v);
+                    if (added) {
+                        it->second = add_vertex(patch, v);
+                        out.normals.insert(out.normals.end(), {0.f, 0.f, 0.f});
+                        fresh.push_back(1);
+                    }
                     patch_remap[v] = it->second;
                 }
                 out.triangles.push_back(patch_remap[v]);
             }
         }
     }
-    out.normals = vertexNormals(out.positions, out.triangles);
+    accumulateNormals(out.positions, out.triangles, out.normals, &fresh);
     mesh = std::move(out);
     return true;
 }
@@ -435,9 +479,9 @@ std::vector<SurfaceMesh> decimateMeshes(const std::vector<SurfaceMesh>& meshes,
             const float* r = &m.positions[m.triangles[t + 2] * 3];
             const double u[3] = {q[0] - p[0], q[1] - p[1], q[2] - p[2]};
             const double w[3] = {r[0] - p[0], r[1] - p[1], r[2] - p[2]};
-            area += 0.5 * std::sqrt(std::pow(u[1] * w[2] - u[2] * w[1], 2) +
-                                    std::pow(u[2] * w[0] - u[0] * w[2], 2) +
-                                    std::pow(u[0] * w[1] - u[1] * w[0], 2));
+            const double c[3] = {u[1] * w[2] - u[2] * w[1], u[2] * w[0] - u[0] * w[2],
+                                 u[0] * w[1] - u[1] * w[0]};
+            area += 0.5 * std::sqrt(c[0] * c[0] + c[1] * c[1] + c[2] * c[2]);
         }
     }
     if (total <= max_triangles || max_triangles == 0) return meshes;

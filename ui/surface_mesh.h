@@ -69,8 +69,8 @@ Result<std::vector<SurfaceMesh>> buildLabelSurfaces(const Volume& label_map,
 // of 2 cubes) are rebuilt from a window with a 10-cube margin, smoothed there, and replace the
 // old ones; vertices on the seams are shared with the unchanged rest (same grid, same step), so
 // the result is the surface a full rebuild on that grid would have before smoothing, closed.
-// Returns false, leaving `mesh` alone, when a patch is not worth it (the windows hold more than
-// half of the label's grid box, or the mesh has no keys): build the label again instead.
+// Returns false, leaving `mesh` alone, when a patch is not worth it (the windows hold more grid
+// points than the label's grid box, or the mesh has no keys): build the label again instead.
 // A label edited away leaves a mesh without triangles.
 Result<bool> patchLabelSurface(const Volume& label_map, const std::vector<IndexBox>& changed,
                                SurfaceMesh& mesh, const SurfaceOptions& options = {});

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
+#include <tuple>
 
 namespace voxseg::ui {
 
@@ -27,6 +28,15 @@ struct SurfaceView::MeshSet {
     std::vector<SurfaceMesh> full, coarse;
     double seconds = 0;
     int patched = 0;  // labels patched around their edits rather than meshed whole
+    std::string how;  // per edited label: patched or whole, and its time
+};
+
+// One edited label of a re-mesh build.
+struct SurfaceView::EditJob {
+    int label = 0;
+    std::vector<IndexBox> boxes;  // changed since its mesh was built
+    IndexBox label_box;
+    std::optional<SurfaceMesh> mesh;
 };
 
 namespace {
@@ -35,9 +45,10 @@ constexpr const char* kComponent = "viewer.3d";
 
 // Adds an edit's box to those waiting for a label's re-mesh: it joins a box when the two windows
 // patchLabelSurface would mesh (the box plus about 13 voxels) are no larger together than
-// apart, so a stroke becomes a few boxes along its path, not one box around all of it.
+// apart and the joined box stays within 64 voxels per axis, so a stroke becomes a chain of
+// boxes along its path, not one box around all of it (a diagonal stroke's box is mostly empty).
 void addEditBox(std::vector<IndexBox>& boxes, IndexBox box) {
-    constexpr int64_t kWindowMargin = 13;
+    constexpr int64_t kWindowMargin = 13, kMaxJoinedExtent = 64;
     auto window = [](IndexBox b) {
         for (int a = 0; a < 3; ++a) {
             b.lo[a] -= kWindowMargin;
@@ -49,7 +60,11 @@ void addEditBox(std::vector<IndexBox>& boxes, IndexBox box) {
         merged = false;
         for (size_t i = 0; i < boxes.size(); ++i) {
             const IndexBox u = unite(boxes[i], box);
-            if (window(u) <= window(boxes[i]) + window(box)) {
+            const bool small = u.hi[0] - u.lo[0] < kMaxJoinedExtent &&
+                               u.hi[1] - u.lo[1] < kMaxJoinedExtent &&
+                               u.hi[2] - u.lo[2] < kMaxJoinedExtent;
+            const bool contained = u.voxels() == boxes[i].voxels();
+            if (contained || (small && window(u) <= window(boxes[i]) + window(box))) {
                 box = u;
                 boxes.erase(boxes.begin() + static_cast<std::ptrdiff_t>(i));
                 merged = true;
@@ -154,6 +169,10 @@ SurfaceView::SurfaceView(ViewerState* state, QWidget* parent) : QWidget(parent),
     connect(remesh_timer_, &QTimer::timeout, this, [this] {
         if (!building_) remeshEditedLabels();
     });
+    coarse_timer_ = new QTimer(this);
+    coarse_timer_->setSingleShot(true);
+    coarse_timer_->setInterval(kCoarseDelayMs);
+    connect(coarse_timer_, &QTimer::timeout, this, &SurfaceView::refreshCoarseMeshes);
     idle_timer_ = new QTimer(this);
     idle_timer_->setSingleShot(true);
     idle_timer_->setInterval(250);
@@ -227,56 +246,71 @@ void SurfaceView::remeshEditedLabels() {
     // Every edited label in one build: a label with a mesh is patched around its edits (cost
     // of the edit, not of the label: painting into the lung does not re-mesh the lung), one
     // without (new, or too much changed) is meshed whole on its box.
-    struct Job {
-        int label = 0;
-        std::vector<IndexBox> boxes;
-        IndexBox label_box;
-        std::optional<SurfaceMesh> mesh;
-    };
-    std::vector<Job> jobs;
+    std::vector<EditJob> jobs;
     std::vector<int> labels;
     for (auto& [label, boxes] : pending_edits_) {
-        Job job;
+        EditJob job;
         job.label = label;
         job.boxes = std::move(boxes);
         job.label_box = state_->labelBox(label);
+        // Moved, not copied (a lung's mesh is tens of MB): the view draws its uploaded buffers
+        // meanwhile, and the build hands the mesh back.
         auto it = std::find_if(meshes_.begin(), meshes_.end(),
                                [&](const SurfaceMesh& m) { return m.label == label; });
-        if (it != meshes_.end()) job.mesh = *it;
+        if (it != meshes_.end()) {
+            job.mesh = std::move(*it);
+            meshes_.erase(it);
+        }
         jobs.push_back(std::move(job));
         labels.push_back(label);
     }
     pending_edits_.clear();
     const std::vector<pipeline::LabelInfo> infos = state_->labelInfos();
-    launchBuild(labels,
-                [jobs = std::move(jobs), infos](
-                    const Volume& label_map, const Progress& progress) mutable -> Result<MeshSet> {
-                    MeshSet out;
-                    for (Job& job : jobs) {
-                        VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
-                        if (job.mesh) {
-                            VOXSEG_ASSIGN_OR_RETURN(
-                                const bool patched,
-                                patchLabelSurface(label_map, job.boxes, *job.mesh));
-                            if (patched) {
-                                ++out.patched;
-                                if (!job.mesh->triangles.empty())
-                                    out.full.push_back(std::move(*job.mesh));
-                                continue;
-                            }
-                        }
-                        if (job.label_box.empty()) continue;  // edited away
-                        SurfaceOptions options;
-                        options.only_labels = {job.label};
-                        options.search_lo = job.label_box.lo;
-                        options.search_hi = job.label_box.hi;
-                        VOXSEG_ASSIGN_OR_RETURN(
-                            auto whole, buildLabelSurfaces(label_map, infos, options, progress));
-                        for (auto& m : whole) out.full.push_back(std::move(m));
-                        job.mesh.reset();
-                    }
-                    return out;
-                });
+    launchBuild(labels, [jobs = std::move(jobs), infos](const Volume& label_map,
+                                                        const Progress& progress) mutable {
+        return remeshEdits(label_map, jobs, infos, progress);
+    });
+}
+
+Result<SurfaceView::MeshSet> SurfaceView::remeshEdits(const Volume& label_map,
+                                                      std::vector<EditJob>& jobs,
+                                                      const std::vector<pipeline::LabelInfo>& infos,
+                                                      const Progress& progress) {
+    MeshSet out;
+    std::string how;
+    for (EditJob& job : jobs) {
+        VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
+        const auto t0 = std::chrono::steady_clock::now();
+        auto took = [&] {
+            return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count();
+        };
+        if (job.mesh) {
+            VOXSEG_ASSIGN_OR_RETURN(const bool patched,
+                                    patchLabelSurface(label_map, job.boxes, *job.mesh));
+            if (patched) {
+                ++out.patched;
+                how += fmt::format(" {}: patched at {} boxes, {:.0f} ms;", job.label,
+                                   job.boxes.size(), took());
+                if (!job.mesh->triangles.empty()) out.full.push_back(std::move(*job.mesh));
+                continue;
+            }
+        }
+        if (job.label_box.empty()) continue;  // edited away
+        SurfaceOptions options;
+        options.only_labels = {job.label};
+        options.search_lo = job.label_box.lo;
+        options.search_hi = job.label_box.hi;
+        VOXSEG_ASSIGN_OR_RETURN(auto whole,
+                                buildLabelSurfaces(label_map, infos, options, progress));
+        how += fmt::format(" {}: whole{}, {:.0f} ms;", job.label,
+                           job.mesh ? " (patch refused)" : "", took());
+        for (auto& m : whole) out.full.push_back(std::move(m));
+        job.mesh.reset();
+    }
+    if (!how.empty()) how.pop_back();
+    out.how = how;
+    return out;
 }
 
 void SurfaceView::showEvent(QShowEvent* e) {
@@ -310,17 +344,17 @@ void SurfaceView::launchBuild(std::vector<int> only, Work work) {
         [labels, progress, only, work = std::move(work)]() mutable -> MeshResult {
             const auto t0 = std::chrono::steady_clock::now();
             VOXSEG_ASSIGN_OR_RETURN(MeshSet set, work(labels, progress));
-            set.coarse = decimateMeshes(set.full, kInteractionTriangles);
+            // After edits the meshes drawn while rotating follow later (refreshCoarseMeshes).
+            if (only.empty()) set.coarse = decimateMeshes(set.full, kInteractionTriangles);
             size_t triangles = 0, coarse = 0;
             for (const auto& m : set.full) triangles += m.triangleCount();
             for (const auto& m : set.coarse) coarse += m.triangleCount();
             set.seconds =
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            log::info(kComponent, "{} surfaces{}, {} triangles ({} while rotating) in {:.3f} s{}",
-                      set.full.size(), only.empty() ? "" : " (edited labels)", triangles, coarse,
-                      set.seconds,
-                      set.patched ? fmt::format(", {} patched around the edits", set.patched)
-                                  : std::string());
+            log::info(kComponent, "{} surfaces{}, {} triangles{} in {:.3f} s{}", set.full.size(),
+                      only.empty() ? "" : " (edited labels)", triangles,
+                      only.empty() ? fmt::format(" ({} while rotating)", coarse) : std::string(),
+                      set.seconds, set.how.empty() ? std::string() : ": label" + set.how);
             return set;
         },
         [this, generation, only](MeshResult& r) {
@@ -345,20 +379,20 @@ void SurfaceView::applyMeshes(const std::vector<int>& only, MeshSet& set) {
     if (only.empty()) {
         meshes_ = std::move(set.full);
         coarse_meshes_ = std::move(set.coarse);
+        coarse_stale_.clear();
         upload_all_ = true;
     } else {
         // Replace the edited labels' meshes (a label edited away has none now).
         auto edited = [&](const SurfaceMesh& m) {
             return std::find(only.begin(), only.end(), m.label) != only.end();
         };
-        for (auto* meshes : {&meshes_, &coarse_meshes_})
-            meshes->erase(std::remove_if(meshes->begin(), meshes->end(), edited), meshes->end());
+        meshes_.erase(std::remove_if(meshes_.begin(), meshes_.end(), edited), meshes_.end());
         for (auto& m : set.full) meshes_.push_back(std::move(m));
-        for (auto& m : set.coarse) coarse_meshes_.push_back(std::move(m));
-        for (auto* meshes : {&meshes_, &coarse_meshes_})
-            std::sort(meshes->begin(), meshes->end(),
-                      [](const SurfaceMesh& a, const SurfaceMesh& b) { return a.label < b.label; });
-        dirty_labels_.insert(dirty_labels_.end(), only.begin(), only.end());
+        std::sort(meshes_.begin(), meshes_.end(),
+                  [](const SurfaceMesh& a, const SurfaceMesh& b) { return a.label < b.label; });
+        dirty_full_.insert(dirty_full_.end(), only.begin(), only.end());
+        coarse_stale_.insert(coarse_stale_.end(), only.begin(), only.end());
+        coarse_timer_->start();
     }
     // Frame the surfaces (a new label map, or the first surfaces).
     if (!meshes_.empty() && (only.empty() || !had_meshes)) {
@@ -376,6 +410,44 @@ void SurfaceView::applyMeshes(const std::vector<int>& only, MeshSet& set) {
     upload_pending_ = true;
     redraw();
     emit meshesReady(static_cast<int>(meshes_.size()));
+}
+
+void SurfaceView::refreshCoarseMeshes() {
+    if (coarse_stale_.empty()) return;
+    if (building_ || coarse_building_) {
+        coarse_timer_->start();  // after the build in flight
+        return;
+    }
+    std::vector<int> labels = std::move(coarse_stale_);
+    coarse_stale_.clear();
+    std::sort(labels.begin(), labels.end());
+    labels.erase(std::unique(labels.begin(), labels.end()), labels.end());
+    std::vector<SurfaceMesh> full;
+    for (const auto& m : meshes_)
+        if (std::binary_search(labels.begin(), labels.end(), m.label)) full.push_back(m);
+    coarse_building_ = true;
+    const int generation = generation_;
+    threads_.removeAll(nullptr);
+    threads_ << runInBackground<std::vector<SurfaceMesh>>(
+        this, [full = std::move(full)] { return decimateMeshes(full, kInteractionTriangles); },
+        [this, generation, labels](std::vector<SurfaceMesh>& coarse) {
+            coarse_building_ = false;
+            if (generation != generation_) {  // a new label map's build has its own
+                refreshCoarseMeshes();
+                return;
+            }
+            auto edited = [&](const SurfaceMesh& m) {
+                return std::binary_search(labels.begin(), labels.end(), m.label);
+            };
+            coarse_meshes_.erase(
+                std::remove_if(coarse_meshes_.begin(), coarse_meshes_.end(), edited),
+                coarse_meshes_.end());
+            for (auto& m : coarse) coarse_meshes_.push_back(std::move(m));
+            dirty_coarse_.insert(dirty_coarse_.end(), labels.begin(), labels.end());
+            upload_pending_ = true;
+            if (interacting_) redraw();
+            refreshCoarseMeshes();
+        });
 }
 
 void SurfaceView::resetCamera() {
@@ -444,12 +516,12 @@ void SurfaceView::uploadMesh(const SurfaceMesh& m, std::vector<std::unique_ptr<G
 void SurfaceView::uploadMeshes() {
     // Everything after a new label map or context; after edits only the edited labels.
     if (upload_all_) releaseGpu();
-    auto dirty = [&](int label) {
-        return upload_all_ ||
-               std::find(dirty_labels_.begin(), dirty_labels_.end(), label) != dirty_labels_.end();
-    };
-    for (const auto& [meshes, gpu] :
-         {std::pair{&meshes_, &gpu_}, std::pair{&coarse_meshes_, &gpu_coarse_}}) {
+    for (const auto& [meshes, gpu, labels] :
+         {std::tuple{&meshes_, &gpu_, &dirty_full_},
+          std::tuple{&coarse_meshes_, &gpu_coarse_, &dirty_coarse_}}) {
+        auto dirty = [&, labels = labels](int label) {
+            return upload_all_ || std::find(labels->begin(), labels->end(), label) != labels->end();
+        };
         for (auto& g : *gpu)
             if (dirty(g->label)) {
                 g->vertices.destroy();
@@ -460,7 +532,8 @@ void SurfaceView::uploadMeshes() {
         for (const auto& m : *meshes)
             if (dirty(m.label)) uploadMesh(m, *gpu);
     }
-    dirty_labels_.clear();
+    dirty_full_.clear();
+    dirty_coarse_.clear();
     upload_all_ = false;
     upload_pending_ = false;
 }

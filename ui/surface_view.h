@@ -57,6 +57,9 @@ class SurfaceView : public QWidget, protected QOpenGLFunctions {
     static constexpr size_t kInteractionTriangles = 100000;
     // Edited labels are re-meshed once the edits pause this long (not at every stroke step).
     static constexpr int kRemeshDelayMs = 100;
+    // Their decimated meshes follow once the view has been idle this long (until then rotating
+    // shows the previous ones).
+    static constexpr int kCoarseDelayMs = 300;
     const std::vector<SurfaceMesh>& interactionMeshes() const { return coarse_meshes_; }
     bool interacting() const { return interacting_; }
     // Off: draw the full meshes while interacting too (the bench compares both).
@@ -101,6 +104,7 @@ class SurfaceView : public QWidget, protected QOpenGLFunctions {
         int index_count = 0;
     };
     struct MeshSet;
+    struct EditJob;
     void onLabelMapChanged();
     // Every label's surface (a new label map, or shown after changes while hidden).
     void requestMeshes();
@@ -109,6 +113,11 @@ class SurfaceView : public QWidget, protected QOpenGLFunctions {
     template <typename Work>
     void launchBuild(std::vector<int> only, Work work);
     void applyMeshes(const std::vector<int>& only, MeshSet& set);
+    // The worker side of remeshEditedLabels: each label patched, or meshed whole.
+    static Result<MeshSet> remeshEdits(const Volume& label_map, std::vector<EditJob>& jobs,
+                                       const std::vector<pipeline::LabelInfo>& infos,
+                                       const Progress& progress);
+    void refreshCoarseMeshes();
     void onLabelVoxelsChanged(const IndexBox& box, const std::vector<int>& labels);
     void remeshEditedLabels();
     bool initializeGl();
@@ -137,8 +146,13 @@ class SurfaceView : public QWidget, protected QOpenGLFunctions {
     // pause, or after the build in flight).
     std::map<int, std::vector<IndexBox>> pending_edits_;
     int last_build_patched_ = 0;
-    std::vector<int> dirty_labels_;  // meshes to upload again (upload_all_: every one)
+    // Meshes to upload again (upload_all_: every one), full and decimated.
+    std::vector<int> dirty_full_, dirty_coarse_;
     bool upload_all_ = true;
+    // Labels whose decimated mesh is older than their mesh (edited since).
+    std::vector<int> coarse_stale_;
+    bool coarse_building_ = false;
+    QTimer* coarse_timer_ = nullptr;
     double last_build_seconds_ = 0;
     CancelToken token_;
     QList<QPointer<QThread>> threads_;

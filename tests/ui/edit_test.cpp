@@ -578,6 +578,56 @@ TEST_F(EditTest, UnsavedEditsAreAskedAboutOnClose) {
     EXPECT_FALSE(fs::exists(folder)) << "discarded edits are not offered for recovery";
 }
 
+// Loading another segmentation (or series, or running a model) over unsaved edits asks first,
+// as closing does: Cancel keeps the edits and the map, Discard loads and drops the journal.
+TEST_F(EditTest, UnsavedEditsAreAskedAboutBeforeAnotherSegmentationReplacesThem) {
+    open(*window_, writeSeries(dir_));
+    loadLabels();
+    const std::string other = writeLabelMap();
+    const Volume loaded = window_->state()->labelMap().castTo(PixelType::kUInt16);
+    QTest::keyClick(window_.get(), Qt::Key_1);
+    edit()->setActiveLabel(3);
+    drag(window_->view(ViewAxis::kAxial), {{10, 10}, {12, 12}});
+    ASSERT_TRUE(edit()->dirty());
+    auto painted = [&] {
+        const Volume now = window_->state()->labelMap().castTo(PixelType::kUInt16);
+        int64_t n = 0;
+        for (int64_t i = 0; i < now.geometry().voxelCount(); ++i)
+            n += now.data<uint16_t>()[i] == 3 && loaded.data<uint16_t>()[i] != 3;
+        return n;
+    };
+    const int64_t stroke = painted();
+    ASSERT_GT(stroke, 0);
+    const fs::path folder = fs::path(edit()->journalPath().toStdString()).parent_path();
+    std::vector<QString> asked;
+    window_->setUnsavedEditsPrompt([&] {
+        asked.push_back("segmentation");
+        return int(QMessageBox::Cancel);
+    });
+    TaskResult r =
+        runTask(*window_, [&] { window_->loadSegmentation(QString::fromStdString(other)); });
+    ASSERT_TRUE(r.finished);
+    EXPECT_FALSE(r.ok);
+    EXPECT_TRUE(r.message.contains("unsaved edits")) << r.message.toStdString();
+    EXPECT_EQ(asked.size(), 1u);
+    EXPECT_EQ(painted(), stroke) << "cancelled: the edited map stays";
+    EXPECT_TRUE(edit()->dirty());
+    r = runTask(*window_, [&] { window_->runModel("/nonexistent-model", {}, {}); });
+    EXPECT_FALSE(r.ok);
+    EXPECT_EQ(asked.size(), 2u) << "running a model over unsaved edits asks too";
+    EXPECT_EQ(painted(), stroke);
+    window_->setUnsavedEditsPrompt([&] {
+        asked.push_back("discard");
+        return int(QMessageBox::Discard);
+    });
+    r = runTask(*window_, [&] { window_->loadSegmentation(QString::fromStdString(other)); });
+    ASSERT_TRUE(r.ok) << r.message.toStdString();
+    EXPECT_EQ(asked.size(), 3u);
+    EXPECT_EQ(painted(), 0) << "discarded: the file's map is shown";
+    EXPECT_FALSE(edit()->dirty());
+    EXPECT_FALSE(fs::exists(folder)) << "discarded edits are not offered for recovery";
+}
+
 // The child side of the crash test: a viewer that paints 10 strokes, starts an 11th, says so
 // and waits to be killed. Runs only when the parent test starts it.
 TEST(EditCrashChild, PaintsTenStrokesAndWaits) {

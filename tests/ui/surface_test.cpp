@@ -225,7 +225,10 @@ TEST(SurfaceMesh, PatchedSurfaceEqualsAFullRebuildAndStaysClosed) {
         EXPECT_EQ(rawTriangles(mesh), rawTriangles(full));
         EXPECT_NE(rawTriangles(mesh), rawTriangles((*before)[0]));
         EXPECT_TRUE(closedSurface(mesh));
-        EXPECT_EQ(mesh.normals.size(), mesh.positions.size());
+        // Normals as computed afresh for the patched mesh (kept ones included).
+        const std::vector<float> normals = vertexNormals(mesh.positions, mesh.triangles);
+        ASSERT_EQ(mesh.normals.size(), normals.size());
+        for (size_t i = 0; i < normals.size(); ++i) ASSERT_NEAR(mesh.normals[i], normals[i], 1e-5);
         // Smoothed positions: vertex by vertex (matched by key) as the full rebuild's, within a
         // small fraction of a voxel (smoothing near the seam saw the old surface).
         std::map<uint64_t, size_t> full_vertex;
@@ -423,6 +426,14 @@ TEST(SurfaceView, PaintingIntoALargeLabelPatchesItsSurface) {
     EXPECT_EQ(rawTriangles(lung), rawTriangles((*rebuilt)[0]));
     EXPECT_EQ(rawTriangles(view.meshes()[1]), rawTriangles((*rebuilt)[1]));
     std::printf("lung patched and lesion meshed in %.1f ms\n", view.lastBuildSeconds() * 1000);
+    // The meshes drawn while rotating follow once the view is idle.
+    EXPECT_TRUE(QTest::qWaitFor(
+        [&] {
+            const auto& coarse = view.interactionMeshes();
+            return std::any_of(coarse.begin(), coarse.end(),
+                               [](const SurfaceMesh& m) { return m.label == 2; });
+        },
+        10000));
     EXPECT_FALSE(view.renderFrame().isNull());
 }
 
