@@ -343,8 +343,8 @@ def stage_compare(a):
 
 def stage_fixture(a):
     """The CI test's files (tests/tools/nnunet_ct_parity_test.py): the 3d_fullres and cascade
-    packages, nnU-Net's predictions of the first --fixture-cases held-out cases and how to
-    regenerate their images (`voxseg phantom` arguments)."""
+    packages, nnU-Net's predictions of the --fixture-cases held-out cases and how to regenerate
+    their images (`voxseg phantom` arguments)."""
     out = os.path.abspath(a.fixture)
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
@@ -357,7 +357,7 @@ def stage_fixture(a):
         with open(os.path.join(out, pkg, "model.json"), "w") as f:
             json.dump(m, f, indent=2)
             f.write("\n")
-    cases = [c for c in case_list(a) if c[0] == "Ts"][: a.fixture_cases]
+    cases = [c for c in case_list(a) if c[1] in a.fixture_cases]
     index = {"phantom_cases": [], "configurations": {"3d_fullres": "pkg_fullres",
                                                      "3d_cascade_fullres": "pkg_cascade"}}
     for _, name, args in cases:
@@ -415,7 +415,8 @@ def main():
     p.add_argument("--report", help="write the Markdown tables here")
     p.add_argument("--fixture", default=os.path.join(HERE, "../tests/tools/fixtures/nnunet_ct"),
                    help="stage fixture: the CI test's folder")
-    p.add_argument("--fixture-cases", type=int, default=2)
+    p.add_argument("--fixture-cases", nargs="+", default=["ctaniso_ts000", "ctaniso_ts008"],
+                   help="held-out cases of the CI test (ts008 has an order-0 tie along z)")
     a = p.parse_args()
     a.work = os.path.abspath(a.work)
     a.voxseg = os.path.abspath(a.voxseg)
