@@ -24,7 +24,10 @@ Stages (each can be run alone; `all` runs them in order):
            voxel agreement and Dice between the two per label; --report writes Markdown.
 
     PYTHONPATH=/tmp/nnpy /usr/bin/python3 tools/nnunet_ct_parity.py all --work /tmp/nnct \\
-        --voxseg build/app/voxseg --report docs/parity-nnunet-ct.md
+        --voxseg build/app/voxseg --report /tmp/nnct/report.md
+
+(--report: the result tables in Markdown, as docs/parity-nnunet-ct.md quotes them; compare
+--reuse-nnunet reruns voxseg alone on nnU-Net's predictions of an earlier run).
 
 Needs nnunetv2 2.5.1 and its dependencies on PYTHONPATH (docs/parity-nnunet-ct.md says which).
 nnunetv2 2.5.1 imports torch._dynamo (PyTorch >= 2) for an isinstance check only; on PyTorch 1.13
