@@ -246,6 +246,34 @@ Kernel subpixelScatter(std::array<int64_t, 3> in, std::array<int64_t, 3> k, int6
     };
 }
 
+// The same for output channels that are no multiple of 8 (a segmentation head's up-sampling to
+// 2 classes): the 1x1 convolution writes channels-last (one voxel's K * OC values together, the
+// layout oneDNN's fast 1x1 kernels write and the producer's ndhwc needs no reorder; blocked by 1,
+// plain ncdhw, got gemm at a fraction of the rate), gathered here into the plain nc[d]hw output:
+// dst (n, o, od, oh, ow) <- tmp (n, d, h, w, kidx * oc + o).
+template <typename T>
+Kernel subpixelGatherChannelsLast(std::array<int64_t, 3> in, std::array<int64_t, 3> k,
+                                  int64_t batch, int64_t oc) {
+    return [=](const std::vector<dnnl::memory>& m) {
+        const T* src = static_cast<const T*>(m[0].get_data_handle());
+        T* dst = static_cast<T*>(m[1].get_data_handle());
+        const int64_t od_n = in[0] * k[0], oh_n = in[1] * k[1], ow_n = in[2] * k[2];
+        const int64_t channels = k[0] * k[1] * k[2] * oc;
+        const int64_t rows = batch * oc * od_n * oh_n;
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < rows; ++r) {
+            const int64_t oh = r % oh_n, od = (r / oh_n) % od_n, no = r / (oh_n * od_n);
+            const int64_t o = no % oc, n = no / oc;
+            const int64_t d = od / k[0], h = oh / k[1];
+            const int64_t kidx_dh = ((od % k[0]) * k[1] + oh % k[1]) * k[2];
+            const T* row = src + ((n * in[0] + d) * in[1] + h) * in[2] * channels + o;
+            T* out = dst + r * ow_n;
+            for (int64_t ow = 0; ow < ow_n; ++ow)
+                out[ow] = row[(ow / k[2]) * channels + (kidx_dh + ow % k[2]) * oc];
+        }
+    };
+}
+
 Status planSubpixelConvTranspose(Plan& plan) {
     const Node& n = plan.node();
     const Graph& g = plan.graph();
@@ -281,7 +309,8 @@ Status planSubpixelConvTranspose(Plan& plan) {
     const dnnl::memory::dims ones(sr, 1), zeros(sr, 0);
     const auto bias_md =
         b >= 0 ? dnnl::memory::desc({kk * oc}, dt::f32, tag::a) : dnnl::memory::desc();
-    const auto tmp_md = dnnl::memory::desc(tmp_dims, act, layout);
+    const tag tmp_layout = block > 1 ? layout : sr == 3 ? tag::ndhwc : tag::nhwc;
+    const auto tmp_md = dnnl::memory::desc(tmp_dims, act, tmp_layout);
     bool unused = false;
     const auto attr = epilogueAttr(n, false, unused);
     auto build = [&](const dnnl::memory::desc& src_md) {
@@ -338,7 +367,11 @@ Status planSubpixelConvTranspose(Plan& plan) {
     const size_t bytes = static_cast<size_t>(block) * (act == dt::bf16 ? 2 : 4);
     const int64_t oc_blocks = oc / block;
     Kernel scatter;
-    switch (bytes) {
+    switch (block > 1 ? bytes : 0) {
+        case 0:
+            scatter = act == dt::bf16 ? subpixelGatherChannelsLast<uint16_t>(in, k, xs[0], oc)
+                                      : subpixelGatherChannelsLast<uint32_t>(in, k, xs[0], oc);
+            break;
         case 64:
             scatter = subpixelScatter<64>(in, k, xs[0], oc_blocks);
             break;

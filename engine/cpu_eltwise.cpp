@@ -6,6 +6,9 @@
 
 #include <omp.h>
 
+#include <algorithm>
+#include <cmath>
+
 namespace voxseg::engine::cpu {
 
 bool eltwiseFor(ActivationKind act, float alpha, dnnl::algorithm& alg, float& a, float& b) {
@@ -306,17 +309,66 @@ Status planBinary(Plan& plan) {
     return planUnfusedEpilogue(plan, *dst);
 }
 
+namespace {
+
+// Softmax over a plain f32 tensor's axis of `channels` with `inner` > 1 elements after it (the
+// channel axis of a segmentation head, [N, C, D, H, W]): oneDNN 2.6 runs that case with its
+// reference kernel (13 of the 21 s of deepbet's 256^3 network here, docs/brain-extraction.md).
+// Here runs of contiguous positions are processed channel by channel, so every loop is unit
+// stride: max, exp and sum, scale. In place when src == dst (each element is read before it is
+// written at the same position).
+Kernel channelSoftmax(int64_t outer, int64_t channels, int64_t inner) {
+    return [=](const std::vector<dnnl::memory>& m) {
+        const float* src = static_cast<const float*>(m[0].get_data_handle());
+        float* dst = static_cast<float*>(m[1].get_data_handle());
+        constexpr int64_t kRun = 512;
+        const int64_t runs_per_outer = (inner + kRun - 1) / kRun;
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < outer * runs_per_outer; ++r) {
+            const int64_t o = r / runs_per_outer, start = (r % runs_per_outer) * kRun;
+            const int64_t len = std::min(kRun, inner - start);
+            const float* x = src + o * channels * inner + start;
+            float* y = dst + o * channels * inner + start;
+            float top[kRun], sum[kRun];
+            std::copy(x, x + len, top);
+            for (int64_t c = 1; c < channels; ++c)
+                for (int64_t e = 0; e < len; ++e) top[e] = std::max(top[e], x[c * inner + e]);
+            std::fill(sum, sum + len, 0.0f);
+            for (int64_t c = 0; c < channels; ++c)
+                for (int64_t e = 0; e < len; ++e) {
+                    const float v = std::exp(x[c * inner + e] - top[e]);
+                    y[c * inner + e] = v;
+                    sum[e] += v;
+                }
+            for (int64_t e = 0; e < len; ++e) sum[e] = 1.0f / sum[e];
+            for (int64_t c = 0; c < channels; ++c)
+                for (int64_t e = 0; e < len; ++e) y[c * inner + e] *= sum[e];
+        }
+    };
+}
+
+}  // namespace
+
 Status planSoftmax(Plan& plan) {
     const Node& n = plan.node();
     const ValueId x = n.inputs[0];
-    const int rank = static_cast<int>(plan.graph().values[x].shape.size());
+    const Shape& shape = plan.graph().values[x].shape;
+    const int rank = static_cast<int>(shape.size());
     const int axis = static_cast<int>(n.axis < 0 ? n.axis + rank : n.axis);
     // Plain layout: oneDNN's optimised softmax wants the axis unblocked.
-    const dnnl::memory::desc md =
-        plainDesc(plan.graph().values[x].shape, currentDesc(plan, x).data_type());
+    const dnnl::memory::desc md = plainDesc(shape, currentDesc(plan, x).data_type());
     VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensure(x, md));
     std::optional<MemRef> dst = plan.tryInPlace(x, md);
     if (!dst) dst = plan.newBuffer(md);
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; ++d) outer *= shape[d];
+    for (int d = axis + 1; d < rank; ++d) inner *= shape[d];
+    if (md.data_type() == dt::f32 && inner > 1 && axis >= 0 && axis < rank) {
+        plan.addKernel("softmax channel loop", channelSoftmax(outer, shape[axis], inner),
+                       {src, *dst});
+        plan.define(n.outputs[0], *dst);
+        return planUnfusedEpilogue(plan, *dst);
+    }
     try {
         dnnl::primitive_attr attr;
         attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);

@@ -96,6 +96,33 @@ TEST(CpuBackend, UnetLevelMatchesUnfusedReferenceWithBlockedLayoutsAndReuse) {
     EXPECT_LT(got.workspace, total / 2) << "workspace " << got.workspace << " of " << total;
 }
 
+// A segmentation head as deepbet's LinkNet3d ends: a channels-last conv, ConvTranspose k2 s2
+// to 2 classes (not a multiple of 8: the 1x1 conv writes channels-last and the gather makes the
+// plain output) and Softmax over the channels (the channel loop, not oneDNN's reference
+// softmax), with more than one run of 512 positions per channel and a batch of 2.
+TEST(CpuBackend, TwoClassUpsamplingHeadWithSoftmaxMatchesReference) {
+    GraphBuilder b;
+    const ValueId x = b.input("x", {2, 5, 9, 10, 11});
+    ValueId y = b.conv(x, 5, 12, {3, 3, 3}, {1, 1, 1}, {1, 1, 1, 1, 1, 1});
+    y = b.node(OpKind::kRelu, {y});
+    y = b.convTranspose(y, 12, 2, {2, 2, 2}, {2, 2, 2});
+    b.output(b.node(OpKind::kSoftmax, {y}, [](Node& n) { n.axis = 1; }));
+    const Graph g = b.graph();
+    const std::vector<Shape> shapes = {{2, 5, 9, 10, 11}};
+    auto reference = makeReferenceBackend();
+    auto cpu = makeCpuBackend();
+    const RunResult want = runOn(*reference, g, shapes, Precision::kFloat32);
+    const RunResult got = runOn(*cpu, g, shapes, Precision::kFloat32);
+    ASSERT_EQ(got.outputs.size(), 1u);
+    ASSERT_EQ(got.outputs[0].shape(), (Shape{2, 2, 18, 20, 22}));
+    const auto cmp =
+        testing::compareTensors(got.outputs[0], want.outputs[0], testing::kNetworkTol.fp32);
+    EXPECT_LE(cmp.worst_ratio, 1.0) << "max abs error " << cmp.max_abs << "\n" << got.describe;
+    EXPECT_EQ(countOf(got.describe, "softmax channel loop"), 1) << got.describe;
+    EXPECT_EQ(countOf(got.describe, "scatter ndhwc"), 1) << got.describe;
+    EXPECT_EQ(countOf(got.describe, "gemm"), 0) << got.describe;
+}
+
 TEST(CpuBackend, UnetLevelBf16WithinStatedTolerance) {
     auto cpu = makeCpuBackend();
     if (!cpu->supportsPrecision(Precision::kBFloat16))
