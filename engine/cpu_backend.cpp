@@ -90,6 +90,7 @@ Status planNode(Plan& plan) {
         case OpKind::kExpand:
         case OpKind::kTile:
         case OpKind::kAttention:
+        case OpKind::kRotary:
             return cpu::planTransformerOp(plan);
         case OpKind::kSoftmax:
             return cpu::planSoftmax(plan);

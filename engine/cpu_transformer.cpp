@@ -1,7 +1,7 @@
 // The transformer / attention ops on the CPU backend: MatMul (oneDNN matmul, batch dims
 // broadcast), LayerNorm (oneDNN layer normalisation over the trailing axes), ReduceMean /
 // ReduceSum / ReduceMax (oneDNN reduction), and the memory-bound ops oneDNN has no primitive
-// for as plain OpenMP loops: Erf, Sin, Cos, Where, Expand, Tile. All on plain f32 (the
+// for as plain OpenMP loops: Erf, Sin, Cos, Where, Expand, Tile, Rotary. All on plain f32 (the
 // activations of attention blocks are rows of tokens, not blocked channels); bf16 plans reorder
 // into f32 here, and the reorders after them convert back.
 #include "engine/cpu_plan.h"
@@ -71,19 +71,45 @@ Status planMatMul(Plan& plan) {
     VOXSEG_ASSIGN_OR_RETURN(MemRef a, operand(n.inputs[0], a_md));
     VOXSEG_ASSIGN_OR_RETURN(MemRef b, operand(n.inputs[1], b_md));
     MemRef dst = plan.newBuffer(y_md);
+    std::vector<std::pair<int, MemRef>> args = {
+        {DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, dst}};
+    // The bias (optimize()) as oneDNN's bias, the residual Add and the activation as post-ops:
+    // one pass over the output.
+    dnnl::memory::desc bias_md;
+    const bool has_bias = n.inputs.size() > 2 && n.inputs[2] >= 0;
+    if (has_bias) {
+        Shape bias_shape(rank, 1);
+        bias_shape.back() = ys.back();
+        bias_md = plainDesc(bias_shape, dt::f32);
+        VOXSEG_ASSIGN_OR_RETURN(dnnl::memory bias, plan.constantMemory(n.inputs[2], bias_md));
+        args.push_back({DNNL_ARG_BIAS, MemRef{-1, bias_md, bias}});
+    }
+    dnnl::post_ops ops;
+    if (n.fused_residual >= 0) {
+        VOXSEG_ASSIGN_OR_RETURN(MemRef r, plan.ensure(n.fused_residual, y_md));
+        ops.append_binary(dnnl::algorithm::binary_add, y_md);
+        args.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, r});
+    }
+    dnnl::algorithm alg;
+    float alpha = 0, beta = 0;
+    const bool act_fused = n.fused_activation != ActivationKind::kNone &&
+                           eltwiseFor(n.fused_activation, n.fused_alpha, alg, alpha, beta);
+    if (act_fused) ops.append_eltwise(1.0f, alg, alpha, beta);
     try {
         dnnl::primitive_attr attr;
         attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, y_md), attr, plan.engine());
-        plan.addPrimitive(std::string("matmul ") + pd.impl_info_str(), dnnl::matmul(pd),
-                          {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, dst}},
+        attr.set_post_ops(ops);
+        const auto desc = has_bias ? dnnl::matmul::desc(a_md, b_md, bias_md, y_md)
+                                   : dnnl::matmul::desc(a_md, b_md, y_md);
+        dnnl::matmul::primitive_desc pd(desc, attr, plan.engine());
+        plan.addPrimitive(std::string("matmul ") + pd.impl_info_str(), dnnl::matmul(pd), args,
                           pd.scratchpad_desc());
     } catch (const dnnl::error& e) {
         return nodeError(plan, std::string("oneDNN matmul ") + shapeToString(as) + " x " +
                                    shapeToString(bs) + ": " + e.what());
     }
     plan.define(n.outputs[0], dst);
-    return planUnfusedEpilogue(plan, dst);
+    return planUnfusedEpilogue(plan, dst, /*residual=*/false, /*activation=*/!act_fused);
 }
 
 Status planLayerNorm(Plan& plan) {
@@ -406,6 +432,45 @@ Status planAttention(Plan& plan) {
     return planUnfusedEpilogue(plan, dst);
 }
 
+// Rotary embedding of interleaved pairs in one pass (in place when the input dies here):
+// y[2i] = x[2i] cos[2i] - x[2i+1] sin[2i], y[2i+1] = x[2i+1] cos[2i+1] + x[2i] sin[2i+1], the
+// tables indexed by token (row modulo T).
+Status planRotary(Plan& plan) {
+    const Node& n = plan.node();
+    const Graph& g = plan.graph();
+    const Shape& xs = g.values[n.inputs[0]].shape;
+    const int64_t d = xs.back(), tokens = xs[xs.size() - 2], rows = numel(xs) / d;
+    const auto md = plainDesc(xs, dt::f32), table_md = plainDesc({tokens, d}, dt::f32);
+    VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensurePlainF32(n.inputs[0]));
+    VOXSEG_ASSIGN_OR_RETURN(dnnl::memory cs, plan.constantMemory(n.inputs[1], table_md));
+    VOXSEG_ASSIGN_OR_RETURN(dnnl::memory sn, plan.constantMemory(n.inputs[2], table_md));
+    std::optional<MemRef> dst = plan.tryInPlace(n.inputs[0], md);
+    if (!dst) dst = plan.newBuffer(md);
+    Kernel k = [=](const std::vector<dnnl::memory>& m) {
+        const float* x = static_cast<const float*>(m[0].get_data_handle());
+        const float* c = static_cast<const float*>(m[1].get_data_handle());
+        const float* s = static_cast<const float*>(m[2].get_data_handle());
+        float* y = static_cast<float*>(m[3].get_data_handle());
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < rows; ++r) {
+            const float* xr = x + r * d;
+            const float* cr = c + (r % tokens) * d;
+            const float* sr = s + (r % tokens) * d;
+            float* yr = y + r * d;
+#pragma omp simd
+            for (int64_t i = 0; i < d; i += 2) {
+                const float x0 = xr[i], x1 = xr[i + 1];
+                yr[i] = x0 * cr[i] - x1 * sr[i];
+                yr[i + 1] = x1 * cr[i + 1] + x0 * sr[i + 1];
+            }
+        }
+    };
+    plan.addKernel("rotary plain loop", std::move(k),
+                   {src, MemRef{-1, table_md, cs}, MemRef{-1, table_md, sn}, *dst});
+    plan.define(n.outputs[0], *dst);
+    return planUnfusedEpilogue(plan, *dst);
+}
+
 }  // namespace
 
 Status planTransformerOp(Plan& plan) {
@@ -429,6 +494,8 @@ Status planTransformerOp(Plan& plan) {
             return planExpandOrTile(plan);
         case OpKind::kAttention:
             return planAttention(plan);
+        case OpKind::kRotary:
+            return planRotary(plan);
         default:
             return nodeError(plan, "not a transformer op");
     }

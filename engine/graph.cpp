@@ -90,6 +90,8 @@ const char* opKindName(OpKind op) {
             return "Tile";
         case OpKind::kAttention:
             return "Attention";
+        case OpKind::kRotary:
+            return "Rotary";
     }
     return "?";
 }
@@ -276,6 +278,9 @@ Status inferNode(Graph& g, const Node& node) {
             out = *batch;
             out.push_back(a[a.size() - 2]);
             out.push_back(b.back());
+            if (node.inputs.size() > 2 && node.inputs[2] >= 0 && numel(in(2)) != b.back())
+                return nodeError(node, "bias " + shapeToString(in(2)) + " does not have the " +
+                                           std::to_string(b.back()) + " values of the last axis");
             break;
         }
         case OpKind::kLayerNorm: {
@@ -354,6 +359,19 @@ Status inferNode(Graph& g, const Node& node) {
                                                " does not broadcast to the scores " +
                                                shapeToString(scores));
             }
+            break;
+        }
+        case OpKind::kRotary: {
+            VOXSEG_RETURN_IF_ERROR(need(3));
+            out = in(0);
+            if (out.size() < 2 || out.back() % 2 != 0)
+                return nodeError(
+                    node, "input " + shapeToString(out) + " needs rank >= 2 and an even last dim");
+            const int64_t table = out[out.size() - 2] * out.back();
+            if (numel(in(1)) != table || numel(in(2)) != table)
+                return nodeError(node, "cos " + shapeToString(in(1)) + " and sin " +
+                                           shapeToString(in(2)) + " need " + std::to_string(table) +
+                                           " values (tokens x dim)");
             break;
         }
         case OpKind::kTile: {
@@ -478,6 +496,9 @@ Status inferNode(Graph& g, const Node& node) {
                     continue;
                 }
                 if (d < 0) return nodeError(node, "negative target dim");
+                // Dims come from the file: their product must not overflow (fuzz_onnx_import).
+                if (d > 0 && known > std::numeric_limits<int64_t>::max() / d)
+                    return nodeError(node, "target shape has more than 2^63 elements");
                 known *= d;
                 out.push_back(d);
             }
@@ -609,7 +630,7 @@ void replaceUses(Graph& g, ValueId from, ValueId to) {
 
 bool canTakeEpilogue(OpKind op) {
     return op == OpKind::kConv || op == OpKind::kConvTranspose || op == OpKind::kInstanceNorm ||
-           op == OpKind::kBatchNorm || op == OpKind::kGroupNorm;
+           op == OpKind::kBatchNorm || op == OpKind::kGroupNorm || op == OpKind::kMatMul;
 }
 
 // Removes Identity nodes, rewiring their consumers to the identity's input.
@@ -713,6 +734,84 @@ void foldBatchNorm(Graph& g) {
     g.nodes = std::move(kept);
 }
 
+// The n values of a constant that broadcasts along the last axis of an [..., n] tensor only
+// (shape [n], [1, .., n], [1] or a scalar), empty otherwise.
+std::vector<float> lastAxisVector(const Graph& g, ValueId v, int64_t n) {
+    if (!g.isConstant(v)) return {};
+    const Shape& s = g.values[v].shape;
+    for (size_t i = 0; i + 1 < s.size(); ++i)
+        if (s[i] != 1) return {};
+    const std::vector<float> c = g.constant(v).toFloats();
+    if (static_cast<int64_t>(c.size()) == n) return c;
+    if (c.size() == 1) return std::vector<float>(static_cast<size_t>(n), c[0]);
+    return {};
+}
+
+// MatMul -> Add(constant along the last axis) -> Mul(constant along the last axis), each
+// intermediate read once (nn.Linear's bias, then a LayerScale gamma): the bias becomes the
+// MatMul's third input and the scale is folded into a constant weight and the bias,
+// (x W + b) * s = x (W s) + b s, so no elementwise pass is left between the projection and the
+// residual Add that fuseEpilogues() then fuses as well.
+void fuseMatMulBiasScale(Graph& g) {
+    bool changed = true;
+    while (changed) {
+        changed = false;
+        const Usage u = computeUsage(g);
+        for (size_t i = 0; i < g.nodes.size() && !changed; ++i) {
+            const Node& c = g.nodes[i];
+            const bool is_add = c.op == OpKind::kAdd;
+            if ((!is_add && c.op != OpKind::kMul) || c.inputs.size() != 2) continue;
+            for (size_t k = 0; k < 2 && !changed; ++k) {
+                const ValueId x = c.inputs[k], other = c.inputs[1 - k];
+                if (x < 0 || other < 0 || x == other) continue;
+                const int p = u.producer[x];
+                if (p < 0 || u.uses[x] != 1 || isGraphOutput(g, x)) continue;
+                const Node& mm = g.nodes[p];
+                // Constant weights only (projections): attention's Q Kt MatMul stays for
+                // fuseAttention.
+                if (mm.op != OpKind::kMatMul || !g.isConstant(mm.inputs[1]) ||
+                    mm.fused_residual >= 0 || mm.fused_activation != ActivationKind::kNone)
+                    continue;
+                const Shape& ys = g.values[x].shape;
+                if (ys.empty() || g.values[c.outputs[0]].shape != ys) continue;
+                const int64_t n = ys.back();
+                const std::vector<float> vec = lastAxisVector(g, other, n);
+                if (vec.empty()) continue;
+                const bool has_bias = mm.inputs.size() > 2 && mm.inputs[2] >= 0;
+                std::vector<float> bias =
+                    has_bias ? g.constant(mm.inputs[2]).toFloats() : std::vector<float>();
+                ValueId weight = mm.inputs[1];
+                if (is_add) {
+                    if (!has_bias) bias.assign(static_cast<size_t>(n), 0.0f);
+                    for (int64_t j = 0; j < n; ++j) bias[j] += vec[j];
+                } else {
+                    std::vector<float> w = g.constant(weight).toFloats();
+                    for (size_t j = 0; j < w.size(); ++j) w[j] *= vec[j % n];
+                    for (size_t j = 0; j < bias.size(); ++j) bias[j] *= vec[j];
+                    const Shape ws = g.values[weight].shape;
+                    weight = g.addValue({c.name + "/scaled_weight", ws, DType::kFloat32,
+                                         Tensor::fromFloats(ws, w)});
+                }
+                const ValueId out = c.outputs[0];
+                ValueId bias_v = -1;
+                if (!bias.empty())
+                    bias_v = g.addValue({c.name + "/matmul_bias",
+                                         {n},
+                                         DType::kFloat32,
+                                         Tensor::fromFloats({n}, bias)});
+                Node& m = g.nodes[p];
+                m.inputs.resize(3);
+                m.inputs[1] = weight;
+                m.inputs[2] = bias_v;
+                if (bias_v < 0) m.inputs.resize(2);
+                m.outputs[0] = out;
+                g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(i));
+                changed = true;
+            }
+        }
+    }
+}
+
 // Fuses `producer -> Add(residual)` and `producer -> activation` into producer epilogues.
 void fuseEpilogues(Graph& g, bool shapes_known) {
     bool changed = true;
@@ -771,6 +870,167 @@ void fuseEpilogues(Graph& g, bool shapes_known) {
     }
 }
 
+// The node producing `v` when it is `op` and `v` is read once, not a graph output (-1 otherwise).
+int singleProducer(const Graph& g, const Usage& u, ValueId v, OpKind op) {
+    if (v < 0 || u.producer[v] < 0 || u.uses[v] != 1 || isGraphOutput(g, v)) return -1;
+    return g.nodes[u.producer[v]].op == op ? u.producer[v] : -1;
+}
+
+// Concat inputs with no elements (EVA's slice of zero prefix tokens) dropped; a Concat left
+// with one input becomes an Identity, and an empty input's producer read nowhere else goes.
+void dropEmptyConcatInputs(Graph& g) {
+    const Usage u = computeUsage(g);
+    std::vector<bool> dead(g.nodes.size(), false);
+    for (Node& n : g.nodes) {
+        if (n.op != OpKind::kConcat || n.inputs.size() < 2) continue;
+        std::vector<ValueId> kept;
+        for (ValueId v : n.inputs) {
+            if (numel(g.values[v].shape) > 0) {
+                kept.push_back(v);
+            } else if (u.producer[v] >= 0 && u.uses[v] == 1 && !isGraphOutput(g, v)) {
+                dead[u.producer[v]] = true;
+            }
+        }
+        if (kept.empty() || kept.size() == n.inputs.size()) continue;
+        n.inputs = kept;
+        if (kept.size() == 1) n.op = OpKind::kIdentity;
+    }
+    std::vector<Node> live;
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+        if (!dead[i]) live.push_back(std::move(g.nodes[i]));
+    g.nodes = std::move(live);
+}
+
+// The [T, D] values of a constant that broadcasts to the trailing [T, D] of a tensor only.
+std::vector<float> tokenTable(const Graph& g, ValueId v, int64_t t, int64_t d) {
+    if (!g.isConstant(v)) return {};
+    const Shape& s = g.values[v].shape;
+    if (s.size() < 2 || s[s.size() - 2] != t || s.back() != d) return {};
+    for (size_t i = 0; i + 2 < s.size(); ++i)
+        if (s[i] != 1) return {};
+    return g.constant(v).toFloats();
+}
+
+// Index of the Slice x[..., start::2] (last axis only) producing `v`, read once; -1 otherwise.
+int everyOtherSlice(const Graph& g, const Usage& u, ValueId v, ValueId x, int64_t start) {
+    const int p = singleProducer(g, u, v, OpKind::kSlice);
+    if (p < 0 || g.nodes[p].inputs[0] != x) return -1;
+    const Shape& xs = g.values[x].shape;
+    const std::vector<SliceAxis> axes = resolveSlice(g.nodes[p], xs);
+    for (size_t i = 0; i + 1 < xs.size(); ++i)
+        if (axes[i].start != 0 || axes[i].step != 1 || axes[i].count != xs[i]) return -1;
+    const SliceAxis& last = axes.back();
+    return last.start == start && last.step == 2 && last.count == xs.back() / 2 ? p : -1;
+}
+
+// Nodes of rot(x) = Reshape(Concat(Unsqueeze(-x[..., 1::2]), Unsqueeze(x[..., 0::2]), axis -1))
+// producing `r` (EVA's rotate_half of interleaved pairs), or empty when `r` is not that.
+std::vector<int> rotateHalfNodes(const Graph& g, const Usage& u, ValueId r, ValueId x) {
+    const Shape& xs = g.values[x].shape;
+    const int reshape = singleProducer(g, u, r, OpKind::kReshape);
+    if (reshape < 0 || g.values[r].shape != xs) return {};
+    const int cat = singleProducer(g, u, g.nodes[reshape].inputs[0], OpKind::kConcat);
+    if (cat < 0) return {};
+    const Node& c = g.nodes[cat];
+    Shape pairs(xs.begin(), xs.end() - 1);
+    pairs.push_back(xs.back() / 2);
+    pairs.push_back(2);
+    if (c.inputs.size() != 2 || c.axis != static_cast<int64_t>(xs.size()) ||
+        g.values[c.outputs[0]].shape != pairs)
+        return {};
+    const int u0 = singleProducer(g, u, c.inputs[0], OpKind::kReshape);
+    const int u1 = singleProducer(g, u, c.inputs[1], OpKind::kReshape);
+    if (u0 < 0 || u1 < 0) return {};
+    const int neg = singleProducer(g, u, g.nodes[u0].inputs[0], OpKind::kMul);
+    if (neg < 0) return {};
+    const Node& m = g.nodes[neg];
+    const int k = g.isConstant(m.inputs[1]) ? 1 : 0;
+    const auto minus = g.isConstant(m.inputs[k]) && g.constant(m.inputs[k]).numel() == 1
+                           ? g.constant(m.inputs[k]).toFloats()[0]
+                           : 0.0f;
+    if (minus != -1.0f) return {};
+    const int odd = everyOtherSlice(g, u, m.inputs[1 - k], x, 1);
+    const int even = everyOtherSlice(g, u, g.nodes[u1].inputs[0], x, 0);
+    if (odd < 0 || even < 0) return {};
+    return {reshape, cat, u0, u1, neg, odd, even};
+}
+
+// Add(Mul(x, cos), Mul(rot(x), sin)) with constant [T, D] tables: one Rotary node in the place
+// of the Add; then a Mul of its output by a constant scalar (the attention scale on q) folded
+// into the tables.
+void fuseRotaryEmbedding(Graph& g) {
+    dropEmptyConcatInputs(g);
+    dropIdentities(g);
+    bool changed = true;
+    while (changed) {
+        changed = false;
+        const Usage u = computeUsage(g);
+        for (size_t i = 0; i < g.nodes.size() && !changed; ++i) {
+            const Node& n = g.nodes[i];
+            if (n.op == OpKind::kMul && n.inputs.size() == 2) {
+                for (size_t k = 0; k < 2 && !changed; ++k) {
+                    const int p = singleProducer(g, u, n.inputs[k], OpKind::kRotary);
+                    const ValueId c = n.inputs[1 - k];
+                    if (p < 0 || !g.isConstant(c) || g.constant(c).numel() != 1) continue;
+                    const float scale = g.constant(c).toFloats()[0];
+                    Node& rot = g.nodes[p];
+                    for (size_t t = 1; t < 3; ++t) {
+                        std::vector<float> v = g.constant(rot.inputs[t]).toFloats();
+                        for (float& e : v) e *= scale;
+                        const Shape ts = g.values[rot.inputs[t]].shape;
+                        rot.inputs[t] = g.addValue({n.name + (t == 1 ? "/cos" : "/sin"), ts,
+                                                    DType::kFloat32, Tensor::fromFloats(ts, v)});
+                    }
+                    rot.outputs[0] = n.outputs[0];
+                    g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(i));
+                    changed = true;
+                }
+                continue;
+            }
+            if (n.op != OpKind::kAdd || n.inputs.size() != 2) continue;
+            for (size_t k = 0; k < 2 && !changed; ++k) {
+                const int ma = singleProducer(g, u, n.inputs[k], OpKind::kMul);
+                const int mb = singleProducer(g, u, n.inputs[1 - k], OpKind::kMul);
+                if (ma < 0 || mb < 0) continue;
+                const Node& a = g.nodes[ma];
+                const Node& b = g.nodes[mb];
+                const size_t ja = g.isConstant(a.inputs[1]) ? 0 : 1;
+                const size_t jb = g.isConstant(b.inputs[1]) ? 0 : 1;
+                const ValueId x = a.inputs[ja];
+                const Shape& xs = g.values[x].shape;
+                if (g.isConstant(x) || xs.size() < 2 || xs.back() % 2 != 0 ||
+                    g.values[n.outputs[0]].shape != xs)
+                    continue;
+                const int64_t t = xs[xs.size() - 2], d = xs.back();
+                const std::vector<float> cos = tokenTable(g, a.inputs[1 - ja], t, d);
+                const std::vector<float> sin = tokenTable(g, b.inputs[1 - jb], t, d);
+                std::vector<int> absorbed = rotateHalfNodes(g, u, b.inputs[jb], x);
+                if (cos.empty() || sin.empty() || absorbed.empty()) continue;
+                absorbed.push_back(ma);
+                absorbed.push_back(mb);
+                Node rot;
+                rot.op = OpKind::kRotary;
+                rot.name = n.name + "/rotary";
+                rot.inputs = {x,
+                              g.addValue({rot.name + "/cos",
+                                          {t, d},
+                                          DType::kFloat32,
+                                          Tensor::fromFloats({t, d}, cos)}),
+                              g.addValue({rot.name + "/sin",
+                                          {t, d},
+                                          DType::kFloat32,
+                                          Tensor::fromFloats({t, d}, sin)})};
+                rot.outputs = g.nodes[i].outputs;
+                g.nodes[i] = rot;
+                std::sort(absorbed.begin(), absorbed.end());
+                for (size_t e = absorbed.size(); e-- > 0;)
+                    g.nodes.erase(g.nodes.begin() + absorbed[e]);
+                changed = true;
+            }
+        }
+    }
+}
+
 // MatMul(Q, Kt) -> [Mul/Div by a constant scalar] -> [Add bias] -> Softmax(last axis) ->
 // MatMul(., V), each intermediate read once: one Attention node in the place of the last MatMul.
 void fuseAttention(Graph& g) {
@@ -784,7 +1044,9 @@ void fuseAttention(Graph& g) {
         };
         for (size_t i = 0; i < g.nodes.size() && !changed; ++i) {
             const Node& pv = g.nodes[i];
-            if (pv.op != OpKind::kMatMul || pv.fused_residual >= 0) continue;
+            if (pv.op != OpKind::kMatMul || pv.inputs.size() != 2 || pv.fused_residual >= 0 ||
+                pv.fused_activation != ActivationKind::kNone)
+                continue;
             const int sm = single(pv.inputs[0], OpKind::kSoftmax);
             if (sm < 0) continue;
             const Shape& ss = g.values[pv.inputs[0]].shape;
@@ -822,6 +1084,7 @@ void fuseAttention(Graph& g) {
             const int qk = single(s, OpKind::kMatMul);
             if (qk < 0) continue;
             const Node& mm = g.nodes[qk];
+            if (mm.inputs.size() != 2 || mm.fused_activation != ActivationKind::kNone) continue;
             const Shape& qs = g.values[mm.inputs[0]].shape;
             const Shape& ks = g.values[mm.inputs[1]].shape;
             const Shape& vs = g.values[pv.inputs[1]].shape;
@@ -863,6 +1126,10 @@ Graph optimize(const Graph& graph) {
     Graph probe = g;
     const bool shapes_known = probe.inferShapes(input_shapes).isOk();
     if (shapes_known) g = std::move(probe);
+    if (shapes_known) {
+        fuseMatMulBiasScale(g);
+        fuseRotaryEmbedding(g);
+    }
     fuseEpilogues(g, shapes_known);
     if (shapes_known) fuseAttention(g);
     return g;

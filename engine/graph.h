@@ -46,7 +46,8 @@ enum class OpKind {
     kSlice,  // static starts/ends/axes/steps (ONNX rules; resolveSlice() clamps them)
     kClip,   // clip_min / clip_max (+-infinity when absent)
     // Transformer / attention ops (issue 14). All float32; shapes inferred in graph.cpp.
-    kMatMul,     // numpy matmul: [..., M, K] x [..., K, N] -> [..., M, N], batch dims broadcast
+    kMatMul,     // numpy matmul: [..., M, K] x [..., K, N] -> [..., M, N], batch dims broadcast;
+                 // optional third input (optimize()): a constant bias [N] added along the last axis
     kLayerNorm,  // inputs X, scale, bias (-1: none), both of prod(X[axis:]) values; over [axis,
                  // rank)
     kErf,
@@ -65,6 +66,11 @@ enum class OpKind {
     // [+ bias]) V over the last axis. Inputs Q [..., Tq, D], Kt [..., D, Tk], V [..., Tk, Dv]
     // (equal batch dims), bias (-1: none) broadcast to [..., Tq, Tk]. Output [..., Tq, Dv].
     kAttention,
+    // Rotary position embedding, interleaved pairs (EVA / Primus; fused by optimize() from the
+    // exported Slice/Neg/Concat/Mul/Add chain): inputs X [..., T, D] (D even), cos and sin
+    // (constants, T*D values). y = X * cos + rot(X) * sin with rot(X)[2i] = -X[2i+1],
+    // rot(X)[2i+1] = X[2i].
+    kRotary,
 };
 
 const char* opKindName(OpKind op);
@@ -192,9 +198,12 @@ struct SliceAxis {
 std::vector<SliceAxis> resolveSlice(const Node& node, const Shape& input);
 
 // Graph-level rewrites shared by all backends: BatchNorm folded into a preceding Conv, Identity
-// removed, activations (and a residual Add) fused into the producing Conv/norm as epilogues,
+// removed, a constant bias Add and scale Mul after a MatMul with constant weights folded into it
+// (bias input, scaled weights), activations (and a residual Add) fused into the producing
+// Conv/norm/MatMul as epilogues,
 // MatMul -> [Mul/Div by a constant] -> [Add bias] -> Softmax(last axis) -> MatMul fused into one
-// Attention node.
+// Attention node, and the exported rotary-embedding chain into one Rotary node (a scalar Mul after
+// it folded into its tables; Concat inputs with no elements dropped).
 // Backends may ignore epilogues they cannot fuse only by evaluating them separately.
 Graph optimize(const Graph& graph);
 

@@ -723,6 +723,11 @@ Status runNode(const Graph& g, const Node& n, std::vector<Tensor>& env) {
             break;
         case OpKind::kMatMul:
             matmul(*in[0], *in[1], y);
+            if (in.size() > 2 && in[2]) {
+                const float* bp = in[2]->data<float>();
+                const int64_t n = y.shape().back();
+                for (int64_t i = 0; i < y.numel(); ++i) yp[i] += bp[i % n];
+            }
             break;
         case OpKind::kLayerNorm:
             layerNorm(n, *in[0], *in[1], in.size() > 2 ? in[2] : nullptr, y);
@@ -774,6 +779,18 @@ Status runNode(const Graph& g, const Node& n, std::vector<Tensor>& env) {
         case OpKind::kAttention:
             attention(n, *in[0], *in[1], *in[2], in.size() > 3 ? in[3] : nullptr, y);
             break;
+        case OpKind::kRotary: {
+            const float* xp = in[0]->data<float>();
+            const std::vector<float> cs = in[1]->toFloats(), sn = in[2]->toFloats();
+            const int64_t d = y.shape().back();
+            const int64_t table = static_cast<int64_t>(cs.size());
+            for (int64_t i = 0; i < y.numel(); ++i) {
+                const int64_t j = i % table;
+                const float rot = (i % d) % 2 == 0 ? -xp[i + 1] : xp[i - 1];
+                yp[i] = xp[i] * cs[j] + rot * sn[j];
+            }
+            break;
+        }
     }
     applyEpilogue(n, env, y);
     env[n.outputs[0]] = std::move(y);

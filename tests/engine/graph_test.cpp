@@ -135,6 +135,33 @@ TEST(Optimize, KeepsActivationWhenTheProducerOutputIsUsedTwice) {
     EXPECT_LT(maxAbsDiff(runGraph(b.graph(), {s}), runGraph(opt, {s})), 1e-6);
 }
 
+// The shared parity table's case `name` (its graph is the exported pattern).
+testing::OpCase tableCase(const std::string& name) {
+    for (testing::OpCase& c : testing::allOpCases())
+        if (c.name == name) return c;
+    ADD_FAILURE() << "no op case " << name;
+    return {};
+}
+
+TEST(Optimize, FoldsLinearBiasLayerScaleAndResidualIntoTheMatMul) {
+    const testing::OpCase c = tableCase("matmul_bias_layerscale_residual");
+    const Graph opt = optimize(c.graph);
+    ASSERT_EQ(opt.nodes.size(), 1u);
+    const Node& mm = opt.nodes[0];
+    EXPECT_EQ(mm.op, OpKind::kMatMul);
+    ASSERT_EQ(mm.inputs.size(), 3u);  // bias fused
+    EXPECT_EQ(mm.fused_residual, c.graph.inputs[0]);
+    EXPECT_LT(maxAbsDiff(runGraph(c.graph, c.input_shapes), runGraph(opt, c.input_shapes)), 1e-5);
+}
+
+TEST(Optimize, FusesTheExportedRotaryEmbeddingChain) {
+    const testing::OpCase c = tableCase("rotary_pattern_eva");
+    const Graph opt = optimize(c.graph);
+    ASSERT_EQ(opt.nodes.size(), 1u);  // slices, concats, muls and the scale: one node
+    EXPECT_EQ(opt.nodes[0].op, OpKind::kRotary);
+    EXPECT_LT(maxAbsDiff(runGraph(c.graph, c.input_shapes), runGraph(opt, c.input_shapes)), 1e-6);
+}
+
 TEST(Optimize, FusesPReluWithConstantSlope) {
     GraphBuilder b;
     const Shape s{1, 3, 5, 4, 3};

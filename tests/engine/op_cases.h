@@ -691,6 +691,68 @@ inline std::vector<OpCase> allOpCases() {
         add(m.name, "a " + vecStr(m.a) + " b " + vecStr(m.b) + (m.b_constant ? " (constant)" : ""),
             b, shapes, kMatMulTol);
     }
+    {
+        // A projection with bias (Add(bias, MatMul), the order torch exports), LayerScale gamma
+        // and residual (Primus / EVA blocks): optimize() folds the gamma into the weights and
+        // bias and fuses bias and residual into the MatMul.
+        GraphBuilder b;
+        const Shape s{1, 11, 12};
+        const ValueId x = b.input("x", s);
+        ValueId y = b.node(OpKind::kMatMul, {x, b.weights("w", {12, 12}, 0.3f)});
+        y = b.node(OpKind::kAdd, {b.weights("bias", {12}, 0.2f), y});
+        y = b.node(OpKind::kMul, {b.constant("gamma", seededTensor({12}, 7, 0.05f, 0.2f)), y});
+        b.output(b.node(OpKind::kAdd, {x, y}));
+        add("matmul_bias_layerscale_residual",
+            "x " + vecStr(s) + " + gamma [12] * (x W [12,12] + bias [12])", b, {s}, kMatMulTol);
+    }
+    {
+        // Rotary embedding of interleaved pairs, direct, on an odd token count.
+        GraphBuilder b;
+        const Shape s{1, 3, 13, 10};
+        b.output(
+            b.node(OpKind::kRotary, {b.input("x", s), b.constant("cos", seededTensor({13, 10}, 11)),
+                                     b.constant("sin", seededTensor({13, 10}, 12))}));
+        add("rotary_direct", "x " + vecStr(s) + " cos/sin [13,10]", b, {s}, kElementwiseTol);
+    }
+    {
+        // The chain torch exports for EVA's rotary embedding (Primus): a zero-token prefix slice
+        // concatenated back, x * cos + rotate_half(x) * sin with rotate_half of interleaved pairs
+        // as Slice/Neg/Unsqueeze/Concat/Reshape, then q * scale; optimize() makes it one Rotary.
+        GraphBuilder b;
+        const Shape s{1, 3, 13, 10};
+        const ValueId x = b.input("x", s);
+        auto every_other = [&](int64_t start) {
+            return b.node(OpKind::kSlice, {x}, [&](Node& n) {
+                n.slice_starts = {start};
+                n.slice_ends = {std::numeric_limits<int64_t>::max()};
+                n.slice_axes = {3};
+                n.slice_steps = {2};
+            });
+        };
+        auto unsqueeze = [&](ValueId v) {
+            return b.node(OpKind::kReshape, {v}, [](Node& n) { n.shape = {1, 3, 13, 5, 1}; });
+        };
+        const ValueId prefix = b.node(OpKind::kSlice, {x}, [](Node& n) {
+            n.slice_starts = {0};
+            n.slice_ends = {0};
+            n.slice_axes = {2};
+            n.slice_steps = {1};
+        });
+        const ValueId neg =
+            b.node(OpKind::kMul, {every_other(1), b.constant("m1", Tensor::fromFloats({}, {-1}))});
+        ValueId r = b.node(OpKind::kConcat, {unsqueeze(neg), unsqueeze(every_other(0))},
+                           [](Node& n) { n.axis = 4; });
+        r = b.node(OpKind::kReshape, {r}, [](Node& n) { n.shape = {1, 3, 13, 10}; });
+        const ValueId xc = b.node(OpKind::kMul, {x, b.constant("cos", seededTensor({13, 10}, 13))});
+        const ValueId rs = b.node(OpKind::kMul, {r, b.constant("sin", seededTensor({13, 10}, 14))});
+        ValueId y = b.node(OpKind::kAdd, {xc, rs});
+        y = b.node(OpKind::kConcat, {prefix, y}, [](Node& n) { n.axis = 2; });
+        b.output(b.node(OpKind::kMul, {y, b.constant("scale", Tensor::fromFloats({}, {0.3f}))}));
+        add("rotary_pattern_eva",
+            "x " + vecStr(s) +
+                ": Concat(x[:, :, :0], x * cos + rotate_half(x) * sin) * 0.3, cos/sin [13,10]",
+            b, {s}, kElementwiseTol);
+    }
     struct LayerNormSpec {
         const char* name;
         Shape x;
