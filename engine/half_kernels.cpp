@@ -5,6 +5,10 @@
 
 #include <vector>
 
+#if defined(VOXSEG_HAVE_F16C_KERNELS)
+#include <cpuid.h>
+#endif
+
 namespace voxseg::engine::half {
 namespace {
 
@@ -19,8 +23,12 @@ uint16_t store(float v) {
 
 bool f16cAvailable() {
 #if defined(VOXSEG_HAVE_F16C_KERNELS)
-    static const bool ok = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2") &&
-                           __builtin_cpu_supports("fma");
+    // F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports has no "f16c".
+    static const bool ok = [] {
+        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+        return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0 &&
+               __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    }();
     return ok;
 #else
     return false;

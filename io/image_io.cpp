@@ -225,14 +225,20 @@ Status checkNiftiComplete(const std::string& path) {
     const int ndim = rd16(40, swap);
     if (ndim < 1 || ndim > 7)
         return corruptData("NIfTI header has dim[0] = " + std::to_string(ndim), path);
-    int64_t voxels = 1;
+    // In double: seven dimensions of 32767 overflow int64, and vox_offset is a float the file
+    // sets (2.7e23 made the conversion undefined; found by fuzz_image_nii).
+    double voxels = 1;
     for (int d = 1; d <= ndim; ++d) voxels *= std::max<int16_t>(1, rd16(40 + 2 * d, swap));
-    const int bitpix = rd16(72, swap);
+    const int bitpix = std::max<int>(0, rd16(72, swap));
     const uint32_t off_bits = rd32(108, swap);
     float vox_offset = 0;
     std::memcpy(&vox_offset, &off_bits, sizeof vox_offset);
-    const int64_t needed =
-        std::max<int64_t>(352, static_cast<int64_t>(vox_offset)) + voxels * bitpix / 8;
+    if (!std::isfinite(vox_offset) || vox_offset < 0)
+        return corruptData(fmt::format("NIfTI header has vox_offset = {}", vox_offset), path);
+    const double claimed = std::max(352.0, static_cast<double>(vox_offset)) + voxels * bitpix / 8;
+    if (claimed > 0x1p62)
+        return corruptData(fmt::format("NIfTI header promises {:.3g} bytes", claimed), path);
+    const auto needed = static_cast<int64_t>(claimed);
     int64_t have = 0;
     if (imageFormatFromPath(path) == ImageFormat::kNifti) {
         std::error_code ec;

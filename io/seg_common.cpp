@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace voxseg::io {
 
@@ -102,6 +103,22 @@ std::vector<int> absentLabels(const std::vector<SegmentDescription>& described,
         log::info(kComponent, "label(s) {} have no voxel: no segment written for them",
                   fmt::join(absent, ", "));
     return absent;
+}
+
+Status checkSegPlanes(const Vec3& row, const Vec3& col, double column_spacing, double row_spacing,
+                      const std::string& path) {
+    const auto finite = [](const Vec3& v) {
+        return std::isfinite(v[0]) && std::isfinite(v[1]) && std::isfinite(v[2]);
+    };
+    const double tol = 1e-2;
+    if (!finite(row) || !finite(col) || std::abs(norm(row) - 1) > tol ||
+        std::abs(norm(col) - 1) > tol || std::abs(dot(row, col)) > tol)
+        return corruptData("the SEG's ImageOrientationPatient is not two orthogonal unit vectors",
+                           path);
+    if (!std::isfinite(column_spacing) || !std::isfinite(row_spacing) || column_spacing <= 0 ||
+        row_spacing <= 0)
+        return corruptData("the SEG's PixelSpacing is not two positive numbers", path);
+    return Status::ok();
 }
 
 }  // namespace voxseg::io

@@ -47,4 +47,11 @@ void copyAttributes(DcmItem& from, DcmItem& to, std::initializer_list<DcmTagKey>
 std::vector<int> absentLabels(const std::vector<SegmentDescription>& described,
                               const std::vector<int>& present);
 
+// A SEG's ImageOrientationPatient and PixelSpacing as the readers need them before any volume
+// is made: two orthogonal unit vectors (within 1e-2: files round their cosines) and finite,
+// positive spacings. ITK throws from SetDirection on a singular direction, which terminated
+// the readers (found by fuzz_seg_reader).
+Status checkSegPlanes(const Vec3& row, const Vec3& col, double column_spacing, double row_spacing,
+                      const std::string& path);
+
 }  // namespace voxseg::io

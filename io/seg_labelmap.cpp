@@ -165,6 +165,8 @@ Result<SegFrames> readLabelMapSegFrames(DcmDataset& ds, const std::string& path)
     }
 
     // Pixels.
+    VOXSEG_RETURN_IF_ERROR(
+        checkSegPlanes(out.row_dir, out.col_dir, out.spacing[1], out.spacing[0], path));
     Geometry g;
     g.size = {columns, rows, frames};
     const Vec3 normal = cross(out.row_dir, out.col_dir);

@@ -1,6 +1,10 @@
 #include "io/seg_reader.h"
 
+#include "io/limits.h"
+#include "io/seg_common.h"
 #include "io/seg_labelmap.h"
+
+#include <fmt/format.h>
 
 #include <dcmtk/config/osconfig.h>
 #include <dcmtk/dcmdata/dcdeftag.h>
@@ -221,6 +225,27 @@ Result<ParsedSeg> parseLabelMapSeg(DcmDataset& ds, const std::string& path,
 
 // The grid the frames go onto: the source series' acquired images, the caller's grid, or one
 // derived from the frames (orientation, pixel measures, positions along the normal).
+// The grid a SEG's own frames describe, checked before ITK sees it: ITK throws from
+// SetDirection on a singular direction (a zero ImageOrientationPatient terminated `voxseg
+// edit --labels`, found by fuzz_seg_reader), and positions far apart at a tiny spacing would
+// claim more slices than memory holds.
+Status checkOwnGrid(const ParsedSeg& p, double slice_spacing, double extent,
+                    const std::string& path) {
+    VOXSEG_RETURN_IF_ERROR(checkSegPlanes(p.row, p.col, p.spacing[0], p.spacing[1], path));
+    if (!std::isfinite(slice_spacing) || slice_spacing <= 0 || !std::isfinite(extent))
+        return corruptData("the SEG's slice spacing or frame positions are not usable", path);
+    const double slices = extent / slice_spacing + 1;
+    if (slices * static_cast<double>(p.cols) * static_cast<double>(p.rows) >
+        static_cast<double>(kDefaultMaxVoxels))
+        return unsupported(
+            fmt::format("the SEG's frames span {:.0f} slices of {} x {} pixels "
+                        "({:.2g} voxels) > limit {:.2g}",
+                        slices, p.cols, p.rows, slices * static_cast<double>(p.cols * p.rows),
+                        static_cast<double>(kDefaultMaxVoxels)),
+            path);
+    return Status::ok();
+}
+
 Result<Geometry> targetGrid(const ParsedSeg& p, const SegReadOptions& options,
                             const std::string& path) {
     Geometry grid;
@@ -268,6 +293,7 @@ Result<Geometry> targetGrid(const ParsedSeg& p, const SegReadOptions& options,
         slice_spacing = min_step > 0 ? min_step : p.spacing[2];
     }
     const double extent = along.back() - along.front();
+    VOXSEG_RETURN_IF_ERROR(checkOwnGrid(p, slice_spacing, extent, path));
     grid.size = {p.cols, p.rows, static_cast<int64_t>(std::llround(extent / slice_spacing)) + 1};
     grid.spacing = {p.spacing[0], p.spacing[1], slice_spacing};
     grid.direction = {p.row[0],  p.col[0], normal[0], p.row[1], p.col[1],

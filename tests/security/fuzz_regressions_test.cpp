@@ -3,14 +3,18 @@
 // not an abort. The inputs lie in tests/fuzz/regressions/<fuzz target>/ (scripts/fuzz.sh also
 // replays them as seeds on every CI fuzz run); copies named as a user would name them are made
 // in a temporary folder.
+#include "engine/onnx_import.h"
 #include "io/dicom_header.h"
 #include "io/dicom_series.h"
 #include "io/image_io.h"
+#include "io/seg_reader.h"
 #include "tests/test_data.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 namespace voxseg::io {
 namespace {
@@ -51,6 +55,20 @@ TEST(FuzzRegressions, DamagedPngNamedNiiGzIsRefusedNotAborted) {
     TempDir dir;
     expectRefusedImage(
         regression(dir, "fuzz_image_nii_gz", "damaged-png-named-nii-gz", "scan.nii.gz"));
+}
+
+// fuzz_image_nii: a NIfTI-1 header whose vox_offset (a float the file sets) is 2.7e23; the
+// completeness check converted it to int64 (undefined behaviour, UBSan stopped there). Now
+// the claim is computed in double and refused as corrupt data naming it ("promises 2.72e+23
+// bytes"); a vox_offset that is not a finite, non-negative number is refused the same way.
+TEST(FuzzRegressions, NiftiWithHugeVoxOffsetIsCorruptData) {
+    TempDir dir;
+    const std::string path = regression(dir, "fuzz_image_nii", "vox-offset-2.7e23", "scan.nii");
+    auto volume = readImage(path);
+    ASSERT_FALSE(volume.isOk());
+    EXPECT_EQ(volume.status().code(), StatusCode::kCorruptData) << volume.status().toString();
+    EXPECT_NE(volume.status().toString().find("promises 2.72e+23 bytes"), std::string::npos)
+        << volume.status().toString();
 }
 
 // The fix must not refuse real files: each format written and read back by extension.
@@ -94,6 +112,45 @@ TEST(FuzzRegressions, HeaderWithThrowingDirectoryRecordIsSkipped) {
     ASSERT_FALSE(scan.isOk());
     EXPECT_NE(scan.status().toString().find("IM0001.dcm"), std::string::npos)
         << scan.status().toString();
+}
+
+// fuzz_seg_reader: a binary SEG whose ImageOrientationPatient became zero. The grid derived
+// from its frames had a singular direction; ITK threw from SetDirection inside
+// Volume::allocate and nothing caught it ("voxseg edit --labels seg.dcm" terminated).
+TEST(FuzzRegressions, SegWithZeroOrientationIsCorruptData) {
+    TempDir dir;
+    const std::string path =
+        regression(dir, "fuzz_seg_reader", "zero-orientation-singular-direction", "seg.dcm");
+    auto seg = readDicomSeg(path);
+    ASSERT_FALSE(seg.isOk());
+    EXPECT_EQ(seg.status().code(), StatusCode::kCorruptData) << seg.status().toString();
+    EXPECT_NE(seg.status().toString().find("ImageOrientationPatient"), std::string::npos)
+        << seg.status().toString();
+}
+
+// fuzz_seg_reader: the same zero orientation in a Label Map SEG (its own reader,
+// io/seg_labelmap.cpp, made the volume before the shared grid check ran).
+TEST(FuzzRegressions, LabelMapSegWithZeroOrientationIsCorruptData) {
+    TempDir dir;
+    const std::string path =
+        regression(dir, "fuzz_seg_reader", "labelmap-zero-orientation", "labelmap-seg.dcm");
+    auto seg = readDicomSeg(path);
+    ASSERT_FALSE(seg.isOk());
+    EXPECT_EQ(seg.status().code(), StatusCode::kCorruptData) << seg.status().toString();
+}
+
+// fuzz_onnx_import: a Reshape whose target dims multiply past 2^63; shape inference overflowed
+// int64 (undefined behaviour; UBSan stopped there). Now the import names the node and refuses.
+TEST(FuzzRegressions, OnnxReshapeWhoseDimsOverflowIsRefused) {
+    const fs::path path = fs::path(VOXSEG_SOURCE_DIR) /
+                          "tests/fuzz/regressions/fuzz_onnx_import/reshape-dims-overflow-int64";
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    auto graph = engine::importOnnxBytes(bytes.str(), {}, "model.onnx");
+    ASSERT_FALSE(graph.isOk());
+    EXPECT_NE(graph.status().toString().find("2^63"), std::string::npos)
+        << graph.status().toString();
 }
 
 }  // namespace
