@@ -8,6 +8,9 @@ pkgs=(build-essential cmake ninja-build pkg-config ccache git
       libopenjp2-7-dev libssl-dev libsodium-dev libgtest-dev libgmock-dev libbenchmark-dev libonnx-dev libprotobuf-dev
       protobuf-compiler dcmtk dcm2niix dicom3tools libgdcm-tools clang libclang-rt-14-dev
       plastimatch)
+# The clang build of scripts/test-fuzz.sh (build-fuzz): LLVM's OpenMP runtime (clang's
+# -fopenmp) and llvm-symbolizer (file and line numbers in sanitizer and libFuzzer reports).
+pkgs+=(libomp-14-dev llvm-14)
 # Slurm + munge for tests/batch/slurm_array_test.sh (label slow), which starts its own one-node
 # cluster; the packages' services are not enabled or started by voxseg.
 pkgs+=(slurmctld slurmd slurm-client munge)

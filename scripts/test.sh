@@ -16,3 +16,10 @@ ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 900 "$@"
 if [[ "${VOXSEG_SKIP_ASAN:-0}" != 1 ]]; then
   VOXSEG_ASAN_TARGETS="dicom_pixels_table_test test_dicom_series_data" scripts/test-asan.sh
 fi
+
+# Every parser fuzzed: the libFuzzer targets of tests/fuzz, built with clang + ASan + UBSan in
+# build-fuzz and run FUZZ_SECONDS (20) each, two at a time (scripts/test-fuzz.sh; a crash fails
+# and prints the reproducer). Skip with VOXSEG_SKIP_FUZZ=1.
+if [[ "${VOXSEG_SKIP_FUZZ:-0}" != 1 ]]; then
+  scripts/test-fuzz.sh
+fi
