@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <optional>
 #include <tuple>
 
@@ -26,7 +27,7 @@ namespace voxseg::ui {
 // What a build hands to the GUI thread.
 struct SurfaceView::MeshSet {
     std::vector<SurfaceMesh> full, coarse;
-    double seconds = 0;
+    double seconds = 0, cpu_seconds = 0;  // wall and the worker thread's CPU time
     int patched = 0;  // labels patched around their edits rather than meshed whole
     std::string how;  // per edited label: patched or whole, and its time
 };
@@ -42,6 +43,12 @@ struct SurfaceView::EditJob {
 namespace {
 
 constexpr const char* kComponent = "viewer.3d";
+
+double threadCpuSeconds() {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
 
 // Adds an edit's box to those waiting for a label's re-mesh: it joins a box when the two windows
 // patchLabelSurface would mesh (the box plus about 13 voxels) are no larger together than
@@ -343,6 +350,7 @@ void SurfaceView::launchBuild(std::vector<int> only, Work work) {
         this,
         [labels, progress, only, work = std::move(work)]() mutable -> MeshResult {
             const auto t0 = std::chrono::steady_clock::now();
+            const double cpu0 = threadCpuSeconds();
             VOXSEG_ASSIGN_OR_RETURN(MeshSet set, work(labels, progress));
             // After edits the meshes drawn while rotating follow later (refreshCoarseMeshes).
             if (only.empty()) set.coarse = decimateMeshes(set.full, kInteractionTriangles);
@@ -351,6 +359,7 @@ void SurfaceView::launchBuild(std::vector<int> only, Work work) {
             for (const auto& m : set.coarse) coarse += m.triangleCount();
             set.seconds =
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            set.cpu_seconds = threadCpuSeconds() - cpu0;
             log::info(kComponent, "{} surfaces{}, {} triangles{} in {:.3f} s{}", set.full.size(),
                       only.empty() ? "" : " (edited labels)", triangles,
                       only.empty() ? fmt::format(" ({} while rotating)", coarse) : std::string(),
@@ -374,6 +383,7 @@ void SurfaceView::launchBuild(std::vector<int> only, Work work) {
 
 void SurfaceView::applyMeshes(const std::vector<int>& only, MeshSet& set) {
     last_build_seconds_ = set.seconds;
+    last_build_cpu_seconds_ = set.cpu_seconds;
     last_build_patched_ = set.patched;
     const bool had_meshes = !meshes_.empty();
     if (only.empty()) {

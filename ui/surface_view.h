@@ -77,6 +77,8 @@ class SurfaceView : public QWidget, protected QOpenGLFunctions {
     bool editsPending() const { return !pending_edits_.empty() || remesh_timer_->isActive(); }
     // Seconds the last build took (worker thread), for the bench.
     double lastBuildSeconds() const { return last_build_seconds_; }
+    // Its worker thread's CPU time (what it would take on an idle machine).
+    double lastBuildCpuSeconds() const { return last_build_cpu_seconds_; }
     void resetCamera();
     // Renders a frame at the view's size in device pixels (what the next paint shows).
     QImage renderFrame();
@@ -154,6 +156,7 @@ class SurfaceView : public QWidget, protected QOpenGLFunctions {
     bool coarse_building_ = false;
     QTimer* coarse_timer_ = nullptr;
     double last_build_seconds_ = 0;
+    double last_build_cpu_seconds_ = 0;
     CancelToken token_;
     QList<QPointer<QThread>> threads_;
     std::unique_ptr<QOpenGLContext> context_;
