@@ -457,6 +457,13 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
         return static_cast<size_t>(k * n) * dtypeSize(options_.accumulator) +
                static_cast<size_t>(n) * sizeof(float);
     };
+    // One window covering the whole (unpadded) image, no mirroring, one network, fp32 scores:
+    // the weighted average is the network output itself (w * p / w), so it is handed through
+    // without the accumulators (deepbet's fixed 256^3 grid: 192 MiB of fresh pages and two
+    // passes saved).
+    const int64_t num_networks = static_cast<int64_t>(networks_.size());
+    const bool pass_through = num_items == 1 && batch == 1 && num_networks == 1 && !needs_pad &&
+                              options_.accumulator == DType::kFloat32;
     Tensor padded_image;
     const float* source = image.data<float>();
     Tensor accumulator;
@@ -470,10 +477,12 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
                            pad_before, false);
             source = padded_image.data<float>();
         }
-        Shape acc_shape = {classes};
-        for (size_t a = 3 - rank; a < 3; ++a) acc_shape.push_back(padded[a]);
-        accumulator = Tensor(options_.accumulator, acc_shape);
-        inverse_weight.assign(static_cast<size_t>(voxels), 0.0f);
+        if (!pass_through) {
+            Shape acc_shape = {classes};
+            for (size_t a = 3 - rank; a < 3; ++a) acc_shape.push_back(padded[a]);
+            accumulator = Tensor(options_.accumulator, acc_shape);
+            inverse_weight.assign(static_cast<size_t>(voxels), 0.0f);
+        }
     } catch (const std::bad_alloc&) {
         return Status(StatusCode::kOutOfMemory,
                       "cannot allocate the sliding-window accumulators (" +
@@ -483,28 +492,31 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
 
     // Weight sums depend only on the grid: accumulate them once, then store their inverse.
     const int64_t patch_voxels = patch[0] * patch[1] * patch[2];
-    for (int64_t z0 : starts[0]) {
-        for (int64_t y0 : starts[1]) {
-            for (int64_t x0 : starts[2]) {
-                for (int64_t z = 0; z < patch[0]; ++z) {
-                    for (int64_t y = 0; y < patch[1]; ++y) {
-                        const float* __restrict w =
-                            importance_.data() + (z * patch[1] + y) * patch[2];
-                        float* __restrict d = inverse_weight.data() +
-                                              ((z0 + z) * padded[1] + (y0 + y)) * padded[2] + x0;
-                        for (int64_t x = 0; x < patch[2]; ++x) d[x] += w[x];
+    std::vector<float> item_weight;
+    if (!pass_through) {
+        for (int64_t z0 : starts[0]) {
+            for (int64_t y0 : starts[1]) {
+                for (int64_t x0 : starts[2]) {
+                    for (int64_t z = 0; z < patch[0]; ++z) {
+                        for (int64_t y = 0; y < patch[1]; ++y) {
+                            const float* __restrict w =
+                                importance_.data() + (z * patch[1] + y) * patch[2];
+                            float* __restrict d = inverse_weight.data() +
+                                                  ((z0 + z) * padded[1] + (y0 + y)) * padded[2] +
+                                                  x0;
+                            for (int64_t x = 0; x < patch[2]; ++x) d[x] += w[x];
+                        }
                     }
                 }
             }
         }
+        for (float& w : inverse_weight) w = w > 0.0f ? 1.0f / w : 0.0f;
+        // Mirrored copies of a patch and ensemble members share its weight: each network
+        // output contributes importance / (num_flips * num_networks), i.e. outputs are averaged
+        // first.
+        item_weight = importance_;
+        for (float& w : item_weight) w /= static_cast<float>(num_flips * num_networks);
     }
-    for (float& w : inverse_weight) w = w > 0.0f ? 1.0f / w : 0.0f;
-
-    // Mirrored copies of a patch and ensemble members share its weight: each network output
-    // contributes importance / (num_flips * num_networks), i.e. outputs are averaged first.
-    const int64_t num_networks = static_cast<int64_t>(networks_.size());
-    std::vector<float> item_weight(importance_);
-    for (float& w : item_weight) w /= static_cast<float>(num_flips * num_networks);
 
     Shape input_shape = networks_[0]->inputShapes()[0];
     std::vector<Tensor> inputs = {Tensor(DType::kFloat32, input_shape)};
@@ -555,6 +567,12 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
                     "backend returned output " +
                     (outputs.empty() ? std::string("none") : shapeToString(outputs[0].shape())) +
                     ", compiled for " + shapeToString(network->outputShapes()[0]));
+            if (pass_through) {
+                Shape shape = {classes};
+                shape.insert(shape.end(), spatial.begin(), spatial.end());
+                accumulator = outputs[0].reshaped(shape);
+                continue;
+            }
             const float* out = outputs[0].data<float>();
             for (int64_t i = 0; i < count; ++i) {
                 const int64_t item = first + i;

@@ -331,6 +331,30 @@ TEST(SlidingWindow, WeightedAverageOfPositionsMatchesIndependentSum) {
     }
 }
 
+// One Gaussian-weighted window covering the whole image (deepbet's fixed-shape stages): the
+// result is the network's output itself, bit for bit (handed through, not w * p / w), with the
+// same shape as from the accumulators.
+TEST(SlidingWindow, SingleWholeImageWindowIsTheNetworkOutputExactly) {
+    const std::vector<int64_t> patch = {5, 6, 7};
+    SlidingWindowOptions o;
+    o.patch_size = patch;
+    o.gaussian = true;
+    auto sw = SlidingWindow::create(
+        std::make_unique<FnCompiled>(withBatch(1, 1, patch), withBatch(1, 2, patch), positionNet),
+        o);
+    ASSERT_TRUE(sw.isOk()) << sw.status().toString();
+    const Tensor image = randomImage({1, 5, 6, 7}, 5);
+    SlidingWindowStats stats;
+    auto result = (*sw)->run(image, {}, &stats);
+    ASSERT_TRUE(result.isOk()) << result.status().toString();
+    EXPECT_EQ(stats.patches, 1);
+    ASSERT_EQ(result->shape(), (Shape{2, 5, 6, 7}));
+    Tensor want(DType::kFloat32, withBatch(1, 2, patch));
+    positionNet(image.reshaped(withBatch(1, 1, patch)), want);
+    for (int64_t v = 0; v < want.numel(); ++v)
+        ASSERT_EQ(result->data<float>()[v], want.data<float>()[v]) << "voxel " << v;
+}
+
 TEST(SlidingWindow, MirroringAveragesFlippedPredictions) {
     // positionNet ignores its input, so flipping x and flipping back turns x into (px-1-x): the
     // mirrored mean is (px - 1) / 2 everywhere, a value no unmirrored run produces.
