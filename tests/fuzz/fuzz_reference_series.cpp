@@ -91,4 +91,10 @@ void writeReferenceSeeds(const std::string& kind, const std::string& folder) {
     if (!ok) std::abort();
 }
 
+int initialiseWithReferenceSeeds(const std::string& kind) {
+    quietLogs();
+    if (const std::string seeds = seedDir(); !seeds.empty()) writeReferenceSeeds(kind, seeds);
+    return 0;
+}
+
 }  // namespace voxseg::fuzz

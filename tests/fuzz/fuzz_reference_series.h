@@ -17,4 +17,8 @@ const io::SeriesCandidate& referenceSeries();
 // VOXSEG_FUZZ_SEED_DIR); "seg" or "rtstruct".
 void writeReferenceSeeds(const std::string& kind, const std::string& folder);
 
+// What the targets' LLVMFuzzerInitialize does: quiet logs, then the seeds of `kind` into
+// seedDir() when it is set. Returns 0.
+int initialiseWithReferenceSeeds(const std::string& kind);
+
 }  // namespace voxseg::fuzz

@@ -7,10 +7,7 @@
 #include "tests/fuzz/fuzz_support.h"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-    voxseg::fuzz::quietLogs();
-    if (const std::string seeds = voxseg::fuzz::seedDir(); !seeds.empty())
-        voxseg::fuzz::writeReferenceSeeds("rtstruct", seeds);
-    return 0;
+    return voxseg::fuzz::initialiseWithReferenceSeeds("rtstruct");
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
