@@ -485,7 +485,7 @@ Result<EditOp> parseEditOp(const std::string& line) {
     Json j;
     try {
         j = Json::parse(line);
-    } catch (const Json::parse_error& e) {
+    } catch (const Json::exception& e) {  // parse_error, or out_of_range.406 (1e999)
         return invalidArgument(std::string("not JSON: ") + e.what());
     }
     if (!j.is_object()) return invalidArgument("expected a JSON object {\"op\": ...}");

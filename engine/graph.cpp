@@ -146,15 +146,22 @@ Status nodeError(const Node& node, const std::string& what) {
 }
 
 // Output size of a sliding window along one axis (Conv, pools).
+// The largest size of one axis shape inference accepts (far beyond any volume; keeps products
+// of a few axes inside int64).
+constexpr int64_t kMaxDim = int64_t{1} << 40;
+
 int64_t windowOutput(int64_t in, int64_t kernel, int64_t stride, int64_t dilation, int64_t pb,
                      int64_t pe, bool ceil_mode) {
-    const int64_t span = dilation * (kernel - 1) + 1;
-    const int64_t avail = in + pb + pe - span;
+    // In 128 bits: a hostile model's attributes must not overflow (0 = refused by the caller).
+    using Wide = __int128;
+    if (stride <= 0) return 0;
+    const Wide span = Wide(dilation) * (Wide(kernel) - 1) + 1;
+    const Wide avail = Wide(in) + pb + pe - span;
     if (avail < 0) return 0;
-    int64_t out = (ceil_mode ? (avail + stride - 1) / stride : avail / stride) + 1;
+    Wide out = (ceil_mode ? (avail + stride - 1) / stride : avail / stride) + 1;
     // A last window that starts in the end padding is dropped (PyTorch and ONNX Runtime).
-    if (ceil_mode && (out - 1) * stride >= in + pb) --out;
-    return out;
+    if (ceil_mode && (out - 1) * stride >= Wide(in) + pb) --out;
+    return out > Wide(kMaxDim) ? 0 : static_cast<int64_t>(out);
 }
 
 Status inferNode(Graph& g, const Node& node) {
@@ -432,8 +439,12 @@ Status inferNode(Graph& g, const Node& node) {
                 const double s = node.resize.scales[i];
                 if (!(s > 0)) return nodeError(node, "scale must be positive");
                 // Relative slack so that scales derived from integer sizes survive rounding.
-                const int64_t o =
-                    static_cast<int64_t>(std::floor(static_cast<double>(x[i]) * s * (1 + 1e-6)));
+                const double size = std::floor(static_cast<double>(x[i]) * s * (1 + 1e-6));
+                if (!(size < 9.0e15))  // also NaN and inf: no int64 conversion out of range
+                    return nodeError(node, "scale " + std::to_string(s) + " gives an output of " +
+                                               std::to_string(size) + " along axis " +
+                                               std::to_string(i));
+                const auto o = static_cast<int64_t>(size);
                 if (o <= 0) return nodeError(node, "output would be empty");
                 out.push_back(o);
             }
@@ -469,7 +480,10 @@ Status inferNode(Graph& g, const Node& node) {
             if (node.pad.pads_begin.size() != x.size() || node.pad.pads_end.size() != x.size())
                 return nodeError(node, "pads do not match input rank");
             for (size_t i = 0; i < x.size(); ++i) {
-                const int64_t o = x[i] + node.pad.pads_begin[i] + node.pad.pads_end[i];
+                const __int128 wide =
+                    __int128(x[i]) + node.pad.pads_begin[i] + node.pad.pads_end[i];
+                if (wide > kMaxDim) return nodeError(node, "pads make the output too large");
+                const auto o = static_cast<int64_t>(wide);
                 if (o <= 0) return nodeError(node, "output would be empty");
                 if (node.pad.mode == PadAttrs::Mode::kReflect &&
                     (node.pad.pads_begin[i] >= x[i] || node.pad.pads_end[i] >= x[i]))

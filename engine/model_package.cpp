@@ -106,9 +106,10 @@ Result<ModelPackage> parseModelPackage(const std::string& json_text, const std::
     json root;
     try {
         root = json::parse(json_text);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {
         // e.what() carries the byte position: "[json.exception.parse_error.101] parse error at
-        // line 3, column 5: ...".
+        // line 3, column 5: ..."; a number too large for a double is out_of_range.406 (found by
+        // fuzz_model_json: it escaped as an uncaught exception).
         return corruptData(std::string("model.json is not valid JSON: ") + e.what(), source);
     }
     Reader r(source);

@@ -73,7 +73,7 @@ Tensor Tensor::fromFloats(Shape shape, const std::vector<float>& values) {
     Tensor t(DType::kFloat32, std::move(shape));
     if (static_cast<int64_t>(values.size()) != t.numel())
         throw std::invalid_argument("Tensor::fromFloats: value count does not match shape");
-    std::memcpy(t.raw(), values.data(), t.bytes());
+    if (t.bytes() > 0) std::memcpy(t.raw(), values.data(), t.bytes());  // empty: no pointers
     return t;
 }
 
@@ -81,7 +81,7 @@ Tensor Tensor::fromInt64s(Shape shape, const std::vector<int64_t>& values) {
     Tensor t(DType::kInt64, std::move(shape));
     if (static_cast<int64_t>(values.size()) != t.numel())
         throw std::invalid_argument("Tensor::fromInt64s: value count does not match shape");
-    std::memcpy(t.raw(), values.data(), t.bytes());
+    if (t.bytes() > 0) std::memcpy(t.raw(), values.data(), t.bytes());  // empty: no pointers
     return t;
 }
 

@@ -212,7 +212,7 @@ Result<NodeConfig> parseNodeConfig(const std::string& text, const std::string& f
     nlohmann::json j;
     try {
         j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range.406
         return invalidArgument(std::string("not valid JSON: ") + e.what(), file);
     }
     VOXSEG_ASSIGN_OR_RETURN(JsonObject root, JsonObject::wrap(j, "", file));

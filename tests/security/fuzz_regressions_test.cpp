@@ -3,6 +3,8 @@
 // not an abort. The inputs lie in tests/fuzz/regressions/<fuzz target>/ (scripts/fuzz.sh also
 // replays them as seeds on every CI fuzz run); copies named as a user would name them are made
 // in a temporary folder.
+#include "edit/edit_op.h"
+#include "engine/model_package.h"
 #include "engine/onnx_import.h"
 #include "io/dicom_header.h"
 #include "io/dicom_series.h"
@@ -150,6 +152,41 @@ TEST(FuzzRegressions, OnnxReshapeWhoseDimsOverflowIsRefused) {
     auto graph = engine::importOnnxBytes(bytes.str(), {}, "model.onnx");
     ASSERT_FALSE(graph.isOk());
     EXPECT_NE(graph.status().toString().find("2^63"), std::string::npos)
+        << graph.status().toString();
+}
+
+// fuzz_model_json: a number too large for a double (9e886) made nlohmann::json throw
+// out_of_range.406, which parseModelPackage did not catch (only parse_error): the process
+// terminated. Now it is corrupt data naming the file; the node's config and the edit journal's
+// lines had the same gap.
+TEST(FuzzRegressions, ModelJsonWithANumberBeyondDoubleIsCorruptData) {
+    const fs::path path = fs::path(VOXSEG_SOURCE_DIR) /
+                          "tests/fuzz/regressions/fuzz_model_json/number-overflow-9e886";
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    auto package = engine::parseModelPackage(bytes.str(), "model.json", fs::temp_directory_path());
+    ASSERT_FALSE(package.isOk());
+    EXPECT_EQ(package.status().code(), StatusCode::kCorruptData) << package.status().toString();
+    EXPECT_NE(package.status().toString().find("model.json"), std::string::npos);
+    auto op = edit::parseEditOp(R"({"op": "paint", "radius_mm": 1e999})");
+    ASSERT_FALSE(op.isOk());
+    EXPECT_NE(op.status().toString().find("not JSON"), std::string::npos) << op.status().toString();
+}
+
+// fuzz_onnx_import: a Resize whose scale makes an output size beyond int64 was converted from
+// double to int64 anyway (undefined behaviour; UBSan stopped in engine/graph.cpp). Now the node
+// is refused with the scale and the size.
+TEST(FuzzRegressions, OnnxResizeWhoseOutputExceedsInt64IsRefused) {
+    const fs::path path =
+        fs::path(VOXSEG_SOURCE_DIR) /
+        "tests/fuzz/regressions/fuzz_onnx_import/resize-scale-output-beyond-int64";
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    auto graph = engine::importOnnxBytes(bytes.str(), {}, "model.onnx");
+    ASSERT_FALSE(graph.isOk());
+    EXPECT_NE(graph.status().toString().find("gives an output of"), std::string::npos)
         << graph.status().toString();
 }
 
