@@ -174,6 +174,10 @@ SurfaceView::SurfaceView(ViewerState* state, QWidget* parent) : QWidget(parent),
     remesh_timer_->setSingleShot(true);
     remesh_timer_->setInterval(kRemeshDelayMs);
     connect(remesh_timer_, &QTimer::timeout, this, [this] {
+        if (frame_deferred_) {
+            frame_deferred_ = false;
+            redraw();
+        }
         if (!building_) remeshEditedLabels();
     });
     coarse_timer_ = new QTimer(this);
@@ -418,7 +422,13 @@ void SurfaceView::applyMeshes(const std::vector<int>& only, MeshSet& set) {
         distance_ = radius_ * 3.2f;
     }
     upload_pending_ = true;
-    redraw();
+    // While edits keep coming (a burst of undos, a stroke), the 2D views come first: a full 3D
+    // frame on a software rasteriser holds the GUI thread for about 90 ms, so it waits for
+    // the pause that ends the burst.
+    if (remesh_timer_->isActive())
+        frame_deferred_ = true;
+    else
+        redraw();
     emit meshesReady(static_cast<int>(meshes_.size()));
 }
 

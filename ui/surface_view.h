@@ -148,6 +148,7 @@ class SurfaceView : public QWidget, protected QOpenGLFunctions {
     // pause, or after the build in flight).
     std::map<int, std::vector<IndexBox>> pending_edits_;
     int last_build_patched_ = 0;
+    bool frame_deferred_ = false;  // new meshes arrived during an edit burst: drawn after it
     // Meshes to upload again (upload_all_: every one), full and decimated.
     std::vector<int> dirty_full_, dirty_coarse_;
     bool upload_all_ = true;
