@@ -193,6 +193,54 @@ Status checkWrittenSize(const Volume& volume, const std::string& written,
     return Status::ok();
 }
 
+// ITK 5.2's NIfTI reader aborts the process (vnl's assert_finite) on a non-finite orientation
+// matrix (found by fuzz_image_nii: a NaN in srow_y): the header's spacing, quaternion and
+// affine rows in use are checked to be finite before ITK reads it.
+Status checkNiftiHeaderFinite(const std::string& path) {
+    gzFile f = gzopen(path.c_str(), "rb");
+    if (f == nullptr) return ioError("cannot open", path);
+    unsigned char hdr[348];
+    const int n = gzread(f, hdr, sizeof hdr);
+    gzclose(f);
+    if (n != static_cast<int>(sizeof hdr)) return Status::ok();  // ITK says what is wrong
+    auto rd32 = [&](int off, bool swap) {
+        uint32_t v = 0;
+        for (int i = 0; i < 4; ++i) v = v << 8 | hdr[swap ? off + i : off + 3 - i];
+        return v;
+    };
+    // Byte order as niftilib decides it (dim[0] in 1..7), not by sizeof_hdr, which it ignores.
+    const auto dim0 = [&](bool swap) {
+        return static_cast<int16_t>(swap ? (hdr[40] << 8 | hdr[41]) : (hdr[41] << 8 | hdr[40]));
+    };
+    bool swap = false;
+    if (dim0(false) < 1 || dim0(false) > 7) {
+        if (dim0(true) < 1 || dim0(true) > 7) return Status::ok();  // ITK refuses it
+        swap = true;
+    }
+    auto rdf = [&](int off) {
+        const uint32_t bits = rd32(off, swap);
+        float v = 0;
+        std::memcpy(&v, &bits, sizeof v);
+        return v;
+    };
+    auto rd16 = [&](int off) {
+        return static_cast<int16_t>(swap ? (hdr[off] << 8 | hdr[off + 1])
+                                         : (hdr[off + 1] << 8 | hdr[off]));
+    };
+    auto check = [&](const char* field, int off, int count) -> Status {
+        for (int i = 0; i < count; ++i)
+            if (!std::isfinite(rdf(off + 4 * i)))
+                return corruptData(fmt::format("NIfTI header has a non-finite {}[{}]", field, i),
+                                   path);
+        return Status::ok();
+    };
+    const int ndim = std::clamp<int>(rd16(40), 0, 7);
+    VOXSEG_RETURN_IF_ERROR(check("pixdim", 80, ndim));                            // pixdim[1..ndim]
+    if (rd16(252) > 0) VOXSEG_RETURN_IF_ERROR(check("quatern/qoffset", 256, 6));  // qform_code
+    if (rd16(254) > 0) VOXSEG_RETURN_IF_ERROR(check("srow", 280, 12));            // sform_code
+    return Status::ok();
+}
+
 // ITK 5.2's NIfTI reader zero-fills what a truncated file lacks and reports success. The bytes
 // the header promises (vox_offset + dim product * bitpix) are checked here: for .nii against the
 // file size, for .nii.gz by inflating the whole stream (all gzip members, CRC-checked by zlib),
@@ -217,9 +265,10 @@ Status checkNiftiComplete(const std::string& path) {
         for (int i = 0; i < 4; ++i) v = v << 8 | hdr[swap ? off + i : off + 3 - i];
         return v;
     };
+    // Byte order as niftilib decides it (dim[0] in 1..7; it ignores sizeof_hdr).
     bool swap = false;
-    if (rd32(0, false) != 348) {
-        if (rd32(0, true) != 348) return Status::ok();  // not NIfTI-1: nothing to check here
+    if (rd16(40, false) < 1 || rd16(40, false) > 7) {
+        if (rd16(40, true) < 1 || rd16(40, true) > 7) return Status::ok();  // ITK refuses it
         swap = true;
     }
     const int ndim = rd16(40, swap);
@@ -506,9 +555,12 @@ Result<itk::ImageIOBase::Pointer> openImageIO(const std::string& path) {
         return invalidArgument("not a regular file (expected .nii, .nii.gz, .nrrd, .mha)", path);
     if (::access(path.c_str(), R_OK) != 0)
         return ioError(std::string("cannot read: ") + std::strerror(errno), path);
+    const ImageFormat format = imageFormatFromPath(path);
+    if (format == ImageFormat::kNifti || format == ImageFormat::kNiftiGz)
+        VOXSEG_RETURN_IF_ERROR(checkNiftiHeaderFinite(path));
     itk::ImageIOBase::Pointer image_io;
     try {
-        image_io = imageIOForFormat(imageFormatFromPath(path));
+        image_io = imageIOForFormat(format);
         if (!image_io || !image_io->CanReadFile(path.c_str()))
             return unsupported("not a NIfTI, NRRD or MetaImage file ITK can read", path);
         image_io->SetFileName(path);

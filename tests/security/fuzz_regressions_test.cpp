@@ -190,5 +190,20 @@ TEST(FuzzRegressions, OnnxResizeWhoseOutputExceedsInt64IsRefused) {
         << graph.status().toString();
 }
 
+// fuzz_image_nii (found by the CI-length run of the final test): a NaN in srow_y made ITK's
+// NIfTI reader abort in vnl's assert_finite while it read the header. Now corrupt data naming
+// the field.
+TEST(FuzzRegressions, NiftiWithNonFiniteOrientationIsCorruptData) {
+    TempDir dir;
+    const std::string path =
+        regression(dir, "fuzz_image_nii", "non-finite-orientation", "scan.nii");
+    auto header = readImageHeader(path);
+    ASSERT_FALSE(header.isOk());
+    EXPECT_EQ(header.status().code(), StatusCode::kCorruptData) << header.status().toString();
+    EXPECT_NE(header.status().toString().find("srow"), std::string::npos)
+        << header.status().toString();
+    EXPECT_FALSE(readImage(path).isOk());
+}
+
 }  // namespace
 }  // namespace voxseg::io
