@@ -3,6 +3,8 @@
 # through scripts/test.sh; campaigns: longer FUZZ_SECONDS and a kept FUZZ_CORPUS).
 # Usage: scripts/fuzz.sh <target name> <fuzzer binary> [extra libFuzzer args]
 #   FUZZ_SECONDS   run time (default 20)
+#   FUZZ_SEED      libFuzzer's random seed (default 1: a CI run mutates the same way every time,
+#                  so it fails on what a change broke rather than on luck; campaigns: 0 = random)
 #   FUZZ_CORPUS    corpus folder to grow and keep (default: a temporary folder)
 #   FUZZ_ARTIFACTS where crash inputs are kept (default /tmp/voxseg-fuzz-artifacts/<target>)
 #   VOXSEG_SHARED_DATA  the public test data (default ../shared/data)
@@ -86,7 +88,7 @@ VOXSEG_FUZZ_SEED_DIR="$seeds" \
 ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}" \
 LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root/tests/fuzz/lsan.supp:print_suppressions=0}" \
 UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}" \
-"$fuzzer" -max_total_time="${FUZZ_SECONDS:-20}" -max_len="$max_len" -rss_limit_mb=2048 \
+"$fuzzer" -seed="${FUZZ_SEED:-1}" -max_total_time="${FUZZ_SECONDS:-20}" -max_len="$max_len" -rss_limit_mb=2048 \
   -malloc_limit_mb=4200 -timeout=10 -error_exitcode=1 -timeout_exitcode=1 \
   -artifact_prefix="$work/artifacts/" -print_final_stats=1 "$@" "$corpus" "$seeds" \
   >"$work/log" 2>&1
