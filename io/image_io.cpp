@@ -29,6 +29,7 @@
 #include <fstream>
 #include <future>
 #include <limits>
+#include <optional>
 #include <random>
 #include <span>
 #include <vector>
@@ -193,6 +194,37 @@ Status checkWrittenSize(const Volume& volume, const std::string& written,
     return Status::ok();
 }
 
+// A NIfTI-1 header's 348 bytes, read in the byte order niftilib picks: by dim[0] in 1..7, not
+// by sizeof_hdr, which it ignores (a header it reads must be checked in the same order).
+struct NiftiHeaderView {
+    const unsigned char* hdr;
+    bool swap;
+    int16_t i16(int off) const {
+        return static_cast<int16_t>(swap ? (hdr[off] << 8 | hdr[off + 1])
+                                         : (hdr[off + 1] << 8 | hdr[off]));
+    }
+    uint32_t u32(int off) const {
+        uint32_t v = 0;
+        for (int i = 0; i < 4; ++i) v = v << 8 | hdr[swap ? off + i : off + 3 - i];
+        return v;
+    }
+    float f32(int off) const {
+        const uint32_t bits = u32(off);
+        float v = 0;
+        std::memcpy(&v, &bits, sizeof v);
+        return v;
+    }
+};
+
+// Empty when neither byte order gives a dim[0] in 1..7 (ITK refuses such a file itself).
+std::optional<NiftiHeaderView> niftiHeaderView(const unsigned char* hdr) {
+    for (const bool swap : {false, true}) {
+        const NiftiHeaderView view{hdr, swap};
+        if (view.i16(40) >= 1 && view.i16(40) <= 7) return view;
+    }
+    return std::nullopt;
+}
+
 // ITK 5.2's NIfTI reader aborts the process (vnl's assert_finite) on a non-finite orientation
 // matrix (found by fuzz_image_nii: a NaN in srow_y): the header's spacing, quaternion and
 // affine rows in use are checked to be finite before ITK reads it.
@@ -203,41 +235,18 @@ Status checkNiftiHeaderFinite(const std::string& path) {
     const int n = gzread(f, hdr, sizeof hdr);
     gzclose(f);
     if (n != static_cast<int>(sizeof hdr)) return Status::ok();  // ITK says what is wrong
-    auto rd32 = [&](int off, bool swap) {
-        uint32_t v = 0;
-        for (int i = 0; i < 4; ++i) v = v << 8 | hdr[swap ? off + i : off + 3 - i];
-        return v;
-    };
-    // Byte order as niftilib decides it (dim[0] in 1..7), not by sizeof_hdr, which it ignores.
-    const auto dim0 = [&](bool swap) {
-        return static_cast<int16_t>(swap ? (hdr[40] << 8 | hdr[41]) : (hdr[41] << 8 | hdr[40]));
-    };
-    bool swap = false;
-    if (dim0(false) < 1 || dim0(false) > 7) {
-        if (dim0(true) < 1 || dim0(true) > 7) return Status::ok();  // ITK refuses it
-        swap = true;
-    }
-    auto rdf = [&](int off) {
-        const uint32_t bits = rd32(off, swap);
-        float v = 0;
-        std::memcpy(&v, &bits, sizeof v);
-        return v;
-    };
-    auto rd16 = [&](int off) {
-        return static_cast<int16_t>(swap ? (hdr[off] << 8 | hdr[off + 1])
-                                         : (hdr[off + 1] << 8 | hdr[off]));
-    };
+    const auto view = niftiHeaderView(hdr);
+    if (!view) return Status::ok();
     auto check = [&](const char* field, int off, int count) -> Status {
         for (int i = 0; i < count; ++i)
-            if (!std::isfinite(rdf(off + 4 * i)))
+            if (!std::isfinite(view->f32(off + 4 * i)))
                 return corruptData(fmt::format("NIfTI header has a non-finite {}[{}]", field, i),
                                    path);
         return Status::ok();
     };
-    const int ndim = std::clamp<int>(rd16(40), 0, 7);
-    VOXSEG_RETURN_IF_ERROR(check("pixdim", 80, ndim));                            // pixdim[1..ndim]
-    if (rd16(252) > 0) VOXSEG_RETURN_IF_ERROR(check("quatern/qoffset", 256, 6));  // qform_code
-    if (rd16(254) > 0) VOXSEG_RETURN_IF_ERROR(check("srow", 280, 12));            // sform_code
+    VOXSEG_RETURN_IF_ERROR(check("pixdim", 80, view->i16(40)));  // pixdim[1..dim[0]]
+    if (view->i16(252) > 0) VOXSEG_RETURN_IF_ERROR(check("quatern/qoffset", 256, 6));  // qform
+    if (view->i16(254) > 0) VOXSEG_RETURN_IF_ERROR(check("srow", 280, 12));            // sform_code
     return Status::ok();
 }
 
@@ -255,33 +264,15 @@ Status checkNiftiComplete(const std::string& path) {
     unsigned char hdr[348];
     if (gzread(f, hdr, sizeof hdr) != static_cast<int>(sizeof hdr))
         return corruptData("NIfTI header is truncated (under 348 bytes)", path);
-    auto rd16 = [&](int off, bool swap) {
-        uint16_t v =
-            swap ? uint16_t(hdr[off] << 8 | hdr[off + 1]) : uint16_t(hdr[off + 1] << 8 | hdr[off]);
-        return static_cast<int16_t>(v);
-    };
-    auto rd32 = [&](int off, bool swap) {
-        uint32_t v = 0;
-        for (int i = 0; i < 4; ++i) v = v << 8 | hdr[swap ? off + i : off + 3 - i];
-        return v;
-    };
-    // Byte order as niftilib decides it (dim[0] in 1..7; it ignores sizeof_hdr).
-    bool swap = false;
-    if (rd16(40, false) < 1 || rd16(40, false) > 7) {
-        if (rd16(40, true) < 1 || rd16(40, true) > 7) return Status::ok();  // ITK refuses it
-        swap = true;
-    }
-    const int ndim = rd16(40, swap);
-    if (ndim < 1 || ndim > 7)
-        return corruptData("NIfTI header has dim[0] = " + std::to_string(ndim), path);
+    const auto view = niftiHeaderView(hdr);
+    if (!view) return Status::ok();  // ITK refuses it
+    const int ndim = view->i16(40);
     // In double: seven dimensions of 32767 overflow int64, and vox_offset is a float the file
     // sets (2.7e23 made the conversion undefined; found by fuzz_image_nii).
     double voxels = 1;
-    for (int d = 1; d <= ndim; ++d) voxels *= std::max<int16_t>(1, rd16(40 + 2 * d, swap));
-    const int bitpix = std::max<int>(0, rd16(72, swap));
-    const uint32_t off_bits = rd32(108, swap);
-    float vox_offset = 0;
-    std::memcpy(&vox_offset, &off_bits, sizeof vox_offset);
+    for (int d = 1; d <= ndim; ++d) voxels *= std::max<int16_t>(1, view->i16(40 + 2 * d));
+    const int bitpix = std::max<int>(0, view->i16(72));
+    const float vox_offset = view->f32(108);
     if (!std::isfinite(vox_offset) || vox_offset < 0)
         return corruptData(fmt::format("NIfTI header has vox_offset = {}", vox_offset), path);
     const double claimed = std::max(352.0, static_cast<double>(vox_offset)) + voxels * bitpix / 8;

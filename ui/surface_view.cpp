@@ -317,7 +317,6 @@ Result<SurfaceView::MeshSet> SurfaceView::remeshEdits(const Volume& label_map,
         how += fmt::format(" {}: whole{}, {:.0f} ms;", job.label,
                            job.mesh ? " (patch refused)" : "", took());
         for (auto& m : whole) out.full.push_back(std::move(m));
-        job.mesh.reset();
     }
     if (!how.empty()) how.pop_back();
     out.how = how;

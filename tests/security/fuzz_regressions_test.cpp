@@ -32,6 +32,15 @@ std::string regression(const TempDir& dir, const std::string& target, const std:
     return to.string();
 }
 
+// The bytes of a regression input.
+std::string regressionBytes(const std::string& target, const std::string& input) {
+    std::ifstream in(fs::path(VOXSEG_SOURCE_DIR) / "tests/fuzz/regressions" / target / input,
+                     std::ios::binary);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    return bytes.str();
+}
+
 void expectRefusedImage(const std::string& path) {
     auto header = readImageHeader(path);
     ASSERT_FALSE(header.isOk());
@@ -144,12 +153,8 @@ TEST(FuzzRegressions, LabelMapSegWithZeroOrientationIsCorruptData) {
 // fuzz_onnx_import: a Reshape whose target dims multiply past 2^63; shape inference overflowed
 // int64 (undefined behaviour; UBSan stopped there). Now the import names the node and refuses.
 TEST(FuzzRegressions, OnnxReshapeWhoseDimsOverflowIsRefused) {
-    const fs::path path = fs::path(VOXSEG_SOURCE_DIR) /
-                          "tests/fuzz/regressions/fuzz_onnx_import/reshape-dims-overflow-int64";
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream bytes;
-    bytes << in.rdbuf();
-    auto graph = engine::importOnnxBytes(bytes.str(), {}, "model.onnx");
+    const std::string bytes = regressionBytes("fuzz_onnx_import", "reshape-dims-overflow-int64");
+    auto graph = engine::importOnnxBytes(bytes, {}, "model.onnx");
     ASSERT_FALSE(graph.isOk());
     EXPECT_NE(graph.status().toString().find("2^63"), std::string::npos)
         << graph.status().toString();
@@ -160,12 +165,8 @@ TEST(FuzzRegressions, OnnxReshapeWhoseDimsOverflowIsRefused) {
 // terminated. Now it is corrupt data naming the file; the node's config and the edit journal's
 // lines had the same gap.
 TEST(FuzzRegressions, ModelJsonWithANumberBeyondDoubleIsCorruptData) {
-    const fs::path path = fs::path(VOXSEG_SOURCE_DIR) /
-                          "tests/fuzz/regressions/fuzz_model_json/number-overflow-9e886";
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream bytes;
-    bytes << in.rdbuf();
-    auto package = engine::parseModelPackage(bytes.str(), "model.json", fs::temp_directory_path());
+    const std::string bytes = regressionBytes("fuzz_model_json", "number-overflow-9e886");
+    auto package = engine::parseModelPackage(bytes, "model.json", fs::temp_directory_path());
     ASSERT_FALSE(package.isOk());
     EXPECT_EQ(package.status().code(), StatusCode::kCorruptData) << package.status().toString();
     EXPECT_NE(package.status().toString().find("model.json"), std::string::npos);
@@ -178,13 +179,9 @@ TEST(FuzzRegressions, ModelJsonWithANumberBeyondDoubleIsCorruptData) {
 // double to int64 anyway (undefined behaviour; UBSan stopped in engine/graph.cpp). Now the node
 // is refused with the scale and the size.
 TEST(FuzzRegressions, OnnxResizeWhoseOutputExceedsInt64IsRefused) {
-    const fs::path path =
-        fs::path(VOXSEG_SOURCE_DIR) /
-        "tests/fuzz/regressions/fuzz_onnx_import/resize-scale-output-beyond-int64";
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream bytes;
-    bytes << in.rdbuf();
-    auto graph = engine::importOnnxBytes(bytes.str(), {}, "model.onnx");
+    const std::string bytes =
+        regressionBytes("fuzz_onnx_import", "resize-scale-output-beyond-int64");
+    auto graph = engine::importOnnxBytes(bytes, {}, "model.onnx");
     ASSERT_FALSE(graph.isOk());
     EXPECT_NE(graph.status().toString().find("gives an output of"), std::string::npos)
         << graph.status().toString();
