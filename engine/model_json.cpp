@@ -149,8 +149,9 @@ json precisionJson(const PrecisionSpec& spec) {
 void readInference(Reader& r, const json& v, const std::string& ikey, int64_t rank,
                    InferenceSpec& inf) {
     if (!r.object(v, ikey)) return;
-    r.onlyKeys(v, ikey,
-               {"overlap", "gaussian", "gaussian_sigma_scale", "mirror_axes", "convention"});
+    r.onlyKeys(
+        v, ikey,
+        {"overlap", "gaussian", "gaussian_sigma_scale", "mirror_axes", "convention", "accumulate"});
     if (const json* x = r.member(v, ikey, "overlap", false)) {
         inf.overlap = r.number(*x, Reader::join(ikey, "overlap"));
         if (r.ok() && !(inf.overlap >= 0.0 && inf.overlap < 1.0))
@@ -190,6 +191,21 @@ void readInference(Reader& r, const json& v, const std::string& ikey, int64_t ra
                        "expected \"nnunet\" or \"monai\", got \"" + s + "\"");
             }
         }
+    }
+    if (const json* x = r.member(v, ikey, "accumulate", false)) {
+        const std::string s = r.string(*x, Reader::join(ikey, "accumulate"));
+        if (r.ok()) {
+            auto a = parseAccumulation(s);
+            if (a.isOk())
+                inf.accumulation = *a;
+            else
+                r.fail(Reader::join(ikey, "accumulate"),
+                       "expected \"normalized\" or \"nnunet-fp16\", got \"" + s + "\"");
+        }
+        if (r.ok() && inf.accumulation == Accumulation::kNnUNetFp16 &&
+            inf.convention != WindowConvention::kNnUNet)
+            r.fail(Reader::join(ikey, "accumulate"),
+                   "\"nnunet-fp16\" is nnU-Net's arithmetic and needs \"convention\": \"nnunet\"");
     }
 }
 
@@ -302,11 +318,14 @@ json normalizationJson(const Normalization& n) {
 }
 
 json inferenceJson(const InferenceSpec& inf) {
-    return {{"overlap", inf.overlap},
-            {"gaussian", inf.gaussian},
-            {"gaussian_sigma_scale", inf.gaussian_sigma_scale},
-            {"mirror_axes", inf.mirror_axes},
-            {"convention", windowConventionName(inf.convention)}};
+    json j = {{"overlap", inf.overlap},
+              {"gaussian", inf.gaussian},
+              {"gaussian_sigma_scale", inf.gaussian_sigma_scale},
+              {"mirror_axes", inf.mirror_axes},
+              {"convention", windowConventionName(inf.convention)}};
+    if (inf.accumulation != Accumulation::kNormalized)
+        j["accumulate"] = accumulationName(inf.accumulation);
+    return j;
 }
 
 }  // namespace voxseg::engine::detail

@@ -75,6 +75,7 @@ SlidingWindowOptions StageSpec::slidingWindowOptions() const {
     o.sigma_scale = inference.gaussian_sigma_scale;
     o.mirror_axes = inference.mirror_axes;
     o.convention = inference.convention;
+    o.accumulation = inference.accumulation;
     return o;
 }
 
@@ -98,6 +99,7 @@ SlidingWindowOptions ModelPackage::slidingWindowOptions() const {
     o.sigma_scale = inference.gaussian_sigma_scale;
     o.mirror_axes = inference.mirror_axes;
     o.convention = inference.convention;
+    o.accumulation = inference.accumulation;
     return o;
 }
 
@@ -495,6 +497,23 @@ Result<LoadedModel> loadModelPackage(const std::filesystem::path& folder) {
     return model;
 }
 
+namespace {
+
+// The one place that picks where a package's window runs: the backend's own
+// (Backend::makeSlidingWindow), except for nnU-Net's fp16 arithmetic, which only the host window
+// reproduces (over networks the backend compiles).
+Result<std::unique_ptr<VolumeInference>> makeWindow(Backend& backend,
+                                                    const std::vector<const Graph*>& graphs,
+                                                    int64_t channels,
+                                                    const SlidingWindowOptions& options) {
+    if (options.accumulation != Accumulation::kNnUNetFp16)
+        return backend.makeSlidingWindow(graphs, channels, options);
+    VOXSEG_ASSIGN_OR_RETURN(auto window, SlidingWindow::create(backend, graphs, channels, options));
+    return std::unique_ptr<VolumeInference>(std::move(window));
+}
+
+}  // namespace
+
 Result<std::unique_ptr<VolumeInference>> createSlidingWindow(Backend& backend,
                                                              const LoadedModel& model, int batch,
                                                              const CompileOptions& compile,
@@ -508,8 +527,8 @@ Result<std::unique_ptr<VolumeInference>> createSlidingWindow(Backend& backend,
     options.compile = compile;
     std::vector<const Graph*> graphs;
     for (const Graph& g : model.graphs) graphs.push_back(&g);
-    auto sw = backend.makeSlidingWindow(graphs, static_cast<int64_t>(model.package.channels.size()),
-                                        options);
+    auto sw =
+        makeWindow(backend, graphs, static_cast<int64_t>(model.package.channels.size()), options);
     if (!sw.isOk()) return sw.status().withContext("model " + model.package.name + ": ");
     return sw;
 }
@@ -525,8 +544,8 @@ Result<std::unique_ptr<VolumeInference>> createStageWindow(Backend& backend,
     options.batch = batch;
     options.accumulator = DType::kFloat32;
     options.compile = compile;
-    auto sw = backend.makeSlidingWindow({&model.graphs[stage]},
-                                        p.stages[stage].inputChannels(p.channels.size()), options);
+    auto sw = makeWindow(backend, {&model.graphs[stage]},
+                         p.stages[stage].inputChannels(p.channels.size()), options);
     if (!sw.isOk())
         return sw.status().withContext("model " + p.name + ", stage " + p.stages[stage].name +
                                        ": ");

@@ -87,6 +87,7 @@ struct InferenceSpec {
     double gaussian_sigma_scale = 0.125;
     std::vector<int> mirror_axes;  // spatial axes in network order
     WindowConvention convention = WindowConvention::kNnUNet;
+    Accumulation accumulation = Accumulation::kNormalized;  // "accumulate"
 };
 
 // One network file; an ensemble lists several and averages their outputs.
@@ -270,14 +271,17 @@ Result<LoadedModel> loadModelPackage(const std::filesystem::path& folder);
 // The package's sliding window on `backend` (Backend::makeSlidingWindow: the host window, or
 // the backend's own, e.g. cuda's on the GPU), compiled for `batch` patches per forward pass,
 // summing scores in `accumulator` (kFloat32 or kFloat16, SlidingWindowOptions::accumulator; a
-// device window may keep its own). Version 2 packages: kUnsupported (use createStageWindow).
+// device window may keep its own). A package with "accumulate": "nnunet-fp16" always gets the
+// host window (nnU-Net's float16 arithmetic; the backend still runs the networks) and float16
+// scores. Version 2 packages: kUnsupported (use createStageWindow).
 Result<std::unique_ptr<VolumeInference>> createSlidingWindow(Backend& backend,
                                                              const LoadedModel& model, int batch,
                                                              const CompileOptions& compile = {},
                                                              DType accumulator = DType::kFloat32);
 
 // Stage `stage`'s sliding window (version 2; Backend::makeSlidingWindow as above), in fp32 (a
-// thresholded probability must not be rounded to fp16 before it is compared with 0.5).
+// thresholded probability must not be rounded to fp16 before it is compared with 0.5), or in
+// nnU-Net's float16 arithmetic when the stage's inference says "accumulate": "nnunet-fp16".
 Result<std::unique_ptr<VolumeInference>> createStageWindow(Backend& backend,
                                                            const LoadedModel& model, size_t stage,
                                                            int batch,

@@ -2,12 +2,14 @@
 
 #include "core/log.h"
 #include "engine/half_kernels.h"
+#include "engine/sliding_window_nnunet.h"
 
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <new>
 #include <type_traits>
@@ -193,10 +195,131 @@ Status argmaxImpl(const Tensor& scores, std::span<T> out, std::span<const int> v
     return Status::ok();
 }
 
+// Hands one network output (K x patch, float32) of batch item `item` on.
+using OutputSink = std::function<void(int64_t item, const float* output)>;
+// Runs every batch through networks [first_net, last_net), each output to the sink; pass of
+// passes places the batches in the progress.
+using BatchRunner = std::function<Status(size_t first_net, size_t last_net, int64_t pass,
+                                         int64_t passes, const OutputSink& sink)>;
+
+// What Accumulation::kNnUNetFp16 needs of the grid (SlidingWindow::run's padded volume).
+struct NnUNetGrid {
+    std::array<int64_t, 3> dims;  // padded volume
+    std::array<int64_t, 3> patch;
+    const std::array<std::vector<int64_t>, 3>& starts;
+    const std::vector<unsigned>& flip_sets;  // identity first, then nnU-Net's combinations
+    int64_t classes;
+    size_t networks;
+    const std::vector<uint16_t>& map;  // float16 importance map
+};
+
+// nnU-Net 2.x's _internal_predict_sliding_window_return_logits per network, then
+// predict_logits_from_preprocessed_data's average over networks, in nnunet_fp16's arithmetic.
+// Returns float16 [K, dims].
+Result<Tensor> nnunetAccumulate(const NnUNetGrid& g, const BatchRunner& run_batches) {
+    const auto& [dims, patch, starts, flip_sets, classes, networks, map] = g;
+    const int64_t plane = dims[1] * dims[2];
+    const int64_t voxels = dims[0] * plane;
+    const int64_t pw = patch[2];
+    const int64_t patch_voxels = patch[0] * patch[1] * pw;
+    const int64_t num_flips = static_cast<int64_t>(flip_sets.size());
+    auto windowOrigin = [&](int64_t window) {
+        const int64_t nx = static_cast<int64_t>(starts[2].size());
+        const int64_t ny = static_cast<int64_t>(starts[1].size());
+        return std::array<int64_t, 3>{starts[0][static_cast<size_t>(window / (nx * ny))],
+                                      starts[1][static_cast<size_t>((window / nx) % ny)],
+                                      starts[2][static_cast<size_t>(window % nx)]};
+    };
+    // Calls fn(volume offset, patch offset) for every patch row of a window.
+    auto forEachRow = [&](const std::array<int64_t, 3>& o, const auto& fn) {
+        for (int64_t z = 0; z < patch[0]; ++z)
+            for (int64_t y = 0; y < patch[1]; ++y)
+                fn((o[0] + z) * plane + (o[1] + y) * dims[2] + o[2], (z * patch[1] + y) * pw);
+    };
+    const int64_t num_windows =
+        static_cast<int64_t>(starts[0].size() * starts[1].size() * starts[2].size());
+    std::vector<uint16_t> weight_sum;  // n_predictions
+    Tensor acc, total;
+    std::vector<float> mean;  // one window's prediction, mirrored copies averaged
+    try {
+        weight_sum.assign(static_cast<size_t>(voxels), 0);
+        acc = Tensor(DType::kFloat16, {classes, dims[0], dims[1], dims[2]});
+        if (networks > 1) total = Tensor(DType::kFloat16, acc.shape());
+        mean.resize(static_cast<size_t>(classes * patch_voxels));
+    } catch (const std::bad_alloc&) {
+        return Status(StatusCode::kOutOfMemory,
+                      "cannot allocate the float16 sliding-window sums (" +
+                          std::to_string((classes * voxels * (networks > 1 ? 4 : 2)) >> 20) +
+                          " MiB for " + std::to_string(classes) + " classes)");
+    }
+    for (int64_t w = 0; w < num_windows; ++w)
+        forEachRow(windowOrigin(w), [&](int64_t v, int64_t p) {
+            nnunet_fp16::addWeightsRow(weight_sum.data() + v, map.data() + p, pw);
+        });
+    uint16_t* a = acc.data<uint16_t>();
+    const OutputSink sink = [&](int64_t item, const float* out) {
+        const int64_t f = item % num_flips;
+        const unsigned flips = flip_sets[static_cast<size_t>(f)];
+        // torch.flip(network(torch.flip(x, axes)), axes), summed in nnU-Net's order.
+        for (int64_t k = 0; k < classes; ++k)
+            for (int64_t z = 0; z < patch[0]; ++z) {
+                const int64_t sz = (flips & 1u) ? patch[0] - 1 - z : z;
+                for (int64_t y = 0; y < patch[1]; ++y) {
+                    const int64_t sy = (flips & 2u) ? patch[1] - 1 - y : y;
+                    const float* s = out + k * patch_voxels + (sz * patch[1] + sy) * pw;
+                    float* d = mean.data() + k * patch_voxels + (z * patch[1] + y) * pw;
+                    for (int64_t x = 0; x < pw; ++x) {
+                        const float value = s[(flips & 4u) ? pw - 1 - x : x];
+                        d[x] = f == 0 ? value : d[x] + value;
+                    }
+                }
+            }
+        if (f != num_flips - 1) return;
+        if (num_flips > 1)
+            for (float& v : mean) v /= static_cast<float>(num_flips);
+        forEachRow(windowOrigin(item / num_flips), [&](int64_t v, int64_t p) {
+            for (int64_t k = 0; k < classes; ++k)
+                nnunet_fp16::addPredictionRow(
+                    a + k * voxels + v, mean.data() + k * patch_voxels + p, map.data() + p, pw);
+        });
+    };
+    for (size_t m = 0; m < networks; ++m) {
+        std::fill(a, a + classes * voxels, uint16_t{0});
+        VOXSEG_RETURN_IF_ERROR(
+            run_batches(m, m + 1, static_cast<int64_t>(m), static_cast<int64_t>(networks), sink));
+        bool finite = true;
+        for (int64_t k = 0; k < classes; ++k)
+            finite = nnunet_fp16::divideRow(a + k * voxels, weight_sum.data(), voxels) && finite;
+        if (!finite)
+            return invalidArgument(
+                "the float16 sliding-window sums overflowed (nnU-Net: \"Encountered inf in "
+                "predicted array\"): the network's outputs exceed float16's range; use "
+                "\"accumulate\": \"normalized\" in model.json");
+        if (networks == 1) return acc;
+        if (m == 0)
+            std::memcpy(total.raw(), acc.raw(), acc.bytes());
+        else
+            nnunet_fp16::addRow(total.data<uint16_t>(), a, classes * voxels);
+    }
+    nnunet_fp16::divideRowBy(total.data<uint16_t>(), classes * voxels, static_cast<int>(networks));
+    return total;
+}
+
 }  // namespace
 
 const char* windowConventionName(WindowConvention convention) {
     return convention == WindowConvention::kMonai ? "monai" : "nnunet";
+}
+
+const char* accumulationName(Accumulation accumulation) {
+    return accumulation == Accumulation::kNnUNetFp16 ? "nnunet-fp16" : "normalized";
+}
+
+Result<Accumulation> parseAccumulation(const std::string& name) {
+    if (name == "normalized") return Accumulation::kNormalized;
+    if (name == "nnunet-fp16") return Accumulation::kNnUNetFp16;
+    return invalidArgument("unknown sliding-window accumulation '" + name +
+                           "': use \"normalized\" or \"nnunet-fp16\"");
 }
 
 Result<WindowConvention> parseWindowConvention(const std::string& name) {
@@ -297,6 +420,12 @@ Status validateSlidingWindowOptions(const SlidingWindowOptions& options, const S
         return invalidArgument(std::string("the sliding-window accumulator is float32 or float16, "
                                            "not ") +
                                dtypeName(options.accumulator));
+    if (options.accumulation == Accumulation::kNnUNetFp16 &&
+        options.convention != WindowConvention::kNnUNet)
+        return invalidArgument(
+            "accumulation nnunet-fp16 is nnU-Net's arithmetic and needs the nnunet window "
+            "convention, got " +
+            std::string(windowConventionName(options.convention)));
     std::vector<bool> seen(rank, false);
     for (int axis : options.mirror_axes) {
         if (axis < 0 || axis >= static_cast<int>(rank))
@@ -396,6 +525,11 @@ Status SlidingWindow::init() {
                                    std::to_string(num_classes_) + ": ensemble members must agree");
         }
     }
+    if (options_.accumulation == Accumulation::kNnUNetFp16) {
+        importance_half_ =
+            nnunet_fp16::importanceMap(patch, options_.sigma_scale, options_.gaussian);
+        return Status::ok();
+    }
     importance_ = options_.gaussian
                       ? importanceMap(patch, options_.sigma_scale, options_.convention)
                       : std::vector<float>(static_cast<size_t>(numel(patch)), 1.0f);
@@ -403,8 +537,11 @@ Status SlidingWindow::init() {
 }
 
 std::string SlidingWindow::describe() const {
-    return std::string("host sliding window (") +
-           (options_.accumulator == DType::kFloat16 ? "fp16" : "fp32") + " accumulator" +
+    const std::string sums = options_.accumulation == Accumulation::kNnUNetFp16
+                                 ? "nnU-Net's fp16 arithmetic"
+                             : options_.accumulator == DType::kFloat16 ? "fp16 accumulator"
+                                                                       : "fp32 accumulator";
+    return "host sliding window (" + sums +
            (networks_.size() > 1 ? ", " + std::to_string(networks_.size()) + " networks" : "") +
            ")";
 }
@@ -444,16 +581,39 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
     unsigned mirror_bits = 0;  // over the internal 3D axes
     for (int axis : options_.mirror_axes)
         mirror_bits |= 1u << (3 - rank + static_cast<size_t>(axis));
-    std::vector<unsigned> flip_sets;  // every subset of mirror_bits, identity first
-    for (unsigned s = 0; s < 8; ++s)
-        if ((s & ~mirror_bits) == 0) flip_sets.push_back(s);
+    const bool nnunet = options_.accumulation == Accumulation::kNnUNetFp16;
+    // Every subset of mirror_bits, identity first; nnU-Net's order for its accumulation (the
+    // float32 sum of mirrored outputs depends on it): itertools.combinations of the mirror axes,
+    // one axis, then two, then three.
+    std::vector<unsigned> flip_sets;
+    if (nnunet) {
+        flip_sets.push_back(0);
+        const std::vector<int>& axes = options_.mirror_axes;
+        const size_t n = axes.size();
+        for (size_t size = 1; size <= n; ++size) {
+            std::vector<bool> chosen(n, false);
+            std::fill(chosen.begin(), chosen.begin() + static_cast<std::ptrdiff_t>(size), true);
+            do {  // lexicographic combinations, as itertools.combinations yields them
+                unsigned bits = 0;
+                for (size_t i = 0; i < n; ++i)
+                    if (chosen[i]) bits |= 1u << (3 - rank + static_cast<size_t>(axes[i]));
+                flip_sets.push_back(bits);
+            } while (std::prev_permutation(chosen.begin(), chosen.end()));
+        }
+    } else {
+        for (unsigned s = 0; s < 8; ++s)
+            if ((s & ~mirror_bits) == 0) flip_sets.push_back(s);
+    }
     const int64_t num_flips = static_cast<int64_t>(flip_sets.size());
     const int64_t num_items = num_windows * num_flips;
     const int64_t batch = options_.batch;
     const int64_t num_batches = (num_items + batch - 1) / batch;
 
     // K score volumes in the accumulator's type + one float32 volume of inverse weights.
+    // nnunet-fp16: K float16 sums (twice for an ensemble) + one float16 volume of weights.
+    const int64_t num_networks = static_cast<int64_t>(networks_.size());
     const auto accumulatorBytes = [&](int64_t k, int64_t n) {
+        if (nnunet) return static_cast<size_t>((k * (num_networks > 1 ? 2 : 1) + 1) * n) * 2;
         return static_cast<size_t>(k * n) * dtypeSize(options_.accumulator) +
                static_cast<size_t>(n) * sizeof(float);
     };
@@ -461,9 +621,8 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
     // the weighted average is the network output itself (w * p / w), so it is handed through
     // without the accumulators (deepbet's fixed 256^3 grid: 192 MiB of fresh pages and two
     // passes saved).
-    const int64_t num_networks = static_cast<int64_t>(networks_.size());
     const bool pass_through = num_items == 1 && batch == 1 && num_networks == 1 && !needs_pad &&
-                              options_.accumulator == DType::kFloat32;
+                              options_.accumulator == DType::kFloat32 && !nnunet;
     Tensor padded_image;
     const float* source = image.data<float>();
     Tensor accumulator;
@@ -477,7 +636,7 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
                            pad_before, false);
             source = padded_image.data<float>();
         }
-        if (!pass_through) {
+        if (!pass_through && !nnunet) {
             Shape acc_shape = {classes};
             for (size_t a = 3 - rank; a < 3; ++a) acc_shape.push_back(padded[a]);
             accumulator = Tensor(options_.accumulator, acc_shape);
@@ -493,7 +652,7 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
     // Weight sums depend only on the grid: accumulate them once, then store their inverse.
     const int64_t patch_voxels = patch[0] * patch[1] * patch[2];
     std::vector<float> item_weight;
-    if (!pass_through) {
+    if (!pass_through && !nnunet) {
         for (int64_t z0 : starts[0]) {
             for (int64_t y0 : starts[1]) {
                 for (int64_t x0 : starts[2]) {
@@ -538,65 +697,82 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
     int64_t padded_items = 0;
     const bool half_acc = options_.accumulator == DType::kFloat16;
     std::vector<float> row(static_cast<size_t>(patch[2]));
-    progress.report(0.0, "sliding window");
-    for (int64_t b = 0; b < num_batches; ++b) {
-        VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
-        const int64_t first = b * batch;
-        const int64_t count = std::min(batch, num_items - first);
-        float* in = inputs[0].data<float>();
-        for (int64_t i = 0; i < count; ++i) {
-            const int64_t item = first + i;
-            gatherPatch(source, padded, channels_, itemOrigin(item / num_flips), patch,
-                        flip_sets[static_cast<size_t>(item % num_flips)], in + i * input_item);
-        }
-        if (count < batch) {
-            std::memset(in + count * input_item, 0,
-                        static_cast<size_t>((batch - count) * input_item) * sizeof(float));
-            padded_items += batch - count;
-        }
-        for (const auto& network : networks_) {
-            const auto net_start = Clock::now();
-            Status st = network->run(inputs, outputs);
-            network_seconds += secondsSince(net_start);
-            if (!st.isOk())
-                return st.withContext("sliding window, batch " + std::to_string(b + 1) + " of " +
-                                      std::to_string(num_batches) + ": ");
-            if (outputs.empty() || outputs[0].shape() != network->outputShapes()[0] ||
-                outputs[0].dtype() != DType::kFloat32)
-                return internalError(
-                    "backend returned output " +
-                    (outputs.empty() ? std::string("none") : shapeToString(outputs[0].shape())) +
-                    ", compiled for " + shapeToString(network->outputShapes()[0]));
-            if (pass_through) {
-                Shape shape = {classes};
-                shape.insert(shape.end(), spatial.begin(), spatial.end());
-                accumulator = outputs[0].reshaped(shape);
-                continue;
-            }
-            const float* out = outputs[0].data<float>();
+    // Runs every batch through networks [first_net, last_net) and hands each network output to
+    // on_output(item, output of that item); pass / passes place the batches in the progress.
+    const BatchRunner forEachOutput = [&](size_t first_net, size_t last_net, int64_t pass,
+                                          int64_t passes, const OutputSink& on_output) -> Status {
+        for (int64_t b = 0; b < num_batches; ++b) {
+            VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
+            const int64_t first = b * batch;
+            const int64_t count = std::min(batch, num_items - first);
+            float* in = inputs[0].data<float>();
             for (int64_t i = 0; i < count; ++i) {
                 const int64_t item = first + i;
+                gatherPatch(source, padded, channels_, itemOrigin(item / num_flips), patch,
+                            flip_sets[static_cast<size_t>(item % num_flips)], in + i * input_item);
+            }
+            if (count < batch) {
+                std::memset(in + count * input_item, 0,
+                            static_cast<size_t>((batch - count) * input_item) * sizeof(float));
+                padded_items += batch - count;
+            }
+            for (size_t m = first_net; m < last_net; ++m) {
+                CompiledGraph& network = *networks_[m];
+                const auto net_start = Clock::now();
+                Status st = network.run(inputs, outputs);
+                network_seconds += secondsSince(net_start);
+                if (!st.isOk())
+                    return st.withContext("sliding window, batch " + std::to_string(b + 1) +
+                                          " of " + std::to_string(num_batches) + ": ");
+                if (outputs.empty() || outputs[0].shape() != network.outputShapes()[0] ||
+                    outputs[0].dtype() != DType::kFloat32)
+                    return internalError("backend returned output " +
+                                         (outputs.empty() ? std::string("none")
+                                                          : shapeToString(outputs[0].shape())) +
+                                         ", compiled for " +
+                                         shapeToString(network.outputShapes()[0]));
+                const float* out = outputs[0].data<float>();
+                for (int64_t i = 0; i < count; ++i) on_output(first + i, out + i * output_item);
+            }
+            progress.report(static_cast<size_t>(pass * num_batches + b + 1),
+                            static_cast<size_t>(passes * num_batches), "sliding window");
+        }
+        return Status::ok();
+    };
+    progress.report(0.0, "sliding window");
+    if (nnunet) {
+        const NnUNetGrid grid{padded,           patch,           starts, flip_sets, classes,
+                              networks_.size(), importance_half_};
+        VOXSEG_ASSIGN_OR_RETURN(Tensor sums, nnunetAccumulate(grid, forEachOutput));
+        Shape acc_shape = {classes};
+        for (size_t a = 3 - rank; a < 3; ++a) acc_shape.push_back(padded[a]);
+        accumulator = sums.reshaped(acc_shape);
+    } else if (pass_through) {
+        Shape shape = {classes};
+        shape.insert(shape.end(), spatial.begin(), spatial.end());
+        VOXSEG_RETURN_IF_ERROR(forEachOutput(
+            0, 1, 0, 1, [&](int64_t, const float*) { accumulator = outputs[0].reshaped(shape); }));
+    } else {
+        VOXSEG_RETURN_IF_ERROR(
+            forEachOutput(0, networks_.size(), 0, 1, [&](int64_t item, const float* out) {
                 const unsigned flips = flip_sets[static_cast<size_t>(item % num_flips)];
                 if (half_acc)
-                    scatterPatch(out + i * output_item, item_weight.data(), inverse_weight.data(),
-                                 patch, classes, flips, itemOrigin(item / num_flips), padded,
-                                 row.data(), accumulator.data<uint16_t>());
+                    scatterPatch(out, item_weight.data(), inverse_weight.data(), patch, classes,
+                                 flips, itemOrigin(item / num_flips), padded, row.data(),
+                                 accumulator.data<uint16_t>());
                 else
-                    scatterPatch(out + i * output_item, item_weight.data(), inverse_weight.data(),
-                                 patch, classes, flips, itemOrigin(item / num_flips), padded,
-                                 row.data(), accumulator.data<float>());
-            }
-        }
-        progress.report(static_cast<size_t>(b + 1), static_cast<size_t>(num_batches),
-                        "sliding window");
+                    scatterPatch(out, item_weight.data(), inverse_weight.data(), patch, classes,
+                                 flips, itemOrigin(item / num_flips), padded, row.data(),
+                                 accumulator.data<float>());
+            }));
     }
 
     Tensor result = accumulator;
     if (needs_pad) {
         Shape shape = {classes};
         shape.insert(shape.end(), spatial.begin(), spatial.end());
-        result = Tensor(options_.accumulator, shape);
-        if (half_acc)
+        result = Tensor(accumulator.dtype(), shape);
+        if (accumulator.dtype() == DType::kFloat16)
             copyBox<uint16_t>(accumulator.data<uint16_t>(), padded, result.data<uint16_t>(), dims,
                               classes, pad_before, true);
         else

@@ -14,6 +14,15 @@
 // - kMonai: MONAI's sliding_window_inference (scan interval int(patch * (1 - overlap)), last
 //   window clamped to the border; Gaussian centred at (patch - 1) / 2, clamped below at
 //   max(min, 1e-3)).
+// Two ways of summing (SlidingWindowOptions::accumulation, model.json inference.accumulate):
+// - kNormalized (default): every weighted output is divided by its voxel's total weight (known
+//   from the grid) as it is added, in options.accumulator's type, with the float32 map above.
+// - kNnUNetFp16: nnU-Net 2.x's predict_sliding_window_return_logits rounding for rounding: its
+//   float16 map (compute_gaussian, value_scaling_factor 10), float16 sums of prediction * map and
+//   of the map, one division at the end, mirrored outputs averaged in float32 first (in nnU-Net's
+//   order), ensemble members run one after the other and their float16 results averaged
+//   (predict_logits_from_preprocessed_data). The result is float16; options.accumulator is
+//   ignored (engine/sliding_window_nnunet.h holds the arithmetic).
 // Volumes smaller than a patch along an axis are padded with zeros (split half before, half
 // after, like both frameworks) and the result is cropped back.
 //
@@ -40,9 +49,13 @@
 namespace voxseg::engine {
 
 enum class WindowConvention { kNnUNet, kMonai };
+enum class Accumulation { kNormalized, kNnUNetFp16 };
 const char* windowConventionName(WindowConvention convention);
 // "nnunet" | "monai".
 Result<WindowConvention> parseWindowConvention(const std::string& name);
+const char* accumulationName(Accumulation accumulation);
+// "normalized" | "nnunet-fp16"; anything else is an error naming both.
+Result<Accumulation> parseAccumulation(const std::string& name);
 
 struct SlidingWindowOptions {
     // Patch size per spatial axis, in the axis order of the image array (rank 2 or 3).
@@ -60,6 +73,9 @@ struct SlidingWindowOptions {
     // memory; each weighted patch output is added in fp32 and rounded to fp16 once per store,
     // about 3 significant digits, saturating at +-65504), as nnU-Net v2's predicted_logits.
     DType accumulator = DType::kFloat32;
+    // How the weighted outputs are summed (see the top of this file); kNnUNetFp16 keeps float16
+    // whatever `accumulator` says.
+    Accumulation accumulation = Accumulation::kNormalized;
     CompileOptions compile;  // used when the SlidingWindow compiles the graph itself
 };
 
@@ -130,7 +146,10 @@ class SlidingWindow final : public VolumeInference {
                        SlidingWindowStats* stats = nullptr) override;
 
     int64_t numClasses() const override { return num_classes_; }
-    DType accumulator() const override { return options_.accumulator; }
+    DType accumulator() const override {
+        return options_.accumulation == Accumulation::kNnUNetFp16 ? DType::kFloat16
+                                                                  : options_.accumulator;
+    }
     std::string describe() const override;
     int64_t numNetworks() const { return static_cast<int64_t>(networks_.size()); }
     const CompiledGraph& compiled(size_t i = 0) const { return *networks_[i]; }
@@ -143,7 +162,8 @@ class SlidingWindow final : public VolumeInference {
     SlidingWindowOptions options_;
     int64_t channels_ = 0;
     int64_t num_classes_ = 0;
-    std::vector<float> importance_;  // patch voxels
+    std::vector<float> importance_;          // patch voxels (kNormalized)
+    std::vector<uint16_t> importance_half_;  // float16 map (kNnUNetFp16)
 };
 
 // One-shot convenience: create + run.

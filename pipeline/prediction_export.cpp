@@ -1,6 +1,7 @@
 #include "pipeline/prediction_export.h"
 
 #include "engine/half_kernels.h"
+#include "engine/sliding_window_nnunet.h"
 #include "pipeline/crop.h"
 #include "pipeline/orientation.h"
 #include "pipeline/resample.h"
@@ -19,7 +20,8 @@ namespace {
 struct Tap {
     int64_t i0 = 0;
     int64_t i1 = 0;
-    float w = 0.f;  // weight of i1
+    float w = 0.f;    // weight of i1
+    double w64 = 0.;  // the same in float64 (ExportSpec::round_to_half)
 };
 
 std::vector<Tap> axisTaps(int64_t out_size, int64_t in_size, bool nearest) {
@@ -39,7 +41,8 @@ std::vector<Tap> axisTaps(int64_t out_size, int64_t in_size, bool nearest) {
         }
         t.i0 = static_cast<int64_t>(std::floor(p));
         t.i1 = std::min(t.i0 + 1, in_size - 1);
-        t.w = static_cast<float>(p - static_cast<double>(t.i0));
+        t.w64 = p - static_cast<double>(t.i0);
+        t.w = static_cast<float>(t.w64);
     }
     return taps;
 }
@@ -276,6 +279,55 @@ void softmaxLabels(const engine::Tensor& scores, const PreprocessRecord& record,
     });
 }
 
+// ExportSpec::round_to_half: nnU-Net's export of float16 logits. Every voxel's channels are
+// interpolated in float64 (scikit-image/scipy order 1 in-plane, order 0 on the separate axis:
+// the same taps) and rounded once to float16, as numpy stores them into nnU-Net's float16 array;
+// the label is the first maximum of those float16 values (softmax in float32 keeps their order
+// and their ties; torch's argmax takes the first).
+template <typename TS, typename TL>
+void halfRoundedLabels(const engine::Tensor& scores, const PreprocessRecord& record, int threads,
+                       const std::vector<int>& labels, TL* dst) {
+    const Geometry& out = record.cropped;
+    const ScoreGrid<TS> grid(scores, record);
+    const auto& taps = grid.taps;
+    const auto& stride = grid.stride;
+    const int64_t channels = grid.channels;
+    const float* half_value = engine::half::toFloatTable();
+    const int64_t ni = out.size[0], nj = out.size[1];
+    parallelRanges(out.size[2], threads, [&](int64_t k_begin, int64_t k_end) {
+        for (int64_t k = k_begin; k < k_end; ++k) {
+            const Tap& tk = taps[2][static_cast<size_t>(k)];
+            for (int64_t j = 0; j < nj; ++j) {
+                const Tap& tj = taps[1][static_cast<size_t>(j)];
+                TL* row = dst + (k * nj + j) * ni;
+                for (int64_t i = 0; i < ni; ++i) {
+                    const Tap& ti = taps[0][static_cast<size_t>(i)];
+                    const int64_t o = ti.i0 * stride[0] + tj.i0 * stride[1] + tk.i0 * stride[2];
+                    const int64_t di = (ti.i1 - ti.i0) * stride[0];
+                    const int64_t dj = (tj.i1 - tj.i0) * stride[1];
+                    const int64_t dk = (tk.i1 - tk.i0) * stride[2];
+                    float best = 0.f;
+                    int64_t arg = 0;
+                    for (int64_t c = 0; c < channels; ++c) {
+                        const TS* p = grid.channel(c) + o;
+                        auto get = [&](int64_t offset) -> double { return grid.get(p, offset); };
+                        auto lerp = [](double a, double b, double w) { return a + w * (b - a); };
+                        const double c00 = lerp(get(0), get(di), ti.w64);
+                        const double c10 = lerp(get(dj), get(dj + di), ti.w64);
+                        const double c01 = lerp(get(dk), get(dk + di), ti.w64);
+                        const double c11 = lerp(get(dk + dj), get(dk + dj + di), ti.w64);
+                        const double v =
+                            lerp(lerp(c00, c10, tj.w64), lerp(c01, c11, tj.w64), tk.w64);
+                        const float h = half_value[engine::nnunet_fp16::doubleToHalf(v)];
+                        if (c == 0 || h > best) best = h, arg = c;
+                    }
+                    row[i] = static_cast<TL>(labels[static_cast<size_t>(arg)]);
+                }
+            }
+        }
+    });
+}
+
 // Cropped, oriented volume -> original grid. Takes the volume by value and drops each copy as soon
 // as the next exists, so at most two label maps are alive (one when nothing was cropped and the
 // orientation is the input's).
@@ -343,7 +395,12 @@ Result<Volume> scoresToLabelMap(const engine::Tensor& scores, const PreprocessRe
             }
         };
         const bool f16 = scores.dtype() == engine::DType::kFloat16;
-        if (softmax && channels <= 256 && !spec.interpolate_everywhere) {
+        if (softmax && spec.round_to_half) {
+            if (f16)
+                halfRoundedLabels<uint16_t, T>(scores, record, spec.threads, labels, dst);
+            else
+                halfRoundedLabels<float, T>(scores, record, spec.threads, labels, dst);
+        } else if (softmax && channels <= 256 && !spec.interpolate_everywhere) {
             if (f16)
                 softmaxLabels<uint16_t, T>(scores, record, spec.threads, labels, dst);
             else

@@ -35,6 +35,10 @@ struct ExportSpec {
     // Softmax: voxels whose 8 network neighbours share one winning channel take its label without
     // interpolating (the same label in exact arithmetic). true interpolates every voxel (tests).
     bool interpolate_everywhere = false;
+    // Softmax: nnU-Net 2.x's export of its float16 logits (model.json "accumulate":
+    // "nnunet-fp16"): every voxel interpolated in float64 and each channel rounded to float16
+    // before the argmax (first maximum wins, so float16 ties go to the lower channel).
+    bool round_to_half = false;
 };
 
 // `scores`: float32 or float16 (engine::half) [K, D0, D1, D2] on record.network in

@@ -469,6 +469,7 @@ Status Segmenter::finish(SegmentWork& work, const Progress& progress) const {
                                                                   : OutputActivation::kSoftmax;
         exp.channel_labels = m.channelLabelValues();
         exp.threshold = 0.0;  // the scores are logits: sigmoid(x) >= 0.5 <=> x >= 0
+        exp.round_to_half = m.inference.accumulation == engine::Accumulation::kNnUNetFp16;
         exp.threads = s.options.threads;
         VOXSEG_ASSIGN_OR_RETURN(report.label_map,
                                 scoresToLabelMap(work.scores, work.pre.record, exp, progress));

@@ -421,6 +421,7 @@ Result<Volume> labelsOnOriented(const engine::Tensor& scores, const std::vector<
     exp.channel_labels = st.channelLabelValues();
     if (st.output.kind == StageOutputKind::kSoftmax) {
         exp.activation = OutputActivation::kSoftmax;
+        exp.round_to_half = st.inference.accumulation == engine::Accumulation::kNnUNetFp16;
         return scoresToLabelMap(scores, record, exp);
     }
     exp.activation = OutputActivation::kSigmoid;
@@ -633,7 +634,15 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
         tensor = engine::Tensor();
         trace.patches = stats.patches;
         result.patches += stats.patches;
-        VOXSEG_ASSIGN_OR_RETURN(auto values, stageLabels(scores, st));
+        // An nnunet-fp16 window gives float16 scores: a softmax stage exports them as they are
+        // (as nnU-Net resamples its float16 logits); everything else reads float32.
+        const bool half = scores.dtype() == engine::DType::kFloat16;
+        if (half && st.output.kind != StageOutputKind::kSoftmax)
+            scores = engine::scoresAsFloat32(scores);
+        VOXSEG_ASSIGN_OR_RETURN(auto values, stageLabels(scores.dtype() == engine::DType::kFloat16
+                                                             ? engine::scoresAsFloat32(scores)
+                                                             : scores,
+                                                         st));
         ran[s] = true;
         if (crop_source[s]) {
             VOXSEG_ASSIGN_OR_RETURN(Volume lab, labelsToVolume(values, net_grid, m.axis_order,

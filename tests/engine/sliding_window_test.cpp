@@ -3,6 +3,8 @@
 // exact answers are known.
 #include "engine/sliding_window.h"
 
+#include "engine/sliding_window_nnunet.h"
+
 #include "tests/engine/op_cases.h"
 
 #include <gtest/gtest.h>
@@ -714,6 +716,165 @@ TEST(ScoresToLabels, SoftmaxSigmoidArgmaxThreshold) {
     ASSERT_TRUE(thresholdLabels(q, 0.5f, std::span<uint8_t>(t)).isOk());
     // voxel 1: channels 0/1 at 0.5 (not above), channel 2 at 0.95 -> 3; voxel 3: all below -> 0.
     EXPECT_EQ(t, (std::vector<uint8_t>{2, 3, 1, 0}));
+}
+
+// ---- nnU-Net's float16 arithmetic (Accumulation::kNnUNetFp16) against nnU-Net 2.5.1 itself:
+// tests/engine/data/sliding_window/nnunet_fp16, tools/gen_nnunet_fp16_golden.py. Bit for bit.
+
+std::string nnunetGoldenPath(const std::string& file) {
+    return std::string(VOXSEG_SOURCE_DIR) + "/tests/engine/data/sliding_window/nnunet_fp16/" + file;
+}
+
+template <typename T>
+std::vector<T> readRaw(const std::string& file, size_t count) {
+    std::vector<T> v(count);
+    std::ifstream in(nnunetGoldenPath(file), std::ios::binary);
+    in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(count * sizeof(T)));
+    EXPECT_EQ(static_cast<size_t>(in.gcount()), count * sizeof(T)) << file;
+    return v;
+}
+
+nlohmann::json nnunetGoldenIndex() {
+    std::ifstream in(nnunetGoldenPath("index.json"));
+    EXPECT_TRUE(in.good()) << "missing golden: run tools/gen_nnunet_fp16_golden.py";
+    return nlohmann::json::parse(in);
+}
+
+int64_t product(const std::vector<int64_t>& v) {
+    int64_t n = 1;
+    for (int64_t x : v) n *= x;
+    return n;
+}
+
+TEST(NnUNetFp16, GaussianIsComputeGaussianBitForBit) {
+    const auto index = nnunetGoldenIndex();
+    ASSERT_GE(index["gaussians"].size(), 3u);
+    for (const auto& g : index["gaussians"]) {
+        const auto patch = g["patch"].get<std::vector<int64_t>>();
+        SCOPED_TRACE(shapeToString(patch));
+        const auto expected = readRaw<uint16_t>(g["file"], static_cast<size_t>(product(patch)));
+        const auto got = nnunet_fp16::importanceMap(patch, index["sigma_scale"].get<double>());
+        ASSERT_EQ(got.size(), expected.size());
+        int64_t differ = 0;
+        for (size_t i = 0; i < got.size(); ++i) differ += got[i] != expected[i];
+        EXPECT_EQ(differ, 0) << "of " << got.size() << " weights";
+        // The map is scaled to 10 at the centre and its corners are float16 subnormals: the
+        // float32 map of the normalized mode, rounded, is a different map.
+        const int64_t centre = ((patch[0] / 2) * patch[1] + patch[1] / 2) * patch[2] + patch[2] / 2;
+        EXPECT_EQ(halfToFloat(got[static_cast<size_t>(centre)]), 10.0f);
+        EXPECT_LT(halfToFloat(got[0]), 6.2e-5f) << "corner weight is subnormal";
+    }
+}
+
+// The golden network: out[c] = x[c] * scale[c] + ramp[c] (ramp: [C, patch]), per batch item.
+std::unique_ptr<CompiledGraph> rampNetwork(const std::vector<float>& scale,
+                                           const std::vector<float>& ramp, int batch,
+                                           int64_t channels, const std::vector<int64_t>& patch) {
+    const Shape shape = withBatch(batch, channels, patch);
+    return std::make_unique<FnCompiled>(shape, shape, [=](const Tensor& in, Tensor& out) {
+        const int64_t item = in.numel() / in.dim(0);
+        const int64_t pv = item / channels;
+        for (int64_t n = 0; n < in.dim(0); ++n)
+            for (int64_t i = 0; i < item; ++i) {
+                const float product = in.data<float>()[n * item + i] * scale[i / pv];
+                out.data<float>()[n * item + i] = product + ramp[static_cast<size_t>(i)];
+            }
+    });
+}
+
+TEST(NnUNetFp16, SlidingWindowIsNnUNetPredictorBitForBit) {
+    const auto index = nnunetGoldenIndex();
+    const auto scale = index["scales"].get<std::vector<float>>();
+    ASSERT_GE(index["cases"].size(), 4u);
+    for (const auto& c : index["cases"]) {
+        const std::string name = c["name"];
+        SCOPED_TRACE(name);
+        const auto shape = c["shape"].get<Shape>();
+        const auto patch = c["patch"].get<std::vector<int64_t>>();
+        const int64_t channels = shape[0];
+        const int members = c["members"].get<int>();
+        Tensor image(DType::kFloat32, shape);
+        const auto pixels = readRaw<float>(name + ".input.f32", static_cast<size_t>(image.numel()));
+        std::copy(pixels.begin(), pixels.end(), image.data<float>());
+        const auto expected =
+            readRaw<uint16_t>(name + ".output.u16", static_cast<size_t>(image.numel()));
+        SlidingWindowOptions o;
+        o.patch_size = patch;
+        o.overlap = 1.0 - index["tile_step_size"].get<double>();
+        o.gaussian = c["gaussian"].get<bool>();
+        o.mirror_axes = c["mirror_axes"].get<std::vector<int>>();
+        o.batch = 3;  // batches cut through a window's mirrored copies
+        auto networks = [&] {
+            std::vector<std::unique_ptr<CompiledGraph>> nets;
+            for (int m = 0; m < members; ++m)
+                nets.push_back(
+                    rampNetwork(scale,
+                                readRaw<float>(name + ".ramp" + std::to_string(m) + ".f32",
+                                               static_cast<size_t>(channels * product(patch))),
+                                o.batch, channels, patch));
+            return nets;
+        };
+        o.accumulation = Accumulation::kNnUNetFp16;
+        o.accumulator = DType::kFloat32;  // ignored: nnU-Net keeps float16
+        auto window = SlidingWindow::create(networks(), o);
+        ASSERT_TRUE(window.isOk()) << window.status().toString();
+        EXPECT_EQ((*window)->accumulator(), DType::kFloat16);
+        SlidingWindowStats stats;
+        auto got = (*window)->run(image, {}, &stats);
+        ASSERT_TRUE(got.isOk()) << got.status().toString();
+        ASSERT_EQ(got->dtype(), DType::kFloat16);
+        ASSERT_EQ(got->shape(), shape);
+        EXPECT_EQ(stats.forward_passes % members, 0);
+        int64_t differ = 0;
+        for (size_t i = 0; i < expected.size(); ++i)
+            differ += got->data<uint16_t>()[i] != expected[i];
+        EXPECT_EQ(differ, 0) << "of " << expected.size() << " logits";
+        // The normalized float16 mode rounds differently: the golden tells the two apart.
+        o.accumulation = Accumulation::kNormalized;
+        o.accumulator = DType::kFloat16;
+        auto normalized = SlidingWindow::create(networks(), o);
+        ASSERT_TRUE(normalized.isOk());
+        auto other = (*normalized)->run(image);
+        ASSERT_TRUE(other.isOk());
+        int64_t other_differ = 0;
+        for (size_t i = 0; i < expected.size(); ++i)
+            other_differ += other->data<uint16_t>()[i] != expected[i];
+        EXPECT_GT(other_differ, 0);
+        std::printf(
+            "%s: nnunet-fp16 %lld, normalized fp16 %lld of %zu logits differ from "
+            "nnU-Net\n",
+            name.c_str(), static_cast<long long>(differ), static_cast<long long>(other_differ),
+            expected.size());
+    }
+}
+
+TEST(NnUNetFp16, NamesAndBadCombinationsAreErrors) {
+    EXPECT_EQ(*parseAccumulation("nnunet-fp16"), Accumulation::kNnUNetFp16);
+    EXPECT_EQ(*parseAccumulation("normalized"), Accumulation::kNormalized);
+    EXPECT_STREQ(accumulationName(Accumulation::kNnUNetFp16), "nnunet-fp16");
+    const auto bad = parseAccumulation("fp16");
+    ASSERT_FALSE(bad.isOk());
+    EXPECT_NE(bad.status().message().find("nnunet-fp16"), std::string::npos);
+    SlidingWindowOptions o;
+    o.patch_size = {4, 4, 4};
+    o.accumulation = Accumulation::kNnUNetFp16;
+    EXPECT_TRUE(validateSlidingWindowOptions(o, {}).isOk());
+    o.convention = WindowConvention::kMonai;
+    const Status st = validateSlidingWindowOptions(o, {});
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find("convention"), std::string::npos) << st.message();
+}
+
+TEST(NnUNetFp16, DoubleToHalfRoundsOnce) {
+    // 1 + 2^-11 is a tie between 1 and 1 + 2^-10 (even: 1); a hair above it rounds up, which
+    // rounding through float32 first (the hair lost) would not.
+    EXPECT_EQ(nnunet_fp16::doubleToHalf(1.0 + 0x1p-11), floatToHalf(1.0f));
+    EXPECT_EQ(nnunet_fp16::doubleToHalf(1.0 + 0x1p-11 + 0x1p-40), floatToHalf(1.0f + 0x1p-10f));
+    EXPECT_EQ(floatToHalf(static_cast<float>(1.0 + 0x1p-11 + 0x1p-40)), floatToHalf(1.0f));
+    EXPECT_EQ(nnunet_fp16::doubleToHalf(-2.9e-8), floatToHalf(-0.0f));  // < half of 2^-24
+    EXPECT_EQ(nnunet_fp16::doubleToHalf(-3.0e-8), floatToHalf(-0x1p-24f));
+    EXPECT_EQ(nnunet_fp16::doubleToHalf(1e6), floatToHalf(INFINITY));
+    EXPECT_EQ(nnunet_fp16::doubleToHalf(65504.0), floatToHalf(65504.0f));
 }
 
 }  // namespace
