@@ -67,6 +67,7 @@ Status planNode(Plan& plan) {
         case OpKind::kInstanceNorm:
         case OpKind::kGroupNorm:
         case OpKind::kBatchNorm:
+        case OpKind::kChannelLayerNorm:
             return cpu::planNorm(plan);
         case OpKind::kRelu:
         case OpKind::kLeakyRelu:

@@ -1,6 +1,7 @@
-// InstanceNorm and GroupNorm with their fused epilogue (residual add, activation) on the
-// kernels of cpu_norm_kernels.cpp, in the producer's layout; BatchNorm on oneDNN's batch
-// normalisation primitive (global statistics), normally folded into the Conv by optimize().
+// InstanceNorm and GroupNorm with their fused epilogue (residual add, activation) and the
+// channel LayerNorm on the kernels of cpu_norm_kernels.cpp, in the producer's layout; BatchNorm on
+// oneDNN's batch normalisation primitive (global statistics), normally folded into the Conv by
+// optimize().
 #include "engine/cpu_norm_kernels.h"
 #include "engine/cpu_plan.h"
 
@@ -13,6 +14,15 @@ Result<std::vector<float>> constantFloats(Plan& plan, ValueId v, const char* wha
     if (v < 0 || !plan.graph().isConstant(v))
         return nodeError(plan, std::string(what) + " must be a constant initializer");
     return plan.graph().constant(v).toFloats();
+}
+
+// The layout `x` has when the lane kernels can walk it (f32 or bf16), else plain.
+dnnl::memory::desc laneWalkableDesc(const Plan& plan, ValueId x) {
+    const Shape& xs = plan.graph().values[x].shape;
+    dnnl::memory::desc md = plan.has(x) ? plan.desc(x) : plainDesc(xs, plan.actType());
+    if (md.data_type() != dt::f32 && md.data_type() != dt::bf16) md = plainDesc(xs, plan.actType());
+    if (!laneLayout(md)) md = plainDesc(xs, md.data_type());
+    return md;
 }
 
 Status planInstanceOrGroupNorm(Plan& plan) {
@@ -47,15 +57,8 @@ Status planInstanceOrGroupNorm(Plan& plan) {
     }
 
     // Work in the producer's layout when the kernels can walk it.
-    dnnl::memory::desc md =
-        plan.has(x) ? plan.desc(x) : plainDesc(g.values[x].shape, plan.actType());
-    if (md.data_type() != dt::f32 && md.data_type() != dt::bf16)
-        md = plainDesc(g.values[x].shape, plan.actType());
-    std::optional<LaneLayout> layout = laneLayout(md);
-    if (!layout) {
-        md = plainDesc(g.values[x].shape, md.data_type());
-        layout = laneLayout(md);
-    }
+    const dnnl::memory::desc md = laneWalkableDesc(plan, x);
+    const std::optional<LaneLayout> layout = laneLayout(md);
     VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensure(x, md));
     std::vector<MemRef> refs = {src};
     std::optional<MemRef> dst = plan.tryInPlace(x, md);
@@ -158,9 +161,37 @@ Status planBatchNorm(Plan& plan) {
     return planUnfusedEpilogue(plan, *dst, true, !relu_fused);
 }
 
+// LayerNorm over the channels at each position, in the producer's layout (Primus' decoder:
+// the blocked output of the ConvTranspose before it, read and written without reorders).
+Status planChannelLayerNorm(Plan& plan) {
+    const Node& n = plan.node();
+    const ValueId x = n.inputs[0];
+    VOXSEG_ASSIGN_OR_RETURN(std::vector<float> gamma, constantFloats(plan, n.inputs[1], "scale"));
+    std::vector<float> beta;
+    if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
+        VOXSEG_ASSIGN_OR_RETURN(beta, constantFloats(plan, n.inputs[2], "bias"));
+    }
+    const dnnl::memory::desc md = laneWalkableDesc(plan, x);
+    const LaneLayout L = *laneLayout(md);
+    VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensure(x, md));
+    std::optional<MemRef> dst = plan.tryInPlace(x, md);
+    if (!dst) dst = plan.newBuffer(md);
+    const bool bf16 = md.data_type() == dt::bf16;
+    const float eps = n.norm.epsilon;
+    Kernel kernel = [=](const std::vector<dnnl::memory>& m) {
+        channelLayerNorm(m[0].get_data_handle(), m[1].get_data_handle(), bf16, L, gamma.data(),
+                         beta.empty() ? nullptr : beta.data(), eps);
+    };
+    plan.addKernel("channel_layernorm " + descName(md) + " " + normKernelIsa(), std::move(kernel),
+                   {src, *dst});
+    plan.define(n.outputs[0], *dst);
+    return planUnfusedEpilogue(plan, *dst);
+}
+
 }  // namespace
 
 Status planNorm(Plan& plan) {
+    if (plan.node().op == OpKind::kChannelLayerNorm) return planChannelLayerNorm(plan);
     if (plan.node().op == OpKind::kBatchNorm) return planBatchNorm(plan);
     return planInstanceOrGroupNorm(plan);
 }

@@ -72,6 +72,9 @@ void moments(const void* x, bool bf16, const LaneLayout& L, int64_t P, int64_t c
 void apply(const void* x, void* y, const void* r, bool bf16, const LaneLayout& L, int64_t P,
            const float* scale, const float* shift, ActivationKind act, float alpha,
            const float* slope, const float* mask);
+void channelNorm(const void* x, void* y, bool bf16, const LaneLayout& L, int64_t P,
+                 const float* gamma, const float* beta, const float* mask, float eps,
+                 float* scratch);
 }  // namespace avx512
 #endif
 
@@ -145,6 +148,27 @@ void affineActivation(const void* x, void* y, const void* residual, bool bf16, c
                              mask.data());
 #endif
     generic::apply(x, y, residual, bf16, L, P, scale, shift, act, alpha, slope.data(), mask.data());
+}
+
+void channelLayerNorm(const void* x, void* y, bool bf16, const LaneLayout& L, const float* gamma,
+                      const float* beta, float eps) {
+    const int64_t cp = L.paddedChannels();
+    std::vector<float> mask(cp, 0.0f), g(cp, 0.0f), b(cp, 0.0f);
+    for (int64_t c = 0; c < L.channels; ++c) {
+        mask[c] = 1.0f;
+        g[c] = gamma[c];
+        b[c] = beta ? beta[c] : 0.0f;
+    }
+    // Positions per chunk: the chunk's values (<= 256 KiB of f32) stay in cache for the second
+    // and third pass; a multiple of 16 positions.
+    const int64_t P = std::max<int64_t>(16, (65536 / cp) / 16 * 16);
+    std::vector<float> scratch(static_cast<size_t>(P * (L.lanes + 2) * omp_get_max_threads()));
+#ifdef VOXSEG_HAVE_AVX512_KERNELS
+    if (useAvx512())
+        return avx512::channelNorm(x, y, bf16, L, P, g.data(), b.data(), mask.data(), eps,
+                                   scratch.data());
+#endif
+    generic::channelNorm(x, y, bf16, L, P, g.data(), b.data(), mask.data(), eps, scratch.data());
 }
 
 }  // namespace voxseg::engine::cpu

@@ -1,4 +1,5 @@
-// Internal to the oneDNN CPU backend: instance/group-norm kernels over oneDNN layouts.
+// Internal to the oneDNN CPU backend: instance/group-norm and channel LayerNorm kernels over
+// oneDNN layouts.
 //
 // oneDNN 2.6 has batch and layer normalisation but no instance or group normalisation over the
 // spatial axes of NCDHW, so these are written by hand: one memory pass for per-channel moments
@@ -45,5 +46,12 @@ void channelMoments(const void* x, bool bf16, const LaneLayout& layout, std::vec
 void affineActivation(const void* x, void* y, const void* residual, bool bf16,
                       const LaneLayout& layout, const float* scale, const float* shift,
                       ActivationKind act, float alpha, const float* slope);
+
+// Channel LayerNorm (OpKind::kChannelLayerNorm): per (n, position), the moments over the
+// channels, y = (x - mean) / sqrt(var + eps) * gamma[c] + beta[c]; in place allowed. gamma and
+// beta have `layout.channels` entries. One pass over cache-sized chunks of positions (the
+// moments two-pass within the chunk).
+void channelLayerNorm(const void* x, void* y, bool bf16, const LaneLayout& layout,
+                      const float* gamma, const float* beta, float eps);
 
 }  // namespace voxseg::engine::cpu

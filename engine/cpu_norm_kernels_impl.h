@@ -176,6 +176,118 @@ void applyT(const void* x, void* y, const void* r, const LaneLayout& L, int64_t 
     }
 }
 
+// Channel LayerNorm of the positions [0, count) of one chunk (x and y point at its first
+// position): per position the mean and variance over all channels (two passes over the chunk,
+// which stays in cache), then y = (x - mean) * rstd * gamma + beta. `acc` holds count * lanes
+// floats, `mean` and `rstd` count floats. Padding channels (mask 0) are left out of the moments
+// and written as zero (gamma and beta are zero there).
+template <int LANES, typename T>
+void channelNormChunk(const T* x, T* y, const LaneLayout& L, int64_t count, const float* gamma,
+                      const float* beta, const float* mask, float eps, float* acc, float* mean,
+                      float* rstd) {
+    const int64_t lanes = LANES > 0 ? LANES : L.lanes;
+    const int64_t ss = L.spatial_stride, gs = L.group_stride;
+    const float inv_c = 1.0f / static_cast<float>(L.channels);
+    for (int pass = 0; pass < 2; ++pass) {
+        for (int64_t i = 0; i < count * lanes; ++i) acc[i] = 0.0f;
+        for (int64_t g = 0; g < L.groups; ++g) {
+            const T* p = x + g * gs;
+            const float* m = mask + g * lanes;
+            if (lanes == 1) {
+                const float m0 = m[0];
+                if (pass == 0) {
+#pragma omp simd
+                    for (int64_t s = 0; s < count; ++s) acc[s] += load(p, s) * m0;
+                } else {
+#pragma omp simd
+                    for (int64_t s = 0; s < count; ++s) {
+                        const float d = (load(p, s) - mean[s]) * m0;
+                        acc[s] += d * d;
+                    }
+                }
+                continue;
+            }
+            for (int64_t s = 0; s < count; ++s) {
+                float* a = acc + s * lanes;
+                const T* ps = p + s * ss;
+                if (pass == 0) {
+#pragma omp simd
+                    for (int64_t l = 0; l < lanes; ++l) a[l] += load(ps, l) * m[l];
+                } else {
+                    const float mu = mean[s];
+#pragma omp simd
+                    for (int64_t l = 0; l < lanes; ++l) {
+                        const float d = (load(ps, l) - mu) * m[l];
+                        a[l] += d * d;
+                    }
+                }
+            }
+        }
+        for (int64_t s = 0; s < count; ++s) {
+            float t = 0.0f;
+            const float* a = acc + s * lanes;
+#pragma omp simd reduction(+ : t)
+            for (int64_t l = 0; l < lanes; ++l) t += a[l];
+            if (pass == 0)
+                mean[s] = t * inv_c;
+            else
+                rstd[s] = 1.0f / std::sqrt(t * inv_c + eps);
+        }
+    }
+    for (int64_t g = 0; g < L.groups; ++g) {
+        const T* p = x + g * gs;
+        T* q = y + g * gs;
+        const float* ga = gamma + g * lanes;
+        const float* be = beta + g * lanes;
+        if (lanes == 1) {
+            const float g0 = ga[0], b0 = be[0];
+#pragma omp simd
+            for (int64_t s = 0; s < count; ++s)
+                store(q, s, (load(p, s) - mean[s]) * rstd[s] * g0 + b0);
+            continue;
+        }
+        for (int64_t s = 0; s < count; ++s) {
+            const float mu = mean[s], rs = rstd[s];
+            const T* ps = p + s * ss;
+            T* qs = q + s * ss;
+#pragma omp simd
+            for (int64_t l = 0; l < lanes; ++l)
+                store(qs, l, (load(ps, l) - mu) * rs * ga[l] + be[l]);
+        }
+    }
+}
+
+template <typename T>
+void channelNormT(const T* x, T* y, const LaneLayout& L, int64_t P, const float* gamma,
+                  const float* beta, const float* mask, float eps, float* scratch) {
+    const int64_t chunks = (L.spatial + P - 1) / P;
+    const int64_t per_thread = P * (L.lanes + 2);
+#pragma omp parallel for schedule(static)
+    for (int64_t u = 0; u < L.batch * chunks; ++u) {
+        const int64_t n = u / chunks, s0 = (u % chunks) * P;
+        const int64_t count = L.spatial - s0 < P ? L.spatial - s0 : P;
+        float* acc = scratch + omp_get_thread_num() * per_thread;
+        const int64_t off = n * L.n_stride + s0 * L.spatial_stride;
+        if (L.lanes == 16)
+            channelNormChunk<16>(x + off, y + off, L, count, gamma, beta, mask, eps, acc,
+                                 acc + P * 16, acc + P * 17);
+        else
+            channelNormChunk<0>(x + off, y + off, L, count, gamma, beta, mask, eps, acc,
+                                acc + P * L.lanes, acc + P * (L.lanes + 1));
+    }
+}
+
+void channelNorm(const void* x, void* y, bool bf16, const LaneLayout& L, int64_t P,
+                 const float* gamma, const float* beta, const float* mask, float eps,
+                 float* scratch) {
+    if (bf16)
+        channelNormT(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(y), L, P, gamma, beta,
+                     mask, eps, scratch);
+    else
+        channelNormT(static_cast<const float*>(x), static_cast<float*>(y), L, P, gamma, beta, mask,
+                     eps, scratch);
+}
+
 void moments(const void* x, bool bf16, const LaneLayout& L, int64_t P, int64_t chunks, float* cmean,
              float* cm2) {
     if (bf16)

@@ -173,7 +173,7 @@ Status planConv(Plan& plan);  // Conv (with fused bias/activation/residual)
 // ConvTranspose; `subpixel`: kernel == stride as a 1x1 conv + scatter (cpu_conv.cpp), else
 // oneDNN's deconvolution.
 Status planConvTranspose(Plan& plan, bool subpixel = true);
-Status planNorm(Plan& plan);     // InstanceNorm, GroupNorm (own kernels), BatchNorm
+Status planNorm(Plan& plan);  // InstanceNorm, GroupNorm, ChannelLayerNorm (own kernels), BatchNorm
 Status planEltwise(Plan& plan);  // Relu, LeakyRelu, Sigmoid, Tanh, Clip, PRelu, Gelu, SiLU, Sqrt
 Status planBinary(Plan& plan);   // Add, Sub, Mul, Div
 Status planSoftmax(Plan& plan);

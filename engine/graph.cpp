@@ -92,6 +92,8 @@ const char* opKindName(OpKind op) {
             return "Attention";
         case OpKind::kRotary:
             return "Rotary";
+        case OpKind::kChannelLayerNorm:
+            return "ChannelLayerNorm";
     }
     return "?";
 }
@@ -308,6 +310,19 @@ Status inferNode(Graph& g, const Node& node) {
         case OpKind::kReduceMean:
         case OpKind::kReduceSum:
         case OpKind::kReduceMax: {
+        case OpKind::kChannelLayerNorm: {
+            VOXSEG_RETURN_IF_ERROR(need(2));
+            out = in(0);
+            if (out.size() < 3)
+                return nodeError(node, "input " + shapeToString(out) +
+                                           " needs rank >= 3 (N, C, spatial...)");
+            for (size_t i = 1; i < node.inputs.size(); ++i)
+                if (node.inputs[i] >= 0 && numel(in(i)) != out[1])
+                    return nodeError(node, "scale/bias have " + std::to_string(numel(in(i))) +
+                                               " values for " + std::to_string(out[1]) +
+                                               " channels");
+            break;
+        }
             VOXSEG_RETURN_IF_ERROR(need(1));
             const Shape& x = in(0);
             for (size_t i = 0; i < node.reduce_axes.size(); ++i)

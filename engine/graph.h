@@ -71,6 +71,12 @@ enum class OpKind {
     // (constants, T*D values). y = X * cos + rot(X) * sin with rot(X)[2i] = -X[2i+1],
     // rot(X)[2i+1] = X[2i].
     kRotary,
+    // LayerNorm over the channel axis at each position (nnU-Net's LayerNormNd in Primus'
+    // decoder, ConvNeXt's channels-first LayerNorm; fused at import from the exported
+    // ReduceMean(axis 1)/Sub/Pow/ReduceMean/Add/Sqrt/Div[/Mul/Add] chain): inputs X [N, C, ...]
+    // (rank >= 3), scale [C], bias [C] (-1: none), all constants but X; norm.epsilon.
+    // y[n, c, s] = (x - mean_c) / sqrt(var_c + eps) * scale[c] + bias[c].
+    kChannelLayerNorm,
 };
 
 const char* opKindName(OpKind op);

@@ -224,7 +224,8 @@ std::vector<float> broadcastConstant(const Graph& g, ValueId v, const Shape& tar
 }  // namespace
 
 // ReduceMean -> Sub -> Mul(d, d) (Pow 2) -> ReduceMean -> Add eps -> Sqrt -> Div [-> Mul gamma
-// [-> Add beta]] over trailing axes: one LayerNorm node in the place of the last one. Nodes of
+// [-> Add beta]] over trailing axes: one LayerNorm node in the place of the last one; over the
+// channel axis alone (axis 1 of rank >= 3): one ChannelLayerNorm node. Nodes of
 // the chain that nothing else reads become dead (pruneDeadNodes); those that are read elsewhere
 // stay, so the rewrite is correct whatever the chain's other uses.
 void fuseLayerNormPattern(Graph& g) {
@@ -258,9 +259,16 @@ void fuseLayerNormPattern(Graph& g) {
         bool trailing = !axes.empty();
         for (size_t k = 0; k < axes.size(); ++k)
             trailing &= axes[k] == static_cast<int64_t>(xs.size() - axes.size() + k);
-        if (!trailing || g.values[div.outputs[0]].shape != xs) continue;
+        // Over the channel axis of [N, C, spatial...] (LayerNormNd): a ChannelLayerNorm, whose
+        // affine parameters broadcast as [1, C, 1, ...].
+        const bool channel = !trailing && xs.size() >= 3 && axes == std::vector<int64_t>{1};
+        if ((!trailing && !channel) || g.values[div.outputs[0]].shape != xs) continue;
         const int64_t axis = axes.front();
-        const Shape normalised(xs.begin() + axis, xs.end());
+        Shape normalised(xs.begin() + axis, xs.end());
+        if (channel) {
+            normalised.assign(xs.size(), 1);
+            normalised[1] = xs[1];
+        }
         const int64_t inner = numel(normalised);
         std::vector<float> gamma(static_cast<size_t>(inner), 1.0f), beta;
         int last = static_cast<int>(i);
@@ -285,10 +293,11 @@ void fuseLayerNormPattern(Graph& g) {
             }
         }
         Node ln;
-        ln.op = OpKind::kLayerNorm;
-        ln.name = div.name + "/layernorm";
+        ln.op = channel ? OpKind::kChannelLayerNorm : OpKind::kLayerNorm;
+        ln.name = div.name + (channel ? "/channel_layernorm" : "/layernorm");
         ln.axis = axis;
         ln.norm.epsilon = static_cast<float>(*eps);
+        if (channel) normalised = {inner};
         const ValueId sv = g.addValue({ln.name + "/scale", normalised, DType::kFloat32,
                                        Tensor::fromFloats(normalised, gamma)});
         ln.inputs = {x, sv};

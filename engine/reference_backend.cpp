@@ -508,6 +508,30 @@ void layerNorm(const Node& n, const Tensor& x, const Tensor& scale, const Tensor
     }
 }
 
+// Normalises the C values of each (n, position) of an [N, C, ...] tensor.
+void channelLayerNorm(const Node& n, const Tensor& x, const Tensor& scale, const Tensor* bias,
+                      Tensor& y) {
+    const int64_t batch = x.dim(0), channels = x.dim(1);
+    const int64_t spatial = x.numel() / (batch * channels);
+    const float* sp = scale.data<float>();
+    const float* bp = bias ? bias->data<float>() : nullptr;
+    for (int64_t b = 0; b < batch; ++b)
+        for (int64_t s = 0; s < spatial; ++s) {
+            const float* xp = x.data<float>() + b * channels * spatial + s;
+            float* yp = y.data<float>() + b * channels * spatial + s;
+            double sum = 0;
+            for (int64_t c = 0; c < channels; ++c) sum += xp[c * spatial];
+            const double mean = sum / static_cast<double>(channels);
+            double sq = 0;
+            for (int64_t c = 0; c < channels; ++c)
+                sq += (xp[c * spatial] - mean) * (xp[c * spatial] - mean);
+            const double inv = 1.0 / std::sqrt(sq / static_cast<double>(channels) + n.norm.epsilon);
+            for (int64_t c = 0; c < channels; ++c)
+                yp[c * spatial] =
+                    static_cast<float>((xp[c * spatial] - mean) * inv * sp[c] + (bp ? bp[c] : 0.0));
+        }
+}
+
 void reduce(const Node& n, const Tensor& x, Tensor& y) {
     const Shape& xs = x.shape();
     // The output index of every input element: reduced axes collapse to 0.
@@ -731,6 +755,9 @@ Status runNode(const Graph& g, const Node& n, std::vector<Tensor>& env) {
             break;
         case OpKind::kLayerNorm:
             layerNorm(n, *in[0], *in[1], in.size() > 2 ? in[2] : nullptr, y);
+            break;
+        case OpKind::kChannelLayerNorm:
+            channelLayerNorm(n, *in[0], *in[1], in.size() > 2 ? in[2] : nullptr, y);
             break;
         case OpKind::kErf:
             unary([](float v) { return std::erf(v); });

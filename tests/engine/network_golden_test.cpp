@@ -101,6 +101,24 @@ TEST(NetworkGolden, IndexListsTheNets) {
         EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
 }
 
+int count(const Graph& g, OpKind op) {
+    return static_cast<int>(
+        std::count_if(g.nodes.begin(), g.nodes.end(), [&](const Node& n) { return n.op == op; }));
+}
+
+// Primus' decoder LayerNormNd, exported as ReduceMean over the channels, Sub, Pow, ReduceMean,
+// Add, Sqrt, Div, Mul, Add, imports as ChannelLayerNorm nodes with nothing of the chain left.
+TEST(NetworkGolden, PrimusDecoderLayerNormImportsAsOneNode) {
+    const auto onnx_path = kDir / "primus_v3_tiny.onnx";
+    if (!std::filesystem::exists(onnx_path)) GTEST_SKIP() << onnx_path << " not committed";
+    auto g = importOnnx(onnx_path);
+    ASSERT_TRUE(g.isOk()) << g.status().toString();
+    EXPECT_GE(count(*g, OpKind::kChannelLayerNorm), 1);
+    EXPECT_EQ(count(*g, OpKind::kReduceMean), 0);
+    EXPECT_EQ(count(*g, OpKind::kSqrt), 0);
+    EXPECT_EQ(count(*g, OpKind::kDiv), 0);
+}
+
 class NetworkParity : public ::testing::TestWithParam<std::tuple<std::string, size_t>> {};
 
 TEST_P(NetworkParity, MatchesPyTorch) {

@@ -780,6 +780,47 @@ inline std::vector<OpCase> allOpCases() {
                 std::to_string(l.bias) + " eps " + std::to_string(l.eps),
             b, {l.x}, kReductionTol);
     }
+    // LayerNorm over the channels at each position (Primus' decoder LayerNormNd): on a graph
+    // input (plain layout on the cpu), after a Conv (20 channels: blocked by 16 with 12 padding
+    // lanes) and after a kernel == stride ConvTranspose (24 channels, Primus' second decoder
+    // stage), inputs offset from zero so that the moments are not those of centred data.
+    struct ChannelNormSpec {
+        const char* name;
+        Shape x;
+        OpKind producer;  // kIdentity: the input itself
+        int64_t channels;
+        bool bias;
+        float eps;
+    };
+    const std::vector<ChannelNormSpec> cnorms = {
+        {"channel_layernorm_plain", odd, OpKind::kIdentity, 13, true, 1e-6f},
+        {"channel_layernorm_after_conv_c20", {2, 13, 5, 4, 3}, OpKind::kConv, 20, true, 1e-6f},
+        {"channel_layernorm_after_convt_c24_nobias",
+         {1, 13, 5, 6, 7},
+         OpKind::kConvTranspose,
+         24,
+         false,
+         1e-5f},
+    };
+    for (const ChannelNormSpec& c : cnorms) {
+        GraphBuilder b;
+        ValueId x = b.input("x", c.x);
+        x = b.node(OpKind::kAdd, {x, b.constant("offset", Tensor::fromFloats({}, {3.0f}))});
+        if (c.producer == OpKind::kConv) x = b.conv(x, c.x[1], c.channels, {1, 1, 1});
+        if (c.producer == OpKind::kConvTranspose)
+            x = b.convTranspose(x, c.x[1], c.channels, {2, 2, 2}, {2, 2, 2});
+        std::vector<ValueId> in{x, b.constant("scale", seededTensor({c.channels}, 5, 0.5f, 1.5f))};
+        if (c.bias) in.push_back(b.weights("bias", {c.channels}, 0.5f));
+        b.output(b.node(OpKind::kChannelLayerNorm, in, [&](Node& n) { n.norm.epsilon = c.eps; }));
+        add(c.name,
+            "input " + vecStr(c.x) + " + 3, " +
+                (c.producer == OpKind::kIdentity ? std::string("")
+                                                 : std::string(opKindName(c.producer)) + " to " +
+                                                       std::to_string(c.channels) + " channels, ") +
+                "channel LayerNorm bias " + std::to_string(c.bias) + " eps " +
+                std::to_string(c.eps),
+            b, {c.x}, c.producer == OpKind::kIdentity ? kReductionTol : kConvTol);
+    }
     // Unary math on inputs scaled to [-3, 3) (sqrt: shifted to [0.5, 6.5)).
     struct UnarySpec {
         const char* name;
