@@ -11,15 +11,17 @@ scripts/build.sh
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 900 "$@"
 
-# The AddressSanitizer + UBSan configuration: every file of the DICOM tables (malformed ones
-# from pydicom-test-files included) decoded under the sanitizers. Skip with VOXSEG_SKIP_ASAN=1.
+# The sanitizer configuration: the whole test suite (the viewer, the CLI and the processes tests
+# start included) built with clang + AddressSanitizer + UBSan in build-fuzz and run there
+# (scripts/test-asan.sh; labels fuzz, gpu and noasan left out, docs/security.md). Skip with
+# VOXSEG_SKIP_ASAN=1.
 if [[ "${VOXSEG_SKIP_ASAN:-0}" != 1 ]]; then
-  VOXSEG_ASAN_TARGETS="dicom_pixels_table_test test_dicom_series_data" scripts/test-asan.sh
+  scripts/test-asan.sh
 fi
 
-# Every parser fuzzed: the libFuzzer targets of tests/fuzz, built with clang + ASan + UBSan in
-# build-fuzz and run FUZZ_SECONDS (20) each, two at a time (scripts/test-fuzz.sh; a crash fails
-# and prints the reproducer). Skip with VOXSEG_SKIP_FUZZ=1.
+# Every parser fuzzed: the libFuzzer targets of tests/fuzz, from the same build-fuzz (built
+# already unless VOXSEG_SKIP_ASAN=1), run FUZZ_SECONDS (20) each, two at a time
+# (scripts/test-fuzz.sh; a crash fails and prints the reproducer). Skip with VOXSEG_SKIP_FUZZ=1.
 if [[ "${VOXSEG_SKIP_FUZZ:-0}" != 1 ]]; then
   scripts/test-fuzz.sh
 fi
