@@ -22,7 +22,7 @@ fi
 reports="$(mktemp -d /tmp/voxseg-sanitizer-reports.XXXXXX)"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:allocator_may_return_null=1:check_initialization_order=1}:log_path=$reports/asan"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}:log_path=$reports/ubsan"
-export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0}"
+export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root/tests/fuzz/lsan.supp:print_suppressions=0}"
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 status=0
 ctest --test-dir build-fuzz -LE '^(fuzz|gpu|noasan)$' --output-on-failure -j"${CTEST_JOBS:-$(nproc)}" \
