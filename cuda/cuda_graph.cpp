@@ -1,5 +1,7 @@
 #include "cuda/cuda_graph.h"
 
+#include "cuda/cuda_planner.h"
+
 #include "core/log.h"
 #include "cuda/cuda_errors.h"
 
@@ -18,121 +20,7 @@ using engine::OpKind;
 using engine::Shape;
 using engine::ValueId;
 
-namespace {
-
-constexpr size_t kAlign = 256;
-size_t alignUp(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
-
-struct Dims {  // rank-5 activation N, C, D, H, W
-    int64_t n = 0, c = 0, d = 0, h = 0, w = 0;
-    int64_t spatial() const { return d * h * w; }
-    bool operator==(const Dims& o) const {
-        return n == o.n && c == o.c && d == o.d && h == o.h && w == o.w;
-    }
-    std::string str() const { return fmt::format("[{}, {}, {}, {}, {}]", n, c, d, h, w); }
-};
-
-// A view before the arena exists: buffer index + channel slice.
-struct PView {
-    int buffer = -1;
-    int64_t channels = 0, ldc = 0, c_offset = 0;
-    bool packed() const { return ldc == channels && c_offset == 0; }
-};
-
-struct Param {  // offset into the parameter blob, or none
-    int64_t offset = -1;
-};
-
-}  // namespace
-
-struct CudaCompiledGraph::Step {
-    enum class Kind { kConv, kInstanceNorm, kEpilogue, kSoftmax, kBinary };
-    Kind kind = Kind::kEpilogue;
-    std::string name;
-    int64_t n = 0, spatial = 0;
-    // Planned operands (resolved into views after the arena is allocated).
-    PView a, b, y, residual;
-    int conv = -1;
-    Param weights, scale, shift, prelu;
-    bool affine_per_image = false;  // scale/shift from the InstanceNorm scratch
-    math::Act act = math::Act::kNone;
-    float alpha = 0.0f, lo = 0.0f, hi = 0.0f, epsilon = 1e-5f;
-    BinaryOp op = BinaryOp::kAdd;
-    // Resolved.
-    View va, vb, vy, vres;
-    const void* w_ptr = nullptr;
-    const float *scale_ptr = nullptr, *shift_ptr = nullptr, *prelu_ptr = nullptr;
-};
-
-namespace {
-
-using Step = CudaCompiledGraph::Step;
-
-const char* opName(const Node& node) { return engine::opKindName(node.op); }
-
-Status nodeError(const Node& node, StatusCode code, const std::string& msg) {
-    return {code, fmt::format("node '{}' ({}): {}", node.name, opName(node), msg), node.name};
-}
-
-// Lowering state.
-class Planner {
-  public:
-    Planner(const Graph& g, StorageType st) : g_(g), st_(st) {}
-
-    Status plan(const std::vector<Shape>& input_shapes);
-
-    const Graph& g_;
-    StorageType st_;
-    std::vector<Dims> dims_;
-    std::vector<bool> has_dims_;
-    std::vector<int> consumers_;
-    std::vector<PView> views_;
-    std::vector<bool> has_view_;
-    std::vector<size_t> buffer_bytes_;
-    std::vector<uint8_t> params_;
-    std::vector<Step> steps_;
-    std::vector<ConvShape> conv_shapes_;
-    std::vector<std::string> conv_names_;  // "node (op)" for error messages
-    size_t norm_scratch_bytes_ = 0;
-    int64_t norm_max_nc_ = 0;
-    std::vector<std::vector<int>> step_buffers_;
-
-  private:
-    bool half() const { return st_ != StorageType::kFloat32; }
-    Status inferShapes(const std::vector<Shape>& input_shapes);
-    Status lower(const Node& node);
-    int newBuffer(const Dims& d, int64_t ldc) {
-        buffer_bytes_.push_back(alignUp(size_t(d.n * d.spatial() * ldc) * storageSize(st_)));
-        return int(buffer_bytes_.size() - 1);
-    }
-    PView packedView(const Dims& d) {
-        PView v;
-        v.buffer = newBuffer(d, d.c);
-        v.channels = v.ldc = d.c;
-        return v;
-    }
-    // The view a node writes its output value into (a concat slice when pre-assigned).
-    PView outputView(ValueId id) {
-        if (!has_view_[id]) {
-            views_[id] = packedView(dims_[id]);
-            has_view_[id] = true;
-        }
-        return views_[id];
-    }
-    Param addParam(const std::vector<float>& values);
-    Param addParamRaw(const void* data, size_t bytes);
-    Result<PView> activation(const Node& node, ValueId id) {
-        if (id < 0 || g_.isConstant(id) || !has_view_[id])
-            return nodeError(
-                node, StatusCode::kUnsupported,
-                "input " + std::to_string(id) + " is not an activation the CUDA backend computed");
-        return views_[id];
-    }
-    Status applyFused(const Node& node, Step& step);
-    void push(Step step) { steps_.push_back(std::move(step)); }
-    Status lowerConv(const Node& node);
-    Status lowerElementwise(const Node& node);
-};
+namespace planning {
 
 Param Planner::addParamRaw(const void* data, size_t bytes) {
     Param p;
@@ -172,9 +60,7 @@ Result<std::vector<float>> perChannel(const Graph& g, const Node& node, ValueId 
     return v;
 }
 
-}  // namespace
-
-Status cudaSupportsNode(const Graph& g, const Node& node) {
+Status convPathSupports(const Graph& g, const Node& node) {
     // Activations are rank-5 (N, C, D, H, W) values the graph computes (shapes as inferred).
     auto activation5 = [&](ValueId id) -> Status {
         if (id < 0 || g.isConstant(id)) return Status::ok();
@@ -208,6 +94,16 @@ Status cudaSupportsNode(const Graph& g, const Node& node) {
                                  "only 3D convolutions run on CUDA");
             if (!g.isConstant(node.inputs[1]))
                 return nodeError(node, StatusCode::kUnsupported, "weights must be constant");
+            for (size_t i = 0; i < 3; ++i) {
+                const auto& a = node.conv;
+                const int64_t pb = a.pads_begin.empty() ? 0 : a.pads_begin[i];
+                const int64_t pe = a.pads_end.empty() ? 0 : a.pads_end[i];
+                if (pb != pe)
+                    return nodeError(node, StatusCode::kUnsupported,
+                                     fmt::format("asymmetric padding ({} vs {}) is not supported "
+                                                 "by cuDNN (use --device cpu)",
+                                                 pb, pe));
+            }
             return Status::ok();
         case OpKind::kConcat:
             if (!(node.axis == 1 || node.axis == -4))
@@ -256,8 +152,6 @@ Status cudaSupportsNode(const Graph& g, const Node& node) {
     }
 }
 
-namespace {
-
 // The planner's dims come from Graph's own shape inference (engine/graph.cpp), run by compile()
 // on a copy of the graph for the requested input shapes; here they are only checked (every node
 // one cudaSupportsNode accepts) and read as rank-5 activations.
@@ -279,10 +173,50 @@ Status Planner::inferShapes(const std::vector<Shape>& input_shapes) {
         for (ValueId o : node.outputs)
             if (o >= 0) take(o);
     }
-    for (ValueId o : g_.outputs)
-        if (!has_dims_[o])
-            return unsupported("graph output '" + g_.values[o].name + "' is not computed");
     return Status::ok();
+}
+
+Result<PView> Planner::activation(const Node& node, ValueId id) {
+    if (id >= 0 && !g_.isConstant(id) && has_view_[id]) return views_[id];
+    if (id < 0 || g_.isConstant(id) || !has_tref_[id] || !has_dims_[id])
+        return nodeError(
+            node, StatusCode::kUnsupported,
+            "input " + std::to_string(id) + " is not an activation the CUDA backend computed");
+    // A tensor op's packed result read by a convolution-network op: converted once.
+    const PView v = packedView(dims_[id]);
+    TensorStep copy;
+    copy.kind = TensorStep::Kind::kCopy;
+    copy.a = trefs_[id];
+    copy.y = viewOf(v, dims_[id]);
+    pushTensor(std::move(copy));
+    steps_.back().name = fmt::format("{} (to channels-last for {})", g_.values[id].name, node.name);
+    views_[id] = v;
+    has_view_[id] = true;
+    return v;
+}
+
+bool Planner::convPath(const Node& node) const {
+    if (!convPathSupports(g_, node).isOk()) return false;
+    switch (node.op) {
+        case OpKind::kAdd:
+        case OpKind::kSub:
+        case OpKind::kMul:
+        case OpKind::kDiv:
+        case OpKind::kRelu:
+        case OpKind::kLeakyRelu:
+        case OpKind::kPRelu:
+        case OpKind::kSigmoid:
+        case OpKind::kTanh:
+        case OpKind::kClip:
+        case OpKind::kIdentity:
+            // Element-wise ops stay in the channels-last epilogues when their activations are
+            // channels-last already; on tensor-op results they run as tensor ops.
+            for (ValueId in : node.inputs)
+                if (in >= 0 && !g_.isConstant(in) && !has_view_[in]) return false;
+            return node.fused_residual < 0 || has_view_[node.fused_residual];
+        default:
+            return true;
+    }
 }
 
 Status Planner::plan(const std::vector<Shape>& input_shapes) {
@@ -301,9 +235,16 @@ Status Planner::plan(const std::vector<Shape>& input_shapes) {
     for (ValueId o : g_.outputs) ++consumers_[o];
     views_.assign(nv, {});
     has_view_.assign(nv, false);
+    trefs_.assign(nv, {});
+    has_tref_.assign(nv, false);
 
     // Graph inputs: zero-padded to 8 channels in fp16/bf16 when only plain convolutions read them.
     for (ValueId id : g_.inputs) {
+        if (!has_dims_[id]) {  // tokens, matrices: packed row-major float32
+            trefs_[id] = newPacked(g_.values[id].shape);
+            has_tref_[id] = true;
+            continue;
+        }
         const Dims& d = dims_[id];
         bool only_convs = consumers_[id] > 0 && !graph_outputs.count(id);
         for (const Node& node : g_.nodes) {
@@ -325,7 +266,7 @@ Status Planner::plan(const std::vector<Shape>& input_shapes) {
 
     // Concatenations: producers that end in our own epilogue write straight into their slice.
     for (const Node& node : g_.nodes) {
-        if (node.op != OpKind::kConcat) continue;
+        if (node.op != OpKind::kConcat || !convPathSupports(g_, node).isOk()) continue;
         const ValueId out = node.outputs[0];
         PView cat = packedView(dims_[out]);
         views_[out] = cat;
@@ -358,7 +299,18 @@ Status Planner::plan(const std::vector<Shape>& input_shapes) {
         const size_t before = steps_.size();
         VOXSEG_RETURN_IF_ERROR(lower(node));
         for (size_t i = before; i < steps_.size(); ++i)
-            steps_[i].name = fmt::format("{} ({})", node.name, opName(node));
+            if (steps_[i].name.empty())
+                steps_[i].name = fmt::format("{} ({})", node.name, opName(node));
+    }
+    // Graph outputs: rank 5 channels-last (outputView), others packed.
+    for (ValueId o : g_.outputs) {
+        if (has_dims_[o]) {
+            Node out_node;
+            out_node.name = "graph output " + g_.values[o].name;
+            VOXSEG_RETURN_IF_ERROR(activation(out_node, o).status());
+        } else if (!has_tref_[o]) {
+            return unsupported("graph output '" + g_.values[o].name + "' is not computed");
+        }
     }
     return Status::ok();
 }
@@ -406,14 +358,6 @@ Status Planner::lowerConv(const Node& node) {
         return nodeError(node, StatusCode::kInternal, "convolution input is a channel slice");
     if (x.ldc != x.channels && (transposed || a.group != 1))
         return nodeError(node, StatusCode::kInternal, "padded input for a grouped/transposed conv");
-    for (int i = 0; i < 3; ++i) {
-        const int64_t pb = a.pads_begin.empty() ? 0 : a.pads_begin[i];
-        const int64_t pe = a.pads_end.empty() ? 0 : a.pads_end[i];
-        if (pb != pe)
-            return nodeError(
-                node, StatusCode::kUnsupported,
-                fmt::format("asymmetric padding ({} vs {}) is not supported by cuDNN", pb, pe));
-    }
     ConvShape cs;
     cs.transposed = transposed;
     cs.type = st_;
@@ -476,7 +420,7 @@ Status Planner::lowerConv(const Node& node) {
                 other.inputs[0] == out_id)
                 bias_needed = false;
     }
-    const bool slice_out = has_view_[out_id] && !views_[out_id].packed();
+    const bool slice_out = has_view_[out_id] && !isPacked(views_[out_id]);
     const bool epilogue = bias_needed || node.fused_activation != engine::ActivationKind::kNone ||
                           node.fused_residual >= 0 || slice_out;
     PView final_view = outputView(out_id);
@@ -622,6 +566,7 @@ Status Planner::lowerElementwise(const Node& node) {
 }
 
 Status Planner::lower(const Node& node) {
+    if (!convPath(node)) return lowerTensorOp(node);
     switch (node.op) {
         case OpKind::kConv:
         case OpKind::kConvTranspose:
@@ -738,80 +683,69 @@ size_t placeBuffers(const std::vector<size_t>& bytes, const std::vector<int>& fi
     return total;
 }
 
-}  // namespace
+}  // namespace planning
+
+using namespace planning;
+
+Status cudaSupportsNode(const Graph& g, const Node& node) {
+    const Status conv = convPathSupports(g, node);
+    if (conv.isOk() || !isTensorOp(node.op)) return conv;
+    return tensorOpSupported(g, node);
+}
 
 CudaCompiledGraph::~CudaCompiledGraph() {
+    tensor_steps_.clear();  // cuBLASLt plans before their handle
+    if (lt_) cublasLtDestroy(lt_);
     if (cudnn_) cudnnDestroy(cudnn_);
     if (stream_) cudaStreamDestroy(stream_);
 }
 
-Result<std::unique_ptr<CudaCompiledGraph>> CudaCompiledGraph::compile(
-    const Graph& graph, const std::vector<Shape>& input_shapes,
-    const engine::CompileOptions& options, AlgoCache& cache) {
-    std::unique_ptr<CudaCompiledGraph> cg(new CudaCompiledGraph());
-    cg->device_ = options.device_index;
-    cg->precision_ = options.precision;
-    cg->storage_ = options.precision == engine::Precision::kFloat16    ? StorageType::kFloat16
-                   : options.precision == engine::Precision::kBFloat16 ? StorageType::kBFloat16
-                                                                       : StorageType::kFloat32;
-    // Input ranks first, with the CUDA backend's own message; then Graph's shape inference.
-    for (size_t i = 0; i < graph.inputs.size() && i < input_shapes.size(); ++i)
-        if (input_shapes[i].size() != 5)
-            return unsupported(fmt::format(
-                "input '{}' has shape {}: the CUDA backend runs 3D networks (N, C, D, H, W) only",
-                graph.values[graph.inputs[i]].name, engine::shapeToString(input_shapes[i])));
-    Graph shaped = graph;
-    VOXSEG_RETURN_IF_ERROR(shaped.inferShapes(input_shapes));
-    VOXSEG_CUDA_CHECK(cudaSetDevice(cg->device_));
-    Planner planner(shaped, cg->storage_);
+namespace planning {
+
+Result<PlannedGraph> planGraph(const Graph& graph, const std::vector<Shape>& input_shapes,
+                               StorageType storage) {
+    PlannedGraph pg;
+    pg.shaped = std::make_unique<Graph>(graph);
+    VOXSEG_RETURN_IF_ERROR(pg.shaped->inferShapes(input_shapes));
+    pg.planner = std::make_unique<Planner>(*pg.shaped, storage);
+    Planner& planner = *pg.planner;
     VOXSEG_RETURN_IF_ERROR(planner.plan(input_shapes));
-    cg->input_shapes_ = input_shapes;
-    for (ValueId o : graph.outputs) {
-        const Dims& d = planner.dims_[o];
-        cg->output_shapes_.push_back({d.n, d.c, d.d, d.h, d.w});
-    }
 
     // Buffer lifetimes in step indices; graph inputs live from the start, outputs to the end.
     const size_t nb = planner.buffer_bytes_.size();
     const int end = int(planner.steps_.size());
     std::vector<int> first(nb, end), last(nb, -1);
-    auto touch = [&](const PView& v, int s) {
-        if (v.buffer < 0) return;
-        first[v.buffer] = std::min(first[v.buffer], s);
-        last[v.buffer] = std::max(last[v.buffer], s);
+    auto touchBuffer = [&](int buffer, int s) {
+        if (buffer < 0) return;
+        first[buffer] = std::min(first[buffer], s);
+        last[buffer] = std::max(last[buffer], s);
     };
     for (int s = 0; s < end; ++s) {
         const Step& st = planner.steps_[s];
-        touch(st.a, s);
-        touch(st.b, s);
-        touch(st.y, s);
-        touch(st.residual, s);
+        for (const PView* v : {&st.a, &st.b, &st.y, &st.residual}) touchBuffer(v->buffer, s);
+        if (st.kind != Step::Kind::kTensor) continue;
+        const TensorStep& t = planner.tensor_steps_[st.tensor];
+        for (const TRef* r : {&t.y, &t.a, &t.b, &t.c, &t.residual, &t.scratch, &t.v})
+            touchBuffer(r->buffer, s);
     }
-    for (ValueId i : graph.inputs) touch(planner.views_[i], -1);
-    for (ValueId o : graph.outputs) touch(planner.views_[o], end);
+    auto touchValue = [&](ValueId id, int s) {
+        if (planner.has_view_[id]) touchBuffer(planner.views_[id].buffer, s);
+        if (planner.has_tref_[id]) touchBuffer(planner.trefs_[id].buffer, s);
+    };
+    for (ValueId i : graph.inputs) touchValue(i, -1);
+    for (ValueId o : graph.outputs) touchValue(o, end);
     for (size_t b = 0; b < nb; ++b)
         if (last[b] < first[b]) first[b] = last[b] = -1;  // unused buffer: no conflicts
-    std::vector<size_t> offsets;
-    const size_t arena_bytes = placeBuffers(planner.buffer_bytes_, first, last, offsets);
+    pg.arena_bytes = placeBuffers(planner.buffer_bytes_, first, last, pg.offsets);
+    pg.norm_partials = alignUp(planner.norm_scratch_bytes_);
+    pg.scratch_bytes = pg.norm_partials + 2 * alignUp(size_t(planner.norm_max_nc_) * sizeof(float));
+    return pg;
+}
 
-    VOXSEG_ASSIGN_OR_RETURN(cg->arena_, DeviceBuffer::allocate(arena_bytes, "activations"));
-    VOXSEG_ASSIGN_OR_RETURN(cg->params_, DeviceBuffer::allocate(planner.params_.size(), "weights"));
-    if (!planner.params_.empty())
-        VOXSEG_CUDA_CHECK(cudaMemcpy(cg->params_.data(), planner.params_.data(),
-                                     planner.params_.size(), cudaMemcpyHostToDevice));
-    const size_t norm_partials = alignUp(planner.norm_scratch_bytes_);
-    const size_t scratch_bytes =
-        norm_partials + 2 * alignUp(size_t(planner.norm_max_nc_) * sizeof(float));
-    VOXSEG_ASSIGN_OR_RETURN(cg->scratch_,
-                            DeviceBuffer::allocate(scratch_bytes, "normalisation statistics"));
-    size_t io_bytes = 0;
-    for (const auto& s : input_shapes) io_bytes += alignUp(size_t(engine::numel(s)) * 4);
-    for (const auto& s : cg->output_shapes_) io_bytes += alignUp(size_t(engine::numel(s)) * 4);
-    VOXSEG_ASSIGN_OR_RETURN(cg->io_staging_,
-                            DeviceBuffer::allocate(io_bytes, "input/output staging"));
-
-    auto* arena = static_cast<uint8_t*>(cg->arena_.data());
-    auto* params = static_cast<uint8_t*>(cg->params_.data());
+ResolvedSteps resolveSteps(PlannedGraph& pg, uint8_t* arena, uint8_t* params, uint8_t* scratch) {
+    Planner& planner = *pg.planner;
+    const std::vector<size_t>& offsets = pg.offsets;
+    ResolvedSteps out;
     auto resolve = [&](const PView& v) {
         View r;
         if (v.buffer < 0) return r;
@@ -824,9 +758,9 @@ Result<std::unique_ptr<CudaCompiledGraph>> CudaCompiledGraph::compile(
     auto param = [&](Param p) -> const float* {
         return p.offset < 0 ? nullptr : reinterpret_cast<const float*>(params + p.offset);
     };
-    cg->steps_ = std::move(planner.steps_);
-    auto* scratch = static_cast<uint8_t*>(cg->scratch_.data());
-    for (Step& s : cg->steps_) {
+    out.steps = std::move(planner.steps_);
+    const size_t affine_bytes = alignUp(size_t(planner.norm_max_nc_) * sizeof(float));
+    for (Step& s : out.steps) {
         s.va = resolve(s.a);
         s.vb = resolve(s.b);
         s.vy = resolve(s.y);
@@ -834,20 +768,96 @@ Result<std::unique_ptr<CudaCompiledGraph>> CudaCompiledGraph::compile(
         s.w_ptr = s.weights.offset < 0 ? nullptr : params + s.weights.offset;
         s.prelu_ptr = param(s.prelu);
         if (s.affine_per_image) {
-            s.scale_ptr = reinterpret_cast<const float*>(scratch + norm_partials);
-            s.shift_ptr = reinterpret_cast<const float*>(
-                scratch + norm_partials + alignUp(size_t(planner.norm_max_nc_) * sizeof(float)));
+            s.scale_ptr = reinterpret_cast<const float*>(scratch + pg.norm_partials);
+            s.shift_ptr = reinterpret_cast<const float*>(scratch + pg.norm_partials + affine_bytes);
         } else {
             s.scale_ptr = param(s.scale);
             s.shift_ptr = param(s.shift);
         }
     }
-    for (ValueId i : graph.inputs) cg->input_views_.push_back(resolve(planner.views_[i]));
-    for (ValueId o : graph.outputs) cg->output_views_.push_back(resolve(planner.views_[o]));
+    auto refPointer = [&](const TRef& r) -> void* {
+        uint8_t* base = r.buffer >= 0  ? arena + offsets[r.buffer]
+                        : r.param >= 0 ? params + r.param
+                                       : nullptr;
+        return base ? base + r.offset * int64_t(storageSize(r.type)) : nullptr;
+    };
+    auto desc = [&](const TRef& r) {
+        TensorDesc d;
+        d.data = refPointer(r);
+        if (!d.data) return d;
+        d.type = r.type;
+        d.rank = int(r.shape.size());
+        for (int a = 0; a < d.rank; ++a) {
+            d.shape[a] = r.shape[a];
+            d.mod[a] = r.mod[a];
+            d.strides[a] = r.strides[a];
+        }
+        return d;
+    };
+    out.tensor_steps = std::move(planner.tensor_steps_);
+    for (TensorStep& t : out.tensor_steps) {
+        t.dy = desc(t.y);
+        t.da = desc(t.a);
+        t.db = desc(t.b);
+        t.dc = desc(t.c);
+        t.dres = desc(t.residual);
+        t.scratch_ptr = static_cast<float*>(refPointer(t.scratch));
+        t.v_ptr = static_cast<const float*>(refPointer(t.v));
+    }
+    auto ioValue = [&](ValueId id, std::vector<View>& views, std::vector<float*>& packed) {
+        views.push_back(planner.has_view_[id] ? resolve(planner.views_[id]) : View{});
+        packed.push_back(
+            planner.has_view_[id] ? nullptr : static_cast<float*>(refPointer(planner.trefs_[id])));
+    };
+    for (ValueId i : pg.shaped->inputs) ioValue(i, out.input_views, out.packed_inputs);
+    for (ValueId o : pg.shaped->outputs) ioValue(o, out.output_views, out.packed_outputs);
+    return out;
+}
+
+}  // namespace planning
+
+Result<std::unique_ptr<CudaCompiledGraph>> CudaCompiledGraph::compile(
+    const Graph& graph, const std::vector<Shape>& input_shapes,
+    const engine::CompileOptions& options, AlgoCache& cache) {
+    std::unique_ptr<CudaCompiledGraph> cg(new CudaCompiledGraph());
+    cg->device_ = options.device_index;
+    cg->precision_ = options.precision;
+    cg->storage_ = options.precision == engine::Precision::kFloat16    ? StorageType::kFloat16
+                   : options.precision == engine::Precision::kBFloat16 ? StorageType::kBFloat16
+                                                                       : StorageType::kFloat32;
+    VOXSEG_CUDA_CHECK(cudaSetDevice(cg->device_));
+    VOXSEG_ASSIGN_OR_RETURN(PlannedGraph pg, planGraph(graph, input_shapes, cg->storage_));
+    const Planner& planner = *pg.planner;
+    cg->input_shapes_ = input_shapes;
+    for (ValueId o : graph.outputs) cg->output_shapes_.push_back(pg.shaped->values[o].shape);
+
+    const size_t arena_bytes = pg.arena_bytes;
+    VOXSEG_ASSIGN_OR_RETURN(cg->arena_, DeviceBuffer::allocate(arena_bytes, "activations"));
+    VOXSEG_ASSIGN_OR_RETURN(cg->params_, DeviceBuffer::allocate(planner.params_.size(), "weights"));
+    if (!planner.params_.empty())
+        VOXSEG_CUDA_CHECK(cudaMemcpy(cg->params_.data(), planner.params_.data(),
+                                     planner.params_.size(), cudaMemcpyHostToDevice));
+    VOXSEG_ASSIGN_OR_RETURN(cg->scratch_,
+                            DeviceBuffer::allocate(pg.scratch_bytes, "normalisation statistics"));
+    size_t io_bytes = 0;
+    for (const auto& s : input_shapes) io_bytes += alignUp(size_t(engine::numel(s)) * 4);
+    for (const auto& s : cg->output_shapes_) io_bytes += alignUp(size_t(engine::numel(s)) * 4);
+    VOXSEG_ASSIGN_OR_RETURN(cg->io_staging_,
+                            DeviceBuffer::allocate(io_bytes, "input/output staging"));
+    ResolvedSteps resolved = resolveSteps(pg, static_cast<uint8_t*>(cg->arena_.data()),
+                                          static_cast<uint8_t*>(cg->params_.data()),
+                                          static_cast<uint8_t*>(cg->scratch_.data()));
+    cg->steps_ = std::move(resolved.steps);
+    cg->tensor_steps_ = std::move(resolved.tensor_steps);
+    cg->input_views_ = std::move(resolved.input_views);
+    cg->output_views_ = std::move(resolved.output_views);
+    cg->packed_inputs_ = std::move(resolved.packed_inputs);
+    cg->packed_outputs_ = std::move(resolved.packed_outputs);
 
     VOXSEG_CUDA_CHECK(cudaStreamCreateWithFlags(&cg->stream_, cudaStreamNonBlocking));
     VOXSEG_CUDNN_CHECK(cudnnCreate(&cg->cudnn_));
     VOXSEG_CUDNN_CHECK(cudnnSetStream(cg->cudnn_, cg->stream_));
+    VOXSEG_RETURN_IF_ERROR(cg->planTensorSteps());
 
     // Convolutions: descriptors, then algorithms timed on the real buffers within a workspace
     // budget taken from the free memory.
@@ -882,11 +892,33 @@ Result<std::unique_ptr<CudaCompiledGraph>> CudaCompiledGraph::compile(
     std::string algo_list;
     for (const auto& [name, count] : algos) algo_list += fmt::format(" {}x{}", count, name);
     cg->summary_ = fmt::format(
-        "cuda {} channels-last: {} steps, {} convs ({} ), arena {:.1f} MiB, workspace {:.1f} MiB, "
-        "weights {:.1f} MiB",
+        "cuda {} channels-last: {} steps, {} convs ({} ), {} tensor-op steps, arena {:.1f} MiB, "
+        "workspace {:.1f} MiB, weights {:.1f} MiB",
         engine::precisionName(cg->precision_), cg->steps_.size(), cg->convs_.size(), algo_list,
-        arena_bytes / 1048576.0, max_workspace / 1048576.0, planner.params_.size() / 1048576.0);
+        cg->tensor_steps_.size(), arena_bytes / 1048576.0, max_workspace / 1048576.0,
+        planner.params_.size() / 1048576.0);
     return cg;
+}
+
+Status CudaCompiledGraph::planTensorSteps() {
+    bool any_gemm = false;
+    for (const TensorStep& t : tensor_steps_)
+        any_gemm |= t.kind == TensorStep::Kind::kMatMul || t.kind == TensorStep::Kind::kAttention;
+    if (!any_gemm) return Status::ok();
+    const cublasStatus_t created = cublasLtCreate(&lt_);
+    if (created != CUBLAS_STATUS_SUCCESS) return cublasStatus(created, "cublasLtCreate");
+    constexpr size_t kLtWorkspace = size_t(32) << 20;  // what cuBLASLt asks for on Hopper
+    VOXSEG_ASSIGN_OR_RETURN(lt_workspace_,
+                            DeviceBuffer::allocate(kLtWorkspace, "cuBLASLt workspace"));
+    const GemmMath math = storage_ == StorageType::kBFloat16  ? GemmMath::kBf16
+                          : storage_ == StorageType::kFloat16 ? GemmMath::kFp16
+                                                              : GemmMath::kFp32;
+    for (const Step& s : steps_) {
+        if (s.kind != Step::Kind::kTensor) continue;
+        const Status st = planGemms(tensor_steps_[s.tensor], lt_, math, lt_workspace_.bytes());
+        if (!st.isOk()) return st.withContext("node " + s.name);
+    }
+    return Status::ok();
 }
 
 View CudaCompiledGraph::inputView(size_t i) const { return input_views_.at(i); }
@@ -945,6 +977,15 @@ Status CudaCompiledGraph::runDevice() {
             case Step::Kind::kBinary:
                 st = launchBinary(s.va, s.vb, s.vy, s.op, storage_, s.n, s.spatial, stream_);
                 break;
+            case Step::Kind::kTensor: {
+                TensorRunContext ctx;
+                ctx.lt = lt_;
+                ctx.workspace = lt_workspace_.data();
+                ctx.workspace_bytes = lt_workspace_.bytes();
+                ctx.stream = stream_;
+                st = runTensorStep(tensor_steps_[s.tensor], ctx);
+                break;
+            }
         }
         if (!st.isOk()) return st.withContext("node " + s.name);
     }
@@ -965,6 +1006,11 @@ Status CudaCompiledGraph::run(const std::vector<engine::Tensor>& inputs,
                                                engine::dtypeName(inputs[i].dtype()),
                                                engine::shapeToString(inputs[i].shape()),
                                                engine::shapeToString(input_shapes_[i])));
+        if (packed_inputs_[i]) {  // row-major float32 already
+            VOXSEG_CUDA_CHECK(cudaMemcpyAsync(packed_inputs_[i], inputs[i].raw(), inputs[i].bytes(),
+                                              cudaMemcpyHostToDevice, stream_));
+            continue;
+        }
         float* dev = reinterpret_cast<float*>(staging + offset);
         VOXSEG_CUDA_CHECK(cudaMemcpyAsync(dev, inputs[i].raw(), inputs[i].bytes(),
                                           cudaMemcpyHostToDevice, stream_));
@@ -978,6 +1024,11 @@ Status CudaCompiledGraph::run(const std::vector<engine::Tensor>& inputs,
     for (size_t i = 0; i < output_shapes_.size(); ++i) {
         const auto& s = output_shapes_[i];
         outputs[i] = engine::Tensor(engine::DType::kFloat32, s);
+        if (packed_outputs_[i]) {
+            VOXSEG_CUDA_CHECK(cudaMemcpyAsync(outputs[i].raw(), packed_outputs_[i],
+                                              outputs[i].bytes(), cudaMemcpyDeviceToHost, stream_));
+            continue;
+        }
         float* dev = reinterpret_cast<float*>(staging + offset);
         VOXSEG_RETURN_IF_ERROR(launchToChannelsFirst(output_views_[i], storage_, dev, s[0],
                                                      s[2] * s[3] * s[4], stream_));

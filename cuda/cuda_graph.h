@@ -1,7 +1,7 @@
 // CudaCompiledGraph: an engine::Graph lowered to a fixed list of device steps (cuDNN
-// convolutions and voxseg kernels) over one planned activation arena. Internal to cuda/: the
-// CUDA sliding window drives it on the device directly (inputView()/runDevice()/outputView())
-// so that patches never leave the GPU.
+// convolutions, cuBLASLt matrix products and voxseg kernels) over one planned activation arena.
+// Internal to cuda/: the CUDA sliding window drives it on the device directly
+// (inputView()/runDevice()/outputView()) so that patches never leave the GPU.
 //
 // Ownership: owns the arena, parameters, workspace, stream and cuDNN handle. One thread at a
 // time. Units: bytes; views count elements.
@@ -11,9 +11,11 @@
 #include "cuda/cudnn_conv.h"
 #include "cuda/device_memory.h"
 #include "cuda/kernels.h"
+#include "cuda/tensor_step.h"
 #include "engine/backend.h"
 #include "engine/graph.h"
 
+#include <cublasLt.h>
 #include <cudnn.h>
 
 #include <memory>
@@ -55,14 +57,19 @@ class CudaCompiledGraph final : public engine::CompiledGraph {
 
   private:
     CudaCompiledGraph() = default;
+    Status planTensorSteps();  // cuBLASLt plans of the MatMul / Attention steps
 
     int device_ = 0;
     StorageType storage_ = StorageType::kFloat32;
     engine::Precision precision_ = engine::Precision::kFloat32;
     std::vector<engine::Shape> input_shapes_, output_shapes_;
-    std::vector<View> input_views_, output_views_;
+    std::vector<View> input_views_, output_views_;        // rank-5 channels-last values
+    std::vector<float*> packed_inputs_, packed_outputs_;  // other ranks (row-major), else nullptr
     std::vector<Step> steps_;
     std::vector<CudnnConv> convs_;
+    std::vector<TensorStep> tensor_steps_;  // transformer-layer ops (tensor_step.h)
+    cublasLtHandle_t lt_ = nullptr;
+    DeviceBuffer lt_workspace_;
     DeviceBuffer arena_, params_, workspace_, scratch_, io_staging_;
     cudaStream_t stream_ = nullptr;
     cudnnHandle_t cudnn_ = nullptr;

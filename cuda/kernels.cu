@@ -1,4 +1,5 @@
 #include "cuda/cuda_errors.h"
+#include "cuda/device_common.cuh"
 #include "cuda/kernels.h"
 
 #include <cuda_bf16.h>
@@ -10,53 +11,7 @@ namespace voxseg::cuda {
 namespace {
 
 using math::Act;
-
-constexpr int kThreads = 256;
-
-// Storage <-> float conversions (float32 statistics and accumulation whatever the storage).
-__device__ __forceinline__ float toFloat(float v) { return v; }
-__device__ __forceinline__ float toFloat(__half v) { return __half2float(v); }
-__device__ __forceinline__ float toFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T>
-__device__ __forceinline__ T fromFloat(float v);
-template <>
-__device__ __forceinline__ float fromFloat<float>(float v) {
-    return v;
-}
-template <>
-__device__ __forceinline__ __half fromFloat<__half>(float v) {
-    return __float2half_rn(v);
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) {
-    return __float2bfloat16_rn(v);
-}
-
-// V consecutive elements moved as one aligned access (16 bytes for 8 halves).
-template <typename T, int V>
-struct alignas(sizeof(T) * V) Pack {
-    T v[V];
-};
-
-unsigned blocksFor(int64_t work, int threads = kThreads) {
-    const int64_t blocks = (work + threads - 1) / threads;
-    return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, 1 << 20));
-}
-
-template <typename Fn>
-void dispatch(StorageType type, Fn&& fn) {
-    switch (type) {
-        case StorageType::kFloat32:
-            fn(float{});
-            break;
-        case StorageType::kFloat16:
-            fn(__half{});
-            break;
-        case StorageType::kBFloat16:
-            fn(__nv_bfloat16{});
-            break;
-    }
-}
+using namespace device;
 
 // ---- layout conversion ----
 

@@ -122,4 +122,144 @@ VOXSEG_HD int64_t mirrored(int64_t i, int64_t n, int flip, int axis) {
     return (flip >> axis) & 1 ? n - 1 - i : i;
 }
 
+// ---- tensor ops (transformer layers; tensor_kernels.h) ----
+
+// Element-wise ops of the generic tensor kernel: unary ops read `a`, binary ops `a` and `b`,
+// kWhere reads condition `a` (nonzero: take b) and `b`, `c`. kPRelu: a >= 0 ? a : a * b.
+enum class EltOp : int {
+    kCopy = 0,
+    kAdd,
+    kSub,
+    kMul,
+    kDiv,
+    kPRelu,
+    kWhere,
+    kErf,
+    kGeluExact,
+    kGeluTanh,
+    kSilu,
+    kSqrt,
+    kSin,
+    kCos,
+    kRelu,
+    kLeakyRelu,  // slope alpha
+    kSigmoid,
+    kTanh,
+    kClip,  // [lo, hi]
+};
+
+// How many operands `op` reads (1, 2 or 3).
+VOXSEG_HD int eltArity(EltOp op) {
+    switch (op) {
+        case EltOp::kAdd:
+        case EltOp::kSub:
+        case EltOp::kMul:
+        case EltOp::kDiv:
+        case EltOp::kPRelu:
+            return 2;
+        case EltOp::kWhere:
+            return 3;
+        default:
+            return 1;
+    }
+}
+
+// Exact GELU x * Phi(x) and its tanh approximation (ONNX Gelu, PyTorch approximate="tanh").
+VOXSEG_HD float geluExact(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+VOXSEG_HD float geluTanh(float x) {
+    const float k = 0.79788456080286536f;  // sqrt(2 / pi)
+    return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+
+VOXSEG_HD float eltwise(EltOp op, float a, float b, float c, float alpha, float lo, float hi) {
+    switch (op) {
+        case EltOp::kCopy:
+            return a;
+        case EltOp::kAdd:
+            return a + b;
+        case EltOp::kSub:
+            return a - b;
+        case EltOp::kMul:
+            return a * b;
+        case EltOp::kDiv:
+            return a / b;
+        case EltOp::kPRelu:
+            return a >= 0.0f ? a : a * b;
+        case EltOp::kWhere:
+            return a != 0.0f ? b : c;
+        case EltOp::kErf:
+            return erff(a);
+        case EltOp::kGeluExact:
+            return geluExact(a);
+        case EltOp::kGeluTanh:
+            return geluTanh(a);
+        case EltOp::kSilu:
+            return a / (1.0f + expf(-a));
+        case EltOp::kSqrt:
+            return sqrtf(a);
+        case EltOp::kSin:
+            return sinf(a);
+        case EltOp::kCos:
+            return cosf(a);
+        case EltOp::kRelu:
+            return activate(a, Act::kRelu, 0.0f, 0.0f, 0.0f);
+        case EltOp::kLeakyRelu:
+            return activate(a, Act::kLeakyRelu, alpha, 0.0f, 0.0f);
+        case EltOp::kSigmoid:
+            return activate(a, Act::kSigmoid, 0.0f, 0.0f, 0.0f);
+        case EltOp::kTanh:
+            return activate(a, Act::kTanh, 0.0f, 0.0f, 0.0f);
+        case EltOp::kClip:
+            return activate(a, Act::kClip, 0.0f, lo, hi);
+    }
+    return a;
+}
+
+// Strided addressing of the tensor kernels: element `flat` (row-major over `shape`, `rank` axes)
+// lives at sum over axes of (index % mod[a]) * strides[a]. With mod = shape that is a strided
+// view (a transpose, a slice, a channels-last activation); mod[a] = 1 (stride ignored) broadcasts
+// an axis (Expand, numpy broadcasting) and mod[a] < shape[a] repeats it (Tile).
+VOXSEG_HD int64_t stridedOffset(int64_t flat, int rank, const int64_t* shape, const int64_t* mod,
+                                const int64_t* strides) {
+    int64_t offset = 0;
+    for (int a = rank - 1; a >= 0; --a) {
+        const int64_t i = flat % shape[a];
+        flat /= shape[a];
+        offset += (i % mod[a]) * strides[a];
+    }
+    return offset;
+}
+
+// Rotary embedding of interleaved pairs (EVA / Primus): element i of a row-major [..., T, D]
+// tensor x with tables cos/sin of `table` (= T * D) values. Even positions pair with the next
+// element (rot = -x[i + 1]), odd ones with the previous (rot = x[i - 1]).
+VOXSEG_HD float rotary(const float* x, int64_t i, int64_t d, const float* cos_table,
+                       const float* sin_table, int64_t table) {
+    const int64_t j = i % table;
+    const float rot = (i % d) % 2 == 0 ? -x[i + 1] : x[i - 1];
+    return x[i] * cos_table[j] + rot * sin_table[j];
+}
+
+// Average/max pooling window of one output position along one axis: the input indices
+// o * stride - pad + k (k < kernel) that fall inside [0, in) count as `valid`; those inside the
+// padded extent [-pad, in + pad_end) count for count_include_pad (ONNX AveragePool rules, as the
+// reference backend computes them).
+struct PoolWindow {
+    int64_t begin, end;  // valid input indices [begin, end) (dilation 1)
+    int64_t padded;      // window positions inside input + padding
+};
+
+VOXSEG_HD PoolWindow poolWindow(int64_t o, int64_t in, int64_t kernel, int64_t stride, int64_t pad,
+                                int64_t pad_end) {
+    PoolWindow w;
+    const int64_t first = o * stride - pad;
+    w.begin = first < 0 ? 0 : first;
+    w.end = first + kernel < in ? first + kernel : in;
+    if (w.end < w.begin) w.end = w.begin;
+    int64_t padded = 0;
+    for (int64_t k = 0; k < kernel; ++k) padded += first + k < in + pad_end ? 1 : 0;
+    w.padded = padded;
+    return w;
+}
+
 }  // namespace voxseg::cuda::math

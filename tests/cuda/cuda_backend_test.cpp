@@ -1,7 +1,8 @@
 // Device tests of the CUDA backend (label gpu): every op case of the engine's parity table
 // against the reference backend in fp32 / fp16 / bf16 with the table's named tolerances. Cases
 // the CUDA backend does not implement must fail to compile with kUnsupported naming the node (a
-// clear error, never a wrong answer); the core U-Net ops must be supported. Without a usable GPU
+// clear error, never a wrong answer); the core U-Net ops and the transformer-layer ops must be
+// supported. Without a usable GPU
 // every test skips with the reason.
 #include "cuda/cuda_backend.h"
 #include "engine/registry.h"
@@ -55,6 +56,36 @@ const std::set<std::string> kRequired = {
     "fused_conv_s2_prelu",
     "fused_convtranspose_sigmoid",
     "fused_instancenorm_leakyrelu",
+    // Transformer layers (issue 14): tensor ops and cuBLASLt (tensor_lowering.cpp).
+    "matmul_2d",
+    "matmul_3d_batched",
+    "matmul_linear_const_weight",
+    "matmul_bcast_batch_both",
+    "matmul_const_a",
+    "matmul_bias_layerscale_residual",
+    "layernorm_last_axis",
+    "layernorm_axis1_5d",
+    "channel_layernorm_plain",
+    "gelu_exact",
+    "gelu_tanh",
+    "silu",
+    "softmax_rank4_axis3",
+    "softmax_rank4_axis2",
+    "reducemean_last_keep",
+    "where_const_mask",
+    "expand_bcast",
+    "tile_2131",
+    "transpose_04213",
+    "slice_steps",
+    "reshape_0_13_m1",
+    "pad_constant",
+    "avgpool_k2_s2",
+    "rotary_direct",
+    "attention_fused",
+    "attention_fused_bias",
+    "attention_fused_blocked_tail",
+    "mha_packed_heads",
+    "net_transformer_block",
 };
 
 class CudaOpParity : public ::testing::TestWithParam<size_t> {

@@ -1,0 +1,293 @@
+#include "tests/cuda/host_steps.h"
+
+#include "cuda/cuda_planner.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace voxseg::cuda::testing {
+namespace {
+
+using planning::Step;
+using TKind = TensorStep::Kind;
+
+float* at(const TensorDesc& d, int64_t flat, const int64_t* shape) {
+    return static_cast<float*>(d.data) + math::stridedOffset(flat, d.rank, shape, d.mod, d.strides);
+}
+
+// Row-major D[b] = A[b] B[b] (+ C[b]) (+ bias) as an LtGemm plan describes it.
+void gemm(const GemmPlan& p, const float* a, const float* b, const float* c, const float* bias,
+          float* d) {
+    for (int64_t n = 0; n < p.batch; ++n)
+        for (int64_t i = 0; i < p.m; ++i)
+            for (int64_t j = 0; j < p.n; ++j) {
+                double acc = 0;
+                for (int64_t k = 0; k < p.k; ++k)
+                    acc += double(a[n * p.stride_a + i * p.lda + k]) *
+                           b[n * p.stride_b + k * p.ldb + j];
+                const int64_t o = n * p.stride_d + i * p.ldd + j;
+                if (c) acc += c[o];
+                if (bias) acc += bias[j];
+                d[o] = float(acc);
+            }
+}
+
+void attention(const TensorStep& s) {
+    const auto* q = static_cast<const float*>(s.da.data);
+    const auto* kt = static_cast<const float*>(s.db.data);
+    auto* y = static_cast<float*>(s.dy.data);
+    for (int64_t q0 = 0; q0 < s.tq; q0 += s.tile) {
+        const int64_t rows = std::min(s.tile, s.tq - q0);
+        gemm(attentionPlan(s, rows, false), q + q0 * s.dh, kt, nullptr, nullptr, s.scratch_ptr);
+        for (int64_t r = 0; r < s.batch * rows; ++r) {
+            const int64_t b = r / rows, i = r % rows;
+            float* row = s.scratch_ptr + r * s.tk;
+            float mx = -FLT_MAX;
+            for (int64_t c = 0; c < s.tk; ++c) {
+                row[c] *= s.scale;
+                if (s.dc.data) row[c] += *at(s.dc, (b * s.tq + q0 + i) * s.tk + c, s.dc.shape);
+                mx = std::max(mx, row[c]);
+            }
+            double sum = 0;
+            for (int64_t c = 0; c < s.tk; ++c) sum += row[c] = std::exp(row[c] - mx);
+            for (int64_t c = 0; c < s.tk; ++c) row[c] = float(row[c] / sum);
+        }
+        gemm(attentionPlan(s, rows, true), s.scratch_ptr, s.v_ptr, nullptr, nullptr, y + q0 * s.dv);
+    }
+}
+
+void reduce(const TensorStep& s) {
+    const TensorDesc &x = s.da, &y = s.dy;
+    std::vector<double> acc(size_t(y.numel()), s.reduce == ReduceKind::kMax ? -INFINITY : 0.0);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+        int64_t rest = i, o = 0, mul = 1;
+        for (int a = x.rank - 1; a >= 0; --a) {
+            const int64_t idx = rest % x.shape[a];
+            rest /= x.shape[a];
+            if (y.shape[a] != 1) o += idx * mul;
+            mul *= y.shape[a];
+        }
+        const double v = *at(x, i, x.shape);
+        acc[o] = s.reduce == ReduceKind::kMax ? std::max(acc[o], v) : acc[o] + v;
+    }
+    const double count = double(x.numel()) / double(std::max<int64_t>(y.numel(), 1));
+    for (int64_t o = 0; o < y.numel(); ++o)
+        *at(y, o, y.shape) = float(s.reduce == ReduceKind::kMean ? acc[o] / count : acc[o]);
+}
+
+void pool(const TensorStep& s) {
+    const TensorDesc &x = s.da, &y = s.dy;
+    for (int64_t i = 0; i < y.numel(); ++i) {
+        int64_t o[5], rest = i;
+        for (int a = 4; a >= 0; --a) o[a] = rest % y.shape[a], rest /= y.shape[a];
+        math::PoolWindow w[3];
+        int64_t padded = 1;
+        for (int a = 0; a < 3; ++a) {
+            w[a] = math::poolWindow(o[a + 2], x.shape[a + 2], s.pool.kernel[a], s.pool.stride[a],
+                                    s.pool.pad[a], s.pool.pad_end[a]);
+            padded *= w[a].padded;
+        }
+        double acc = s.pool.max ? -INFINITY : 0.0;
+        int64_t valid = 0;
+        for (int64_t d = w[0].begin; d < w[0].end; ++d)
+            for (int64_t h = w[1].begin; h < w[1].end; ++h)
+                for (int64_t v = w[2].begin; v < w[2].end; ++v, ++valid) {
+                    const float e = static_cast<const float*>(
+                        x.data)[o[0] * x.strides[0] + o[1] * x.strides[1] + d * x.strides[2] +
+                                h * x.strides[3] + v * x.strides[4]];
+                    acc = s.pool.max ? std::max(acc, double(e)) : acc + e;
+                }
+        if (!s.pool.max) acc = acc / double(s.pool.count_include_pad ? padded : valid);
+        *at(y, i, y.shape) = float(acc);
+    }
+}
+
+void runTensor(const TensorStep& s) {
+    const int64_t n = s.dy.numel();
+    auto* y = static_cast<float*>(s.dy.data);
+    const auto* x = static_cast<const float*>(s.da.data);
+    switch (s.kind) {
+        case TKind::kCopy:
+            for (int64_t i = 0; i < n; ++i) *at(s.dy, i, s.dy.shape) = *at(s.da, i, s.dy.shape);
+            break;
+        case TKind::kFill:
+            for (int64_t i = 0; i < n; ++i) *at(s.dy, i, s.dy.shape) = s.value;
+            break;
+        case TKind::kEltwise: {
+            const int arity = math::eltArity(s.op);
+            for (int64_t i = 0; i < n; ++i) {
+                const float a = *at(s.da, i, s.dy.shape);
+                const float b = arity > 1 ? *at(s.db, i, s.dy.shape) : 0.0f;
+                const float c = arity > 2 ? *at(s.dc, i, s.dy.shape) : 0.0f;
+                *at(s.dy, i, s.dy.shape) = math::eltwise(s.op, a, b, c, s.alpha, s.lo, s.hi);
+            }
+            break;
+        }
+        case TKind::kRotary:
+            for (int64_t i = 0; i < n; ++i)
+                y[i] = math::rotary(x, i, s.cols, static_cast<const float*>(s.db.data),
+                                    static_cast<const float*>(s.dc.data), s.b.numel());
+            break;
+        case TKind::kLayerNorm: {
+            const RowView &xr = s.x_rows, &yr = s.y_rows;
+            auto start = [](const RowView& v, int64_t r) {
+                return (r / v.inner) * v.outer_stride + (r % v.inner) * v.inner_stride;
+            };
+            const auto* g = static_cast<const float*>(s.db.data);
+            const auto* b = static_cast<const float*>(s.dc.data);
+            auto* yd = static_cast<float*>(s.dy.data);
+            for (int64_t r = 0; r < xr.outer * xr.inner; ++r) {
+                const float* row = x + start(xr, r);
+                double mean = 0, sq = 0;
+                for (int64_t c = 0; c < s.cols; ++c) mean += row[c * xr.col_stride];
+                mean /= double(s.cols);
+                for (int64_t c = 0; c < s.cols; ++c)
+                    sq += (row[c * xr.col_stride] - mean) * (row[c * xr.col_stride] - mean);
+                const double rstd = 1.0 / std::sqrt(sq / double(s.cols) + s.epsilon);
+                for (int64_t c = 0; c < s.cols; ++c)
+                    yd[start(yr, r) + c * yr.col_stride] =
+                        float((row[c * xr.col_stride] - mean) * rstd * g[c] + (b ? b[c] : 0.0));
+            }
+            break;
+        }
+        case TKind::kSoftmax:
+            for (int64_t o = 0; o < s.outer; ++o)
+                for (int64_t in = 0; in < s.inner; ++in) {
+                    const int64_t base = o * s.len * s.inner + in;
+                    float mx = -FLT_MAX;
+                    for (int64_t k = 0; k < s.len; ++k) mx = std::max(mx, x[base + k * s.inner]);
+                    double sum = 0;
+                    for (int64_t k = 0; k < s.len; ++k) sum += std::exp(x[base + k * s.inner] - mx);
+                    for (int64_t k = 0; k < s.len; ++k)
+                        y[base + k * s.inner] = float(std::exp(x[base + k * s.inner] - mx) / sum);
+                }
+            break;
+        case TKind::kReduce:
+            reduce(s);
+            break;
+        case TKind::kPool:
+            pool(s);
+            break;
+        case TKind::kMatMul:
+            gemm(s.gemm, x, static_cast<const float*>(s.db.data),
+                 static_cast<const float*>(s.dres.data), static_cast<const float*>(s.dc.data), y);
+            break;
+        case TKind::kAttention:
+            attention(s);
+            break;
+    }
+}
+
+// The channels-last epilogue / binary / channel-softmax steps of kernels.h, fp32 storage.
+Status runConvPathStep(const Step& s) {
+    auto ptr = [&](const View& v, int64_t row, int64_t c) {
+        return static_cast<float*>(v.data) + row * v.ldc + v.c_offset + c;
+    };
+    const int64_t rows = s.n * s.spatial;
+    switch (s.kind) {
+        case Step::Kind::kEpilogue:
+            if (s.affine_per_image) return unsupported("InstanceNorm has no host replay");
+            for (int64_t r = 0; r < rows; ++r)
+                for (int64_t c = 0; c < s.va.channels; ++c) {
+                    const float res = s.vres.data ? *ptr(s.vres, r, c) : 0.0f;
+                    const float alpha = s.prelu_ptr ? s.prelu_ptr[c] : s.alpha;
+                    *ptr(s.vy, r, c) = math::epilogue(
+                        *ptr(s.va, r, c), s.scale_ptr ? s.scale_ptr[c] : 1.0f,
+                        s.shift_ptr ? s.shift_ptr[c] : 0.0f, res, s.act, alpha, s.lo, s.hi);
+                }
+            return Status::ok();
+        case Step::Kind::kBinary: {
+            static const math::EltOp ops[] = {math::EltOp::kAdd, math::EltOp::kSub,
+                                              math::EltOp::kMul, math::EltOp::kDiv};
+            for (int64_t r = 0; r < rows; ++r)
+                for (int64_t c = 0; c < s.va.channels; ++c)
+                    *ptr(s.vy, r, c) = math::eltwise(ops[int(s.op)], *ptr(s.va, r, c),
+                                                     *ptr(s.vb, r, c), 0, 0, 0, 0);
+            return Status::ok();
+        }
+        case Step::Kind::kSoftmax:
+            for (int64_t r = 0; r < rows; ++r) {
+                float mx = -FLT_MAX;
+                for (int64_t c = 0; c < s.va.channels; ++c) mx = std::max(mx, *ptr(s.va, r, c));
+                double sum = 0;
+                for (int64_t c = 0; c < s.va.channels; ++c) sum += std::exp(*ptr(s.va, r, c) - mx);
+                for (int64_t c = 0; c < s.va.channels; ++c)
+                    *ptr(s.vy, r, c) = float(std::exp(*ptr(s.va, r, c) - mx) / sum);
+            }
+            return Status::ok();
+        default:
+            return unsupported("cuDNN convolutions and InstanceNorm have no host replay");
+    }
+}
+
+}  // namespace
+
+Result<std::vector<engine::Tensor>> runPlanOnHost(const engine::Graph& graph,
+                                                  const std::vector<engine::Tensor>& inputs) {
+    std::vector<engine::Shape> shapes;
+    for (const auto& t : inputs) shapes.push_back(t.shape());
+    VOXSEG_ASSIGN_OR_RETURN(planning::PlannedGraph pg,
+                            planning::planGraph(graph, shapes, StorageType::kFloat32));
+    for (const Step& s : pg.planner->steps_)
+        if (s.kind == Step::Kind::kConv || s.kind == Step::Kind::kInstanceNorm)
+            return unsupported("step '" + s.name + "' has no host replay");
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> arena(pg.arena_bytes / sizeof(float) + 1, nan);
+    std::vector<uint8_t> params = pg.planner->params_;
+    std::vector<float> scratch(pg.scratch_bytes / sizeof(float) + 1, nan);
+    const std::vector<engine::Shape> out_shapes = [&] {
+        std::vector<engine::Shape> s;
+        for (engine::ValueId o : pg.shaped->outputs) s.push_back(pg.shaped->values[o].shape);
+        return s;
+    }();
+    planning::ResolvedSteps r =
+        planning::resolveSteps(pg, reinterpret_cast<uint8_t*>(arena.data()), params.data(),
+                               reinterpret_cast<uint8_t*>(scratch.data()));
+    // Inputs: packed as they are; channels-last rows with zeroed padding channels.
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        const float* src = inputs[i].data<float>();
+        if (r.packed_inputs[i]) {
+            std::memcpy(r.packed_inputs[i], src, inputs[i].bytes());
+            continue;
+        }
+        const View& v = r.input_views[i];
+        const auto& s = shapes[i];
+        const int64_t spatial = s[2] * s[3] * s[4];
+        for (int64_t n = 0; n < s[0]; ++n)
+            for (int64_t p = 0; p < spatial; ++p)
+                for (int64_t c = 0; c < v.ldc - v.c_offset; ++c)
+                    static_cast<float*>(v.data)[(n * spatial + p) * v.ldc + v.c_offset + c] =
+                        c < v.channels ? src[(n * s[1] + c) * spatial + p] : 0.0f;
+    }
+    for (const Step& s : r.steps) {
+        if (s.kind == Step::Kind::kTensor) {
+            runTensor(r.tensor_steps[size_t(s.tensor)]);
+            continue;
+        }
+        VOXSEG_RETURN_IF_ERROR(runConvPathStep(s));
+    }
+    std::vector<engine::Tensor> outputs;
+    for (size_t i = 0; i < out_shapes.size(); ++i) {
+        engine::Tensor t(engine::DType::kFloat32, out_shapes[i]);
+        float* dst = t.data<float>();
+        if (r.packed_outputs[i]) {
+            std::memcpy(dst, r.packed_outputs[i], t.bytes());
+        } else {
+            const View& v = r.output_views[i];
+            const auto& s = out_shapes[i];
+            const int64_t spatial = s[2] * s[3] * s[4];
+            for (int64_t n = 0; n < s[0]; ++n)
+                for (int64_t p = 0; p < spatial; ++p)
+                    for (int64_t c = 0; c < s[1]; ++c)
+                        dst[(n * s[1] + c) * spatial + p] =
+                            static_cast<float*>(v.data)[(n * spatial + p) * v.ldc + v.c_offset + c];
+        }
+        outputs.push_back(std::move(t));
+    }
+    return outputs;
+}
+
+}  // namespace voxseg::cuda::testing

@@ -1,0 +1,23 @@
+// Runs the CUDA backend's plan of a graph on the host, for tests on machines without a GPU: the
+// planner (cuda_planner.h), buffer placement and operand resolution are the real ones; every
+// device step is replayed by a plain host loop in float32 storage, with the arena filled with NaN
+// first so that a step reading a buffer nobody wrote (a lifetime or addressing bug) shows. What
+// this checks is the lowering (strides, offsets, aliasing, GEMM and attention tiling parameters);
+// the kernels and cuBLASLt themselves run only on a GPU (tests/cuda/cuda_backend_test.cpp).
+//
+// Steps without a host replay (cuDNN convolutions, InstanceNorm statistics) make it return
+// kUnsupported. Thread-safe (no shared state).
+#pragma once
+
+#include "core/status.h"
+#include "engine/graph.h"
+#include "engine/tensor.h"
+
+#include <vector>
+
+namespace voxseg::cuda::testing {
+
+Result<std::vector<engine::Tensor>> runPlanOnHost(const engine::Graph& graph,
+                                                  const std::vector<engine::Tensor>& inputs);
+
+}  // namespace voxseg::cuda::testing
