@@ -272,9 +272,12 @@ def export_folds(t, n_in, n_out, primus, writer, name_of):
 
 
 def inference_of(t, no_mirroring):
+    """nnUNetPredictor's sliding window: tile step 0.5, Gaussian sigma patch / 8, and its float16
+    arithmetic ("accumulate": "nnunet-fp16": the map, the sums and the exported logits rounded as
+    nnU-Net 2.x rounds them; docs/model-package.md)."""
     mirror = [] if no_mirroring else list(t["first"].get("inference_allowed_mirroring_axes") or [])
     return {"overlap": 0.5, "gaussian": True, "gaussian_sigma_scale": 0.125,
-            "mirror_axes": mirror, "convention": "nnunet"}
+            "mirror_axes": mirror, "convention": "nnunet", "accumulate": "nnunet-fp16"}
 
 
 def previous_stage_folder(t, override):

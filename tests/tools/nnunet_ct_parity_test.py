@@ -8,12 +8,16 @@ pkg_cascade (3d_lowres -> 3d_cascade_fullres, format 2 with one_hot_from), and n
 label maps of held-out cases for both. The cases' images are regenerated here with
 `voxseg phantom` (same seed, size and spacing: the same voxels on any machine), segmented with
 `voxseg segment` (CPU, no mirroring, as nnU-Net predicted them), and compared with nnU-Net's
-label maps: voxel agreement >= 99.85 % and Dice >= 0.995 per label present in either. Measured
-(docs/parity-nnunet-ct.md): 3d_fullres 99.993 % / Dice >= 0.997, cascade 99.87-99.89 % / Dice
->= 0.998; the bounds are below the issue's 99.9 % / 0.999 because nnU-Net's float16 Gaussian
-and sums differ from voxseg's float32 ones where few windows cover a voxel (the image border).
-Before the resampling fixes of issue 15, case ctaniso_ts008 (an order-0 tie along z) gave Dice
-0.985 for 3d_fullres: this test fails on that.
+label maps: voxel agreement >= 99.995 % and Dice >= 0.999 per label present in either. The
+packages say "accumulate": "nnunet-fp16" (nnU-Net's float16 sliding-window arithmetic and
+export, reproduced rounding for rounding). Measured (docs/parity-nnunet-ct.md): 0 differing
+voxels on both cases and both packages (100 %, Dice 1.0); what remains possible is the network's
+own float32 rounding (oneDNN vs PyTorch) tipping a voxel whose top two float16 logits are one
+step apart, 2-3 voxels in 16 M over the 10 held-out cases. The bounds leave room for a CPU whose
+oneDNN kernels round differently (about 70 voxels per case). voxseg's own float32 sums
+("accumulate": "normalized") fail them: 3d_fullres 99.993 % on ctaniso_ts000, the cascade
+99.87-99.89 %; before the resampling fixes of issue 15, case ctaniso_ts008 (an order-0 tie along
+z) gave Dice 0.985 for 3d_fullres.
 
     VOXSEG=build/app/voxseg python3 tests/tools/nnunet_ct_parity_test.py
 
@@ -29,8 +33,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "fixtures", "nnunet_ct")
-MIN_AGREEMENT = 0.9985
-MIN_DICE = 0.995
+MIN_AGREEMENT = 0.99995
+MIN_DICE = 0.999
 
 
 def main():
