@@ -20,7 +20,11 @@ if [[ "${VOXSEG_ASAN_BUILD:-1}" != 0 ]]; then
 fi
 
 reports="$(mktemp -d /tmp/voxseg-sanitizer-reports.XXXXXX)"
-export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:allocator_may_return_null=1:check_initialization_order=1}:log_path=$reports/asan"
+# allocator_may_return_null: malloc and nothrow new that cannot be met return null as glibc's do
+# (DCMTK allocates a damaged element's declared length so). A throwing new that cannot be met
+# still ends the process under ASan instead of throwing std::bad_alloc.
+asan_default=detect_leaks=1:halt_on_error=1:allocator_may_return_null=1:check_initialization_order=1
+export ASAN_OPTIONS="${ASAN_OPTIONS:-$asan_default}:log_path=$reports/asan"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}:log_path=$reports/ubsan"
 export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root/tests/fuzz/lsan.supp:print_suppressions=0}"
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
