@@ -134,8 +134,11 @@ std::vector<SliceAxis> resolveSlice(const Node& node, const Shape& input) {
             end = std::clamp<int64_t>(end, -1, dim - 1);
         }
         int64_t count = 0;
-        if (step > 0 && end > start) count = (end - start + step - 1) / step;
-        if (step < 0 && end < start) count = (start - end + (-step) - 1) / (-step);
+        // In 128 bits: a step of the file's may be near +-2^63 (fuzz_onnx_import).
+        if (step > 0 && end > start)
+            count = static_cast<int64_t>((__int128(end) - start - 1) / step + 1);
+        if (step < 0 && end < start)
+            count = static_cast<int64_t>((__int128(start) - end - 1) / -__int128(step) + 1);
         axes[axis] = {start, step, count};
     }
     return axes;

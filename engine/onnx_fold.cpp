@@ -1,6 +1,10 @@
 // Attribute access, TensorProto decoding and constant folding for onnx_import.
 #include "engine/onnx_internal.h"
 
+#include "core/checked_math.h"
+
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -93,7 +97,8 @@ Result<Tensor> tensorFromProto(const onnx::TensorProto& t, const std::string& wh
     for (int64_t d : shape)
         if (d < 0 || d > (int64_t{1} << 40))
             return corruptData(name + " has an impossible dimension " + shapeToString(shape));
-    const int64_t n = numel(shape);
+    const std::optional<int64_t> count = checkedProduct(shape);
+    const int64_t n = count.value_or(-1);
     if (n < 0 || n > (int64_t{1} << 33))
         return corruptData(name + " has an impossible shape " + shapeToString(shape));
     const bool has_raw = t.has_raw_data();
@@ -258,9 +263,20 @@ Status checkFoldShape(const Shape& shape, const std::string& desc) {
 
 Tensor scalarOrVector(DType type, const Shape& shape) { return Tensor(type, shape); }
 
+// A value the file gave (or folding made from its values) that int64 cannot hold: refused,
+// never computed (signed overflow is undefined behaviour).
+Status overflowError(const std::string& desc, const std::string& what) {
+    return corruptData(desc + " overflows int64 folding " + what + " (corrupt or hostile model)");
+}
+
+Status overflowError(const std::string& desc, int64_t a, const char* op, int64_t b) {
+    return overflowError(desc, fmt::format("{} {} {}", a, op, b));
+}
+
 Result<Tensor> elementwise(const std::string& op, const Tensor& a, const Tensor& b,
                            const std::string& desc) {
     VOXSEG_ASSIGN_OR_RETURN(Shape shape, broadcastShapes(a.shape(), b.shape()));
+    VOXSEG_RETURN_IF_ERROR(checkFoldShape(shape, desc));
     const bool compare = op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" ||
                          op == "GreaterOrEqual" || op == "And" || op == "Or";
     const bool ints = !isFloat(a) && !isFloat(b);
@@ -272,18 +288,24 @@ Result<Tensor> elementwise(const std::string& op, const Tensor& a, const Tensor&
             const int64_t x = av[broadcastIndex(i, shape, a.shape())];
             const int64_t y = bv[broadcastIndex(i, shape, b.shape())];
             int64_t r;
+            std::optional<int64_t> checked;
+            const char* symbol = nullptr;
             if (op == "Add")
-                r = x + y;
+                checked = checkedAdd(x, y), symbol = "+";
             else if (op == "Sub")
-                r = x - y;
+                checked = checkedSub(x, y), symbol = "-";
             else if (op == "Mul")
-                r = x * y;
+                checked = checkedMul(x, y), symbol = "*";
             else if (op == "Div") {
                 if (y == 0) return invalidArgument(desc + ": integer division by zero");
-                r = x / y;
+                checked = checkedDiv(x, y), symbol = "/";
             } else if (op == "Mod") {
                 if (y == 0) return invalidArgument(desc + ": integer modulo by zero");
-                r = x % y;
+                checked = checkedMod(x, y), symbol = "%";
+            }
+            if (symbol) {
+                if (!checked) return overflowError(desc, x, symbol, y);
+                r = *checked;
             } else if (op == "Min")
                 r = std::min(x, y);
             else if (op == "Max")
@@ -374,7 +396,12 @@ Result<Tensor> castTo(const Tensor& t, int64_t to, const std::string& desc) {
         case onnx::TensorProto_DataType_UINT8: {
             if (!isFloat(t)) return Tensor::fromInt64s(t.shape(), t.toInt64s());
             std::vector<int64_t> v;
-            for (float f : t.toFloats()) v.push_back(static_cast<int64_t>(std::trunc(f)));
+            for (float f : t.toFloats()) {
+                // 2^63 is exact in float; NaN fails both comparisons.
+                if (!(std::trunc(f) >= -0x1p63f && std::trunc(f) < 0x1p63f))
+                    return overflowError(desc, fmt::format("Cast of {} to an integer", f));
+                v.push_back(static_cast<int64_t>(std::trunc(f)));
+            }
             return Tensor::fromInt64s(t.shape(), v);
         }
         case onnx::TensorProto_DataType_BOOL: {
@@ -420,6 +447,7 @@ Result<std::optional<std::vector<Tensor>>> foldConstantNode(const onnx::NodeProt
         Shape shape(data.shape().begin(), data.shape().begin() + axis);
         for (int64_t d : in[1]->shape()) shape.push_back(d);
         for (size_t i = axis + 1; i < data.rank(); ++i) shape.push_back(data.dim(i));
+        VOXSEG_RETURN_IF_ERROR(checkFoldShape(shape, desc));
         const int64_t dim = data.dim(axis);
         int64_t inner = 1;
         for (size_t i = axis + 1; i < data.rank(); ++i) inner *= data.dim(i);
@@ -553,13 +581,19 @@ Result<std::optional<std::vector<Tensor>>> foldConstantNode(const onnx::NodeProt
         int64_t known = 1, infer = -1;
         for (size_t i = 0; i < target.size(); ++i) {
             if (target[i] == 0 && !allowzero) target[i] = i < s.size() ? s[i] : 0;
-            if (target[i] == -1)
+            if (target[i] == -1 && infer < 0) {
                 infer = static_cast<int64_t>(i);
-            else
-                known *= target[i];
+                continue;
+            }
+            if (target[i] < 0)
+                return invalidArgument(desc + ": cannot reshape " + shapeToString(s) + " to " +
+                                       shapeToString(target));
+            const auto product = checkedMul(known, target[i]);
+            if (!product) return overflowError(desc, known, "*", target[i]);
+            known = *product;
         }
         if (infer >= 0) target[infer] = known ? in[0]->numel() / known : 0;
-        if (numel(target) != in[0]->numel())
+        if (checkedProduct(target) != in[0]->numel())
             return invalidArgument(desc + ": cannot reshape " + shapeToString(s) + " to " +
                                    shapeToString(target));
         return done(in[0]->clone().reshaped(target));
@@ -575,17 +609,21 @@ Result<std::optional<std::vector<Tensor>>> foldConstantNode(const onnx::NodeProt
             const double count = std::ceil((double(l) - s) / d);
             if (!(count < double(kMaxFoldedElements)))
                 return unsupported(desc + ": range too long to fold");
-            const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
+            const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
             std::vector<float> v;
             for (int64_t i = 0; i < n; ++i) v.push_back(s + d * static_cast<float>(i));
             return done(Tensor::fromFloats({n}, v));
         }
         const int64_t s = in[0]->toInt64s()[0], l = in[1]->toInt64s()[0], d = in[2]->toInt64s()[0];
         if (d == 0) return invalidArgument(desc + ": delta 0");
-        if ((l - s) / d > kMaxFoldedElements) return unsupported(desc + ": range too long to fold");
-        std::vector<int64_t> v;
-        for (int64_t x = s; d > 0 ? x < l : x > l; x += d) v.push_back(x);
-        const int64_t n = static_cast<int64_t>(v.size());
+        // max(ceil((limit - start) / delta), 0) elements, counted in 128 bits: the three are
+        // the file's, their difference may not fit int64.
+        const __int128 span = __int128(l) - s;
+        const __int128 count = span / d + (span % d != 0 && (span < 0) == (d < 0));
+        if (count > kMaxFoldedElements) return unsupported(desc + ": range too long to fold");
+        const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
+        std::vector<int64_t> v(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) v[i] = static_cast<int64_t>(s + __int128(i) * d);
         return done(Tensor::fromInt64s({n}, v));
     }
     if (op == "Expand") {
@@ -602,6 +640,9 @@ Result<std::optional<std::vector<Tensor>>> foldConstantNode(const onnx::NodeProt
         if (perm.empty())
             for (size_t i = 0; i < rank; ++i) perm.push_back(static_cast<int64_t>(rank - 1 - i));
         if (perm.size() != rank) return invalidArgument(desc + ": perm does not match rank");
+        for (size_t i = 0; i < rank; ++i)
+            if (std::count(perm.begin(), perm.end(), static_cast<int64_t>(i)) != 1)
+                return invalidArgument(desc + ": perm is not a permutation of the axes");
         Shape shape;
         for (int64_t p : perm) shape.push_back(in[0]->dim(p));
         const auto st = stridesOf(in[0]->shape());
@@ -632,7 +673,7 @@ Result<std::optional<std::vector<Tensor>>> foldConstantNode(const onnx::NodeProt
         for (size_t a = k; a < ds.size(); ++a) chunk *= ds[a];
         const auto idx = in[1]->toInt64s();
         const int64_t tuples = k ? static_cast<int64_t>(idx.size() / k) : 0;
-        if (in[2]->numel() != tuples * chunk)
+        if (checkedMul(tuples, chunk) != in[2]->numel())
             return invalidArgument(desc + ": ScatterND updates have the wrong size");
         Tensor out = remap(data, ds, [](int64_t i) { return i; });
         const auto st = stridesOf(ds);
@@ -656,6 +697,7 @@ Result<std::optional<std::vector<Tensor>>> foldConstantNode(const onnx::NodeProt
         VOXSEG_RETURN_IF_ERROR(needInputs(3));
         VOXSEG_ASSIGN_OR_RETURN(Shape s1, broadcastShapes(in[0]->shape(), in[1]->shape()));
         VOXSEG_ASSIGN_OR_RETURN(Shape shape, broadcastShapes(s1, in[2]->shape()));
+        VOXSEG_RETURN_IF_ERROR(checkFoldShape(shape, desc));
         const bool f = isFloat(*in[1]) || isFloat(*in[2]);
         const auto cond = in[0]->toInt64s();
         if (f) {
@@ -701,7 +743,11 @@ Result<std::optional<std::vector<Tensor>>> foldConstantNode(const onnx::NodeProt
         }
         if (!isFloat(*in[0]) && (op == "Neg" || op == "Abs")) {
             auto v = in[0]->toInt64s();
-            for (auto& x : v) x = op == "Neg" ? -x : std::abs(x);
+            for (auto& x : v) {
+                const auto r = checkedNeg(x);  // -x and |x| overflow for INT64_MIN alone
+                if (!r) return overflowError(desc, fmt::format("{}({})", op, x));
+                x = op == "Neg" || x < 0 ? *r : x;
+            }
             return done(Tensor::fromInt64s(in[0]->shape(), v));
         }
         auto v = in[0]->toFloats();
@@ -735,11 +781,12 @@ Result<std::optional<std::vector<Tensor>>> foldConstantNode(const onnx::NodeProt
         const auto v = in[0]->toInt64s();
         int64_t r = op == "ReduceProd" ? 1 : op == "ReduceSum" ? 0 : (v.empty() ? 0 : v[0]);
         for (int64_t x : v) {
-            if (op == "ReduceProd")
-                r *= x;
-            else if (op == "ReduceSum")
-                r += x;
-            else if (op == "ReduceMax")
+            if (op == "ReduceProd" || op == "ReduceSum") {
+                const bool prod = op == "ReduceProd";
+                const auto c = prod ? checkedMul(r, x) : checkedAdd(r, x);
+                if (!c) return overflowError(desc, r, prod ? "*" : "+", x);
+                r = *c;
+            } else if (op == "ReduceMax")
                 r = std::max(r, x);
             else
                 r = std::min(r, x);

@@ -1,5 +1,6 @@
 #include "engine/onnx_import.h"
 
+#include "core/checked_math.h"
 #include "core/log.h"
 #include "engine/backend.h"
 #include "engine/onnx/converter.h"
@@ -107,6 +108,10 @@ Status Importer::readInputs(const onnx::GraphProto& graph) {
             if (d <= 0)
                 return err(StatusCode::kInvalidArgument,
                            "input '" + in.name() + "': bad shape " + shapeToString(shape));
+        if (!checkedProduct(shape))
+            return err(StatusCode::kCorruptData, "input '" + in.name() + "' declares shape " +
+                                                     shapeToString(shape) +
+                                                     ", more than 2^63 elements (corrupt model)");
         const ValueId id = newValue(in.name());
         g_.values[id].shape = shape;
         g_.inputs.push_back(id);

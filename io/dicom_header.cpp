@@ -218,6 +218,22 @@ FileHeaders readDicomHeaders(const std::string& path) {
 
 namespace {
 
+// A Referenced File ID is a list of path components below the DICOMDIR's folder (PS3.10 8.5:
+// up to 8 characters of A-Z, 0-9 and _); one that is "." or "..", or carries a path separator
+// or a drive, would name a file elsewhere.
+bool fileIdStaysInside(const std::string& id) {
+    size_t start = 0;
+    while (start <= id.size()) {
+        size_t end = id.find('\\', start);
+        if (end == std::string::npos) end = id.size();
+        const std::string part = id.substr(start, end - start);
+        if (part == "." || part == ".." || part.find_first_of("/:") != std::string::npos)
+            return false;
+        start = end + 1;
+    }
+    return true;
+}
+
 Result<std::vector<std::string>> readDicomdirRecords(const std::string& path) {
     DcmFileFormat file;
     OFCondition cond = file.loadFile(path.c_str());
@@ -233,6 +249,13 @@ Result<std::vector<std::string>> readDicomdirRecords(const std::string& path) {
         DcmItem* record = records->getItem(i);
         std::string id = tags::getString(record, DCM_ReferencedFileID);
         if (id.empty()) continue;
+        if (!fileIdStaysInside(id)) {
+            log::warning("io.dicom",
+                         "{}: directory record {} references '{}', outside the "
+                         "DICOMDIR's folder: skipped",
+                         path, i + 1, id);
+            continue;
+        }
         std::filesystem::path p = root;
         size_t start = 0;
         while (start <= id.size()) {

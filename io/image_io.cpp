@@ -3,6 +3,7 @@
 #include "core/atomic_file.h"
 #include "core/log.h"
 #include "io/limits.h"
+#include "io/metaimage_header.h"
 #include "io/nifti_gz_writer.h"
 
 #include <fcntl.h>
@@ -549,6 +550,7 @@ Result<itk::ImageIOBase::Pointer> openImageIO(const std::string& path) {
     const ImageFormat format = imageFormatFromPath(path);
     if (format == ImageFormat::kNifti || format == ImageFormat::kNiftiGz)
         VOXSEG_RETURN_IF_ERROR(checkNiftiHeaderFinite(path));
+    if (format == ImageFormat::kMetaImage) VOXSEG_RETURN_IF_ERROR(checkMetaImageHeader(path));
     itk::ImageIOBase::Pointer image_io;
     try {
         image_io = imageIOForFormat(format);

@@ -13,9 +13,11 @@
 #include "tests/test_data.h"
 
 #include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace voxseg::io {
@@ -200,6 +202,212 @@ TEST(FuzzRegressions, NiftiWithNonFiniteOrientationIsCorruptData) {
     EXPECT_NE(header.status().toString().find("srow"), std::string::npos)
         << header.status().toString();
     EXPECT_FALSE(readImage(path).isOk());
+}
+
+// fuzz_onnx_import: a Reshape folded on constants to a target of [-8863084062370168833, 2];
+// the target's element count was computed unchecked (tensor.cpp's numel; UBSan: signed
+// overflow). Now a negative target dim is refused before anything is multiplied, and products
+// are checked (next test). UBSan catches this input in the fuzz build; the normal build replays
+// it for the refusal.
+TEST(FuzzRegressions, OnnxReshapeFoldToANegativeTargetIsRefused) {
+    const std::string bytes =
+        regressionBytes("fuzz_onnx_import", "fold-reshape-target-overflows-int64");
+    auto graph = engine::importOnnxBytes(bytes, {}, "model.onnx");
+    ASSERT_FALSE(graph.isOk());
+    EXPECT_NE(graph.status().toString().find("Reshape node '/net/upcat_4/Reshape': cannot "
+                                             "reshape [10] to [-8863084062370168833, 2]"),
+              std::string::npos)
+        << graph.status().toString();
+}
+
+// An ONNX model whose node `op` folds the int64 constants `inputs` (one Constant node each;
+// input `to_float` as float32 instead, times 1e12); the graph's output is its input, so the
+// import succeeds when the folding does.
+std::string foldingModel(const std::string& op, const std::vector<std::vector<int64_t>>& inputs,
+                         int to_float = -1) {
+    onnx::ModelProto model;
+    model.set_ir_version(8);
+    model.add_opset_import()->set_version(17);
+    auto* g = model.mutable_graph();
+    auto* x = g->add_input();
+    x->set_name("x");
+    x->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto_DataType_FLOAT);
+    x->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(1);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        auto* c = g->add_node();
+        c->set_op_type("Constant");
+        c->add_output("c" + std::to_string(i));
+        auto* a = c->add_attribute();
+        a->set_name("value");
+        a->set_type(onnx::AttributeProto_AttributeType_TENSOR);
+        auto* t = a->mutable_t();
+        if (inputs[i].size() != 1) t->add_dims(static_cast<int64_t>(inputs[i].size()));
+        const bool f = static_cast<int>(i) == to_float;
+        t->set_data_type(f ? onnx::TensorProto_DataType_FLOAT : onnx::TensorProto_DataType_INT64);
+        for (int64_t v : inputs[i])
+            f ? t->add_float_data(static_cast<float>(v) * 1e12f) : t->add_int64_data(v);
+    }
+    auto* fold = g->add_node();
+    fold->set_op_type(op);
+    fold->set_name("fold");
+    for (size_t i = 0; i < inputs.size(); ++i) fold->add_input("c" + std::to_string(i));
+    fold->add_output("folded");
+    if (op == "Cast") {
+        auto* a = fold->add_attribute();
+        a->set_name("to");
+        a->set_type(onnx::AttributeProto_AttributeType_INT);
+        a->set_i(onnx::TensorProto_DataType_INT64);
+    }
+    auto* id = g->add_node();
+    id->set_op_type("Identity");
+    id->add_input("x");
+    id->add_output("y");
+    g->add_output()->set_name("y");
+    return model.SerializeAsString();
+}
+
+// Found while auditing the importer for the finding above: every int64 operation of constant
+// folding on the file's values (Add, Sub, Mul, Div, Neg, Abs, ReduceProd/Sum, Range, Cast of a
+// float, Reshape's target) was computed unchecked. Each overflow is now refused naming the node and
+// the values; the same ops without overflow still fold.
+TEST(FuzzRegressions, OnnxInt64FoldingOverflowIsRefusedNamingNodeOpAndValues) {
+    constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+    constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+    struct Case {
+        std::string op;
+        std::vector<std::vector<int64_t>> in;
+        std::string message;
+        int to_float = -1;
+    };
+    const std::vector<Case> cases = {
+        {"Mul",
+         {{int64_t{1} << 62}, {4}},
+         "Mul node 'fold' overflows int64 folding "
+         "4611686018427387904 * 4"},
+        {"Add", {{kMax}, {1}}, "overflows int64 folding 9223372036854775807 + 1"},
+        {"Sub", {{kMin}, {1}}, "overflows int64 folding -9223372036854775808 - 1"},
+        {"Div", {{kMin}, {-1}}, "overflows int64 folding -9223372036854775808 / -1"},
+        {"Neg", {{kMin}}, "overflows int64 folding Neg(-9223372036854775808)"},
+        {"Abs", {{kMin}}, "overflows int64 folding Abs(-9223372036854775808)"},
+        {"ReduceProd", {{int64_t{1} << 40, int64_t{1} << 40}}, "overflows int64 folding"},
+        {"ReduceSum", {{kMax, kMax}}, "overflows int64 folding"},
+        {"Range", {{kMin}, {kMax}, {1}}, "range too long to fold"},
+        {"Cast", {{int64_t{1} << 40}}, "overflows int64 folding Cast of", 0},
+        // 7 * 5270498306774157606 wraps to exactly the 10 elements of the data: before the
+        // fix the fold made a [7, 5.3e18] tensor of 10 values.
+        {"Reshape",
+         {{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {7, 5270498306774157606}},
+         "Reshape node 'fold' overflows int64 folding 7 * 5270498306774157606"},
+    };
+    for (const Case& c : cases) {
+        auto graph =
+            engine::importOnnxBytes(foldingModel(c.op, c.in, c.to_float), {}, "model.onnx");
+        ASSERT_FALSE(graph.isOk()) << c.op;
+        EXPECT_NE(graph.status().toString().find(c.message), std::string::npos)
+            << c.op << ": " << graph.status().toString();
+        EXPECT_EQ(graph.status().toString().rfind("model.onnx: ", 0), 0u)
+            << graph.status().toString();
+    }
+    for (const Case& fine : std::vector<Case>{{"Mul", {{int64_t{1} << 40}, {4}}, ""},
+                                              {"Range", {{kMax - 3}, {kMax}, {2}}, ""},
+                                              {"Neg", {{kMax}}, ""}}) {
+        auto graph = engine::importOnnxBytes(foldingModel(fine.op, fine.in), {}, "model.onnx");
+        EXPECT_TRUE(graph.isOk()) << fine.op << ": " << graph.status().toString();
+    }
+}
+
+// fuzz_image_mha: a MetaImage header line whose key is 270 characters long. ITK 5.2's MetaIO
+// copies an unknown key into its 255-byte field name (MET_InitReadField, strcpy): glibc's
+// fortify check aborted the process ("voxseg convert scan.mha" died with SIGABRT). voxseg's own
+// header check (io/metaimage_header.cpp) now refuses it before MetaIO reads the file.
+TEST(FuzzRegressions, MetaImageKeyLongerThanMetaIoBuffersIsRefused) {
+    TempDir dir;
+    const std::string path =
+        regression(dir, "fuzz_image_mha", "metaio-key-overflows-field-name", "scan.mha");
+    auto header = readImageHeader(path);
+    ASSERT_FALSE(header.isOk());
+    EXPECT_EQ(header.status().code(), StatusCode::kUnsupported) << header.status().toString();
+    EXPECT_NE(header.status().toString().find("scan.mha"), std::string::npos);
+    EXPECT_NE(header.status().toString().find("line 1 has a key of"), std::string::npos)
+        << header.status().toString();
+    EXPECT_FALSE(readImage(path).isOk());
+}
+
+// Header forms that reach MetaIO's other fixed buffers or unchecked arithmetic (NDims sizes
+// 10-entry arrays and a 4-entry SequenceID, DimSize is an int, the product is int64), that make
+// ITK read something else than the header says (duplicates, missing values), or whose data is
+// shorter than claimed: each refused naming what is wrong; the header a writer makes is read.
+TEST(FuzzRegressions, MetaImageHeaderIsCheckedBeforeItkReadsIt) {
+    TempDir dir;
+    const std::string good = dir / "good.mha";
+    Geometry geometry;
+    geometry.size = {4, 3, 2};
+    ASSERT_TRUE(writeImage(Volume::allocate<int16_t>(geometry), good).isOk());
+    std::string header;
+    {
+        std::ifstream in(good, std::ios::binary);
+        std::stringstream ss;
+        ss << in.rdbuf();
+        header = ss.str().substr(0, ss.str().find("ElementDataFile"));
+    }
+    ASSERT_NE(header.find("NDims = 3"), std::string::npos) << header;
+    ASSERT_TRUE(readImage(good).isOk());
+    auto replaced = [&](const std::string& from, const std::string& to) {
+        std::string h = header;
+        const size_t at = h.find(from);
+        EXPECT_NE(at, std::string::npos) << from;
+        return at == std::string::npos ? h : h.replace(at, from.size(), to);
+    };
+    const std::string data(4 * 3 * 2 * 2, '\0');
+    const std::string local = "ElementDataFile = LOCAL\n";
+    struct Case {
+        std::string name, text, message;
+    };
+    const std::vector<Case> cases = {
+        {"ndims.mha", replaced("NDims = 3", "NDims = 11") + local + data, "NDims = 11"},
+        {"ndims-neg.mha", replaced("NDims = 3", "NDims = -1") + local + data, "NDims = -1"},
+        {"dims.mha", replaced("DimSize = 4 3 2", "DimSize = 4 3 4294967297") + local + data,
+         "DimSize has '4294967297'"},
+        {"dims-few.mha", replaced("DimSize = 4 3 2", "DimSize = 4 3") + local + data,
+         "DimSize holds 2 sizes"},
+        {"twice.mha", replaced("DimSize", "NDims = 4\nDimSize") + local + data, "repeats NDims"},
+        {"nan.mha", replaced("ElementSpacing = 1 1 1", "ElementSpacing = 1 nan 1") + local + data,
+         "ElementSpacing has 'nan'"},
+        {"comment.mha", "Comment = " + std::string(300, 'c') + "\n" + header + local + data,
+         "Comment has a value of 300 characters"},
+        {"short.mha", header + local + data.substr(0, 7), "file is truncated"},
+        {"vector.mha", replaced("MET_SHORT", "MET_SHORT_ARRAY") + local + data,
+         "not a scalar type"},
+        {"escape.mhd", header + "ElementDataFile = ../outside.raw\n", "outside the header's"},
+        {"list.mhd", header + "ElementDataFile = LIST\n", "several files"},
+        {"nodata.mha", header, "ElementDataFile"},
+    };
+    for (const Case& c : cases) {
+        const std::string path = dir / c.name;
+        std::ofstream(path, std::ios::binary) << c.text;
+        auto h = readImageHeader(path);
+        ASSERT_FALSE(h.isOk()) << c.name;
+        EXPECT_NE(h.status().toString().find(c.message), std::string::npos)
+            << c.name << ": " << h.status().toString();
+        EXPECT_NE(h.status().toString().find(c.name), std::string::npos);
+    }
+    const std::string mhd = dir / "split.mhd";
+    std::ofstream(mhd, std::ios::binary) << header << "ElementDataFile = split.raw\n";
+    std::ofstream(dir / "split.raw", std::ios::binary) << data;
+    EXPECT_TRUE(readImage(mhd).isOk()) << readImage(mhd).status().toString();
+}
+
+// A DICOMDIR whose Referenced File IDs leave its folder ("..\SECRET\IM1",
+// "IMAGES\..\..\IM3", "/ETC/PASSWD", which std::filesystem would take as absolute): those
+// records are skipped with a warning naming them; the record inside the folder is listed.
+TEST(FuzzRegressions, DicomdirReferencesOutsideItsFolderAreSkipped) {
+    TempDir dir;
+    const std::string path =
+        regression(dir, "fuzz_dicomdir", "referenced-file-ids-leave-the-folder", "DICOMDIR");
+    auto files = readDicomdir(path);
+    ASSERT_TRUE(files.isOk()) << files.status().toString();
+    ASSERT_EQ(files->size(), 1u);
+    EXPECT_EQ(fs::path(files->front()), fs::path(dir / "IMAGES") / "IM2");
 }
 
 }  // namespace
