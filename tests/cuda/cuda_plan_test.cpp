@@ -1,8 +1,8 @@
 // CPU tests of the CUDA backend's lowering (no GPU needed): every case of the engine's op parity
-// table that cudaSupportsNode accepts must plan (planGraph, fp32 and bf16), and where no cuDNN
-// step is involved its plan replayed on the host (host_steps.h: real planner, placement and
-// addressing; host loops for the kernels) must match the reference backend within the case's
-// fp32 tolerance. The networks of issue 14 (Primus, UNETR, SwinUNETR, the transformer blocks)
+// table that cudaSupportsNode accepts must plan (planGraph, fp32 and bf16), one it refuses must
+// fail to plan with kUnsupported, and where no cuDNN step is involved the plan replayed on the
+// host (host_steps.h: real planner, placement and addressing; host loops for the kernels) must
+// match the reference backend within the case's fp32 tolerance. The networks of issue 14 (Primus, UNETR, SwinUNETR, the transformer blocks)
 // must be accepted node by node and plan; the transformer blocks' plans replay against PyTorch.
 #include "cuda/cuda_graph.h"
 #include "cuda/cuda_planner.h"
@@ -42,6 +42,10 @@ TEST_P(CudaPlan, PlansAndReplaysOnHost) {
     ASSERT_TRUE(g.inferShapes(c.input_shapes).isOk());
     if (const Status why = graphSupported(g); !why.isOk()) {
         EXPECT_EQ(why.code(), StatusCode::kUnsupported) << why.toString();
+        // compile() refuses the same way: the planner asks cudaSupportsNode first.
+        auto plan = planning::planGraph(g, c.input_shapes, StorageType::kFloat32);
+        EXPECT_FALSE(plan.isOk());
+        if (!plan.isOk()) EXPECT_EQ(plan.status().code(), StatusCode::kUnsupported);
         GTEST_SKIP() << "refused: " << why.toString();
     }
     for (StorageType st : {StorageType::kFloat32, StorageType::kBFloat16}) {
