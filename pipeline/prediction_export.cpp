@@ -36,7 +36,9 @@ std::vector<Tap> axisTaps(int64_t out_size, int64_t in_size, bool nearest) {
         const double p = std::clamp((static_cast<double>(o) + 0.5) * scale - 0.5, 0.0,
                                     static_cast<double>(in_size - 1));
         if (nearest) {
-            t.i0 = t.i1 = std::clamp<int64_t>(std::llround(p), 0, in_size - 1);
+            // scipy's order 0: floor(p + 0.5), ties up.
+            t.i0 = t.i1 =
+                std::clamp<int64_t>(static_cast<int64_t>(std::floor(p + 0.5)), 0, in_size - 1);
             continue;
         }
         t.i0 = static_cast<int64_t>(std::floor(p));
@@ -83,7 +85,7 @@ struct ScoreGrid {
           table(engine::half::toFloatTable()) {
         const Geometry& in = record.network;
         const Geometry& out = record.cropped;
-        const int separate = separateAxis(in.spacing, out.spacing);
+        separate = separateAxis(in.spacing, out.spacing);
         for (int a = 0; a < 3; ++a) taps[a] = axisTaps(out.size[a], in.size[a], a == separate);
         if (record.axis_order == AxisOrder::kZyx)
             stride = {1, in.size[0], in.size[0] * in.size[1]};
@@ -101,6 +103,7 @@ struct ScoreGrid {
 
     std::array<std::vector<Tap>, 3> taps;
     std::array<int64_t, 3> stride{};
+    int separate = -1;  // nnU-Net's separate (order 0) axis, -1: none
     int64_t channels;
     int64_t voxels;  // per channel
     const T* base;
@@ -280,10 +283,12 @@ void softmaxLabels(const engine::Tensor& scores, const PreprocessRecord& record,
 }
 
 // ExportSpec::round_to_half: nnU-Net's export of float16 logits. Every voxel's channels are
-// interpolated in float64 (scikit-image/scipy order 1 in-plane, order 0 on the separate axis:
-// the same taps) and rounded once to float16, as numpy stores them into nnU-Net's float16 array;
-// the label is the first maximum of those float16 values (softmax in float32 keeps their order
-// and their ties; torch's argmax takes the first).
+// interpolated in float64 as scipy.ndimage.zoom (order 1, grid_mode, mode nearest: what
+// scikit-image's resize calls) computes them, term by term: the sum over the 2^n corners in C
+// order of the array axes of value * weight(axis 0) * weight(axis 1)..., weights 1 - f and
+// 1 - (1 - f); the separate axis (order 0) picks its nearest slice. Each value is rounded once to
+// float16, as numpy stores it into nnU-Net's float16 array; the label is the first maximum of
+// those (softmax in float32 keeps their order and ties; torch's argmax takes the first).
 template <typename TS, typename TL>
 void halfRoundedLabels(const engine::Tensor& scores, const PreprocessRecord& record, int threads,
                        const std::vector<int>& labels, TL* dst) {
@@ -294,32 +299,47 @@ void halfRoundedLabels(const engine::Tensor& scores, const PreprocessRecord& rec
     const int64_t channels = grid.channels;
     const float* half_value = engine::half::toFloatTable();
     const int64_t ni = out.size[0], nj = out.size[1];
+    // The interpolated axes (voxseg's i, j, k) in the tensor's C order (slowest first).
+    std::vector<int> axes;
+    const std::array<int, 3> c_order = record.axis_order == AxisOrder::kZyx
+                                           ? std::array<int, 3>{2, 1, 0}
+                                           : std::array<int, 3>{0, 1, 2};
+    for (int a : c_order)
+        if (a != grid.separate) axes.push_back(a);
+    const int corners = 1 << axes.size();
     parallelRanges(out.size[2], threads, [&](int64_t k_begin, int64_t k_end) {
+        std::array<int64_t, 8> offset{};
         for (int64_t k = k_begin; k < k_end; ++k) {
-            const Tap& tk = taps[2][static_cast<size_t>(k)];
             for (int64_t j = 0; j < nj; ++j) {
-                const Tap& tj = taps[1][static_cast<size_t>(j)];
                 TL* row = dst + (k * nj + j) * ni;
                 for (int64_t i = 0; i < ni; ++i) {
-                    const Tap& ti = taps[0][static_cast<size_t>(i)];
-                    const int64_t o = ti.i0 * stride[0] + tj.i0 * stride[1] + tk.i0 * stride[2];
-                    const int64_t di = (ti.i1 - ti.i0) * stride[0];
-                    const int64_t dj = (tj.i1 - tj.i0) * stride[1];
-                    const int64_t dk = (tk.i1 - tk.i0) * stride[2];
+                    const std::array<const Tap*, 3> t = {&taps[0][static_cast<size_t>(i)],
+                                                         &taps[1][static_cast<size_t>(j)],
+                                                         &taps[2][static_cast<size_t>(k)]};
+                    int64_t base = 0;
+                    for (int a = 0; a < 3; ++a) base += t[a]->i0 * stride[a];
+                    for (int c = 0; c < corners; ++c) {  // last axis fastest
+                        offset[c] = base;
+                        for (size_t n = 0; n < axes.size(); ++n)
+                            if ((c >> (axes.size() - 1 - n)) & 1)
+                                offset[c] += (t[axes[n]]->i1 - t[axes[n]]->i0) * stride[axes[n]];
+                    }
                     float best = 0.f;
                     int64_t arg = 0;
-                    for (int64_t c = 0; c < channels; ++c) {
-                        const TS* p = grid.channel(c) + o;
-                        auto get = [&](int64_t offset) -> double { return grid.get(p, offset); };
-                        auto lerp = [](double a, double b, double w) { return a + w * (b - a); };
-                        const double c00 = lerp(get(0), get(di), ti.w64);
-                        const double c10 = lerp(get(dj), get(dj + di), ti.w64);
-                        const double c01 = lerp(get(dk), get(dk + di), ti.w64);
-                        const double c11 = lerp(get(dk + dj), get(dk + dj + di), ti.w64);
-                        const double v =
-                            lerp(lerp(c00, c10, tj.w64), lerp(c01, c11, tj.w64), tk.w64);
-                        const float h = half_value[engine::nnunet_fp16::doubleToHalf(v)];
-                        if (c == 0 || h > best) best = h, arg = c;
+                    for (int64_t ch = 0; ch < channels; ++ch) {
+                        const TS* p = grid.channel(ch);
+                        double sum = 0.0;
+                        for (int c = 0; c < corners; ++c) {
+                            double term = grid.get(p, offset[c]);
+                            for (size_t n = 0; n < axes.size(); ++n) {
+                                const Tap& tap = *t[axes[n]];
+                                const double w0 = 1.0 - tap.w64;
+                                term *= ((c >> (axes.size() - 1 - n)) & 1) ? 1.0 - w0 : w0;
+                            }
+                            sum += term;
+                        }
+                        const float h = half_value[engine::nnunet_fp16::doubleToHalf(sum)];
+                        if (ch == 0 || h > best) best = h, arg = ch;
                     }
                     row[i] = static_cast<TL>(labels[static_cast<size_t>(arg)]);
                 }

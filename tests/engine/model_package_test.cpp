@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 
@@ -110,6 +111,17 @@ TEST(ModelPackage, WritesWhatItReads) {
     EXPECT_EQ(second->inference.convention, WindowConvention::kMonai);
     EXPECT_FALSE(second->inference.gaussian);
     EXPECT_EQ(second->orientation, "RAS");
+    EXPECT_EQ(second->inference.accumulation, Accumulation::kNormalized);
+    // The default is not written.
+    EXPECT_EQ(modelPackageToJson(*second).find("accumulate"), std::string::npos);
+    j["inference"]["convention"] = "nnunet";
+    j["inference"]["accumulate"] = "nnunet-fp16";
+    auto third = parse(j);
+    ASSERT_TRUE(third.isOk()) << third.status().toString();
+    auto fourth = parseModelPackage(modelPackageToJson(*third), "written");
+    ASSERT_TRUE(fourth.isOk()) << fourth.status().toString();
+    EXPECT_EQ(fourth->inference.accumulation, Accumulation::kNnUNetFp16);
+    EXPECT_EQ(fourth->slidingWindowOptions().accumulation, Accumulation::kNnUNetFp16);
 }
 
 TEST(ModelPackage, MissingRequiredKeysAreNamed) {
@@ -190,6 +202,13 @@ TEST(ModelPackage, WrongTypesAndValuesAreExplained) {
     j = validJson();
     j["inference"]["convention"] = "totalseg";
     expectError(j, "inference.convention", "\"monai\"");
+    j = validJson();
+    j["inference"]["accumulate"] = "fp16";
+    expectError(j, "inference.accumulate", "\"nnunet-fp16\"");
+    j = validJson();
+    j["inference"]["accumulate"] = "nnunet-fp16";
+    j["inference"]["convention"] = "monai";
+    expectError(j, "inference.accumulate", "needs \"convention\": \"nnunet\"");
     j = validJson();
     j["inference"]["overlapp"] = 0.5;
     expectError(j, "inference.overlapp", "unknown key");
@@ -312,6 +331,38 @@ TEST(ModelPackage, LoadsImportsAndRunsTheNetwork) {
     const auto values = model->package.channelLabelValues();
     ASSERT_TRUE(argmaxLabels(*result, std::span<uint8_t>(labels), values).isOk());
     EXPECT_TRUE(std::any_of(labels.begin(), labels.end(), [](uint8_t l) { return l != 0; }));
+
+    // "accumulate": "nnunet-fp16": the host window in nnU-Net's float16 arithmetic, float16
+    // scores whatever accumulator is asked for: within float16 rounding of the float32 mean
+    // where windows overlap, further off where one window's subnormal float16 corner weights
+    // are all a voxel has (nnU-Net's own behaviour at the image border).
+    LoadedModel fp16 = *model;
+    fp16.package.inference.convention = WindowConvention::kNnUNet;
+    fp16.package.inference.accumulation = Accumulation::kNnUNetFp16;
+    auto half = createSlidingWindow(*backend, fp16, 2, {}, DType::kFloat32);
+    ASSERT_TRUE(half.isOk()) << half.status().toString();
+    EXPECT_EQ((*half)->accumulator(), DType::kFloat16);
+    EXPECT_NE((*half)->describe().find("nnU-Net"), std::string::npos) << (*half)->describe();
+    fp16.package.inference.accumulation = Accumulation::kNormalized;
+    auto plain = createSlidingWindow(*backend, fp16, 2, {}, DType::kFloat32);
+    ASSERT_TRUE(plain.isOk());
+    auto h = (*half)->run(image);
+    auto f = (*plain)->run(image);
+    ASSERT_TRUE(h.isOk() && f.isOk()) << h.status().toString();
+    ASSERT_EQ(h->dtype(), DType::kFloat16);
+    const Tensor h32 = scoresAsFloat32(*h);
+    int64_t close = 0;
+    float gap = 0.0f;
+    for (int64_t i = 0; i < h32.numel(); ++i) {
+        const float g = std::abs(h32.data<float>()[i] - f->data<float>()[i]) /
+                        std::max(1.0f, std::abs(f->data<float>()[i]));
+        close += g <= 4e-3f;
+        gap = std::max(gap, g);
+    }
+    std::printf("nnunet-fp16 vs float32 mean: %.2f %% of logits within 4e-3, worst %.3g\n",
+                100.0 * static_cast<double>(close) / static_cast<double>(h32.numel()), gap);
+    EXPECT_GE(close, h32.numel() * 9 / 10);
+    EXPECT_GT(gap, 4e-3f);
 }
 
 TEST(ModelPackage, EnsembleOfTheSameNetworkGivesTheSameResult) {

@@ -5,11 +5,14 @@
 #include "test_volumes.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <itkLinearInterpolateImageFunction.h>
 #include <itkResampleImageFilter.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <set>
 
@@ -222,6 +225,68 @@ TEST(PredictionExport, InterpolationMatchesItkLinearResampling) {
                 ++compared;
             }
     EXPECT_GT(compared, 1000);
+}
+
+// nnU-Net 2.5.1's export of float16 logits (resample_data_or_seg_to_shape into float16, softmax,
+// argmax; tests/pipeline/data/gen_nnunet_export_golden.py) against round_to_half: the same label
+// at every voxel. Without the rounding the float32 export differs (the golden's channels are
+// within a float16 step of each other at many voxels).
+TEST(PredictionExport, HalfRoundingIsNnUNetsFloat16Export) {
+    const std::filesystem::path dir =
+        std::filesystem::path(VOXSEG_SOURCE_DIR) / "tests/pipeline/data/nnunet_export";
+    std::ifstream f(dir / "index.json");
+    ASSERT_TRUE(f.good()) << "run tests/pipeline/data/gen_nnunet_export_golden.py";
+    const auto index = nlohmann::json::parse(f);
+    ASSERT_GE(index["cases"].size(), 3u);
+    for (const auto& c : index["cases"]) {
+        const std::string name = c["name"];
+        SCOPED_TRACE(name);
+        const auto zyx = [](const nlohmann::json& v) {  // nnU-Net's (z, y, x) -> voxseg's (i, j, k)
+            return std::array<double, 3>{v[2].get<double>(), v[1].get<double>(),
+                                         v[0].get<double>()};
+        };
+        const auto size_of = [&](const nlohmann::json& v) {
+            const auto d = zyx(v);
+            return std::array<int64_t, 3>{static_cast<int64_t>(d[0]), static_cast<int64_t>(d[1]),
+                                          static_cast<int64_t>(d[2])};
+        };
+        const auto s = zyx(c["spacing"]), ns = zyx(c["network_spacing"]);
+        const Geometry out = makeGeometry(size_of(c["shape"]), {s[0], s[1], s[2]});
+        const Geometry net = makeGeometry(size_of(c["network_shape"]), {ns[0], ns[1], ns[2]});
+        const int64_t k = c["channels"].get<int64_t>();
+        engine::Tensor scores(engine::DType::kFloat16, {k, net.size[2], net.size[1], net.size[0]});
+        std::ifstream logits(dir / (name + ".logits.u16"), std::ios::binary);
+        logits.read(static_cast<char*>(scores.raw()), static_cast<std::streamsize>(scores.bytes()));
+        ASSERT_EQ(static_cast<size_t>(logits.gcount()), scores.bytes());
+        std::vector<uint8_t> expected(static_cast<size_t>(out.voxelCount()));
+        std::ifstream labels(dir / (name + ".labels.u8"), std::ios::binary);
+        labels.read(reinterpret_cast<char*>(expected.data()),
+                    static_cast<std::streamsize>(expected.size()));
+        ASSERT_EQ(static_cast<size_t>(labels.gcount()), expected.size());
+
+        PreprocessRecord record;
+        record.original = record.oriented = record.cropped = out;
+        record.crop.size = out.size;
+        record.network = net;
+        record.axis_order = AxisOrder::kZyx;
+        ExportSpec spec;
+        spec.round_to_half = true;
+        auto got = scoresToLabelMap(scores, record, spec);
+        ASSERT_TRUE(got.isOk()) << got.status().toString();
+        int64_t differ = 0;
+        for (size_t v = 0; v < expected.size(); ++v)
+            differ += got->data<uint8_t>()[v] != expected[v];
+        EXPECT_EQ(differ, 0) << "of " << expected.size() << " voxels";
+        spec.round_to_half = false;
+        auto plain = scoresToLabelMap(scores, record, spec);
+        ASSERT_TRUE(plain.isOk());
+        int64_t plain_differ = 0;
+        for (size_t v = 0; v < expected.size(); ++v)
+            plain_differ += plain->data<uint8_t>()[v] != expected[v];
+        EXPECT_GT(plain_differ, 0) << "the golden cannot tell the exports apart";
+        std::printf("%s: %lld voxels differ with float16 rounding, %lld without\n", name.c_str(),
+                    static_cast<long long>(differ), static_cast<long long>(plain_differ));
+    }
 }
 
 }  // namespace
