@@ -217,7 +217,15 @@ struct NnUNetGrid {
 // predict_logits_from_preprocessed_data's average over networks, in nnunet_fp16's arithmetic.
 // Returns float16 [K, dims].
 Result<Tensor> nnunetAccumulate(const NnUNetGrid& g, const BatchRunner& run_batches) {
-    const auto& [dims, patch, starts, flip_sets, classes, networks, map] = g;
+    // Plain references, not a structured binding: clang 14 (the sanitizer and fuzz builds) does
+    // not let the lambdas below capture structured bindings.
+    const auto& dims = g.dims;
+    const auto& patch = g.patch;
+    const auto& starts = g.starts;
+    const auto& flip_sets = g.flip_sets;
+    const int64_t classes = g.classes;
+    const size_t networks = g.networks;
+    const auto& map = g.map;
     const int64_t plane = dims[1] * dims[2];
     const int64_t voxels = dims[0] * plane;
     const int64_t pw = patch[2];
