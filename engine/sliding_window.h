@@ -10,7 +10,7 @@
 // - kNnUNet (default): nnU-Net v2's compute_steps_for_sliding_window (step = patch * (1 -
 //   overlap), evenly spaced steps from 0 to the border) and compute_gaussian (delta filtered by
 //   scipy's truncated Gaussian, centre at patch // 2, max 1, zeros replaced by the smallest
-//   non-zero value). nnU-Net keeps the map in fp16; voxseg keeps it in fp32.
+//   non-zero value). nnU-Net keeps the map in fp16; kNormalized keeps it in fp32.
 // - kMonai: MONAI's sliding_window_inference (scan interval int(patch * (1 - overlap)), last
 //   window clamped to the border; Gaussian centred at (patch - 1) / 2, clamped below at
 //   max(min, 1e-3)).
@@ -139,7 +139,7 @@ class SlidingWindow final : public VolumeInference {
     static Result<std::unique_ptr<SlidingWindow>> create(
         std::vector<std::unique_ptr<CompiledGraph>> networks, const SlidingWindowOptions& options);
 
-    // image: float32 [C, spatial...]; returns [K, spatial...] in options.accumulator's type
+    // image: float32 [C, spatial...]; returns [K, spatial...] in accumulator()'s type
     // (float16 values as uint16 bit patterns, see half_kernels.h). Progress is reported per
     // batch; cancellation is checked between batches (kCancelled).
     Result<Tensor> run(const Tensor& image, const Progress& progress = {},
