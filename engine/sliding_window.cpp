@@ -195,6 +195,16 @@ Status argmaxImpl(const Tensor& scores, std::span<T> out, std::span<const int> v
     return Status::ok();
 }
 
+// Start of window `window` (row-major over the grid, last axis fastest).
+std::array<int64_t, 3> gridOrigin(const std::array<std::vector<int64_t>, 3>& starts,
+                                  int64_t window) {
+    const int64_t nx = static_cast<int64_t>(starts[2].size());
+    const int64_t ny = static_cast<int64_t>(starts[1].size());
+    return {starts[0][static_cast<size_t>(window / (nx * ny))],
+            starts[1][static_cast<size_t>((window / nx) % ny)],
+            starts[2][static_cast<size_t>(window % nx)]};
+}
+
 // Hands one network output (K x patch, float32) of batch item `item` on.
 using OutputSink = std::function<void(int64_t item, const float* output)>;
 // Runs every batch through networks [first_net, last_net), each output to the sink; pass of
@@ -231,13 +241,7 @@ Result<Tensor> nnunetAccumulate(const NnUNetGrid& g, const BatchRunner& run_batc
     const int64_t pw = patch[2];
     const int64_t patch_voxels = patch[0] * patch[1] * pw;
     const int64_t num_flips = static_cast<int64_t>(flip_sets.size());
-    auto windowOrigin = [&](int64_t window) {
-        const int64_t nx = static_cast<int64_t>(starts[2].size());
-        const int64_t ny = static_cast<int64_t>(starts[1].size());
-        return std::array<int64_t, 3>{starts[0][static_cast<size_t>(window / (nx * ny))],
-                                      starts[1][static_cast<size_t>((window / nx) % ny)],
-                                      starts[2][static_cast<size_t>(window % nx)]};
-    };
+    auto windowOrigin = [&](int64_t window) { return gridOrigin(starts, window); };
     // Calls fn(volume offset, patch offset) for every patch row of a window.
     auto forEachRow = [&](const std::array<int64_t, 3>& o, const auto& fn) {
         for (int64_t z = 0; z < patch[0]; ++z)
@@ -693,13 +697,7 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
     const size_t patch_buffer_bytes =
         static_cast<size_t>(batch * (input_item + output_item)) * sizeof(float);
 
-    auto itemOrigin = [&](int64_t window) {
-        const int64_t nx = static_cast<int64_t>(starts[2].size());
-        const int64_t ny = static_cast<int64_t>(starts[1].size());
-        return std::array<int64_t, 3>{starts[0][static_cast<size_t>(window / (nx * ny))],
-                                      starts[1][static_cast<size_t>((window / nx) % ny)],
-                                      starts[2][static_cast<size_t>(window % nx)]};
-    };
+    auto itemOrigin = [&](int64_t window) { return gridOrigin(starts, window); };
 
     double network_seconds = 0.0;
     int64_t padded_items = 0;
