@@ -125,7 +125,9 @@ std::vector<SegmentOptionSpec> build() {
         d.flag = "--accumulator";
         d.label = "Accumulator";
         d.group = "Inference";
-        d.help = "Sliding-window score sums: fp16 (half the memory, as nnU-Net v2) or fp32";
+        d.help =
+            "Sliding-window score sums: fp16 (half the memory, as nnU-Net v2) or fp32; packages "
+            "whose model.json sets \"accumulate\": \"nnunet-fp16\" always sum as nnU-Net does";
         d.choices = {"fp16", "fp32"};
         d.default_text = "fp16";
         d.apply = [](const std::string& t, SegmentOptions& o) -> Status {
