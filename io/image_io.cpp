@@ -666,6 +666,8 @@ Result<Volume> readImage(const std::string& path, const Progress& progress) {
     const bool is_nifti = format == ImageFormat::kNifti || format == ImageFormat::kNiftiGz;
     std::future<Status> complete;
     if (is_nifti) complete = std::async(std::launch::async, checkNiftiComplete, path);
+    if (format == ImageFormat::kMetaImage)
+        complete = std::async(std::launch::async, checkMetaImageData, path);
 
     using C = itk::IOComponentEnum;
     Result<Volume> result = internalError("unhandled component type", path);

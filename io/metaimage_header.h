@@ -17,4 +17,8 @@ namespace voxseg::io {
 // file, the line and the field otherwise.
 Status checkMetaImageHeader(const std::string& path);
 
+// The same, and compressed data (CompressedData = True) inflated to check that it is intact and
+// holds what DimSize claims: readImage runs it beside ITK's read (it costs a pass over the data).
+Status checkMetaImageData(const std::string& path);
+
 }  // namespace voxseg::io

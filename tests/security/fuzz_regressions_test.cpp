@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
+#include <zlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -391,6 +392,32 @@ TEST(FuzzRegressions, MetaImageHeaderIsCheckedBeforeItkReadsIt) {
             << c.name << ": " << h.status().toString();
         EXPECT_NE(h.status().toString().find(c.name), std::string::npos);
     }
+    // Compressed data that does not inflate (ITK's MetaIO prints "Uncompress failed").
+    const std::string bad_zlib = dir / "bad-zlib.mha";
+    std::ofstream(bad_zlib, std::ios::binary)
+        << replaced("CompressedData = False", "CompressedData = True\nCompressedDataSize = 10")
+        << local << std::string(10, 'z');
+    auto bad = readImage(bad_zlib);
+    ASSERT_FALSE(bad.isOk());
+    EXPECT_NE(bad.status().toString().find("compressed data is damaged"), std::string::npos)
+        << bad.status().toString();
+    // Intact but short: the zlib stream of half the voxels.
+    std::string half;
+    {
+        uLongf n = compressBound(data.size() / 2);
+        half.resize(n);
+        ASSERT_EQ(compress(reinterpret_cast<Bytef*>(half.data()), &n,
+                           reinterpret_cast<const Bytef*>(data.data()), data.size() / 2),
+                  Z_OK);
+        half.resize(n);
+    }
+    const std::string short_zlib = dir / "short-zlib.mha";
+    std::ofstream(short_zlib, std::ios::binary)
+        << replaced("CompressedData = False", "CompressedData = True") << local << half;
+    auto shorter = readImage(short_zlib);
+    ASSERT_FALSE(shorter.isOk());
+    EXPECT_NE(shorter.status().toString().find("inflates to 24 of the 48 bytes"), std::string::npos)
+        << shorter.status().toString();
     const std::string mhd = dir / "split.mhd";
     std::ofstream(mhd, std::ios::binary) << header << "ElementDataFile = split.raw\n";
     std::ofstream(dir / "split.raw", std::ios::binary) << data;
