@@ -91,6 +91,7 @@ Status planNode(Plan& plan) {
         case OpKind::kExpand:
         case OpKind::kTile:
         case OpKind::kAttention:
+        case OpKind::kMultiHeadAttention:
         case OpKind::kRotary:
             return cpu::planTransformerOp(plan);
         case OpKind::kSoftmax:

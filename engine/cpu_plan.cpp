@@ -140,9 +140,14 @@ Result<dnnl::memory> Plan::constantMemory(const Tensor& t, const dnnl::memory::d
 }
 
 Result<dnnl::memory> Plan::constantMemory(ValueId v, const dnnl::memory::desc& md) {
+    const auto key = std::make_pair(v, descKey(md));
+    if (auto it = constants_.find(key); it != constants_.end()) return it->second;
     const Tensor& t = graph_.constant(v);
     const auto dims = md.dims();
-    return constantMemory(t, plainDesc(Shape(dims.begin(), dims.end()), dt::f32), md);
+    VOXSEG_ASSIGN_OR_RETURN(
+        dnnl::memory m, constantMemory(t, plainDesc(Shape(dims.begin(), dims.end()), dt::f32), md));
+    constants_[key] = m;
+    return m;
 }
 
 Result<MemRef> Plan::ensure(ValueId v, const dnnl::memory::desc& md) {

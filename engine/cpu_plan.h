@@ -154,6 +154,9 @@ class Plan {
     std::vector<int> last_use_;  // per value: index of the last node reading it (INT_MAX: output)
     std::unordered_map<ValueId, MemRef> refs_;
     std::map<std::pair<ValueId, std::string>, MemRef> converted_;
+    // Constants already reordered, per value and layout (read-only: nodes that share a constant,
+    // such as the Rotary tables of every block after the head fold, share its memory).
+    std::map<std::pair<ValueId, std::string>, dnnl::memory> constants_;
     std::vector<Buffer> buffers_;
     std::vector<Step> steps_;
     bool profile_ = false;  // VOXSEG_CPU_PROFILE=1: per-step times in the log
@@ -181,9 +184,13 @@ Status planConcat(Plan& plan);
 Status planPool(Plan& plan);     // MaxPool, AveragePool, GlobalAveragePool
 Status planResize(Plan& plan);   // Resize/Upsample
 Status planShapeOp(Plan& plan);  // Pad, Identity, Reshape, Transpose, Slice
-// MatMul, LayerNorm, Reduce*, Erf, Sin, Cos, Where, Expand, Tile, Attention
-// (cpu_transformer.cpp).
+// MatMul, LayerNorm, Reduce*, Erf, Sin, Cos, Where, Expand, Tile, Rotary (cpu_transformer.cpp),
+// Attention and MultiHeadAttention (cpu_attention.cpp, through planTransformerOp).
 Status planTransformerOp(Plan& plan);
+Status planAttention(Plan& plan);
+
+// Element strides of `s` broadcast to the dims of `to` (0 along broadcast axes; numpy rules).
+std::vector<int64_t> broadcastStrides(const Shape& s, const Shape& to);
 
 // Applies the node's fused epilogue (residual add, then activation) to `out` in place with
 // separate primitives, for ops that cannot fuse it (or part of it) themselves.

@@ -1,7 +1,8 @@
 // The transformer / attention ops on the CPU backend: MatMul (oneDNN matmul, batch dims
 // broadcast), LayerNorm (oneDNN layer normalisation over the trailing axes), ReduceMean /
 // ReduceSum / ReduceMax (oneDNN reduction), and the memory-bound ops oneDNN has no primitive
-// for as plain OpenMP loops: Erf, Sin, Cos, Where, Expand, Tile, Rotary. All on plain f32 (the
+// for as plain OpenMP loops: Erf, Sin, Cos, Where, Expand, Tile, Rotary (attention:
+// cpu_attention.cpp). All on plain f32 (the
 // activations of attention blocks are rows of tokens, not blocked channels); bf16 plans reorder
 // into f32 here, and the reorders after them convert back.
 #include "engine/cpu_plan.h"
@@ -10,7 +11,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <memory>
 
 namespace voxseg::engine::cpu {
 namespace {
@@ -32,18 +32,6 @@ Shape withLeadingOnes(const Shape& s, size_t rank) {
     Shape out(rank - s.size(), 1);
     out.insert(out.end(), s.begin(), s.end());
     return out;
-}
-
-// Element strides of `s` broadcast to `rank` dims (0 along broadcast axes).
-std::vector<int64_t> broadcastStrides(const Shape& s, const Shape& to) {
-    const Shape bs = withLeadingOnes(s, to.size());
-    std::vector<int64_t> st(to.size(), 0);
-    int64_t k = 1;
-    for (int i = static_cast<int>(to.size()) - 1; i >= 0; --i) {
-        st[i] = bs[i] == 1 ? 0 : k;
-        k *= bs[i];
-    }
-    return st;
 }
 
 Status planMatMul(Plan& plan) {
@@ -282,156 +270,6 @@ Status planExpandOrTile(Plan& plan) {
     return planUnfusedEpilogue(plan, dst);
 }
 
-// Fused scaled-dot-product attention: per batch item, blocks of query rows whose scores
-// (rows x Tk floats) fit in 256 KiB: S = Q_blk Kt * scale (oneDNN matmul, output scale), + bias,
-// row softmax in place (oneDNN softmax), O_blk = S V (oneDNN matmul). The full Tq x Tk matrix is
-// never stored. Work items (batch item, row block) run in parallel, one per thread.
-Status planAttention(Plan& plan) {
-    const Node& n = plan.node();
-    const Graph& g = plan.graph();
-    const Shape& qs = g.values[n.inputs[0]].shape;
-    const size_t r = qs.size();
-    const int64_t Tq = qs[r - 2], D = qs[r - 1];
-    const int64_t Tk = g.values[n.inputs[1]].shape[r - 1];
-    const int64_t Dv = g.values[n.inputs[2]].shape[r - 1];
-    const int64_t batches = numel(qs) / (Tq * D);
-    const Shape& ys = g.values[n.outputs[0]].shape;
-    const bool has_bias = n.inputs.size() > 3 && n.inputs[3] >= 0;
-    std::vector<MemRef> refs;
-    for (size_t i = 0; i < (has_bias ? 4u : 3u); ++i) {
-        VOXSEG_ASSIGN_OR_RETURN(MemRef m, plan.ensurePlainF32(n.inputs[i]));
-        refs.push_back(m);
-    }
-    MemRef dst = plan.newBuffer(plainDesc(ys, dt::f32));
-    refs.push_back(dst);
-    // Bias offsets: per batch item a base, then row and column strides (0 where broadcast).
-    Shape scores = qs;
-    scores[r - 1] = Tk;
-    std::vector<int64_t> bias_base(static_cast<size_t>(batches), 0);
-    int64_t bias_row = 0, bias_col = 0;
-    if (has_bias) {
-        const std::vector<int64_t> st = broadcastStrides(g.values[n.inputs[3]].shape, scores);
-        bias_row = st[r - 2];
-        bias_col = st[r - 1];
-        for (int64_t b = 0; b < batches; ++b) {
-            int64_t rem = b, off = 0;
-            for (size_t d = r - 2; d-- > 0;) {
-                off += (rem % scores[d]) * st[d];
-                rem /= scores[d];
-            }
-            bias_base[b] = off;
-        }
-    }
-    const int64_t rows = std::clamp<int64_t>((int64_t{256} << 10) / (4 * Tk), 1, Tq);
-    struct Gemms {
-        int64_t rows = 0;
-        dnnl::memory::desc q_md, k_md, s_md, v_md, o_md;
-        dnnl::matmul qk, pv;
-        dnnl::softmax_forward softmax;
-    };
-    auto make = [&](int64_t m) {
-        Gemms gm;
-        gm.rows = m;
-        gm.q_md = plainDesc({m, D}, dt::f32);
-        gm.k_md = plainDesc({D, Tk}, dt::f32);
-        gm.s_md = plainDesc({m, Tk}, dt::f32);
-        gm.v_md = plainDesc({Tk, Dv}, dt::f32);
-        gm.o_md = plainDesc({m, Dv}, dt::f32);
-        dnnl::primitive_attr scaled;
-        scaled.set_output_scales(0, {n.attention_scale});
-        gm.qk = dnnl::matmul(dnnl::matmul::primitive_desc(
-            dnnl::matmul::desc(gm.q_md, gm.k_md, gm.s_md), scaled, plan.engine()));
-        gm.pv = dnnl::matmul(dnnl::matmul::primitive_desc(
-            dnnl::matmul::desc(gm.s_md, gm.v_md, gm.o_md), plan.engine()));
-        gm.softmax = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(
-            dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, gm.s_md, 1),
-            plan.engine()));
-        return gm;
-    };
-    // (batch item, row block) pairs spread over the threads when there are enough of them
-    // (Swin: ~10^3 windows x heads of 343 tokens; Primus: 6 heads x 47 blocks), each thread
-    // running its small matmuls and softmax on its own scores block; oneDNN splitting each
-    // 37x1728 matmul over the threads spent more time synchronising than multiplying. Those
-    // matmuls go through dnnl::sgemm, which picks its thread count per call (oneDNN's matmul
-    // primitive fixes its work split at creation and, run inside a parallel region, dropped
-    // part of the rows: the parity test caught it); the softmax is created for one thread.
-    // Too few items: oneDNN's matmul primitives with their threads, one item at a time.
-    const int64_t blocks = (Tq + rows - 1) / rows;
-    const int nthr = omp_get_max_threads();
-    const bool spread = nthr > 1 && batches * blocks >= 2 * nthr;
-    std::vector<Gemms> gemms;
-    try {
-        if (spread) omp_set_num_threads(1);
-        gemms.push_back(make(rows));
-        if (Tq % rows) gemms.push_back(make(Tq % rows));
-        if (spread) omp_set_num_threads(nthr);
-    } catch (const dnnl::error& e) {
-        if (spread) omp_set_num_threads(nthr);
-        return nodeError(plan, std::string("oneDNN matmul for attention: ") + e.what());
-    }
-    const dnnl::engine engine = plan.engine();
-    const float n_scale = n.attention_scale;
-    auto scratch = std::make_shared<std::vector<float>>();
-    Kernel k = [=](const std::vector<dnnl::memory>& m) mutable {
-        float* q = static_cast<float*>(m[0].get_data_handle());
-        float* kt = static_cast<float*>(m[1].get_data_handle());
-        float* v = static_cast<float*>(m[2].get_data_handle());
-        const float* bias = has_bias ? static_cast<const float*>(m[3].get_data_handle()) : nullptr;
-        float* out = static_cast<float*>(m[has_bias ? 4 : 3].get_data_handle());
-        const int64_t items = batches * blocks;
-        const size_t per_thread = static_cast<size_t>(rows * Tk);
-        if (scratch->size() < per_thread * (spread ? nthr : 1))
-            scratch->resize(per_thread * (spread ? nthr : 1));
-#pragma omp parallel num_threads(nthr) if (spread)
-        {
-            dnnl::stream stream(engine);
-            float* s = scratch->data() + (spread ? omp_get_thread_num() : 0) * per_thread;
-#pragma omp for schedule(dynamic)
-            for (int64_t it = 0; it < items; ++it) {
-                const int64_t b = it / blocks, i0 = (it % blocks) * rows;
-                const Gemms& gm = Tq - i0 >= rows ? gemms[0] : gemms[1];
-                const int64_t mrows = gm.rows;
-                dnnl::memory km(gemms[0].k_md, engine, kt + b * D * Tk);
-                dnnl::memory vm(gemms[0].v_md, engine, v + b * Tk * Dv);
-                dnnl::memory qm(gm.q_md, engine, q + (b * Tq + i0) * D);
-                dnnl::memory sm(gm.s_md, engine, s);
-                dnnl::memory om(gm.o_md, engine, out + (b * Tq + i0) * Dv);
-                if (spread) {  // oneDNN's sgemm picks its threads per call: one, here
-                    dnnl::sgemm('N', 'N', mrows, Tk, D, n_scale, q + (b * Tq + i0) * D, D,
-                                kt + b * D * Tk, Tk, 0.0f, s, Tk);
-                } else {
-                    gm.qk.execute(stream,
-                                  {{DNNL_ARG_SRC, qm}, {DNNL_ARG_WEIGHTS, km}, {DNNL_ARG_DST, sm}});
-                    stream.wait();
-                }
-                if (bias) {
-#pragma omp parallel for schedule(static) if (!spread)
-                    for (int64_t i = 0; i < mrows; ++i) {
-                        float* row = s + i * Tk;
-                        const float* br = bias + bias_base[b] + (i0 + i) * bias_row;
-                        for (int64_t j = 0; j < Tk; ++j) row[j] += br[j * bias_col];
-                    }
-                }
-                gm.softmax.execute(stream, {{DNNL_ARG_SRC, sm}, {DNNL_ARG_DST, sm}});
-                if (spread) {
-                    stream.wait();
-                    dnnl::sgemm('N', 'N', mrows, Dv, Tk, 1.0f, s, Tk, v + b * Tk * Dv, Dv, 0.0f,
-                                out + (b * Tq + i0) * Dv, Dv);
-                } else {
-                    gm.pv.execute(stream,
-                                  {{DNNL_ARG_SRC, sm}, {DNNL_ARG_WEIGHTS, vm}, {DNNL_ARG_DST, om}});
-                }
-                stream.wait();
-            }
-        }
-    };
-    plan.addKernel("attention blocked " + std::to_string(rows) + "x" + std::to_string(Tk) +
-                       " rows, oneDNN matmul" + (spread ? ", blocks per thread" : ""),
-                   std::move(k), refs);
-    plan.define(n.outputs[0], dst);
-    return planUnfusedEpilogue(plan, dst);
-}
-
 // Rotary embedding of interleaved pairs in one pass (in place when the input dies here):
 // y[2i] = x[2i] cos[2i] - x[2i+1] sin[2i], y[2i+1] = x[2i+1] cos[2i+1] + x[2i] sin[2i+1], the
 // tables indexed by token (row modulo T).
@@ -473,6 +311,17 @@ Status planRotary(Plan& plan) {
 
 }  // namespace
 
+std::vector<int64_t> broadcastStrides(const Shape& s, const Shape& to) {
+    const Shape bs = withLeadingOnes(s, to.size());
+    std::vector<int64_t> st(to.size(), 0);
+    int64_t k = 1;
+    for (int i = static_cast<int>(to.size()) - 1; i >= 0; --i) {
+        st[i] = bs[i] == 1 ? 0 : k;
+        k *= bs[i];
+    }
+    return st;
+}
+
 Status planTransformerOp(Plan& plan) {
     switch (plan.node().op) {
         case OpKind::kMatMul:
@@ -493,6 +342,7 @@ Status planTransformerOp(Plan& plan) {
         case OpKind::kTile:
             return planExpandOrTile(plan);
         case OpKind::kAttention:
+        case OpKind::kMultiHeadAttention:
             return planAttention(plan);
         case OpKind::kRotary:
             return planRotary(plan);

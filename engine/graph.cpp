@@ -1,5 +1,7 @@
 #include "engine/graph.h"
 
+#include "engine/graph_passes.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -94,6 +96,8 @@ const char* opKindName(OpKind op) {
             return "Rotary";
         case OpKind::kChannelLayerNorm:
             return "ChannelLayerNorm";
+        case OpKind::kMultiHeadAttention:
+            return "MultiHeadAttention";
     }
     return "?";
 }
@@ -310,15 +314,12 @@ Status inferNode(Graph& g, const Node& node) {
                                                std::to_string(inner));
             break;
         }
-        case OpKind::kReduceMean:
-        case OpKind::kReduceSum:
-        case OpKind::kReduceMax: {
         case OpKind::kChannelLayerNorm: {
             VOXSEG_RETURN_IF_ERROR(need(2));
             out = in(0);
             if (out.size() < 3)
-                return nodeError(node, "input " + shapeToString(out) +
-                                           " needs rank >= 3 (N, C, spatial...)");
+                return nodeError(
+                    node, "input " + shapeToString(out) + " needs rank >= 3 (N, C, spatial...)");
             for (size_t i = 1; i < node.inputs.size(); ++i)
                 if (node.inputs[i] >= 0 && numel(in(i)) != out[1])
                     return nodeError(node, "scale/bias have " + std::to_string(numel(in(i))) +
@@ -326,6 +327,9 @@ Status inferNode(Graph& g, const Node& node) {
                                                " channels");
             break;
         }
+        case OpKind::kReduceMean:
+        case OpKind::kReduceSum:
+        case OpKind::kReduceMax: {
             VOXSEG_RETURN_IF_ERROR(need(1));
             const Shape& x = in(0);
             for (size_t i = 0; i < node.reduce_axes.size(); ++i)
@@ -378,6 +382,28 @@ Status inferNode(Graph& g, const Node& node) {
             if (node.inputs.size() > 3 && node.inputs[3] >= 0) {
                 Shape scores = q;
                 scores[r - 1] = kt[r - 1];
+                auto b = broadcastShapes(in(3), scores);
+                if (!b || *b != scores)
+                    return nodeError(node, "bias " + shapeToString(in(3)) +
+                                               " does not broadcast to the scores " +
+                                               shapeToString(scores));
+            }
+            break;
+        }
+        case OpKind::kMultiHeadAttention: {
+            VOXSEG_RETURN_IF_ERROR(need(3));
+            const Shape& q = in(0);
+            const Shape& k = in(1);
+            const Shape& v = in(2);
+            const int64_t h = node.attention_heads;
+            if (q.size() != 3 || k.size() != 3 || v.size() != 3 || h < 1 || q[0] != k[0] ||
+                q[0] != v[0] || k[1] != v[1] || q[2] != k[2] || q[2] % h != 0 || v[2] % h != 0)
+                return nodeError(node, "Q " + shapeToString(q) + ", K " + shapeToString(k) +
+                                           ", V " + shapeToString(v) + " do not fit " +
+                                           std::to_string(h) + "-head attention");
+            out = {q[0], q[1], v[2]};
+            if (node.inputs.size() > 3 && node.inputs[3] >= 0) {
+                const Shape scores{q[0], h, q[1], k[1]};
                 auto b = broadcastShapes(in(3), scores);
                 if (!b || *b != scores)
                     return nodeError(node, "bias " + shapeToString(in(3)) +
@@ -620,14 +646,7 @@ double Graph::convFlops() const {
     return flops;
 }
 
-namespace {
-
-// Which node produces each value (-1 for graph inputs and constants) and how often it is used
-// (graph outputs count as a use).
-struct Usage {
-    std::vector<int> producer;
-    std::vector<int> uses;
-};
+namespace passes {
 
 Usage computeUsage(const Graph& g) {
     Usage u;
@@ -649,6 +668,20 @@ Usage computeUsage(const Graph& g) {
 bool isGraphOutput(const Graph& g, ValueId v) {
     return std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end();
 }
+
+int singleProducer(const Graph& g, const Usage& u, ValueId v, OpKind op) {
+    if (v < 0 || u.producer[v] < 0 || u.uses[v] != 1 || isGraphOutput(g, v)) return -1;
+    return g.nodes[u.producer[v]].op == op ? u.producer[v] : -1;
+}
+
+}  // namespace passes
+
+namespace {
+
+using passes::computeUsage;
+using passes::isGraphOutput;
+using passes::singleProducer;
+using passes::Usage;
 
 void replaceUses(Graph& g, ValueId from, ValueId to) {
     for (Node& n : g.nodes) {
@@ -900,12 +933,6 @@ void fuseEpilogues(Graph& g, bool shapes_known) {
             }
         }
     }
-}
-
-// The node producing `v` when it is `op` and `v` is read once, not a graph output (-1 otherwise).
-int singleProducer(const Graph& g, const Usage& u, ValueId v, OpKind op) {
-    if (v < 0 || u.producer[v] < 0 || u.uses[v] != 1 || isGraphOutput(g, v)) return -1;
-    return g.nodes[u.producer[v]].op == op ? u.producer[v] : -1;
 }
 
 // Concat inputs with no elements (EVA's slice of zero prefix tokens) dropped; a Concat left
@@ -1163,7 +1190,10 @@ Graph optimize(const Graph& graph) {
         fuseRotaryEmbedding(g);
     }
     fuseEpilogues(g, shapes_known);
-    if (shapes_known) fuseAttention(g);
+    if (shapes_known) {
+        fuseAttention(g);
+        passes::fuseAttentionHeads(g);
+    }
     return g;
 }
 

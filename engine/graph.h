@@ -77,6 +77,12 @@ enum class OpKind {
     // (rank >= 3), scale [C], bias [C] (-1: none), all constants but X; norm.epsilon.
     // y[n, c, s] = (x - mean_c) / sqrt(var_c + eps) * scale[c] + bias[c].
     kChannelLayerNorm,
+    // Attention with the heads packed in the last axis (optimize() folds the head split and
+    // merge Transposes of an Attention into it): inputs Q [B, Tq, H*D], K [B, Tk, H*D] (not
+    // transposed), V [B, Tk, H*Dv], bias (-1: none) broadcast to [B, H, Tq, Tk];
+    // attention_heads = H, attention_scale. Output [B, Tq, H*Dv]: per head h the columns
+    // [h*Dv, (h+1)*Dv) are softmax(Q_h K_h^T * scale [+ bias_h]) V_h.
+    kMultiHeadAttention,
 };
 
 const char* opKindName(OpKind op);
@@ -160,7 +166,8 @@ struct Node {
     bool keepdims = true;              // Reduce*
     bool gelu_tanh = false;            // Gelu
     std::vector<int64_t> repeats;      // Tile
-    float attention_scale = 1.0f;      // Attention
+    float attention_scale = 1.0f;      // Attention, MultiHeadAttention
+    int64_t attention_heads = 0;       // MultiHeadAttention
 
     // Fused epilogue (optimize()): out = act(op(x) [+ residual]).
     ActivationKind fused_activation = ActivationKind::kNone;
@@ -209,7 +216,10 @@ std::vector<SliceAxis> resolveSlice(const Node& node, const Shape& input);
 // Conv/norm/MatMul as epilogues,
 // MatMul -> [Mul/Div by a constant] -> [Add bias] -> Softmax(last axis) -> MatMul fused into one
 // Attention node, and the exported rotary-embedding chain into one Rotary node (a scalar Mul after
-// it folded into its tables; Concat inputs with no elements dropped).
+// it folded into its tables; Concat inputs with no elements dropped); an Attention whose Q, K^T
+// and V are head-split Transposes of [B, T, H, D] tensors (through a Rotary) and whose output is
+// merged back by a Transpose becomes one MultiHeadAttention on the packed [B, T, H*D] tensors
+// (engine/fuse_attention_heads.cpp).
 // Backends may ignore epilogues they cannot fuse only by evaluating them separately.
 Graph optimize(const Graph& graph);
 

@@ -614,6 +614,46 @@ void attention(const Node& n, const Tensor& q, const Tensor& kt, const Tensor& v
         }
 }
 
+// MultiHeadAttention: per batch item and head the same as attention(), reading head h of the
+// packed [B, T, H*D] rows.
+void multiHeadAttention(const Node& n, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Tensor* bias, Tensor& y) {
+    const int64_t B = q.dim(0), Tq = q.dim(1), Tk = k.dim(1), H = n.attention_heads;
+    const int64_t D = q.dim(2) / H, Dv = v.dim(2) / H;
+    const Shape scores{B, H, Tq, Tk};
+    const std::vector<float> bv = bias ? bias->toFloats() : std::vector<float>{};
+    const float* qp = q.data<float>();
+    const float* kp = k.data<float>();
+    const float* vp = v.data<float>();
+    float* yp = y.data<float>();
+    std::vector<double> row(static_cast<size_t>(Tk));
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < H; ++h)
+            for (int64_t i = 0; i < Tq; ++i) {
+                double mx = -std::numeric_limits<double>::infinity();
+                for (int64_t j = 0; j < Tk; ++j) {
+                    double acc = 0;
+                    for (int64_t d = 0; d < D; ++d)
+                        acc += double(qp[(b * Tq + i) * H * D + h * D + d]) *
+                               kp[(b * Tk + j) * H * D + h * D + d];
+                    acc *= n.attention_scale;
+                    if (bias)
+                        acc += bv[broadcastOffset(((b * H + h) * Tq + i) * Tk + j, scores,
+                                                  bias->shape())];
+                    row[j] = acc;
+                    mx = std::max(mx, acc);
+                }
+                double sum = 0;
+                for (int64_t j = 0; j < Tk; ++j) sum += row[j] = std::exp(row[j] - mx);
+                for (int64_t e = 0; e < Dv; ++e) {
+                    double acc = 0;
+                    for (int64_t j = 0; j < Tk; ++j)
+                        acc += row[j] * vp[(b * Tk + j) * H * Dv + h * Dv + e];
+                    yp[(b * Tq + i) * H * Dv + h * Dv + e] = static_cast<float>(acc / sum);
+                }
+            }
+}
+
 double geluExact(double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); }
 double geluTanh(double v) {
     const double k = std::sqrt(2.0 / 3.14159265358979323846);
@@ -805,6 +845,9 @@ Status runNode(const Graph& g, const Node& n, std::vector<Tensor>& env) {
             break;
         case OpKind::kAttention:
             attention(n, *in[0], *in[1], *in[2], in.size() > 3 ? in[3] : nullptr, y);
+            break;
+        case OpKind::kMultiHeadAttention:
+            multiHeadAttention(n, *in[0], *in[1], *in[2], in.size() > 3 ? in[3] : nullptr, y);
             break;
         case OpKind::kRotary: {
             const float* xp = in[0]->data<float>();

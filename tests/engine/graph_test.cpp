@@ -162,6 +162,20 @@ TEST(Optimize, FusesTheExportedRotaryEmbeddingChain) {
     EXPECT_LT(maxAbsDiff(runGraph(c.graph, c.input_shapes), runGraph(opt, c.input_shapes)), 1e-6);
 }
 
+TEST(Optimize, FoldsTheHeadTransposesIntoMultiHeadAttention) {
+    const testing::OpCase c = tableCase("attention_heads_pattern_primus");
+    const Graph opt = optimize(c.graph);
+    EXPECT_EQ(countOps(opt, OpKind::kMultiHeadAttention), 1);
+    EXPECT_EQ(countOps(opt, OpKind::kAttention), 0);
+    EXPECT_EQ(countOps(opt, OpKind::kTranspose), 0);
+    EXPECT_EQ(countOps(opt, OpKind::kRotary), 2);
+    EXPECT_LT(maxAbsDiff(runGraph(c.graph, c.input_shapes), runGraph(opt, c.input_shapes)), 1e-5);
+    // The net_transformer_block case (no Rotary) folds as well.
+    const Graph block = optimize(tableCase("net_transformer_block").graph);
+    EXPECT_EQ(countOps(block, OpKind::kMultiHeadAttention), 1);
+    EXPECT_EQ(countOps(block, OpKind::kTranspose), 0);
+}
+
 TEST(Optimize, FusesPReluWithConstantSlope) {
     GraphBuilder b;
     const Shape s{1, 3, 5, 4, 3};

@@ -966,6 +966,71 @@ inline std::vector<OpCase> allOpCases() {
                 " softmax -1, MatMul v " + vecStr(vs),
             b, {qs, ks, vs, bs}, kMatMulTol);
     }
+    // MultiHeadAttention on packed [B, T, H*D] operands (optimize() folds the head Transposes
+    // into it): direct, batch 2, and one of 300 x 300 with a mask whose query blocks have a
+    // tail and whose work items spread over the threads.
+    struct MhaSpec {
+        const char* name;
+        int64_t batch, heads, tq, tk, d, dv;
+        bool bias;
+    };
+    const std::vector<MhaSpec> mhas = {
+        {"mha_packed_heads", 2, 3, 11, 13, 8, 5, false},
+        {"mha_packed_heads_bias_blocked_tail", 1, 2, 300, 300, 8, 7, true},
+    };
+    for (const MhaSpec& a : mhas) {
+        GraphBuilder b;
+        const Shape qs{a.batch, a.tq, a.heads * a.d}, ks{a.batch, a.tk, a.heads * a.d},
+            vs{a.batch, a.tk, a.heads * a.dv};
+        std::vector<ValueId> in{b.input("q", qs), b.input("k", ks), b.input("v", vs)};
+        if (a.bias) {
+            const Shape bs{1, 1, a.tq, a.tk};
+            std::vector<float> mask(static_cast<size_t>(numel(bs)));
+            for (size_t i = 0; i < mask.size(); ++i) mask[i] = (i * 7) % 5 == 0 ? -100.0f : 0.0f;
+            in.push_back(b.constant("mask", Tensor::fromFloats(bs, mask)));
+        }
+        b.output(b.node(OpKind::kMultiHeadAttention, in, [&](Node& n) {
+            n.attention_scale = 0.35f;
+            n.attention_heads = a.heads;
+        }));
+        add(a.name,
+            "q " + vecStr(qs) + " k " + vecStr(ks) + " v " + vecStr(vs) + " heads " +
+                std::to_string(a.heads) + " scale 0.35 bias " + std::to_string(a.bias),
+            b, {qs, ks, vs}, kMatMulTol);
+    }
+    {
+        // Primus' attention as torch exports it (13 tokens, 3 heads of 10): q/k/v projections,
+        // Reshape [1, T, H, D], Transpose (0, 2, 1, 3), Rotary on q and k, K^T by a Transpose
+        // (0, 1, 3, 2), MatMul * scale, Softmax, MatMul, Transpose back, Reshape, projection;
+        // optimize() makes it one MultiHeadAttention with no Transpose left.
+        GraphBuilder b;
+        const int64_t T = 13, H = 3, Dh = 10, D = H * Dh;
+        const Shape s{1, T, D};
+        const ValueId x = b.input("x", s);
+        auto heads = [&](ValueId v, bool rotary) {
+            v = b.node(OpKind::kMatMul, {v, b.weights("w", {D, D}, 0.2f)});
+            v = b.node(OpKind::kReshape, {v}, [&](Node& n) { n.shape = {0, T, H, Dh}; });
+            v = b.node(OpKind::kTranspose, {v}, [](Node& n) { n.perm = {0, 2, 1, 3}; });
+            if (rotary)
+                v = b.node(OpKind::kRotary,
+                           {v, b.weights("cos", {T, Dh}), b.weights("sin", {T, Dh})});
+            return v;
+        };
+        const ValueId q = heads(x, true), k = heads(x, true), v = heads(x, false);
+        const ValueId kt = b.node(OpKind::kTranspose, {k}, [](Node& n) { n.perm = {0, 1, 3, 2}; });
+        ValueId att = b.node(OpKind::kMatMul, {q, kt});
+        att = b.node(OpKind::kMul, {att, b.constant("scale", Tensor::fromFloats({}, {0.3f}))});
+        att = b.node(OpKind::kSoftmax, {att}, [](Node& n) { n.axis = 3; });
+        ValueId o = b.node(OpKind::kMatMul, {att, v});
+        o = b.node(OpKind::kTranspose, {o}, [](Node& n) { n.perm = {0, 2, 1, 3}; });
+        o = b.node(OpKind::kReshape, {o}, [&](Node& n) { n.shape = {0, T, D}; });
+        b.output(b.node(OpKind::kMatMul, {o, b.weights("proj", {D, D}, 0.2f)}));
+        add("attention_heads_pattern_primus",
+            "x " + vecStr(s) +
+                ", 3 heads of 10: projections, head-split Transposes, Rotary on q and k, K^T, "
+                "softmax attention * 0.3, merge Transpose, Reshape, projection",
+            b, {s}, kMatMulTol);
+    }
     {
         // A pre-norm transformer block on 11 tokens of width 12 (3 heads of 4): LayerNorm, QKV
         // projections, attention with softmax, output projection, residual, LayerNorm, GELU MLP,

@@ -1,0 +1,259 @@
+// Fused scaled-dot-product attention on the CPU backend: Attention on [..., T, D] operands
+// (K given transposed) and MultiHeadAttention on packed [B, T, H*D] ones, whose heads are
+// strided matrices (rows H*D floats apart) read and written in place: no head-split copies.
+// Per work item (batch item x head) blocks of query rows whose scores (rows x Tk floats) fit in
+// 256 KiB: S = Q_blk K^T * scale (oneDNN matmul, output scale), + bias, row softmax in place
+// (oneDNN softmax), O_blk = S V (oneDNN matmul). The full Tq x Tk matrix is never stored.
+#include "engine/cpu_plan.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <memory>
+
+namespace voxseg::engine::cpu {
+namespace {
+
+// Where an operand's matrix for work item b (batch item b / heads, head b % heads) starts, and
+// the distance between its rows, in floats.
+struct HeadMatrix {
+    int64_t heads = 1, batch_stride = 0, head_stride = 0, ld = 0;
+    int64_t offset(int64_t b) const {
+        return (b / heads) * batch_stride + (b % heads) * head_stride;
+    }
+};
+
+struct AttentionShape {
+    int64_t items = 0, Tq = 0, Tk = 0, D = 0, Dv = 0;
+    HeadMatrix q, k, v, out;
+    bool k_transposed = true;  // Attention: K^T [D, Tk] rows; MultiHeadAttention: K [Tk, D]
+};
+
+AttentionShape attentionShape(const Graph& g, const Node& n) {
+    AttentionShape a;
+    const Shape& qs = g.values[n.inputs[0]].shape;
+    const Shape& ks = g.values[n.inputs[1]].shape;
+    const Shape& vs = g.values[n.inputs[2]].shape;
+    const size_t r = qs.size();
+    if (n.op == OpKind::kMultiHeadAttention) {
+        const int64_t h = n.attention_heads;
+        a.Tq = qs[1], a.Tk = ks[1], a.D = qs[2] / h, a.Dv = vs[2] / h, a.items = qs[0] * h;
+        a.q = {h, a.Tq * h * a.D, a.D, h * a.D};
+        a.k = {h, a.Tk * h * a.D, a.D, h * a.D};
+        a.v = {h, a.Tk * h * a.Dv, a.Dv, h * a.Dv};
+        a.out = {h, a.Tq * h * a.Dv, a.Dv, h * a.Dv};
+        a.k_transposed = false;
+        return a;
+    }
+    a.Tq = qs[r - 2], a.D = qs[r - 1], a.Tk = ks[r - 1], a.Dv = vs[r - 1];
+    a.items = numel(qs) / (a.Tq * a.D);
+    a.q = {1, a.Tq * a.D, 0, a.D};
+    a.k = {1, a.D * a.Tk, 0, a.Tk};
+    a.v = {1, a.Tk * a.Dv, 0, a.Dv};
+    a.out = {1, a.Tq * a.Dv, 0, a.Dv};
+    return a;
+}
+
+// Bias offsets: per work item a base, then row and column strides (0 where broadcast), over the
+// scores [..., Tq, Tk] (MultiHeadAttention: [B, H, Tq, Tk]).
+struct BiasView {
+    std::vector<int64_t> base;
+    int64_t row = 0, col = 0;
+};
+
+BiasView biasView(const Graph& g, const Node& n, const AttentionShape& a) {
+    BiasView bv;
+    Shape scores = g.values[n.inputs[0]].shape;
+    if (n.op == OpKind::kMultiHeadAttention)
+        scores = {scores[0], n.attention_heads, a.Tq, a.Tk};
+    else
+        scores.back() = a.Tk;
+    const size_t r = scores.size();
+    const std::vector<int64_t> st = broadcastStrides(g.values[n.inputs[3]].shape, scores);
+    bv.row = st[r - 2];
+    bv.col = st[r - 1];
+    bv.base.assign(static_cast<size_t>(a.items), 0);
+    for (int64_t b = 0; b < a.items; ++b) {
+        int64_t rem = b, off = 0;
+        for (size_t d = r - 2; d-- > 0;) {
+            off += (rem % scores[d]) * st[d];
+            rem /= scores[d];
+        }
+        bv.base[b] = off;
+    }
+    return bv;
+}
+
+// `rows` rows of `cols` floats from rows `ld` apart into dense ones (or back: dense -> strided).
+void copyRows(const float* src, int64_t src_ld, float* dst, int64_t dst_ld, int64_t rows,
+              int64_t cols) {
+    for (int64_t i = 0; i < rows; ++i) std::copy_n(src + i * src_ld, cols, dst + i * dst_ld);
+}
+
+// K^T [cols, rows] (dense) from the `rows` rows of K, `ld` floats apart.
+void transposeRows(const float* src, int64_t ld, float* dst, int64_t rows, int64_t cols) {
+    for (int64_t j0 = 0; j0 < rows; j0 += 16)
+        for (int64_t d = 0; d < cols; ++d)
+            for (int64_t j = j0; j < std::min(rows, j0 + 16); ++j)
+                dst[d * rows + j] = src[j * ld + d];
+}
+
+// The oneDNN primitives of one query block of `m` rows, all on dense matrices (oneDNN 2.6's
+// brgemm matmul takes no row padding: strided operands fell back to its slower gemm:jit, 0.68
+// instead of 0.56 s per Primus-S patch; K as format ba made it transpose K per block), K^T as
+// dense [D, Tk].
+struct Gemms {
+    int64_t rows = 0;
+    dnnl::memory::desc q_md, k_md, s_md, v_md, o_md;
+    dnnl::matmul qk, pv;
+    dnnl::softmax_forward softmax;
+};
+
+Gemms makeGemms(const dnnl::engine& engine, const AttentionShape& a, int64_t m, float scale) {
+    Gemms gm;
+    gm.rows = m;
+    gm.q_md = plainDesc({m, a.D}, dt::f32);
+    gm.k_md = plainDesc({a.D, a.Tk}, dt::f32);
+    gm.s_md = plainDesc({m, a.Tk}, dt::f32);
+    gm.v_md = plainDesc({a.Tk, a.Dv}, dt::f32);
+    gm.o_md = plainDesc({m, a.Dv}, dt::f32);
+    dnnl::primitive_attr scaled;
+    scaled.set_output_scales(0, {scale});
+    gm.qk = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(gm.q_md, gm.k_md, gm.s_md),
+                                                      scaled, engine));
+    gm.pv = dnnl::matmul(
+        dnnl::matmul::primitive_desc(dnnl::matmul::desc(gm.s_md, gm.v_md, gm.o_md), engine));
+    gm.softmax = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(
+        dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, gm.s_md, 1), engine));
+    return gm;
+}
+
+}  // namespace
+
+Status planAttention(Plan& plan) {
+    const Node& n = plan.node();
+    const Graph& g = plan.graph();
+    const AttentionShape a = attentionShape(g, n);
+    const bool has_bias = n.inputs.size() > 3 && n.inputs[3] >= 0;
+    std::vector<MemRef> refs;
+    for (size_t i = 0; i < (has_bias ? 4u : 3u); ++i) {
+        VOXSEG_ASSIGN_OR_RETURN(MemRef m, plan.ensurePlainF32(n.inputs[i]));
+        refs.push_back(m);
+    }
+    MemRef dst = plan.newBuffer(plainDesc(g.values[n.outputs[0]].shape, dt::f32));
+    refs.push_back(dst);
+    const BiasView bias_view = has_bias ? biasView(g, n, a) : BiasView{};
+    const int64_t rows = std::clamp<int64_t>((int64_t{256} << 10) / (4 * a.Tk), 1, a.Tq);
+    // (work item, row block) pairs spread over the threads when there are enough of them
+    // (Swin: ~10^3 windows x heads of 343 tokens; Primus: 6 heads x 47 blocks), each thread
+    // running its small matmuls and softmax on its own scores block; oneDNN splitting each
+    // 37x1728 matmul over the threads spent more time synchronising than multiplying. The
+    // primitives are then created for one thread: oneDNN's matmul fixes its work split at
+    // creation, and one made for two threads, run inside the parallel region, did half of the
+    // rows (the parity test caught it; dnnl::sgemm, used until then, is its slower gemm:jit).
+    // Too few items: the primitives with their threads, one item at a time.
+    const int64_t blocks = (a.Tq + rows - 1) / rows;
+    const int nthr = omp_get_max_threads();
+    const bool spread = nthr > 1 && a.items * blocks >= 2 * nthr;
+    std::vector<Gemms> gemms;
+    try {
+        if (spread) omp_set_num_threads(1);
+        gemms.push_back(makeGemms(plan.engine(), a, rows, n.attention_scale));
+        if (a.Tq % rows)
+            gemms.push_back(makeGemms(plan.engine(), a, a.Tq % rows, n.attention_scale));
+        if (spread) omp_set_num_threads(nthr);
+    } catch (const dnnl::error& e) {
+        if (spread) omp_set_num_threads(nthr);
+        return nodeError(plan, std::string("oneDNN matmul for attention: ") + e.what());
+    }
+    const dnnl::engine engine = plan.engine();
+    const float scale = n.attention_scale;
+    // One item at a time, strided heads (MultiHeadAttention) are copied into dense matrices for
+    // the primitives: K and V once per head, the query block and its output per block. Spread
+    // over the threads, sgemm reads and writes them in place.
+    const bool pack_q = a.q.ld != a.D, pack_k = !a.k_transposed, pack_v = a.v.ld != a.Dv,
+               pack_o = a.out.ld != a.Dv;
+    const size_t per_thread = static_cast<size_t>(rows * (a.Tk + a.D + a.Dv) + a.Tk * (a.D + a.Dv));
+    auto scratch = std::make_shared<std::vector<float>>();
+    Kernel k = [=](const std::vector<dnnl::memory>& m) mutable {
+        const float* q = static_cast<const float*>(m[0].get_data_handle());
+        const float* kk = static_cast<const float*>(m[1].get_data_handle());
+        const float* v = static_cast<const float*>(m[2].get_data_handle());
+        const float* bias = has_bias ? static_cast<const float*>(m[3].get_data_handle()) : nullptr;
+        float* out = static_cast<float*>(m[has_bias ? 4 : 3].get_data_handle());
+        const int64_t Tk = a.Tk;
+        if (scratch->size() < per_thread * (spread ? nthr : 1))
+            scratch->resize(per_thread * (spread ? nthr : 1));
+#pragma omp parallel num_threads(nthr) if (spread)
+        {
+            dnnl::stream stream(engine);
+            float* s = scratch->data() + (spread ? omp_get_thread_num() : 0) * per_thread;
+            float* qd = s + rows * Tk;
+            float* od = qd + rows * a.D;
+            float* kd = od + rows * a.Dv;
+            float* vd = kd + Tk * a.D;
+            int64_t packed_item = -1;
+#pragma omp for schedule(dynamic)
+            for (int64_t it = 0; it < a.items * blocks; ++it) {
+                const int64_t b = it / blocks, i0 = (it % blocks) * rows;
+                const Gemms& gm = a.Tq - i0 >= rows ? gemms[0] : gemms[1];
+                const int64_t mrows = gm.rows;
+                const float* qb = q + a.q.offset(b) + i0 * a.q.ld;
+                const float* kb = kk + a.k.offset(b);
+                const float* vb = v + a.v.offset(b);
+                float* ob = out + a.out.offset(b) + i0 * a.out.ld;
+                if (spread) {  // oneDNN's sgemm picks its threads per call: one, here
+                    dnnl::sgemm('N', a.k_transposed ? 'N' : 'T', mrows, Tk, a.D, scale, qb, a.q.ld,
+                                kb, a.k.ld, 0.0f, s, Tk);
+                } else {
+                    if (b != packed_item) {
+                        if (pack_k) transposeRows(kb, a.k.ld, kd, Tk, a.D);
+                        if (pack_v) copyRows(vb, a.v.ld, vd, a.Dv, Tk, a.Dv);
+                        packed_item = b;
+                    }
+                    if (pack_q) copyRows(qb, a.q.ld, qd, a.D, mrows, a.D);
+                    gm.qk.execute(
+                        stream,
+                        {{DNNL_ARG_SRC,
+                          dnnl::memory(gm.q_md, engine, pack_q ? qd : const_cast<float*>(qb))},
+                         {DNNL_ARG_WEIGHTS,
+                          dnnl::memory(gm.k_md, engine, pack_k ? kd : const_cast<float*>(kb))},
+                         {DNNL_ARG_DST, dnnl::memory(gm.s_md, engine, s)}});
+                    stream.wait();
+                }
+                if (bias) {
+#pragma omp parallel for schedule(static) if (!spread)
+                    for (int64_t i = 0; i < mrows; ++i) {
+                        float* row = s + i * Tk;
+                        const float* br = bias + bias_view.base[b] + (i0 + i) * bias_view.row;
+                        for (int64_t j = 0; j < Tk; ++j) row[j] += br[j * bias_view.col];
+                    }
+                }
+                const dnnl::memory sm(gm.s_md, engine, s);
+                gm.softmax.execute(stream, {{DNNL_ARG_SRC, sm}, {DNNL_ARG_DST, sm}});
+                if (spread) {
+                    stream.wait();
+                    dnnl::sgemm('N', 'N', mrows, a.Dv, Tk, 1.0f, s, Tk, vb, a.v.ld, 0.0f, ob,
+                                a.out.ld);
+                    continue;
+                }
+                gm.pv.execute(
+                    stream, {{DNNL_ARG_SRC, sm},
+                             {DNNL_ARG_WEIGHTS,
+                              dnnl::memory(gm.v_md, engine, pack_v ? vd : const_cast<float*>(vb))},
+                             {DNNL_ARG_DST, dnnl::memory(gm.o_md, engine, pack_o ? od : ob)}});
+                stream.wait();
+                if (pack_o) copyRows(od, a.Dv, ob, a.out.ld, mrows, a.Dv);
+            }
+        }
+    };
+    plan.addKernel(std::string(n.op == OpKind::kMultiHeadAttention ? "attention heads in place "
+                                                                   : "attention ") +
+                       "blocked " + std::to_string(rows) + "x" + std::to_string(a.Tk) +
+                       " rows, oneDNN matmul" + (spread ? ", blocks per thread" : ""),
+                   std::move(k), refs);
+    plan.define(n.outputs[0], dst);
+    return planUnfusedEpilogue(plan, dst);
+}
+
+}  // namespace voxseg::engine::cpu
