@@ -174,9 +174,7 @@ CLI::App* addConvertCommand(CLI::App& app, ConvertOptions& o) {
     cmd->add_flag("--refuse-uneven", o.refuse_uneven,
                   "Fail on unevenly spaced slices instead of resampling to even spacing");
     cmd->add_flag("--no-gaps", o.no_gaps, "Fail when slices are missing instead of warning");
-    cmd->add_option("--max-voxels", o.max_voxels,
-                    "Refuse DICOM series that claim more voxels (default 2e9)")
-        ->check(CLI::PositiveNumber);
+    addMaxVoxelsOption(cmd, o.max_voxels);
     cmd->add_option("--threads", o.threads, "Threads for decoding and compression (0 = all cores)")
         ->check(CLI::NonNegativeNumber);
     cmd->add_option("--gzip-level", o.gzip_level, "Deflate level for .nii.gz, 1..12 (default 6)")
@@ -217,7 +215,7 @@ ExitCode runConvert(const ConvertOptions& o, const CommandContext& ctx) {
     if (io::isImageFile(o.input)) {
         if (!o.series.empty())
             log::warning(kComponent, "--series ignored: {} is an image file", o.input);
-        volume = io::readImage(o.input, progress.sub(0.0, 0.4));
+        volume = io::readImage(o.input, progress.sub(0.0, 0.4), static_cast<int64_t>(o.max_voxels));
     } else {
         bool ambiguous = false;
         volume = loadDicom(o, ctx, &ambiguous);

@@ -54,6 +54,14 @@ void addSchemaOptions(CLI::App* cmd, SegmentCommandOptions& o) {
 
 }  // namespace
 
+void addMaxVoxelsOption(CLI::App* command, double& max_voxels) {
+    command
+        ->add_option("--max-voxels", max_voxels,
+                     "Refuse inputs (DICOM series, NIfTI, NRRD, MetaImage) that claim more voxels, "
+                     "before reading them (default 2e9)")
+        ->check(CLI::PositiveNumber);
+}
+
 void addSegmentModelOptions(CLI::App* cmd, SegmentCommandOptions& o) {
     cmd->add_option("--series", o.series, "Which series: INDEX (see `voxseg info`) or UID");
     addSchemaOptions(cmd, o);
@@ -69,9 +77,7 @@ void addSegmentModelOptions(CLI::App* cmd, SegmentCommandOptions& o) {
                   "Run even when the input modality differs from the model's");
     cmd->add_flag("--refuse-tilt", o.refuse_tilt, "Fail on gantry-tilted stacks");
     cmd->add_flag("--refuse-uneven", o.refuse_uneven, "Fail on unevenly spaced slices");
-    cmd->add_option("--max-voxels", o.max_voxels,
-                    "Refuse DICOM series that claim more voxels (default 2e9)")
-        ->check(CLI::PositiveNumber);
+    addMaxVoxelsOption(cmd, o.max_voxels);
     cmd->add_option("--threads", o.threads, "CPU threads (0 = all cores)")
         ->check(CLI::NonNegativeNumber);
     cmd->add_option("--trusted-keys", o.trusted_keys,

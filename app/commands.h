@@ -108,6 +108,8 @@ CLI::App* addSegmentCommand(CLI::App& app, SegmentCommandOptions& options);
 ExitCode runSegment(const SegmentCommandOptions& options, const CommandContext& context);
 // The model, device and output options `segment` and `batch` share (all but input/-m/-o).
 void addSegmentModelOptions(CLI::App* command, SegmentCommandOptions& options);
+// --max-voxels of segment and convert: the limit for DICOM series and image files alike.
+void addMaxVoxelsOption(CLI::App* command, double& max_voxels);
 Result<pipeline::SegmentOptions> toSegmentOptions(const SegmentCommandOptions& options);
 io::DicomLoadOptions toDicomOptions(const SegmentCommandOptions& options);
 

@@ -646,7 +646,7 @@ Result<ImageHeader> readImageHeader(const std::string& path) {
     return h;
 }
 
-Result<Volume> readImage(const std::string& path, const Progress& progress) {
+Result<Volume> readImage(const std::string& path, const Progress& progress, int64_t max_voxels) {
     VOXSEG_ASSIGN_OR_RETURN(auto image_io, openImageIO(path));
     // A header that claims more voxels than any volume voxseg decodes is refused before the
     // reader allocates (as loadSeries does for DICOM: io/dicom_series.h).
@@ -657,10 +657,11 @@ Result<Volume> readImage(const std::string& path, const Progress& progress) {
         dims += (d ? " x " : "") + std::to_string(image_io->GetDimensions(d));
     }
     voxels *= image_io->GetNumberOfComponents();
-    if (voxels > static_cast<double>(kDefaultMaxVoxels))
+    if (voxels > static_cast<double>(max_voxels))
         return unsupported(std::filesystem::path(path).filename().string() + " claims " + dims +
                                " voxels (" + fmt::format("{:.2g}", voxels) + ") > limit " +
-                               fmt::format("{:.2g}", static_cast<double>(kDefaultMaxVoxels)),
+                               fmt::format("{:.2g}", static_cast<double>(max_voxels)) +
+                               "; raise --max-voxels if this is real",
                            path);
     const ImageFormat format = imageFormatFromPath(path);
     const bool is_nifti = format == ImageFormat::kNifti || format == ImageFormat::kNiftiGz;

@@ -11,6 +11,7 @@
 #include "core/progress.h"
 #include "core/status.h"
 #include "core/volume.h"
+#include "io/limits.h"
 
 #include <string>
 
@@ -22,7 +23,10 @@ enum class ImageFormat { kUnknown, kNifti, kNiftiGz, kNrrd, kMetaImage };
 ImageFormat imageFormatFromPath(const std::string& path);
 bool isImageFile(const std::string& path);
 
-Result<Volume> readImage(const std::string& path, const Progress& progress = {});
+// A header that claims more than max_voxels voxels (io/limits.h; --max-voxels) is refused
+// before anything is allocated.
+Result<Volume> readImage(const std::string& path, const Progress& progress = {},
+                         int64_t max_voxels = kDefaultMaxVoxels);
 
 // What readImage() would return, from the header only (no voxel data is read).
 struct ImageHeader {

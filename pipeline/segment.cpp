@@ -184,7 +184,7 @@ Result<StudyInput> loadStudy(const std::string& path, const std::string& selecto
     if (!fs::exists(path, ec)) return notFound("input not found", path);
     StudyInput in;
     if (io::isImageFile(path)) {
-        VOXSEG_ASSIGN_OR_RETURN(in.volume, io::readImage(path, progress));
+        VOXSEG_ASSIGN_OR_RETURN(in.volume, io::readImage(path, progress, dicom.max_voxels));
         in.load_seconds = secondsSince(t0);
         return in;
     }

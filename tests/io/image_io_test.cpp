@@ -234,6 +234,25 @@ TEST(NiftiGz, ReadBackByZlibAndItkAsMultipleMembers) {
     expectSameVoxels<int16_t>(v, *back, "ct.nii.gz");
 }
 
+// --max-voxels reaches the image readers (it used to apply to DICOM series only): a file that
+// claims more is refused naming the file, the claim, the limit and the option; at the limit it
+// reads.
+TEST(ImageLimits, MaxVoxelsRefusesImageFilesThatClaimMore) {
+    TempDir dir;
+    const Volume v = ctLikeVolume();  // 160 x 150 x 40 = 960000 voxels
+    for (const char* name : {"ct.nii.gz", "ct.nrrd", "ct.mha"}) {
+        const std::string path = dir / name;
+        ASSERT_TRUE(writeImage(v, path).isOk()) << name;
+        const auto refused = readImage(path, {}, 959'999);
+        ASSERT_FALSE(refused.isOk()) << name;
+        const std::string message = refused.status().toString();
+        EXPECT_NE(message.find(name), std::string::npos) << message;
+        EXPECT_NE(message.find("160 x 150 x 40"), std::string::npos) << message;
+        EXPECT_NE(message.find("--max-voxels"), std::string::npos) << message;
+        EXPECT_TRUE(readImage(path, {}, 960'000).isOk()) << name;
+    }
+}
+
 TEST(NiftiGz, NibabelReadsTheMultiMemberFile) {
 #ifndef VOXSEG_PYTHON3
     GTEST_SKIP() << "python3 not found at configure time";
