@@ -577,81 +577,77 @@ void tile(const Tensor& x, Tensor& y) {
     }
 }
 
-// softmax(Q Kt * scale + bias) V per batch item, one query row at a time.
-void attention(const Node& n, const Tensor& q, const Tensor& kt, const Tensor& v,
-               const Tensor* bias, Tensor& y) {
-    const Shape& qs = q.shape();
-    const size_t r = qs.size();
-    const int64_t Tq = qs[r - 2], D = qs[r - 1], Tk = kt.shape()[r - 1], Dv = v.shape()[r - 1];
-    const int64_t batches = q.numel() / (Tq * D);
-    Shape scores = qs;
-    scores[r - 1] = Tk;
-    const std::vector<float> bv = bias ? bias->toFloats() : std::vector<float>{};
-    const float* qp = q.data<float>();
-    const float* kp = kt.data<float>();
-    const float* vp = v.data<float>();
-    float* yp = y.data<float>();
+// softmax(Q Kt * scale + bias) V for `items` work items of Tq query rows, one row at a time;
+// q(b, i, d), k(b, d, j), v(b, j, e) read the operands, out(b, i, e) is the output element,
+// bias(b, i, j) the score's bias (0 without one).
+template <typename Q, typename K, typename V, typename Out, typename Bias>
+void attendRows(int64_t items, int64_t Tq, int64_t Tk, int64_t D, int64_t Dv, float scale, Q q, K k,
+                V v, Out out, Bias bias) {
     std::vector<double> row(static_cast<size_t>(Tk));
-    for (int64_t b = 0; b < batches; ++b)
+    for (int64_t b = 0; b < items; ++b)
         for (int64_t i = 0; i < Tq; ++i) {
             double mx = -std::numeric_limits<double>::infinity();
             for (int64_t j = 0; j < Tk; ++j) {
                 double acc = 0;
-                for (int64_t d = 0; d < D; ++d)
-                    acc += double(qp[(b * Tq + i) * D + d]) * kp[(b * D + d) * Tk + j];
-                acc *= n.attention_scale;
-                if (bias) acc += bv[broadcastOffset((b * Tq + i) * Tk + j, scores, bias->shape())];
-                row[j] = acc;
-                mx = std::max(mx, acc);
+                for (int64_t d = 0; d < D; ++d) acc += double(q(b, i, d)) * k(b, d, j);
+                row[j] = acc * scale + bias(b, i, j);
+                mx = std::max(mx, row[j]);
             }
             double sum = 0;
             for (int64_t j = 0; j < Tk; ++j) sum += row[j] = std::exp(row[j] - mx);
             for (int64_t e = 0; e < Dv; ++e) {
                 double acc = 0;
-                for (int64_t j = 0; j < Tk; ++j) acc += row[j] * vp[(b * Tk + j) * Dv + e];
-                yp[(b * Tq + i) * Dv + e] = static_cast<float>(acc / sum);
+                for (int64_t j = 0; j < Tk; ++j) acc += row[j] * v(b, j, e);
+                out(b, i, e) = static_cast<float>(acc / sum);
             }
         }
 }
 
-// MultiHeadAttention: per batch item and head the same as attention(), reading head h of the
-// packed [B, T, H*D] rows.
+// Attention on [..., T, D] operands, K given transposed.
+void attention(const Node& n, const Tensor& q, const Tensor& kt, const Tensor& v,
+               const Tensor* bias, Tensor& y) {
+    const Shape& qs = q.shape();
+    const size_t r = qs.size();
+    const int64_t Tq = qs[r - 2], D = qs[r - 1], Tk = kt.shape()[r - 1], Dv = v.shape()[r - 1];
+    Shape scores = qs;
+    scores[r - 1] = Tk;
+    const std::vector<float> bv = bias ? bias->toFloats() : std::vector<float>{};
+    const float *qp = q.data<float>(), *kp = kt.data<float>(), *vp = v.data<float>();
+    float* yp = y.data<float>();
+    attendRows(
+        q.numel() / (Tq * D), Tq, Tk, D, Dv, n.attention_scale,
+        [&](int64_t b, int64_t i, int64_t d) { return qp[(b * Tq + i) * D + d]; },
+        [&](int64_t b, int64_t d, int64_t j) { return kp[(b * D + d) * Tk + j]; },
+        [&](int64_t b, int64_t j, int64_t e) { return vp[(b * Tk + j) * Dv + e]; },
+        [&](int64_t b, int64_t i, int64_t e) -> float& { return yp[(b * Tq + i) * Dv + e]; },
+        [&](int64_t b, int64_t i, int64_t j) {
+            return bias ? double(bv[broadcastOffset((b * Tq + i) * Tk + j, scores, bias->shape())])
+                        : 0.0;
+        });
+}
+
+// MultiHeadAttention: work item b is batch item b / H, head b % H of the packed [B, T, H*D] rows.
 void multiHeadAttention(const Node& n, const Tensor& q, const Tensor& k, const Tensor& v,
                         const Tensor* bias, Tensor& y) {
     const int64_t B = q.dim(0), Tq = q.dim(1), Tk = k.dim(1), H = n.attention_heads;
     const int64_t D = q.dim(2) / H, Dv = v.dim(2) / H;
     const Shape scores{B, H, Tq, Tk};
     const std::vector<float> bv = bias ? bias->toFloats() : std::vector<float>{};
-    const float* qp = q.data<float>();
-    const float* kp = k.data<float>();
-    const float* vp = v.data<float>();
+    const float *qp = q.data<float>(), *kp = k.data<float>(), *vp = v.data<float>();
     float* yp = y.data<float>();
-    std::vector<double> row(static_cast<size_t>(Tk));
-    for (int64_t b = 0; b < B; ++b)
-        for (int64_t h = 0; h < H; ++h)
-            for (int64_t i = 0; i < Tq; ++i) {
-                double mx = -std::numeric_limits<double>::infinity();
-                for (int64_t j = 0; j < Tk; ++j) {
-                    double acc = 0;
-                    for (int64_t d = 0; d < D; ++d)
-                        acc += double(qp[(b * Tq + i) * H * D + h * D + d]) *
-                               kp[(b * Tk + j) * H * D + h * D + d];
-                    acc *= n.attention_scale;
-                    if (bias)
-                        acc += bv[broadcastOffset(((b * H + h) * Tq + i) * Tk + j, scores,
-                                                  bias->shape())];
-                    row[j] = acc;
-                    mx = std::max(mx, acc);
-                }
-                double sum = 0;
-                for (int64_t j = 0; j < Tk; ++j) sum += row[j] = std::exp(row[j] - mx);
-                for (int64_t e = 0; e < Dv; ++e) {
-                    double acc = 0;
-                    for (int64_t j = 0; j < Tk; ++j)
-                        acc += row[j] * vp[(b * Tk + j) * H * Dv + h * Dv + e];
-                    yp[(b * Tq + i) * H * Dv + h * Dv + e] = static_cast<float>(acc / sum);
-                }
-            }
+    auto at = [&](int64_t b, int64_t t, int64_t T, int64_t d, int64_t width) {
+        return ((b / H) * T + t) * H * width + (b % H) * width + d;
+    };
+    attendRows(
+        B * H, Tq, Tk, D, Dv, n.attention_scale,
+        [&](int64_t b, int64_t i, int64_t d) { return qp[at(b, i, Tq, d, D)]; },
+        [&](int64_t b, int64_t d, int64_t j) { return kp[at(b, j, Tk, d, D)]; },
+        [&](int64_t b, int64_t j, int64_t e) { return vp[at(b, j, Tk, e, Dv)]; },
+        [&](int64_t b, int64_t i, int64_t e) -> float& { return yp[at(b, i, Tq, e, Dv)]; },
+        [&](int64_t b, int64_t i, int64_t j) {
+            return bias ? double(bv[broadcastOffset((b * Tq + i) * Tk + j, scores, bias->shape())])
+                        : 0.0;
+        });
 }
 
 double geluExact(double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); }
