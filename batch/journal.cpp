@@ -61,20 +61,27 @@ Result<JournalEntry> JournalEntry::fromJson(const nlohmann::json& j) {
         e.state = CaseState::kInterrupted;
     else
         return corruptData("journal line with unknown state '" + state + "'");
-    e.input = j.value("input", "");
-    e.series = j.value("series", "");
-    e.model_sha256 = j.value("model_sha256", "");
-    e.options_hash = j.value("options_hash", "");
-    e.error = j.value("error", "");
-    e.error_code = j.value("error_code", "");
-    e.seconds = j.value("seconds", 0.0);
-    e.time = j.value("time", 0.0);
-    if (j.contains("files") && j["files"].is_array())
-        for (const auto& f : j["files"]) {
-            if (!f.is_object() || !f.contains("name") || !f["name"].is_string())
-                return corruptData("journal line with a malformed files list");
-            e.files.push_back({f["name"].get<std::string>(), f.value("bytes", uint64_t{0})});
-        }
+    // json::value() throws when a key holds another type ("input": 1.25, found by
+    // fuzz_batch_journal): such a line is corrupt, as one that is not JSON.
+    try {
+        e.input = j.value("input", "");
+        e.series = j.value("series", "");
+        e.model_sha256 = j.value("model_sha256", "");
+        e.options_hash = j.value("options_hash", "");
+        e.error = j.value("error", "");
+        e.error_code = j.value("error_code", "");
+        e.seconds = j.value("seconds", 0.0);
+        e.time = j.value("time", 0.0);
+        if (j.contains("files") && j["files"].is_array())
+            for (const auto& f : j["files"]) {
+                if (!f.is_object() || !f.contains("name") || !f["name"].is_string())
+                    return corruptData("journal line with a malformed files list");
+                e.files.push_back({f["name"].get<std::string>(), f.value("bytes", uint64_t{0})});
+            }
+    } catch (const nlohmann::json::exception& ex) {
+        return corruptData(std::string("journal line with a field of the wrong type: ") +
+                           ex.what());
+    }
     return e;
 }
 

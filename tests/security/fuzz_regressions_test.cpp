@@ -3,6 +3,7 @@
 // not an abort. The inputs lie in tests/fuzz/regressions/<fuzz target>/ (scripts/fuzz.sh also
 // replays them as seeds on every CI fuzz run); copies named as a user would name them are made
 // in a temporary folder.
+#include "batch/journal.h"
 #include "edit/edit_op.h"
 #include "engine/model_package.h"
 #include "engine/onnx_import.h"
@@ -435,6 +436,29 @@ TEST(FuzzRegressions, DicomdirReferencesOutsideItsFolderAreSkipped) {
     ASSERT_TRUE(files.isOk()) << files.status().toString();
     ASSERT_EQ(files->size(), 1u);
     EXPECT_EQ(fs::path(files->front()), fs::path(dir / "IMAGES") / "IM2");
+}
+
+// A batch journal whose line holds a number where a string belongs ("input": 1.25): the line is
+// skipped as corrupt (readJournalFile counts it) instead of nlohmann's type_error ending the
+// batch runner (found by fuzz_batch_journal's CI run).
+TEST(FuzzRegressions, JournalLineWithAFieldOfTheWrongTypeIsSkipped) {
+    TempDir dir;
+    const std::string path =
+        regression(dir, "fuzz_batch_journal", "wrong_field_type.jsonl", "journal.jsonl");
+    int skipped = 0;
+    auto entries = batch::readJournalFile(path, &skipped);
+    ASSERT_TRUE(entries.isOk()) << entries.status().toString();
+    EXPECT_GE(skipped, 1);
+    const std::string typed = dir / "typed.jsonl";
+    std::ofstream(typed) << R"({"case_id": "a", "state": "done", "input": 1.25})"
+                         << "\n"
+                         << R"({"case_id": "b", "state": "done", "input": "b.nii.gz"})"
+                         << "\n";
+    auto two = batch::readJournalFile(typed, &skipped);
+    ASSERT_TRUE(two.isOk()) << two.status().toString();
+    EXPECT_EQ(skipped, 1);
+    ASSERT_EQ(two->size(), 1u);
+    EXPECT_EQ(two->front().case_id, "b");
 }
 
 }  // namespace
