@@ -7,16 +7,29 @@
 # Any sanitizer report fails, also one from a child process whose exit status a test ignores:
 # reports go to files (log_path), printed at the end.
 # Usage: scripts/test-asan.sh [extra ctest args, e.g. -R Dicom]
-#   VOXSEG_ASAN_TARGETS="a b"  builds only those targets (default: all); with -R runs a part.
+#   VOXSEG_ASAN_SCOPE=io (default, what CI runs) builds and runs the io tests (tests/io: every
+#     reader and writer, the DICOM tables with pydicom's malformed files, SEG/RTSTRUCT, bombs) and
+#     the fuzzers' regression inputs (fuzz_regressions_test); =all the whole suite. The whole
+#     suite's sanitized build and run did not fit CI's time budget with the rest, and has not
+#     passed end to end yet (docs/security.md): CI keeps to what has.
+#   VOXSEG_ASAN_TARGETS="a b"  builds only those targets (scope all; default: all); with -R runs
+#     a part.
 #   VOXSEG_ASAN_BUILD=0        configures and builds nothing: runs the tests of what is built.
 #   JOBS (build) and CTEST_JOBS (tests) default to the number of cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$(pwd)"
+scope="${VOXSEG_ASAN_SCOPE:-io}"
+io_targets=$(sed -n 's/^voxseg_add_test(\([a-z_0-9]*\).*/\1/p' tests/io/CMakeLists.txt | tr '\n' ' ')
+case "$scope" in
+  io) targets="$io_targets fuzz_regressions_test" ;;
+  all) targets="${VOXSEG_ASAN_TARGETS:-all}" ;;
+  *) echo "VOXSEG_ASAN_SCOPE must be io or all, not '$scope'" >&2; exit 2 ;;
+esac
 if [[ "${VOXSEG_ASAN_BUILD:-1}" != 0 ]]; then
   scripts/configure-sanitizers.sh
   # shellcheck disable=SC2086
-  nice -n 5 cmake --build build-fuzz -j"${JOBS:-$(nproc)}" --target ${VOXSEG_ASAN_TARGETS:-all}
+  nice -n 5 cmake --build build-fuzz -j"${JOBS:-$(nproc)}" --target $targets
 fi
 
 reports="$(mktemp -d /tmp/voxseg-sanitizer-reports.XXXXXX)"
@@ -29,8 +42,16 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}:log_p
 export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root/tests/fuzz/lsan.supp:print_suppressions=0}"
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 status=0
-ctest --test-dir build-fuzz -LE '^(fuzz|gpu|noasan)$' --output-on-failure -j"${CTEST_JOBS:-$(nproc)}" \
-  --timeout 1800 "$@" || status=$?
+run_ctest() {
+  ctest --test-dir "$1" -LE '^(fuzz|gpu|noasan)$' --output-on-failure -j"${CTEST_JOBS:-$(nproc)}" \
+    --timeout 1800 "${@:2}" || status=$?
+}
+if [[ "$scope" == io ]]; then
+  run_ctest build-fuzz/tests/io "$@"
+  run_ctest build-fuzz/tests/security -R '^FuzzRegressions[.]' "$@"
+else
+  run_ctest build-fuzz "$@"
+fi
 shopt -s nullglob
 found=("$reports"/*)
 if ((${#found[@]} > 0)); then

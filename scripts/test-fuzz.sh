@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The fuzzing step of CI (scripts/test.sh): builds the fuzz targets in build-fuzz, the clang
 # sanitizer build (scripts/configure-sanitizers.sh: -DVOXSEG_FUZZ=ON, libFuzzer coverage +
-# AddressSanitizer + UBSan in every library; scripts/test-asan.sh runs the test suite in it,
-# so after it nothing is left to build here) and runs every libFuzzer target of tests/fuzz for
+# AddressSanitizer + UBSan in every library; scripts/test-asan.sh runs the io tests in it, or
+# the whole suite) and runs every libFuzzer target of tests/fuzz for
 # FUZZ_SECONDS (default 20) each, two at a time (ctest label "fuzz"). A crash, leak or
 # sanitizer report fails, printing the reproducer (scripts/fuzz.sh).
 # Usage: scripts/test-fuzz.sh [extra ctest args]; VOXSEG_FUZZ_OPEN="" runs the targets with open
