@@ -1155,8 +1155,9 @@ inline void expectParity(Backend& backend, const OpCase& c, Precision precision,
     CompileOptions options;
     options.precision = precision;
     const Graph g = optimized ? optimize(c.graph) : c.graph;
-    // The backend says which ops it runs (Backend::supportsNode; cuda covers the U-Net ops only,
-    // docs/perf-gpu.md): a case it refuses is a skip, and one it accepts must compile and match.
+    // The backend says which ops it runs (Backend::supportsNode; cuda refuses GroupNorm, Resize
+    // and reflect/edge Pad, docs/gpu-machine.md): a case it refuses is a skip, and one it
+    // accepts must compile and match.
     if (const Status why = backend.supportsGraph(g, c.input_shapes); !why.isOk()) {
         EXPECT_EQ(why.code(), StatusCode::kUnsupported) << why.toString();
         EXPECT_FALSE(why.message().empty());
