@@ -192,6 +192,16 @@ Status inferNode(Graph& g, const Node& node) {
         if (node.outputs.empty()) return nodeError(node, "has no output");
         return Status::ok();
     };
+    // The optional 4th input of the attention ops: a bias or mask that broadcasts to the scores.
+    auto attentionBiasFits = [&](const Shape& scores) -> Status {
+        if (node.inputs.size() <= 3 || node.inputs[3] < 0) return Status::ok();
+        auto b = broadcastShapes(in(3), scores);
+        if (!b || *b != scores)
+            return nodeError(node, "bias " + shapeToString(in(3)) +
+                                       " does not broadcast to the scores " +
+                                       shapeToString(scores));
+        return Status::ok();
+    };
     Shape out;
     switch (node.op) {
         case OpKind::kConv:
@@ -379,15 +389,9 @@ Status inferNode(Graph& g, const Node& node) {
                                            ", V " + shapeToString(v) + " do not fit attention");
             out = q;
             out[r - 1] = v[r - 1];
-            if (node.inputs.size() > 3 && node.inputs[3] >= 0) {
-                Shape scores = q;
-                scores[r - 1] = kt[r - 1];
-                auto b = broadcastShapes(in(3), scores);
-                if (!b || *b != scores)
-                    return nodeError(node, "bias " + shapeToString(in(3)) +
-                                               " does not broadcast to the scores " +
-                                               shapeToString(scores));
-            }
+            Shape scores = q;
+            scores[r - 1] = kt[r - 1];
+            VOXSEG_RETURN_IF_ERROR(attentionBiasFits(scores));
             break;
         }
         case OpKind::kMultiHeadAttention: {
@@ -402,14 +406,7 @@ Status inferNode(Graph& g, const Node& node) {
                                            ", V " + shapeToString(v) + " do not fit " +
                                            std::to_string(h) + "-head attention");
             out = {q[0], q[1], v[2]};
-            if (node.inputs.size() > 3 && node.inputs[3] >= 0) {
-                const Shape scores{q[0], h, q[1], k[1]};
-                auto b = broadcastShapes(in(3), scores);
-                if (!b || *b != scores)
-                    return nodeError(node, "bias " + shapeToString(in(3)) +
-                                               " does not broadcast to the scores " +
-                                               shapeToString(scores));
-            }
+            VOXSEG_RETURN_IF_ERROR(attentionBiasFits({q[0], h, q[1], k[1]}));
             break;
         }
         case OpKind::kRotary: {

@@ -2,8 +2,9 @@
 // table that cudaSupportsNode accepts must plan (planGraph, fp32 and bf16), one it refuses must
 // fail to plan with kUnsupported, and where no cuDNN step is involved the plan replayed on the
 // host (host_steps.h: real planner, placement and addressing; host loops for the kernels) must
-// match the reference backend within the case's fp32 tolerance. The networks of issue 14 (Primus, UNETR, SwinUNETR, the transformer blocks)
-// must be accepted node by node and plan; the transformer blocks' plans replay against PyTorch.
+// match the reference backend within the case's fp32 tolerance. The networks of issue 14 (Primus,
+// UNETR, SwinUNETR, the transformer blocks) must be accepted node by node and plan; the transformer
+// blocks' plans replay against PyTorch.
 #include "cuda/cuda_graph.h"
 #include "cuda/cuda_planner.h"
 #include "engine/onnx_import.h"
