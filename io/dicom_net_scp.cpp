@@ -20,6 +20,7 @@ namespace {
 // DcmSCPPool default-constructs its workers: they find the handler through this pointer, set
 // while an SCP runs (one per process).
 std::atomic<DicomStorageHandler*> g_handler{nullptr};
+std::atomic<uint64_t> g_association_count{0};
 
 const char* const kStorageClasses[] = {
     UID_CTImageStorage,
@@ -100,6 +101,7 @@ class StorageScp : public DcmThreadSCP {
         association_.calling_ae = params.DULparams.callingAPTitle;
         association_.called_ae = params.DULparams.calledAPTitle;
         association_.peer = hostOf(params.DULparams.callingPresentationAddress);
+        association_.id = ++g_association_count;
         DicomStorageHandler* handler = g_handler.load();
         decision_ = handler ? handler->onAssociation(association_)
                             : DicomAssociationDecision::kRefuseOutOfResources;
@@ -107,15 +109,16 @@ class StorageScp : public DcmThreadSCP {
             action = DCMSCP_ACTION_REFUSE_ASSOCIATION;
     }
 
-    void refuseAssociation(const DcmRefuseReasonType reason) override {
-        // The pool's own "too many associations" refusal is transient with "local limit
-        // exceeded"; a lack of other resources (a full disk) is the same kind of refusal.
-        if (decision_ == DicomAssociationDecision::kRefuseOutOfResources)
-            DcmThreadSCP::refuseAssociation(DCMSCP_TOO_MANY_ASSOCIATIONS);
-        else if (decision_ == DicomAssociationDecision::kRefuseCallerUnknown)
-            DcmThreadSCP::refuseAssociation(DCMSCP_CALLING_AE_TITLE_NOT_RECOGNIZED);
-        else
-            DcmThreadSCP::refuseAssociation(reason);
+    // Reported at the release request, before the release response: once the caller is told
+    // the association ended well, the handler already knows it.
+    void notifyReleaseRequest() override {
+        DcmThreadSCP::notifyReleaseRequest();
+        reportEnd(true);
+    }
+
+    void notifyAssociationTermination() override {
+        DcmThreadSCP::notifyAssociationTermination();
+        reportEnd(false);  // aborted, or the connection or a DIMSE message failed
     }
 
     OFCondition handleIncomingCommand(T_DIMSE_Message* msg,
@@ -134,6 +137,13 @@ class StorageScp : public DcmThreadSCP {
     }
 
   private:
+    void reportEnd(bool released) {
+        DicomStorageHandler* handler = g_handler.load();
+        if (handler && decision_ == DicomAssociationDecision::kAccept && association_.id != 0)
+            handler->onAssociationEnd(association_, released);
+        association_.id = 0;  // reported once; a worker serves associations one after another
+    }
+
     Uint16 store(const T_DIMSE_C_StoreRQ& req, DcmDataset* ds) {
         DcmFileFormat file(ds, OFFalse);  // owns ds from here
         DicomStorageHandler* handler = g_handler.load();

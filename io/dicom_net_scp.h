@@ -27,6 +27,7 @@ struct DicomAssociation {
     std::string calling_ae;
     std::string called_ae;
     std::string peer;  // the caller's IP address (IPv6 literals whole)
+    uint64_t id = 0;   // unique within the process, counting from 1
 };
 
 enum class DicomAssociationDecision {
@@ -73,6 +74,13 @@ class DicomStorageHandler {
     virtual DicomAssociationDecision onAssociation(const DicomAssociation& association) = 0;
     virtual DicomStoreStatus onStore(const DicomAssociation& association,
                                      const DicomIncomingInstance& instance) = 0;
+    // An accepted association ended: `released` when the caller asked for a normal release
+    // (it was told every C-STORE's status), false when it was aborted or the connection or a
+    // DIMSE message failed (the caller may not know what was stored and will likely resend).
+    virtual void onAssociationEnd(const DicomAssociation& association, bool released) {
+        (void)association;
+        (void)released;
+    }
 };
 
 struct DicomScpConfig {

@@ -136,6 +136,10 @@ Status readRoot(JsonObject& o, const std::string& base_dir, NodeConfig& c) {
     c.spool_dir = resolve(c.spool_dir, base_dir);
     VOXSEG_ASSIGN_OR_RETURN(c.quiet_seconds, o.number("quiet_seconds", 5.0));
     if (c.quiet_seconds < 0) return o.error("quiet_seconds", "must not be negative");
+    VOXSEG_ASSIGN_OR_RETURN(c.interrupted_wait_seconds,
+                            o.number("interrupted_wait_seconds", 120.0));
+    if (c.interrupted_wait_seconds < 0)
+        return o.error("interrupted_wait_seconds", "must not be negative");
     VOXSEG_ASSIGN_OR_RETURN(std::string group_by, o.string("group_by", std::string("series")));
     if (group_by == "series")
         c.group_by = GroupBy::kSeries;

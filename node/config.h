@@ -75,6 +75,9 @@ struct NodeConfig {
     int max_associations = 8;
     std::string spool_dir;
     double quiet_seconds = 5.0;
+    // How long a series whose association was interrupted (aborted, or the node stopped while
+    // it arrived) waits for the sender to send it again before it is segmented as received.
+    double interrupted_wait_seconds = 120.0;
     GroupBy group_by = GroupBy::kSeries;  // what quiet_seconds applies to
     double unmatched_retention_hours = 24.0;
     uint64_t min_free_bytes = 5ull << 30;  // disk guard on the spool's file system

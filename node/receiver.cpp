@@ -78,7 +78,7 @@ class NodeStorage : public io::DicomStorageHandler {
         if (diskGuardActive(ctx_))
             return refuse(a, DicomStoreStatus::kOutOfResources,
                           "out of resources: spool free space below min_free_mb", sop_uid);
-        auto path = ctx_.spool->beginInstance(s, sop_uid);
+        auto path = ctx_.spool->beginInstance(s, sop_uid, a.id);
         if (!path.isOk())
             return refuse(a, DicomStoreStatus::kOutOfResources, path.status().toString(), sop_uid);
         const Status written = write(in, *path);
@@ -87,6 +87,14 @@ class NodeStorage : public io::DicomStorageHandler {
             return refuse(a, DicomStoreStatus::kOutOfResources, written.toString(), sop_uid);
         ++ctx_.metrics->instances_received;
         return DicomStoreStatus::kSuccess;
+    }
+
+    void onAssociationEnd(const DicomAssociation& a, bool released) override {
+        const auto series = ctx_.spool->endAssociation(a.id, released);
+        if (!released && !series.empty())
+            ctx_.audit->record(
+                "association_interrupted",
+                {{"calling_ae", a.calling_ae}, {"peer", a.peer}, {"series", series}});
     }
 
   private:

@@ -161,8 +161,8 @@ Result<ServeStats> runNode(const NodeConfig& config, const CancelToken& stop,
 
     auto last_retention = Clock::now() - std::chrono::hours(1);
     while (!stop.isCancelled()) {
-        for (const auto& job :
-             node.spool->takeCompleteSeries(config.quiet_seconds, config.group_by)) {
+        for (const auto& job : node.spool->takeCompleteSeries(config.quiet_seconds, config.group_by,
+                                                              config.interrupted_wait_seconds)) {
             ++node.metrics.series_queued;
             auto s = Spool::readSeries(node.spool->jobDir("queue", job));
             if (s.isOk()) {

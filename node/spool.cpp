@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 namespace voxseg::node {
@@ -41,6 +43,29 @@ std::chrono::steady_clock::time_point newestFileTime(const fs::path& dir) {
            std::chrono::duration_cast<std::chrono::steady_clock::duration>(age);
 }
 
+constexpr const char* kMarker = ".receiving-";
+
+bool isMarker(const fs::path& p) { return p.filename().string().rfind(kMarker, 0) == 0; }
+
+bool hasMarker(const fs::path& dir) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec))
+        if (isMarker(e.path())) return true;
+    return false;
+}
+
+// Removes the markers of `dir` except those of the associations in `keep`.
+void removeMarkers(const fs::path& dir, const std::set<uint64_t>& keep) {
+    std::error_code ec;
+    std::vector<fs::path> gone;
+    for (const auto& e : fs::directory_iterator(dir, ec))
+        if (isMarker(e.path())) {
+            const std::string id = e.path().filename().string().substr(std::strlen(kMarker));
+            if (!keep.count(std::strtoull(id.c_str(), nullptr, 10))) gone.push_back(e.path());
+        }
+    for (const auto& p : gone) fs::remove(p, ec);
+}
+
 void removeTemporaries(const fs::path& dir) {
     std::error_code ec;
     for (const auto& e : fs::recursive_directory_iterator(dir, ec)) {
@@ -72,8 +97,10 @@ Result<std::unique_ptr<Spool>> Spool::open(const std::string& root) {
     for (const auto& e : fs::directory_iterator(fs::path(root) / "incoming", ec))
         if (e.is_directory(ec)) {
             auto s = readSeries(e.path().string());
-            spool->arrivals_[e.path().filename().string()] = {
-                newestFileTime(e.path()), 0, s.isOk() ? s->study_uid : std::string()};
+            Arrival& a = spool->arrivals_[e.path().filename().string()];
+            a.last = newestFileTime(e.path());
+            a.study_uid = s.isOk() ? s->study_uid : std::string();
+            a.interrupted = hasMarker(e.path());  // its sender was cut off by the stop
         }
     if (!spool->arrivals_.empty())
         log::info(kComponent, "{} series were still arriving before the restart",
@@ -87,7 +114,8 @@ std::string Spool::jobDir(const std::string& area, const std::string& job) const
     return (fs::path(root_) / area / job).string();
 }
 
-Result<std::string> Spool::beginInstance(const SeriesInfo& series, const std::string& sop_uid) {
+Result<std::string> Spool::beginInstance(const SeriesInfo& series, const std::string& sop_uid,
+                                         uint64_t association) {
     const std::string key = seriesKey(series.series_uid);
     const fs::path dir = fs::path(root_) / "incoming" / key;
     std::lock_guard<std::mutex> lock(mutex_);
@@ -101,6 +129,12 @@ Result<std::string> Spool::beginInstance(const SeriesInfo& series, const std::st
             writeFileAtomically((dir / "series.json").string(), first.toJson().dump(2)));
     }
     Arrival& a = arrivals_[key];
+    if (association != 0 && !a.open.count(association)) {
+        // Durable before the first instance of this association is acknowledged.
+        VOXSEG_RETURN_IF_ERROR(writeFileAtomically(
+            (dir / (kMarker + std::to_string(association))).string(), std::string()));
+        a.open.insert(association);
+    }
     a.study_uid = series.study_uid;
     ++a.in_flight;
     a.last = std::chrono::steady_clock::now();
@@ -115,7 +149,29 @@ void Spool::endInstance(const std::string& series_uid) {
     it->second.last = std::chrono::steady_clock::now();
 }
 
-std::vector<std::string> Spool::takeCompleteSeries(double quiet_seconds, GroupBy group_by) {
+std::vector<std::string> Spool::endAssociation(uint64_t association, bool released) {
+    std::vector<std::string> keys;
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [key, a] : arrivals_) {
+        if (!a.open.erase(association)) continue;
+        keys.push_back(key);
+        a.last = std::chrono::steady_clock::now();
+        if (released) {
+            a.interrupted = false;
+            removeMarkers(fs::path(root_) / "incoming" / key, a.open);
+        } else {
+            a.interrupted = true;
+            log::warning(kComponent,
+                         "series {}: its association ended without a release; waiting for the "
+                         "sender to send it again",
+                         key);
+        }
+    }
+    return keys;
+}
+
+std::vector<std::string> Spool::takeCompleteSeries(double quiet_seconds, GroupBy group_by,
+                                                   double interrupted_wait_seconds) {
     std::vector<std::string> taken;
     std::lock_guard<std::mutex> lock(mutex_);
     const auto now = std::chrono::steady_clock::now();
@@ -130,11 +186,14 @@ std::vector<std::string> Spool::takeCompleteSeries(double quiet_seconds, GroupBy
         Arrival& g = groups[groupOf(key, a)];
         g.last = std::max(g.last, a.last);
         g.in_flight += a.in_flight;
+        g.interrupted = g.interrupted || a.interrupted;
     }
     for (auto it = arrivals_.begin(); it != arrivals_.end();) {
         const Arrival& g = groups[groupOf(it->first, it->second)];
         const double quiet = std::chrono::duration<double>(now - g.last).count();
-        if (g.in_flight > 0 || quiet < quiet_seconds) {
+        const double wait =
+            g.interrupted ? std::max(quiet_seconds, interrupted_wait_seconds) : quiet_seconds;
+        if (g.in_flight > 0 || quiet < wait) {
             ++it;
             continue;
         }
@@ -144,6 +203,14 @@ std::vector<std::string> Spool::takeCompleteSeries(double quiet_seconds, GroupBy
             it = arrivals_.erase(it);
             continue;
         }
+        if (it->second.interrupted) {
+            auto s = readSeries(from.string());
+            log::warning(kComponent,
+                         "series {}: not sent again within {:g} s of an interrupted "
+                         "association; segmenting the {} instances received",
+                         it->first, wait, s.isOk() ? s->instances : 0);
+        }
+        removeMarkers(from, {});
         // Job names sort by completion time; the key keeps them unique and findable.
         const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                             std::chrono::system_clock::now().time_since_epoch())

@@ -19,6 +19,14 @@
 // series of its study): the in-memory registry counts writes in flight; after a restart the
 // newest file time stands in for the last arrival.
 //
+// Each association that writes into a series folder leaves a marker there
+// (incoming/<key>/.receiving-<n>, fsync'ed before the first instance is acknowledged), removed
+// when an association carrying the series is released normally. A marker left by an aborted
+// association, or found after a kill, means the sender was not told that everything was stored
+// and will likely send the series again: such an interrupted series waits
+// interrupted_wait_seconds (not quiet_seconds) for the resend, which joins the same folder, so
+// that neither a partial series nor a second copy of it is segmented.
+//
 // Thread-safe: the receiving threads and the scheduler share one Spool.
 #pragma once
 
@@ -30,6 +38,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,16 +54,24 @@ class Spool {
     std::string jobDir(const std::string& area, const std::string& job) const;
 
     // Where the receiver writes one instance (through an AtomicFile); registers a write in
-    // flight for the series (creating its folder and series.json on the first instance).
+    // flight for the series (creating its folder and series.json on the first instance, and
+    // the marker of `association` when it is not 0 and new to the series).
     // Call endInstance afterwards, whether the write succeeded or not.
-    Result<std::string> beginInstance(const SeriesInfo& series, const std::string& sop_uid);
+    Result<std::string> beginInstance(const SeriesInfo& series, const std::string& sop_uid,
+                                      uint64_t association = 0);
     void endInstance(const std::string& series_uid);
+    // The association ended: released normally (its series are no longer interrupted, their
+    // markers go) or not (they become interrupted). Either way their quiet time starts now.
+    // Returns the keys of the series folders it wrote into.
+    std::vector<std::string> endAssociation(uint64_t association, bool released);
 
-    // Series quiet for `quiet_seconds`, moved to queue/<job>; their job names (oldest first).
+    // Series quiet for `quiet_seconds` (interrupted ones: the larger of it and
+    // `interrupted_wait_seconds`), moved to queue/<job>; their job names (oldest first).
     // GroupBy::kStudy: a series is complete only when every series of its study (same
     // StudyInstanceUID) is quiet and none is being written; then all of them are taken.
     std::vector<std::string> takeCompleteSeries(double quiet_seconds,
-                                                GroupBy group_by = GroupBy::kSeries);
+                                                GroupBy group_by = GroupBy::kSeries,
+                                                double interrupted_wait_seconds = 0.0);
     // Jobs in an area, sorted by name (= arrival order).
     std::vector<std::string> jobs(const std::string& area) const;
     // Moves queue|outbox|... job folders; kIoError when the rename fails.
@@ -72,7 +89,10 @@ class Spool {
     struct Arrival {
         std::chrono::steady_clock::time_point last;
         int in_flight = 0;
-        std::string study_uid;  // the group of GroupBy::kStudy
+        std::string study_uid;     // the group of GroupBy::kStudy
+        std::set<uint64_t> open;   // associations writing into the folder, markers written
+        bool interrupted = false;  // an association ended without release since the last one
+                                   // that was released
     };
     std::string root_;
     mutable std::mutex mutex_;

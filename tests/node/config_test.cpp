@@ -73,8 +73,12 @@ TEST(NodeConfig, CompleteExampleParses) {
     EXPECT_EQ(c->spool_dir, "/etc/voxseg/spool");
     EXPECT_EQ(c->audit_log, "/etc/voxseg/spool/audit.jsonl");
     EXPECT_DOUBLE_EQ(c->quiet_seconds, 3.0);
-    EXPECT_EQ(c->group_by, GroupBy::kSeries);  // the default
+    EXPECT_EQ(c->group_by, GroupBy::kSeries);              // the default
+    EXPECT_DOUBLE_EQ(c->interrupted_wait_seconds, 120.0);  // the default
     auto j = example();
+    j["interrupted_wait_seconds"] = 30;
+    EXPECT_DOUBLE_EQ(parse(j)->interrupted_wait_seconds, 30.0);
+    j = example();
     j["group_by"] = "study";
     auto study = parse(j);
     ASSERT_TRUE(study.isOk()) << study.status().toString();
@@ -127,6 +131,9 @@ TEST(NodeConfig, WrongValuesAreErrorsNamingTheKey) {
     j = example();
     j.erase("spool_dir");
     expectError(j, "spool_dir: missing");
+    j = example();
+    j["interrupted_wait_seconds"] = -1;
+    expectError(j, "interrupted_wait_seconds: must not be negative");
     j = example();
     j["routes"][0]["model"] = "/nonexistent/model";
     expectError(j, "routes[0].model: '/nonexistent/model' is not a model package");

@@ -9,6 +9,9 @@
 #   - the job journal has exactly one line per series; no temporary or staging file is left
 #     and the spool is empty; a further restart segments and sends nothing;
 #   - at most 10 of the 40 signals came after their campaign's work was done.
+# A series whose association a signal cut waits for Orthanc's repeat (interrupted_wait_seconds
+# 15 here): Orthanc's push reports success before it closes the association (its
+# DicomAssociationCloseDelay), so a kill in that gap delays the series by 15 s, no more.
 # Usage: orthanc_chaos_test.sh <voxseg> <source-dir> [shared-data]
 # Environment: CHAOS_SEED (default 19), CHAOS_SERIES per campaign (default 2),
 # CHAOS_MAX_DELAY_MS (default: a quarter of a campaign's uninterrupted time).
@@ -32,7 +35,7 @@ cat >"$T/node.json" <<JSON
 {
   "ae_title": "VOXSEG", "port": $NODE_PORT,
   "allowed_callers": [{"ae_title": "PACS", "host": "127.0.0.1"}],
-  "spool_dir": "spool", "quiet_seconds": 1, "min_free_mb": 10,
+  "spool_dir": "spool", "quiet_seconds": 1, "interrupted_wait_seconds": 15, "min_free_mb": 10,
   "send": {"attempts": 3, "initial_delay_seconds": 0.2},
   "destinations": {"pacs": {"type": "dicom", "ae_title": "PACS", "host": "127.0.0.1", "port": $PACS_DICOM}},
   "routes": [{"name": "ct", "match": {"modality": "CT"},

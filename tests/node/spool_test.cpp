@@ -32,8 +32,9 @@ SeriesInfo series(const std::string& uid) {
     return s;
 }
 
-void writeInstance(Spool& spool, const SeriesInfo& s, const std::string& sop) {
-    auto path = spool.beginInstance(s, sop);
+void writeInstance(Spool& spool, const SeriesInfo& s, const std::string& sop,
+                   uint64_t association = 0) {
+    auto path = spool.beginInstance(s, sop, association);
     ASSERT_TRUE(path.isOk()) << path.status().toString();
     std::ofstream(*path) << "not really DICOM";
     spool.endInstance(s.series_uid);
@@ -133,6 +134,72 @@ TEST(NodeSpool, RestartFindsArrivingSeriesAndDropsTemporaries) {
     auto jobs = (*spool)->takeCompleteSeries(0.2);
     ASSERT_EQ(jobs.size(), 1u);
     EXPECT_EQ(Spool::readSeries((*spool)->jobDir("queue", jobs[0]))->instances, 1);
+}
+
+int markers(const fs::path& dir) {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(dir))
+        n += e.path().filename().string().rfind(".receiving-", 0) == 0 ? 1 : 0;
+    return n;
+}
+
+// A sender cut off mid-series (an aborted association, or the node killed while receiving)
+// sends the series again: the series waits for that resend instead of being segmented half
+// received and then a second time whole (the duplicate SEG the node chaos test found).
+TEST(NodeSpool, InterruptedSeriesWaitsForTheResendAcrossARestart) {
+    testing::TempDir dir;
+    const fs::path folder = dir / "spool/incoming/4.4.4";
+    {
+        auto spool = Spool::open(dir / "spool");
+        ASSERT_TRUE(spool.isOk());
+        writeInstance(**spool, series("4.4.4"), "4.4.4.1", 7);
+        writeInstance(**spool, series("4.4.4"), "4.4.4.2", 7);
+        EXPECT_EQ(markers(folder), 1);  // one per association, written with its first instance
+        EXPECT_EQ((*spool)->endAssociation(7, false), std::vector<std::string>{"4.4.4"});
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        EXPECT_TRUE((*spool)->takeCompleteSeries(0.1, GroupBy::kSeries, 30.0).empty());
+        EXPECT_EQ(markers(folder), 1);
+    }
+    // A restart (the node was killed: nothing was called) still knows the series interrupted.
+    auto spool = Spool::open(dir / "spool");
+    ASSERT_TRUE(spool.isOk());
+    Spool& sp = **spool;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_TRUE(sp.takeCompleteSeries(0.1, GroupBy::kSeries, 30.0).empty());
+    // The resend, released normally, joins the folder and ends the wait: quiet_seconds again.
+    writeInstance(sp, series("4.4.4"), "4.4.4.1", 1);
+    writeInstance(sp, series("4.4.4"), "4.4.4.2", 1);
+    writeInstance(sp, series("4.4.4"), "4.4.4.3", 1);
+    EXPECT_EQ(sp.endAssociation(1, true), std::vector<std::string>{"4.4.4"});
+    EXPECT_EQ(markers(folder), 0);
+    EXPECT_TRUE(sp.takeCompleteSeries(0.2, GroupBy::kSeries, 30.0).empty());  // quiet first
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    auto jobs = sp.takeCompleteSeries(0.2, GroupBy::kSeries, 30.0);
+    ASSERT_EQ(jobs.size(), 1u);
+    EXPECT_EQ(Spool::readSeries(sp.jobDir("queue", jobs[0]))->instances, 3);
+    EXPECT_EQ(markers(sp.jobDir("queue", jobs[0])), 0);
+    EXPECT_TRUE(sp.endAssociation(1, true).empty());  // reported once
+}
+
+TEST(NodeSpool, InterruptedSeriesNotSentAgainIsTakenAfterTheLongerWait) {
+    testing::TempDir dir;
+    auto spool = Spool::open(dir / "spool");
+    ASSERT_TRUE(spool.isOk());
+    Spool& sp = **spool;
+    writeInstance(sp, series("6.6.6"), "6.6.6.1", 3);
+    writeInstance(sp, series("6.6.7"), "6.6.7.1", 4);
+    sp.endAssociation(3, false);
+    sp.endAssociation(4, true);
+    EXPECT_EQ(markers(dir / "spool/incoming/6.6.7"), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    auto jobs = sp.takeCompleteSeries(0.1, GroupBy::kSeries, 0.6);
+    ASSERT_EQ(jobs.size(), 1u);  // the released one
+    EXPECT_EQ(Spool::readSeries(sp.jobDir("queue", jobs[0]))->series_uid, "6.6.7");
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    jobs = sp.takeCompleteSeries(0.1, GroupBy::kSeries, 0.6);
+    ASSERT_EQ(jobs.size(), 1u);
+    EXPECT_EQ(Spool::readSeries(sp.jobDir("queue", jobs[0]))->series_uid, "6.6.6");
+    EXPECT_EQ(markers(sp.jobDir("queue", jobs[0])), 0);
 }
 
 TEST(NodeSpool, RetentionRemovesOnlyOldJobs) {
