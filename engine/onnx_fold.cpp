@@ -273,8 +273,10 @@ Status overflowError(const std::string& desc, int64_t a, const char* op, int64_t
     return overflowError(desc, fmt::format("{} {} {}", a, op, b));
 }
 
+// `fmod` is Mod's attribute: 0 (the default) takes the divisor's sign, as Python's % does; 1
+// the dividend's, as C's % and fmod do.
 Result<Tensor> elementwise(const std::string& op, const Tensor& a, const Tensor& b,
-                           const std::string& desc) {
+                           const std::string& desc, int64_t fmod = 0) {
     VOXSEG_ASSIGN_OR_RETURN(Shape shape, broadcastShapes(a.shape(), b.shape()));
     VOXSEG_RETURN_IF_ERROR(checkFoldShape(shape, desc));
     const bool compare = op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" ||
@@ -302,6 +304,8 @@ Result<Tensor> elementwise(const std::string& op, const Tensor& a, const Tensor&
             } else if (op == "Mod") {
                 if (y == 0) return invalidArgument(desc + ": integer modulo by zero");
                 checked = checkedMod(x, y), symbol = "%";
+                if (checked && fmod == 0 && *checked != 0 && (*checked < 0) != (y < 0))
+                    *checked += y;  // |remainder| < |y| with opposite signs: cannot overflow
             }
             if (symbol) {
                 if (!checked) return overflowError(desc, x, symbol, y);
@@ -352,8 +356,10 @@ Result<Tensor> elementwise(const std::string& op, const Tensor& a, const Tensor&
             r = std::min(x, y);
         else if (op == "Max")
             r = std::max(x, y);
-        else if (op == "Mod")
-            r = std::fmod(x, y);
+        else if (op == "Mod") {
+            r = std::fmod(x, y);  // ONNX asks fmod=1 of floats; fmod=0 gets the divisor's sign
+            if (fmod == 0 && r != 0 && (r < 0) != (y < 0)) r += y;
+        }
         else if (op == "Equal")
             r = x == y;
         else if (op == "Less")
@@ -725,10 +731,10 @@ Result<std::optional<std::vector<Tensor>>> foldConstantNode(const onnx::NodeProt
     if (kBinary.count(op) || (kIntArith.count(op) && in.size() >= 2 && in[0] && in[1] &&
                               (!isFloat(*in[0]) || !isFloat(*in[1])))) {
         VOXSEG_RETURN_IF_ERROR(needInputs(2));
-        if (op == "Mod") attrs.getInt("fmod", 0);
+        const int64_t fmod = op == "Mod" ? attrs.getInt("fmod", 0) : 0;
         Tensor acc = *in[0];
         for (size_t i = 1; i < in.size(); ++i) {
-            VOXSEG_ASSIGN_OR_RETURN(acc, elementwise(op, acc, *in[i], desc));
+            VOXSEG_ASSIGN_OR_RETURN(acc, elementwise(op, acc, *in[i], desc, fmod));
         }
         return done(acc);
     }

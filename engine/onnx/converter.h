@@ -129,8 +129,9 @@ struct WindowAttrs {
     std::string auto_pad;
 };
 Status readWindow(Attrs& a, size_t sr, const std::vector<int64_t>& kernel_default, WindowAttrs& w);
-// Resolves auto_pad for a forward window op (Conv, pools) on input shape `x`.
-void applyAutoPad(WindowAttrs& w, const Shape& x);
+// Resolves auto_pad for a forward window op (Conv, pools) on input shape `x`; an error (without
+// the node's name) when the pads do not fit in int64.
+Status applyAutoPad(WindowAttrs& w, const Shape& x);
 
 // Axis in [0, rank) from an ONNX axis (negative counts from the end); -1 when out of range.
 inline int64_t normalizeAxis(int64_t axis, size_t rank) {

@@ -16,7 +16,8 @@ Status convertPool(NodeContext& ctx) {
     if (x.size() < 3) return ctx.err(StatusCode::kInvalidArgument, ctx.desc + ": input rank < 3");
     WindowAttrs wa;
     VOXSEG_RETURN_IF_ERROR(readWindow(ctx.a, x.size() - 2, {}, wa));
-    applyAutoPad(wa, x);
+    if (Status st = applyAutoPad(wa, x); !st.isOk())
+        return ctx.err(StatusCode::kInvalidArgument, ctx.desc + ": " + st.message());
     ctx.n.pool.kernel = wa.kernel;
     ctx.n.pool.strides = wa.strides;
     ctx.n.pool.dilations = wa.dilations;

@@ -363,6 +363,34 @@ TEST(OnnxImport, FoldsShapeSubgraphs) {
     EXPECT_EQ(g->nodes[0].shape, (Shape{0, -1}));  // batch-preserving target
 }
 
+// Integer Mod folds with ONNX's sign rule: fmod=0 (the default) takes the divisor's sign (as
+// Python's %), fmod=1 the dividend's (C's %). Before, both folded as C does. The folded values
+// become a Reshape target, so the output shape shows them.
+TEST(OnnxImport, IntegerModFoldsWithTheDivisorsSignUnlessFmod) {
+    auto reshapedBy = [](const std::vector<int64_t>& a, const std::vector<int64_t>& b,
+                         int64_t fmod) {
+        ModelBuilder m;
+        m.input("x", {2, 3, 4, 5});
+        m.ints("a", a);
+        m.ints("b", b);
+        auto* mod = m.node("Mod", {"a", "b"}, {"target"});
+        if (fmod >= 0) ModelBuilder::attr(mod, "fmod", fmod);
+        m.node("Reshape", {"x", "target"}, {"y"});
+        m.output("y");
+        return m.import();
+    };
+    // -7 mod 3 = 2, 7 mod -8 = -1 (infer), 13 mod 5 = 3: [2, 20, 3]. C's % gives [-1, 7, 3].
+    for (int64_t fmod : {int64_t{-1}, int64_t{0}}) {
+        auto g = reshapedBy({-7, 7, 13}, {3, -8, 5}, fmod);
+        ASSERT_TRUE(g.isOk()) << g.status().toString();
+        EXPECT_EQ(g->values[g->outputs[0]].shape, (Shape{2, 20, 3}));
+    }
+    // fmod=1: 7 % 4 = 3, -7 % 3 = -1 (infer), 9 % 5 = 4: [3, 10, 4].
+    auto g = reshapedBy({7, -7, 9}, {4, 3, 5}, 1);
+    ASSERT_TRUE(g.isOk()) << g.status().toString();
+    EXPECT_EQ(g->values[g->outputs[0]].shape, (Shape{3, 10, 4}));
+}
+
 TEST(OnnxImport, SoftmaxBeforeOpset13NormalisesTrailingAxesJointly) {
     ModelBuilder m(11);
     m.input("x", {1, 2, 3});
@@ -417,6 +445,49 @@ TEST(OnnxImport, ConvAutoPadSameUpperAndConvTransposeOutputShape) {
     ASSERT_TRUE(g.isOk()) << g.status().toString();
     EXPECT_EQ(g->values[g->nodes[0].outputs[0]].shape, (Shape{1, 2, 3, 3, 4}));
     EXPECT_EQ(g->values[g->outputs[0]].shape, (Shape{1, 1, 5, 6, 7}));
+}
+
+// Issue 19 (attribute arithmetic audit): window attributes far beyond any network (a stride
+// of 2^62 made (out - 1) * stride overflow int64 in auto_pad, a huge output_shape the
+// ConvTranspose pads) are refused naming the node and the value, never computed.
+TEST(OnnxImport, HugeWindowAttributesAreRefusedNotOverflowed) {
+    auto conv = [](const std::string& op, const std::string& attr, std::vector<int64_t> v,
+                   bool same) {
+        ModelBuilder m;
+        m.input("x", {1, 1, 5, 6, 7});
+        m.floats("w", {1, 1, 2, 2, 2}, testing::seededFloats(8, 5));
+        auto* n = m.node(op, {"x", "w"}, {"y"}, "hostile");
+        if (same) ModelBuilder::attr(n, "auto_pad", std::string("SAME_UPPER"));
+        ModelBuilder::attr(n, attr, v);
+        m.output("y");
+        return m.import();
+    };
+    const int64_t huge = int64_t{1} << 62;
+    struct Case {
+        std::string op, attr;
+        std::vector<int64_t> value;
+        bool same;
+        std::string message;
+    };
+    const std::vector<Case> cases = {
+        {"Conv", "strides", {huge, 1, 1}, true, "value 4611686018427387904 > 2147483648"},
+        {"Conv", "dilations", {1, huge, 1}, false, "value 4611686018427387904 > 2147483648"},
+        {"Conv", "pads", {0, 0, 0, huge, 0, 0}, false, "value 4611686018427387904"},
+        {"ConvTranspose", "strides", {huge, 1, 1}, true, "value 4611686018427387904"},
+        {"ConvTranspose", "output_shape", {huge, 6, 7}, false,
+         "output_shape entry 4611686018427387904 outside 1..2^40"},
+        {"ConvTranspose", "output_padding", {-1, 0, 0}, false, "output_padding -1 outside"},
+    };
+    for (const Case& c : cases) {
+        auto g = conv(c.op, c.attr, c.value, c.same);
+        ASSERT_FALSE(g.isOk()) << c.op << " " << c.attr;
+        EXPECT_NE(g.status().toString().find("hostile"), std::string::npos)
+            << g.status().toString();
+        EXPECT_NE(g.status().toString().find(c.message), std::string::npos)
+            << c.op << " " << c.attr << ": " << g.status().toString();
+    }
+    EXPECT_TRUE(conv("Conv", "strides", {2, 2, 2}, true).isOk());
+    EXPECT_TRUE(conv("ConvTranspose", "output_shape", {10, 12, 14}, false).isOk());
 }
 
 TEST(OnnxImport, UsingADroppedOutputIsUnsupported) {
