@@ -2,6 +2,7 @@
 // logging, the progress bar and signal handling, runs one subcommand, returns its exit code.
 #include "app/commands.h"
 #include "app/exit_codes.h"
+#include "app/limit_options.h"
 #include "app/progress_bar.h"
 #include "app/signals.h"
 #include "core/log.h"
@@ -38,6 +39,8 @@ int run(int argc, char** argv) {
         ->check(CLI::IsMember({"text", "json"}));
     cli.add_flag("-q,--quiet", quiet, "Only errors on stderr; no progress bar, no summary line");
     cli.add_flag("-v,--verbose", verbose, "Debug messages on stderr");
+    app::LimitOptions limit_options;
+    app::addLimitOptions(cli, limit_options);
 
     app::InfoOptions info_options;
     app::ConvertOptions convert_options;
@@ -65,6 +68,7 @@ int run(int argc, char** argv) {
         return rc == 0 ? 0 : app::toInt(ExitCode::kUsage);
     }
 
+    setReadLimits(limit_options.toReadLimits());  // before anything is read
     auto sink = log_format == "json" ? log::makeJsonLinesSink() : log::makeStderrSink();
     log::setMinLevel(quiet ? log::Level::kError : verbose ? log::Level::kDebug : log::Level::kInfo);
     io::configureDcmtkLogging(verbose);

@@ -70,8 +70,8 @@ Status addCase(std::vector<BatchCase>& cases, std::set<std::string>& seen, Batch
                const std::string& where, size_t max_rows) {
     if (cases.size() >= max_rows)
         return invalidArgument(fmt::format("lists more than {} cases (limit {} rows per "
-                                           "manifest, io/limits.h): split it into several "
-                                           "manifests, one per batch job",
+                                           "manifest): split it into several manifests, one per "
+                                           "batch job, or raise --max-manifest-rows",
                                            max_rows, max_rows),
                                where);
     if (const std::string problem = caseIdProblem(c.id); !problem.empty())
@@ -231,7 +231,7 @@ Result<std::vector<BatchCase>> listCaseFolders(const std::string& root,
                                    e.path().string());
         c.input = images.size() == 1 ? images[0] : e.path().string();
         VOXSEG_RETURN_IF_ERROR(
-            addCase(cases, seen, std::move(c), e.path().string(), io::kMaxManifestRows));
+            addCase(cases, seen, std::move(c), e.path().string(), readLimits().manifest_rows));
     }
     std::sort(cases.begin(), cases.end(),
               [](const BatchCase& a, const BatchCase& b) { return a.id < b.id; });
@@ -243,10 +243,10 @@ Result<std::vector<BatchCase>> readManifest(const std::string& path, size_t max_
     std::error_code ec;
     if (!fs::exists(path, ec)) return notFound("manifest or case folder not found", path);
     if (fs::is_directory(path, ec)) return listCaseFolders(path);
-    if (const auto size = fs::file_size(path, ec); !ec && size > io::kMaxManifestBytes)
-        return invalidArgument(fmt::format("manifest of {} bytes > limit {} bytes (io/limits.h): "
+    if (const auto size = fs::file_size(path, ec); !ec && size > kMaxManifestBytes)
+        return invalidArgument(fmt::format("manifest of {} bytes > limit {} bytes (core/limits.h): "
                                            "split it into several manifests",
-                                           size, io::kMaxManifestBytes),
+                                           size, kMaxManifestBytes),
                                path);
     std::ifstream in(path, std::ios::binary);
     if (!in) return ioError("cannot read the manifest", path);

@@ -9,8 +9,8 @@
 // Plain functions, no state: thread-safe.
 #pragma once
 
+#include "core/limits.h"
 #include "core/status.h"
-#include "io/limits.h"
 
 #include <string>
 #include <utility>
@@ -29,18 +29,18 @@ struct BatchCase {
 
 // Reads a manifest file (.csv, .jsonl/.ndjson/.json; other names are sniffed: '{' = JSON lines)
 // or lists a root folder. Errors name the manifest and the line.
-// More than `max_rows` cases, or a file larger than io::kMaxManifestBytes, is refused.
+// More than `max_rows` cases, or a file larger than kMaxManifestBytes, is refused.
 Result<std::vector<BatchCase>> readManifest(const std::string& path,
-                                            size_t max_rows = io::kMaxManifestRows);
+                                            size_t max_rows = readLimits().manifest_rows);
 
 Result<std::vector<BatchCase>> parseCsvManifest(const std::string& text,
                                                 const std::string& base_dir,
                                                 const std::string& name,
-                                                size_t max_rows = io::kMaxManifestRows);
+                                                size_t max_rows = readLimits().manifest_rows);
 Result<std::vector<BatchCase>> parseJsonLinesManifest(const std::string& text,
                                                       const std::string& base_dir,
                                                       const std::string& name,
-                                                      size_t max_rows = io::kMaxManifestRows);
+                                                      size_t max_rows = readLimits().manifest_rows);
 // One case per non-hidden sub-folder of `root`, sorted by name; `exclude` (e.g. the output
 // folder when it lies inside the root) is skipped.
 Result<std::vector<BatchCase>> listCaseFolders(const std::string& root,

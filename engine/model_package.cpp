@@ -1,9 +1,9 @@
 #include "engine/model_package.h"
 
+#include "core/limits.h"
 #include "engine/model_json.h"
 #include "engine/onnx_import.h"
 #include "engine/sha256.h"
-#include "io/limits.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -237,9 +237,10 @@ Result<ModelPackage> parseModelPackage(const std::string& json_text, const std::
     if (const json* v = r.member(root, "", "labels", true);
         v && r.array(*v, "labels", "{value, name, color, ...} objects")) {
         if (v->empty()) r.fail("labels", "must list at least one label");
-        if (v->size() > io::kMaxLabels)
-            r.fail("labels", fmt::format("lists {} labels > limit {} labels (io/limits.h)",
-                                         v->size(), io::kMaxLabels));
+        if (v->size() > readLimits().labels)
+            r.fail("labels", fmt::format("lists {} labels > limit {} labels; raise --max-labels "
+                                         "if this is real",
+                                         v->size(), readLimits().labels));
         std::set<int> values;
         std::set<std::string> names;
         for (size_t i = 0; i < v->size() && r.ok(); ++i) {
@@ -315,9 +316,9 @@ Result<ModelPackage> parseModelPackage(const std::string& json_text, const std::
         } else if (models) {
             if (r.array(*models, "models", "{file, sha256} objects") && models->empty())
                 r.fail("models", "must list at least one ONNX file");
-            if (r.ok() && models->size() > io::kMaxModelFiles)
-                r.fail("models", fmt::format("lists {} ONNX files > limit {} files (io/limits.h)",
-                                             models->size(), io::kMaxModelFiles));
+            if (r.ok() && models->size() > kMaxModelFiles)
+                r.fail("models", fmt::format("lists {} ONNX files > limit {} files (core/limits.h)",
+                                             models->size(), kMaxModelFiles));
             for (size_t i = 0; r.ok() && i < models->size(); ++i) {
                 const std::string key = Reader::index("models", i);
                 const json& m = (*models)[i];

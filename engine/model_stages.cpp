@@ -1,7 +1,7 @@
 #include "engine/model_json.h"
 
+#include "core/limits.h"
 #include "engine/onnx_import.h"
-#include "io/limits.h"
 
 #include <fmt/format.h>
 
@@ -314,9 +314,9 @@ void readStages(Reader& r, const json& root, ModelPackage& p) {
     const json* stages = r.member(root, "", "stages", true);
     if (!stages || !r.array(*stages, "stages", "stage objects")) return;
     if (stages->empty()) r.fail("stages", "must list at least one stage");
-    if (stages->size() > io::kMaxStages)
-        r.fail("stages", fmt::format("lists {} stages > limit {} stages (io/limits.h)",
-                                     stages->size(), io::kMaxStages));
+    if (stages->size() > kMaxStages)
+        r.fail("stages", fmt::format("lists {} stages > limit {} stages (core/limits.h)",
+                                     stages->size(), kMaxStages));
     std::set<std::string> names;
     for (size_t i = 0; i < stages->size() && r.ok(); ++i) {
         const std::string key = Reader::index("stages", i);

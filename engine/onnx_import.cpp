@@ -244,8 +244,9 @@ Result<Graph> Importer::run(const onnx::ModelProto& model) {
     const auto& graph = model.graph();
     if (graph.node_size() > options_.max_nodes)
         return err(StatusCode::kUnsupported,
-                   fmt::format("the graph claims {} nodes > limit {} nodes per graph "
-                               "(io/limits.h): not a segmentation network voxseg can run",
+                   fmt::format("the graph claims {} nodes > limit {} nodes per graph: not a "
+                               "segmentation network voxseg can run (raise --max-graph-nodes "
+                               "if it is)",
                                graph.node_size(), options_.max_nodes));
     VOXSEG_RETURN_IF_ERROR(readInputs(graph));
     for (int i = 0; i < graph.node_size(); ++i)
@@ -281,8 +282,8 @@ Result<Graph> importOnnxBytes(std::string_view bytes, const OnnxImportOptions& o
                               const std::string& subject) {
     onnx::ModelProto model;
     if (bytes.size() > options.max_file_bytes)
-        return unsupported(fmt::format("ONNX model of {} bytes > limit {} bytes per model file "
-                                       "(io/limits.h)",
+        return unsupported(fmt::format("ONNX model of {} bytes > limit {} bytes per model file; "
+                                       "raise --max-model-bytes if this is real",
                                        bytes.size(), options.max_file_bytes),
                            subject);
     if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
@@ -306,8 +307,9 @@ Result<Graph> importOnnx(const std::filesystem::path& path, const OnnxImportOpti
     if (!std::filesystem::exists(path, ec)) return notFound("ONNX model not found", path.string());
     const uintmax_t size = std::filesystem::file_size(path, ec);
     if (!ec && size > options.max_file_bytes)
-        return unsupported(fmt::format("ONNX model of {} bytes > limit {} bytes per model file "
-                                       "(io/limits.h); refused before reading it",
+        return unsupported(fmt::format("ONNX model of {} bytes > limit {} bytes per model file, "
+                                       "refused before reading it; raise --max-model-bytes if "
+                                       "this is real",
                                        size, options.max_file_bytes),
                            path.string());
     std::ifstream f(path, std::ios::binary);

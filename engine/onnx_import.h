@@ -11,9 +11,9 @@
 // the file remains). Thread-safe (no state).
 #pragma once
 
+#include "core/limits.h"
 #include "core/status.h"
 #include "engine/graph.h"
-#include "io/limits.h"
 
 #include <filesystem>
 #include <string_view>
@@ -25,10 +25,10 @@ struct OnnxImportOptions {
     // Static shapes of the graph inputs, in order (batch included). Empty: the model's declared
     // shapes, with a symbolic batch dim taken as 1; other symbolic dims are an error then.
     std::vector<Shape> input_shapes;
-    // Resource limits (io/limits.h): a larger file is refused before it is read, a graph with
+    // Resource limits (core/limits.h): a larger file is refused before it is read, a graph with
     // more nodes right after parsing.
-    uint64_t max_file_bytes = io::kMaxModelFileBytes;
-    int64_t max_nodes = io::kMaxGraphNodes;
+    uint64_t max_file_bytes = readLimits().model_file_bytes;  // --max-model-bytes
+    int64_t max_nodes = readLimits().graph_nodes;             // --max-graph-nodes
 };
 
 // Reads `path` (model.onnx). Errors: kNotFound / kIoError (file), kCorruptData (not a valid

@@ -1,11 +1,11 @@
 #include "io/dicom_header.h"
 
+#include "core/limits.h"
 #include "core/log.h"
 #include "io/dicom_enhanced.h"
 #include "io/dicom_inflate_guard.h"
 #include "io/dicom_mosaic.h"
 #include "io/dicom_tags.h"
-#include "io/limits.h"
 
 #include <fmt/format.h>
 
@@ -194,9 +194,11 @@ FileHeaders readDicomHeaders(const std::string& path) {
     }
     const int num_frames = std::max(1, tags::getInt(ds, DCM_NumberOfFrames, 1));
     // The voxel limit is loadSeries()' (--max-voxels); here only the per-frame list is at stake.
-    if (num_frames > kMaxFramesPerFile) {
-        out.skip_reason = fmt::format("claims {} frames: more than voxseg reads from one file ({})",
-                                      num_frames, kMaxFramesPerFile);
+    if (num_frames > readLimits().frames_per_file) {
+        out.skip_reason = fmt::format(
+            "claims {} frames > limit {} frames per file; raise --max-frames-per-file if this is "
+            "real",
+            num_frames, readLimits().frames_per_file);
         return out;
     }
     if (num_frames > 1 || ds->tagExists(DCM_PerFrameFunctionalGroupsSequence)) {

@@ -89,8 +89,9 @@ Status checkInflatedSize(const std::string& path, uint64_t limit) {
         std::error_code ec;
         const auto size = std::filesystem::file_size(path, ec);
         return unsupported(fmt::format("deflated file of {} bytes inflates to more than {} bytes "
-                                       "(limit {} bytes per file, io/limits.h): a deflate bomb "
-                                       "or a damaged file; refused before decoding",
+                                       "(limit {} bytes per file): a deflate bomb or a damaged "
+                                       "file, refused before decoding; raise "
+                                       "--max-inflated-bytes if this is real",
                                        ec ? 0 : size, inflated, limit),
                            path);
     }

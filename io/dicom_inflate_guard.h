@@ -3,8 +3,8 @@
 // check streams the inflation through a fixed buffer, counting, before DCMTK sees the file.
 #pragma once
 
+#include "core/limits.h"
 #include "core/status.h"
-#include "io/limits.h"
 
 #include <cstdint>
 #include <string>
@@ -15,6 +15,7 @@ namespace voxseg::io {
 // For a deflated file, an error naming the file, its size, the inflated size reached and the
 // limit when the dataset inflates to more than `limit` bytes, or when the deflate stream is
 // damaged. Reads the whole file once (about 1 s per GB inflated).
-Status checkInflatedSize(const std::string& path, uint64_t limit = kMaxInflatedBytesPerFile);
+Status checkInflatedSize(const std::string& path,
+                         uint64_t limit = readLimits().inflated_bytes_per_file);
 
 }  // namespace voxseg::io

@@ -1,10 +1,10 @@
 #include "io/dicom_pixels.h"
 
+#include "core/limits.h"
 #include "io/dicom_codec_fragments.h"
 #include "io/dicom_codec_rle.h"
 #include "io/dicom_inflate_guard.h"
 #include "io/j2k_decoder.h"
-#include "io/limits.h"
 
 #include <dcmtk/config/osconfig.h>
 #include <dcmtk/dcmdata/dcdatset.h>
@@ -50,8 +50,6 @@ namespace {
 using detail::FragmentInfo;
 using detail::FrameFragments;
 using detail::StartMarker;
-
-constexpr int64_t kMaxFrames = kMaxFramesPerFile;
 
 enum class Codec { kNative, kRle, kDcmtk, kJpeg2000 };
 
@@ -303,8 +301,11 @@ Status DicomPixelReader::Impl::parse() {
     format.photometric = photometric.c_str();
     if (format.photometric.empty() && samples == 1) format.photometric = "MONOCHROME2";
 
-    if (frames < 1 || frames > kMaxFrames)
-        return damaged(fmt::format("NumberOfFrames (0028,0008) is {}", frames));
+    if (frames < 1 || frames > readLimits().frames_per_file)
+        return damaged(
+            fmt::format("NumberOfFrames (0028,0008) is {} (limit {} frames per "
+                        "file; raise --max-frames-per-file if this is real)",
+                        frames, readLimits().frames_per_file));
     if (format.photometric == "PALETTE COLOR")
         return unsupported(
             "palette colour images (PALETTE COLOR) are not supported: voxseg reads "
@@ -326,10 +327,12 @@ Status DicomPixelReader::Impl::parse() {
 
     const uint64_t pixels = static_cast<uint64_t>(rows) * columns;
     frame_bytes = (pixels * allocated + 7) / 8;
-    if (frame_bytes > kMaxFrameBytes)
+    if (frame_bytes > readLimits().frame_bytes)
         return unsupported(fmt::format("claims frames of {} x {} pixels at {} bits ({} bytes) > "
-                                       "limit {} bytes per frame (io/limits.h)",
-                                       columns, rows, allocated, frame_bytes, kMaxFrameBytes),
+                                       "limit {} bytes per frame; raise --max-frame-bytes (at "
+                                       "most {}) if this is real",
+                                       columns, rows, allocated, frame_bytes,
+                                       readLimits().frame_bytes, kMaxFrameBytes),
                            path);
 
     const auto info = classifySyntax(format.transfer_syntax_uid);

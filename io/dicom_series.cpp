@@ -31,9 +31,9 @@ bool isDicomdirName(const fs::path& p) {
 }
 
 Status tooManyFiles(const std::string& input, int64_t limit) {
-    return unsupported(fmt::format("holds more than {} files (limit {} files per scan, "
-                                   "io/limits.h): give the study or series folder, not an "
-                                   "archive's root",
+    return unsupported(fmt::format("holds more than {} files (limit {} files per scan): give "
+                                   "the study or series folder, not an archive's root, or "
+                                   "raise --max-files",
                                    limit, limit),
                        input);
 }

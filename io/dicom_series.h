@@ -9,10 +9,10 @@
 #pragma once
 
 #include "core/geometry.h"
+#include "core/limits.h"
 #include "core/progress.h"
 #include "core/status.h"
 #include "core/volume.h"
-#include "io/limits.h"
 
 #include <string>
 #include <vector>
@@ -76,8 +76,8 @@ struct DicomScanResult {
 
 struct DicomScanOptions {
     int threads = 0;  // 0 = all cores
-    // More files than this under the inputs is refused while listing (io/limits.h).
-    int64_t max_files = kMaxFilesPerScan;
+    // More files than this under the inputs is refused while listing (core/limits.h).
+    int64_t max_files = readLimits().files_per_scan;  // --max-files
 };
 
 // `inputs`: folders (scanned recursively), files, or DICOMDIR files. An input that does not
@@ -92,7 +92,7 @@ enum class IrregularPolicy {
 };
 
 struct DicomLoadOptions {
-    int64_t max_voxels = kDefaultMaxVoxels;  // io/limits.h: a series claiming more is refused
+    int64_t max_voxels = kDefaultMaxVoxels;  // core/limits.h: a series claiming more is refused
     IrregularPolicy tilt = IrregularPolicy::kResample;
     IrregularPolicy uneven_spacing = IrregularPolicy::kResample;
     bool allow_gaps = true;  // missing slices: warn (true) or fail (false)

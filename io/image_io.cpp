@@ -1,8 +1,8 @@
 #include "io/image_io.h"
 
 #include "core/atomic_file.h"
+#include "core/limits.h"
 #include "core/log.h"
-#include "io/limits.h"
 #include "io/metaimage_header.h"
 #include "io/nifti_gz_writer.h"
 

@@ -8,10 +8,10 @@
 // reentrant.
 #pragma once
 
+#include "core/limits.h"
 #include "core/progress.h"
 #include "core/status.h"
 #include "core/volume.h"
-#include "io/limits.h"
 
 #include <string>
 
@@ -23,7 +23,7 @@ enum class ImageFormat { kUnknown, kNifti, kNiftiGz, kNrrd, kMetaImage };
 ImageFormat imageFormatFromPath(const std::string& path);
 bool isImageFile(const std::string& path);
 
-// A header that claims more than max_voxels voxels (io/limits.h; --max-voxels) is refused
+// A header that claims more than max_voxels voxels (core/limits.h; --max-voxels) is refused
 // before anything is allocated.
 Result<Volume> readImage(const std::string& path, const Progress& progress = {},
                          int64_t max_voxels = kDefaultMaxVoxels);

@@ -1,6 +1,6 @@
 #include "io/seg_reader.h"
 
-#include "io/limits.h"
+#include "core/limits.h"
 #include "io/seg_common.h"
 #include "io/seg_labelmap.h"
 

@@ -254,6 +254,18 @@ TEST(BatchCli, UsageErrors) {
               toInt(ExitCode::kInputNotFound));
 }
 
+// A manifest with more rows than --max-manifest-rows is refused whole, naming the option.
+TEST(BatchCli, ManifestOverTheRowLimitIsRefusedNamingTheOption) {
+    Cases c(0, 3, {16, 16, 16});
+    EXPECT_NE(runVoxseg(with(c.args("out"), {"--max-manifest-rows", "2"}), c.dir), 0);
+    const std::string err = slurp(c.dir.path() / ".err");
+    EXPECT_NE(err.find("lists more than 2 cases (limit 2 rows per manifest)"), std::string::npos)
+        << err;
+    EXPECT_NE(err.find("--max-manifest-rows"), std::string::npos) << err;
+    EXPECT_FALSE(fs::exists(c.dir.path() / "out" / "case0"));
+    EXPECT_EQ(runVoxseg(with(c.args("out"), {"--max-manifest-rows", "3"}), c.dir), 0);
+}
+
 // Chaos (issue 19 part 6): 20 cases; 10 campaigns, each killing the batch 4 times at seeded
 // random points (SIGKILL and SIGTERM alternately, 20 of each in all; every run resumes the
 // last) and then running it to the end: 0 lost cases, 0 duplicates (every case journaled done

@@ -94,6 +94,46 @@ TEST(SegmentCli, ModelForAnotherModalityIsRefusedUnlessOverridden) {
     EXPECT_NE(run["warnings"][0].get<std::string>().find("MR"), std::string::npos);
 }
 
+// Issue 19 part 3: the input limits are options (global, so also after the subcommand); an
+// input over one is refused before it is read, with a message that names the claim, the limit
+// and the option. The same inputs pass at the defaults.
+TEST(SegmentCli, InputLimitsAreOptionsAndEachRefusalNamesItsOption) {
+    TempDir dir;
+    const std::string model = makePackage(dir, "CT");
+    const std::string ct = makeSeries(dir, "ct", "CT", 12);
+    auto segment = [&](const std::vector<std::string>& extra) {
+        std::vector<std::string> a = {"segment", ct,          "-m",       model,
+                                      "-o",      dir / "out", "--device", "cpu"};
+        a.insert(a.end(), extra.begin(), extra.end());
+        return runVoxseg(a, dir);
+    };
+    auto ok = segment({});
+    ASSERT_EQ(ok.exit_code, 0) << ok.err;
+    struct Case {
+        std::vector<std::string> option;
+        std::vector<std::string> fragments;
+    };
+    const std::vector<Case> cases = {
+        {{"--max-files", "5"}, {"limit 5 files per scan", "--max-files", ct}},
+        {{"--max-frame-bytes", "1000"},
+         {"(2880 bytes) > limit 1000 bytes per frame", "--max-frame-bytes"}},
+        {{"--max-graph-nodes", "3"}, {"nodes > limit 3 nodes per graph", "--max-graph-nodes"}},
+        {{"--max-model-bytes", "1000"},
+         {"bytes > limit 1000 bytes per model file", "--max-model-bytes"}},
+        {{"--max-labels", "1"}, {"labels > limit 1 labels", "--max-labels", "model.json"}},
+    };
+    for (const Case& c : cases) {
+        auto r = segment(c.option);
+        EXPECT_NE(r.exit_code, 0) << c.option[0];
+        for (const auto& f : c.fragments)
+            EXPECT_NE(r.err.find(f), std::string::npos) << c.option[0] << ": no '" << f << "' in\n"
+                                                        << r.err;
+    }
+    // Out of range is a usage error (exit 2), as CLI11 reports it.
+    EXPECT_EQ(segment({"--max-frame-bytes", "3e9"}).exit_code, toInt(ExitCode::kUsage));
+    EXPECT_EQ(segment({"--max-labels", "0"}).exit_code, toInt(ExitCode::kUsage));
+}
+
 TEST(SegmentCli, TooFewSlicesIsAClearError) {
     TempDir dir;
     const std::string model = makePackage(dir, "CT");

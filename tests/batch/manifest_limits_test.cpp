@@ -3,7 +3,7 @@
 // and the limit; so is a JSON lines manifest over a lowered limit and a file over the byte limit
 // (a sparse file, refused before it is read).
 #include "batch/manifest.h"
-#include "io/limits.h"
+#include "core/limits.h"
 #include "tests/test_data.h"
 
 #include <gtest/gtest.h>
@@ -34,7 +34,7 @@ std::string writeCsv(const TempDir& dir, size_t rows) {
 
 TEST(ManifestLimits, MillionRowsReadWithinMemoryOneMoreRefused) {
     TempDir dir;
-    const size_t rows = io::kMaxManifestRows;
+    const size_t rows = kMaxManifestRows;
     const long before = maxRssMb();
     const auto t0 = std::chrono::steady_clock::now();
     {
@@ -74,11 +74,11 @@ TEST(ManifestLimits, OversizedFileRefusedBeforeReading) {
     TempDir dir;
     const std::string path = dir / "huge.csv";
     std::ofstream(path) << "case_id,input\n";
-    ASSERT_EQ(truncate(path.c_str(), static_cast<off_t>(io::kMaxManifestBytes + 1)), 0);
+    ASSERT_EQ(truncate(path.c_str(), static_cast<off_t>(kMaxManifestBytes + 1)), 0);
     auto r = readManifest(path);
     ASSERT_FALSE(r.isOk());
     EXPECT_NE(r.status().toString().find("huge.csv"), std::string::npos);
-    EXPECT_NE(r.status().toString().find("limit " + std::to_string(io::kMaxManifestBytes)),
+    EXPECT_NE(r.status().toString().find("limit " + std::to_string(kMaxManifestBytes)),
               std::string::npos)
         << r.status().toString();
 }

@@ -1,7 +1,7 @@
 #include "engine/model_package.h"
 
+#include "core/limits.h"
 #include "engine/sha256.h"
-#include "io/limits.h"
 #include "tests/test_data.h"
 
 #include <gtest/gtest.h>
@@ -466,7 +466,7 @@ json stagedJson() {
     })json");
 }
 
-// A model.json chaining more stages than io::kMaxStages is refused when it is read (each stage
+// A model.json chaining more stages than kMaxStages is refused when it is read (each stage
 // is a network compiled at load), naming the count and the limit.
 TEST(ModelPackageStages, MoreStagesThanTheLimitAreRefused) {
     auto withStages = [](size_t count) {
@@ -480,13 +480,13 @@ TEST(ModelPackageStages, MoreStagesThanTheLimitAreRefused) {
         }
         return j;
     };
-    auto many = parse(withStages(io::kMaxStages + 1));
+    auto many = parse(withStages(kMaxStages + 1));
     ASSERT_FALSE(many.isOk());
-    EXPECT_NE(many.status().toString().find(std::to_string(io::kMaxStages + 1) +
-                                            " stages > limit " + std::to_string(io::kMaxStages)),
+    EXPECT_NE(many.status().toString().find(std::to_string(kMaxStages + 1) + " stages > limit " +
+                                            std::to_string(kMaxStages)),
               std::string::npos)
         << many.status().toString();
-    auto at_limit = parse(withStages(io::kMaxStages));
+    auto at_limit = parse(withStages(kMaxStages));
     if (!at_limit.isOk())  // other checks may object to copies of one stage; the limit must not
         EXPECT_EQ(at_limit.status().toString().find("stages > limit"), std::string::npos)
             << at_limit.status().toString();

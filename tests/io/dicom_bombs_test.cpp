@@ -1,13 +1,13 @@
 // Crafted bombs against the DICOM readers (issue 19 part 3): a deflated file that inflates far
 // beyond its size, an encapsulated JPEG 2000 frame whose header claims far more than the file
-// holds. Each is refused with a message naming the file, the claim and the limit (io/limits.h),
+// holds. Each is refused with a message naming the file, the claim and the limit (core/limits.h),
 // before anything of the claimed size is allocated. The files are written byte by byte here
 // (explicit VR little endian), so nothing of the claimed size exists on disk either.
+#include "core/limits.h"
 #include "io/dicom_header.h"
 #include "io/dicom_inflate_guard.h"
 #include "io/dicom_pixels.h"
 #include "io/dicom_series.h"
-#include "io/limits.h"
 #include "tests/test_data.h"
 
 #include <gtest/gtest.h>
@@ -120,6 +120,33 @@ TEST(DicomBombs, SmallDeflatedFileStillDecodes) {
     const Status small = checkInflatedSize(path, 4096);
     EXPECT_FALSE(small.isOk());
     EXPECT_NE(small.toString().find("limit 4096 bytes"), std::string::npos) << small.toString();
+}
+
+// The limits in force (readLimits(), set from --max-inflated-bytes and --max-frame-bytes by the
+// command line) are the ones the readers apply, and their refusals name the options.
+TEST(DicomBombs, LimitsInForceApplyAndTheRefusalNamesTheOption) {
+    TempDir dir;
+    const std::string path = writeDeflated(dir, "ok.dcm", 0);
+    const ReadLimits defaults = readLimits();
+    ReadLimits lower = defaults;
+    lower.inflated_bytes_per_file = 4096;
+    setReadLimits(lower);
+    auto inflated = DicomPixelReader::open(path);
+    lower = defaults;
+    lower.frame_bytes = 1000;  // a 64 x 64 x 16-bit frame holds 8192
+    setReadLimits(lower);
+    auto frame = DicomPixelReader::open(path);
+    setReadLimits(defaults);
+    ASSERT_FALSE(inflated.isOk());
+    EXPECT_NE(inflated.status().toString().find("limit 4096 bytes per file"), std::string::npos);
+    EXPECT_NE(inflated.status().toString().find("--max-inflated-bytes"), std::string::npos)
+        << inflated.status().toString();
+    ASSERT_FALSE(frame.isOk());
+    EXPECT_NE(frame.status().toString().find("(8192 bytes) > limit 1000 bytes per frame"),
+              std::string::npos)
+        << frame.status().toString();
+    EXPECT_NE(frame.status().toString().find("--max-frame-bytes"), std::string::npos);
+    EXPECT_TRUE(DicomPixelReader::open(path).isOk());  // the defaults again
 }
 
 TEST(DicomBombs, DeflateBombRefusedBeforeInflatingIntoMemory) {

@@ -2,10 +2,10 @@
 // it is read (a sparse 3 GB file: no time, no memory), a graph with more nodes than the limit
 // right after parsing, a model.json listing thousands of labels or ONNX files when it is read.
 // Each message names the input, the claim and the limit. The limits are OnnxImportOptions
-// fields (defaults in io/limits.h); the tests lower them on the real golden PlainConvUNet.
+// fields (defaults in core/limits.h); the tests lower them on the real golden PlainConvUNet.
+#include "core/limits.h"
 #include "engine/model_package.h"
 #include "engine/onnx_import.h"
-#include "io/limits.h"
 #include "tests/pipeline/test_model_package.h"
 #include "tests/test_data.h"
 
@@ -39,8 +39,8 @@ TEST(ModelLimits, OversizedOnnxRefusedBeforeReading) {
     auto g = importOnnx(big);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ASSERT_FALSE(g.isOk());
-    expectNames(g.status(), {"huge.onnx", "3221225472 bytes",
-                             "limit " + std::to_string(io::kMaxModelFileBytes)});
+    expectNames(g.status(),
+                {"huge.onnx", "3221225472 bytes", "limit " + std::to_string(kMaxModelFileBytes)});
     EXPECT_LT(s, 0.5) << "the file was read";
     // The real network against a limit one byte below its size, then at its size.
     OnnxImportOptions options;
@@ -83,12 +83,12 @@ TEST(ModelLimits, ThousandsOfLabelsRefused) {
         return nlohmann::json{
             {"value", i + 1}, {"name", "l" + std::to_string(i)}, {"color", {1, 2, 3}}};
     };
-    const Status many = packageWith(dir, "labels", io::kMaxLabels + 1, label);
+    const Status many = packageWith(dir, "labels", kMaxLabels + 1, label);
     ASSERT_FALSE(many.isOk());
-    expectNames(many, {"model.json", "labels", std::to_string(io::kMaxLabels + 1) + " labels",
-                       "limit " + std::to_string(io::kMaxLabels)});
+    expectNames(many, {"model.json", "labels", std::to_string(kMaxLabels + 1) + " labels",
+                       "limit " + std::to_string(kMaxLabels)});
     TempDir dir2;
-    EXPECT_TRUE(packageWith(dir2, "labels", io::kMaxLabels, label).isOk());
+    EXPECT_TRUE(packageWith(dir2, "labels", kMaxLabels, label).isOk());
 }
 
 TEST(ModelLimits, ThousandsOfModelFilesRefused) {
@@ -99,8 +99,7 @@ TEST(ModelLimits, ThousandsOfModelFilesRefused) {
     };
     const Status many = packageWith(dir, "models", 5000, file);
     ASSERT_FALSE(many.isOk());
-    expectNames(many,
-                {"model.json", "5000 ONNX files", "limit " + std::to_string(io::kMaxModelFiles)});
+    expectNames(many, {"model.json", "5000 ONNX files", "limit " + std::to_string(kMaxModelFiles)});
     TempDir dir2;
     const Status few = packageWith(dir2, "models", 5, file);
     EXPECT_EQ(few.toString().find("limit"), std::string::npos) << few.toString();

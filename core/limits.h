@@ -1,13 +1,17 @@
 // Resource limits of voxseg's readers, in one place (ITK-free: the pixel reader and its fuzz
 // target include it). A header that claims more is refused with a message that names the file,
-// the claim and the limit, before anything of that size is allocated: a corrupt or hostile file
-// must not end in an allocation failure.
+// the claim, the limit and the option that raises it, before anything of that size is
+// allocated: a corrupt or hostile file must not end in an allocation failure.
+//
+// The constants are the defaults; ReadLimits holds the values in force for the process, set
+// once from the command line (app/limit_options.cpp: --max-frames-per-file, ...) before any
+// reading starts and read by every parser through readLimits().
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-namespace voxseg::io {
+namespace voxseg {
 
 // Largest volume loadSeries() or readImage() decodes (voxels, before and after resampling):
 // 2e9 int16 voxels are 4 GB. loadSeries() takes another limit (DicomLoadOptions::max_voxels,
@@ -50,4 +54,21 @@ inline constexpr size_t kMaxStages = 16;
 inline constexpr size_t kMaxManifestRows = 1'000'000;
 inline constexpr uint64_t kMaxManifestBytes = uint64_t{1} << 30;
 
-}  // namespace voxseg::io
+// The limits in force; `option` names the command-line option that sets each one.
+struct ReadLimits {
+    int64_t frames_per_file = kMaxFramesPerFile;  // --max-frames-per-file
+    uint64_t frame_bytes = kMaxFrameBytes;        // --max-frame-bytes (at most 2^31)
+    uint64_t inflated_bytes_per_file = kMaxInflatedBytesPerFile;  // --max-inflated-bytes
+    int64_t files_per_scan = kMaxFilesPerScan;                    // --max-files
+    uint64_t model_file_bytes = kMaxModelFileBytes;               // --max-model-bytes
+    int64_t graph_nodes = kMaxGraphNodes;                         // --max-graph-nodes
+    size_t labels = kMaxLabels;                                   // --max-labels
+    size_t manifest_rows = kMaxManifestRows;                      // --max-manifest-rows
+};
+
+// The process's limits (the defaults until setReadLimits). Not synchronised: set them before
+// threads that read start.
+const ReadLimits& readLimits();
+void setReadLimits(const ReadLimits& limits);
+
+}  // namespace voxseg
