@@ -490,6 +490,39 @@ TEST(OnnxImport, HugeWindowAttributesAreRefusedNotOverflowed) {
     EXPECT_TRUE(conv("ConvTranspose", "output_shape", {10, 12, 14}, false).isOk());
 }
 
+// nnU-Net's residual encoders export their AvgPool3d skips as Pad(all zeros) -> AveragePool:
+// the Pad is the input itself (no node, no copy). Pad's axes input outside the rank is refused
+// (it indexed past the pads vector).
+TEST(OnnxImport, ZeroPadIsTheInputAndPadAxesAreChecked) {
+    auto padded = [](const std::vector<int64_t>& pads, const std::vector<int64_t>& axes) {
+        ModelBuilder m;
+        m.input("x", {1, 2, 4, 4, 4});
+        m.ints("pads", pads);
+        std::vector<std::string> in = {"x", "pads"};
+        if (!axes.empty()) {
+            m.ints("axes", axes);
+            in = {"x", "pads", "", "axes"};
+        }
+        m.node("Pad", in, {"p"}, "pad");
+        auto* pool = m.node("AveragePool", {"p"}, {"y"});
+        ModelBuilder::attr(pool, "kernel_shape", std::vector<int64_t>{2, 2, 2});
+        ModelBuilder::attr(pool, "strides", std::vector<int64_t>{2, 2, 2});
+        m.output("y");
+        return m.import();
+    };
+    auto zero = padded(std::vector<int64_t>(10, 0), {});
+    ASSERT_TRUE(zero.isOk()) << zero.status().toString();
+    EXPECT_EQ(countOps(*zero, OpKind::kPad), 0);
+    EXPECT_EQ(zero->values[zero->outputs[0]].shape, (Shape{1, 2, 2, 2, 2}));
+    auto real = padded({0, 0, 0, 0, 1, 0, 0, 0, 0, 1}, {});
+    ASSERT_TRUE(real.isOk()) << real.status().toString();
+    EXPECT_EQ(countOps(*real, OpKind::kPad), 1);
+    auto bad_axis = padded({1, 1}, {7});
+    ASSERT_FALSE(bad_axis.isOk());
+    EXPECT_NE(bad_axis.status().toString().find("axis 7 outside rank 5"), std::string::npos)
+        << bad_axis.status().toString();
+}
+
 TEST(OnnxImport, UsingADroppedOutputIsUnsupported) {
     ModelBuilder m;
     m.input("x", {1, 1, 4, 4});
