@@ -57,6 +57,37 @@ struct ParsedSeg {
     std::function<Status(size_t f, std::vector<int>& labels)> frame_labels;
 };
 
+// dcmseg (3.6.7) counts frames by the functional groups but loads them by NumberOfFrames and
+// the pixel attributes, and ignores a failure to load them: with none loaded, getFrame(0) reads
+// through a null pointer (fuzz_seg_reader: a BINARY SEG with BitsAllocated 8). So the SEG must
+// say what dcmseg will have loaded: BitsAllocated 1 (BINARY) or 8 (FRACTIONAL), NumberOfFrames
+// equal to the functional groups' count, and Pixel Data long enough for them.
+Status checkBinarySegPixelData(DcmDataset& ds, const std::string& path, bool fractional,
+                               size_t num_frames, size_t plane) {
+    Uint16 allocated = 0;
+    ds.findAndGetUint16(DCM_BitsAllocated, allocated);
+    if (allocated != (fractional ? 8 : 1))
+        return corruptData(
+            fmt::format("{} SEG with BitsAllocated {} (the standard asks {})",
+                        fractional ? "FRACTIONAL" : "BINARY", allocated, fractional ? 8 : 1),
+            path);
+    Sint32 frames = 0;
+    ds.findAndGetSint32(DCM_NumberOfFrames, frames);
+    if (frames < 0 || static_cast<size_t>(frames) != num_frames)
+        return corruptData(fmt::format("NumberOfFrames (0028,0008) is {} but the functional "
+                                       "groups describe {} frames",
+                                       frames, num_frames),
+                           path);
+    DcmElement* pixels = nullptr;
+    const uint64_t need =
+        fractional ? uint64_t{plane} * num_frames : (uint64_t{plane} * num_frames + 7) / 8;
+    if (ds.findAndGetElement(DCM_PixelData, pixels).bad() || !pixels || pixels->getLength() < need)
+        return corruptData(fmt::format("Pixel Data holds {} bytes; {} frames of {} pixels need {}",
+                                       pixels ? pixels->getLength() : 0, num_frames, plane, need),
+                           path);
+    return Status::ok();
+}
+
 // Segments of a BINARY/FRACTIONAL SEG through dcmseg; `seg` keeps the frames alive.
 Result<ParsedSeg> parseBinarySeg(DcmDataset& ds, const std::string& path,
                                  const SegReadOptions& options, SegReadResult& result,
@@ -75,6 +106,8 @@ Result<ParsedSeg> parseBinarySeg(DcmDataset& ds, const std::string& path,
     const size_t num_frames = seg->getNumberOfFrames();
     if (num_frames == 0 || rows == 0 || cols == 0)
         return corruptData("SEG without frames or with zero rows/columns", path);
+    VOXSEG_RETURN_IF_ERROR(checkBinarySegPixelData(ds, path, result.fractional, num_frames,
+                                                   static_cast<size_t>(rows) * cols));
 
     // Segments and their label values.
     auto value_of_segment = std::make_shared<std::map<Uint16, int>>();

@@ -154,6 +154,21 @@ TEST(FuzzRegressions, LabelMapSegWithZeroOrientationIsCorruptData) {
     EXPECT_EQ(seg.status().code(), StatusCode::kCorruptData) << seg.status().toString();
 }
 
+// fuzz_seg_reader (campaign of session 11): a BINARY SEG with BitsAllocated 8. dcmseg failed
+// to load its frames, said nothing, and counted 3 frames from the functional groups; getFrame(0)
+// then read through a null pointer (SEGV in DcmSegmentation::getFrame). The SEG's pixel
+// attributes are now checked against what dcmseg loads before any frame is asked for.
+TEST(FuzzRegressions, BinarySegWhosePixelsDcmsegDidNotLoadIsCorruptData) {
+    TempDir dir;
+    const std::string path = regression(dir, "fuzz_seg_reader",
+                                        "binary-seg-bits-allocated-8-no-frames-loaded", "seg.dcm");
+    auto seg = readDicomSeg(path);
+    ASSERT_FALSE(seg.isOk());
+    EXPECT_EQ(seg.status().code(), StatusCode::kCorruptData) << seg.status().toString();
+    EXPECT_NE(seg.status().toString().find("BitsAllocated 8"), std::string::npos)
+        << seg.status().toString();
+}
+
 // fuzz_onnx_import: a Reshape whose target dims multiply past 2^63; shape inference overflowed
 // int64 (undefined behaviour; UBSan stopped there). Now the import names the node and refuses.
 TEST(FuzzRegressions, OnnxReshapeWhoseDimsOverflowIsRefused) {
