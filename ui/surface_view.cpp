@@ -259,10 +259,11 @@ void SurfaceView::remeshEditedLabels() {
     // without (new, or too much changed) is meshed whole on its box.
     std::vector<EditJob> jobs;
     std::vector<int> labels;
-    for (auto& [label, boxes] : pending_edits_) {
+    for (auto& entry : pending_edits_) {
+        const int label = entry.first;  // not a structured binding: clang 14 cannot capture one
         EditJob job;
         job.label = label;
-        job.boxes = std::move(boxes);
+        job.boxes = std::move(entry.second);
         job.label_box = state_->labelBox(label);
         // Moved, not copied (a lung's mesh is tens of MB): the view draws its uploaded buffers
         // meanwhile, and the build hands the mesh back.
