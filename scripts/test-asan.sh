@@ -38,7 +38,7 @@ reports="$(mktemp -d /tmp/voxseg-sanitizer-reports.XXXXXX)"
 # still ends the process under ASan instead of throwing std::bad_alloc.
 asan_default=detect_leaks=1:halt_on_error=1:allocator_may_return_null=1:check_initialization_order=1
 export ASAN_OPTIONS="${ASAN_OPTIONS:-$asan_default}:log_path=$reports/asan"
-export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}:log_path=$reports/ubsan"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1:suppressions=$root/tests/fuzz/ubsan.supp}:log_path=$reports/ubsan"
 export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root/tests/fuzz/lsan.supp:print_suppressions=0}"
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 status=0

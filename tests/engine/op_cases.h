@@ -546,7 +546,8 @@ inline std::vector<OpCase> allOpCases() {
         {"pad_constant", PadAttrs::Mode::kConstant},
         {"pad_reflect", PadAttrs::Mode::kReflect},
         {"pad_edge", PadAttrs::Mode::kEdge}};
-    for (const auto& [name, mode] : pads) {
+    for (const auto& [name, pad_mode] : pads) {
+        const PadAttrs::Mode mode = pad_mode;  // a lambda may not capture a binding (clang 14)
         GraphBuilder b;
         b.output(b.node(OpKind::kPad, {b.input("x", odd)}, [&](Node& n) {
             n.pad.mode = mode;
