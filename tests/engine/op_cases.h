@@ -140,8 +140,9 @@ class GraphBuilder {
     }
     // InstanceNorm / GroupNorm with random affine parameters (scale around 1).
     ValueId norm(OpKind op, ValueId x, int64_t channels, int64_t groups = 1, float eps = 1e-5f) {
-        const ValueId s = constant("scale" + std::to_string(seed_),
-                                   seededTensor({channels}, seed_++, 0.5f, 1.5f));
+        const uint32_t seed = seed_++;  // one statement each: argument order is unspecified
+        const ValueId s =
+            constant("scale" + std::to_string(seed), seededTensor({channels}, seed, 0.5f, 1.5f));
         const ValueId b = weights("bias" + std::to_string(seed_), {channels}, 0.5f);
         return node(op, {x, s, b}, [&](Node& n) {
             n.norm.epsilon = eps;
