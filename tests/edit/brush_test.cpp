@@ -197,11 +197,12 @@ TEST(Brush, IntensityRangeAndOverwritePolicyMaskThePaint) {
         });
         const int16_t* hu = image.data<int16_t>();
         const double lo = 200, hi = 300;
-        for (const auto& [policy, name] : std::vector<std::pair<Overwrite, std::string>>{
+        for (const auto& [each_policy, name] : std::vector<std::pair<Overwrite, std::string>>{
                  {{Overwrite::Mode::kAll, 0}, "all"},
                  {{Overwrite::Mode::kBackground, 0}, "bg"},
                  {{Overwrite::Mode::kLabel, 2}, "label:2"}}) {
             SCOPED_TRACE(name);
+            const Overwrite policy = each_policy;  // a lambda captures it (clang 14: no binding)
             auto editor = LabelEditor::create(image, labels);
             ASSERT_TRUE(editor.isOk());
             EditOp op = sphere(OpKind::kPaint, c, 8.2, 1);
