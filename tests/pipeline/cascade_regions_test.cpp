@@ -278,7 +278,7 @@ std::string writeRegions(const fs::path& folder, const std::vector<int>& class_o
         stage["spacing_mm"] = {1.5, 1.5, 1.5};
         stage["patch_size"] = {16, 16, 16};
     }
-    j["stages"] = {stage};
+    j["stages"] = nlohmann::json::array({stage});  // {stage} is a copy, not an array, in clang
     std::ofstream(folder / "model.json") << j.dump(2);
     return folder.string();
 }
