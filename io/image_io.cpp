@@ -227,8 +227,11 @@ std::optional<NiftiHeaderView> niftiHeaderView(const unsigned char* hdr) {
 }
 
 // ITK 5.2's NIfTI reader aborts the process (vnl's assert_finite) on a non-finite orientation
-// matrix (found by fuzz_image_nii: a NaN in srow_y): the header's spacing, quaternion and
-// affine rows in use are checked to be finite before ITK reads it.
+// matrix (found by fuzz_image_nii: a NaN in srow_y), and its SVD of the matrix never returns
+// when an entry is finite but huge (fuzz_image_nii campaign: srow_z[3] = -2.9e38 hung
+// vnl_svd/netlib ssvdc for minutes): the header's spacing, quaternion and affine rows in use
+// must be finite and within 1e9 (mm; a kilometre-sized voxel or offset is a corrupt header)
+// before ITK reads it.
 Status checkNiftiHeaderFinite(const std::string& path) {
     gzFile f = gzopen(path.c_str(), "rb");
     if (f == nullptr) return ioError("cannot open", path);
@@ -239,10 +242,17 @@ Status checkNiftiHeaderFinite(const std::string& path) {
     const auto view = niftiHeaderView(hdr);
     if (!view) return Status::ok();
     auto check = [&](const char* field, int off, int count) -> Status {
-        for (int i = 0; i < count; ++i)
-            if (!std::isfinite(view->f32(off + 4 * i)))
+        constexpr float kMaxMagnitude = 1e9f;
+        for (int i = 0; i < count; ++i) {
+            const float v = view->f32(off + 4 * i);
+            if (!std::isfinite(v))
                 return corruptData(fmt::format("NIfTI header has a non-finite {}[{}]", field, i),
                                    path);
+            if (std::abs(v) > kMaxMagnitude)
+                return corruptData(fmt::format("NIfTI header's {}[{}] is {:g}, beyond {:g} mm",
+                                               field, i, v, kMaxMagnitude),
+                                   path);
+        }
         return Status::ok();
     };
     VOXSEG_RETURN_IF_ERROR(check("pixdim", 80, view->i16(40)));  // pixdim[1..dim[0]]

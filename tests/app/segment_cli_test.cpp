@@ -377,6 +377,14 @@ TEST(SegmentCli, OpenMpThreadsSleepWhileWaitingUnlessTheUserChoseOtherwise) {
 }
 
 TEST(SegmentCli, FullDiskLeavesNoPartialOutputs) {
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    // ulimit -f also limits the sanitizer runtime's own files: the sanitized voxseg died of
+    // SIGBUS in ASan's report writer, and clang's libomp could not create its /dev/shm
+    // registration ("OMP: System error #27: File too large"). FullTmpfs covers it there.
+    GTEST_SKIP() << "ulimit -f stops the sanitizer runtime itself; runs in the normal build";
+#endif
+#endif
     TempDir dir;
     const std::string model = makePackage(dir, "CT");
     const std::string ct = makeSeries(dir, "ct", "CT", 16);

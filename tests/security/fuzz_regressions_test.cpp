@@ -221,6 +221,20 @@ TEST(FuzzRegressions, NiftiWithNonFiniteOrientationIsCorruptData) {
     EXPECT_FALSE(readImage(path).isOk());
 }
 
+// fuzz_image_nii (campaign of session 11, a libFuzzer timeout): srow_z[3] = -2.9e38, finite, so
+// the check above let it through, and ITK's NIfTI reader ran vnl_svd on the affine for minutes
+// (netlib ssvdc on overflowing products). Entries beyond 1e9 mm are now corrupt data too.
+TEST(FuzzRegressions, NiftiWithAHugeAffineEntryIsCorruptDataNotAHang) {
+    TempDir dir;
+    const std::string path =
+        regression(dir, "fuzz_image_nii", "huge-srow-hangs-itk-svd", "scan.nii");
+    auto header = readImageHeader(path);
+    ASSERT_FALSE(header.isOk());
+    EXPECT_EQ(header.status().code(), StatusCode::kCorruptData) << header.status().toString();
+    EXPECT_NE(header.status().toString().find("beyond 1e+09 mm"), std::string::npos)
+        << header.status().toString();
+}
+
 // fuzz_onnx_import: a Reshape folded on constants to a target of [-8863084062370168833, 2];
 // the target's element count was computed unchecked (tensor.cpp's numel; UBSan: signed
 // overflow). Now a negative target dim is refused before anything is multiplied, and products
