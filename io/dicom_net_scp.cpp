@@ -109,6 +109,17 @@ class StorageScp : public DcmThreadSCP {
             action = DCMSCP_ACTION_REFUSE_ASSOCIATION;
     }
 
+    void refuseAssociation(const DcmRefuseReasonType reason) override {
+        // The pool's own "too many associations" refusal is transient with "local limit
+        // exceeded"; a lack of other resources (a full disk) is the same kind of refusal.
+        if (decision_ == DicomAssociationDecision::kRefuseOutOfResources)
+            DcmThreadSCP::refuseAssociation(DCMSCP_TOO_MANY_ASSOCIATIONS);
+        else if (decision_ == DicomAssociationDecision::kRefuseCallerUnknown)
+            DcmThreadSCP::refuseAssociation(DCMSCP_CALLING_AE_TITLE_NOT_RECOGNIZED);
+        else
+            DcmThreadSCP::refuseAssociation(reason);
+    }
+
     // Reported at the release request, before the release response: once the caller is told
     // the association ended well, the handler already knows it.
     void notifyReleaseRequest() override {

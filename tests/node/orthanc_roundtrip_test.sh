@@ -70,6 +70,8 @@ if storescu -aet INTRUDER -aec VOXSEG 127.0.0.1 "$NODE_PORT" "$T/series/01.dcm" 
   fail "an unknown caller could store"
 fi
 grep -q "association_refused" "$T/spool/audit.jsonl" || fail "refused association not audited"
+grep -qi "Calling AE Title Not Recognized" "$T/intruder.txt" ||
+  fail "an unknown caller was not rejected as 'calling AE title not recognized': $(cat "$T/intruder.txt")"
 
 push "$PACS_HTTP" "$ORTHANC_SERIES" || fail "Orthanc could not push the series to voxseg"
 T_LAST=$(now)
