@@ -54,7 +54,7 @@ inline constexpr size_t kMaxStages = 16;
 inline constexpr size_t kMaxManifestRows = 1'000'000;
 inline constexpr uint64_t kMaxManifestBytes = uint64_t{1} << 30;
 
-// The limits in force; `option` names the command-line option that sets each one.
+// The limits in force; the comment beside each field names the command-line option that sets it.
 struct ReadLimits {
     int64_t frames_per_file = kMaxFramesPerFile;  // --max-frames-per-file
     uint64_t frame_bytes = kMaxFrameBytes;        // --max-frame-bytes (at most 2^31)

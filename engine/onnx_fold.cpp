@@ -359,8 +359,7 @@ Result<Tensor> elementwise(const std::string& op, const Tensor& a, const Tensor&
         else if (op == "Mod") {
             r = std::fmod(x, y);  // ONNX asks fmod=1 of floats; fmod=0 gets the divisor's sign
             if (fmod == 0 && r != 0 && (r < 0) != (y < 0)) r += y;
-        }
-        else if (op == "Equal")
+        } else if (op == "Equal")
             r = x == y;
         else if (op == "Less")
             r = x < y;

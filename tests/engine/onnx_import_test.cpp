@@ -474,7 +474,10 @@ TEST(OnnxImport, HugeWindowAttributesAreRefusedNotOverflowed) {
         {"Conv", "dilations", {1, huge, 1}, false, "value 4611686018427387904 > 2147483648"},
         {"Conv", "pads", {0, 0, 0, huge, 0, 0}, false, "value 4611686018427387904"},
         {"ConvTranspose", "strides", {huge, 1, 1}, true, "value 4611686018427387904"},
-        {"ConvTranspose", "output_shape", {huge, 6, 7}, false,
+        {"ConvTranspose",
+         "output_shape",
+         {huge, 6, 7},
+         false,
          "output_shape entry 4611686018427387904 outside 1..2^40"},
         {"ConvTranspose", "output_padding", {-1, 0, 0}, false, "output_padding -1 outside"},
     };
