@@ -249,6 +249,17 @@ Status HeaderCheck::checkValues() const {
         if (!v || *v < 1 || *v > std::numeric_limits<int32_t>::max())
             return fail(dims.line, fmt::format("DimSize has '{}', not a size in 1..2^31-1", t[d]));
     }
+    // ITK 5.2 reads a file whose NDims is not 3 into voxseg's 3-D image through
+    // MetaImage::ReadROI, whose ASCII branch passes a byte count where M_ReadElementData takes
+    // a voxel count: it writes element-size times past ITK's buffer (heap overflow in
+    // uninstrumented code; found by fuzz_image_mha, docs/security.md).
+    const Field* binary = get("BinaryData");
+    if (binary && !isTrue(binary->value) && ndims_ != 3)
+        return unsupported(fmt::format("MetaImage with ASCII voxel data (BinaryData = False, "
+                                       "line {}) and NDims = {} is not read (ITK 5.2 overflows "
+                                       "its buffer there); re-save it with binary data",
+                                       binary->line, ndims_),
+                           path_);
     return Status::ok();
 }
 

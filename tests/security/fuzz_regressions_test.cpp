@@ -454,6 +454,41 @@ TEST(FuzzRegressions, MetaImageHeaderIsCheckedBeforeItkReadsIt) {
     EXPECT_TRUE(readImage(mhd).isOk()) << readImage(mhd).status().toString();
 }
 
+// ASCII voxel data (BinaryData = False) in a file whose NDims is not 3: ITK 5.2 reads it through
+// MetaImage::ReadROI, which wrote element-size times past ITK's buffer (valgrind: invalid write
+// of size 2 in MET_DoubleToValue; under ASan, whose MetaIO is uninstrumented, a quarantine CHECK
+// many inputs later). Refused before MetaIO reads it, for 1, 2 and 4 dimensions; ASCII data in a
+// 3-D file (MetaImage::Read, which counts voxels) is still read, value for value.
+TEST(FuzzRegressions, AsciiMetaImageThatIsNot3dIsRefusedBeforeMetaIoOverflows) {
+    TempDir dir;
+    const std::string two_d =
+        regression(dir, "fuzz_image_mha", "ascii-2d-short-overflows-metaio-readroi", "flat.mha");
+    auto header = readImageHeader(two_d);
+    ASSERT_FALSE(header.isOk());
+    EXPECT_EQ(header.status().code(), StatusCode::kUnsupported) << header.status().toString();
+    for (const char* part : {"flat.mha", "BinaryData = False, line 5", "NDims = 2", "binary data"})
+        EXPECT_NE(header.status().toString().find(part), std::string::npos)
+            << part << ": " << header.status().toString();
+    EXPECT_FALSE(readImage(two_d).isOk());
+    std::string values;
+    for (int i = 1; i <= 16; ++i) values += std::to_string(i) + " ";
+    auto ascii = [&](const std::string& name, int ndims, const std::string& sizes) {
+        const std::string path = dir / name;
+        std::ofstream(path, std::ios::binary)
+            << "ObjectType = Image\nNDims = " << ndims << "\nDimSize = " << sizes
+            << "\nElementType = MET_SHORT\nBinaryData = False\nElementDataFile = LOCAL\n"
+            << values << "\n";
+        return path;
+    };
+    EXPECT_FALSE(readImageHeader(ascii("line.mha", 1, "16")).isOk());
+    EXPECT_FALSE(readImageHeader(ascii("four.mha", 4, "4 2 2 1")).isOk());
+    auto cube = readImage(ascii("cube.mha", 3, "4 2 2"));
+    ASSERT_TRUE(cube.isOk()) << cube.status().toString();
+    ASSERT_EQ(cube->geometry().voxelCount(), 16);
+    ASSERT_EQ(cube->pixelType(), PixelType::kInt16);
+    for (int i = 0; i < 16; ++i) EXPECT_EQ(cube->data<int16_t>()[i], i + 1) << i;
+}
+
 // A DICOMDIR whose Referenced File IDs leave its folder ("..\SECRET\IM1",
 // "IMAGES\..\..\IM3", "/ETC/PASSWD", which std::filesystem would take as absolute): those
 // records are skipped with a warning naming them; the record inside the folder is listed.
