@@ -11,6 +11,8 @@
 namespace voxseg::node {
 namespace fs = std::filesystem;
 namespace {
+// The longest wait or delay a setting may ask for: a day (longer is a typo, not a policy).
+constexpr double kDaySeconds = 86400;
 
 std::string resolve(const std::string& path, const std::string& base_dir) {
     if (path.empty() || fs::path(path).is_absolute()) return path;
@@ -113,8 +115,8 @@ Status readDestination(JsonObject& o, const std::string& name, const std::string
     } else {
         return o.error("type", "'" + type + "' is not dicom or dicomweb");
     }
-    VOXSEG_ASSIGN_OR_RETURN(d.timeout_seconds, o.number("timeout_seconds", 60.0));
-    if (d.timeout_seconds <= 0) return o.error("timeout_seconds", "must be positive");
+    VOXSEG_ASSIGN_OR_RETURN(d.timeout_seconds,
+                            o.number("timeout_seconds", 0.001, kDaySeconds, 60.0));
     return o.finish();
 }
 
@@ -134,12 +136,9 @@ Status readRoot(JsonObject& o, const std::string& base_dir, NodeConfig& c) {
     c.max_associations = static_cast<int>(assoc);
     VOXSEG_ASSIGN_OR_RETURN(c.spool_dir, o.string("spool_dir"));
     c.spool_dir = resolve(c.spool_dir, base_dir);
-    VOXSEG_ASSIGN_OR_RETURN(c.quiet_seconds, o.number("quiet_seconds", 5.0));
-    if (c.quiet_seconds < 0) return o.error("quiet_seconds", "must not be negative");
+    VOXSEG_ASSIGN_OR_RETURN(c.quiet_seconds, o.number("quiet_seconds", 0, kDaySeconds, 5.0));
     VOXSEG_ASSIGN_OR_RETURN(c.interrupted_wait_seconds,
-                            o.number("interrupted_wait_seconds", 120.0));
-    if (c.interrupted_wait_seconds < 0)
-        return o.error("interrupted_wait_seconds", "must not be negative");
+                            o.number("interrupted_wait_seconds", 0, kDaySeconds, 120.0));
     VOXSEG_ASSIGN_OR_RETURN(std::string group_by, o.string("group_by", std::string("series")));
     if (group_by == "series")
         c.group_by = GroupBy::kSeries;
@@ -148,11 +147,9 @@ Status readRoot(JsonObject& o, const std::string& base_dir, NodeConfig& c) {
     else
         return o.error("group_by", "'" + group_by + "' is not series or study");
     VOXSEG_ASSIGN_OR_RETURN(c.unmatched_retention_hours,
-                            o.number("unmatched_retention_hours", 24.0));
-    if (c.unmatched_retention_hours < 0)
-        return o.error("unmatched_retention_hours", "must not be negative");
-    VOXSEG_ASSIGN_OR_RETURN(double free_mb, o.number("min_free_mb", 5120.0));
-    if (free_mb < 0) return o.error("min_free_mb", "must not be negative");
+                            o.number("unmatched_retention_hours", 0, 24.0 * 3660, 24.0));
+    // Up to 2^40 MB (an exabyte): the byte count stays far inside uint64_t.
+    VOXSEG_ASSIGN_OR_RETURN(double free_mb, o.number("min_free_mb", 0, 0x1p40, 5120.0));
     c.min_free_bytes = static_cast<uint64_t>(free_mb * 1024.0 * 1024.0);
     VOXSEG_ASSIGN_OR_RETURN(c.audit_log, o.string("audit_log", std::string()));
     c.audit_log = c.audit_log.empty() ? (fs::path(c.spool_dir) / "audit.jsonl").string()
@@ -173,9 +170,7 @@ Status readRoot(JsonObject& o, const std::string& base_dir, NodeConfig& c) {
         VOXSEG_ASSIGN_OR_RETURN(int64_t attempts, s.integer("attempts", 1, 100, 4));
         c.send.attempts = static_cast<int>(attempts);
         VOXSEG_ASSIGN_OR_RETURN(c.send.initial_delay_seconds,
-                                s.number("initial_delay_seconds", 2.0));
-        if (c.send.initial_delay_seconds < 0)
-            return s.error("initial_delay_seconds", "must not be negative");
+                                s.number("initial_delay_seconds", 0, kDaySeconds, 2.0));
         VOXSEG_RETURN_IF_ERROR(s.finish());
     }
     {

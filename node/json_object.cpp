@@ -1,5 +1,7 @@
 #include "node/json_object.h"
 
+#include <fmt/format.h>
+
 namespace voxseg::node {
 
 Result<JsonObject> JsonObject::wrap(const nlohmann::json& value, std::string path,
@@ -37,14 +39,18 @@ Result<std::string> JsonObject::string(const std::string& key,
     return v->get<std::string>();
 }
 
-Result<double> JsonObject::number(const std::string& key, std::optional<double> fallback) {
+Result<double> JsonObject::number(const std::string& key, double min, double max,
+                                  std::optional<double> fallback) {
     const auto* v = find(key);
     if (!v) {
         if (fallback) return *fallback;
         return error(key, "missing (a number is required)");
     }
     if (!v->is_number()) return error(key, "must be a number, not " + v->dump());
-    return v->get<double>();
+    const double n = v->get<double>();
+    if (!(n >= min && n <= max))
+        return error(key, fmt::format("{} is outside {}..{}", v->dump(), min, max));
+    return n;
 }
 
 Result<int64_t> JsonObject::integer(const std::string& key, int64_t min, int64_t max,

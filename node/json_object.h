@@ -27,7 +27,10 @@ class JsonObject {
     std::string keyPath(const std::string& key) const;
 
     Result<std::string> string(const std::string& key, std::optional<std::string> fallback = {});
-    Result<double> number(const std::string& key, std::optional<double> fallback = {});
+    // A finite number in [min, max] (a setting past its range is refused naming the range, so
+    // nothing downstream converts 1e300 seconds or megabytes into an integer).
+    Result<double> number(const std::string& key, double min, double max,
+                          std::optional<double> fallback = {});
     Result<int64_t> integer(const std::string& key, int64_t min, int64_t max,
                             std::optional<int64_t> fallback = {});
     Result<bool> boolean(const std::string& key, std::optional<bool> fallback = {});

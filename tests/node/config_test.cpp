@@ -133,7 +133,21 @@ TEST(NodeConfig, WrongValuesAreErrorsNamingTheKey) {
     expectError(j, "spool_dir: missing");
     j = example();
     j["interrupted_wait_seconds"] = -1;
-    expectError(j, "interrupted_wait_seconds: must not be negative");
+    expectError(j, "interrupted_wait_seconds: -1 is outside 0..86400");
+    // fuzz_node_config (session 12): min_free_mb = 5.4e92 was converted to a uint64_t byte
+    // count (UBSan: outside the range of representable values). Every number has a range.
+    j = example();
+    j["min_free_mb"] = 5.3757e92;
+    expectError(j, "min_free_mb: 5.3757e+92 is outside 0..1099511627776");
+    j = example();
+    j["quiet_seconds"] = 1e300;
+    expectError(j, "quiet_seconds: 1e+300 is outside 0..86400");
+    j = example();
+    j["send"]["initial_delay_seconds"] = -0.5;
+    expectError(j, "send.initial_delay_seconds: -0.5 is outside 0..86400");
+    j = example();
+    j["destinations"]["web"]["timeout_seconds"] = 0;
+    expectError(j, "destinations.web.timeout_seconds: 0 is outside 0.001..86400");
     j = example();
     j["routes"][0]["model"] = "/nonexistent/model";
     expectError(j, "routes[0].model: '/nonexistent/model' is not a model package");
