@@ -11,10 +11,10 @@ scripts/build.sh
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 900 "$@"
 
-# The sanitizer configuration: the libraries built with clang + AddressSanitizer + UBSan in
-# build-fuzz, and the io tests (every reader and writer, the malformed DICOM tables) and the
-# fuzzers' regression inputs run there (scripts/test-asan.sh; VOXSEG_ASAN_SCOPE=all runs the
-# whole suite, docs/security.md). Skip with VOXSEG_SKIP_ASAN=1.
+# The sanitizer configuration: everything built again with clang + AddressSanitizer + UBSan in
+# build-fuzz and the test suite run there, but for the tests of tests/sanitizer-heavy.txt (40 s
+# or more sanitized; VOXSEG_ASAN_SCOPE=all runs those too) and label noasan
+# (scripts/test-asan.sh, docs/security.md). Skip with VOXSEG_SKIP_ASAN=1.
 if [[ "${VOXSEG_SKIP_ASAN:-0}" != 1 ]]; then
   scripts/test-asan.sh
 fi

@@ -11,6 +11,7 @@
 #include "io/dicom_series.h"
 #include "io/image_io.h"
 #include "io/seg_reader.h"
+#include "node/config.h"
 #include "tests/test_data.h"
 
 #include <gtest/gtest.h>
@@ -487,6 +488,21 @@ TEST(FuzzRegressions, AsciiMetaImageThatIsNot3dIsRefusedBeforeMetaIoOverflows) {
     ASSERT_EQ(cube->geometry().voxelCount(), 16);
     ASSERT_EQ(cube->pixelType(), PixelType::kInt16);
     for (int i = 0; i < 16; ++i) EXPECT_EQ(cube->data<int16_t>()[i], i + 1) << i;
+}
+
+// A node.json whose min_free_mb is 5.1e86 (fuzz_node_config, campaign of session 12): the
+// reader converted min_free_mb x 2^20 (5.4e92) to a uint64_t byte count (UBSan: outside the range of
+// representable values). Every number of node.json now has a range, named in the refusal.
+TEST(FuzzRegressions, NodeConfigNumberPastItsRangeIsRefusedNotConverted) {
+    const std::string text =
+        regressionBytes("fuzz_node_config", "min-free-mb-5e92-overflows-uint64");
+    ASSERT_NE(text.find("\"min_free_mb\": 5126666"), std::string::npos);
+    auto config = voxseg::node::parseNodeConfig(text, "node.json", "/etc/voxseg");
+    ASSERT_FALSE(config.isOk());
+    for (const char* part : {"min_free_mb: 5.1266", "e+86 is outside 0..1099511627776"})
+        EXPECT_NE(config.status().toString().find(part), std::string::npos)
+            << part << ": " << config.status().toString();
+    EXPECT_NE(config.status().toString().find("node.json"), std::string::npos);
 }
 
 // A DICOMDIR whose Referenced File IDs leave its folder ("..\SECRET\IM1",
