@@ -154,11 +154,11 @@ Status nodeError(const Node& node, const std::string& what) {
     return invalidArgument(std::string(opKindName(node.op)) + " node '" + node.name + "': " + what);
 }
 
-// Output size of a sliding window along one axis (Conv, pools).
-// The largest size of one axis shape inference accepts (far beyond any volume; keeps products
-// of a few axes inside int64).
+// The largest size of one axis, and of a whole value, that shape inference accepts (far beyond
+// any volume; keeps sizes and their byte counts inside int64).
 constexpr int64_t kMaxDim = int64_t{1} << 40;
 
+// Output size of a sliding window along one axis (Conv, pools).
 int64_t windowOutput(int64_t in, int64_t kernel, int64_t stride, int64_t dilation, int64_t pb,
                      int64_t pe, bool ceil_mode) {
     // In 128 bits: a hostile model's attributes must not overflow (0 = refused by the caller).
@@ -233,10 +233,16 @@ Status inferNode(Graph& g, const Node& node) {
             out = {x[0], out_ch};
             for (size_t i = 0; i < sr; ++i) {
                 int64_t o;
-                if (transpose) {
+                if (transpose) {  // in 128 bits: strides and kernels up to 2^31, axes 2^40
+                    using Wide = __int128;
                     const int64_t op = i < a.output_padding.size() ? a.output_padding[i] : 0;
-                    o = a.strides[i] * (x[2 + i] - 1) + op + (a.kernel[i] - 1) * a.dilations[i] +
-                        1 - a.pads_begin[i] - a.pads_end[i];
+                    const Wide w = Wide(a.strides[i]) * (x[2 + i] - 1) + op +
+                                   (Wide(a.kernel[i]) - 1) * a.dilations[i] + 1 - a.pads_begin[i] -
+                                   a.pads_end[i];
+                    if (w > kMaxDim)
+                        return nodeError(node,
+                                         "output along axis " + std::to_string(i) + " passes 2^40");
+                    o = static_cast<int64_t>(w);
                 } else {
                     o = windowOutput(x[2 + i], a.kernel[i], a.strides[i], a.dilations[i],
                                      a.pads_begin[i], a.pads_end[i], false);
@@ -430,6 +436,10 @@ Status inferNode(Graph& g, const Node& node) {
                                            std::to_string(x.size()));
             for (size_t i = 0; i < x.size(); ++i) {
                 if (node.repeats[i] < 1) return nodeError(node, "repeats must be >= 1");
+                if (node.repeats[i] > kMaxDim / std::max<int64_t>(x[i], 1))
+                    return nodeError(node, "repeats " + std::to_string(node.repeats[i]) +
+                                               " along axis " + std::to_string(i) + " of " +
+                                               shapeToString(x) + " pass 2^40");
                 out.push_back(x[i] * node.repeats[i]);
             }
             break;
@@ -587,6 +597,15 @@ Status inferNode(Graph& g, const Node& node) {
             for (const SliceAxis& a : resolveSlice(node, in(0))) out.push_back(a.count);
             break;
         }
+    }
+    // Every value stays inside kMaxDim elements, whatever the file's constants say (Expand's
+    // target, Tile's repeats, ...): later sizes and byte counts are computed in int64.
+    __int128 elements = 1;
+    for (int64_t d : out) {
+        elements *= std::max<int64_t>(d, 0);
+        if (d < 0 || elements > kMaxDim)
+            return nodeError(node, "output " + shapeToString(out) + " has " +
+                                       (d < 0 ? "a negative axis" : "more than 2^40 elements"));
     }
     if (node.fused_residual >= 0 && g.values[node.fused_residual].shape != out)
         return nodeError(node, "fused residual shape " +

@@ -493,6 +493,50 @@ TEST(OnnxImport, HugeWindowAttributesAreRefusedNotOverflowed) {
     EXPECT_TRUE(conv("ConvTranspose", "output_shape", {10, 12, 14}, false).isOk());
 }
 
+// Shapes a hostile file's constants drive past int64 (issue 19's audit of the converters):
+// Expand to [2^62, 3], Tile by 2^62 or by 2^21 x 2^21 (each axis fits, the product does not), a
+// ConvTranspose whose stride x input axis is 2^66. Each is refused naming the node; before, the
+// products overflowed (UBSan: signed integer overflow) into whatever shape followed.
+TEST(OnnxImport, ShapesPastTwoToTheFortyAreRefusedNotOverflowed) {
+    const int64_t huge = int64_t{1} << 62;
+    auto tiled = [](const std::string& op, const std::vector<int64_t>& v) {
+        ModelBuilder m;
+        m.input("x", {1, 3});
+        m.ints("v", v);
+        m.node(op, {"x", "v"}, {"y"}, "hostile");
+        m.output("y");
+        return m.import();
+    };
+    struct Case {
+        std::string op;
+        std::vector<int64_t> v;
+        std::string message;
+    };
+    const std::vector<Case> cases = {
+        {"Expand", {huge, 3}, "output [4611686018427387904, 3] has more than 2^40 elements"},
+        {"Tile", {huge, 1}, "repeats 4611686018427387904 along axis 0 of [1, 3] pass 2^40"},
+        {"Tile", {1 << 21, 1 << 21}, "output [2097152, 6291456] has more than 2^40 elements"},
+    };
+    for (const Case& c : cases) {
+        auto g = tiled(c.op, c.v);
+        ASSERT_FALSE(g.isOk()) << c.op;
+        for (const std::string& part : {std::string("hostile"), c.message})
+            EXPECT_NE(g.status().toString().find(part), std::string::npos)
+                << part << ": " << g.status().toString();
+    }
+    EXPECT_TRUE(tiled("Tile", {2, 2}).isOk());
+    ModelBuilder m;
+    m.input("x", {1, 1, int64_t{1} << 35, 1, 1});
+    m.floats("w", {1, 1, 1, 1, 1}, {1.0f});
+    auto* n = m.node("ConvTranspose", {"x", "w"}, {"y"}, "hostile");
+    ModelBuilder::attr(n, "strides", std::vector<int64_t>{int64_t{1} << 31, 1, 1});
+    m.output("y");
+    auto g = m.import();
+    ASSERT_FALSE(g.isOk());
+    EXPECT_NE(g.status().toString().find("output along axis 0 passes 2^40"), std::string::npos)
+        << g.status().toString();
+}
+
 // nnU-Net's residual encoders export their AvgPool3d skips as Pad(all zeros) -> AveragePool:
 // the Pad is the input itself (no node, no copy). Pad's axes input outside the rank is refused
 // (it indexed past the pads vector).
