@@ -2,6 +2,9 @@
 
 #include "node/json_object.h"
 
+#include <fmt/format.h>
+
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -13,6 +16,8 @@ namespace fs = std::filesystem;
 namespace {
 // The longest wait or delay a setting may ask for: a day (longer is a typo, not a policy).
 constexpr double kDaySeconds = 86400;
+// The longest series_description pattern (SeriesDescription itself holds at most 64).
+constexpr size_t kMaxPattern = 256;
 
 std::string resolve(const std::string& path, const std::string& base_dir) {
     if (path.empty() || fs::path(path).is_absolute()) return path;
@@ -61,6 +66,21 @@ Status readMatch(JsonObject& route, RouteMatch& m) {
     m.max_slices = static_cast<int>(hi);
     if (lo > hi) return o.error("min_slices", "is larger than max_slices");
     if (!m.series_description.empty()) {
+        // libstdc++'s regex compiler recurses once per term (a pattern of thousands of terms
+        // overflows the stack) and reads a {n} bound or a \n back reference into a long without
+        // an overflow check (fuzz_node_config: UBSan, signed overflow in _M_cur_int_value).
+        if (m.series_description.size() > kMaxPattern)
+            return o.error("series_description",
+                           fmt::format("a pattern of {} characters (at most {})",
+                                       m.series_description.size(), kMaxPattern));
+        size_t digits = 0;
+        for (char ch : m.series_description) {
+            digits = std::isdigit(static_cast<unsigned char>(ch)) ? digits + 1 : 0;
+            if (digits > 9)
+                return o.error("series_description",
+                               "holds a number of more than 9 digits (write [0-9] for a digit "
+                               "of a long literal)");
+        }
         try {
             m.series_description_re =
                 std::regex(m.series_description, std::regex::ECMAScript | std::regex::icase);

@@ -9,6 +9,8 @@
 namespace voxseg::node {
 namespace {
 
+constexpr size_t kSeriesDescriptionMatched = 64;
+
 std::string upper(std::string s) {
     std::transform(s.begin(), s.end(), s.begin(),
                    [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
@@ -30,8 +32,12 @@ std::string routeMismatch(const Route& route, const SeriesInfo& s) {
         return fmt::format("modality '{}' not in [{}]", s.modality, fmt::join(m.modality, ", "));
     if (!anyOf(m.body_part, s.body_part, true))
         return fmt::format("body part '{}' not in [{}]", s.body_part, fmt::join(m.body_part, ", "));
+    // On the first 64 characters, SeriesDescription's most (VR LO): a sender's 1 MB value
+    // would make libstdc++'s backtracking matcher recurse past the stack for patterns like
+    // "portal.*venous".
     if (m.series_description_re &&
-        !std::regex_search(s.series_description, *m.series_description_re))
+        !std::regex_search(s.series_description.substr(0, kSeriesDescriptionMatched),
+                           *m.series_description_re))
         return fmt::format("series description does not match /{}/", m.series_description);
     if (!anyOf(m.calling_ae, s.calling_ae, false))
         return fmt::format("calling AE '{}' not in [{}]", s.calling_ae,

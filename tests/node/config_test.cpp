@@ -154,6 +154,14 @@ TEST(NodeConfig, WrongValuesAreErrorsNamingTheKey) {
     j = example();
     j["routes"][0]["send_to"] = {"nowhere"};
     expectError(j, "routes[0].send_to: 'nowhere' is not one of the destinations");
+    // fuzz_node_config (session 12): libstdc++ reads a back reference or a {n} bound into a long
+    // unchecked (UBSan: signed overflow) and recurses per term of a pattern.
+    j = example();
+    j["routes"][0]["match"]["series_description"] = "a{99999999999999999999}";
+    expectError(j, "routes[0].match.series_description: holds a number of more than 9 digits");
+    j = example();
+    j["routes"][0]["match"]["series_description"] = std::string(257, 't');
+    expectError(j, "routes[0].match.series_description: a pattern of 257 characters (at most 256)");
     j = example();
     j["routes"][0]["match"]["series_description"] = "(unclosed";
     expectError(j, "routes[0].match.series_description: not a regular expression");

@@ -86,5 +86,33 @@ TEST(RouteMatch, EnhancedSeriesCountFrames) {
     EXPECT_EQ(matchRoute(c, s)->name, "ct-thin");
 }
 
+// A sender's SeriesDescription of a million characters (VR LO allows 64): the pattern is
+// searched in its first 64 characters. Before, libstdc++'s backtracking matcher recursed once
+// per character for "portal.*venous" and the node died of a stack overflow.
+TEST(RouteMatch, HugeSeriesDescriptionIsMatchedOnItsFirst64Characters) {
+    const std::string model =
+        (std::filesystem::path(VOXSEG_SOURCE_DIR) / "sample_data/models/ct-phantom").string();
+    auto c =
+        parseNodeConfig(nlohmann::json{{"spool_dir", "/tmp/x"},
+                                       {"allowed_callers", {{{"ae_title", "CT01"}}}},
+                                       {"routes",
+                                        {{{"name", "portal"},
+                                          {"match", {{"series_description", "portal.*venous"}}},
+                                          {"model", model}}}}}
+                            .dump(),
+                        "node.json", "/");
+    ASSERT_TRUE(c.isOk()) << c.status().toString();
+    auto s = series();
+    s.series_description = "Portal venous 5mm";
+    ASSERT_NE(matchRoute(*c, s), nullptr);
+    s.series_description = "portal " + std::string(1000000, 'x') + " venous";
+    std::string why;
+    EXPECT_EQ(matchRoute(*c, s, &why), nullptr);
+    EXPECT_NE(why.find("series description does not match /portal.*venous/"), std::string::npos)
+        << why.substr(0, 200);
+    s.series_description = "portal " + std::string(50, 'x') + " venous" + std::string(1000000, 'y');
+    EXPECT_NE(matchRoute(*c, s), nullptr);
+}
+
 }  // namespace
 }  // namespace voxseg::node

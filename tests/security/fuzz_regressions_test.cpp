@@ -491,8 +491,8 @@ TEST(FuzzRegressions, AsciiMetaImageThatIsNot3dIsRefusedBeforeMetaIoOverflows) {
 }
 
 // A node.json whose min_free_mb is 5.1e86 (fuzz_node_config, campaign of session 12): the
-// reader converted min_free_mb x 2^20 (5.4e92) to a uint64_t byte count (UBSan: outside the range of
-// representable values). Every number of node.json now has a range, named in the refusal.
+// reader converted min_free_mb x 2^20 (5.4e92) to a uint64_t byte count (UBSan: outside the range
+// of representable values). Every number of node.json now has a range, named in the refusal.
 TEST(FuzzRegressions, NodeConfigNumberPastItsRangeIsRefusedNotConverted) {
     const std::string text =
         regressionBytes("fuzz_node_config", "min-free-mb-5e92-overflows-uint64");
@@ -503,6 +503,21 @@ TEST(FuzzRegressions, NodeConfigNumberPastItsRangeIsRefusedNotConverted) {
         EXPECT_NE(config.status().toString().find(part), std::string::npos)
             << part << ": " << config.status().toString();
     EXPECT_NE(config.status().toString().find("node.json"), std::string::npos);
+}
+
+// A node.json route whose series_description pattern is 2,604 characters with a back reference
+// of 48 digits (fuzz_node_config, campaign of session 12): libstdc++'s regex compiler read the
+// number into a long unchecked (UBSan: signed integer overflow in _M_cur_int_value), recursing
+// once per term of the pattern.
+// Patterns are now at most 256 characters without a number of more than 9 digits.
+TEST(FuzzRegressions, NodeConfigRegexThatOverflowsLibstdcxxIsRefused) {
+    const std::string text =
+        regressionBytes("fuzz_node_config", "regex-long-backreference-overflows-long");
+    auto config = voxseg::node::parseNodeConfig(text, "node.json", "/etc/voxseg");
+    ASSERT_FALSE(config.isOk());
+    EXPECT_NE(config.status().toString().find("routes[0].match.series_description: a pattern of"),
+              std::string::npos)
+        << config.status().toString();
 }
 
 // A DICOMDIR whose Referenced File IDs leave its folder ("..\SECRET\IM1",
