@@ -1,5 +1,6 @@
 #include "batch/journal.h"
 
+#include "core/json_integer.h"
 #include "core/log.h"
 
 #include <fcntl.h>
@@ -76,7 +77,9 @@ Result<JournalEntry> JournalEntry::fromJson(const nlohmann::json& j) {
             for (const auto& f : j["files"]) {
                 if (!f.is_object() || !f.contains("name") || !f["name"].is_string())
                     return corruptData("journal line with a malformed files list");
-                e.files.push_back({f["name"].get<std::string>(), f.value("bytes", uint64_t{0})});
+                const auto bytes = jsonInteger<uint64_t>(f, "bytes", 0);
+                if (!bytes) return corruptData("journal line whose file size is not a byte count");
+                e.files.push_back({f["name"].get<std::string>(), *bytes});
             }
     } catch (const nlohmann::json::exception& ex) {
         return corruptData(std::string("journal line with a field of the wrong type: ") +

@@ -1,6 +1,7 @@
 #include "edit/session.h"
 
 #include "core/atomic_file.h"
+#include "core/json_integer.h"
 #include "core/log.h"
 #include "edit/canvas.h"
 #include "io/image_io.h"
@@ -56,7 +57,8 @@ Result<RecoveryInfo> readSessionFile(const std::string& folder) {
     info.folder = folder;
     try {
         const Json j = Json::parse(text.str());
-        if (j.value("format", "") != "voxseg-edit-session" || j.value("version", 0) != 1)
+        if (j.value("format", "") != "voxseg-edit-session" ||
+            jsonInteger<int>(j, "version", 0) != 1)
             return invalidArgument("not a voxseg edit session (format, version 1)", path);
         info.source = j.at("source").get<std::string>();
         info.series_uid = j.at("series_uid").get<std::string>();

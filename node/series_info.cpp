@@ -1,5 +1,7 @@
 #include "node/series_info.h"
 
+#include "core/json_integer.h"
+
 namespace voxseg::node {
 
 nlohmann::json SeriesInfo::toJson() const {
@@ -27,8 +29,12 @@ Result<SeriesInfo> SeriesInfo::fromJson(const nlohmann::json& j) {
         s.series_description = j.value("series_description", "");
         s.calling_ae = j.value("calling_ae", "");
         s.peer = j.value("peer", "");
-        s.frames_per_instance = j.value("frames_per_instance", 1);
-        s.instances = j.value("instances", 0);
+        const auto frames = jsonInteger<int>(j, "frames_per_instance", 1);
+        const auto instances = jsonInteger<int>(j, "instances", 0);
+        if (!frames || !instances)
+            return corruptData("series record: frames_per_instance or instances is not an int");
+        s.frames_per_instance = *frames;
+        s.instances = *instances;
         s.first_received = j.value("first_received", 0.0);
         return s;
     } catch (const nlohmann::json::exception& e) {

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <string>
 
 namespace voxseg::node {
@@ -30,7 +31,9 @@ struct SeriesInfo {
     int instances = 0;            // counted in the spool when routed
     double first_received = 0.0;  // unix seconds
 
-    int slices() const { return instances * (frames_per_instance > 0 ? frames_per_instance : 1); }
+    int64_t slices() const {
+        return int64_t{instances} * (frames_per_instance > 0 ? frames_per_instance : 1);
+    }
     nlohmann::json toJson() const;
     static Result<SeriesInfo> fromJson(const nlohmann::json& j);
 };

@@ -114,5 +114,28 @@ TEST(RouteMatch, HugeSeriesDescriptionIsMatchedOnItsFirst64Characters) {
     EXPECT_NE(matchRoute(*c, s), nullptr);
 }
 
+// A damaged series.json in the spool: counts that are not ints (1e300 frames was cast to int,
+// undefined behaviour; found beside fuzz_batch_journal's finding of session 12) make the record
+// corrupt; the slice count is an int64 product, so two big ints do not overflow it.
+TEST(RouteMatch, SeriesRecordCountsMustBeInts) {
+    nlohmann::json j = series().toJson();
+    j["study_uid"] = "1.2";
+    j["series_uid"] = "1.2.3";
+    ASSERT_TRUE(SeriesInfo::fromJson(j).isOk());
+    for (const nlohmann::json& bad : {nlohmann::json(1e300), nlohmann::json(2.5),
+                                      nlohmann::json(int64_t{1} << 40), nlohmann::json("80")}) {
+        auto k = j;
+        k["frames_per_instance"] = bad;
+        EXPECT_FALSE(SeriesInfo::fromJson(k).isOk()) << bad.dump();
+        k = j;
+        k["instances"] = bad;
+        EXPECT_FALSE(SeriesInfo::fromJson(k).isOk()) << bad.dump();
+    }
+    auto s = series();
+    s.instances = 2000000000;
+    s.frames_per_instance = 2000000000;
+    EXPECT_EQ(s.slices(), int64_t{4000000000000000000});
+}
+
 }  // namespace
 }  // namespace voxseg::node
