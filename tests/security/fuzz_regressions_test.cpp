@@ -520,6 +520,22 @@ TEST(FuzzRegressions, NodeConfigRegexThatOverflowsLibstdcxxIsRefused) {
         << config.status().toString();
 }
 
+// A compressed .mha whose zlib header sets FDICT (found by the 20 s CI run of fuzz_image_mha in
+// session 12's final test): inflate answers Z_NEED_DICT, ITK 5.2's MET_PerformUncompression
+// called it again forever and `voxseg convert` hung. Refused by the header check, before ITK
+// (the inflate check runs beside ITK's read and could not stop it).
+TEST(FuzzRegressions, MetaImageZlibStreamWithAPresetDictionaryIsRefusedNotAHang) {
+    TempDir dir;
+    const std::string path =
+        regression(dir, "fuzz_image_mha", "zlib-preset-dictionary-hangs-metaio", "dict.mha");
+    for (const Status& s : {readImageHeader(path).status(), readImage(path).status()}) {
+        EXPECT_EQ(s.code(), StatusCode::kCorruptData) << s.toString();
+        EXPECT_NE(s.toString().find("needs a preset dictionary"), std::string::npos)
+            << s.toString();
+        EXPECT_NE(s.toString().find("dict.mha"), std::string::npos);
+    }
+}
+
 // A DICOMDIR whose Referenced File IDs leave its folder ("..\SECRET\IM1",
 // "IMAGES\..\..\IM3", "/ETC/PASSWD", which std::filesystem would take as absolute): those
 // records are skipped with a warning naming them; the record inside the folder is listed.
@@ -554,6 +570,36 @@ TEST(FuzzRegressions, JournalLineWithAFieldOfTheWrongTypeIsSkipped) {
     EXPECT_EQ(skipped, 1);
     ASSERT_EQ(two->size(), 1u);
     EXPECT_EQ(two->front().case_id, "b");
+}
+
+// A journal line whose file size is 3.3e77 (fuzz_batch_journal, campaign of session 12): nlohmann
+// parsed it as a double and `value("bytes", uint64_t{0})` cast it to uint64_t (UBSan: outside the
+// range of representable values). Sizes are now integers that fit or the line is corrupt; so are
+// the node's series records (frames_per_instance, instances) and an edit session's version.
+TEST(FuzzRegressions, JournalFileSizeThatIsNotAnIntegerIsACorruptLine) {
+    TempDir dir;
+    const std::string path =
+        regression(dir, "fuzz_batch_journal", "file-bytes-3e77-cast-to-uint64", "journal.jsonl");
+    int skipped = 0;
+    auto entries = batch::readJournalFile(path, &skipped);
+    ASSERT_TRUE(entries.isOk()) << entries.status().toString();
+    EXPECT_EQ(skipped, 2);  // the line with the size, and a second line that is not JSON
+    EXPECT_TRUE(entries->empty());
+    const std::string sizes = dir / "sizes.jsonl";
+    std::ofstream(sizes)
+        << R"({"case_id": "a", "state": "done", "files": [{"name": "x", "bytes": -1}]})"
+        << "\n"
+        << R"({"case_id": "b", "state": "done", "files": [{"name": "x", "bytes": 2.5}]})"
+        << "\n"
+        << R"({"case_id": "c", "state": "done", "files": [{"name": "x", "bytes": 812}]})"
+        << "\n";
+    auto one = batch::readJournalFile(sizes, &skipped);
+    ASSERT_TRUE(one.isOk()) << one.status().toString();
+    EXPECT_EQ(skipped, 2);
+    ASSERT_EQ(one->size(), 1u);
+    EXPECT_EQ(one->front().case_id, "c");
+    ASSERT_EQ(one->front().files.size(), 1u);
+    EXPECT_EQ(one->front().files[0].bytes, 812u);
 }
 
 }  // namespace
