@@ -41,6 +41,11 @@ inline constexpr uint64_t kMaxModelFileBytes = 2'000'000'000;
 // Most nodes one ONNX graph may hold (a 3D nnU-Net ResEnc L has about 300, a SwinUNETR about
 // 3000): checked right after parsing, before any node is imported.
 inline constexpr int64_t kMaxGraphNodes = 100'000;
+// Most bytes of constants one ONNX import may compute by folding (Expand, Tile, Cast, ... of the
+// file's constants): a 157 KB model made the importer hold more than 2 GB (fuzz_onnx_import).
+// SwinUNETR's shifted-window masks, the largest folded constants of a real network here, are
+// ~160 MB at 96^3.
+inline constexpr uint64_t kMaxFoldedConstantBytes = uint64_t{1} << 29;
 // Most labels model.json may list (TotalSegmentator has 117; label values are 1..32767).
 inline constexpr size_t kMaxLabels = 4096;
 // Most ONNX files one "models" list (an ensemble) may name (nnU-Net ensembles have 5 folds).

@@ -48,6 +48,7 @@ class Importer {
 
     OnnxImportOptions options_;
     onnx_detail::ImportState st_;
+    uint64_t folded_bytes_ = 0;  // all tensors constant folding made (max_folded_bytes)
     // Short names for the state the import loop uses most.
     Graph& g_ = st_.g;
     int& opset_ = st_.opset;
@@ -199,6 +200,13 @@ Status Importer::importNode(const onnx::NodeProto& node, size_t index) {
         if (!folded) return Status(folded.status().code(), folded.status().message(), subject_);
         if (folded->has_value()) {
             const auto& outs = **folded;
+            for (const Tensor& t : outs) folded_bytes_ += t.bytes();
+            if (folded_bytes_ > options_.max_folded_bytes)
+                return err(StatusCode::kUnsupported,
+                           fmt::format("{}: constant folding would hold {} MiB of computed "
+                                       "constants (at most {} MiB): the model computes huge "
+                                       "tensors from small ones",
+                                       desc, folded_bytes_ >> 20, options_.max_folded_bytes >> 20));
             for (size_t i = 0; i < outs.size() && i < static_cast<size_t>(node.output_size()); ++i)
                 constantValue(node.output(static_cast<int>(i)), outs[i]);
             return Status::ok();

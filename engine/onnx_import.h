@@ -29,6 +29,9 @@ struct OnnxImportOptions {
     // more nodes right after parsing.
     uint64_t max_file_bytes = readLimits().model_file_bytes;  // --max-model-bytes
     int64_t max_nodes = readLimits().graph_nodes;             // --max-graph-nodes
+    // All constants folding computes, in bytes (refused beyond: a small file must not make the
+    // importer allocate gigabytes).
+    uint64_t max_folded_bytes = kMaxFoldedConstantBytes;
 };
 
 // Reads `path` (model.onnx). Errors: kNotFound / kIoError (file), kCorruptData (not a valid

@@ -537,6 +537,34 @@ TEST(OnnxImport, ShapesPastTwoToTheFortyAreRefusedNotOverflowed) {
         << g.status().toString();
 }
 
+// A small model whose folded constants add up past the import's limit (fuzz_onnx_import,
+// campaign of session 12: a 157 KB file made the importer hold more than 2 GB; the limit is
+// kMaxFoldedConstantBytes, 512 MiB, lowered here to 4 MiB): five Expands of a scalar to 2^18
+// floats (1 MiB each) are refused at the fifth, naming it; four import.
+TEST(OnnxImport, FoldedConstantsPastTheLimitAreRefused) {
+    auto expands = [](int n) {
+        ModelBuilder m;
+        m.input("x", {1, 4});
+        m.floats("one", {1}, {1.0f});
+        m.ints("shape", {int64_t{1} << 18});
+        for (int i = 0; i < n; ++i)
+            m.node("Expand", {"one", "shape"}, {"e" + std::to_string(i)},
+                   "expand" + std::to_string(i));
+        m.node("Relu", {"x"}, {"y"});
+        m.output("y");
+        OnnxImportOptions o;
+        o.max_folded_bytes = uint64_t{4} << 20;
+        return importOnnxBytes(m.bytes(), o, "test.onnx");
+    };
+    EXPECT_TRUE(expands(4).isOk()) << expands(4).status().toString();
+    auto g = expands(5);
+    ASSERT_FALSE(g.isOk());
+    for (const char* part : {"expand4", "5 MiB of computed constants (at most 4 MiB)"})
+        EXPECT_NE(g.status().toString().find(part), std::string::npos)
+            << part << ": " << g.status().toString();
+    EXPECT_EQ(OnnxImportOptions{}.max_folded_bytes, uint64_t{1} << 29);
+}
+
 // nnU-Net's residual encoders export their AvgPool3d skips as Pad(all zeros) -> AveragePool:
 // the Pad is the input itself (no node, no copy). Pad's axes input outside the rank is refused
 // (it indexed past the pads vector).

@@ -536,6 +536,19 @@ TEST(FuzzRegressions, MetaImageZlibStreamWithAPresetDictionaryIsRefusedNotAHang)
     }
 }
 
+// A 157 KB ONNX file whose folded constants (Casts and Expands of constants, each within the
+// per-tensor limit) made the importer hold more than 2 GB (fuzz_onnx_import, campaign of session
+// 12: out of memory at libFuzzer's 2 GB, 44 s). Refused at 512 MiB of folded constants.
+TEST(FuzzRegressions, OnnxWhoseFoldedConstantsPassTheLimitIsRefused) {
+    const std::string bytes = regressionBytes("fuzz_onnx_import", "folded-constants-past-2-gb");
+    ASSERT_GT(bytes.size(), 100000u);
+    auto g = engine::importOnnxBytes(bytes, {}, "bomb.onnx");
+    ASSERT_FALSE(g.isOk());
+    EXPECT_NE(g.status().toString().find("MiB of computed constants (at most 512 MiB)"),
+              std::string::npos)
+        << g.status().toString();
+}
+
 // A DICOMDIR whose Referenced File IDs leave its folder ("..\SECRET\IM1",
 // "IMAGES\..\..\IM3", "/ETC/PASSWD", which std::filesystem would take as absolute): those
 // records are skipped with a warning naming them; the record inside the folder is listed.
