@@ -306,8 +306,8 @@ Status HeaderCheck::checkDataSize() const {
         available = static_cast<int64_t>(fs::file_size(data, ec));
     }
     if (ec) return ioError("cannot read the size of the MetaImage data: " + ec.message(), path_);
-    const int64_t skip =
-        get("HeaderSize") ? std::max<int64_t>(0, *parseInt(get("HeaderSize")->value)) : 0;
+    const int64_t header_size = get("HeaderSize") ? *parseInt(get("HeaderSize")->value) : 0;
+    const int64_t skip = std::max<int64_t>(0, header_size);
     const bool compressed = get("CompressedData") && isTrue(get("CompressedData")->value);
     const bool binary = !get("BinaryData") || isTrue(get("BinaryData")->value);
     // Compressed data: CompressedDataSize must lie in the file (its inflated size is MetaIO's
@@ -325,8 +325,8 @@ Status HeaderCheck::checkDataSize() const {
                            path_);
     if (compressed) {
         // HeaderSize = -1: MetaIO reads the last CompressedDataSize bytes of the file.
-        const bool from_end = get("HeaderSize") && *parseInt(get("HeaderSize")->value) == -1;
-        const int64_t start = from_end && need > 0 ? offset + available - need : offset + skip;
+        const int64_t start =
+            header_size == -1 && need > 0 ? offset + available - need : offset + skip;
         VOXSEG_RETURN_IF_ERROR(checkNoPresetDictionary(data, start));
         if (inflate_) return checkInflates(data, start, need ? need : available - skip, *bytes);
     }

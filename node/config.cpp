@@ -19,6 +19,24 @@ constexpr double kDaySeconds = 86400;
 // The longest series_description pattern (SeriesDescription itself holds at most 64).
 constexpr size_t kMaxPattern = 256;
 
+// What std::regex may be given: libstdc++'s regex compiler recurses once per term (a pattern of
+// thousands of terms overflows the stack) and reads a {n} bound or a \n back reference into a
+// long without an overflow check (fuzz_node_config: UBSan, signed overflow in _M_cur_int_value).
+Status checkPattern(const JsonObject& o, const std::string& key, const std::string& pattern) {
+    if (pattern.size() > kMaxPattern)
+        return o.error(key, fmt::format("a pattern of {} characters (at most {})", pattern.size(),
+                                        kMaxPattern));
+    size_t digits = 0;
+    for (char ch : pattern) {
+        digits = std::isdigit(static_cast<unsigned char>(ch)) ? digits + 1 : 0;
+        if (digits > 9)
+            return o.error(key,
+                           "holds a number of more than 9 digits (write [0-9] for a digit of a "
+                           "long literal)");
+    }
+    return Status::ok();
+}
+
 std::string resolve(const std::string& path, const std::string& base_dir) {
     if (path.empty() || fs::path(path).is_absolute()) return path;
     return (fs::path(base_dir) / path).lexically_normal().string();
@@ -66,21 +84,7 @@ Status readMatch(JsonObject& route, RouteMatch& m) {
     m.max_slices = static_cast<int>(hi);
     if (lo > hi) return o.error("min_slices", "is larger than max_slices");
     if (!m.series_description.empty()) {
-        // libstdc++'s regex compiler recurses once per term (a pattern of thousands of terms
-        // overflows the stack) and reads a {n} bound or a \n back reference into a long without
-        // an overflow check (fuzz_node_config: UBSan, signed overflow in _M_cur_int_value).
-        if (m.series_description.size() > kMaxPattern)
-            return o.error("series_description",
-                           fmt::format("a pattern of {} characters (at most {})",
-                                       m.series_description.size(), kMaxPattern));
-        size_t digits = 0;
-        for (char ch : m.series_description) {
-            digits = std::isdigit(static_cast<unsigned char>(ch)) ? digits + 1 : 0;
-            if (digits > 9)
-                return o.error("series_description",
-                               "holds a number of more than 9 digits (write [0-9] for a digit "
-                               "of a long literal)");
-        }
+        VOXSEG_RETURN_IF_ERROR(checkPattern(o, "series_description", m.series_description));
         try {
             m.series_description_re =
                 std::regex(m.series_description, std::regex::ECMAScript | std::regex::icase);
