@@ -3,8 +3,10 @@
 #include "core/atomic_file.h"
 #include "core/limits.h"
 #include "core/log.h"
+#include "io/gzip_reader.h"
 #include "io/metaimage_header.h"
 #include "io/nifti_gz_writer.h"
+#include "io/nrrd_data.h"
 
 #include <fcntl.h>
 #include <itkCommand.h>
@@ -79,6 +81,53 @@ class ProgressForwarder : public itk::Command {
     const char* stage_ = "";
 };
 
+// A NRRD's raw or gzip data read by voxseg into the image ITK's reader describes (geometry and
+// all, from the header NrrdIO parsed): nullopt for ASCII, hex and multi-file data, which NrrdIO
+// then reads (io/nrrd_data.h says why). 64-bit integers come in as T = double, as ITK converts.
+template <typename T>
+Result<std::optional<Volume>> readNrrdDirect(itk::ImageFileReader<Image3<T>>& reader,
+                                             itk::ImageIOBase* image_io, const std::string& path,
+                                             const Progress& progress) {
+    typename Image3<T>::Pointer image;
+    try {
+        reader.UpdateOutputInformation();
+        image = Image3<T>::New();
+        image->CopyInformation(reader.GetOutput());
+        image->SetRegions(reader.GetOutput()->GetLargestPossibleRegion());
+        image->Allocate(false);
+    } catch (const itk::MemoryAllocationError&) {
+        return Status(StatusCode::kOutOfMemory, "out of memory reading image", path);
+    } catch (const itk::ExceptionObject& e) {
+        return corruptData(std::string("cannot read image header: ") + e.GetDescription(), path);
+    } catch (const std::bad_alloc&) {
+        return Status(StatusCode::kOutOfMemory, "out of memory reading image", path);
+    }
+    const auto values = static_cast<int64_t>(image_io->GetImageSizeInComponents());
+    const auto size = static_cast<int>(image_io->GetComponentSize());
+    T* dst = image->GetBufferPointer();
+    using C = itk::IOComponentEnum;
+    const C type = image_io->GetComponentType();
+    const bool floating = type == C::FLOAT || type == C::DOUBLE;
+    if (type == itk::ImageIOBase::MapPixelType<T>::CType) {
+        VOXSEG_ASSIGN_OR_RETURN(const bool read, readNrrdData(path, dst, values * size, size,
+                                                              values, floating, progress));
+        if (!read) return std::optional<Volume>();
+    } else {
+        if (size != 8) return internalError("unexpected NRRD component size", path);
+        std::vector<int64_t> wide(static_cast<size_t>(values));
+        VOXSEG_ASSIGN_OR_RETURN(const bool read, readNrrdData(path, wide.data(), values * 8, 8,
+                                                              values, false, progress));
+        if (!read) return std::optional<Volume>();
+        const bool is_signed = type == C::LONG || type == C::LONGLONG;
+        for (int64_t i = 0; i < values; ++i)
+            dst[i] = is_signed ? static_cast<T>(wide[i])
+                               : static_cast<T>(static_cast<uint64_t>(wide[i]));
+    }
+    VolumeInfo info;
+    info.source = path;
+    return std::optional<Volume>(Volume::fromImage<T>(image, std::move(info)));
+}
+
 template <typename T>
 Result<Volume> readTyped(const std::string& path, itk::ImageIOBase* image_io,
                          const Progress& progress) {
@@ -86,6 +135,10 @@ Result<Volume> readTyped(const std::string& path, itk::ImageIOBase* image_io,
     auto reader = Reader::New();
     reader->SetFileName(path);
     reader->SetImageIO(image_io);
+    if (imageFormatFromPath(path) == ImageFormat::kNrrd) {
+        VOXSEG_ASSIGN_OR_RETURN(auto direct, readNrrdDirect<T>(*reader, image_io, path, progress));
+        if (direct) return std::move(*direct);
+    }
     auto forwarder = ProgressForwarder::New();
     forwarder->set(&progress, "reading image");
     reader->AddObserver(itk::ProgressEvent(), forwarder);
@@ -263,8 +316,8 @@ Status checkNiftiHeaderFinite(const std::string& path) {
 
 // ITK 5.2's NIfTI reader zero-fills what a truncated file lacks and reports success. The bytes
 // the header promises (vox_offset + dim product * bitpix) are checked here: for .nii against the
-// file size, for .nii.gz by inflating the whole stream (all gzip members, CRC-checked by zlib),
-// which the caller runs on a second thread while ITK reads.
+// file size, for .nii.gz by inflating the stream (all gzip members, CRC-checked by zlib), which
+// the caller runs on a second thread while ITK reads.
 Status checkNiftiComplete(const std::string& path) {
     gzFile f = gzopen(path.c_str(), "rb");
     if (f == nullptr) return ioError("cannot open", path);
@@ -295,24 +348,11 @@ Status checkNiftiComplete(const std::string& path) {
         std::error_code ec;
         have = static_cast<int64_t>(fs::file_size(path, ec));
     } else {
-        have = sizeof hdr;
-        std::vector<unsigned char> buf(1 << 20);
-        for (;;) {
-            const int n = gzread(f, buf.data(), static_cast<unsigned>(buf.size()));
-            if (n < 0) {
-                int errnum = 0;
-                const char* msg = gzerror(f, &errnum);
-                return corruptData(std::string("gzip stream is damaged: ") + (msg ? msg : "?"),
-                                   path);
-            }
-            if (n == 0) break;
-            have += n;
-        }
-        int errnum = 0;
-        gzerror(f, &errnum);
-        if (errnum != Z_OK && errnum != Z_BUF_ERROR)
-            return corruptData("gzip stream is damaged", path);
-        if (errnum == Z_BUF_ERROR && have < needed)
+        // One byte more than promised: the stream's end, and so its CRC, is reached and checked
+        // when it holds what the header says; a longer stream is not inflated to its end.
+        VOXSEG_ASSIGN_OR_RETURN(const GzipCount count, countGzipBytes(path, 0, needed + 1));
+        have = count.bytes;
+        if (!count.ended && have < needed)
             return corruptData("file is truncated: the gzip stream ends early (" +
                                    std::to_string(have) + " of " + std::to_string(needed) +
                                    " bytes); re-export or re-copy it",
@@ -561,6 +601,7 @@ Result<itk::ImageIOBase::Pointer> openImageIO(const std::string& path) {
     if (format == ImageFormat::kNifti || format == ImageFormat::kNiftiGz)
         VOXSEG_RETURN_IF_ERROR(checkNiftiHeaderFinite(path));
     if (format == ImageFormat::kMetaImage) VOXSEG_RETURN_IF_ERROR(checkMetaImageHeader(path));
+    if (format == ImageFormat::kNrrd) VOXSEG_RETURN_IF_ERROR(checkNrrdLayout(path));
     itk::ImageIOBase::Pointer image_io;
     try {
         image_io = imageIOForFormat(format);
@@ -679,7 +720,6 @@ Result<Volume> readImage(const std::string& path, const Progress& progress, int6
     if (is_nifti) complete = std::async(std::launch::async, checkNiftiComplete, path);
     if (format == ImageFormat::kMetaImage)
         complete = std::async(std::launch::async, checkMetaImageData, path);
-
     using C = itk::IOComponentEnum;
     Result<Volume> result = internalError("unhandled component type", path);
     switch (image_io->GetComponentType()) {

@@ -615,5 +615,40 @@ TEST(FuzzRegressions, JournalFileSizeThatIsNotAnIntegerIsACorruptLine) {
     EXPECT_EQ(one->front().files[0].bytes, 812u);
 }
 
+// An ASCII NRRD whose first value is 1,100 characters long (found while fixing the
+// fuzz_image_nrrd out-of-memory below): ITK 5.2's NrrdIO scans each value with fscanf("%s")
+// into a 1025-byte stack buffer; `voxseg convert` died of glibc's stack-smashing abort. Refused
+// by voxseg's NRRD data check before NrrdIO reads it; the header alone is still read.
+TEST(FuzzRegressions, AsciiNrrdValueLongerThanNrrdIoBufferIsRefusedNotACrash) {
+    TempDir dir;
+    const std::string path = regression(
+        dir, "fuzz_image_nrrd", "ascii-value-of-1100-characters-smashes-nrrdio-stack", "a.nrrd");
+    ASSERT_TRUE(readImageHeader(path).isOk());
+    auto volume = readImage(path);
+    ASSERT_FALSE(volume.isOk());
+    EXPECT_EQ(volume.status().code(), StatusCode::kCorruptData);
+    EXPECT_NE(volume.status().toString().find("NRRD ASCII value 1 is longer than 1024 characters"),
+              std::string::npos)
+        << volume.status().toString();
+}
+
+// fuzz_image_nrrd ran out of memory (libFuzzer's 2 GB, 240,205 executions, session 12): each
+// damaged gzip NRRD made NrrdIO fail and leak its Nrrd, gzip state and error strings (30-60 KB,
+// seen with LeakSanitizer). The data is now checked before NrrdIO reads it: refused as
+// truncated, naming what the stream holds; LeakSanitizer no longer needs a NrrdIO suppression.
+TEST(FuzzRegressions, DamagedGzipNrrdIsRefusedBeforeNrrdIoLeaks) {
+    TempDir dir;
+    const std::string path =
+        regression(dir, "fuzz_image_nrrd", "damaged-gzip-data-leaks-nrrdio", "ct.nrrd");
+    auto volume = readImage(path);
+    ASSERT_FALSE(volume.isOk());
+    EXPECT_EQ(volume.status().code(), StatusCode::kCorruptData);
+    EXPECT_NE(volume.status().toString().find(
+                  "claims 1572864 bytes of data, the gzip stream holds 37263"),
+              std::string::npos)
+        << volume.status().toString();
+    EXPECT_NE(volume.status().toString().find("ct.nrrd"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace voxseg::io

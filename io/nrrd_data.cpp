@@ -1,0 +1,358 @@
+#include "io/nrrd_data.h"
+
+#include "io/gzip_reader.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <vector>
+
+namespace voxseg::io {
+namespace {
+namespace fs = std::filesystem;
+
+// NRRD headers are a few hundred bytes (comments and key:=value pairs included).
+constexpr size_t kMaxHeaderBytes = 1 << 20;
+// NrrdIO's ASCII reader scans each value with fscanf("%s") into char[AIR_STRLEN_HUGE = 1025].
+constexpr size_t kMaxAsciiToken = 1024;
+
+// Where the data lies and how it is encoded; ITK parses the rest of the header.
+struct DataLayout {
+    std::string encoding;  // lower case: raw, gzip, ascii, hex...
+    bool big_endian = false;
+    std::string data_file;  // empty: the data follows the header in the same file
+    bool several_files = false;
+    int64_t line_skip = 0;
+    int64_t byte_skip = 0;  // -1: raw data is the file's last bytes
+    int64_t data_offset = 0;
+};
+
+std::string trim(const std::string& s) {
+    const size_t b = s.find_first_not_of(" \t\r");
+    if (b == std::string::npos) return {};
+    return s.substr(b, s.find_last_not_of(" \t\r") + 1 - b);
+}
+
+// Field names as NrrdIO's airEnumVal matches them: case-insensitive, "data file" = "datafile".
+std::string fieldName(const std::string& s) {
+    std::string out;
+    for (const char c : s)
+        if (c != ' ' && c != '\t')
+            out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
+
+std::optional<int64_t> parseInt(const std::string& t) {
+    int64_t v = 0;
+    const auto r = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (r.ec != std::errc() || r.ptr != t.data() + t.size()) return std::nullopt;
+    return v;
+}
+
+Result<DataLayout> readLayout(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return ioError("cannot open", path);
+    std::string text(kMaxHeaderBytes, '\0');
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<size_t>(in.gcount()));
+    if (text.rfind("NRRD000", 0) != 0)
+        return unsupported("not a NRRD file (no NRRD000x magic)", path);
+    DataLayout layout;
+    bool blank = false;
+    size_t pos = text.find('\n');
+    for (int line = 2; pos != std::string::npos && pos + 1 < text.size(); ++line) {
+        const size_t begin = pos + 1;
+        pos = text.find('\n', begin);
+        const std::string raw =
+            text.substr(begin, (pos == std::string::npos ? text.size() : pos) - begin);
+        const std::string l =
+            raw.empty() || raw.back() != '\r' ? raw : raw.substr(0, raw.size() - 1);
+        if (l.empty()) {  // the blank line that ends an attached header
+            blank = true;
+            layout.data_offset = static_cast<int64_t>(std::min(pos + 1, text.size()));
+            break;
+        }
+        const size_t colon = l.find(':');
+        if (l[0] == '#' || colon == std::string::npos || l.compare(colon, 2, ":=") == 0) continue;
+        const std::string name = fieldName(l.substr(0, colon));
+        const std::string value = trim(l.substr(colon + 1));
+        if (name == "encoding") {
+            layout.encoding = fieldName(value);
+        } else if (name == "endian") {
+            layout.big_endian = fieldName(value) == "big";
+        } else if (name == "datafile") {
+            layout.data_file = value;
+            // "LIST" (file names follow, one per line, to the end) or "name%03d.raw min max step".
+            layout.several_files =
+                value.rfind("LIST", 0) == 0 || value.find('%') != std::string::npos;
+            if (layout.several_files) return layout;
+        } else if (name == "lineskip" || name == "byteskip") {
+            const auto v = parseInt(value);
+            if (!v || *v < (name == "byteskip" ? -1 : 0))
+                return corruptData(
+                    fmt::format("NRRD header line {}: {} '{}' is not a count", line,
+                                name == "byteskip" ? "byte skip" : "line skip", value),
+                    path);
+            (name == "byteskip" ? layout.byte_skip : layout.line_skip) = *v;
+        }
+    }
+    if (layout.encoding.empty()) return corruptData("NRRD header has no encoding field", path);
+    if (!blank && layout.data_file.empty()) {
+        if (text.size() == kMaxHeaderBytes)
+            return corruptData(fmt::format("no blank line ends the NRRD header in its first {} "
+                                           "bytes: not a NRRD header",
+                                           kMaxHeaderBytes),
+                               path);
+        return corruptData("file is truncated: the NRRD header ends without its data", path);
+    }
+    return layout;
+}
+
+// NrrdIO's test of one ASCII value: sscanf("%d") (or %u, %lld...) for integer types,
+// airSingleSscanf ("%f" or nan/inf) for float and double; either takes a number at the token's
+// start and ignores what follows ("12abc" is 12, "1,2" is 1).
+bool startsWithNumber(const std::string& token, bool floating) {
+    if (floating) {
+        char* end = nullptr;
+        std::strtod(token.c_str(), &end);
+        return end != token.c_str();
+    }
+    const size_t digit = token[0] == '+' || token[0] == '-' ? 1 : 0;
+    return digit < token.size() && std::isdigit(static_cast<unsigned char>(token[digit]));
+}
+
+// ASCII values: whitespace-separated tokens of at most kMaxAsciiToken characters, each one
+// NrrdIO reads as a number.
+Status checkAsciiValues(std::ifstream& in, int64_t values, bool floating,
+                        const std::string& where) {
+    std::vector<char> buf(1 << 16);
+    std::string token;
+    int64_t count = 0;
+    auto finish = [&]() -> Status {
+        if (token.empty()) return Status::ok();
+        if (!startsWithNumber(token, floating))
+            return corruptData(fmt::format("NRRD ASCII value {} ('{}') is not a number", count + 1,
+                                           token.substr(0, 32)),
+                               where);
+        ++count;
+        token.clear();
+        return Status::ok();
+    };
+    while (count < values && in) {
+        in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+        const auto got = static_cast<size_t>(in.gcount());
+        for (size_t i = 0; i < got && count < values; ++i) {
+            if (std::isspace(static_cast<unsigned char>(buf[i]))) {
+                VOXSEG_RETURN_IF_ERROR(finish());
+            } else if (token.size() == kMaxAsciiToken) {
+                return corruptData(fmt::format("NRRD ASCII value {} is longer than {} characters "
+                                               "(ITK's NrrdIO would overflow its buffer)",
+                                               count + 1, kMaxAsciiToken),
+                                   where);
+            } else {
+                token += buf[i];
+            }
+        }
+    }
+    if (count < values) VOXSEG_RETURN_IF_ERROR(finish());
+    if (count < values)
+        return corruptData(fmt::format("file is truncated: the NRRD header claims {} values, the "
+                                       "ASCII data holds {}; re-export or re-copy it",
+                                       values, count),
+                           where);
+    return Status::ok();
+}
+
+// Hex data: two hex digits per byte, whitespace anywhere.
+Status checkHexDigits(std::ifstream& in, int64_t bytes, const std::string& where) {
+    std::vector<char> buf(1 << 16);
+    int64_t digits = 0;
+    while (digits < 2 * bytes && in) {
+        in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+        const auto got = static_cast<size_t>(in.gcount());
+        for (size_t i = 0; i < got && digits < 2 * bytes; ++i) {
+            const auto c = static_cast<unsigned char>(buf[i]);
+            if (std::isxdigit(c)) {
+                ++digits;
+            } else if (!std::isspace(c)) {
+                return corruptData(fmt::format("NRRD hex data has a character 0x{:02x} that is "
+                                               "not a hex digit (after {} digits)",
+                                               c, digits),
+                                   where);
+            }
+        }
+    }
+    if (digits < 2 * bytes)
+        return corruptData(
+            fmt::format("file is truncated: the NRRD header claims {} bytes, the hex "
+                        "data holds {}; re-export or re-copy it",
+                        bytes, digits / 2),
+            where);
+    return Status::ok();
+}
+
+// Raw and gzip data are read in pieces of this size, with progress between them.
+constexpr int64_t kChunkBytes = int64_t{16} << 20;
+
+Status truncated(int64_t need, int64_t have, const char* what, const std::string& where) {
+    return corruptData(fmt::format("file is truncated: the NRRD header claims {} bytes of data, "
+                                   "the {} holds {}; re-export or re-copy it",
+                                   need, what, have),
+                       where);
+}
+
+// Where the data starts: the data file (the header itself when attached) and the offset after
+// the header and the line skip. NrrdIO opens the data file and skips its lines while it reads
+// the header, so this runs before ITK does.
+struct DataStart {
+    DataLayout layout;
+    std::string file;
+    int64_t offset = 0;
+    int64_t file_size = 0;
+};
+
+Result<DataStart> locateData(const std::string& path) {
+    DataStart d;
+    VOXSEG_ASSIGN_OR_RETURN(d.layout, readLayout(path));
+    d.file = path;
+    if (d.layout.several_files) return d;
+    if (!d.layout.data_file.empty()) {
+        const fs::path rel(d.layout.data_file);
+        bool escapes = rel.is_absolute();
+        for (const auto& part : rel) escapes = escapes || part == "..";
+        if (escapes)
+            return corruptData("NRRD data file '" + d.layout.data_file +
+                                   "' lies outside the header's folder (absolute or '..')",
+                               path);
+        d.file = (fs::path(path).parent_path() / rel).string();
+        std::error_code ec;
+        if (!fs::is_regular_file(d.file, ec))
+            return notFound("NRRD data file '" + d.layout.data_file +
+                                "' (data file) not found or not a regular file",
+                            path);
+    }
+    std::ifstream in(d.file, std::ios::binary);
+    if (!in) return ioError("cannot open the NRRD data", d.file);
+    in.seekg(d.layout.data_offset);
+    for (int64_t i = 0; i < d.layout.line_skip && in; ++i)
+        in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+    if (!in)
+        return corruptData(fmt::format("file is truncated: it ends inside the NRRD data's line "
+                                       "skip ({} lines)",
+                                       d.layout.line_skip),
+                           d.file);
+    d.offset = static_cast<int64_t>(in.tellg());
+    std::error_code ec;
+    d.file_size = static_cast<int64_t>(fs::file_size(d.file, ec));
+    if (ec) return ioError("cannot read the size of the NRRD data: " + ec.message(), d.file);
+    return d;
+}
+
+// Raw data: `bytes` bytes from the data's start (the file's last bytes for byte skip -1).
+Status readRaw(const DataStart& d, char* dst, int64_t bytes, const Progress& progress) {
+    const int64_t start =
+        d.layout.byte_skip == -1 ? d.file_size - bytes : d.offset + d.layout.byte_skip;
+    const int64_t have = d.file_size - std::max(start, d.offset);
+    if (start < d.offset || have < bytes)
+        return truncated(bytes, std::max<int64_t>(0, have), "file", d.file);
+    std::ifstream in(d.file, std::ios::binary);
+    in.seekg(start);
+    for (int64_t done = 0; done < bytes;) {
+        const int64_t n = std::min(bytes - done, kChunkBytes);
+        in.read(dst + done, static_cast<std::streamsize>(n));
+        if (in.gcount() != n) return ioError("cannot read the NRRD data", d.file);
+        done += n;
+        VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
+        progress.report(static_cast<double>(done) / static_cast<double>(bytes), "reading image");
+    }
+    return Status::ok();
+}
+
+// Gzip data, inflated straight into `dst`: by libdeflate when the stream holds exactly what the
+// header claims, else by zlib after the byte skip (which NrrdIO applies to the inflated data),
+// asking for one byte more, so that the stream is read to its end and its CRC checked.
+Status readGzip(const DataStart& d, char* dst, int64_t bytes, const Progress& progress) {
+    if (d.layout.byte_skip == -1)
+        return corruptData("NRRD byte skip -1 (data at the file's end) is for raw data only",
+                           d.file);
+    std::ifstream in(d.file, std::ios::binary);
+    in.seekg(d.offset);
+    unsigned char magic[2] = {0, 0};
+    in.read(reinterpret_cast<char*>(magic), 2);
+    if (in.gcount() < 2 || magic[0] != 0x1f || magic[1] != 0x8b)
+        return corruptData("NRRD data is not a gzip stream (encoding: gzip)", d.file);
+    if (d.layout.byte_skip == 0 && inflateGzipExactly(d.file, d.offset, dst, bytes)) {
+        progress.report(1.0, "reading image");
+        return Status::ok();
+    }
+    VOXSEG_ASSIGN_OR_RETURN(GzipReader gz, GzipReader::open(d.file, d.offset));
+    std::vector<char> skip(static_cast<size_t>(std::min<int64_t>(d.layout.byte_skip, 1 << 20)));
+    for (int64_t left = d.layout.byte_skip; left > 0;) {
+        VOXSEG_ASSIGN_OR_RETURN(const int64_t n,
+                                gz.read(skip.data(), std::min<int64_t>(left, skip.size())));
+        if (n == 0)
+            return truncated(d.layout.byte_skip + bytes, d.layout.byte_skip - left, "gzip stream",
+                             d.file);
+        left -= n;
+    }
+    for (int64_t done = 0; done < bytes;) {
+        VOXSEG_ASSIGN_OR_RETURN(const int64_t n,
+                                gz.read(dst + done, std::min(bytes - done, kChunkBytes)));
+        if (n == 0)
+            return truncated(d.layout.byte_skip + bytes, d.layout.byte_skip + done, "gzip stream",
+                             d.file);
+        done += n;
+        VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
+        progress.report(static_cast<double>(done) / static_cast<double>(bytes), "reading image");
+    }
+    char one = 0;
+    return gz.read(&one, 1).status();
+}
+
+void swapBytes(char* data, int64_t bytes, int element_size) {
+    for (int64_t i = 0; i + element_size <= bytes; i += element_size)
+        std::reverse(data + i, data + i + element_size);
+}
+
+}  // namespace
+
+Status checkNrrdLayout(const std::string& path) { return locateData(path).status(); }
+
+Result<bool> readNrrdData(const std::string& path, void* dst, int64_t bytes, int element_size,
+                          int64_t values, bool floating, const Progress& progress) {
+    VOXSEG_ASSIGN_OR_RETURN(const DataStart d, locateData(path));
+    if (d.layout.several_files) return false;
+    const std::string& e = d.layout.encoding;
+    auto* out = static_cast<char*>(dst);
+    if (e == "raw" || e == "gz" || e == "gzip") {
+        VOXSEG_RETURN_IF_ERROR(e == "raw" ? readRaw(d, out, bytes, progress)
+                                          : readGzip(d, out, bytes, progress));
+        if (d.layout.big_endian != (std::endian::native == std::endian::big) && element_size > 1)
+            swapBytes(out, bytes, element_size);
+        return true;
+    }
+    if (e == "bz2" || e == "bzip2")
+        return unsupported(
+            "NRRD bzip2 data is not read (ITK's NrrdIO is built without bzip2); "
+            "re-save it with gzip or raw encoding",
+            d.file);
+    if (d.layout.byte_skip == -1)
+        return corruptData(
+            "NRRD byte skip -1 (data at the file's end) is for raw data only, not " + e, d.file);
+    std::ifstream in(d.file, std::ios::binary);
+    in.seekg(d.offset + d.layout.byte_skip);
+    if (e == "ascii" || e == "text" || e == "txt")
+        VOXSEG_RETURN_IF_ERROR(checkAsciiValues(in, values, floating, d.file));
+    if (e == "hex") VOXSEG_RETURN_IF_ERROR(checkHexDigits(in, bytes, d.file));
+    return false;  // checked; NrrdIO reads it (or refuses an encoding it does not know)
+}
+
+}  // namespace voxseg::io
