@@ -57,6 +57,18 @@ std::optional<int64_t> parseInt(const std::string& t) {
     return v;
 }
 
+// The next line of `text` from `pos` as NrrdIO's airOneLine reads it: ended by "\n", "\r\n" or a
+// lone "\r", cut at a NUL (NrrdIO parses C strings); false at the end, where a last line
+// without its end counts for nothing (airOneLine returns 0 there). `pos` moves past the end.
+bool nextLine(const std::string& text, size_t& pos, std::string& line) {
+    const size_t end = text.find_first_of("\r\n", pos);
+    if (end == std::string::npos) return false;
+    line = text.substr(pos, end - pos);
+    line = line.substr(0, line.find('\0'));
+    pos = end + (text.compare(end, 2, "\r\n") == 0 ? 2 : 1);
+    return true;
+}
+
 Result<DataLayout> readLayout(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) return ioError("cannot open", path);
@@ -67,17 +79,13 @@ Result<DataLayout> readLayout(const std::string& path) {
         return unsupported("not a NRRD file (no NRRD000x magic)", path);
     DataLayout layout;
     bool blank = false;
-    size_t pos = text.find('\n');
-    for (int line = 2; pos != std::string::npos && pos + 1 < text.size(); ++line) {
-        const size_t begin = pos + 1;
-        pos = text.find('\n', begin);
-        const std::string raw =
-            text.substr(begin, (pos == std::string::npos ? text.size() : pos) - begin);
-        const std::string l =
-            raw.empty() || raw.back() != '\r' ? raw : raw.substr(0, raw.size() - 1);
+    size_t pos = 0;
+    std::string l;
+    nextLine(text, pos, l);  // the magic
+    for (int line = 2; nextLine(text, pos, l); ++line) {
         if (l.empty()) {  // the blank line that ends an attached header
             blank = true;
-            layout.data_offset = static_cast<int64_t>(std::min(pos + 1, text.size()));
+            layout.data_offset = static_cast<int64_t>(pos);
             break;
         }
         const size_t colon = l.find(':');
@@ -223,7 +231,11 @@ Result<DataStart> locateData(const std::string& path) {
     DataStart d;
     VOXSEG_ASSIGN_OR_RETURN(d.layout, readLayout(path));
     d.file = path;
-    if (d.layout.several_files) return d;
+    // As for MetaImage: NrrdIO would open each listed file, and leak when one fails.
+    if (d.layout.several_files)
+        return unsupported("NRRD data split over several files (data file: " + d.layout.data_file +
+                               ") is not read: merge it into one .nrrd",
+                           path);
     if (!d.layout.data_file.empty()) {
         const fs::path rel(d.layout.data_file);
         bool escapes = rel.is_absolute();
@@ -242,9 +254,16 @@ Result<DataStart> locateData(const std::string& path) {
     std::ifstream in(d.file, std::ios::binary);
     if (!in) return ioError("cannot open the NRRD data", d.file);
     in.seekg(d.layout.data_offset);
-    for (int64_t i = 0; i < d.layout.line_skip && in; ++i)
-        in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
-    if (!in)
+    // Lines as airOneLine ends them ("\n", "\r\n", "\r"); each skipped line must end.
+    bool ended = true;
+    for (int64_t i = 0; i < d.layout.line_skip && ended; ++i) {
+        int c = 0;
+        while ((c = in.get()) != EOF && c != '\n' && c != '\r') {
+        }
+        if (c == '\r' && in.peek() == '\n') in.get();
+        ended = c != EOF;
+    }
+    if (!ended)
         return corruptData(fmt::format("file is truncated: it ends inside the NRRD data's line "
                                        "skip ({} lines)",
                                        d.layout.line_skip),
@@ -329,7 +348,6 @@ Status checkNrrdLayout(const std::string& path) { return locateData(path).status
 Result<bool> readNrrdData(const std::string& path, void* dst, int64_t bytes, int element_size,
                           int64_t values, bool floating, const Progress& progress) {
     VOXSEG_ASSIGN_OR_RETURN(const DataStart d, locateData(path));
-    if (d.layout.several_files) return false;
     const std::string& e = d.layout.encoding;
     auto* out = static_cast<char*>(dst);
     if (e == "raw" || e == "gz" || e == "gzip") {
@@ -339,6 +357,10 @@ Result<bool> readNrrdData(const std::string& path, void* dst, int64_t bytes, int
             swapBytes(out, bytes, element_size);
         return true;
     }
+    if (e != "ascii" && e != "text" && e != "txt" && e != "hex" && e != "bz2" && e != "bzip2")
+        return corruptData("NRRD encoding '" + e.substr(0, 32) +
+                               "' is not one NRRD defines (raw, gzip, bzip2, ascii, hex)",
+                           d.file);
     if (e == "bz2" || e == "bzip2")
         return unsupported(
             "NRRD bzip2 data is not read (ITK's NrrdIO is built without bzip2); "
@@ -352,7 +374,7 @@ Result<bool> readNrrdData(const std::string& path, void* dst, int64_t bytes, int
     if (e == "ascii" || e == "text" || e == "txt")
         VOXSEG_RETURN_IF_ERROR(checkAsciiValues(in, values, floating, d.file));
     if (e == "hex") VOXSEG_RETURN_IF_ERROR(checkHexDigits(in, bytes, d.file));
-    return false;  // checked; NrrdIO reads it (or refuses an encoding it does not know)
+    return false;  // checked; NrrdIO reads it
 }
 
 }  // namespace voxseg::io

@@ -16,15 +16,15 @@
 namespace voxseg::io {
 
 // Ok when the data file of the NRRD header at `path` lies in the header's folder and exists, and
-// the data's line skip lies in it: what NrrdIO opens and reads while it reads the header (an
+// the data's line skip lies in it (data split over several files, LIST or %d formats, is
+// kUnsupported): what NrrdIO opens and reads while it reads the header (an
 // absolute "data file: /dev/stdin" would block it). openImageIO runs it before ITK does.
 Status checkNrrdLayout(const std::string& path);
 
 // Reads the `bytes` bytes of raw or gzip data into `dst` (host byte order; `element_size` bytes
 // per value) and returns true. ASCII and hex data are checked to hold `values` values (`bytes`
 // bytes; ASCII values as NrrdIO reads them, `floating` for float and double types), and false
-// is returned: NrrdIO reads them, as it does data split over several files
-// (LIST, %d formats; not checked). kCorruptData names the file and what is missing or damaged,
+// is returned: NrrdIO reads them. kCorruptData names the file and what is missing or damaged,
 // kUnsupported data voxseg cannot read (bzip2: ITK's NrrdIO is built without it).
 Result<bool> readNrrdData(const std::string& path, void* dst, int64_t bytes, int element_size,
                           int64_t values, bool floating, const Progress& progress = {});

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -103,6 +104,10 @@ TEST(NrrdData, EveryLayoutReadsValueForValue) {
     const std::string raw = rawBytes();
     expectValues(write(dir, "raw.nrrd", header("raw") + "\n" + raw));
     expectValues(write(dir, "crlf.nrrd", header("raw") + "\r\n" + raw));
+    // Lines ended by a lone "\r" (NrrdIO's airOneLine ends lines at "\n", "\r\n" or "\r").
+    std::string cr = header("raw", "line skip: 1\n");
+    std::replace(cr.begin(), cr.end(), '\n', '\r');
+    expectValues(write(dir, "cr.nrrd", cr + "\rskipped\r" + raw));
     expectValues(write(dir, "gz.nrrd", header("gzip") + "\n" + gzip(raw)));
     // Gzip read by libdeflate (the whole stream, member by member) or, when the stream holds more
     // than the header claims (NrrdIO reads what it needs), by zlib.
@@ -250,6 +255,13 @@ TEST(NrrdData, DetachedDataFileStaysInTheHeadersFolder) {
     expectRefused(
         write(dir, "in/abs.nhdr", header("raw", "data file: " + (dir / "outside.raw") + "\n")),
         StatusCode::kCorruptData, "lies outside the header's folder");
+    // Data split over several files is refused, as for MetaImage (NrrdIO leaks when one fails).
+    write(dir, "in/a.raw", rawBytes().substr(0, 40));
+    expectRefused(
+        write(dir, "in/list.nhdr", header("raw", "data file: LIST\na.raw\na.raw\na.raw\n")),
+        StatusCode::kUnsupported, "split over several files (data file: LIST)");
+    expectRefused(write(dir, "in/fmt.nhdr", header("raw", "data file: s%d.raw 1 3 1\n")),
+                  StatusCode::kUnsupported, "merge it into one .nrrd");
     expectRefused(write(dir, "in/gone.nhdr", header("raw", "datafile: gone.raw\n")),
                   StatusCode::kNotFound, "'gone.raw' (data file) not found or not a regular file");
 }

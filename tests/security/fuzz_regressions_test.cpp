@@ -650,5 +650,22 @@ TEST(FuzzRegressions, DamagedGzipNrrdIsRefusedBeforeNrrdIoLeaks) {
     EXPECT_NE(volume.status().toString().find("ct.nrrd"), std::string::npos);
 }
 
+// A gzip NRRD whose encoding line is "encoDing: gzip" followed by a NUL and the rest of the next
+// field (fuzz_image_nrrd, session 13's campaign, after 23,547 executions): voxseg's data check
+// read the whole line as the encoding, did not know it and left the data to NrrdIO, which parses
+// C strings (the line ends at the NUL: gzip), failed on the damaged stream and leaked. Lines are
+// now split and cut as NrrdIO's airOneLine does ("\n", "\r\n", "\r"; a NUL ends the line) and an
+// encoding voxseg does not know is refused; voxseg reads this stream itself and refuses it.
+TEST(FuzzRegressions, NrrdLineWithANulIsReadAsNrrdIoReadsIt) {
+    TempDir dir;
+    const std::string path =
+        regression(dir, "fuzz_image_nrrd", "nul-in-encoding-line-leaks-nrrdio", "nul.nrrd");
+    auto volume = readImage(path);
+    ASSERT_FALSE(volume.isOk());
+    EXPECT_EQ(volume.status().code(), StatusCode::kCorruptData);
+    EXPECT_NE(volume.status().toString().find("gzip stream is damaged"), std::string::npos)
+        << volume.status().toString();
+}
+
 }  // namespace
 }  // namespace voxseg::io
