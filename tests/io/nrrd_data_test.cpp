@@ -124,6 +124,11 @@ TEST(NrrdData, EveryLayoutReadsValueForValue) {
         write(dir, "gzskip.nrrd", header("gz", "byteskip: 3\n") + "\n" + gzip("xyz" + raw)));
     expectValues(write(dir, "tail.nrrd", header("raw", "byte skip: -1\n") + "\njunk" + raw));
     expectValues(write(dir, "key.nrrd", header("raw", "voxseg:=a key: value pair\n") + "\n" + raw));
+    // Comments and key:=value pairs of any length (NrrdIO keeps them); fields up to 512.
+    const std::string long_text(5000, 'x');
+    expectValues(write(
+        dir, "long.nrrd",
+        header("raw", "# " + long_text + "\nSegment0_Name:=" + long_text + "\n") + "\n" + raw));
     // Detached: the header names its data file, relative to the header's folder.
     fs::create_directories(dir.path() / "data");
     write(dir, "data/volume.raw.gz", gzip(raw));
@@ -240,6 +245,9 @@ TEST(NrrdData, DamagedOrShortDataIsRefusedNamingTheFile) {
                   "0x7a that is not a hex digit");
     expectRefused(write(dir, "bz.nrrd", header("bzip2") + "\nBZh9"), C::kUnsupported,
                   "bzip2 data is not read");
+    expectRefused(
+        write(dir, "field.nrrd", header("raw", "content: " + std::string(600, 'c') + "\n")),
+        C::kCorruptData, "line 11 is 609 characters long (at most 512 for a field");
     expectRefused(write(dir, "linesk.nrrd", header("raw", "line skip: 3\n") + "\nonly one"),
                   C::kCorruptData, "line skip (3 lines)");
 }

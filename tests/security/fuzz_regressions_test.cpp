@@ -667,5 +667,21 @@ TEST(FuzzRegressions, NrrdLineWithANulIsReadAsNrrdIoReadsIt) {
         << volume.status().toString();
 }
 
+// A NRRD header line "space di\xf8rections: (0.6999...", 992 characters (fuzz_image_nrrd,
+// session 13's campaign, after 155,478 executions): ITK 5.2's NrrdIO formats a field line it
+// cannot parse into a buffer of about 1 KB; glibc's fortify check aborted `voxseg info` ("buffer
+// overflow detected"). Field lines are limited to 512 characters before ITK reads the header.
+TEST(FuzzRegressions, NrrdFieldLineLongerThanNrrdIoErrorBufferIsRefused) {
+    TempDir dir;
+    const std::string path = regression(
+        dir, "fuzz_image_nrrd", "long-field-line-overflows-nrrdio-error-buffer", "long.nrrd");
+    auto header = readImageHeader(path);
+    ASSERT_FALSE(header.isOk());
+    EXPECT_EQ(header.status().code(), StatusCode::kCorruptData);
+    EXPECT_NE(header.status().toString().find("characters long (at most 512 for a field"),
+              std::string::npos)
+        << header.status().toString();
+}
+
 }  // namespace
 }  // namespace voxseg::io
