@@ -539,7 +539,7 @@ TEST(OnnxImport, ShapesPastTwoToTheFortyAreRefusedNotOverflowed) {
 
 // A small model whose folded constants add up past the import's limit (fuzz_onnx_import,
 // campaign of session 12: a 157 KB file made the importer hold more than 2 GB; the limit is
-// kMaxFoldedConstantBytes, 512 MiB, lowered here to 4 MiB): five Expands of a scalar to 2^18
+// kMaxFoldedConstantBytes, 4 GiB, lowered here to 4 MiB): five Expands of a scalar to 2^18
 // floats (1 MiB each) are refused at the fifth, naming it; four import.
 TEST(OnnxImport, FoldedConstantsPastTheLimitAreRefused) {
     auto expands = [](int n) {
