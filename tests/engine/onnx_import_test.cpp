@@ -571,7 +571,7 @@ TEST(OnnxImport, FoldedConstantsPastTheLimitAreRefused) {
     for (const char* part : {"expand4", "5 MiB of computed constants (at most 4 MiB)"})
         EXPECT_NE(g.status().toString().find(part), std::string::npos)
             << part << ": " << g.status().toString();
-    EXPECT_EQ(OnnxImportOptions{}.max_folded_bytes, uint64_t{1} << 29);
+    EXPECT_EQ(OnnxImportOptions{}.max_folded_bytes, kMaxFoldedConstantBytes);
 }
 
 // nnU-Net's residual encoders export their AvgPool3d skips as Pad(all zeros) -> AveragePool:
