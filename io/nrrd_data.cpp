@@ -117,10 +117,12 @@ Result<DataLayout> readLayout(const std::string& path) {
             if (layout.several_files) return layout;
         } else if (name == "lineskip" || name == "byteskip") {
             const auto v = parseInt(value);
-            if (!v || *v < (name == "byteskip" ? -1 : 0))
+            // At most 2^62: offsets and byte counts are added in int64.
+            if (!v || *v < (name == "byteskip" ? -1 : 0) || *v > (int64_t{1} << 62))
                 return corruptData(
-                    fmt::format("NRRD header line {}: {} '{}' is not a count", line,
-                                name == "byteskip" ? "byte skip" : "line skip", value),
+                    fmt::format("NRRD header line {}: {} '{}' is not a count in {}..2^62", line,
+                                name == "byteskip" ? "byte skip" : "line skip", value,
+                                name == "byteskip" ? -1 : 0),
                     path);
             (name == "byteskip" ? layout.byte_skip : layout.line_skip) = *v;
         }

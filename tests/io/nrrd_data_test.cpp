@@ -248,6 +248,8 @@ TEST(NrrdData, DamagedOrShortDataIsRefusedNamingTheFile) {
     expectRefused(
         write(dir, "field.nrrd", header("raw", "content: " + std::string(600, 'c') + "\n")),
         C::kCorruptData, "line 11 is 609 characters long (at most 512 for a field");
+    expectRefused(write(dir, "huge.nrrd", header("raw", "byte skip: 9223372036854775807\n") + "\n"),
+                  C::kCorruptData, "byte skip '9223372036854775807' is not a count in -1..2^62");
     expectRefused(write(dir, "linesk.nrrd", header("raw", "line skip: 3\n") + "\nonly one"),
                   C::kCorruptData, "line skip (3 lines)");
 }
