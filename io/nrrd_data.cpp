@@ -63,13 +63,15 @@ std::optional<int64_t> parseInt(const std::string& t) {
 }
 
 // The next line of `text` from `pos` as NrrdIO's airOneLine reads it: ended by "\n", "\r\n" or a
-// lone "\r", cut at a NUL (NrrdIO parses C strings); false at the end, where a last line
-// without its end counts for nothing (airOneLine returns 0 there). `pos` moves past the end.
-bool nextLine(const std::string& text, size_t& pos, std::string& line) {
+// lone "\r", cut at a NUL (NrrdIO parses C strings), `length` the line's length before the cut
+// (NrrdIO copies that many bytes in places: a NUL does not shorten a line for the length
+// limit); false at the end, where a last line without its end counts for nothing (airOneLine
+// returns 0 there). `pos` moves past the end.
+bool nextLine(const std::string& text, size_t& pos, std::string& line, size_t& length) {
     const size_t end = text.find_first_of("\r\n", pos);
     if (end == std::string::npos) return false;
-    line = text.substr(pos, end - pos);
-    line = line.substr(0, line.find('\0'));
+    length = end - pos;
+    line = text.substr(pos, std::min(length, text.find('\0', pos) - pos));
     pos = end + (text.compare(end, 2, "\r\n") == 0 ? 2 : 1);
     return true;
 }
@@ -86,8 +88,9 @@ Result<DataLayout> readLayout(const std::string& path) {
     bool blank = false;
     size_t pos = 0;
     std::string l;
-    nextLine(text, pos, l);  // the magic
-    for (int line = 2; nextLine(text, pos, l); ++line) {
+    size_t length = 0;
+    nextLine(text, pos, l, length);  // the magic
+    for (int line = 2; nextLine(text, pos, l, length); ++line) {
         if (l.empty()) {  // the blank line that ends an attached header
             blank = true;
             layout.data_offset = static_cast<int64_t>(pos);
@@ -96,11 +99,11 @@ Result<DataLayout> readLayout(const std::string& path) {
         const size_t colon = l.find(':');
         if (l[0] == '#' || (colon != std::string::npos && l.compare(colon, 2, ":=") == 0))
             continue;  // comments and key:=value pairs, which NrrdIO keeps as they are
-        if (l.size() > kMaxFieldLine)
+        if (length > kMaxFieldLine)
             return corruptData(fmt::format("NRRD header line {} is {} characters long (at most {} "
                                            "for a field; ITK's NrrdIO overflows a buffer on "
                                            "longer ones)",
-                                           line, l.size(), kMaxFieldLine),
+                                           line, length, kMaxFieldLine),
                                path);
         if (colon == std::string::npos) continue;
         const std::string name = fieldName(l.substr(0, colon));

@@ -686,5 +686,18 @@ TEST(FuzzRegressions, NrrdFieldLineLongerThanNrrdIoErrorBufferIsRefused) {
         << header.status().toString();
 }
 
+// The same overflow found by the 20 s CI run of fuzz_image_nrrd in session 13's final test: a
+// 1,163-byte field line with a NUL at byte 412. voxseg measured the line as a C string (412
+// characters, under the limit); NrrdIO copies the whole line. The limit now counts every byte.
+TEST(FuzzRegressions, NrrdFieldLineWithANulIsMeasuredWhole) {
+    TempDir dir;
+    const std::string path = regression(dir, "fuzz_image_nrrd",
+                                        "long-field-line-with-a-nul-overflows-nrrdio", "nul.nrrd");
+    auto header = readImageHeader(path);
+    ASSERT_FALSE(header.isOk());
+    EXPECT_NE(header.status().toString().find("line 6 is 1163 characters long"), std::string::npos)
+        << header.status().toString();
+}
+
 }  // namespace
 }  // namespace voxseg::io
