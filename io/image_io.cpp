@@ -81,6 +81,22 @@ class ProgressForwarder : public itk::Command {
     const char* stage_ = "";
 };
 
+// Runs ITK reading code: its exceptions become out of memory or corrupt data (`what` + ITK's
+// description) naming `path`.
+template <typename Fn>
+Status itkRead(const std::string& path, const char* what, Fn&& fn) {
+    try {
+        fn();
+    } catch (const itk::MemoryAllocationError&) {
+        return Status(StatusCode::kOutOfMemory, "out of memory reading image", path);
+    } catch (const itk::ExceptionObject& e) {
+        return corruptData(what + std::string(e.GetDescription()), path);
+    } catch (const std::bad_alloc&) {
+        return Status(StatusCode::kOutOfMemory, "out of memory reading image", path);
+    }
+    return Status::ok();
+}
+
 // A NRRD's raw or gzip data read by voxseg into the image ITK's reader describes (geometry and
 // all, from the header NrrdIO parsed): nullopt for ASCII, hex and multi-file data, which NrrdIO
 // then reads (io/nrrd_data.h says why). 64-bit integers come in as T = double, as ITK converts.
@@ -89,19 +105,13 @@ Result<std::optional<Volume>> readNrrdDirect(itk::ImageFileReader<Image3<T>>& re
                                              itk::ImageIOBase* image_io, const std::string& path,
                                              const Progress& progress) {
     typename Image3<T>::Pointer image;
-    try {
+    VOXSEG_RETURN_IF_ERROR(itkRead(path, "cannot read image header: ", [&] {
         reader.UpdateOutputInformation();
         image = Image3<T>::New();
         image->CopyInformation(reader.GetOutput());
         image->SetRegions(reader.GetOutput()->GetLargestPossibleRegion());
         image->Allocate(false);
-    } catch (const itk::MemoryAllocationError&) {
-        return Status(StatusCode::kOutOfMemory, "out of memory reading image", path);
-    } catch (const itk::ExceptionObject& e) {
-        return corruptData(std::string("cannot read image header: ") + e.GetDescription(), path);
-    } catch (const std::bad_alloc&) {
-        return Status(StatusCode::kOutOfMemory, "out of memory reading image", path);
-    }
+    }));
     const auto values = static_cast<int64_t>(image_io->GetImageSizeInComponents());
     const auto size = static_cast<int>(image_io->GetComponentSize());
     T* dst = image->GetBufferPointer();
@@ -142,15 +152,7 @@ Result<Volume> readTyped(const std::string& path, itk::ImageIOBase* image_io,
     auto forwarder = ProgressForwarder::New();
     forwarder->set(&progress, "reading image");
     reader->AddObserver(itk::ProgressEvent(), forwarder);
-    try {
-        reader->Update();
-    } catch (const itk::MemoryAllocationError&) {
-        return Status(StatusCode::kOutOfMemory, "out of memory reading image", path);
-    } catch (const itk::ExceptionObject& e) {
-        return corruptData(std::string("cannot read image: ") + e.GetDescription(), path);
-    } catch (const std::bad_alloc&) {
-        return Status(StatusCode::kOutOfMemory, "out of memory reading image", path);
-    }
+    VOXSEG_RETURN_IF_ERROR(itkRead(path, "cannot read image: ", [&] { reader->Update(); }));
     typename Image3<T>::Pointer image = reader->GetOutput();
     image->DisconnectPipeline();
     // The file's own header fields (NIfTI descrip/intent/qform codes, NRRD keys) would follow the

@@ -34,7 +34,6 @@ struct DataLayout {
     std::string encoding;  // lower case: raw, gzip, ascii, hex...
     bool big_endian = false;
     std::string data_file;  // empty: the data follows the header in the same file
-    bool several_files = false;
     int64_t line_skip = 0;
     int64_t byte_skip = 0;  // -1: raw data is the file's last bytes
     int64_t data_offset = 0;
@@ -114,10 +113,13 @@ Result<DataLayout> readLayout(const std::string& path) {
             layout.big_endian = fieldName(value) == "big";
         } else if (name == "datafile") {
             layout.data_file = value;
-            // "LIST" (file names follow, one per line, to the end) or "name%03d.raw min max step".
-            layout.several_files =
-                value.rfind("LIST", 0) == 0 || value.find('%') != std::string::npos;
-            if (layout.several_files) return layout;
+            // "LIST" (file names follow, one per line, to the end) or "name%03d.raw min max step":
+            // refused as for MetaImage (NrrdIO would open each listed file, and leak when one
+            // fails).
+            if (value.rfind("LIST", 0) == 0 || value.find('%') != std::string::npos)
+                return unsupported("NRRD data split over several files (data file: " + value +
+                                       ") is not read: merge it into one .nrrd",
+                                   path);
         } else if (name == "lineskip" || name == "byteskip") {
             const auto v = parseInt(value);
             // At most 2^62: offsets and byte counts are added in int64.
@@ -249,11 +251,6 @@ Result<DataStart> locateData(const std::string& path) {
     DataStart d;
     VOXSEG_ASSIGN_OR_RETURN(d.layout, readLayout(path));
     d.file = path;
-    // As for MetaImage: NrrdIO would open each listed file, and leak when one fails.
-    if (d.layout.several_files)
-        return unsupported("NRRD data split over several files (data file: " + d.layout.data_file +
-                               ") is not read: merge it into one .nrrd",
-                           path);
     if (!d.layout.data_file.empty()) {
         const fs::path rel(d.layout.data_file);
         bool escapes = rel.is_absolute();
@@ -317,9 +314,6 @@ Status readRaw(const DataStart& d, char* dst, int64_t bytes, const Progress& pro
 // header claims, else by zlib after the byte skip (which NrrdIO applies to the inflated data),
 // asking for one byte more, so that the stream is read to its end and its CRC checked.
 Status readGzip(const DataStart& d, char* dst, int64_t bytes, const Progress& progress) {
-    if (d.layout.byte_skip == -1)
-        return corruptData("NRRD byte skip -1 (data at the file's end) is for raw data only",
-                           d.file);
     std::ifstream in(d.file, std::ios::binary);
     in.seekg(d.offset);
     unsigned char magic[2] = {0, 0};
@@ -368,6 +362,10 @@ Result<bool> readNrrdData(const std::string& path, void* dst, int64_t bytes, int
     VOXSEG_ASSIGN_OR_RETURN(const DataStart d, locateData(path));
     const std::string& e = d.layout.encoding;
     auto* out = static_cast<char*>(dst);
+    if (d.layout.byte_skip == -1 && e != "raw")
+        return corruptData("NRRD byte skip -1 (data at the file's end) is for raw data only, not " +
+                               e.substr(0, 32),
+                           d.file);
     if (e == "raw" || e == "gz" || e == "gzip") {
         VOXSEG_RETURN_IF_ERROR(e == "raw" ? readRaw(d, out, bytes, progress)
                                           : readGzip(d, out, bytes, progress));
@@ -384,9 +382,6 @@ Result<bool> readNrrdData(const std::string& path, void* dst, int64_t bytes, int
             "NRRD bzip2 data is not read (ITK's NrrdIO is built without bzip2); "
             "re-save it with gzip or raw encoding",
             d.file);
-    if (d.layout.byte_skip == -1)
-        return corruptData(
-            "NRRD byte skip -1 (data at the file's end) is for raw data only, not " + e, d.file);
     std::ifstream in(d.file, std::ios::binary);
     in.seekg(d.offset + d.layout.byte_skip);
     if (e == "ascii" || e == "text" || e == "txt")
