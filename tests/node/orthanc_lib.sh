@@ -76,20 +76,23 @@ upload_series() {
   echo "$id"
 }
 
-# seg_instances HTTP_PORT SERIES_UID -> Orthanc instance ids of SEG instances referencing it
+# seg_instances HTTP_PORT SERIES_UID -> Orthanc instance ids of SEG instances referencing it.
+# One /tools/find per call; each SEG's referenced series is fetched once and kept in $T/seg-refs
+# (an Orthanc instance id is a hash of the instance's UIDs: its content does not change).
 seg_instances() {
-  local hport=$1 uid=$2
-  for s in $(curl -sf "http://127.0.0.1:$hport/series" | jq -r '.[]'); do
-    local mod
-    mod=$(curl -sf "http://127.0.0.1:$hport/series/$s" | jq -r '.MainDicomTags.Modality')
-    [ "$mod" = SEG ] || continue
-    for i in $(curl -sf "http://127.0.0.1:$hport/series/$s/instances" | jq -r '.[].ID'); do
+  local hport=$1 uid=$2 cache="$T/seg-refs" i ref
+  mkdir -p "$cache"
+  for i in $(curl -sf -X POST "http://127.0.0.1:$hport/tools/find" \
+               -d '{"Level": "Instance", "Query": {"Modality": "SEG"}}' | jq -r '.[]'); do
+    if [ ! -s "$cache/$i" ]; then
       curl -sf "http://127.0.0.1:$hport/instances/$i/tags?simplify" |
-        jq -e --arg u "$uid" '.ReferencedSeriesSequence[0].SeriesInstanceUID == $u' >/dev/null &&
-        echo "$i"
-    done
+        jq -r '.ReferencedSeriesSequence[0].SeriesInstanceUID // "none"' >"$cache/$i.$$" &&
+        mv "$cache/$i.$$" "$cache/$i" || continue
+    fi
+    read -r ref <"$cache/$i" || true
+    [ "$ref" = "$uid" ] && echo "$i"
   done
-  return 0  # the last jq test may have failed: not an error (set -e in the callers)
+  return 0  # the last test may have failed: not an error (set -e in the callers)
 }
 
 # wait_for_seg HTTP_PORT SERIES_UID TIMEOUT_S -> prints the first SEG instance id, or fails
