@@ -10,8 +10,10 @@ own output with PyTorch.
 Needs torch, onnx, dynamic_network_architectures and monai (scripts/deps.sh); a test whose
 framework is missing is skipped.
 """
+import contextlib
 import hashlib
 import importlib.util
+import io
 import json
 import os
 import subprocess
@@ -26,9 +28,34 @@ def have(*mods):
     return all(importlib.util.find_spec(m) is not None for m in mods)
 
 
+_TOOLS_LOADED = {}
+
+
 def run_tool(script, *args):
-    return subprocess.run([sys.executable, os.path.join(TOOLS, script), *args],
-                          capture_output=True, text=True)
+    """Runs the tool's main() in this process (argv, stdout, stderr and the exit status as a
+    subprocess would see them): importing torch and MONAI once instead of once per export keeps
+    the suite to a third of its time. tests/tools/export_packages_test.py runs the tools as
+    commands."""
+    mod = _TOOLS_LOADED.get(script)
+    if mod is None:
+        spec = importlib.util.spec_from_file_location(script[:-3], os.path.join(TOOLS, script))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        _TOOLS_LOADED[script] = mod
+    out, err, argv, rc = io.StringIO(), io.StringIO(), sys.argv, 0
+    sys.argv = [script, *args]
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = mod.main() or 0
+    except SystemExit as e:  # fail("...") and argparse, as the interpreter would report them
+        if isinstance(e.code, str):
+            err.write(e.code + "\n")
+            rc = 1
+        else:
+            rc = e.code or 0
+    finally:
+        sys.argv = argv
+    return subprocess.CompletedProcess([script, *args], rc, out.getvalue(), err.getvalue())
 
 
 def sha256(path):
