@@ -2,6 +2,7 @@
 #include "engine/onnx_internal.h"
 
 #include "core/checked_math.h"
+#include "engine/broadcast.h"
 
 #include <fmt/format.h>
 
@@ -9,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <optional>
 
 namespace voxseg::engine::onnx_detail {
 
@@ -228,19 +230,16 @@ Tensor remap(const Tensor& src, const Shape& shape, const std::function<int64_t(
     return out;
 }
 
-int64_t broadcastIndex(int64_t index, const Shape& dst, const Shape& src) {
-    int64_t offset = 0, stride = 1;
-    for (size_t i = dst.size(); i-- > 0;) {
-        const int64_t coord = index % dst[i];
-        index /= dst[i];
-        const size_t back = dst.size() - 1 - i;
-        if (back < src.size()) {
-            const int64_t sd = src[src.size() - 1 - back];
-            if (sd != 1) offset += coord * stride;
-            stride *= sd;
-        }
-    }
-    return offset;
+// `src` broadcast to `shape` (Expand), any dtype.
+Tensor broadcastTo(const Tensor& src, const Shape& shape) {
+    Tensor out(src.dtype(), shape);
+    const size_t es = dtypeSize(src.dtype());
+    const auto* s = static_cast<const std::byte*>(src.raw());
+    auto* d = static_cast<std::byte*>(out.raw());
+    forEachBroadcast<1>(shape, {&src.shape()}, [&](int64_t i, const std::array<int64_t, 1>& o) {
+        std::memcpy(d + i * es, s + o[0] * es, es);
+    });
+    return out;
 }
 
 std::vector<int64_t> stridesOf(const Shape& s) {
@@ -273,114 +272,218 @@ Status overflowError(const std::string& desc, int64_t a, const char* op, int64_t
     return overflowError(desc, fmt::format("{} {} {}", a, op, b));
 }
 
+enum class Binary {
+    kAdd,
+    kSub,
+    kMul,
+    kDiv,
+    kMod,
+    kPow,
+    kMin,
+    kMax,
+    kEqual,
+    kLess,
+    kGreater,
+    kLessOrEqual,
+    kGreaterOrEqual,
+    kAnd,
+    kOr
+};
+
+std::optional<Binary> binaryOp(const std::string& op) {
+    static const std::pair<const char*, Binary> kOps[] = {
+        {"Add", Binary::kAdd},
+        {"Sub", Binary::kSub},
+        {"Mul", Binary::kMul},
+        {"Div", Binary::kDiv},
+        {"Mod", Binary::kMod},
+        {"Pow", Binary::kPow},
+        {"Min", Binary::kMin},
+        {"Max", Binary::kMax},
+        {"Equal", Binary::kEqual},
+        {"Less", Binary::kLess},
+        {"Greater", Binary::kGreater},
+        {"LessOrEqual", Binary::kLessOrEqual},
+        {"GreaterOrEqual", Binary::kGreaterOrEqual},
+        {"And", Binary::kAnd},
+        {"Or", Binary::kOr}};
+    for (const auto& [name, kind] : kOps)
+        if (op == name) return kind;
+    return std::nullopt;
+}
+
+bool isComparison(Binary k) { return k >= Binary::kEqual; }
+
+// out[i] = f(a[..], b[..]) over the broadcast of a and b to `shape`.
+template <class In, class Out, class F>
+void combine(const Shape& shape, const Tensor& a, const In* av, const Tensor& b, const In* bv,
+             Out* out, F&& f) {
+    forEachBroadcast<2>(shape, {&a.shape(), &b.shape()},
+                        [&](int64_t i, const std::array<int64_t, 2>& o) {
+                            out[i] = static_cast<Out>(f(av[o[0]], bv[o[1]]));
+                        });
+}
+
+// Integers, with every overflow and division by zero refused (the first one met, in order).
+Result<Tensor> elementwiseInts(Binary kind, const Tensor& a, const Tensor& b, const Shape& shape,
+                               const std::string& desc, int64_t fmod) {
+    const bool compare = isComparison(kind);
+    Tensor out = scalarOrVector(compare ? DType::kBool : DType::kInt64, shape);
+    const auto av = a.toInt64s(), bv = b.toInt64s();
+    Status error = Status::ok();
+    auto checked = [&](std::optional<int64_t> r, int64_t x, const char* symbol, int64_t y) {
+        if (r) return *r;
+        if (error.isOk()) error = overflowError(desc, x, symbol, y);
+        return int64_t{0};
+    };
+    auto nonzero = [&](int64_t y, const char* what) {
+        if (y == 0 && error.isOk())
+            error = invalidArgument(desc + ": integer " + what + " by zero");
+        return y != 0;
+    };
+    auto run = [&](auto f) {
+        if (compare)
+            combine(shape, a, av.data(), b, bv.data(), out.data<uint8_t>(),
+                    [&](int64_t x, int64_t y) { return f(x, y) != 0; });
+        else
+            combine(shape, a, av.data(), b, bv.data(), out.data<int64_t>(), f);
+    };
+    switch (kind) {
+        case Binary::kAdd:
+            run([&](int64_t x, int64_t y) { return checked(checkedAdd(x, y), x, "+", y); });
+            break;
+        case Binary::kSub:
+            run([&](int64_t x, int64_t y) { return checked(checkedSub(x, y), x, "-", y); });
+            break;
+        case Binary::kMul:
+            run([&](int64_t x, int64_t y) { return checked(checkedMul(x, y), x, "*", y); });
+            break;
+        case Binary::kDiv:
+            run([&](int64_t x, int64_t y) {
+                return nonzero(y, "division") ? checked(checkedDiv(x, y), x, "/", y) : 0;
+            });
+            break;
+        case Binary::kMod:
+            run([&](int64_t x, int64_t y) -> int64_t {
+                if (!nonzero(y, "modulo")) return 0;
+                int64_t r = checked(checkedMod(x, y), x, "%", y);
+                // |remainder| < |y| with opposite signs: adding y cannot overflow
+                if (fmod == 0 && r != 0 && (r < 0) != (y < 0)) r += y;
+                return r;
+            });
+            break;
+        case Binary::kMin:
+            run([](int64_t x, int64_t y) { return std::min(x, y); });
+            break;
+        case Binary::kMax:
+            run([](int64_t x, int64_t y) { return std::max(x, y); });
+            break;
+        case Binary::kEqual:
+            run([](int64_t x, int64_t y) { return int64_t(x == y); });
+            break;
+        case Binary::kLess:
+            run([](int64_t x, int64_t y) { return int64_t(x < y); });
+            break;
+        case Binary::kGreater:
+            run([](int64_t x, int64_t y) { return int64_t(x > y); });
+            break;
+        case Binary::kLessOrEqual:
+            run([](int64_t x, int64_t y) { return int64_t(x <= y); });
+            break;
+        case Binary::kGreaterOrEqual:
+            run([](int64_t x, int64_t y) { return int64_t(x >= y); });
+            break;
+        case Binary::kAnd:
+            run([](int64_t x, int64_t y) { return int64_t(x && y); });
+            break;
+        case Binary::kOr:
+            run([](int64_t x, int64_t y) { return int64_t(x || y); });
+            break;
+        case Binary::kPow:
+            return internalError("elementwise Pow of integers");
+    }
+    if (!error.isOk()) return error;
+    return out;
+}
+
+// Floats, computed in double and stored as float (or bool for comparisons).
+Tensor elementwiseFloats(Binary kind, const Tensor& a, const Tensor& b, const Shape& shape,
+                         int64_t fmod) {
+    const bool compare = isComparison(kind);
+    Tensor out = scalarOrVector(compare ? DType::kBool : DType::kFloat32, shape);
+    const auto av = a.toFloats(), bv = b.toFloats();
+    auto run = [&](auto f) {
+        if (compare)
+            combine(shape, a, av.data(), b, bv.data(), out.data<uint8_t>(),
+                    [&](double x, double y) { return f(x, y) != 0; });
+        else
+            combine(shape, a, av.data(), b, bv.data(), out.data<float>(), f);
+    };
+    switch (kind) {
+        case Binary::kAdd:
+            run([](double x, double y) { return x + y; });
+            break;
+        case Binary::kSub:
+            run([](double x, double y) { return x - y; });
+            break;
+        case Binary::kMul:
+            run([](double x, double y) { return x * y; });
+            break;
+        case Binary::kDiv:
+            run([](double x, double y) { return x / y; });
+            break;
+        case Binary::kPow:
+            run([](double x, double y) { return std::pow(x, y); });
+            break;
+        case Binary::kMin:
+            run([](double x, double y) { return std::min(x, y); });
+            break;
+        case Binary::kMax:
+            run([](double x, double y) { return std::max(x, y); });
+            break;
+        case Binary::kMod:
+            run([fmod](double x, double y) {
+                // ONNX asks fmod=1 of floats; fmod=0 gets the divisor's sign
+                double r = std::fmod(x, y);
+                if (fmod == 0 && r != 0 && (r < 0) != (y < 0)) r += y;
+                return r;
+            });
+            break;
+        case Binary::kEqual:
+            run([](double x, double y) { return double(x == y); });
+            break;
+        case Binary::kLess:
+            run([](double x, double y) { return double(x < y); });
+            break;
+        case Binary::kGreater:
+            run([](double x, double y) { return double(x > y); });
+            break;
+        case Binary::kLessOrEqual:
+            run([](double x, double y) { return double(x <= y); });
+            break;
+        case Binary::kGreaterOrEqual:
+            run([](double x, double y) { return double(x >= y); });
+            break;
+        case Binary::kAnd:
+            run([](double x, double y) { return double(x != 0 && y != 0); });
+            break;
+        case Binary::kOr:
+            run([](double x, double y) { return double(x != 0 || y != 0); });
+            break;
+    }
+    return out;
+}
+
 // `fmod` is Mod's attribute: 0 (the default) takes the divisor's sign, as Python's % does; 1
 // the dividend's, as C's % and fmod do.
 Result<Tensor> elementwise(const std::string& op, const Tensor& a, const Tensor& b,
                            const std::string& desc, int64_t fmod = 0) {
     VOXSEG_ASSIGN_OR_RETURN(Shape shape, broadcastShapes(a.shape(), b.shape()));
     VOXSEG_RETURN_IF_ERROR(checkFoldShape(shape, desc));
-    const bool compare = op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" ||
-                         op == "GreaterOrEqual" || op == "And" || op == "Or";
-    const bool ints = !isFloat(a) && !isFloat(b);
-    Tensor out =
-        scalarOrVector(compare ? DType::kBool : (ints ? DType::kInt64 : DType::kFloat32), shape);
-    if (ints) {
-        const auto av = a.toInt64s(), bv = b.toInt64s();
-        for (int64_t i = 0; i < out.numel(); ++i) {
-            const int64_t x = av[broadcastIndex(i, shape, a.shape())];
-            const int64_t y = bv[broadcastIndex(i, shape, b.shape())];
-            int64_t r;
-            std::optional<int64_t> checked;
-            const char* symbol = nullptr;
-            if (op == "Add")
-                checked = checkedAdd(x, y), symbol = "+";
-            else if (op == "Sub")
-                checked = checkedSub(x, y), symbol = "-";
-            else if (op == "Mul")
-                checked = checkedMul(x, y), symbol = "*";
-            else if (op == "Div") {
-                if (y == 0) return invalidArgument(desc + ": integer division by zero");
-                checked = checkedDiv(x, y), symbol = "/";
-            } else if (op == "Mod") {
-                if (y == 0) return invalidArgument(desc + ": integer modulo by zero");
-                checked = checkedMod(x, y), symbol = "%";
-                if (checked && fmod == 0 && *checked != 0 && (*checked < 0) != (y < 0))
-                    *checked += y;  // |remainder| < |y| with opposite signs: cannot overflow
-            }
-            if (symbol) {
-                if (!checked) return overflowError(desc, x, symbol, y);
-                r = *checked;
-            } else if (op == "Min")
-                r = std::min(x, y);
-            else if (op == "Max")
-                r = std::max(x, y);
-            else if (op == "Equal")
-                r = x == y;
-            else if (op == "Less")
-                r = x < y;
-            else if (op == "Greater")
-                r = x > y;
-            else if (op == "LessOrEqual")
-                r = x <= y;
-            else if (op == "GreaterOrEqual")
-                r = x >= y;
-            else if (op == "And")
-                r = x && y;
-            else if (op == "Or")
-                r = x || y;
-            else
-                return internalError("elementwise " + op);
-            if (compare)
-                out.data<uint8_t>()[i] = r != 0;
-            else
-                out.data<int64_t>()[i] = r;
-        }
-        return out;
-    }
-    const auto av = a.toFloats(), bv = b.toFloats();
-    for (int64_t i = 0; i < out.numel(); ++i) {
-        const double x = av[broadcastIndex(i, shape, a.shape())];
-        const double y = bv[broadcastIndex(i, shape, b.shape())];
-        double r;
-        if (op == "Add")
-            r = x + y;
-        else if (op == "Sub")
-            r = x - y;
-        else if (op == "Mul")
-            r = x * y;
-        else if (op == "Div")
-            r = x / y;
-        else if (op == "Pow")
-            r = std::pow(x, y);
-        else if (op == "Min")
-            r = std::min(x, y);
-        else if (op == "Max")
-            r = std::max(x, y);
-        else if (op == "Mod") {
-            r = std::fmod(x, y);  // ONNX asks fmod=1 of floats; fmod=0 gets the divisor's sign
-            if (fmod == 0 && r != 0 && (r < 0) != (y < 0)) r += y;
-        } else if (op == "Equal")
-            r = x == y;
-        else if (op == "Less")
-            r = x < y;
-        else if (op == "Greater")
-            r = x > y;
-        else if (op == "LessOrEqual")
-            r = x <= y;
-        else if (op == "GreaterOrEqual")
-            r = x >= y;
-        else if (op == "And")
-            r = x != 0 && y != 0;
-        else if (op == "Or")
-            r = x != 0 || y != 0;
-        else
-            return internalError("elementwise " + op);
-        if (compare)
-            out.data<uint8_t>()[i] = r != 0;
-        else
-            out.data<float>()[i] = static_cast<float>(r);
-    }
-    return out;
+    const std::optional<Binary> kind = binaryOp(op);
+    if (!kind) return internalError("elementwise " + op);
+    if (!isFloat(a) && !isFloat(b)) return elementwiseInts(*kind, a, b, shape, desc, fmod);
+    return elementwiseFloats(*kind, a, b, shape, fmod);
 }
 
 int64_t normAxis(int64_t axis, size_t rank) {
@@ -635,8 +738,7 @@ Result<std::optional<std::vector<Tensor>>> foldConstantNode(const onnx::NodeProt
         VOXSEG_RETURN_IF_ERROR(needInputs(2));
         VOXSEG_ASSIGN_OR_RETURN(Shape shape, broadcastShapes(in[0]->shape(), in[1]->toInt64s()));
         VOXSEG_RETURN_IF_ERROR(checkFoldShape(shape, desc));
-        return done(remap(*in[0], shape,
-                          [&](int64_t i) { return broadcastIndex(i, shape, in[0]->shape()); }));
+        return done(broadcastTo(*in[0], shape));
     }
     if (op == "Transpose") {
         VOXSEG_RETURN_IF_ERROR(needInputs(1));
@@ -705,22 +807,17 @@ Result<std::optional<std::vector<Tensor>>> foldConstantNode(const onnx::NodeProt
         VOXSEG_RETURN_IF_ERROR(checkFoldShape(shape, desc));
         const bool f = isFloat(*in[1]) || isFloat(*in[2]);
         const auto cond = in[0]->toInt64s();
-        if (f) {
-            const auto a = in[1]->toFloats(), b = in[2]->toFloats();
-            std::vector<float> v(static_cast<size_t>(numel(shape)));
-            for (size_t i = 0; i < v.size(); ++i)
-                v[i] = cond[broadcastIndex(i, shape, in[0]->shape())]
-                           ? a[broadcastIndex(i, shape, in[1]->shape())]
-                           : b[broadcastIndex(i, shape, in[2]->shape())];
-            return done(Tensor::fromFloats(shape, v));
-        }
-        const auto a = in[1]->toInt64s(), b = in[2]->toInt64s();
-        std::vector<int64_t> v(static_cast<size_t>(numel(shape)));
-        for (size_t i = 0; i < v.size(); ++i)
-            v[i] = cond[broadcastIndex(i, shape, in[0]->shape())]
-                       ? a[broadcastIndex(i, shape, in[1]->shape())]
-                       : b[broadcastIndex(i, shape, in[2]->shape())];
-        return done(Tensor::fromInt64s(shape, v));
+        auto select = [&](const auto& a, const auto& b) {
+            using T = typename std::decay_t<decltype(a)>::value_type;
+            std::vector<T> v(static_cast<size_t>(numel(shape)));
+            forEachBroadcast<3>(shape, {&in[0]->shape(), &in[1]->shape(), &in[2]->shape()},
+                                [&](int64_t i, const std::array<int64_t, 3>& o) {
+                                    v[i] = cond[o[0]] ? a[o[1]] : b[o[2]];
+                                });
+            return v;
+        };
+        if (f) return done(Tensor::fromFloats(shape, select(in[1]->toFloats(), in[2]->toFloats())));
+        return done(Tensor::fromInt64s(shape, select(in[1]->toInt64s(), in[2]->toInt64s())));
     }
     static const std::set<std::string> kBinary = {
         "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Mod", "Pow"};

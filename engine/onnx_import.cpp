@@ -45,10 +45,17 @@ class Importer {
     }
     const Tensor* constantOf(ValueId id) const { return st_.constantOf(id); }
     Status err(StatusCode code, const std::string& msg) const { return st_.err(code, msg); }
+    // After `node` was imported: releases the constants no later node reads and no IR node uses.
+    void releaseDeadConstants(const onnx::NodeProto& node);
 
     OnnxImportOptions options_;
     onnx_detail::ImportState st_;
     uint64_t folded_bytes_ = 0;  // all tensors constant folding made (max_folded_bytes)
+    // How many nodes still to import read each name (graph outputs count once more, pinning
+    // theirs): a constant whose count reaches 0 is dropped unless an IR node uses it, so that
+    // folding's intermediates do not pile up (SwinUNETR 96^3 folds 540 MiB, most of it the
+    // steps of its attention masks).
+    std::unordered_map<std::string, int> remaining_reads_;
     // Short names for the state the import loop uses most.
     Graph& g_ = st_.g;
     int& opset_ = st_.opset;
@@ -239,6 +246,29 @@ Status Importer::convertNode(const onnx::NodeProto& proto, const std::string& de
     return st_.emit(std::move(ctx.n), proto.output(0));
 }
 
+void Importer::releaseDeadConstants(const onnx::NodeProto& node) {
+    std::vector<ValueId> dead;
+    for (const std::string& name : node.input()) {
+        if (name.empty()) continue;
+        auto r = remaining_reads_.find(name);
+        if (r == remaining_reads_.end() || --r->second > 0) continue;
+        auto id = ids_.find(name);
+        if (id != ids_.end() && g_.isConstant(id->second)) dead.push_back(id->second);
+    }
+    if (dead.empty()) return;
+    // Converters may also extend nodes emitted earlier (a bias folded into its MatMul): every
+    // node is looked at, not only this one's.
+    std::vector<bool> used(g_.values.size(), false);
+    for (const Node& n : g_.nodes) {
+        for (ValueId v : n.inputs)
+            if (v >= 0) used[v] = true;
+        if (n.fused_residual >= 0) used[n.fused_residual] = true;
+        if (n.fused_prelu_slope >= 0) used[n.fused_prelu_slope] = true;
+    }
+    for (ValueId v : dead)
+        if (!used[v]) g_.values[v].constant.reset();
+}
+
 Result<Graph> Importer::run(const onnx::ModelProto& model) {
     if (!model.has_graph()) return err(StatusCode::kCorruptData, "ONNX model has no graph");
     for (const auto& o : model.opset_import())
@@ -257,8 +287,14 @@ Result<Graph> Importer::run(const onnx::ModelProto& model) {
                                "if it is)",
                                graph.node_size(), options_.max_nodes));
     VOXSEG_RETURN_IF_ERROR(readInputs(graph));
-    for (int i = 0; i < graph.node_size(); ++i)
+    for (const auto& node : graph.node())
+        for (const std::string& n : node.input())
+            if (!n.empty()) ++remaining_reads_[n];
+    for (const auto& out : graph.output()) ++remaining_reads_[out.name()];
+    for (int i = 0; i < graph.node_size(); ++i) {
         VOXSEG_RETURN_IF_ERROR(importNode(graph.node(i), static_cast<size_t>(i)));
+        releaseDeadConstants(graph.node(i));
+    }
     for (const auto& out : graph.output()) {
         auto it = ids_.find(out.name());
         if (it == ids_.end())

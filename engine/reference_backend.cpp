@@ -3,6 +3,7 @@
 // no blocking, no threads). Spatial ops work on ranks 3..5 by treating missing spatial axes as
 // size 1.
 #include "engine/backend.h"
+#include "engine/broadcast.h"
 
 #include <algorithm>
 #include <cmath>
@@ -39,22 +40,6 @@ std::vector<int64_t> stridesOf(const Shape& s) {
     std::vector<int64_t> st(s.size(), 1);
     for (size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
     return st;
-}
-
-// Offset into a tensor of shape `src` broadcast to `dst` for the multi-index of flat `index`.
-int64_t broadcastOffset(int64_t index, const Shape& dst, const Shape& src) {
-    int64_t offset = 0, stride = 1;
-    for (size_t i = dst.size(); i-- > 0;) {
-        const int64_t coord = index % dst[i];
-        index /= dst[i];
-        const size_t back = dst.size() - 1 - i;
-        if (back < src.size()) {
-            const int64_t sd = src[src.size() - 1 - back];
-            if (sd != 1) offset += coord * stride;
-            stride *= sd;
-        }
-    }
-    return offset;
 }
 
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
@@ -218,23 +203,24 @@ void softmax(int64_t axis, const Tensor& x, Tensor& y) {
 void binary(OpKind op, const Tensor& a, const Tensor& b, Tensor& y) {
     const std::vector<float> av = a.toFloats(), bv = b.toFloats();
     float* yp = y.data<float>();
-    for (int64_t i = 0; i < y.numel(); ++i) {
-        const float u = av[broadcastOffset(i, y.shape(), a.shape())];
-        const float v = bv[broadcastOffset(i, y.shape(), b.shape())];
-        switch (op) {
-            case OpKind::kAdd:
-                yp[i] = u + v;
-                break;
-            case OpKind::kSub:
-                yp[i] = u - v;
-                break;
-            case OpKind::kMul:
-                yp[i] = u * v;
-                break;
-            default:
-                yp[i] = u / v;
-                break;
-        }
+    auto each = [&](auto f) {
+        forEachBroadcast<2>(
+            y.shape(), {&a.shape(), &b.shape()},
+            [&](int64_t i, const std::array<int64_t, 2>& o) { yp[i] = f(av[o[0]], bv[o[1]]); });
+    };
+    switch (op) {
+        case OpKind::kAdd:
+            each([](float u, float v) { return u + v; });
+            break;
+        case OpKind::kSub:
+            each([](float u, float v) { return u - v; });
+            break;
+        case OpKind::kMul:
+            each([](float u, float v) { return u * v; });
+            break;
+        default:
+            each([](float u, float v) { return u / v; });
+            break;
     }
 }
 
@@ -679,8 +665,10 @@ void applyEpilogue(const Node& n, const std::vector<Tensor>& env, Tensor& y) {
         case ActivationKind::kPRelu: {
             const Tensor& slope = env[n.fused_prelu_slope];
             const std::vector<float> sv = slope.toFloats();
-            for (int64_t i = 0; i < y.numel(); ++i)
-                if (yp[i] < 0) yp[i] *= sv[broadcastOffset(i, y.shape(), slope.shape())];
+            forEachBroadcast<1>(y.shape(), {&slope.shape()},
+                                [&](int64_t i, const std::array<int64_t, 1>& o) {
+                                    if (yp[i] < 0) yp[i] *= sv[o[0]];
+                                });
             break;
         }
     }
@@ -724,9 +712,10 @@ Status runNode(const Graph& g, const Node& n, std::vector<Tensor>& env) {
         case OpKind::kPRelu: {
             const std::vector<float> sv = in[1]->toFloats();
             const float* xp = in[0]->data<float>();
-            for (int64_t i = 0; i < y.numel(); ++i)
-                yp[i] =
-                    xp[i] >= 0 ? xp[i] : xp[i] * sv[broadcastOffset(i, y.shape(), in[1]->shape())];
+            forEachBroadcast<1>(y.shape(), {&in[1]->shape()},
+                                [&](int64_t i, const std::array<int64_t, 1>& o) {
+                                    yp[i] = xp[i] >= 0 ? xp[i] : xp[i] * sv[o[0]];
+                                });
             break;
         }
         case OpKind::kSigmoid:
@@ -824,16 +813,17 @@ Status runNode(const Graph& g, const Node& n, std::vector<Tensor>& env) {
         case OpKind::kWhere: {
             const std::vector<float> c = in[0]->toFloats(), a = in[1]->toFloats(),
                                      b = in[2]->toFloats();
-            for (int64_t i = 0; i < y.numel(); ++i)
-                yp[i] = c[broadcastOffset(i, y.shape(), in[0]->shape())] != 0
-                            ? a[broadcastOffset(i, y.shape(), in[1]->shape())]
-                            : b[broadcastOffset(i, y.shape(), in[2]->shape())];
+            forEachBroadcast<3>(y.shape(), {&in[0]->shape(), &in[1]->shape(), &in[2]->shape()},
+                                [&](int64_t i, const std::array<int64_t, 3>& o) {
+                                    yp[i] = c[o[0]] != 0 ? a[o[1]] : b[o[2]];
+                                });
             break;
         }
         case OpKind::kExpand: {
             const float* xp = in[0]->data<float>();
-            for (int64_t i = 0; i < y.numel(); ++i)
-                yp[i] = xp[broadcastOffset(i, y.shape(), in[0]->shape())];
+            forEachBroadcast<1>(
+                y.shape(), {&in[0]->shape()},
+                [&](int64_t i, const std::array<int64_t, 1>& o) { yp[i] = xp[o[0]]; });
             break;
         }
         case OpKind::kTile:

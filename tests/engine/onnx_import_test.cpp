@@ -574,6 +574,34 @@ TEST(OnnxImport, FoldedConstantsPastTheLimitAreRefused) {
     EXPECT_EQ(OnnxImportOptions{}.max_folded_bytes, kMaxFoldedConstantBytes);
 }
 
+// Folding's intermediates are released once the last node reading them is imported (they held
+// most of SwinUNETR's 540 MiB of folded masks until the graph was destroyed); a constant a node
+// of the graph uses, and one a later node reads, stay.
+TEST(OnnxImport, FoldedIntermediatesAreReleasedWhatNodesUseIsKept) {
+    ModelBuilder m;
+    m.input("x", {1, 4});
+    m.floats("one", {1}, {1.0f});
+    m.ints("shape", {4});
+    m.node("Expand", {"one", "shape"}, {"wide"}, "expand");  // intermediate
+    m.node("Neg", {"wide"}, {"neg"}, "neg");                 // intermediate
+    m.node("Abs", {"neg"}, {"bias"}, "abs");                 // used by the Add node
+    m.node("Add", {"x", "bias"}, {"y"}, "add");
+    m.output("y");
+    auto g = importOnnxBytes(m.bytes(), {}, "test.onnx");
+    ASSERT_TRUE(g.isOk()) << g.status().toString();
+    auto held = [&](const std::string& name) {
+        for (const Value& v : g->values)
+            if (v.name == name) return v.constant.has_value();
+        ADD_FAILURE() << name << " is not a value of the graph";
+        return false;
+    };
+    for (const char* gone : {"one", "shape", "wide", "neg"}) EXPECT_FALSE(held(gone)) << gone;
+    ASSERT_TRUE(held("bias"));
+    ASSERT_EQ(g->nodes.size(), 1u);
+    const Tensor& bias = g->constant(g->nodes[0].inputs[1]);
+    EXPECT_EQ(bias.toFloats(), std::vector<float>(4, 1.0f));
+}
+
 // nnU-Net's residual encoders export their AvgPool3d skips as Pad(all zeros) -> AveragePool:
 // the Pad is the input itself (no node, no copy). Pad's axes input outside the rank is refused
 // (it indexed past the pads vector).
