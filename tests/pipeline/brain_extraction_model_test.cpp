@@ -19,6 +19,7 @@ constexpr double kMinDice = 0.995;
 constexpr double kMaxTivDiffPercent = 0.5;
 
 struct Case {
+    const char* name;   // the test's name (gtest would print the struct's bytes: pointers)
     const char* input;  // under ../shared/data (DICOM folder or image file)
     const char* mask;   // deepbet's, under tests/pipeline/data/deepbet
     double deepbet_tiv_ml;
@@ -65,12 +66,13 @@ TEST_P(BrainExtractionModel, ReproducesDeepbet) {
               << c.deepbet_tiv_ml << ")\n";
 }
 
-INSTANTIATE_TEST_SUITE_P(RealT1, BrainExtractionModel,
-                         ::testing::Values(Case{"dcm_qa_xa30/5_anat-T1w_acq-tfl",
-                                                "xa30_enhanced_t1_mask.nii.gz", 1573.0407500839233},
-                                           Case{"pyradiomics-data/brain2_image.nrrd",
-                                                "pyradiomics_brain2_mask.nii.gz",
-                                                1587.9376220703125}));
+INSTANTIATE_TEST_SUITE_P(
+    RealT1, BrainExtractionModel,
+    ::testing::Values(Case{"Xa30EnhancedT1", "dcm_qa_xa30/5_anat-T1w_acq-tfl",
+                           "xa30_enhanced_t1_mask.nii.gz", 1573.0407500839233},
+                      Case{"PyradiomicsBrain2Nrrd", "pyradiomics-data/brain2_image.nrrd",
+                           "pyradiomics_brain2_mask.nii.gz", 1587.9376220703125}),
+    [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace voxseg::pipeline
