@@ -30,6 +30,7 @@ if [[ "${VOXSEG_ASAN_BUILD:-1}" != 0 ]]; then
   scripts/configure-sanitizers.sh
   # shellcheck disable=SC2086
   nice -n 5 cmake --build build-fuzz -j"${JOBS:-$(nproc)}" --target $targets
+  echo "scripts/test-asan.sh: sanitized build $SECONDS s"
 fi
 
 reports="$(mktemp -d /tmp/voxseg-sanitizer-reports.XXXXXX)"
