@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 
 namespace voxseg::engine::cpu {
@@ -103,12 +104,16 @@ void transposeRows(const float* src, int64_t ld, float* dst, int64_t rows, int64
 // The oneDNN primitives of one query block of `m` rows, all on dense matrices (oneDNN 2.6's
 // brgemm matmul takes no row padding: strided operands fell back to its slower gemm:jit, 0.68
 // instead of 0.56 s per Primus-S patch; K as format ba made it transpose K per block), K^T as
-// dense [D, Tk].
+// dense [D, Tk]. The matmuls' scratchpads are the caller's (user mode): threads running the same
+// primitives at once each pass their own. oneDNN 2.6's softmax takes no attributes (it was run
+// from several threads at once before, too: its f32 kernel uses no scratchpad).
 struct Gemms {
     int64_t rows = 0;
     dnnl::memory::desc q_md, k_md, s_md, v_md, o_md;
     dnnl::matmul qk, pv;
     dnnl::softmax_forward softmax;
+    dnnl::memory::desc qk_pad, pv_pad;
+    size_t pad_bytes = 0;  // the larger of the two
 };
 
 Gemms makeGemms(const dnnl::engine& engine, const AttentionShape& a, int64_t m, float scale) {
@@ -119,14 +124,23 @@ Gemms makeGemms(const dnnl::engine& engine, const AttentionShape& a, int64_t m, 
     gm.s_md = plainDesc({m, a.Tk}, dt::f32);
     gm.v_md = plainDesc({a.Tk, a.Dv}, dt::f32);
     gm.o_md = plainDesc({m, a.Dv}, dt::f32);
-    dnnl::primitive_attr scaled;
+    dnnl::primitive_attr user_pad;
+    user_pad.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::primitive_attr scaled;  // (a copy of user_pad would share its handle)
+    scaled.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     scaled.set_output_scales(0, {scale});
-    gm.qk = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(gm.q_md, gm.k_md, gm.s_md),
-                                                      scaled, engine));
-    gm.pv = dnnl::matmul(
-        dnnl::matmul::primitive_desc(dnnl::matmul::desc(gm.s_md, gm.v_md, gm.o_md), engine));
-    gm.softmax = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(
-        dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, gm.s_md, 1), engine));
+    const dnnl::matmul::primitive_desc qk(dnnl::matmul::desc(gm.q_md, gm.k_md, gm.s_md), scaled,
+                                          engine);
+    const dnnl::matmul::primitive_desc pv(dnnl::matmul::desc(gm.s_md, gm.v_md, gm.o_md), user_pad,
+                                          engine);
+    const dnnl::softmax_forward::primitive_desc sm(
+        dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, gm.s_md, 1), engine);
+    gm.qk = dnnl::matmul(qk);
+    gm.pv = dnnl::matmul(pv);
+    gm.softmax = dnnl::softmax_forward(sm);
+    gm.qk_pad = qk.scratchpad_desc();
+    gm.pv_pad = pv.scratchpad_desc();
+    gm.pad_bytes = std::max(gm.qk_pad.get_size(), gm.pv_pad.get_size());
     return gm;
 }
 
@@ -160,16 +174,17 @@ Status planAttention(Plan& plan) {
     const BiasView bias_view = has_bias ? biasView(g, n, a) : BiasView{};
     const int64_t rows = std::clamp<int64_t>(scoresBlockBytes() / (4 * a.Tk), 1, a.Tq);
     // (work item, row block) pairs spread over the threads when there are enough of them
-    // (Swin: ~10^3 windows x heads of 343 tokens; Primus: 6 heads x 47 blocks), each thread
-    // running its small matmuls and softmax on its own scores block; oneDNN splitting each
-    // 37x1728 matmul over the threads spent more time synchronising than multiplying. The
-    // primitives are then created for one thread: oneDNN's matmul fixes its work split at
-    // creation, and one made for two threads, run inside the parallel region, did half of the
-    // rows (the parity test caught it; dnnl::sgemm, used until then, is its slower gemm:jit).
-    // Too few items: the primitives with their threads, one item at a time.
+    // (Swin: ~10^3 windows x heads of 343 tokens; Primus: 6 heads x 24 blocks), each thread
+    // running its small matmuls and softmax on its own scores block and scratchpads; oneDNN
+    // splitting each 75x1728 matmul over the threads spent more time synchronising than
+    // multiplying. The primitives are then created for one thread: oneDNN's matmul fixes its
+    // work split at creation, and one made for two threads, run inside the parallel region, did
+    // half of the rows (the parity test caught it). Too few items: the primitives with their
+    // threads, one item at a time.
     const int64_t blocks = (a.Tq + rows - 1) / rows;
     const int nthr = omp_get_max_threads();
     const bool spread = nthr > 1 && a.items * blocks >= 2 * nthr;
+    const int workers = spread ? nthr : 1;
     std::vector<Gemms> gemms;
     try {
         if (spread) omp_set_num_threads(1);
@@ -182,13 +197,18 @@ Status planAttention(Plan& plan) {
         return nodeError(plan, std::string("oneDNN matmul for attention: ") + e.what());
     }
     const dnnl::engine engine = plan.engine();
-    const float scale = n.attention_scale;
-    // One item at a time, strided heads (MultiHeadAttention) are copied into dense matrices for
-    // the primitives: K and V once per head, the query block and its output per block. Spread
-    // over the threads, sgemm reads and writes them in place.
+    // Strided heads (MultiHeadAttention) are copied into dense matrices for the primitives, by
+    // each thread into its own scratch: K and V when its item's head changes, the query block
+    // and its output per block.
     const bool pack_q = a.q.ld != a.D, pack_k = !a.k_transposed, pack_v = a.v.ld != a.Dv,
                pack_o = a.out.ld != a.Dv;
-    const size_t per_thread = static_cast<size_t>(rows * (a.Tk + a.D + a.Dv) + a.Tk * (a.D + a.Dv));
+    size_t pad_floats = 0;
+    for (const Gemms& gm : gemms) pad_floats = std::max(pad_floats, (gm.pad_bytes + 63) / 4);
+    pad_floats = (pad_floats + 15) / 16 * 16;
+    // each thread's part starts 64 bytes aligned, as oneDNN's own scratchpads do
+    const size_t per_thread =
+        (static_cast<size_t>(rows * (a.Tk + a.D + a.Dv) + a.Tk * (a.D + a.Dv)) + pad_floats + 15) /
+        16 * 16;
     auto scratch = std::make_shared<std::vector<float>>();
     Kernel k = [=](const std::vector<dnnl::memory>& m) mutable {
         const float* q = static_cast<const float*>(m[0].get_data_handle());
@@ -197,12 +217,14 @@ Status planAttention(Plan& plan) {
         const float* bias = has_bias ? static_cast<const float*>(m[3].get_data_handle()) : nullptr;
         float* out = static_cast<float*>(m[has_bias ? 4 : 3].get_data_handle());
         const int64_t Tk = a.Tk;
-        if (scratch->size() < per_thread * (spread ? nthr : 1))
-            scratch->resize(per_thread * (spread ? nthr : 1));
+        if (scratch->size() < per_thread * workers + 16) scratch->resize(per_thread * workers + 16);
+        float* base = scratch->data();
+        base += (16 - reinterpret_cast<uintptr_t>(base) / 4 % 16) % 16;
 #pragma omp parallel num_threads(nthr) if (spread)
         {
             dnnl::stream stream(engine);
-            float* s = scratch->data() + (spread ? omp_get_thread_num() : 0) * per_thread;
+            float* pad = base + (spread ? omp_get_thread_num() : 0) * per_thread;
+            float* s = pad + pad_floats;
             float* qd = s + rows * Tk;
             float* od = qd + rows * a.D;
             float* kd = od + rows * a.Dv;
@@ -217,25 +239,21 @@ Status planAttention(Plan& plan) {
                 const float* kb = kk + a.k.offset(b);
                 const float* vb = v + a.v.offset(b);
                 float* ob = out + a.out.offset(b) + i0 * a.out.ld;
-                if (spread) {  // oneDNN's sgemm picks its threads per call: one, here
-                    dnnl::sgemm('N', a.k_transposed ? 'N' : 'T', mrows, Tk, a.D, scale, qb, a.q.ld,
-                                kb, a.k.ld, 0.0f, s, Tk);
-                } else {
-                    if (b != packed_item) {
-                        if (pack_k) transposeRows(kb, a.k.ld, kd, Tk, a.D);
-                        if (pack_v) copyRows(vb, a.v.ld, vd, a.Dv, Tk, a.Dv);
-                        packed_item = b;
-                    }
-                    if (pack_q) copyRows(qb, a.q.ld, qd, a.D, mrows, a.D);
-                    gm.qk.execute(
-                        stream,
-                        {{DNNL_ARG_SRC,
-                          dnnl::memory(gm.q_md, engine, pack_q ? qd : const_cast<float*>(qb))},
-                         {DNNL_ARG_WEIGHTS,
-                          dnnl::memory(gm.k_md, engine, pack_k ? kd : const_cast<float*>(kb))},
-                         {DNNL_ARG_DST, dnnl::memory(gm.s_md, engine, s)}});
-                    stream.wait();
+                if (b != packed_item) {
+                    if (pack_k) transposeRows(kb, a.k.ld, kd, Tk, a.D);
+                    if (pack_v) copyRows(vb, a.v.ld, vd, a.Dv, Tk, a.Dv);
+                    packed_item = b;
                 }
+                if (pack_q) copyRows(qb, a.q.ld, qd, a.D, mrows, a.D);
+                const dnnl::memory sm(gm.s_md, engine, s);
+                gm.qk.execute(
+                    stream, {{DNNL_ARG_SRC,
+                              dnnl::memory(gm.q_md, engine, pack_q ? qd : const_cast<float*>(qb))},
+                             {DNNL_ARG_WEIGHTS,
+                              dnnl::memory(gm.k_md, engine, pack_k ? kd : const_cast<float*>(kb))},
+                             {DNNL_ARG_DST, sm},
+                             {DNNL_ARG_SCRATCHPAD, dnnl::memory(gm.qk_pad, engine, pad)}});
+                stream.wait();
                 if (bias) {
 #pragma omp parallel for schedule(static) if (!spread)
                     for (int64_t i = 0; i < mrows; ++i) {
@@ -244,19 +262,13 @@ Status planAttention(Plan& plan) {
                         for (int64_t j = 0; j < Tk; ++j) row[j] += br[j * bias_view.col];
                     }
                 }
-                const dnnl::memory sm(gm.s_md, engine, s);
                 gm.softmax.execute(stream, {{DNNL_ARG_SRC, sm}, {DNNL_ARG_DST, sm}});
-                if (spread) {
-                    stream.wait();
-                    dnnl::sgemm('N', 'N', mrows, a.Dv, Tk, 1.0f, s, Tk, vb, a.v.ld, 0.0f, ob,
-                                a.out.ld);
-                    continue;
-                }
                 gm.pv.execute(
                     stream, {{DNNL_ARG_SRC, sm},
                              {DNNL_ARG_WEIGHTS,
                               dnnl::memory(gm.v_md, engine, pack_v ? vd : const_cast<float*>(vb))},
-                             {DNNL_ARG_DST, dnnl::memory(gm.o_md, engine, pack_o ? od : ob)}});
+                             {DNNL_ARG_DST, dnnl::memory(gm.o_md, engine, pack_o ? od : ob)},
+                             {DNNL_ARG_SCRATCHPAD, dnnl::memory(gm.pv_pad, engine, pad)}});
                 stream.wait();
                 if (pack_o) copyRows(od, a.Dv, ob, a.out.ld, mrows, a.Dv);
             }
