@@ -30,10 +30,11 @@ class Importer {
         st_.subject = std::move(subject);
     }
 
-    Result<Graph> run(const onnx::ModelProto& model);
+    // Consumes the initializers' data (released as each is copied into a Tensor).
+    Result<Graph> run(onnx::ModelProto& model);
 
   private:
-    Status readInputs(const onnx::GraphProto& graph);
+    Status readInputs(onnx::GraphProto& graph);
     Status importNode(const onnx::NodeProto& node, size_t index);
     // Looks the op up in the converter table (engine/onnx/) and emits its IR node(s).
     Status convertNode(const onnx::NodeProto& node, const std::string& desc,
@@ -64,12 +65,16 @@ class Importer {
     const std::string& subject_ = st_.subject;
 };
 
-Status Importer::readInputs(const onnx::GraphProto& graph) {
+Status Importer::readInputs(onnx::GraphProto& graph) {
     std::set<std::string> initializers;
-    for (const auto& t : graph.initializer()) {
+    for (auto& t : *graph.mutable_initializer()) {
         VOXSEG_ASSIGN_OR_RETURN(Tensor tensor, onnx_detail::tensorFromProto(t, "initializer"));
         constantValue(t.name(), std::move(tensor));
         initializers.insert(t.name());
+        // the Tensor holds its own copy: the file's bytes are not kept twice (clear() would
+        // keep the capacity)
+        std::string().swap(*t.mutable_raw_data());
+        google::protobuf::RepeatedField<float>().Swap(t.mutable_float_data());
     }
     size_t k = 0;
     for (const auto& in : graph.input()) {
@@ -269,7 +274,7 @@ void Importer::releaseDeadConstants(const onnx::NodeProto& node) {
         if (!used[v]) g_.values[v].constant.reset();
 }
 
-Result<Graph> Importer::run(const onnx::ModelProto& model) {
+Result<Graph> Importer::run(onnx::ModelProto& model) {
     if (!model.has_graph()) return err(StatusCode::kCorruptData, "ONNX model has no graph");
     for (const auto& o : model.opset_import())
         if (o.domain().empty() || o.domain() == "ai.onnx") opset_ = static_cast<int>(o.version());
@@ -279,7 +284,7 @@ Result<Graph> Importer::run(const onnx::ModelProto& model) {
                                                  " is not supported (" + std::to_string(kMinOpset) +
                                                  "-" + std::to_string(kMaxOpset) +
                                                  "); re-export with opset 17");
-    const auto& graph = model.graph();
+    auto& graph = *model.mutable_graph();
     if (graph.node_size() > options_.max_nodes)
         return err(StatusCode::kUnsupported,
                    fmt::format("the graph claims {} nodes > limit {} nodes per graph: not a "
@@ -322,9 +327,10 @@ Result<Graph> Importer::run(const onnx::ModelProto& model) {
 
 }  // namespace
 
-Result<Graph> importOnnxBytes(std::string_view bytes, const OnnxImportOptions& options,
-                              const std::string& subject) {
-    onnx::ModelProto model;
+namespace {
+
+Status parseModel(std::string_view bytes, const OnnxImportOptions& options,
+                  const std::string& subject, onnx::ModelProto& model) {
     if (bytes.size() > options.max_file_bytes)
         return unsupported(fmt::format("ONNX model of {} bytes > limit {} bytes per model file; "
                                        "raise --max-model-bytes if this is real",
@@ -335,6 +341,11 @@ Result<Graph> importOnnxBytes(std::string_view bytes, const OnnxImportOptions& o
     if (bytes.empty() || !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
         return corruptData("not a valid ONNX model (truncated, or not an ONNX protobuf file)",
                            subject);
+    return Status::ok();
+}
+
+Result<Graph> importModel(onnx::ModelProto& model, const OnnxImportOptions& options,
+                          const std::string& subject) {
     try {
         Importer importer(subject, options);
         return importer.run(model);
@@ -344,6 +355,15 @@ Result<Graph> importOnnxBytes(std::string_view bytes, const OnnxImportOptions& o
     } catch (const std::exception& e) {  // Tensor helpers throw on inconsistent shapes
         return corruptData(std::string("inconsistent ONNX model: ") + e.what(), subject);
     }
+}
+
+}  // namespace
+
+Result<Graph> importOnnxBytes(std::string_view bytes, const OnnxImportOptions& options,
+                              const std::string& subject) {
+    onnx::ModelProto model;
+    VOXSEG_RETURN_IF_ERROR(parseModel(bytes, options, subject, model));
+    return importModel(model, options, subject);
 }
 
 Result<Graph> importOnnx(const std::filesystem::path& path, const OnnxImportOptions& options) {
@@ -356,12 +376,23 @@ Result<Graph> importOnnx(const std::filesystem::path& path, const OnnxImportOpti
                                        "this is real",
                                        size, options.max_file_bytes),
                            path.string());
-    std::ifstream f(path, std::ios::binary);
-    if (!f) return ioError("cannot open ONNX model", path.string());
-    std::ostringstream ss;
-    ss << f.rdbuf();
-    if (f.bad()) return ioError("error reading ONNX model", path.string());
-    return importOnnxBytes(ss.str(), options, path.string());
+    // One copy of the file, released once parsed (a 250 MB model was held three times over
+    // during the import: the stream's buffer, its str() copy and the initializers' Tensors).
+    onnx::ModelProto model;
+    {
+        std::ifstream f(path, std::ios::binary);
+        if (!f) return ioError("cannot open ONNX model", path.string());
+        std::string bytes;
+        if (!ec) bytes.reserve(static_cast<size_t>(size));
+        char chunk[1 << 16];
+        while (f.read(chunk, sizeof chunk) || f.gcount() > 0) {
+            bytes.append(chunk, static_cast<size_t>(f.gcount()));
+            if (bytes.size() > options.max_file_bytes) break;  // grew while being read
+        }
+        if (f.bad()) return ioError("error reading ONNX model", path.string());
+        VOXSEG_RETURN_IF_ERROR(parseModel(bytes, options, path.string(), model));
+    }
+    return importModel(model, options, path.string());
 }
 
 }  // namespace voxseg::engine
