@@ -73,4 +73,14 @@ void forEachBroadcast(const Shape& dst, const std::array<const Shape*, N>& srcs,
     }
 }
 
+// `values` (of shape `src`) repeated to fill `dst`.
+inline std::vector<float> broadcastValues(const std::vector<float>& values, const Shape& src,
+                                          const Shape& dst) {
+    std::vector<float> out(static_cast<size_t>(numel(dst)));
+    forEachBroadcast<1>(dst, {&src}, [&](int64_t i, const std::array<int64_t, 1>& o) {
+        out[static_cast<size_t>(i)] = values[static_cast<size_t>(o[0])];
+    });
+    return out;
+}
+
 }  // namespace voxseg::engine

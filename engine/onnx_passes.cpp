@@ -1,6 +1,8 @@
 // Graph-level passes of the ONNX importer that run after every node was converted.
 #include "engine/onnx_internal.h"
 
+#include "engine/broadcast.h"
+
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -202,23 +204,7 @@ std::vector<float> broadcastConstant(const Graph& g, ValueId v, const Shape& tar
     const Shape& s = g.values[v].shape;
     auto b = broadcastShapes(s, target);
     if (!b || *b != target) return {};
-    const std::vector<float> src = g.constant(v).toFloats();
-    std::vector<float> out(static_cast<size_t>(numel(target)));
-    for (size_t i = 0; i < out.size(); ++i) {
-        int64_t rem = static_cast<int64_t>(i), off = 0, stride = 1;
-        for (size_t d = target.size(); d-- > 0;) {
-            const int64_t c = rem % target[d];
-            rem /= target[d];
-            const size_t back = target.size() - 1 - d;
-            if (back < s.size()) {
-                const int64_t sd = s[s.size() - 1 - back];
-                if (sd != 1) off += c * stride;
-                stride *= sd;
-            }
-        }
-        out[i] = src[static_cast<size_t>(off)];
-    }
-    return out;
+    return broadcastValues(g.constant(v).toFloats(), s, target);
 }
 
 }  // namespace

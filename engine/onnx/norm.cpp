@@ -1,6 +1,8 @@
 // InstanceNormalization, BatchNormalization (inference), GroupNormalization.
 #include "engine/onnx/converter.h"
 
+#include "engine/broadcast.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -80,24 +82,8 @@ Status convertLayerNorm(NodeContext& ctx) {
                            ctx.desc + ": scale/bias " + shapeToString(t.shape()) +
                                " do not broadcast to the normalised shape " +
                                shapeToString(normalised));
-        const std::vector<float> v = t.toFloats();
-        std::vector<float> full(static_cast<size_t>(numel(normalised)));
-        // Broadcast by repeating the trailing block (numpy rules, leading 1s).
-        const Shape ts = t.shape();
-        for (size_t i = 0; i < full.size(); ++i) {
-            int64_t rem = static_cast<int64_t>(i), off = 0, stride = 1;
-            for (size_t d = normalised.size(); d-- > 0;) {
-                const int64_t c = rem % normalised[d];
-                rem /= normalised[d];
-                const size_t back = normalised.size() - 1 - d;
-                if (back < ts.size()) {
-                    const int64_t sd = ts[ts.size() - 1 - back];
-                    if (sd != 1) off += c * stride;
-                    stride *= sd;
-                }
-            }
-            full[i] = v[static_cast<size_t>(off)];
-        }
+        // broadcast by repeating the trailing block (numpy rules, leading 1s)
+        const std::vector<float> full = broadcastValues(t.toFloats(), t.shape(), normalised);
         ctx.n.inputs[k] = ctx.s.constantValue(ctx.tmpName(k == 1 ? "scale" : "bias"),
                                               Tensor::fromFloats(normalised, full));
     }
