@@ -65,6 +65,14 @@ double Geometry::obliquityDegrees() const {
     return worst;
 }
 
+bool Geometry::isFinite() const {
+    for (int i = 0; i < 3; ++i)
+        if (!std::isfinite(spacing[i]) || spacing[i] <= 0 || !std::isfinite(origin[i]))
+            return false;
+    return std::all_of(direction.begin(), direction.end(),
+                       [](double d) { return std::isfinite(d); });
+}
+
 bool Geometry::approxEqual(const Geometry& o, double origin_tol_mm, double spacing_rel,
                            double direction_tol) const {
     if (size != o.size) return false;

@@ -31,6 +31,9 @@ struct Geometry {
     }
     Vec3 indexToPhysical(const Vec3& index) const;
     Vec3 physicalToIndex(const Vec3& point) const;
+    // Spacing finite and > 0, origin and direction finite: what ITK needs to invert the
+    // index-to-physical matrix (it aborts on a non-finite one). A damaged header can give less.
+    bool isFinite() const;
 
     // Three letters naming the patient direction each index axis points TO (nibabel/dcm2niix
     // convention, not ITK's "from" codes): an axial stack whose rows run to the patient's left,

@@ -192,6 +192,16 @@ Volume toInt16(const std::vector<float>& data, const Geometry& g, VolumeInfo inf
 
 namespace {
 
+// ITK aborts on a geometry it cannot invert: a damaged header is refused here instead.
+Status checkFinite(const Geometry& g, const char* what, const std::string& name) {
+    if (g.isFinite()) return Status::ok();
+    return corruptData(fmt::format("{} is not finite (spacing {} x {} x {} mm, origin {}, {}, "
+                                   "{}): damaged position, orientation or spacing tags",
+                                   what, g.spacing[0], g.spacing[1], g.spacing[2], g.origin[0],
+                                   g.origin[1], g.origin[2]),
+                       name);
+}
+
 Result<Volume> loadChecked(const SeriesCandidate& c, const DicomLoadOptions& options,
                            const Progress& progress) {
     const std::string name = seriesName(c);
@@ -207,6 +217,7 @@ Result<Volume> loadChecked(const SeriesCandidate& c, const DicomLoadOptions& opt
         return unsupported("slices are missing (gap in the stack); allow gaps to load it", name);
 
     const Geometry& g = c.geometry;
+    VOXSEG_RETURN_IF_ERROR(checkFinite(g, "slice geometry", name));
     VOXSEG_RETURN_IF_ERROR(checkVoxelLimit(c, g.size[0], g.size[1],
                                            static_cast<int64_t>(c.slices.size()),
                                            options.max_voxels, "claims"));
@@ -220,6 +231,7 @@ Result<Volume> loadChecked(const SeriesCandidate& c, const DicomLoadOptions& opt
     const bool resample = c.has_patient_geometry && (c.tilted || c.uneven_spacing || c.has_gaps);
     if (resample) {
         const Geometry grid = regularGridFor(stackOf(c));
+        VOXSEG_RETURN_IF_ERROR(checkFinite(grid, "the regular grid of its slices", name));
         VOXSEG_RETURN_IF_ERROR(checkVoxelLimit(c, grid.size[0], grid.size[1], grid.size[2],
                                                options.max_voxels, "resamples to"));
     }

@@ -1,6 +1,8 @@
 #include "io/dicom_tags.h"
 
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 
 namespace voxseg::io::tags {
 
@@ -25,14 +27,17 @@ std::string getString(DcmItem* item, const DcmTagKey& tag) {
 
 double getDouble(DcmItem* item, const DcmTagKey& tag, unsigned long pos, double fallback) {
     if (!item) return fallback;
+    // A value that is not a finite number ("inf", "1e999", NaN: no valid DS or FD holds one)
+    // counts as absent, so that no spacing, position or time downstream is infinite.
     Float64 value = 0;
-    if (item->findAndGetFloat64(tag, value, pos, OFFalse).good()) return value;
+    if (item->findAndGetFloat64(tag, value, pos, OFFalse).good())
+        return std::isfinite(value) ? value : fallback;
     // Fallback for IS and malformed DS: parse the string component.
     OFString s;
     if (item->findAndGetOFString(tag, s, pos, OFFalse).good() && !s.empty()) {
         char* end = nullptr;
         double v = std::strtod(s.c_str(), &end);
-        if (end != s.c_str()) return v;
+        if (end != s.c_str()) return std::isfinite(v) ? v : fallback;
     }
     return fallback;
 }
@@ -46,6 +51,9 @@ int getInt(DcmItem* item, const DcmTagKey& tag, int fallback) {
     Uint32 u32 = 0;
     if (item->findAndGetUint32(tag, u32, 0, OFFalse).good()) return static_cast<int>(u32);
     double d = getDouble(item, tag, 0, static_cast<double>(fallback));
+    // out of int's range the conversion would be undefined
+    if (!(d >= std::numeric_limits<int>::min() && d <= std::numeric_limits<int>::max()))
+        return fallback;
     return static_cast<int>(d);
 }
 

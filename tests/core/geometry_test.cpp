@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cmath>
 
 namespace voxseg {
@@ -38,6 +40,26 @@ TEST(Geometry, ObliquityAndOrientationOfTiltedAxes) {
     EXPECT_TRUE(g.approxEqual(h));
     h.origin[2] += 0.01;
     EXPECT_FALSE(g.approxEqual(h));
+}
+
+// What ITK cannot invert (it aborts): loaders refuse such a geometry before allocating.
+TEST(Geometry, IsFiniteOnlyWithPositiveFiniteSpacingAndFiniteOriginAndDirection) {
+    Geometry g;
+    EXPECT_TRUE(g.isFinite());
+    const double inf = std::numeric_limits<double>::infinity();
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (double bad : {inf, nan, 0.0, -1.0}) {
+        Geometry s = g;
+        s.spacing[1] = bad;
+        EXPECT_FALSE(s.isFinite()) << bad;
+    }
+    for (double bad : {inf, -inf, nan}) {
+        Geometry o = g, d = g;
+        o.origin[2] = bad;
+        d.direction[4] = bad;
+        EXPECT_FALSE(o.isFinite()) << bad;
+        EXPECT_FALSE(d.isFinite()) << bad;
+    }
 }
 
 }  // namespace

@@ -130,6 +130,24 @@ TEST(FuzzRegressions, HeaderWithThrowingDirectoryRecordIsSkipped) {
         << scan.status().toString();
 }
 
+// fuzz_node_instance (session 14's CI run): an MR instance whose PixelSpacing reads as infinity.
+// The volume's geometry had an infinite spacing, ITK's SetSpacing inverted a non-finite matrix
+// and vnl aborted the process (the node's receiver, `voxseg convert`, `voxseg segment`). A value
+// that is not a finite number now counts as absent (pixel spacing 1 mm, as for a missing tag).
+TEST(FuzzRegressions, DicomWithInfinitePixelSpacingLoadsOnAFiniteGrid) {
+    TempDir dir;
+    const std::string path =
+        regression(dir, "fuzz_node_instance", "pixel-spacing-inf", "IM0001.dcm");
+    auto scan = scanDicom({path});
+    ASSERT_TRUE(scan.isOk()) << scan.status().toString();
+    ASSERT_EQ(scan->series.size(), 1u);
+    EXPECT_TRUE(scan->series[0].geometry.isFinite());
+    auto volume = loadSeries(scan->series[0]);
+    ASSERT_TRUE(volume.isOk()) << volume.status().toString();
+    EXPECT_DOUBLE_EQ(volume->geometry().spacing[0], 1.0);
+    EXPECT_TRUE(volume->geometry().isFinite());
+}
+
 // fuzz_seg_reader: a binary SEG whose ImageOrientationPatient became zero. The grid derived
 // from its frames had a singular direction; ITK threw from SetDirection inside
 // Volume::allocate and nothing caught it ("voxseg edit --labels seg.dcm" terminated).
