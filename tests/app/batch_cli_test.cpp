@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <filesystem>
@@ -274,10 +275,17 @@ TEST(BatchCli, ManifestOverTheRowLimitIsRefusedNamingTheOption) {
 TEST(BatchCli, ChaosKilledAtRandomPointsLosesAndRepeatsNothing) {
     constexpr int kChaosCases = 20;
     Cases c(0, kChaosCases, {40, 36, 24});
-    const auto t0 = std::chrono::steady_clock::now();
-    ASSERT_EQ(runVoxseg(c.args("reference"), c.dir), 0) << slurp(c.dir.path() / ".err");
-    const double full_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    // The uninterrupted run's time, the faster of a cold and a warm run: the resumed runs are
+    // warm, and points drawn from a slow cold run would fall after they ended (CI: 29 of 40).
+    double full_ms = 0;
+    for (const char* name : {"reference", "warm"}) {
+        const auto t0 = std::chrono::steady_clock::now();
+        ASSERT_EQ(runVoxseg(c.args(name), c.dir), 0) << slurp(c.dir.path() / ".err");
+        const double ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count();
+        full_ms = full_ms == 0 ? ms : std::min(full_ms, ms);
+    }
     std::mt19937 rng(2026);
     std::uniform_real_distribution<double> when(0.0, 1.0);
     int signals = 0, hit_running = 0;
@@ -289,8 +297,9 @@ TEST(BatchCli, ChaosKilledAtRandomPointsLosesAndRepeatsNothing) {
             const pid_t pid = spawnVoxseg(with(c.args(out.filename().string()), {"--grace", "0"}),
                                           c.dir / ".out", c.dir / ".err");
             ASSERT_GT(pid, 0);
-            // A point within the run that is left (model load included).
-            const double ms = when(rng) * full_ms * (remaining + 1) / (kChaosCases + 1);
+            // A point within the run that is left (model load included), short of its end by
+            // a tenth for the noise of a shared machine.
+            const double ms = 0.9 * when(rng) * full_ms * (remaining + 1) / (kChaosCases + 1);
             std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
             ::kill(pid, signal);
             hit_running += waitExit(pid) != 0;
