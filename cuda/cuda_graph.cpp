@@ -801,6 +801,7 @@ ResolvedSteps resolveSteps(PlannedGraph& pg, uint8_t* arena, uint8_t* params, ui
         t.db = desc(t.b);
         t.dc = desc(t.c);
         t.dres = desc(t.residual);
+        t.dmask = desc(t.mask);
         t.scratch_ptr = static_cast<float*>(refPointer(t.scratch));
         t.v_ptr = static_cast<const float*>(refPointer(t.v));
     }

@@ -181,10 +181,11 @@ class Planner {
     Status lowerMatMul(const Node& node);
     Status lowerAttention(const Node& node);
     Status lowerMultiHeadAttention(const Node& node);
-    // The fused attention step on packed Q [..., Tq, D], Kt [..., D, Tk], V [..., Tk, Dv] and an
-    // optional bias (bias.valid()) broadcast to the scores, writing packed y [..., Tq, Dv].
-    void attentionStep(const Node& node, const TRef& q, const TRef& kt, const TRef& v,
-                       const TRef& bias, const TRef& y);
+    // The fused attention step on packed Q [..., Tq, D], Kt [..., D, Tk], V [..., Tk, Dv] and
+    // the node's optional biases (inputs 3 and 4) broadcast to the scores (batch axes also
+    // tiled), writing packed y [..., Tq, Dv].
+    Status attentionStep(const Node& node, const TRef& q, const TRef& kt, const TRef& v,
+                         const TRef& y);
     // `x` copied into a new packed tensor.
     TRef packedCopy(const TRef& x);
     Status lowerChannelLayerNorm(const Node& node);

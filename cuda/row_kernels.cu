@@ -93,7 +93,8 @@ __global__ void softmaxStridedKernel(const float* x, float* y, int64_t outer, in
 }
 
 __global__ void attentionSoftmaxKernel(float* scores, int64_t batch, int64_t rows, int64_t cols,
-                                       int64_t q0, int64_t tq, float scale, TensorDesc bias) {
+                                       int64_t q0, int64_t tq, float scale, TensorDesc bias,
+                                       TensorDesc mask) {
     const int lane = threadIdx.x % kWarp;
     const int64_t total = batch * rows;
     for (int64_t r = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / kWarp; r < total;
@@ -105,10 +106,12 @@ __global__ void attentionSoftmaxKernel(float* scores, int64_t batch, int64_t row
         float mx = -FLT_MAX;
         for (int64_t c = lane; c < cols; c += kWarp) {
             float v = sr[c] * scale;
-            if (bias.data)
-                v += loadAs(bias.data, bias.type,
-                            math::stridedOffset(full_row + c, bias.rank, bias.shape, bias.mod,
-                                                bias.strides));
+            const TensorDesc* terms[2] = {&bias, &mask};
+            for (const TensorDesc* b : terms)
+                if (b->data)
+                    v += loadAs(
+                        b->data, b->type,
+                        math::stridedOffset(full_row + c, b->rank, b->shape, b->mod, b->strides));
             sr[c] = v;
             mx = fmaxf(mx, v);
         }
@@ -176,10 +179,10 @@ Status launchSoftmaxAxis(const float* x, float* y, int64_t outer, int64_t len, i
 
 Status launchAttentionSoftmax(float* scores, int64_t batch, int64_t rows, int64_t cols, int64_t q0,
                               int64_t tq, float scale, const TensorDesc& bias,
-                              cudaStream_t stream) {
+                              const TensorDesc& mask, cudaStream_t stream) {
     if (batch * rows == 0) return Status::ok();
     attentionSoftmaxKernel<<<rowBlocks(batch * rows), kThreads, 0, stream>>>(
-        scores, batch, rows, cols, q0, tq, scale, bias);
+        scores, batch, rows, cols, q0, tq, scale, bias, mask);
     VOXSEG_CUDA_CHECK_LAUNCH("attention softmax kernel");
     return Status::ok();
 }

@@ -72,11 +72,13 @@ Status launchLayerNorm(const RowView& x, const RowView& y, int64_t cols, const f
 Status launchSoftmaxAxis(const float* x, float* y, int64_t outer, int64_t len, int64_t inner,
                          cudaStream_t stream);
 
-// In place on scores [batch][rows][cols] (float32, row-major): s = softmax(s * scale + bias) per
-// row. `bias` (data == nullptr: none) is addressed as the full [..., Tq, Tk] score tensor whose
-// rows [q0, q0 + rows) of each batch item this tile holds (tq = Tq of the full tensor).
+// In place on scores [batch][rows][cols] (float32, row-major): s = softmax(s * scale + bias +
+// mask) per row. `bias` and `mask` (data == nullptr: none) are addressed as the full [..., Tq,
+// Tk] score tensor whose rows [q0, q0 + rows) of each batch item this tile holds (tq = Tq of the
+// full tensor).
 Status launchAttentionSoftmax(float* scores, int64_t batch, int64_t rows, int64_t cols, int64_t q0,
-                              int64_t tq, float scale, const TensorDesc& bias, cudaStream_t stream);
+                              int64_t tq, float scale, const TensorDesc& bias,
+                              const TensorDesc& mask, cudaStream_t stream);
 
 // Reduction of x over the axes where y's shape is 1 and x's is not (y keeps x's rank: keepdims
 // shape; mean, sum or max).

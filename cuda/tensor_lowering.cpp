@@ -572,8 +572,8 @@ TRef Planner::packedCopy(const TRef& x) {
     return y;
 }
 
-void Planner::attentionStep(const Node& node, const TRef& q, const TRef& kt, const TRef& v,
-                            const TRef& bias, const TRef& y) {
+Status Planner::attentionStep(const Node& node, const TRef& q, const TRef& kt, const TRef& v,
+                              const TRef& y) {
     TensorStep s;
     s.kind = TensorStep::Kind::kAttention;
     s.a = q;
@@ -586,10 +586,14 @@ void Planner::attentionStep(const Node& node, const TRef& q, const TRef& kt, con
     s.dv = v.shape[r - 1];
     s.batch = product(q.shape, 0, r - 2);
     s.scale = node.attention_scale;
-    if (bias.valid()) {
-        Shape scores = q.shape;
-        scores[r - 1] = s.tk;
-        s.c = broadcastTo(bias, scores);
+    // broadcastTo keeps a bias axis's own size as its index modulus: a batch axis of fewer
+    // items than the scores' tiles (Swin's window mask).
+    Shape scores = q.shape;
+    scores[r - 1] = s.tk;
+    for (size_t i = 3; i < std::min<size_t>(node.inputs.size(), 5); ++i) {
+        if (node.inputs[i] < 0) continue;
+        VOXSEG_ASSIGN_OR_RETURN(TRef bias, operand(node, node.inputs[i]));
+        (i == 3 ? s.c : s.mask) = broadcastTo(bias, scores);
     }
     // Query tiles whose scores fit kAttentionScoreBytes: the full matrix is never kept when large.
     const int64_t row_bytes = std::max<int64_t>(s.batch * s.tk * int64_t(sizeof(float)), 1);
@@ -598,6 +602,7 @@ void Planner::attentionStep(const Node& node, const TRef& q, const TRef& kt, con
     s.scratch.buffer = newBufferBytes(size_t(s.batch * s.tile * s.tk) * sizeof(float));
     s.y = y;
     pushTensor(std::move(s));
+    return Status::ok();
 }
 
 Status Planner::lowerAttention(const Node& node) {
@@ -605,12 +610,8 @@ Status Planner::lowerAttention(const Node& node) {
     VOXSEG_ASSIGN_OR_RETURN(TRef q, packedOperand(node, node.inputs[0]));
     VOXSEG_ASSIGN_OR_RETURN(TRef kt, packedOperand(node, node.inputs[1]));
     VOXSEG_ASSIGN_OR_RETURN(TRef v, packedOperand(node, node.inputs[2]));
-    TRef bias;
-    if (node.inputs.size() > 3 && node.inputs[3] >= 0) {
-        VOXSEG_ASSIGN_OR_RETURN(bias, operand(node, node.inputs[3]));
-    }
     const TRef y = packedOutput(out);
-    attentionStep(node, q, kt, v, bias, y);
+    VOXSEG_RETURN_IF_ERROR(attentionStep(node, q, kt, v, y));
     return emitPacked(node, std::nullopt, y);
 }
 
@@ -638,12 +639,8 @@ Status Planner::lowerMultiHeadAttention(const Node& node) {
     };
     const TRef qh = heads(q, tq, d, false), kt = heads(k, tk, d, true),
                vh = heads(v, tk, dv, false);
-    TRef bias;
-    if (node.inputs.size() > 3 && node.inputs[3] >= 0) {
-        VOXSEG_ASSIGN_OR_RETURN(bias, operand(node, node.inputs[3]));
-    }
     const TRef yh = newPacked({b, h, tq, dv});
-    attentionStep(node, qh, kt, vh, bias, yh);
+    VOXSEG_RETURN_IF_ERROR(attentionStep(node, qh, kt, vh, yh));
     // [B, H, Tq, Dv] -> [B, Tq, H, Dv] = [B, Tq, H*Dv].
     const TRef y = packedOutput(out);
     TensorStep merge;

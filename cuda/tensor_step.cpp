@@ -45,7 +45,7 @@ Status runAttention(const TensorStep& s, const TensorRunContext& ctx) {
         VOXSEG_RETURN_IF_ERROR(s.gemms[g].run(ctx.lt, q + q0 * s.dh, kt, nullptr, s.scratch_ptr,
                                               ctx.workspace, ctx.workspace_bytes, ctx.stream));
         VOXSEG_RETURN_IF_ERROR(launchAttentionSoftmax(s.scratch_ptr, s.batch, rows, s.tk, q0, s.tq,
-                                                      s.scale, s.dc, ctx.stream));
+                                                      s.scale, s.dc, s.dmask, ctx.stream));
         VOXSEG_RETURN_IF_ERROR(s.gemms[g + 1].run(ctx.lt, s.scratch_ptr, s.v_ptr, nullptr,
                                                   y + q0 * s.dv, ctx.workspace, ctx.workspace_bytes,
                                                   ctx.stream));

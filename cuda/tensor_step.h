@@ -48,11 +48,12 @@ struct TensorStep {
         kReduce,     // y = reduce(a)
         kPool,       // y = pool(a)
         kMatMul,     // y = a b (+ bias) (+ residual) per gemms[0]
-        kAttention,  // y = softmax(a b * scale + c) v, query tiles of `tile`; scores in `scratch`
+        kAttention,  // y = softmax(a b * scale + c + mask) v, query tiles of `tile`; scores in
+                     // `scratch`
     };
     Kind kind = Kind::kCopy;
     TRef y, a, b, c, residual, scratch;
-    TRef v;  // kAttention: V
+    TRef v, mask;  // kAttention: V, the second bias (Swin's window mask)
     math::EltOp op = math::EltOp::kCopy;
     float alpha = 0.0f, lo = 0.0f, hi = 0.0f, value = 0.0f, epsilon = 1e-5f, scale = 1.0f;
     int64_t rows = 0, cols = 0, outer = 0, len = 0, inner = 0;
@@ -64,7 +65,7 @@ struct TensorStep {
     int64_t tq = 0, tk = 0, dh = 0, dv = 0, batch = 0, tile = 0;
 
     // Resolved (CudaCompiledGraph::compile).
-    TensorDesc dy, da, db, dc, dres;
+    TensorDesc dy, da, db, dc, dres, dmask;
     float* scratch_ptr = nullptr;
     const float* v_ptr = nullptr;
     std::vector<LtGemm> gemms;  // kMatMul: 1; kAttention: QK and PV for full tiles [+ tail]

@@ -15,6 +15,9 @@ namespace voxseg::engine {
 
 // The element offset in a tensor of shape `src` broadcast to `dst` at dst's flat `index`: for
 // random access (batched matrix products, attention biases); walks should use forEachBroadcast.
+// A source axis whose size divides the destination's but is neither 1 nor equal to it repeats
+// as a tile (coordinate modulo its size): the attention biases' batch axes (attentionBiasFits
+// in graph.cpp), which nothing else admits.
 inline int64_t broadcastOffset(int64_t index, const Shape& dst, const Shape& src) {
     int64_t offset = 0, stride = 1;
     for (size_t i = dst.size(); i-- > 0;) {
@@ -23,7 +26,7 @@ inline int64_t broadcastOffset(int64_t index, const Shape& dst, const Shape& src
         const size_t back = dst.size() - 1 - i;
         if (back < src.size()) {
             const int64_t sd = src[src.size() - 1 - back];
-            if (sd != 1) offset += coord * stride;
+            if (sd != 1) offset += (sd == dst[i] ? coord : coord % sd) * stride;
             stride *= sd;
         }
     }

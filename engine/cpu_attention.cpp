@@ -2,7 +2,7 @@
 // (K given transposed) and MultiHeadAttention on packed [B, T, H*D] ones, whose heads are
 // strided matrices (rows H*D floats apart) read and written in place: no head-split copies.
 // Per work item (batch item x head) blocks of query rows whose scores (rows x Tk floats) fit in
-// a quarter of the L2 cache: S = Q_blk K^T * scale (oneDNN matmul, output scale), + bias, row
+// a quarter of the L2 cache: S = Q_blk K^T * scale (oneDNN matmul, output scale), + biases, row
 // softmax in place (oneDNN softmax), O_blk = S V (oneDNN matmul). The full Tq x Tk matrix is never
 // stored.
 #include "engine/cpu_plan.h"
@@ -57,14 +57,15 @@ AttentionShape attentionShape(const Graph& g, const Node& n) {
     return a;
 }
 
-// Bias offsets: per work item a base, then row and column strides (0 where broadcast), over the
-// scores [..., Tq, Tk] (MultiHeadAttention: [B, H, Tq, Tk]).
+// A bias's offsets: per work item a base, then row and column strides (0 where broadcast), over
+// the scores [..., Tq, Tk] (MultiHeadAttention: [B, H, Tq, Tk]); a batch axis of the bias with
+// fewer items than the scores' tiles (Swin's window mask: item b reads b % nW).
 struct BiasView {
     std::vector<int64_t> base;
     int64_t row = 0, col = 0;
 };
 
-BiasView biasView(const Graph& g, const Node& n, const AttentionShape& a) {
+BiasView biasView(const Graph& g, const Node& n, size_t input, const AttentionShape& a) {
     BiasView bv;
     Shape scores = g.values[n.inputs[0]].shape;
     if (n.op == OpKind::kMultiHeadAttention)
@@ -72,14 +73,17 @@ BiasView biasView(const Graph& g, const Node& n, const AttentionShape& a) {
     else
         scores.back() = a.Tk;
     const size_t r = scores.size();
-    const std::vector<int64_t> st = broadcastStrides(g.values[n.inputs[3]].shape, scores);
+    const Shape& bs = g.values[n.inputs[input]].shape;
+    const std::vector<int64_t> st = broadcastStrides(bs, scores);
     bv.row = st[r - 2];
     bv.col = st[r - 1];
     bv.base.assign(static_cast<size_t>(a.items), 0);
     for (int64_t b = 0; b < a.items; ++b) {
         int64_t rem = b, off = 0;
         for (size_t d = r - 2; d-- > 0;) {
-            off += (rem % scores[d]) * st[d];
+            const size_t back = r - 1 - d;
+            const int64_t items = back < bs.size() ? bs[bs.size() - 1 - back] : 1;
+            off += (rem % scores[d] % items) * st[d];
             rem /= scores[d];
         }
         bv.base[b] = off;
@@ -163,15 +167,19 @@ Status planAttention(Plan& plan) {
     const Node& n = plan.node();
     const Graph& g = plan.graph();
     const AttentionShape a = attentionShape(g, n);
-    const bool has_bias = n.inputs.size() > 3 && n.inputs[3] >= 0;
+    // refs: Q, K, V, the biases present (Swin: its relative-position bias and window mask),
+    // the output
+    std::vector<BiasView> biases;
     std::vector<MemRef> refs;
-    for (size_t i = 0; i < (has_bias ? 4u : 3u); ++i) {
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+        if (n.inputs[i] < 0) continue;
         VOXSEG_ASSIGN_OR_RETURN(MemRef m, plan.ensurePlainF32(n.inputs[i]));
         refs.push_back(m);
+        if (i >= 3) biases.push_back(biasView(g, n, i, a));
     }
+    const size_t out_ref = refs.size();
     MemRef dst = plan.newBuffer(plainDesc(g.values[n.outputs[0]].shape, dt::f32));
     refs.push_back(dst);
-    const BiasView bias_view = has_bias ? biasView(g, n, a) : BiasView{};
     const int64_t rows = std::clamp<int64_t>(scoresBlockBytes() / (4 * a.Tk), 1, a.Tq);
     // (work item, row block) pairs spread over the threads when there are enough of them
     // (Swin: ~10^3 windows x heads of 343 tokens; Primus: 6 heads x 24 blocks), each thread
@@ -214,8 +222,10 @@ Status planAttention(Plan& plan) {
         const float* q = static_cast<const float*>(m[0].get_data_handle());
         const float* kk = static_cast<const float*>(m[1].get_data_handle());
         const float* v = static_cast<const float*>(m[2].get_data_handle());
-        const float* bias = has_bias ? static_cast<const float*>(m[3].get_data_handle()) : nullptr;
-        float* out = static_cast<float*>(m[has_bias ? 4 : 3].get_data_handle());
+        const float* bias[2] = {};
+        for (size_t t = 0; t < biases.size(); ++t)
+            bias[t] = static_cast<const float*>(m[3 + t].get_data_handle());
+        float* out = static_cast<float*>(m[out_ref].get_data_handle());
         const int64_t Tk = a.Tk;
         if (scratch->size() < per_thread * workers + 16) scratch->resize(per_thread * workers + 16);
         float* base = scratch->data();
@@ -254,12 +264,13 @@ Status planAttention(Plan& plan) {
                              {DNNL_ARG_DST, sm},
                              {DNNL_ARG_SCRATCHPAD, dnnl::memory(gm.qk_pad, engine, pad)}});
                 stream.wait();
-                if (bias) {
+                for (size_t t = 0; t < biases.size(); ++t) {
+                    const BiasView& bv = biases[t];
 #pragma omp parallel for schedule(static) if (!spread)
                     for (int64_t i = 0; i < mrows; ++i) {
                         float* row = s + i * Tk;
-                        const float* br = bias + bias_view.base[b] + (i0 + i) * bias_view.row;
-                        for (int64_t j = 0; j < Tk; ++j) row[j] += br[j * bias_view.col];
+                        const float* br = bias[t] + bv.base[b] + (i0 + i) * bv.row;
+                        for (int64_t j = 0; j < Tk; ++j) row[j] += br[j * bv.col];
                     }
                 }
                 gm.softmax.execute(stream, {{DNNL_ARG_SRC, sm}, {DNNL_ARG_DST, sm}});

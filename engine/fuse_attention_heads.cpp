@@ -135,7 +135,7 @@ bool foldOne(Graph& g, const Usage& u, size_t i, TableCache& tables) {
     mha.op = OpKind::kMultiHeadAttention;
     mha.name = att.name + "/heads";
     mha.inputs = {pq, pk, pv};
-    if (att.inputs.size() > 3 && att.inputs[3] >= 0) mha.inputs.push_back(att.inputs[3]);
+    mha.inputs.insert(mha.inputs.end(), att.inputs.begin() + 3, att.inputs.end());  // biases
     mha.attention_scale = att.attention_scale;
     mha.attention_heads = heads;
     mha.outputs = {

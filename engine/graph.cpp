@@ -192,14 +192,24 @@ Status inferNode(Graph& g, const Node& node) {
         if (node.outputs.empty()) return nodeError(node, "has no output");
         return Status::ok();
     };
-    // The optional 4th input of the attention ops: a bias or mask that broadcasts to the scores.
+    // The optional 4th and 5th inputs of the attention ops: biases or masks that broadcast to
+    // the scores, their batch axes also as tiles (an axis of P items on one of P*k).
     auto attentionBiasFits = [&](const Shape& scores) -> Status {
-        if (node.inputs.size() <= 3 || node.inputs[3] < 0) return Status::ok();
-        auto b = broadcastShapes(in(3), scores);
-        if (!b || *b != scores)
-            return nodeError(node, "bias " + shapeToString(in(3)) +
-                                       " does not broadcast to the scores " +
-                                       shapeToString(scores));
+        for (size_t i = 3; i < std::min<size_t>(node.inputs.size(), 5); ++i) {
+            if (node.inputs[i] < 0) continue;
+            const Shape& bias = in(i);
+            bool fits = bias.size() <= scores.size();
+            for (size_t back = 0; fits && back < bias.size(); ++back) {
+                const int64_t b = bias[bias.size() - 1 - back];
+                const int64_t s = scores[scores.size() - 1 - back];
+                fits = b == 1 || b == s || (back >= 2 && b > 0 && s % b == 0);
+            }
+            if (!fits)
+                return nodeError(node, "bias " + shapeToString(bias) +
+                                           " does not broadcast to the scores " +
+                                           shapeToString(scores));
+        }
+        if (node.inputs.size() > 5) return nodeError(node, "takes at most two biases");
         return Status::ok();
     };
     Shape out;
@@ -1124,11 +1134,38 @@ void fuseAttention(Graph& g) {
                 continue;
             const int sm = single(pv.inputs[0], OpKind::kSoftmax);
             if (sm < 0) continue;
-            const Shape& ss = g.values[pv.inputs[0]].shape;
+            const Shape ss = g.values[pv.inputs[0]].shape;  // (a copy: addValue below)
             if (g.nodes[sm].axis != static_cast<int64_t>(ss.size()) - 1) continue;
             std::vector<int> absorbed{sm, static_cast<int>(i)};
             ValueId s = g.nodes[sm].inputs[0];
-            ValueId bias = -1;
+            ValueId bias = -1, mask = -1;
+            Shape mask_shape;
+            // Swin's shifted windows: the scores of B*nW windows seen as [B, nW, ...] by a
+            // Reshape, a constant mask [1, nW, ...] added, and a Reshape back: the mask becomes
+            // the second bias, tiling every nW windows.
+            if (const int back = single(s, OpKind::kReshape); back >= 0) {
+                const ValueId x = g.nodes[back].inputs[0];
+                const Shape& xs = g.values[x].shape;
+                const int add = single(x, OpKind::kAdd);
+                if (add >= 0 && xs.size() == ss.size() + 1 && xs[0] * xs[1] == ss[0] &&
+                    std::equal(ss.begin() + 1, ss.end(), xs.begin() + 2)) {
+                    const Node& a = g.nodes[add];
+                    const int k = g.isConstant(a.inputs[1]) ? 0 : 1;
+                    const int split = single(a.inputs[k], OpKind::kReshape);
+                    if (g.isConstant(a.inputs[1 - k]) && split >= 0 &&
+                        g.values[a.inputs[k]].shape == xs &&
+                        g.values[g.nodes[split].inputs[0]].shape == ss) {
+                        Shape ms = g.values[a.inputs[1 - k]].shape;
+                        ms.insert(ms.begin(), xs.size() - std::min(ms.size(), xs.size()), 1);
+                        if (ms.size() == xs.size() && ms[0] == 1) {
+                            mask = a.inputs[1 - k];
+                            mask_shape.assign(ms.begin() + 1, ms.end());
+                            s = g.nodes[split].inputs[0];
+                            absorbed.insert(absorbed.end(), {back, add, split});
+                        }
+                    }
+                }
+            }
             float scale = 1.0f;
             int p = single(s, OpKind::kAdd);
             if (p >= 0) {
@@ -1173,7 +1210,16 @@ void fuseAttention(Graph& g) {
             att.op = OpKind::kAttention;
             att.name = pv.name + "/attention";
             att.inputs = {mm.inputs[0], mm.inputs[1], pv.inputs[1]};
-            if (bias >= 0) att.inputs.push_back(bias);
+            if (bias >= 0 || mask >= 0) att.inputs.push_back(bias);
+            if (mask >= 0) {  // [nW, ...] without the leading 1, sharing the constant's storage
+                const Tensor& m = g.constant(mask);
+                Tensor windows = m.dtype() == DType::kFloat32
+                                     ? m.reshaped(mask_shape)
+                                     : Tensor::fromFloats(mask_shape, m.toFloats());
+                const std::string name = g.values[mask].name + "/windows";
+                att.inputs.push_back(
+                    g.addValue({name, mask_shape, DType::kFloat32, std::move(windows)}));
+            }
             att.attention_scale = scale;
             att.outputs = pv.outputs;
             // Inputs exist before the earliest absorbed node; the last one's place keeps the

@@ -63,8 +63,11 @@ enum class OpKind {
     kExpand,  // input broadcast with Node::shape (ONNX Expand: numpy rules, both ways)
     kTile,    // input repeated Node::repeats times along each axis
     // Scaled-dot-product attention, fused by optimize(): softmax(Q Kt * attention_scale
-    // [+ bias]) V over the last axis. Inputs Q [..., Tq, D], Kt [..., D, Tk], V [..., Tk, Dv]
-    // (equal batch dims), bias (-1: none) broadcast to [..., Tq, Tk]. Output [..., Tq, Dv].
+    // [+ bias] [+ mask]) V over the last axis. Inputs Q [..., Tq, D], Kt [..., D, Tk], V
+    // [..., Tk, Dv] (equal batch dims), then up to two additive biases (-1: none) broadcast to
+    // the scores [..., Tq, Tk], where a batch axis of a bias may also tile: P items along an
+    // axis of P*k are read at coordinate % P (Swin's shifted-window mask [nW, 1, Tq, Tk] on the
+    // scores of B*nW windows; optimize() folds its Reshape/Add/Reshape in). Output [..., Tq, Dv].
     kAttention,
     // Rotary position embedding, interleaved pairs (EVA / Primus; fused by optimize() from the
     // exported Slice/Neg/Concat/Mul/Add chain): inputs X [..., T, D] (D even), cos and sin
@@ -79,7 +82,7 @@ enum class OpKind {
     kChannelLayerNorm,
     // Attention with the heads packed in the last axis (optimize() folds the head split and
     // merge Transposes of an Attention into it): inputs Q [B, Tq, H*D], K [B, Tk, H*D] (not
-    // transposed), V [B, Tk, H*Dv], bias (-1: none) broadcast to [B, H, Tq, Tk];
+    // transposed), V [B, Tk, H*Dv], biases as Attention's broadcast to [B, H, Tq, Tk];
     // attention_heads = H, attention_scale. Output [B, Tq, H*Dv]: per head h the columns
     // [h*Dv, (h+1)*Dv) are softmax(Q_h K_h^T * scale [+ bias_h]) V_h.
     kMultiHeadAttention,

@@ -589,15 +589,35 @@ void attendRows(int64_t items, int64_t Tq, int64_t Tk, int64_t D, int64_t Dv, fl
         }
 }
 
+// The sum of an attention node's biases (inputs 3 and 4, each optional) at a score's flat index
+// in `scores`, each broadcast (batch axes also tiled) as broadcastOffset does.
+class ScoreBiases {
+  public:
+    ScoreBiases(const std::vector<const Tensor*>& in, Shape scores) : scores_(std::move(scores)) {
+        for (size_t i = 3; i < in.size(); ++i)
+            if (in[i]) terms_.emplace_back(in[i]->toFloats(), in[i]->shape());
+    }
+    double at(int64_t flat) const {
+        double sum = 0;
+        for (const auto& [values, shape] : terms_)
+            sum += values[static_cast<size_t>(broadcastOffset(flat, scores_, shape))];
+        return sum;
+    }
+
+  private:
+    Shape scores_;
+    std::vector<std::pair<std::vector<float>, Shape>> terms_;
+};
+
 // Attention on [..., T, D] operands, K given transposed.
-void attention(const Node& n, const Tensor& q, const Tensor& kt, const Tensor& v,
-               const Tensor* bias, Tensor& y) {
+void attention(const Node& n, const std::vector<const Tensor*>& in, Tensor& y) {
+    const Tensor &q = *in[0], &kt = *in[1], &v = *in[2];
     const Shape& qs = q.shape();
     const size_t r = qs.size();
     const int64_t Tq = qs[r - 2], D = qs[r - 1], Tk = kt.shape()[r - 1], Dv = v.shape()[r - 1];
     Shape scores = qs;
     scores[r - 1] = Tk;
-    const std::vector<float> bv = bias ? bias->toFloats() : std::vector<float>{};
+    const ScoreBiases biases(in, scores);
     const float *qp = q.data<float>(), *kp = kt.data<float>(), *vp = v.data<float>();
     float* yp = y.data<float>();
     attendRows(
@@ -606,19 +626,15 @@ void attention(const Node& n, const Tensor& q, const Tensor& kt, const Tensor& v
         [&](int64_t b, int64_t d, int64_t j) { return kp[(b * D + d) * Tk + j]; },
         [&](int64_t b, int64_t j, int64_t e) { return vp[(b * Tk + j) * Dv + e]; },
         [&](int64_t b, int64_t i, int64_t e) -> float& { return yp[(b * Tq + i) * Dv + e]; },
-        [&](int64_t b, int64_t i, int64_t j) {
-            return bias ? double(bv[broadcastOffset((b * Tq + i) * Tk + j, scores, bias->shape())])
-                        : 0.0;
-        });
+        [&](int64_t b, int64_t i, int64_t j) { return biases.at((b * Tq + i) * Tk + j); });
 }
 
 // MultiHeadAttention: work item b is batch item b / H, head b % H of the packed [B, T, H*D] rows.
-void multiHeadAttention(const Node& n, const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Tensor* bias, Tensor& y) {
+void multiHeadAttention(const Node& n, const std::vector<const Tensor*>& in, Tensor& y) {
+    const Tensor &q = *in[0], &k = *in[1], &v = *in[2];
     const int64_t B = q.dim(0), Tq = q.dim(1), Tk = k.dim(1), H = n.attention_heads;
     const int64_t D = q.dim(2) / H, Dv = v.dim(2) / H;
-    const Shape scores{B, H, Tq, Tk};
-    const std::vector<float> bv = bias ? bias->toFloats() : std::vector<float>{};
+    const ScoreBiases biases(in, {B, H, Tq, Tk});
     const float *qp = q.data<float>(), *kp = k.data<float>(), *vp = v.data<float>();
     float* yp = y.data<float>();
     auto at = [&](int64_t b, int64_t t, int64_t T, int64_t d, int64_t width) {
@@ -630,10 +646,7 @@ void multiHeadAttention(const Node& n, const Tensor& q, const Tensor& k, const T
         [&](int64_t b, int64_t d, int64_t j) { return kp[at(b, j, Tk, d, D)]; },
         [&](int64_t b, int64_t j, int64_t e) { return vp[at(b, j, Tk, e, Dv)]; },
         [&](int64_t b, int64_t i, int64_t e) -> float& { return yp[at(b, i, Tq, e, Dv)]; },
-        [&](int64_t b, int64_t i, int64_t j) {
-            return bias ? double(bv[broadcastOffset((b * Tq + i) * Tk + j, scores, bias->shape())])
-                        : 0.0;
-        });
+        [&](int64_t b, int64_t i, int64_t j) { return biases.at((b * Tq + i) * Tk + j); });
 }
 
 double geluExact(double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); }
@@ -830,10 +843,10 @@ Status runNode(const Graph& g, const Node& n, std::vector<Tensor>& env) {
             tile(*in[0], y);
             break;
         case OpKind::kAttention:
-            attention(n, *in[0], *in[1], *in[2], in.size() > 3 ? in[3] : nullptr, y);
+            attention(n, in, y);
             break;
         case OpKind::kMultiHeadAttention:
-            multiHeadAttention(n, *in[0], *in[1], *in[2], in.size() > 3 ? in[3] : nullptr, y);
+            multiHeadAttention(n, in, y);
             break;
         case OpKind::kRotary: {
             const float* xp = in[0]->data<float>();

@@ -48,7 +48,9 @@ void attention(const TensorStep& s) {
             float mx = -FLT_MAX;
             for (int64_t c = 0; c < s.tk; ++c) {
                 row[c] *= s.scale;
-                if (s.dc.data) row[c] += *at(s.dc, (b * s.tq + q0 + i) * s.tk + c, s.dc.shape);
+                for (const TensorDesc* bias : {&s.dc, &s.dmask})
+                    if (bias->data)
+                        row[c] += *at(*bias, (b * s.tq + q0 + i) * s.tk + c, bias->shape);
                 mx = std::max(mx, row[c]);
             }
             double sum = 0;

@@ -176,6 +176,41 @@ TEST(Optimize, FoldsTheHeadTransposesIntoMultiHeadAttention) {
     EXPECT_EQ(countOps(block, OpKind::kTranspose), 0);
 }
 
+// Swin's shifted-window scores (Reshape to [B, nW, ...], + mask, Reshape back) fold into one
+// Attention whose second bias is the mask without its leading 1, its storage shared.
+TEST(Optimize, FoldsSwinsWindowMaskIntoTheAttention) {
+    const testing::OpCase c = tableCase("attention_pattern_swin_shifted");
+    const Graph opt = optimize(c.graph);
+    ASSERT_EQ(opt.nodes.size(), 1u);
+    const Node& att = opt.nodes[0];
+    EXPECT_EQ(att.op, OpKind::kAttention);
+    ASSERT_EQ(att.inputs.size(), 5u);
+    EXPECT_EQ(opt.values[att.inputs[3]].shape, (Shape{1, 2, 40, 40}));
+    EXPECT_EQ(opt.values[att.inputs[4]].shape, (Shape{3, 1, 40, 40}));
+    EXPECT_LT(maxAbsDiff(runGraph(c.graph, c.input_shapes), runGraph(opt, c.input_shapes)), 1e-5);
+}
+
+// A bias's batch axis may tile the scores' (3 items on 6) but not fall short of it (4 on 6),
+// and its row and column axes broadcast only as numpy does.
+TEST(Graph, AttentionBiasesTileOnlyBatchAxesTheyDivide) {
+    for (const auto& [mask, fits] : std::vector<std::pair<Shape, bool>>{{{3, 1, 5, 7}, true},
+                                                                        {{6, 2, 5, 7}, true},
+                                                                        {{4, 1, 5, 7}, false},
+                                                                        {{3, 1, 1, 7}, true},
+                                                                        {{1, 1, 5, 1}, true},
+                                                                        {{1, 1, 5, 14}, false}}) {
+        GraphBuilder b;
+        const ValueId q = b.input("q", {6, 2, 5, 4}), kt = b.input("kt", {6, 2, 4, 7}),
+                      v = b.input("v", {6, 2, 7, 3});
+        b.output(b.node(OpKind::kAttention,
+                        {q, kt, v, -1, b.constant("m", Tensor(DType::kFloat32, mask))}));
+        const Status s = b.graph().inferShapes({{6, 2, 5, 4}, {6, 2, 4, 7}, {6, 2, 7, 3}});
+        EXPECT_EQ(s.isOk(), fits) << shapeToString(mask) << ": " << s.toString();
+        if (!fits)
+            EXPECT_NE(s.message().find("does not broadcast to the scores"), std::string::npos);
+    }
+}
+
 TEST(Optimize, FusesPReluWithConstantSlope) {
     GraphBuilder b;
     const Shape s{1, 3, 5, 4, 3};

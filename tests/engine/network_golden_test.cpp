@@ -119,6 +119,29 @@ TEST(NetworkGolden, PrimusDecoderLayerNormImportsAsOneNode) {
     EXPECT_EQ(count(*g, OpKind::kDiv), 0);
 }
 
+// SwinUNETR's attention, the shifted windows' masked blocks included, runs as fused Attention
+// nodes: no Softmax (nor the full scores it would need) is left after optimize().
+TEST(NetworkGolden, SwinUnetrShiftedWindowAttentionIsFused) {
+    const auto onnx_path = kDir / "swinunetr_v2_small.onnx";
+    if (!std::filesystem::exists(onnx_path)) GTEST_SKIP() << onnx_path << " not committed";
+    auto g = importOnnx(onnx_path);
+    ASSERT_TRUE(g.isOk()) << g.status().toString();
+    const int softmax_before = count(*g, OpKind::kSoftmax);
+    EXPECT_GE(softmax_before, 4);
+    const Graph opt = optimize(*g);
+    EXPECT_EQ(count(opt, OpKind::kSoftmax), 0);
+    int masked = 0, fused = 0;
+    for (const Node& n : opt.nodes) {
+        if (n.op != OpKind::kAttention && n.op != OpKind::kMultiHeadAttention) continue;
+        ++fused;
+        masked += n.inputs.size() == 5 && n.inputs[4] >= 0;
+    }
+    EXPECT_EQ(fused, softmax_before);
+    // Every stage's second block shifts its windows, but stage 4, whose 4^3 tokens fit in one
+    // window (MONAI then shifts nothing): 3 of the 4 stages (docs/engine-ops.md).
+    EXPECT_EQ(masked, 3);
+}
+
 class NetworkParity : public ::testing::TestWithParam<std::tuple<std::string, size_t>> {};
 
 TEST_P(NetworkParity, MatchesPyTorch) {

@@ -968,6 +968,51 @@ inline std::vector<OpCase> allOpCases() {
                 " softmax -1, MatMul v " + vecStr(vs),
             b, {qs, ks, vs, bs}, kMatMulTol);
     }
+    // Swin's shifted-window attention: 2 images x 3 windows of 40 tokens, 2 heads, a constant
+    // relative-position bias [1, H, N, N] and window mask [3, 1, N, N] that tiles every 3
+    // windows; direct, and as MONAI exports it (the scores of B*nW windows reshaped to
+    // [B, nW, H, N, N], the mask [1, nW, 1, N, N] added, reshaped back), which optimize() folds
+    // into one Attention.
+    {
+        const int64_t images = 2, windows = 3, heads = 2, n = 40, d = 8;
+        const Shape qs{images * windows, heads, n, d}, ks{images * windows, heads, d, n};
+        const Shape bias_shape{1, heads, n, n}, split{images, windows, heads, n, n};
+        std::vector<float> mask(static_cast<size_t>(windows * n * n));
+        for (size_t i = 0; i < mask.size(); ++i)  // window w masks every (w + 2)-th score
+            mask[i] = (i % n) % (i / (n * n) + 2) == 0 ? -100.0f : 0.0f;
+        auto pattern = [&](bool exported) {
+            GraphBuilder b;
+            std::vector<ValueId> in{b.input("q", qs), b.input("kt", ks), b.input("v", qs)};
+            const ValueId bias = b.constant("rel_bias", seededTensor(bias_shape, 31, -2, 2));
+            if (!exported) {
+                in.push_back(bias);
+                in.push_back(b.constant("mask", Tensor::fromFloats({windows, 1, n, n}, mask)));
+                b.output(
+                    b.node(OpKind::kAttention, in, [](Node& a) { a.attention_scale = 0.35f; }));
+                return b;
+            }
+            ValueId sc = b.node(OpKind::kMatMul, {in[0], in[1]});
+            sc = b.node(OpKind::kAdd, {sc, bias});
+            sc = b.node(OpKind::kReshape, {sc}, [&](Node& r) { r.shape = split; });
+            sc = b.node(OpKind::kAdd,
+                        {b.constant("mask", Tensor::fromFloats({1, windows, 1, n, n}, mask)), sc});
+            sc = b.node(OpKind::kReshape, {sc}, [&](Node& r) { r.shape = {-1, heads, n, n}; });
+            sc = b.node(OpKind::kSoftmax, {sc}, [](Node& m) { m.axis = 3; });
+            b.output(b.node(OpKind::kMatMul, {sc, in[2]}));
+            return b;
+        };
+        GraphBuilder direct = pattern(false), exported = pattern(true);
+        add("attention_fused_window_mask",
+            "q, v " + vecStr(qs) + " kt " + vecStr(ks) + " scale 0.35, bias " + vecStr(bias_shape) +
+                ", mask [3,1,40,40] tiled over 6 windows",
+            direct, {qs, ks, qs}, kMatMulTol);
+        add("attention_pattern_swin_shifted",
+            "MatMul q " + vecStr(qs) + " kt " + vecStr(ks) + " + bias " + vecStr(bias_shape) +
+                ", Reshape " + vecStr(split) +
+                " + mask [1,3,1,40,40], Reshape back, softmax -1, "
+                "MatMul v",
+            exported, {qs, ks, qs}, kMatMulTol);
+    }
     // MultiHeadAttention on packed [B, T, H*D] operands (optimize() folds the head Transposes
     // into it): direct, batch 2, and one of 300 x 300 with a mask whose query blocks have a
     // tail and whose work items spread over the threads.
