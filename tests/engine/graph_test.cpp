@@ -187,6 +187,10 @@ TEST(Optimize, FoldsSwinsWindowMaskIntoTheAttention) {
     ASSERT_EQ(att.inputs.size(), 5u);
     EXPECT_EQ(opt.values[att.inputs[3]].shape, (Shape{1, 2, 40, 40}));
     EXPECT_EQ(opt.values[att.inputs[4]].shape, (Shape{3, 1, 40, 40}));
+    const auto mask = std::find_if(c.graph.values.begin(), c.graph.values.end(),
+                                   [](const Value& v) { return v.name == "mask"; });
+    ASSERT_NE(mask, c.graph.values.end());
+    EXPECT_EQ(opt.values[att.inputs[4]].constant->data<float>(), mask->constant->data<float>());
     EXPECT_LT(maxAbsDiff(runGraph(c.graph, c.input_shapes), runGraph(opt, c.input_shapes)), 1e-5);
 }
 
