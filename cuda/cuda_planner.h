@@ -177,6 +177,7 @@ class Planner {
     Status lowerEltwise(const Node& node);
     Status lowerCopyOp(const Node& node);
     Status lowerConcat(const Node& node);
+    Status lowerRoll(const Node& node);
     Status lowerPad(const Node& node);
     Status lowerMatMul(const Node& node);
     Status lowerAttention(const Node& node);

@@ -188,6 +188,7 @@ Status tensorOpSupported(const Graph& g, const Node& node) {
         case OpKind::kConcat:
         case OpKind::kExpand:
         case OpKind::kTile:
+        case OpKind::kRoll:
         case OpKind::kWhere:
         case OpKind::kPRelu:
         case OpKind::kRelu:
@@ -357,6 +358,8 @@ Status Planner::lowerTensorOp(const Node& node) {
             return lowerCopyOp(node);
         case OpKind::kConcat:
             return lowerConcat(node);
+        case OpKind::kRoll:
+            return lowerRoll(node);
         case OpKind::kPad:
             return lowerPad(node);
         case OpKind::kMatMul:
@@ -475,6 +478,35 @@ Status Planner::lowerConcat(const Node& node) {
         copy.y.offset += offset * y.strides[axis];
         copy.y.shape[axis] = copy.y.mod[axis] = x.shape[axis];
         offset += x.shape[axis];
+        pushTensor(std::move(copy));
+    }
+    return applyTensorEpilogue(node, y);
+}
+
+// Roll: one strided block copy per combination of the rolled axes' two parts (Swin's 3 axes: 8
+// blocks), each part of y [0, shift) reading x [n - shift, n) and [shift, n) reading [0, n -
+// shift).
+Status Planner::lowerRoll(const Node& node) {
+    const ValueId out = node.outputs[0];
+    VOXSEG_ASSIGN_OR_RETURN(TRef x, packedOperand(node, node.inputs[0]));
+    const TRef y = outputRef(out);
+    std::vector<size_t> rolled;
+    for (size_t a = 0; a < node.roll_shifts.size(); ++a)
+        if (node.roll_shifts[a] != 0) rolled.push_back(a);
+    for (size_t part = 0; part < (size_t(1) << rolled.size()); ++part) {
+        TensorStep copy;
+        copy.kind = TensorStep::Kind::kCopy;
+        copy.a = x;
+        copy.y = y;
+        for (size_t k = 0; k < rolled.size(); ++k) {
+            const size_t a = rolled[k];
+            const int64_t n = x.shape[a], s = node.roll_shifts[a];
+            const bool head = (part >> k) & 1;  // y [0, s) from x [n - s, n)
+            const int64_t count = head ? s : n - s;
+            copy.a.offset += (head ? n - s : 0) * x.strides[a];
+            copy.y.offset += (head ? 0 : s) * y.strides[a];
+            copy.a.shape[a] = copy.a.mod[a] = copy.y.shape[a] = copy.y.mod[a] = count;
+        }
         pushTensor(std::move(copy));
     }
     return applyTensorEpilogue(node, y);

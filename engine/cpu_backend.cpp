@@ -114,6 +114,7 @@ Status planNode(Plan& plan) {
         case OpKind::kReshape:
         case OpKind::kTranspose:
         case OpKind::kSlice:
+        case OpKind::kRoll:
             return cpu::planShapeOp(plan);
     }
     return cpu::nodeError(plan, "op not supported by the cpu backend");

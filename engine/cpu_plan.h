@@ -183,7 +183,7 @@ Status planSoftmax(Plan& plan);
 Status planConcat(Plan& plan);
 Status planPool(Plan& plan);     // MaxPool, AveragePool, GlobalAveragePool
 Status planResize(Plan& plan);   // Resize/Upsample
-Status planShapeOp(Plan& plan);  // Pad, Identity, Reshape, Transpose, Slice
+Status planShapeOp(Plan& plan);  // Pad, Identity, Reshape, Transpose, Slice, Roll
 // MatMul, LayerNorm, Reduce*, Erf, Sin, Cos, Where, Expand, Tile, Rotary (cpu_transformer.cpp),
 // Attention and MultiHeadAttention (cpu_attention.cpp, through planTransformerOp).
 Status planTransformerOp(Plan& plan);

@@ -1,7 +1,7 @@
 // Data-movement ops, rare inside U-Nets: Identity (a copy in the same layout), Reshape (the
 // input's buffer seen with the new dims when the input dies there, else a copy), Transpose and
-// Slice (one strided gather loop), Pad (constant, reflect, edge). All but Identity work on plain
-// f32.
+// Slice (one strided gather loop), Roll (a gather of rows), Pad (constant, reflect, edge). All
+// but Identity work on plain f32.
 #include "engine/cpu_plan.h"
 
 #include <omp.h>
@@ -51,6 +51,41 @@ Status planGather(Plan& plan, int64_t offset, std::vector<int64_t> strides, cons
     VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensurePlainF32(n.inputs[0]));
     MemRef dst = plan.newBuffer(plainDesc(ys, dt::f32));
     plan.addKernel(what, gatherKernel(ys, offset, std::move(strides)), {src, dst});
+    plan.define(n.outputs[0], dst);
+    return planUnfusedEpilogue(plan, dst);
+}
+
+// Roll (torch.roll): a row (the last dim) at a time, its source row found once per row, the row
+// itself one memcpy, or two when the last dim is rolled too (Swin: rows of C channels, the three
+// spatial axes rolled).
+Status planRoll(Plan& plan) {
+    const Node& n = plan.node();
+    const Shape xs = plan.graph().values[n.inputs[0]].shape;
+    VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensurePlainF32(n.inputs[0]));
+    MemRef dst = plan.newBuffer(plainDesc(xs, dt::f32));
+    const std::vector<int64_t> strides = plainStrides(xs), shifts = n.roll_shifts;
+    Kernel k = [=](const std::vector<dnnl::memory>& m) {
+        const float* in = static_cast<const float*>(m[0].get_data_handle());
+        float* out = static_cast<float*>(m[1].get_data_handle());
+        const int rank = static_cast<int>(xs.size());
+        const int64_t len = rank ? xs[rank - 1] : 1;
+        const int64_t tail = rank ? shifts[rank - 1] : 0;  // out[0, tail) = in[len - tail, len)
+        const int64_t rows = len ? numel(xs) / len : 0;
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < rows; ++r) {
+            int64_t rem = r, off = 0;
+            for (int d = rank - 2; d >= 0; --d) {
+                const int64_t i = rem % xs[d];
+                off += (i >= shifts[d] ? i - shifts[d] : i - shifts[d] + xs[d]) * strides[d];
+                rem /= xs[d];
+            }
+            float* o = out + r * len;
+            const float* row = in + off;
+            std::memcpy(o, row + len - tail, static_cast<size_t>(tail) * sizeof(float));
+            std::memcpy(o + tail, row, static_cast<size_t>(len - tail) * sizeof(float));
+        }
+    };
+    plan.addKernel("roll gather", std::move(k), {src, dst});
     plan.define(n.outputs[0], dst);
     return planUnfusedEpilogue(plan, dst);
 }
@@ -156,6 +191,8 @@ Status planShapeOp(Plan& plan) {
                 strides.push_back(in_strides[n.perm.empty() ? ys.size() - 1 - i : n.perm[i]]);
             return planGather(plan, 0, strides, "transpose gather");
         }
+        case OpKind::kRoll:
+            return planRoll(plan);
         case OpKind::kSlice: {
             const auto in_strides = plainStrides(xs);
             const std::vector<SliceAxis> axes = resolveSlice(n, xs);

@@ -90,6 +90,8 @@ const char* opKindName(OpKind op) {
             return "Expand";
         case OpKind::kTile:
             return "Tile";
+        case OpKind::kRoll:
+            return "Roll";
         case OpKind::kAttention:
             return "Attention";
         case OpKind::kRotary:
@@ -436,6 +438,20 @@ Status inferNode(Graph& g, const Node& node) {
                 return nodeError(node, "cos " + shapeToString(in(1)) + " and sin " +
                                            shapeToString(in(2)) + " need " + std::to_string(table) +
                                            " values (tokens x dim)");
+            break;
+        }
+        case OpKind::kRoll: {
+            VOXSEG_RETURN_IF_ERROR(need(1));
+            out = in(0);
+            if (node.roll_shifts.size() != out.size())
+                return nodeError(node, std::to_string(node.roll_shifts.size()) +
+                                           " shifts for rank " + std::to_string(out.size()));
+            for (size_t d = 0; d < out.size(); ++d)
+                if (node.roll_shifts[d] < 0 ||
+                    (node.roll_shifts[d] > 0 && node.roll_shifts[d] >= out[d]))
+                    return nodeError(node, "shift " + std::to_string(node.roll_shifts[d]) +
+                                               " along axis " + std::to_string(d) + " of " +
+                                               shapeToString(out));
             break;
         }
         case OpKind::kTile: {
@@ -1250,6 +1266,7 @@ Graph optimize(const Graph& graph) {
     if (shapes_known) {
         fuseMatMulBiasScale(g);
         fuseRotaryEmbedding(g);
+        passes::fuseCopies(g);
     }
     fuseEpilogues(g, shapes_known);
     if (shapes_known) {

@@ -62,6 +62,9 @@ enum class OpKind {
     kWhere,   // inputs condition (nonzero: take X), X, Y; numpy broadcasting of all three
     kExpand,  // input broadcast with Node::shape (ONNX Expand: numpy rules, both ways)
     kTile,    // input repeated Node::repeats times along each axis
+    // torch.roll (fused by optimize() from the exported Slice/Concat pairs): y[..., i, ...] =
+    // x[..., (i - roll_shifts[d]) mod n_d, ...] along every axis d, shifts in [0, n_d).
+    kRoll,
     // Scaled-dot-product attention, fused by optimize(): softmax(Q Kt * attention_scale
     // [+ bias] [+ mask]) V over the last axis. Inputs Q [..., Tq, D], Kt [..., D, Tk], V
     // [..., Tk, Dv] (equal batch dims), then up to two additive biases (-1: none) broadcast to
@@ -169,6 +172,7 @@ struct Node {
     bool keepdims = true;              // Reduce*
     bool gelu_tanh = false;            // Gelu
     std::vector<int64_t> repeats;      // Tile
+    std::vector<int64_t> roll_shifts;  // Roll: one per axis
     float attention_scale = 1.0f;      // Attention, MultiHeadAttention
     int64_t attention_heads = 0;       // MultiHeadAttention
 
@@ -217,12 +221,13 @@ std::vector<SliceAxis> resolveSlice(const Node& node, const Shape& input);
 // removed, a constant bias Add and scale Mul after a MatMul with constant weights folded into it
 // (bias input, scaled weights), activations (and a residual Add) fused into the producing
 // Conv/norm/MatMul as epilogues,
-// MatMul -> [Mul/Div by a constant] -> [Add bias] -> Softmax(last axis) -> MatMul fused into one
-// Attention node, and the exported rotary-embedding chain into one Rotary node (a scalar Mul after
-// it folded into its tables; Concat inputs with no elements dropped); an Attention whose Q, K^T
-// and V are head-split Transposes of [B, T, H, D] tensors (through a Rotary) and whose output is
-// merged back by a Transpose becomes one MultiHeadAttention on the packed [B, T, H*D] tensors
-// (engine/fuse_attention_heads.cpp).
+// MatMul -> [Mul/Div by a constant] -> [Add bias] [-> Swin's window-mask Reshape/Add/Reshape]
+// -> Softmax(last axis) -> MatMul fused into one Attention node, torch.roll's Slice/Concat pairs
+// into one Roll and Slice chains into one Slice (engine/fuse_copies.cpp), and the exported
+// rotary-embedding chain into one Rotary node (a scalar Mul after it folded into its tables; Concat
+// inputs with no elements dropped); an Attention whose Q, K^T and V are head-split Transposes of
+// [B, T, H, D] tensors (through a Rotary) and whose output is merged back by a Transpose becomes
+// one MultiHeadAttention on the packed [B, T, H*D] tensors (engine/fuse_attention_heads.cpp).
 // Backends may ignore epilogues they cannot fuse only by evaluating them separately.
 Graph optimize(const Graph& graph);
 

@@ -26,4 +26,8 @@ int singleProducer(const Graph& g, const Usage& u, ValueId v, OpKind op);
 // Needs inferred shapes.
 void fuseAttentionHeads(Graph& g);
 
+// torch.roll's exported Concat(Slice, Slice) pairs as Roll nodes, Rolls of Rolls as one, Slices
+// of Slices (positive steps) as one Slice (engine/fuse_copies.cpp). Needs inferred shapes.
+void fuseCopies(Graph& g);
+
 }  // namespace voxseg::engine::passes

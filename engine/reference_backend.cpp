@@ -563,6 +563,22 @@ void tile(const Tensor& x, Tensor& y) {
     }
 }
 
+// y[..., i, ...] = x[..., (i - shift) mod n, ...] along every axis.
+void roll(const Tensor& x, const std::vector<int64_t>& shifts, Tensor& y) {
+    const Shape& xs = x.shape();
+    const std::vector<int64_t> st = stridesOf(xs);
+    const float* xp = x.data<float>();
+    float* yp = y.data<float>();
+    for (int64_t flat = 0; flat < y.numel(); ++flat) {
+        int64_t r = flat, off = 0;
+        for (size_t a = xs.size(); a-- > 0;) {
+            off += ((r % xs[a] - shifts[a] + xs[a]) % xs[a]) * st[a];
+            r /= xs[a];
+        }
+        yp[flat] = xp[off];
+    }
+}
+
 // softmax(Q Kt * scale + bias) V for `items` work items of Tq query rows, one row at a time;
 // q(b, i, d), k(b, d, j), v(b, j, e) read the operands, out(b, i, e) is the output element,
 // bias(b, i, j) the score's bias (0 without one).
@@ -841,6 +857,9 @@ Status runNode(const Graph& g, const Node& n, std::vector<Tensor>& env) {
         }
         case OpKind::kTile:
             tile(*in[0], y);
+            break;
+        case OpKind::kRoll:
+            roll(*in[0], n.roll_shifts, y);
             break;
         case OpKind::kAttention:
             attention(n, in, y);

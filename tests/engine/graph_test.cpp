@@ -194,6 +194,19 @@ TEST(Optimize, FoldsSwinsWindowMaskIntoTheAttention) {
     EXPECT_LT(maxAbsDiff(runGraph(c.graph, c.input_shapes), runGraph(opt, c.input_shapes)), 1e-5);
 }
 
+// torch.roll over three axes (three Concat(Slice, Slice) pairs) and a crop of three Slices become
+// one Roll and one Slice, with the same outputs.
+TEST(Optimize, FoldsTorchRollIntoOneRollAndSliceChainsIntoOneSlice) {
+    const testing::OpCase c = tableCase("roll_pattern_torch");
+    EXPECT_EQ(countOps(c.graph, OpKind::kSlice), 9);
+    const Graph opt = optimize(c.graph);
+    ASSERT_EQ(opt.nodes.size(), 2u);
+    EXPECT_EQ(opt.nodes[0].op, OpKind::kRoll);
+    EXPECT_EQ(opt.nodes[0].roll_shifts, (std::vector<int64_t>{0, 3, 6, 6, 0}));
+    EXPECT_EQ(opt.nodes[1].op, OpKind::kSlice);
+    EXPECT_LT(maxAbsDiff(runGraph(c.graph, c.input_shapes), runGraph(opt, c.input_shapes)), 1e-7);
+}
+
 // A bias's batch axis may tile the scores' (3 items on 6) but not fall short of it (4 on 6),
 // and its row and column axes broadcast only as numpy does.
 TEST(Graph, AttentionBiasesTileOnlyBatchAxesTheyDivide) {

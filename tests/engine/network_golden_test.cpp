@@ -120,7 +120,8 @@ TEST(NetworkGolden, PrimusDecoderLayerNormImportsAsOneNode) {
 }
 
 // SwinUNETR's attention, the shifted windows' masked blocks included, runs as fused Attention
-// nodes: no Softmax (nor the full scores it would need) is left after optimize().
+// nodes: no Softmax (nor the full scores it would need) is left after optimize(); its window
+// shifts (torch.roll over 3 axes: 3 Concats of 2 Slices each) are one Roll.
 TEST(NetworkGolden, SwinUnetrShiftedWindowAttentionIsFused) {
     const auto onnx_path = kDir / "swinunetr_v2_small.onnx";
     if (!std::filesystem::exists(onnx_path)) GTEST_SKIP() << onnx_path << " not committed";
@@ -140,6 +141,9 @@ TEST(NetworkGolden, SwinUnetrShiftedWindowAttentionIsFused) {
     // Every stage's second block shifts its windows, but stage 4, whose 4^3 tokens fit in one
     // window (MONAI then shifts nothing): 3 of the 4 stages (docs/engine-ops.md).
     EXPECT_EQ(masked, 3);
+    // Each shifted block rolls its windows there and back: one Roll each, no Slice/Concat pairs.
+    EXPECT_EQ(count(opt, OpKind::kRoll), 2 * masked);
+    EXPECT_EQ(count(opt, OpKind::kConcat), count(*g, OpKind::kConcat) - 6 * masked);
 }
 
 class NetworkParity : public ::testing::TestWithParam<std::tuple<std::string, size_t>> {};

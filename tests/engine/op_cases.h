@@ -922,6 +922,44 @@ inline std::vector<OpCase> allOpCases() {
         }));
         add("tile_2131", "input " + vecStr(s) + " repeats [2,1,3,1]", b, {s}, kElementwiseTol);
     }
+    // Roll: direct, the last axis rolled too (two pieces per row); and torch.roll over three
+    // axes as torch exports it (per axis Concat(Slice(x, -s:), Slice(x, :-s))) followed by
+    // Swin's crop, a Slice per axis (optimize() makes them one Roll and one Slice).
+    {
+        GraphBuilder b;
+        const Shape s{2, 7, 6, 5};
+        b.output(b.node(OpKind::kRoll, {b.input("x", s)}, [](Node& n) {
+            n.roll_shifts = {0, 3, 0, 4};
+        }));
+        add("roll_direct", "input " + vecStr(s) + " shifts [0,3,0,4]", b, {s}, kElementwiseTol);
+    }
+    {
+        GraphBuilder b;
+        const Shape s{1, 9, 8, 7, 5};
+        ValueId x = b.input("x", s);
+        auto slice = [&](ValueId v, int64_t axis, int64_t start, int64_t end) {
+            return b.node(OpKind::kSlice, {v}, [&](Node& n) {
+                n.slice_starts = {start};
+                n.slice_ends = {end};
+                n.slice_axes = {axis};
+                n.slice_steps = {1};
+            });
+        };
+        const int64_t kEnd = std::numeric_limits<int64_t>::max();
+        for (const auto& roll : std::vector<std::pair<int64_t, int64_t>>{{1, 3}, {2, -2}, {3, 6}}) {
+            const int64_t axis = roll.first, shift = roll.second;
+            const ValueId v = x;  // torch: Concat(x[-s:], x[:-s]) along the axis
+            x = b.node(OpKind::kConcat, {slice(v, axis, -shift, kEnd), slice(v, axis, 0, -shift)},
+                       [&](Node& n) { n.axis = axis; });
+        }
+        x = slice(slice(slice(x, 1, 0, 7), 2, 1, 8), 3, 0, 6);
+        b.output(x);
+        add("roll_pattern_torch",
+            "input " + vecStr(s) +
+                " torch.roll shifts (3, -2, 6) on axes (1, 2, 3), then crop "
+                "[0:7, 1:8, 0:6]",
+            b, {s}, kElementwiseTol);
+    }
     // Fused attention (optimize() builds it from MatMul/Mul/Add/Softmax/MatMul): direct cases,
     // one long enough for the CPU's query blocks (256 KiB of scores: 218 rows of 300) to have a
     // tail, and the unfused pattern with a broadcast mask (compared as imported and optimized).
