@@ -7,6 +7,7 @@
 #include "engine/graph_passes.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace voxseg::engine::passes {
 namespace {
@@ -92,11 +93,15 @@ bool foldSliceChain(Graph& g, const Usage& u, size_t i) {
     merged.outputs = outer.outputs;
     for (size_t d = 0; d < a.size(); ++d) {
         if (a[d].step < 1 || b[d].step < 1 || b[d].count < 1) return false;
-        const int64_t start = a[d].start + b[d].start * a[d].step, step = a[d].step * b[d].step;
+        // In 128 bits: a file's steps may be near 2^63 (fuzz_onnx_import); one element: step 1.
+        const __int128 step = b[d].count == 1 ? 1 : __int128(a[d].step) * b[d].step;
+        const __int128 start = a[d].start + __int128(b[d].start) * a[d].step;
+        const __int128 end = start + (b[d].count - 1) * step + 1;
+        if (end > std::numeric_limits<int64_t>::max() / 2) return false;
         merged.slice_axes.push_back(static_cast<int64_t>(d));
-        merged.slice_starts.push_back(start);
-        merged.slice_ends.push_back(start + (b[d].count - 1) * step + 1);
-        merged.slice_steps.push_back(step);
+        merged.slice_starts.push_back(static_cast<int64_t>(start));
+        merged.slice_ends.push_back(static_cast<int64_t>(end));
+        merged.slice_steps.push_back(static_cast<int64_t>(step));
     }
     g.nodes[i] = merged;
     eraseNodes(g, {inner});
