@@ -547,36 +547,32 @@ void reduce(const Node& n, const Tensor& x, Tensor& y) {
         yp[i] = static_cast<float>(n.op == OpKind::kReduceMean ? acc[i] / count : acc[i]);
 }
 
-void tile(const Tensor& x, Tensor& y) {
-    const Shape& xs = x.shape();
+// y's element at each coordinate (i_a) is x's at (source(a, i_a)).
+template <typename Source>
+void gatherCoords(const Tensor& x, Tensor& y, Source source) {
     const Shape& ys = y.shape();
-    const std::vector<int64_t> ist = stridesOf(xs);
+    const std::vector<int64_t> ist = stridesOf(x.shape());
     const float* xp = x.data<float>();
     float* yp = y.data<float>();
     for (int64_t flat = 0; flat < y.numel(); ++flat) {
         int64_t r = flat, off = 0;
         for (size_t a = ys.size(); a-- > 0;) {
-            off += ((r % ys[a]) % xs[a]) * ist[a];
+            off += source(a, r % ys[a]) * ist[a];
             r /= ys[a];
         }
         yp[flat] = xp[off];
     }
 }
 
+void tile(const Tensor& x, Tensor& y) {
+    const Shape& xs = x.shape();
+    gatherCoords(x, y, [&](size_t a, int64_t i) { return i % xs[a]; });
+}
+
 // y[..., i, ...] = x[..., (i - shift) mod n, ...] along every axis.
 void roll(const Tensor& x, const std::vector<int64_t>& shifts, Tensor& y) {
     const Shape& xs = x.shape();
-    const std::vector<int64_t> st = stridesOf(xs);
-    const float* xp = x.data<float>();
-    float* yp = y.data<float>();
-    for (int64_t flat = 0; flat < y.numel(); ++flat) {
-        int64_t r = flat, off = 0;
-        for (size_t a = xs.size(); a-- > 0;) {
-            off += ((r % xs[a] - shifts[a] + xs[a]) % xs[a]) * st[a];
-            r /= xs[a];
-        }
-        yp[flat] = xp[off];
-    }
+    gatherCoords(x, y, [&](size_t a, int64_t i) { return (i - shifts[a] + xs[a]) % xs[a]; });
 }
 
 // softmax(Q Kt * scale + bias) V for `items` work items of Tq query rows, one row at a time;
