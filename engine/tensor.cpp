@@ -103,8 +103,8 @@ Tensor Tensor::reshaped(Shape shape) const {
 std::vector<int64_t> Tensor::toInt64s() const {
     std::vector<int64_t> out(static_cast<size_t>(numel()));
     switch (dtype_) {
-        case DType::kInt64:
-            std::memcpy(out.data(), raw(), bytes());
+        case DType::kInt64:  // (an empty tensor has no storage to copy from)
+            if (!out.empty()) std::memcpy(out.data(), raw(), bytes());
             break;
         case DType::kInt32:
             for (size_t i = 0; i < out.size(); ++i) out[i] = data<int32_t>()[i];

@@ -21,6 +21,15 @@ TEST(Tensor, ShapeBytesCloneReshape) {
     EXPECT_EQ(shapeToString(r.shape()), "[3, 2]");
 }
 
+// An int64 tensor without elements (an ONNX Resize's empty 'sizes') has no storage: no values,
+// and no memcpy from a null pointer (UBSan, fuzz_onnx_import).
+TEST(Tensor, EmptyInt64TensorGivesNoValues) {
+    const Tensor t(DType::kInt64, {0});
+    EXPECT_EQ(t.numel(), 0);
+    EXPECT_TRUE(t.toInt64s().empty());
+    EXPECT_TRUE(t.toFloats().empty());
+}
+
 TEST(Tensor, HalfAndBFloat16RoundTrip) {
     for (float v : {0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f, 0.333333f}) {
         const float h = halfToFloat(floatToHalf(v));

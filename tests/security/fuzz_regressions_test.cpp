@@ -5,6 +5,7 @@
 // in a temporary folder.
 #include "batch/journal.h"
 #include "edit/edit_op.h"
+#include "engine/graph.h"
 #include "engine/model_package.h"
 #include "engine/onnx_import.h"
 #include "io/dicom_header.h"
@@ -223,6 +224,20 @@ TEST(FuzzRegressions, OnnxResizeWhoseOutputExceedsInt64IsRefused) {
     ASSERT_FALSE(graph.isOk());
     EXPECT_NE(graph.status().toString().find("gives an output of"), std::string::npos)
         << graph.status().toString();
+}
+
+// fuzz_onnx_import (session 15, a 150 s run): a Resize whose 'sizes' initializer has no
+// elements made Tensor::toInt64s memcpy from a null pointer (UBSan). Now the model imports or is
+// refused, without undefined behaviour, and what imports optimizes.
+TEST(FuzzRegressions, OnnxResizeWithEmptySizesImportsWithoutUndefinedBehaviour) {
+    const std::string bytes = regressionBytes("fuzz_onnx_import", "resize-with-empty-int64-sizes");
+    auto graph = engine::importOnnxBytes(bytes, {}, "model.onnx");
+    if (graph.isOk()) {
+        const engine::Graph opt = engine::optimize(*graph);
+        EXPECT_EQ(opt.outputs.size(), graph->outputs.size());
+    } else {
+        EXPECT_FALSE(graph.status().message().empty());
+    }
 }
 
 // fuzz_image_nii (found by the CI-length run of the final test): a NaN in srow_y made ITK's
