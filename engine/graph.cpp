@@ -1132,6 +1132,41 @@ void fuseRotaryEmbedding(Graph& g) {
     }
 }
 
+// Swin's shifted windows between the scores `s` (shape `ss`, [B*nW, ...]) and the Softmax: a
+// Reshape to [B, nW, ...], the Add of a constant mask [1, nW, ...], a Reshape back, each read
+// once. The mask becomes the Attention's second bias, [nW, ...], tiling every nW windows.
+struct WindowMask {
+    ValueId mask = -1;       // the constant
+    ValueId scores = -1;     // the scores before the first Reshape
+    Shape shape;             // the mask's without its leading 1
+    std::vector<int> nodes;  // the Reshape, Add and Reshape
+};
+
+std::optional<WindowMask> windowMask(const Graph& g, const Usage& u, ValueId s, const Shape& ss) {
+    const int back = singleProducer(g, u, s, OpKind::kReshape);
+    if (back < 0) return std::nullopt;
+    const ValueId x = g.nodes[back].inputs[0];
+    const Shape& xs = g.values[x].shape;
+    const int add = singleProducer(g, u, x, OpKind::kAdd);
+    if (add < 0 || xs.size() != ss.size() + 1 || xs[0] * xs[1] != ss[0] ||
+        !std::equal(ss.begin() + 1, ss.end(), xs.begin() + 2))
+        return std::nullopt;
+    const Node& a = g.nodes[add];
+    const int k = g.isConstant(a.inputs[1]) ? 0 : 1;  // the scores' side
+    const int split = singleProducer(g, u, a.inputs[k], OpKind::kReshape);
+    if (!g.isConstant(a.inputs[1 - k]) || split < 0 || g.values[a.inputs[k]].shape != xs ||
+        g.values[g.nodes[split].inputs[0]].shape != ss)
+        return std::nullopt;
+    Shape ms = g.values[a.inputs[1 - k]].shape;
+    if (ms.size() > xs.size()) return std::nullopt;
+    ms.insert(ms.begin(), xs.size() - ms.size(), 1);
+    if (ms[0] != 1) return std::nullopt;
+    return WindowMask{a.inputs[1 - k],
+                      g.nodes[split].inputs[0],
+                      Shape(ms.begin() + 1, ms.end()),
+                      {back, add, split}};
+}
+
 // MatMul(Q, Kt) -> [Mul/Div by a constant scalar] -> [Add bias] -> Softmax(last axis) ->
 // MatMul(., V), each intermediate read once: one Attention node in the place of the last MatMul.
 void fuseAttention(Graph& g) {
@@ -1139,10 +1174,7 @@ void fuseAttention(Graph& g) {
     while (changed) {
         changed = false;
         const Usage u = computeUsage(g);
-        auto single = [&](ValueId v, OpKind op) -> int {
-            if (v < 0 || u.producer[v] < 0 || u.uses[v] != 1 || isGraphOutput(g, v)) return -1;
-            return g.nodes[u.producer[v]].op == op ? u.producer[v] : -1;
-        };
+        auto single = [&](ValueId v, OpKind op) { return singleProducer(g, u, v, op); };
         for (size_t i = 0; i < g.nodes.size() && !changed; ++i) {
             const Node& pv = g.nodes[i];
             if (pv.op != OpKind::kMatMul || pv.inputs.size() != 2 || pv.fused_residual >= 0 ||
@@ -1154,33 +1186,11 @@ void fuseAttention(Graph& g) {
             if (g.nodes[sm].axis != static_cast<int64_t>(ss.size()) - 1) continue;
             std::vector<int> absorbed{sm, static_cast<int>(i)};
             ValueId s = g.nodes[sm].inputs[0];
-            ValueId bias = -1, mask = -1;
-            Shape mask_shape;
-            // Swin's shifted windows: the scores of B*nW windows seen as [B, nW, ...] by a
-            // Reshape, a constant mask [1, nW, ...] added, and a Reshape back: the mask becomes
-            // the second bias, tiling every nW windows.
-            if (const int back = single(s, OpKind::kReshape); back >= 0) {
-                const ValueId x = g.nodes[back].inputs[0];
-                const Shape& xs = g.values[x].shape;
-                const int add = single(x, OpKind::kAdd);
-                if (add >= 0 && xs.size() == ss.size() + 1 && xs[0] * xs[1] == ss[0] &&
-                    std::equal(ss.begin() + 1, ss.end(), xs.begin() + 2)) {
-                    const Node& a = g.nodes[add];
-                    const int k = g.isConstant(a.inputs[1]) ? 0 : 1;
-                    const int split = single(a.inputs[k], OpKind::kReshape);
-                    if (g.isConstant(a.inputs[1 - k]) && split >= 0 &&
-                        g.values[a.inputs[k]].shape == xs &&
-                        g.values[g.nodes[split].inputs[0]].shape == ss) {
-                        Shape ms = g.values[a.inputs[1 - k]].shape;
-                        ms.insert(ms.begin(), xs.size() - std::min(ms.size(), xs.size()), 1);
-                        if (ms.size() == xs.size() && ms[0] == 1) {
-                            mask = a.inputs[1 - k];
-                            mask_shape.assign(ms.begin() + 1, ms.end());
-                            s = g.nodes[split].inputs[0];
-                            absorbed.insert(absorbed.end(), {back, add, split});
-                        }
-                    }
-                }
+            ValueId bias = -1;
+            const std::optional<WindowMask> window = windowMask(g, u, s, ss);
+            if (window) {
+                s = window->scores;
+                absorbed.insert(absorbed.end(), window->nodes.begin(), window->nodes.end());
             }
             float scale = 1.0f;
             int p = single(s, OpKind::kAdd);
@@ -1226,15 +1236,15 @@ void fuseAttention(Graph& g) {
             att.op = OpKind::kAttention;
             att.name = pv.name + "/attention";
             att.inputs = {mm.inputs[0], mm.inputs[1], pv.inputs[1]};
-            if (bias >= 0 || mask >= 0) att.inputs.push_back(bias);
-            if (mask >= 0) {  // [nW, ...] without the leading 1, sharing the constant's storage
-                const Tensor& m = g.constant(mask);
+            if (bias >= 0 || window) att.inputs.push_back(bias);
+            if (window) {  // [nW, ...] without the leading 1, sharing the constant's storage
+                const Tensor& m = g.constant(window->mask);
                 Tensor windows = m.dtype() == DType::kFloat32
-                                     ? m.reshaped(mask_shape)
-                                     : Tensor::fromFloats(mask_shape, m.toFloats());
-                const std::string name = g.values[mask].name + "/windows";
+                                     ? m.reshaped(window->shape)
+                                     : Tensor::fromFloats(window->shape, m.toFloats());
+                const std::string name = g.values[window->mask].name + "/windows";
                 att.inputs.push_back(
-                    g.addValue({name, mask_shape, DType::kFloat32, std::move(windows)}));
+                    g.addValue({name, window->shape, DType::kFloat32, std::move(windows)}));
             }
             att.attention_scale = scale;
             att.outputs = pv.outputs;
