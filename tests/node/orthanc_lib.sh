@@ -29,7 +29,15 @@ cleanup() {
   if [ "${KEEP_TMP:-0}" != 1 ]; then rm -rf "$T"; fi
 }
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
+# A failure shows the end of the last started node's log: CI keeps only the test's output.
+fail() {
+  echo "FAIL: $*" >&2
+  if [ -n "${NODE_LOG:-}" ] && [ -f "$NODE_LOG" ]; then
+    echo "--- last 40 lines of $NODE_LOG" >&2
+    tail -n 40 "$NODE_LOG" >&2
+  fi
+  exit 1
+}
 
 # start_orthanc NAME AET DICOM_PORT HTTP_PORT MODALITY_AET MODALITY_PORT -> sets ORTHANC_<NAME>_PID
 start_orthanc() {
@@ -116,6 +124,7 @@ push() {
 # start_node CONFIG LOG -> NODE_PID
 start_node() {
   touch "$2"
+  NODE_LOG=$2
   local before
   before=$(grep -c "listening as" "$2" || true)
   "$VOXSEG" serve --config "$1" >>"$2" 2>&1 &
