@@ -132,10 +132,9 @@ start_node() {
   PIDS+=($NODE_PID)
   for _ in $(seq 1 100); do
     [ "$(grep -c "listening as" "$2" || true)" -gt "$before" ] && return 0
-    kill -0 "$NODE_PID" 2>/dev/null || { cat "$2" >&2; fail "voxseg serve exited"; }
+    kill -0 "$NODE_PID" 2>/dev/null || fail "voxseg serve exited"
     sleep 0.1
   done
-  cat "$2" >&2
   fail "voxseg serve did not start listening"
 }
 
