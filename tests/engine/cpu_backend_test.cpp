@@ -123,6 +123,37 @@ TEST(CpuBackend, TwoClassUpsamplingHeadWithSoftmaxMatchesReference) {
     EXPECT_EQ(countOf(got.describe, "gemm"), 0) << got.describe;
 }
 
+// Up-sampling to 24 channels (a multiple of 8, not of 16: Primus-S's second decoder stage). In
+// bf16 oneDNN 2.6 has only its reference kernel for 8-channel blocks, which took 1.07 of 1.9 s
+// of a bf16 Primus-S patch: the 1x1 convolution writes channels-last instead and the scatter
+// moves each voxel's 24 values; fp32 keeps its 8-channel blocks.
+TEST(CpuBackend, UpsamplingToEightBlockChannelsAvoidsReferenceKernelsInBf16) {
+    GraphBuilder b;
+    const ValueId x = b.input("x", {1, 32, 5, 6, 7});
+    ValueId y = b.conv(x, 32, 32, {1, 1, 1}, {1, 1, 1}, {0, 0, 0, 0, 0, 0});
+    y = b.convTranspose(y, 32, 24, {2, 2, 2}, {2, 2, 2});
+    b.output(b.node(OpKind::kRelu, {y}));
+    const Graph g = b.graph();
+    const std::vector<Shape> shapes = {{1, 32, 5, 6, 7}};
+    auto reference = makeReferenceBackend();
+    auto cpu = makeCpuBackend();
+    const RunResult want = runOn(*reference, g, shapes, Precision::kFloat32);
+    const RunResult fp32 = runOn(*cpu, g, shapes, Precision::kFloat32);
+    ASSERT_EQ(fp32.outputs.size(), 1u);
+    ASSERT_EQ(fp32.outputs[0].shape(), (Shape{1, 24, 10, 12, 14}));
+    auto cmp = testing::compareTensors(fp32.outputs[0], want.outputs[0], testing::kNetworkTol.fp32);
+    EXPECT_LE(cmp.worst_ratio, 1.0) << "max abs error " << cmp.max_abs << "\n" << fp32.describe;
+    EXPECT_EQ(countOf(fp32.describe, "scatter nCdhw8c:f32->nCdhw8c:f32"), 1) << fp32.describe;
+    if (!cpu->supportsPrecision(Precision::kBFloat16))
+        GTEST_SKIP() << "this CPU has no avx512_bf16: " << cpu->deviceDescription();
+    const RunResult bf16 = runOn(*cpu, g, shapes, Precision::kBFloat16);
+    ASSERT_EQ(bf16.outputs.size(), 1u);
+    cmp = testing::compareTensors(bf16.outputs[0], want.outputs[0], testing::kNetworkTol.bf16);
+    EXPECT_LE(cmp.worst_ratio, 1.0) << "max abs error " << cmp.max_abs << "\n" << bf16.describe;
+    EXPECT_EQ(countOf(bf16.describe, "ref:"), 0) << bf16.describe;
+    EXPECT_EQ(countOf(bf16.describe, "scatter ndhwc:bf16->ndhwc:bf16"), 1) << bf16.describe;
+}
+
 TEST(CpuBackend, UnetLevelBf16WithinStatedTolerance) {
     auto cpu = makeCpuBackend();
     if (!cpu->supportsPrecision(Precision::kBFloat16))
