@@ -4,7 +4,10 @@
 // Per work item (batch item x head) blocks of query rows whose scores (rows x Tk floats) fit in
 // a quarter of the L2 cache: S = Q_blk K^T * scale (oneDNN matmul, output scale), + biases, row
 // softmax in place (oneDNN softmax), O_blk = S V (oneDNN matmul). The full Tq x Tk matrix is never
-// stored.
+// stored. bf16 plans multiply in bf16 with f32 accumulation (AMX where the CPU has it): Q, K and V
+// are converted while they are packed, K^T and V once per work item straight into the matmuls'
+// own weights layouts, the softmax writes the bf16 probabilities P from the f32 scores, and the
+// scores, biases and output stay f32.
 #include "engine/cpu_plan.h"
 
 #include <omp.h>
@@ -12,7 +15,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
+#include <optional>
+#include <string>
 
 namespace voxseg::engine::cpu {
 namespace {
@@ -105,29 +111,65 @@ void transposeRows(const float* src, int64_t ld, float* dst, int64_t rows, int64
                 dst[d * rows + j] = src[j * ld + d];
 }
 
+// f32 -> bf16, round to nearest even (finite values: these are activations).
+inline uint16_t toBf16(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// copyRows and transposeRows converting to bf16.
+void copyRowsBf16(const float* src, int64_t src_ld, uint16_t* dst, int64_t rows, int64_t cols) {
+    for (int64_t i = 0; i < rows; ++i) {
+        const float* s = src + i * src_ld;
+        uint16_t* d = dst + i * cols;
+#pragma omp simd
+        for (int64_t j = 0; j < cols; ++j) d[j] = toBf16(s[j]);
+    }
+}
+
+// K^T [cols, rows] bf16 from K's rows `ld` floats apart (k_rows) or from K^T [cols, rows] itself.
+void packKtBf16(const float* src, int64_t ld, bool k_rows, uint16_t* dst, int64_t rows,
+                int64_t cols) {
+    if (!k_rows) return copyRowsBf16(src, ld, dst, cols, rows);
+    for (int64_t j0 = 0; j0 < rows; j0 += 16)
+        for (int64_t d = 0; d < cols; ++d)
+            for (int64_t j = j0; j < std::min(rows, j0 + 16); ++j)
+                dst[d * rows + j] = toBf16(src[j * ld + d]);
+}
+
 // The oneDNN primitives of one query block of `m` rows, all on dense matrices (oneDNN 2.6's
 // brgemm matmul takes no row padding: strided operands fell back to its slower gemm:jit, 0.68
 // instead of 0.56 s per Primus-S patch; K as format ba made it transpose K per block), K^T as
 // dense [D, Tk]. The matmuls' scratchpads are the caller's (user mode): threads running the same
 // primitives at once each pass their own. oneDNN 2.6's softmax takes no attributes (it was run
 // from several threads at once before, too: its f32 kernel uses no scratchpad).
+// bf16: Q and P bf16 rows, K^T and V in the layouts the matmuls chose (`weights` gives them for
+// the tail block: the first block's), S and O f32; the softmax reads S and writes P.
 struct Gemms {
     int64_t rows = 0;
-    dnnl::memory::desc q_md, k_md, s_md, v_md, o_md;
+    bool bf16 = false;
+    dnnl::memory::desc q_md, k_md, s_md, p_md, v_md, o_md;
     dnnl::matmul qk, pv;
-    dnnl::softmax_forward softmax;
+    dnnl::primitive softmax;
     dnnl::memory::desc qk_pad, pv_pad;
     size_t pad_bytes = 0;  // the larger of the two
+    std::string impl;      // what oneDNN runs, for describe()
 };
 
-Gemms makeGemms(const dnnl::engine& engine, const AttentionShape& a, int64_t m, float scale) {
+Gemms makeGemms(const dnnl::engine& engine, const AttentionShape& a, int64_t m, float scale,
+                bool bf16, const Gemms* weights) {
     Gemms gm;
     gm.rows = m;
-    gm.q_md = plainDesc({m, a.D}, dt::f32);
-    gm.k_md = plainDesc({a.D, a.Tk}, dt::f32);
+    gm.bf16 = bf16;
+    const dt in = bf16 ? dt::bf16 : dt::f32;
+    gm.q_md = plainDesc({m, a.D}, in);
     gm.s_md = plainDesc({m, a.Tk}, dt::f32);
-    gm.v_md = plainDesc({a.Tk, a.Dv}, dt::f32);
+    gm.p_md = plainDesc({m, a.Tk}, in);
     gm.o_md = plainDesc({m, a.Dv}, dt::f32);
+    const auto any = [&](dnnl::memory::dims d) { return dnnl::memory::desc(d, in, tag::any); };
+    gm.k_md = !bf16 ? plainDesc({a.D, a.Tk}, in) : weights ? weights->k_md : any({a.D, a.Tk});
+    gm.v_md = !bf16 ? plainDesc({a.Tk, a.Dv}, in) : weights ? weights->v_md : any({a.Tk, a.Dv});
     dnnl::primitive_attr user_pad;
     user_pad.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     dnnl::primitive_attr scaled;  // (a copy of user_pad would share its handle)
@@ -135,17 +177,47 @@ Gemms makeGemms(const dnnl::engine& engine, const AttentionShape& a, int64_t m, 
     scaled.set_output_scales(0, {scale});
     const dnnl::matmul::primitive_desc qk(dnnl::matmul::desc(gm.q_md, gm.k_md, gm.s_md), scaled,
                                           engine);
-    const dnnl::matmul::primitive_desc pv(dnnl::matmul::desc(gm.s_md, gm.v_md, gm.o_md), user_pad,
+    const dnnl::matmul::primitive_desc pv(dnnl::matmul::desc(gm.p_md, gm.v_md, gm.o_md), user_pad,
                                           engine);
-    const dnnl::softmax_forward::primitive_desc sm(
-        dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, gm.s_md, 1), engine);
+    gm.k_md = qk.weights_desc();
+    gm.v_md = pv.weights_desc();
     gm.qk = dnnl::matmul(qk);
     gm.pv = dnnl::matmul(pv);
-    gm.softmax = dnnl::softmax_forward(sm);
+    gm.impl = qk.impl_info_str();
+    if (bf16) {
+        const dnnl::softmax_v2_forward::primitive_desc sm(
+            dnnl::softmax_v2_forward::desc(dnnl::prop_kind::forward_inference,
+                                           dnnl::algorithm::softmax_accurate, gm.s_md, gm.p_md, 1),
+            engine);
+        gm.softmax = dnnl::softmax_v2_forward(sm);
+        gm.impl += std::string(" bf16, softmax ") + sm.impl_info_str() + " f32->bf16";
+    } else {
+        const dnnl::softmax_forward::primitive_desc sm(
+            dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, gm.s_md, 1), engine);
+        gm.softmax = dnnl::softmax_forward(sm);
+    }
     gm.qk_pad = qk.scratchpad_desc();
     gm.pv_pad = pv.scratchpad_desc();
     gm.pad_bytes = std::max(gm.qk_pad.get_size(), gm.pv_pad.get_size());
     return gm;
+}
+
+// Plain bf16 K^T [D, Tk] and V [Tk, Dv] into the matmuls' weights layouts (reorders made once,
+// run per work item by one thread); none where the matmul takes the plain layout itself.
+struct WeightPacks {
+    std::optional<dnnl::reorder> k, v;
+    dnnl::memory::desc k_plain, v_plain;
+};
+
+WeightPacks makeWeightPacks(const dnnl::engine& engine, const AttentionShape& a, const Gemms& gm) {
+    WeightPacks w;
+    w.k_plain = plainDesc({a.D, a.Tk}, dt::bf16);
+    w.v_plain = plainDesc({a.Tk, a.Dv}, dt::bf16);
+    if (gm.k_md != w.k_plain)
+        w.k = dnnl::reorder(dnnl::reorder::primitive_desc(engine, w.k_plain, engine, gm.k_md));
+    if (gm.v_md != w.v_plain)
+        w.v = dnnl::reorder(dnnl::reorder::primitive_desc(engine, w.v_plain, engine, gm.v_md));
+    return w;
 }
 
 // The scores block of one query block: a quarter of the core's L2 cache (sysconf), 256 KiB
@@ -161,26 +233,177 @@ int64_t scoresBlockBytes() {
     return bytes;
 }
 
+// Everything one attention kernel needs, fixed at plan time.
+struct AttentionRun {
+    AttentionShape a;
+    std::vector<BiasView> biases;
+    std::vector<Gemms> gemms;  // full blocks of `rows`, then the tail block if any
+    WeightPacks packs;         // bf16
+    int64_t rows = 0, blocks = 0;
+    int nthr = 1;
+    bool spread = false, bf16 = false;
+    size_t out_ref = 0;
+};
+
+// Per thread, in floats (64-byte aligned parts): the matmuls' scratchpad, S, P (bf16), the
+// dense Q block and output block, dense K^T and V, and (bf16) K^T and V in the weights layouts.
+struct ScratchLayout {
+    size_t pad = 0, s = 0, p = 0, q = 0, o = 0, k = 0, v = 0, kw = 0, vw = 0, total = 0;
+};
+
+ScratchLayout scratchLayout(const AttentionRun& r) {
+    const AttentionShape& a = r.a;
+    auto floats = [](size_t bytes) { return (bytes + 63) / 64 * 16; };
+    size_t pad = 0;
+    for (const Gemms& gm : r.gemms) pad = std::max(pad, gm.pad_bytes);
+    const size_t e = r.bf16 ? 2 : 4;
+    const auto n = [](int64_t v) { return static_cast<size_t>(v); };
+    ScratchLayout l;
+    size_t at = 0;
+    for (auto [field, bytes] : {std::pair<size_t*, size_t>{&l.pad, pad},
+                                {&l.s, n(r.rows * a.Tk) * 4},
+                                {&l.p, r.bf16 ? n(r.rows * a.Tk) * 2 : 0},
+                                {&l.q, n(r.rows * a.D) * e},
+                                {&l.o, n(r.rows * a.Dv) * 4},
+                                {&l.k, n(a.Tk * a.D) * e},
+                                {&l.v, n(a.Tk * a.Dv) * e},
+                                {&l.kw, r.bf16 ? r.gemms[0].k_md.get_size() : 0},
+                                {&l.vw, r.bf16 ? r.gemms[0].v_md.get_size() : 0}}) {
+        *field = at;
+        at += floats(bytes);
+    }
+    l.total = at;
+    return l;
+}
+
+// (work item, row block) pairs, each thread on its own scores block and scratch (see
+// planAttention). Strided heads (MultiHeadAttention) are packed into dense matrices by each
+// thread: K and V when its item's head changes, the query block and its output per block; bf16
+// plans convert while packing and always pack.
+Kernel attentionKernel(const dnnl::engine& engine, AttentionRun r) {
+    const ScratchLayout L = scratchLayout(r);
+    auto scratch = std::make_shared<std::vector<float>>();
+    return [=](const std::vector<dnnl::memory>& m) {
+        const AttentionShape& a = r.a;
+        const float* q = static_cast<const float*>(m[0].get_data_handle());
+        const float* kk = static_cast<const float*>(m[1].get_data_handle());
+        const float* v = static_cast<const float*>(m[2].get_data_handle());
+        const float* bias[2] = {};
+        for (size_t t = 0; t < r.biases.size(); ++t)
+            bias[t] = static_cast<const float*>(m[3 + t].get_data_handle());
+        float* out = static_cast<float*>(m[r.out_ref].get_data_handle());
+        const int64_t Tk = a.Tk;
+        const int workers = r.spread ? r.nthr : 1;
+        const bool pack_q = r.bf16 || a.q.ld != a.D, pack_k = r.bf16 || !a.k_transposed,
+                   pack_v = r.bf16 || a.v.ld != a.Dv, pack_o = a.out.ld != a.Dv;
+        if (scratch->size() < L.total * workers + 16) scratch->resize(L.total * workers + 16);
+        float* base = scratch->data();
+        base += (16 - reinterpret_cast<uintptr_t>(base) / 4 % 16) % 16;
+#pragma omp parallel num_threads(r.nthr) if (r.spread)
+        {
+            dnnl::stream stream(engine);
+            float* t0 = base + (r.spread ? omp_get_thread_num() : 0) * L.total;
+            float *pad = t0 + L.pad, *s = t0 + L.s, *qd = t0 + L.q, *od = t0 + L.o;
+            float *kd = t0 + L.k, *vd = t0 + L.v;
+            auto* p16 = reinterpret_cast<uint16_t*>(t0 + L.p);
+            int64_t packed_item = -1;
+            void* kw = kd;  // K^T and V as the matmuls read them
+            void* vw = vd;
+#pragma omp for schedule(dynamic)
+            for (int64_t it = 0; it < a.items * r.blocks; ++it) {
+                const int64_t b = it / r.blocks, i0 = (it % r.blocks) * r.rows;
+                const Gemms& gm = a.Tq - i0 >= r.rows ? r.gemms[0] : r.gemms[1];
+                const int64_t mrows = gm.rows;
+                const float* qb = q + a.q.offset(b) + i0 * a.q.ld;
+                const float* kb = kk + a.k.offset(b);
+                const float* vb = v + a.v.offset(b);
+                float* ob = out + a.out.offset(b) + i0 * a.out.ld;
+                if (b != packed_item) {
+                    if (r.bf16) {
+                        auto* k16 = reinterpret_cast<uint16_t*>(kd);
+                        auto* v16 = reinterpret_cast<uint16_t*>(vd);
+                        packKtBf16(kb, a.k.ld, !a.k_transposed, k16, Tk, a.D);
+                        copyRowsBf16(vb, a.v.ld, v16, Tk, a.Dv);
+                        kw = r.packs.k ? static_cast<void*>(t0 + L.kw) : k16;
+                        vw = r.packs.v ? static_cast<void*>(t0 + L.vw) : v16;
+                        if (r.packs.k) {
+                            dnnl::memory from(r.packs.k_plain, engine, k16),
+                                to(gm.k_md, engine, kw);
+                            r.packs.k->execute(stream, from, to);
+                        }
+                        if (r.packs.v) {
+                            dnnl::memory from(r.packs.v_plain, engine, v16),
+                                to(gm.v_md, engine, vw);
+                            r.packs.v->execute(stream, from, to);
+                        }
+                    } else {
+                        if (pack_k) transposeRows(kb, a.k.ld, kd, Tk, a.D);
+                        if (pack_v) copyRows(vb, a.v.ld, vd, a.Dv, Tk, a.Dv);
+                        kw = pack_k ? kd : const_cast<float*>(kb);
+                        vw = pack_v ? vd : const_cast<float*>(vb);
+                    }
+                    packed_item = b;
+                }
+                void* qsrc = const_cast<float*>(qb);
+                if (r.bf16) {
+                    copyRowsBf16(qb, a.q.ld, reinterpret_cast<uint16_t*>(qd), mrows, a.D);
+                    qsrc = qd;
+                } else if (pack_q) {
+                    copyRows(qb, a.q.ld, qd, a.D, mrows, a.D);
+                    qsrc = qd;
+                }
+                const dnnl::memory sm(gm.s_md, engine, s);
+                gm.qk.execute(stream,
+                              {{DNNL_ARG_SRC, dnnl::memory(gm.q_md, engine, qsrc)},
+                               {DNNL_ARG_WEIGHTS, dnnl::memory(gm.k_md, engine, kw)},
+                               {DNNL_ARG_DST, sm},
+                               {DNNL_ARG_SCRATCHPAD, dnnl::memory(gm.qk_pad, engine, pad)}});
+                stream.wait();
+                for (size_t t = 0; t < r.biases.size(); ++t) {
+                    const BiasView& bv = r.biases[t];
+#pragma omp parallel for schedule(static) if (!r.spread)
+                    for (int64_t i = 0; i < mrows; ++i) {
+                        float* row = s + i * Tk;
+                        const float* br = bias[t] + bv.base[b] + (i0 + i) * bv.row;
+                        for (int64_t j = 0; j < Tk; ++j) row[j] += br[j * bv.col];
+                    }
+                }
+                const dnnl::memory pm = r.bf16 ? dnnl::memory(gm.p_md, engine, p16) : sm;
+                gm.softmax.execute(stream, {{DNNL_ARG_SRC, sm}, {DNNL_ARG_DST, pm}});
+                gm.pv.execute(stream,
+                              {{DNNL_ARG_SRC, pm},
+                               {DNNL_ARG_WEIGHTS, dnnl::memory(gm.v_md, engine, vw)},
+                               {DNNL_ARG_DST, dnnl::memory(gm.o_md, engine, pack_o ? od : ob)},
+                               {DNNL_ARG_SCRATCHPAD, dnnl::memory(gm.pv_pad, engine, pad)}});
+                stream.wait();
+                if (pack_o) copyRows(od, a.Dv, ob, a.out.ld, mrows, a.Dv);
+            }
+        }
+    };
+}
+
 }  // namespace
 
 Status planAttention(Plan& plan) {
     const Node& n = plan.node();
     const Graph& g = plan.graph();
-    const AttentionShape a = attentionShape(g, n);
+    AttentionRun r;
+    r.a = attentionShape(g, n);
+    const AttentionShape& a = r.a;
+    r.bf16 = plan.actType() == dt::bf16;
     // refs: Q, K, V, the biases present (Swin: its relative-position bias and window mask),
     // the output
-    std::vector<BiasView> biases;
     std::vector<MemRef> refs;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
         if (n.inputs[i] < 0) continue;
         VOXSEG_ASSIGN_OR_RETURN(MemRef m, plan.ensurePlainF32(n.inputs[i]));
         refs.push_back(m);
-        if (i >= 3) biases.push_back(biasView(g, n, i, a));
+        if (i >= 3) r.biases.push_back(biasView(g, n, i, a));
     }
-    const size_t out_ref = refs.size();
+    r.out_ref = refs.size();
     MemRef dst = plan.newBuffer(plainDesc(g.values[n.outputs[0]].shape, dt::f32));
     refs.push_back(dst);
-    const int64_t rows = std::clamp<int64_t>(scoresBlockBytes() / (4 * a.Tk), 1, a.Tq);
+    r.rows = std::clamp<int64_t>(scoresBlockBytes() / (4 * a.Tk), 1, a.Tq);
     // (work item, row block) pairs spread over the threads when there are enough of them
     // (Swin: ~10^3 windows x heads of 343 tokens; Primus: 6 heads x 24 blocks), each thread
     // running its small matmuls and softmax on its own scores block and scratchpads; oneDNN
@@ -189,107 +412,27 @@ Status planAttention(Plan& plan) {
     // work split at creation, and one made for two threads, run inside the parallel region, did
     // half of the rows (the parity test caught it). Too few items: the primitives with their
     // threads, one item at a time.
-    const int64_t blocks = (a.Tq + rows - 1) / rows;
-    const int nthr = omp_get_max_threads();
-    const bool spread = nthr > 1 && a.items * blocks >= 2 * nthr;
-    const int workers = spread ? nthr : 1;
-    std::vector<Gemms> gemms;
+    r.blocks = (a.Tq + r.rows - 1) / r.rows;
+    r.nthr = omp_get_max_threads();
+    r.spread = r.nthr > 1 && a.items * r.blocks >= 2 * r.nthr;
     try {
-        if (spread) omp_set_num_threads(1);
-        gemms.push_back(makeGemms(plan.engine(), a, rows, n.attention_scale));
-        if (a.Tq % rows)
-            gemms.push_back(makeGemms(plan.engine(), a, a.Tq % rows, n.attention_scale));
-        if (spread) omp_set_num_threads(nthr);
+        if (r.spread) omp_set_num_threads(1);
+        r.gemms.push_back(makeGemms(plan.engine(), a, r.rows, n.attention_scale, r.bf16, nullptr));
+        if (a.Tq % r.rows)
+            r.gemms.push_back(
+                makeGemms(plan.engine(), a, a.Tq % r.rows, n.attention_scale, r.bf16, &r.gemms[0]));
+        if (r.bf16) r.packs = makeWeightPacks(plan.engine(), a, r.gemms[0]);
+        if (r.spread) omp_set_num_threads(r.nthr);
     } catch (const dnnl::error& e) {
-        if (spread) omp_set_num_threads(nthr);
+        if (r.spread) omp_set_num_threads(r.nthr);
         return nodeError(plan, std::string("oneDNN matmul for attention: ") + e.what());
     }
-    const dnnl::engine engine = plan.engine();
-    // Strided heads (MultiHeadAttention) are copied into dense matrices for the primitives, by
-    // each thread into its own scratch: K and V when its item's head changes, the query block
-    // and its output per block.
-    const bool pack_q = a.q.ld != a.D, pack_k = !a.k_transposed, pack_v = a.v.ld != a.Dv,
-               pack_o = a.out.ld != a.Dv;
-    size_t pad_floats = 0;
-    for (const Gemms& gm : gemms) pad_floats = std::max(pad_floats, (gm.pad_bytes + 63) / 4);
-    pad_floats = (pad_floats + 15) / 16 * 16;
-    // each thread's part starts 64 bytes aligned, as oneDNN's own scratchpads do
-    const size_t per_thread =
-        (static_cast<size_t>(rows * (a.Tk + a.D + a.Dv) + a.Tk * (a.D + a.Dv)) + pad_floats + 15) /
-        16 * 16;
-    auto scratch = std::make_shared<std::vector<float>>();
-    Kernel k = [=](const std::vector<dnnl::memory>& m) mutable {
-        const float* q = static_cast<const float*>(m[0].get_data_handle());
-        const float* kk = static_cast<const float*>(m[1].get_data_handle());
-        const float* v = static_cast<const float*>(m[2].get_data_handle());
-        const float* bias[2] = {};
-        for (size_t t = 0; t < biases.size(); ++t)
-            bias[t] = static_cast<const float*>(m[3 + t].get_data_handle());
-        float* out = static_cast<float*>(m[out_ref].get_data_handle());
-        const int64_t Tk = a.Tk;
-        if (scratch->size() < per_thread * workers + 16) scratch->resize(per_thread * workers + 16);
-        float* base = scratch->data();
-        base += (16 - reinterpret_cast<uintptr_t>(base) / 4 % 16) % 16;
-#pragma omp parallel num_threads(nthr) if (spread)
-        {
-            dnnl::stream stream(engine);
-            float* pad = base + (spread ? omp_get_thread_num() : 0) * per_thread;
-            float* s = pad + pad_floats;
-            float* qd = s + rows * Tk;
-            float* od = qd + rows * a.D;
-            float* kd = od + rows * a.Dv;
-            float* vd = kd + Tk * a.D;
-            int64_t packed_item = -1;
-#pragma omp for schedule(dynamic)
-            for (int64_t it = 0; it < a.items * blocks; ++it) {
-                const int64_t b = it / blocks, i0 = (it % blocks) * rows;
-                const Gemms& gm = a.Tq - i0 >= rows ? gemms[0] : gemms[1];
-                const int64_t mrows = gm.rows;
-                const float* qb = q + a.q.offset(b) + i0 * a.q.ld;
-                const float* kb = kk + a.k.offset(b);
-                const float* vb = v + a.v.offset(b);
-                float* ob = out + a.out.offset(b) + i0 * a.out.ld;
-                if (b != packed_item) {
-                    if (pack_k) transposeRows(kb, a.k.ld, kd, Tk, a.D);
-                    if (pack_v) copyRows(vb, a.v.ld, vd, a.Dv, Tk, a.Dv);
-                    packed_item = b;
-                }
-                if (pack_q) copyRows(qb, a.q.ld, qd, a.D, mrows, a.D);
-                const dnnl::memory sm(gm.s_md, engine, s);
-                gm.qk.execute(
-                    stream, {{DNNL_ARG_SRC,
-                              dnnl::memory(gm.q_md, engine, pack_q ? qd : const_cast<float*>(qb))},
-                             {DNNL_ARG_WEIGHTS,
-                              dnnl::memory(gm.k_md, engine, pack_k ? kd : const_cast<float*>(kb))},
-                             {DNNL_ARG_DST, sm},
-                             {DNNL_ARG_SCRATCHPAD, dnnl::memory(gm.qk_pad, engine, pad)}});
-                stream.wait();
-                for (size_t t = 0; t < biases.size(); ++t) {
-                    const BiasView& bv = biases[t];
-#pragma omp parallel for schedule(static) if (!spread)
-                    for (int64_t i = 0; i < mrows; ++i) {
-                        float* row = s + i * Tk;
-                        const float* br = bias[t] + bv.base[b] + (i0 + i) * bv.row;
-                        for (int64_t j = 0; j < Tk; ++j) row[j] += br[j * bv.col];
-                    }
-                }
-                gm.softmax.execute(stream, {{DNNL_ARG_SRC, sm}, {DNNL_ARG_DST, sm}});
-                gm.pv.execute(
-                    stream, {{DNNL_ARG_SRC, sm},
-                             {DNNL_ARG_WEIGHTS,
-                              dnnl::memory(gm.v_md, engine, pack_v ? vd : const_cast<float*>(vb))},
-                             {DNNL_ARG_DST, dnnl::memory(gm.o_md, engine, pack_o ? od : ob)},
-                             {DNNL_ARG_SCRATCHPAD, dnnl::memory(gm.pv_pad, engine, pad)}});
-                stream.wait();
-                if (pack_o) copyRows(od, a.Dv, ob, a.out.ld, mrows, a.Dv);
-            }
-        }
-    };
-    plan.addKernel(std::string(n.op == OpKind::kMultiHeadAttention ? "attention heads in place "
-                                                                   : "attention ") +
-                       "blocked " + std::to_string(rows) + "x" + std::to_string(a.Tk) +
-                       " rows, oneDNN matmul" + (spread ? ", blocks per thread" : ""),
-                   std::move(k), refs);
+    const std::string what =
+        std::string(n.op == OpKind::kMultiHeadAttention ? "attention heads in place "
+                                                        : "attention ") +
+        "blocked " + std::to_string(r.rows) + "x" + std::to_string(a.Tk) + " rows, oneDNN matmul " +
+        r.gemms[0].impl + (r.spread ? ", blocks per thread" : "");
+    plan.addKernel(what, attentionKernel(plan.engine(), std::move(r)), refs);
     plan.define(n.outputs[0], dst);
     return planUnfusedEpilogue(plan, dst);
 }

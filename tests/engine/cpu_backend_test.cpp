@@ -154,6 +154,30 @@ TEST(CpuBackend, UpsamplingToEightBlockChannelsAvoidsReferenceKernelsInBf16) {
     EXPECT_EQ(countOf(bf16.describe, "scatter ndhwc:bf16->ndhwc:bf16"), 1) << bf16.describe;
 }
 
+// bf16 plans multiply attention's Q K^T and P V in bf16 (AMX where the CPU has it), the softmax
+// writing P in bf16; 300 query rows of 300 keys with a mask have a tail block (the op parity
+// table runs the same case in every precision, this checks what ran).
+TEST(CpuBackend, AttentionRunsItsProductsInBf16InBf16Plans) {
+    auto cpu = makeCpuBackend();
+    if (!cpu->supportsPrecision(Precision::kBFloat16))
+        GTEST_SKIP() << "this CPU has no avx512_bf16: " << cpu->deviceDescription();
+    GraphBuilder b;
+    const Shape qs{1, 2, 300, 24}, ks{1, 2, 24, 300}, vs{1, 2, 300, 20};
+    const ValueId q = b.input("q", qs), kt = b.input("kt", ks), v = b.input("v", vs);
+    b.output(b.node(OpKind::kAttention, {q, kt, v}, [](Node& n) { n.attention_scale = 0.2f; }));
+    const Graph g = b.graph();
+    auto reference = makeReferenceBackend();
+    const RunResult want = runOn(*reference, g, {qs, ks, vs}, Precision::kFloat32);
+    const RunResult got = runOn(*cpu, g, {qs, ks, vs}, Precision::kBFloat16);
+    ASSERT_EQ(got.outputs.size(), 1u);
+    const auto cmp =
+        testing::compareTensors(got.outputs[0], want.outputs[0], testing::kNetworkTol.bf16);
+    EXPECT_LE(cmp.worst_ratio, 1.0) << "max abs error " << cmp.max_abs << "\n" << got.describe;
+    EXPECT_EQ(countOf(got.describe, " bf16, softmax "), 1) << got.describe;
+    EXPECT_EQ(countOf(got.describe, "f32->bf16"), 1) << got.describe;
+    EXPECT_EQ(countOf(got.describe, "ref:"), 0) << got.describe;
+}
+
 TEST(CpuBackend, UnetLevelBf16WithinStatedTolerance) {
     auto cpu = makeCpuBackend();
     if (!cpu->supportsPrecision(Precision::kBFloat16))
