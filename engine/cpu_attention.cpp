@@ -168,8 +168,8 @@ Gemms makeGemms(const dnnl::engine& engine, const AttentionShape& a, int64_t m, 
     gm.p_md = plainDesc({m, a.Tk}, in);
     gm.o_md = plainDesc({m, a.Dv}, dt::f32);
     const auto any = [&](dnnl::memory::dims d) { return dnnl::memory::desc(d, in, tag::any); };
-    gm.k_md = !bf16 ? plainDesc({a.D, a.Tk}, in) : weights ? weights->k_md : any({a.D, a.Tk});
-    gm.v_md = !bf16 ? plainDesc({a.Tk, a.Dv}, in) : weights ? weights->v_md : any({a.Tk, a.Dv});
+    gm.k_md = weights ? weights->k_md : any({a.D, a.Tk});
+    gm.v_md = weights ? weights->v_md : any({a.Tk, a.Dv});
     dnnl::primitive_attr user_pad;
     user_pad.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     dnnl::primitive_attr scaled;  // (a copy of user_pad would share its handle)
@@ -211,8 +211,9 @@ struct WeightPacks {
 
 WeightPacks makeWeightPacks(const dnnl::engine& engine, const AttentionShape& a, const Gemms& gm) {
     WeightPacks w;
-    w.k_plain = plainDesc({a.D, a.Tk}, dt::bf16);
-    w.v_plain = plainDesc({a.Tk, a.Dv}, dt::bf16);
+    const dt type = gm.bf16 ? dt::bf16 : dt::f32;
+    w.k_plain = plainDesc({a.D, a.Tk}, type);
+    w.v_plain = plainDesc({a.Tk, a.Dv}, type);
     if (gm.k_md != w.k_plain)
         w.k = dnnl::reorder(dnnl::reorder::primitive_desc(engine, w.k_plain, engine, gm.k_md));
     if (gm.v_md != w.v_plain)
@@ -267,8 +268,8 @@ ScratchLayout scratchLayout(const AttentionRun& r) {
                                 {&l.o, n(r.rows * a.Dv) * 4},
                                 {&l.k, n(a.Tk * a.D) * e},
                                 {&l.v, n(a.Tk * a.Dv) * e},
-                                {&l.kw, r.bf16 ? r.gemms[0].k_md.get_size() : 0},
-                                {&l.vw, r.bf16 ? r.gemms[0].v_md.get_size() : 0}}) {
+                                {&l.kw, r.packs.k ? r.gemms[0].k_md.get_size() : 0},
+                                {&l.vw, r.packs.v ? r.gemms[0].v_md.get_size() : 0}}) {
         *field = at;
         at += floats(bytes);
     }
@@ -319,28 +320,29 @@ Kernel attentionKernel(const dnnl::engine& engine, AttentionRun r) {
                 const float* vb = v + a.v.offset(b);
                 float* ob = out + a.out.offset(b) + i0 * a.out.ld;
                 if (b != packed_item) {
+                    // plain K^T [D, Tk] and V [Tk, Dv], then (packs) the weights layouts
+                    void* k_plain = const_cast<float*>(kb);
+                    void* v_plain = const_cast<float*>(vb);
                     if (r.bf16) {
-                        auto* k16 = reinterpret_cast<uint16_t*>(kd);
-                        auto* v16 = reinterpret_cast<uint16_t*>(vd);
-                        packKtBf16(kb, a.k.ld, !a.k_transposed, k16, Tk, a.D);
-                        copyRowsBf16(vb, a.v.ld, v16, Tk, a.Dv);
-                        kw = r.packs.k ? static_cast<void*>(t0 + L.kw) : k16;
-                        vw = r.packs.v ? static_cast<void*>(t0 + L.vw) : v16;
-                        if (r.packs.k) {
-                            dnnl::memory from(r.packs.k_plain, engine, k16),
-                                to(gm.k_md, engine, kw);
-                            r.packs.k->execute(stream, from, to);
-                        }
-                        if (r.packs.v) {
-                            dnnl::memory from(r.packs.v_plain, engine, v16),
-                                to(gm.v_md, engine, vw);
-                            r.packs.v->execute(stream, from, to);
-                        }
+                        packKtBf16(kb, a.k.ld, !a.k_transposed, reinterpret_cast<uint16_t*>(kd), Tk,
+                                   a.D);
+                        copyRowsBf16(vb, a.v.ld, reinterpret_cast<uint16_t*>(vd), Tk, a.Dv);
+                        k_plain = kd, v_plain = vd;
                     } else {
-                        if (pack_k) transposeRows(kb, a.k.ld, kd, Tk, a.D);
-                        if (pack_v) copyRows(vb, a.v.ld, vd, a.Dv, Tk, a.Dv);
-                        kw = pack_k ? kd : const_cast<float*>(kb);
-                        vw = pack_v ? vd : const_cast<float*>(vb);
+                        if (pack_k) transposeRows(kb, a.k.ld, kd, Tk, a.D), k_plain = kd;
+                        if (pack_v) copyRows(vb, a.v.ld, vd, a.Dv, Tk, a.Dv), v_plain = vd;
+                    }
+                    kw = r.packs.k ? static_cast<void*>(t0 + L.kw) : k_plain;
+                    vw = r.packs.v ? static_cast<void*>(t0 + L.vw) : v_plain;
+                    if (r.packs.k) {
+                        dnnl::memory from(r.packs.k_plain, engine, k_plain),
+                            to(gm.k_md, engine, kw);
+                        r.packs.k->execute(stream, from, to);
+                    }
+                    if (r.packs.v) {
+                        dnnl::memory from(r.packs.v_plain, engine, v_plain),
+                            to(gm.v_md, engine, vw);
+                        r.packs.v->execute(stream, from, to);
                     }
                     packed_item = b;
                 }
@@ -421,7 +423,7 @@ Status planAttention(Plan& plan) {
         if (a.Tq % r.rows)
             r.gemms.push_back(
                 makeGemms(plan.engine(), a, a.Tq % r.rows, n.attention_scale, r.bf16, &r.gemms[0]));
-        if (r.bf16) r.packs = makeWeightPacks(plan.engine(), a, r.gemms[0]);
+        r.packs = makeWeightPacks(plan.engine(), a, r.gemms[0]);
         if (r.spread) omp_set_num_threads(r.nthr);
     } catch (const dnnl::error& e) {
         if (r.spread) omp_set_num_threads(r.nthr);
