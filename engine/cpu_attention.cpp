@@ -140,12 +140,13 @@ void packKtBf16(const float* src, int64_t ld, bool k_rows, uint16_t* dst, int64_
 
 // The oneDNN primitives of one query block of `m` rows, all on dense matrices (oneDNN 2.6's
 // brgemm matmul takes no row padding: strided operands fell back to its slower gemm:jit, 0.68
-// instead of 0.56 s per Primus-S patch; K as format ba made it transpose K per block), K^T as
-// dense [D, Tk]. The matmuls' scratchpads are the caller's (user mode): threads running the same
-// primitives at once each pass their own. oneDNN 2.6's softmax takes no attributes (it was run
-// from several threads at once before, too: its f32 kernel uses no scratchpad).
-// bf16: Q and P bf16 rows, K^T and V in the layouts the matmuls chose (`weights` gives them for
-// the tail block: the first block's), S and O f32; the softmax reads S and writes P.
+// instead of 0.56 s per Primus-S patch; K as format ba made it transpose K per block), K^T and V
+// in the weights layouts the matmuls chose (packed once per work item, not per block: bf16 on AMX
+// needs a blocked, pair-interleaved one). The matmuls' scratchpads are the caller's (user mode):
+// threads running the same primitives at once each pass their own. oneDNN 2.6's softmax takes no
+// attributes (it was run from several threads at once before, too: its f32 kernel uses no
+// scratchpad). `weights`: the first block's K^T and V layouts, for the tail block. bf16: Q and P
+// bf16 rows, S and O f32; the softmax reads S and writes P.
 struct Gemms {
     int64_t rows = 0;
     bool bf16 = false;
@@ -202,7 +203,7 @@ Gemms makeGemms(const dnnl::engine& engine, const AttentionShape& a, int64_t m, 
     return gm;
 }
 
-// Plain bf16 K^T [D, Tk] and V [Tk, Dv] into the matmuls' weights layouts (reorders made once,
+// Plain K^T [D, Tk] and V [Tk, Dv] into the matmuls' weights layouts (reorders made once,
 // run per work item by one thread); none where the matmul takes the plain layout itself.
 struct WeightPacks {
     std::optional<dnnl::reorder> k, v;
@@ -239,7 +240,7 @@ struct AttentionRun {
     AttentionShape a;
     std::vector<BiasView> biases;
     std::vector<Gemms> gemms;  // full blocks of `rows`, then the tail block if any
-    WeightPacks packs;         // bf16
+    WeightPacks packs;
     int64_t rows = 0, blocks = 0;
     int nthr = 1;
     bool spread = false, bf16 = false;
@@ -247,7 +248,7 @@ struct AttentionRun {
 };
 
 // Per thread, in floats (64-byte aligned parts): the matmuls' scratchpad, S, P (bf16), the
-// dense Q block and output block, dense K^T and V, and (bf16) K^T and V in the weights layouts.
+// dense Q block and output block, dense K^T and V, and K^T and V in the weights layouts.
 struct ScratchLayout {
     size_t pad = 0, s = 0, p = 0, q = 0, o = 0, k = 0, v = 0, kw = 0, vw = 0, total = 0;
 };
