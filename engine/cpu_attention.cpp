@@ -15,7 +15,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -111,20 +110,13 @@ void transposeRows(const float* src, int64_t ld, float* dst, int64_t rows, int64
                 dst[d * rows + j] = src[j * ld + d];
 }
 
-// f32 -> bf16, round to nearest even (finite values: these are activations).
-inline uint16_t toBf16(float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
 // copyRows and transposeRows converting to bf16.
 void copyRowsBf16(const float* src, int64_t src_ld, uint16_t* dst, int64_t rows, int64_t cols) {
     for (int64_t i = 0; i < rows; ++i) {
         const float* s = src + i * src_ld;
         uint16_t* d = dst + i * cols;
 #pragma omp simd
-        for (int64_t j = 0; j < cols; ++j) d[j] = toBf16(s[j]);
+        for (int64_t j = 0; j < cols; ++j) d[j] = floatToBFloat16(s[j]);
     }
 }
 
@@ -135,7 +127,7 @@ void packKtBf16(const float* src, int64_t ld, bool k_rows, uint16_t* dst, int64_
     for (int64_t j0 = 0; j0 < rows; j0 += 16)
         for (int64_t d = 0; d < cols; ++d)
             for (int64_t j = j0; j < std::min(rows, j0 + 16); ++j)
-                dst[d * rows + j] = toBf16(src[j * ld + d]);
+                dst[d * rows + j] = floatToBFloat16(src[j * ld + d]);
 }
 
 // The oneDNN primitives of one query block of `m` rows, all on dense matrices (oneDNN 2.6's
@@ -149,7 +141,6 @@ void packKtBf16(const float* src, int64_t ld, bool k_rows, uint16_t* dst, int64_
 // bf16 rows, S and O f32; the softmax reads S and writes P.
 struct Gemms {
     int64_t rows = 0;
-    bool bf16 = false;
     dnnl::memory::desc q_md, k_md, s_md, p_md, v_md, o_md;
     dnnl::matmul qk, pv;
     dnnl::primitive softmax;
@@ -162,7 +153,6 @@ Gemms makeGemms(const dnnl::engine& engine, const AttentionShape& a, int64_t m, 
                 bool bf16, const Gemms* weights) {
     Gemms gm;
     gm.rows = m;
-    gm.bf16 = bf16;
     const dt in = bf16 ? dt::bf16 : dt::f32;
     gm.q_md = plainDesc({m, a.D}, in);
     gm.s_md = plainDesc({m, a.Tk}, dt::f32);
@@ -212,7 +202,7 @@ struct WeightPacks {
 
 WeightPacks makeWeightPacks(const dnnl::engine& engine, const AttentionShape& a, const Gemms& gm) {
     WeightPacks w;
-    const dt type = gm.bf16 ? dt::bf16 : dt::f32;
+    const dt type = gm.q_md.data_type();
     w.k_plain = plainDesc({a.D, a.Tk}, type);
     w.v_plain = plainDesc({a.Tk, a.Dv}, type);
     if (gm.k_md != w.k_plain)
@@ -296,8 +286,8 @@ Kernel attentionKernel(const dnnl::engine& engine, AttentionRun r) {
         float* out = static_cast<float*>(m[r.out_ref].get_data_handle());
         const int64_t Tk = a.Tk;
         const int workers = r.spread ? r.nthr : 1;
-        const bool pack_q = r.bf16 || a.q.ld != a.D, pack_k = r.bf16 || !a.k_transposed,
-                   pack_v = r.bf16 || a.v.ld != a.Dv, pack_o = a.out.ld != a.Dv;
+        const bool pack_q = a.q.ld != a.D, pack_k = !a.k_transposed, pack_v = a.v.ld != a.Dv,
+                   pack_o = a.out.ld != a.Dv;
         if (scratch->size() < L.total * workers + 16) scratch->resize(L.total * workers + 16);
         float* base = scratch->data();
         base += (16 - reinterpret_cast<uintptr_t>(base) / 4 % 16) % 16;

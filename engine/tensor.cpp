@@ -147,14 +147,6 @@ std::vector<float> Tensor::toFloats() const {
     return out;
 }
 
-uint16_t floatToBFloat16(float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return static_cast<uint16_t>(u >> 16);
-}
-
 float bfloat16ToFloat(uint16_t b) {
     const uint32_t u = static_cast<uint32_t>(b) << 16;
     float f;

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -66,9 +67,16 @@ class Tensor {
 };
 
 // IEEE half and bfloat16 conversions (round to nearest even), shared by all backends' tests.
+// floatToBFloat16 is inline: the CPU backend's packing loops vectorize it.
 uint16_t floatToHalf(float f);
 float halfToFloat(uint16_t h);
-uint16_t floatToBFloat16(float f);
+inline uint16_t floatToBFloat16(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return static_cast<uint16_t>(u >> 16);
+}
 float bfloat16ToFloat(uint16_t b);
 
 }  // namespace voxseg::engine
