@@ -17,6 +17,11 @@
 namespace voxseg::engine::cpu {
 namespace {
 
+// Not oneDNN's reference or gemm fallback: a layout worth keeping (or choosing) for it.
+bool fastImpl(const std::string& impl) {
+    return impl.find("ref") == std::string::npos && impl.find("gemm") == std::string::npos;
+}
+
 struct ConvGeometry {
     dnnl::memory::dims strides, dilations, pads_l, pads_r;
 };
@@ -152,8 +157,7 @@ Status planConvLike(Plan& plan, bool transposed, MakeDesc make_desc) {
                 bool fa2 = false;
                 Pd keep = build(prev, dst_try, fused, fa2);
                 const std::string impl = keep.impl_info_str();
-                if (impl == pd.impl_info_str() || (impl.find("ref") == std::string::npos &&
-                                                   impl.find("gemm") == std::string::npos)) {
+                if (impl == pd.impl_info_str() || fastImpl(impl)) {
                     pd = keep;
                     fused_act = fa2;
                     break;
@@ -342,46 +346,44 @@ Status planSubpixelConvTranspose(Plan& plan) {
                 anyLike(toDims(w1_shape), act), bias_md, tmp_md, ones, zeros, zeros),
             attr, plan.engine());
     };
-    auto fast = [](const dnnl::convolution_forward::primitive_desc& p) {
-        const std::string impl = p.impl_info_str();
-        return impl.find("ref") == std::string::npos && impl.find("gemm") == std::string::npos;
-    };
-    // tmp blocked like the output (the scatter moves whole channel blocks), else channels-last
-    // where only a slow implementation writes the blocked one (bf16 with 8-channel blocks).
     auto blockedTag = [&](int64_t b) {
         return sr == 3 ? (b == 16 ? tag::nCdhw16c : tag::nCdhw8c)
                        : (b == 16 ? tag::nChw16c : tag::nChw8c);
     };
+    // tmp blocked like the output (the scatter moves whole channel blocks), else channels-last
+    // where only a slow implementation writes the blocked one (bf16 with 8-channel blocks): the
+    // first candidate that builds, replaced by a later one only if that one is fast.
+    std::vector<tag> candidates;
+    if (block > 1) candidates.push_back(blockedTag(block));
+    candidates.push_back(channels_last);
     dnnl::memory::desc tmp_md;
     dnnl::convolution_forward::primitive_desc pd;
-    bool built = false, last = false;
-    for (const bool blocked : {block > 1, false}) {
-        if (built && fast(pd)) break;
-        const auto md =
-            dnnl::memory::desc(tmp_dims, act, blocked ? blockedTag(block) : channels_last);
+    bool built = false;
+    for (const tag t : candidates) {
+        if (built && fastImpl(pd.impl_info_str())) break;
+        const auto md = dnnl::memory::desc(tmp_dims, act, t);
         try {
             auto p = build(anyLike(toDims(xs), act), md);
             if (!g.isConstant(x) && plan.has(x) && plan.desc(x).data_type() == act &&
                 p.src_desc() != plan.desc(x)) {
                 try {  // the producer's layout, unless only a slow implementation takes it
                     auto keep = build(plan.desc(x), md);
-                    if (fast(keep)) p = keep;
+                    if (fastImpl(keep.impl_info_str())) p = keep;
                 } catch (const dnnl::error&) {
                 }
             }
-            if (!built || fast(p)) {
+            if (!built || fastImpl(p.impl_info_str())) {
                 pd = p;
                 tmp_md = md;
                 built = true;
-                last = !blocked;
             }
         } catch (const dnnl::error&) {
         }
-        if (!blocked) break;
     }
     if (!built) return planConvTranspose(plan, /*subpixel=*/false);
-    // channels-last tmp: a channels-last output for multiples of 8 channels, plain otherwise
-    if (last && block > 1) block = 0;
+    // block 0: channels-last tmp and output (multiples of 8 channels); block 1: channels-last
+    // tmp gathered into the plain output
+    if (block > 1 && tmp_md == dnnl::memory::desc(tmp_dims, act, channels_last)) block = 0;
     const tag layout = block == 0   ? channels_last
                        : block == 1 ? (sr == 3 ? tag::ncdhw : tag::nchw)
                                     : blockedTag(block);
