@@ -175,6 +175,7 @@ class CpuCompiledGraph : public CompiledGraph {
            << " threads): " << plan_.steps().size() << " steps, arena "
            << (plan_.arenaBytes() >> 20) << " MiB;";
         for (const auto& s : plan_.steps()) os << " [" << s.node << ": " << s.what << "]";
+        for (const auto& [node, what] : plan_.notes()) os << " [" << node << ": " << what << "]";
         return os.str();
     }
 

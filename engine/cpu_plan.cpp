@@ -125,6 +125,17 @@ std::optional<MemRef> Plan::tryInPlace(ValueId input, const dnnl::memory::desc& 
     return r;
 }
 
+bool Plan::canBecomeView(ValueId v, const MemRef& r, size_t bytes) const {
+    if (graph_.isConstant(v) || !has(v) || !diesHere(v) || r.buffer < 0) return false;
+    const Buffer& b = buffers_[r.buffer];
+    return b.input_index < 0 && b.output_index < 0 && b.parent < 0 && b.bytes == bytes;
+}
+
+void Plan::makeView(int child, int parent, size_t byte_offset) {
+    buffers_[child].parent = parent;
+    buffers_[child].parent_offset = byte_offset;
+}
+
 Result<dnnl::memory> Plan::constantMemory(const Tensor& t, const dnnl::memory::desc& src_md,
                                           const dnnl::memory::desc& md) {
     const std::vector<float> values = t.toFloats();
@@ -282,12 +293,24 @@ Status Plan::finish() {
             b.last_step = static_cast<int>(s);
         }
     }
+    // A view's steps keep its parent alive (children before parents: parents were created at
+    // the node that made the views).
+    for (size_t i = 0; i < buffers_.size(); ++i) {
+        const Buffer& b = buffers_[i];
+        if (b.parent < 0 || b.first_step < 0) continue;
+        if (b.parent <= static_cast<int>(i))
+            return internalError("cpu backend: buffer view planned before its parent");
+        Buffer& p = buffers_[b.parent];
+        p.first_step = p.first_step < 0 ? b.first_step : std::min(p.first_step, b.first_step);
+        p.last_step = std::max(p.last_step, b.last_step);
+    }
     std::vector<int> internal;
     std::vector<size_t> sizes;
     std::vector<std::pair<int, int>> lifetimes;
     for (size_t i = 0; i < buffers_.size(); ++i) {
         const Buffer& b = buffers_[i];
-        if (b.input_index >= 0 || b.output_index >= 0 || b.first_step < 0) continue;
+        if (b.input_index >= 0 || b.output_index >= 0 || b.first_step < 0 || b.parent >= 0)
+            continue;
         internal.push_back(static_cast<int>(i));
         sizes.push_back(b.bytes);
         lifetimes.emplace_back(b.first_step, b.last_step);
@@ -296,6 +319,10 @@ Status Plan::finish() {
     std::vector<size_t> offsets;
     arena_bytes_ = planArenaOffsets(sizes, lifetimes, kAlignment, offsets);
     for (size_t k = 0; k < internal.size(); ++k) buffers_[internal[k]].offset = offsets[k];
+    for (size_t i = buffers_.size(); i-- > 0;) {  // parents first
+        Buffer& b = buffers_[i];
+        if (b.parent >= 0) b.offset = buffers_[b.parent].offset + b.parent_offset;
+    }
 
     auto allocate = [](size_t bytes) -> std::shared_ptr<std::byte> {
         if (bytes == 0) return {};

@@ -44,6 +44,11 @@ struct Buffer {
     int output_index = -1;  // bound at run time to the caller's output tensor
     size_t offset = 0;      // in the arena (internal buffers)
     int first_step = -1, last_step = -1;
+    // A view: these bytes are [parent_offset, parent_offset + bytes) of buffer `parent` (a
+    // Concat's input written straight into its part of the output). Its parent has a higher
+    // index and lives at least as long.
+    int parent = -1;
+    size_t parent_offset = 0;
 };
 
 // Custom kernels receive the memories of their refs, in order, bound for this run.
@@ -119,6 +124,15 @@ class Plan {
     std::optional<MemRef> tryInPlace(ValueId input, const dnnl::memory::desc& md);
     // Records where value `v` now lives.
     void define(ValueId v, const MemRef& r) { refs_[v] = r; }
+    // Whether `r`, where value `v` lives, can become a view into a buffer created at this node:
+    // `v` dies here, `r` is an internal buffer of exactly `bytes` and not a view already.
+    bool canBecomeView(ValueId v, const MemRef& r, size_t bytes) const;
+    // Makes buffer `child` the bytes of `parent` from `byte_offset` on, for its whole life:
+    // every step that wrote or read it uses that part of the parent instead.
+    void makeView(int child, int parent, size_t byte_offset);
+    // Work a node needs no step for ("concat in place"), listed by describe().
+    void addNote(const std::string& what) { notes_.emplace_back(node().name, what); }
+    const std::vector<std::pair<std::string, std::string>>& notes() const { return notes_; }
 
     void addPrimitive(const std::string& what, dnnl::primitive prim,
                       std::vector<std::pair<int, MemRef>> args,
@@ -159,6 +173,7 @@ class Plan {
     std::map<std::pair<ValueId, std::string>, dnnl::memory> constants_;
     std::vector<Buffer> buffers_;
     std::vector<Step> steps_;
+    std::vector<std::pair<std::string, std::string>> notes_;  // (node, what)
     bool profile_ = false;  // VOXSEG_CPU_PROFILE=1: per-step times in the log
     std::vector<double> step_seconds_, step_cpu_seconds_;
     size_t scratchpad_bytes_ = 0;

@@ -196,6 +196,56 @@ TEST(CpuBackend, UnetLevelBf16WithinStatedTolerance) {
     EXPECT_NE(got.describe.find("bf16"), std::string::npos) << got.describe;
 }
 
+// Concats whose inputs die there and fill whole channel blocks are planned without a copy: the
+// convolutions write straight into their parts of the output (nested concats too: the inner
+// output is itself a part of the outer one). The last part may end in a partial block (8 of
+// 16 channels). Every variant must match the reference backend.
+Graph concatGraph(bool reuse_first_part, bool nested) {
+    GraphBuilder b;
+    const ValueId x = b.input("x", {1, 3, 9, 10, 11});
+    const ValueId a =
+        b.node(OpKind::kRelu, {b.conv(x, 3, 32, {3, 3, 3}, {1, 1, 1}, {1, 1, 1, 1, 1, 1})});
+    const ValueId c = b.conv(x, 3, 16, {3, 3, 3}, {1, 1, 1}, {1, 1, 1, 1, 1, 1});
+    ValueId cat = b.node(OpKind::kConcat, {a, c}, [](Node& n) { n.axis = 1; });
+    int64_t channels = 48;
+    if (nested) {
+        const ValueId d = b.conv(x, 3, 8, {3, 3, 3}, {1, 1, 1}, {1, 1, 1, 1, 1, 1});
+        cat = b.node(OpKind::kConcat, {cat, d}, [](Node& n) { n.axis = 1; });
+        channels += 8;
+    }
+    b.output(b.conv(cat, channels, 5, {3, 3, 3}, {1, 1, 1}, {1, 1, 1, 1, 1, 1}));
+    // `a` read after the concat: it must keep its own buffer (the concat copies).
+    if (reuse_first_part) b.output(b.conv(a, 32, 2, {1, 1, 1}, {1, 1, 1}, {0, 0, 0, 0, 0, 0}));
+    return b.graph();
+}
+
+TEST(CpuBackend, ConcatOfBlockedPartsWritesInPlaceAndMatchesReference) {
+    const std::vector<Shape> shapes = {{1, 3, 9, 10, 11}};
+    auto reference = makeReferenceBackend();
+    auto cpu = makeCpuBackend();
+    struct Case {
+        bool reuse, nested;
+        int in_place, copies;
+    };
+    for (const Case k :
+         {Case{false, false, 1, 0}, Case{false, true, 2, 0}, Case{true, false, 0, 1}}) {
+        const Graph g = concatGraph(k.reuse, k.nested);
+        const RunResult want = runOn(*reference, g, shapes, Precision::kFloat32);
+        const RunResult got = runOn(*cpu, g, shapes, Precision::kFloat32);
+        ASSERT_EQ(got.outputs.size(), want.outputs.size());
+        for (size_t i = 0; i < got.outputs.size(); ++i) {
+            const auto cmp =
+                testing::compareTensors(got.outputs[i], want.outputs[i], testing::kNetworkTol.fp32);
+            EXPECT_LE(cmp.worst_ratio, 1.0)
+                << "reuse " << k.reuse << " nested " << k.nested << " output " << i
+                << ": max abs error " << cmp.max_abs << "\n"
+                << got.describe;
+        }
+        EXPECT_EQ(countOf(got.describe, "concat in place nCdhw16c"), k.in_place) << got.describe;
+        EXPECT_EQ(countOf(got.describe, "concat simple"), k.copies) << got.describe;
+    }
+}
+
 TEST(CpuBackend, BatchSizeTwoAndRepeatedRunsAreStable) {
     const Graph g = unetLevel(1, 16, 16, 2);
     const std::vector<Shape> shapes = {{2, 1, 16, 14, 12}};
