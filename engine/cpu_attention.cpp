@@ -2,13 +2,14 @@
 // (K given transposed) and MultiHeadAttention on packed [B, T, H*D] ones, whose heads are
 // strided matrices (rows H*D floats apart) read and written in place: no head-split copies.
 // Per work item (batch item x head) blocks of query rows whose scores (rows x Tk floats) fit in
-// a quarter of the L2 cache: S = Q_blk K^T * scale (oneDNN matmul, output scale), + biases, row
-// softmax in place (oneDNN softmax), O_blk = S V (oneDNN matmul). The full Tq x Tk matrix is never
-// stored. bf16 plans multiply in bf16 with f32 accumulation (AMX where the CPU has it): Q, K and V
-// are converted while they are packed, K^T and V once per work item straight into the matmuls'
-// own weights layouts, the softmax writes the bf16 probabilities P from the f32 scores, and the
-// scores, biases and output stay f32.
+// a quarter of the L2 cache: S = Q_blk K^T * scale (oneDNN matmul, output scale), + biases,
+// P = exp(S - row max) with the rows' 1/sum (cpu_softmax_rows.h), O_blk = P V (oneDNN matmul),
+// each row of O_blk times its 1/sum. The full Tq x Tk matrix is never stored. bf16 plans multiply
+// in bf16 with f32 accumulation (AMX where the CPU has it): Q, K and V are converted while they are
+// packed, K^T and V once per work item straight into the matmuls' own weights layouts, the softmax
+// writes the bf16 P from the f32 scores, and the scores, biases and output stay f32.
 #include "engine/cpu_plan.h"
+#include "engine/cpu_softmax_rows.h"
 
 #include <omp.h>
 #include <unistd.h>
@@ -102,6 +103,18 @@ void copyRows(const float* src, int64_t src_ld, float* dst, int64_t dst_ld, int6
     for (int64_t i = 0; i < rows; ++i) std::copy_n(src + i * src_ld, cols, dst + i * dst_ld);
 }
 
+// dst row i = src row i * scale[i] (in place allowed).
+void scaleRows(const float* src, int64_t src_ld, float* dst, int64_t dst_ld, int64_t rows,
+               int64_t cols, const float* scale) {
+    for (int64_t i = 0; i < rows; ++i) {
+        const float* x = src + i * src_ld;
+        float* y = dst + i * dst_ld;
+        const float f = scale[i];
+#pragma omp simd
+        for (int64_t j = 0; j < cols; ++j) y[j] = x[j] * f;
+    }
+}
+
 // K^T [cols, rows] (dense) from the `rows` rows of K, `ld` floats apart.
 void transposeRows(const float* src, int64_t ld, float* dst, int64_t rows, int64_t cols) {
     for (int64_t j0 = 0; j0 < rows; j0 += 16)
@@ -135,15 +148,12 @@ void packKtBf16(const float* src, int64_t ld, bool k_rows, uint16_t* dst, int64_
 // instead of 0.56 s per Primus-S patch; K as format ba made it transpose K per block), K^T and V
 // in the weights layouts the matmuls chose (packed once per work item, not per block: bf16 on AMX
 // needs a blocked, pair-interleaved one). The matmuls' scratchpads are the caller's (user mode):
-// threads running the same primitives at once each pass their own. oneDNN 2.6's softmax takes no
-// attributes (it was run from several threads at once before, too: its f32 kernel uses no
-// scratchpad). `weights`: the first block's K^T and V layouts, for the tail block. bf16: Q and P
-// bf16 rows, S and O f32; the softmax reads S and writes P.
+// threads running the same primitives at once each pass their own. `weights`: the first block's
+// K^T and V layouts, for the tail block. bf16: Q and P bf16 rows, S and O f32.
 struct Gemms {
     int64_t rows = 0;
     dnnl::memory::desc q_md, k_md, s_md, p_md, v_md, o_md;
     dnnl::matmul qk, pv;
-    dnnl::primitive softmax;
     dnnl::memory::desc qk_pad, pv_pad;
     size_t pad_bytes = 0;  // the larger of the two
     std::string impl;      // what oneDNN runs, for describe()
@@ -174,19 +184,8 @@ Gemms makeGemms(const dnnl::engine& engine, const AttentionShape& a, int64_t m, 
     gm.v_md = pv.weights_desc();
     gm.qk = dnnl::matmul(qk);
     gm.pv = dnnl::matmul(pv);
-    gm.impl = qk.impl_info_str();
-    if (bf16) {
-        const dnnl::softmax_v2_forward::primitive_desc sm(
-            dnnl::softmax_v2_forward::desc(dnnl::prop_kind::forward_inference,
-                                           dnnl::algorithm::softmax_accurate, gm.s_md, gm.p_md, 1),
-            engine);
-        gm.softmax = dnnl::softmax_v2_forward(sm);
-        gm.impl += std::string(" bf16, softmax ") + sm.impl_info_str() + " f32->bf16";
-    } else {
-        const dnnl::softmax_forward::primitive_desc sm(
-            dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, gm.s_md, 1), engine);
-        gm.softmax = dnnl::softmax_forward(sm);
-    }
+    gm.impl = std::string(qk.impl_info_str()) + (bf16 ? " bf16" : "") + ", softmax rows " +
+              softmaxRowsIsa() + (bf16 ? " f32->bf16" : "");
     gm.qk_pad = qk.scratchpad_desc();
     gm.pv_pad = pv.scratchpad_desc();
     gm.pad_bytes = std::max(gm.qk_pad.get_size(), gm.pv_pad.get_size());
@@ -237,10 +236,11 @@ struct AttentionRun {
     size_t out_ref = 0;
 };
 
-// Per thread, in floats (64-byte aligned parts): the matmuls' scratchpad, S, P (bf16), the
-// dense Q block and output block, dense K^T and V, and K^T and V in the weights layouts.
+// Per thread, in floats (64-byte aligned parts): the matmuls' scratchpad, S, P (bf16), the rows'
+// 1/sum, the dense Q block and output block, dense K^T and V, and K^T and V in the weights
+// layouts.
 struct ScratchLayout {
-    size_t pad = 0, s = 0, p = 0, q = 0, o = 0, k = 0, v = 0, kw = 0, vw = 0, total = 0;
+    size_t pad = 0, s = 0, p = 0, inv = 0, q = 0, o = 0, k = 0, v = 0, kw = 0, vw = 0, total = 0;
 };
 
 ScratchLayout scratchLayout(const AttentionRun& r) {
@@ -255,6 +255,7 @@ ScratchLayout scratchLayout(const AttentionRun& r) {
     for (auto [field, bytes] : {std::pair<size_t*, size_t>{&l.pad, pad},
                                 {&l.s, n(r.rows * a.Tk) * 4},
                                 {&l.p, r.bf16 ? n(r.rows * a.Tk) * 2 : 0},
+                                {&l.inv, n(r.rows) * 4},
                                 {&l.q, n(r.rows * a.D) * e},
                                 {&l.o, n(r.rows * a.Dv) * 4},
                                 {&l.k, n(a.Tk * a.D) * e},
@@ -295,7 +296,8 @@ Kernel attentionKernel(const dnnl::engine& engine, AttentionRun r) {
         {
             dnnl::stream stream(engine);
             float* t0 = base + (r.spread ? omp_get_thread_num() : 0) * L.total;
-            float *pad = t0 + L.pad, *s = t0 + L.s, *qd = t0 + L.q, *od = t0 + L.o;
+            float *pad = t0 + L.pad, *s = t0 + L.s, *inv = t0 + L.inv, *qd = t0 + L.q,
+                  *od = t0 + L.o;
             float *kd = t0 + L.k, *vd = t0 + L.v;
             auto* p16 = reinterpret_cast<uint16_t*>(t0 + L.p);
             int64_t packed_item = -1;
@@ -361,15 +363,19 @@ Kernel attentionKernel(const dnnl::engine& engine, AttentionRun r) {
                         for (int64_t j = 0; j < Tk; ++j) row[j] += br[j * bv.col];
                     }
                 }
+                void* p = r.bf16 ? static_cast<void*>(p16) : s;  // f32: P over S
+#pragma omp parallel for schedule(static) if (!r.spread)
+                for (int64_t i = 0; i < mrows; ++i)
+                    softmaxRows(s + i * Tk, 1, Tk,
+                                static_cast<char*>(p) + i * Tk * (r.bf16 ? 2 : 4), r.bf16, inv + i);
                 const dnnl::memory pm = r.bf16 ? dnnl::memory(gm.p_md, engine, p16) : sm;
-                gm.softmax.execute(stream, {{DNNL_ARG_SRC, sm}, {DNNL_ARG_DST, pm}});
                 gm.pv.execute(stream,
                               {{DNNL_ARG_SRC, pm},
                                {DNNL_ARG_WEIGHTS, dnnl::memory(gm.v_md, engine, vw)},
                                {DNNL_ARG_DST, dnnl::memory(gm.o_md, engine, pack_o ? od : ob)},
                                {DNNL_ARG_SCRATCHPAD, dnnl::memory(gm.pv_pad, engine, pad)}});
                 stream.wait();
-                if (pack_o) copyRows(od, a.Dv, ob, a.out.ld, mrows, a.Dv);
+                scaleRows(pack_o ? od : ob, a.Dv, ob, a.out.ld, mrows, a.Dv, inv);
             }
         }
     };

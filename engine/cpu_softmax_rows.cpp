@@ -1,0 +1,31 @@
+// The softmax rows twice: generic x86-64 here, AVX-512 in cpu_softmax_rows_avx512.cpp; the
+// dispatcher picks one per call (a cached CPU check).
+#define VOXSEG_SOFTMAX_ISA generic
+#include "engine/cpu_softmax_rows_impl.h"
+#undef VOXSEG_SOFTMAX_ISA
+
+namespace voxseg::engine::cpu {
+
+namespace {
+
+bool useAvx512() {
+#ifdef VOXSEG_HAVE_AVX512_KERNELS
+    static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    return ok;
+#else
+    return false;
+#endif
+}
+
+}  // namespace
+
+const char* softmaxRowsIsa() { return useAvx512() ? "avx512" : "generic"; }
+
+void softmaxRows(const float* s, int64_t rows, int64_t n, void* p, bool bf16, float* inv_sum) {
+#ifdef VOXSEG_HAVE_AVX512_KERNELS
+    if (useAvx512()) return avx512::softmaxRows(s, rows, n, p, bf16, inv_sum);
+#endif
+    generic::softmaxRows(s, rows, n, p, bf16, inv_sum);
+}
+
+}  // namespace voxseg::engine::cpu

@@ -1,0 +1,34 @@
+// Internal to the oneDNN CPU backend: the attention kernel's row softmax, unnormalised.
+//
+// Per row of the scores S (f32), m = max S, P = exp(S - m) (f32, in place allowed, or bf16) and
+// 1 / sum(P); the caller scales each row of P V by it (Dv values per row instead of Tk: one pass
+// fewer over the scores than oneDNN 2.6's softmax, which normalises P itself and was 29 % of a
+// bf16 Primus-S attention's primitive time). exp is a polynomial on the fractional part of
+// x log2(e) times 2^(integer part): degree 7 for f32 P (relative error ~1e-7, below f32
+// rounding), degree 4 for bf16 P (~4e-5, below bf16's 2^-9). Scores below the row's max by more
+// than 87 give ~1e-38 instead of 0; a NaN or +inf score makes its row NaN (as oneDNN's does).
+// Compiled twice (generic x86-64 and AVX-512, cpu_softmax_rows*.cpp) and picked at run time.
+#pragma once
+
+#include <cstdint>
+
+namespace voxseg::engine::cpu {
+
+// "avx512" or "generic": the loops softmaxRows runs on this CPU.
+const char* softmaxRowsIsa();
+
+// Rows `rows` of `n` floats from `s` (rows `n` apart): p (rows `n` apart; f32 when !bf16, may
+// be s, else bf16 bits) = exp(s - max of the row); inv_sum[i] = 1 / the row's sum. Single
+// threaded (the attention kernel calls it per block, per thread).
+void softmaxRows(const float* s, int64_t rows, int64_t n, void* p, bool bf16, float* inv_sum);
+
+// Both implementations, for the dispatcher and for tests. avx512:: exists in x86-64 builds only
+// and needs a CPU with AVX-512 F and BW (softmaxRowsIsa() says "avx512").
+namespace generic {
+void softmaxRows(const float* s, int64_t rows, int64_t n, void* p, bool bf16, float* inv_sum);
+}  // namespace generic
+namespace avx512 {
+void softmaxRows(const float* s, int64_t rows, int64_t n, void* p, bool bf16, float* inv_sum);
+}  // namespace avx512
+
+}  // namespace voxseg::engine::cpu

@@ -1,0 +1,84 @@
+// Internal to the oneDNN CPU backend: the loops of cpu_softmax_rows.h, compiled twice (generic
+// x86-64 and AVX-512, see cpu_softmax_rows*.cpp) into the namespace VOXSEG_SOFTMAX_ISA. Nothing
+// from the standard library's inline code (the AVX-512 unit must not emit a copy the generic one
+// could pick up). Included only by those two files.
+#include "engine/cpu_softmax_rows.h"
+
+#include <cstdint>
+#include <cstring>
+
+namespace voxseg::engine::cpu::VOXSEG_SOFTMAX_ISA {
+
+// exp(x) for x <= 0 (x below -87 gives 0's neighbourhood: 2^-126 times the polynomial; NaN
+// gives NaN). x log2(e) = k + f with k = round(x log2(e)) (adding 1.5 * 2^23 leaves k in the low
+// mantissa bits: rounds without SSE4.1, and no float-to-int conversion, which a NaN would make
+// undefined), f in [-0.5, 0.5]; 2^f = e^(f ln 2) by its Taylor series to degree DEGREE
+// (|f ln 2| <= 0.347: remainder 0.347^(D+1) / (D+1)!); 2^k from the exponent bits.
+template <int DEGREE>
+inline float expNonPositive(float x) {
+    constexpr float kShift = 12582912.0f;  // 1.5 * 2^23, bits 0x4b400000
+    x = x < -87.0f ? -87.0f : x;
+    const float t = x * 1.44269504088896341f;
+    const float shifted = t + kShift;
+    const float k = shifted - kShift;
+    const float g = (t - k) * 0.693147180559945309f;  // f ln 2
+    static_assert(DEGREE == 4 || DEGREE == 7);
+    float poly = DEGREE == 7 ? 1.0f / 5040.0f : 1.0f / 24.0f;  // Horner from g^D / D!
+    if constexpr (DEGREE == 7) {
+        poly = poly * g + 1.0f / 720.0f;
+        poly = poly * g + 1.0f / 120.0f;
+        poly = poly * g + 1.0f / 24.0f;
+    }
+    poly = poly * g + 1.0f / 6.0f;
+    poly = poly * g + 0.5f;
+    poly = poly * g + 1.0f;
+    poly = poly * g + 1.0f;
+    uint32_t kbits;
+    std::memcpy(&kbits, &shifted, 4);
+    const uint32_t bits = (kbits - 0x4b400000u + 127u) << 23;  // k + 127 in [1, 127]
+    float scale;
+    std::memcpy(&scale, &bits, 4);
+    return poly * scale;
+}
+
+inline uint16_t toBf16(float v) {  // round to nearest even; a quiet NaN stays NaN
+    uint32_t u;
+    std::memcpy(&u, &v, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return static_cast<uint16_t>(u >> 16);
+}
+
+inline float rowMax(const float* s, int64_t n) {
+    float m = s[0];
+#pragma omp simd reduction(max : m)
+    for (int64_t j = 0; j < n; ++j) m = s[j] > m ? s[j] : m;
+    return m;
+}
+
+void softmaxRows(const float* s, int64_t rows, int64_t n, void* p, bool bf16, float* inv_sum) {
+    for (int64_t i = 0; i < rows; ++i) {
+        const float* row = s + i * n;
+        const float m = rowMax(row, n);
+        float sum = 0.0f;
+        if (bf16) {
+            uint16_t* out = static_cast<uint16_t*>(p) + i * n;
+#pragma omp simd reduction(+ : sum)
+            for (int64_t j = 0; j < n; ++j) {
+                const float e = expNonPositive<4>(row[j] - m);
+                sum += e;
+                out[j] = toBf16(e);
+            }
+        } else {
+            float* out = static_cast<float*>(p) + i * n;
+#pragma omp simd reduction(+ : sum)
+            for (int64_t j = 0; j < n; ++j) {
+                const float e = expNonPositive<7>(row[j] - m);
+                sum += e;
+                out[j] = e;
+            }
+        }
+        inv_sum[i] = 1.0f / sum;
+    }
+}
+
+}  // namespace voxseg::engine::cpu::VOXSEG_SOFTMAX_ISA
