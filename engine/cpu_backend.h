@@ -8,7 +8,7 @@
 // activations into normalisations, and plans one activation arena whose buffers are reused by
 // liveness. Precision: fp32 (default) or bf16 activations/weights with fp32 accumulation and
 // fp32 normalisation statistics, the latter only where the CPU has avx512_bf16. "auto" is bf16
-// on CPUs with AMX, else fp32 (cpuAutoPrecision).
+// on CPUs with AMX and on AMD CPUs with avx512_bf16, else fp32 (cpuAutoPrecision).
 //
 // Threads: oneDNN's OpenMP runtime; CompileOptions::num_threads (0 = all cores) is applied with
 // omp_set_num_threads on the thread that compiles and on the thread that runs.
@@ -23,10 +23,19 @@ namespace voxseg::engine {
 
 std::unique_ptr<Backend> makeCpuBackend();
 
-// The cpu backend's "auto" precision (Backend::autoPrecision) for a CPU with or without AMX
-// (amx_bf16, as oneDNN detects it) and avx512_bf16: bf16 with AMX only, as bf16 on AVX512-BF16
-// alone measured slower than fp32 (docs/perf-cpu.md). A pure function, so both branches are
-// tested on any machine.
-PrecisionChoice cpuAutoPrecision(bool amx_bf16, bool avx512_bf16);
+// What the cpu backend's "auto" precision depends on: AMX tiles with bf16 (amx_bf16, as oneDNN
+// detects it), avx512_bf16, and the vendor (CPUID "AuthenticAMD").
+struct CpuBf16Traits {
+    bool amx_bf16 = false;
+    bool avx512_bf16 = false;
+    bool amd = false;
+};
+
+// The cpu backend's "auto" precision (Backend::autoPrecision): bf16 with AMX, and on AMD CPUs
+// with avx512_bf16 (Zen 4 and later: bf16 measured 1.5-1.9x fp32 on the four network families);
+// fp32 on Intel's avx512_bf16 without AMX, where bf16 measured slower (docs/perf-cpu.md,
+// "Precision"), and without bf16 instructions. A pure function, so every branch is tested on
+// any machine.
+PrecisionChoice cpuAutoPrecision(const CpuBf16Traits& cpu);
 
 }  // namespace voxseg::engine

@@ -62,7 +62,8 @@ std::vector<SegmentOptionSpec> build() {
         d.label = "Precision";
         d.group = "Inference";
         d.help =
-            "auto (the backend's choice: bf16 on GPUs of sm_80+ and CPUs with AMX, else fp32; "
+            "auto (the backend's choice: bf16 on GPUs of sm_80+, CPUs with AMX and AMD CPUs with "
+            "avx512_bf16, else fp32; "
             "fp32 when model.json requires it), fp32, fp16, bf16";
         d.choices = {"auto", "fp32", "fp16", "bf16"};
         d.default_text = "auto";

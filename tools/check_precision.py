@@ -13,8 +13,8 @@ label maps; with reference labels (--data) also each precision's Dice against th
 
 Cases are image files or DICOM folders given as arguments, or --data's images/<case>.nii.gz
 (labels/<case>.nii.gz as the reference; --cases-from takes a training.json's held_out_cases).
---device picks the backend (default cpu: a CPU without avx512_bf16 cannot run bf16, and one
-without AMX runs it slower than fp32, which does not matter for agreement). Extra arguments after
+--device picks the backend (default cpu: a CPU without avx512_bf16 cannot run bf16, and an Intel
+one without AMX runs it slower than fp32, which does not matter for agreement). Extra arguments after
 `--` go to both `voxseg segment` runs. Exit status 0 when every run succeeded (figures are
 reported, not judged), 1 when a run failed.
 """

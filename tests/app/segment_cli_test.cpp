@@ -3,6 +3,7 @@
 // model, a full disk. Each must end with a clear message naming the input and the documented
 // exit code, and leave no output (not even a staging folder) behind.
 #include "app/exit_codes.h"
+#include "engine/cpu_backend.h"
 #include "engine/sha256.h"
 #include "io/dicom_synth.h"
 #include "tests/app/run_voxseg.h"
@@ -302,7 +303,9 @@ TEST(SegmentCli, PrecisionIsChosenByThePolicyAndRecordedWithItsReason) {
     const auto a = device(dir / "a");
     const std::string reason = a["precision_reason"];
     EXPECT_EQ(reason.rfind("auto: cpu", 0), 0u) << reason;
-    EXPECT_EQ(a["precision"], reason.find("AMX (amx_bf16)") != std::string::npos ? "bf16" : "fp32");
+    const engine::PrecisionChoice policy = engine::makeCpuBackend()->autoPrecision();
+    EXPECT_EQ(a["precision"], engine::precisionName(policy.precision));
+    EXPECT_NE(reason.find(policy.reason), std::string::npos) << reason;
     // The whole-volume path the backend chose (Backend::makeSlidingWindow): the host window here.
     EXPECT_EQ(runInference(dir / "a")["window"], "host sliding window (fp16 accumulator)");
 

@@ -14,15 +14,21 @@ namespace {
 
 using nlohmann::json;
 
-// Both CPU branches, whatever this machine has (it has avx512_bf16 but no AMX).
-TEST(PrecisionPolicy, CpuAutoIsBf16OnlyWithAmx) {
-    const PrecisionChoice amx = cpuAutoPrecision(true, true);
-    EXPECT_EQ(amx.precision, Precision::kBFloat16);
-    EXPECT_NE(amx.reason.find("AMX"), std::string::npos) << amx.reason;
-    const PrecisionChoice avx = cpuAutoPrecision(false, true);
-    EXPECT_EQ(avx.precision, Precision::kFloat32);
-    EXPECT_NE(avx.reason.find("slower"), std::string::npos) << avx.reason;
-    EXPECT_EQ(cpuAutoPrecision(false, false).precision, Precision::kFloat32);
+// Every CPU branch, whatever this machine has.
+TEST(PrecisionPolicy, CpuAutoIsBf16WithAmxOrOnAmdWithAvx512Bf16) {
+    for (bool amd : {false, true}) {
+        const PrecisionChoice amx = cpuAutoPrecision({true, true, amd});
+        EXPECT_EQ(amx.precision, Precision::kBFloat16);
+        EXPECT_NE(amx.reason.find("AMX"), std::string::npos) << amx.reason;
+    }
+    const PrecisionChoice zen = cpuAutoPrecision({false, true, true});
+    EXPECT_EQ(zen.precision, Precision::kBFloat16);
+    EXPECT_NE(zen.reason.find("AMD"), std::string::npos) << zen.reason;
+    const PrecisionChoice intel = cpuAutoPrecision({false, true, false});
+    EXPECT_EQ(intel.precision, Precision::kFloat32);
+    EXPECT_NE(intel.reason.find("slower"), std::string::npos) << intel.reason;
+    for (bool amd : {false, true})
+        EXPECT_EQ(cpuAutoPrecision({false, false, amd}).precision, Precision::kFloat32);
 }
 
 TEST(PrecisionPolicy, AutoAsksTheBackendAndSaysWhy) {
