@@ -6,7 +6,7 @@
 // bf16 Primus-S attention's primitive time). exp is a polynomial on the fractional part of
 // x log2(e) times 2^(integer part): degree 7 for f32 P (relative error ~1e-7, below f32
 // rounding), degree 4 for bf16 P (~4e-5, below bf16's 2^-9). Scores below the row's max by more
-// than 87 give ~1e-38 instead of 0; a NaN or +inf score makes its row NaN (as oneDNN's does).
+// than 87 give ~1e-38 instead of 0; a NaN or +inf score makes its row NaN.
 // Compiled twice (generic x86-64 and AVX-512, cpu_softmax_rows*.cpp) and picked at run time.
 #pragma once
 
