@@ -78,9 +78,7 @@ void channelNorm(const void* x, void* y, bool bf16, const LaneLayout& L, int64_t
 }  // namespace avx512
 #endif
 
-namespace {
-
-bool useAvx512() {
+bool avx512KernelsUsable() {
 #ifdef VOXSEG_HAVE_AVX512_KERNELS
     static const bool ok = __builtin_cpu_supports("avx512f") &&
                            __builtin_cpu_supports("avx512bw") &&
@@ -91,12 +89,14 @@ bool useAvx512() {
 #endif
 }
 
+namespace {
+
 // Positions per chunk: a chunk (<= 32 KiB of f32) stays in cache for its second pass.
 int64_t chunkPositions(int64_t lanes) { return std::max<int64_t>(64, 8192 / lanes); }
 
 }  // namespace
 
-const char* normKernelIsa() { return useAvx512() ? "avx512" : "generic"; }
+const char* normKernelIsa() { return avx512KernelsUsable() ? "avx512" : "generic"; }
 
 void channelMoments(const void* x, bool bf16, const LaneLayout& L, std::vector<double>& mean,
                     std::vector<double>& m2) {
@@ -106,7 +106,7 @@ void channelMoments(const void* x, bool bf16, const LaneLayout& L, std::vector<d
     const int64_t lanes = L.lanes;
     std::vector<float> cmean(units * chunks * lanes), cm2(units * chunks * lanes);
 #ifdef VOXSEG_HAVE_AVX512_KERNELS
-    if (useAvx512())
+    if (avx512KernelsUsable())
         avx512::moments(x, bf16, L, P, chunks, cmean.data(), cm2.data());
     else
 #endif
@@ -143,7 +143,7 @@ void affineActivation(const void* x, void* y, const void* residual, bool bf16, c
     }
     const int64_t P = chunkPositions(L.lanes);
 #ifdef VOXSEG_HAVE_AVX512_KERNELS
-    if (useAvx512())
+    if (avx512KernelsUsable())
         return avx512::apply(x, y, residual, bf16, L, P, scale, shift, act, alpha, slope.data(),
                              mask.data());
 #endif
@@ -164,7 +164,7 @@ void channelLayerNorm(const void* x, void* y, bool bf16, const LaneLayout& L, co
     const int64_t P = std::max<int64_t>(16, (65536 / cp) / 16 * 16);
     std::vector<float> scratch(static_cast<size_t>(P * (L.lanes + 2) * omp_get_max_threads()));
 #ifdef VOXSEG_HAVE_AVX512_KERNELS
-    if (useAvx512())
+    if (avx512KernelsUsable())
         return avx512::channelNorm(x, y, bf16, L, P, g.data(), b.data(), mask.data(), eps,
                                    scratch.data());
 #endif

@@ -33,6 +33,10 @@ struct LaneLayout {
 // "avx512" or "generic": the loops the kernels below run on this CPU.
 const char* normKernelIsa();
 
+// Whether this CPU runs the units engine/CMakeLists.txt builds with AVX-512 flags (F, BW, VL,
+// DQ): these kernels' and the attention's row softmax (cpu_softmax_rows.h).
+bool avx512KernelsUsable();
+
 // nullopt for layouts these kernels do not walk (the caller reorders to plain first).
 std::optional<LaneLayout> laneLayout(const dnnl::memory::desc& md);
 

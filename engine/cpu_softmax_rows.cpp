@@ -4,26 +4,15 @@
 #include "engine/cpu_softmax_rows_impl.h"
 #undef VOXSEG_SOFTMAX_ISA
 
+#include "engine/cpu_norm_kernels.h"
+
 namespace voxseg::engine::cpu {
 
-namespace {
-
-bool useAvx512() {
-#ifdef VOXSEG_HAVE_AVX512_KERNELS
-    static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-    return ok;
-#else
-    return false;
-#endif
-}
-
-}  // namespace
-
-const char* softmaxRowsIsa() { return useAvx512() ? "avx512" : "generic"; }
+const char* softmaxRowsIsa() { return avx512KernelsUsable() ? "avx512" : "generic"; }
 
 void softmaxRows(const float* s, int64_t rows, int64_t n, void* p, bool bf16, float* inv_sum) {
 #ifdef VOXSEG_HAVE_AVX512_KERNELS
-    if (useAvx512()) return avx512::softmaxRows(s, rows, n, p, bf16, inv_sum);
+    if (avx512KernelsUsable()) return avx512::softmaxRows(s, rows, n, p, bf16, inv_sum);
 #endif
     generic::softmaxRows(s, rows, n, p, bf16, inv_sum);
 }

@@ -23,7 +23,7 @@ const char* softmaxRowsIsa();
 void softmaxRows(const float* s, int64_t rows, int64_t n, void* p, bool bf16, float* inv_sum);
 
 // Both implementations, for the dispatcher and for tests. avx512:: exists in x86-64 builds only
-// and needs a CPU with AVX-512 F and BW (softmaxRowsIsa() says "avx512").
+// and needs a CPU that runs it (avx512KernelsUsable(); softmaxRowsIsa() says "avx512").
 namespace generic {
 void softmaxRows(const float* s, int64_t rows, int64_t n, void* p, bool bf16, float* inv_sum);
 }  // namespace generic

@@ -66,6 +66,12 @@ int countOf(const std::string& text, const std::string& what) {
     return n;
 }
 
+// The first output of `got` against `want`'s within `tol`; a failure prints what the plan ran.
+void expectMatches(const RunResult& got, const RunResult& want, const testing::Tolerance& tol) {
+    const auto cmp = testing::compareTensors(got.outputs[0], want.outputs[0], tol);
+    EXPECT_LE(cmp.worst_ratio, 1.0) << "max abs error " << cmp.max_abs << "\n" << got.describe;
+}
+
 TEST(CpuBackend, UnetLevelMatchesUnfusedReferenceWithBlockedLayoutsAndReuse) {
     const Graph g = unetLevel(2, 16, 32, 3);
     const std::vector<Shape> shapes = {{1, 2, 16, 14, 12}};
@@ -74,9 +80,7 @@ TEST(CpuBackend, UnetLevelMatchesUnfusedReferenceWithBlockedLayoutsAndReuse) {
     const RunResult want = runOn(*reference, g, shapes, Precision::kFloat32);
     const RunResult got = runOn(*cpu, g, shapes, Precision::kFloat32);
     ASSERT_EQ(got.outputs.size(), 1u);
-    const auto cmp =
-        testing::compareTensors(got.outputs[0], want.outputs[0], testing::kNetworkTol.fp32);
-    EXPECT_LE(cmp.worst_ratio, 1.0) << "max abs error " << cmp.max_abs << "\n" << got.describe;
+    expectMatches(got, want, testing::kNetworkTol.fp32);
 
     // Fusion: every LeakyReLU went into its InstanceNorm (no eltwise step left).
     EXPECT_EQ(countOf(got.describe, "eltwise"), 0) << got.describe;
@@ -117,9 +121,7 @@ TEST(CpuBackend, TwoClassUpsamplingHeadWithSoftmaxMatchesReference) {
     const RunResult got = runOn(*cpu, g, shapes, Precision::kFloat32);
     ASSERT_EQ(got.outputs.size(), 1u);
     ASSERT_EQ(got.outputs[0].shape(), (Shape{2, 2, 18, 20, 22}));
-    const auto cmp =
-        testing::compareTensors(got.outputs[0], want.outputs[0], testing::kNetworkTol.fp32);
-    EXPECT_LE(cmp.worst_ratio, 1.0) << "max abs error " << cmp.max_abs << "\n" << got.describe;
+    expectMatches(got, want, testing::kNetworkTol.fp32);
     EXPECT_EQ(countOf(got.describe, "softmax channel loop"), 1) << got.describe;
     EXPECT_EQ(countOf(got.describe, "scatter ndhwc"), 1) << got.describe;
     EXPECT_EQ(countOf(got.describe, "gemm"), 0) << got.describe;
@@ -127,9 +129,7 @@ TEST(CpuBackend, TwoClassUpsamplingHeadWithSoftmaxMatchesReference) {
         GTEST_SKIP() << "this CPU has no avx512_bf16: " << cpu->deviceDescription();
     const RunResult bf16 = runOn(*cpu, g, shapes, Precision::kBFloat16);
     ASSERT_EQ(bf16.outputs.size(), 1u);
-    const auto cmp16 =
-        testing::compareTensors(bf16.outputs[0], want.outputs[0], testing::kNetworkTol.bf16);
-    EXPECT_LE(cmp16.worst_ratio, 1.0) << "max abs error " << cmp16.max_abs << "\n" << bf16.describe;
+    expectMatches(bf16, want, testing::kNetworkTol.bf16);
     EXPECT_EQ(countOf(bf16.describe, "softmax channel loop"), 1) << bf16.describe;
     EXPECT_EQ(countOf(bf16.describe, "ref:"), 0) << bf16.describe;
 }
@@ -152,15 +152,13 @@ TEST(CpuBackend, UpsamplingToEightBlockChannelsAvoidsReferenceKernelsInBf16) {
     const RunResult fp32 = runOn(*cpu, g, shapes, Precision::kFloat32);
     ASSERT_EQ(fp32.outputs.size(), 1u);
     ASSERT_EQ(fp32.outputs[0].shape(), (Shape{1, 24, 10, 12, 14}));
-    auto cmp = testing::compareTensors(fp32.outputs[0], want.outputs[0], testing::kNetworkTol.fp32);
-    EXPECT_LE(cmp.worst_ratio, 1.0) << "max abs error " << cmp.max_abs << "\n" << fp32.describe;
+    expectMatches(fp32, want, testing::kNetworkTol.fp32);
     EXPECT_EQ(countOf(fp32.describe, "scatter nCdhw8c:f32->nCdhw8c:f32"), 1) << fp32.describe;
     if (!cpu->supportsPrecision(Precision::kBFloat16))
         GTEST_SKIP() << "this CPU has no avx512_bf16: " << cpu->deviceDescription();
     const RunResult bf16 = runOn(*cpu, g, shapes, Precision::kBFloat16);
     ASSERT_EQ(bf16.outputs.size(), 1u);
-    cmp = testing::compareTensors(bf16.outputs[0], want.outputs[0], testing::kNetworkTol.bf16);
-    EXPECT_LE(cmp.worst_ratio, 1.0) << "max abs error " << cmp.max_abs << "\n" << bf16.describe;
+    expectMatches(bf16, want, testing::kNetworkTol.bf16);
     EXPECT_EQ(countOf(bf16.describe, "ref:"), 0) << bf16.describe;
     EXPECT_EQ(countOf(bf16.describe, "scatter ndhwc:bf16->ndhwc:bf16"), 1) << bf16.describe;
 }
@@ -181,9 +179,7 @@ TEST(CpuBackend, AttentionRunsItsProductsInBf16InBf16Plans) {
     const RunResult want = runOn(*reference, g, {qs, ks, vs}, Precision::kFloat32);
     const RunResult got = runOn(*cpu, g, {qs, ks, vs}, Precision::kBFloat16);
     ASSERT_EQ(got.outputs.size(), 1u);
-    const auto cmp =
-        testing::compareTensors(got.outputs[0], want.outputs[0], testing::kNetworkTol.bf16);
-    EXPECT_LE(cmp.worst_ratio, 1.0) << "max abs error " << cmp.max_abs << "\n" << got.describe;
+    expectMatches(got, want, testing::kNetworkTol.bf16);
     EXPECT_EQ(countOf(got.describe, ", softmax rows "), 1) << got.describe;
     EXPECT_EQ(countOf(got.describe, "f32->bf16"), 1) << got.describe;
     EXPECT_EQ(countOf(got.describe, "ref:"), 0) << got.describe;
