@@ -20,13 +20,8 @@ namespace {
 
 using cpu::Plan;
 
-bool cpuHasIsa(dnnl_cpu_isa_t want) {
-    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-    return (isa & static_cast<unsigned>(want)) == static_cast<unsigned>(want);
-}
-bool cpuHasBf16() { return cpuHasIsa(dnnl_cpu_isa_avx512_core_bf16); }
-// AMX tiles with bf16 (amx_bf16), usable by oneDNN (the OS granted the tile state).
-bool cpuHasAmx() { return cpuHasIsa(dnnl_cpu_isa_avx512_core_amx); }
+using cpu::cpuHasAmx;
+using cpu::cpuHasBf16;
 
 // CPUID leaf 0's vendor string is "AuthenticAMD".
 bool cpuIsAmd() {

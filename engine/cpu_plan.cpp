@@ -27,6 +27,16 @@ dnnl::memory::desc plainDesc(const Shape& shape, dt type) {
 size_t alignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 namespace {
+bool cpuHasIsa(dnnl_cpu_isa_t want) {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    return (isa & static_cast<unsigned>(want)) == static_cast<unsigned>(want);
+}
+}  // namespace
+
+bool cpuHasBf16() { return cpuHasIsa(dnnl_cpu_isa_avx512_core_bf16); }
+bool cpuHasAmx() { return cpuHasIsa(dnnl_cpu_isa_avx512_core_amx); }
+
+namespace {
 
 const tag k5[] = {tag::ncdhw, tag::ndhwc, tag::nCdhw16c, tag::nCdhw8c, tag::nCdhw4c};
 const char* n5[] = {"ncdhw", "ndhwc", "nCdhw16c", "nCdhw8c", "nCdhw4c"};

@@ -78,6 +78,10 @@ dnnl::memory::dims toDims(const Shape& shape);
 // "nCdhw16c:bf16"-like text for describe().
 std::string descName(const dnnl::memory::desc& md);
 size_t alignUp(size_t n, size_t a);
+// What oneDNN runs on this CPU: avx512_bf16 instructions; AMX tiles with bf16 (amx_bf16, the OS
+// granted the tile state).
+bool cpuHasBf16();
+bool cpuHasAmx();
 
 // Greedy best-fit offsets for buffers with sizes and [first, last] step intervals: buffers whose
 // intervals overlap never overlap in memory. Returns the arena size.

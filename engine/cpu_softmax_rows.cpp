@@ -17,4 +17,12 @@ void softmaxRows(const float* s, int64_t rows, int64_t n, void* p, bool bf16, fl
     generic::softmaxRows(s, rows, n, p, bf16, inv_sum);
 }
 
+void softmaxColumns(const float* s, int64_t n, int64_t cols, int64_t ld, void* p, bool bf16,
+                    float* inv_sum) {
+#ifdef VOXSEG_HAVE_AVX512_KERNELS
+    if (avx512KernelsUsable()) return avx512::softmaxColumns(s, n, cols, ld, p, bf16, inv_sum);
+#endif
+    generic::softmaxColumns(s, n, cols, ld, p, bf16, inv_sum);
+}
+
 }  // namespace voxseg::engine::cpu

@@ -22,13 +22,24 @@ const char* softmaxRowsIsa();
 // threaded (the attention kernel calls it per block, per thread).
 void softmaxRows(const float* s, int64_t rows, int64_t n, void* p, bool bf16, float* inv_sum);
 
+// The same along the columns: S^T [n, cols] (rows `ld` floats apart), per column c,
+// p[j, c] = exp(s[j, c] - max over j) (p: rows `ld` elements apart, f32 and in place allowed, or
+// bf16) and inv_sum[c] = 1 / the column's sum. The attention's transposed form (S^T = K Q^T,
+// O^T = V^T P^T) runs it: its vectors span query columns, not the Tk keys.
+void softmaxColumns(const float* s, int64_t n, int64_t cols, int64_t ld, void* p, bool bf16,
+                    float* inv_sum);
+
 // Both implementations, for the dispatcher and for tests. avx512:: exists in x86-64 builds only
 // and needs a CPU that runs it (avx512KernelsUsable(); softmaxRowsIsa() says "avx512").
 namespace generic {
 void softmaxRows(const float* s, int64_t rows, int64_t n, void* p, bool bf16, float* inv_sum);
+void softmaxColumns(const float* s, int64_t n, int64_t cols, int64_t ld, void* p, bool bf16,
+                    float* inv_sum);
 }  // namespace generic
 namespace avx512 {
 void softmaxRows(const float* s, int64_t rows, int64_t n, void* p, bool bf16, float* inv_sum);
+void softmaxColumns(const float* s, int64_t n, int64_t cols, int64_t ld, void* p, bool bf16,
+                    float* inv_sum);
 }  // namespace avx512
 
 }  // namespace voxseg::engine::cpu

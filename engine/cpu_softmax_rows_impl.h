@@ -81,4 +81,53 @@ void softmaxRows(const float* s, int64_t rows, int64_t n, void* p, bool bf16, fl
     }
 }
 
+// One chunk of w <= 16 columns of softmaxColumns (inlined into both calls: the full chunk's
+// width is a constant there, so its loops are one vector per row).
+template <bool BF16>
+__attribute__((always_inline)) inline void softmaxColumnChunk(const float* s, int64_t n, int64_t ld,
+                                                              int64_t w, void* p, float* inv_sum) {
+    float mx[16], sum[16];
+    for (int64_t c = 0; c < w; ++c) mx[c] = s[c], sum[c] = 0.0f;
+    for (int64_t j = 1; j < n; ++j) {
+        const float* row = s + j * ld;
+#pragma omp simd
+        for (int64_t c = 0; c < w; ++c) mx[c] = row[c] > mx[c] ? row[c] : mx[c];
+    }
+    for (int64_t j = 0; j < n; ++j) {
+        const float* row = s + j * ld;
+        if constexpr (BF16) {
+            uint16_t* out = static_cast<uint16_t*>(p) + j * ld;
+#pragma omp simd
+            for (int64_t c = 0; c < w; ++c) {
+                const float e = expNonPositive<4>(row[c] - mx[c]);
+                sum[c] += e;
+                out[c] = toBf16(e);
+            }
+        } else {
+            float* out = static_cast<float*>(p) + j * ld;
+#pragma omp simd
+            for (int64_t c = 0; c < w; ++c) {
+                const float e = expNonPositive<7>(row[c] - mx[c]);
+                sum[c] += e;
+                out[c] = e;
+            }
+        }
+    }
+    for (int64_t c = 0; c < w; ++c) inv_sum[c] = 1.0f / sum[c];
+}
+
+void softmaxColumns(const float* s, int64_t n, int64_t cols, int64_t ld, void* p, bool bf16,
+                    float* inv_sum) {
+    for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+        const int64_t w = cols - c0 < 16 ? cols - c0 : 16;
+        void* pc = static_cast<char*>(p) + c0 * (bf16 ? 2 : 4);
+        if (bf16)
+            w == 16 ? softmaxColumnChunk<true>(s + c0, n, ld, 16, pc, inv_sum + c0)
+                    : softmaxColumnChunk<true>(s + c0, n, ld, w, pc, inv_sum + c0);
+        else
+            w == 16 ? softmaxColumnChunk<false>(s + c0, n, ld, 16, pc, inv_sum + c0)
+                    : softmaxColumnChunk<false>(s + c0, n, ld, w, pc, inv_sum + c0);
+    }
+}
+
 }  // namespace voxseg::engine::cpu::VOXSEG_SOFTMAX_ISA

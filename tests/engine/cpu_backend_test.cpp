@@ -2,12 +2,16 @@
 // multi-layer graphs (fusion + blocked-layout propagation + buffer reuse) against the unfused
 // reference backend, the bf16 path, the arena planner, and error messages.
 #include "engine/cpu_backend.h"
+#include "engine/cpu_attention.h"
 #include "engine/cpu_plan.h"
 #include "tests/engine/op_cases.h"
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <optional>
 #include <regex>
+#include <string>
 
 namespace voxseg::engine {
 namespace {
@@ -163,9 +167,79 @@ TEST(CpuBackend, UpsamplingToEightBlockChannelsAvoidsReferenceKernelsInBf16) {
     EXPECT_EQ(countOf(bf16.describe, "scatter ndhwc:bf16->ndhwc:bf16"), 1) << bf16.describe;
 }
 
-// bf16 plans multiply attention's Q K^T and P V in bf16 (AMX where the CPU has it), the softmax
-// writing P in bf16; 300 query rows of 300 keys with a mask have a tail block (the op parity
-// table runs the same case in every precision, this checks what ran).
+// VOXSEG_CPU_ATTENTION set for one scope (both attention forms run on every CPU in these tests,
+// whichever the policy picks there).
+class ScopedAttentionForm {
+  public:
+    explicit ScopedAttentionForm(const char* form) {
+        if (const char* old = std::getenv("VOXSEG_CPU_ATTENTION")) old_ = old;
+        ::setenv("VOXSEG_CPU_ATTENTION", form, 1);
+    }
+    ~ScopedAttentionForm() {
+        if (old_)
+            ::setenv("VOXSEG_CPU_ATTENTION", old_->c_str(), 1);
+        else
+            ::unsetenv("VOXSEG_CPU_ATTENTION");
+    }
+
+  private:
+    std::optional<std::string> old_;
+};
+
+// The policy: the rows form only for bf16 on AMX; the override names either form.
+TEST(CpuBackend, AttentionFormPolicy) {
+    using cpu::attention::Form;
+    EXPECT_EQ(cpu::attention::attentionForm(true, true), Form::kRows);
+    EXPECT_EQ(cpu::attention::attentionForm(false, true), Form::kColumns);
+    EXPECT_EQ(cpu::attention::attentionForm(true, false), Form::kColumns);
+    EXPECT_EQ(cpu::attention::attentionForm(false, false), Form::kColumns);
+    {
+        ScopedAttentionForm rows("rows");
+        EXPECT_EQ(cpu::attention::attentionFormOverride(), Form::kRows);
+    }
+    {
+        ScopedAttentionForm columns("columns");
+        EXPECT_EQ(cpu::attention::attentionFormOverride(), Form::kColumns);
+    }
+    ScopedAttentionForm other("diagonal");
+    EXPECT_EQ(cpu::attention::attentionFormOverride(), std::nullopt);
+}
+
+// Both forms against the reference on the parity table's attention cases with biases (Swin's
+// window mask, broadcast masks), strided heads, query blocks with a tail, and too few blocks to
+// spread over the threads (attention_fused_bias: 3 items of one block), in fp32 and (where the
+// CPU has it) bf16; the table itself runs the form the policy picks.
+TEST(CpuBackend, BothAttentionFormsMatchTheReference) {
+    auto cpu = makeCpuBackend();
+    auto reference = makeReferenceBackend();
+    std::vector<Precision> precisions = {Precision::kFloat32};
+    if (cpu->supportsPrecision(Precision::kBFloat16)) precisions.push_back(Precision::kBFloat16);
+    int ran = 0;
+    for (const testing::OpCase& c : testing::allOpCases()) {
+        if (c.name != "attention_fused_bias" && c.name != "attention_fused_blocked_tail" &&
+            c.name != "attention_fused_window_mask" &&
+            c.name != "mha_packed_heads_bias_blocked_tail" &&
+            c.name != "attention_heads_pattern_primus")
+            continue;
+        const RunResult want = runOn(*reference, c.graph, c.input_shapes, Precision::kFloat32);
+        for (const char* form : {"rows", "columns"}) {
+            ScopedAttentionForm scoped(form);
+            for (Precision p : precisions) {
+                SCOPED_TRACE(c.name + " " + form + " " + precisionName(p));
+                const RunResult got = runOn(*cpu, c.graph, c.input_shapes, p);
+                ASSERT_EQ(got.outputs.size(), 1u);
+                expectMatches(got, want, c.tol.at(p));
+                EXPECT_EQ(countOf(got.describe, std::string(", softmax ") + form + " "), 1)
+                    << got.describe;
+                ++ran;
+            }
+        }
+    }
+    EXPECT_EQ(ran, 5 * 2 * static_cast<int>(precisions.size()));
+}
+
+// bf16 plans multiply attention's two products in bf16 (AMX where the CPU has it), the softmax
+// writing P in bf16; 300 query rows of 300 keys have a tail block in both forms.
 TEST(CpuBackend, AttentionRunsItsProductsInBf16InBf16Plans) {
     auto cpu = makeCpuBackend();
     if (!cpu->supportsPrecision(Precision::kBFloat16))
@@ -177,12 +251,16 @@ TEST(CpuBackend, AttentionRunsItsProductsInBf16InBf16Plans) {
     const Graph g = b.graph();
     auto reference = makeReferenceBackend();
     const RunResult want = runOn(*reference, g, {qs, ks, vs}, Precision::kFloat32);
-    const RunResult got = runOn(*cpu, g, {qs, ks, vs}, Precision::kBFloat16);
-    ASSERT_EQ(got.outputs.size(), 1u);
-    expectMatches(got, want, testing::kNetworkTol.bf16);
-    EXPECT_EQ(countOf(got.describe, ", softmax rows "), 1) << got.describe;
-    EXPECT_EQ(countOf(got.describe, "f32->bf16"), 1) << got.describe;
-    EXPECT_EQ(countOf(got.describe, "ref:"), 0) << got.describe;
+    for (const char* form : {"rows", "columns"}) {
+        ScopedAttentionForm scoped(form);
+        const RunResult got = runOn(*cpu, g, {qs, ks, vs}, Precision::kBFloat16);
+        ASSERT_EQ(got.outputs.size(), 1u);
+        expectMatches(got, want, testing::kNetworkTol.bf16);
+        EXPECT_EQ(countOf(got.describe, std::string(", softmax ") + form + " "), 1) << got.describe;
+        EXPECT_EQ(countOf(got.describe, " bf16, softmax"), 1) << got.describe;
+        EXPECT_EQ(countOf(got.describe, "f32->bf16"), 1) << got.describe;
+        EXPECT_EQ(countOf(got.describe, "ref:"), 0) << got.describe;
+    }
 }
 
 TEST(CpuBackend, UnetLevelBf16WithinStatedTolerance) {

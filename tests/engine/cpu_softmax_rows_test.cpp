@@ -1,5 +1,6 @@
-// The attention kernel's unnormalised row softmax (engine/cpu_softmax_rows.h), generic and
-// AVX-512 loops, against a softmax in double: odd row lengths (vector tails), wide score ranges,
+// The attention kernels' unnormalised softmax (engine/cpu_softmax_rows.h), generic and AVX-512
+// loops, along rows and along columns (each run through the row tests on the transposed
+// scores), against a softmax in double: odd row lengths (vector tails), wide score ranges,
 // masked scores far below the row's max, in-place f32, bf16 P, NaN rows.
 #include "engine/cpu_softmax_rows.h"
 #include "engine/tensor.h"
@@ -18,11 +19,50 @@ namespace {
 
 using RowsFn = std::function<void(const float*, int64_t, int64_t, void*, bool, float*)>;
 
+using ColumnsFn = std::function<void(const float*, int64_t, int64_t, int64_t, void*, bool, float*)>;
+
+// A softmax over the columns as a RowsFn: the rows [rows, n] become S^T [n, rows] with rows
+// `rows + 3` floats apart (the padding must stay untouched), the columns' P back into rows.
+RowsFn overColumns(ColumnsFn fn) {
+    return [fn](const float* s, int64_t rows, int64_t n, void* p, bool bf16, float* inv) {
+        const int64_t ld = rows + 3;
+        const float kPad = 12345.0f;
+        std::vector<float> st(n * ld, kPad);
+        for (int64_t i = 0; i < rows; ++i)
+            for (int64_t j = 0; j < n; ++j) st[j * ld + i] = s[i * n + j];
+        const bool in_place = !bf16 && p == s;
+        std::vector<float> pf(in_place ? 0 : n * ld, kPad);
+        std::vector<uint16_t> pb(bf16 ? n * ld : 0, 0xffff);
+        void* out = in_place ? static_cast<void*>(st.data())
+                    : bf16   ? static_cast<void*>(pb.data())
+                             : pf.data();
+        fn(st.data(), n, rows, ld, out, bf16, inv);
+        const std::vector<float>& pfs = in_place ? st : pf;
+        for (int64_t j = 0; j < n; ++j) {
+            for (int64_t i = 0; i < rows; ++i) {
+                if (bf16)
+                    static_cast<uint16_t*>(p)[i * n + j] = pb[j * ld + i];
+                else
+                    static_cast<float*>(p)[i * n + j] = pfs[j * ld + i];
+            }
+            for (int64_t i = rows; i < ld; ++i)
+                ASSERT_TRUE(bf16 ? pb[j * ld + i] == 0xffff : pfs[j * ld + i] == kPad)
+                    << "padding written at row " << j << " column " << i;
+        }
+    };
+}
+
 std::vector<std::pair<std::string, RowsFn>> kernelSets() {
-    std::vector<std::pair<std::string, RowsFn>> sets = {{"generic", generic::softmaxRows},
-                                                        {"dispatched", softmaxRows}};
+    std::vector<std::pair<std::string, RowsFn>> sets = {
+        {"generic", generic::softmaxRows},
+        {"dispatched", softmaxRows},
+        {"generic columns", overColumns(generic::softmaxColumns)},
+        {"dispatched columns", overColumns(softmaxColumns)}};
 #if defined(__x86_64__)
-    if (std::string(softmaxRowsIsa()) == "avx512") sets.emplace_back("avx512", avx512::softmaxRows);
+    if (std::string(softmaxRowsIsa()) == "avx512") {
+        sets.emplace_back("avx512", avx512::softmaxRows);
+        sets.emplace_back("avx512 columns", overColumns(avx512::softmaxColumns));
+    }
 #endif
     return sets;
 }
@@ -72,7 +112,8 @@ TEST(CpuSoftmaxRows, MatchesDoubleSoftmaxInF32AndBf16) {
     for (const auto& [name, fn] : kernelSets())
         for (int64_t n : {1, 7, 16, 17, 66, 343, 1728}) {
             for (float spread : {0.5f, 8.0f, 40.0f}) {
-                const int64_t rows = 6;
+                // 37 rows: two full 16-column chunks and a tail in the column form
+                const int64_t rows = n == 17 || n == 1728 ? 37 : 6;
                 const std::vector<float> s = scores(rows, n, spread, rng);
                 const std::string where =
                     name + " n=" + std::to_string(n) + " spread=" + std::to_string(spread);

@@ -1,0 +1,199 @@
+// Fused attention, columns form (cpu_attention.h): per block of m query columns (a multiple of
+// 16 where Tq allows) S^T = K Q_blk^T * scale [Tk, m] (oneDNN matmul, output scale), + biases,
+// P^T = exp(S^T - column max) with the columns' 1/sum (cpu_softmax_rows.h softmaxColumns),
+// O^T = V^T P^T [Dv, m], whose column i times its 1/sum is output row i. All four operands are
+// plain: K [Tk, D] and V^T [Dv, Tk] packed once per work item (dense, bf16 in bf16 plans), Q^T
+// per block. Measured against the rows form on Primus-S (66-wide heads) on the 2-core EPYC:
+// attention 0.355 -> 0.309 s fp32, 0.234 -> 0.216 s bf16 (docs/perf-cpu.md).
+#include "engine/cpu_attention.h"
+#include "engine/cpu_softmax_rows.h"
+
+#include <omp.h>
+
+#include <algorithm>
+
+namespace voxseg::engine::cpu::attention {
+namespace {
+
+// The primitives of one block of m query columns (the matmuls' scratchpads are the caller's).
+struct Gemms {
+    int64_t cols = 0;
+    dnnl::memory::desc k_md, qt_md, st_md, vt_md, pt_md, ot_md;
+    dnnl::matmul qk, pv;
+    dnnl::memory::desc qk_pad, pv_pad;
+    size_t pad_bytes = 0;
+    std::string impl;
+};
+
+Gemms makeGemms(const dnnl::engine& engine, const AttentionShape& a, int64_t m, float scale,
+                bool bf16) {
+    Gemms gm;
+    gm.cols = m;
+    const dt in = bf16 ? dt::bf16 : dt::f32;
+    gm.k_md = plainDesc({a.Tk, a.D}, in);
+    gm.qt_md = plainDesc({a.D, m}, in);
+    gm.st_md = plainDesc({a.Tk, m}, dt::f32);
+    gm.vt_md = plainDesc({a.Dv, a.Tk}, in);
+    gm.pt_md = plainDesc({a.Tk, m}, in);
+    gm.ot_md = plainDesc({a.Dv, m}, dt::f32);
+    dnnl::primitive_attr user_pad;
+    user_pad.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::primitive_attr scaled;  // (a copy of user_pad would share its handle)
+    scaled.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    scaled.set_output_scales(0, {scale});
+    const dnnl::matmul::primitive_desc qk(dnnl::matmul::desc(gm.k_md, gm.qt_md, gm.st_md), scaled,
+                                          engine);
+    const dnnl::matmul::primitive_desc pv(dnnl::matmul::desc(gm.vt_md, gm.pt_md, gm.ot_md),
+                                          user_pad, engine);
+    gm.qk = dnnl::matmul(qk);
+    gm.pv = dnnl::matmul(pv);
+    gm.impl = std::string(qk.impl_info_str()) + (bf16 ? " bf16" : "") + ", softmax columns " +
+              softmaxRowsIsa() + (bf16 ? " f32->bf16" : "");
+    gm.qk_pad = qk.scratchpad_desc();
+    gm.pv_pad = pv.scratchpad_desc();
+    gm.pad_bytes = std::max(gm.qk_pad.get_size(), gm.pv_pad.get_size());
+    return gm;
+}
+
+struct ColumnsRun {
+    AttentionShape a;
+    std::vector<BiasView> biases;
+    std::vector<Gemms> gemms;  // full blocks of `cols`, then the tail block if any
+    int64_t cols = 0, blocks = 0;
+    Threads threads;
+    bool bf16 = false;
+    size_t out_ref = 0;
+};
+
+// Per thread: the matmuls' scratchpad, S^T, P^T (bf16), the columns' 1/sum, Q^T, O^T, K, V^T.
+enum Part { kPad, kS, kP, kInv, kQt, kOt, kK, kVt };
+
+Scratch columnsScratch(const ColumnsRun& r) {
+    const AttentionShape& a = r.a;
+    size_t pad = 0;
+    for (const Gemms& gm : r.gemms) pad = std::max(pad, gm.pad_bytes);
+    const size_t e = r.bf16 ? 2 : 4;
+    const auto n = [](int64_t v) { return static_cast<size_t>(v); };
+    return Scratch({pad, n(a.Tk * r.cols) * 4, r.bf16 ? n(a.Tk * r.cols) * 2 : 0, n(r.cols) * 4,
+                    n(a.D * r.cols) * e, n(a.Dv * r.cols) * 4, n(a.Tk * a.D) * e,
+                    n(a.Dv * a.Tk) * e});
+}
+
+// S^T[j, i] += bias[query i0 + i, key j], over the columns [c0, c1) of the block.
+void addBias(float* st, int64_t Tk, int64_t m, const float* bias, const BiasView& bv, int64_t b,
+             int64_t i0, int64_t c0, int64_t c1) {
+    const float* bb = bias + bv.base[b] + i0 * bv.row;
+    for (int64_t j = 0; j < Tk; ++j) {
+        float* row = st + j * m;
+        const float* br = bb + j * bv.col;
+        for (int64_t i = c0; i < c1; ++i) row[i] += br[i * bv.row];
+    }
+}
+
+// Output row i of the block = column i of O^T [Dv, m] times its 1/sum.
+void storeColumns(const float* ot, int64_t Dv, int64_t m, const float* inv, float* out,
+                  int64_t ld) {
+    for (int64_t i = 0; i < m; ++i) {
+        float* row = out + i * ld;
+        const float f = inv[i];
+        for (int64_t d = 0; d < Dv; ++d) row[d] = ot[d * m + i] * f;
+    }
+}
+
+Kernel columnsKernel(const dnnl::engine& engine, ColumnsRun r) {
+    const Scratch L = columnsScratch(r);
+    return [=](const std::vector<dnnl::memory>& mem) {
+        const AttentionShape& a = r.a;
+        const float* q = static_cast<const float*>(mem[0].get_data_handle());
+        const float* kk = static_cast<const float*>(mem[1].get_data_handle());
+        const float* v = static_cast<const float*>(mem[2].get_data_handle());
+        const float* bias[2] = {};
+        for (size_t t = 0; t < r.biases.size(); ++t)
+            bias[t] = static_cast<const float*>(mem[3 + t].get_data_handle());
+        float* out = static_cast<float*>(mem[r.out_ref].get_data_handle());
+        const int64_t Tk = a.Tk;
+        const bool spread = r.threads.spread;
+        const int inner = spread ? 1 : r.threads.nthr;  // threads per block's own loops
+        float* base = L.base(spread ? r.threads.nthr : 1);
+#pragma omp parallel num_threads(r.threads.nthr) if (spread)
+        {
+            dnnl::stream stream(engine);
+            float* t0 = base + (spread ? omp_get_thread_num() : 0) * L.stride();
+            float *pad = t0 + L.offset(kPad), *st = t0 + L.offset(kS), *inv = t0 + L.offset(kInv),
+                  *ot = t0 + L.offset(kOt);
+            void *qt = t0 + L.offset(kQt), *kd = t0 + L.offset(kK), *vt = t0 + L.offset(kVt);
+            void* pt = r.bf16 ? static_cast<void*>(t0 + L.offset(kP)) : st;  // f32: P^T over S^T
+            const size_t e = r.bf16 ? 2 : 4;
+            int64_t packed_item = -1;
+#pragma omp for schedule(dynamic, r.threads.chunk)
+            for (int64_t it = 0; it < a.items * r.blocks; ++it) {
+                const int64_t b = it / r.blocks, i0 = (it % r.blocks) * r.cols;
+                const Gemms& gm = a.Tq - i0 >= r.cols ? r.gemms[0] : r.gemms[1];
+                const int64_t m = gm.cols;
+                if (b != packed_item) {
+                    const float* kb = kk + a.k.offset(b);
+                    if (a.k_transposed)
+                        transposeTo(kb, a.k.ld, a.D, Tk, kd, r.bf16);
+                    else if (r.bf16)
+                        copyRowsBf16(kb, a.k.ld, static_cast<uint16_t*>(kd), Tk, a.D);
+                    else
+                        copyRows(kb, a.k.ld, static_cast<float*>(kd), a.D, Tk, a.D);
+                    transposeTo(v + a.v.offset(b), a.v.ld, Tk, a.Dv, vt, r.bf16);
+                    packed_item = b;
+                }
+                transposeTo(q + a.q.offset(b) + i0 * a.q.ld, a.q.ld, m, a.D, qt, r.bf16);
+                gm.qk.execute(stream,
+                              {{DNNL_ARG_SRC, dnnl::memory(gm.k_md, engine, kd)},
+                               {DNNL_ARG_WEIGHTS, dnnl::memory(gm.qt_md, engine, qt)},
+                               {DNNL_ARG_DST, dnnl::memory(gm.st_md, engine, st)},
+                               {DNNL_ARG_SCRATCHPAD, dnnl::memory(gm.qk_pad, engine, pad)}});
+                stream.wait();
+                // the block's own loops in 16-column chunks, over the threads when not spread
+                const int64_t chunks = (m + 15) / 16;
+#pragma omp parallel for schedule(static) num_threads(inner) if (inner > 1)
+                for (int64_t c = 0; c < chunks; ++c) {
+                    const int64_t c0 = c * 16, c1 = std::min(m, c0 + 16);
+                    for (size_t t = 0; t < r.biases.size(); ++t)
+                        addBias(st, Tk, m, bias[t], r.biases[t], b, i0, c0, c1);
+                    softmaxColumns(st + c0, Tk, c1 - c0, m, static_cast<char*>(pt) + c0 * e, r.bf16,
+                                   inv + c0);
+                }
+                gm.pv.execute(stream,
+                              {{DNNL_ARG_SRC, dnnl::memory(gm.vt_md, engine, vt)},
+                               {DNNL_ARG_WEIGHTS, dnnl::memory(gm.pt_md, engine, pt)},
+                               {DNNL_ARG_DST, dnnl::memory(gm.ot_md, engine, ot)},
+                               {DNNL_ARG_SCRATCHPAD, dnnl::memory(gm.pv_pad, engine, pad)}});
+                stream.wait();
+                storeColumns(ot, a.Dv, m, inv, out + a.out.offset(b) + i0 * a.out.ld, a.out.ld);
+            }
+        }
+    };
+}
+
+}  // namespace
+
+Status planColumns(Plan& plan, Inputs in) {
+    ColumnsRun r;
+    r.a = in.a;
+    const AttentionShape& a = r.a;
+    r.biases = in.biases;
+    r.bf16 = in.bf16;
+    r.out_ref = in.refs.size() - 1;
+    // S^T [Tk, m] within the scores block, m a multiple of 16 (whole vectors of the softmax and
+    // of the products' outputs), at least 16
+    const int64_t fit = scoresBlockBytes() / (4 * a.Tk) / 16 * 16;
+    r.cols = std::min(a.Tq, std::max<int64_t>(fit, 16));
+    r.blocks = (a.Tq + r.cols - 1) / r.cols;
+    r.threads = attentionThreads(a.items, r.blocks);
+    VOXSEG_RETURN_IF_ERROR(makePrimitives(plan, r.threads, [&] {
+        r.gemms.push_back(makeGemms(plan.engine(), a, r.cols, in.scale, r.bf16));
+        if (a.Tq % r.cols)
+            r.gemms.push_back(makeGemms(plan.engine(), a, a.Tq % r.cols, in.scale, r.bf16));
+    }));
+    const std::string what = "blocked " + std::to_string(a.Tk) + "x" + std::to_string(r.cols) +
+                             " columns, oneDNN matmul " + r.gemms[0].impl +
+                             (r.threads.spread ? ", blocks per thread" : "");
+    return addAttentionStep(plan, what, columnsKernel(plan.engine(), std::move(r)), in);
+}
+
+}  // namespace voxseg::engine::cpu::attention
