@@ -3,16 +3,27 @@
 // Per row of the scores S (f32), m = max S, P = exp(S - m) (f32, in place allowed, or bf16) and
 // 1 / sum(P); the caller scales each row of P V by it (Dv values per row instead of Tk: one pass
 // fewer over the scores than oneDNN 2.6's softmax, which normalises P itself and was 29 % of a
-// bf16 Primus-S attention's primitive time). exp is a polynomial on the fractional part of
-// x log2(e) times 2^(integer part): degree 7 for f32 P (relative error ~1e-7, below f32
-// rounding), degree 4 for bf16 P (~4e-5, below bf16's 2^-9). Scores below the row's max by more
-// than 87 give ~1e-38 instead of 0; a NaN or +inf score makes its row NaN.
-// Compiled twice (generic x86-64 and AVX-512, cpu_softmax_rows*.cpp) and picked at run time.
+// bf16 Primus-S attention's primitive time). exp is 2^k times a polynomial in f, where
+// x log2(e) = k + f, |f| <= 0.5: the Taylor series of 2^f = e^(f ln 2), degree 6 for f32 P
+// (remainder (0.347)^7 / 7! = 1.2e-7, at f32 rounding), degree 4 for bf16 P (4e-5, below bf16's
+// 2^-9). Scores below the row's max by more than 87 give ~1e-38 instead of 0; a NaN or +inf
+// score makes its row NaN. Portable loops (cpu_softmax_rows.cpp) and AVX-512 intrinsics
+// (cpu_softmax_rows_avx512.cpp), picked at run time.
 #pragma once
 
 #include <cstdint>
 
 namespace voxseg::engine::cpu {
+
+// 2^f's Taylor coefficients (ln 2)^i / i! and the degrees used, shared by both implementations.
+inline constexpr float kExp2Taylor[] = {1.0f,
+                                        6.931471806e-01f,
+                                        2.402265070e-01f,
+                                        5.550410866e-02f,
+                                        9.618129108e-03f,
+                                        1.333355815e-03f,
+                                        1.540353039e-04f};
+inline constexpr int kExpDegreeF32 = 6, kExpDegreeBf16 = 4;
 
 // "avx512" or "generic": the loops softmaxRows runs on this CPU.
 const char* softmaxRowsIsa();

@@ -112,8 +112,9 @@ TEST(CpuSoftmaxRows, MatchesDoubleSoftmaxInF32AndBf16) {
     for (const auto& [name, fn] : kernelSets())
         for (int64_t n : {1, 7, 16, 17, 66, 343, 1728}) {
             for (float spread : {0.5f, 8.0f, 40.0f}) {
-                // 37 rows: two full 16-column chunks and a tail in the column form
-                const int64_t rows = n == 17 || n == 1728 ? 37 : 6;
+                // rows = the column form's columns: 1 to 4 vectors per group (6, 32, 37), and
+                // two groups (70: 64 + 6)
+                const int64_t rows = n == 17 ? 70 : n == 66 ? 32 : n == 1728 ? 37 : 6;
                 const std::vector<float> s = scores(rows, n, spread, rng);
                 const std::string where =
                     name + " n=" + std::to_string(n) + " spread=" + std::to_string(spread);
