@@ -139,15 +139,25 @@ void copyRowsBf16(const float* src, int64_t src_ld, uint16_t* dst, int64_t rows,
 }
 
 void transposeTo(const float* src, int64_t ld, int64_t rows, int64_t cols, void* dst, bool bf16) {
-    for (int64_t j0 = 0; j0 < rows; j0 += 16) {
-        const int64_t j1 = std::min(rows, j0 + 16);
-        for (int64_t d = 0; d < cols; ++d) {
-            if (bf16) {
-                uint16_t* o = static_cast<uint16_t*>(dst) + d * rows;
-                for (int64_t j = j0; j < j1; ++j) o[j] = floatToBFloat16(src[j * ld + d]);
-            } else {
-                float* o = static_cast<float*>(dst) + d * rows;
-                for (int64_t j = j0; j < j1; ++j) o[j] = src[j * ld + d];
+    // Tiles of 16 rows x 64 columns: each source row segment read whole and in order into the
+    // tile (the sources are cold head matrices of a projection's output, rows `ld` apart; read
+    // column by column they took ~1.8 ns per element on the EPYC), then written out by columns.
+    constexpr int64_t kR = 16, kC = 64;
+    float tile[kR * kC];
+    for (int64_t j0 = 0; j0 < rows; j0 += kR) {
+        const int64_t nr = std::min(kR, rows - j0);
+        for (int64_t c0 = 0; c0 < cols; c0 += kC) {
+            const int64_t nc = std::min(kC, cols - c0);
+            for (int64_t j = 0; j < nr; ++j)
+                std::copy_n(src + (j0 + j) * ld + c0, nc, tile + j * kC);
+            for (int64_t d = 0; d < nc; ++d) {
+                if (bf16) {
+                    uint16_t* o = static_cast<uint16_t*>(dst) + (c0 + d) * rows + j0;
+                    for (int64_t j = 0; j < nr; ++j) o[j] = floatToBFloat16(tile[j * kC + d]);
+                } else {
+                    float* o = static_cast<float*>(dst) + (c0 + d) * rows + j0;
+                    for (int64_t j = 0; j < nr; ++j) o[j] = tile[j * kC + d];
+                }
             }
         }
     }
