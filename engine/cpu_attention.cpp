@@ -69,7 +69,9 @@ BiasView biasView(const Graph& g, const Node& n, size_t input, const AttentionSh
 
 }  // namespace
 
-Form attentionForm(bool bf16, bool amx) { return bf16 && amx ? Form::kRows : Form::kColumns; }
+Form attentionForm(bool bf16, bool amx, int64_t dv) {
+    return dv % 16 == 0 || (bf16 && amx) ? Form::kRows : Form::kColumns;
+}
 
 std::optional<Form> attentionFormOverride() {
     const char* f = std::getenv("VOXSEG_CPU_ATTENTION");
@@ -192,7 +194,8 @@ Status planAttention(Plan& plan) {
     }
     in.dst = plan.newBuffer(plainDesc(g.values[n.outputs[0]].shape, dt::f32));
     in.refs.push_back(in.dst);
-    const Form form = attentionFormOverride().value_or(attentionForm(in.bf16, cpuHasAmx()));
+    const Form form =
+        attentionFormOverride().value_or(attentionForm(in.bf16, cpuHasAmx(), in.a.Dv));
     return form == Form::kRows ? planRows(plan, std::move(in)) : planColumns(plan, std::move(in));
 }
 

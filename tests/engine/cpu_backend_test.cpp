@@ -186,13 +186,20 @@ class ScopedAttentionForm {
     std::optional<std::string> old_;
 };
 
-// The policy: the rows form only for bf16 on AMX; the override names either form.
+// The policy: the columns form for part-filled value vectors, except bf16 on AMX; the
+// override names either form.
 TEST(CpuBackend, AttentionFormPolicy) {
     using cpu::attention::Form;
-    EXPECT_EQ(cpu::attention::attentionForm(true, true), Form::kRows);
-    EXPECT_EQ(cpu::attention::attentionForm(false, true), Form::kColumns);
-    EXPECT_EQ(cpu::attention::attentionForm(true, false), Form::kColumns);
-    EXPECT_EQ(cpu::attention::attentionForm(false, false), Form::kColumns);
+    for (bool bf16 : {false, true})
+        for (bool amx : {false, true}) {
+            // Primus' 66-wide heads: columns, except bf16 on AMX
+            EXPECT_EQ(cpu::attention::attentionForm(bf16, amx, 66),
+                      bf16 && amx ? Form::kRows : Form::kColumns)
+                << bf16 << amx;
+            // Swin's and UNETR's heads fill whole vectors: rows
+            for (int64_t dv : {16, 32, 64})
+                EXPECT_EQ(cpu::attention::attentionForm(bf16, amx, dv), Form::kRows) << dv;
+        }
     {
         ScopedAttentionForm rows("rows");
         EXPECT_EQ(cpu::attention::attentionFormOverride(), Form::kRows);
