@@ -1,6 +1,7 @@
 // Fused attention on the CPU backend: the node's shapes, biases and threads, the choice of form
 // and what both forms share (cpu_attention.h).
 #include "engine/cpu_attention.h"
+#include "engine/cpu_softmax_rows.h"
 
 #include <omp.h>
 #include <unistd.h>
@@ -163,6 +164,55 @@ void transposeTo(const float* src, int64_t ld, int64_t rows, int64_t cols, void*
             }
         }
     }
+}
+
+Operands operands(const std::vector<dnnl::memory>& m, size_t biases, size_t out_ref) {
+    Operands o;
+    o.q = static_cast<const float*>(m[0].get_data_handle());
+    o.k = static_cast<const float*>(m[1].get_data_handle());
+    o.v = static_cast<const float*>(m[2].get_data_handle());
+    for (size_t t = 0; t < biases; ++t)
+        o.bias[t] = static_cast<const float*>(m[3 + t].get_data_handle());
+    o.out = static_cast<float*>(m[out_ref].get_data_handle());
+    return o;
+}
+
+Products makeProducts(const dnnl::engine& engine, const dnnl::memory::desc& s_src,
+                      const dnnl::memory::desc& s_weights, const dnnl::memory::desc& s_dst,
+                      const dnnl::memory::desc& o_src, const dnnl::memory::desc& o_weights,
+                      const dnnl::memory::desc& o_dst, float scale, bool bf16,
+                      const char* softmax) {
+    Products p;
+    dnnl::primitive_attr user_pad;
+    user_pad.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::primitive_attr scaled;  // (a copy of user_pad would share its handle)
+    scaled.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    scaled.set_output_scales(0, {scale});
+    const dnnl::matmul::primitive_desc qk(dnnl::matmul::desc(s_src, s_weights, s_dst), scaled,
+                                          engine);
+    const dnnl::matmul::primitive_desc pv(dnnl::matmul::desc(o_src, o_weights, o_dst), user_pad,
+                                          engine);
+    p.s_weights = qk.weights_desc();
+    p.o_weights = pv.weights_desc();
+    p.qk = dnnl::matmul(qk);
+    p.pv = dnnl::matmul(pv);
+    p.impl = std::string(qk.impl_info_str()) + (bf16 ? " bf16" : "") + ", softmax " + softmax +
+             " " + softmaxRowsIsa() + (bf16 ? " f32->bf16" : "");
+    p.qk_pad = qk.scratchpad_desc();
+    p.pv_pad = pv.scratchpad_desc();
+    p.pad_bytes = std::max(p.qk_pad.get_size(), p.pv_pad.get_size());
+    return p;
+}
+
+void runMatmul(const dnnl::matmul& mm, dnnl::stream& stream, const dnnl::engine& engine,
+               const dnnl::memory::desc& src_md, const void* src, const dnnl::memory::desc& w_md,
+               const void* w, const dnnl::memory::desc& dst_md, void* dst,
+               const dnnl::memory::desc& pad_md, void* pad) {
+    mm.execute(stream, {{DNNL_ARG_SRC, dnnl::memory(src_md, engine, const_cast<void*>(src))},
+                        {DNNL_ARG_WEIGHTS, dnnl::memory(w_md, engine, const_cast<void*>(w))},
+                        {DNNL_ARG_DST, dnnl::memory(dst_md, engine, dst)},
+                        {DNNL_ARG_SCRATCHPAD, dnnl::memory(pad_md, engine, pad)}});
+    stream.wait();
 }
 
 Status addAttentionStep(Plan& plan, const std::string& what, Kernel kernel, const Inputs& in) {

@@ -117,6 +117,35 @@ void copyRowsBf16(const float* src, int64_t src_ld, uint16_t* dst, int64_t rows,
 // src [rows, cols] (rows `ld` floats apart) -> dst [cols, rows] dense, f32 or bf16.
 void transposeTo(const float* src, int64_t ld, int64_t rows, int64_t cols, void* dst, bool bf16);
 
+// The kernel's operands bound for a run (refs order: Q, K, V, the biases, then the output).
+struct Operands {
+    const float *q = nullptr, *k = nullptr, *v = nullptr;
+    const float* bias[2] = {};
+    float* out = nullptr;
+};
+Operands operands(const std::vector<dnnl::memory>& m, size_t biases, size_t out_ref);
+
+// The two products of one query block, S = A_s B_s * scale and O = A_o B_o (either form's
+// operands), made with user scratchpads: threads running the same primitives at once each pass
+// their own. Weights given with format `any` come back in the layout oneDNN chose.
+struct Products {
+    dnnl::memory::desc s_weights, o_weights;
+    dnnl::matmul qk, pv;
+    dnnl::memory::desc qk_pad, pv_pad;
+    size_t pad_bytes = 0;  // the larger of the two
+    std::string impl;      // what oneDNN runs and the softmax, for describe()
+};
+Products makeProducts(const dnnl::engine& engine, const dnnl::memory::desc& s_src,
+                      const dnnl::memory::desc& s_weights, const dnnl::memory::desc& s_dst,
+                      const dnnl::memory::desc& o_src, const dnnl::memory::desc& o_weights,
+                      const dnnl::memory::desc& o_dst, float scale, bool bf16, const char* softmax);
+
+// One small matmul on the calling thread's stream, its scratchpad the caller's, and wait.
+void runMatmul(const dnnl::matmul& mm, dnnl::stream& stream, const dnnl::engine& engine,
+               const dnnl::memory::desc& src_md, const void* src, const dnnl::memory::desc& w_md,
+               const void* w, const dnnl::memory::desc& dst_md, void* dst,
+               const dnnl::memory::desc& pad_md, void* pad);
+
 // Adds the planned step (the kernel on in.refs) and defines the node's output.
 Status addAttentionStep(Plan& plan, const std::string& what, Kernel kernel, const Inputs& in);
 

@@ -15,14 +15,11 @@
 namespace voxseg::engine::cpu::attention {
 namespace {
 
-// The primitives of one block of m query columns (the matmuls' scratchpads are the caller's).
+// The primitives of one block of m query columns.
 struct Gemms {
     int64_t cols = 0;
     dnnl::memory::desc k_md, qt_md, st_md, vt_md, pt_md, ot_md;
-    dnnl::matmul qk, pv;
-    dnnl::memory::desc qk_pad, pv_pad;
-    size_t pad_bytes = 0;
-    std::string impl;
+    Products prod;
 };
 
 Gemms makeGemms(const dnnl::engine& engine, const AttentionShape& a, int64_t m, float scale,
@@ -36,22 +33,8 @@ Gemms makeGemms(const dnnl::engine& engine, const AttentionShape& a, int64_t m, 
     gm.vt_md = plainDesc({a.Dv, a.Tk}, in);
     gm.pt_md = plainDesc({a.Tk, m}, in);
     gm.ot_md = plainDesc({a.Dv, m}, dt::f32);
-    dnnl::primitive_attr user_pad;
-    user_pad.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    dnnl::primitive_attr scaled;  // (a copy of user_pad would share its handle)
-    scaled.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    scaled.set_output_scales(0, {scale});
-    const dnnl::matmul::primitive_desc qk(dnnl::matmul::desc(gm.k_md, gm.qt_md, gm.st_md), scaled,
-                                          engine);
-    const dnnl::matmul::primitive_desc pv(dnnl::matmul::desc(gm.vt_md, gm.pt_md, gm.ot_md),
-                                          user_pad, engine);
-    gm.qk = dnnl::matmul(qk);
-    gm.pv = dnnl::matmul(pv);
-    gm.impl = std::string(qk.impl_info_str()) + (bf16 ? " bf16" : "") + ", softmax columns " +
-              softmaxRowsIsa() + (bf16 ? " f32->bf16" : "");
-    gm.qk_pad = qk.scratchpad_desc();
-    gm.pv_pad = pv.scratchpad_desc();
-    gm.pad_bytes = std::max(gm.qk_pad.get_size(), gm.pv_pad.get_size());
+    gm.prod = makeProducts(engine, gm.k_md, gm.qt_md, gm.st_md, gm.vt_md, gm.pt_md, gm.ot_md, scale,
+                           bf16, "columns");
     return gm;
 }
 
@@ -71,7 +54,7 @@ enum Part { kPad, kS, kP, kInv, kQt, kOt, kK, kVt };
 Scratch columnsScratch(const ColumnsRun& r) {
     const AttentionShape& a = r.a;
     size_t pad = 0;
-    for (const Gemms& gm : r.gemms) pad = std::max(pad, gm.pad_bytes);
+    for (const Gemms& gm : r.gemms) pad = std::max(pad, gm.prod.pad_bytes);
     const size_t e = r.bf16 ? 2 : 4;
     const auto n = [](int64_t v) { return static_cast<size_t>(v); };
     return Scratch({pad, n(a.Tk * r.cols) * 4, r.bf16 ? n(a.Tk * r.cols) * 2 : 0, n(r.cols) * 4,
@@ -104,13 +87,7 @@ Kernel columnsKernel(const dnnl::engine& engine, ColumnsRun r) {
     const Scratch L = columnsScratch(r);
     return [=](const std::vector<dnnl::memory>& mem) {
         const AttentionShape& a = r.a;
-        const float* q = static_cast<const float*>(mem[0].get_data_handle());
-        const float* kk = static_cast<const float*>(mem[1].get_data_handle());
-        const float* v = static_cast<const float*>(mem[2].get_data_handle());
-        const float* bias[2] = {};
-        for (size_t t = 0; t < r.biases.size(); ++t)
-            bias[t] = static_cast<const float*>(mem[3 + t].get_data_handle());
-        float* out = static_cast<float*>(mem[r.out_ref].get_data_handle());
+        const Operands o = operands(mem, r.biases.size(), r.out_ref);
         const int64_t Tk = a.Tk;
         const bool spread = r.threads.spread;
         const int inner = spread ? 1 : r.threads.nthr;  // threads per block's own loops
@@ -131,40 +108,32 @@ Kernel columnsKernel(const dnnl::engine& engine, ColumnsRun r) {
                 const Gemms& gm = a.Tq - i0 >= r.cols ? r.gemms[0] : r.gemms[1];
                 const int64_t m = gm.cols;
                 if (b != packed_item) {
-                    const float* kb = kk + a.k.offset(b);
+                    const float* kb = o.k + a.k.offset(b);
                     if (a.k_transposed)
                         transposeTo(kb, a.k.ld, a.D, Tk, kd, r.bf16);
                     else if (r.bf16)
                         copyRowsBf16(kb, a.k.ld, static_cast<uint16_t*>(kd), Tk, a.D);
                     else
                         copyRows(kb, a.k.ld, static_cast<float*>(kd), a.D, Tk, a.D);
-                    transposeTo(v + a.v.offset(b), a.v.ld, Tk, a.Dv, vt, r.bf16);
+                    transposeTo(o.v + a.v.offset(b), a.v.ld, Tk, a.Dv, vt, r.bf16);
                     packed_item = b;
                 }
-                transposeTo(q + a.q.offset(b) + i0 * a.q.ld, a.q.ld, m, a.D, qt, r.bf16);
-                gm.qk.execute(stream,
-                              {{DNNL_ARG_SRC, dnnl::memory(gm.k_md, engine, kd)},
-                               {DNNL_ARG_WEIGHTS, dnnl::memory(gm.qt_md, engine, qt)},
-                               {DNNL_ARG_DST, dnnl::memory(gm.st_md, engine, st)},
-                               {DNNL_ARG_SCRATCHPAD, dnnl::memory(gm.qk_pad, engine, pad)}});
-                stream.wait();
+                transposeTo(o.q + a.q.offset(b) + i0 * a.q.ld, a.q.ld, m, a.D, qt, r.bf16);
+                runMatmul(gm.prod.qk, stream, engine, gm.k_md, kd, gm.qt_md, qt, gm.st_md, st,
+                          gm.prod.qk_pad, pad);
                 // the block's own loops in 16-column chunks, over the threads when not spread
                 const int64_t chunks = (m + 15) / 16;
 #pragma omp parallel for schedule(static) num_threads(inner) if (inner > 1)
                 for (int64_t c = 0; c < chunks; ++c) {
                     const int64_t c0 = c * 16, c1 = std::min(m, c0 + 16);
                     for (size_t t = 0; t < r.biases.size(); ++t)
-                        addBias(st, Tk, m, bias[t], r.biases[t], b, i0, c0, c1);
+                        addBias(st, Tk, m, o.bias[t], r.biases[t], b, i0, c0, c1);
                     softmaxColumns(st + c0, Tk, c1 - c0, m, static_cast<char*>(pt) + c0 * e, r.bf16,
                                    inv + c0);
                 }
-                gm.pv.execute(stream,
-                              {{DNNL_ARG_SRC, dnnl::memory(gm.vt_md, engine, vt)},
-                               {DNNL_ARG_WEIGHTS, dnnl::memory(gm.pt_md, engine, pt)},
-                               {DNNL_ARG_DST, dnnl::memory(gm.ot_md, engine, ot)},
-                               {DNNL_ARG_SCRATCHPAD, dnnl::memory(gm.pv_pad, engine, pad)}});
-                stream.wait();
-                storeColumns(ot, a.Dv, m, inv, out + a.out.offset(b) + i0 * a.out.ld, a.out.ld);
+                runMatmul(gm.prod.pv, stream, engine, gm.vt_md, vt, gm.pt_md, pt, gm.ot_md, ot,
+                          gm.prod.pv_pad, pad);
+                storeColumns(ot, a.Dv, m, inv, o.out + a.out.offset(b) + i0 * a.out.ld, a.out.ld);
             }
         }
     };
@@ -191,7 +160,7 @@ Status planColumns(Plan& plan, Inputs in) {
             r.gemms.push_back(makeGemms(plan.engine(), a, a.Tq % r.cols, in.scale, r.bf16));
     }));
     const std::string what = "blocked " + std::to_string(a.Tk) + "x" + std::to_string(r.cols) +
-                             " columns, oneDNN matmul " + r.gemms[0].impl +
+                             " columns, oneDNN matmul " + r.gemms[0].prod.impl +
                              (r.threads.spread ? ", blocks per thread" : "");
     return addAttentionStep(plan, what, columnsKernel(plan.engine(), std::move(r)), in);
 }

@@ -36,10 +36,7 @@ void scaleRows(const float* src, int64_t src_ld, float* dst, int64_t dst_ld, int
 struct Gemms {
     int64_t rows = 0;
     dnnl::memory::desc q_md, k_md, s_md, p_md, v_md, o_md;
-    dnnl::matmul qk, pv;
-    dnnl::memory::desc qk_pad, pv_pad;
-    size_t pad_bytes = 0;  // the larger of the two
-    std::string impl;      // what oneDNN runs, for describe()
+    Products prod;
 };
 
 Gemms makeGemms(const dnnl::engine& engine, const AttentionShape& a, int64_t m, float scale,
@@ -52,26 +49,11 @@ Gemms makeGemms(const dnnl::engine& engine, const AttentionShape& a, int64_t m, 
     gm.p_md = plainDesc({m, a.Tk}, in);
     gm.o_md = plainDesc({m, a.Dv}, dt::f32);
     const auto any = [&](dnnl::memory::dims d) { return dnnl::memory::desc(d, in, tag::any); };
-    gm.k_md = weights ? weights->k_md : any({a.D, a.Tk});
-    gm.v_md = weights ? weights->v_md : any({a.Tk, a.Dv});
-    dnnl::primitive_attr user_pad;
-    user_pad.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    dnnl::primitive_attr scaled;  // (a copy of user_pad would share its handle)
-    scaled.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    scaled.set_output_scales(0, {scale});
-    const dnnl::matmul::primitive_desc qk(dnnl::matmul::desc(gm.q_md, gm.k_md, gm.s_md), scaled,
-                                          engine);
-    const dnnl::matmul::primitive_desc pv(dnnl::matmul::desc(gm.p_md, gm.v_md, gm.o_md), user_pad,
-                                          engine);
-    gm.k_md = qk.weights_desc();
-    gm.v_md = pv.weights_desc();
-    gm.qk = dnnl::matmul(qk);
-    gm.pv = dnnl::matmul(pv);
-    gm.impl = std::string(qk.impl_info_str()) + (bf16 ? " bf16" : "") + ", softmax rows " +
-              softmaxRowsIsa() + (bf16 ? " f32->bf16" : "");
-    gm.qk_pad = qk.scratchpad_desc();
-    gm.pv_pad = pv.scratchpad_desc();
-    gm.pad_bytes = std::max(gm.qk_pad.get_size(), gm.pv_pad.get_size());
+    gm.prod =
+        makeProducts(engine, gm.q_md, weights ? weights->k_md : any({a.D, a.Tk}), gm.s_md, gm.p_md,
+                     weights ? weights->v_md : any({a.Tk, a.Dv}), gm.o_md, scale, bf16, "rows");
+    gm.k_md = gm.prod.s_weights;
+    gm.v_md = gm.prod.o_weights;
     return gm;
 }
 
@@ -113,7 +95,7 @@ enum Part { kPad, kS, kP, kInv, kQ, kO, kK, kV, kKw, kVw };
 Scratch rowsScratch(const RowsRun& r) {
     const AttentionShape& a = r.a;
     size_t pad = 0;
-    for (const Gemms& gm : r.gemms) pad = std::max(pad, gm.pad_bytes);
+    for (const Gemms& gm : r.gemms) pad = std::max(pad, gm.prod.pad_bytes);
     const size_t e = r.bf16 ? 2 : 4;
     const auto n = [](int64_t v) { return static_cast<size_t>(v); };
     return Scratch({pad, n(r.rows * a.Tk) * 4, r.bf16 ? n(r.rows * a.Tk) * 2 : 0, n(r.rows) * 4,
@@ -129,13 +111,7 @@ Kernel rowsKernel(const dnnl::engine& engine, RowsRun r) {
     const Scratch L = rowsScratch(r);
     return [=](const std::vector<dnnl::memory>& m) {
         const AttentionShape& a = r.a;
-        const float* q = static_cast<const float*>(m[0].get_data_handle());
-        const float* kk = static_cast<const float*>(m[1].get_data_handle());
-        const float* v = static_cast<const float*>(m[2].get_data_handle());
-        const float* bias[2] = {};
-        for (size_t t = 0; t < r.biases.size(); ++t)
-            bias[t] = static_cast<const float*>(m[3 + t].get_data_handle());
-        float* out = static_cast<float*>(m[r.out_ref].get_data_handle());
+        const Operands o = operands(m, r.biases.size(), r.out_ref);
         const int64_t Tk = a.Tk;
         const bool spread = r.threads.spread;
         const bool pack_q = a.q.ld != a.D, pack_k = !a.k_transposed, pack_v = a.v.ld != a.Dv,
@@ -157,10 +133,10 @@ Kernel rowsKernel(const dnnl::engine& engine, RowsRun r) {
                 const int64_t b = it / r.blocks, i0 = (it % r.blocks) * r.rows;
                 const Gemms& gm = a.Tq - i0 >= r.rows ? r.gemms[0] : r.gemms[1];
                 const int64_t mrows = gm.rows;
-                const float* qb = q + a.q.offset(b) + i0 * a.q.ld;
-                const float* kb = kk + a.k.offset(b);
-                const float* vb = v + a.v.offset(b);
-                float* ob = out + a.out.offset(b) + i0 * a.out.ld;
+                const float* qb = o.q + a.q.offset(b) + i0 * a.q.ld;
+                const float* kb = o.k + a.k.offset(b);
+                const float* vb = o.v + a.v.offset(b);
+                float* ob = o.out + a.out.offset(b) + i0 * a.out.ld;
                 if (b != packed_item) {
                     // plain K^T [D, Tk] and V [Tk, Dv], then (packs) the weights layouts
                     void* k_plain = const_cast<float*>(kb);
@@ -198,19 +174,14 @@ Kernel rowsKernel(const dnnl::engine& engine, RowsRun r) {
                     copyRows(qb, a.q.ld, qd, a.D, mrows, a.D);
                     qsrc = qd;
                 }
-                const dnnl::memory sm(gm.s_md, engine, s);
-                gm.qk.execute(stream,
-                              {{DNNL_ARG_SRC, dnnl::memory(gm.q_md, engine, qsrc)},
-                               {DNNL_ARG_WEIGHTS, dnnl::memory(gm.k_md, engine, kw)},
-                               {DNNL_ARG_DST, sm},
-                               {DNNL_ARG_SCRATCHPAD, dnnl::memory(gm.qk_pad, engine, pad)}});
-                stream.wait();
+                runMatmul(gm.prod.qk, stream, engine, gm.q_md, qsrc, gm.k_md, kw, gm.s_md, s,
+                          gm.prod.qk_pad, pad);
                 for (size_t t = 0; t < r.biases.size(); ++t) {
                     const BiasView& bv = r.biases[t];
 #pragma omp parallel for schedule(static) if (!spread)
                     for (int64_t i = 0; i < mrows; ++i) {
                         float* row = s + i * Tk;
-                        const float* br = bias[t] + bv.base[b] + (i0 + i) * bv.row;
+                        const float* br = o.bias[t] + bv.base[b] + (i0 + i) * bv.row;
                         for (int64_t j = 0; j < Tk; ++j) row[j] += br[j * bv.col];
                     }
                 }
@@ -219,13 +190,8 @@ Kernel rowsKernel(const dnnl::engine& engine, RowsRun r) {
                 for (int64_t i = 0; i < mrows; ++i)
                     softmaxRows(s + i * Tk, 1, Tk,
                                 static_cast<char*>(p) + i * Tk * (r.bf16 ? 2 : 4), r.bf16, inv + i);
-                const dnnl::memory pm = r.bf16 ? dnnl::memory(gm.p_md, engine, p16) : sm;
-                gm.pv.execute(stream,
-                              {{DNNL_ARG_SRC, pm},
-                               {DNNL_ARG_WEIGHTS, dnnl::memory(gm.v_md, engine, vw)},
-                               {DNNL_ARG_DST, dnnl::memory(gm.o_md, engine, pack_o ? od : ob)},
-                               {DNNL_ARG_SCRATCHPAD, dnnl::memory(gm.pv_pad, engine, pad)}});
-                stream.wait();
+                runMatmul(gm.prod.pv, stream, engine, r.bf16 ? gm.p_md : gm.s_md, p, gm.v_md, vw,
+                          gm.o_md, pack_o ? od : ob, gm.prod.pv_pad, pad);
                 scaleRows(pack_o ? od : ob, a.Dv, ob, a.out.ld, mrows, a.Dv, inv);
             }
         }
@@ -252,7 +218,7 @@ Status planRows(Plan& plan, Inputs in) {
         r.packs = makeWeightPacks(plan.engine(), a, r.gemms[0]);
     }));
     const std::string what = "blocked " + std::to_string(r.rows) + "x" + std::to_string(a.Tk) +
-                             " rows, oneDNN matmul " + r.gemms[0].impl +
+                             " rows, oneDNN matmul " + r.gemms[0].prod.impl +
                              (r.threads.spread ? ", blocks per thread" : "");
     return addAttentionStep(plan, what, rowsKernel(plan.engine(), std::move(r)), in);
 }
