@@ -121,11 +121,13 @@ Kernel columnsKernel(const dnnl::engine& engine, ColumnsRun r) {
                 transposeTo(o.q + a.q.offset(b) + i0 * a.q.ld, a.q.ld, m, a.D, qt, r.bf16);
                 runMatmul(gm.prod.qk, stream, engine, gm.k_md, kd, gm.qt_md, qt, gm.st_md, st,
                           gm.prod.qk_pad, pad);
-                // the block's own loops in 16-column chunks, over the threads when not spread
-                const int64_t chunks = (m + 15) / 16;
+                // the block's own loops: all columns at once (the softmax streams S^T once per
+                // pass for up to 64 of them), or 16-column chunks over the threads when the
+                // blocks are not spread
+                const int64_t width = inner > 1 ? 16 : m, chunks = (m + width - 1) / width;
 #pragma omp parallel for schedule(static) num_threads(inner) if (inner > 1)
                 for (int64_t c = 0; c < chunks; ++c) {
-                    const int64_t c0 = c * 16, c1 = std::min(m, c0 + 16);
+                    const int64_t c0 = c * width, c1 = std::min(m, c0 + width);
                     for (size_t t = 0; t < r.biases.size(); ++t)
                         addBias(st, Tk, m, o.bias[t], r.biases[t], b, i0, c0, c1);
                     softmaxColumns(st + c0, Tk, c1 - c0, m, static_cast<char*>(pt) + c0 * e, r.bf16,
