@@ -86,7 +86,14 @@ kill_node
 [ "$(count_seg "$PACS_HTTP" "${UIDS[held]}")" = 0 ] || fail "4: sent although the destination was down"
 write_config "$PACS_DICOM" 2 1
 "$VOXSEG" serve --config "$T/node.json" --resend >>"$T/node.log" 2>&1 || fail "--resend did not deliver"
-ID=$(wait_for_seg "$PACS_HTTP" "${UIDS[held]}" 10) || fail "4: no SEG after --resend"
+# 60 s as the other waits: this wait once ran out at 10 s under ctest -j2 although the node's log
+# had the result delivered and confirmed by the PACS (cause not found; the failure now shows
+# what Orthanc held)
+ID=$(wait_for_seg "$PACS_HTTP" "${UIDS[held]}" 60) || {
+  echo "SEG instances in Orthanc and the series they reference:"
+  for f in "$T"/seg-refs/*; do echo "  ${f##*/}: $(cat "$f")"; done
+  fail "4: no SEG for ${UIDS[held]} after --resend"
+}
 GOT_UID=$(curl -sf "http://127.0.0.1:$PACS_HTTP/instances/$ID/tags?simplify" | jq -r .SOPInstanceUID)
 [ "$GOT_UID" = "$HELD_UID" ] || fail "4: resent SEG has another SOP Instance UID ($GOT_UID vs $HELD_UID)"
 
