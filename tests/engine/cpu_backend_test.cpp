@@ -245,6 +245,41 @@ TEST(CpuBackend, BothAttentionFormsMatchTheReference) {
     EXPECT_EQ(ran, 5 * 2 * static_cast<int>(precisions.size()));
 }
 
+// Keys so many that not even 16 query columns of scores fit the block budget (the columns form
+// takes 16 anyway, the rows form fewer rows than 16), with a mask, 2 heads of 66 (Primus') and
+// a query count with a tail in both forms.
+TEST(CpuBackend, BothAttentionFormsTakeKeysBeyondTheScoresBlock) {
+    auto cpu = makeCpuBackend();
+    auto reference = makeReferenceBackend();
+    const int64_t tq = 37, tk = 33000, heads = 2, d = 66;
+    ASSERT_LT(cpu::attention::scoresBlockBytes() / (4 * tk), 16);
+    GraphBuilder b;
+    const Shape qs{1, tq, heads * d}, ks{1, tk, heads * d}, ms{1, 1, tq, tk};
+    std::vector<float> mask(static_cast<size_t>(numel(ms)));
+    for (size_t i = 0; i < mask.size(); ++i) mask[i] = (i * 7) % 5 == 0 ? -100.0f : 0.0f;
+    std::vector<ValueId> in{b.input("q", qs), b.input("k", ks), b.input("v", ks),
+                            b.constant("mask", Tensor::fromFloats(ms, mask))};
+    b.output(b.node(OpKind::kMultiHeadAttention, in, [&](Node& n) {
+        n.attention_scale = 0.12f;
+        n.attention_heads = heads;
+    }));
+    const Graph g = b.graph();
+    const RunResult want = runOn(*reference, g, {qs, ks, ks}, Precision::kFloat32);
+    for (const char* form : {"rows", "columns"}) {
+        ScopedAttentionForm scoped(form);
+        const RunResult got = runOn(*cpu, g, {qs, ks, ks}, Precision::kFloat32);
+        ASSERT_EQ(got.outputs.size(), 1u);
+        expectMatches(got, want, testing::kMatMulTol.fp32);
+        EXPECT_EQ(countOf(got.describe, std::string(", softmax ") + form + " "), 1) << got.describe;
+        // blocks of 16 query columns, or of the query rows that fit (fewer than 16)
+        const int64_t rows = std::max<int64_t>(cpu::attention::scoresBlockBytes() / (4 * tk), 1);
+        const std::string blocks = std::string(form) == "columns"
+                                       ? "blocked 33000x16 "
+                                       : "blocked " + std::to_string(rows) + "x33000 ";
+        EXPECT_EQ(countOf(got.describe, blocks), 1) << got.describe;
+    }
+}
+
 // bf16 plans multiply attention's two products in bf16 (AMX where the CPU has it), the softmax
 // writing P in bf16; 300 query rows of 300 keys have a tail block in both forms.
 TEST(CpuBackend, AttentionRunsItsProductsInBf16InBf16Plans) {
