@@ -58,12 +58,13 @@ struct Inputs {
 
 enum class Form { kRows, kColumns };
 
-// The policy: columns where the value heads' width Dv is not a multiple of 16 (the rows
-// form's P V then writes part-filled vectors: Primus-S, Dv 66, attention fp32 0.36 -> 0.31 s
-// per patch), rows otherwise (SwinUNETR's heads of 16 and 32 have full vectors, and its K^T and
-// V arrive dense: the columns form's transposes made its attention 0.25-0.30 -> 0.34-0.44 s),
-// and rows for bf16 plans on CPUs with AMX (the columns form's bf16 weights, Q^T and P^T, are
-// plain, and oneDNN would repack them for the tiles every block; not measured there).
+// The policy: columns where the value heads' width Dv is not a multiple of 16 (AVX-512's f32
+// lanes; the rows form's P V then writes part-filled vectors: Primus-S, Dv 66, attention fp32
+// 0.36 -> 0.31 s per patch), rows otherwise (SwinUNETR's heads of 16 and 32 have full vectors,
+// and its K^T and V arrive dense: the columns form's transposes made its attention 0.24-0.32 ->
+// 0.34-0.44 s), and rows for bf16 plans on CPUs with AMX (the columns form's bf16 weights, Q^T
+// and P^T, are plain, and oneDNN would repack them for the tiles every block). Not measured:
+// AMX, and CPUs without AVX-512 (8 lanes).
 Form attentionForm(bool bf16, bool amx, int64_t dv);
 // VOXSEG_CPU_ATTENTION=rows|columns where set: benchmarks and tests compare the two forms.
 std::optional<Form> attentionFormOverride();
