@@ -1,7 +1,7 @@
 // Fused attention on the CPU backend: the node's shapes, biases and threads, the choice of form
 // and what both forms share (cpu_attention.h).
 #include "engine/cpu_attention.h"
-#include "engine/cpu_softmax_rows.h"
+#include "engine/cpu_attention_softmax.h"
 
 #include <omp.h>
 #include <unistd.h>
@@ -197,7 +197,7 @@ Products makeProducts(const dnnl::engine& engine, const dnnl::memory::desc& s_sr
     p.qk = dnnl::matmul(qk);
     p.pv = dnnl::matmul(pv);
     p.impl = std::string(qk.impl_info_str()) + (bf16 ? " bf16" : "") + ", softmax " + softmax +
-             " " + softmaxRowsIsa() + (bf16 ? " f32->bf16" : "");
+             " " + softmaxIsa() + (bf16 ? " f32->bf16" : "");
     p.qk_pad = qk.scratchpad_desc();
     p.pv_pad = pv.scratchpad_desc();
     p.pad_bytes = std::max(p.qk_pad.get_size(), p.pv_pad.get_size());

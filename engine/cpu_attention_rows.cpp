@@ -1,11 +1,11 @@
 // Fused attention, rows form (cpu_attention.h): per block of query rows S = Q_blk K^T * scale
 // (oneDNN matmul, output scale), + biases, P = exp(S - row max) with the rows' 1/sum
-// (cpu_softmax_rows.h), O_blk = P V, each row of O_blk times its 1/sum. K^T and V are packed once
+// (cpu_attention_softmax.h), O_blk = P V, each row of O_blk times its 1/sum. K^T and V are packed once
 // per work item straight into the matmuls' own weights layouts (bf16 on AMX needs a blocked,
 // pair-interleaved one); bf16 plans convert Q, K and V while packing and the softmax writes a
 // bf16 P from the f32 scores.
 #include "engine/cpu_attention.h"
-#include "engine/cpu_softmax_rows.h"
+#include "engine/cpu_attention_softmax.h"
 
 #include <omp.h>
 

@@ -34,7 +34,7 @@ struct LaneLayout {
 const char* normKernelIsa();
 
 // Whether this CPU runs the units engine/CMakeLists.txt builds with AVX-512 flags (F, BW, VL,
-// DQ): these kernels' and the attention's row softmax (cpu_softmax_rows.h).
+// DQ): these kernels' and the attention's softmax (cpu_attention_softmax.h).
 bool avx512KernelsUsable();
 
 // nullopt for layouts these kernels do not walk (the caller reorders to plain first).

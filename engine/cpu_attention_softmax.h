@@ -1,4 +1,5 @@
-// Internal to the oneDNN CPU backend: the attention kernel's row softmax, unnormalised.
+// Internal to the oneDNN CPU backend: the attention kernels' softmax, along rows or columns,
+// unnormalised.
 //
 // Per row of the scores S (f32), m = max S, P = exp(S - m) (f32, in place allowed, or bf16) and
 // 1 / sum(P); the caller scales each row of P V by it (Dv values per row instead of Tk: one pass
@@ -7,8 +8,8 @@
 // x log2(e) = k + f, |f| <= 0.5: the Taylor series of 2^f = e^(f ln 2), degree 6 for f32 P
 // (remainder (0.347)^7 / 7! = 1.2e-7, at f32 rounding), degree 4 for bf16 P (4e-5, below bf16's
 // 2^-9). Scores below the row's max by more than 87 give ~1e-38 instead of 0; a NaN or +inf
-// score makes its row NaN. Portable loops (cpu_softmax_rows.cpp) and AVX-512 intrinsics
-// (cpu_softmax_rows_avx512.cpp), picked at run time.
+// score makes its row NaN. Portable loops (cpu_attention_softmax.cpp) and AVX-512 intrinsics
+// (cpu_attention_softmax_avx512.cpp), picked at run time.
 #pragma once
 
 #include <cstdint>
@@ -25,8 +26,8 @@ inline constexpr float kExp2Taylor[] = {1.0f,
                                         1.540353039e-04f};
 inline constexpr int kExpDegreeF32 = 6, kExpDegreeBf16 = 4;
 
-// "avx512" or "generic": the loops softmaxRows runs on this CPU.
-const char* softmaxRowsIsa();
+// "avx512" or "generic": the loops softmaxRows and softmaxColumns run on this CPU.
+const char* softmaxIsa();
 
 // Rows `rows` of `n` floats from `s` (rows `n` apart): p (rows `n` apart; f32 when !bf16, may
 // be s, else bf16 bits) = exp(s - max of the row); inv_sum[i] = 1 / the row's sum. Single
@@ -41,7 +42,7 @@ void softmaxColumns(const float* s, int64_t n, int64_t cols, int64_t ld, void* p
                     float* inv_sum);
 
 // Both implementations, for the dispatcher and for tests. avx512:: exists in x86-64 builds only
-// and needs a CPU that runs it (avx512KernelsUsable(); softmaxRowsIsa() says "avx512").
+// and needs a CPU that runs it (avx512KernelsUsable(); softmaxIsa() says "avx512").
 namespace generic {
 void softmaxRows(const float* s, int64_t rows, int64_t n, void* p, bool bf16, float* inv_sum);
 void softmaxColumns(const float* s, int64_t n, int64_t cols, int64_t ld, void* p, bool bf16,

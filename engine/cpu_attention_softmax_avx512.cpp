@@ -1,11 +1,11 @@
-// The attention's softmax loops (cpu_softmax_rows.h) in AVX-512 intrinsics; used only where the
-// CPU has it (dispatch in cpu_softmax_rows.cpp), built with the flags set in
+// The attention's softmax loops (cpu_attention_softmax.h) in AVX-512 intrinsics; used only where
+// the CPU has it (dispatch in cpu_attention_softmax.cpp), built with the flags set in
 // engine/CMakeLists.txt. The same polynomials as the portable loops, with the steps compilers
 // did not find themselves: the rounding and the 2^k scaling as one instruction each
 // (vrndscaleps, vscalefps), no masked blends, several rows or columns in flight, and bf16 P
 // written by vcvtneps2bf16 where the CPU has avx512_bf16 (bf16 plans run only there). 16
 // columns of 1728 scores took 19 cycles per vector in the compiler's loop on the EPYC.
-#include "engine/cpu_softmax_rows.h"
+#include "engine/cpu_attention_softmax.h"
 
 #include <immintrin.h>
 
@@ -14,7 +14,7 @@
 namespace voxseg::engine::cpu::avx512 {
 namespace {
 
-// exp(x) for x <= 0 (cpu_softmax_rows.h): k = round(x log2(e)) by vrndscaleps, 2^f by Horner,
+// exp(x) for x <= 0 (cpu_attention_softmax.h): k = round(x log2(e)) by vrndscaleps, 2^f by Horner,
 // times 2^k by vscalefps. x below -87 is taken as -87 (as the portable loop does); NaN stays NaN
 // (vmaxps returns its second operand then).
 template <int DEGREE>

@@ -1,7 +1,7 @@
 // The attention's softmax loops: the portable ones here (what compilers vectorise for the
-// target: SSE2 on x86-64), the AVX-512 intrinsics in cpu_softmax_rows_avx512.cpp; the
+// target: SSE2 on x86-64), the AVX-512 intrinsics in cpu_attention_softmax_avx512.cpp; the
 // dispatcher picks one per call (a cached CPU check).
-#include "engine/cpu_softmax_rows.h"
+#include "engine/cpu_attention_softmax.h"
 
 #include "engine/cpu_norm_kernels.h"
 
@@ -10,7 +10,7 @@
 
 namespace voxseg::engine::cpu::generic {
 
-// exp(x) for x <= 0 (cpu_softmax_rows.h; x below -87 gives 0's neighbourhood: 2^-126 times the
+// exp(x) for x <= 0 (cpu_attention_softmax.h; x below -87 gives 0's neighbourhood: 2^-126 times the
 // polynomial; NaN gives NaN). k = round(x log2(e)) by adding 1.5 * 2^23, which leaves k in the
 // low mantissa bits (rounds without SSE4.1, and no float-to-int conversion, which a NaN would
 // make undefined); 2^k from the exponent bits.
@@ -125,7 +125,7 @@ void softmaxColumns(const float* s, int64_t n, int64_t cols, int64_t ld, void* p
 
 namespace voxseg::engine::cpu {
 
-const char* softmaxRowsIsa() { return avx512KernelsUsable() ? "avx512" : "generic"; }
+const char* softmaxIsa() { return avx512KernelsUsable() ? "avx512" : "generic"; }
 
 void softmaxRows(const float* s, int64_t rows, int64_t n, void* p, bool bf16, float* inv_sum) {
 #ifdef VOXSEG_HAVE_AVX512_KERNELS

@@ -1,8 +1,8 @@
-// The attention kernels' unnormalised softmax (engine/cpu_softmax_rows.h), generic and AVX-512
+// The attention kernels' unnormalised softmax (engine/cpu_attention_softmax.h), generic and AVX-512
 // loops, along rows and along columns (each run through the row tests on the transposed
 // scores), against a softmax in double: odd row lengths (vector tails), wide score ranges,
 // masked scores far below the row's max, in-place f32, bf16 P, NaN rows.
-#include "engine/cpu_softmax_rows.h"
+#include "engine/cpu_attention_softmax.h"
 #include "engine/tensor.h"
 
 #include <gtest/gtest.h>
@@ -59,7 +59,7 @@ std::vector<std::pair<std::string, RowsFn>> kernelSets() {
         {"generic columns", overColumns(generic::softmaxColumns)},
         {"dispatched columns", overColumns(softmaxColumns)}};
 #if defined(__x86_64__)
-    if (std::string(softmaxRowsIsa()) == "avx512") {
+    if (std::string(softmaxIsa()) == "avx512") {
         sets.emplace_back("avx512", avx512::softmaxRows);
         sets.emplace_back("avx512 columns", overColumns(avx512::softmaxColumns));
     }
@@ -107,7 +107,7 @@ double worstError(const std::vector<float>& s, int64_t rows, int64_t n,
     return worst;
 }
 
-TEST(CpuSoftmaxRows, MatchesDoubleSoftmaxInF32AndBf16) {
+TEST(CpuAttentionSoftmax, MatchesDoubleSoftmaxInF32AndBf16) {
     std::mt19937 rng(20261204);
     for (const auto& [name, fn] : kernelSets())
         for (int64_t n : {1, 7, 16, 17, 66, 343, 1728}) {
@@ -141,7 +141,7 @@ TEST(CpuSoftmaxRows, MatchesDoubleSoftmaxInF32AndBf16) {
         }
 }
 
-TEST(CpuSoftmaxRows, MaxOfRowIsOneAndEqualScoresAreUniform) {
+TEST(CpuAttentionSoftmax, MaxOfRowIsOneAndEqualScoresAreUniform) {
     for (const auto& [name, fn] : kernelSets()) {
         const int64_t n = 37;
         std::vector<float> s(2 * n, 3.25f), p(2 * n), inv(2);
@@ -154,7 +154,7 @@ TEST(CpuSoftmaxRows, MaxOfRowIsOneAndEqualScoresAreUniform) {
     }
 }
 
-TEST(CpuSoftmaxRows, NanOrInfiniteScoreMakesItsRowNan) {
+TEST(CpuAttentionSoftmax, NanOrInfiniteScoreMakesItsRowNan) {
     const float nan = std::numeric_limits<float>::quiet_NaN();
     const float inf = std::numeric_limits<float>::infinity();
     for (const auto& [name, fn] : kernelSets())
