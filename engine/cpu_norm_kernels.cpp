@@ -75,6 +75,8 @@ void apply(const void* x, void* y, const void* r, bool bf16, const LaneLayout& L
 void channelNorm(const void* x, void* y, bool bf16, const LaneLayout& L, int64_t P,
                  const float* gamma, const float* beta, const float* mask, float eps,
                  float* scratch);
+void rowLayerNorm(const float* x, void* y, bool y_bf16, int64_t rows, int64_t cols,
+                  const float* gamma, const float* beta, float eps);
 }  // namespace avx512
 #endif
 
@@ -169,6 +171,15 @@ void channelLayerNorm(const void* x, void* y, bool bf16, const LaneLayout& L, co
                                    scratch.data());
 #endif
     generic::channelNorm(x, y, bf16, L, P, g.data(), b.data(), mask.data(), eps, scratch.data());
+}
+
+void rowLayerNorm(const float* x, void* y, bool y_bf16, int64_t rows, int64_t cols,
+                  const float* gamma, const float* beta, float eps) {
+#ifdef VOXSEG_HAVE_AVX512_KERNELS
+    if (avx512KernelsUsable())
+        return avx512::rowLayerNorm(x, y, y_bf16, rows, cols, gamma, beta, eps);
+#endif
+    generic::rowLayerNorm(x, y, y_bf16, rows, cols, gamma, beta, eps);
 }
 
 }  // namespace voxseg::engine::cpu

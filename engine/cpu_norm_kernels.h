@@ -58,4 +58,10 @@ void affineActivation(const void* x, void* y, const void* residual, bool bf16,
 void channelLayerNorm(const void* x, void* y, bool bf16, const LaneLayout& layout,
                       const float* gamma, const float* beta, float eps);
 
+// LayerNorm over rows: y[r, c] = (x[r, c] - mean_r) / sqrt(var_r + eps) * gamma[c] + beta[c],
+// x f32, y f32 or bf16 (a bf16 plan's LayerNorm whose readers are MatMuls writes their bf16
+// operand directly). gamma and beta have `cols` entries; not in place.
+void rowLayerNorm(const float* x, void* y, bool y_bf16, int64_t rows, int64_t cols,
+                  const float* gamma, const float* beta, float eps);
+
 }  // namespace voxseg::engine::cpu

@@ -288,6 +288,40 @@ void channelNorm(const void* x, void* y, bool bf16, const LaneLayout& L, int64_t
                      eps, scratch);
 }
 
+// LayerNorm over rows of `cols` f32 values, y f32 or bf16 (rowLayerNorm): each row's mean and
+// variance in two passes over it (in L1), then one pass that writes y.
+template <typename TY>
+void rowLayerNormT(const float* x, TY* y, int64_t rows, int64_t cols, const float* gamma,
+                   const float* beta, float eps) {
+    const float inv_c = 1.0f / static_cast<float>(cols);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x + r * cols;
+        TY* yr = y + r * cols;
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t c = 0; c < cols; ++c) sum += xr[c];
+        const float mean = sum * inv_c;
+        float sq = 0.0f;
+#pragma omp simd reduction(+ : sq)
+        for (int64_t c = 0; c < cols; ++c) {
+            const float d = xr[c] - mean;
+            sq += d * d;
+        }
+        const float rstd = 1.0f / std::sqrt(sq * inv_c + eps);
+#pragma omp simd
+        for (int64_t c = 0; c < cols; ++c) store(yr, c, (xr[c] - mean) * rstd * gamma[c] + beta[c]);
+    }
+}
+
+void rowLayerNorm(const float* x, void* y, bool y_bf16, int64_t rows, int64_t cols,
+                  const float* gamma, const float* beta, float eps) {
+    if (y_bf16)
+        rowLayerNormT(x, static_cast<uint16_t*>(y), rows, cols, gamma, beta, eps);
+    else
+        rowLayerNormT(x, static_cast<float*>(y), rows, cols, gamma, beta, eps);
+}
+
 void moments(const void* x, bool bf16, const LaneLayout& L, int64_t P, int64_t chunks, float* cmean,
              float* cm2) {
     if (bf16)

@@ -5,6 +5,7 @@
 // cpu_attention.cpp). All on plain f32 (the
 // activations of attention blocks are rows of tokens, not blocked channels); bf16 plans reorder
 // into f32 here, and the reorders after them convert back.
+#include "engine/cpu_norm_kernels.h"
 #include "engine/cpu_plan.h"
 
 #include <omp.h>
@@ -100,6 +101,41 @@ Status planMatMul(Plan& plan) {
     return planUnfusedEpilogue(plan, dst, /*residual=*/false, /*activation=*/!act_fused);
 }
 
+// Whether `v` is read, and only as an operand of MatMuls (not a graph output, no fused use).
+bool onlyMatMulsRead(const Graph& g, ValueId v) {
+    if (std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end()) return false;
+    bool read = false;
+    for (const Node& n : g.nodes) {
+        const bool operand = std::find(n.inputs.begin(), n.inputs.end(), v) != n.inputs.end();
+        if (n.fused_residual == v || n.fused_prelu_slope == v) return false;
+        if (operand && n.op != OpKind::kMatMul) return false;
+        read = read || operand;
+    }
+    return read;
+}
+
+// LayerNorm over rows of `inner` floats writing the bf16 rows its MatMuls multiply
+// (rowLayerNorm): one pass less than oneDNN 2.6's layer normalisation, which writes its
+// source's type, and the reorder to bf16 after it.
+Status planLayerNormToBf16(Plan& plan, int64_t outer, int64_t inner) {
+    const Node& n = plan.node();
+    const Graph& g = plan.graph();
+    const std::vector<float> gamma = g.constant(n.inputs[1]).toFloats();
+    std::vector<float> beta(static_cast<size_t>(inner), 0.0f);
+    if (n.inputs.size() > 2 && n.inputs[2] >= 0) beta = g.constant(n.inputs[2]).toFloats();
+    VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensurePlainF32(n.inputs[0]));
+    const MemRef dst = plan.newBuffer(plainDesc(g.values[n.outputs[0]].shape, dt::bf16));
+    const float eps = n.norm.epsilon;
+    Kernel kernel = [=](const std::vector<dnnl::memory>& m) {
+        rowLayerNorm(static_cast<const float*>(m[0].get_data_handle()), m[1].get_data_handle(),
+                     true, outer, inner, gamma.data(), beta.data(), eps);
+    };
+    plan.addKernel(std::string("layer_norm rows f32->bf16 ") + normKernelIsa(), std::move(kernel),
+                   {src, dst});
+    plan.define(n.outputs[0], dst);
+    return Status::ok();
+}
+
 Status planLayerNorm(Plan& plan) {
     const Node& n = plan.node();
     const Graph& g = plan.graph();
@@ -113,6 +149,11 @@ Status planLayerNorm(Plan& plan) {
     for (size_t k = 1; k < n.inputs.size(); ++k)
         if (n.inputs[k] >= 0 && !g.isConstant(n.inputs[k]))
             return nodeError(plan, "scale/bias must be constants");
+    // bf16 plans: a LayerNorm read only by MatMuls (which multiply bf16) writes bf16 itself
+    // (4 per Primus block).
+    if (plan.actType() == dt::bf16 && n.fused_activation == ActivationKind::kNone &&
+        n.fused_residual < 0 && onlyMatMulsRead(g, n.outputs[0]))
+        return planLayerNormToBf16(plan, outer, inner);
     VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensurePlainF32(n.inputs[0]));
     std::optional<MemRef> in_place = plan.tryInPlace(n.inputs[0], plainDesc(xs, dt::f32));
     MemRef dst = in_place ? *in_place : plan.newBuffer(plainDesc(xs, dt::f32));

@@ -3,11 +3,13 @@
 // reference backend, the bf16 path, the arena planner, and error messages.
 #include "engine/cpu_backend.h"
 #include "engine/cpu_attention.h"
+#include "engine/cpu_norm_kernels.h"
 #include "engine/cpu_plan.h"
 #include "tests/engine/op_cases.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <optional>
 #include <regex>
@@ -302,6 +304,73 @@ TEST(CpuBackend, AttentionRunsItsProductsInBf16InBf16Plans) {
         EXPECT_EQ(countOf(got.describe, " bf16, softmax"), 1) << got.describe;
         EXPECT_EQ(countOf(got.describe, "f32->bf16"), 1) << got.describe;
         EXPECT_EQ(countOf(got.describe, "ref:"), 0) << got.describe;
+    }
+}
+
+// bf16 plans: a LayerNorm read only by MatMuls writes their bf16 operand itself (no reorder
+// after it); one that something else reads as well stays oneDNN's f32 layer normalisation.
+// Odd sizes: 13 tokens of 37 values (vector tails), with and without bias.
+TEST(CpuBackend, LayerNormWritesBf16ForItsMatMulsInBf16Plans) {
+    auto cpu = makeCpuBackend();
+    if (!cpu->supportsPrecision(Precision::kBFloat16))
+        GTEST_SKIP() << "this CPU has no avx512_bf16: " << cpu->deviceDescription();
+    const int64_t T = 13, D = 37;
+    GraphBuilder b;
+    const Shape s{1, T, D};
+    const ValueId x = b.input("x", s);
+    auto ln = [&](ValueId v, bool bias) {
+        std::vector<ValueId> in{v, b.constant("g", testing::seededTensor({D}, 3, 0.5f, 1.5f))};
+        if (bias) in.push_back(b.weights("beta", {D}, 0.3f));
+        return b.node(OpKind::kLayerNorm, in, [](Node& n) { n.axis = 2; });
+    };
+    auto matmul = [&](ValueId v) {
+        return b.node(OpKind::kMatMul, {v, b.weights("w", {D, D}, 0.2f)});
+    };
+    const ValueId n1 = ln(x, true);  // read by two MatMuls
+    const ValueId a = b.node(OpKind::kAdd, {matmul(n1), matmul(n1)});
+    const ValueId n2 = ln(a, false);  // read by a MatMul and the residual Add
+    b.output(b.node(OpKind::kAdd, {matmul(n2), n2}));
+    const Graph g = b.graph();
+    auto reference = makeReferenceBackend();
+    const RunResult want = runOn(*reference, g, {s}, Precision::kFloat32);
+    const RunResult got = runOn(*cpu, g, {s}, Precision::kBFloat16);
+    ASSERT_EQ(got.outputs.size(), 1u);
+    expectMatches(got, want, testing::kNetworkTol.bf16);
+    EXPECT_EQ(countOf(got.describe, "layer_norm rows f32->bf16"), 1) << got.describe;
+    EXPECT_EQ(countOf(got.describe, "layer_norm simple"), 1) << got.describe;
+    // the first LayerNorm's MatMuls read its bf16 rows; only the second's output is reordered
+    // (for its MatMul, which takes the Add as its fused residual)
+    EXPECT_EQ(countOf(got.describe, "reorder plain:f32->plain:bf16"), 1) << got.describe;
+}
+
+// rowLayerNorm against LayerNorm in double: f32 output within 1e-5 of |y|'s scale, bf16 output
+// within its rounding (2^-8 relative); rows of 1, 37 and 396 values (Primus' width).
+TEST(CpuBackend, RowLayerNormMatchesDouble) {
+    for (const int64_t cols : {1, 37, 396}) {
+        const int64_t rows = 29;
+        const Tensor x = testing::seededTensor({rows, cols}, 11, -3.0f, 5.0f);
+        const Tensor gamma = testing::seededTensor({cols}, 12, 0.5f, 1.5f);
+        const Tensor beta = testing::seededTensor({cols}, 13, -0.5f, 0.5f);
+        const std::vector<float> xv = x.toFloats(), gv = gamma.toFloats(), bv = beta.toFloats();
+        std::vector<float> yf(xv.size());
+        std::vector<uint16_t> yb(xv.size());
+        cpu::rowLayerNorm(xv.data(), yf.data(), false, rows, cols, gv.data(), bv.data(), 1e-5f);
+        cpu::rowLayerNorm(xv.data(), yb.data(), true, rows, cols, gv.data(), bv.data(), 1e-5f);
+        for (int64_t r = 0; r < rows; ++r) {
+            double mean = 0, var = 0;
+            for (int64_t c = 0; c < cols; ++c) mean += xv[r * cols + c];
+            mean /= cols;
+            for (int64_t c = 0; c < cols; ++c) var += std::pow(xv[r * cols + c] - mean, 2);
+            var /= cols;
+            for (int64_t c = 0; c < cols; ++c) {
+                const size_t i = static_cast<size_t>(r * cols + c);
+                const double want = (xv[i] - mean) / std::sqrt(var + 1e-5) * gv[c] + bv[c];
+                ASSERT_NEAR(yf[i], want, 1e-5 * (1 + std::abs(want)))
+                    << cols << " " << r << " " << c;
+                ASSERT_NEAR(bfloat16ToFloat(yb[i]), want, 0x1p-8 * std::abs(want) + 1e-6)
+                    << cols << " " << r << " " << c;
+            }
+        }
     }
 }
 
