@@ -101,6 +101,18 @@ Threads attentionThreads(int64_t items, int64_t blocks) {
     return t;
 }
 
+Blocking blocking(const Inputs& in, int64_t block) {
+    Blocking b;
+    b.a = in.a;
+    b.biases = in.biases;
+    b.block = block;
+    b.blocks = (in.a.Tq + block - 1) / block;
+    b.threads = attentionThreads(in.a.items, b.blocks);
+    b.bf16 = in.bf16;
+    b.out_ref = in.refs.size() - 1;
+    return b;
+}
+
 Status makePrimitives(const Plan& plan, const Threads& t, const std::function<void()>& make) {
     try {
         if (t.spread) omp_set_num_threads(1);

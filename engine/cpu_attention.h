@@ -89,6 +89,19 @@ struct Threads {
 };
 Threads attentionThreads(int64_t items, int64_t blocks);
 
+// What both kernels fix at plan time besides their primitives: the node's shape and biases, its
+// query blocks of `block` queries (rows or columns; the last block may be shorter) and the
+// threads that run them.
+struct Blocking {
+    AttentionShape a;
+    std::vector<BiasView> biases;
+    int64_t block = 0, blocks = 0;
+    Threads threads;
+    bool bf16 = false;
+    size_t out_ref = 0;  // the output's index in the kernel's memories
+};
+Blocking blocking(const Inputs& in, int64_t block);
+
 // Runs make() with oneDNN's thread count set to what one primitive runs on: 1 when the pairs
 // are spread (oneDNN's matmul fixes its work split at creation; one made for two threads, run
 // inside the parallel region, did half of the rows), then restores it. A oneDNN error becomes

@@ -39,14 +39,8 @@ Gemms makeGemms(const dnnl::engine& engine, const AttentionShape& a, int64_t m, 
     return gm;
 }
 
-struct ColumnsRun {
-    AttentionShape a;
-    std::vector<BiasView> biases;
-    std::vector<Gemms> gemms;  // full blocks of `cols`, then the tail block if any
-    int64_t cols = 0, blocks = 0;
-    Threads threads;
-    bool bf16 = false;
-    size_t out_ref = 0;
+struct ColumnsRun : Blocking {
+    std::vector<Gemms> gemms;  // full blocks, then the tail block if any
 };
 
 // Per thread: the matmuls' scratchpad, S^T, P^T (bf16), the columns' 1/sum, Q^T, O^T, K, V^T.
@@ -58,8 +52,8 @@ Scratch columnsScratch(const ColumnsRun& r) {
     for (const Gemms& gm : r.gemms) pad = std::max(pad, gm.prod.pad_bytes);
     const size_t e = r.bf16 ? 2 : 4;
     const auto n = [](int64_t v) { return static_cast<size_t>(v); };
-    return Scratch({pad, n(a.Tk * r.cols) * 4, r.bf16 ? n(a.Tk * r.cols) * 2 : 0, n(r.cols) * 4,
-                    n(a.D * r.cols) * e, n(a.Dv * r.cols) * 4, n(a.Tk * a.D) * e,
+    return Scratch({pad, n(a.Tk * r.block) * 4, r.bf16 ? n(a.Tk * r.block) * 2 : 0, n(r.block) * 4,
+                    n(a.D * r.block) * e, n(a.Dv * r.block) * 4, n(a.Tk * a.D) * e,
                     n(a.Dv * a.Tk) * e});
 }
 
@@ -105,8 +99,8 @@ Kernel columnsKernel(const dnnl::engine& engine, ColumnsRun r) {
             int64_t packed_item = -1;
 #pragma omp for schedule(dynamic, r.threads.chunk)
             for (int64_t it = 0; it < a.items * r.blocks; ++it) {
-                const int64_t b = it / r.blocks, i0 = (it % r.blocks) * r.cols;
-                const Gemms& gm = a.Tq - i0 >= r.cols ? r.gemms[0] : r.gemms[1];
+                const int64_t b = it / r.blocks, i0 = (it % r.blocks) * r.block;
+                const Gemms& gm = a.Tq - i0 >= r.block ? r.gemms[0] : r.gemms[1];
                 const int64_t m = gm.cols;
                 if (b != packed_item) {
                     const float* kb = o.k + a.k.offset(b);
@@ -145,24 +139,17 @@ Kernel columnsKernel(const dnnl::engine& engine, ColumnsRun r) {
 }  // namespace
 
 Status planColumns(Plan& plan, Inputs in) {
-    ColumnsRun r;
-    r.a = in.a;
-    const AttentionShape& a = r.a;
-    r.biases = in.biases;
-    r.bf16 = in.bf16;
-    r.out_ref = in.refs.size() - 1;
     // S^T [Tk, m] within the scores block, m a multiple of 16 (whole vectors of the softmax and
     // of the products' outputs), at least 16
-    const int64_t fit = scoresBlockBytes() / (4 * a.Tk) / 16 * 16;
-    r.cols = std::min(a.Tq, std::max<int64_t>(fit, 16));
-    r.blocks = (a.Tq + r.cols - 1) / r.cols;
-    r.threads = attentionThreads(a.items, r.blocks);
+    const int64_t fit = scoresBlockBytes() / (4 * in.a.Tk) / 16 * 16;
+    ColumnsRun r{blocking(in, std::min(in.a.Tq, std::max<int64_t>(fit, 16)))};
+    const AttentionShape& a = r.a;
     VOXSEG_RETURN_IF_ERROR(makePrimitives(plan, r.threads, [&] {
-        r.gemms.push_back(makeGemms(plan.engine(), a, r.cols, in.scale, r.bf16));
-        if (a.Tq % r.cols)
-            r.gemms.push_back(makeGemms(plan.engine(), a, a.Tq % r.cols, in.scale, r.bf16));
+        r.gemms.push_back(makeGemms(plan.engine(), a, r.block, in.scale, r.bf16));
+        if (a.Tq % r.block)
+            r.gemms.push_back(makeGemms(plan.engine(), a, a.Tq % r.block, in.scale, r.bf16));
     }));
-    const std::string what = "blocked " + std::to_string(a.Tk) + "x" + std::to_string(r.cols) +
+    const std::string what = "blocked " + std::to_string(a.Tk) + "x" + std::to_string(r.block) +
                              " columns, oneDNN matmul " + r.gemms[0].prod.impl +
                              (r.threads.spread ? ", blocks per thread" : "");
     return addAttentionStep(plan, what, columnsKernel(plan.engine(), std::move(r)), in);

@@ -1,7 +1,7 @@
 // Fused attention, rows form (cpu_attention.h): per block of query rows S = Q_blk K^T * scale
 // (oneDNN matmul, output scale), + biases, P = exp(S - row max) with the rows' 1/sum
-// (cpu_attention_softmax.h), O_blk = P V, each row of O_blk times its 1/sum. K^T and V are packed once
-// per work item straight into the matmuls' own weights layouts (bf16 on AMX needs a blocked,
+// (cpu_attention_softmax.h), O_blk = P V, each row of O_blk times its 1/sum. K^T and V are packed
+// once per work item straight into the matmuls' own weights layouts (bf16 on AMX needs a blocked,
 // pair-interleaved one); bf16 plans convert Q, K and V while packing and the softmax writes a
 // bf16 P from the f32 scores.
 #include "engine/cpu_attention.h"
@@ -77,15 +77,9 @@ WeightPacks makeWeightPacks(const dnnl::engine& engine, const AttentionShape& a,
 }
 
 // Everything the rows kernel needs, fixed at plan time.
-struct RowsRun {
-    AttentionShape a;
-    std::vector<BiasView> biases;
-    std::vector<Gemms> gemms;  // full blocks of `rows`, then the tail block if any
+struct RowsRun : Blocking {
+    std::vector<Gemms> gemms;  // full blocks, then the tail block if any
     WeightPacks packs;
-    int64_t rows = 0, blocks = 0;
-    Threads threads;
-    bool bf16 = false;
-    size_t out_ref = 0;
 };
 
 // Per thread: the matmuls' scratchpad, S, P (bf16), the rows' 1/sum, the dense Q block and
@@ -98,8 +92,8 @@ Scratch rowsScratch(const RowsRun& r) {
     for (const Gemms& gm : r.gemms) pad = std::max(pad, gm.prod.pad_bytes);
     const size_t e = r.bf16 ? 2 : 4;
     const auto n = [](int64_t v) { return static_cast<size_t>(v); };
-    return Scratch({pad, n(r.rows * a.Tk) * 4, r.bf16 ? n(r.rows * a.Tk) * 2 : 0, n(r.rows) * 4,
-                    n(r.rows * a.D) * e, n(r.rows * a.Dv) * 4, n(a.Tk * a.D) * e,
+    return Scratch({pad, n(r.block * a.Tk) * 4, r.bf16 ? n(r.block * a.Tk) * 2 : 0, n(r.block) * 4,
+                    n(r.block * a.D) * e, n(r.block * a.Dv) * 4, n(a.Tk * a.D) * e,
                     n(a.Tk * a.Dv) * e, r.packs.k ? r.gemms[0].k_md.get_size() : 0,
                     r.packs.v ? r.gemms[0].v_md.get_size() : 0});
 }
@@ -130,8 +124,8 @@ Kernel rowsKernel(const dnnl::engine& engine, RowsRun r) {
             void* vw = vd;
 #pragma omp for schedule(dynamic, r.threads.chunk)
             for (int64_t it = 0; it < a.items * r.blocks; ++it) {
-                const int64_t b = it / r.blocks, i0 = (it % r.blocks) * r.rows;
-                const Gemms& gm = a.Tq - i0 >= r.rows ? r.gemms[0] : r.gemms[1];
+                const int64_t b = it / r.blocks, i0 = (it % r.blocks) * r.block;
+                const Gemms& gm = a.Tq - i0 >= r.block ? r.gemms[0] : r.gemms[1];
                 const int64_t mrows = gm.rows;
                 const float* qb = o.q + a.q.offset(b) + i0 * a.q.ld;
                 const float* kb = o.k + a.k.offset(b);
@@ -201,23 +195,16 @@ Kernel rowsKernel(const dnnl::engine& engine, RowsRun r) {
 }  // namespace
 
 Status planRows(Plan& plan, Inputs in) {
-    RowsRun r;
-    r.a = in.a;
+    RowsRun r{blocking(in, std::clamp<int64_t>(scoresBlockBytes() / (4 * in.a.Tk), 1, in.a.Tq))};
     const AttentionShape& a = r.a;
-    r.biases = in.biases;
-    r.bf16 = in.bf16;
-    r.out_ref = in.refs.size() - 1;
-    r.rows = std::clamp<int64_t>(scoresBlockBytes() / (4 * a.Tk), 1, a.Tq);
-    r.blocks = (a.Tq + r.rows - 1) / r.rows;
-    r.threads = attentionThreads(a.items, r.blocks);
     VOXSEG_RETURN_IF_ERROR(makePrimitives(plan, r.threads, [&] {
-        r.gemms.push_back(makeGemms(plan.engine(), a, r.rows, in.scale, r.bf16, nullptr));
-        if (a.Tq % r.rows)
+        r.gemms.push_back(makeGemms(plan.engine(), a, r.block, in.scale, r.bf16, nullptr));
+        if (a.Tq % r.block)
             r.gemms.push_back(
-                makeGemms(plan.engine(), a, a.Tq % r.rows, in.scale, r.bf16, &r.gemms[0]));
+                makeGemms(plan.engine(), a, a.Tq % r.block, in.scale, r.bf16, &r.gemms[0]));
         r.packs = makeWeightPacks(plan.engine(), a, r.gemms[0]);
     }));
-    const std::string what = "blocked " + std::to_string(r.rows) + "x" + std::to_string(a.Tk) +
+    const std::string what = "blocked " + std::to_string(r.block) + "x" + std::to_string(a.Tk) +
                              " rows, oneDNN matmul " + r.gemms[0].prod.impl +
                              (r.threads.spread ? ", blocks per thread" : "");
     return addAttentionStep(plan, what, rowsKernel(plan.engine(), std::move(r)), in);
