@@ -4,7 +4,7 @@
 // O^T = V^T P^T [Dv, m], whose column i times its 1/sum is output row i. All four operands are
 // plain: K [Tk, D] and V^T [Dv, Tk] packed once per work item (dense, bf16 in bf16 plans), Q^T
 // per block. Measured against the rows form on Primus-S (66-wide heads) on the 2-core EPYC,
-// attention per 96^3 patch: fp32 0.364-0.435 -> 0.311-0.356 s, bf16 0.219-0.320 -> 0.212-0.257 s
+// attention per 96^3 patch: fp32 0.363-0.435 -> 0.311-0.356 s, bf16 0.219-0.320 -> 0.212-0.257 s
 // (docs/perf-cpu.md, session 20).
 #include "engine/cpu_attention.h"
 #include "engine/cpu_attention_softmax.h"
