@@ -6,6 +6,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace voxseg::engine::cpu {
@@ -125,21 +126,42 @@ Status planPad(Plan& plan) {
     MemRef dst = plan.newBuffer(plainDesc(ys, dt::f32));
     const auto in_strides = plainStrides(xs);
     const float value = p.value;
+    // A row (the last axis) at a time: its source row found once (or none: a border row), then
+    // one memcpy between the row's constant borders, or the last axis' map where it reflects or
+    // repeats edges. (Swin pads its 48^3 x 48 feature maps to whole windows in every shifted
+    // block: per element, the index decomposition took 28 ms per pad on the 2-core EPYC.)
+    const bool constant = p.mode == PadAttrs::Mode::kConstant;
     Kernel k = [=](const std::vector<dnnl::memory>& m) {
         const float* in = static_cast<const float*>(m[0].get_data_handle());
         float* out = static_cast<float*>(m[1].get_data_handle());
-        const int64_t total = numel(ys);
+        const int last = static_cast<int>(rank) - 1;
+        const int64_t len = rank ? ys[last] : 1;
+        const int64_t rows = len ? numel(ys) / len : 0;
+        const int64_t before = rank ? std::clamp<int64_t>(p.pads_begin[last], 0, len) : 0;
+        const int64_t inner =
+            rank ? std::clamp<int64_t>(xs[last] + p.pads_begin[last] - before, 0, len - before) : 1;
 #pragma omp parallel for schedule(static)
-        for (int64_t idx = 0; idx < total; ++idx) {
-            int64_t rem = idx, off = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+            int64_t rem = r, off = 0;
             bool border = false;
-            for (int d = static_cast<int>(rank) - 1; d >= 0; --d) {
+            for (int d = last - 1; d >= 0; --d) {
                 const int64_t i = maps[d][rem % ys[d]];
                 rem /= ys[d];
-                if (i < 0) border = true;
+                border = border || i < 0;
                 off += i * in_strides[d];
             }
-            out[idx] = border ? value : in[off];
+            float* o = out + r * len;
+            if (border) {
+                std::fill_n(o, len, value);
+            } else if (constant && rank) {
+                const int64_t first = std::max<int64_t>(-p.pads_begin[last], 0);
+                std::fill_n(o, before, value);
+                std::memcpy(o + before, in + off + first,
+                            static_cast<size_t>(inner) * sizeof(float));
+                std::fill_n(o + before + inner, len - before - inner, value);
+            } else {
+                for (int64_t j = 0; j < len; ++j) o[j] = in[off + (rank ? maps[last][j] : 0)];
+            }
         }
     };
     plan.addKernel("pad plain loop", std::move(k), {src, dst});

@@ -559,6 +559,24 @@ inline std::vector<OpCase> allOpCases() {
         add(name, "input " + vecStr(odd) + " pads [0,0,1,2,0]/[0,0,2,0,3] value 0.25", b, {odd},
             kElementwiseTol);
     }
+    // Both ends of the last (contiguous) axis padded, and ONNX's negative pads (crops) on it
+    // and on an outer axis: the row kernels' border arithmetic.
+    for (const auto& [name, pad_mode] : pads) {
+        const PadAttrs::Mode mode = pad_mode;
+        const bool constant = mode == PadAttrs::Mode::kConstant;
+        GraphBuilder b;
+        b.output(b.node(OpKind::kPad, {b.input("x", odd)}, [&](Node& n) {
+            n.pad.mode = mode;
+            n.pad.pads_begin = {0, 1, constant ? -1 : 0, 0, 3};
+            n.pad.pads_end = {0, 0, 1, 0, constant ? -2 : 2};
+            n.pad.value = -1.5f;
+        }));
+        add(std::string(name) + "_last_axis",
+            "input " + vecStr(odd) +
+                (constant ? " pads [0,1,-1,0,3]/[0,0,1,0,-2]" : " pads [0,1,0,0,3]/[0,0,1,0,2]") +
+                " value -1.5",
+            b, {odd}, kElementwiseTol);
+    }
     {
         GraphBuilder b;
         b.output(b.node(OpKind::kReshape, {b.input("x", odd)}, [](Node& n) {
