@@ -331,6 +331,9 @@ Status Planner::applyFused(const Node& node, Step& step) {
         case ActivationKind::kSigmoid:
             step.act = math::Act::kSigmoid;
             break;
+        case ActivationKind::kSilu:
+            step.act = math::Act::kSilu;
+            break;
         case ActivationKind::kPRelu: {
             VOXSEG_ASSIGN_OR_RETURN(auto slope,
                                     perChannel(g_, node, node.fused_prelu_slope, c, "PReLU slope"));

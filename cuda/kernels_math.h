@@ -19,7 +19,7 @@ namespace voxseg::cuda::math {
 
 // Activation applied by the fused epilogue kernel (mirrors engine::ActivationKind plus the
 // plain elementwise ops the graph may contain on their own).
-enum class Act : int { kNone = 0, kRelu, kLeakyRelu, kPRelu, kSigmoid, kTanh, kClip };
+enum class Act : int { kNone = 0, kRelu, kLeakyRelu, kPRelu, kSigmoid, kTanh, kClip, kSilu };
 
 // `alpha` is the LeakyReLU slope or the PReLU slope of this channel; clip uses [lo, hi].
 VOXSEG_HD float activate(float x, Act act, float alpha, float lo, float hi) {
@@ -37,6 +37,8 @@ VOXSEG_HD float activate(float x, Act act, float alpha, float lo, float hi) {
             return tanhf(x);
         case Act::kClip:
             return x < lo ? lo : (x > hi ? hi : x);
+        case Act::kSilu:
+            return x / (1.0f + expf(-x));
     }
     return x;
 }
@@ -194,7 +196,7 @@ VOXSEG_HD float eltwise(EltOp op, float a, float b, float c, float alpha, float 
         case EltOp::kGeluTanh:
             return geluTanh(a);
         case EltOp::kSilu:
-            return a / (1.0f + expf(-a));
+            return activate(a, Act::kSilu, 0.0f, 0.0f, 0.0f);
         case EltOp::kSqrt:
             return sqrtf(a);
         case EltOp::kSin:

@@ -325,6 +325,9 @@ Status Planner::applyTensorEpilogue(const Node& node, const TRef& y) {
         case ActivationKind::kSigmoid:
             inPlace(EltOp::kSigmoid, nullptr);
             break;
+        case ActivationKind::kSilu:
+            inPlace(EltOp::kSilu, nullptr);
+            break;
         case ActivationKind::kPRelu: {
             VOXSEG_ASSIGN_OR_RETURN(TRef slope, operand(node, node.fused_prelu_slope));
             inPlace(EltOp::kPRelu, &slope);

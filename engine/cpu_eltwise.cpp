@@ -26,6 +26,10 @@ bool eltwiseFor(ActivationKind act, float alpha, dnnl::algorithm& alg, float& a,
             alg = dnnl::algorithm::eltwise_logistic;
             a = 0.0f;
             return true;
+        case ActivationKind::kSilu:
+            alg = dnnl::algorithm::eltwise_swish;  // x * sigmoid(alpha x)
+            a = 1.0f;
+            return true;
         case ActivationKind::kNone:
         case ActivationKind::kPRelu:
             return false;

@@ -96,6 +96,7 @@ inline float activate(float v, float alpha, float slope) {
     if constexpr (ACT == static_cast<int>(ActivationKind::kPRelu)) return v > 0.0f ? v : v * slope;
     if constexpr (ACT == static_cast<int>(ActivationKind::kSigmoid))
         return 1.0f / (1.0f + std::exp(-v));
+    if constexpr (ACT == static_cast<int>(ActivationKind::kSilu)) return v / (1.0f + std::exp(-v));
     return v;
 }
 
@@ -173,6 +174,9 @@ void applyT(const void* x, void* y, const void* r, const LaneLayout& L, int64_t 
         case ActivationKind::kSigmoid:
             return applyImpl<static_cast<int>(ActivationKind::kSigmoid)>(xt, yt, rt, L, P, scale,
                                                                          shift, alpha, slope, mask);
+        case ActivationKind::kSilu:
+            return applyImpl<static_cast<int>(ActivationKind::kSilu)>(xt, yt, rt, L, P, scale,
+                                                                      shift, alpha, slope, mask);
     }
 }
 

@@ -929,7 +929,7 @@ void fuseEpilogues(Graph& g, bool shapes_known) {
             const Node& consumer = g.nodes[i];
             if (consumer.inputs.empty() || consumer.inputs[0] < 0) continue;
             const bool is_act = consumer.op == OpKind::kRelu || consumer.op == OpKind::kLeakyRelu ||
-                                consumer.op == OpKind::kSigmoid ||
+                                consumer.op == OpKind::kSigmoid || consumer.op == OpKind::kSilu ||
                                 (consumer.op == OpKind::kPRelu && consumer.inputs.size() > 1 &&
                                  g.isConstant(consumer.inputs[1]));
             const bool is_add = consumer.op == OpKind::kAdd && consumer.inputs.size() == 2;
@@ -962,6 +962,9 @@ void fuseEpilogues(Graph& g, bool shapes_known) {
                             break;
                         case OpKind::kSigmoid:
                             prod.fused_activation = ActivationKind::kSigmoid;
+                            break;
+                        case OpKind::kSilu:
+                            prod.fused_activation = ActivationKind::kSilu;
                             break;
                         default:
                             prod.fused_activation = ActivationKind::kPRelu;

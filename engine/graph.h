@@ -103,7 +103,7 @@ struct Value {
 };
 
 // Epilogue a backend may fuse into the producing op (set by optimize(), not the importer).
-enum class ActivationKind { kNone, kRelu, kLeakyRelu, kPRelu, kSigmoid };
+enum class ActivationKind { kNone, kRelu, kLeakyRelu, kPRelu, kSigmoid, kSilu };
 
 struct ConvAttrs {  // Conv and ConvTranspose
     int spatial_rank = 3;

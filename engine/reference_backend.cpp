@@ -687,6 +687,9 @@ void applyEpilogue(const Node& n, const std::vector<Tensor>& env, Tensor& y) {
         case ActivationKind::kSigmoid:
             for (int64_t i = 0; i < y.numel(); ++i) yp[i] = sigmoid(yp[i]);
             break;
+        case ActivationKind::kSilu:
+            for (int64_t i = 0; i < y.numel(); ++i) yp[i] *= sigmoid(yp[i]);
+            break;
         case ActivationKind::kPRelu: {
             const Tensor& slope = env[n.fused_prelu_slope];
             const std::vector<float> sv = slope.toFloats();

@@ -31,6 +31,7 @@ TEST(KernelsMath, Activations) {
     EXPECT_NEAR(math::activate(2.0f, Act::kSigmoid, 0, 0, 0), 1.0f / (1.0f + std::exp(-2.0f)),
                 kTol);
     EXPECT_NEAR(math::activate(0.5f, Act::kTanh, 0, 0, 0), std::tanh(0.5f), kTol);
+    EXPECT_NEAR(math::activate(-1.5f, Act::kSilu, 0, 0, 0), -1.5f / (1.0f + std::exp(1.5f)), kTol);
     EXPECT_EQ(math::activate(-1.0f, Act::kClip, 0, -0.3f, 0.6f), -0.3f);
     EXPECT_EQ(math::activate(1.0f, Act::kClip, 0, -0.3f, 0.6f), 0.6f);
     EXPECT_EQ(math::activate(0.1f, Act::kClip, 0, -0.3f, 0.6f), 0.1f);

@@ -154,6 +154,24 @@ TEST(Optimize, FoldsLinearBiasLayerScaleAndResidualIntoTheMatMul) {
     EXPECT_LT(maxAbsDiff(runGraph(c.graph, c.input_shapes), runGraph(opt, c.input_shapes)), 1e-5);
 }
 
+TEST(Optimize, FusesSiluIntoItsProducer) {
+    const testing::OpCase c = tableCase("swiglu");
+    const Graph opt = optimize(c.graph);
+    EXPECT_EQ(countOps(opt, OpKind::kSilu), 0);
+    int gates = 0;
+    for (const Node& n : opt.nodes) gates += n.fused_activation == ActivationKind::kSilu;
+    EXPECT_EQ(gates, 1);
+    EXPECT_LT(maxAbsDiff(runGraph(c.graph, c.input_shapes), runGraph(opt, c.input_shapes)), 1e-6);
+    // and into a convolution (MONAI's "swish" blocks)
+    GraphBuilder b;
+    const Shape s{1, 3, 4, 4, 4};
+    b.output(b.node(OpKind::kSilu, {b.conv(b.input("x", s), 3, 3, {1, 1, 1})}));
+    const Graph conv = optimize(b.graph());
+    ASSERT_EQ(conv.nodes.size(), 1u);
+    EXPECT_EQ(conv.nodes[0].fused_activation, ActivationKind::kSilu);
+    EXPECT_LT(maxAbsDiff(runGraph(b.graph(), {s}), runGraph(conv, {s})), 1e-6);
+}
+
 TEST(Optimize, FusesTheExportedRotaryEmbeddingChain) {
     const testing::OpCase c = tableCase("rotary_pattern_eva");
     const Graph opt = optimize(c.graph);

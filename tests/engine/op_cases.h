@@ -639,6 +639,12 @@ inline std::vector<OpCase> allOpCases() {
     }
     {
         GraphBuilder b;
+        b.output(b.conv(b.input("x", odd), 13, 7, {3, 3, 3}, {1, 1, 1}, {1, 1, 1, 1, 1, 1}));
+        b.last().fused_activation = ActivationKind::kSilu;
+        add("fused_conv_silu", "conv 13->7 k3 p1 + silu, input " + vecStr(odd), b, {odd}, kConvTol);
+    }
+    {
+        GraphBuilder b;
         const ValueId x = b.input("x", odd);
         b.output(b.convTranspose(x, 13, 6, {2, 2, 2}, {2, 2, 2}));
         b.last().fused_activation = ActivationKind::kSigmoid;
@@ -667,6 +673,13 @@ inline std::vector<OpCase> allOpCases() {
         b.last().fused_alpha = 0.01f;
         add("fused_instancenorm_leakyrelu", "instancenorm + leakyrelu 0.01, input " + vecStr(odd),
             b, {odd}, kReductionTol);
+    }
+    {
+        GraphBuilder b;
+        b.output(b.norm(OpKind::kInstanceNorm, b.input("x", odd), 13));
+        b.last().fused_activation = ActivationKind::kSilu;
+        add("fused_instancenorm_silu", "instancenorm + silu, input " + vecStr(odd), b, {odd},
+            kReductionTol);
     }
     {
         GraphBuilder b;
@@ -724,6 +737,27 @@ inline std::vector<OpCase> allOpCases() {
         b.output(b.node(OpKind::kAdd, {x, y}));
         add("matmul_bias_layerscale_residual",
             "x " + vecStr(s) + " + gamma [12] * (x W [12,12] + bias [12])", b, {s}, kMatMulTol);
+    }
+    {
+        // SwiGLU as Primus / EVA and LLaMA-style MLPs export it, SiLU(x Wg) * (x Wx): optimize()
+        // fuses the SiLU into the gate's MatMul (oneDNN's swish post-op on the CPU).
+        GraphBuilder b;
+        const Shape s{1, 11, 12};
+        const ValueId x = b.input("x", s);
+        const ValueId gate =
+            b.node(OpKind::kSilu, {b.node(OpKind::kMatMul, {x, b.weights("wg", {12, 20}, 0.3f)})});
+        const ValueId up = b.node(OpKind::kMatMul, {x, b.weights("wx", {12, 20}, 0.3f)});
+        b.output(b.node(OpKind::kMul, {gate, up}));
+        add("swiglu", "SiLU(x Wg) * (x Wx), x " + vecStr(s) + " W [12,20]", b, {s}, kMatMulTol);
+    }
+    {
+        // A MatMul of two run-time operands with SiLU already fused (no weights to pack).
+        GraphBuilder b;
+        const Shape a{2, 9, 13}, w{2, 13, 10};
+        b.output(b.node(OpKind::kMatMul, {b.input("a", a), b.input("b", w)}));
+        b.last().fused_activation = ActivationKind::kSilu;
+        add("fused_matmul_silu", "a " + vecStr(a) + " b " + vecStr(w) + " + silu", b, {a, w},
+            kMatMulTol);
     }
     {
         // Rotary embedding of interleaved pairs, direct, on an odd token count.
