@@ -104,7 +104,8 @@ Plan::Plan(const Graph& graph, dnnl::engine engine, Precision precision)
       precision_(precision),
       last_use_(graph.values.size(), -1) {
     const char* profile = std::getenv("VOXSEG_CPU_PROFILE");
-    profile_ = profile && std::string(profile) == "1";
+    profile_ = profile && (std::string(profile) == "1" || std::string(profile) == "all");
+    profile_all_ = profile_ && std::string(profile) == "all";
     for (size_t i = 0; i < graph.nodes.size(); ++i) {
         const Node& n = graph.nodes[i];
         auto use = [&](ValueId v) {
@@ -439,8 +440,9 @@ Status Plan::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs
         for (size_t i = 0; i < order.size(); ++i) order[i] = i;
         std::sort(order.begin(), order.end(),
                   [&](size_t a, size_t b) { return step_seconds_[a] > step_seconds_[b]; });
-        for (size_t k = 0; k < std::min<size_t>(12, order.size()); ++k)
-            log::info("cpu", "profile: {:8.3f} s (cpu {:.3f} s) {} [{}]", step_seconds_[order[k]],
+        const size_t listed = profile_all_ ? order.size() : std::min<size_t>(12, order.size());
+        for (size_t k = 0; k < listed; ++k)
+            log::info("cpu", "profile: {:8.5f} s (cpu {:.5f} s) {} [{}]", step_seconds_[order[k]],
                       step_cpu_seconds_[order[k]], steps_[order[k]].node, steps_[order[k]].what);
     }
     return Status::ok();

@@ -178,7 +178,8 @@ class Plan {
     std::vector<Buffer> buffers_;
     std::vector<Step> steps_;
     std::vector<std::pair<std::string, std::string>> notes_;  // (node, what)
-    bool profile_ = false;  // VOXSEG_CPU_PROFILE=1: per-step times in the log
+    bool profile_ = false;      // VOXSEG_CPU_PROFILE=1: per-step times in the log
+    bool profile_all_ = false;  // VOXSEG_CPU_PROFILE=all: every step's, not the slowest 12
     std::vector<double> step_seconds_, step_cpu_seconds_;
     size_t scratchpad_bytes_ = 0;
     size_t arena_bytes_ = 0;
