@@ -314,38 +314,69 @@ Status planExpandOrTile(Plan& plan) {
 // Rotary embedding of interleaved pairs in one pass (in place when the input dies here):
 // y[2i] = x[2i] cos[2i] - x[2i+1] sin[2i], y[2i+1] = x[2i+1] cos[2i+1] + x[2i] sin[2i+1], the
 // tables indexed by token (row modulo T).
+// The smallest even p dividing d with t[i][j] == t[i][j % p] in every row i (rows `d` floats
+// apart) of both tables, d if none.
+int64_t columnPeriod(const std::vector<float>& a, const std::vector<float>& b, int64_t d) {
+    auto repeats = [d](const std::vector<float>& t, int64_t p) {
+        for (size_t k = 0; k < t.size(); ++k) {
+            const int64_t j = static_cast<int64_t>(k) % d;
+            if (t[k] != t[k - static_cast<size_t>(j - j % p)]) return false;
+        }
+        return true;
+    };
+    for (int64_t p = 2; p < d; p += 2)
+        if (d % p == 0 && repeats(a, p) && repeats(b, p)) return p;
+    return d;
+}
+
+// Rotary (cos/sin tables [tokens, d], constant): one pass over the interleaved pairs. Packed
+// heads ([B, T, H x D]) tile one head's table H times; the kernel then reads that one (Primus-S:
+// 1728 x 66 instead of 1728 x 396 floats per table, two of the pass's four memory streams).
 Status planRotary(Plan& plan) {
     const Node& n = plan.node();
     const Graph& g = plan.graph();
     const Shape& xs = g.values[n.inputs[0]].shape;
     const int64_t d = xs.back(), tokens = xs[xs.size() - 2], rows = numel(xs) / d;
-    const auto md = plainDesc(xs, dt::f32), table_md = plainDesc({tokens, d}, dt::f32);
+    const auto md = plainDesc(xs, dt::f32);
+    std::vector<float> cos = g.constant(n.inputs[1]).toFloats();
+    std::vector<float> sin = g.constant(n.inputs[2]).toFloats();
+    if (static_cast<int64_t>(cos.size()) != tokens * d ||
+        static_cast<int64_t>(sin.size()) != tokens * d)
+        return nodeError(plan, "rotary tables do not hold " + std::to_string(tokens) + " x " +
+                                   std::to_string(d) + " values");
+    const int64_t period = columnPeriod(cos, sin, d);
     VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensurePlainF32(n.inputs[0]));
-    VOXSEG_ASSIGN_OR_RETURN(dnnl::memory cs, plan.constantMemory(n.inputs[1], table_md));
-    VOXSEG_ASSIGN_OR_RETURN(dnnl::memory sn, plan.constantMemory(n.inputs[2], table_md));
     std::optional<MemRef> dst = plan.tryInPlace(n.inputs[0], md);
     if (!dst) dst = plan.newBuffer(md);
+    auto compact = [&](const std::vector<float>& t) {
+        auto out = std::make_shared<std::vector<float>>();
+        out->reserve(static_cast<size_t>(tokens * period));
+        for (int64_t i = 0; i < tokens; ++i)
+            out->insert(out->end(), t.begin() + i * d, t.begin() + i * d + period);
+        return std::shared_ptr<const std::vector<float>>(std::move(out));
+    };
+    const auto ct = compact(cos), st = compact(sin);
     Kernel k = [=](const std::vector<dnnl::memory>& m) {
         const float* x = static_cast<const float*>(m[0].get_data_handle());
-        const float* c = static_cast<const float*>(m[1].get_data_handle());
-        const float* s = static_cast<const float*>(m[2].get_data_handle());
-        float* y = static_cast<float*>(m[3].get_data_handle());
+        float* y = static_cast<float*>(m[1].get_data_handle());
 #pragma omp parallel for schedule(static)
         for (int64_t r = 0; r < rows; ++r) {
-            const float* xr = x + r * d;
-            const float* cr = c + (r % tokens) * d;
-            const float* sr = s + (r % tokens) * d;
-            float* yr = y + r * d;
+            const float* cr = ct->data() + (r % tokens) * period;
+            const float* sr = st->data() + (r % tokens) * period;
+            for (int64_t h = 0; h < d; h += period) {
+                const float* xr = x + r * d + h;
+                float* yr = y + r * d + h;
 #pragma omp simd
-            for (int64_t i = 0; i < d; i += 2) {
-                const float x0 = xr[i], x1 = xr[i + 1];
-                yr[i] = x0 * cr[i] - x1 * sr[i];
-                yr[i + 1] = x1 * cr[i + 1] + x0 * sr[i + 1];
+                for (int64_t i = 0; i < period; i += 2) {
+                    const float x0 = xr[i], x1 = xr[i + 1];
+                    yr[i] = x0 * cr[i] - x1 * sr[i];
+                    yr[i + 1] = x1 * cr[i + 1] + x0 * sr[i + 1];
+                }
             }
         }
     };
-    plan.addKernel("rotary plain loop", std::move(k),
-                   {src, MemRef{-1, table_md, cs}, MemRef{-1, table_md, sn}, *dst});
+    plan.addKernel("rotary plain loop, table period " + std::to_string(period), std::move(k),
+                   {src, *dst});
     plan.define(n.outputs[0], *dst);
     return planUnfusedEpilogue(plan, *dst);
 }

@@ -310,6 +310,37 @@ TEST(CpuBackend, AttentionRunsItsProductsInBf16InBf16Plans) {
 // bf16 plans: a LayerNorm read only by MatMuls writes their bf16 operand itself (no reorder
 // after it); one that something else reads as well stays oneDNN's f32 layer normalisation.
 // Odd sizes: 13 tokens of 37 values (vector tails), with and without bias.
+// Packed heads ([B, T, H x D]) tile one head's rotary tables H times; the kernel reads one
+// head's table then, and the whole table where the tables do not share a period.
+TEST(CpuBackend, RotaryReadsOneHeadsTableWhereTheHeadsShareIt) {
+    const int64_t T = 13, D = 10, H = 3;
+    auto tiled = [&](uint32_t seed) {
+        const std::vector<float> head = testing::seededTensor({T, D}, seed).toFloats();
+        std::vector<float> t;
+        for (int64_t i = 0; i < T; ++i)
+            for (int64_t h = 0; h < H; ++h)
+                t.insert(t.end(), head.begin() + i * D, head.begin() + (i + 1) * D);
+        return Tensor::fromFloats({T, H * D}, t);
+    };
+    const Shape s{2, T, H * D};
+    for (const bool shared : {true, false}) {
+        SCOPED_TRACE(shared ? "tables tiled per head" : "sin not tiled");
+        GraphBuilder b;
+        b.output(b.node(
+            OpKind::kRotary,
+            {b.input("x", s), b.constant("cos", tiled(11)),
+             b.constant("sin", shared ? tiled(12) : testing::seededTensor({T, H * D}, 12))}));
+        const Graph g = b.graph();
+        auto reference = makeReferenceBackend();
+        auto cpu = makeCpuBackend();
+        const RunResult want = runOn(*reference, g, {s}, Precision::kFloat32);
+        const RunResult got = runOn(*cpu, g, {s}, Precision::kFloat32);
+        expectMatches(got, want, testing::kElementwiseTol.fp32);
+        EXPECT_EQ(countOf(got.describe, shared ? "table period 10" : "table period 30"), 1)
+            << got.describe;
+    }
+}
+
 TEST(CpuBackend, LayerNormWritesBf16ForItsMatMulsInBf16Plans) {
     auto cpu = makeCpuBackend();
     if (!cpu->supportsPrecision(Precision::kBFloat16))
