@@ -281,28 +281,37 @@ Kernel subpixelScatterChannelsLast(std::array<int64_t, 3> in, std::array<int64_t
 
 // The same for output channels that are no multiple of 8 (a segmentation head's up-sampling to
 // 2 classes): the 1x1 convolution writes channels-last (one voxel's K * OC values together, the
-// layout oneDNN's fast 1x1 kernels write and the producer's ndhwc needs no reorder; blocked by 1,
-// plain ncdhw, got gemm at a fraction of the rate), gathered here into the plain nc[d]hw output:
-// dst (n, o, od, oh, ow) <- tmp (n, d, h, w, kidx * oc + o).
+// layout oneDNN's fast AVX-512 1x1 kernels write and the producer's ndhwc needs no reorder;
+// blocked by 1, plain ncdhw, got gemm at a fraction of the rate), or 8-channel blocks of those
+// K * OC (CPUs without AVX-512, whose channels-last 1x1 convolution is oneDNN's reference one),
+// gathered here into the plain nc[d]hw output: dst (n, o, od, oh, ow) <- tmp (n, kidx * oc + o,
+// d, h, w), `tmp_block` 0 for channels-last tmp, else its channel block.
 template <typename T>
-Kernel subpixelGatherChannelsLast(std::array<int64_t, 3> in, std::array<int64_t, 3> k,
-                                  int64_t batch, int64_t oc) {
+Kernel subpixelGather(std::array<int64_t, 3> in, std::array<int64_t, 3> k, int64_t batch,
+                      int64_t oc, int64_t tmp_block) {
     return [=](const std::vector<dnnl::memory>& m) {
         const T* src = static_cast<const T*>(m[0].get_data_handle());
         T* dst = static_cast<T*>(m[1].get_data_handle());
         const int64_t od_n = in[0] * k[0], oh_n = in[1] * k[1], ow_n = in[2] * k[2];
-        const int64_t channels = k[0] * k[1] * k[2] * oc;
+        const int64_t channels = k[0] * k[1] * k[2] * oc, spatial = in[0] * in[1] * in[2];
+        // tmp element (n, c) at spatial offset 0; + s * step for the voxel s
+        const int64_t step = tmp_block ? tmp_block : channels;
+        auto base = [=](int64_t n, int64_t c) {
+            return tmp_block
+                       ? ((n * (channels / tmp_block) + c / tmp_block) * spatial) * tmp_block +
+                             c % tmp_block
+                       : n * spatial * channels + c;
+        };
         const int64_t rows = batch * oc * od_n * oh_n;
 #pragma omp parallel for schedule(static)
         for (int64_t r = 0; r < rows; ++r) {
             const int64_t oh = r % oh_n, od = (r / oh_n) % od_n, no = r / (oh_n * od_n);
             const int64_t o = no % oc, n = no / oc;
-            const int64_t d = od / k[0], h = oh / k[1];
+            const int64_t s0 = ((od / k[0]) * in[1] + oh / k[1]) * in[2];
             const int64_t kidx_dh = ((od % k[0]) * k[1] + oh % k[1]) * k[2];
-            const T* row = src + ((n * in[0] + d) * in[1] + h) * in[2] * channels + o;
             T* out = dst + r * ow_n;
             for (int64_t ow = 0; ow < ow_n; ++ow)
-                out[ow] = row[(ow / k[2]) * channels + (kidx_dh + ow % k[2]) * oc];
+                out[ow] = src[base(n, (kidx_dh + ow % k[2]) * oc + o) + (s0 + ow / k[2]) * step];
         }
     };
 }
@@ -319,7 +328,6 @@ Status planSubpixelConvTranspose(Plan& plan) {
     int64_t kk = 1;
     for (int64_t k : n.conv.kernel) kk *= k;
     const dt act = plan.actType();
-    int64_t block = oc % 16 == 0 ? 16 : oc % 8 == 0 ? 8 : 1;
 
     // ONNX weights [IC, OC, k...] -> 1x1 conv weights [K * OC, IC, 1...], channel kidx * OC + oc.
     const std::vector<float> wv = g.constant(w).toFloats();
@@ -350,16 +358,28 @@ Status planSubpixelConvTranspose(Plan& plan) {
         return sr == 3 ? (b == 16 ? tag::nCdhw16c : tag::nCdhw8c)
                        : (b == 16 ? tag::nChw16c : tag::nChw8c);
     };
-    // tmp blocked like the output (the scatter moves whole channel blocks), else channels-last
-    // where only a slow implementation writes the blocked one (bf16 with 8-channel blocks): the
-    // first candidate that builds, replaced by a later one only if that one is fast.
-    std::vector<tag> candidates;
-    if (block > 1) candidates.push_back(blockedTag(block));
-    candidates.push_back(channels_last);
+    // tmp blocked like the output (the scatter moves whole channel blocks): 16-channel blocks,
+    // else 8 (CPUs without AVX-512, where oneDNN's 1x1 kernels write only 8-channel blocks and a
+    // 16-channel tmp got its reference convolution: 2.5 s of a 5.9 s Primus-S patch), else
+    // channels-last (bf16 with 8-channel blocks, channel counts no multiple of 8). The first
+    // candidate that builds, replaced by a later one only if that one is fast. `block` is the
+    // output's channel block: 0 channels-last, 1 plain (a channels-last tmp gathered).
+    // For a plain output (block 1), `tmp_block` is the gathered tmp's channel block (0:
+    // channels-last).
+    struct Candidate {
+        tag tmp;
+        int64_t block, tmp_block;
+    };
+    std::vector<Candidate> candidates;
+    if (oc % 16 == 0) candidates.push_back({blockedTag(16), 16, 0});
+    if (oc % 8 == 0) candidates.push_back({blockedTag(8), 8, 0});
+    candidates.push_back({channels_last, oc % 8 == 0 ? 0 : 1, 0});
+    if (oc % 8 != 0 && kk * oc % 8 == 0) candidates.push_back({blockedTag(8), 1, 8});
     dnnl::memory::desc tmp_md;
     dnnl::convolution_forward::primitive_desc pd;
+    int64_t block = 1, tmp_block = 0;
     bool built = false;
-    for (const tag t : candidates) {
+    for (const auto& [t, candidate_block, candidate_tmp_block] : candidates) {
         if (built && fastImpl(pd.impl_info_str())) break;
         const auto md = dnnl::memory::desc(tmp_dims, act, t);
         try {
@@ -375,15 +395,14 @@ Status planSubpixelConvTranspose(Plan& plan) {
             if (!built || fastImpl(p.impl_info_str())) {
                 pd = p;
                 tmp_md = md;
+                block = candidate_block;
+                tmp_block = candidate_tmp_block;
                 built = true;
             }
         } catch (const dnnl::error&) {
         }
     }
     if (!built) return planConvTranspose(plan, /*subpixel=*/false);
-    // block 0: channels-last tmp and output (multiples of 8 channels); block 1: channels-last
-    // tmp gathered into the plain output
-    if (block > 1 && tmp_md == dnnl::memory::desc(tmp_dims, act, channels_last)) block = 0;
     const tag layout = block == 0   ? channels_last
                        : block == 1 ? (sr == 3 ? tag::ncdhw : tag::nchw)
                                     : blockedTag(block);
@@ -424,8 +443,8 @@ Status planSubpixelConvTranspose(Plan& plan) {
             scatter = subpixelScatterChannelsLast(in, k, xs[0], static_cast<size_t>(oc) * elem);
             break;
         case 1:
-            scatter = act == dt::bf16 ? subpixelGatherChannelsLast<uint16_t>(in, k, xs[0], oc)
-                                      : subpixelGatherChannelsLast<uint32_t>(in, k, xs[0], oc);
+            scatter = act == dt::bf16 ? subpixelGather<uint16_t>(in, k, xs[0], oc, tmp_block)
+                                      : subpixelGather<uint32_t>(in, k, xs[0], oc, tmp_block);
             break;
         case 64:
             scatter = subpixelScatter<64>(in, k, xs[0], oc_blocks);

@@ -82,9 +82,15 @@ void rowLayerNorm(const float* x, void* y, bool y_bf16, int64_t rows, int64_t co
 
 bool avx512KernelsUsable() {
 #ifdef VOXSEG_HAVE_AVX512_KERNELS
+    // oneDNN's ISA cap (DNNL_MAX_CPU_ISA=AVX2) caps these kernels too: one setting runs the
+    // whole backend as on a CPU without AVX-512 (tests, and benchmarks of such CPUs).
+    const auto avx512_core = static_cast<unsigned>(dnnl_cpu_isa_avx512_core);
     static const bool ok = __builtin_cpu_supports("avx512f") &&
                            __builtin_cpu_supports("avx512bw") &&
-                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+                           __builtin_cpu_supports("avx512vl") &&
+                           __builtin_cpu_supports("avx512dq") &&
+                           (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & avx512_core) ==
+                               avx512_core;
     return ok;
 #else
     return false;

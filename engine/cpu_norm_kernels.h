@@ -34,7 +34,8 @@ struct LaneLayout {
 const char* normKernelIsa();
 
 // Whether this CPU runs the units engine/CMakeLists.txt builds with AVX-512 flags (F, BW, VL,
-// DQ): these kernels' and the attention's softmax (cpu_attention_softmax.h).
+// DQ): these kernels' and the attention's softmax (cpu_attention_softmax.h); false as well where
+// oneDNN is capped below AVX-512 (DNNL_MAX_CPU_ISA).
 bool avx512KernelsUsable();
 
 // nullopt for layouts these kernels do not walk (the caller reorders to plain first).

@@ -3,6 +3,7 @@
 // reference backend, the bf16 path, the arena planner, and error messages.
 #include "engine/cpu_backend.h"
 #include "engine/cpu_attention.h"
+#include "engine/cpu_attention_softmax.h"
 #include "engine/cpu_norm_kernels.h"
 #include "engine/cpu_plan.h"
 #include "tests/engine/op_cases.h"
@@ -104,6 +105,33 @@ TEST(CpuBackend, UnetLevelMatchesUnfusedReferenceWithBlockedLayoutsAndReuse) {
         for (ValueId v : n.outputs) total += numel(shaped.values[v].shape) * sizeof(float);
     EXPECT_GT(got.workspace, 0u);
     EXPECT_LT(got.workspace, total / 2) << "workspace " << got.workspace << " of " << total;
+}
+
+// Under DNNL_MAX_CPU_ISA=AVX2 (ctest's test_cpu_backend_cpu_as_avx2) voxseg's own kernels take
+// their portable loops as oneDNN takes its AVX2 kernels, and no sub-pixel ConvTranspose falls to
+// oneDNN's reference convolution: 16-channel blocks have no AVX2 kernel (8-channel blocks, then
+// for 2 classes the gather from 8-channel blocks of the K x OC values).
+TEST(CpuBackend, IsaCapReachesOurKernelsAndConvTransposeKeepsFastKernels) {
+    const char* cap = std::getenv("DNNL_MAX_CPU_ISA");
+    if (!cap || std::string(cap) != "AVX2")
+        GTEST_SKIP() << "runs under DNNL_MAX_CPU_ISA=AVX2 (ctest test_cpu_backend_cpu_as_avx2)";
+    EXPECT_STREQ(cpu::normKernelIsa(), "generic");
+    EXPECT_STREQ(cpu::softmaxIsa(), "generic");
+    auto reference = makeReferenceBackend();
+    auto cpu = makeCpuBackend();
+    for (const int64_t oc : {16, 8, 2}) {
+        SCOPED_TRACE("ConvTranspose to " + std::to_string(oc) + " channels");
+        GraphBuilder b;
+        const ValueId x = b.input("x", {1, 5, 6, 7, 5});
+        const ValueId y = b.conv(x, 5, 12, {3, 3, 3}, {1, 1, 1}, {1, 1, 1, 1, 1, 1});
+        b.output(b.convTranspose(y, 12, oc, {2, 2, 2}, {2, 2, 2}));
+        const std::vector<Shape> shapes = {{1, 5, 6, 7, 5}};
+        const RunResult want = runOn(*reference, b.graph(), shapes, Precision::kFloat32);
+        const RunResult got = runOn(*cpu, b.graph(), shapes, Precision::kFloat32);
+        expectMatches(got, want, testing::kNetworkTol.fp32);
+        EXPECT_EQ(countOf(got.describe, "ref:"), 0) << got.describe;
+        EXPECT_EQ(countOf(got.describe, ":avx2 "), 2) << got.describe;  // both convolutions
+    }
 }
 
 // A segmentation head as deepbet's LinkNet3d ends: a channels-last conv, ConvTranspose k2 s2
