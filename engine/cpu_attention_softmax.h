@@ -26,7 +26,7 @@ inline constexpr float kExp2Taylor[] = {1.0f,
                                         1.540353039e-04f};
 inline constexpr int kExpDegreeF32 = 6, kExpDegreeBf16 = 4;
 
-// "avx512" or "generic": the loops softmaxRows and softmaxColumns run on this CPU.
+// "avx512", "avx2" or "generic": the loops softmaxRows and softmaxColumns run on this CPU.
 const char* softmaxIsa();
 
 // Rows `rows` of `n` floats from `s` (rows `n` apart): p (rows `n` apart; f32 when !bf16, may
@@ -41,13 +41,18 @@ void softmaxRows(const float* s, int64_t rows, int64_t n, void* p, bool bf16, fl
 void softmaxColumns(const float* s, int64_t n, int64_t cols, int64_t ld, void* p, bool bf16,
                     float* inv_sum);
 
-// Both implementations, for the dispatcher and for tests. avx512:: exists in x86-64 builds only
-// and needs a CPU that runs it (avx512KernelsUsable(); softmaxIsa() says "avx512").
+// The three builds, for the dispatcher and for tests. avx2:: and avx512:: exist in x86-64 builds
+// only and need a CPU that runs them (kernelIsa(), cpu_norm_kernels.h).
 namespace generic {
 void softmaxRows(const float* s, int64_t rows, int64_t n, void* p, bool bf16, float* inv_sum);
 void softmaxColumns(const float* s, int64_t n, int64_t cols, int64_t ld, void* p, bool bf16,
                     float* inv_sum);
 }  // namespace generic
+namespace avx2 {
+void softmaxRows(const float* s, int64_t rows, int64_t n, void* p, bool bf16, float* inv_sum);
+void softmaxColumns(const float* s, int64_t n, int64_t cols, int64_t ld, void* p, bool bf16,
+                    float* inv_sum);
+}  // namespace avx2
 namespace avx512 {
 void softmaxRows(const float* s, int64_t rows, int64_t n, void* p, bool bf16, float* inv_sum);
 void softmaxColumns(const float* s, int64_t n, int64_t cols, int64_t ld, void* p, bool bf16,

@@ -58,7 +58,8 @@ std::optional<LaneLayout> laneLayout(const dnnl::memory::desc& md) {
 
 }  // namespace voxseg::engine::cpu
 
-// The same loops twice: generic x86-64 here, AVX-512 in cpu_norm_kernels_avx512.cpp.
+// The same loops three times: generic x86-64 here, AVX2 and AVX-512 in
+// cpu_norm_kernels_avx2.cpp and cpu_norm_kernels_avx512.cpp.
 #define VOXSEG_NORM_ISA generic
 #include "engine/cpu_norm_kernels_impl.h"
 #undef VOXSEG_NORM_ISA
@@ -66,36 +67,64 @@ std::optional<LaneLayout> laneLayout(const dnnl::memory::desc& md) {
 namespace voxseg::engine::cpu {
 
 #ifdef VOXSEG_HAVE_AVX512_KERNELS
-namespace avx512 {
-void moments(const void* x, bool bf16, const LaneLayout& L, int64_t P, int64_t chunks, float* cmean,
-             float* cm2);
-void apply(const void* x, void* y, const void* r, bool bf16, const LaneLayout& L, int64_t P,
-           const float* scale, const float* shift, ActivationKind act, float alpha,
-           const float* slope, const float* mask);
-void channelNorm(const void* x, void* y, bool bf16, const LaneLayout& L, int64_t P,
-                 const float* gamma, const float* beta, const float* mask, float eps,
-                 float* scratch);
-void rowLayerNorm(const float* x, void* y, bool y_bf16, int64_t rows, int64_t cols,
-                  const float* gamma, const float* beta, float eps);
-}  // namespace avx512
+#define VOXSEG_DECLARE_NORM_KERNELS(isa)                                                         \
+    namespace isa {                                                                              \
+    void moments(const void* x, bool bf16, const LaneLayout& L, int64_t P, int64_t chunks,       \
+                 float* cmean, float* cm2);                                                      \
+    void apply(const void* x, void* y, const void* r, bool bf16, const LaneLayout& L, int64_t P, \
+               const float* scale, const float* shift, ActivationKind act, float alpha,          \
+               const float* slope, const float* mask);                                           \
+    void channelNorm(const void* x, void* y, bool bf16, const LaneLayout& L, int64_t P,          \
+                     const float* gamma, const float* beta, const float* mask, float eps,        \
+                     float* scratch);                                                            \
+    void rowLayerNorm(const float* x, void* y, bool y_bf16, int64_t rows, int64_t cols,          \
+                      const float* gamma, const float* beta, float eps);                         \
+    }
+VOXSEG_DECLARE_NORM_KERNELS(avx2)
+VOXSEG_DECLARE_NORM_KERNELS(avx512)
+#undef VOXSEG_DECLARE_NORM_KERNELS
+// One kernel call on the build kernelIsa() picks.
+#define VOXSEG_NORM_DISPATCH(call) \
+    switch (kernelIsa()) {         \
+        case KernelIsa::kAvx512:   \
+            return avx512::call;   \
+        case KernelIsa::kAvx2:     \
+            return avx2::call;     \
+        case KernelIsa::kGeneric:  \
+            break;                 \
+    }                              \
+    return generic::call
+#else
+#define VOXSEG_NORM_DISPATCH(call) return generic::call
 #endif
 
-bool avx512KernelsUsable() {
+KernelIsa kernelIsa() {
 #ifdef VOXSEG_HAVE_AVX512_KERNELS
-    // oneDNN's ISA cap (DNNL_MAX_CPU_ISA=AVX2) caps these kernels too: one setting runs the
-    // whole backend as on a CPU without AVX-512 (tests, and benchmarks of such CPUs).
-    const auto avx512_core = static_cast<unsigned>(dnnl_cpu_isa_avx512_core);
-    static const bool ok = __builtin_cpu_supports("avx512f") &&
-                           __builtin_cpu_supports("avx512bw") &&
-                           __builtin_cpu_supports("avx512vl") &&
-                           __builtin_cpu_supports("avx512dq") &&
-                           (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & avx512_core) ==
-                               avx512_core;
-    return ok;
+    static const KernelIsa isa = [] {
+        const auto onednn = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+        auto allows = [onednn](dnnl_cpu_isa_t want) {
+            return (onednn & static_cast<unsigned>(want)) == static_cast<unsigned>(want);
+        };
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+            allows(dnnl_cpu_isa_avx512_core))
+            return KernelIsa::kAvx512;
+        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+            allows(dnnl_cpu_isa_avx2))
+            return KernelIsa::kAvx2;
+        return KernelIsa::kGeneric;
+    }();
+    return isa;
 #else
-    return false;
+    return KernelIsa::kGeneric;
 #endif
 }
+
+const char* kernelIsaName(KernelIsa isa) {
+    return isa == KernelIsa::kAvx512 ? "avx512" : isa == KernelIsa::kAvx2 ? "avx2" : "generic";
+}
+
+bool avx512KernelsUsable() { return kernelIsa() == KernelIsa::kAvx512; }
 
 namespace {
 
@@ -104,7 +133,7 @@ int64_t chunkPositions(int64_t lanes) { return std::max<int64_t>(64, 8192 / lane
 
 }  // namespace
 
-const char* normKernelIsa() { return avx512KernelsUsable() ? "avx512" : "generic"; }
+const char* normKernelIsa() { return kernelIsaName(kernelIsa()); }
 
 void channelMoments(const void* x, bool bf16, const LaneLayout& L, std::vector<double>& mean,
                     std::vector<double>& m2) {
@@ -113,12 +142,7 @@ void channelMoments(const void* x, bool bf16, const LaneLayout& L, std::vector<d
     const int64_t units = L.batch * L.groups;
     const int64_t lanes = L.lanes;
     std::vector<float> cmean(units * chunks * lanes), cm2(units * chunks * lanes);
-#ifdef VOXSEG_HAVE_AVX512_KERNELS
-    if (avx512KernelsUsable())
-        avx512::moments(x, bf16, L, P, chunks, cmean.data(), cm2.data());
-    else
-#endif
-        generic::moments(x, bf16, L, P, chunks, cmean.data(), cm2.data());
+    [&] { VOXSEG_NORM_DISPATCH(moments(x, bf16, L, P, chunks, cmean.data(), cm2.data())); }();
     mean.assign(L.batch * L.channels, 0.0);
     m2.assign(L.batch * L.channels, 0.0);
     for (int64_t n = 0; n < L.batch; ++n) {
@@ -150,12 +174,8 @@ void affineActivation(const void* x, void* y, const void* residual, bool bf16, c
         if (slope_in) slope[c] = slope_in[c];
     }
     const int64_t P = chunkPositions(L.lanes);
-#ifdef VOXSEG_HAVE_AVX512_KERNELS
-    if (avx512KernelsUsable())
-        return avx512::apply(x, y, residual, bf16, L, P, scale, shift, act, alpha, slope.data(),
-                             mask.data());
-#endif
-    generic::apply(x, y, residual, bf16, L, P, scale, shift, act, alpha, slope.data(), mask.data());
+    VOXSEG_NORM_DISPATCH(
+        apply(x, y, residual, bf16, L, P, scale, shift, act, alpha, slope.data(), mask.data()));
 }
 
 void channelLayerNorm(const void* x, void* y, bool bf16, const LaneLayout& L, const float* gamma,
@@ -171,21 +191,13 @@ void channelLayerNorm(const void* x, void* y, bool bf16, const LaneLayout& L, co
     // and third pass; a multiple of 16 positions.
     const int64_t P = std::max<int64_t>(16, (65536 / cp) / 16 * 16);
     std::vector<float> scratch(static_cast<size_t>(P * (L.lanes + 2) * omp_get_max_threads()));
-#ifdef VOXSEG_HAVE_AVX512_KERNELS
-    if (avx512KernelsUsable())
-        return avx512::channelNorm(x, y, bf16, L, P, g.data(), b.data(), mask.data(), eps,
-                                   scratch.data());
-#endif
-    generic::channelNorm(x, y, bf16, L, P, g.data(), b.data(), mask.data(), eps, scratch.data());
+    VOXSEG_NORM_DISPATCH(
+        channelNorm(x, y, bf16, L, P, g.data(), b.data(), mask.data(), eps, scratch.data()));
 }
 
 void rowLayerNorm(const float* x, void* y, bool y_bf16, int64_t rows, int64_t cols,
                   const float* gamma, const float* beta, float eps) {
-#ifdef VOXSEG_HAVE_AVX512_KERNELS
-    if (avx512KernelsUsable())
-        return avx512::rowLayerNorm(x, y, y_bf16, rows, cols, gamma, beta, eps);
-#endif
-    generic::rowLayerNorm(x, y, y_bf16, rows, cols, gamma, beta, eps);
+    VOXSEG_NORM_DISPATCH(rowLayerNorm(x, y, y_bf16, rows, cols, gamma, beta, eps));
 }
 
 }  // namespace voxseg::engine::cpu

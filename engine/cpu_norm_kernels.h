@@ -30,13 +30,17 @@ struct LaneLayout {
     int64_t paddedChannels() const { return lanes * groups; }
 };
 
-// "avx512" or "generic": the loops the kernels below run on this CPU.
-const char* normKernelIsa();
+// The widest build of voxseg's own kernels (these and the attention's softmax,
+// cpu_attention_softmax.h) this CPU runs: the units engine/CMakeLists.txt builds with AVX-512
+// flags (F, BW, VL, DQ), with AVX2 + FMA, or the x86-64 baseline. Capped by oneDNN's effective
+// ISA (DNNL_MAX_CPU_ISA): one setting runs the whole backend as on an older CPU.
+enum class KernelIsa { kGeneric, kAvx2, kAvx512 };
+KernelIsa kernelIsa();
+const char* kernelIsaName(KernelIsa isa);  // "generic", "avx2", "avx512"
+bool avx512KernelsUsable();                // kernelIsa() == KernelIsa::kAvx512
 
-// Whether this CPU runs the units engine/CMakeLists.txt builds with AVX-512 flags (F, BW, VL,
-// DQ): these kernels' and the attention's softmax (cpu_attention_softmax.h); false as well where
-// oneDNN is capped below AVX-512 (DNNL_MAX_CPU_ISA).
-bool avx512KernelsUsable();
+// kernelIsaName(kernelIsa()): the loops the kernels below run on this CPU.
+const char* normKernelIsa();
 
 // nullopt for layouts these kernels do not walk (the caller reorders to plain first).
 std::optional<LaneLayout> laneLayout(const dnnl::memory::desc& md);

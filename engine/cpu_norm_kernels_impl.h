@@ -83,6 +83,8 @@ void momentsT(const T* x, const LaneLayout& L, int64_t P, int64_t chunks, float*
         float* sq = &cm2[u * lanes];
         if (lanes == 16)
             chunkMoments<16>(base, lanes, L.spatial_stride, count, mu, sq);
+        else if (lanes == 8)  // nCdhw8c, oneDNN's blocking on CPUs without AVX-512
+            chunkMoments<8>(base, lanes, L.spatial_stride, count, mu, sq);
         else
             chunkMoments<0>(base, lanes, L.spatial_stride, count, mu, sq);
     }
@@ -145,6 +147,9 @@ void applyImpl(const T* x, T* y, const T* r, const LaneLayout& L, int64_t P, con
         if (lanes == 16)
             applyChunk<16, ACT>(x + off, y + off, rr, lanes, L.spatial_stride, count, a, b,
                                 &mask[g * lanes], alpha, &slope[g * lanes]);
+        else if (lanes == 8)
+            applyChunk<8, ACT>(x + off, y + off, rr, lanes, L.spatial_stride, count, a, b,
+                               &mask[g * lanes], alpha, &slope[g * lanes]);
         else
             applyChunk<0, ACT>(x + off, y + off, rr, lanes, L.spatial_stride, count, a, b,
                                &mask[g * lanes], alpha, &slope[g * lanes]);
@@ -275,6 +280,9 @@ void channelNormT(const T* x, T* y, const LaneLayout& L, int64_t P, const float*
         if (L.lanes == 16)
             channelNormChunk<16>(x + off, y + off, L, count, gamma, beta, mask, eps, acc,
                                  acc + P * 16, acc + P * 17);
+        else if (L.lanes == 8)
+            channelNormChunk<8>(x + off, y + off, L, count, gamma, beta, mask, eps, acc,
+                                acc + P * 8, acc + P * 9);
         else
             channelNormChunk<0>(x + off, y + off, L, count, gamma, beta, mask, eps, acc,
                                 acc + P * L.lanes, acc + P * (L.lanes + 1));

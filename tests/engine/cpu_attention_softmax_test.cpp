@@ -3,6 +3,7 @@
 // scores), against a softmax in double: odd row lengths (vector tails), wide score ranges,
 // masked scores far below the row's max, in-place f32, bf16 P, NaN rows.
 #include "engine/cpu_attention_softmax.h"
+#include "engine/cpu_norm_kernels.h"
 #include "engine/tensor.h"
 
 #include <gtest/gtest.h>
@@ -59,7 +60,11 @@ std::vector<std::pair<std::string, RowsFn>> kernelSets() {
         {"generic columns", overColumns(generic::softmaxColumns)},
         {"dispatched columns", overColumns(softmaxColumns)}};
 #if defined(__x86_64__)
-    if (std::string(softmaxIsa()) == "avx512") {
+    if (kernelIsa() != KernelIsa::kGeneric) {  // an AVX-512 CPU runs the AVX2 build too
+        sets.emplace_back("avx2", avx2::softmaxRows);
+        sets.emplace_back("avx2 columns", overColumns(avx2::softmaxColumns));
+    }
+    if (kernelIsa() == KernelIsa::kAvx512) {
         sets.emplace_back("avx512", avx512::softmaxRows);
         sets.emplace_back("avx512 columns", overColumns(avx512::softmaxColumns));
     }
