@@ -124,8 +124,6 @@ const char* kernelIsaName(KernelIsa isa) {
     return isa == KernelIsa::kAvx512 ? "avx512" : isa == KernelIsa::kAvx2 ? "avx2" : "generic";
 }
 
-bool avx512KernelsUsable() { return kernelIsa() == KernelIsa::kAvx512; }
-
 namespace {
 
 // Positions per chunk: a chunk (<= 32 KiB of f32) stays in cache for its second pass.

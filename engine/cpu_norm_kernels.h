@@ -37,7 +37,6 @@ struct LaneLayout {
 enum class KernelIsa { kGeneric, kAvx2, kAvx512 };
 KernelIsa kernelIsa();
 const char* kernelIsaName(KernelIsa isa);  // "generic", "avx2", "avx512"
-bool avx512KernelsUsable();                // kernelIsa() == KernelIsa::kAvx512
 
 // kernelIsaName(kernelIsa()): the loops the kernels below run on this CPU.
 const char* normKernelIsa();
