@@ -134,6 +134,14 @@ class Plan {
     // Makes buffer `child` the bytes of `parent` from `byte_offset` on, for its whole life:
     // every step that wrote or read it uses that part of the parent instead.
     void makeView(int child, int parent, size_t byte_offset);
+    // Host data a kernel derives from constants at compile time (the Rotary's one-head tables),
+    // made once per key and shared by every node that asks for it.
+    template <typename T, typename Make>
+    std::shared_ptr<const T> derivedConstant(const std::string& key, Make make) {
+        std::shared_ptr<const void>& slot = derived_[key];
+        if (!slot) slot = std::make_shared<const T>(make());
+        return std::static_pointer_cast<const T>(slot);
+    }
     // Work a node needs no step for ("concat in place"), listed by describe().
     void addNote(const std::string& what) { notes_.emplace_back(node().name, what); }
     const std::vector<std::pair<std::string, std::string>>& notes() const { return notes_; }
@@ -175,6 +183,7 @@ class Plan {
     // Constants already reordered, per value and layout (read-only: nodes that share a constant,
     // such as the Rotary tables of every block after the head fold, share its memory).
     std::map<std::pair<ValueId, std::string>, dnnl::memory> constants_;
+    std::map<std::string, std::shared_ptr<const void>> derived_;  // derivedConstant()
     std::vector<Buffer> buffers_;
     std::vector<Step> steps_;
     std::vector<std::pair<std::string, std::string>> notes_;  // (node, what)

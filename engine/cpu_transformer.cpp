@@ -311,9 +311,6 @@ Status planExpandOrTile(Plan& plan) {
     return planUnfusedEpilogue(plan, dst);
 }
 
-// Rotary embedding of interleaved pairs in one pass (in place when the input dies here):
-// y[2i] = x[2i] cos[2i] - x[2i+1] sin[2i], y[2i+1] = x[2i+1] cos[2i+1] + x[2i] sin[2i+1], the
-// tables indexed by token (row modulo T).
 // The smallest even p dividing d with t[i][j] == t[i][j % p] in every row i (rows `d` floats
 // apart) of both tables, d if none.
 int64_t columnPeriod(const std::vector<float>& a, const std::vector<float>& b, int64_t d) {
@@ -329,40 +326,52 @@ int64_t columnPeriod(const std::vector<float>& a, const std::vector<float>& b, i
     return d;
 }
 
-// Rotary (cos/sin tables [tokens, d], constant): one pass over the interleaved pairs. Packed
-// heads ([B, T, H x D]) tile one head's table H times; the kernel then reads that one (Primus-S:
-// 1728 x 66 instead of 1728 x 396 floats per table, two of the pass's four memory streams).
+// A Rotary's cos/sin tables [tokens, d] cut to their column period (columnPeriod).
+struct RotaryTables {
+    int64_t period = 0;
+    std::vector<float> cos, sin;  // [tokens, period]
+};
+
+RotaryTables rotaryTables(const Tensor& cos, const Tensor& sin, int64_t tokens, int64_t d) {
+    const std::vector<float> c = cos.toFloats(), s = sin.toFloats();
+    RotaryTables t;
+    t.period = columnPeriod(c, s, d);
+    for (int64_t i = 0; i < tokens; ++i) {
+        t.cos.insert(t.cos.end(), c.begin() + i * d, c.begin() + i * d + t.period);
+        t.sin.insert(t.sin.end(), s.begin() + i * d, s.begin() + i * d + t.period);
+    }
+    return t;
+}
+
+// Rotary embedding of interleaved pairs in one pass (in place when the input dies here):
+// y[2i] = x[2i] cos[2i] - x[2i+1] sin[2i], y[2i+1] = x[2i+1] cos[2i+1] + x[2i] sin[2i+1], the
+// tables indexed by token (row modulo T). Packed heads ([B, T, H x D]) tile one head's table H
+// times; the kernel then reads that one (Primus-S: 1728 x 66 instead of 1728 x 396 floats per
+// table, which then stay in L2), made once and shared by every block's Rotary.
 Status planRotary(Plan& plan) {
     const Node& n = plan.node();
     const Graph& g = plan.graph();
     const Shape& xs = g.values[n.inputs[0]].shape;
     const int64_t d = xs.back(), tokens = xs[xs.size() - 2], rows = numel(xs) / d;
     const auto md = plainDesc(xs, dt::f32);
-    std::vector<float> cos = g.constant(n.inputs[1]).toFloats();
-    std::vector<float> sin = g.constant(n.inputs[2]).toFloats();
-    if (static_cast<int64_t>(cos.size()) != tokens * d ||
-        static_cast<int64_t>(sin.size()) != tokens * d)
+    const Tensor &cos = g.constant(n.inputs[1]), &sin = g.constant(n.inputs[2]);
+    if (cos.numel() != tokens * d || sin.numel() != tokens * d)
         return nodeError(plan, "rotary tables do not hold " + std::to_string(tokens) + " x " +
                                    std::to_string(d) + " values");
-    const int64_t period = columnPeriod(cos, sin, d);
+    const auto tables = plan.derivedConstant<RotaryTables>(
+        "rotary " + std::to_string(n.inputs[1]) + " " + std::to_string(n.inputs[2]),
+        [&] { return rotaryTables(cos, sin, tokens, d); });
+    const int64_t period = tables->period;
     VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensurePlainF32(n.inputs[0]));
     std::optional<MemRef> dst = plan.tryInPlace(n.inputs[0], md);
     if (!dst) dst = plan.newBuffer(md);
-    auto compact = [&](const std::vector<float>& t) {
-        auto out = std::make_shared<std::vector<float>>();
-        out->reserve(static_cast<size_t>(tokens * period));
-        for (int64_t i = 0; i < tokens; ++i)
-            out->insert(out->end(), t.begin() + i * d, t.begin() + i * d + period);
-        return std::shared_ptr<const std::vector<float>>(std::move(out));
-    };
-    const auto ct = compact(cos), st = compact(sin);
     Kernel k = [=](const std::vector<dnnl::memory>& m) {
         const float* x = static_cast<const float*>(m[0].get_data_handle());
         float* y = static_cast<float*>(m[1].get_data_handle());
 #pragma omp parallel for schedule(static)
         for (int64_t r = 0; r < rows; ++r) {
-            const float* cr = ct->data() + (r % tokens) * period;
-            const float* sr = st->data() + (r % tokens) * period;
+            const float* cr = tables->cos.data() + (r % tokens) * period;
+            const float* sr = tables->sin.data() + (r % tokens) * period;
             for (int64_t h = 0; h < d; h += period) {
                 const float* xr = x + r * d + h;
                 float* yr = y + r * d + h;
