@@ -363,9 +363,8 @@ Status planSubpixelConvTranspose(Plan& plan) {
     // 16-channel tmp got its reference convolution: 2.5 s of a 5.9 s Primus-S patch), else
     // channels-last (bf16 with 8-channel blocks, channel counts no multiple of 8). The first
     // candidate that builds, replaced by a later one only if that one is fast. `block` is the
-    // output's channel block: 0 channels-last, 1 plain (a channels-last tmp gathered).
-    // For a plain output (block 1), `tmp_block` is the gathered tmp's channel block (0:
-    // channels-last).
+    // output's channel block: 0 channels-last, 1 plain (gathered from a tmp whose channel block
+    // is `tmp_block`, 0 for channels-last).
     struct Candidate {
         tag tmp;
         int64_t block, tmp_block;

@@ -137,7 +137,9 @@ Status planPad(Plan& plan) {
         const int last = static_cast<int>(rank) - 1;
         const int64_t len = rank ? ys[last] : 1;
         const int64_t rows = len ? numel(ys) / len : 0;
+        // constant mode: `before` border values, `inner` copied from the source row's `first`
         const int64_t before = rank ? std::clamp<int64_t>(p.pads_begin[last], 0, len) : 0;
+        const int64_t first = rank ? std::max<int64_t>(-p.pads_begin[last], 0) : 0;
         const int64_t inner =
             rank ? std::clamp<int64_t>(xs[last] + p.pads_begin[last] - before, 0, len - before) : 1;
 #pragma omp parallel for schedule(static)
@@ -154,7 +156,6 @@ Status planPad(Plan& plan) {
             if (border) {
                 std::fill_n(o, len, value);
             } else if (constant && rank) {
-                const int64_t first = std::max<int64_t>(-p.pads_begin[last], 0);
                 std::fill_n(o, before, value);
                 std::memcpy(o + before, in + off + first,
                             static_cast<size_t>(inner) * sizeof(float));
