@@ -6,6 +6,7 @@
 #include "engine/cpu_plan.h"
 
 #include <omp.h>
+#include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -147,6 +148,7 @@ class CpuCompiledGraph : public CompiledGraph {
     Status build(const std::vector<Shape>& input_shapes) {
         input_shapes_ = input_shapes;
         for (ValueId v : graph_.outputs) output_shapes_.push_back(graph_.values[v].shape);
+        VOXSEG_RETURN_IF_ERROR(checkActivationsFitMemory());
         plan_.defineInputs(input_shapes);
         for (size_t i = 0; i < graph_.nodes.size(); ++i) {
             plan_.setCurrentNode(static_cast<int>(i));
@@ -160,6 +162,26 @@ class CpuCompiledGraph : public CompiledGraph {
         }
         VOXSEG_RETURN_IF_ERROR(plan_.defineOutputs());
         return plan_.finish();
+    }
+
+    // An activation larger than the machine's memory can never be allocated. Refused here, before
+    // oneDNN plans a kernel for it, so that every CPU gives the same advice: under AVX2 oneDNN
+    // cannot create primitives for tensors this large, which read as an unsupported op.
+    Status checkActivationsFitMemory() const {
+        const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+        if (pages <= 0 || page <= 0) return Status::ok();
+        const uint64_t memory = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+        for (const Value& v : graph_.values) {
+            if (v.constant) continue;
+            const uint64_t bytes = static_cast<uint64_t>(numel(v.shape)) * dtypeSize(v.dtype);
+            if (bytes > memory)
+                return Status(StatusCode::kOutOfMemory,
+                              "cpu backend: '" + v.name + "' " + shapeToString(v.shape) +
+                                  " needs " + std::to_string(bytes >> 20) +
+                                  " MiB, more than this machine's " + std::to_string(memory >> 20) +
+                                  " MiB of memory; use a smaller patch or batch");
+        }
+        return Status::ok();
     }
 
     const std::vector<Shape>& inputShapes() const override { return input_shapes_; }
