@@ -1,0 +1,148 @@
+// The CPU's multiply-add peak, measured: how many GFLOP/s its FMA (fp32) and VDPBF16PS (bf16)
+// instructions retire per second on N threads, with enough independent accumulators to hide
+// their latency and no memory traffic. The networks' rates in docs/perf-cpu.md are quoted as a
+// share of this: a target that needs more than the peak cannot be met on that CPU.
+//
+//   voxseg_bench_cpu_peak [--threads N] [--seconds S]
+//
+// Prints one line per instruction the CPU has: the rate per thread and for all threads (best
+// of 5 timed rounds after a warm-up, each about S / 5 seconds). OMP_WAIT_POLICY=passive as for
+// the other CPU benchmarks.
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace {
+
+// Independent accumulators: enough for latency 4-5 cycles x 2 pipes, and with the two operands
+// within the register file (32 zmm with AVX-512, 16 ymm with AVX2).
+constexpr int kChains = 16;
+constexpr int kChainsAvx2 = 12;
+
+// Each kernel runs `iterations` rounds of one multiply-add per accumulator and returns their
+// sum (so that the loop is not optimised away); the FLOP per call are iterations * chains *
+// flop_per_instruction.
+__attribute__((target("avx512f"))) float fmaAvx512(long iterations) {
+    __m512 acc[kChains];
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(0.001f * i);
+    const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-6f);
+    for (long it = 0; it < iterations; ++it)
+        for (int i = 0; i < kChains; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+    __m512 s = acc[0];
+    for (int i = 1; i < kChains; ++i) s = _mm512_add_ps(s, acc[i]);
+    return _mm512_reduce_add_ps(s);
+}
+
+__attribute__((target("avx2,fma"))) float fmaAvx2(long iterations) {
+    __m256 acc[kChainsAvx2];
+    for (int i = 0; i < kChainsAvx2; ++i) acc[i] = _mm256_set1_ps(0.001f * i);
+    const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-6f);
+    for (long it = 0; it < iterations; ++it)
+        for (int i = 0; i < kChainsAvx2; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+    __m256 s = acc[0];
+    for (int i = 1; i < kChainsAvx2; ++i) s = _mm256_add_ps(s, acc[i]);
+    float lanes[8];
+    _mm256_storeu_ps(lanes, s);
+    float total = 0;
+    for (float v : lanes) total += v;
+    return total;
+}
+
+__attribute__((target("avx512f,avx512bf16"))) float dpbf16Avx512(long iterations) {
+    __m512 acc[kChains];
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(0.001f * i);
+    const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(1e-3f));
+    for (long it = 0; it < iterations; ++it)
+        for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, a);
+    __m512 s = acc[0];
+    for (int i = 1; i < kChains; ++i) s = _mm512_add_ps(s, acc[i]);
+    return _mm512_reduce_add_ps(s);
+}
+
+struct Kernel {
+    const char* name;
+    const char* what;
+    bool available;
+    double flop_per_instruction;
+    int chains;
+    float (*run)(long);
+};
+
+// Best GFLOP/s of 5 rounds on `threads` threads (every thread runs the kernel; the round's time
+// is the slowest thread's).
+double measure(const Kernel& k, int threads, double seconds, double* per_thread) {
+    // Calibrate: iterations for about seconds / 5 per round on one thread.
+    long iterations = 1 << 16;
+    for (;;) {
+        const auto t0 = std::chrono::steady_clock::now();
+        volatile float sink = k.run(iterations);
+        (void)sink;
+        const double dt =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (dt > 0.02) {
+            iterations = static_cast<long>(iterations * (seconds / 5) / dt) + 1;
+            break;
+        }
+        iterations *= 4;
+    }
+    const double flop = static_cast<double>(iterations) * k.chains * k.flop_per_instruction;
+    double best = 0;
+    for (int round = 0; round < 6; ++round) {  // round 0 warms up every thread
+        const auto t0 = std::chrono::steady_clock::now();
+        float sum = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : sum)
+        sum += k.run(iterations);
+        const double dt =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        volatile float sink = sum;
+        (void)sink;
+        if (round > 0) best = std::max(best, flop * threads / dt / 1e9);
+    }
+    *per_thread = best / threads;
+    return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int threads = omp_get_max_threads();
+    double seconds = 2.0;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--threads" && i + 1 < argc) {
+            threads = std::max(1, std::atoi(argv[++i]));
+        } else if (a == "--seconds" && i + 1 < argc) {
+            seconds = std::max(0.05, std::atof(argv[++i]));
+        } else {
+            std::fprintf(stderr, "usage: %s [--threads N] [--seconds S]\n", argv[0]);
+            return a == "--help" || a == "-h" ? 0 : 2;
+        }
+    }
+    __builtin_cpu_init();
+    const Kernel kernels[] = {
+        {"fp32 avx512", "VFMADD231PS zmm (32 FLOP)", __builtin_cpu_supports("avx512f") != 0, 32,
+         kChains, fmaAvx512},
+        {"fp32 avx2", "VFMADD231PS ymm (16 FLOP)",
+         __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"), 16, kChainsAvx2, fmaAvx2},
+        {"bf16 avx512", "VDPBF16PS zmm (64 FLOP)", __builtin_cpu_supports("avx512bf16") != 0, 64,
+         kChains, dpbf16Avx512},
+    };
+    std::printf("%-12s %-28s %10s %10s  (%d threads)\n", "peak", "instruction", "GFLOP/s",
+                "per thread", threads);
+    for (const Kernel& k : kernels) {
+        if (!k.available) {
+            std::printf("%-12s %-28s %10s\n", k.name, k.what, "-");
+            continue;
+        }
+        double per_thread = 0;
+        const double total = measure(k, threads, seconds, &per_thread);
+        std::printf("%-12s %-28s %10.1f %10.1f\n", k.name, k.what, total, per_thread);
+    }
+    return 0;
+}
