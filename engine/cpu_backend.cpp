@@ -12,6 +12,7 @@
 #include <cpuid.h>
 #endif
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -172,7 +173,9 @@ class CpuCompiledGraph : public CompiledGraph {
         if (pages <= 0 || page <= 0) return Status::ok();
         const uint64_t memory = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
         for (const Value& v : graph_.values) {
-            if (v.constant) continue;
+            if (v.constant ||
+                std::any_of(v.shape.begin(), v.shape.end(), [](int64_t d) { return d < 0; }))
+                continue;
             const uint64_t bytes = static_cast<uint64_t>(numel(v.shape)) * dtypeSize(v.dtype);
             if (bytes > memory)
                 return Status(StatusCode::kOutOfMemory,
