@@ -3,6 +3,7 @@
 // op family), then memory planning (cpu_plan.cpp).
 #include "engine/cpu_backend.h"
 
+#include "core/checked_math.h"
 #include "engine/cpu_plan.h"
 
 #include <omp.h>
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace voxseg::engine {
@@ -176,13 +178,17 @@ class CpuCompiledGraph : public CompiledGraph {
             if (v.constant ||
                 std::any_of(v.shape.begin(), v.shape.end(), [](int64_t d) { return d < 0; }))
                 continue;
-            const uint64_t bytes = static_cast<uint64_t>(numel(v.shape)) * dtypeSize(v.dtype);
-            if (bytes > memory)
-                return Status(StatusCode::kOutOfMemory,
-                              "cpu backend: '" + v.name + "' " + shapeToString(v.shape) +
-                                  " needs " + std::to_string(bytes >> 20) +
-                                  " MiB, more than this machine's " + std::to_string(memory >> 20) +
-                                  " MiB of memory; use a smaller patch or batch");
+            const std::optional<int64_t> n = checkedProduct(v.shape);
+            const auto bytes = n ? static_cast<double>(*n) * static_cast<double>(dtypeSize(v.dtype))
+                                 : std::numeric_limits<double>::infinity();
+            if (bytes <= static_cast<double>(memory)) continue;
+            const std::string need =
+                n ? std::to_string(static_cast<uint64_t>(bytes / 1048576.0)) + " MiB"
+                  : std::string("more than 2^63 elements");
+            return Status(StatusCode::kOutOfMemory,
+                          "cpu backend: '" + v.name + "' " + shapeToString(v.shape) + " needs " +
+                              need + ", more than this machine's " + std::to_string(memory >> 20) +
+                              " MiB of memory; use a smaller patch or batch");
         }
         return Status::ok();
     }
