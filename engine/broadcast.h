@@ -17,7 +17,7 @@ namespace voxseg::engine {
 // random access (batched matrix products, attention biases); walks should use forEachBroadcast.
 // A source axis whose size divides the destination's but is neither 1 nor equal to it repeats
 // as a tile (coordinate modulo its size): the attention biases' batch axes (attentionBiasFits
-// in graph.cpp), which nothing else admits.
+// in engine/shapes/matmul.cpp), which nothing else admits.
 inline int64_t broadcastOffset(int64_t index, const Shape& dst, const Shape& src) {
     int64_t offset = 0, stride = 1;
     for (size_t i = dst.size(); i-- > 0;) {

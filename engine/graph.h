@@ -45,7 +45,7 @@ enum class OpKind {
     kTranspose,
     kSlice,  // static starts/ends/axes/steps (ONNX rules; resolveSlice() clamps them)
     kClip,   // clip_min / clip_max (+-infinity when absent)
-    // Transformer / attention ops (issue 14). All float32; shapes inferred in graph.cpp.
+    // Transformer / attention ops (issue 14). All float32; shape rules in engine/shapes/.
     kMatMul,     // numpy matmul: [..., M, K] x [..., K, N] -> [..., M, N], batch dims broadcast;
                  // optional third input (optimize()): a constant bias [N] added along the last axis
     kLayerNorm,  // inputs X, scale, bias (-1: none), both of prod(X[axis:]) values; over [axis,
