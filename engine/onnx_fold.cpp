@@ -1,4 +1,5 @@
-// Attribute access, TensorProto decoding and constant folding for onnx_import.
+// Attribute access, TensorProto decoding and constant folding for onnx_import (one folder per op,
+// in the table of foldConstantNode).
 #include "engine/onnx_internal.h"
 
 #include "core/checked_math.h"
@@ -11,6 +12,8 @@
 #include <cstring>
 #include <functional>
 #include <optional>
+#include <string>
+#include <unordered_map>
 
 namespace voxseg::engine::onnx_detail {
 
@@ -523,380 +526,472 @@ Result<Tensor> castTo(const Tensor& t, int64_t to, const std::string& desc) {
     }
 }
 
+using FoldResult = Result<std::optional<std::vector<Tensor>>>;
+
+FoldResult notFolded() { return std::optional<std::vector<Tensor>>(); }
+
+// One node being folded: its op, attributes and constant inputs (nullptr for absent optional
+// ones), and done(), which checks that every attribute was read and wraps the result.
+struct FoldContext {
+    const std::string& op;
+    Attrs& attrs;
+    const std::vector<const Tensor*>& in;
+    int opset;
+    const std::string& desc;
+
+    const Tensor* input(size_t i) const { return i < in.size() ? in[i] : nullptr; }
+    Status need(size_t n) const {
+        for (size_t i = 0; i < n; ++i)
+            if (!input(i)) return corruptData(desc + ": input " + std::to_string(i) + " missing");
+        return Status::ok();
+    }
+    FoldResult done(Tensor t) {
+        VOXSEG_RETURN_IF_ERROR(attrs.checkAllKnown());
+        return std::optional<std::vector<Tensor>>(std::vector<Tensor>{std::move(t)});
+    }
+};
+
+// ---- one folder per op (or op family), in the order of the table below ----
+
+FoldResult foldIdentity(FoldContext& c) {
+    VOXSEG_RETURN_IF_ERROR(c.need(1));
+    return c.done(*c.in[0]);
+}
+
+FoldResult foldGather(FoldContext& c) {
+    VOXSEG_RETURN_IF_ERROR(c.need(2));
+    const Tensor& data = *c.in[0];
+    const std::vector<int64_t> idx = c.in[1]->toInt64s();
+    const int64_t axis = normAxis(c.attrs.getInt("axis", 0), data.rank());
+    if (axis < 0 || axis >= static_cast<int64_t>(data.rank()))
+        return invalidArgument(c.desc + ": axis out of range");
+    Shape shape(data.shape().begin(), data.shape().begin() + axis);
+    for (int64_t d : c.in[1]->shape()) shape.push_back(d);
+    for (size_t i = axis + 1; i < data.rank(); ++i) shape.push_back(data.dim(i));
+    VOXSEG_RETURN_IF_ERROR(checkFoldShape(shape, c.desc));
+    const int64_t dim = data.dim(axis);
+    int64_t inner = 1;
+    for (size_t i = axis + 1; i < data.rank(); ++i) inner *= data.dim(i);
+    const int64_t nidx = static_cast<int64_t>(idx.size());
+    for (int64_t v : idx)
+        if (v < -dim || v >= dim) return invalidArgument(c.desc + ": index out of range");
+    return c.done(remap(data, shape, [&](int64_t i) {
+        const int64_t inner_i = i % inner;
+        const int64_t k = (i / inner) % nidx;
+        const int64_t outer = i / inner / nidx;
+        const int64_t j = idx[k] < 0 ? idx[k] + dim : idx[k];
+        return (outer * dim + j) * inner + inner_i;
+    }));
+}
+
+FoldResult foldSqueeze(FoldContext& c) {
+    VOXSEG_RETURN_IF_ERROR(c.need(1));
+    std::vector<int64_t> axes = c.opset >= 13
+                                    ? (c.input(1) ? c.input(1)->toInt64s() : std::vector<int64_t>{})
+                                    : c.attrs.getInts("axes");
+    const Shape& s = c.in[0]->shape();
+    Shape shape;
+    if (c.op == "Unsqueeze") {
+        const size_t rank = s.size() + axes.size();
+        for (int64_t& a : axes) a = normAxis(a, rank);
+        size_t j = 0;
+        for (size_t i = 0; i < rank; ++i) {
+            if (std::find(axes.begin(), axes.end(), static_cast<int64_t>(i)) != axes.end())
+                shape.push_back(1);
+            else if (j < s.size())
+                shape.push_back(s[j++]);
+        }
+    } else {
+        for (int64_t& a : axes) a = normAxis(a, s.size());
+        for (size_t i = 0; i < s.size(); ++i) {
+            const bool listed =
+                std::find(axes.begin(), axes.end(), static_cast<int64_t>(i)) != axes.end();
+            if ((axes.empty() && s[i] == 1) || (listed && s[i] == 1)) continue;
+            shape.push_back(s[i]);
+        }
+    }
+    if (numel(shape) != c.in[0]->numel()) return invalidArgument(c.desc + ": bad axes");
+    return c.done(c.in[0]->clone().reshaped(shape));
+}
+
+FoldResult foldConcat(FoldContext& c) {
+    if (c.in.empty()) return corruptData(c.desc + ": no inputs");
+    VOXSEG_RETURN_IF_ERROR(c.need(c.in.size()));
+    const size_t rank = c.in[0]->rank();
+    const int64_t axis = normAxis(c.attrs.getInt("axis", 0), rank);
+    Shape shape = c.in[0]->shape();
+    if (axis < 0 || axis >= static_cast<int64_t>(rank))
+        return invalidArgument(c.desc + ": axis out of range");
+    const bool any_float =
+        std::any_of(c.in.begin(), c.in.end(), [](const Tensor* t) { return isFloat(*t); });
+    shape[axis] = 0;
+    for (const Tensor* t : c.in) {
+        if (t->rank() != rank) return invalidArgument(c.desc + ": ranks differ");
+        shape[axis] += t->dim(axis);
+    }
+    Tensor out(any_float ? DType::kFloat32 : c.in[0]->dtype(), shape);
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < axis; ++i) outer *= shape[i];
+    for (size_t i = axis + 1; i < rank; ++i) inner *= shape[i];
+    int64_t offset = 0;
+    for (const Tensor* t : c.in) {
+        Tensor src = any_float ? Tensor::fromFloats(t->shape(), t->toFloats()) : *t;
+        const size_t es = dtypeSize(out.dtype());
+        const int64_t len = t->dim(axis) * inner;
+        for (int64_t o = 0; o < outer; ++o)
+            std::memcpy(
+                static_cast<std::byte*>(out.raw()) + (o * shape[axis] * inner + offset) * es,
+                static_cast<const std::byte*>(src.raw()) + o * len * es, len * es);
+        offset += len;
+    }
+    return c.done(out);
+}
+
+FoldResult foldCast(FoldContext& c) {
+    VOXSEG_RETURN_IF_ERROR(c.need(1));
+    c.attrs.ignore({"saturate"});
+    VOXSEG_ASSIGN_OR_RETURN(Tensor t, castTo(*c.in[0], c.attrs.getInt("to", 1), c.desc));
+    return c.done(t);
+}
+
+FoldResult foldConstantOfShape(FoldContext& c) {
+    VOXSEG_RETURN_IF_ERROR(c.need(1));
+    Tensor value = Tensor::fromFloats({1}, {0.0f});
+    if (const auto* t = c.attrs.getTensor("value")) {
+        VOXSEG_ASSIGN_OR_RETURN(value, tensorFromProto(*t, c.desc + " value"));
+    }
+    const Shape shape = c.in[0]->toInt64s();
+    VOXSEG_RETURN_IF_ERROR(checkFoldShape(shape, c.desc));
+    return c.done(remap(value.reshaped({1}), shape, [](int64_t) { return int64_t{0}; }));
+}
+
+FoldResult foldSize(FoldContext& c) {
+    VOXSEG_RETURN_IF_ERROR(c.need(1));
+    return c.done(Tensor::fromInt64s({}, {c.in[0]->numel()}));
+}
+
+FoldResult foldSlice(FoldContext& c) {
+    VOXSEG_RETURN_IF_ERROR(c.need(1));
+    Node n;
+    if (c.opset >= 10) {
+        VOXSEG_RETURN_IF_ERROR(c.need(3));
+        n.slice_starts = c.in[1]->toInt64s();
+        n.slice_ends = c.in[2]->toInt64s();
+        if (c.input(3)) n.slice_axes = c.input(3)->toInt64s();
+        if (c.input(4)) n.slice_steps = c.input(4)->toInt64s();
+    } else {
+        n.slice_starts = c.attrs.getInts("starts");
+        n.slice_ends = c.attrs.getInts("ends");
+        n.slice_axes = c.attrs.getInts("axes");
+    }
+    for (int64_t s : n.slice_steps)
+        if (s == 0) return invalidArgument(c.desc + ": step 0");
+    const auto axes = resolveSlice(n, c.in[0]->shape());
+    Shape shape;
+    for (const auto& a : axes) shape.push_back(a.count);
+    const auto st = stridesOf(c.in[0]->shape());
+    return c.done(remap(*c.in[0], shape, [&](int64_t i) {
+        int64_t off = 0;
+        for (size_t a = shape.size(); a-- > 0;) {
+            off += (axes[a].start + (i % shape[a]) * axes[a].step) * st[a];
+            i /= shape[a];
+        }
+        return off;
+    }));
+}
+
+FoldResult foldReshape(FoldContext& c) {
+    VOXSEG_RETURN_IF_ERROR(c.need(2));
+    const bool allowzero = c.attrs.getInt("allowzero", 0) != 0;
+    std::vector<int64_t> target = c.in[1]->toInt64s();
+    const Shape& s = c.in[0]->shape();
+    int64_t known = 1, infer = -1;
+    for (size_t i = 0; i < target.size(); ++i) {
+        if (target[i] == 0 && !allowzero) target[i] = i < s.size() ? s[i] : 0;
+        if (target[i] == -1 && infer < 0) {
+            infer = static_cast<int64_t>(i);
+            continue;
+        }
+        if (target[i] < 0)
+            return invalidArgument(c.desc + ": cannot reshape " + shapeToString(s) + " to " +
+                                   shapeToString(target));
+        const auto product = checkedMul(known, target[i]);
+        if (!product) return overflowError(c.desc, known, "*", target[i]);
+        known = *product;
+    }
+    if (infer >= 0) target[infer] = known ? c.in[0]->numel() / known : 0;
+    if (checkedProduct(target) != c.in[0]->numel())
+        return invalidArgument(c.desc + ": cannot reshape " + shapeToString(s) + " to " +
+                               shapeToString(target));
+    return c.done(c.in[0]->clone().reshaped(target));
+}
+
+FoldResult foldRange(FoldContext& c) {
+    VOXSEG_RETURN_IF_ERROR(c.need(3));
+    for (size_t k = 0; k < 3; ++k)
+        if (c.in[k]->numel() != 1) return invalidArgument(c.desc + ": inputs must be scalars");
+    if (isFloat(*c.in[0]) || isFloat(*c.in[1]) || isFloat(*c.in[2])) {
+        const float s = c.in[0]->toFloats()[0], l = c.in[1]->toFloats()[0],
+                    d = c.in[2]->toFloats()[0];
+        if (d == 0) return invalidArgument(c.desc + ": delta 0");
+        const double count = std::ceil((double(l) - s) / d);
+        if (!(count < double(kMaxFoldedElements)))
+            return unsupported(c.desc + ": range too long to fold");
+        const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
+        std::vector<float> v;
+        for (int64_t i = 0; i < n; ++i) v.push_back(s + d * static_cast<float>(i));
+        return c.done(Tensor::fromFloats({n}, v));
+    }
+    const int64_t s = c.in[0]->toInt64s()[0], l = c.in[1]->toInt64s()[0],
+                  d = c.in[2]->toInt64s()[0];
+    if (d == 0) return invalidArgument(c.desc + ": delta 0");
+    // max(ceil((limit - start) / delta), 0) elements, counted in 128 bits: the three are
+    // the file's, their difference may not fit int64.
+    const __int128 span = __int128(l) - s;
+    const __int128 count = span / d + (span % d != 0 && (span < 0) == (d < 0));
+    if (count > kMaxFoldedElements) return unsupported(c.desc + ": range too long to fold");
+    const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
+    std::vector<int64_t> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[i] = static_cast<int64_t>(s + __int128(i) * d);
+    return c.done(Tensor::fromInt64s({n}, v));
+}
+
+FoldResult foldExpand(FoldContext& c) {
+    VOXSEG_RETURN_IF_ERROR(c.need(2));
+    VOXSEG_ASSIGN_OR_RETURN(Shape shape, broadcastShapes(c.in[0]->shape(), c.in[1]->toInt64s()));
+    VOXSEG_RETURN_IF_ERROR(checkFoldShape(shape, c.desc));
+    return c.done(broadcastTo(*c.in[0], shape));
+}
+
+FoldResult foldTranspose(FoldContext& c) {
+    VOXSEG_RETURN_IF_ERROR(c.need(1));
+    const size_t rank = c.in[0]->rank();
+    std::vector<int64_t> perm = c.attrs.getInts("perm");
+    if (perm.empty())
+        for (size_t i = 0; i < rank; ++i) perm.push_back(static_cast<int64_t>(rank - 1 - i));
+    if (perm.size() != rank) return invalidArgument(c.desc + ": perm does not match rank");
+    for (size_t i = 0; i < rank; ++i)
+        if (std::count(perm.begin(), perm.end(), static_cast<int64_t>(i)) != 1)
+            return invalidArgument(c.desc + ": perm is not a permutation of the axes");
+    Shape shape;
+    for (int64_t p : perm) shape.push_back(c.in[0]->dim(p));
+    const auto st = stridesOf(c.in[0]->shape());
+    return c.done(remap(*c.in[0], shape, [&](int64_t i) {
+        int64_t off = 0;
+        for (size_t a = rank; a-- > 0;) {
+            off += (i % shape[a]) * st[perm[a]];
+            i /= shape[a];
+        }
+        return off;
+    }));
+}
+
+// ScatterND on constants (reduction "none"): out = data, out[indices[j]] = updates[j].
+// MONAI SwinUNETR builds its shifted-window attention mask this way (img_mask[:, d, h, w, :]
+// = cnt on a zeros tensor whose shape comes from the input's static shape).
+FoldResult foldScatterND(FoldContext& c) {
+    VOXSEG_RETURN_IF_ERROR(c.need(3));
+    if (const std::string r = c.attrs.getString("reduction", "none"); r != "none")
+        return unsupported(c.desc + ": ScatterND reduction '" + r + "' is not folded");
+    const Tensor& data = *c.in[0];
+    const Shape& ds = data.shape();
+    const Shape& is = c.in[1]->shape();
+    if (is.empty() || c.in[2]->dtype() != data.dtype())
+        return invalidArgument(c.desc + ": ScatterND indices/updates do not match the data");
+    const size_t k = static_cast<size_t>(is.back());
+    if (k < 1 || k > ds.size()) return invalidArgument(c.desc + ": ScatterND index depth");
+    int64_t chunk = 1;
+    for (size_t a = k; a < ds.size(); ++a) chunk *= ds[a];
+    const auto idx = c.in[1]->toInt64s();
+    const int64_t tuples = k ? static_cast<int64_t>(idx.size() / k) : 0;
+    if (checkedMul(tuples, chunk) != c.in[2]->numel())
+        return invalidArgument(c.desc + ": ScatterND updates have the wrong size");
+    Tensor out = remap(data, ds, [](int64_t i) { return i; });
+    const auto st = stridesOf(ds);
+    const size_t es = dtypeSize(data.dtype());
+    const auto* u = static_cast<const std::byte*>(c.in[2]->raw());
+    auto* d = static_cast<std::byte*>(out.raw());
+    for (int64_t j = 0; j < tuples; ++j) {
+        int64_t off = 0;
+        for (size_t a = 0; a < k; ++a) {
+            int64_t at = idx[static_cast<size_t>(j) * k + a];
+            if (at < 0) at += ds[a];
+            if (at < 0 || at >= ds[a])
+                return invalidArgument(c.desc + ": ScatterND index out of range");
+            off += at * st[a];
+        }
+        std::memcpy(d + off * es, u + j * chunk * es, static_cast<size_t>(chunk) * es);
+    }
+    return c.done(out);
+}
+
+FoldResult foldWhere(FoldContext& c) {
+    VOXSEG_RETURN_IF_ERROR(c.need(3));
+    VOXSEG_ASSIGN_OR_RETURN(Shape s1, broadcastShapes(c.in[0]->shape(), c.in[1]->shape()));
+    VOXSEG_ASSIGN_OR_RETURN(Shape shape, broadcastShapes(s1, c.in[2]->shape()));
+    VOXSEG_RETURN_IF_ERROR(checkFoldShape(shape, c.desc));
+    const bool f = isFloat(*c.in[1]) || isFloat(*c.in[2]);
+    const auto cond = c.in[0]->toInt64s();
+    auto select = [&](const auto& a, const auto& b) {
+        using T = typename std::decay_t<decltype(a)>::value_type;
+        std::vector<T> v(static_cast<size_t>(numel(shape)));
+        forEachBroadcast<3>(shape, {&c.in[0]->shape(), &c.in[1]->shape(), &c.in[2]->shape()},
+                            [&](int64_t i, const std::array<int64_t, 3>& o) {
+                                v[i] = cond[o[0]] ? a[o[1]] : b[o[2]];
+                            });
+        return v;
+    };
+    if (f)
+        return c.done(Tensor::fromFloats(shape, select(c.in[1]->toFloats(), c.in[2]->toFloats())));
+    return c.done(Tensor::fromInt64s(shape, select(c.in[1]->toInt64s(), c.in[2]->toInt64s())));
+}
+
+FoldResult foldUnary(FoldContext& c) {
+    VOXSEG_RETURN_IF_ERROR(c.need(1));
+    if (c.op == "Not") {
+        Tensor b(DType::kBool, c.in[0]->shape());
+        const auto v = c.in[0]->toInt64s();
+        for (size_t i = 0; i < v.size(); ++i) b.data<uint8_t>()[i] = v[i] == 0;
+        return c.done(b);
+    }
+    if (!isFloat(*c.in[0]) && (c.op == "Neg" || c.op == "Abs")) {
+        auto v = c.in[0]->toInt64s();
+        for (auto& x : v) {
+            const auto r = checkedNeg(x);  // -x and |x| overflow for INT64_MIN alone
+            if (!r) return overflowError(c.desc, fmt::format("{}({})", c.op, x));
+            x = c.op == "Neg" || x < 0 ? *r : x;
+        }
+        return c.done(Tensor::fromInt64s(c.in[0]->shape(), v));
+    }
+    auto v = c.in[0]->toFloats();
+    for (float& x : v) {
+        if (c.op == "Floor")
+            x = std::floor(x);
+        else if (c.op == "Ceil")
+            x = std::ceil(x);
+        else if (c.op == "Neg")
+            x = -x;
+        else if (c.op == "Abs")
+            x = std::abs(x);
+        else if (c.op == "Sqrt")
+            x = std::sqrt(x);
+        else if (c.op == "Round")
+            x = std::nearbyint(x);
+        else if (c.op == "Reciprocal")
+            x = 1.0f / x;
+        else if (c.op == "Exp")
+            x = std::exp(x);
+        else
+            x = std::log(x);
+    }
+    return c.done(Tensor::fromFloats(c.in[0]->shape(), v));
+}
+
+FoldResult foldReduce(FoldContext& c) {
+    // Only the full reduction of a 1-D shape vector appears in shape code.
+    VOXSEG_RETURN_IF_ERROR(c.need(1));
+    c.attrs.ignore({"keepdims", "axes", "noop_with_empty_axes"});
+    if (c.in[0]->rank() != 1 || isFloat(*c.in[0])) return notFolded();
+    const auto v = c.in[0]->toInt64s();
+    int64_t r = c.op == "ReduceProd" ? 1 : c.op == "ReduceSum" ? 0 : (v.empty() ? 0 : v[0]);
+    for (int64_t x : v) {
+        if (c.op == "ReduceProd" || c.op == "ReduceSum") {
+            const bool prod = c.op == "ReduceProd";
+            const auto next = prod ? checkedMul(r, x) : checkedAdd(r, x);
+            if (!next) return overflowError(c.desc, r, prod ? "*" : "+", x);
+            r = *next;
+        } else if (c.op == "ReduceMax")
+            r = std::max(r, x);
+        else
+            r = std::min(r, x);
+    }
+    const bool keep = c.attrs.getInt("keepdims", 1) != 0;
+    return c.done(Tensor::fromInt64s(keep ? Shape{1} : Shape{}, {r}));
+}
+
+// Equal, Less, Greater, LessOrEqual, GreaterOrEqual, And, Or, Mod, Pow on constants, chained over
+// further inputs.
+FoldResult foldBinary(FoldContext& c) {
+    VOXSEG_RETURN_IF_ERROR(c.need(2));
+    const int64_t fmod = c.op == "Mod" ? c.attrs.getInt("fmod", 0) : 0;
+    Tensor acc = *c.in[0];
+    for (size_t i = 1; i < c.in.size(); ++i) {
+        VOXSEG_ASSIGN_OR_RETURN(acc, elementwise(c.op, acc, *c.in[i], c.desc, fmod));
+    }
+    return c.done(acc);
+}
+
+// Add/Sub/Mul/Div/Min/Max on integers fold here; on floats they go through the reference
+// backend like every other computing op (the importer's fallback), except when mixed.
+FoldResult foldIntegerArithmetic(FoldContext& c) {
+    if (c.in.size() < 2 || !c.in[0] || !c.in[1] || (isFloat(*c.in[0]) && isFloat(*c.in[1])))
+        return notFolded();
+    return foldBinary(c);
+}
+
+using Folder = FoldResult (*)(FoldContext&);
+
+// The ops that appear in shape computations. Shape itself is evaluated by the importer.
+const std::unordered_map<std::string, Folder>& folders() {
+    static const std::unordered_map<std::string, Folder> table = {
+        {"Identity", foldIdentity},
+        {"Gather", foldGather},
+        {"Unsqueeze", foldSqueeze},
+        {"Squeeze", foldSqueeze},
+        {"Concat", foldConcat},
+        {"Cast", foldCast},
+        {"ConstantOfShape", foldConstantOfShape},
+        {"Size", foldSize},
+        {"Slice", foldSlice},
+        {"Reshape", foldReshape},
+        {"Range", foldRange},
+        {"Expand", foldExpand},
+        {"Transpose", foldTranspose},
+        {"ScatterND", foldScatterND},
+        {"Where", foldWhere},
+        {"Equal", foldBinary},
+        {"Less", foldBinary},
+        {"Greater", foldBinary},
+        {"LessOrEqual", foldBinary},
+        {"GreaterOrEqual", foldBinary},
+        {"And", foldBinary},
+        {"Or", foldBinary},
+        {"Mod", foldBinary},
+        {"Pow", foldBinary},
+        {"Add", foldIntegerArithmetic},
+        {"Sub", foldIntegerArithmetic},
+        {"Mul", foldIntegerArithmetic},
+        {"Div", foldIntegerArithmetic},
+        {"Min", foldIntegerArithmetic},
+        {"Max", foldIntegerArithmetic},
+        {"Not", foldUnary},
+        {"Floor", foldUnary},
+        {"Ceil", foldUnary},
+        {"Neg", foldUnary},
+        {"Abs", foldUnary},
+        {"Sqrt", foldUnary},
+        {"Round", foldUnary},
+        {"Reciprocal", foldUnary},
+        {"Exp", foldUnary},
+        {"Log", foldUnary},
+        {"ReduceProd", foldReduce},
+        {"ReduceSum", foldReduce},
+        {"ReduceMax", foldReduce},
+        {"ReduceMin", foldReduce},
+    };
+    return table;
+}
+
 }  // namespace
 
 Result<std::optional<std::vector<Tensor>>> foldConstantNode(const onnx::NodeProto& node,
                                                             const std::vector<const Tensor*>& in,
                                                             int opset, const std::string& desc) {
-    const std::string& op = node.op_type();
+    const auto it = folders().find(node.op_type());
+    if (it == folders().end()) return notFolded();
     Attrs attrs(node, desc);
-    auto input = [&](size_t i) -> const Tensor* { return i < in.size() ? in[i] : nullptr; };
-    auto needInputs = [&](size_t n) -> Status {
-        for (size_t i = 0; i < n; ++i)
-            if (!input(i)) return corruptData(desc + ": input " + std::to_string(i) + " missing");
-        return Status::ok();
-    };
-    auto done = [&](Tensor t) -> Result<std::optional<std::vector<Tensor>>> {
-        VOXSEG_RETURN_IF_ERROR(attrs.checkAllKnown());
-        return std::optional<std::vector<Tensor>>(std::vector<Tensor>{std::move(t)});
-    };
-
-    if (op == "Identity") {
-        VOXSEG_RETURN_IF_ERROR(needInputs(1));
-        return done(*in[0]);
-    }
-    if (op == "Gather") {
-        VOXSEG_RETURN_IF_ERROR(needInputs(2));
-        const Tensor& data = *in[0];
-        const std::vector<int64_t> idx = in[1]->toInt64s();
-        const int64_t axis = normAxis(attrs.getInt("axis", 0), data.rank());
-        if (axis < 0 || axis >= static_cast<int64_t>(data.rank()))
-            return invalidArgument(desc + ": axis out of range");
-        Shape shape(data.shape().begin(), data.shape().begin() + axis);
-        for (int64_t d : in[1]->shape()) shape.push_back(d);
-        for (size_t i = axis + 1; i < data.rank(); ++i) shape.push_back(data.dim(i));
-        VOXSEG_RETURN_IF_ERROR(checkFoldShape(shape, desc));
-        const int64_t dim = data.dim(axis);
-        int64_t inner = 1;
-        for (size_t i = axis + 1; i < data.rank(); ++i) inner *= data.dim(i);
-        const int64_t nidx = static_cast<int64_t>(idx.size());
-        for (int64_t v : idx)
-            if (v < -dim || v >= dim) return invalidArgument(desc + ": index out of range");
-        return done(remap(data, shape, [&](int64_t i) {
-            const int64_t inner_i = i % inner;
-            const int64_t k = (i / inner) % nidx;
-            const int64_t outer = i / inner / nidx;
-            const int64_t j = idx[k] < 0 ? idx[k] + dim : idx[k];
-            return (outer * dim + j) * inner + inner_i;
-        }));
-    }
-    if (op == "Unsqueeze" || op == "Squeeze") {
-        VOXSEG_RETURN_IF_ERROR(needInputs(1));
-        std::vector<int64_t> axes = opset >= 13
-                                        ? (input(1) ? input(1)->toInt64s() : std::vector<int64_t>{})
-                                        : attrs.getInts("axes");
-        const Shape& s = in[0]->shape();
-        Shape shape;
-        if (op == "Unsqueeze") {
-            const size_t rank = s.size() + axes.size();
-            for (int64_t& a : axes) a = normAxis(a, rank);
-            size_t j = 0;
-            for (size_t i = 0; i < rank; ++i) {
-                if (std::find(axes.begin(), axes.end(), static_cast<int64_t>(i)) != axes.end())
-                    shape.push_back(1);
-                else if (j < s.size())
-                    shape.push_back(s[j++]);
-            }
-        } else {
-            for (int64_t& a : axes) a = normAxis(a, s.size());
-            for (size_t i = 0; i < s.size(); ++i) {
-                const bool listed =
-                    std::find(axes.begin(), axes.end(), static_cast<int64_t>(i)) != axes.end();
-                if ((axes.empty() && s[i] == 1) || (listed && s[i] == 1)) continue;
-                shape.push_back(s[i]);
-            }
-        }
-        if (numel(shape) != in[0]->numel()) return invalidArgument(desc + ": bad axes");
-        return done(in[0]->clone().reshaped(shape));
-    }
-    if (op == "Concat") {
-        if (in.empty()) return corruptData(desc + ": no inputs");
-        VOXSEG_RETURN_IF_ERROR(needInputs(in.size()));
-        const size_t rank = in[0]->rank();
-        const int64_t axis = normAxis(attrs.getInt("axis", 0), rank);
-        Shape shape = in[0]->shape();
-        if (axis < 0 || axis >= static_cast<int64_t>(rank))
-            return invalidArgument(desc + ": axis out of range");
-        const bool any_float =
-            std::any_of(in.begin(), in.end(), [](const Tensor* t) { return isFloat(*t); });
-        shape[axis] = 0;
-        for (const Tensor* t : in) {
-            if (t->rank() != rank) return invalidArgument(desc + ": ranks differ");
-            shape[axis] += t->dim(axis);
-        }
-        Tensor out(any_float ? DType::kFloat32 : in[0]->dtype(), shape);
-        int64_t outer = 1, inner = 1;
-        for (int64_t i = 0; i < axis; ++i) outer *= shape[i];
-        for (size_t i = axis + 1; i < rank; ++i) inner *= shape[i];
-        int64_t offset = 0;
-        for (const Tensor* t : in) {
-            Tensor src = any_float ? Tensor::fromFloats(t->shape(), t->toFloats()) : *t;
-            const size_t es = dtypeSize(out.dtype());
-            const int64_t len = t->dim(axis) * inner;
-            for (int64_t o = 0; o < outer; ++o)
-                std::memcpy(
-                    static_cast<std::byte*>(out.raw()) + (o * shape[axis] * inner + offset) * es,
-                    static_cast<const std::byte*>(src.raw()) + o * len * es, len * es);
-            offset += len;
-        }
-        return done(out);
-    }
-    if (op == "Cast") {
-        VOXSEG_RETURN_IF_ERROR(needInputs(1));
-        attrs.ignore({"saturate"});
-        VOXSEG_ASSIGN_OR_RETURN(Tensor t, castTo(*in[0], attrs.getInt("to", 1), desc));
-        return done(t);
-    }
-    if (op == "ConstantOfShape") {
-        VOXSEG_RETURN_IF_ERROR(needInputs(1));
-        Tensor value = Tensor::fromFloats({1}, {0.0f});
-        if (const auto* t = attrs.getTensor("value")) {
-            VOXSEG_ASSIGN_OR_RETURN(value, tensorFromProto(*t, desc + " value"));
-        }
-        const Shape shape = in[0]->toInt64s();
-        VOXSEG_RETURN_IF_ERROR(checkFoldShape(shape, desc));
-        return done(remap(value.reshaped({1}), shape, [](int64_t) { return int64_t{0}; }));
-    }
-    if (op == "Shape") return std::optional<std::vector<Tensor>>();  // handled by the importer
-    if (op == "Size") {
-        VOXSEG_RETURN_IF_ERROR(needInputs(1));
-        return done(Tensor::fromInt64s({}, {in[0]->numel()}));
-    }
-    if (op == "Slice") {
-        VOXSEG_RETURN_IF_ERROR(needInputs(1));
-        Node n;
-        if (opset >= 10) {
-            VOXSEG_RETURN_IF_ERROR(needInputs(3));
-            n.slice_starts = in[1]->toInt64s();
-            n.slice_ends = in[2]->toInt64s();
-            if (input(3)) n.slice_axes = input(3)->toInt64s();
-            if (input(4)) n.slice_steps = input(4)->toInt64s();
-        } else {
-            n.slice_starts = attrs.getInts("starts");
-            n.slice_ends = attrs.getInts("ends");
-            n.slice_axes = attrs.getInts("axes");
-        }
-        for (int64_t s : n.slice_steps)
-            if (s == 0) return invalidArgument(desc + ": step 0");
-        const auto axes = resolveSlice(n, in[0]->shape());
-        Shape shape;
-        for (const auto& a : axes) shape.push_back(a.count);
-        const auto st = stridesOf(in[0]->shape());
-        return done(remap(*in[0], shape, [&](int64_t i) {
-            int64_t off = 0;
-            for (size_t a = shape.size(); a-- > 0;) {
-                off += (axes[a].start + (i % shape[a]) * axes[a].step) * st[a];
-                i /= shape[a];
-            }
-            return off;
-        }));
-    }
-    if (op == "Reshape") {
-        VOXSEG_RETURN_IF_ERROR(needInputs(2));
-        const bool allowzero = attrs.getInt("allowzero", 0) != 0;
-        std::vector<int64_t> target = in[1]->toInt64s();
-        const Shape& s = in[0]->shape();
-        int64_t known = 1, infer = -1;
-        for (size_t i = 0; i < target.size(); ++i) {
-            if (target[i] == 0 && !allowzero) target[i] = i < s.size() ? s[i] : 0;
-            if (target[i] == -1 && infer < 0) {
-                infer = static_cast<int64_t>(i);
-                continue;
-            }
-            if (target[i] < 0)
-                return invalidArgument(desc + ": cannot reshape " + shapeToString(s) + " to " +
-                                       shapeToString(target));
-            const auto product = checkedMul(known, target[i]);
-            if (!product) return overflowError(desc, known, "*", target[i]);
-            known = *product;
-        }
-        if (infer >= 0) target[infer] = known ? in[0]->numel() / known : 0;
-        if (checkedProduct(target) != in[0]->numel())
-            return invalidArgument(desc + ": cannot reshape " + shapeToString(s) + " to " +
-                                   shapeToString(target));
-        return done(in[0]->clone().reshaped(target));
-    }
-    if (op == "Range") {
-        VOXSEG_RETURN_IF_ERROR(needInputs(3));
-        for (size_t k = 0; k < 3; ++k)
-            if (in[k]->numel() != 1) return invalidArgument(desc + ": inputs must be scalars");
-        if (isFloat(*in[0]) || isFloat(*in[1]) || isFloat(*in[2])) {
-            const float s = in[0]->toFloats()[0], l = in[1]->toFloats()[0],
-                        d = in[2]->toFloats()[0];
-            if (d == 0) return invalidArgument(desc + ": delta 0");
-            const double count = std::ceil((double(l) - s) / d);
-            if (!(count < double(kMaxFoldedElements)))
-                return unsupported(desc + ": range too long to fold");
-            const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
-            std::vector<float> v;
-            for (int64_t i = 0; i < n; ++i) v.push_back(s + d * static_cast<float>(i));
-            return done(Tensor::fromFloats({n}, v));
-        }
-        const int64_t s = in[0]->toInt64s()[0], l = in[1]->toInt64s()[0], d = in[2]->toInt64s()[0];
-        if (d == 0) return invalidArgument(desc + ": delta 0");
-        // max(ceil((limit - start) / delta), 0) elements, counted in 128 bits: the three are
-        // the file's, their difference may not fit int64.
-        const __int128 span = __int128(l) - s;
-        const __int128 count = span / d + (span % d != 0 && (span < 0) == (d < 0));
-        if (count > kMaxFoldedElements) return unsupported(desc + ": range too long to fold");
-        const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
-        std::vector<int64_t> v(static_cast<size_t>(n));
-        for (int64_t i = 0; i < n; ++i) v[i] = static_cast<int64_t>(s + __int128(i) * d);
-        return done(Tensor::fromInt64s({n}, v));
-    }
-    if (op == "Expand") {
-        VOXSEG_RETURN_IF_ERROR(needInputs(2));
-        VOXSEG_ASSIGN_OR_RETURN(Shape shape, broadcastShapes(in[0]->shape(), in[1]->toInt64s()));
-        VOXSEG_RETURN_IF_ERROR(checkFoldShape(shape, desc));
-        return done(broadcastTo(*in[0], shape));
-    }
-    if (op == "Transpose") {
-        VOXSEG_RETURN_IF_ERROR(needInputs(1));
-        const size_t rank = in[0]->rank();
-        std::vector<int64_t> perm = attrs.getInts("perm");
-        if (perm.empty())
-            for (size_t i = 0; i < rank; ++i) perm.push_back(static_cast<int64_t>(rank - 1 - i));
-        if (perm.size() != rank) return invalidArgument(desc + ": perm does not match rank");
-        for (size_t i = 0; i < rank; ++i)
-            if (std::count(perm.begin(), perm.end(), static_cast<int64_t>(i)) != 1)
-                return invalidArgument(desc + ": perm is not a permutation of the axes");
-        Shape shape;
-        for (int64_t p : perm) shape.push_back(in[0]->dim(p));
-        const auto st = stridesOf(in[0]->shape());
-        return done(remap(*in[0], shape, [&](int64_t i) {
-            int64_t off = 0;
-            for (size_t a = rank; a-- > 0;) {
-                off += (i % shape[a]) * st[perm[a]];
-                i /= shape[a];
-            }
-            return off;
-        }));
-    }
-    // ScatterND on constants (reduction "none"): out = data, out[indices[j]] = updates[j].
-    // MONAI SwinUNETR builds its shifted-window attention mask this way (img_mask[:, d, h, w, :]
-    // = cnt on a zeros tensor whose shape comes from the input's static shape).
-    if (op == "ScatterND") {
-        VOXSEG_RETURN_IF_ERROR(needInputs(3));
-        if (const std::string r = attrs.getString("reduction", "none"); r != "none")
-            return unsupported(desc + ": ScatterND reduction '" + r + "' is not folded");
-        const Tensor& data = *in[0];
-        const Shape& ds = data.shape();
-        const Shape& is = in[1]->shape();
-        if (is.empty() || in[2]->dtype() != data.dtype())
-            return invalidArgument(desc + ": ScatterND indices/updates do not match the data");
-        const size_t k = static_cast<size_t>(is.back());
-        if (k < 1 || k > ds.size()) return invalidArgument(desc + ": ScatterND index depth");
-        int64_t chunk = 1;
-        for (size_t a = k; a < ds.size(); ++a) chunk *= ds[a];
-        const auto idx = in[1]->toInt64s();
-        const int64_t tuples = k ? static_cast<int64_t>(idx.size() / k) : 0;
-        if (checkedMul(tuples, chunk) != in[2]->numel())
-            return invalidArgument(desc + ": ScatterND updates have the wrong size");
-        Tensor out = remap(data, ds, [](int64_t i) { return i; });
-        const auto st = stridesOf(ds);
-        const size_t es = dtypeSize(data.dtype());
-        const auto* u = static_cast<const std::byte*>(in[2]->raw());
-        auto* d = static_cast<std::byte*>(out.raw());
-        for (int64_t j = 0; j < tuples; ++j) {
-            int64_t off = 0;
-            for (size_t a = 0; a < k; ++a) {
-                int64_t c = idx[static_cast<size_t>(j) * k + a];
-                if (c < 0) c += ds[a];
-                if (c < 0 || c >= ds[a])
-                    return invalidArgument(desc + ": ScatterND index out of range");
-                off += c * st[a];
-            }
-            std::memcpy(d + off * es, u + j * chunk * es, static_cast<size_t>(chunk) * es);
-        }
-        return done(out);
-    }
-    if (op == "Where") {
-        VOXSEG_RETURN_IF_ERROR(needInputs(3));
-        VOXSEG_ASSIGN_OR_RETURN(Shape s1, broadcastShapes(in[0]->shape(), in[1]->shape()));
-        VOXSEG_ASSIGN_OR_RETURN(Shape shape, broadcastShapes(s1, in[2]->shape()));
-        VOXSEG_RETURN_IF_ERROR(checkFoldShape(shape, desc));
-        const bool f = isFloat(*in[1]) || isFloat(*in[2]);
-        const auto cond = in[0]->toInt64s();
-        auto select = [&](const auto& a, const auto& b) {
-            using T = typename std::decay_t<decltype(a)>::value_type;
-            std::vector<T> v(static_cast<size_t>(numel(shape)));
-            forEachBroadcast<3>(shape, {&in[0]->shape(), &in[1]->shape(), &in[2]->shape()},
-                                [&](int64_t i, const std::array<int64_t, 3>& o) {
-                                    v[i] = cond[o[0]] ? a[o[1]] : b[o[2]];
-                                });
-            return v;
-        };
-        if (f) return done(Tensor::fromFloats(shape, select(in[1]->toFloats(), in[2]->toFloats())));
-        return done(Tensor::fromInt64s(shape, select(in[1]->toInt64s(), in[2]->toInt64s())));
-    }
-    static const std::set<std::string> kBinary = {
-        "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Mod", "Pow"};
-    // Add/Sub/Mul/Div/Min/Max on integers fold here; on floats they go through the reference
-    // backend like every other computing op (the importer's fallback), except when mixed.
-    static const std::set<std::string> kIntArith = {"Add", "Sub", "Mul", "Div", "Min", "Max"};
-    if (kBinary.count(op) || (kIntArith.count(op) && in.size() >= 2 && in[0] && in[1] &&
-                              (!isFloat(*in[0]) || !isFloat(*in[1])))) {
-        VOXSEG_RETURN_IF_ERROR(needInputs(2));
-        const int64_t fmod = op == "Mod" ? attrs.getInt("fmod", 0) : 0;
-        Tensor acc = *in[0];
-        for (size_t i = 1; i < in.size(); ++i) {
-            VOXSEG_ASSIGN_OR_RETURN(acc, elementwise(op, acc, *in[i], desc, fmod));
-        }
-        return done(acc);
-    }
-    if (op == "Not" || op == "Floor" || op == "Ceil" || op == "Neg" || op == "Abs" ||
-        op == "Sqrt" || op == "Round" || op == "Reciprocal" || op == "Exp" || op == "Log") {
-        VOXSEG_RETURN_IF_ERROR(needInputs(1));
-        if (op == "Not") {
-            Tensor b(DType::kBool, in[0]->shape());
-            const auto v = in[0]->toInt64s();
-            for (size_t i = 0; i < v.size(); ++i) b.data<uint8_t>()[i] = v[i] == 0;
-            return done(b);
-        }
-        if (!isFloat(*in[0]) && (op == "Neg" || op == "Abs")) {
-            auto v = in[0]->toInt64s();
-            for (auto& x : v) {
-                const auto r = checkedNeg(x);  // -x and |x| overflow for INT64_MIN alone
-                if (!r) return overflowError(desc, fmt::format("{}({})", op, x));
-                x = op == "Neg" || x < 0 ? *r : x;
-            }
-            return done(Tensor::fromInt64s(in[0]->shape(), v));
-        }
-        auto v = in[0]->toFloats();
-        for (float& x : v) {
-            if (op == "Floor")
-                x = std::floor(x);
-            else if (op == "Ceil")
-                x = std::ceil(x);
-            else if (op == "Neg")
-                x = -x;
-            else if (op == "Abs")
-                x = std::abs(x);
-            else if (op == "Sqrt")
-                x = std::sqrt(x);
-            else if (op == "Round")
-                x = std::nearbyint(x);
-            else if (op == "Reciprocal")
-                x = 1.0f / x;
-            else if (op == "Exp")
-                x = std::exp(x);
-            else
-                x = std::log(x);
-        }
-        return done(Tensor::fromFloats(in[0]->shape(), v));
-    }
-    if (op == "ReduceProd" || op == "ReduceSum" || op == "ReduceMax" || op == "ReduceMin") {
-        // Only the full reduction of a 1-D shape vector appears in shape code.
-        VOXSEG_RETURN_IF_ERROR(needInputs(1));
-        attrs.ignore({"keepdims", "axes", "noop_with_empty_axes"});
-        if (in[0]->rank() != 1 || isFloat(*in[0])) return std::optional<std::vector<Tensor>>();
-        const auto v = in[0]->toInt64s();
-        int64_t r = op == "ReduceProd" ? 1 : op == "ReduceSum" ? 0 : (v.empty() ? 0 : v[0]);
-        for (int64_t x : v) {
-            if (op == "ReduceProd" || op == "ReduceSum") {
-                const bool prod = op == "ReduceProd";
-                const auto c = prod ? checkedMul(r, x) : checkedAdd(r, x);
-                if (!c) return overflowError(desc, r, prod ? "*" : "+", x);
-                r = *c;
-            } else if (op == "ReduceMax")
-                r = std::max(r, x);
-            else
-                r = std::min(r, x);
-        }
-        const bool keep = attrs.getInt("keepdims", 1) != 0;
-        return done(Tensor::fromInt64s(keep ? Shape{1} : Shape{}, {r}));
-    }
-    return std::optional<std::vector<Tensor>>();
+    FoldContext c{node.op_type(), attrs, in, opset, desc};
+    return it->second(c);
 }
 
 }  // namespace voxseg::engine::onnx_detail
