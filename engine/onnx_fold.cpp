@@ -1,5 +1,5 @@
 // Attribute access, TensorProto decoding and constant folding for onnx_import (one folder per op,
-// in the table of foldConstantNode).
+// in the table folders()).
 #include "engine/onnx_internal.h"
 
 #include "core/checked_math.h"

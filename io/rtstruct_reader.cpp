@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -144,51 +145,48 @@ std::string roiName(const RtRoi& r) {
     return fmt::format("ROI {} '{}'", r.roi_number, r.description.label);
 }
 
-}  // namespace
-
-bool isRtStruct(const std::string& path) {
-    std::error_code ec;
-    // Only what looks like DICOM reaches DCMTK, which logs errors for anything else (NIfTI).
-    if (!std::filesystem::is_regular_file(path, ec) || !looksLikeDicom(path)) return false;
-    DcmFileFormat file;
-    // Stop before the structure set module: SOP class and modality come first.
-    if (file.loadFileUntilTag(path.c_str(), EXS_Unknown, EGL_noChange, 4096, ERM_autoDetect,
-                              DCM_StructureSetLabel)
-            .bad())
-        return false;
-    return str(file.getDataset(), DCM_SOPClassUID) == UID_RTStructureSetStorage;
-}
-
-Result<RtStructReadResult> readRtStruct(const std::string& path, const SeriesCandidate& referenced,
-                                        const RtStructReadOptions& options) {
-    if (referenced.slices.empty())
-        return invalidArgument("RTSTRUCT: the referenced series has no images", path);
-    DcmFileFormat file;
-    OFCondition cond = file.loadFile(path.c_str());
-    if (cond.bad())
-        return corruptData(
-            std::string("cannot read this file as DICOM (truncated or not DICOM): ") + cond.text(),
-            path);
-    DcmDataset* ds = file.getDataset();
-    const std::string sop_class = str(ds, DCM_SOPClassUID);
-    if (sop_class != UID_RTStructureSetStorage)
-        return invalidArgument("not a DICOM RT Structure Set (SOP class " +
-                                   (sop_class.empty() ? std::string("missing") : sop_class) +
-                                   ", modality " + str(ds, DCM_Modality) + ")",
-                               path);
-
-    try {
-        RtStructReadResult result;
+// One RTSTRUCT file read onto one series, a step per part of the file (readRtStruct runs them in
+// order). Each step fills the members the next ones read.
+struct RtStructReading {
+    RtStructReading(const std::string& file, DcmDataset* dataset, const SeriesCandidate& series,
+                    const RtStructReadOptions& read_options)
+        : path(file), ds(dataset), referenced(series), options(read_options) {
         result.structure_set_label = str(ds, DCM_StructureSetLabel);
-        const auto warn = [&](RtRoi* roi, const std::string& text) {
-            log::warning(kComponent, "{}: {}", path, text);
-            result.warnings.push_back(text);
-            if (roi) roi->warnings.push_back(text);
-        };
+    }
 
-        // Referenced frame(s) of reference and series, and the images they list.
-        std::set<std::string> file_frames;    // listed, or named by an ROI
-        std::set<std::string> listed_frames;  // ReferencedFrameOfReferenceSequence
+    const std::string& path;
+    DcmDataset* ds;
+    const SeriesCandidate& referenced;
+    const RtStructReadOptions& options;
+    RtStructReadResult result;
+
+    // readReferences, readDeclaredRois
+    std::set<std::string> file_frames;    // listed, or named by an ROI
+    std::set<std::string> listed_frames;  // ReferencedFrameOfReferenceSequence
+    std::map<long, size_t> roi_index;     // ROI number -> index into result.rois
+    std::vector<std::string> roi_frame;   // per ROI, its ReferencedFrameOfReferenceUID
+    // checkSeries
+    std::set<std::string> accepted_frames;
+    // preparePlanes
+    AcquiredPlanes planes;
+    size_t plane_count = 0;
+    Vec3 normal{0, 0, 1};
+    std::vector<double> plane_height;
+    double tolerance = 0;
+    std::map<std::string, size_t> plane_of_image;  // "uid" or "uid#frame" (1-based)
+    // readContours, placeContour
+    std::vector<RoiProblems> problems;
+    std::vector<std::vector<PlacedContour>> per_plane;
+    std::vector<double> values, heights;  // one contour's numbers and their heights
+
+    void warn(RtRoi* roi, const std::string& text) {
+        log::warning(kComponent, "{}: {}", path, text);
+        result.warnings.push_back(text);
+        if (roi) roi->warnings.push_back(text);
+    }
+
+    // Referenced frame(s) of reference and series, and the images they list.
+    void readReferences() {
         DcmSequenceOfItems* frames = nullptr;
         if (ds->findAndGetSequence(DCM_ReferencedFrameOfReferenceSequence, frames).good() &&
             frames) {
@@ -217,12 +215,12 @@ Result<RtStructReadResult> readRtStruct(const std::string& path, const SeriesCan
                 }
             }
         }
+    }
 
-        // ROIs declared by the structure set.
+    // ROIs declared by the structure set.
+    void readDeclaredRois() {
         DcmSequenceOfItems* declared = nullptr;
         ds->findAndGetSequence(DCM_StructureSetROISequence, declared);
-        std::map<long, size_t> roi_index;
-        std::vector<std::string> roi_frame;
         if (declared) {
             for (unsigned long i = 0; i < declared->card(); ++i) {
                 DcmItem* item = declared->getItem(i);
@@ -254,8 +252,10 @@ Result<RtStructReadResult> readRtStruct(const std::string& path, const SeriesCan
             result.frame_of_reference_uid = *listed_frames.begin();
         else if (!file_frames.empty())
             result.frame_of_reference_uid = *file_frames.begin();
+    }
 
-        // The file must be about the series the caller gave.
+    // The file must be about the series the caller gave.
+    Status checkSeries() {
         const bool series_named =
             std::find(result.referenced_series_uids.begin(), result.referenced_series_uids.end(),
                       referenced.series_uid) != result.referenced_series_uids.end();
@@ -293,7 +293,7 @@ Result<RtStructReadResult> readRtStruct(const std::string& path, const SeriesCan
         }
         // Frames of reference an ROI may be in: the series' own, and the file's when the file
         // names the series.
-        std::set<std::string> accepted_frames{referenced.frame_of_reference_uid};
+        accepted_frames = {referenced.frame_of_reference_uid};
         if (series_named) {
             accepted_frames.insert(listed_frames.begin(), listed_frames.end());
             if (listed_frames.empty())
@@ -302,25 +302,27 @@ Result<RtStructReadResult> readRtStruct(const std::string& path, const SeriesCan
         if (result.referenced_series_uids.empty())
             warn(nullptr, "RTSTRUCT names no referenced series; matched to series " +
                               referenced.series_uid + " by its frame of reference");
+        return Status::ok();
+    }
 
-        // The series' planes and the images behind them.
-        AcquiredPlanes planes = AcquiredPlanes::of(referenced);
-        const size_t plane_count = planes.planeCount();
-        Vec3 normal = cross(planes.row_dir, planes.col_dir);
+    // The series' planes and the images behind them.
+    void preparePlanes() {
+        planes = AcquiredPlanes::of(referenced);
+        plane_count = planes.planeCount();
+        normal = cross(planes.row_dir, planes.col_dir);
         {
             const double len = std::sqrt(dot(normal, normal));
             if (len > 0)
                 for (double& c : normal) c /= len;
         }
-        std::vector<double> plane_height(plane_count);
+        plane_height.assign(plane_count, 0.0);
         for (size_t k = 0; k < plane_count; ++k)
             plane_height[k] = dot(planes.slices[k].position, normal);
-        double tolerance = options.plane_tolerance_mm;
+        tolerance = options.plane_tolerance_mm;
         if (tolerance <= 0)
             tolerance = planes.slice_thickness > 0 && plane_count > 1
                             ? std::max(0.01, 0.25 * planes.slice_thickness)
                             : 0.5;
-        std::map<std::string, size_t> plane_of_image;  // "uid" or "uid#frame" (1-based)
         {
             auto refs = readSourceImageRefs(planes.slices);
             if (refs.isOk()) {
@@ -335,14 +337,14 @@ Result<RtStructReadResult> readRtStruct(const std::string& path, const SeriesCan
                              path, refs.status().toString());
             }
         }
+    }
 
-        // Contours.
-        std::vector<RoiProblems> problems(result.rois.size());
-        std::vector<std::vector<PlacedContour>> per_plane(plane_count);
+    // Contours: each placed on a plane or counted in its ROI's problems.
+    void readContours() {
+        problems.assign(result.rois.size(), RoiProblems{});
+        per_plane.assign(plane_count, {});
         DcmSequenceOfItems* roi_contours = nullptr;
         ds->findAndGetSequence(DCM_ROIContourSequence, roi_contours);
-        std::vector<double> values;
-        std::vector<double> heights;
         for (unsigned long i = 0; roi_contours && i < roi_contours->card(); ++i) {
             DcmItem* item = roi_contours->getItem(i);
             const auto number = integer(item, DCM_ReferencedROINumber);
@@ -376,105 +378,110 @@ Result<RtStructReadResult> readRtStruct(const std::string& path, const SeriesCan
             }
             RoiProblems& p = problems[r];
             for (unsigned long c = 0; c < count; ++c) {
-                DcmItem* contour = contour_items->getItem(c);
-                const std::string type = str(contour, DCM_ContourGeometricType);
-                if (type == "POINT") {
-                    ++p.point;
-                    continue;
-                }
-                if (type == "OPEN_PLANAR" || type == "OPEN_NONPLANAR") {
-                    ++p.open;
-                    continue;
-                }
-                if (type != "CLOSED_PLANAR" && !type.empty()) {
-                    ++p.other_type;
-                    continue;
-                }
-                if (!decimals(contour, DCM_ContourData, values) || values.size() % 3 != 0) {
-                    ++p.bad_data;
-                    continue;
-                }
-                const size_t n = values.size() / 3;
-                if (n < 3) {
-                    ++p.too_few_points;
-                    continue;
-                }
-                bool finite = true;
-                for (double v : values) finite &= std::isfinite(v);
-                if (!finite) {
-                    ++p.bad_data;
-                    continue;
-                }
-                heights.resize(n);
-                double mean = 0;
-                for (size_t q = 0; q < n; ++q) {
-                    heights[q] = values[3 * q] * normal[0] + values[3 * q + 1] * normal[1] +
-                                 values[3 * q + 2] * normal[2];
-                    mean += heights[q];
-                }
-                mean /= static_cast<double>(n);
-                double spread = 0;
-                for (double h : heights) spread = std::max(spread, std::abs(h - mean));
-
-                // The plane: the referenced image when the contour lies on it, else geometry.
-                size_t k = plane_count;
-                bool absent_reference = false;
-                DcmItem* image = nullptr;
-                if (contour->findAndGetSequenceItem(DCM_ContourImageSequence, image, 0).good() &&
-                    image) {
-                    const std::string uid = str(image, DCM_ReferencedSOPInstanceUID);
-                    const auto frame = integer(image, DCM_ReferencedFrameNumber);
-                    auto it = plane_of_image.find(frame ? uid + "#" + std::to_string(*frame) : uid);
-                    if (it != plane_of_image.end()) {
-                        if (std::abs(plane_height[it->second] - mean) <= tolerance)
-                            k = it->second;
-                        else
-                            ++p.wrong_reference;
-                    } else if (!uid.empty()) {
-                        absent_reference = true;
-                    }
-                }
-                if (k == plane_count) {
-                    double best = std::numeric_limits<double>::max();
-                    for (size_t q = 0; q < plane_count; ++q) {
-                        const double d = std::abs(plane_height[q] - mean);
-                        if (d < best) best = d, k = q;
-                    }
-                    if (best > tolerance) {
-                        ++p.off_plane;
-                        p.off_plane_absent_reference += absent_reference;
-                        p.off_min = std::min(p.off_min, mean);
-                        p.off_max = std::max(p.off_max, mean);
-                        p.off_nearest = std::min(p.off_nearest, best);
-                        continue;
-                    }
-                }
-                p.absent_reference += absent_reference;
-                if (spread > tolerance) {
-                    ++p.not_planar;
-                    p.worst_spread = std::max(p.worst_spread, spread);
-                    continue;
-                }
-                PlacedContour placed;
-                placed.roi = r;
-                placed.contour.points.resize(n);
-                const Vec3& origin = planes.slices[k].position;
-                for (size_t q = 0; q < n; ++q) {
-                    const Vec3 d{values[3 * q] - origin[0], values[3 * q + 1] - origin[1],
-                                 values[3 * q + 2] - origin[2]};
-                    placed.contour.points[q] = {dot(d, planes.row_dir) / planes.column_spacing,
-                                                dot(d, planes.col_dir) / planes.row_spacing};
-                }
-                if (std::abs(signedArea(placed.contour.points)) < kMinArea) {
-                    ++p.zero_area;
-                    continue;
-                }
-                ++roi.contours_placed;
-                per_plane[k].push_back(std::move(placed));
+                placeContour(contour_items->getItem(c), r, roi, p);
             }
         }
+    }
 
-        // Observations: interpreted type and identification code.
+    // One contour of ROI r onto the plane it lies on, or a count of why not.
+    void placeContour(DcmItem* contour, size_t r, RtRoi& roi, RoiProblems& p) {
+        const std::string type = str(contour, DCM_ContourGeometricType);
+        if (type == "POINT") {
+            ++p.point;
+            return;
+        }
+        if (type == "OPEN_PLANAR" || type == "OPEN_NONPLANAR") {
+            ++p.open;
+            return;
+        }
+        if (type != "CLOSED_PLANAR" && !type.empty()) {
+            ++p.other_type;
+            return;
+        }
+        if (!decimals(contour, DCM_ContourData, values) || values.size() % 3 != 0) {
+            ++p.bad_data;
+            return;
+        }
+        const size_t n = values.size() / 3;
+        if (n < 3) {
+            ++p.too_few_points;
+            return;
+        }
+        bool finite = true;
+        for (double v : values) finite &= std::isfinite(v);
+        if (!finite) {
+            ++p.bad_data;
+            return;
+        }
+        heights.resize(n);
+        double mean = 0;
+        for (size_t q = 0; q < n; ++q) {
+            heights[q] = values[3 * q] * normal[0] + values[3 * q + 1] * normal[1] +
+                         values[3 * q + 2] * normal[2];
+            mean += heights[q];
+        }
+        mean /= static_cast<double>(n);
+        double spread = 0;
+        for (double h : heights) spread = std::max(spread, std::abs(h - mean));
+
+        // The plane: the referenced image when the contour lies on it, else geometry.
+        size_t k = plane_count;
+        bool absent_reference = false;
+        DcmItem* image = nullptr;
+        if (contour->findAndGetSequenceItem(DCM_ContourImageSequence, image, 0).good() && image) {
+            const std::string uid = str(image, DCM_ReferencedSOPInstanceUID);
+            const auto frame = integer(image, DCM_ReferencedFrameNumber);
+            auto it = plane_of_image.find(frame ? uid + "#" + std::to_string(*frame) : uid);
+            if (it != plane_of_image.end()) {
+                if (std::abs(plane_height[it->second] - mean) <= tolerance)
+                    k = it->second;
+                else
+                    ++p.wrong_reference;
+            } else if (!uid.empty()) {
+                absent_reference = true;
+            }
+        }
+        if (k == plane_count) {
+            double best = std::numeric_limits<double>::max();
+            for (size_t q = 0; q < plane_count; ++q) {
+                const double d = std::abs(plane_height[q] - mean);
+                if (d < best) best = d, k = q;
+            }
+            if (best > tolerance) {
+                ++p.off_plane;
+                p.off_plane_absent_reference += absent_reference;
+                p.off_min = std::min(p.off_min, mean);
+                p.off_max = std::max(p.off_max, mean);
+                p.off_nearest = std::min(p.off_nearest, best);
+                return;
+            }
+        }
+        p.absent_reference += absent_reference;
+        if (spread > tolerance) {
+            ++p.not_planar;
+            p.worst_spread = std::max(p.worst_spread, spread);
+            return;
+        }
+        PlacedContour placed;
+        placed.roi = r;
+        placed.contour.points.resize(n);
+        const Vec3& origin = planes.slices[k].position;
+        for (size_t q = 0; q < n; ++q) {
+            const Vec3 d{values[3 * q] - origin[0], values[3 * q + 1] - origin[1],
+                         values[3 * q + 2] - origin[2]};
+            placed.contour.points[q] = {dot(d, planes.row_dir) / planes.column_spacing,
+                                        dot(d, planes.col_dir) / planes.row_spacing};
+        }
+        if (std::abs(signedArea(placed.contour.points)) < kMinArea) {
+            ++p.zero_area;
+            return;
+        }
+        ++roi.contours_placed;
+        per_plane[k].push_back(std::move(placed));
+    }
+
+    // Observations: interpreted type and identification code.
+    void readObservations() {
         DcmSequenceOfItems* observations = nullptr;
         ds->findAndGetSequence(DCM_RTROIObservationsSequence, observations);
         for (unsigned long i = 0; observations && i < observations->card(); ++i) {
@@ -491,8 +498,10 @@ Result<RtStructReadResult> readRtStruct(const std::string& path, const SeriesCan
                                         str(code, DCM_CodingSchemeDesignator),
                                         str(code, DCM_CodeMeaning)};
         }
+    }
 
-        // One warning per ROI and reason.
+    // One warning per ROI and reason.
+    void reportProblems() {
         for (size_t r = 0; r < result.rois.size(); ++r) {
             RtRoi& roi = result.rois[r];
             const RoiProblems& p = problems[r];
@@ -540,8 +549,10 @@ Result<RtStructReadResult> readRtStruct(const std::string& path, const SeriesCan
                                        name, p.absent_reference, referenced.series_uid));
             if (roi.contours == 0) warn(&roi, fmt::format("{}: no contours", name));
         }
+    }
 
-        // Label values.
+    // Label values, painted in ascending ROI number, on the acquired planes (and the grid).
+    Status paintLabels() {
         std::vector<int> value_of(result.rois.size(), 0);
         int max_value = 0;
         for (size_t r = 0; r < result.rois.size(); ++r) {
@@ -621,7 +632,54 @@ Result<RtStructReadResult> readRtStruct(const std::string& path, const SeriesCan
             if (!on_grid.isOk()) return on_grid.status().withContext("RTSTRUCT onto the grid: ");
             result.grid_labels = std::move(on_grid).value();
         }
-        return result;
+        return Status::ok();
+    }
+};
+
+}  // namespace
+
+bool isRtStruct(const std::string& path) {
+    std::error_code ec;
+    // Only what looks like DICOM reaches DCMTK, which logs errors for anything else (NIfTI).
+    if (!std::filesystem::is_regular_file(path, ec) || !looksLikeDicom(path)) return false;
+    DcmFileFormat file;
+    // Stop before the structure set module: SOP class and modality come first.
+    if (file.loadFileUntilTag(path.c_str(), EXS_Unknown, EGL_noChange, 4096, ERM_autoDetect,
+                              DCM_StructureSetLabel)
+            .bad())
+        return false;
+    return str(file.getDataset(), DCM_SOPClassUID) == UID_RTStructureSetStorage;
+}
+
+Result<RtStructReadResult> readRtStruct(const std::string& path, const SeriesCandidate& referenced,
+                                        const RtStructReadOptions& options) {
+    if (referenced.slices.empty())
+        return invalidArgument("RTSTRUCT: the referenced series has no images", path);
+    DcmFileFormat file;
+    OFCondition cond = file.loadFile(path.c_str());
+    if (cond.bad())
+        return corruptData(
+            std::string("cannot read this file as DICOM (truncated or not DICOM): ") + cond.text(),
+            path);
+    DcmDataset* ds = file.getDataset();
+    const std::string sop_class = str(ds, DCM_SOPClassUID);
+    if (sop_class != UID_RTStructureSetStorage)
+        return invalidArgument("not a DICOM RT Structure Set (SOP class " +
+                                   (sop_class.empty() ? std::string("missing") : sop_class) +
+                                   ", modality " + str(ds, DCM_Modality) + ")",
+                               path);
+
+    try {
+        RtStructReading reading(path, ds, referenced, options);
+        reading.readReferences();
+        reading.readDeclaredRois();
+        VOXSEG_RETURN_IF_ERROR(reading.checkSeries());
+        reading.preparePlanes();
+        reading.readContours();
+        reading.readObservations();
+        reading.reportProblems();
+        VOXSEG_RETURN_IF_ERROR(reading.paintLabels());
+        return std::move(reading.result);
     } catch (const std::bad_alloc&) {
         return Status(StatusCode::kOutOfMemory, "out of memory while reading the RTSTRUCT", path);
     }
