@@ -143,6 +143,267 @@ bool allDigits(const std::string& s) {
            std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+// Where a run keeps its cases on their way: staging (being written), trash (replaced outputs),
+// and the output root itself.
+struct RunFolders {
+    fs::path out_root, staging_root, trash_root;
+};
+
+// One Segmenter per device; CPU workers share the cores. Without --devices, a CPU run gets two
+// workers: one worker's inference leaves cores idle (small patches scale poorly across threads)
+// and its stages wait for each other; two overlap (docs/perf-batch.md). `devices` becomes the
+// devices the workers run on.
+Result<std::vector<pipeline::Segmenter>> createWorkers(const BatchOptions& options, int cores,
+                                                       std::vector<engine::DeviceSpec>& devices) {
+    std::vector<pipeline::Segmenter> segmenters;
+    auto create = [&]() -> Status {
+        segmenters.clear();
+        for (const auto& d : devices) {
+            pipeline::SegmentOptions so = options.segment;
+            so.device = d;
+            so.output_threads = 1;  // the writers already overlap cases; memory stays per case
+            if (devices.size() > 1 && !d.isCuda())
+                so.threads = std::max(1, cores / static_cast<int>(devices.size()));
+            std::string warning;
+            auto s = pipeline::Segmenter::create(options.model, so, &warning);
+            if (!warning.empty()) log::warning(kComponent, "{}", warning);
+            if (!s.isOk()) return s.status().withContext("device " + d.toString());
+            segmenters.push_back(std::move(*s));
+        }
+        return Status::ok();
+    };
+    VOXSEG_RETURN_IF_ERROR(create());
+    if (options.devices.empty() && segmenters[0].backendName() == "cpu" && cores >= 2) {
+        devices = {engine::DeviceSpec::cpu(), engine::DeviceSpec::cpu()};
+        VOXSEG_RETURN_IF_ERROR(create());
+        log::info(kComponent, "2 CPU workers with {} threads each (--devices cpu for one)",
+                  std::max(1, cores / 2));
+    }
+    return segmenters;
+}
+
+// This shard's cases; those complete from an earlier run (same model, options, input and
+// series, outputs all there) are skipped and counted in `stats`.
+Result<std::vector<BatchCase>> casesToRun(const std::vector<BatchCase>& all_cases,
+                                          const BatchOptions& options, const fs::path& state,
+                                          const RunFolders& folders, BatchStats& stats) {
+    std::map<std::string, JournalEntry> journaled;
+    if (!options.redo_all) {
+        VOXSEG_ASSIGN_OR_RETURN(journaled, readJournals(state.string()));
+    }
+    std::error_code ec;
+    std::vector<BatchCase> todo;
+    for (const auto& c : all_cases) {
+        if (!inShard(c.id, options.shard)) continue;
+        ++stats.cases_in_shard;
+        const std::string series = c.series.empty() ? options.series : c.series;
+        auto it = journaled.find(c.id);
+        if (it != journaled.end() && it->second.state == CaseState::kDone &&
+            it->second.model_sha256 == stats.model_sha256 &&
+            it->second.options_hash == stats.options_hash && it->second.input == c.input &&
+            it->second.series == series && outputsComplete(it->second, folders.out_root / c.id)) {
+            ++stats.skipped;
+            CaseRecord r;
+            r.case_id = c.id;
+            r.state = "skipped";
+            stats.cases.push_back(r);
+            continue;
+        }
+        // Debris of an earlier run killed hard (SIGKILL, node loss) for this case only: other
+        // shards may be writing their own cases next to it.
+        fs::remove_all(folders.staging_root / c.id, ec);
+        fs::remove_all(folders.trash_root / c.id, ec);
+        todo.push_back(c);
+    }
+    return todo;
+}
+
+// The cases' pipeline: loader threads read cases into `ready`, one thread per device runs their
+// sliding windows into `to_write`, writer threads (CPU only, so that a device takes its next case
+// as soon as its window is done) write the outputs; a watchdog turns the caller's signal into a
+// stop and enforces the grace period. run() returns why it stopped early, if it did.
+class CasePipeline {
+  public:
+    CasePipeline(const BatchOptions& options, const CancelToken& signal,
+                 std::vector<pipeline::Segmenter>& segmenters, const std::vector<BatchCase>& todo,
+                 const RunFolders& folders, Recorder& recorder, int cores)
+        : options_(options),
+          signal_(signal),
+          segmenters_(segmenters),
+          todo_(todo),
+          folders_(folders),
+          recorder_(recorder),
+          ready_(static_cast<size_t>(std::max(1, options.prefetch))),
+          // Default: one writer per device, and up to 4 while half the cores allow (a GPU's
+          // cases can arrive faster than one CPU thread finishes them).
+          writers_(options.writers > 0
+                       ? options.writers
+                       : std::max(static_cast<int>(segmenters.size()), std::min(4, cores / 2))),
+          to_write_(static_cast<size_t>(writers_)),
+          loaders_(std::max(1, options.loaders)),
+          loaders_left_(loaders_),
+          devices_left_(static_cast<int>(segmenters.size())) {
+        load_policy_.dicom = options.dicom;
+        load_policy_.read_retries = options.read_retries;
+        load_policy_.retry_delay_seconds = options.retry_delay_seconds;
+        load_policy_.ambiguous_hint =
+            "several series: give this case a 'series' (index or UID, see voxseg info) in the "
+            "manifest";
+    }
+
+    StopReason run() {
+        std::thread watchdog([this] { watch(); });
+        std::vector<std::thread> threads;
+        for (int l = 0; l < loaders_; ++l) threads.emplace_back([this] { load(); });
+        for (size_t d = 0; d < segmenters_.size(); ++d)
+            threads.emplace_back([this, d] { infer(d); });
+        for (int w = 0; w < writers_; ++w) threads.emplace_back([this] { write(); });
+        for (auto& t : threads) t.join();
+        finished_ = true;
+        watchdog.join();
+        if (signal_.isCancelled())
+            requestStop(StopReason::kSignal, false);  // keeps an earlier reason
+        return static_cast<StopReason>(stop_reason_.load());
+    }
+
+  private:
+    void requestStop(StopReason why, bool abort_now) {
+        int none = static_cast<int>(StopReason::kNone);
+        stop_reason_.compare_exchange_strong(none, static_cast<int>(why));
+        stop_.cancel();
+        if (abort_now) abort_.cancel();
+    }
+    // The threads read the caller's signal themselves rather than wait for the watchdog's next
+    // look: a case that starts or reaches its writer after the signal is not done any more.
+    bool stopping() const { return stop_.isCancelled() || signal_.isCancelled(); }
+    bool abandoning() const {
+        return abort_.isCancelled() || (options_.grace_seconds <= 0 && signal_.isCancelled());
+    }
+    void recordOrStop(const Item& item, CaseState st, const Status& error,
+                      const std::vector<OutputFile>& files) {
+        const Status journaled = recorder_.record(item, st, error, files);
+        if (!journaled.isOk()) {
+            log::error(kComponent, "{}: stopping", journaled.toString());
+            requestStop(StopReason::kDiskFull, true);
+        }
+    }
+
+    void load() {
+        const Progress progress(ProgressCallback{}, stop_);
+        while (!stopping()) {
+            const size_t i = next_.fetch_add(1);
+            if (i >= todo_.size()) break;
+            auto item = std::make_unique<Item>();
+            item->c = todo_[i];
+            item->series = item->c.series.empty() ? options_.series : item->c.series;
+            item->start = Clock::now();
+            Status st = loadCase(*item, segmenters_[0], load_policy_, stop_, progress);
+            if (stopping()) break;  // not started: the next run does it
+            if (!st.isOk()) {
+                recordOrStop(*item, CaseState::kFailed, st.withContext("case " + item->c.id), {});
+                continue;
+            }
+            if (!ready_.push(std::move(item))) break;
+        }
+        if (--loaders_left_ == 0) ready_.close();
+    }
+
+    void infer(size_t d) {
+        const Progress progress(ProgressCallback{}, abort_);
+        while (auto item = ready_.pop()) {
+            if (stopping()) continue;  // waiting, not started: dropped
+            Status st = inferCase(**item, segmenters_[d], progress);
+            if (!st.isOk()) {
+                const bool abandoned = st.code() == StatusCode::kCancelled && abort_.isCancelled();
+                recordOrStop(**item, abandoned ? CaseState::kInterrupted : CaseState::kFailed,
+                             st.withContext("case " + (*item)->c.id), {});
+                continue;
+            }
+            to_write_.push(std::move(*item));
+        }
+        if (--devices_left_ == 0) to_write_.close();
+    }
+
+    void write() {
+        const Progress progress(ProgressCallback{}, abort_);
+        while (auto popped = to_write_.pop()) {
+            Item& item = **popped;
+            if (abandoning()) {
+                recordOrStop(item, CaseState::kInterrupted,
+                             Status(StatusCode::kCancelled, "stopped"), {});
+                continue;
+            }
+            std::error_code space_ec;
+            const auto space = fs::space(folders_.out_root, space_ec);
+            if (!space_ec && space.available < options_.min_free_bytes) {
+                log::error(kComponent,
+                           "only {} MiB free on the output file system (guard: {} MiB): "
+                           "stopping; free space and rerun",
+                           space.available >> 20, options_.min_free_bytes >> 20);
+                requestStop(StopReason::kDiskFull, true);
+                recordOrStop(item, CaseState::kInterrupted,
+                             Status(StatusCode::kIoError, "output file system full"), {});
+                continue;
+            }
+            const CaseFolders folders{(folders_.staging_root / item.c.id).string(),
+                                      (folders_.out_root / item.c.id).string(),
+                                      (folders_.trash_root / item.c.id).string()};
+            auto files = writeCase(item, segmenters_[0], folders, progress);
+            if (!files.isOk()) {
+                const Status& st = files.status();
+                const bool abandoned = st.code() == StatusCode::kCancelled && abort_.isCancelled();
+                recordOrStop(item, abandoned ? CaseState::kInterrupted : CaseState::kFailed,
+                             st.withContext("case " + item.c.id), {});
+                continue;
+            }
+            recordOrStop(item, CaseState::kDone, Status::ok(), *files);
+        }
+    }
+
+    // Watches for the signal and enforces the grace period.
+    void watch() {
+        bool seen = false;
+        Clock::time_point since{};
+        while (!finished_.load()) {
+            if (!seen && (signal_.isCancelled() || stop_.isCancelled())) {
+                seen = true;
+                since = Clock::now();
+                if (signal_.isCancelled()) {
+                    requestStop(StopReason::kSignal, false);
+                    log::warning(kComponent,
+                                 "stop requested: no new cases; cases in flight get {:.0f} s "
+                                 "to finish",
+                                 options_.grace_seconds);
+                }
+            }
+            if (seen && !abort_.isCancelled() && secondsSince(since) > options_.grace_seconds) {
+                log::warning(kComponent, "grace period over: abandoning the cases in flight");
+                abort_.cancel();
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+    }
+
+    const BatchOptions& options_;
+    const CancelToken& signal_;
+    std::vector<pipeline::Segmenter>& segmenters_;
+    const std::vector<BatchCase>& todo_;
+    const RunFolders& folders_;
+    Recorder& recorder_;
+    LoadPolicy load_policy_;
+    CancelToken stop_;   // no new cases (a signal, a full disk, an unwritable journal)
+    CancelToken abort_;  // cases in flight give up (grace expired, or nothing can be written)
+    std::atomic<int> stop_reason_{static_cast<int>(StopReason::kNone)};
+    BoundedQueue<ItemPtr> ready_;
+    const int writers_;
+    BoundedQueue<ItemPtr> to_write_;
+    std::atomic<size_t> next_{0};
+    const int loaders_;
+    std::atomic<int> loaders_left_;
+    std::atomic<int> devices_left_;
+    std::atomic<bool> finished_{false};
+};
+
 }  // namespace
 
 std::string stateFolder(const std::string& output_root) {
@@ -232,14 +493,14 @@ Result<std::vector<engine::DeviceSpec>> parseDevices(const std::string& list,
 Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const BatchOptions& options,
                              const CancelToken& signal, const CaseCallback& on_case) {
     const auto t0 = Clock::now();
-    const fs::path out_root = options.output_root;
     const fs::path state = stateFolder(options.output_root);
-    const fs::path staging_root = state / "staging";
-    const fs::path trash_root = state / "trash";
+    const RunFolders folders{options.output_root, state / "staging", state / "trash"};
     std::error_code ec;
-    fs::create_directories(staging_root, ec);
-    if (ec) return ioError("cannot create the output folder: " + ec.message(), out_root.string());
-    fs::create_directories(trash_root, ec);
+    fs::create_directories(folders.staging_root, ec);
+    if (ec)
+        return ioError("cannot create the output folder: " + ec.message(),
+                       folders.out_root.string());
+    fs::create_directories(folders.trash_root, ec);
 
     BatchResult result;
     const std::string tag = options.shard.tag();
@@ -252,7 +513,6 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
     removeStaleTemps(result.summary_path);
     removeStaleTemps(result.metrics_path);
 
-    // One Segmenter per device; CPU workers share the cores.
     std::vector<engine::DeviceSpec> devices =
         options.devices.empty() ? std::vector<engine::DeviceSpec>{options.segment.device}
                                 : options.devices;
@@ -260,33 +520,8 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
                           ? options.segment.threads
                           : static_cast<int>(std::thread::hardware_concurrency());
     const auto model_t0 = Clock::now();
-    std::vector<pipeline::Segmenter> segmenters;
-    auto createSegmenters = [&]() -> Status {
-        segmenters.clear();
-        for (const auto& d : devices) {
-            pipeline::SegmentOptions so = options.segment;
-            so.device = d;
-            so.output_threads = 1;  // the writers already overlap cases; memory stays per case
-            if (devices.size() > 1 && !d.isCuda())
-                so.threads = std::max(1, cores / static_cast<int>(devices.size()));
-            std::string warning;
-            auto s = pipeline::Segmenter::create(options.model, so, &warning);
-            if (!warning.empty()) log::warning(kComponent, "{}", warning);
-            if (!s.isOk()) return s.status().withContext("device " + d.toString());
-            segmenters.push_back(std::move(*s));
-        }
-        return Status::ok();
-    };
-    VOXSEG_RETURN_IF_ERROR(createSegmenters());
-    // Without --devices, a CPU run gets two workers: one worker's inference leaves cores idle
-    // (small patches scale poorly across threads) and its stages wait for each other; two
-    // overlap (docs/perf-batch.md).
-    if (options.devices.empty() && segmenters[0].backendName() == "cpu" && cores >= 2) {
-        devices = {engine::DeviceSpec::cpu(), engine::DeviceSpec::cpu()};
-        VOXSEG_RETURN_IF_ERROR(createSegmenters());
-        log::info(kComponent, "2 CPU workers with {} threads each (--devices cpu for one)",
-                  std::max(1, cores / 2));
-    }
+    VOXSEG_ASSIGN_OR_RETURN(std::vector<pipeline::Segmenter> segmenters,
+                            createWorkers(options, cores, devices));
 
     BatchStats stats;
     stats.shard = std::to_string(options.shard.index) + "/" + std::to_string(options.shard.count);
@@ -298,34 +533,8 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
     stats.started = unixNow();
     stats.model_load_seconds = secondsSince(model_t0);
 
-    // This shard's cases; those complete from an earlier run are skipped.
-    std::map<std::string, JournalEntry> journaled;
-    if (!options.redo_all) {
-        VOXSEG_ASSIGN_OR_RETURN(journaled, readJournals(state.string()));
-    }
-    std::vector<BatchCase> todo;
-    for (const auto& c : all_cases) {
-        if (!inShard(c.id, options.shard)) continue;
-        ++stats.cases_in_shard;
-        const std::string series = c.series.empty() ? options.series : c.series;
-        auto it = journaled.find(c.id);
-        if (it != journaled.end() && it->second.state == CaseState::kDone &&
-            it->second.model_sha256 == stats.model_sha256 &&
-            it->second.options_hash == stats.options_hash && it->second.input == c.input &&
-            it->second.series == series && outputsComplete(it->second, out_root / c.id)) {
-            ++stats.skipped;
-            CaseRecord r;
-            r.case_id = c.id;
-            r.state = "skipped";
-            stats.cases.push_back(r);
-            continue;
-        }
-        // Debris of an earlier run killed hard (SIGKILL, node loss) for this case only: other
-        // shards may be writing their own cases next to it.
-        fs::remove_all(staging_root / c.id, ec);
-        fs::remove_all(trash_root / c.id, ec);
-        todo.push_back(c);
-    }
+    VOXSEG_ASSIGN_OR_RETURN(const std::vector<BatchCase> todo,
+                            casesToRun(all_cases, options, state, folders, stats));
     log::info(kComponent, "shard {} ({}): {} of {} cases, {} already done, {} to run on {}",
               stats.shard, options.shard.source, stats.cases_in_shard, stats.cases_total,
               stats.skipped, todo.size(), fmt::format("{}", fmt::join(stats.devices, ",")));
@@ -335,161 +544,11 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
         auto st = writeMetrics(stats, true, result.metrics_path);
         if (!st.isOk()) log::warning(kComponent, "metrics file not written: {}", st.toString());
     }
-
-    CancelToken stop;   // no new cases (a signal, a full disk, an unwritable journal)
-    CancelToken abort;  // cases in flight give up (grace expired, or nothing can be written)
-    std::atomic<int> stop_reason{static_cast<int>(StopReason::kNone)};
-    auto requestStop = [&](StopReason why, bool abort_now) {
-        int none = static_cast<int>(StopReason::kNone);
-        stop_reason.compare_exchange_strong(none, static_cast<int>(why));
-        stop.cancel();
-        if (abort_now) abort.cancel();
-    };
-    // The threads read the caller's signal themselves rather than wait for the watchdog's next
-    // look: a case that starts or reaches its writer after the signal is not done any more.
-    auto stopping = [&] { return stop.isCancelled() || signal.isCancelled(); };
-    auto abandoning = [&] {
-        return abort.isCancelled() || (options.grace_seconds <= 0 && signal.isCancelled());
-    };
-    auto recordOrStop = [&](const Item& item, CaseState st, const Status& error,
-                            const std::vector<OutputFile>& files) {
-        const Status journaled = recorder.record(item, st, error, files);
-        if (!journaled.isOk()) {
-            log::error(kComponent, "{}: stopping", journaled.toString());
-            requestStop(StopReason::kDiskFull, true);
-        }
-    };
-
-    BoundedQueue<ItemPtr> ready(static_cast<size_t>(std::max(1, options.prefetch)));
-    // Writers turn scores into label maps and outputs (CPU only), so a device takes its next
-    // case as soon as its sliding window is done. Default: one per device, and up to 4 while
-    // half the cores allow (a GPU's cases can arrive faster than one CPU thread finishes them).
-    const int writers = options.writers > 0
-                            ? options.writers
-                            : std::max(static_cast<int>(segmenters.size()), std::min(4, cores / 2));
-    BoundedQueue<ItemPtr> to_write(static_cast<size_t>(writers));
-    std::atomic<size_t> next{0};
-    const int loaders = std::max(1, options.loaders);
-    std::atomic<int> loaders_left{loaders};
-    std::atomic<int> devices_left{static_cast<int>(segmenters.size())};
-
-    LoadPolicy load_policy;
-    load_policy.dicom = options.dicom;
-    load_policy.read_retries = options.read_retries;
-    load_policy.retry_delay_seconds = options.retry_delay_seconds;
-    load_policy.ambiguous_hint =
-        "several series: give this case a 'series' (index or UID, see voxseg info) in the "
-        "manifest";
-    auto loader = [&] {
-        const Progress progress(ProgressCallback{}, stop);
-        while (!stopping()) {
-            const size_t i = next.fetch_add(1);
-            if (i >= todo.size()) break;
-            auto item = std::make_unique<Item>();
-            item->c = todo[i];
-            item->series = item->c.series.empty() ? options.series : item->c.series;
-            item->start = Clock::now();
-            Status st = loadCase(*item, segmenters[0], load_policy, stop, progress);
-            if (stopping()) break;  // not started: the next run does it
-            if (!st.isOk()) {
-                recordOrStop(*item, CaseState::kFailed, st.withContext("case " + item->c.id), {});
-                continue;
-            }
-            if (!ready.push(std::move(item))) break;
-        }
-        if (--loaders_left == 0) ready.close();
-    };
-
-    auto device = [&](size_t d) {
-        const Progress progress(ProgressCallback{}, abort);
-        while (auto item = ready.pop()) {
-            if (stopping()) continue;  // waiting, not started: dropped
-            Status st = inferCase(**item, segmenters[d], progress);
-            if (!st.isOk()) {
-                const bool abandoned = st.code() == StatusCode::kCancelled && abort.isCancelled();
-                recordOrStop(**item, abandoned ? CaseState::kInterrupted : CaseState::kFailed,
-                             st.withContext("case " + (*item)->c.id), {});
-                continue;
-            }
-            to_write.push(std::move(*item));
-        }
-        if (--devices_left == 0) to_write.close();
-    };
-
-    auto writer = [&] {
-        const Progress progress(ProgressCallback{}, abort);
-        while (auto popped = to_write.pop()) {
-            Item& item = **popped;
-            if (abandoning()) {
-                recordOrStop(item, CaseState::kInterrupted,
-                             Status(StatusCode::kCancelled, "stopped"), {});
-                continue;
-            }
-            std::error_code space_ec;
-            const auto space = fs::space(out_root, space_ec);
-            if (!space_ec && space.available < options.min_free_bytes) {
-                log::error(kComponent,
-                           "only {} MiB free on the output file system (guard: {} MiB): "
-                           "stopping; free space and rerun",
-                           space.available >> 20, options.min_free_bytes >> 20);
-                requestStop(StopReason::kDiskFull, true);
-                recordOrStop(item, CaseState::kInterrupted,
-                             Status(StatusCode::kIoError, "output file system full"), {});
-                continue;
-            }
-            const CaseFolders folders{(staging_root / item.c.id).string(),
-                                      (out_root / item.c.id).string(),
-                                      (trash_root / item.c.id).string()};
-            auto files = writeCase(item, segmenters[0], folders, progress);
-            if (!files.isOk()) {
-                const Status& st = files.status();
-                const bool abandoned = st.code() == StatusCode::kCancelled && abort.isCancelled();
-                recordOrStop(item, abandoned ? CaseState::kInterrupted : CaseState::kFailed,
-                             st.withContext("case " + item.c.id), {});
-                continue;
-            }
-            recordOrStop(item, CaseState::kDone, Status::ok(), *files);
-        }
-    };
-
-    // Watches for the signal and enforces the grace period.
-    std::atomic<bool> finished{false};
-    std::thread watchdog([&] {
-        bool seen = false;
-        Clock::time_point since{};
-        while (!finished.load()) {
-            if (!seen && (signal.isCancelled() || stop.isCancelled())) {
-                seen = true;
-                since = Clock::now();
-                if (signal.isCancelled()) {
-                    requestStop(StopReason::kSignal, false);
-                    log::warning(kComponent,
-                                 "stop requested: no new cases; cases in flight get {:.0f} s "
-                                 "to finish",
-                                 options.grace_seconds);
-                }
-            }
-            if (seen && !abort.isCancelled() && secondsSince(since) > options.grace_seconds) {
-                log::warning(kComponent, "grace period over: abandoning the cases in flight");
-                abort.cancel();
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
-    });
-
-    std::vector<std::thread> threads;
-    for (int l = 0; l < loaders; ++l) threads.emplace_back(loader);
-    for (size_t d = 0; d < segmenters.size(); ++d) threads.emplace_back(device, d);
-    for (int w = 0; w < writers; ++w) threads.emplace_back(writer);
-    for (auto& t : threads) t.join();
-    finished = true;
-    watchdog.join();
-    if (signal.isCancelled()) requestStop(StopReason::kSignal, false);  // keeps an earlier reason
     // A signal that arrived after the last case still counts as a stop only if work was left.
-    result.stop = static_cast<StopReason>(stop_reason.load());
+    result.stop = CasePipeline(options, signal, segmenters, todo, folders, recorder, cores).run();
 
     // Anything a killed run could have left for these cases.
-    for (const auto& c : todo) fs::remove_all(staging_root / c.id, ec);
+    for (const auto& c : todo) fs::remove_all(folders.staging_root / c.id, ec);
 
     result.stats = recorder.finish();
     if (result.stop == StopReason::kSignal) result.stats.stopped = "signal";
