@@ -103,32 +103,10 @@ SlidingWindowOptions ModelPackage::slidingWindowOptions() const {
     return o;
 }
 
-Result<ModelPackage> parseModelPackage(const std::string& json_text, const std::string& source,
-                                       const std::filesystem::path& folder) {
-    json root;
-    try {
-        root = json::parse(json_text);
-    } catch (const json::exception& e) {
-        // e.what() carries the byte position: "[json.exception.parse_error.101] parse error at
-        // line 3, column 5: ..."; a number too large for a double is out_of_range.406 (found by
-        // fuzz_model_json: it escaped as an uncaught exception).
-        return corruptData(std::string("model.json is not valid JSON: ") + e.what(), source);
-    }
-    Reader r(source);
-    if (!root.is_object())
-        return invalidArgument(
-            std::string("model.json must hold a JSON object, got ") + jsonTypeName(root), source);
-    ModelPackage p;
-    p.folder = folder;
+namespace {
 
-    if (const json* v = r.member(root, "", "format_version", false)) {
-        p.format_version = static_cast<int>(r.integer(*v, "format_version", 1, 1000000));
-        if (r.ok() && p.format_version > 2)
-            return unsupported("model.json has format_version " + std::to_string(p.format_version) +
-                                   "; this voxseg reads versions 1 and 2: update voxseg",
-                               source);
-    }
-    const bool v2 = p.format_version >= 2;
+// The top-level keys each format version allows (and those it must not have).
+void checkTopLevelKeys(Reader& r, const json& root, bool v2) {
     if (v2) {
         for (const char* k :
              {"spacing_mm", "patch_size", "output", "inference", "sha256", "models"})
@@ -149,6 +127,10 @@ Result<ModelPackage> parseModelPackage(const std::string& json_text, const std::
                     "channels", "spacing_mm", "patch_size", "axis_order", "orientation", "labels",
                     "output", "inference", "sha256", "models", "precision"});
     }
+}
+
+// name, version, description, license, attribution, citation, precision.
+void readIdentity(Reader& r, const json& root, ModelPackage& p) {
     if (const json* v = r.member(root, "", "name", true)) p.name = r.string(*v, "name");
     if (const json* v = r.member(root, "", "version", true)) p.version = r.string(*v, "version");
     if (const json* v = r.member(root, "", "description", true))
@@ -160,7 +142,10 @@ Result<ModelPackage> parseModelPackage(const std::string& json_text, const std::
         p.citation = r.string(*v, "citation", true);
     if (const json* v = r.member(root, "", "precision", false))
         readPrecision(r, *v, "precision", p.precision);
+}
 
+// channels: {modality, name, match} (+ normalization in version 1).
+void readChannels(Reader& r, const json& root, bool v2, ModelPackage& p) {
     if (const json* v = r.member(root, "", "channels", true);
         v && r.array(*v, "channels", "{modality, normalization} objects")) {
         if (v->empty()) r.fail("channels", "must list at least one input channel");
@@ -191,7 +176,10 @@ Result<ModelPackage> parseModelPackage(const std::string& json_text, const std::
                    "format_version 2 packages take one image channel for now (stages normalise "
                    "one channel); use format_version 1 for a multi-channel network");
     }
+}
 
+// patch_size and spacing_mm (version 1: version 2 has them per stage), axis_order, orientation.
+void readGeometry(Reader& r, const json& root, bool v2, ModelPackage& p) {
     if (const json* v = v2 ? nullptr : r.member(root, "", "patch_size", true);
         v && r.array(*v, "patch_size", "positive integers")) {
         for (size_t i = 0; i < v->size() && r.ok(); ++i)
@@ -233,7 +221,10 @@ Result<ModelPackage> parseModelPackage(const std::string& json_text, const std::
                    "A/P, S/I such as \"RAS\" or \"LPS\", got \"" +
                        p.orientation + "\"");
     }
+}
 
+// labels: {value, name, color, category, type}, values and names unique.
+void readLabels(Reader& r, const json& root, ModelPackage& p) {
     if (const json* v = r.member(root, "", "labels", true);
         v && r.array(*v, "labels", "{value, name, color, ...} objects")) {
         if (v->empty()) r.fail("labels", "must list at least one label");
@@ -278,11 +269,10 @@ Result<ModelPackage> parseModelPackage(const std::string& json_text, const std::
             p.labels.push_back(label);
         }
     }
-    if (v2) {
-        readStages(r, root, p);
-        if (!r.ok()) return r.status();
-        return p;
-    }
+}
+
+// output (version 1): softmax or sigmoid.
+void readOutputKind(Reader& r, const json& root, ModelPackage& p) {
     if (const json* v = r.member(root, "", "output", true)) {
         const std::string s = r.string(*v, "output");
         if (s == "softmax") {
@@ -296,10 +286,10 @@ Result<ModelPackage> parseModelPackage(const std::string& json_text, const std::
                        s + "\"");
         }
     }
+}
 
-    if (const json* v = r.member(root, "", "inference", false))
-        readInference(r, *v, "inference", static_cast<int64_t>(p.patch_size.size()), p.inference);
-
+// sha256 of model.onnx, or models (an ensemble of {file, sha256}) (version 1).
+void readModelFiles(Reader& r, const json& root, ModelPackage& p) {
     const json* sha = r.member(root, "", "sha256", false);
     const json* models = r.member(root, "", "models", false);
     if (r.ok()) {
@@ -345,6 +335,51 @@ Result<ModelPackage> parseModelPackage(const std::string& json_text, const std::
                    "ensemble)");
         }
     }
+}
+
+}  // namespace
+
+Result<ModelPackage> parseModelPackage(const std::string& json_text, const std::string& source,
+                                       const std::filesystem::path& folder) {
+    json root;
+    try {
+        root = json::parse(json_text);
+    } catch (const json::exception& e) {
+        // e.what() carries the byte position: "[json.exception.parse_error.101] parse error at
+        // line 3, column 5: ..."; a number too large for a double is out_of_range.406 (found by
+        // fuzz_model_json: it escaped as an uncaught exception).
+        return corruptData(std::string("model.json is not valid JSON: ") + e.what(), source);
+    }
+    Reader r(source);
+    if (!root.is_object())
+        return invalidArgument(
+            std::string("model.json must hold a JSON object, got ") + jsonTypeName(root), source);
+    ModelPackage p;
+    p.folder = folder;
+
+    if (const json* v = r.member(root, "", "format_version", false)) {
+        p.format_version = static_cast<int>(r.integer(*v, "format_version", 1, 1000000));
+        if (r.ok() && p.format_version > 2)
+            return unsupported("model.json has format_version " + std::to_string(p.format_version) +
+                                   "; this voxseg reads versions 1 and 2: update voxseg",
+                               source);
+    }
+    const bool v2 = p.format_version >= 2;
+    checkTopLevelKeys(r, root, v2);
+    readIdentity(r, root, p);
+    readChannels(r, root, v2, p);
+    readGeometry(r, root, v2, p);
+    readLabels(r, root, p);
+    if (v2) {
+        readStages(r, root, p);
+        if (!r.ok()) return r.status();
+        return p;
+    }
+    readOutputKind(r, root, p);
+    if (const json* v = r.member(root, "", "inference", false))
+        readInference(r, *v, "inference", static_cast<int64_t>(p.patch_size.size()), p.inference);
+
+    readModelFiles(r, root, p);
     if (!r.ok()) return r.status();
     return p;
 }
