@@ -317,6 +317,57 @@ Result<Tensor> nnunetAccumulate(const NnUNetGrid& g, const BatchRunner& run_batc
     return total;
 }
 
+// The mirrored copies each window runs as, as bit sets over the internal 3D axes: every subset of
+// the mirror axes, identity first. For nnU-Net's accumulation in nnU-Net's order (the float32
+// sum of mirrored outputs depends on it): itertools.combinations of the mirror axes, one axis,
+// then two, then three.
+std::vector<unsigned> flipSets(const std::vector<int>& mirror_axes, size_t rank, bool nnunet) {
+    const auto bit = [rank](int axis) { return 1u << (3 - rank + static_cast<size_t>(axis)); };
+    std::vector<unsigned> flip_sets;
+    if (nnunet) {
+        flip_sets.push_back(0);
+        const size_t n = mirror_axes.size();
+        for (size_t size = 1; size <= n; ++size) {
+            std::vector<bool> chosen(n, false);
+            std::fill(chosen.begin(), chosen.begin() + static_cast<std::ptrdiff_t>(size), true);
+            do {  // lexicographic combinations, as itertools.combinations yields them
+                unsigned bits = 0;
+                for (size_t i = 0; i < n; ++i)
+                    if (chosen[i]) bits |= bit(mirror_axes[i]);
+                flip_sets.push_back(bits);
+            } while (std::prev_permutation(chosen.begin(), chosen.end()));
+        }
+        return flip_sets;
+    }
+    unsigned mirror_bits = 0;
+    for (int axis : mirror_axes) mirror_bits |= bit(axis);
+    for (unsigned s = 0; s < 8; ++s)
+        if ((s & ~mirror_bits) == 0) flip_sets.push_back(s);
+    return flip_sets;
+}
+
+// 1 / (the sum of the importance weights of the windows covering each voxel); 0 where none does.
+void inverseWeightSums(const std::array<std::vector<int64_t>, 3>& starts,
+                       const std::array<int64_t, 3>& patch, const std::array<int64_t, 3>& padded,
+                       const std::vector<float>& importance, std::vector<float>& inverse_weight) {
+    for (int64_t z0 : starts[0]) {
+        for (int64_t y0 : starts[1]) {
+            for (int64_t x0 : starts[2]) {
+                for (int64_t z = 0; z < patch[0]; ++z) {
+                    for (int64_t y = 0; y < patch[1]; ++y) {
+                        const float* __restrict w =
+                            importance.data() + (z * patch[1] + y) * patch[2];
+                        float* __restrict d = inverse_weight.data() +
+                                              ((z0 + z) * padded[1] + (y0 + y)) * padded[2] + x0;
+                        for (int64_t x = 0; x < patch[2]; ++x) d[x] += w[x];
+                    }
+                }
+            }
+        }
+    }
+    for (float& w : inverse_weight) w = w > 0.0f ? 1.0f / w : 0.0f;
+}
+
 }  // namespace
 
 const char* windowConventionName(WindowConvention convention) {
@@ -590,32 +641,8 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
         starts[a] = windowStarts(padded[a], patch[a], options_.overlap, options_.convention);
     const int64_t num_windows =
         static_cast<int64_t>(starts[0].size() * starts[1].size() * starts[2].size());
-    unsigned mirror_bits = 0;  // over the internal 3D axes
-    for (int axis : options_.mirror_axes)
-        mirror_bits |= 1u << (3 - rank + static_cast<size_t>(axis));
     const bool nnunet = options_.accumulation == Accumulation::kNnUNetFp16;
-    // Every subset of mirror_bits, identity first; nnU-Net's order for its accumulation (the
-    // float32 sum of mirrored outputs depends on it): itertools.combinations of the mirror axes,
-    // one axis, then two, then three.
-    std::vector<unsigned> flip_sets;
-    if (nnunet) {
-        flip_sets.push_back(0);
-        const std::vector<int>& axes = options_.mirror_axes;
-        const size_t n = axes.size();
-        for (size_t size = 1; size <= n; ++size) {
-            std::vector<bool> chosen(n, false);
-            std::fill(chosen.begin(), chosen.begin() + static_cast<std::ptrdiff_t>(size), true);
-            do {  // lexicographic combinations, as itertools.combinations yields them
-                unsigned bits = 0;
-                for (size_t i = 0; i < n; ++i)
-                    if (chosen[i]) bits |= 1u << (3 - rank + static_cast<size_t>(axes[i]));
-                flip_sets.push_back(bits);
-            } while (std::prev_permutation(chosen.begin(), chosen.end()));
-        }
-    } else {
-        for (unsigned s = 0; s < 8; ++s)
-            if ((s & ~mirror_bits) == 0) flip_sets.push_back(s);
-    }
+    const std::vector<unsigned> flip_sets = flipSets(options_.mirror_axes, rank, nnunet);
     const int64_t num_flips = static_cast<int64_t>(flip_sets.size());
     const int64_t num_items = num_windows * num_flips;
     const int64_t batch = options_.batch;
@@ -665,23 +692,7 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
     const int64_t patch_voxels = patch[0] * patch[1] * patch[2];
     std::vector<float> item_weight;
     if (!pass_through && !nnunet) {
-        for (int64_t z0 : starts[0]) {
-            for (int64_t y0 : starts[1]) {
-                for (int64_t x0 : starts[2]) {
-                    for (int64_t z = 0; z < patch[0]; ++z) {
-                        for (int64_t y = 0; y < patch[1]; ++y) {
-                            const float* __restrict w =
-                                importance_.data() + (z * patch[1] + y) * patch[2];
-                            float* __restrict d = inverse_weight.data() +
-                                                  ((z0 + z) * padded[1] + (y0 + y)) * padded[2] +
-                                                  x0;
-                            for (int64_t x = 0; x < patch[2]; ++x) d[x] += w[x];
-                        }
-                    }
-                }
-            }
-        }
-        for (float& w : inverse_weight) w = w > 0.0f ? 1.0f / w : 0.0f;
+        inverseWeightSums(starts, patch, padded, importance_, inverse_weight);
         // Mirrored copies of a patch and ensemble members share its weight: each network
         // output contributes importance / (num_flips * num_networks), i.e. outputs are averaged
         // first.
