@@ -4,10 +4,10 @@
 #include "engine/cpu_backend.h"
 
 #include "core/checked_math.h"
+#include "core/memory_limit.h"
 #include "engine/cpu_plan.h"
 
 #include <omp.h>
-#include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -161,19 +161,38 @@ class CpuCompiledGraph : public CompiledGraph {
             } catch (const dnnl::error& e) {
                 s = cpu::nodeError(plan_, std::string("oneDNN: ") + e.what());
             }
-            if (!s.isOk()) return s;
+            if (!s.isOk()) return withTensorSizeHint(s, graph_.nodes[i]);
         }
         VOXSEG_RETURN_IF_ERROR(plan_.defineOutputs());
         return plan_.finish();
     }
 
-    // An activation larger than the machine's memory can never be allocated. Refused here, before
-    // oneDNN plans a kernel for it, so that every CPU gives the same advice: under AVX2 oneDNN
-    // cannot create primitives for tensors this large, which read as an unsupported op.
+    // oneDNN 2.6 creates no primitive for some tensors past 2 GiB where the CPU lacks AVX-512
+    // (a 16-channel 490^3 activation under DNNL_MAX_CPU_ISA=AVX2 fits the memory and is refused):
+    // such a failure names the size and the way out instead of reading as an unsupported op.
+    Status withTensorSizeHint(const Status& s, const Node& node) const {
+        if (s.message().find("oneDNN") == std::string::npos) return s;
+        uint64_t largest = 0;
+        for (const std::vector<ValueId>* ids : {&node.inputs, &node.outputs})
+            for (ValueId v : *ids)
+                if (v >= 0 && !graph_.values[v].constant)
+                    if (const auto n = checkedProduct(graph_.values[v].shape); n && *n > 0)
+                        largest = std::max(largest, static_cast<uint64_t>(*n) * 4);
+        if (largest <= (uint64_t{1} << 31)) return s;
+        return Status(s.code(),
+                      s.message() + " (a tensor of " + std::to_string(largest >> 20) +
+                          " MiB: oneDNN has no kernel for tensors this large on this CPU, " +
+                          isaName() + "; use a smaller patch)",
+                      s.subject());
+    }
+
+    // An activation larger than the memory this process may use (core/memory_limit.h) can never
+    // be allocated. Refused here, before oneDNN plans a kernel for it, so that every CPU gives the
+    // same advice: under AVX2 oneDNN cannot create primitives for tensors this large, which read
+    // as an unsupported op.
     Status checkActivationsFitMemory() const {
-        const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-        if (pages <= 0 || page <= 0) return Status::ok();
-        const uint64_t memory = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+        const uint64_t memory = memoryLimitBytes();
+        if (memory == 0) return Status::ok();
         for (const Value& v : graph_.values) {
             if (v.constant ||
                 std::any_of(v.shape.begin(), v.shape.end(), [](int64_t d) { return d < 0; }))
@@ -185,10 +204,10 @@ class CpuCompiledGraph : public CompiledGraph {
             const std::string need =
                 n ? std::to_string(static_cast<uint64_t>(bytes / 1048576.0)) + " MiB"
                   : std::string("more than 2^63 elements");
-            return Status(StatusCode::kOutOfMemory,
-                          "cpu backend: '" + v.name + "' " + shapeToString(v.shape) + " needs " +
-                              need + ", more than this machine's " + std::to_string(memory >> 20) +
-                              " MiB of memory; use a smaller patch or batch");
+            return Status(StatusCode::kOutOfMemory, "cpu backend: '" + v.name + "' " +
+                                                        shapeToString(v.shape) + " needs " + need +
+                                                        ", more than the " + describeMemoryLimit() +
+                                                        "; use a smaller patch or batch");
         }
         return Status::ok();
     }

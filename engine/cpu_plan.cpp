@@ -1,6 +1,7 @@
 #include "engine/cpu_plan.h"
 
 #include "core/log.h"
+#include "core/memory_limit.h"
 
 #include <algorithm>
 #include <chrono>
@@ -342,6 +343,15 @@ Status Plan::finish() {
         return std::shared_ptr<std::byte>(static_cast<std::byte*>(p),
                                           [](std::byte* q) { std::free(q); });
     };
+    // Linux over-commits: an arena beyond the memory this process may use would be allocated and
+    // the process killed when the network writes it.
+    const uint64_t limit = memoryLimitBytes();
+    if (limit > 0 && arena_bytes_ + scratchpad_bytes_ > limit)
+        return Status(StatusCode::kOutOfMemory,
+                      "cpu backend: the activations need " +
+                          std::to_string((arena_bytes_ + scratchpad_bytes_) >> 20) +
+                          " MiB, more than the " + describeMemoryLimit() +
+                          "; use a smaller patch or batch");
     arena_ = allocate(arena_bytes_);
     scratchpad_ = allocate(scratchpad_bytes_);
     if ((arena_bytes_ && !arena_) || (scratchpad_bytes_ && !scratchpad_))

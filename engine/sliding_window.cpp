@@ -1,8 +1,11 @@
 #include "engine/sliding_window.h"
 
 #include "core/log.h"
+#include "core/memory_limit.h"
 #include "engine/half_kernels.h"
 #include "engine/sliding_window_nnunet.h"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
@@ -662,6 +665,23 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
     // passes saved).
     const bool pass_through = num_items == 1 && batch == 1 && num_networks == 1 && !needs_pad &&
                               options_.accumulator == DType::kFloat32 && !nnunet;
+    // The sums and the padded copy of the image must fit the memory this process may use: Linux
+    // over-commits, so a larger allocation would succeed and the process be killed while the
+    // windows are summed (a whole-body CT with a hundred classes, a small container).
+    if (const uint64_t limit = memoryLimitBytes(); limit > 0) {
+        const size_t need =
+            (pass_through ? 0 : accumulatorBytes(classes, voxels)) +
+            (needs_pad ? static_cast<size_t>(channels_ * voxels) * sizeof(float) : 0);
+        if (need > limit)
+            return Status(
+                StatusCode::kOutOfMemory,
+                fmt::format("the sliding window needs {} MiB for {} classes on {} voxels, more "
+                            "than the {}; run it where more memory is free{}",
+                            need >> 20, classes, voxels, describeMemoryLimit(),
+                            !nnunet && options_.accumulator == DType::kFloat32
+                                ? ", or with --accumulator fp16 (half the sums)"
+                                : ""));
+    }
     Tensor padded_image;
     const float* source = image.data<float>();
     Tensor accumulator;

@@ -3,6 +3,7 @@
 // exact answers are known.
 #include "engine/sliding_window.h"
 
+#include "core/memory_limit.h"
 #include "engine/sliding_window_nnunet.h"
 
 #include "tests/engine/op_cases.h"
@@ -473,6 +474,33 @@ TEST(SlidingWindow, CancelStopsBetweenBatches) {
     ASSERT_EQ(reported.size(), 2u);
     EXPECT_GT(reported[1], 0.0);
     EXPECT_LT(reported[1], 0.1);  // 9^3 windows / 2 per batch
+}
+
+// Sums larger than the memory this process may use are refused before a window runs: Linux
+// over-commits, so allocating them would succeed and the process be killed while summing.
+TEST(SlidingWindow, SumsLargerThanMemoryAreRefusedBeforeAnyWindowRuns) {
+    const std::vector<int64_t> patch = {8, 8, 8};
+    const int64_t edge = 256;
+    const int64_t voxels = edge * edge * edge;
+    // float16 sums (the default): 2 bytes per class and voxel.
+    const auto classes =
+        static_cast<int64_t>(memoryLimitBytes() / static_cast<uint64_t>(voxels * 2)) + 2;
+    int runs = 0;
+    SlidingWindowOptions o;
+    o.patch_size = patch;
+    auto sw = SlidingWindow::create(std::make_unique<FnCompiled>(
+                                        withBatch(1, 1, patch), withBatch(1, classes, patch),
+                                        [](const Tensor&, Tensor&) {}, &runs),
+                                    o);
+    ASSERT_TRUE(sw.isOk()) << sw.status().toString();
+    auto r = (*sw)->run(Tensor(DType::kFloat32, {1, edge, edge, edge}), {});
+    ASSERT_FALSE(r.isOk());
+    EXPECT_EQ(r.status().code(), StatusCode::kOutOfMemory) << r.status().toString();
+    EXPECT_NE(r.status().message().find(std::to_string(classes) + " classes"), std::string::npos)
+        << r.status().toString();
+    EXPECT_NE(r.status().message().find("GiB of memory"), std::string::npos)
+        << r.status().toString();
+    EXPECT_EQ(runs, 0);
 }
 
 TEST(SlidingWindow, ProgressReachesOneOncePerBatch) {

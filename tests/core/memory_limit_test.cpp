@@ -1,0 +1,70 @@
+// memoryLimitBytes: the lower of physical memory and a cgroup v2 / v1 limit, read from fake
+// cgroup file systems in a temporary folder.
+#include "core/memory_limit.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace voxseg {
+namespace {
+
+namespace fs = std::filesystem;
+
+class MemoryLimit : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        root_ = fs::temp_directory_path() / ("voxseg-cgroup-" + std::to_string(getpid()));
+        fs::remove_all(root_);
+        fs::create_directories(root_ / "memory");
+    }
+    void TearDown() override { fs::remove_all(root_); }
+    void write(const fs::path& rel, const std::string& text) { std::ofstream(root_ / rel) << text; }
+    fs::path root_;
+};
+
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+
+TEST_F(MemoryLimit, NoCgroupFilesGivePhysicalMemory) {
+    EXPECT_EQ(memoryLimitBytes(root_, 64 * kGiB), 64 * kGiB);
+    EXPECT_EQ(memoryLimitBytes(root_, 0), 0u);
+}
+
+TEST_F(MemoryLimit, CgroupV2LimitBelowPhysicalWins) {
+    write("memory.max", std::to_string(8 * kGiB) + "\n");
+    EXPECT_EQ(memoryLimitBytes(root_, 64 * kGiB), 8 * kGiB);
+    EXPECT_EQ(memoryLimitBytes(root_, 4 * kGiB), 4 * kGiB);  // the lower of the two
+    EXPECT_EQ(memoryLimitBytes(root_, 0), 8 * kGiB);
+}
+
+TEST_F(MemoryLimit, CgroupV2MaxMeansNoLimit) {
+    write("memory.max", "max\n");
+    EXPECT_EQ(memoryLimitBytes(root_, 64 * kGiB), 64 * kGiB);
+}
+
+TEST_F(MemoryLimit, CgroupV1LimitAndItsNoLimitValue) {
+    write("memory/memory.limit_in_bytes", std::to_string(2 * kGiB) + "\n");
+    EXPECT_EQ(memoryLimitBytes(root_, 64 * kGiB), 2 * kGiB);
+    write("memory/memory.limit_in_bytes", "9223372036854771712\n");  // v1's "unlimited"
+    EXPECT_EQ(memoryLimitBytes(root_, 64 * kGiB), 64 * kGiB);
+}
+
+TEST_F(MemoryLimit, GarbageIsIgnored) {
+    write("memory.max", "12abc\n");
+    write("memory/memory.limit_in_bytes", "99999999999999999999999\n");
+    EXPECT_EQ(memoryLimitBytes(root_, 64 * kGiB), 64 * kGiB);
+}
+
+TEST(MemoryLimitOfThisProcess, IsKnownAndAtMostPhysicalMemory) {
+    const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+    const uint64_t limit = memoryLimitBytes();
+    EXPECT_GT(limit, 0u);
+    EXPECT_LE(static_cast<double>(limit), physical);
+    EXPECT_NE(describeMemoryLimit().find("GiB of memory"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace voxseg
