@@ -246,6 +246,16 @@ struct Segmenter::Impl {
     engine::ModelPackage output_model;    // the package describing only the labels written
     std::string model_sha256;
     double load_seconds = 0.0;
+
+    // write()'s parts: every requested output file, written side by side into `staging` (the
+    // DICOM outputs on the acquired images, kept in `acquired` for run.json), and run.json.
+    Status writeOutputs(const StudyInput& input, const SegmentWork& work,
+                        const engine::Tensor& scores, SegmentReport& report, Staging& staging,
+                        std::optional<io::AcquiredLabels>& acquired, std::string& digest,
+                        const std::string& input_path, const Progress& progress) const;
+    nlohmann::json runRecord(const StudyInput& input, const SegmentReport& report,
+                             const std::string& input_path, const std::string& digest,
+                             const io::AcquiredLabels* acquired, double peak_before_run) const;
 };
 
 Segmenter::Segmenter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -531,180 +541,197 @@ nlohmann::json outputGrids(const StudyInput& input, const SegmentOutputs& outs,
 
 }  // namespace
 
+Status Segmenter::Impl::writeOutputs(const StudyInput& input, const SegmentWork& work,
+                                     const engine::Tensor& scores, SegmentReport& report,
+                                     Staging& staging, std::optional<io::AcquiredLabels>& acquired,
+                                     std::string& digest, const std::string& input_path,
+                                     const Progress& progress) const {
+    auto t = Clock::now();
+    const SegmentOutputs& outs = options.outputs;
+    const engine::ModelPackage& described = output_model;  // --labels: only those
+    const auto labels = modelLabelInfos(described);
+    // Staged names registered here, in a fixed order (the order of `written`).
+    // prepare() refused 'seg' and 'rtstruct' without a DICOM series.
+    const bool seg = outs.dicom_seg && input.series;
+    const bool rtstruct = outs.rtstruct && input.series;
+    const std::string label_path =
+        outs.label_map ? staging.path("segmentation." + outs.label_format) : "";
+    const std::string seg_path = seg ? staging.path("segmentation.dcm") : "";
+    const std::string rtstruct_path = rtstruct ? staging.path("rtstruct.dcm") : "";
+    const std::string json_path = outs.statistics ? staging.path("statistics.json") : "";
+    const std::string csv_path = outs.statistics ? staging.path("statistics.csv") : "";
+    const std::string preview_path = outs.preview ? staging.path("preview.png") : "";
+    std::vector<std::string> probability_paths;  // per score channel; empty: not written
+    if (outs.probabilities)
+        for (int value : model.channelLabelValues()) {
+            const bool wanted =
+                label_values.empty() ||
+                std::find(label_values.begin(), label_values.end(), value) != label_values.end();
+            probability_paths.push_back(
+                wanted ? staging.path("probabilities_" + std::to_string(value) + ".nii.gz")
+                       : std::string());
+        }
+
+    std::vector<std::function<Status()>> jobs;
+    jobs.emplace_back([&]() -> Status {  // statistics: report.statistics is always filled
+        VOXSEG_ASSIGN_OR_RETURN(report.statistics,
+                                computeStatistics(report.label_map, &input.volume, labels));
+        report.statistics.measurements = computeMeasurements(described, report.label_map);
+        if (!outs.statistics) return Status::ok();
+        VOXSEG_RETURN_IF_ERROR(writeStatisticsJson(report.statistics, json_path));
+        return writeStatisticsCsv(report.statistics, csv_path);
+    });
+    // DICOM outputs lie on the acquired images: a resampled series' labels mapped back once.
+    if (seg || rtstruct) {
+        auto mapped = io::labelsOnAcquiredImages(report.label_map, *input.series, options.threads);
+        if (!mapped.isOk()) return mapped.status();
+        acquired = std::move(*mapped);
+    }
+    DicomSegmentationOptions dicom;
+    dicom.algorithm_name = model.name;
+    dicom.algorithm_version = model.version;
+    dicom.seg_type = outs.seg_type;
+    dicom.threads = options.output_threads == 1 ? 1 : options.threads;
+    if (seg)
+        jobs.emplace_back([&] {
+            return writeDicomSegmentation(DicomSegmentationKind::kSeg, *acquired, *input.series,
+                                          modelSegmentDescriptions(described), dicom, seg_path);
+        });
+    if (rtstruct)
+        jobs.emplace_back([&] {
+            return writeDicomSegmentation(DicomSegmentationKind::kRtStruct, *acquired,
+                                          *input.series, modelSegmentDescriptions(described), dicom,
+                                          rtstruct_path);
+        });
+    if (outs.label_map)
+        jobs.emplace_back([&] { return io::writeImage(report.label_map, label_path); });
+    if (outs.preview)
+        jobs.emplace_back([&] {
+            return writePreview(input.volume, report.label_map, labels, preview_path).status();
+        });
+    if (outs.probabilities)
+        jobs.emplace_back([&]() -> Status {
+            engine::Tensor probs = engine::scoresAsFloat32(scores);
+            if (model.output == engine::OutputKind::kSigmoid)
+                engine::sigmoidInPlace(probs);
+            else
+                engine::softmaxChannelsInPlace(probs);
+            for (int64_t c = 0; c < probs.dim(0); ++c) {
+                VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
+                if (probability_paths[static_cast<size_t>(c)].empty()) continue;  // --labels
+                VOXSEG_ASSIGN_OR_RETURN(Volume p,
+                                        scoreChannelToOriginal(probs, c, work.pre.record));
+                VOXSEG_RETURN_IF_ERROR(
+                    io::writeImage(p, probability_paths[static_cast<size_t>(c)]));
+            }
+            return Status::ok();
+        });
+    jobs.emplace_back([&]() -> Status {  // run.json's digest of the input files
+        VOXSEG_ASSIGN_OR_RETURN(digest, inputDigest(input, input_path));
+        return Status::ok();
+    });
+    VOXSEG_RETURN_IF_ERROR(runSideBySide(jobs, options.output_threads));
+    VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
+    report.timings.push_back(stageDone("outputs", t));
+
+    return Status::ok();
+}
+
+nlohmann::json Segmenter::Impl::runRecord(const StudyInput& input, const SegmentReport& report,
+                                          const std::string& input_path, const std::string& digest,
+                                          const io::AcquiredLabels* acquired,
+                                          double peak_before_run) const {
+    const Geometry g = input.volume.geometry();
+    // run.json: what was run on what, how, and how long it took.
+    nlohmann::json run;
+    run["voxseg_version"] = VOXSEG_VERSION;
+    run["input"] = {{"path", input_path}};
+    if (!digest.empty()) run["input"]["sha256"] = digest;
+    if (input.series) {
+        run["series"] = {{"index", input.series->index},
+                         {"series_uid", input.series->series_uid},
+                         {"modality", input.series->modality},
+                         {"description", input.series->description},
+                         {"files", input.series->num_files}};
+    }
+    run["geometry"] = {{"size", g.size},
+                       {"spacing_mm", g.spacing},
+                       {"origin_lps_mm", g.origin},
+                       {"direction", g.direction}};
+    run["grids"] = outputGrids(input, options.outputs, acquired);
+    run["model"] = {{"name", model.name},
+                    {"version", model.version},
+                    {"sha256", model_sha256},
+                    {"folder", model.folder.string()},
+                    {"ensemble_members", model.models.size()}};
+    if (!options.labels.empty()) run["labels"] = options.labels;  // --labels
+    if (!input.channel_notes.empty()) run["channels"] = input.channel_notes;
+    run["device"] = {{"backend", backend->name()},
+                     {"description", backend->deviceDescription()},
+                     {"precision", report.precision},
+                     {"precision_reason", report.precision_reason}};
+    run["inference"] = {{"overlap", window_options.overlap},
+                        {"sigma_scale", window_options.sigma_scale},
+                        {"mirror_axes", window_options.mirror_axes},
+                        {"batch", window_options.batch},
+                        {"accumulator", accumulatorName(window_options.accumulator)},
+                        {"window", window ? window->describe() : "stages"},
+                        {"patches", report.patches},
+                        {"accumulator_bytes", report.accumulator_bytes}};
+    nlohmann::json timings = nlohmann::json::object();
+    timings["model_load"] = load_seconds;
+    timings["input_load"] = input.load_seconds;
+    nlohmann::json peak = nlohmann::json::object();
+    peak["before_run"] = peak_before_run;
+    for (const auto& st : report.timings) {
+        timings[st.stage] = st.seconds;
+        peak[st.stage] = st.peak_rss_mib;
+    }
+    run["timings_s"] = timings;
+    run["peak_rss_mib"] = peak;  // high-water mark at the end of each stage
+    run["warnings"] = report.warnings;
+    if (model.hasStages()) {
+        nlohmann::json stages = nlohmann::json::array();
+        for (const StageTrace& st : report.stages) {
+            nlohmann::json j = {{"name", st.name},
+                                {"region_begin", st.region.begin},
+                                {"region_size", st.region.size},
+                                {"network_size", st.network},
+                                {"patches", st.patches},
+                                {"label_voxels", st.label_voxels},
+                                {"seconds", st.seconds}};
+            if (st.percentiles) j["percentiles"] = *st.percentiles;
+            stages.push_back(j);
+        }
+        run["stages"] = stages;
+        run["empty_result"] = report.empty_result;
+        nlohmann::json ms = nlohmann::json::object();
+        for (const Measurement& x : report.statistics.measurements) ms[x.name] = x.value;
+        run["measurements"] = ms;
+        if (!model.citation.empty()) run["model"]["citation"] = model.citation;
+    }
+    return run;
+}
+
 Result<SegmentReport> Segmenter::write(const StudyInput& input, SegmentWork&& work,
                                        const std::string& input_path, const std::string& out_dir,
                                        const Progress& progress) const {
     const Impl& s = *impl_;
-    const auto& m = s.model;
     SegmentReport report = std::move(work.report);
     const engine::Tensor scores = std::move(work.scores);
-    const double peak_before_run = work.peak_rss_before_mib;
-    const Geometry g = input.volume.geometry();
     Staging staging(out_dir);
     VOXSEG_RETURN_IF_ERROR(staging.create());
 
     // Outputs, staged. They are separate files, written side by side: the DICOM SEG alone takes
     // as long as the others together on a 512x512x300 CT.
-    std::string digest;
     const Status written = [&]() -> Status {
-        auto t = Clock::now();
-        const SegmentOutputs& outs = s.options.outputs;
-        const engine::ModelPackage& described = s.output_model;  // --labels: only those
-        const auto labels = modelLabelInfos(described);
-        // Staged names registered here, in a fixed order (the order of `written`).
-        // prepare() refused 'seg' and 'rtstruct' without a DICOM series.
-        const bool seg = outs.dicom_seg && input.series;
-        const bool rtstruct = outs.rtstruct && input.series;
-        const std::string label_path =
-            outs.label_map ? staging.path("segmentation." + outs.label_format) : "";
-        const std::string seg_path = seg ? staging.path("segmentation.dcm") : "";
-        const std::string rtstruct_path = rtstruct ? staging.path("rtstruct.dcm") : "";
-        const std::string json_path = outs.statistics ? staging.path("statistics.json") : "";
-        const std::string csv_path = outs.statistics ? staging.path("statistics.csv") : "";
-        const std::string preview_path = outs.preview ? staging.path("preview.png") : "";
-        std::vector<std::string> probability_paths;  // per score channel; empty: not written
-        if (outs.probabilities)
-            for (int value : m.channelLabelValues()) {
-                const bool wanted = s.label_values.empty() ||
-                                    std::find(s.label_values.begin(), s.label_values.end(),
-                                              value) != s.label_values.end();
-                probability_paths.push_back(
-                    wanted ? staging.path("probabilities_" + std::to_string(value) + ".nii.gz")
-                           : std::string());
-            }
-
-        std::vector<std::function<Status()>> jobs;
-        jobs.emplace_back([&]() -> Status {  // statistics: report.statistics is always filled
-            VOXSEG_ASSIGN_OR_RETURN(report.statistics,
-                                    computeStatistics(report.label_map, &input.volume, labels));
-            report.statistics.measurements = computeMeasurements(described, report.label_map);
-            if (!outs.statistics) return Status::ok();
-            VOXSEG_RETURN_IF_ERROR(writeStatisticsJson(report.statistics, json_path));
-            return writeStatisticsCsv(report.statistics, csv_path);
-        });
-        // DICOM outputs lie on the acquired images: a resampled series' labels mapped back once.
+        std::string digest;
         std::optional<io::AcquiredLabels> acquired;
-        if (seg || rtstruct) {
-            auto mapped =
-                io::labelsOnAcquiredImages(report.label_map, *input.series, s.options.threads);
-            if (!mapped.isOk()) return mapped.status();
-            acquired = std::move(*mapped);
-        }
-        DicomSegmentationOptions dicom;
-        dicom.algorithm_name = m.name;
-        dicom.algorithm_version = m.version;
-        dicom.seg_type = outs.seg_type;
-        dicom.threads = s.options.output_threads == 1 ? 1 : s.options.threads;
-        if (seg)
-            jobs.emplace_back([&] {
-                return writeDicomSegmentation(DicomSegmentationKind::kSeg, *acquired, *input.series,
-                                              modelSegmentDescriptions(described), dicom, seg_path);
-            });
-        if (rtstruct)
-            jobs.emplace_back([&] {
-                return writeDicomSegmentation(DicomSegmentationKind::kRtStruct, *acquired,
-                                              *input.series, modelSegmentDescriptions(described),
-                                              dicom, rtstruct_path);
-            });
-        if (outs.label_map)
-            jobs.emplace_back([&] { return io::writeImage(report.label_map, label_path); });
-        if (outs.preview)
-            jobs.emplace_back([&] {
-                return writePreview(input.volume, report.label_map, labels, preview_path).status();
-            });
-        if (outs.probabilities)
-            jobs.emplace_back([&]() -> Status {
-                engine::Tensor probs = engine::scoresAsFloat32(scores);
-                if (m.output == engine::OutputKind::kSigmoid)
-                    engine::sigmoidInPlace(probs);
-                else
-                    engine::softmaxChannelsInPlace(probs);
-                for (int64_t c = 0; c < probs.dim(0); ++c) {
-                    VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
-                    if (probability_paths[static_cast<size_t>(c)].empty()) continue;  // --labels
-                    VOXSEG_ASSIGN_OR_RETURN(Volume p,
-                                            scoreChannelToOriginal(probs, c, work.pre.record));
-                    VOXSEG_RETURN_IF_ERROR(
-                        io::writeImage(p, probability_paths[static_cast<size_t>(c)]));
-                }
-                return Status::ok();
-            });
-        jobs.emplace_back([&]() -> Status {  // run.json's digest of the input files
-            VOXSEG_ASSIGN_OR_RETURN(digest, inputDigest(input, input_path));
-            return Status::ok();
-        });
-        VOXSEG_RETURN_IF_ERROR(runSideBySide(jobs, s.options.output_threads));
-        VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
-        report.timings.push_back(stageDone("outputs", t));
-
-        // run.json: what was run on what, how, and how long it took.
-        nlohmann::json run;
-        run["voxseg_version"] = VOXSEG_VERSION;
-        run["input"] = {{"path", input_path}};
-        if (!digest.empty()) run["input"]["sha256"] = digest;
-        if (input.series) {
-            run["series"] = {{"index", input.series->index},
-                             {"series_uid", input.series->series_uid},
-                             {"modality", input.series->modality},
-                             {"description", input.series->description},
-                             {"files", input.series->num_files}};
-        }
-        run["geometry"] = {{"size", g.size},
-                           {"spacing_mm", g.spacing},
-                           {"origin_lps_mm", g.origin},
-                           {"direction", g.direction}};
-        run["grids"] = outputGrids(input, outs, acquired ? &*acquired : nullptr);
-        run["model"] = {{"name", m.name},
-                        {"version", m.version},
-                        {"sha256", s.model_sha256},
-                        {"folder", m.folder.string()},
-                        {"ensemble_members", m.models.size()}};
-        if (!s.options.labels.empty()) run["labels"] = s.options.labels;  // --labels
-        if (!input.channel_notes.empty()) run["channels"] = input.channel_notes;
-        run["device"] = {{"backend", s.backend->name()},
-                         {"description", s.backend->deviceDescription()},
-                         {"precision", report.precision},
-                         {"precision_reason", report.precision_reason}};
-        run["inference"] = {{"overlap", s.window_options.overlap},
-                            {"sigma_scale", s.window_options.sigma_scale},
-                            {"mirror_axes", s.window_options.mirror_axes},
-                            {"batch", s.window_options.batch},
-                            {"accumulator", accumulatorName(s.window_options.accumulator)},
-                            {"window", s.window ? s.window->describe() : "stages"},
-                            {"patches", report.patches},
-                            {"accumulator_bytes", report.accumulator_bytes}};
-        nlohmann::json timings = nlohmann::json::object();
-        timings["model_load"] = s.load_seconds;
-        timings["input_load"] = input.load_seconds;
-        nlohmann::json peak = nlohmann::json::object();
-        peak["before_run"] = peak_before_run;
-        for (const auto& st : report.timings) {
-            timings[st.stage] = st.seconds;
-            peak[st.stage] = st.peak_rss_mib;
-        }
-        run["timings_s"] = timings;
-        run["peak_rss_mib"] = peak;  // high-water mark at the end of each stage
-        run["warnings"] = report.warnings;
-        if (m.hasStages()) {
-            nlohmann::json stages = nlohmann::json::array();
-            for (const StageTrace& st : report.stages) {
-                nlohmann::json j = {{"name", st.name},
-                                    {"region_begin", st.region.begin},
-                                    {"region_size", st.region.size},
-                                    {"network_size", st.network},
-                                    {"patches", st.patches},
-                                    {"label_voxels", st.label_voxels},
-                                    {"seconds", st.seconds}};
-                if (st.percentiles) j["percentiles"] = *st.percentiles;
-                stages.push_back(j);
-            }
-            run["stages"] = stages;
-            run["empty_result"] = report.empty_result;
-            nlohmann::json ms = nlohmann::json::object();
-            for (const Measurement& x : report.statistics.measurements) ms[x.name] = x.value;
-            run["measurements"] = ms;
-            if (!m.citation.empty()) run["model"]["citation"] = m.citation;
-        }
+        VOXSEG_RETURN_IF_ERROR(s.writeOutputs(input, work, scores, report, staging, acquired,
+                                              digest, input_path, progress));
+        const nlohmann::json run =
+            s.runRecord(input, report, input_path, digest, acquired ? &*acquired : nullptr,
+                        work.peak_rss_before_mib);
         return writeFileAtomically(staging.path("run.json"), run.dump(2) + "\n");
     }();
     if (!written.isOk()) return staging.named(written);
