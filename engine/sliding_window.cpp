@@ -371,6 +371,71 @@ void inverseWeightSums(const std::array<std::vector<int64_t>, 3>& starts,
     for (float& w : inverse_weight) w = w > 0.0f ? 1.0f / w : 0.0f;
 }
 
+// Where one run's windows go: the image padded (centred) to at least one patch per axis, and
+// the window starts along each axis.
+struct WindowGrid {
+    std::array<int64_t, 3> patch{}, dims{}, padded{}, pad_before{};
+    bool needs_pad = false;
+    int64_t voxels = 0;  // of the padded image
+    std::array<std::vector<int64_t>, 3> starts;
+    int64_t num_windows = 0;
+};
+
+WindowGrid windowGrid(const SlidingWindowOptions& options, const std::vector<int64_t>& spatial) {
+    WindowGrid g;
+    g.patch = to3(options.patch_size);
+    g.dims = to3(spatial);
+    for (size_t a = 0; a < 3; ++a) {
+        g.padded[a] = std::max(g.dims[a], g.patch[a]);
+        g.pad_before[a] = (g.padded[a] - g.dims[a]) / 2;
+        g.needs_pad = g.needs_pad || g.padded[a] != g.dims[a];
+    }
+    g.voxels = g.padded[0] * g.padded[1] * g.padded[2];
+    for (size_t a = 0; a < 3; ++a)
+        g.starts[a] = windowStarts(g.padded[a], g.patch[a], options.overlap, options.convention);
+    g.num_windows =
+        static_cast<int64_t>(g.starts[0].size() * g.starts[1].size() * g.starts[2].size());
+    return g;
+}
+
+// The sums of k score volumes of n voxels: k in the accumulator's type + one float32 volume of
+// inverse weights; nnunet-fp16: k float16 sums (twice for an ensemble) + one float16 volume of
+// weights.
+size_t sumsBytes(bool nnunet, int64_t networks, DType accumulator, int64_t k, int64_t n) {
+    if (nnunet) return static_cast<size_t>((k * (networks > 1 ? 2 : 1) + 1) * n) * 2;
+    return static_cast<size_t>(k * n) * dtypeSize(accumulator) +
+           static_cast<size_t>(n) * sizeof(float);
+}
+
+// The sums and the padded copy of the image must fit the memory this process may use: Linux
+// over-commits, so a larger allocation would succeed and the process be killed while the windows
+// are summed (a whole-body CT with a hundred classes, a small container).
+Status checkSumsFitMemory(size_t need, int64_t classes, int64_t voxels, bool fp32_sums) {
+    const uint64_t limit = memoryLimitBytes();
+    if (limit == 0 || need <= limit) return Status::ok();
+    return Status(StatusCode::kOutOfMemory,
+                  fmt::format("the sliding window needs {} MiB for {} classes on {} voxels, more "
+                              "than the {}; run it where more memory is free{}",
+                              need >> 20, classes, voxels, describeMemoryLimit(),
+                              fp32_sums ? ", or with --accumulator fp16 (half the sums)" : ""));
+}
+
+// The scores of the image itself, cut out of the padded sums.
+Tensor cropToImage(const Tensor& sums, const std::array<int64_t, 3>& padded,
+                   const std::array<int64_t, 3>& dims, int64_t classes,
+                   const std::array<int64_t, 3>& pad_before, const std::vector<int64_t>& spatial) {
+    Shape shape = {classes};
+    shape.insert(shape.end(), spatial.begin(), spatial.end());
+    Tensor result(sums.dtype(), shape);
+    if (sums.dtype() == DType::kFloat16)
+        copyBox<uint16_t>(sums.data<uint16_t>(), padded, result.data<uint16_t>(), dims, classes,
+                          pad_before, true);
+    else
+        copyBox<float>(sums.data<float>(), padded, result.data<float>(), dims, classes, pad_before,
+                       true);
+    return result;
+}
+
 }  // namespace
 
 const char* windowConventionName(WindowConvention convention) {
@@ -627,23 +692,17 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
     for (int64_t s : spatial)
         if (s <= 0) return invalidArgument("image " + shapeToString(image.shape()) + " is empty");
 
-    const auto patch = to3(options_.patch_size);
-    const auto dims = to3(spatial);
-    std::array<int64_t, 3> padded{}, pad_before{};
-    bool needs_pad = false;
-    for (size_t a = 0; a < 3; ++a) {
-        padded[a] = std::max(dims[a], patch[a]);
-        pad_before[a] = (padded[a] - dims[a]) / 2;
-        needs_pad = needs_pad || padded[a] != dims[a];
-    }
-    const int64_t voxels = padded[0] * padded[1] * padded[2];
+    const WindowGrid grid = windowGrid(options_, spatial);
+    // References, not structured bindings: lambdas below capture them (clang 14 cannot).
+    const auto& patch = grid.patch;
+    const auto& dims = grid.dims;
+    const auto& padded = grid.padded;
+    const auto& pad_before = grid.pad_before;
+    const auto& starts = grid.starts;
+    const bool needs_pad = grid.needs_pad;
+    const int64_t voxels = grid.voxels;
+    const int64_t num_windows = grid.num_windows;
     const int64_t classes = num_classes_;
-
-    std::array<std::vector<int64_t>, 3> starts;
-    for (size_t a = 0; a < 3; ++a)
-        starts[a] = windowStarts(padded[a], patch[a], options_.overlap, options_.convention);
-    const int64_t num_windows =
-        static_cast<int64_t>(starts[0].size() * starts[1].size() * starts[2].size());
     const bool nnunet = options_.accumulation == Accumulation::kNnUNetFp16;
     const std::vector<unsigned> flip_sets = flipSets(options_.mirror_axes, rank, nnunet);
     const int64_t num_flips = static_cast<int64_t>(flip_sets.size());
@@ -651,13 +710,9 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
     const int64_t batch = options_.batch;
     const int64_t num_batches = (num_items + batch - 1) / batch;
 
-    // K score volumes in the accumulator's type + one float32 volume of inverse weights.
-    // nnunet-fp16: K float16 sums (twice for an ensemble) + one float16 volume of weights.
     const int64_t num_networks = static_cast<int64_t>(networks_.size());
     const auto accumulatorBytes = [&](int64_t k, int64_t n) {
-        if (nnunet) return static_cast<size_t>((k * (num_networks > 1 ? 2 : 1) + 1) * n) * 2;
-        return static_cast<size_t>(k * n) * dtypeSize(options_.accumulator) +
-               static_cast<size_t>(n) * sizeof(float);
+        return sumsBytes(nnunet, num_networks, options_.accumulator, k, n);
     };
     // One window covering the whole (unpadded) image, no mirroring, one network, fp32 scores:
     // the weighted average is the network output itself (w * p / w), so it is handed through
@@ -665,23 +720,10 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
     // passes saved).
     const bool pass_through = num_items == 1 && batch == 1 && num_networks == 1 && !needs_pad &&
                               options_.accumulator == DType::kFloat32 && !nnunet;
-    // The sums and the padded copy of the image must fit the memory this process may use: Linux
-    // over-commits, so a larger allocation would succeed and the process be killed while the
-    // windows are summed (a whole-body CT with a hundred classes, a small container).
-    if (const uint64_t limit = memoryLimitBytes(); limit > 0) {
-        const size_t need =
-            (pass_through ? 0 : accumulatorBytes(classes, voxels)) +
-            (needs_pad ? static_cast<size_t>(channels_ * voxels) * sizeof(float) : 0);
-        if (need > limit)
-            return Status(
-                StatusCode::kOutOfMemory,
-                fmt::format("the sliding window needs {} MiB for {} classes on {} voxels, more "
-                            "than the {}; run it where more memory is free{}",
-                            need >> 20, classes, voxels, describeMemoryLimit(),
-                            !nnunet && options_.accumulator == DType::kFloat32
-                                ? ", or with --accumulator fp16 (half the sums)"
-                                : ""));
-    }
+    VOXSEG_RETURN_IF_ERROR(checkSumsFitMemory(
+        (pass_through ? 0 : accumulatorBytes(classes, voxels)) +
+            (needs_pad ? static_cast<size_t>(channels_ * voxels) * sizeof(float) : 0),
+        classes, voxels, !nnunet && options_.accumulator == DType::kFloat32));
     Tensor padded_image;
     const float* source = image.data<float>();
     Tensor accumulator;
@@ -804,18 +846,9 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
             }));
     }
 
-    Tensor result = accumulator;
-    if (needs_pad) {
-        Shape shape = {classes};
-        shape.insert(shape.end(), spatial.begin(), spatial.end());
-        result = Tensor(accumulator.dtype(), shape);
-        if (accumulator.dtype() == DType::kFloat16)
-            copyBox<uint16_t>(accumulator.data<uint16_t>(), padded, result.data<uint16_t>(), dims,
-                              classes, pad_before, true);
-        else
-            copyBox<float>(accumulator.data<float>(), padded, result.data<float>(), dims, classes,
-                           pad_before, true);
-    }
+    const Tensor result = needs_pad
+                              ? cropToImage(accumulator, padded, dims, classes, pad_before, spatial)
+                              : accumulator;
 
     if (stats) {
         stats->patches = num_windows;
