@@ -446,8 +446,9 @@ void slice(const Node& n, const Tensor& x, Tensor& y) {
     }
 }
 
-// numpy matmul: batch dims broadcast, [M, K] x [K, N] per batch, double accumulators.
-void matmul(const Tensor& a, const Tensor& b, Tensor& y) {
+// numpy matmul: batch dims broadcast, [M, K] x [K, N] per batch, double accumulators; then the
+// optional bias [N] added along the last axis (in float, after the product is rounded).
+void matmul(const Tensor& a, const Tensor& b, const Tensor* bias, Tensor& y) {
     const Shape& as = a.shape();
     const Shape& bs = b.shape();
     const Shape& ys = y.shape();
@@ -468,6 +469,10 @@ void matmul(const Tensor& a, const Tensor& b, Tensor& y) {
                     acc += static_cast<double>(am[m * K + k]) * bm[k * N + n];
                 ym[m * N + n] = static_cast<float>(acc);
             }
+    }
+    if (bias) {
+        const float* biasp = bias->data<float>();
+        for (int64_t i = 0; i < y.numel(); ++i) yp[i] += biasp[i % N];
     }
 }
 
@@ -702,6 +707,61 @@ void applyEpilogue(const Node& n, const std::vector<Tensor>& env, Tensor& y) {
     }
 }
 
+// y = x where x >= 0, else x * slope (the slope broadcast to x).
+void prelu(const Tensor& x, const Tensor& slope, Tensor& y) {
+    const std::vector<float> sv = slope.toFloats();
+    const float* xp = x.data<float>();
+    float* yp = y.data<float>();
+    forEachBroadcast<1>(y.shape(), {&slope.shape()},
+                        [&](int64_t i, const std::array<int64_t, 1>& o) {
+                            yp[i] = xp[i] >= 0 ? xp[i] : xp[i] * sv[o[0]];
+                        });
+}
+
+// The mean of each channel's plane, in double.
+void globalAveragePool(const Tensor& x, Tensor& y) {
+    const int64_t nc = y.numel();
+    const int64_t plane = x.numel() / nc;
+    const float* xp = x.data<float>();
+    float* yp = y.data<float>();
+    for (int64_t c = 0; c < nc; ++c) {
+        double sum = 0;
+        for (int64_t i = 0; i < plane; ++i) sum += xp[c * plane + i];
+        yp[c] = static_cast<float>(sum / double(plane));
+    }
+}
+
+void where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& y) {
+    const std::vector<float> c = cond.toFloats(), av = a.toFloats(), bv = b.toFloats();
+    float* yp = y.data<float>();
+    forEachBroadcast<3>(y.shape(), {&cond.shape(), &a.shape(), &b.shape()},
+                        [&](int64_t i, const std::array<int64_t, 3>& o) {
+                            yp[i] = c[o[0]] != 0 ? av[o[1]] : bv[o[2]];
+                        });
+}
+
+void expand(const Tensor& x, Tensor& y) {
+    const float* xp = x.data<float>();
+    float* yp = y.data<float>();
+    forEachBroadcast<1>(y.shape(), {&x.shape()},
+                        [&](int64_t i, const std::array<int64_t, 1>& o) { yp[i] = xp[o[0]]; });
+}
+
+// Interleaved-pair rotary embedding: y = x * cos + rotate(x) * sin, the tables [tokens, dim]
+// repeated over the leading axes.
+void rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, Tensor& y) {
+    const float* xp = x.data<float>();
+    float* yp = y.data<float>();
+    const std::vector<float> cs = cos.toFloats(), sn = sin.toFloats();
+    const int64_t d = y.shape().back();
+    const int64_t table = static_cast<int64_t>(cs.size());
+    for (int64_t i = 0; i < y.numel(); ++i) {
+        const int64_t j = i % table;
+        const float rot = (i % d) % 2 == 0 ? -xp[i + 1] : xp[i - 1];
+        yp[i] = xp[i] * cs[j] + rot * sn[j];
+    }
+}
+
 Status runNode(const Graph& g, const Node& n, std::vector<Tensor>& env) {
     std::vector<const Tensor*> in;
     for (ValueId v : n.inputs) in.push_back(v >= 0 ? &env[v] : nullptr);
@@ -737,15 +797,9 @@ Status runNode(const Graph& g, const Node& n, std::vector<Tensor>& env) {
         case OpKind::kLeakyRelu:
             unary([&](float v) { return v >= 0 ? v : v * n.alpha; });
             break;
-        case OpKind::kPRelu: {
-            const std::vector<float> sv = in[1]->toFloats();
-            const float* xp = in[0]->data<float>();
-            forEachBroadcast<1>(y.shape(), {&in[1]->shape()},
-                                [&](int64_t i, const std::array<int64_t, 1>& o) {
-                                    yp[i] = xp[i] >= 0 ? xp[i] : xp[i] * sv[o[0]];
-                                });
+        case OpKind::kPRelu:
+            prelu(*in[0], *in[1], y);
             break;
-        }
         case OpKind::kSigmoid:
             unary(sigmoid);
             break;
@@ -778,17 +832,9 @@ Status runNode(const Graph& g, const Node& n, std::vector<Tensor>& env) {
         case OpKind::kAveragePool:
             pool(n, *in[0], y);
             break;
-        case OpKind::kGlobalAveragePool: {
-            const int64_t NC = y.numel();
-            const int64_t plane = in[0]->numel() / NC;
-            const float* xp = in[0]->data<float>();
-            for (int64_t c = 0; c < NC; ++c) {
-                double sum = 0;
-                for (int64_t i = 0; i < plane; ++i) sum += xp[c * plane + i];
-                yp[c] = static_cast<float>(sum / double(plane));
-            }
+        case OpKind::kGlobalAveragePool:
+            globalAveragePool(*in[0], y);
             break;
-        }
         case OpKind::kPad:
             pad(n, *in[0], y);
             break;
@@ -799,12 +845,7 @@ Status runNode(const Graph& g, const Node& n, std::vector<Tensor>& env) {
             slice(n, *in[0], y);
             break;
         case OpKind::kMatMul:
-            matmul(*in[0], *in[1], y);
-            if (in.size() > 2 && in[2]) {
-                const float* bp = in[2]->data<float>();
-                const int64_t n = y.shape().back();
-                for (int64_t i = 0; i < y.numel(); ++i) yp[i] += bp[i % n];
-            }
+            matmul(*in[0], *in[1], in.size() > 2 ? in[2] : nullptr, y);
             break;
         case OpKind::kLayerNorm:
             layerNorm(n, *in[0], *in[1], in.size() > 2 ? in[2] : nullptr, y);
@@ -838,22 +879,12 @@ Status runNode(const Graph& g, const Node& n, std::vector<Tensor>& env) {
         case OpKind::kReduceMax:
             reduce(n, *in[0], y);
             break;
-        case OpKind::kWhere: {
-            const std::vector<float> c = in[0]->toFloats(), a = in[1]->toFloats(),
-                                     b = in[2]->toFloats();
-            forEachBroadcast<3>(y.shape(), {&in[0]->shape(), &in[1]->shape(), &in[2]->shape()},
-                                [&](int64_t i, const std::array<int64_t, 3>& o) {
-                                    yp[i] = c[o[0]] != 0 ? a[o[1]] : b[o[2]];
-                                });
+        case OpKind::kWhere:
+            where(*in[0], *in[1], *in[2], y);
             break;
-        }
-        case OpKind::kExpand: {
-            const float* xp = in[0]->data<float>();
-            forEachBroadcast<1>(
-                y.shape(), {&in[0]->shape()},
-                [&](int64_t i, const std::array<int64_t, 1>& o) { yp[i] = xp[o[0]]; });
+        case OpKind::kExpand:
+            expand(*in[0], y);
             break;
-        }
         case OpKind::kTile:
             tile(*in[0], y);
             break;
@@ -866,18 +897,9 @@ Status runNode(const Graph& g, const Node& n, std::vector<Tensor>& env) {
         case OpKind::kMultiHeadAttention:
             multiHeadAttention(n, in, y);
             break;
-        case OpKind::kRotary: {
-            const float* xp = in[0]->data<float>();
-            const std::vector<float> cs = in[1]->toFloats(), sn = in[2]->toFloats();
-            const int64_t d = y.shape().back();
-            const int64_t table = static_cast<int64_t>(cs.size());
-            for (int64_t i = 0; i < y.numel(); ++i) {
-                const int64_t j = i % table;
-                const float rot = (i % d) % 2 == 0 ? -xp[i + 1] : xp[i - 1];
-                yp[i] = xp[i] * cs[j] + rot * sn[j];
-            }
+        case OpKind::kRotary:
+            rotary(*in[0], *in[1], *in[2], y);
             break;
-        }
     }
     applyEpilogue(n, env, y);
     env[n.outputs[0]] = std::move(y);
