@@ -501,6 +501,86 @@ Result<std::unique_ptr<StageRunner>> StageRunner::create(engine::Backend& backen
     return runner;
 }
 
+// Stage s's network input: the oriented image cropped to `region` and brought to the network
+// grid (nnU-Net normalises before its spline resampling, deepbet and MONAI after), the
+// percentiles this stage provides to itself and later stages (into `percentiles`), and nnU-Net's
+// cascade one-hot channels from an earlier stage's labels on the oriented grid.
+struct StageInput {
+    engine::Tensor tensor;
+    std::array<int64_t, 3> size{};  // the network grid
+    Geometry net_grid;
+};
+
+Result<StageInput> stageInput(const engine::ModelPackage& m, size_t s, const Volume& oriented,
+                              const CropBox& region, const std::vector<Volume>& oriented_labels,
+                              std::vector<std::optional<std::array<double, 2>>>& percentiles,
+                              int threads) {
+    const StageSpec& st = m.stages[s];
+    const size_t n = m.stages.size();
+    StageInput in;
+    VOXSEG_ASSIGN_OR_RETURN(Volume cropped, crop(oriented, region));
+    const Geometry cropped_grid = cropped.geometry();
+    in.size = networkSize(st, cropped_grid, m.axis_order);
+    const std::array<int64_t, 3>& size = in.size;
+    Volume net;
+    bool normalized = false;
+    if (st.grid == engine::StageGrid::kMonai) {
+        const std::array<double, 3> mm{st.spacing_mm[0], st.spacing_mm[1], st.spacing_mm[2]};
+        VOXSEG_ASSIGN_OR_RETURN(
+            net, monaiResampleLinear(
+                     cropped, monaiSpacingGeometry(cropped_grid, toIndexOrder(mm, m.axis_order))));
+    } else if (st.shape.empty() && st.interpolation == Interpolation::kSpline3) {
+        // nnU-Net's rules (anisotropic axis with order 0), and its order: normalised on the
+        // input grid, then resampled (a clip does not commute with the spline). deepbet and
+        // MONAI normalise the network-grid image (below).
+        if (st.normalization.scheme != engine::Normalization::Scheme::kPercentile) {
+            VOXSEG_ASSIGN_OR_RETURN(cropped, normalize(cropped, st.normalization));
+            normalized = true;
+        }
+        VOXSEG_ASSIGN_OR_RETURN(net, resampleToGrid(cropped, resampledGeometry(cropped_grid, size),
+                                                    ResampleKind::kImage, {}, threads));
+    } else {
+        VOXSEG_ASSIGN_OR_RETURN(net, resizeImage(cropped, size, st.interpolation, threads));
+    }
+    cropped = Volume();
+    in.net_grid = net.geometry();
+    const Geometry& net_grid = in.net_grid;
+
+    // Percentiles this stage's input provides (to itself or to later stages).
+    for (size_t t = s; t < n; ++t) {
+        const auto& nt = m.stages[t].normalization;
+        if (nt.scheme != engine::Normalization::Scheme::kPercentile) continue;
+        const bool own = t == s && nt.percentiles_of_stage < 0;
+        if (own || nt.percentiles_of_stage == static_cast<int>(s)) {
+            VOXSEG_ASSIGN_OR_RETURN(percentiles[t],
+                                    percentileValues(net, nt.percentile_low, nt.percentile_high));
+        }
+    }
+    if (!normalized) {
+        VOXSEG_ASSIGN_OR_RETURN(net, normalize(net, st.normalization, nullptr,
+                                               percentiles[s] ? &*percentiles[s] : nullptr));
+    }
+    std::vector<Volume> channels{std::move(net)};
+    if (st.one_hot_from) {  // nnU-Net's cascade: appended after the image channels
+        VOXSEG_ASSIGN_OR_RETURN(
+            Volume prev,
+            crop(oriented_labels[static_cast<size_t>(st.one_hot_from->stage_index)], region));
+        const int axis = st.interpolation == Interpolation::kNearestExact
+                             ? -1
+                             : separateAxis(prev.geometry().spacing, net_grid.spacing);
+        Volume on_net;
+        if (st.interpolation == Interpolation::kNearestExact) {
+            VOXSEG_ASSIGN_OR_RETURN(on_net, resizeNearestExact(prev, size));
+        } else {
+            VOXSEG_ASSIGN_OR_RETURN(on_net, resampleSegmentation(prev, size, axis));
+        }
+        for (Volume& c : oneHotChannels(on_net, st.one_hot_from->labels))
+            channels.push_back(std::move(c));
+    }
+    VOXSEG_ASSIGN_OR_RETURN(in.tensor, volumesToTensor(channels, m.axis_order));
+    return in;
+}
+
 Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Progress& progress) {
     const engine::ModelPackage& m = package_;
     if (input.empty()) return invalidArgument("staged model: empty input");
@@ -567,68 +647,13 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
         }
         regions[s] = region;
         trace.region = region;
-        VOXSEG_ASSIGN_OR_RETURN(Volume cropped, crop(oriented, region));
-        const Geometry cropped_grid = cropped.geometry();
-        const std::array<int64_t, 3> size = networkSize(st, cropped_grid, m.axis_order);
+        VOXSEG_ASSIGN_OR_RETURN(StageInput in, stageInput(m, s, oriented, region, oriented_labels,
+                                                          percentiles, threads));
+        const std::array<int64_t, 3>& size = in.size;
+        const Geometry& net_grid = in.net_grid;
+        engine::Tensor& tensor = in.tensor;
         trace.network = size;
-        Volume net;
-        bool normalized = false;
-        if (st.grid == engine::StageGrid::kMonai) {
-            const std::array<double, 3> mm{st.spacing_mm[0], st.spacing_mm[1], st.spacing_mm[2]};
-            VOXSEG_ASSIGN_OR_RETURN(
-                net,
-                monaiResampleLinear(
-                    cropped, monaiSpacingGeometry(cropped_grid, toIndexOrder(mm, m.axis_order))));
-        } else if (st.shape.empty() && st.interpolation == Interpolation::kSpline3) {
-            // nnU-Net's rules (anisotropic axis with order 0), and its order: normalised on the
-            // input grid, then resampled (a clip does not commute with the spline). deepbet and
-            // MONAI normalise the network-grid image (below).
-            if (st.normalization.scheme != engine::Normalization::Scheme::kPercentile) {
-                VOXSEG_ASSIGN_OR_RETURN(cropped, normalize(cropped, st.normalization));
-                normalized = true;
-            }
-            VOXSEG_ASSIGN_OR_RETURN(net,
-                                    resampleToGrid(cropped, resampledGeometry(cropped_grid, size),
-                                                   ResampleKind::kImage, {}, threads));
-        } else {
-            VOXSEG_ASSIGN_OR_RETURN(net, resizeImage(cropped, size, st.interpolation, threads));
-        }
-        cropped = Volume();
-        const Geometry net_grid = net.geometry();
-
-        // Percentiles this stage's input provides (to itself or to later stages).
-        for (size_t t = s; t < n; ++t) {
-            const auto& nt = m.stages[t].normalization;
-            if (nt.scheme != engine::Normalization::Scheme::kPercentile) continue;
-            const bool own = t == s && nt.percentiles_of_stage < 0;
-            if (own || nt.percentiles_of_stage == static_cast<int>(s)) {
-                VOXSEG_ASSIGN_OR_RETURN(
-                    percentiles[t], percentileValues(net, nt.percentile_low, nt.percentile_high));
-            }
-        }
         trace.percentiles = percentiles[s];
-        if (!normalized) {
-            VOXSEG_ASSIGN_OR_RETURN(net, normalize(net, st.normalization, nullptr,
-                                                   percentiles[s] ? &*percentiles[s] : nullptr));
-        }
-        std::vector<Volume> channels{std::move(net)};
-        if (st.one_hot_from) {  // nnU-Net's cascade: appended after the image channels
-            VOXSEG_ASSIGN_OR_RETURN(Volume prev,
-                                    crop(oriented_labels[static_cast<size_t>(src_hot)], region));
-            const int axis = st.interpolation == Interpolation::kNearestExact
-                                 ? -1
-                                 : separateAxis(prev.geometry().spacing, net_grid.spacing);
-            Volume on_net;
-            if (st.interpolation == Interpolation::kNearestExact) {
-                VOXSEG_ASSIGN_OR_RETURN(on_net, resizeNearestExact(prev, size));
-            } else {
-                VOXSEG_ASSIGN_OR_RETURN(on_net, resampleSegmentation(prev, size, axis));
-            }
-            for (Volume& c : oneHotChannels(on_net, st.one_hot_from->labels))
-                channels.push_back(std::move(c));
-        }
-        VOXSEG_ASSIGN_OR_RETURN(engine::Tensor tensor, volumesToTensor(channels, m.axis_order));
-        channels.clear();
         engine::SlidingWindowStats stats;
         VOXSEG_ASSIGN_OR_RETURN(engine::Tensor scores, windows_[s]->run(tensor, sp, &stats));
         tensor = engine::Tensor();
