@@ -289,6 +289,101 @@ std::vector<Uint8> packBinaryFrames(const AcquiredLabels& labels, const Presence
     return bits;
 }
 
+// What a SEG needs before anything is written: a uint8/uint16 label map on the source series'
+// acquired planes, at most 65535 pixels a side.
+Status checkSegInputs(const AcquiredLabels& labels, const SeriesCandidate& source, const char* kind,
+                      const std::string& path) {
+    const AcquiredPlanes& planes = labels.planes;
+    if (labels.labels.empty())
+        return invalidArgument(std::string(kind) + ": empty label map", path);
+    const PixelType type = labels.labels.pixelType();
+    if (type != PixelType::kUInt8 && type != PixelType::kUInt16)
+        return invalidArgument(std::string(kind) + ": the label map must be uint8 or uint16", path);
+    if (source.slices.empty() || planes.slices.empty())
+        return Status(StatusCode::kFailedPrecondition,
+                      "DICOM SEG needs the source DICOM series the label map was computed on; "
+                      "this input is not DICOM: write NIfTI/NRRD instead (drop 'seg' from "
+                      "--outputs)",
+                      path);
+    const Geometry lg = labels.labels.geometry();
+    if (lg.size[0] != planes.columns || lg.size[1] != planes.rows ||
+        static_cast<size_t>(lg.size[2]) != planes.planeCount())
+        return invalidArgument(
+            fmt::format("{}: label planes are {}x{}x{} but the acquired images are {}x{}x{}; "
+                        "map them with labelsOnAcquiredImages()",
+                        kind, lg.size[0], lg.size[1], lg.size[2], planes.columns, planes.rows,
+                        planes.planeCount()),
+            path);
+    if (planes.columns > 65535 || planes.rows > 65535)
+        return unsupported(std::string(kind) + ": images larger than 65535 pixels", path);
+    return Status::ok();
+}
+
+// Frame index of (segment s, plane k), -1 when the segment is not on the plane: a label map has
+// one frame per plane holding any label, BINARY one per segment and plane it is on.
+std::vector<std::vector<int64_t>> segFrames(const Presence& p, size_t plane_count, bool label_map,
+                                            int64_t& frames) {
+    std::vector<std::vector<int64_t>> frame_of(p.values.size());
+    frames = 0;
+    if (label_map) {
+        std::vector<int64_t> index(plane_count, -1);
+        for (size_t k = 0; k < plane_count; ++k)
+            if (p.plane_has_label[k]) index[k] = frames++;
+        frame_of.assign(p.values.size(), index);
+    } else {
+        for (size_t s = 0; s < p.values.size(); ++s) {
+            frame_of[s].assign(plane_count, -1);
+            for (size_t k = 0; k < plane_count; ++k)
+                if (p.per_plane[s][k] > 0) frame_of[s][k] = frames++;
+        }
+    }
+    return frame_of;
+}
+
+// The frames' pixels in frame order: BINARY bit-packed, a label map's values in 8 or 16 bits.
+Status putSegPixelData(DcmDataset& ds, const AcquiredLabels& labels, const Presence& p,
+                       const std::vector<std::vector<int64_t>>& frame_of, bool label_map, int bits,
+                       int64_t frames, const std::string& path) {
+    const PixelType type = labels.labels.pixelType();
+    const int64_t plane = labels.planeSize();
+    const size_t plane_count = labels.planes.planeCount();
+    OFCondition put;
+    if (!label_map) {
+        std::vector<Uint8> packed = type == PixelType::kUInt8
+                                        ? packBinaryFrames<uint8_t>(labels, p, frame_of)
+                                        : packBinaryFrames<uint16_t>(labels, p, frame_of);
+        put = ds.putAndInsertUint8Array(DCM_PixelData, packed.data(),
+                                        static_cast<unsigned long>(packed.size()));
+    } else if (bits == 8) {
+        std::vector<Uint8> pixels;
+        pixels.reserve(static_cast<size_t>(plane * frames));
+        for (size_t k = 0; k < plane_count; ++k) {
+            if (!p.plane_has_label[k]) continue;  // empty frames omitted
+            if (type == PixelType::kUInt8) {
+                const uint8_t* src = labels.plane<uint8_t>(k);
+                pixels.insert(pixels.end(), src, src + plane);
+            } else {
+                const uint16_t* src = labels.plane<uint16_t>(k);
+                for (int64_t i = 0; i < plane; ++i) pixels.push_back(static_cast<Uint8>(src[i]));
+            }
+        }
+        put = ds.putAndInsertUint8Array(DCM_PixelData, pixels.data(),
+                                        static_cast<unsigned long>(pixels.size()));
+    } else {
+        std::vector<Uint16> pixels;
+        pixels.reserve(static_cast<size_t>(plane * frames));
+        for (size_t k = 0; k < plane_count; ++k) {
+            if (!p.plane_has_label[k]) continue;
+            const uint16_t* src = labels.plane<uint16_t>(k);
+            pixels.insert(pixels.end(), src, src + plane);
+        }
+        put = ds.putAndInsertUint16Array(DCM_PixelData, pixels.data(),
+                                         static_cast<unsigned long>(pixels.size()));
+    }
+    VOXSEG_RETURN_IF_ERROR(checked(put, "pixel data", path));
+    return Status::ok();
+}
+
 }  // namespace
 
 Result<SegType> parseSegType(const std::string& name) {
@@ -325,29 +420,9 @@ Result<SegWriteReport> writeDicomSeg(const AcquiredLabels& labels, const SeriesC
                                      const SegWriteOptions& options, const std::string& path) {
     const bool label_map = options.type == SegType::kLabelMap;
     const char* kind = label_map ? "Label Map SEG" : "DICOM SEG";
+    VOXSEG_RETURN_IF_ERROR(checkSegInputs(labels, source, kind, path));
     const AcquiredPlanes& planes = labels.planes;
-    if (labels.labels.empty())
-        return invalidArgument(std::string(kind) + ": empty label map", path);
     const PixelType type = labels.labels.pixelType();
-    if (type != PixelType::kUInt8 && type != PixelType::kUInt16)
-        return invalidArgument(std::string(kind) + ": the label map must be uint8 or uint16", path);
-    if (source.slices.empty() || planes.slices.empty())
-        return Status(StatusCode::kFailedPrecondition,
-                      "DICOM SEG needs the source DICOM series the label map was computed on; "
-                      "this input is not DICOM: write NIfTI/NRRD instead (drop 'seg' from "
-                      "--outputs)",
-                      path);
-    const Geometry lg = labels.labels.geometry();
-    if (lg.size[0] != planes.columns || lg.size[1] != planes.rows ||
-        static_cast<size_t>(lg.size[2]) != planes.planeCount())
-        return invalidArgument(
-            fmt::format("{}: label planes are {}x{}x{} but the acquired images are {}x{}x{}; "
-                        "map them with labelsOnAcquiredImages()",
-                        kind, lg.size[0], lg.size[1], lg.size[2], planes.columns, planes.rows,
-                        planes.planeCount()),
-            path);
-    if (planes.columns > 65535 || planes.rows > 65535)
-        return unsupported(std::string(kind) + ": images larger than 65535 pixels", path);
     AtomicFile out(path);
     VOXSEG_RETURN_IF_ERROR(out.checkWritable());
 
@@ -363,21 +438,8 @@ Result<SegWriteReport> writeDicomSeg(const AcquiredLabels& labels, const SeriesC
                       path);
     // Label map: bits follow the values present (a uint16 map of small labels is 8 bit).
     const int bits = label_map ? (p.values.back() <= 255 ? 8 : 16) : 1;
-    // Frame index of (segment s, plane k), -1 when the segment is not on the plane.
-    std::vector<std::vector<int64_t>> frame_of(p.values.size());
     int64_t frames = 0;
-    if (label_map) {
-        std::vector<int64_t> index(plane_count, -1);
-        for (size_t k = 0; k < plane_count; ++k)
-            if (p.plane_has_label[k]) index[k] = frames++;
-        frame_of.assign(p.values.size(), index);
-    } else {
-        for (size_t s = 0; s < p.values.size(); ++s) {
-            frame_of[s].assign(plane_count, -1);
-            for (size_t k = 0; k < plane_count; ++k)
-                if (p.per_plane[s][k] > 0) frame_of[s][k] = frames++;
-        }
-    }
+    const std::vector<std::vector<int64_t>> frame_of = segFrames(p, plane_count, label_map, frames);
     const uint64_t pixel_bytes = static_cast<uint64_t>(plane) * frames * bits / 8;
     if (pixel_bytes >= 0xFFFFFFFEull)
         return unsupported(fmt::format("{}: {} frames of {}x{} exceed the 4 GiB of native pixel "
@@ -431,41 +493,8 @@ Result<SegWriteReport> writeDicomSeg(const AcquiredLabels& labels, const SeriesC
         report.per_frame_references = true;
         report.mapped_to_acquired = labels.resampled;
 
-        OFCondition put;
-        if (!label_map) {
-            std::vector<Uint8> packed = type == PixelType::kUInt8
-                                            ? packBinaryFrames<uint8_t>(labels, p, frame_of)
-                                            : packBinaryFrames<uint16_t>(labels, p, frame_of);
-            put = ds.putAndInsertUint8Array(DCM_PixelData, packed.data(),
-                                            static_cast<unsigned long>(packed.size()));
-        } else if (bits == 8) {
-            std::vector<Uint8> pixels;
-            pixels.reserve(static_cast<size_t>(plane * frames));
-            for (size_t k = 0; k < plane_count; ++k) {
-                if (!p.plane_has_label[k]) continue;  // empty frames omitted
-                if (type == PixelType::kUInt8) {
-                    const uint8_t* src = labels.plane<uint8_t>(k);
-                    pixels.insert(pixels.end(), src, src + plane);
-                } else {
-                    const uint16_t* src = labels.plane<uint16_t>(k);
-                    for (int64_t i = 0; i < plane; ++i)
-                        pixels.push_back(static_cast<Uint8>(src[i]));
-                }
-            }
-            put = ds.putAndInsertUint8Array(DCM_PixelData, pixels.data(),
-                                            static_cast<unsigned long>(pixels.size()));
-        } else {
-            std::vector<Uint16> pixels;
-            pixels.reserve(static_cast<size_t>(plane * frames));
-            for (size_t k = 0; k < plane_count; ++k) {
-                if (!p.plane_has_label[k]) continue;
-                const uint16_t* src = labels.plane<uint16_t>(k);
-                pixels.insert(pixels.end(), src, src + plane);
-            }
-            put = ds.putAndInsertUint16Array(DCM_PixelData, pixels.data(),
-                                             static_cast<unsigned long>(pixels.size()));
-        }
-        VOXSEG_RETURN_IF_ERROR(checked(put, "pixel data", path));
+        VOXSEG_RETURN_IF_ERROR(
+            putSegPixelData(ds, labels, p, frame_of, label_map, bits, frames, path));
 
         const OFCondition saved = file.saveFile(out.tempPath().c_str(), EXS_LittleEndianExplicit);
         if (saved.bad())
