@@ -78,43 +78,9 @@ int paletteEntry(DcmItem& ds, const DcmTagKey& descriptor, const DcmTagKey& data
     return bits == 8 ? (words[i] & 0xFF) : words[i] >> 8;
 }
 
-}  // namespace
-
-Result<SegFrames> readLabelMapSegFrames(DcmDataset& ds, const std::string& path) {
-    const std::string sop_class = str(ds, DCM_SOPClassUID);
-    if (sop_class != kLabelMapSegSopClassUid && str(ds, DCM_SegmentationType) != "LABELMAP")
-        return invalidArgument("not a Label Map SEG (SOP class " + sop_class + ")", path);
-    if (ds.chooseRepresentation(EXS_LittleEndianExplicit, nullptr).bad() ||
-        !ds.canWriteXfer(EXS_LittleEndianExplicit))
-        return unsupported(
-            "Label Map SEG: cannot decode its pixel data (transfer syntax has no "
-            "codec registered)",
-            path);
-    Uint16 rows = 0, columns = 0, bits = 0, samples = 1, representation = 0;
-    ds.findAndGetUint16(DCM_Rows, rows);
-    ds.findAndGetUint16(DCM_Columns, columns);
-    ds.findAndGetUint16(DCM_BitsAllocated, bits);
-    ds.findAndGetUint16(DCM_SamplesPerPixel, samples);
-    ds.findAndGetUint16(DCM_PixelRepresentation, representation);
-    Sint32 frames = 1;
-    ds.findAndGetSint32(DCM_NumberOfFrames, frames);
-    if (rows == 0 || columns == 0 || frames < 1)
-        return corruptData("Label Map SEG: no Rows/Columns/NumberOfFrames", path);
-    if ((bits != 8 && bits != 16) || samples != 1 || representation != 0)
-        return unsupported(fmt::format("Label Map SEG: {} bit, {} samples, pixel representation "
-                                       "{} (only unsigned 8/16 bit, 1 sample)",
-                                       bits, samples, representation),
-                           path);
-
-    SegFrames out;
-    out.palette_color = str(ds, DCM_PhotometricInterpretation) == "PALETTE COLOR";
-    out.frame_of_reference_uid = str(ds, DCM_FrameOfReferenceUID);
-    {
-        DcmItem* series = nullptr;
-        if (ds.findAndGetSequenceItem(DCM_ReferencedSeriesSequence, series, 0).good())
-            out.referenced_series_uid = str(*series, DCM_SeriesInstanceUID);
-    }
-
+// Orientation and pixel measures (shared, or the first frame's), and each frame's position and
+// source image.
+void readFrameGeometry(DcmDataset& ds, Sint32 frames, SegFrames& out) {
     DcmItem* shared = nullptr;
     ds.findAndGetSequenceItem(DCM_SharedFunctionalGroupsSequence, shared, 0);
     DcmSequenceOfItems* per_frame = nullptr;
@@ -163,8 +129,11 @@ Result<SegFrames> readLabelMapSegFrames(DcmDataset& ds, const std::string& path)
         out.referenced_sop_instances.push_back(instance);
         out.referenced_frames.push_back(frame_number);
     }
+}
 
-    // Pixels.
+// The frames' pixel values as planes on the frames' geometry.
+Status readLabelPixels(DcmDataset& ds, Uint16 rows, Uint16 columns, Sint32 frames, Uint16 bits,
+                       SegFrames& out, const std::string& path) {
     VOXSEG_RETURN_IF_ERROR(
         checkSegPlanes(out.row_dir, out.col_dir, out.spacing[1], out.spacing[0], path));
     Geometry g;
@@ -198,8 +167,12 @@ Result<SegFrames> readLabelMapSegFrames(DcmDataset& ds, const std::string& path)
         out.planes = Volume::allocate<uint16_t>(g);
         std::memcpy(out.planes.data<uint16_t>(), values, count * 2);
     }
+    return Status::ok();
+}
 
-    // Segments (the background, PixelPaddingValue or else 0, is not one).
+// Segments (the background, PixelPaddingValue or else 0, is not one): label, codes, colour from
+// CIELab or the palette.
+Status readLabelSegments(DcmDataset& ds, SegFrames& out, const std::string& path) {
     Uint16 padding = 0;
     ds.findAndGetUint16(DCM_PixelPaddingValue, padding);
     DcmSequenceOfItems* segments = nullptr;
@@ -242,6 +215,49 @@ Result<SegFrames> readLabelMapSegFrames(DcmDataset& ds, const std::string& path)
         }
         out.segments.push_back(std::move(d));
     }
+    return Status::ok();
+}
+
+}  // namespace
+
+Result<SegFrames> readLabelMapSegFrames(DcmDataset& ds, const std::string& path) {
+    const std::string sop_class = str(ds, DCM_SOPClassUID);
+    if (sop_class != kLabelMapSegSopClassUid && str(ds, DCM_SegmentationType) != "LABELMAP")
+        return invalidArgument("not a Label Map SEG (SOP class " + sop_class + ")", path);
+    if (ds.chooseRepresentation(EXS_LittleEndianExplicit, nullptr).bad() ||
+        !ds.canWriteXfer(EXS_LittleEndianExplicit))
+        return unsupported(
+            "Label Map SEG: cannot decode its pixel data (transfer syntax has no "
+            "codec registered)",
+            path);
+    Uint16 rows = 0, columns = 0, bits = 0, samples = 1, representation = 0;
+    ds.findAndGetUint16(DCM_Rows, rows);
+    ds.findAndGetUint16(DCM_Columns, columns);
+    ds.findAndGetUint16(DCM_BitsAllocated, bits);
+    ds.findAndGetUint16(DCM_SamplesPerPixel, samples);
+    ds.findAndGetUint16(DCM_PixelRepresentation, representation);
+    Sint32 frames = 1;
+    ds.findAndGetSint32(DCM_NumberOfFrames, frames);
+    if (rows == 0 || columns == 0 || frames < 1)
+        return corruptData("Label Map SEG: no Rows/Columns/NumberOfFrames", path);
+    if ((bits != 8 && bits != 16) || samples != 1 || representation != 0)
+        return unsupported(fmt::format("Label Map SEG: {} bit, {} samples, pixel representation "
+                                       "{} (only unsigned 8/16 bit, 1 sample)",
+                                       bits, samples, representation),
+                           path);
+
+    SegFrames out;
+    out.palette_color = str(ds, DCM_PhotometricInterpretation) == "PALETTE COLOR";
+    out.frame_of_reference_uid = str(ds, DCM_FrameOfReferenceUID);
+    {
+        DcmItem* series = nullptr;
+        if (ds.findAndGetSequenceItem(DCM_ReferencedSeriesSequence, series, 0).good())
+            out.referenced_series_uid = str(*series, DCM_SeriesInstanceUID);
+    }
+
+    readFrameGeometry(ds, frames, out);
+    VOXSEG_RETURN_IF_ERROR(readLabelPixels(ds, rows, columns, frames, bits, out, path));
+    VOXSEG_RETURN_IF_ERROR(readLabelSegments(ds, out, path));
     return out;
 }
 
