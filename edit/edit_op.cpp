@@ -239,46 +239,102 @@ class Parser {
     const Json& j_;
 };
 
+// paint and erase: a sphere or a disk in a plane, at one point or along a stroke.
+Status parsePaintFields(const Parser& p, EditOp& op) {
+    std::string shape;
+    if (!p.has("shape")) return p.error("shape", "missing (sphere or disk)");
+    VOXSEG_RETURN_IF_ERROR(p.string("shape", shape));
+    if (shape == "sphere")
+        op.shape = Shape::kSphere;
+    else if (shape == "disk")
+        op.shape = Shape::kDisk;
+    else
+        return p.error("shape", "\"" + shape + "\": expected sphere or disk");
+    if (op.shape == Shape::kDisk) {
+        if (!p.has("plane")) return p.error("plane", "missing (a disk needs its plane)");
+        VOXSEG_RETURN_IF_ERROR(p.plane(op.plane));
+    } else if (p.has("plane")) {
+        return p.error("plane", "only for shape disk");
+    }
+    if (p.has("center_mm") == p.has("stroke_mm"))
+        return p.error("center_mm", "give either center_mm or stroke_mm");
+    if (p.has("center_mm")) {
+        Vec3 c{};
+        VOXSEG_RETURN_IF_ERROR(p.point("center_mm", c));
+        op.points = {c};
+    } else {
+        op.stroke = true;
+        VOXSEG_RETURN_IF_ERROR(p.points("stroke_mm", op.points));
+    }
+    if (!p.has("radius_mm")) return p.error("radius_mm", "missing");
+    VOXSEG_RETURN_IF_ERROR(p.positive("radius_mm", op.radius_mm));
+    if (op.kind == OpKind::kPaint) {
+        VOXSEG_RETURN_IF_ERROR(p.label("label", op.label, 1));
+        VOXSEG_RETURN_IF_ERROR(p.overwrite(op.overwrite));
+    } else {
+        if (p.has("label")) VOXSEG_RETURN_IF_ERROR(p.label("label", op.label, 1));
+        if (p.has("overwrite")) return p.error("overwrite", "not for erase");
+    }
+    return p.range(op, false);
+}
+
+// islands: keep_largest, remove_small (min_ml) or split.
+Status parseIslandFields(const Parser& p, EditOp& op) {
+    VOXSEG_RETURN_IF_ERROR(p.label("label", op.label, 1));
+    std::string mode;
+    if (!p.has("mode")) return p.error("mode", "missing (keep_largest, remove_small, split)");
+    VOXSEG_RETURN_IF_ERROR(p.string("mode", mode));
+    if (mode == "keep_largest")
+        op.island_mode = IslandMode::kKeepLargest;
+    else if (mode == "remove_small")
+        op.island_mode = IslandMode::kRemoveSmall;
+    else if (mode == "split")
+        op.island_mode = IslandMode::kSplit;
+    else
+        return p.error("mode", "\"" + mode + "\": expected keep_largest, remove_small or split");
+    if (op.island_mode == IslandMode::kRemoveSmall) {
+        if (!p.has("min_ml")) return p.error("min_ml", "missing (remove_small needs it)");
+        VOXSEG_RETURN_IF_ERROR(p.positive("min_ml", op.min_ml));
+    } else if (p.has("min_ml")) {
+        return p.error("min_ml", "only for mode remove_small");
+    }
+    return p.connectivity(op, 26);
+}
+
+// logical: union, intersect, subtract, copy (label and other) or clear (label).
+Status parseLogicalFields(const Parser& p, EditOp& op) {
+    std::string s;
+    if (!p.has("operation"))
+        return p.error("operation", "missing (union, intersect, subtract, copy, clear)");
+    VOXSEG_RETURN_IF_ERROR(p.string("operation", s));
+    if (s == "union")
+        op.logical = LogicalOp::kUnion;
+    else if (s == "intersect")
+        op.logical = LogicalOp::kIntersect;
+    else if (s == "subtract")
+        op.logical = LogicalOp::kSubtract;
+    else if (s == "copy")
+        op.logical = LogicalOp::kCopy;
+    else if (s == "clear")
+        op.logical = LogicalOp::kClear;
+    else
+        return p.error("operation",
+                       "\"" + s + "\": expected union, intersect, subtract, copy or clear");
+    VOXSEG_RETURN_IF_ERROR(p.label("label", op.label, 1));
+    if (op.logical == LogicalOp::kClear) {
+        if (p.has("other")) return p.error("other", "not for clear");
+    } else {
+        VOXSEG_RETURN_IF_ERROR(p.label("other", op.other, 1));
+        if (op.other == op.label) return p.error("other", "must differ from label");
+    }
+    return {};
+}
+
 Status parseFields(const Parser& p, EditOp& op) {
     switch (op.kind) {
         case OpKind::kPaint:
-        case OpKind::kErase: {
-            std::string shape;
-            if (!p.has("shape")) return p.error("shape", "missing (sphere or disk)");
-            VOXSEG_RETURN_IF_ERROR(p.string("shape", shape));
-            if (shape == "sphere")
-                op.shape = Shape::kSphere;
-            else if (shape == "disk")
-                op.shape = Shape::kDisk;
-            else
-                return p.error("shape", "\"" + shape + "\": expected sphere or disk");
-            if (op.shape == Shape::kDisk) {
-                if (!p.has("plane")) return p.error("plane", "missing (a disk needs its plane)");
-                VOXSEG_RETURN_IF_ERROR(p.plane(op.plane));
-            } else if (p.has("plane")) {
-                return p.error("plane", "only for shape disk");
-            }
-            if (p.has("center_mm") == p.has("stroke_mm"))
-                return p.error("center_mm", "give either center_mm or stroke_mm");
-            if (p.has("center_mm")) {
-                Vec3 c{};
-                VOXSEG_RETURN_IF_ERROR(p.point("center_mm", c));
-                op.points = {c};
-            } else {
-                op.stroke = true;
-                VOXSEG_RETURN_IF_ERROR(p.points("stroke_mm", op.points));
-            }
-            if (!p.has("radius_mm")) return p.error("radius_mm", "missing");
-            VOXSEG_RETURN_IF_ERROR(p.positive("radius_mm", op.radius_mm));
-            if (op.kind == OpKind::kPaint) {
-                VOXSEG_RETURN_IF_ERROR(p.label("label", op.label, 1));
-                VOXSEG_RETURN_IF_ERROR(p.overwrite(op.overwrite));
-            } else {
-                if (p.has("label")) VOXSEG_RETURN_IF_ERROR(p.label("label", op.label, 1));
-                if (p.has("overwrite")) return p.error("overwrite", "not for erase");
-            }
-            return p.range(op, false);
-        }
+        case OpKind::kErase:
+            return parsePaintFields(p, op);
         case OpKind::kThreshold:
             VOXSEG_RETURN_IF_ERROR(p.label("label", op.label, 1));
             VOXSEG_RETURN_IF_ERROR(p.range(op, true));
@@ -324,29 +380,8 @@ Status parseFields(const Parser& p, EditOp& op) {
             if (!p.has("plane")) return p.error("plane", "missing");
             VOXSEG_RETURN_IF_ERROR(p.plane(op.plane));
             return p.overwrite(op.overwrite);
-        case OpKind::kIslands: {
-            VOXSEG_RETURN_IF_ERROR(p.label("label", op.label, 1));
-            std::string mode;
-            if (!p.has("mode"))
-                return p.error("mode", "missing (keep_largest, remove_small, split)");
-            VOXSEG_RETURN_IF_ERROR(p.string("mode", mode));
-            if (mode == "keep_largest")
-                op.island_mode = IslandMode::kKeepLargest;
-            else if (mode == "remove_small")
-                op.island_mode = IslandMode::kRemoveSmall;
-            else if (mode == "split")
-                op.island_mode = IslandMode::kSplit;
-            else
-                return p.error("mode",
-                               "\"" + mode + "\": expected keep_largest, remove_small or split");
-            if (op.island_mode == IslandMode::kRemoveSmall) {
-                if (!p.has("min_ml")) return p.error("min_ml", "missing (remove_small needs it)");
-                VOXSEG_RETURN_IF_ERROR(p.positive("min_ml", op.min_ml));
-            } else if (p.has("min_ml")) {
-                return p.error("min_ml", "only for mode remove_small");
-            }
-            return p.connectivity(op, 26);
-        }
+        case OpKind::kIslands:
+            return parseIslandFields(p, op);
         case OpKind::kMedian:
         case OpKind::kOpening:
         case OpKind::kClosing:
@@ -360,33 +395,8 @@ Status parseFields(const Parser& p, EditOp& op) {
             VOXSEG_RETURN_IF_ERROR(p.number("margin_mm", op.margin_mm));
             if (op.margin_mm == 0) return p.error("margin_mm", "must not be 0");
             return p.overwrite(op.overwrite);
-        case OpKind::kLogical: {
-            std::string s;
-            if (!p.has("operation"))
-                return p.error("operation", "missing (union, intersect, subtract, copy, clear)");
-            VOXSEG_RETURN_IF_ERROR(p.string("operation", s));
-            if (s == "union")
-                op.logical = LogicalOp::kUnion;
-            else if (s == "intersect")
-                op.logical = LogicalOp::kIntersect;
-            else if (s == "subtract")
-                op.logical = LogicalOp::kSubtract;
-            else if (s == "copy")
-                op.logical = LogicalOp::kCopy;
-            else if (s == "clear")
-                op.logical = LogicalOp::kClear;
-            else
-                return p.error("operation",
-                               "\"" + s + "\": expected union, intersect, subtract, copy or clear");
-            VOXSEG_RETURN_IF_ERROR(p.label("label", op.label, 1));
-            if (op.logical == LogicalOp::kClear) {
-                if (p.has("other")) return p.error("other", "not for clear");
-            } else {
-                VOXSEG_RETURN_IF_ERROR(p.label("other", op.other, 1));
-                if (op.other == op.label) return p.error("other", "must differ from label");
-            }
-            return {};
-        }
+        case OpKind::kLogical:
+            return parseLogicalFields(p, op);
         case OpKind::kUndo:
         case OpKind::kRedo:
             return {};
