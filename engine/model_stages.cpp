@@ -306,6 +306,69 @@ void readOneHotLink(Reader& r, const json& j, const std::string& key, const Mode
                                                labelList(from.output.labels) + ")");
 }
 
+// The result stages' labels are the package's labels, each from one stage.
+void checkResultLabels(Reader& r, const ModelPackage& p, const std::vector<int>& top_labels) {
+    std::set<int> produced;
+    for (size_t i = 0; i < p.stages.size() && r.ok(); ++i) {
+        const StageSpec& st = p.stages[i];
+        if (!st.result) continue;
+        const std::string okey = Reader::join(Reader::index("stages", i), "output");
+        for (int v : st.output.labels) {
+            if (std::find(top_labels.begin(), top_labels.end(), v) == top_labels.end())
+                r.fail(okey, "stage \"" + st.name +
+                                 "\" gives (part of) the result, but its label " +
+                                 std::to_string(v) + " is not in \"labels\"");
+            else if (!produced.insert(v).second)
+                r.fail(okey, "label " + std::to_string(v) +
+                                 " is produced by two result stages: each label comes from one");
+        }
+    }
+}
+
+// measurements: {name, kind "volume_ml", labels, description} (version 2).
+void readMeasurements(Reader& r, const json& root, const std::vector<int>& top_labels,
+                      ModelPackage& p) {
+    if (const json* m = r.member(root, "", "measurements", false);
+        m && r.array(*m, "measurements", "{name, kind, labels} objects")) {
+        std::set<std::string> mnames;
+        for (size_t i = 0; i < m->size() && r.ok(); ++i) {
+            const std::string key = Reader::index("measurements", i);
+            const json& mj = (*m)[i];
+            if (!r.object(mj, key)) return;
+            r.onlyKeys(mj, key, {"name", "kind", "labels", "description"});
+            MeasurementSpec spec;
+            if (const json* x = r.member(mj, key, "name", true))
+                spec.name = r.string(*x, Reader::join(key, "name"));
+            if (r.ok() && !mnames.insert(spec.name).second)
+                r.fail(Reader::join(key, "name"), "measurement \"" + spec.name + "\" twice");
+            if (const json* x = r.member(mj, key, "kind", true)) {
+                spec.kind = r.string(*x, Reader::join(key, "kind"));
+                if (r.ok() && spec.kind != "volume_ml")
+                    r.fail(Reader::join(key, "kind"),
+                           "expected \"volume_ml\" (the labels' volume in mL), got \"" + spec.kind +
+                               "\"");
+            }
+            if (const json* x = r.member(mj, key, "description", false))
+                spec.description = r.string(*x, Reader::join(key, "description"), true);
+            if (const json* x = r.member(mj, key, "labels", true);
+                x && r.array(*x, Reader::join(key, "labels"), "label values")) {
+                const std::string lkey = Reader::join(key, "labels");
+                if (x->empty()) r.fail(lkey, "must list at least one label value");
+                for (size_t e = 0; e < x->size() && r.ok(); ++e) {
+                    const int v =
+                        static_cast<int>(r.integer((*x)[e], Reader::index(lkey, e), 1, 32767));
+                    if (r.ok() &&
+                        std::find(top_labels.begin(), top_labels.end(), v) == top_labels.end())
+                        r.fail(Reader::index(lkey, e),
+                               "label " + std::to_string(v) + " is not in \"labels\"");
+                    spec.labels.push_back(v);
+                }
+            }
+            p.measurements.push_back(spec);
+        }
+    }
+}
+
 }  // namespace
 
 void readStages(Reader& r, const json& root, ModelPackage& p) {
@@ -395,22 +458,7 @@ void readStages(Reader& r, const json& root, ModelPackage& p) {
         p.models.push_back(stage.model);
     }
     if (!r.ok()) return;
-    // The result stages' labels are the package's labels, each from one stage.
-    std::set<int> produced;
-    for (size_t i = 0; i < p.stages.size() && r.ok(); ++i) {
-        const StageSpec& st = p.stages[i];
-        if (!st.result) continue;
-        const std::string okey = Reader::join(Reader::index("stages", i), "output");
-        for (int v : st.output.labels) {
-            if (std::find(top_labels.begin(), top_labels.end(), v) == top_labels.end())
-                r.fail(okey, "stage \"" + st.name +
-                                 "\" gives (part of) the result, but its label " +
-                                 std::to_string(v) + " is not in \"labels\"");
-            else if (!produced.insert(v).second)
-                r.fail(okey, "label " + std::to_string(v) +
-                                 " is produced by two result stages: each label comes from one");
-        }
-    }
+    checkResultLabels(r, p, top_labels);
     if (!r.ok()) return;
     const StageSpec& last = p.stages.back();
     p.output =
@@ -419,45 +467,7 @@ void readStages(Reader& r, const json& root, ModelPackage& p) {
     p.patch_size = first.patch();
     p.spacing_mm = first.spacing_mm;
 
-    if (const json* m = r.member(root, "", "measurements", false);
-        m && r.array(*m, "measurements", "{name, kind, labels} objects")) {
-        std::set<std::string> mnames;
-        for (size_t i = 0; i < m->size() && r.ok(); ++i) {
-            const std::string key = Reader::index("measurements", i);
-            const json& mj = (*m)[i];
-            if (!r.object(mj, key)) return;
-            r.onlyKeys(mj, key, {"name", "kind", "labels", "description"});
-            MeasurementSpec spec;
-            if (const json* x = r.member(mj, key, "name", true))
-                spec.name = r.string(*x, Reader::join(key, "name"));
-            if (r.ok() && !mnames.insert(spec.name).second)
-                r.fail(Reader::join(key, "name"), "measurement \"" + spec.name + "\" twice");
-            if (const json* x = r.member(mj, key, "kind", true)) {
-                spec.kind = r.string(*x, Reader::join(key, "kind"));
-                if (r.ok() && spec.kind != "volume_ml")
-                    r.fail(Reader::join(key, "kind"),
-                           "expected \"volume_ml\" (the labels' volume in mL), got \"" + spec.kind +
-                               "\"");
-            }
-            if (const json* x = r.member(mj, key, "description", false))
-                spec.description = r.string(*x, Reader::join(key, "description"), true);
-            if (const json* x = r.member(mj, key, "labels", true);
-                x && r.array(*x, Reader::join(key, "labels"), "label values")) {
-                const std::string lkey = Reader::join(key, "labels");
-                if (x->empty()) r.fail(lkey, "must list at least one label value");
-                for (size_t e = 0; e < x->size() && r.ok(); ++e) {
-                    const int v =
-                        static_cast<int>(r.integer((*x)[e], Reader::index(lkey, e), 1, 32767));
-                    if (r.ok() &&
-                        std::find(top_labels.begin(), top_labels.end(), v) == top_labels.end())
-                        r.fail(Reader::index(lkey, e),
-                               "label " + std::to_string(v) + " is not in \"labels\"");
-                    spec.labels.push_back(v);
-                }
-            }
-            p.measurements.push_back(spec);
-        }
-    }
+    readMeasurements(r, root, top_labels, p);
 }
 
 json stageJson(const StageSpec& st) {
