@@ -3,7 +3,6 @@
 // op family), then memory planning (cpu_plan.cpp).
 #include "engine/cpu_backend.h"
 
-#include "core/checked_math.h"
 #include "core/memory_limit.h"
 #include "engine/cpu_plan.h"
 
@@ -16,7 +15,6 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
-#include <limits>
 #include <sstream>
 
 namespace voxseg::engine {
@@ -167,6 +165,13 @@ class CpuCompiledGraph : public CompiledGraph {
         return plan_.finish();
     }
 
+    // A computed value's bytes. inferShapes() bounds every value to 2^40 elements, so this
+    // cannot overflow.
+    uint64_t valueBytes(ValueId v) const {
+        const Value& value = graph_.values[v];
+        return static_cast<uint64_t>(numel(value.shape)) * dtypeSize(value.dtype);
+    }
+
     // oneDNN 2.6 creates no primitive for some tensors past 2 GiB where the CPU lacks AVX-512
     // (a 16-channel 490^3 activation under DNNL_MAX_CPU_ISA=AVX2 fits the memory and is refused):
     // such a failure names the size and the way out instead of reading as an unsupported op.
@@ -176,8 +181,7 @@ class CpuCompiledGraph : public CompiledGraph {
         for (const std::vector<ValueId>* ids : {&node.inputs, &node.outputs})
             for (ValueId v : *ids)
                 if (v >= 0 && !graph_.values[v].constant)
-                    if (const auto n = checkedProduct(graph_.values[v].shape); n && *n > 0)
-                        largest = std::max(largest, static_cast<uint64_t>(*n) * 4);
+                    largest = std::max(largest, valueBytes(v));
         if (largest <= (uint64_t{1} << 31)) return s;
         return Status(s.code(),
                       s.message() + " (a tensor of " + std::to_string(largest >> 20) +
@@ -193,22 +197,16 @@ class CpuCompiledGraph : public CompiledGraph {
     Status checkActivationsFitMemory() const {
         const uint64_t memory = memoryLimitBytes();
         if (memory == 0) return Status::ok();
-        for (const Value& v : graph_.values) {
-            if (v.constant ||
-                std::any_of(v.shape.begin(), v.shape.end(), [](int64_t d) { return d < 0; }))
-                continue;
-            const std::optional<int64_t> n = checkedProduct(v.shape);
-            const auto bytes = n ? static_cast<double>(*n) * static_cast<double>(dtypeSize(v.dtype))
-                                 : std::numeric_limits<double>::infinity();
-            if (bytes <= static_cast<double>(memory)) continue;
-            const std::string need =
-                n ? std::to_string(static_cast<uint64_t>(bytes / 1048576.0)) + " MiB"
-                  : std::string("more than 2^63 elements");
-            return Status(StatusCode::kOutOfMemory, "cpu backend: '" + v.name + "' " +
-                                                        shapeToString(v.shape) + " needs " + need +
-                                                        ", more than the " + describeMemoryLimit() +
-                                                        "; use a smaller patch or batch");
-        }
+        for (const Node& node : graph_.nodes)
+            for (ValueId v : node.outputs) {
+                if (v < 0 || valueBytes(v) <= memory) continue;
+                const Value& value = graph_.values[v];
+                return Status(StatusCode::kOutOfMemory,
+                              "cpu backend: '" + value.name + "' " + shapeToString(value.shape) +
+                                  " needs " + std::to_string(valueBytes(v) >> 20) +
+                                  " MiB, more than the " + describeMemoryLimit() +
+                                  "; use a smaller patch or batch");
+            }
         return Status::ok();
     }
 
