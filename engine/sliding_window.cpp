@@ -349,28 +349,6 @@ std::vector<unsigned> flipSets(const std::vector<int>& mirror_axes, size_t rank,
     return flip_sets;
 }
 
-// 1 / (the sum of the importance weights of the windows covering each voxel); 0 where none does.
-void inverseWeightSums(const std::array<std::vector<int64_t>, 3>& starts,
-                       const std::array<int64_t, 3>& patch, const std::array<int64_t, 3>& padded,
-                       const std::vector<float>& importance, std::vector<float>& inverse_weight) {
-    for (int64_t z0 : starts[0]) {
-        for (int64_t y0 : starts[1]) {
-            for (int64_t x0 : starts[2]) {
-                for (int64_t z = 0; z < patch[0]; ++z) {
-                    for (int64_t y = 0; y < patch[1]; ++y) {
-                        const float* __restrict w =
-                            importance.data() + (z * patch[1] + y) * patch[2];
-                        float* __restrict d = inverse_weight.data() +
-                                              ((z0 + z) * padded[1] + (y0 + y)) * padded[2] + x0;
-                        for (int64_t x = 0; x < patch[2]; ++x) d[x] += w[x];
-                    }
-                }
-            }
-        }
-    }
-    for (float& w : inverse_weight) w = w > 0.0f ? 1.0f / w : 0.0f;
-}
-
 // Where one run's windows go: the image padded (centred) to at least one patch per axis, and
 // the window starts along each axis.
 struct WindowGrid {
@@ -398,6 +376,29 @@ WindowGrid windowGrid(const SlidingWindowOptions& options, const std::vector<int
     return g;
 }
 
+// 1 / (the sum of the importance weights of the windows covering each voxel); 0 where none does.
+void inverseWeightSums(const WindowGrid& grid, const std::vector<float>& importance,
+                       std::vector<float>& inverse_weight) {
+    const auto& patch = grid.patch;
+    const auto& padded = grid.padded;
+    for (int64_t z0 : grid.starts[0]) {
+        for (int64_t y0 : grid.starts[1]) {
+            for (int64_t x0 : grid.starts[2]) {
+                for (int64_t z = 0; z < patch[0]; ++z) {
+                    for (int64_t y = 0; y < patch[1]; ++y) {
+                        const float* __restrict w =
+                            importance.data() + (z * patch[1] + y) * patch[2];
+                        float* __restrict d = inverse_weight.data() +
+                                              ((z0 + z) * padded[1] + (y0 + y)) * padded[2] + x0;
+                        for (int64_t x = 0; x < patch[2]; ++x) d[x] += w[x];
+                    }
+                }
+            }
+        }
+    }
+    for (float& w : inverse_weight) w = w > 0.0f ? 1.0f / w : 0.0f;
+}
+
 // The sums of k score volumes of n voxels: k in the accumulator's type + one float32 volume of
 // inverse weights; nnunet-fp16: k float16 sums (twice for an ensemble) + one float16 volume of
 // weights.
@@ -421,18 +422,17 @@ Status checkSumsFitMemory(size_t need, int64_t classes, int64_t voxels, bool fp3
 }
 
 // The scores of the image itself, cut out of the padded sums.
-Tensor cropToImage(const Tensor& sums, const std::array<int64_t, 3>& padded,
-                   const std::array<int64_t, 3>& dims, int64_t classes,
-                   const std::array<int64_t, 3>& pad_before, const std::vector<int64_t>& spatial) {
+Tensor cropToImage(const Tensor& sums, const WindowGrid& grid, int64_t classes,
+                   const std::vector<int64_t>& spatial) {
     Shape shape = {classes};
     shape.insert(shape.end(), spatial.begin(), spatial.end());
     Tensor result(sums.dtype(), shape);
     if (sums.dtype() == DType::kFloat16)
-        copyBox<uint16_t>(sums.data<uint16_t>(), padded, result.data<uint16_t>(), dims, classes,
-                          pad_before, true);
+        copyBox<uint16_t>(sums.data<uint16_t>(), grid.padded, result.data<uint16_t>(), grid.dims,
+                          classes, grid.pad_before, true);
     else
-        copyBox<float>(sums.data<float>(), padded, result.data<float>(), dims, classes, pad_before,
-                       true);
+        copyBox<float>(sums.data<float>(), grid.padded, result.data<float>(), grid.dims, classes,
+                       grid.pad_before, true);
     return result;
 }
 
@@ -754,7 +754,7 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
     const int64_t patch_voxels = patch[0] * patch[1] * patch[2];
     std::vector<float> item_weight;
     if (!pass_through && !nnunet) {
-        inverseWeightSums(starts, patch, padded, importance_, inverse_weight);
+        inverseWeightSums(grid, importance_, inverse_weight);
         // Mirrored copies of a patch and ensemble members share its weight: each network
         // output contributes importance / (num_flips * num_networks), i.e. outputs are averaged
         // first.
@@ -846,9 +846,8 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
             }));
     }
 
-    const Tensor result = needs_pad
-                              ? cropToImage(accumulator, padded, dims, classes, pad_before, spatial)
-                              : accumulator;
+    const Tensor result =
+        needs_pad ? cropToImage(accumulator, grid, classes, spatial) : accumulator;
 
     if (stats) {
         stats->patches = num_windows;
