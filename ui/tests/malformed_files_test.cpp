@@ -5,7 +5,7 @@
 // an error message; the window then still opens a good series. The sanitizer configuration
 // (scripts/test.sh) runs this under AddressSanitizer + UBSan.
 #include "tests/test_data.h"
-#include "tests/ui/viewer_test_support.h"
+#include "ui/tests/viewer_test_support.h"
 #include "ui/main_window.h"
 #include "ui/viewer_state.h"
 

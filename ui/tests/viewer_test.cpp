@@ -10,7 +10,7 @@
 #include "tests/pipeline/test_model_package.h"
 #include "tests/pipeline/test_volumes.h"
 #include "tests/test_data.h"
-#include "tests/ui/viewer_test_support.h"
+#include "ui/tests/viewer_test_support.h"
 #include "ui/label_table.h"
 #include "ui/log_panel.h"
 #include "ui/main_window.h"

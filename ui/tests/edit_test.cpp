@@ -13,7 +13,7 @@
 #include "io/image_io.h"
 #include "io/seg_reader.h"
 #include "tests/io/dicom_tools.h"
-#include "tests/ui/viewer_test_support.h"
+#include "ui/tests/viewer_test_support.h"
 #include "ui/code_picker.h"
 #include "ui/edit_controller.h"
 #include "ui/edit_toolbar.h"
