@@ -31,6 +31,13 @@ inline constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 31;
 // objects (SR, presentation states), not for volumes, so 1 GiB is generous.
 inline constexpr uint64_t kMaxInflatedBytesPerFile = uint64_t{1} << 30;
 
+// Deepest nesting of sequences one DICOM data set may have (files, network, DICOMDIR, SEG,
+// RTSTRUCT). DCMTK's parser recurses once per sequence and item and has no limit of its own: a
+// 212 KB file nested 5,600 deep overflowed its stack. Real objects nest a few levels (enhanced
+// multi-frame functional groups 3, structured reports rarely past 20); each level counts the
+// sequence and its item once.
+inline constexpr int kMaxNestingDepth = 128;
+
 // Most files one DICOM scan (a folder, a file list, a DICOMDIR) reads headers from: a study of
 // 100000 instances is large (a 4D cardiac CT); more is a wrong folder (a PACS archive's root).
 inline constexpr int64_t kMaxFilesPerScan = 1'000'000;
@@ -66,6 +73,7 @@ struct ReadLimits {
     uint64_t frame_bytes = kMaxFrameBytes;        // --max-frame-bytes (at most 2^31)
     uint64_t inflated_bytes_per_file = kMaxInflatedBytesPerFile;  // --max-inflated-bytes
     int64_t files_per_scan = kMaxFilesPerScan;                    // --max-files
+    int nesting_depth = kMaxNestingDepth;                         // --max-nesting-depth
     uint64_t model_file_bytes = kMaxModelFileBytes;               // --max-model-bytes
     int64_t graph_nodes = kMaxGraphNodes;                         // --max-graph-nodes
     size_t labels = kMaxLabels;                                   // --max-labels
