@@ -10,6 +10,7 @@ ReadLimits LimitOptions::toReadLimits() const {
     r.frame_bytes = static_cast<uint64_t>(frame_bytes);
     r.inflated_bytes_per_file = static_cast<uint64_t>(inflated_bytes_per_file);
     r.files_per_scan = static_cast<int64_t>(files_per_scan);
+    r.nesting_depth = static_cast<int>(nesting_depth);
     r.model_file_bytes = static_cast<uint64_t>(model_file_bytes);
     r.graph_nodes = static_cast<int64_t>(graph_nodes);
     r.labels = static_cast<size_t>(labels);
@@ -32,6 +33,12 @@ void addLimitOptions(CLI::App& cli, LimitOptions& o) {
     add("--max-inflated-bytes", o.inflated_bytes_per_file,
         "Bytes a deflated DICOM file may inflate to", 1e15);
     add("--max-files", o.files_per_scan, "Files one DICOM scan (folder, DICOMDIR) may hold", 1e12);
+    // DCMTK recurses once per level: 1000 levels take about a quarter of a thread's 8 MB stack
+    // (it overflowed near 5600), so the option cannot raise the limit to where it crashes again.
+    add("--max-nesting-depth", o.nesting_depth,
+        "Levels of nested sequences one DICOM data set may have (at most 1000: DCMTK's parser "
+        "recurses per level)",
+        1000);
     add("--max-model-bytes", o.model_file_bytes, "Bytes of one ONNX model file", 1e15);
     add("--max-graph-nodes", o.graph_nodes, "Nodes of one ONNX graph", 1e12);
     add("--max-labels", o.labels, "Labels a model.json may list", 32767);

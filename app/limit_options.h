@@ -1,7 +1,7 @@
 // The input limits of core/limits.h as command-line options, for every command at once (global
 // options, also accepted after the subcommand): --max-frames-per-file, --max-frame-bytes,
-// --max-inflated-bytes, --max-files, --max-model-bytes, --max-graph-nodes, --max-labels,
-// --max-manifest-rows. Each refusal of an input that claims more names its option.
+// --max-inflated-bytes, --max-files, --max-nesting-depth, --max-model-bytes, --max-graph-nodes,
+// --max-labels, --max-manifest-rows. Each refusal of an input that claims more names its option.
 // (--max-voxels is the commands' own: it is a load option.)
 #pragma once
 
@@ -17,6 +17,7 @@ struct LimitOptions {
     double frame_bytes = static_cast<double>(kMaxFrameBytes);
     double inflated_bytes_per_file = static_cast<double>(kMaxInflatedBytesPerFile);
     double files_per_scan = static_cast<double>(kMaxFilesPerScan);
+    double nesting_depth = static_cast<double>(kMaxNestingDepth);
     double model_file_bytes = static_cast<double>(kMaxModelFileBytes);
     double graph_nodes = static_cast<double>(kMaxGraphNodes);
     double labels = static_cast<double>(kMaxLabels);
