@@ -2,9 +2,11 @@
 // sharded over array jobs, resumable, stopped cleanly by SIGTERM (batch/runner.h does the work).
 #include "app/commands.h"
 #include "app/signals.h"
+#include "batch/child_process.h"
 #include "batch/manifest.h"
 #include "batch/runner.h"
 #include "batch/shard.h"
+#include "batch/supervisor.h"
 #include "core/log.h"
 #include "pipeline/channels.h"
 
@@ -15,6 +17,9 @@
 namespace voxseg::app {
 namespace {
 constexpr const char* kComponent = "batch";
+
+ExitCode runBatchWorker(const std::vector<batch::BatchCase>& cases, const batch::BatchOptions& bo,
+                        const CommandContext& ctx, bool print_summary);
 }  // namespace
 
 CLI::App* addBatchCommand(CLI::App& app, BatchCommandOptions& o) {
@@ -63,11 +68,18 @@ CLI::App* addBatchCommand(CLI::App& app, BatchCommandOptions& o) {
                     "Prometheus text file (default .voxseg-batch/metrics-<shard>.prom; point it "
                     "at a node exporter's textfile directory)");
     cmd->add_flag("--force", o.force, "Redo every case of the shard, ignoring the journal");
+    cmd->add_flag("--retry-failed", o.retry_failed,
+                  "Also run again the cases that killed their worker process in an earlier run "
+                  "(skipped otherwise; other failed cases always run again)");
     return cmd;
 }
 
 ExitCode runBatch(const BatchCommandOptions& o, const CommandContext& ctx) {
     keepRunningOnRepeatedSigterm();
+    // Crash isolation (batch/supervisor.h): this process supervises a worker process that
+    // runs the cases, unless it is that worker.
+    auto link = batch::WorkerLink::fromEnvironment();
+    if (!link.isOk()) return fail(link.status(), Stage::kInput);
     batch::BatchOptions bo;
     auto so = toSegmentOptions(o.seg);
     if (!so.isOk()) return fail(so.status(), Stage::kInput);
@@ -84,6 +96,19 @@ ExitCode runBatch(const BatchCommandOptions& o, const CommandContext& ctx) {
     bo.min_free_bytes = static_cast<uint64_t>(o.min_free_mb * 1024.0 * 1024.0);
     bo.metrics_path = o.metrics_file;
     bo.redo_all = o.force;
+    bo.retry_failed = o.retry_failed;
+    batch::WorkerLink* worker = link->get();
+    if (worker) {
+        bo.run_started = worker->plan().run_started;
+        bo.only = worker->plan().only;
+        bo.one_at_a_time = !bo.only.empty();
+        bo.on_flight = [worker](const std::string& id, bool started) {
+            started ? worker->caseStarted(id) : worker->caseEnded(id);
+        };
+        bo.on_ready = [worker](const std::string& sha, const std::string& options) {
+            worker->ready(sha, options);
+        };
+    }
 
     auto shard = batch::resolveShard(o.shard, o.shards, batch::processEnvironment());
     if (!shard.isOk()) return fail(shard.status(), Stage::kInput);
@@ -109,7 +134,25 @@ ExitCode runBatch(const BatchCommandOptions& o, const CommandContext& ctx) {
             if (std::none_of(c.channels.begin(), c.channels.end(),
                              [&](const auto& named) { return named.first == d.name; }))
                 c.channels.emplace_back(d.name, d.value);
+    if (!worker) {
+        std::vector<batch::SupervisedCase> supervised;
+        for (const auto& c : *cases)
+            if (batch::inShard(c.id, bo.shard))
+                supervised.push_back({c.id, c.input, c.series.empty() ? bo.series : c.series});
+        return static_cast<ExitCode>(
+            batch::superviseBatch(batch::ownArguments(), supervised,
+                                  batch::journalPath(bo.output_root, bo.shard), ctx.cancel));
+    }
+    const ExitCode rc = runBatchWorker(*cases, bo, ctx, worker->plan().final);
+    worker->finished(toInt(rc));
+    return rc;
+}
 
+namespace {
+
+// The batch itself, in the worker process (or in the only process, before crash isolation).
+ExitCode runBatchWorker(const std::vector<batch::BatchCase>& cases, const batch::BatchOptions& bo,
+                        const CommandContext& ctx, bool print_summary) {
     ProgressCallback bar = ctx.bar->callback();
     auto on_case = [&](const batch::CaseRecord&, const batch::BatchStats& s) {
         if (!bar) return;  // no terminal, or --quiet
@@ -118,14 +161,14 @@ ExitCode runBatch(const BatchCommandOptions& o, const CommandContext& ctx) {
             fmt::format("{}/{} cases{}", finished, s.cases_in_shard,
                         s.failed ? fmt::format(" ({} failed)", s.failed) : std::string()));
     };
-    auto result = batch::runBatch(*cases, bo, ctx.cancel, on_case);
+    auto result = batch::runBatch(cases, bo, ctx.cancel, on_case);
     ctx.bar->clear();
     if (!result.isOk()) {
         const Status& st = result.status();
         return fail(st, st.code() == StatusCode::kIoError ? Stage::kOutput : Stage::kInput);
     }
     const batch::BatchStats& s = result->stats;
-    if (!ctx.quiet)
+    if (!ctx.quiet && print_summary)
         std::printf(
             "shard %s: %d cases, %d done, %d failed, %d skipped (done earlier), %d interrupted, "
             "%d not started; %.1f s, %.2f cases/min\nsummary: %s\n",
@@ -143,4 +186,5 @@ ExitCode runBatch(const BatchCommandOptions& o, const CommandContext& ctx) {
     return s.failed > 0 ? ExitCode::kSomeCasesFailed : ExitCode::kOk;
 }
 
+}  // namespace
 }  // namespace voxseg::app

@@ -128,6 +128,7 @@ struct BatchCommandOptions {
     double min_free_mb = 1024.0;
     std::string metrics_file;
     bool force = false;
+    bool retry_failed = false;  // also cases that killed their worker in an earlier run
 };
 CLI::App* addBatchCommand(CLI::App& app, BatchCommandOptions& options);
 ExitCode runBatch(const BatchCommandOptions& options, const CommandContext& context);
@@ -164,6 +165,7 @@ struct ServeCommandOptions {
     bool check = false;   // validate the configuration and exit
     bool resend = false;  // send what the outbox holds (held results included), then exit
     double grace_seconds = 60.0;
+    bool internal_worker = false;  // hidden: be the node's segmentation worker process
 };
 CLI::App* addServeCommand(CLI::App& app, ServeCommandOptions& options);
 ExitCode runServe(const ServeCommandOptions& options, const CommandContext& context);

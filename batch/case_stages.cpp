@@ -1,5 +1,6 @@
 #include "batch/case_stages.h"
 
+#include "batch/child_process.h"
 #include "batch/runner.h"
 #include "core/log.h"
 #include "pipeline/channels.h"
@@ -23,6 +24,7 @@ void mergeTimings(CaseWork& work, const std::vector<pipeline::StageTiming>& timi
 
 Status loadCase(CaseWork& w, const pipeline::Segmenter& segmenter, const LoadPolicy& policy,
                 const CancelToken& stop, const Progress& progress) {
+    crashIfTestPoisoned({w.c.id, w.c.input, w.series});  // test only (child_process.h)
     return guarded([&]() -> Status {
         const auto t = std::chrono::steady_clock::now();
         std::vector<pipeline::ChannelAssignment> channels;  // multi-channel models

@@ -42,6 +42,7 @@ nlohmann::json JournalEntry::toJson() const {
     }
     if (!error.empty()) j["error"] = error;
     if (!error_code.empty()) j["error_code"] = error_code;
+    if (worker_died) j["worker_died"] = true;
     j["seconds"] = seconds;
     j["time"] = time;
     return j;
@@ -71,6 +72,7 @@ Result<JournalEntry> JournalEntry::fromJson(const nlohmann::json& j) {
         e.options_hash = j.value("options_hash", "");
         e.error = j.value("error", "");
         e.error_code = j.value("error_code", "");
+        e.worker_died = j.value("worker_died", false);
         e.seconds = j.value("seconds", 0.0);
         e.time = j.value("time", 0.0);
         if (j.contains("files") && j["files"].is_array())

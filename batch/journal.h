@@ -36,6 +36,7 @@ struct JournalEntry {
     std::vector<OutputFile> files;  // kDone: every output, with its size
     std::string error;              // kFailed
     std::string error_code;         // StatusCode name
+    bool worker_died = false;       // kFailed: the case killed its worker (batch/supervisor.h)
     double seconds = 0.0;
     double time = 0.0;  // unix seconds when recorded
 

@@ -13,10 +13,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace voxseg::batch {
@@ -34,8 +36,14 @@ double unixNow() {
         .count();
 }
 
-// One case on its way through the pipeline (batch/case_stages.h).
-using Item = CaseWork;
+// One case on its way through the pipeline (batch/case_stages.h); `on_end` runs when it is
+// recorded or dropped.
+struct Item : CaseWork {
+    std::function<void()> on_end;
+    ~Item() {
+        if (on_end) on_end();
+    }
+};
 using ItemPtr = std::unique_ptr<Item>;
 
 // Serialises everything a finished case touches: journal, counters, metrics file, callback.
@@ -193,22 +201,47 @@ Result<std::vector<BatchCase>> casesToRun(const std::vector<BatchCase>& all_case
     }
     std::error_code ec;
     std::vector<BatchCase> todo;
+    const std::set<std::string> only(options.only.begin(), options.only.end());
     for (const auto& c : all_cases) {
         if (!inShard(c.id, options.shard)) continue;
         ++stats.cases_in_shard;
         const std::string series = c.series.empty() ? options.series : c.series;
         auto it = journaled.find(c.id);
+        const bool this_run = it != journaled.end() && options.run_started > 0 &&
+                              it->second.time >= options.run_started;
         if (it != journaled.end() && it->second.state == CaseState::kDone &&
             it->second.model_sha256 == stats.model_sha256 &&
             it->second.options_hash == stats.options_hash && it->second.input == c.input &&
             it->second.series == series && outputsComplete(it->second, folders.out_root / c.id)) {
-            ++stats.skipped;
             CaseRecord r;
             r.case_id = c.id;
-            r.state = "skipped";
+            r.state = this_run ? "done" : "skipped";
+            r.seconds = it->second.seconds;
+            ++(this_run ? stats.done : stats.skipped);
             stats.cases.push_back(r);
             continue;
         }
+        // Failed in this run (by a worker before this one), or killed a worker in an earlier
+        // run on the same input: recorded, not run again (would die again).
+        if (it != journaled.end() && it->second.state == CaseState::kFailed &&
+            (this_run || (it->second.worker_died && !options.retry_failed &&
+                          it->second.input == c.input && it->second.series == series))) {
+            CaseRecord r;
+            r.case_id = c.id;
+            r.state = "failed";
+            r.error = it->second.error;
+            if (!this_run) r.error += " (not run again: --retry-failed runs it)";
+            r.error_code = it->second.error_code;
+            ++stats.failed;
+            stats.cases.push_back(r);
+            if (!this_run)
+                log::warning(kComponent,
+                             "case {} killed its worker in an earlier run: not run again "
+                             "(--retry-failed runs it)",
+                             c.id);
+            continue;
+        }
+        if (!only.empty() && !only.count(c.id)) continue;
         // Debris of an earlier run killed hard (SIGKILL, node loss) for this case only: other
         // shards may be writing their own cases next to it.
         fs::remove_all(folders.staging_root / c.id, ec);
@@ -291,10 +324,29 @@ class CasePipeline {
     void load() {
         const Progress progress(ProgressCallback{}, stop_);
         while (!stopping()) {
+            if (options_.one_at_a_time) {
+                std::unique_lock<std::mutex> lock(flight_mutex_);
+                while (in_flight_ != 0 && !stopping())
+                    flight_cv_.wait_for(lock, std::chrono::milliseconds(50));
+                if (stopping()) break;
+            }
             const size_t i = next_.fetch_add(1);
             if (i >= todo_.size()) break;
             auto item = std::make_unique<Item>();
             item->c = todo_[i];
+            {
+                std::lock_guard<std::mutex> lock(flight_mutex_);
+                ++in_flight_;
+            }
+            if (options_.on_flight) options_.on_flight(item->c.id, true);
+            item->on_end = [this, id = item->c.id] {
+                if (options_.on_flight) options_.on_flight(id, false);
+                {
+                    std::lock_guard<std::mutex> lock(flight_mutex_);
+                    --in_flight_;
+                }
+                flight_cv_.notify_all();
+            };
             item->series = item->c.series.empty() ? options_.series : item->c.series;
             item->start = Clock::now();
             Status st = loadCase(*item, segmenters_[0], load_policy_, stop_, progress);
@@ -402,12 +454,19 @@ class CasePipeline {
     std::atomic<int> loaders_left_;
     std::atomic<int> devices_left_;
     std::atomic<bool> finished_{false};
+    std::mutex flight_mutex_;  // cases loaded and not yet recorded (one_at_a_time)
+    std::condition_variable flight_cv_;
+    int in_flight_ = 0;
 };
 
 }  // namespace
 
 std::string stateFolder(const std::string& output_root) {
     return (fs::path(output_root) / ".voxseg-batch").string();
+}
+
+std::string journalPath(const std::string& output_root, const Shard& shard) {
+    return (fs::path(stateFolder(output_root)) / ("journal-" + shard.tag() + ".jsonl")).string();
 }
 
 std::string optionsHash(const BatchOptions& o) {
@@ -504,7 +563,7 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
 
     BatchResult result;
     const std::string tag = options.shard.tag();
-    result.journal_path = (state / ("journal-" + tag + ".jsonl")).string();
+    result.journal_path = journalPath(options.output_root, options.shard);
     result.summary_path = (state / ("summary-" + tag + ".json")).string();
     result.metrics_path = options.metrics_path.empty()
                               ? (state / ("metrics-" + tag + ".prom")).string()
@@ -532,6 +591,7 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
     stats.cases_total = static_cast<int>(all_cases.size());
     stats.started = unixNow();
     stats.model_load_seconds = secondsSince(model_t0);
+    if (options.on_ready) options.on_ready(stats.model_sha256, stats.options_hash);
 
     VOXSEG_ASSIGN_OR_RETURN(const std::vector<BatchCase> todo,
                             casesToRun(all_cases, options, state, folders, stats));

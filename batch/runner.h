@@ -10,10 +10,11 @@
 //     <out>/<id> when complete, journal line (fsync), metrics file, progress.
 //
 // A case that fails (corrupt input, no matching series, out of memory) is journaled as failed
-// and the batch goes on. When `stop` is cancelled (SIGTERM/SIGINT), no new case is started;
-// cases already in inference or writing get `grace_seconds` to finish, then are abandoned
-// (their staging folders removed) and redone by the next run. A rerun skips cases whose journal
-// entry says done with the same model sha256 and options hash and whose files are all present.
+// and the batch goes on (one that kills its worker process too: batch/supervisor.h). When
+// `stop` is cancelled (SIGTERM/SIGINT), no new case is started; cases already in inference or
+// writing get `grace_seconds` to finish, then are abandoned (their staging folders removed) and
+// redone by the next run. A rerun skips cases whose journal entry says done with the same model
+// sha256 and options hash and whose files are all present.
 //
 // Thread safety: runBatch is one call; it owns its threads and joins them before returning.
 #pragma once
@@ -52,6 +53,20 @@ struct BatchOptions {
     uint64_t min_free_bytes = 1ull << 30;  // free-space guard on the output file system
     std::string metrics_path;              // default: <out>/.voxseg-batch/metrics-<shard>.prom
     bool redo_all = false;                 // ignore the journal (--force)
+    // A case journaled as having killed its worker (batch/supervisor.h) is counted failed and
+    // not run again by a rerun unless this is set (--retry-failed); other failed cases are
+    // always run again.
+    bool retry_failed = false;
+    // Crash isolation (batch/supervisor.h). Journal entries recorded since `run_started` (unix
+    // seconds; 0: none) are this run's, by an earlier worker: done ones count as done, failed
+    // ones as failed, and neither runs again.
+    double run_started = 0.0;
+    std::vector<std::string> only;  // run only these cases (empty: every case of the shard)
+    bool one_at_a_time = false;     // a case starts only when the one before it is recorded
+    // Called from the runner's threads (concurrently) when a case starts loading and when it is
+    // recorded or dropped; and once after the model load.
+    std::function<void(const std::string& case_id, bool started)> on_flight;
+    std::function<void(const std::string& model_sha256, const std::string& options_hash)> on_ready;
 };
 
 enum class StopReason { kNone, kSignal, kDiskFull };
@@ -69,6 +84,8 @@ using CaseCallback = std::function<void(const CaseRecord& record, const BatchSta
 
 // The state folder inside the output root (journal, summary, metrics, staging).
 std::string stateFolder(const std::string& output_root);
+// The journal a shard appends to (in the state folder).
+std::string journalPath(const std::string& output_root, const Shard& shard);
 
 // sha256 of the options that change outputs (precision, overlap, TTA, post-processing, outputs,
 // format, modality and DICOM policies); not device, threads or batch size.
