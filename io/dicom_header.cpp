@@ -5,6 +5,7 @@
 #include "io/dicom_enhanced.h"
 #include "io/dicom_inflate_guard.h"
 #include "io/dicom_mosaic.h"
+#include "io/dicom_nesting.h"
 #include "io/dicom_tags.h"
 
 #include <fmt/format.h>
@@ -155,6 +156,12 @@ FileHeaders readDicomHeaders(const std::string& path) {
         out.skip_reason = inflated.message();
         return out;
     }
+    // The whole file, not only up to the pixel data: later stages (pixel reader, SEG and
+    // RTSTRUCT writers) parse all of it, and a file refused here never reaches them.
+    if (const Status nesting = checkDicomNesting(path); !nesting.isOk()) {
+        out.skip_reason = nesting.message();
+        return out;
+    }
     DcmFileFormat file;
     OFCondition cond = file.loadFileUntilTag(path.c_str(), EXS_Unknown, EGL_noChange,
                                              kMaxReadLength, ERM_autoDetect, kStopAfterPixelData);
@@ -237,6 +244,7 @@ bool fileIdStaysInside(const std::string& id) {
 }
 
 Result<std::vector<std::string>> readDicomdirRecords(const std::string& path) {
+    VOXSEG_RETURN_IF_ERROR(checkDicomNesting(path));
     DcmFileFormat file;
     OFCondition cond = file.loadFile(path.c_str());
     if (cond.bad())

@@ -35,6 +35,7 @@ namespace {
 constexpr uint32_t kUndefined = 0xFFFFFFFF;
 constexpr uint64_t kNoEnd = UINT64_MAX;
 constexpr size_t kBufferBytes = 64 * 1024;
+constexpr size_t kFirstRead = 4 * 1024;
 constexpr int kMeasureCap = 100'000;
 constexpr uint32_t kPixelData = 0x7FE00010;
 constexpr uint32_t kItem = 0xFFFEE000;
@@ -179,9 +180,13 @@ class Reader {
         end_ -= at_;
         at_ = 0;
         while (end_ < n) {
-            const size_t got = source_->read(buffer_.data() + end_, buffer_.size() - end_);
+            // Small reads first: most headers are a few KiB and the pixel data after them is
+            // skipped, not read; reads grow while the walk goes on through the bytes.
+            const size_t want = std::min(buffer_.size() - end_, std::max(chunk_, n - end_));
+            const size_t got = source_->read(buffer_.data() + end_, want);
             if (got == 0) return false;
             end_ += got;
+            chunk_ = std::min(chunk_ * 2, buffer_.size());
         }
         return true;
     }
@@ -198,6 +203,7 @@ class Reader {
         }
         at_ = end_ = 0;
         offset_ += n;
+        chunk_ = kFirstRead;
         return source_->skip(n - buffered);
     }
     uint64_t offset() const { return offset_; }
@@ -210,6 +216,7 @@ class Reader {
     Source* source_;
     std::vector<uint8_t> buffer_;
     size_t at_ = 0, end_ = 0;
+    size_t chunk_ = kFirstRead;
     uint64_t offset_ = 0;
 };
 
@@ -322,7 +329,6 @@ struct Frame {
 
 struct WalkResult {
     int depth_reached = 0;
-    uint64_t offset = 0;  // where the limit was passed
     bool over = false;
 };
 
@@ -375,10 +381,7 @@ class Walker {
 
     void open(Frame::Type type, Syntax syntax, uint32_t length, bool probed = false) {
         const uint64_t end = length == kUndefined ? kNoEnd : reader_.offset() + length;
-        if (type == Frame::kSequence && ++depth_ > limit_ && !result_.over) {
-            result_.over = true;
-            result_.offset = reader_.offset();
-        }
+        if (type == Frame::kSequence && ++depth_ > limit_) result_.over = true;
         result_.depth_reached = std::max(result_.depth_reached, depth_);
         // Past the limit the walk goes on only to tell how deep the file nests, up to a cap
         // that keeps the frame stack small (24 bytes a level).
@@ -533,10 +536,10 @@ Status refusal(const WalkResult& r, int limit, const std::string& name) {
     const std::string depth = r.depth_reached > kMeasureCap
                                   ? fmt::format("more than {}", kMeasureCap)
                                   : std::to_string(r.depth_reached);
-    return unsupported(fmt::format("sequences nested {} levels deep (limit {}, passed at byte {} "
-                                   "of the data set): refused before parsing, as a hostile or "
-                                   "damaged file; raise --max-nesting-depth if this is real",
-                                   depth, limit, r.offset),
+    return unsupported(fmt::format("sequences nested {} levels deep (limit {}): refused before "
+                                   "parsing, as a hostile or damaged file; raise "
+                                   "--max-nesting-depth if this is real",
+                                   depth, limit),
                        name);
 }
 

@@ -1,5 +1,6 @@
 #include "io/dicom_net_scu.h"
 
+#include "io/dicom_nesting.h"
 #include "io/dicom_net_tls_layer.h"
 
 #include <dcmtk/config/osconfig.h>
@@ -25,6 +26,9 @@ class Scu : public DcmSCU {
 }  // namespace
 
 Result<DicomFileIds> readDicomFileIds(const std::string& path) {
+    // Files the node sends are its own outputs or what it received, but DCMTK parses them
+    // again here and in sendSTORERequest: refuse what would overflow its stack.
+    VOXSEG_RETURN_IF_ERROR(checkDicomNesting(path));
     DcmFileFormat ff;
     OFCondition c = ff.loadFile(path.c_str(), EXS_Unknown, EGL_noChange, 4096, ERM_autoDetect);
     if (c.bad()) return corruptData(std::string("not a readable DICOM file: ") + c.text(), path);

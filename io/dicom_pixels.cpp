@@ -4,6 +4,7 @@
 #include "io/dicom_codec_fragments.h"
 #include "io/dicom_codec_rle.h"
 #include "io/dicom_inflate_guard.h"
+#include "io/dicom_nesting.h"
 #include "io/j2k_decoder.h"
 
 #include <dcmtk/config/osconfig.h>
@@ -559,6 +560,7 @@ Result<DicomPixelReader> DicomPixelReader::open(const std::string& path) {
         impl->path = path;
         impl->file = std::make_unique<DcmFileFormat>();
         VOXSEG_RETURN_IF_ERROR(checkInflatedSize(path));
+        VOXSEG_RETURN_IF_ERROR(checkDicomNesting(path));
         const OFCondition cond = impl->file->loadFile(OFFilename(path.c_str()));
         if (cond.bad()) {
             if (cond == EC_InvalidFilename)
@@ -586,6 +588,7 @@ Result<DicomPixelReader> DicomPixelReader::fromBuffer(std::span<const uint8_t> b
     try {
         auto impl = std::make_unique<Impl>();
         impl->path = name;
+        VOXSEG_RETURN_IF_ERROR(checkDicomNestingBytes(bytes.data(), bytes.size(), name));
         impl->memory.assign(bytes.begin(), bytes.end());
         impl->file = std::make_unique<DcmFileFormat>();
         DcmInputBufferStream stream;

@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "io/contours.h"
 #include "io/dicom_header.h"
+#include "io/dicom_nesting.h"
 #include "io/rtstruct_writer.h"
 
 #include <dcmtk/config/osconfig.h>
@@ -642,6 +643,8 @@ bool isRtStruct(const std::string& path) {
     std::error_code ec;
     // Only what looks like DICOM reaches DCMTK, which logs errors for anything else (NIfTI).
     if (!std::filesystem::is_regular_file(path, ec) || !looksLikeDicom(path)) return false;
+    // Too deep for DCMTK: not taken as an RTSTRUCT; the DICOM scan refuses it with the reason.
+    if (!checkDicomNesting(path).isOk()) return false;
     DcmFileFormat file;
     // Stop before the structure set module: SOP class and modality come first.
     if (file.loadFileUntilTag(path.c_str(), EXS_Unknown, EGL_noChange, 4096, ERM_autoDetect,
@@ -655,6 +658,7 @@ Result<RtStructReadResult> readRtStruct(const std::string& path, const SeriesCan
                                         const RtStructReadOptions& options) {
     if (referenced.slices.empty())
         return invalidArgument("RTSTRUCT: the referenced series has no images", path);
+    VOXSEG_RETURN_IF_ERROR(checkDicomNesting(path));
     DcmFileFormat file;
     OFCondition cond = file.loadFile(path.c_str());
     if (cond.bad())

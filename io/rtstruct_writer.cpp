@@ -7,6 +7,7 @@
 #include "core/atomic_file.h"
 #include "core/log.h"
 #include "io/contours.h"
+#include "io/dicom_nesting.h"
 
 #include <dcmtk/config/osconfig.h>
 #include <dcmtk/dcmdata/dcdeftag.h>
@@ -330,6 +331,7 @@ Result<std::vector<SourceImageRef>> readSourceImageRefs(const std::vector<SliceR
     for (const SliceRef& s : slices) {
         auto it = files.find(s.path);
         if (it == files.end()) {
+            VOXSEG_RETURN_IF_ERROR(checkDicomNesting(s.path));
             DcmFileFormat file;
             const OFCondition cond =
                 file.loadFileUntilTag(s.path.c_str(), EXS_Unknown, EGL_noChange,
@@ -390,6 +392,7 @@ Result<RtStructWriteReport> writeRtStruct(const AcquiredLabels& acquired,
         DcmFileFormat first_file;
         {
             const std::string& first = planes.slices.front().path;
+            VOXSEG_RETURN_IF_ERROR(checkDicomNesting(first));
             const OFCondition cond = first_file.loadFileUntilTag(
                 first.c_str(), EXS_Unknown, EGL_noChange, kMaxHeaderValueLength, ERM_autoDetect,
                 kStopAfterPixelData);

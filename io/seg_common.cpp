@@ -1,6 +1,7 @@
 #include "io/seg_common.h"
 
 #include "core/log.h"
+#include "io/dicom_nesting.h"
 
 #include <dcmtk/dcmdata/dcdeftag.h>
 #include <fmt/format.h>
@@ -28,6 +29,7 @@ Result<std::map<std::string, SourceHeader>> readSourceHeaders(const std::vector<
     for (const SliceRef& s : slices) {
         if (files.count(s.path)) continue;
         SourceHeader h;
+        VOXSEG_RETURN_IF_ERROR(checkDicomNesting(s.path));
         h.file = std::make_unique<DcmFileFormat>();
         const OFCondition cond = h.file->loadFile(s.path.c_str(), EXS_Unknown, EGL_noChange,
                                                   kMaxHeaderValueLength, ERM_autoDetect);

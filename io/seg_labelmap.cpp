@@ -2,6 +2,7 @@
 
 #include "core/atomic_file.h"
 #include "core/log.h"
+#include "io/dicom_nesting.h"
 #include "io/seg_common.h"
 
 #include <dcmtk/config/osconfig.h>
@@ -262,6 +263,7 @@ Result<SegFrames> readLabelMapSegFrames(DcmDataset& ds, const std::string& path)
 }
 
 Result<SegFrames> readLabelMapSegFrames(const std::string& path) {
+    VOXSEG_RETURN_IF_ERROR(checkDicomNesting(path));
     DcmFileFormat file;
     const OFCondition cond = file.loadFile(path.c_str());
     if (cond.bad()) return ioError(std::string("cannot read DICOM file: ") + cond.text(), path);

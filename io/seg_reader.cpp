@@ -1,6 +1,7 @@
 #include "io/seg_reader.h"
 
 #include "core/limits.h"
+#include "io/dicom_nesting.h"
 #include "io/seg_common.h"
 #include "io/seg_labelmap.h"
 
@@ -394,6 +395,7 @@ Status placeFrames(const ParsedSeg& p, const SegReadOptions& options, const std:
 }  // namespace
 
 Result<SegReadResult> readDicomSeg(const std::string& path, const SegReadOptions& options) {
+    VOXSEG_RETURN_IF_ERROR(checkDicomNesting(path));
     DcmFileFormat file;
     OFCondition cond = file.loadFile(path.c_str());
     if (cond.bad()) return corruptData(std::string("cannot read DICOM file: ") + cond.text(), path);
