@@ -1,5 +1,6 @@
 #include "io/dicom_net_scp.h"
 
+#include "io/dicom_charset.h"
 #include "io/dicom_net_tls_layer.h"
 
 #include <dcmtk/config/osconfig.h>
@@ -60,11 +61,8 @@ bool isStorageClass(const std::string& uid) {
     return false;
 }
 
-std::string text(DcmDataset& ds, const DcmTagKey& tag) {
-    OFString v;
-    if (ds.findAndGetOFStringArray(tag, v).bad()) return {};
-    return std::string(v.c_str());
-}
+// UTF-8 whatever the instance's SpecificCharacterSet: these strings go into the spool's JSON.
+std::string text(DcmDataset& ds, const DcmTagKey& tag) { return charset::getUtf8(&ds, tag); }
 
 std::string hostOf(const std::string& address) {
     // DCMTK gives the caller as "host" or "host:port"; IPv6 literals are kept whole.

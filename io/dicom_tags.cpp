@@ -1,5 +1,7 @@
 #include "io/dicom_tags.h"
 
+#include "io/dicom_charset.h"
+
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -19,10 +21,8 @@ std::string trim(const std::string& s) {
 }  // namespace
 
 std::string getString(DcmItem* item, const DcmTagKey& tag) {
-    if (!item) return {};
-    OFString value;
-    if (item->findAndGetOFStringArray(tag, value, OFFalse).bad()) return {};
-    return trim(std::string(value.c_str(), value.length()));
+    // In UTF-8 whatever the data set's SpecificCharacterSet (io/dicom_charset.h).
+    return trim(charset::getUtf8(item, tag));
 }
 
 double getDouble(DcmItem* item, const DcmTagKey& tag, unsigned long pos, double fallback) {

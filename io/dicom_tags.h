@@ -11,7 +11,8 @@
 
 namespace voxseg::io::tags {
 
-// The value (all components joined with '\'), trimmed of padding; "" when absent.
+// The value (all components joined with '\'), trimmed of padding; "" when absent. Always
+// UTF-8: converted from the SpecificCharacterSet in force (io/dicom_charset.h).
 std::string getString(DcmItem* item, const DcmTagKey& tag);
 double getDouble(DcmItem* item, const DcmTagKey& tag, unsigned long pos, double fallback);
 int getInt(DcmItem* item, const DcmTagKey& tag, int fallback);

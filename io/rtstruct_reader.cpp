@@ -5,6 +5,7 @@
 
 #include "core/log.h"
 #include "io/contours.h"
+#include "io/dicom_charset.h"
 #include "io/dicom_header.h"
 #include "io/dicom_nesting.h"
 #include "io/rtstruct_writer.h"
@@ -34,11 +35,8 @@ namespace {
 constexpr const char* kComponent = "io.rtstruct";
 constexpr double kMinArea = 1e-9;  // pixel^2: below this a contour encloses nothing
 
-std::string str(DcmItem* item, const DcmTagKey& tag) {
-    OFString v;
-    if (item && item->findAndGetOFString(tag, v).good()) return v.c_str();
-    return {};
-}
+// UTF-8 in the set in force for `item` (ROI names and descriptions are free text).
+std::string str(DcmItem* item, const DcmTagKey& tag) { return charset::getUtf8(item, tag); }
 
 std::optional<long> integer(DcmItem* item, const DcmTagKey& tag) {
     const std::string s = str(item, tag);

@@ -7,6 +7,7 @@
 #include "core/atomic_file.h"
 #include "core/log.h"
 #include "io/contours.h"
+#include "io/dicom_charset.h"
 #include "io/dicom_nesting.h"
 
 #include <dcmtk/config/osconfig.h>
@@ -112,7 +113,8 @@ std::string uid() {
     return buf;
 }
 
-std::string limit(const std::string& s, size_t n) { return s.size() > n ? s.substr(0, n) : s; }
+// At most n bytes, no UTF-8 character cut in two.
+std::string limit(const std::string& s, size_t n) { return charset::truncateUtf8(s, n); }
 
 // Which label values occur anywhere in the volume.
 template <typename T>
@@ -400,6 +402,8 @@ Result<RtStructWriteReport> writeRtStruct(const AcquiredLabels& acquired,
                 return ioError(std::string("cannot read the source image header: ") + cond.text(),
                                first);
         }
+        // What is copied from the source and what voxseg writes are both UTF-8 (ISO_IR 192).
+        charset::convertItemToUtf8(*first_file.getDataset());
         const std::vector<std::vector<LabelContours>> contours =
             extractVolumeContours(acquired.labels, options.threads);
 

@@ -1,6 +1,7 @@
 #include "io/seg_common.h"
 
 #include "core/log.h"
+#include "io/dicom_charset.h"
 #include "io/dicom_nesting.h"
 
 #include <dcmtk/dcmdata/dcdeftag.h>
@@ -45,11 +46,7 @@ Result<std::map<std::string, SourceHeader>> readSourceHeaders(const std::vector<
     return files;
 }
 
-std::string str(DcmItem& item, const DcmTagKey& tag) {
-    OFString v;
-    item.findAndGetOFStringArray(tag, v);
-    return v.c_str();
-}
+std::string str(DcmItem& item, const DcmTagKey& tag) { return charset::getUtf8(&item, tag); }
 
 DcmItem* appendItem(DcmItem& parent, const DcmTagKey& sequence) {
     DcmItem* item = nullptr;
@@ -62,7 +59,7 @@ void putCode(DcmItem& parent, const DcmTagKey& sequence, const CodedConcept& cod
     if (item == nullptr) return;
     item->putAndInsertString(DCM_CodeValue, code.code.c_str());
     item->putAndInsertString(DCM_CodingSchemeDesignator, code.scheme.c_str());
-    item->putAndInsertString(DCM_CodeMeaning, code.meaning.substr(0, 64).c_str());
+    item->putAndInsertString(DCM_CodeMeaning, charset::truncateUtf8(code.meaning, 64).c_str());
 }
 
 void copyAttributes(DcmItem& from, DcmItem& to, std::initializer_list<DcmTagKey> tags,

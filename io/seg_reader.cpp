@@ -1,6 +1,7 @@
 #include "io/seg_reader.h"
 
 #include "core/limits.h"
+#include "io/dicom_charset.h"
 #include "io/dicom_nesting.h"
 #include "io/seg_common.h"
 #include "io/seg_labelmap.h"
@@ -32,15 +33,20 @@ namespace {
 
 constexpr double kOnGridTolerance = 0.05;  // voxels
 
-CodedConcept toConcept(CodeSequenceMacro& code) {
+// A free-text value dcmseg handed over in the SEG's character set `declared`, as UTF-8.
+std::string utf8(const OFString& v, const std::string& declared) {
+    return charset::toUtf8(std::string_view(v.c_str(), v.length()), declared);
+}
+
+CodedConcept toConcept(CodeSequenceMacro& code, const std::string& declared) {
     CodedConcept c;
     OFString v;
     code.getCodeValue(v);
-    c.code = v.c_str();
+    c.code = utf8(v, declared);
     code.getCodingSchemeDesignator(v);
-    c.scheme = v.c_str();
+    c.scheme = utf8(v, declared);
     code.getCodeMeaning(v);
-    c.meaning = v.c_str();
+    c.meaning = utf8(v, declared);
     return c;
 }
 
@@ -112,20 +118,21 @@ Result<ParsedSeg> parseBinarySeg(DcmDataset& ds, const std::string& path,
 
     // Segments and their label values.
     auto value_of_segment = std::make_shared<std::map<Uint16, int>>();
+    const std::string declared = charset::characterSetOf(&ds);
     for (size_t n = 1; n <= seg->getNumberOfSegments(); ++n) {
         DcmSegment* s = seg->getSegment(n);
         if (!s) continue;
         SegmentDescription d;
         OFString text;
         s->getSegmentLabel(text);
-        d.label = text.c_str();
+        d.label = utf8(text, declared);
         s->getSegmentDescription(text);
-        d.description = text.c_str();
+        d.description = utf8(text, declared);
         s->getSegmentAlgorithmName(text);
-        d.algorithm_name = text.c_str();
+        d.algorithm_name = utf8(text, declared);
         d.algorithm_type = DcmSegTypes::algoType2OFString(s->getSegmentAlgorithmType()).c_str();
-        d.category = toConcept(s->getSegmentedPropertyCategoryCode());
-        d.type = toConcept(s->getSegmentedPropertyTypeCode());
+        d.category = toConcept(s->getSegmentedPropertyCategoryCode(), declared);
+        d.type = toConcept(s->getSegmentedPropertyTypeCode(), declared);
         Uint16 L = 0, a = 0, b = 0;
         if (s->getRecommendedDisplayCIELabValue(L, a, b).good()) {
             double r = 0, g = 0, bl = 0;

@@ -8,6 +8,7 @@
 
 #include "core/atomic_file.h"
 #include "core/log.h"
+#include "io/dicom_charset.h"
 #include "io/seg_common.h"
 #include "io/seg_labelmap.h"
 
@@ -114,7 +115,8 @@ void putCommonModules(DcmDataset& ds, DcmDataset& first, const SeriesCandidate& 
     ds.putAndInsertString(DCM_Modality, "SEG");
     ds.putAndInsertString(DCM_SeriesInstanceUID, dcmGenerateUniqueIdentifier(uid, kUidRoot));
     ds.putAndInsertString(DCM_SeriesNumber, std::to_string(options.series_number).c_str());
-    ds.putAndInsertString(DCM_SeriesDescription, options.series_description.substr(0, 64).c_str());
+    ds.putAndInsertString(DCM_SeriesDescription,
+                          charset::truncateUtf8(options.series_description, 64).c_str());
     ds.putAndInsertString(DCM_SeriesDate, date.c_str());
     ds.putAndInsertString(DCM_SeriesTime, time.c_str());
     ds.putAndInsertString(DCM_Manufacturer, "voxseg");
@@ -129,7 +131,7 @@ void putCommonModules(DcmDataset& ds, DcmDataset& first, const SeriesCandidate& 
     ds.putAndInsertString(DCM_ImageType, "DERIVED\\PRIMARY");
     ds.putAndInsertString(DCM_ContentLabel, options.content_label.c_str());
     ds.putAndInsertString(DCM_ContentDescription,
-                          options.content_description.substr(0, 64).c_str());
+                          charset::truncateUtf8(options.content_description, 64).c_str());
     ds.insertEmptyElement(DCM_ContentCreatorName);
     ds.putAndInsertString(DCM_SegmentsOverlap, "NO");
     ds.putAndInsertUint16(DCM_SamplesPerPixel, 1);
@@ -143,22 +145,24 @@ void putSegment(DcmDataset& ds, Uint16 number, const SegmentDescription& desc,
                 const SegWriteOptions& options) {
     DcmItem* item = appendItem(ds, DCM_SegmentSequence);
     item->putAndInsertUint16(DCM_SegmentNumber, number);
-    item->putAndInsertString(DCM_SegmentLabel, desc.label.substr(0, 64).c_str());
+    item->putAndInsertString(DCM_SegmentLabel, charset::truncateUtf8(desc.label, 64).c_str());
     if (!desc.description.empty())
-        item->putAndInsertString(DCM_SegmentDescription, desc.description.substr(0, 64).c_str());
+        item->putAndInsertString(DCM_SegmentDescription,
+                                 charset::truncateUtf8(desc.description, 64).c_str());
     putCode(*item, DCM_SegmentedPropertyCategoryCodeSequence, desc.category);
     putCode(*item, DCM_SegmentedPropertyTypeCodeSequence, desc.type);
     const std::string type = desc.algorithm_type.empty() ? "AUTOMATIC" : desc.algorithm_type;
     item->putAndInsertString(DCM_SegmentAlgorithmType, type.c_str());
     if (type != "MANUAL") {  // the algorithm attributes are Type 1C: absent for MANUAL
         item->putAndInsertString(DCM_SegmentAlgorithmName,
-                                 options.algorithm_name.substr(0, 64).c_str());
+                                 charset::truncateUtf8(options.algorithm_name, 64).c_str());
         DcmItem* algo = appendItem(*item, DCM_SegmentationAlgorithmIdentificationSequence);
         putCode(*algo, DCM_AlgorithmFamilyCodeSequence,
                 {"123110", "DCM", "Artificial Intelligence"});
-        algo->putAndInsertString(DCM_AlgorithmName, options.algorithm_name.substr(0, 64).c_str());
+        algo->putAndInsertString(DCM_AlgorithmName,
+                                 charset::truncateUtf8(options.algorithm_name, 64).c_str());
         algo->putAndInsertString(DCM_AlgorithmVersion,
-                                 options.algorithm_version.substr(0, 64).c_str());
+                                 charset::truncateUtf8(options.algorithm_version, 64).c_str());
     }
     double lab[3];
     IODCIELabUtil::rgb2DicomLab(lab[0], lab[1], lab[2], desc.color[0] / 255.0,
@@ -450,6 +454,8 @@ Result<SegWriteReport> writeDicomSeg(const AcquiredLabels& labels, const SeriesC
     try {
         VOXSEG_ASSIGN_OR_RETURN(auto files, readSourceHeaders(planes.slices));
         DcmDataset& first = *files.at(planes.slices.front().path).file->getDataset();
+        // What is copied from the source and what voxseg writes are both UTF-8 (ISO_IR 192).
+        charset::convertItemToUtf8(first);
         DcmFileFormat file;
         DcmDataset& ds = *file.getDataset();
         putCommonModules(ds, first, source, options,
