@@ -140,7 +140,9 @@ ExitCode convertRtStruct(const ConvertOptions& o, const CommandContext& ctx,
                   roi.description.label, value > 0 && voxels.count(value) ? voxels[value] : 0);
     }
     j["warnings"] = rt->warnings;
-    if (Status st = writeFileAtomically(sidecar, j.dump(2) + "\n"); !st.isOk())
+    if (Status st = writeFileAtomically(
+            sidecar, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+        !st.isOk())
         return fail(st, Stage::kOutput);
 
     const double seconds =

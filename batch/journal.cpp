@@ -133,7 +133,8 @@ Result<Journal> Journal::open(const std::string& path) {
 
 Status Journal::append(const JournalEntry& entry) {
     if (fd_ < 0) return internalError("journal not open");
-    const std::string line = entry.toJson().dump() + "\n";
+    const std::string line =
+        entry.toJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     size_t done = 0;
     while (done < line.size()) {
         const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);

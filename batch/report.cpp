@@ -96,7 +96,9 @@ std::string prometheusText(const BatchStats& s, bool running) {
 }
 
 Status writeSummary(const BatchStats& stats, const std::string& path) {
-    return writeFileAtomically(path, summaryJson(stats).dump(2) + "\n");
+    return writeFileAtomically(
+        path,
+        summaryJson(stats).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 Status writeMetrics(const BatchStats& stats, bool running, const std::string& path) {

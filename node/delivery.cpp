@@ -150,7 +150,9 @@ DeliveryResult Delivery::deliver(const std::string& job, bool resend, const Canc
             continue;
         }
         ++metrics_.sends_ok;
-        if (auto ms = writeFileAtomically(marker, ev.dump(2)); !ms.isOk())
+        if (auto ms = writeFileAtomically(
+                marker, ev.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+            !ms.isOk())
             log::error(kComponent, "{}", ms.toString());  // sent again later: same UIDs
         audit_.record("sent", ev);
         log::info(kComponent, "job {}: results of series {} confirmed by {}", job, series_uid,

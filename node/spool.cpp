@@ -125,8 +125,9 @@ Result<std::string> Spool::beginInstance(const SeriesInfo& series, const std::st
         if (ec) return ioError("cannot create the series folder: " + ec.message(), dir.string());
         SeriesInfo first = series;
         first.first_received = unixNow();
-        VOXSEG_RETURN_IF_ERROR(
-            writeFileAtomically((dir / "series.json").string(), first.toJson().dump(2)));
+        VOXSEG_RETURN_IF_ERROR(writeFileAtomically(
+            (dir / "series.json").string(),
+            first.toJson().dump(2, ' ', false, nlohmann::json::error_handler_t::replace)));
     }
     Arrival& a = arrivals_[key];
     if (association != 0 && !a.open.count(association)) {

@@ -732,7 +732,9 @@ Result<SegmentReport> Segmenter::write(const StudyInput& input, SegmentWork&& wo
         const nlohmann::json run =
             s.runRecord(input, report, input_path, digest, acquired ? &*acquired : nullptr,
                         work.peak_rss_before_mib);
-        return writeFileAtomically(staging.path("run.json"), run.dump(2) + "\n");
+        return writeFileAtomically(
+            staging.path("run.json"),
+            run.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     }();
     if (!written.isOk()) return staging.named(written);
     VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());

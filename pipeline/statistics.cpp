@@ -165,7 +165,7 @@ std::string statisticsToJson(const StatisticsReport& report) {
                           {"description", m.description}});
         root["measurements"] = std::move(ms);
     }
-    return root.dump(2) + "\n";
+    return root.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::string statisticsToCsv(const StatisticsReport& report) {
