@@ -2,17 +2,19 @@
 // logs, JSON, the spool and the viewer only ever see valid UTF-8 (a byte that nlohmann::json or
 // Qt cannot take must never reach them).
 //
-// The conversion is DCMTK's (DcmSpecificCharacterSet on glibc iconv in Debian's DCMTK, including
-// ISO 2022 code extensions with escape sequences), made total:
+// The conversion is DCMTK's (glibc iconv in Debian's DCMTK), made total:
 //   - pure ASCII (no byte above 0x7F, no ESC) is returned unchanged, whatever the declared set;
-//   - a declared, supported set (ISO_IR 100 ... 166, ISO 2022 IR 6/13/87/100.../149/159/58,
-//     GB18030, GBK) converts with DCMTK; Debian's DCMTK aborts a whole conversion on the first
+//   - one declared set without code extensions (ISO_IR 100 ... 166, ISO_IR 13, GB18030, GBK)
+//     converts with DcmSpecificCharacterSet; Debian's DCMTK aborts a whole conversion on the first
 //     invalid byte (DCMTK_FIXED_ICONV_CONVERSION_FLAGS), so a failed value is converted again
-//     run by run and character by character, and only the bytes that still do not convert become
-//     U+FFFD (one per byte);
+//     character by character and only the bytes that still do not convert become U+FFFD;
+//   - ISO 2022 code extensions (several values, or one "ISO 2022 IR n": IR 6/13/87/159/149/58 and
+//     the ISO 8859 parts) are interpreted here, G0 and G1 apart as PS3.5 6.1.2.5 says, each run
+//     converted by DCMTK's OFCharacterEncoding (DCMTK's own ISO 2022 path asks glibc for
+//     "ISO-IR-87", which it lacks: every Japanese multi-byte declaration would fail);
 //   - ISO_IR 192 (UTF-8): kept, each invalid byte replaced by U+FFFD;
 //   - no set declared (or the bare ASCII "ISO_IR 6", which cannot hold these bytes, or a defined
-//     term that DCMTK does not know): a value that is valid UTF-8 is kept as UTF-8 (what modern
+//     term that is not DICOM's): a value that is valid UTF-8 is kept as UTF-8 (what modern
 //     senders that forget the declaration write), anything else is read as ISO 8859-1 (Latin-1,
 //     what most undeclared legacy data is, and what pydicom and Orthanc assume by default).
 // Nothing here throws or fails: the worst a wrongly declared set gets is replacement characters.
