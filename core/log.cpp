@@ -1,20 +1,31 @@
 #include "core/log.h"
 
+#include "core/free_text.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 namespace voxseg::log {
 namespace {
 
+// A registered person name, in ASCII lower case: its family and given names as words, in both
+// orders (empty when it has no given name), and every word of 3 or more characters.
+struct Name {
+    std::vector<std::string> family_given, given_family;
+    std::vector<std::string> words;
+};
+
 struct State {
     std::mutex mutex;
     std::shared_ptr<Sink> sink = makeStderrSink();
-    std::vector<std::string> identifiers;
+    std::vector<std::string> identifiers;  // ASCII lower case, longest first
+    std::vector<Name> names;
 };
 
 State& state() {
@@ -24,14 +35,165 @@ State& state() {
 
 std::atomic<Level> g_min_level{Level::kInfo};
 
-std::string scrubLocked(std::string_view text, const std::vector<std::string>& identifiers) {
-    std::string out(text);
-    for (const auto& id : identifiers) {
-        for (size_t pos = out.find(id); pos != std::string::npos; pos = out.find(id, pos + 5)) {
-            out.replace(pos, id.size(), "[PHI]");
+char fold(char c) { return c >= 'A' && c <= 'Z' ? char(c - 'A' + 'a') : c; }
+
+std::string folded(std::string_view s) {
+    std::string out(s);
+    for (char& c : out) c = fold(c);
+    return out;
+}
+
+// Letters, digits and any byte of a multi-byte UTF-8 character.
+bool isWordByte(char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return (u >= '0' && u <= '9') || (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || u >= 0x80;
+}
+
+bool isNameSeparator(char c) {
+    return c == ' ' || c == ',' || c == '^' || c == '.' || c == '_' || c == '\t';
+}
+
+// Whether `word` (lower case) is at text[pos], ignoring ASCII case.
+bool wordAt(std::string_view text, size_t pos, std::string_view word) {
+    if (pos + word.size() > text.size()) return false;
+    for (size_t i = 0; i < word.size(); ++i)
+        if (fold(text[pos + i]) != word[i]) return false;
+    return true;
+}
+
+bool boundaryBefore(std::string_view text, size_t pos) {
+    return pos == 0 || !isWordByte(text[pos - 1]);
+}
+bool boundaryAfter(std::string_view text, size_t end) {
+    return end >= text.size() || !isWordByte(text[end]);
+}
+
+// The length of `words` at text[pos] joined by runs of name separators, or 0.
+size_t wordsAt(std::string_view text, size_t pos, const std::vector<std::string>& words) {
+    size_t p = pos;
+    for (size_t w = 0; w < words.size(); ++w) {
+        if (w > 0) {
+            const size_t sep = p;
+            while (p < text.size() && isNameSeparator(text[p])) ++p;
+            if (p == sep) return 0;
+        }
+        if (!wordAt(text, p, words[w])) return 0;
+        p += words[w].size();
+    }
+    return p - pos;
+}
+
+// Replaces, left to right, every match `length_at(text, pos)` (0: none) with "[PHI]".
+template <typename LengthAt>
+std::string replaceMatches(std::string_view text, LengthAt length_at) {
+    std::string out;
+    out.reserve(text.size());
+    for (size_t i = 0; i < text.size();) {
+        const size_t n = length_at(text, i);
+        if (n > 0) {
+            out += "[PHI]";
+            i += n;
+        } else {
+            out += text[i++];
         }
     }
     return out;
+}
+
+std::string scrubLocked(std::string_view text, const State& s) {
+    std::string out(text);
+    for (const std::string& id : s.identifiers)
+        out = replaceMatches(out, [&](std::string_view t, size_t pos) {
+            return wordAt(t, pos, id) ? id.size() : 0;
+        });
+    for (const Name& name : s.names) {
+        if (name.family_given.empty()) continue;
+        out = replaceMatches(out, [&](std::string_view t, size_t pos) -> size_t {
+            if (!boundaryBefore(t, pos)) return 0;
+            for (const auto* words : {&name.family_given, &name.given_family})
+                if (const size_t n = wordsAt(t, pos, *words); n > 0 && boundaryAfter(t, pos + n))
+                    return n;
+            return 0;
+        });
+    }
+    return out;
+}
+
+std::string scrubFreeTextLocked(std::string_view text, const State& s) {
+    std::string out = scrubLocked(text, s);
+    for (const Name& name : s.names)
+        for (const std::string& word : name.words)
+            out = replaceMatches(out, [&](std::string_view t, size_t pos) -> size_t {
+                return boundaryBefore(t, pos) && wordAt(t, pos, word) &&
+                               boundaryAfter(t, pos + word.size())
+                           ? word.size()
+                           : 0;
+            });
+    return out;
+}
+
+// The words of `s` (split at name separators), in lower case.
+std::vector<std::string> nameWords(std::string_view s) {
+    std::vector<std::string> words;
+    std::string w;
+    for (const char c : s) {
+        if (isNameSeparator(c)) {
+            if (!w.empty()) words.push_back(std::move(w));
+            w.clear();
+        } else {
+            w += fold(c);
+        }
+    }
+    if (!w.empty()) words.push_back(std::move(w));
+    return words;
+}
+
+bool hasLetter(std::string_view s) {
+    return std::any_of(s.begin(), s.end(), [](char c) {
+        const auto u = static_cast<unsigned char>(c);
+        return (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || u >= 0x80;
+    });
+}
+
+// `identifier` as a person name, or nothing when it has no letters or no name separator.
+std::optional<Name> parseName(std::string_view identifier) {
+    if (!hasLetter(identifier) || identifier.find_first_of("^=, ") == std::string_view::npos)
+        return std::nullopt;
+    Name name;
+    // PN: up to three component groups (alphabetic=ideographic=phonetic), each FAMILY^GIVEN^...
+    size_t start = 0;
+    while (start <= identifier.size()) {
+        size_t end = identifier.find('=', start);
+        if (end == std::string_view::npos) end = identifier.size();
+        const std::string_view group = identifier.substr(start, end - start);
+        std::vector<std::string> family, given;
+        if (group.find('^') != std::string_view::npos) {
+            const size_t caret = group.find('^');
+            family = nameWords(group.substr(0, caret));
+            const std::string_view rest = group.substr(caret + 1);
+            given = nameWords(rest.substr(0, rest.find('^')));
+        } else if (const size_t comma = group.find(','); comma != std::string_view::npos) {
+            family = nameWords(group.substr(0, comma));  // "Doe, John"
+            given = nameWords(group.substr(comma + 1));
+        } else {
+            // "John Doe": both orders are matched, so which word is the family name is moot.
+            given = nameWords(group);
+            if (given.size() > 1) {
+                family.push_back(given.back());
+                given.pop_back();
+            }
+        }
+        if (name.family_given.empty() && !family.empty() && !given.empty()) {
+            name.family_given = family;
+            name.family_given.insert(name.family_given.end(), given.begin(), given.end());
+            name.given_family = given;
+            name.given_family.insert(name.given_family.end(), family.begin(), family.end());
+        }
+        for (const std::string& w : nameWords(group))
+            if (w.size() >= 3 && hasLetter(w)) name.words.push_back(w);
+        start = end + 1;
+    }
+    return name;
 }
 
 class StderrSink final : public Sink {
@@ -94,26 +256,37 @@ void registerIdentifier(std::string_view identifier) {
     while (!identifier.empty() && (identifier.back() == ' ' || identifier.back() == '\0'))
         identifier.remove_suffix(1);
     if (identifier.size() < 3) return;
+    const std::string id = folded(identifier);
+    std::optional<Name> name = parseName(identifier);
     std::lock_guard lock(state().mutex);
     auto& ids = state().identifiers;
-    if (std::find(ids.begin(), ids.end(), identifier) == ids.end()) {
-        ids.emplace_back(identifier);
-        // Longest first, so "DOE^JOHN" is replaced before "DOE".
-        std::sort(ids.begin(), ids.end(),
-                  [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
-    }
+    if (std::find(ids.begin(), ids.end(), id) != ids.end()) return;
+    ids.push_back(id);
+    // Longest first, so "doe^john" is replaced before "doe".
+    std::sort(ids.begin(), ids.end(),
+              [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+    if (name) state().names.push_back(std::move(*name));
 }
 
 std::string scrub(std::string_view text) {
     std::lock_guard lock(state().mutex);
-    return scrubLocked(text, state().identifiers);
+    return scrubLocked(text, state());
+}
+
+std::string scrubFreeText(std::string_view text) {
+    std::lock_guard lock(state().mutex);
+    return scrubFreeTextLocked(text, state());
+}
+
+std::string displayFreeText(std::string_view text, bool show_phi) {
+    return show_phi ? std::string(text) : scrubFreeText(text);
 }
 
 void write(Level level, std::string_view component, std::string message) {
     if (level < g_min_level) return;
     std::lock_guard lock(state().mutex);
     if (!state().sink) return;
-    Record r{level, std::string(component), scrubLocked(message, state().identifiers),
+    Record r{level, std::string(component), scrubLocked(message, state()),
              std::chrono::system_clock::now()};
     state().sink->write(r);
 }

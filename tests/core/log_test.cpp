@@ -1,5 +1,7 @@
 #include "core/log.h"
 
+#include "core/free_text.h"
+
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -37,6 +39,30 @@ TEST(Log, RegisteredPatientIdentifiersNeverReachTheSink) {
     ASSERT_EQ(sink->records.size(), 1u);
     EXPECT_EQ(sink->records[0].message, "loaded [PHI] ([PHI]) from X-ray folder");
     EXPECT_EQ(log::scrub("PAT-998877PAT-998877"), "[PHI][PHI]");
+}
+
+// Issue 35 item 6: a name typed into free text differs in form from the registered PN value.
+// Logs replace the name in any order, case and separator; free text also every name word.
+TEST(Log, NamesAreScrubbedInAnyFormAndFreeTextLosesEveryNameWord) {
+    log::registerIdentifier("ZZLOGFAMILY^ZZLOGGIVEN^MIDDLE");
+    for (const char* form :
+         {"ZZLOGFAMILY^ZZLOGGIVEN", "zzloggiven zzlogfamily", "Zzlogfamily, Zzloggiven",
+          "ZZLOGFAMILY  ZZLOGGIVEN", "zzlogfamily_zzloggiven", "Zzloggiven.Zzlogfamily"})
+        EXPECT_EQ(log::scrub(std::string(form) + " abdomen"), "[PHI] abdomen") << form;
+    // One name alone is left to logs (a word of a path or a model name may equal it) ...
+    EXPECT_EQ(log::scrub("Zzlogfamily abdomen"), "Zzlogfamily abdomen");
+    // ... but never to free text; only whole words go ("Middleton" stays).
+    EXPECT_EQ(log::scrubFreeText("Zzlogfamily abdomen, middle slab, Middleton"),
+              "[PHI] abdomen, [PHI] slab, Middleton");
+    EXPECT_EQ(log::displayFreeText("Zzloggiven head", false), "[PHI] head");
+    EXPECT_EQ(log::displayFreeText("Zzloggiven head", true), "Zzloggiven head");
+    // Identifiers that are no names (IDs, dates) are replaced in any case, names of two letters
+    // are not words of their own, and the other component groups of a PN count too.
+    log::registerIdentifier("zzid-4471");
+    EXPECT_EQ(log::scrub("case ZZID-4471"), "case [PHI]");
+    log::registerIdentifier("ZZYAMADA^LI=ZZ\xe5\xb1\xb1\xe7\x94\xb0^\xe5\xa4\xaa\xe9\x83\x8e");
+    EXPECT_EQ(log::scrubFreeText("Li Zzyamada li"), "[PHI] li");
+    EXPECT_EQ(log::scrubFreeText("ZZ\xe5\xb1\xb1\xe7\x94\xb0 CT"), "[PHI] CT");
 }
 
 }  // namespace
