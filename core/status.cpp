@@ -1,5 +1,7 @@
 #include "core/status.h"
 
+#include <string_view>
+
 namespace voxseg {
 
 const char* statusCodeName(StatusCode code) {
@@ -40,7 +42,11 @@ std::string Status::toString() const {
 
 Status Status::withContext(const std::string& context) const {
     if (isOk()) return *this;
-    return Status(code_, context + ": " + message_, subject_);
+    std::string_view head = context;
+    while (!head.empty() && (head.back() == ' ' || head.back() == ':')) head.remove_suffix(1);
+    if (head.empty()) return *this;
+    if (message_.empty()) return Status(code_, std::string(head), subject_);
+    return Status(code_, std::string(head) + ": " + message_, subject_);
 }
 
 }  // namespace voxseg

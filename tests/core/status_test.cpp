@@ -30,6 +30,17 @@ TEST(Status, OkAndErrorCarryCodeMessageSubject) {
               "/data/a.dcm: reading series 2: truncated");
 }
 
+// Issue 35 item 7: ten callers passed a context ending in ": " ("loading NAME: ",
+// "DICOM SEG PATH: ", "channel T2: "), and withContext added its own: "loading x: : truncated".
+TEST(Status, ContextEndingInAColonGetsNoSecondOne) {
+    const Status s = corruptData("truncated", "/data/a.dcm");
+    EXPECT_EQ(s.withContext("loading series 1.2.3: ").toString(),
+              "/data/a.dcm: loading series 1.2.3: truncated");
+    EXPECT_EQ(s.withContext("channel T2:").message(), "channel T2: truncated");
+    EXPECT_EQ(s.withContext(": ").message(), "truncated");
+    EXPECT_EQ(corruptData("", "x").withContext("reading: ").message(), "reading");
+}
+
 TEST(Result, PropagatesErrorsThroughMacros) {
     EXPECT_EQ(*doubled(4), 8);
     auto r = doubled(-1);
