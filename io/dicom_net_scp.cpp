@@ -1,6 +1,8 @@
 #include "io/dicom_net_scp.h"
 
 #include "io/dicom_charset.h"
+#include "io/dicom_instance_check.h"
+#include "io/dicom_net_receive.h"
 #include "io/dicom_net_tls_layer.h"
 
 #include <dcmtk/config/osconfig.h>
@@ -22,6 +24,9 @@ namespace {
 // while an SCP runs (one per process).
 std::atomic<DicomStorageHandler*> g_handler{nullptr};
 std::atomic<uint64_t> g_association_count{0};
+// Where data sets are received (DicomScpConfig); set by start() before the pool's thread starts.
+std::string g_receive_dir;
+bool g_receive_in_memory = false;
 
 const char* const kStorageClasses[] = {
     UID_CTImageStorage,
@@ -71,11 +76,7 @@ std::string hostOf(const std::string& address) {
     return address;
 }
 
-DicomIncomingInstance describe(const T_DIMSE_C_StoreRQ& req, DcmDataset& ds) {
-    DicomIncomingInstance in;
-    in.request_sop_class_uid = req.AffectedSOPClassUID;
-    in.request_sop_instance_uid = req.AffectedSOPInstanceUID;
-    in.storage_class_accepted = isStorageClass(in.request_sop_class_uid);
+void describe(DcmDataset& ds, DicomIncomingInstance& in) {
     in.sop_class_uid = text(ds, DCM_SOPClassUID);
     in.sop_instance_uid = text(ds, DCM_SOPInstanceUID);
     in.study_uid = text(ds, DCM_StudyInstanceUID);
@@ -89,10 +90,57 @@ DicomIncomingInstance describe(const T_DIMSE_C_StoreRQ& req, DcmDataset& ds) {
     in.patient_name = text(ds, DCM_PatientName);
     in.patient_id = text(ds, DCM_PatientID);
     in.patient_birth_date = text(ds, DCM_PatientBirthDate);
-    return in;
+}
+
+PixelClaim pixelClaim(DcmDataset& ds) {
+    PixelClaim c;
+    Uint16 v = 0;
+    if (ds.findAndGetUint16(DCM_Rows, v).good()) c.rows = v;
+    if (ds.findAndGetUint16(DCM_Columns, v).good()) c.columns = v;
+    if (ds.findAndGetUint16(DCM_SamplesPerPixel, v).good()) c.samples_per_pixel = v;
+    if (ds.findAndGetUint16(DCM_BitsAllocated, v).good()) c.bits_allocated = v;
+    Sint32 frames = 1;
+    if (ds.findAndGetSint32(DCM_NumberOfFrames, frames).good() && frames > 1) c.frames = frames;
+    return c;
+}
+
+DicomStoreStatus statusFor(InstanceProblem p) {
+    switch (p) {
+        case InstanceProblem::kNone:
+            return DicomStoreStatus::kSuccess;
+        case InstanceProblem::kOverLimit:
+            return DicomStoreStatus::kOutOfResources;
+        case InstanceProblem::kPixelData:
+            return DicomStoreStatus::kDataSetDoesNotMatchSopClass;
+        case InstanceProblem::kTooDeep:
+        case InstanceProblem::kUnreadable:
+        case InstanceProblem::kUnsupported:
+            return DicomStoreStatus::kCannotUnderstand;
+    }
+    return DicomStoreStatus::kCannotUnderstand;
+}
+
+// Why a connection the listener handed over carries no association request, or "" when it
+// does. DCMTK's listener passes on connections that closed or timed out before a PDU, or whose
+// first PDU was an abort or a release, with empty association parameters.
+std::string notAnAssociationRequest(const T_ASC_Parameters& params) {
+    if (params.DULparams.applicationContextName[0] == '\0' ||
+        params.DULparams.callingAPTitle[0] == '\0')
+        return "not a DICOM association request (the connection closed, timed out or sent "
+               "something else)";
+    return {};
 }
 
 class StorageScp : public DcmThreadSCP {
+  public:
+    // DcmSCP keeps the association private; receiving a data set into our own stream needs it.
+    OFCondition run(T_ASC_Association* incoming) override {
+        assoc_ = incoming;
+        const OFCondition c = DcmThreadSCP::run(incoming);
+        assoc_ = nullptr;
+        return c;
+    }
+
   protected:
     void notifyAssociationRequest(const T_ASC_Parameters& params,
                                   DcmSCPActionType& action) override {
@@ -100,9 +148,12 @@ class StorageScp : public DcmThreadSCP {
         association_.called_ae = params.DULparams.calledAPTitle;
         association_.peer = hostOf(params.DULparams.callingPresentationAddress);
         association_.id = ++g_association_count;
+        association_.not_dicom = notAnAssociationRequest(params);
         DicomStorageHandler* handler = g_handler.load();
         decision_ = handler ? handler->onAssociation(association_)
                             : DicomAssociationDecision::kRefuseOutOfResources;
+        if (!association_.not_dicom.empty() && decision_ == DicomAssociationDecision::kAccept)
+            decision_ = DicomAssociationDecision::kRefuseCallerUnknown;
         if (decision_ != DicomAssociationDecision::kAccept)
             action = DCMSCP_ACTION_REFUSE_ASSOCIATION;
     }
@@ -114,6 +165,8 @@ class StorageScp : public DcmThreadSCP {
             DcmThreadSCP::refuseAssociation(DCMSCP_TOO_MANY_ASSOCIATIONS);
         else if (decision_ == DicomAssociationDecision::kRefuseCallerUnknown)
             DcmThreadSCP::refuseAssociation(DCMSCP_CALLING_AE_TITLE_NOT_RECOGNIZED);
+        else if (decision_ == DicomAssociationDecision::kRefuseCalledUnknown)
+            DcmThreadSCP::refuseAssociation(DCMSCP_CALLED_AE_TITLE_NOT_RECOGNIZED);
         else
             DcmThreadSCP::refuseAssociation(reason);
     }
@@ -135,13 +188,17 @@ class StorageScp : public DcmThreadSCP {
         if (msg->CommandField != DIMSE_C_STORE_RQ)
             return DcmThreadSCP::handleIncomingCommand(msg, info);
         T_DIMSE_C_StoreRQ& req = msg->msg.CStoreRQ;
-        DcmDataset* ds = nullptr;
-        OFCondition cond = receiveSTORERequest(req, info.presentationContextID, ds);
-        if (cond.bad()) {
-            delete ds;
-            return cond;
-        }
-        const Uint16 status = store(req, ds);  // takes ownership
+        if (req.DataSetType == DIMSE_DATASET_NULL || assoc_ == nullptr)
+            return DIMSE_BADMESSAGE;  // as DcmSCP does: no data set announced
+        DicomIncomingInstance in;
+        in.request_sop_class_uid = req.AffectedSOPClassUID;
+        in.request_sop_instance_uid = req.AffectedSOPInstanceUID;
+        in.storage_class_accepted = isStorageClass(in.request_sop_class_uid);
+        ReceiveFile file;
+        const OFCondition cond = receive(req, info.presentationContextID, file, in);
+        if (cond.bad()) return cond;  // the network failed: the association ends
+        if (in.check.isOk()) inspect(file.path(), in);
+        const Uint16 status = store(file, in);
         return sendSTOREResponse(info.presentationContextID, req, status);
     }
 
@@ -153,20 +210,60 @@ class StorageScp : public DcmThreadSCP {
         association_.id = 0;  // reported once; a worker serves associations one after another
     }
 
-    Uint16 store(const T_DIMSE_C_StoreRQ& req, DcmDataset* ds) {
-        DcmFileFormat file(ds, OFFalse);  // owns ds from here
+    // Reads the data set off the network into `file`, unparsed (io/dicom_net_receive.h); a
+    // failure of the file is answered 0xA700 with its reason.
+    OFCondition receive(const T_DIMSE_C_StoreRQ& req, T_ASC_PresentationContextID pres_id,
+                        ReceiveFile& file, DicomIncomingInstance& in) {
+        Status problem;
+        const OFCondition cond = receiveDataSet(assoc_, req, pres_id, getDIMSEBlockingMode(),
+                                                static_cast<int>(getDIMSETimeout()), g_receive_dir,
+                                                g_receive_in_memory, file, problem);
+        if (!problem.isOk()) {
+            in.check = problem;
+            in.check_status = DicomStoreStatus::kOutOfResources;
+        }
+        return cond;
+    }
+
+    // The checks of io/dicom_instance_check.h around the one parse of the header: nesting
+    // before DCMTK reads anything, then the header's attributes, the limits, the pixel data.
+    void inspect(const std::string& path, DicomIncomingInstance& in) {
+        const std::string name = "SOP instance " + in.request_sop_instance_uid;
+        auto failed = [&in](const InstanceCheck& c) {
+            if (c.ok()) return false;
+            in.check = c.status;
+            in.check_status = statusFor(c.problem);
+            return true;
+        };
+        if (failed(checkInstanceNesting(path, name))) return;
+        DcmFileFormat file;
+        OFCondition cond;
+        try {
+            cond = file.loadFile(OFFilename(path.c_str()));
+        } catch (const std::exception& e) {
+            cond = makeOFCondition(OFM_dcmdata, 1, OF_error, e.what());
+        }
+        if (cond.bad()) {
+            in.check = corruptData(
+                std::string("not a readable DICOM data set (") + cond.text() + ")", name);
+            in.check_status = DicomStoreStatus::kCannotUnderstand;
+            return;
+        }
+        DcmDataset& ds = *file.getDataset();
+        describe(ds, in);
+        if (failed(checkInstanceLimits(pixelClaim(ds), name))) return;
+        failed(checkInstancePixels(path, name));
+    }
+
+    Uint16 store(ReceiveFile& file, DicomIncomingInstance& in) {
         DicomStorageHandler* handler = g_handler.load();
         if (!handler) return STATUS_STORE_Refused_OutOfResources;
-        DicomIncomingInstance in = describe(req, *ds);
-        const E_TransferSyntax xfer = ds->getOriginalXfer();
-        in.save = [&file, xfer](const std::string& path) -> Status {
-            OFCondition c = file.saveFile(path.c_str(), xfer);
-            if (c.bad()) return ioError(std::string("cannot write: ") + c.text(), path);
-            return Status::ok();
-        };
+        in.file = file.path();
+        in.keep = [&file](const std::string& path) { return file.keep(path); };
         return static_cast<Uint16>(handler->onStore(association_, in));
     }
 
+    T_ASC_Association* assoc_ = nullptr;
     DicomAssociation association_;
     DicomAssociationDecision decision_ = DicomAssociationDecision::kAccept;
 };
@@ -201,6 +298,8 @@ Result<std::unique_ptr<DicomStorageScp>> DicomStorageScp::start(const DicomScpCo
     cfg.setACSETimeout(30);
     cfg.setHostLookupEnabled(OFFalse);
     impl->pool.setMaxThreads(static_cast<Uint16>(c.max_associations));
+    if (c.receive_dir.empty() && !c.receive_in_memory)
+        return internalError("the DICOM receiver needs a folder or memory to receive into");
     OFList<OFString> xfers;
     for (const char* ts : kTransferSyntaxes) xfers.push_back(ts);
     for (const char* sop : kStorageClasses)
@@ -228,6 +327,8 @@ Result<std::unique_ptr<DicomStorageScp>> DicomStorageScp::start(const DicomScpCo
         }
         ASC_dropNetwork(&probe);
     }
+    g_receive_dir = c.receive_dir;
+    g_receive_in_memory = c.receive_in_memory;
     Impl* raw = impl.get();
     raw->thread = std::thread([raw] { raw->result = raw->pool.listen(); });
     return std::unique_ptr<DicomStorageScp>(new DicomStorageScp(std::move(impl)));

@@ -8,6 +8,13 @@
 // what to do with each received instance (the SCP answers the C-STORE with the status the
 // handler returns, so the handler decides when the sender may forget the instance).
 //
+// Receipt is bounded: each C-STORE data set is streamed, unparsed and bit for bit, into a file
+// (a temporary file in receive_dir, or a memory file) and fsync'ed; only then is it checked
+// (io/dicom_instance_check.h: nesting depth before anything parses it, then the read limits and
+// the pixel data) and its header read. A data set that nests too deep for DCMTK's recursive
+// parser therefore never reaches it, and a write error (a full disk) is answered 0xA700 with
+// the system's reason once the rest of the data set has been read off the network.
+//
 // start() opens the port (failing at once when it is taken) and returns; stop() stops
 // accepting, lets running associations end and joins. One SCP per process (DCMTK constructs
 // the workers itself; they find the handler through a process-wide pointer).
@@ -28,20 +35,27 @@ struct DicomAssociation {
     std::string called_ae;
     std::string peer;  // the caller's IP address (IPv6 literals whole)
     uint64_t id = 0;   // unique within the process, counting from 1
+    // Empty for an association request; otherwise why the connection carried none (it closed
+    // or timed out before one, or sent bytes that are not an A-ASSOCIATE-RQ: a port scan, a
+    // health check, HTTP). Such a connection is refused whatever the handler decides.
+    std::string not_dicom;
 };
 
 enum class DicomAssociationDecision {
     kAccept,
     kRefuseCallerUnknown,   // rejected permanent, "calling AE title not recognized"
+    kRefuseCalledUnknown,   // rejected permanent, "called AE title not recognized"
     kRefuseOutOfResources,  // rejected transient, "local limit exceeded"
 };
 
-// C-STORE response statuses the SCP gives (PS3.4 B.2.3).
+// C-STORE response statuses the SCP gives (PS3.4 B.2.3). 0xA700 is the transient one (a
+// sender retries later); 0xA900 and 0xC000 say the instance itself is the problem.
 enum class DicomStoreStatus : uint16_t {
     kSuccess = 0x0000,
     kSopClassNotSupported = 0x0122,
     kOutOfResources = 0xA700,
     kDataSetDoesNotMatchSopClass = 0xA900,
+    kCannotUnderstand = 0xC000,
 };
 
 // One instance received by C-STORE, before it is stored anywhere.
@@ -50,6 +64,11 @@ struct DicomIncomingInstance {
     std::string request_sop_class_uid;
     std::string request_sop_instance_uid;
     bool storage_class_accepted = false;  // the request's SOP class is one this SCP takes
+    // The SCP's own checks (io/dicom_instance_check.h) and the receipt: ok, or why the instance
+    // cannot be used (reason in the message) and the status to answer it with. When the data
+    // set was not parsed (nested too deep, unreadable, not written), the fields below are empty.
+    Status check;
+    DicomStoreStatus check_status = DicomStoreStatus::kSuccess;
     // The dataset (empty strings where absent).
     std::string sop_class_uid;
     std::string sop_instance_uid;
@@ -62,9 +81,14 @@ struct DicomIncomingInstance {
     std::string patient_name;
     std::string patient_id;
     std::string patient_birth_date;
-    // Writes the instance as a DICOM file (meta header + dataset, in the transfer syntax it
-    // arrived in) to `path`; valid during DicomStorageHandler::onStore only.
-    std::function<Status(const std::string& path)> save;
+    // The instance as received: a DICOM file (meta header + the data set's bytes exactly as
+    // they arrived, in their transfer syntax), fsync'ed. Valid during onStore only: a memory
+    // file ("/proc/self/fd/<n>") with DicomScpConfig::receive_in_memory, else a temporary file
+    // in receive_dir, which `keep` moves and the SCP otherwise removes.
+    std::string file;
+    // Moves `file` to `path` (one rename: receive_dir must be on the same file system); not
+    // for memory files.
+    std::function<Status(const std::string& path)> keep;
 };
 
 // Called from the association threads, several at once.
@@ -87,7 +111,9 @@ struct DicomScpConfig {
     std::string ae_title;
     int port = 11112;
     int max_associations = 8;
-    DicomTlsConfig tls;  // enabled: DICOM TLS on the port
+    DicomTlsConfig tls;              // enabled: DICOM TLS on the port
+    std::string receive_dir;         // where data sets are received (temporary files)
+    bool receive_in_memory = false;  // receive into memory files instead (nothing on disk)
 };
 
 class DicomStorageScp {

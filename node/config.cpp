@@ -148,6 +148,7 @@ Status readRoot(JsonObject& o, const std::string& base_dir, NodeConfig& c) {
     VOXSEG_RETURN_IF_ERROR(readAeTitle(o, "ae_title", c.ae_title, std::string("VOXSEG")));
     VOXSEG_ASSIGN_OR_RETURN(int64_t port, o.integer("port", 1, 65535, 11112));
     c.port = static_cast<int>(port);
+    VOXSEG_ASSIGN_OR_RETURN(c.accept_any_called_ae, o.boolean("accept_any_called_ae", false));
     VOXSEG_ASSIGN_OR_RETURN(auto callers, o.objects("allowed_callers"));
     for (auto& co : callers) {
         AllowedCaller a;

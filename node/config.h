@@ -70,6 +70,9 @@ struct SendPolicy {
 struct NodeConfig {
     std::string file;  // where it was read from
     std::string ae_title = "VOXSEG";
+    // Accept associations whatever AE title the caller calls (some PACS are configured with a
+    // wrong one); default: refused as "called AE title not recognized" unless it is ae_title.
+    bool accept_any_called_ae = false;
     int port = 11112;
     std::vector<AllowedCaller> allowed_callers;
     int max_associations = 8;

@@ -1,6 +1,5 @@
 #include "node/receiver.h"
 
-#include "core/atomic_file.h"
 #include "core/log.h"
 #include "io/dicom_net_scp.h"
 
@@ -23,6 +22,24 @@ class NodeStorage : public io::DicomStorageHandler {
     explicit NodeStorage(const ReceiverContext& ctx) : ctx_(ctx) {}
 
     DicomAssociationDecision onAssociation(const DicomAssociation& a) override {
+        if (!a.not_dicom.empty()) {
+            // A port scan, a load balancer's health check, HTTP: no AE title to blame.
+            log::warning(kComponent, "connection from {} refused: {}", a.peer, a.not_dicom);
+            ctx_.audit->record("connection_refused", {{"peer", a.peer}, {"reason", a.not_dicom}});
+            return DicomAssociationDecision::kRefuseCallerUnknown;
+        }
+        if (!ctx_.config->accept_any_called_ae && a.called_ae != ctx_.config->ae_title) {
+            ++ctx_.metrics->associations_rejected_caller;
+            const std::string why = "called AE title not recognized (" + a.called_ae +
+                                    "; this node is " + ctx_.config->ae_title + ")";
+            log::warning(kComponent, "association from {} ({}) refused: {}", a.calling_ae, a.peer,
+                         why);
+            ctx_.audit->record("association_refused", {{"calling_ae", a.calling_ae},
+                                                       {"called_ae", a.called_ae},
+                                                       {"peer", a.peer},
+                                                       {"reason", why}});
+            return DicomAssociationDecision::kRefuseCalledUnknown;
+        }
         if (!callerAllowed(a)) {
             ++ctx_.metrics->associations_rejected_caller;
             log::warning(kComponent, "association from {} ({}) refused: not in allowed_callers",
@@ -55,6 +72,13 @@ class NodeStorage : public io::DicomStorageHandler {
         if (!in.storage_class_accepted)
             return refuse(a, DicomStoreStatus::kSopClassNotSupported,
                           "SOP class " + in.request_sop_class_uid + " not accepted", sop_uid);
+        // Whatever a later message quotes (a description, a file name), the log and the audit
+        // trail replace this patient's identifiers with [PHI].
+        for (const std::string* v : {&in.patient_name, &in.patient_id, &in.patient_birth_date})
+            if (v->size() >= 3) log::registerIdentifier(*v);
+        // The receipt and the SCP's checks (nesting, limits, pixel data): refused now, while
+        // the sender can still resend or report it, not after the series failed.
+        if (!in.check.isOk()) return refuse(a, in.check_status, in.check.message(), sop_uid);
         SeriesInfo s;
         s.sop_class_uid = in.sop_class_uid;
         s.study_uid = in.study_uid;
@@ -65,10 +89,6 @@ class NodeStorage : public io::DicomStorageHandler {
         s.calling_ae = a.calling_ae;
         s.peer = a.peer;
         s.frames_per_instance = in.frames;
-        // Whatever a later message quotes (a description, a file name), the log and the audit
-        // trail replace this patient's identifiers with [PHI].
-        for (const std::string* v : {&in.patient_name, &in.patient_id, &in.patient_birth_date})
-            if (v->size() >= 3) log::registerIdentifier(*v);
         if (in.sop_instance_uid != sop_uid || s.sop_class_uid != in.request_sop_class_uid)
             return refuse(a, DicomStoreStatus::kDataSetDoesNotMatchSopClass,
                           "SOP class/instance in the dataset differ from the request", sop_uid);
@@ -116,16 +136,14 @@ class NodeStorage : public io::DicomStorageHandler {
     }
 
     // Only after this returns OK may the sender forget the instance.
+    // The SCP received the instance into a memory file (encrypted spool: only the ciphertext
+    // reaches the disk) or into the spool's tmp/ folder, fsync'ed (then one rename).
     Status write(const DicomIncomingInstance& in, const std::string& path) {
-        if (ctx_.key) {  // serialised in memory, only the ciphertext reaches the disk
-            VOXSEG_ASSIGN_OR_RETURN(MemoryFile mem, MemoryFile::create("instance", {}));
-            VOXSEG_RETURN_IF_ERROR(in.save(mem.path()));
-            VOXSEG_ASSIGN_OR_RETURN(std::string plain, mem.contents());
+        if (ctx_.key) {
+            VOXSEG_ASSIGN_OR_RETURN(std::string plain, readFileBytes(in.file));
             return writeEncryptedFile(*ctx_.key, path, plain);  // fsync + rename
         }
-        AtomicFile out(path);
-        VOXSEG_RETURN_IF_ERROR(in.save(out.tempPath()));
-        return out.commit();  // fsync + rename
+        return in.keep(path);
     }
 
     const ReceiverContext ctx_;
@@ -162,10 +180,25 @@ Receiver::~Receiver() = default;  // the SCP waits for associations still runnin
 Result<std::unique_ptr<Receiver>> Receiver::start(const ReceiverContext& context) {
     auto impl = std::make_unique<Impl>(context);
     const NodeConfig& c = *context.config;
-    const io::DicomScpConfig scp_config{c.ae_title, c.port, c.max_associations, c.tls};
+    io::DicomScpConfig scp_config{c.ae_title, c.port, c.max_associations, c.tls};
+    scp_config.receive_dir = context.spool->dir("tmp");  // emptied at start-up (Spool::open)
+    scp_config.receive_in_memory = context.key != nullptr;
     auto scp = io::DicomStorageScp::start(scp_config, &impl->storage);
     if (!scp.isOk()) return Status(scp.status().code(), scp.status().message(), c.file);
     impl->scp = std::move(*scp);
+    // Series whose association a killed or stopped node never saw end: their senders were not
+    // told everything was stored (the markers were found by Spool::open).
+    if (auto interrupted = context.spool->interruptedSeries(); !interrupted.empty()) {
+        log::warning(kComponent,
+                     "{} series were being received when the node stopped; waiting for their "
+                     "senders to send them again",
+                     interrupted.size());
+        context.audit->record("association_interrupted",
+                              {{"series", interrupted},
+                               {"reason",
+                                "the node stopped while these series arrived (found "
+                                "at start-up)"}});
+    }
     log::info(kComponent, "listening as {} on port {}{} ({} associations at once)", c.ae_title,
               c.port, c.tls.enabled ? " (TLS)" : "", c.max_associations);
     return std::unique_ptr<Receiver>(new Receiver(std::move(impl)));

@@ -273,6 +273,14 @@ size_t Spool::incomingCount() const {
     return arrivals_.size();
 }
 
+std::vector<std::string> Spool::interruptedSeries() const {
+    std::vector<std::string> keys;
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [key, a] : arrivals_)
+        if (a.interrupted) keys.push_back(key);
+    return keys;
+}
+
 Result<SeriesInfo> Spool::readSeries(const std::string& job_dir) {
     auto text = readFileBytes((fs::path(job_dir) / "series.json").string());
     if (!text.isOk()) return notFound("no series.json", job_dir);

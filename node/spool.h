@@ -80,6 +80,9 @@ class Spool {
     int removeOlderThan(const std::string& area, double hours);
     // Series still arriving (incoming folders).
     size_t incomingCount() const;
+    // Keys of the series folders marked interrupted (found with a marker at open, or left by an
+    // association that ended without a release), not yet taken.
+    std::vector<std::string> interruptedSeries() const;
 
     // The series record of a job folder (instances counted from the folder).
     static Result<SeriesInfo> readSeries(const std::string& job_dir);
