@@ -7,9 +7,12 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -119,6 +122,35 @@ Result<GzipCount> countGzipBytes(const std::string& path, int64_t offset, int64_
         count.bytes += n;
     }
     return count;
+}
+
+int64_t maxInflatedBytes(int64_t compressed) {
+    constexpr int64_t kSlack = 1 << 16;
+    const int64_t c = std::max<int64_t>(0, compressed);
+    if (c > (INT64_MAX - kSlack) / kMaxDeflateRatio) return INT64_MAX;
+    return c * kMaxDeflateRatio + kSlack;
+}
+
+Status checkDeflateCanHold(const std::string& path, const std::string& what, int64_t claimed,
+                           int64_t compressed) {
+    if (claimed <= maxInflatedBytes(compressed)) return Status::ok();
+    return corruptData(
+        fmt::format("file is truncated: the header claims {} bytes of voxel data, "
+                    "but {} holds {} compressed bytes, which cannot inflate to "
+                    "more than {} (deflate's limit is {}:1); re-export or re-copy "
+                    "it",
+                    claimed, what, compressed, maxInflatedBytes(compressed), kMaxDeflateRatio),
+        path);
+}
+
+Status checkInflatedLimit(const std::string& path, const std::string& what, int64_t claimed,
+                          uint64_t limit) {
+    if (claimed <= 0 || static_cast<uint64_t>(claimed) <= limit) return Status::ok();
+    return unsupported(fmt::format("the header claims {} bytes of voxel data in {} (limit {} bytes "
+                                   "inflated per file): refused before inflating; raise "
+                                   "--max-inflated-bytes if this is real",
+                                   claimed, what, limit),
+                       path);
 }
 
 }  // namespace voxseg::io

@@ -6,6 +6,7 @@
 // one thread at a time.
 #pragma once
 
+#include "core/limits.h"
 #include "core/status.h"
 
 #include <cstdint>
@@ -51,5 +52,24 @@ struct GzipCount {
 // Inflates `path` from byte `offset` until `enough` bytes came out or the stream ended, keeping
 // nothing: a stream that stops short gives the bytes so far with `ended` false.
 Result<GzipCount> countGzipBytes(const std::string& path, int64_t offset, int64_t enough);
+
+// Deflate's largest expansion: a 258-byte match coded in 2 bits (a one-bit length code, a one-bit
+// distance code) gives 1032 bytes out per byte in (zlib's FAQ: 1032:1). So `compressed` bytes
+// of deflate data cannot inflate to more than this (plus a little for a stream's first block):
+// a proof, unlike a gzip trailer's ISIZE (set by the writer, modulo 2^32) or a typical ratio,
+// which are hints only.
+inline constexpr int64_t kMaxDeflateRatio = 1032;
+int64_t maxInflatedBytes(int64_t compressed);
+
+// What a header claims of compressed data, checked before anything of that size is allocated.
+// `claimed` inflated bytes must be able to come out of `compressed` bytes of deflate data: else
+// kCorruptData (the data is truncated), naming the claim, the size and `what` ("the NIfTI's gzip
+// stream").
+Status checkDeflateCanHold(const std::string& path, const std::string& what, int64_t claimed,
+                           int64_t compressed);
+// And within `limit` (--max-inflated-bytes, for every format's compressed data): else
+// kUnsupported naming the claim, the limit and the option.
+Status checkInflatedLimit(const std::string& path, const std::string& what, int64_t claimed,
+                          uint64_t limit = readLimits().inflated_bytes_per_file);
 
 }  // namespace voxseg::io

@@ -3,6 +3,7 @@
 #include "core/atomic_file.h"
 #include "core/limits.h"
 #include "core/log.h"
+#include "core/memory_limit.h"
 #include "io/gzip_reader.h"
 #include "io/metaimage_header.h"
 #include "io/nifti_gz_writer.h"
@@ -17,6 +18,8 @@
 #include <itkMetaImageIO.h>
 #include <itkNiftiImageIO.h>
 #include <itkNrrdImageIO.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -180,9 +183,61 @@ Volume narrowWideIntegers(Volume v) {
     return v.castTo(PixelType::kInt32);
 }
 
+// Why writing `need` bytes into `dir` failed, in the system's words: `saved_errno` (taken right
+// after ITK gave up) when it is a write error, else what the file system and the file size
+// limit say (ITK's NrrdIO and MetaIO report only "fwrite wrote only N things"); empty when
+// nothing explains it.
+std::string writeFailureReason(int saved_errno, const fs::path& dir, uintmax_t need) {
+    switch (saved_errno) {
+        case ENOSPC:
+        case EFBIG:
+        case EDQUOT:
+        case EIO:
+        case EROFS:
+        case EACCES:
+        case EPERM:
+        case ENOENT:
+            return std::strerror(saved_errno);
+        default:
+            break;
+    }
+    struct statvfs fs_info {};
+    if (::statvfs((dir.empty() ? fs::path(".") : dir).c_str(), &fs_info) == 0 &&
+        static_cast<uintmax_t>(fs_info.f_bavail) * fs_info.f_frsize < need)
+        return std::strerror(ENOSPC);
+    rlimit fsize{};
+    if (::getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY &&
+        fsize.rlim_cur < need)
+        return std::strerror(EFBIG);
+    return saved_errno != 0 ? std::strerror(saved_errno) : "";
+}
+
+// ITK's description of a failed write, for a message about `target`: its last line (NrrdIO's
+// "[nrrd] ..." trail ends with what failed), the temporary file's name replaced by the target's.
+std::string itkWriteDetail(std::string description, const std::string& path,
+                           const std::string& target) {
+    for (size_t at = 0; (at = description.find(path, at)) != std::string::npos; at += target.size())
+        description.replace(at, path.size(), target);
+    std::vector<std::string> lines;
+    std::string line;
+    for (char c : description + "\n") {
+        if (c != '\n') {
+            line += c;
+        } else if (!line.empty() && line.find_first_not_of(" \t") != std::string::npos) {
+            lines.push_back(line);
+            line.clear();
+        } else {
+            line.clear();
+        }
+    }
+    return lines.empty() ? std::string() : lines.back();
+}
+
+// Writes through ITK into `path` (a temporary file of `target`, or `target` itself); failures
+// name `target`, the file the user asked for, and the system's reason.
 template <typename T>
 Status writeWithItk(const Volume& volume, const std::string& path, ImageFormat format,
-                    const Progress& progress) {
+                    const Progress& progress, const std::string& target) {
     using Writer = itk::ImageFileWriter<Image3<T>>;
     auto writer = Writer::New();
     writer->SetFileName(path);
@@ -200,37 +255,46 @@ Status writeWithItk(const Volume& volume, const std::string& path, ImageFormat f
     auto forwarder = ProgressForwarder::New();
     forwarder->set(&progress, "writing image");
     writer->AddObserver(itk::ProgressEvent(), forwarder);
+    errno = 0;
     try {
         writer->Update();
     } catch (const itk::ExceptionObject& e) {
-        return ioError(std::string("cannot write image: ") + e.GetDescription(), path);
+        const int saved_errno = errno;
+        const uintmax_t need = static_cast<uintmax_t>(volume.geometry().voxelCount()) *
+                               pixelTypeSize(volume.pixelType());
+        const std::string reason =
+            writeFailureReason(saved_errno, fs::path(path).parent_path(), need);
+        return ioError("cannot write image: " + (reason.empty() ? "" : reason + " (") +
+                           itkWriteDetail(e.GetDescription(), path, target) +
+                           (reason.empty() ? "" : ")"),
+                       target);
     } catch (const std::bad_alloc&) {
-        return Status(StatusCode::kOutOfMemory, "out of memory writing image", path);
+        return Status(StatusCode::kOutOfMemory, "out of memory writing image", target);
     }
     return Status::ok();
 }
 
 Status writeDispatch(const Volume& volume, const std::string& path, ImageFormat format,
-                     const Progress& progress) {
+                     const Progress& progress, const std::string& target) {
     switch (volume.pixelType()) {
         case PixelType::kUInt8:
-            return writeWithItk<uint8_t>(volume, path, format, progress);
+            return writeWithItk<uint8_t>(volume, path, format, progress, target);
         case PixelType::kInt8:
-            return writeWithItk<int8_t>(volume, path, format, progress);
+            return writeWithItk<int8_t>(volume, path, format, progress, target);
         case PixelType::kUInt16:
-            return writeWithItk<uint16_t>(volume, path, format, progress);
+            return writeWithItk<uint16_t>(volume, path, format, progress, target);
         case PixelType::kInt16:
-            return writeWithItk<int16_t>(volume, path, format, progress);
+            return writeWithItk<int16_t>(volume, path, format, progress, target);
         case PixelType::kUInt32:
-            return writeWithItk<uint32_t>(volume, path, format, progress);
+            return writeWithItk<uint32_t>(volume, path, format, progress, target);
         case PixelType::kInt32:
-            return writeWithItk<int32_t>(volume, path, format, progress);
+            return writeWithItk<int32_t>(volume, path, format, progress, target);
         case PixelType::kFloat32:
-            return writeWithItk<float>(volume, path, format, progress);
+            return writeWithItk<float>(volume, path, format, progress, target);
         case PixelType::kFloat64:
-            return writeWithItk<double>(volume, path, format, progress);
+            return writeWithItk<double>(volume, path, format, progress, target);
     }
-    return internalError("unknown pixel type", path);
+    return internalError("unknown pixel type", target);
 }
 
 // ITK's NIfTI writer reports a short write (disk full, file size limit) on stderr only ("NWAD:
@@ -242,11 +306,13 @@ Status checkWrittenSize(const Volume& volume, const std::string& written,
     const uintmax_t size = fs::file_size(written, ec);
     const uintmax_t need =
         static_cast<uintmax_t>(volume.geometry().voxelCount()) * pixelTypeSize(volume.pixelType());
-    if (ec || size < need)
+    if (ec || size < need) {
+        const std::string reason = writeFailureReason(0, fs::path(written).parent_path(), need);
         return ioError("write incomplete: " + std::to_string(ec ? 0 : size) + " of at least " +
-                           std::to_string(need) +
-                           " bytes reached the disk (disk full or file size limit?)",
+                           std::to_string(need) + " bytes reached the disk (" +
+                           (reason.empty() ? "disk full or file size limit?" : reason) + ")",
                        target);
+    }
     return Status::ok();
 }
 
@@ -316,11 +382,9 @@ Status checkNiftiHeaderFinite(const std::string& path) {
     return Status::ok();
 }
 
-// ITK 5.2's NIfTI reader zero-fills what a truncated file lacks and reports success. The bytes
-// the header promises (vox_offset + dim product * bitpix) are checked here: for .nii against the
-// file size, for .nii.gz by inflating the stream (all gzip members, CRC-checked by zlib), which
-// the caller runs on a second thread while ITK reads.
-Status checkNiftiComplete(const std::string& path) {
+// The bytes a NIfTI header promises: vox_offset + dim product * bitpix / 8. 0 when the header
+// is not one ITK reads (ITK then says what is wrong).
+Result<int64_t> niftiPromisedBytes(const std::string& path) {
     gzFile f = gzopen(path.c_str(), "rb");
     if (f == nullptr) return ioError("cannot open", path);
     struct Closer {
@@ -331,7 +395,7 @@ Status checkNiftiComplete(const std::string& path) {
     if (gzread(f, hdr, sizeof hdr) != static_cast<int>(sizeof hdr))
         return corruptData("NIfTI header is truncated (under 348 bytes)", path);
     const auto view = niftiHeaderView(hdr);
-    if (!view) return Status::ok();  // ITK refuses it
+    if (!view) return int64_t{0};  // ITK refuses it
     const int ndim = view->i16(40);
     // In double: seven dimensions of 32767 overflow int64, and vox_offset is a float the file
     // sets (2.7e23 made the conversion undefined; found by fuzz_image_nii).
@@ -344,25 +408,46 @@ Status checkNiftiComplete(const std::string& path) {
     const double claimed = std::max(352.0, static_cast<double>(vox_offset)) + voxels * bitpix / 8;
     if (claimed > 0x1p62)
         return corruptData(fmt::format("NIfTI header promises {:.3g} bytes", claimed), path);
-    const auto needed = static_cast<int64_t>(claimed);
-    int64_t have = 0;
-    if (imageFormatFromPath(path) == ImageFormat::kNifti) {
-        std::error_code ec;
-        have = static_cast<int64_t>(fs::file_size(path, ec));
-    } else {
-        // One byte more than promised: the stream's end, and so its CRC, is reached and checked
-        // when it holds what the header says; a longer stream is not inflated to its end.
-        VOXSEG_ASSIGN_OR_RETURN(const GzipCount count, countGzipBytes(path, 0, needed + 1));
-        have = count.bytes;
-        if (!count.ended && have < needed)
-            return corruptData("file is truncated: the gzip stream ends early (" +
-                                   std::to_string(have) + " of " + std::to_string(needed) +
-                                   " bytes); re-export or re-copy it",
-                               path);
-    }
-    if (have < needed)
+    return static_cast<int64_t>(claimed);
+}
+
+// What a NIfTI header promises, checked before ITK allocates the image (issue 35: a 1,376-byte
+// .nii claiming 1250^3 float64 held 15.4 GB for 40 s before its truncation was found): a .nii
+// must hold the bytes (the file size), a .nii.gz's stream must be able to inflate to them
+// (deflate's 1032:1).
+Status checkNiftiClaim(const std::string& path) {
+    VOXSEG_ASSIGN_OR_RETURN(const int64_t needed, niftiPromisedBytes(path));
+    std::error_code ec;
+    const auto size = static_cast<int64_t>(fs::file_size(path, ec));
+    if (ec) return ioError("cannot read the file size: " + ec.message(), path);
+    if (imageFormatFromPath(path) == ImageFormat::kNiftiGz)
+        return checkDeflateCanHold(path, "the NIfTI's gzip stream", needed, size);
+    if (size < needed)
         return corruptData("file is truncated: the header promises " + std::to_string(needed) +
-                               " bytes, the file holds " + std::to_string(have) +
+                               " bytes, the file holds " + std::to_string(size) +
+                               "; re-export or re-copy it",
+                           path);
+    return Status::ok();
+}
+
+// ITK 5.2's NIfTI reader zero-fills what a truncated .nii.gz lacks and reports success: the
+// stream is inflated here (all gzip members, CRC-checked by zlib, through a 1 MiB buffer, up to
+// one byte past the header's promise), which the caller runs on a second thread while ITK reads.
+// (A .nii is checked against its size by checkNiftiClaim, before ITK reads.)
+Status checkNiftiComplete(const std::string& path) {
+    if (imageFormatFromPath(path) != ImageFormat::kNiftiGz) return Status::ok();
+    VOXSEG_ASSIGN_OR_RETURN(const int64_t needed, niftiPromisedBytes(path));
+    // One byte more than promised: the stream's end, and so its CRC, is reached and checked
+    // when it holds what the header says; a longer stream is not inflated to its end.
+    VOXSEG_ASSIGN_OR_RETURN(const GzipCount count, countGzipBytes(path, 0, needed + 1));
+    if (!count.ended && count.bytes < needed)
+        return corruptData("file is truncated: the gzip stream ends early (" +
+                               std::to_string(count.bytes) + " of " + std::to_string(needed) +
+                               " bytes); re-export or re-copy it",
+                           path);
+    if (count.bytes < needed)
+        return corruptData("file is truncated: the header promises " + std::to_string(needed) +
+                               " bytes, the file holds " + std::to_string(count.bytes) +
                                "; re-export or re-copy it",
                            path);
     return Status::ok();
@@ -404,7 +489,7 @@ Result<std::vector<uint8_t>> itkNiftiHeaderTyped(const Volume& volume, const std
     // target itself). A scratch name beyond NAME_MAX is not even tried (niftilib would print).
     constexpr size_t kNameMax = 255;
     if (fs::path(scratch.tempPath()).filename().string().size() > kNameMax ||
-        !writeWithItk<T>(slab, scratch.tempPath(), ImageFormat::kNifti, {}).isOk())
+        !writeWithItk<T>(slab, scratch.tempPath(), ImageFormat::kNifti, {}, target).isOk())
         return std::vector<uint8_t>{};
     // The header, up to vox_offset; the file must hold exactly that plus the two slices.
     std::vector<uint8_t> bytes(352);
@@ -541,7 +626,7 @@ Status writeDetached(const Volume& volume, const std::string& path, ImageFormat 
         }
     } cleanup{tmp_dir};
     const fs::path tmp_header = tmp_dir / target.filename();
-    VOXSEG_RETURN_IF_ERROR(writeDispatch(volume, tmp_header.string(), format, progress));
+    VOXSEG_RETURN_IF_ERROR(writeDispatch(volume, tmp_header.string(), format, progress, path));
     std::vector<fs::path> files;
     for (const auto& entry : fs::directory_iterator(tmp_dir, ec))
         if (entry.path() != tmp_header) files.push_back(entry.path());
@@ -699,6 +784,83 @@ Result<ImageHeader> readImageHeader(const std::string& path) {
     return h;
 }
 
+namespace {
+
+// The most memory reading an image holds at once, from its header: ITK's NIfTI reader reads the
+// voxels into niftilib's buffer and copies them into the image (twice the voxels' bytes, as
+// measured: docs/security.md); voxseg reads NRRD raw and gzip data straight into the image (64-bit
+// integers through a second buffer); MetaIO reads into the image, compressed data beside it (at
+// most the file). 64-bit integers then narrow to int32 beside the float64 image.
+double readPeakBytes(const std::string& path, ImageFormat format, itk::ImageIOBase* image_io,
+                     double voxel_bytes) {
+    using C = itk::IOComponentEnum;
+    const C type = image_io->GetComponentType();
+    const bool wide =
+        type == C::LONG || type == C::ULONG || type == C::LONGLONG || type == C::ULONGLONG;
+    double peak = voxel_bytes;
+    if (format == ImageFormat::kNifti || format == ImageFormat::kNiftiGz || wide) peak *= 2;
+    if (format == ImageFormat::kMetaImage) {
+        std::error_code ec;
+        const auto size = fs::file_size(path, ec);
+        if (!ec) peak += static_cast<double>(size);
+    }
+    return peak;
+}
+
+std::string gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / double(1 << 30)); }
+
+// Before anything of the claimed size is allocated (issue 35, memory only after trust): what the
+// header claims must be in the file (raw data) or able to come out of it (compressed data:
+// deflate's 1032:1), then fit the memory this process may use (core/memory_limit.h: the machine,
+// a cgroup's limit, ulimit -v), then, compressed, stay within --max-inflated-bytes.
+Status checkClaim(const std::string& path, ImageFormat format, itk::ImageIOBase* image_io,
+                  const std::string& dims) {
+    const auto values = static_cast<int64_t>(image_io->GetImageSizeInComponents());
+    const auto bytes = values * static_cast<int64_t>(image_io->GetComponentSize());
+    bool compressed = false;
+    const char* what = "";
+    switch (format) {
+        case ImageFormat::kNifti:
+        case ImageFormat::kNiftiGz:
+            VOXSEG_RETURN_IF_ERROR(checkNiftiClaim(path));
+            compressed = format == ImageFormat::kNiftiGz;
+            what = "the NIfTI's gzip stream";
+            break;
+        case ImageFormat::kNrrd: {
+            using C = itk::IOComponentEnum;
+            const C type = image_io->GetComponentType();
+            VOXSEG_ASSIGN_OR_RETURN(
+                compressed,
+                checkNrrdDataClaim(path, bytes, values, type == C::FLOAT || type == C::DOUBLE));
+            what = "the NRRD's gzip data";
+            break;
+        }
+        case ImageFormat::kMetaImage: {
+            VOXSEG_ASSIGN_OR_RETURN(compressed, checkMetaImageClaim(path));
+            what = "the MetaImage's compressed data";
+            break;
+        }
+        case ImageFormat::kUnknown:
+            break;
+    }
+    const double peak = readPeakBytes(path, format, image_io, static_cast<double>(bytes));
+    const uint64_t limit = memoryLimitBytes();
+    if (limit > 0 && peak > static_cast<double>(limit))
+        return Status(
+            StatusCode::kOutOfMemory,
+            fmt::format("{} claims {} voxels of {} ({} of voxels; reading takes {}), more than the "
+                        "{}: refused before reading; run it where more memory is free, or raise "
+                        "the container's memory limit",
+                        fs::path(path).filename().string(), dims,
+                        itk::ImageIOBase::GetComponentTypeAsString(image_io->GetComponentType()),
+                        gib(static_cast<double>(bytes)), gib(peak), describeMemoryLimit()),
+            path);
+    if (compressed) VOXSEG_RETURN_IF_ERROR(checkInflatedLimit(path, what, bytes));
+    return Status::ok();
+}
+
+}  // namespace
+
 Result<Volume> readImage(const std::string& path, const Progress& progress, int64_t max_voxels) {
     VOXSEG_ASSIGN_OR_RETURN(auto image_io, openImageIO(path));
     // A header that claims more voxels than any volume voxseg decodes is refused before the
@@ -717,6 +879,7 @@ Result<Volume> readImage(const std::string& path, const Progress& progress, int6
                                "; raise --max-voxels if this is real",
                            path);
     const ImageFormat format = imageFormatFromPath(path);
+    VOXSEG_RETURN_IF_ERROR(checkClaim(path, format, image_io, dims));
     const bool is_nifti = format == ImageFormat::kNifti || format == ImageFormat::kNiftiGz;
     std::future<Status> complete;
     if (is_nifti) complete = std::async(std::launch::async, checkNiftiComplete, path);
@@ -816,7 +979,7 @@ Status writeImage(const Volume& volume, const std::string& path, const ImageWrit
     }
 
     if (format != ImageFormat::kNiftiGz) {
-        VOXSEG_RETURN_IF_ERROR(writeDispatch(volume, out.tempPath(), format, progress));
+        VOXSEG_RETURN_IF_ERROR(writeDispatch(volume, out.tempPath(), format, progress, path));
         VOXSEG_RETURN_IF_ERROR(checkWrittenSize(volume, out.tempPath(), path));
         return out.commit();
     }
@@ -826,7 +989,7 @@ Status writeImage(const Volume& volume, const std::string& path, const ImageWrit
     // AtomicFile removes it on every path.
     AtomicFile raw(path.substr(0, path.size() - 3));
     VOXSEG_RETURN_IF_ERROR(
-        writeDispatch(volume, raw.tempPath(), ImageFormat::kNifti, progress.sub(0.0, 0.2)));
+        writeDispatch(volume, raw.tempPath(), ImageFormat::kNifti, progress.sub(0.0, 0.2), path));
     VOXSEG_RETURN_IF_ERROR(checkWrittenSize(volume, raw.tempPath(), path));
     VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
     ParallelGzipOptions gz;

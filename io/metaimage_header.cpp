@@ -1,6 +1,7 @@
 #include "io/metaimage_header.h"
 
 #include "core/checked_math.h"
+#include "io/gzip_reader.h"
 
 #include <fmt/format.h>
 #include <zlib.h>
@@ -99,6 +100,7 @@ class HeaderCheck {
   public:
     HeaderCheck(std::string path, bool inflate) : path_(std::move(path)), inflate_(inflate) {}
     Status run();
+    bool compressed() const { return compressed_; }
 
   private:
     // Before the first field, a file that is not a MetaImage header at all (a PNG named .mha).
@@ -125,6 +127,7 @@ class HeaderCheck {
     std::map<std::string, Field> fields_;
     int64_t ndims_ = 0;
     size_t data_offset_ = 0;
+    mutable bool compressed_ = false;
 };
 
 Status HeaderCheck::run() {
@@ -323,7 +326,12 @@ Status HeaderCheck::checkDataSize() const {
                                        claim, need, compressed ? ", compressed" : "",
                                        std::max<int64_t>(0, available - skip)),
                            path_);
+    compressed_ = compressed;
     if (compressed) {
+        // Before ITK allocates DimSize's bytes (issue 35): the compressed bytes must be able to
+        // inflate to them.
+        VOXSEG_RETURN_IF_ERROR(checkDeflateCanHold(path_, "the MetaImage's compressed data", *bytes,
+                                                   need ? need : available - skip));
         // HeaderSize = -1: MetaIO reads the last CompressedDataSize bytes of the file.
         const int64_t start =
             header_size == -1 && need > 0 ? offset + available - need : offset + skip;
@@ -397,6 +405,12 @@ Status HeaderCheck::checkInflates(const fs::path& data, int64_t offset, int64_t 
 }  // namespace
 
 Status checkMetaImageHeader(const std::string& path) { return HeaderCheck(path, false).run(); }
+
+Result<bool> checkMetaImageClaim(const std::string& path) {
+    HeaderCheck check(path, false);
+    VOXSEG_RETURN_IF_ERROR(check.run());
+    return check.compressed();
+}
 
 Status checkMetaImageData(const std::string& path) { return HeaderCheck(path, true).run(); }
 

@@ -17,6 +17,11 @@ namespace voxseg::io {
 // file, the line and the field otherwise.
 Status checkMetaImageHeader(const std::string& path);
 
+// The same, before ITK allocates the image: true when the data is compressed (CompressedData =
+// True), which --max-inflated-bytes then bounds. (checkMetaImageHeader already refuses raw data
+// shorter than DimSize claims and compressed data too short to inflate to it: deflate's 1032:1.)
+Result<bool> checkMetaImageClaim(const std::string& path);
+
 // The same, and compressed data (CompressedData = True) inflated to check that it is intact and
 // holds what DimSize claims: readImage runs it beside ITK's read (it costs a pass over the data).
 Status checkMetaImageData(const std::string& path);

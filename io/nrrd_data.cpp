@@ -290,13 +290,20 @@ Result<DataStart> locateData(const std::string& path) {
     return d;
 }
 
-// Raw data: `bytes` bytes from the data's start (the file's last bytes for byte skip -1).
-Status readRaw(const DataStart& d, char* dst, int64_t bytes, const Progress& progress) {
+// Where raw data of `bytes` bytes starts (the file's last bytes for byte skip -1); kCorruptData
+// when the file cannot hold them.
+Result<int64_t> rawStart(const DataStart& d, int64_t bytes) {
     const int64_t start =
         d.layout.byte_skip == -1 ? d.file_size - bytes : d.offset + d.layout.byte_skip;
     const int64_t have = d.file_size - std::max(start, d.offset);
     if (start < d.offset || have < bytes)
         return truncated(bytes, std::max<int64_t>(0, have), "file", d.file);
+    return start;
+}
+
+// Raw data: `bytes` bytes from the data's start.
+Status readRaw(const DataStart& d, char* dst, int64_t bytes, const Progress& progress) {
+    VOXSEG_ASSIGN_OR_RETURN(const int64_t start, rawStart(d, bytes));
     std::ifstream in(d.file, std::ios::binary);
     in.seekg(start);
     for (int64_t done = 0; done < bytes;) {
@@ -356,6 +363,35 @@ void swapBytes(char* data, int64_t bytes, int element_size) {
 }  // namespace
 
 Status checkNrrdLayout(const std::string& path) { return locateData(path).status(); }
+
+Result<bool> checkNrrdDataClaim(const std::string& path, int64_t bytes, int64_t values,
+                                bool floating) {
+    VOXSEG_ASSIGN_OR_RETURN(const DataStart d, locateData(path));
+    const std::string& e = d.layout.encoding;
+    const int64_t after = std::max<int64_t>(0, d.file_size - d.offset);
+    if (e == "raw") {
+        VOXSEG_RETURN_IF_ERROR(rawStart(d, bytes).status());
+        return false;
+    }
+    if (e == "gz" || e == "gzip") {
+        VOXSEG_RETURN_IF_ERROR(
+            checkDeflateCanHold(d.file, "the NRRD's gzip data", d.layout.byte_skip + bytes, after));
+        return true;
+    }
+    if (e == "bz2" || e == "bzip2")
+        return unsupported(
+            "NRRD bzip2 data is not read (ITK's NrrdIO is built without bzip2); "
+            "re-save it with gzip or raw encoding",
+            d.file);
+    // ASCII and hex data: the values are counted (a pass over the file, through a 64 KiB buffer),
+    // as readNrrdData does before NrrdIO reads them.
+    std::ifstream in(d.file, std::ios::binary);
+    in.seekg(d.offset + std::max<int64_t>(0, d.layout.byte_skip));
+    if (e == "ascii" || e == "text" || e == "txt")
+        VOXSEG_RETURN_IF_ERROR(checkAsciiValues(in, values, floating, d.file));
+    if (e == "hex") VOXSEG_RETURN_IF_ERROR(checkHexDigits(in, bytes, d.file));
+    return false;  // other encodings: readNrrdData names what is wrong
+}
 
 Result<bool> readNrrdData(const std::string& path, void* dst, int64_t bytes, int element_size,
                           int64_t values, bool floating, const Progress& progress) {

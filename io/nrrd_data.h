@@ -21,6 +21,15 @@ namespace voxseg::io {
 // absolute "data file: /dev/stdin" would block it). openImageIO runs it before ITK does.
 Status checkNrrdLayout(const std::string& path);
 
+// What the header claims of the data, checked before the image is allocated (issue 35: memory
+// only after trust): raw data must hold `bytes` bytes after the header, line skip and byte skip;
+// gzip data must be able to inflate to them (deflate's 1032:1, gzip_reader.h); ASCII data must
+// hold `values` values (`floating` as for readNrrdData), hex data 2 * `bytes` digits (both
+// counted through a small buffer); bzip2 is kUnsupported. kCorruptData names the file, the
+// claim and what it holds. Returns true for gzip data (--max-inflated-bytes applies to it).
+Result<bool> checkNrrdDataClaim(const std::string& path, int64_t bytes, int64_t values,
+                                bool floating);
+
 // Reads the `bytes` bytes of raw or gzip data into `dst` (host byte order; `element_size` bytes
 // per value) and returns true. ASCII and hex data are checked to hold `values` values (`bytes`
 // bytes; ASCII values as NrrdIO reads them, `floating` for float and double types), and false

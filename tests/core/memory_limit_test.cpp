@@ -58,6 +58,32 @@ TEST_F(MemoryLimit, GarbageIsIgnored) {
     EXPECT_EQ(memoryLimitBytes(root_, 64 * kGiB), 64 * kGiB);
 }
 
+// Issue 35: a process in a child cgroup (a systemd scope with MemoryMax=, a Slurm step) is held
+// to that cgroup's limit, which the root of the hierarchy does not show.
+TEST_F(MemoryLimit, OwnCgroupV2AndItsParentsCount) {
+    fs::create_directories(root_ / "user.slice" / "test.scope");
+    write("user.slice/memory.max", std::to_string(8 * kGiB) + "\n");
+    write("user.slice/test.scope/memory.max", std::to_string(2 * kGiB) + "\n");
+    EXPECT_EQ(memoryLimitBytes(root_, 64 * kGiB, "0::/user.slice/test.scope\n"), 2 * kGiB);
+    write("user.slice/test.scope/memory.max", "max\n");
+    EXPECT_EQ(memoryLimitBytes(root_, 64 * kGiB, "0::/user.slice/test.scope\n"), 8 * kGiB);
+    EXPECT_EQ(memoryLimitBytes(root_, 64 * kGiB), 64 * kGiB);  // the root alone has none
+}
+
+TEST_F(MemoryLimit, OwnCgroupV1MemoryController) {
+    fs::create_directories(root_ / "memory" / "jobs" / "42");
+    write("memory/memory.limit_in_bytes", "9223372036854771712\n");
+    write("memory/jobs/42/memory.limit_in_bytes", std::to_string(2 * kGiB) + "\n");
+    const std::string self = "9:name=systemd:/\n4:memory:/jobs/42\n1:cpu,cpuacct:/\n0::/\n";
+    EXPECT_EQ(memoryLimitBytes(root_, 64 * kGiB, self), 2 * kGiB);
+}
+
+TEST_F(MemoryLimit, OwnCgroupNotMountedHereCountsTheRootOnly) {
+    write("memory.max", std::to_string(4 * kGiB) + "\n");
+    EXPECT_EQ(memoryLimitBytes(root_, 64 * kGiB, "0::/docker/abc\n"), 4 * kGiB);
+    EXPECT_EQ(memoryLimitBytes(root_, 64 * kGiB, "0::/../../etc\n"), 4 * kGiB);
+}
+
 TEST(MemoryLimitOfThisProcess, IsKnownAndAtMostPhysicalMemory) {
     const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
     const uint64_t limit = memoryLimitBytes();
