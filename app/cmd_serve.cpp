@@ -2,8 +2,10 @@
 // the ones a route matches and sends the results back (node/server.h does the work).
 #include "app/commands.h"
 #include "app/signals.h"
+#include "batch/child_process.h"
 #include "core/log.h"
 #include "node/config.h"
+#include "node/job_worker.h"
 #include "node/server.h"
 
 #include <cstdio>
@@ -24,12 +26,16 @@ CLI::App* addServeCommand(CLI::App& app, ServeCommandOptions& o) {
     cmd->add_option("--grace", o.grace_seconds,
                     "Seconds the series in segmentation gets to finish after SIGTERM/SIGINT")
         ->check(CLI::NonNegativeNumber);
+    // The node starts itself again with this flag as its segmentation worker process
+    // (node/job_worker.h); not for users (hidden from --help).
+    cmd->add_flag("--internal-worker", o.internal_worker)->group("");
     return cmd;
 }
 
 ExitCode runServe(const ServeCommandOptions& o, const CommandContext& ctx) {
     auto config = node::loadNodeConfig(o.config);
     if (!config.isOk()) return fail(config.status(), Stage::kInput);
+    if (o.internal_worker) return static_cast<ExitCode>(node::runJobWorker(*config));
     if (o.check) {
         if (!ctx.quiet)
             std::printf("%s: valid (%zu routes, %zu destinations)\n", o.config.c_str(),
@@ -44,7 +50,11 @@ ExitCode runServe(const ServeCommandOptions& o, const CommandContext& ctx) {
         return r->held > 0 ? ExitCode::kSomeCasesFailed : ExitCode::kOk;
     }
     keepRunningOnRepeatedSigterm();
-    auto r = node::runNode(*config, ctx.cancel, o.grace_seconds);
+    // Each series is segmented in a worker process: a crash in a library costs that series,
+    // not the node (node/job_worker.h).
+    std::vector<std::string> worker_args = batch::ownArguments();
+    worker_args.push_back("--internal-worker");
+    auto r = node::runNode(*config, ctx.cancel, o.grace_seconds, worker_args);
     if (!r.isOk()) return fail(r.status(), Stage::kOutput);
     return ExitCode::kOk;
 }

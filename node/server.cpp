@@ -100,8 +100,8 @@ void sleepMs(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)
 
 }  // namespace
 
-Result<ServeStats> runNode(const NodeConfig& config, const CancelToken& stop,
-                           double grace_seconds) {
+Result<ServeStats> runNode(const NodeConfig& config, const CancelToken& stop, double grace_seconds,
+                           const std::vector<std::string>& worker_args) {
     Node node(config);
     VOXSEG_RETURN_IF_ERROR(node.open());
     log::info(kComponent, "spool {}: {} series queued, {} results in the outbox ({} held)",
@@ -132,7 +132,12 @@ Result<ServeStats> runNode(const NodeConfig& config, const CancelToken& stop,
     CancelToken abort;  // the series in segmentation gives up (grace over)
     std::thread worker([&] {
         JobRunner runner(config, *node.spool, node.audit, node.metrics, node.keyPtr());
-        runner.preload();
+        runner.recoverInterrupted();
+        // The worker process is started from this thread: it dies when the thread ends.
+        if (worker_args.empty())
+            runner.preload();
+        else
+            runner.useWorkerProcess(worker_args);
         while (!stop.isCancelled()) {
             const std::string job = node.nextToSegment();
             if (job.empty()) {

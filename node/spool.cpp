@@ -108,6 +108,10 @@ Result<std::unique_ptr<Spool>> Spool::open(const std::string& root) {
     return spool;
 }
 
+std::unique_ptr<Spool> Spool::attach(const std::string& root) {
+    return std::unique_ptr<Spool>(new Spool(root));
+}
+
 std::string Spool::dir(const std::string& area) const { return (fs::path(root_) / area).string(); }
 
 std::string Spool::jobDir(const std::string& area, const std::string& job) const {

@@ -48,6 +48,9 @@ class Spool {
   public:
     // Creates the folders; removes temporaries a killed process left behind.
     static Result<std::unique_ptr<Spool>> open(const std::string& root);
+    // The spool of a running node, for its worker process (job_worker.h): nothing created,
+    // cleaned up or scanned (the node receives into it meanwhile).
+    static std::unique_ptr<Spool> attach(const std::string& root);
 
     const std::string& root() const { return root_; }
     std::string dir(const std::string& area) const;  // "queue", "outbox", ...
