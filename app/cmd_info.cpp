@@ -26,7 +26,8 @@ CLI::App* addInfoCommand(CLI::App& app, InfoOptions& o) {
         ->required();
     cmd->add_flag("--json", o.json, "Print JSON instead of a table");
     cmd->add_flag("--show-phi", o.show_phi,
-                  "Also print patient name, ID and birth date (never logged)");
+                  "Also print patient name, ID and birth date, and descriptions with the "
+                  "patient's name left in (never logged)");
     cmd->add_option("--threads", o.threads, "Header-reading threads (0 = all cores)")
         ->check(CLI::NonNegativeNumber);
     return cmd;

@@ -1,5 +1,7 @@
 #include "app/series_table.h"
 
+#include "core/free_text.h"
+
 #include <fmt/format.h>
 
 namespace voxseg::app {
@@ -27,7 +29,7 @@ VolumeRow rowFromCandidate(const io::SeriesCandidate& c, bool show_phi) {
     r.format = "DICOM";
     r.series_uid = c.series_uid;
     r.modality = c.modality;
-    r.description = c.description;
+    r.description = log::displayFreeText(c.description, show_phi);  // core/free_text.h
     r.geometry = c.geometry;
     r.num_files = c.num_files;
     r.split_reason = c.split_reason;

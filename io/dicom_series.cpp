@@ -78,14 +78,15 @@ Status collectFiles(const std::vector<std::string>& inputs, int64_t max_files,
     return Status::ok();
 }
 
+// Without SeriesDescription: messages are logged and kept, free text never is
+// (core/free_text.h); `voxseg info` and the candidate list show it.
 std::string describeCandidates(const DicomScanResult& scan) {
     std::string out;
     for (const SeriesCandidate& c : scan.series) {
-        out +=
-            fmt::format("\n  [{}] {} {} \"{}\" {}x{}x{}{}", c.index,
-                        c.series_uid.empty() ? "(no UID)" : c.series_uid, c.modality, c.description,
-                        c.geometry.size[0], c.geometry.size[1], c.geometry.size[2],
-                        c.split_reason.empty() ? "" : " (" + c.split_reason + ")");
+        out += fmt::format("\n  [{}] {} {} {}x{}x{}{}", c.index,
+                           c.series_uid.empty() ? "(no UID)" : c.series_uid, c.modality,
+                           c.geometry.size[0], c.geometry.size[1], c.geometry.size[2],
+                           c.split_reason.empty() ? "" : " (" + c.split_reason + ")");
     }
     return out;
 }

@@ -28,9 +28,11 @@ std::string channelNames(const engine::ModelPackage& model) {
     return names;
 }
 
+// Without SeriesDescription: messages are logged and kept, free text never is
+// (core/free_text.h); the messages point to `voxseg info`, which shows it.
 std::string seriesLine(const io::SeriesCandidate& s) {
     std::ostringstream o;
-    o << "#" << s.index << " " << s.modality << " \"" << s.description << "\"";
+    o << "#" << s.index << " " << s.modality;
     if (s.echo_time > 0) o << " TE " << s.echo_time << " ms";
     o << " (" << s.series_uid << ")";
     return o.str();
@@ -64,13 +66,15 @@ Result<const io::SeriesCandidate*> pickByRules(const io::DicomScanResult& scan,
         return notFound("channel " + channel.name + ": no series of the study matches its rules (" +
                             describeChannelRules(channel) + "); give it with --channel " +
                             channel.name + "=PATH|SERIES (a manifest column channel:" +
-                            channel.name + " in batch). Series here:" + list,
+                            channel.name + " in batch). Series here (`voxseg info " + input +
+                            "` shows their descriptions):" + list,
                         input);
     }
     return Status(StatusCode::kAmbiguous,
                   "channel " + channel.name + ": " + std::to_string(matches.size()) +
                       " series match its rules (" + describeChannelRules(channel) +
-                      "); pick one with --channel " + channel.name + "=SERIES:" + list,
+                      "); pick one with --channel " + channel.name + "=SERIES (`voxseg info " +
+                      input + "` shows their descriptions):" + list,
                   input);
 }
 
@@ -227,8 +231,8 @@ Result<StudyInput> loadStudyChannels(const std::string& path, const std::string&
             VOXSEG_ASSIGN_OR_RETURN(const io::SeriesCandidate* s,
                                     pickByRules(*scan, ch, taken, path));
             VOXSEG_ASSIGN_OR_RETURN(in, loadCandidate(*s, dicom, p));
-            in.channel_notes.push_back(ch.name + ": series " + s->series_uid + " \"" +
-                                       s->description + "\" (" + describeChannelRules(ch) + ")");
+            in.channel_notes.push_back(ch.name + ": series " + s->series_uid + " (" +
+                                       describeChannelRules(ch) + ")");
         }
         if (in.series) taken.push_back(in.series->series_uid);
         loaded.push_back(std::move(in));

@@ -648,10 +648,10 @@ nlohmann::json Segmenter::Impl::runRecord(const StudyInput& input, const Segment
     run["input"] = {{"path", input_path}};
     if (!digest.empty()) run["input"]["sha256"] = digest;
     if (input.series) {
+        // No SeriesDescription: free text is never kept in records (core/free_text.h).
         run["series"] = {{"index", input.series->index},
                          {"series_uid", input.series->series_uid},
                          {"modality", input.series->modality},
-                         {"description", input.series->description},
                          {"files", input.series->num_files}};
     }
     run["geometry"] = {{"size", g.size},

@@ -8,7 +8,13 @@
 // NIfTI header's descrip/aux_file are read) and every file name must hold none of the values.
 // DICOM outputs (SEG, RTSTRUCT) may carry the patient module, as the standard requires: the test
 // checks that they do, and that `info --show-phi` prints the name, so the search can fail.
-// `voxseg serve` is checked by tests/node/orthanc_roundtrip_test.sh (node log, audit log).
+// Issue 35 item 6: the name is also typed into the free text (SeriesDescription,
+// StudyDescription, ProtocolName, ImageComments) in other forms ("Leaktest Zzphipatient",
+// "ZZPHIPATIENT, LEAKTEST", the family name alone). The rule (core/free_text.h,
+// docs/security.md "Free text"): `info` and the candidate list show the description with the
+// name replaced by [PHI], `info --show-phi` as it is; logs, run.json, statistics and batch files
+// never carry it. `voxseg serve` is checked by tests/node/orthanc_roundtrip_test.sh (node log,
+// audit log).
 #include "tests/app/run_voxseg.h"
 #include "tests/test_data.h"
 
@@ -49,7 +55,14 @@ const Identifier kWritten[] = {
     {"(0008,0080)", "ZZPHI MEMORIAL HOSPITAL"},
     {"(0008,0090)", "ZZREFDOC^PHIDOC"},
     {"(0008,0050)", "PHIACC4412"},
+    {"(0008,1030)", "ZZPHIPATIENT LEAKTEST follow-up"},  // StudyDescription
+    {"(0018,1030)", "Zzphipatient, Leaktest protocol"},  // ProtocolName
+    {"(0020,4000)", "for leaktest zzphipatient"},        // ImageComments
 };
+// SeriesDescription (0008,103E), the free text voxseg shows: the name in another order and case,
+// or the family name alone.
+const char* const kCtDescription = "Leaktest Zzphipatient abdomen";
+const char* const kMrDescription = "fmri zzphipatient";
 const char* const kNeedles[] = {"ZZPHIPATIENT", "LEAKTEST",      "PHIID77031",     "19170923",
                                 "1917-09-23",   "PHIOTHER55102", "ZZPHI MEMORIAL", "ZZREFDOC",
                                 "PHIDOC",       "PHIACC4412"};
@@ -170,8 +183,9 @@ class PhiOutputs : public ::testing::Test {
         fs::create_directories(out);
     }
 
-    // Copies a series and writes the known identifiers into every file.
-    std::string copyWithIdentifiers(const std::string& rel, const std::string& name) {
+    // Copies a series and writes the known identifiers and `description` into every file.
+    std::string copyWithIdentifiers(const std::string& rel, const std::string& name,
+                                    const std::string& description) {
         const fs::path to = dir.path() / "in" / name;
         fs::create_directories(to);
         for (const auto& e : fs::directory_iterator(sharedData(rel)))
@@ -179,6 +193,7 @@ class PhiOutputs : public ::testing::Test {
                 fs::copy_file(e.path(), to / e.path().filename());
         std::string cmd = "dcmodify -nb -imt";
         for (const auto& w : kWritten) cmd += " -i " + quote(std::string(w.tag) + "=" + w.value);
+        cmd += " -i " + quote("(0008,103E)=" + description);
         cmd += " " + quote(to.string()) + "/*";
         const RunResult r = runShell(cmd, dir);
         EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -188,7 +203,11 @@ class PhiOutputs : public ::testing::Test {
     // Runs voxseg (or another command line) and keeps its stdout/stderr as log files.
     RunResult run(const std::vector<std::string>& args, int expect_exit = 0) {
         const RunResult r = runVoxseg(args, dir);
-        keep(r, args.front() + (args.size() > 1 ? "-" + args[1] : ""));
+        // Named after the command; an argument that is a path would make no file name (so
+        // `info <path>` and `convert <path>` output went unsearched until issue 35).
+        std::string what = args.front() + (args.size() > 1 ? "-" + args[1] : "");
+        std::replace(what.begin(), what.end(), '/', '_');
+        keep(r, what);
         EXPECT_EQ(r.exit_code, expect_exit) << args.front() << " " << args[1] << "\n" << r.err;
         return r;
     }
@@ -204,8 +223,8 @@ TEST_F(PhiOutputs, NoIdentifiersOutsideDicomOutputs) {
     VOXSEG_REQUIRE_DATA(kMr);
     if (runShell("command -v dcmodify", dir).exit_code != 0)
         GTEST_SKIP() << "dcmodify (DCMTK, scripts/deps.sh) not installed";
-    const std::string ct = copyWithIdentifiers(kCt, "ct");
-    const std::string mr = copyWithIdentifiers(kMr, "mr");
+    const std::string ct = copyWithIdentifiers(kCt, "ct", kCtDescription);
+    const std::string mr = copyWithIdentifiers(kMr, "mr", kMrDescription);
     const std::string models = std::string(VOXSEG_SOURCE_DIR) + "/sample_data/models/";
     const std::string o = out.string() + "/";
 
@@ -214,9 +233,20 @@ TEST_F(PhiOutputs, NoIdentifiersOutsideDicomOutputs) {
     ASSERT_EQ(shown.exit_code, 0) << shown.err;
     ASSERT_FALSE(hits(shown.out).empty()) << "dcmodify did not write the identifiers:\n"
                                           << shown.out;
+    EXPECT_NE(shown.out.find(std::string("description: ") + kCtDescription), std::string::npos)
+        << "info --show-phi prints the description as it is:\n"
+        << shown.out;
 
-    run({"info", ct, mr});
-    run({"--log-format", "json", "-v", "info", "--json", ct, mr});
+    // Without --show-phi the description is shown with the name, in any form, replaced.
+    const RunResult table = run({"info", ct, mr});
+    EXPECT_NE(table.out.find("description: [PHI] abdomen"), std::string::npos) << table.out;
+    EXPECT_NE(table.out.find("description: fmri [PHI]"), std::string::npos) << table.out;
+    const RunResult listed = run({"--log-format", "json", "-v", "info", "--json", ct, mr});
+    EXPECT_NE(listed.out.find("\"description\": \"[PHI] abdomen\""), std::string::npos)
+        << listed.out;
+    // The candidate list of an ambiguous input (stderr) shows them the same way.
+    const RunResult candidates = run({"convert", mr, "-o", o + "never.nii.gz"}, 4);
+    EXPECT_NE(candidates.err.find("description: fmri [PHI]"), std::string::npos) << candidates.err;
     run({"-v", "convert", ct, "-o", o + "ct.nii.gz"});
     run({"--log-format", "json", "convert", mr, "--series", "0", "-o", o + "mr.nrrd"});
     const std::string all = "nifti,stats,preview,seg,rtstruct";
