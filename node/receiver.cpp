@@ -1,5 +1,6 @@
 #include "node/receiver.h"
 
+#include "core/free_text.h"
 #include "core/log.h"
 #include "io/dicom_net_scp.h"
 
@@ -85,7 +86,9 @@ class NodeStorage : public io::DicomStorageHandler {
         s.series_uid = in.series_uid;
         s.modality = in.modality;
         s.body_part = in.body_part;
-        s.series_description = in.series_description;
+        // series.json is not encrypted with the spool: the description goes there for routing
+        // with the patient's name scrubbed (core/free_text.h).
+        s.series_description = log::scrubFreeText(in.series_description);
         s.calling_ae = a.calling_ae;
         s.peer = a.peer;
         s.frames_per_instance = in.frames;
