@@ -10,7 +10,8 @@
 //   patient it displays anyway.
 // - It is never written to what is kept and copied: logs and error messages (they name a series
 //   by index, UID and modality), run.json, statistics, batch journals and summaries, the node's
-//   log and audit trail. The node's spool keeps it in series.json, for routing only.
+//   log and audit trail. The node's spool keeps it in series.json for routing, scrubbed
+//   (series.json is not encrypted with the instances).
 //
 // What is scrubbed is what log::registerIdentifier() was given (io/ registers every patient
 // name, ID and birth date it reads). A value with letters and a person-name separator ('^', '=',
