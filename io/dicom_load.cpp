@@ -1,6 +1,7 @@
 // loadSeries(): decoding a SeriesCandidate into a Volume (pixels through DicomPixelReader,
 // rescale per slice, irregular stacks resampled by dicom_resample).
 #include "core/log.h"
+#include "core/memory_limit.h"
 #include "io/dicom_pixels.h"
 #include "io/dicom_resample.h"
 #include "io/dicom_series.h"
@@ -178,6 +179,21 @@ Status checkVoxelLimit(const SeriesCandidate& c, int64_t columns, int64_t rows, 
         seriesName(c));
 }
 
+// Within the voxel limit, what loading holds at its peak (`bytes`) must fit the memory this
+// process may use (issue 35): Linux over-commits, so the allocation would succeed and the
+// decoding be killed by the kernel (a cgroup's limit, a small machine).
+Status checkFitsMemory(const SeriesCandidate& c, const Geometry& g, double bytes) {
+    const uint64_t limit = memoryLimitBytes();
+    if (limit == 0 || bytes <= static_cast<double>(limit)) return Status::ok();
+    return Status(StatusCode::kOutOfMemory,
+                  fmt::format("{} x {} x {} voxels take {:.1f} GiB to load, more than the {}: "
+                              "refused before decoding; run it where more memory is free (a "
+                              "larger machine, a higher container or ulimit -v limit)",
+                              g.size[0], g.size[1], c.slices.size(), bytes / double(1 << 30),
+                              describeMemoryLimit()),
+                  seriesName(c));
+}
+
 Volume toInt16(const std::vector<float>& data, const Geometry& g, VolumeInfo info) {
     Volume v = Volume::allocateUninitialized<int16_t>(g, std::move(info));
     int16_t* out = v.data<int16_t>();
@@ -229,12 +245,18 @@ Result<Volume> loadChecked(const SeriesCandidate& c, const DicomLoadOptions& opt
         integral = integral && isIntegral(rescale[k].scale) && isIntegral(rescale[k].offset);
     }
     const bool resample = c.has_patient_geometry && (c.tilted || c.uneven_spacing || c.has_gaps);
+    const double voxels = static_cast<double>(plane) * static_cast<double>(c.slices.size());
+    // Integral values: an int16 volume (2 bytes a voxel); else float32 values and the volume
+    // made from them (8); resampled: the values, the regular grid's and its volume.
+    double peak = integral && !resample ? 2 * voxels : 8 * voxels;
     if (resample) {
         const Geometry grid = regularGridFor(stackOf(c));
         VOXSEG_RETURN_IF_ERROR(checkFinite(grid, "the regular grid of its slices", name));
         VOXSEG_RETURN_IF_ERROR(checkVoxelLimit(c, grid.size[0], grid.size[1], grid.size[2],
                                                options.max_voxels, "resamples to"));
+        peak = 4 * voxels + 8 * static_cast<double>(grid.voxelCount());
     }
+    VOXSEG_RETURN_IF_ERROR(checkFitsMemory(c, g, peak));
 
     VolumeInfo info;
     info.modality = c.modality;

@@ -848,10 +848,10 @@ Status checkClaim(const std::string& path, ImageFormat format, itk::ImageIOBase*
     if (limit > 0 && peak > static_cast<double>(limit))
         return Status(
             StatusCode::kOutOfMemory,
-            fmt::format("{} claims {} voxels of {} ({} of voxels; reading takes {}), more than the "
-                        "{}: refused before reading; run it where more memory is free, or raise "
-                        "the container's memory limit",
-                        fs::path(path).filename().string(), dims,
+            fmt::format("the header claims {} voxels of {} ({} of voxels; reading takes {}), "
+                        "more than the {}: refused before reading; run it where more memory is "
+                        "free (a larger machine, a higher container or ulimit -v limit)",
+                        dims,
                         itk::ImageIOBase::GetComponentTypeAsString(image_io->GetComponentType()),
                         gib(static_cast<double>(bytes)), gib(peak), describeMemoryLimit()),
             path);

@@ -7,6 +7,8 @@
 // is stopped by the kernel, not the machine; the child's peak RSS and time are checked. Before
 // the fix, the 1,376-byte .nii held 15.4 GB for 40 s before it was found truncated.
 #include "core/limits.h"
+#include "io/dicom_series.h"
+#include "io/dicom_synth.h"
 #include "io/image_io.h"
 #include "tests/io/memory_cap.h"
 #include "tests/test_data.h"
@@ -18,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -129,25 +132,31 @@ struct CappedRead {
     std::string message;
 };
 
-// readImage(path) in a child under kCap (or `cap`), with `limits` in force there.
-CappedRead readCapped(const TempDir& dir, const std::string& path, uint64_t cap = kCap,
-                      const ReadLimits& limits = {}) {
+// `read` in a child under `cap`, with `limits` in force there; `name` for the log.
+CappedRead runRead(const TempDir& dir, const std::string& name, uint64_t cap,
+                   const ReadLimits& limits, const std::function<Status()>& read) {
     const std::string message_file = dir / ".message";
     CappedRead r;
     r.run = runCapped(cap, [&] {
         setReadLimits(limits);
-        const auto v = readImage(path);
-        std::ofstream(message_file) << v.status().toString();
-        return static_cast<int>(v.status().code());
+        const Status st = read();
+        std::ofstream(message_file) << st.toString();
+        return static_cast<int>(st.code());
     });
     r.code =
         r.run.exit_code < 64 ? static_cast<StatusCode>(r.run.exit_code) : StatusCode::kInternal;
     std::ifstream in(message_file);
     std::getline(in, r.message, '\0');
-    std::cerr << "  " << fs::path(path).filename().string() << ": exit " << r.run.exit_code
-              << ", peak RSS " << (r.run.peak_rss >> 20) << " MiB, " << r.run.seconds
-              << " s: " << r.message << "\n";
+    std::cerr << "  " << name << ": exit " << r.run.exit_code << ", peak RSS "
+              << (r.run.peak_rss >> 20) << " MiB, " << r.run.seconds << " s: " << r.message << "\n";
     return r;
+}
+
+// readImage(path) in a child under kCap (or `cap`), with `limits` in force there.
+CappedRead readCapped(const TempDir& dir, const std::string& path, uint64_t cap = kCap,
+                      const ReadLimits& limits = {}) {
+    return runRead(dir, fs::path(path).filename().string(), cap, limits,
+                   [&] { return readImage(path).status(); });
 }
 
 // A refusal as `code` before anything of the claimed size was allocated: quick, small.
@@ -288,6 +297,39 @@ TEST(ImageBombs, MaxInflatedBytesAppliesToEveryCompressedFormat) {
         expectRefusedEarly(r, StatusCode::kUnsupported, "--max-inflated-bytes");
         EXPECT_EQ(readCapped(dir, f).run.exit_code, 0) << f;  // the default limit: read
     }
+}
+
+// DICOM: a series within --max-voxels whose volume does not fit the memory this process may use
+// is kOutOfMemory before decoding. Before: the float values were allocated and filled (403 MB
+// here), and a cgroup's limit killed the process.
+TEST(ImageBombs, DicomSeriesOverTheMemoryLimitIsOutOfMemoryBeforeDecoding) {
+    TempDir dir;
+    SynthSeriesSpec spec;
+    spec.columns = 1024;
+    spec.rows = 1024;
+    spec.slices = 48;
+    spec.slope = 0.5;  // not integral: float32 values, then a float32 volume (8 bytes a voxel)
+    spec.value = [](int i, int j, int k) { return (i + j + k) % 1000; };
+    ASSERT_TRUE(writeSynthSeries(spec, dir / "ct").isOk());
+    const std::string folder = dir / "ct";
+    const auto r = runRead(dir, "ct (1024 x 1024 x 48)", 320 * kMiB, {}, [&]() -> Status {
+        auto scan = scanDicom({folder}, DicomScanOptions{1});
+        if (!scan.isOk()) return scan.status();
+        if (scan->series.size() != 1) return internalError("expected one series", folder);
+        return loadSeries(scan->series.front(), DicomLoadOptions{.threads = 1}).status();
+    });
+    expectRefusedEarly(r, StatusCode::kOutOfMemory, "refused before decoding");
+    EXPECT_NE(r.message.find("1024 x 1024 x 48"), std::string::npos) << r.message;
+    // Under a cap it fits, it loads.
+    spec.slices = 4;
+    ASSERT_TRUE(writeSynthSeries(spec, dir / "small").isOk());
+    const std::string small = dir / "small";
+    const auto fits = runRead(dir, "small (1024 x 1024 x 4)", 320 * kMiB, {}, [&]() -> Status {
+        auto scan = scanDicom({small}, DicomScanOptions{1});
+        if (!scan.isOk()) return scan.status();
+        return loadSeries(scan->series.front(), DicomLoadOptions{.threads = 1}).status();
+    });
+    EXPECT_EQ(fits.run.exit_code, 0) << fits.message;
 }
 
 }  // namespace
