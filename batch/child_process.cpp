@@ -8,6 +8,7 @@
 #include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -225,10 +226,12 @@ void crashIfTestPoisoned(const std::vector<std::string>& names) {
     if (poison == nullptr || *poison == '\0') return;
     for (const auto& n : names)
         if (!n.empty() && n.find(poison) != std::string::npos) {
-            struct sigaction sa {};
-            sa.sa_handler = SIG_DFL;
-            sigaction(SIGSEGV, &sa, nullptr);
-            ::raise(SIGSEGV);
+            // The default action, set with the system call itself: a sanitizer's sigaction
+            // interceptor would keep its own SIGSEGV handler, which exits instead of dying of it.
+            // (An all-zero kernel sigaction is SIG_DFL, no flags, no mask, on every ABI.)
+            unsigned long kernel_sigaction[8] = {};
+            ::syscall(SYS_rt_sigaction, SIGSEGV, kernel_sigaction, nullptr, sizeof(unsigned long));
+            ::syscall(SYS_tgkill, ::getpid(), ::syscall(SYS_gettid), SIGSEGV);
         }
 }
 

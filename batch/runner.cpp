@@ -196,9 +196,13 @@ Result<std::vector<BatchCase>> casesToRun(const std::vector<BatchCase>& all_case
                                           const BatchOptions& options, const fs::path& state,
                                           const RunFolders& folders, BatchStats& stats) {
     std::map<std::string, JournalEntry> journaled;
-    if (!options.redo_all) {
+    if (!options.redo_all || options.run_started > 0) {
         VOXSEG_ASSIGN_OR_RETURN(journaled, readJournals(state.string()));
     }
+    // --force ignores earlier runs, not the entries of this run's earlier workers.
+    if (options.redo_all)
+        std::erase_if(journaled,
+                      [&](const auto& kv) { return kv.second.time < options.run_started; });
     std::error_code ec;
     std::vector<BatchCase> todo;
     const std::set<std::string> only(options.only.begin(), options.only.end());

@@ -64,6 +64,7 @@ Result<std::unique_ptr<WorkerLink>> WorkerLink::fromEnvironment() {
 }
 
 void WorkerLink::send(const nlohmann::json& message) {
+    std::lock_guard<std::mutex> lock(mutex_);
     (void)sendLine(fd_, message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 void WorkerLink::caseStarted(const std::string& id) { send({{"start", id}}); }

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,7 @@ class WorkerLink {
   private:
     WorkerLink() = default;
     void send(const nlohmann::json& message);
+    std::mutex mutex_;  // one line at a time on the socket
     int fd_ = -1;
     WorkerPlan plan_;
 };

@@ -332,7 +332,8 @@ JobOutcome JobRunner::process(const std::string& job, const CancelToken& stop) {
         fs::remove_all(spool_.dir("outbox") + "/.trash-" + job, ec);
     }
     if (reply.worker_unavailable) {
-        log::warning(kComponent, "job {}: {}; it waits", job, reply.status.toString());
+        if (reply.status.code() != StatusCode::kFailedPrecondition)  // not "restarting" again
+            log::warning(kComponent, "job {}: {}; it waits", job, reply.status.toString());
         (void)writeWork(dir, work);
         return JobOutcome::kStopped;
     }

@@ -133,6 +133,33 @@ TEST(BatchCrash, CaseThatKillsItsWorkerFailsAloneAndIsNotRerunUnlessAsked) {
     EXPECT_TRUE(fs::exists(out / "case1/segmentation.nii.gz")) << slurp(err);
 }
 
+// --force redoes every case of earlier runs, but a case that killed a worker in this run is not
+// run again by the next worker (it would die again, for ever).
+TEST(BatchCrash, ForceDoesNotRunTheCaseThatKilledAWorkerTwiceInOneRun) {
+    voxseg::testing::TempDir dir;
+    const std::string model = batch::testing::makePackage(dir.path());
+    fs::create_directories(dir.path() / "in");
+    {
+        std::ofstream csv(dir / "cases.csv");
+        csv << "case_id,input\n";
+        for (int i = 0; i < 3; ++i) {
+            const std::string name = "in/c" + std::to_string(i) + ".nii.gz";
+            ASSERT_TRUE(io::writeImage(batch::testing::makeVolume(30 + i, {40, 36, 24}), dir / name)
+                            .isOk());
+            csv << "case" << i << "," << name << "\n";
+        }
+    }
+    const fs::path out = dir.path() / "out";
+    const std::vector<std::string> args = {
+        "batch", dir / "cases.csv", "-m", model,       "-o",    out.string(), "--device",
+        "cpu",   "--threads",       "2",  "--outputs", "nifti", "--force"};
+    EXPECT_EQ(runVoxseg(args, dir.path(), "case0"), toInt(ExitCode::kSomeCasesFailed))
+        << slurp(dir / ".err");
+    EXPECT_EQ(worker_deaths(out / ".voxseg-batch", "case0"), 1) << slurp(dir / ".err");
+    EXPECT_TRUE(fs::exists(out / "case1/segmentation.nii.gz")) << slurp(dir / ".err");
+    EXPECT_TRUE(fs::exists(out / "case2/segmentation.nii.gz")) << slurp(dir / ".err");
+}
+
 // Several cases in flight when the worker dies (loader, two devices, writers): the supervisor
 // runs them one at a time to find the one, and every other case is done.
 TEST(BatchCrash, DeathWithSeveralCasesInFlightBlamesOnlyTheCulprit) {
