@@ -31,7 +31,9 @@ void addLimitOptions(CLI::App& cli, LimitOptions& o) {
         "Bytes one uncompressed DICOM frame may claim (at most 2^31: DCMTK's frame API)",
         static_cast<double>(kMaxFrameBytes));
     add("--max-inflated-bytes", o.inflated_bytes_per_file,
-        "Bytes a deflated DICOM file may inflate to", 1e15);
+        "Bytes compressed data may inflate to: a deflated DICOM file, the voxels of a .nii.gz, "
+        "gzip NRRD or compressed MetaImage (from the header, before inflating)",
+        1e15);
     add("--max-files", o.files_per_scan, "Files one DICOM scan (folder, DICOMDIR) may hold", 1e12);
     // DCMTK recurses once per level: 1000 levels take about a quarter of a thread's 8 MB stack
     // (it overflowed near 5600), so the option cannot raise the limit to where it crashes again.
