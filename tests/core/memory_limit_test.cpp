@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -82,6 +84,27 @@ TEST_F(MemoryLimit, OwnCgroupNotMountedHereCountsTheRootOnly) {
     write("memory.max", std::to_string(4 * kGiB) + "\n");
     EXPECT_EQ(memoryLimitBytes(root_, 64 * kGiB, "0::/docker/abc\n"), 4 * kGiB);
     EXPECT_EQ(memoryLimitBytes(root_, 64 * kGiB, "0::/../../etc\n"), 4 * kGiB);
+}
+
+// Issue 35: an address-space limit (ulimit -v; the fallback cap of the bomb tests) counts: an
+// allocation beyond it fails, so a plan beyond it is refused like one beyond a cgroup's limit.
+TEST(MemoryLimitOfThisProcess, AddressSpaceLimitCounts) {
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    GTEST_SKIP() << "AddressSanitizer reserves terabytes of address space: no RLIMIT_AS under it";
+#endif
+#endif
+    const pid_t pid = fork();
+    if (pid == 0) {
+        const rlimit r{kGiB, kGiB};
+        if (setrlimit(RLIMIT_AS, &r) != 0) _exit(2);
+        const bool ok = memoryLimitBytes() <= kGiB &&
+                        describeMemoryLimit().find("ulimit -v") != std::string::npos;
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
 TEST(MemoryLimitOfThisProcess, IsKnownAndAtMostPhysicalMemory) {
