@@ -75,12 +75,10 @@ class MemoryCgroup {
         if (!v2.empty() && fs::exists(v2_parent / "cgroup.subtree_control") &&
             try_make(v2_parent / name, "memory.max", bytes))
             return;
-        for (const fs::path v1_root : {"/sys/fs/cgroup/memory"}) {
-            if (!v1.empty() && fs::exists(v1_root / fs::path(v1).relative_path()) &&
-                try_make(v1_root / fs::path(v1).relative_path() / name, "memory.limit_in_bytes",
-                         bytes))
-                return;
-        }
+        const fs::path v1_parent = fs::path("/sys/fs/cgroup/memory") / fs::path(v1).relative_path();
+        if (!v1.empty() && fs::exists(v1_parent) &&
+            try_make(v1_parent / name, "memory.limit_in_bytes", bytes))
+            return;
         why_ = "no writable memory cgroup (v2 " + (v2.empty() ? "absent" : v2_parent.string()) +
                ", v1 " + (v1.empty() ? "absent" : v1) + ")";
     }
