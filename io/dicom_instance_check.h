@@ -52,8 +52,8 @@ InstanceCheck checkInstanceNesting(const std::string& path, const std::string& n
 // The claim against readLimits() (frames per file, bytes per frame).
 InstanceCheck checkInstanceLimits(const PixelClaim& claim, const std::string& name);
 // The pixel data: the reader's checks (native Pixel Data long enough for every frame; an
-// encapsulated one has fragments, mapped to the frames), then the first and the last frame
-// decoded (for encapsulated syntaxes: the codec can read them).
+// encapsulated one has fragments), then, for encapsulated syntaxes, the first and the last frame
+// decoded (the fragments map to the frames and the codec can read them).
 InstanceCheck checkInstancePixels(const std::string& path, const std::string& name);
 
 }  // namespace voxseg::io

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes a damaged copy of a DICOM file (explicit or implicit VR little endian) for the node's
-receive tests. Standard library only.
+"""Writes a damaged copy of a DICOM file (implicit or explicit VR little endian, compressed ones
+included) for the node's receive tests. Standard library only.
 
   nested DEPTH: a private sequence nested DEPTH levels deep is inserted at its place in tag
       order (group 0x0071, creator "VOXSEG DEEP"; each level a sequence of undefined length
@@ -10,8 +10,11 @@ receive tests. Standard library only.
   truncate BYTES: Pixel Data (7FE0,0010), the last element, loses its last BYTES bytes (its
       length is rewritten, so the file is well formed but holds less than Rows x Columns x
       BitsAllocated / 8).
+  garble BYTES: encapsulated (compressed) Pixel Data: BYTES bytes of the first fragment after
+      its first two (the JPEG SOI marker) are zeroed, lengths kept: a well-formed file whose
+      frame does not decode.
 
-Usage: make_bad_instance.py IN.dcm OUT.dcm nested DEPTH | truncate BYTES
+Usage: make_bad_instance.py IN.dcm OUT.dcm nested DEPTH | truncate BYTES | garble BYTES
 """
 import struct
 import sys
@@ -40,9 +43,9 @@ def meta_end(data):
             value = pos + 8
         if elem == 0x0010:
             uid = data[value:value + length].rstrip(b"\0 ").decode()
-            if uid not in ("1.2.840.10008.1.2", "1.2.840.10008.1.2.1"):
-                raise SystemExit("transfer syntax %s: only little endian files" % uid)
-            explicit = uid == "1.2.840.10008.1.2.1"
+            if uid in ("1.2.840.10008.1.2.2", "1.2.840.10008.1.2.1.99"):
+                raise SystemExit("transfer syntax %s: only little endian, not deflated" % uid)
+            explicit = uid != "1.2.840.10008.1.2"
         pos = value + length
     return pos, explicit
 
@@ -101,8 +104,24 @@ def truncated(data, cut, explicit):
     return (data[:length_at] + struct.pack("<I", length - cut) + data[length_at + 4:end - cut])
 
 
+def garbled(data, n):
+    """The file with n bytes of the first pixel data fragment zeroed (after 2 bytes)."""
+    at = data.rfind(struct.pack("<HH", 0x7FE0, 0x0010) + b"OB\0\0" + b"\xff" * 4)
+    if at < 0:
+        raise SystemExit("no encapsulated Pixel Data")
+    pos = at + 12
+    tag, length = struct.unpack_from("<II", data, pos)  # the Basic Offset Table item
+    pos += 8 + length
+    tag, length = struct.unpack_from("<II", data, pos)  # the first fragment
+    if tag != 0xE000FFFE or length < 4:
+        raise SystemExit("no fragment")
+    start = pos + 8 + 2
+    n = min(n, length - 4)
+    return data[:start] + b"\0" * n + data[start + n:]
+
+
 def main():
-    if len(sys.argv) != 5 or sys.argv[3] not in ("nested", "truncate"):
+    if len(sys.argv) != 5 or sys.argv[3] not in ("nested", "truncate", "garble"):
         raise SystemExit(__doc__)
     data = open(sys.argv[1], "rb").read()
     start, explicit = meta_end(data)
@@ -110,8 +129,10 @@ def main():
     if sys.argv[3] == "nested":
         at = insertion_point(data, start, explicit)
         out = data[:at] + nested(n, explicit) + data[at:]
-    else:
+    elif sys.argv[3] == "truncate":
         out = truncated(data, n, explicit)
+    else:
+        out = garbled(data, n)
     with open(sys.argv[2], "wb") as f:
         f.write(out)
 

@@ -28,7 +28,12 @@ MNT=""
 source "$SRC/tests/node/orthanc_lib.sh"
 require_node_test_env 0
 cleanup_mount() { if [ -n "$MNT" ]; then umount "$MNT" 2>/dev/null || true; fi; }
-cleanup_all() { cleanup; cleanup_mount; }
+cleanup_all() {  # the node off the tmpfs, the tmpfs unmounted, then the folder removed
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  cleanup_mount
+  cleanup
+}
 trap cleanup_all EXIT
 BAD="python3 $SRC/tests/node/make_bad_instance.py"
 
@@ -87,6 +92,21 @@ audit "any(.[]; .event == \"instance_refused\" and .sop_instance_uid == \"$(sop 
   fail "the truncated instance's refusal is not audited with its reason"
 [ -z "$(find "$T/spool/incoming" -name "$(sop "$T/trunc/10.dcm").dcm")" ] || fail "the truncated instance reached the spool"
 
+echo "== compressed pixel data that does not decode, fragments that do not make the frames"
+dcmcjpeg "$T/trunc/11.dcm" "$T/jpeg.dcm"  # JPEG lossless, process 14 SV1
+$BAD "$T/jpeg.dcm" "$T/garbled.dcm" garble 200
+cp "$T/jpeg.dcm" "$T/frames.dcm"
+dcmodify -nb -i "(0028,0008)=3" -m "(0008,0018)=$(sop "$T/jpeg.dcm").3" "$T/frames.dcm" >/dev/null 2>&1
+for f in garbled frames; do
+  if store -xs "$T/$f.dcm" >"$T/$f.txt" 2>&1; then fail "$f.dcm was acknowledged"; fi
+  alive "after $f.dcm"
+  grep -q "Received Store Response (Error: DataSetDoesNotMatchSOPClass)" "$T/$f.txt" ||
+    { cat "$T/$f.txt"; fail "no 0xA900 for $f.dcm"; }
+  audit "any(.[]; .event == \"instance_refused\" and .sop_instance_uid == \"$(sop "$T/$f.dcm")\" and .reason != \"\")" ||
+    fail "the refusal of $f.dcm is not audited with its reason"
+done
+jq -r 'select(.event == "instance_refused") | .reason' "$T/audit.jsonl" | tail -2 | sed 's/^/  refused: /'
+
 echo "== the good series sent after the poison pills is segmented"
 for _ in $(seq 1 600); do
   audit "any(.[]; .event == \"segmented\" and .series_uid == \"$GOOD\")" && break
@@ -105,10 +125,10 @@ audit 'any(.[]; .event == "association_refused" and .called_ae == "NOTVOXSEG" an
 
 echo "== bytes that are not DICOM"
 before=$(jq -s '[.[] | select(.reason == "caller not allowed")] | length' "$T/audit.jsonl")
-exec 3<>"/dev/tcp/127.0.0.1/$NODE_PORT"; printf 'GET / HTTP/1.0\r\n\r\n' >&3; exec 3>&-
+exec 3<>"/dev/tcp/127.0.0.1/$NODE_PORT"; printf 'GET / HTTP/1.0\r\n\r\n' >&3 || true; exec 3>&-
 exec 3<>"/dev/tcp/127.0.0.1/$NODE_PORT"; head -c 4096 /dev/urandom >&3 || true; exec 3>&-
 exec 3<>"/dev/tcp/127.0.0.1/$NODE_PORT"; exec 3>&-
-exec 3<>"/dev/tcp/127.0.0.1/$NODE_PORT"; printf '\x07\x00\x00\x00\x00\x04\x00\x00\x00\x00' >&3; exec 3>&-
+exec 3<>"/dev/tcp/127.0.0.1/$NODE_PORT"; printf '\x07\x00\x00\x00\x00\x04\x00\x00\x00\x00' >&3 || true; exec 3>&-
 sleep 2
 echoscu -aet SCANNER -aec VOXSEG 127.0.0.1 "$NODE_PORT" || fail "the node stopped serving after bytes that are not DICOM"
 after=$(jq -s '[.[] | select(.reason == "caller not allowed")] | length' "$T/audit.jsonl")
@@ -131,7 +151,7 @@ PIDS+=($SENDER)
 wait_file "$T/spool/incoming/*/*.dcm" 20 || fail "nothing received from the repeating sender"
 KEY=$(basename "$(dirname "$(compgen -G "$T/spool/incoming/*/*.dcm" | head -1)")")
 stop_node
-kill -9 "$SENDER" 2>/dev/null || true
+kill -9 "$SENDER" 2>/dev/null || true; wait "$SENDER" 2>/dev/null || true
 start_node "$T/node.json" "$T/node.log"
 audit "any(.[]; .event == \"association_interrupted\" and (.series | index(\"$KEY\")))" ||
   fail "the series interrupted by kill -9 is not audited at the restart"
