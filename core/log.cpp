@@ -83,32 +83,49 @@ size_t wordsAt(std::string_view text, size_t pos, const std::vector<std::string>
     return p - pos;
 }
 
-// Replaces, left to right, every match `length_at(text, pos)` (0: none) with "[PHI]".
+// Replaces, left to right, every match `length_at(text, pos)` (0: none) with "[PHI]". Most
+// texts hold none: they are scanned without a copy.
 template <typename LengthAt>
-std::string replaceMatches(std::string_view text, LengthAt length_at) {
-    std::string out;
-    out.reserve(text.size());
-    for (size_t i = 0; i < text.size();) {
-        const size_t n = length_at(text, i);
+void replaceMatches(std::string& text, LengthAt length_at) {
+    size_t i = 0, n = 0;
+    while (i < text.size() && (n = length_at(text, i)) == 0) ++i;
+    if (i == text.size()) return;
+    std::string out = text.substr(0, i);
+    while (i < text.size()) {
         if (n > 0) {
             out += "[PHI]";
             i += n;
         } else {
             out += text[i++];
         }
+        n = i < text.size() ? length_at(text, i) : 0;
     }
-    return out;
+    text = std::move(out);
 }
 
-std::string scrubLocked(std::string_view text, const State& s) {
-    std::string out(text);
+// `text` and its lower-case copy, which answers "could this match?" at memchr speed: a message
+// is checked against every patient the process has registered (a node's run: thousands).
+struct Scrubbed {
+    std::string text, lower;
+    explicit Scrubbed(std::string_view t) : text(t), lower(folded(t)) {}
+    bool mayHold(const std::string& word) const { return lower.find(word) != std::string::npos; }
+    template <typename LengthAt>
+    void replace(LengthAt length_at) {
+        replaceMatches(text, length_at);
+        lower = folded(text);
+    }
+};
+
+void scrubIdentifiers(Scrubbed& out, const State& s) {
     for (const std::string& id : s.identifiers)
-        out = replaceMatches(out, [&](std::string_view t, size_t pos) {
-            return wordAt(t, pos, id) ? id.size() : 0;
-        });
+        if (out.mayHold(id))
+            out.replace(
+                [&](std::string_view t, size_t pos) { return wordAt(t, pos, id) ? id.size() : 0; });
     for (const Name& name : s.names) {
-        if (name.family_given.empty()) continue;
-        out = replaceMatches(out, [&](std::string_view t, size_t pos) -> size_t {
+        if (name.family_given.empty() || !out.mayHold(name.family_given.front()) ||
+            !out.mayHold(name.given_family.front()))
+            continue;
+        out.replace([&](std::string_view t, size_t pos) -> size_t {
             if (!boundaryBefore(t, pos)) return 0;
             for (const auto* words : {&name.family_given, &name.given_family})
                 if (const size_t n = wordsAt(t, pos, *words); n > 0 && boundaryAfter(t, pos + n))
@@ -116,20 +133,27 @@ std::string scrubLocked(std::string_view text, const State& s) {
             return 0;
         });
     }
-    return out;
+}
+
+std::string scrubLocked(std::string_view text, const State& s) {
+    Scrubbed out(text);
+    scrubIdentifiers(out, s);
+    return std::move(out.text);
 }
 
 std::string scrubFreeTextLocked(std::string_view text, const State& s) {
-    std::string out = scrubLocked(text, s);
+    Scrubbed out(text);
+    scrubIdentifiers(out, s);
     for (const Name& name : s.names)
         for (const std::string& word : name.words)
-            out = replaceMatches(out, [&](std::string_view t, size_t pos) -> size_t {
-                return boundaryBefore(t, pos) && wordAt(t, pos, word) &&
-                               boundaryAfter(t, pos + word.size())
-                           ? word.size()
-                           : 0;
-            });
-    return out;
+            if (out.mayHold(word))
+                out.replace([&](std::string_view t, size_t pos) -> size_t {
+                    return boundaryBefore(t, pos) && wordAt(t, pos, word) &&
+                                   boundaryAfter(t, pos + word.size())
+                               ? word.size()
+                               : 0;
+                });
+    return std::move(out.text);
 }
 
 // The words of `s` (split at name separators), in lower case.
