@@ -44,9 +44,12 @@ void setMinLevel(Level level);
 Level minLevel();
 
 // Adds a string (patient name, ID, birth date) that must never reach a sink. Strings shorter
-// than 3 characters are ignored (they would redact ordinary words).
+// than 3 characters are ignored (they would redact ordinary words). A value with letters and a
+// person-name separator ('^', '=', ',' or a space) is also a name: see core/free_text.h.
 void registerIdentifier(std::string_view identifier);
-// Returns `text` with every registered identifier replaced by "[PHI]".
+// Returns `text` with every registered identifier (ASCII case ignored) and every registered name
+// in any order and separator ("John Doe", "DOE, JOHN") replaced by "[PHI]". Every log record and
+// audit event goes through it; free text goes through scrubFreeText (core/free_text.h).
 std::string scrub(std::string_view text);
 
 void write(Level level, std::string_view component, std::string message);

@@ -49,7 +49,8 @@ class [[nodiscard]] Status {
     // "subject: message" (or just the message), as shown to users.
     std::string toString() const;
 
-    // Prepends context, e.g. "reading series 3: " + message, keeping code and subject.
+    // Prepends context and ": ", e.g. "reading series 3: " + message, keeping code and subject.
+    // A context that already ends in ':' (and spaces) gets no second one (no "X: : message").
     Status withContext(const std::string& context) const;
 
   private:
