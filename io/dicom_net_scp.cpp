@@ -13,6 +13,9 @@
 #include <dcmtk/dcmnet/scppool.h>
 #include <dcmtk/dcmnet/scpthrd.h>
 #include <dcmtk/dcmtls/tlslayer.h>
+#include <dcmtk/oflog/appender.h>
+#include <dcmtk/oflog/oflog.h>
+#include <dcmtk/oflog/spi/logevent.h>
 
 #include <atomic>
 #include <thread>
@@ -130,6 +133,30 @@ std::string notAnAssociationRequest(const T_ASC_Parameters& params) {
                "something else)";
     return {};
 }
+
+// DCMTK's listener (DcmBaseSCPPool::listen) reads the first PDU of a connection itself and
+// drops one that is no association request (HTTP, random bytes, a failed TLS handshake) with
+// only an error in DCMTK's log, before any worker sees it. This appender on DCMTK's network
+// logger passes that error on to the handler as a refused connection, so it can be audited;
+// the listener does not say who connected.
+class ListenerErrorAppender : public dcmtk::log4cplus::Appender {
+  public:
+    ~ListenerErrorAppender() override { destructorImpl(); }
+    void close() override {}
+
+  protected:
+    void append(const dcmtk::log4cplus::spi::InternalLoggingEvent& event) override {
+        static const std::string kPrefix = "DcmBaseSCPPool: Error receiving association: ";
+        const std::string message = event.getMessage().c_str();
+        if (message.rfind(kPrefix, 0) != 0) return;
+        DicomStorageHandler* handler = g_handler.load();
+        if (handler == nullptr) return;
+        DicomAssociation a;
+        a.id = ++g_association_count;
+        a.not_dicom = "no DICOM association request (" + message.substr(kPrefix.size()) + ")";
+        handler->onAssociation(a);  // refused whatever it answers: DCMTK dropped it already
+    }
+};
 
 class StorageScp : public DcmThreadSCP {
   public:
@@ -275,12 +302,15 @@ struct DicomStorageScp::Impl {
     DcmTlsLayerPtr tls;
     std::thread thread;
     OFCondition result = EC_Normal;
+    dcmtk::log4cplus::SharedAppenderPtr listener_errors;
 };
 
 DicomStorageScp::DicomStorageScp(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 DicomStorageScp::~DicomStorageScp() {
     stop();
+    if (impl_ && impl_->listener_errors.get() != nullptr)
+        OFLog::getLogger(DCMNET_LOGGER_NAME).removeAppender(impl_->listener_errors);
     impl_.reset();  // the pool's destructor waits for associations still running
     g_handler = nullptr;
 }
@@ -329,6 +359,8 @@ Result<std::unique_ptr<DicomStorageScp>> DicomStorageScp::start(const DicomScpCo
     }
     g_receive_dir = c.receive_dir;
     g_receive_in_memory = c.receive_in_memory;
+    impl->listener_errors = dcmtk::log4cplus::SharedAppenderPtr(new ListenerErrorAppender);
+    OFLog::getLogger(DCMNET_LOGGER_NAME).addAppender(impl->listener_errors);
     Impl* raw = impl.get();
     raw->thread = std::thread([raw] { raw->result = raw->pool.listen(); });
     return std::unique_ptr<DicomStorageScp>(new DicomStorageScp(std::move(impl)));

@@ -37,7 +37,8 @@ struct DicomAssociation {
     uint64_t id = 0;   // unique within the process, counting from 1
     // Empty for an association request; otherwise why the connection carried none (it closed
     // or timed out before one, or sent bytes that are not an A-ASSOCIATE-RQ: a port scan, a
-    // health check, HTTP). Such a connection is refused whatever the handler decides.
+    // health check, HTTP). Such a connection is refused whatever the handler decides; `peer`
+    // is empty when DCMTK's listener dropped it before a worker saw it.
     std::string not_dicom;
 };
 

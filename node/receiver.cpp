@@ -25,8 +25,9 @@ class NodeStorage : public io::DicomStorageHandler {
     DicomAssociationDecision onAssociation(const DicomAssociation& a) override {
         if (!a.not_dicom.empty()) {
             // A port scan, a load balancer's health check, HTTP: no AE title to blame.
-            log::warning(kComponent, "connection from {} refused: {}", a.peer, a.not_dicom);
-            ctx_.audit->record("connection_refused", {{"peer", a.peer}, {"reason", a.not_dicom}});
+            const std::string peer = a.peer.empty() ? "unknown" : a.peer;
+            log::warning(kComponent, "connection from {} refused: {}", peer, a.not_dicom);
+            ctx_.audit->record("connection_refused", {{"peer", peer}, {"reason", a.not_dicom}});
             return DicomAssociationDecision::kRefuseCallerUnknown;
         }
         if (!ctx_.config->accept_any_called_ae && a.called_ae != ctx_.config->ae_title) {

@@ -9,8 +9,8 @@
 #     acknowledged and the whole series failed later);
 #   - an association calling another AE title than the node's is rejected ("called AE title not
 #     recognized") and audited; "accept_any_called_ae": true accepts it;
-#   - bytes that are not DICOM (HTTP, random bytes, a bare connect) are audited as what they are,
-#     not as "caller not allowed";
+#   - connections that carry no association request (HTTP, garbage, a bare connect, an A-ABORT)
+#     are audited as what they are (connection_refused), not as "caller not allowed";
 #   - kill -9 while an association is sending: the restarted node audits the interrupted series
 #     (association_interrupted);
 #   - an encrypted spool keeps only ciphertext on disk (received into memory);
@@ -126,11 +126,16 @@ audit 'any(.[]; .event == "association_refused" and .called_ae == "NOTVOXSEG" an
 echo "== bytes that are not DICOM"
 before=$(jq -s '[.[] | select(.reason == "caller not allowed")] | length' "$T/audit.jsonl")
 exec 3<>"/dev/tcp/127.0.0.1/$NODE_PORT"; printf 'GET / HTTP/1.0\r\n\r\n' >&3 || true; exec 3>&-
-exec 3<>"/dev/tcp/127.0.0.1/$NODE_PORT"; head -c 4096 /dev/urandom >&3 || true; exec 3>&-
+exec 3<>"/dev/tcp/127.0.0.1/$NODE_PORT"; printf '\x99\x00\x00\x00\x00\x10garbage garbage ' >&3 || true; exec 3>&-
 exec 3<>"/dev/tcp/127.0.0.1/$NODE_PORT"; exec 3>&-
 exec 3<>"/dev/tcp/127.0.0.1/$NODE_PORT"; printf '\x07\x00\x00\x00\x00\x04\x00\x00\x00\x00' >&3 || true; exec 3>&-
-sleep 2
+for _ in $(seq 1 50); do  # 4 connections: HTTP, garbage, nothing, an A-ABORT
+  [ "$(jq -s '[.[] | select(.event == "connection_refused")] | length' "$T/audit.jsonl")" -ge 4 ] && break
+  sleep 0.1
+done
 echoscu -aet SCANNER -aec VOXSEG 127.0.0.1 "$NODE_PORT" || fail "the node stopped serving after bytes that are not DICOM"
+[ "$(jq -s '[.[] | select(.event == "connection_refused")] | length' "$T/audit.jsonl")" = 4 ] ||
+  fail "not every connection without an association request is audited as one"
 after=$(jq -s '[.[] | select(.reason == "caller not allowed")] | length' "$T/audit.jsonl")
 [ "$after" = "$before" ] || fail "bytes that are not DICOM audited as \"caller not allowed\" ($((after - before)) times)"
 echo "not DICOM: $(jq -s -c '[.[] | select(.event == "connection_refused") | .reason] | group_by(.) | map({(.[0]): length}) | add' "$T/audit.jsonl")"
