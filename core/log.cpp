@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <mutex>
 #include <optional>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace voxseg::log {
@@ -21,11 +23,26 @@ struct Name {
     std::vector<std::string> words;
 };
 
+// What scrubbing looks for, in ASCII lower case.
+struct Pattern {
+    enum class Kind {
+        kIdentifier,  // anywhere, as a substring
+        kName,        // `words` joined by runs of name separators, whole words
+        kWord,        // a name word standing alone (free text only)
+    };
+    Kind kind;
+    std::vector<std::string> words;  // one unless kName
+};
+
+// Every registered identifier and name, indexed by the first three bytes a match starts with,
+// so that scrubbing a message costs its length, not the number of patients a process has seen.
 struct State {
     std::mutex mutex;
     std::shared_ptr<Sink> sink = makeStderrSink();
-    std::vector<std::string> identifiers;  // ASCII lower case, longest first
-    std::vector<Name> names;
+    std::unordered_set<std::string> identifiers;  // ASCII lower case
+    std::vector<Pattern> patterns;
+    std::unordered_map<uint32_t, std::vector<uint32_t>> by_start;  // first 3 bytes -> patterns
+    std::vector<uint32_t> short_start;  // names whose first word is shorter than 3 bytes
 };
 
 State& state() {
@@ -83,77 +100,69 @@ size_t wordsAt(std::string_view text, size_t pos, const std::vector<std::string>
     return p - pos;
 }
 
-// Replaces, left to right, every match `length_at(text, pos)` (0: none) with "[PHI]". Most
-// texts hold none: they are scanned without a copy.
-template <typename LengthAt>
-void replaceMatches(std::string& text, LengthAt length_at) {
-    size_t i = 0, n = 0;
-    while (i < text.size() && (n = length_at(text, i)) == 0) ++i;
-    if (i == text.size()) return;
-    std::string out = text.substr(0, i);
-    while (i < text.size()) {
-        if (n > 0) {
+uint32_t startKey(std::string_view lower_three) {
+    return uint32_t(uint8_t(lower_three[0])) | uint32_t(uint8_t(lower_three[1])) << 8 |
+           uint32_t(uint8_t(lower_three[2])) << 16;
+}
+
+// The length of `p` matched at text[pos], or 0.
+size_t matchAt(std::string_view text, size_t pos, const Pattern& p) {
+    switch (p.kind) {
+        case Pattern::Kind::kIdentifier:
+            return wordAt(text, pos, p.words[0]) ? p.words[0].size() : 0;
+        case Pattern::Kind::kWord: {
+            const size_t n = p.words[0].size();
+            return boundaryBefore(text, pos) && wordAt(text, pos, p.words[0]) &&
+                           boundaryAfter(text, pos + n)
+                       ? n
+                       : 0;
+        }
+        case Pattern::Kind::kName: {
+            if (!boundaryBefore(text, pos)) return 0;
+            const size_t n = wordsAt(text, pos, p.words);
+            return n > 0 && boundaryAfter(text, pos + n) ? n : 0;
+        }
+    }
+    return 0;
+}
+
+// `text` with the longest match at each position, left to right, replaced by "[PHI]"; name
+// words standing alone only with `free_text`.
+std::string scrubLocked(std::string_view text, const State& s, bool free_text) {
+    std::string out;
+    out.reserve(text.size());
+    char three[3];
+    for (size_t i = 0; i < text.size();) {
+        size_t best = 0;
+        const auto consider = [&](uint32_t index) {
+            const Pattern& p = s.patterns[index];
+            if (p.kind == Pattern::Kind::kWord && !free_text) return;
+            best = std::max(best, matchAt(text, i, p));
+        };
+        if (i + 3 <= text.size()) {
+            for (int k = 0; k < 3; ++k) three[k] = fold(text[i + k]);
+            if (const auto it = s.by_start.find(startKey({three, 3})); it != s.by_start.end())
+                for (const uint32_t index : it->second) consider(index);
+        }
+        for (const uint32_t index : s.short_start) consider(index);
+        if (best > 0) {
             out += "[PHI]";
-            i += n;
+            i += best;
         } else {
             out += text[i++];
         }
-        n = i < text.size() ? length_at(text, i) : 0;
     }
-    text = std::move(out);
+    return out;
 }
 
-// `text` and its lower-case copy, which answers "could this match?" at memchr speed: a message
-// is checked against every patient the process has registered (a node's run: thousands).
-struct Scrubbed {
-    std::string text, lower;
-    explicit Scrubbed(std::string_view t) : text(t), lower(folded(t)) {}
-    bool mayHold(const std::string& word) const { return lower.find(word) != std::string::npos; }
-    template <typename LengthAt>
-    void replace(LengthAt length_at) {
-        replaceMatches(text, length_at);
-        lower = folded(text);
-    }
-};
-
-void scrubIdentifiers(Scrubbed& out, const State& s) {
-    for (const std::string& id : s.identifiers)
-        if (out.mayHold(id))
-            out.replace(
-                [&](std::string_view t, size_t pos) { return wordAt(t, pos, id) ? id.size() : 0; });
-    for (const Name& name : s.names) {
-        if (name.family_given.empty() || !out.mayHold(name.family_given.front()) ||
-            !out.mayHold(name.given_family.front()))
-            continue;
-        out.replace([&](std::string_view t, size_t pos) -> size_t {
-            if (!boundaryBefore(t, pos)) return 0;
-            for (const auto* words : {&name.family_given, &name.given_family})
-                if (const size_t n = wordsAt(t, pos, *words); n > 0 && boundaryAfter(t, pos + n))
-                    return n;
-            return 0;
-        });
-    }
-}
-
-std::string scrubLocked(std::string_view text, const State& s) {
-    Scrubbed out(text);
-    scrubIdentifiers(out, s);
-    return std::move(out.text);
-}
-
-std::string scrubFreeTextLocked(std::string_view text, const State& s) {
-    Scrubbed out(text);
-    scrubIdentifiers(out, s);
-    for (const Name& name : s.names)
-        for (const std::string& word : name.words)
-            if (out.mayHold(word))
-                out.replace([&](std::string_view t, size_t pos) -> size_t {
-                    return boundaryBefore(t, pos) && wordAt(t, pos, word) &&
-                                   boundaryAfter(t, pos + word.size())
-                               ? word.size()
-                               : 0;
-                });
-    return std::move(out.text);
+void addPattern(State& s, Pattern::Kind kind, std::vector<std::string> words) {
+    const auto index = static_cast<uint32_t>(s.patterns.size());
+    const std::string& first = words.front();
+    if (first.size() >= 3)
+        s.by_start[startKey(first)].push_back(index);
+    else
+        s.short_start.push_back(index);
+    s.patterns.push_back({kind, std::move(words)});
 }
 
 // The words of `s` (split at name separators), in lower case.
@@ -283,23 +292,25 @@ void registerIdentifier(std::string_view identifier) {
     const std::string id = folded(identifier);
     std::optional<Name> name = parseName(identifier);
     std::lock_guard lock(state().mutex);
-    auto& ids = state().identifiers;
-    if (std::find(ids.begin(), ids.end(), id) != ids.end()) return;
-    ids.push_back(id);
-    // Longest first, so "doe^john" is replaced before "doe".
-    std::sort(ids.begin(), ids.end(),
-              [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
-    if (name) state().names.push_back(std::move(*name));
+    State& s = state();
+    if (!s.identifiers.insert(id).second) return;
+    addPattern(s, Pattern::Kind::kIdentifier, {id});
+    if (!name) return;
+    if (!name->family_given.empty()) {
+        addPattern(s, Pattern::Kind::kName, std::move(name->family_given));
+        addPattern(s, Pattern::Kind::kName, std::move(name->given_family));
+    }
+    for (std::string& w : name->words) addPattern(s, Pattern::Kind::kWord, {std::move(w)});
 }
 
 std::string scrub(std::string_view text) {
     std::lock_guard lock(state().mutex);
-    return scrubLocked(text, state());
+    return scrubLocked(text, state(), false);
 }
 
 std::string scrubFreeText(std::string_view text) {
     std::lock_guard lock(state().mutex);
-    return scrubFreeTextLocked(text, state());
+    return scrubLocked(text, state(), true);
 }
 
 std::string displayFreeText(std::string_view text, bool show_phi) {
@@ -310,7 +321,7 @@ void write(Level level, std::string_view component, std::string message) {
     if (level < g_min_level) return;
     std::lock_guard lock(state().mutex);
     if (!state().sink) return;
-    Record r{level, std::string(component), scrubLocked(message, state()),
+    Record r{level, std::string(component), scrubLocked(message, state(), false),
              std::chrono::system_clock::now()};
     state().sink->write(r);
 }
