@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <vector>
 
 namespace voxseg {
@@ -63,6 +65,35 @@ TEST(Log, NamesAreScrubbedInAnyFormAndFreeTextLosesEveryNameWord) {
     log::registerIdentifier("ZZYAMADA^LI=ZZ\xe5\xb1\xb1\xe7\x94\xb0^\xe5\xa4\xaa\xe9\x83\x8e");
     EXPECT_EQ(log::scrubFreeText("Li Zzyamada li"), "[PHI] li");
     EXPECT_EQ(log::scrubFreeText("ZZ\xe5\xb1\xb1\xe7\x94\xb0 CT"), "[PHI] CT");
+}
+
+// A node registers every patient it receives, for months: registering sorted the whole list each
+// time (30,000 identifiers: 59 s) and each message was searched once per identifier (1 ms).
+TEST(Log, ScrubbingCostDoesNotGrowWithThePatientsSeen) {
+    // Names that start differently, as real ones do: "aaazzbulk^gaaaiven", "baazzbulk^gbaaiven".
+    const auto letters = [](int i) {
+        return std::string{char('a' + i % 26), char('a' + i / 26 % 26), char('a' + i / 676 % 26)};
+    };
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < 10000; ++i) {
+        log::registerIdentifier(letters(i) + "zzbulk^g" + letters(i) + "iven");
+        log::registerIdentifier(fmt::format("BULKID{}", i * 7919));
+    }
+    const double registering =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string message =
+        "series 1.2.840.113619.2.55.3.604688119.969.1268071029.320 [0]: resampled (missing "
+        "slices) from 9 slices to a regular 40x36x10 grid, Gzcaiven ZCAZZBULK";
+    const auto t = std::chrono::steady_clock::now();
+    std::string scrubbed;
+    for (int k = 0; k < 1000; ++k) scrubbed = log::scrub(message);
+    const double scrubbing =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+    EXPECT_EQ(scrubbed.substr(scrubbed.size() - 11), "grid, [PHI]") << scrubbed;
+    EXPECT_LT(registering, 5.0) << "s to register 20,000 identifiers";
+    EXPECT_LT(scrubbing, 0.2) << "s for 1,000 messages";
+    std::printf("20,000 identifiers registered in %.3f s; %.1f us per message\n", registering,
+                scrubbing * 1e3);
 }
 
 }  // namespace
