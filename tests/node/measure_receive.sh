@@ -5,7 +5,9 @@
 # segmented meanwhile. Prints instances/s and MiB/s from the first association to the last
 # instance acknowledged, and the node's CPU time per instance (user + system, less sensitive to
 # other load on the machine), for each of R rounds (a fresh spool each), and the medians.
-# Usage: measure_receive.sh <voxseg> <source-dir> [N=16] [S=4] [R=3] [shared-data]
+# JPEG=1: the instances JPEG lossless compressed first (dcmcjpeg), sent as such (storescu -xs):
+# the node then decodes the first frame of each at receipt.
+# Usage: [JPEG=1] measure_receive.sh <voxseg> <source-dir> [N=16] [S=4] [R=3] [shared-data]
 set -euo pipefail
 VOXSEG=$1; SRC=$2; N=${3:-16}; S=${4:-4}; R=${5:-3}; DATA=${6:-$SRC/../shared/data}
 SERIES_DIR="$DATA/dcm_qa_ct/GE_HiSpeedDual_tilt_varspacing"
@@ -15,6 +17,11 @@ require_node_test_env 0
 trap cleanup EXIT
 NP=$(free_port)
 for i in $(seq 1 "$N"); do make_series "$SERIES_DIR" "$T/s$i" >/dev/null; done
+XS=""
+if [ "${JPEG:-0}" = 1 ]; then
+  XS=-xs
+  for f in "$T"/s*/*.dcm; do dcmcjpeg "$f" "$f.jpg" && mv "$f.jpg" "$f"; done
+fi
 bytes=$(du -cb "$T"/s*/*.dcm | tail -1 | cut -f1)
 instances=$(ls "$T"/s*/*.dcm | wc -l)
 rates=(); cpus=()
@@ -30,7 +37,7 @@ JSON
   SENDERS=()
   for s in $(seq 0 $((S - 1))); do
     ( for i in $(seq $((s + 1)) "$S" "$N"); do
-        storescu -aet CT1 -aec VOXSEG 127.0.0.1 "$NP" +sd "$T/s$i" || exit 1
+        storescu $XS -aet CT1 -aec VOXSEG 127.0.0.1 "$NP" +sd "$T/s$i" || exit 1
       done ) &
     SENDERS+=($!)
   done
