@@ -225,5 +225,19 @@ TEST(NodeConfig, TheDocumentedExampleIsValid) {
     EXPECT_EQ(c->destinations.size(), 2u);
 }
 
+// Issue 35 item 5: the called AE title is checked unless the operator lets any through.
+TEST(NodeConfig, CalledAeTitleIsStrictByDefault) {
+    auto c = parse(example());
+    ASSERT_TRUE(c.isOk()) << c.status().toString();
+    EXPECT_FALSE(c->accept_any_called_ae);
+    auto j = example();
+    j["accept_any_called_ae"] = true;
+    c = parse(j);
+    ASSERT_TRUE(c.isOk()) << c.status().toString();
+    EXPECT_TRUE(c->accept_any_called_ae);
+    j["accept_any_called_ae"] = "yes";
+    expectError(j, "accept_any_called_ae: must be true or false");
+}
+
 }  // namespace
 }  // namespace voxseg::node
