@@ -8,7 +8,8 @@ ReadLimits LimitOptions::toReadLimits() const {
     ReadLimits r;
     r.frames_per_file = static_cast<int64_t>(frames_per_file);
     r.frame_bytes = static_cast<uint64_t>(frame_bytes);
-    r.inflated_bytes_per_file = static_cast<uint64_t>(inflated_bytes_per_file);
+    if (inflated_bytes > 0)
+        r.inflated_bytes_per_file = r.inflated_image_bytes = static_cast<uint64_t>(inflated_bytes);
     r.files_per_scan = static_cast<int64_t>(files_per_scan);
     r.nesting_depth = static_cast<int>(nesting_depth);
     r.model_file_bytes = static_cast<uint64_t>(model_file_bytes);
@@ -30,10 +31,14 @@ void addLimitOptions(CLI::App& cli, LimitOptions& o) {
     add("--max-frame-bytes", o.frame_bytes,
         "Bytes one uncompressed DICOM frame may claim (at most 2^31: DCMTK's frame API)",
         static_cast<double>(kMaxFrameBytes));
-    add("--max-inflated-bytes", o.inflated_bytes_per_file,
+    add("--max-inflated-bytes", o.inflated_bytes,
         "Bytes compressed data may inflate to: a deflated DICOM file, the voxels of a .nii.gz, "
         "gzip NRRD or compressed MetaImage (from the header, before inflating)",
         1e15);
+    cli.get_option("--max-inflated-bytes")
+        ->default_str(fmt::format("{:g} (deflated DICOM), {:g} (image files)",
+                                  static_cast<double>(kMaxInflatedBytesPerFile),
+                                  static_cast<double>(kMaxInflatedImageBytes)));
     add("--max-files", o.files_per_scan, "Files one DICOM scan (folder, DICOMDIR) may hold", 1e12);
     // DCMTK recurses once per level: 1000 levels take about a quarter of a thread's 8 MB stack
     // (it overflowed near 5600), so the option cannot raise the limit to where it crashes again.

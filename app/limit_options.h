@@ -15,7 +15,7 @@ namespace voxseg::app {
 struct LimitOptions {
     double frames_per_file = static_cast<double>(kMaxFramesPerFile);
     double frame_bytes = static_cast<double>(kMaxFrameBytes);
-    double inflated_bytes_per_file = static_cast<double>(kMaxInflatedBytesPerFile);
+    double inflated_bytes = 0;  // 0: the defaults (DICOM and image files differ); else both
     double files_per_scan = static_cast<double>(kMaxFilesPerScan);
     double nesting_depth = static_cast<double>(kMaxNestingDepth);
     double model_file_bytes = static_cast<double>(kMaxModelFileBytes);

@@ -30,6 +30,12 @@ inline constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 31;
 // included). DCMTK inflates the whole file into memory as it parses; deflate is used for small
 // objects (SR, presentation states), not for volumes, so 1 GiB is generous.
 inline constexpr uint64_t kMaxInflatedBytesPerFile = uint64_t{1} << 30;
+// Most bytes the compressed voxels of one image file (.nii.gz, gzip NRRD, compressed MetaImage)
+// may inflate to. They inflate into the buffer the header's claim sized, never past it, and the
+// claim is checked against the file size, --max-voxels and the memory limit first; so the default
+// stays out of the way of real images (kDefaultMaxVoxels of float64 is 16 GB; a float32 CT of
+// 512x512x1200 is 1.2 GB, past the DICOM default above). --max-inflated-bytes sets both.
+inline constexpr uint64_t kMaxInflatedImageBytes = uint64_t{16} << 30;
 
 // Deepest nesting of sequences one DICOM data set may have (files, network, DICOMDIR, SEG,
 // RTSTRUCT). DCMTK's parser recurses once per sequence and item and has no limit of its own: a
@@ -72,6 +78,7 @@ struct ReadLimits {
     int64_t frames_per_file = kMaxFramesPerFile;  // --max-frames-per-file
     uint64_t frame_bytes = kMaxFrameBytes;        // --max-frame-bytes (at most 2^31)
     uint64_t inflated_bytes_per_file = kMaxInflatedBytesPerFile;  // --max-inflated-bytes
+    uint64_t inflated_image_bytes = kMaxInflatedImageBytes;       // --max-inflated-bytes
     int64_t files_per_scan = kMaxFilesPerScan;                    // --max-files
     int nesting_depth = kMaxNestingDepth;                         // --max-nesting-depth
     uint64_t model_file_bytes = kMaxModelFileBytes;               // --max-model-bytes

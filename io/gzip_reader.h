@@ -70,6 +70,6 @@ Status checkDeflateCanHold(const std::string& path, const std::string& what, int
 // And within `limit` (--max-inflated-bytes, for every format's compressed data): else
 // kUnsupported naming the claim, the limit and the option.
 Status checkInflatedLimit(const std::string& path, const std::string& what, int64_t claimed,
-                          uint64_t limit = readLimits().inflated_bytes_per_file);
+                          uint64_t limit = readLimits().inflated_image_bytes);
 
 }  // namespace voxseg::io

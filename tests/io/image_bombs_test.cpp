@@ -273,7 +273,7 @@ TEST(ImageBombs, ClaimOverTheMemoryLimitIsOutOfMemoryBeforeAllocating) {
     const std::string mha =
         write(dir, "big.mha", mhaHeader("MET_DOUBLE", n, std::to_string(z.size())) + z);
     ReadLimits limits;
-    limits.inflated_bytes_per_file = uint64_t{1} << 40;  // the memory check alone
+    limits.inflated_image_bytes = uint64_t{1} << 40;  // the memory check alone
     for (const auto& f : {nii, nrrd, mha}) {
         const auto r = readCapped(dir, f, 768 * kMiB, limits);
         expectRefusedEarly(r, StatusCode::kOutOfMemory, "more memory");
@@ -293,7 +293,7 @@ TEST(ImageBombs, MaxInflatedBytesAppliesToEveryCompressedFormat) {
         write(dir, "a.mha", mhaHeader("MET_UCHAR", 32, std::to_string(z.size())) + z),
     };
     ReadLimits lower;
-    lower.inflated_bytes_per_file = 16 * 1024;
+    lower.inflated_image_bytes = 16 * 1024;
     for (const auto& f : files) {
         const auto r = readCapped(dir, f, kCap, lower);
         expectRefusedEarly(r, StatusCode::kUnsupported, "--max-inflated-bytes");
