@@ -231,6 +231,7 @@ void crashIfTestPoisoned(const std::vector<std::string>& names) {
             // (An all-zero kernel sigaction is SIG_DFL, no flags, no mask, on every ABI.)
             unsigned long kernel_sigaction[8] = {};
             ::syscall(SYS_rt_sigaction, SIGSEGV, kernel_sigaction, nullptr, sizeof(unsigned long));
+            ::prctl(PR_SET_DUMPABLE, 0);  // no core file for a test's crash
             ::syscall(SYS_tgkill, ::getpid(), ::syscall(SYS_gettid), SIGSEGV);
         }
 }

@@ -594,6 +594,10 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
     for (const auto& d : devices) stats.devices.push_back(d.toString());
     stats.cases_total = static_cast<int>(all_cases.size());
     stats.started = unixNow();
+    // A worker that replaced a dead one reports the whole run (batch/supervisor.h).
+    const double earlier_workers =
+        options.run_started > 0 ? std::max(0.0, stats.started - options.run_started) : 0.0;
+    if (earlier_workers > 0) stats.started = options.run_started;
     stats.model_load_seconds = secondsSince(model_t0);
     if (options.on_ready) options.on_ready(stats.model_sha256, stats.options_hash);
 
@@ -603,7 +607,9 @@ Result<BatchResult> runBatch(const std::vector<BatchCase>& all_cases, const Batc
               stats.shard, options.shard.source, stats.cases_in_shard, stats.cases_total,
               stats.skipped, todo.size(), fmt::format("{}", fmt::join(stats.devices, ",")));
 
-    Recorder recorder(std::move(journal), stats, result.metrics_path, on_case, t0);
+    Recorder recorder(std::move(journal), stats, result.metrics_path, on_case,
+                      t0 - std::chrono::duration_cast<Clock::duration>(
+                               std::chrono::duration<double>(earlier_workers)));
     {
         auto st = writeMetrics(stats, true, result.metrics_path);
         if (!st.isOk()) log::warning(kComponent, "metrics file not written: {}", st.toString());
