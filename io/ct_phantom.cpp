@@ -576,7 +576,7 @@ Result<std::vector<std::string>> writeCtPhantomStudy(const CtPhantom& phantom,
         s.bits_stored = 12;
         s.intercept = kRescaleIntercept;
         s.ct_image_iod = true;
-        s.patient_name = "PHANTOM^CT";
+        s.patient_name = "ANONYMOUS^DEMO";
         s.patient_id = options.patient_id;
         s.name_prefix = "CT";
         s.seed = spec.seed;

@@ -51,7 +51,7 @@ struct SynthSeriesSpec {
     bool shuffle_names = false;
     uint32_t seed = 1;
     bool write_meta_header = true;  // false: bare dataset (tests recognition by content)
-    std::string patient_name = "SYNTHETIC^PATIENT";
+    std::string patient_name = "ANONYMOUS^TEST";
     std::string patient_id = "SYNTH-0001";
     // Also write what the CT Image IOD requires beyond the geometry (patient/study/equipment
     // Type 2 attributes, KVP, acquisition number, window, ...), so that dciodvfy accepts it.

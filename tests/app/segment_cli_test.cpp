@@ -167,10 +167,10 @@ TEST(SegmentCli, SeveralSeriesAndNoChoiceListsThemAndExits4) {
     auto r = runVoxseg({"segment", study, "-m", model, "-o", out}, dir);
     EXPECT_EQ(r.exit_code, toInt(ExitCode::kAmbiguousSeries)) << r.err;
     EXPECT_NE(r.err.find("--series"), std::string::npos) << r.err;
-    // The candidate table shows the descriptions with the patient's name scrubbed: `voxseg
-    // synth` names its patient SYNTHETIC^PATIENT (core/free_text.h).
-    EXPECT_NE(r.err.find("description: voxseg [PHI] CT 1"), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("description: voxseg [PHI] CT 2"), std::string::npos) << r.err;
+    // The candidate table shows the descriptions (the patient's name, ANONYMOUS^TEST, is not in
+    // them: core/free_text.h would scrub it).
+    EXPECT_NE(r.err.find("description: voxseg synthetic CT 1"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("description: voxseg synthetic CT 2"), std::string::npos) << r.err;
     EXPECT_TRUE(listing(out).empty()) << ::testing::PrintToString(listing(out));
 
     r = runVoxseg({"segment", study, "-m", model, "-o", out, "--series", "1"}, dir);

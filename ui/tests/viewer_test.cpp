@@ -97,10 +97,10 @@ TEST_F(ViewerTest, OpensAGeneratedSeriesIntoThreeLinkedViews) {
     EXPECT_EQ(window_->slider(ViewAxis::kAxial)->maximum(), kSlices - 1);
     // The patient name is shown in the browser but never logged.
     const QString tree_text = window_->seriesBrowser()->tree()->topLevelItem(0)->text(0);
-    EXPECT_TRUE(tree_text.contains("SYNTHETIC PATIENT")) << tree_text.toStdString();
+    EXPECT_TRUE(tree_text.contains("ANONYMOUS TEST")) << tree_text.toStdString();
     // Log records reach the panel through queued calls: wait for them rather than a fixed time.
     EXPECT_TRUE(QTest::qWaitFor([&] { return window_->logPanel()->lineCount() > 1; }, 10000));
-    EXPECT_FALSE(window_->logPanel()->toPlainText().contains("SYNTHETIC"));
+    EXPECT_FALSE(window_->logPanel()->toPlainText().contains("ANONYMOUS"));
     EXPECT_FALSE(window_->logPanel()->toPlainText().contains("SYNTH-0001"));
 }
 
