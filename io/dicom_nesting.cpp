@@ -477,14 +477,22 @@ class Walker {
         return tag == kItem || tag == kSequenceDelimiter;
     }
 
-    bool item() {
-        const Syntax syntax = stack_.back().syntax;
-        const bool big = syntax == Syntax::kExplicitBig;
+    // The tag and length of the item or delimiter at the read position, consumed.
+    bool itemHeader(uint32_t& tag, uint32_t& length) {
+        const bool big = stack_.back().syntax == Syntax::kExplicitBig;
         if (!reader_.ensure(8)) return false;
         const uint8_t* h = reader_.peek();
-        const uint32_t tag = uint32_t{u16(h, big)} << 16 | u16(h + 2, big);
-        const uint32_t length = u32(h + 4, big);
+        tag = uint32_t{u16(h, big)} << 16 | u16(h + 2, big);
+        length = u32(h + 4, big);
         reader_.consume(8);
+        return true;
+    }
+
+    bool item() {
+        const Syntax syntax = stack_.back().syntax;
+        uint32_t tag = 0;
+        uint32_t length = 0;
+        if (!itemHeader(tag, length)) return false;
         if (tag == kSequenceDelimiter) {
             pop();
             return true;
@@ -495,12 +503,9 @@ class Walker {
     }
 
     bool fragment() {
-        const bool big = stack_.back().syntax == Syntax::kExplicitBig;
-        if (!reader_.ensure(8)) return false;
-        const uint8_t* h = reader_.peek();
-        const uint32_t tag = uint32_t{u16(h, big)} << 16 | u16(h + 2, big);
-        const uint32_t length = u32(h + 4, big);
-        reader_.consume(8);
+        uint32_t tag = 0;
+        uint32_t length = 0;
+        if (!itemHeader(tag, length)) return false;
         if (tag == kSequenceDelimiter) {
             pop();
             return true;

@@ -360,6 +360,13 @@ void swapBytes(char* data, int64_t bytes, int element_size) {
         std::reverse(data + i, data + i + element_size);
 }
 
+Status bzip2Unsupported(const std::string& file) {
+    return unsupported(
+        "NRRD bzip2 data is not read (ITK's NrrdIO is built without bzip2); re-save it with "
+        "gzip or raw encoding",
+        file);
+}
+
 }  // namespace
 
 Status checkNrrdLayout(const std::string& path) { return locateData(path).status(); }
@@ -378,11 +385,7 @@ Result<bool> checkNrrdDataClaim(const std::string& path, int64_t bytes, int64_t 
             checkDeflateCanHold(d.file, "the NRRD's gzip data", d.layout.byte_skip + bytes, after));
         return true;
     }
-    if (e == "bz2" || e == "bzip2")
-        return unsupported(
-            "NRRD bzip2 data is not read (ITK's NrrdIO is built without bzip2); "
-            "re-save it with gzip or raw encoding",
-            d.file);
+    if (e == "bz2" || e == "bzip2") return bzip2Unsupported(d.file);
     // ASCII and hex data: the values are counted (a pass over the file, through a 64 KiB buffer),
     // as readNrrdData does before NrrdIO reads them.
     std::ifstream in(d.file, std::ios::binary);
@@ -413,11 +416,7 @@ Result<bool> readNrrdData(const std::string& path, void* dst, int64_t bytes, int
         return corruptData("NRRD encoding '" + e.substr(0, 32) +
                                "' is not one NRRD defines (raw, gzip, bzip2, ascii, hex)",
                            d.file);
-    if (e == "bz2" || e == "bzip2")
-        return unsupported(
-            "NRRD bzip2 data is not read (ITK's NrrdIO is built without bzip2); "
-            "re-save it with gzip or raw encoding",
-            d.file);
+    if (e == "bz2" || e == "bzip2") return bzip2Unsupported(d.file);
     std::ifstream in(d.file, std::ios::binary);
     in.seekg(d.offset + d.layout.byte_skip);
     if (e == "ascii" || e == "text" || e == "txt")
