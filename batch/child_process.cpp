@@ -104,6 +104,10 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(const std::vector<std:
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, sv[1], kChildFd);
+    // Nothing else of the parent's reaches the worker: DCMTK's listening socket and the open
+    // associations are not close-on-exec, and a worker holding them after a kill -9 of the node
+    // kept the port busy, so the restarted node could not listen (node_poison).
+    posix_spawn_file_actions_addclosefrom_np(&actions, kChildFd + 1);
     pid_t pid = -1;
     const int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&actions);

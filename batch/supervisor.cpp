@@ -88,7 +88,8 @@ int superviseBatch(const std::vector<std::string>& args, const std::vector<Super
         plan.only.assign(suspects.begin(), suspects.end());
         plan.final = suspects.empty();
         auto child = ChildProcess::spawn(
-            args, {std::string(kBatchWorkerVariable) + "=" + plan.toJson().dump()});
+            args, {std::string(kBatchWorkerVariable) + "=" +
+                   plan.toJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)});
         if (!child.isOk()) {
             log::error(kComponent, "{}", child.status().toString());
             return 1;
