@@ -10,7 +10,6 @@
 #include "tests/pipeline/test_model_package.h"
 #include "tests/pipeline/test_volumes.h"
 #include "tests/test_data.h"
-#include "ui/tests/viewer_test_support.h"
 #include "ui/label_table.h"
 #include "ui/log_panel.h"
 #include "ui/main_window.h"
@@ -18,6 +17,7 @@
 #include "ui/redraw_bench.h"
 #include "ui/run_model_dialog.h"
 #include "ui/series_browser.h"
+#include "ui/tests/viewer_test_support.h"
 #include "ui/viewer_state.h"
 
 #include <gtest/gtest.h>
@@ -79,6 +79,31 @@ class ViewerTest : public ::testing::Test {
     testing::TempDir dir_;
     std::unique_ptr<MainWindow> window_;
 };
+
+// Issue 35: the series browser shows a Latin-1 series' strings in UTF-8 (io/dicom_charset.h).
+// Before, the bytes reached QString::fromStdString as they were: 0xE4 is no UTF-8, and the row
+// read "Sch\uFFFDdel nativ".
+TEST_F(ViewerTest, SeriesBrowserShowsALatin1SeriesInUtf8) {
+    const std::string folder = writeSeries(dir_, "latin1", [](io::SynthSeriesSpec& spec) {
+        spec.ct_image_iod = true;  // declares SpecificCharacterSet ISO_IR 100
+        spec.description =
+            "Sch\xe4"
+            "del nativ";
+        spec.patient_name = "M\xfcller^J\xfcrgen";
+    });
+    const TaskResult r =
+        runTask(*window_, [&] { window_->openPath(QString::fromStdString(folder)); });
+    ASSERT_TRUE(r.finished);
+    ASSERT_TRUE(r.ok) << r.message.toStdString();
+    QTreeWidgetItem* patient = window_->seriesBrowser()->tree()->topLevelItem(0);
+    ASSERT_NE(patient, nullptr);
+    EXPECT_TRUE(patient->text(0).contains(QString::fromUtf8("M\u00fcller")))
+        << patient->text(0).toStdString();
+    ASSERT_GT(patient->childCount(), 0);
+    QTreeWidgetItem* study = patient->child(0);
+    ASSERT_GT(study->childCount(), 0);
+    EXPECT_EQ(study->child(0)->text(2), QString::fromUtf8("Sch\u00e4del nativ"));
+}
 
 TEST_F(ViewerTest, OpensAGeneratedSeriesIntoThreeLinkedViews) {
     openSeries();
