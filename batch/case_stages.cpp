@@ -2,6 +2,7 @@
 
 #include "batch/child_process.h"
 #include "batch/runner.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "pipeline/channels.h"
 
@@ -11,10 +12,6 @@
 namespace voxseg::batch {
 namespace fs = std::filesystem;
 namespace {
-
-double secondsSince(std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 void mergeTimings(CaseWork& work, const std::vector<pipeline::StageTiming>& timings) {
     for (const auto& t : timings) work.stages[t.stage] = t.seconds;

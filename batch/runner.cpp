@@ -3,6 +3,7 @@
 #include "batch/bounded_queue.h"
 #include "batch/case_stages.h"
 #include "batch/journal.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "engine/registry.h"
 #include "engine/sha256.h"
@@ -27,14 +28,6 @@ namespace {
 
 constexpr const char* kComponent = "batch";
 using Clock = std::chrono::steady_clock;
-
-double secondsSince(Clock::time_point t) {
-    return std::chrono::duration<double>(Clock::now() - t).count();
-}
-double unixNow() {
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
 
 // One case on its way through the pipeline (batch/case_stages.h); `on_end` runs when it is
 // recorded or dropped.

@@ -2,6 +2,7 @@
 
 #include "batch/child_process.h"
 #include "batch/journal.h"
+#include "core/clock.h"
 #include "core/log.h"
 
 #include <fmt/format.h>
@@ -17,11 +18,6 @@ namespace voxseg::batch {
 namespace {
 
 constexpr const char* kComponent = "batch";
-
-double unixNow() {
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
 
 // What the worker's exit means to a user.
 std::string deathText(const ChildExit& e) {

@@ -1,5 +1,6 @@
 #include "engine/sliding_window.h"
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/memory_limit.h"
 #include "engine/half_kernels.h"
@@ -21,10 +22,6 @@ namespace voxseg::engine {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double secondsSince(Clock::time_point start) {
-    return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // Spatial extents padded to 3 axes with leading 1s (rank-2 and rank-1 data run the 3D code).
 std::array<int64_t, 3> to3(const std::vector<int64_t>& v) {

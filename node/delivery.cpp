@@ -1,6 +1,7 @@
 #include "node/delivery.h"
 
 #include "core/atomic_file.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "io/dicom_net_scu.h"
 #include "node/dicom_sender.h"
@@ -186,8 +187,7 @@ void Delivery::finish(const std::string& job, const std::vector<std::string>& fi
         e.files.push_back(
             {fs::path(f).filename().string(), static_cast<uint64_t>(fs::file_size(f, ec))});
     }
-    e.time =
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    e.time = unixNow();
     if (auto st = journal_.markDone(e); !st.isOk()) {
         log::error(kComponent, "job {}: journal not written ({}); folders kept", job,
                    st.toString());

@@ -1,6 +1,7 @@
 #include "node/spool.h"
 
 #include "core/atomic_file.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "engine/sha256.h"
 #include "node/spool_crypto.h"
@@ -24,11 +25,6 @@ bool isUidLike(const std::string& s) {
     return !s.empty() && s.size() <= 64 && s.front() != '.' &&
            std::all_of(s.begin(), s.end(),
                        [](char c) { return (c >= '0' && c <= '9') || c == '.'; });
-}
-
-double unixNow() {
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
 }
 
 // Newest modification time of the files in a folder, as a steady_clock time point.

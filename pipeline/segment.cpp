@@ -1,6 +1,7 @@
 #include "pipeline/segment.h"
 
 #include "core/atomic_file.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "engine/registry.h"
 #include "engine/sha256.h"
@@ -36,9 +37,6 @@ namespace {
 constexpr const char* kComponent = "segment";
 
 using Clock = std::chrono::steady_clock;
-double secondsSince(Clock::time_point t) {
-    return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 // Peak resident set size of this process so far (Linux /proc; 0 elsewhere), MiB.
 double peakRssMib() {

@@ -1,5 +1,6 @@
 #include "pipeline/stages.h"
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "pipeline/monai_spacing.h"
 #include "pipeline/normalization.h"
@@ -170,10 +171,6 @@ int64_t countNonzero(const Volume& labels) {
         for (int64_t i = 0, n = labels.geometry().voxelCount(); i < n; ++i) count += p[i] != T(0);
     });
     return count;
-}
-
-double secondsSince(std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
 }  // namespace
