@@ -2,20 +2,17 @@
 //   voxseg-viewer [image-or-dicom-folder] [--segmentation FILE] [--model FOLDER]
 //                 [--layout 1x3|2x2] [--window auto|"CT lung"|W,L] [--cursor I,J,K]
 //                 [--outline] [--size WxH] [--screenshot OUT.png [--whole-window]]
-//   voxseg-viewer --bench VOLUME [--frames N]
 // With --screenshot it loads everything given, saves a PNG of the window and exits (docs, CI).
-// --bench loads VOLUME, prints redraw timings (first image, scrolling in 1x3 and 2x2, crosshair;
-// ui/redraw_bench.h) and exits. Without a display (no DISPLAY / WAYLAND_DISPLAY and no
-// QT_QPA_PLATFORM) it says so and exits with 2, or, for --screenshot and --bench, falls back to
-// the offscreen platform with a message (no 3D view there).
+// Without a display (no DISPLAY / WAYLAND_DISPLAY and no QT_QPA_PLATFORM) it says so and exits
+// with 2, or, for --screenshot, falls back to the offscreen platform with a message (no 3D view
+// there). The redraw timings that were `--bench VOLUME` are the benchmark driver's now
+// (voxseg_bench_viewer --redraw VOLUME, ui/bench/); --bench says so and exits with 2.
 #include "core/log.h"
 #include "core/malloc_tuning.h"
 #include "core/openmp_wait.h"
 #include "io/dcmtk_log.h"
-#include "pipeline/segment.h"
 #include "ui/main_window.h"
 #include "ui/mpr_view.h"
-#include "ui/redraw_bench.h"
 #include "ui/surface_view.h"
 #include "ui/viewer_state.h"
 
@@ -80,14 +77,15 @@ bool checkDisplay(int argc, char** argv) {
 #if defined(__APPLE__) || defined(_WIN32)
     return true;
 #endif
-    bool headless_ok = false, help = false;
+    bool headless_ok = false, help = false, moved = false;
     for (int i = 1; i < argc; ++i) {
-        headless_ok |= !std::strcmp(argv[i], "--screenshot") || !std::strcmp(argv[i], "--bench");
+        headless_ok |= !std::strcmp(argv[i], "--screenshot");
+        moved |= !std::strcmp(argv[i], "--bench");
         help |= !std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h") ||
                 !std::strcmp(argv[i], "--version");
     }
-    if (headless_ok || help) {
-        if (!help)
+    if (headless_ok || help || moved) {  // moved: main() only says where --bench went
+        if (!help && !moved)
             std::fprintf(stderr,
                          "voxseg-viewer: no display (DISPLAY and WAYLAND_DISPLAY unset): using "
                          "the offscreen platform (no 3D view); run under xvfb-run for OpenGL\n");
@@ -97,7 +95,7 @@ bool checkDisplay(int argc, char** argv) {
     std::fprintf(stderr,
                  "voxseg-viewer: no display: DISPLAY and WAYLAND_DISPLAY are not set. Run it in a "
                  "desktop session, over ssh -X, or headless with xvfb-run -a voxseg-viewer ...; "
-                 "QT_QPA_PLATFORM=offscreen works for --screenshot and --bench\n");
+                 "QT_QPA_PLATFORM=offscreen works for --screenshot\n");
     return false;
 }
 
@@ -129,26 +127,23 @@ int main(int argc, char** argv) {
     parser.addOption({"size", "Window size WxH", "size", "1400x860"});
     parser.addOption({"screenshot", "Save a PNG of the views and exit", "png"});
     parser.addOption({"whole-window", "Screenshot the whole window (docks, menus) too"});
-    parser.addOption({"bench", "Print redraw timings for this volume and exit", "volume"});
-    parser.addOption({"frames", "Steps per --bench row", "n", "200"});
+    // Hidden: --bench moved to the benchmark driver (bench code is not part of the product).
+    QCommandLineOption bench_moved(QStringLiteral("bench"), "moved", "volume");
+    bench_moved.setFlags(QCommandLineOption::HiddenFromHelp);
+    parser.addOption(bench_moved);
+    QCommandLineOption frames_moved(QStringLiteral("frames"), "moved", "n");
+    frames_moved.setFlags(QCommandLineOption::HiddenFromHelp);
+    parser.addOption(frames_moved);
     parser.process(app);
 
-    if (parser.isSet("bench")) {
-        const std::string path = parser.value("bench").toStdString();
-        auto study = voxseg::pipeline::loadStudy(path, "", {});
-        if (!study.isOk()) {
-            std::fprintf(stderr, "voxseg-viewer: %s\n", study.status().toString().c_str());
-            return 1;
-        }
-        MainWindow window;
-        window.setInteractive(false);
-        const QStringList size = parser.value("size").split('x');
-        if (size.size() == 2) window.resize(size[0].toInt(), size[1].toInt());
-        window.show();
-        const std::string report = voxseg::ui::runRedrawBench(
-            window, std::move(study.value()), path, std::max(1, parser.value("frames").toInt()));
-        std::fputs(report.c_str(), stdout);
-        return 0;
+    if (parser.isSet(bench_moved)) {
+        std::fprintf(stderr,
+                     "voxseg-viewer: --bench moved to the viewer benchmark: build it with cmake "
+                     "--build build --target voxseg_bench_viewer, then run "
+                     "build/bench/voxseg_bench_viewer --redraw %s [--frames N] [--size WxH] "
+                     "(docs/perf-viewer.md)\n",
+                     qPrintable(parser.value(bench_moved)));
+        return 2;
     }
 
     MainWindow window;

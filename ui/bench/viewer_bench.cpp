@@ -2,6 +2,12 @@
 //
 //   xvfb-run -a -s "-screen 0 1920x1080x24" env LIBGL_ALWAYS_SOFTWARE=1 \
 //       build/bench/voxseg_bench_viewer [volume.nii.gz|dicom-folder] [--frames N] [--3d] [--edit]
+//   build/bench/voxseg_bench_viewer --redraw VOLUME [--frames N] [--size WxH]
+//
+// --redraw prints the short report that was `voxseg-viewer --bench VOLUME` (first image, scrolling
+// in 1x3 and 2x2, crosshair; runRedrawBench, window 1400x860 unless --size, 200 steps unless
+// --frames) and exits. Without a display (no DISPLAY / WAYLAND_DISPLAY / QT_QPA_PLATFORM) it runs
+// on the offscreen platform with a message (no 3D view there).
 //
 // Without a path it generates a 512x512x500 int16 CT phantom (bench/ct_phantom.h). It opens the
 // real MainWindow (1x3 layout, 1920x1080, docks shown), then measures: the first image (setStudy ->
@@ -10,13 +16,13 @@
 // window/level + overlay + scaled blit + flush to the X server), the same with a label overlay, and
 // with --3d the surface build and 3D view redraws (2x2 layout, OpenGL; Mesa llvmpipe under Xvfb),
 // with --edit brush strokes, undo/redo, fill between slices and (with --3d) the re-mesh of an
-// edited label (ui/redraw_bench.h runEditBench).
+// edited label (ui/bench/redraw_bench.h runEditBench).
 #include "bench/ct_phantom.h"
 #include "pipeline/segment.h"
+#include "ui/bench/redraw_bench.h"
 #include "ui/edit_controller.h"
 #include "ui/main_window.h"
 #include "ui/mpr_view.h"
-#include "ui/redraw_bench.h"
 #include "ui/surface_view.h"
 #include "ui/viewer_state.h"
 
@@ -28,6 +34,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -51,16 +58,55 @@ double ms(Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
+// voxseg_bench_viewer --redraw VOLUME: the report voxseg-viewer --bench printed before the
+// benchmark code left the product.
+int runRedraw(const std::string& path, int frames, int width, int height) {
+    if (path.empty()) {
+        std::fprintf(stderr,
+                     "voxseg_bench_viewer: --redraw needs a VOLUME (image or DICOM folder)\n");
+        return 2;
+    }
+    auto study = pipeline::loadStudy(path, "", {});
+    if (!study.isOk()) {
+        std::fprintf(stderr, "voxseg_bench_viewer: %s\n", study.status().toString().c_str());
+        return 1;
+    }
+    MainWindow window;
+    window.setInteractive(false);
+    window.resize(width, height);
+    window.show();
+    const std::string report =
+        runRedrawBench(window, std::move(study.value()), path, std::max(1, frames));
+    std::fputs(report.c_str(), stdout);
+    return 0;
+}
+
+bool displaySet() {
+    for (const char* name : {"QT_QPA_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY"}) {
+        const char* v = std::getenv(name);
+        if (v && *v) return true;
+    }
+    return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (!displaySet()) {
+        std::fprintf(stderr,
+                     "voxseg_bench_viewer: no display (DISPLAY and WAYLAND_DISPLAY unset): using "
+                     "the offscreen platform (no 3D view); run under xvfb-run for OpenGL\n");
+        setenv("QT_QPA_PLATFORM", "offscreen", 1);
+    }
     QApplication app(argc, argv);
     QApplication::setOrganizationName("voxseg-bench");
     QApplication::setApplicationName("voxseg-bench-viewer");
     std::string path;
-    int frames = 300;
+    int frames = -1;  // 300 for the full run, 200 for --redraw (voxseg-viewer --bench's default)
     bool with_3d = false;
     bool with_edit = false;
+    bool redraw = false;
+    int width = 1400, height = 860;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--frames" && i + 1 < argc)
@@ -69,9 +115,21 @@ int main(int argc, char** argv) {
             with_3d = true;
         else if (a == "--edit")
             with_edit = true;
-        else
+        else if (a == "--redraw")
+            redraw = true;
+        else if (a == "--size" && i + 1 < argc) {
+            if (std::sscanf(argv[++i], "%dx%d", &width, &height) != 2 || width <= 0 ||
+                height <= 0) {
+                std::fprintf(stderr,
+                             "voxseg_bench_viewer: --size %s: expected WxH, e.g. 1920x1080\n",
+                             argv[i]);
+                return 2;
+            }
+        } else
             path = a;
     }
+    if (redraw) return runRedraw(path, frames < 0 ? 200 : frames, width, height);
+    if (frames < 0) frames = 300;
 
     pipeline::StudyInput study;
     std::string what;

@@ -1,8 +1,9 @@
 // Redraw timings of the viewer on its real main window: the first image after a volume is
 // shown, and scroll / crosshair steps (what the wheel, the keys and a drag call, until the views
-// have painted and flushed to the window system). Shared by `voxseg-viewer --bench <volume>` and
-// bench/voxseg_bench_viewer (docs/perf-viewer.md). Results are returned as text (Markdown table
-// rows); the caller prints them. GUI thread only; the window must be shown.
+// have painted and flushed to the window system). Benchmark code, not the product: library
+// voxseg_ui_bench, used by voxseg_bench_viewer (ui/bench/viewer_bench.cpp, docs/perf-viewer.md)
+// and the viewer tests; voxseg_ui and voxseg-viewer never include it. Results are returned as
+// text (Markdown table rows); the caller prints them. GUI thread only; the window must be shown.
 // Units: milliseconds; "cpu" is the GUI thread's CPU time per step (CLOCK_THREAD_CPUTIME_ID).
 #pragma once
 
@@ -41,8 +42,9 @@ std::string redrawTableRow(const std::string& what, const RedrawStats& stats);
 // Markdown table rows and lines.
 std::string runEditBench(MainWindow& window, int frames);
 
-// The viewer's --bench: shows `study` in `window`, times the first image and scrolling in the
-// three views (1x3 and 2x2) and the crosshair, and returns the report.
+// voxseg_bench_viewer --redraw (formerly voxseg-viewer --bench): shows `study` in `window`, times
+// the first image and scrolling in the three views (1x3 and 2x2) and the crosshair, and returns
+// the report.
 std::string runRedrawBench(MainWindow& window, pipeline::StudyInput study, const std::string& what,
                            int frames);
 

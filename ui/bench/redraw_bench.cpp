@@ -1,4 +1,4 @@
-#include "ui/redraw_bench.h"
+#include "ui/bench/redraw_bench.h"
 
 #include "ui/edit_controller.h"
 #include "ui/main_window.h"
