@@ -1,5 +1,7 @@
 #include "batch/child_process.h"
 
+#include "core/file_io.h"
+
 #include <fmt/format.h>
 
 #include <fcntl.h>
@@ -209,8 +211,8 @@ bool readLineBlocking(int fd, std::string& buffer, std::string& line) {
 }
 
 std::vector<std::string> ownArguments() {
-    std::ifstream in("/proc/self/cmdline", std::ios::binary);
-    const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto cmdline = readFileBytes("/proc/self/cmdline");
+    const std::string all = cmdline.isOk() ? *cmdline : std::string();
     std::vector<std::string> args;
     size_t start = 0;
     while (start < all.size()) {

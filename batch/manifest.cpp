@@ -1,5 +1,7 @@
 #include "batch/manifest.h"
 
+#include "core/file_io.h"
+
 #include "io/image_io.h"
 
 #include <fmt/format.h>
@@ -243,16 +245,10 @@ Result<std::vector<BatchCase>> readManifest(const std::string& path, size_t max_
     std::error_code ec;
     if (!fs::exists(path, ec)) return notFound("manifest or case folder not found", path);
     if (fs::is_directory(path, ec)) return listCaseFolders(path);
-    if (const auto size = fs::file_size(path, ec); !ec && size > kMaxManifestBytes)
-        return invalidArgument(fmt::format("manifest of {} bytes > limit {} bytes (core/limits.h): "
-                                           "split it into several manifests",
-                                           size, kMaxManifestBytes),
-                               path);
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return ioError("cannot read the manifest", path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const std::string text = ss.str();
+    VOXSEG_ASSIGN_OR_RETURN(
+        const std::string text,
+        readFileBytes(path, "the manifest",
+                      {kMaxManifestBytes, "split it into several manifests (core/limits.h)"}));
     const std::string base = fs::absolute(path, ec).parent_path().string();
     const std::string ext = lower(fs::path(path).extension().string());
     bool json = ext == ".jsonl" || ext == ".ndjson" || ext == ".json";

@@ -1,5 +1,7 @@
 #include "core/memory_limit.h"
 
+#include "core/file_io.h"
+
 #include <fmt/format.h>
 
 #include <sys/resource.h>
@@ -78,10 +80,8 @@ uint64_t cgroupLimit(const fs::path& root, const std::string& self_cgroup) {
 }
 
 std::string selfCgroup() {
-    std::ifstream in("/proc/self/cgroup");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+    auto text = readFileBytes("/proc/self/cgroup");
+    return text.isOk() ? *text : std::string();
 }
 
 // RLIMIT_AS (ulimit -v): 0 when unlimited.

@@ -1,5 +1,7 @@
 #include "edit/journal.h"
 
+#include "core/file_io.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -58,12 +60,7 @@ Status JournalWriter::append(const EditOp& op) {
 }
 
 Result<std::vector<JournalLine>> readJournal(const std::string& path, bool* torn_tail) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return notFound("cannot read the edit journal", path);
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    if (in.bad()) return ioError("reading the edit journal failed", path);
-    const std::string text = buffer.str();
+    VOXSEG_ASSIGN_OR_RETURN(const std::string text, readFileBytes(path, "the edit journal"));
     if (torn_tail) *torn_tail = false;
     std::vector<JournalLine> out;
     size_t start = 0;

@@ -1,6 +1,7 @@
 #include "edit/segment_meta.h"
 
 #include "core/atomic_file.h"
+#include "core/file_io.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -163,11 +164,8 @@ Status writeSegmentsFile(const std::vector<SegmentMeta>& segments, const std::st
 }
 
 Result<std::vector<SegmentMeta>> readSegmentsFile(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return notFound("cannot read the label sidecar", path);
-    std::ostringstream text;
-    text << in.rdbuf();
-    auto r = segmentsFromJson(text.str());
+    VOXSEG_ASSIGN_OR_RETURN(std::string text, readFileBytes(path, "the label sidecar"));
+    auto r = segmentsFromJson(text);
     if (!r.isOk()) return r.status().withContext(path + ": ");
     return r;
 }

@@ -1,6 +1,7 @@
 #include "edit/session.h"
 
 #include "core/atomic_file.h"
+#include "core/file_io.h"
 #include "core/json_integer.h"
 #include "core/log.h"
 #include "edit/canvas.h"
@@ -49,14 +50,11 @@ Status writeSessionFile(const std::string& folder, const SessionOptions& o,
 
 Result<RecoveryInfo> readSessionFile(const std::string& folder) {
     const std::string path = (fs::path(folder) / kSession).string();
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return notFound("no session file", path);
-    std::ostringstream text;
-    text << in.rdbuf();
+    VOXSEG_ASSIGN_OR_RETURN(std::string text, readFileBytes(path, "the edit session file"));
     RecoveryInfo info;
     info.folder = folder;
     try {
-        const Json j = Json::parse(text.str());
+        const Json j = Json::parse(text);
         if (j.value("format", "") != "voxseg-edit-session" ||
             jsonInteger<int>(j, "version", 0) != 1)
             return invalidArgument("not a voxseg edit session (format, version 1)", path);

@@ -1,5 +1,6 @@
 #include "engine/model_package.h"
 
+#include "core/file_io.h"
 #include "core/limits.h"
 #include "engine/model_json.h"
 #include "engine/onnx_import.h"
@@ -394,18 +395,11 @@ Result<ModelPackage> readModelPackage(const std::filesystem::path& folder) {
     const auto json_path = folder / "model.json";
     if (!std::filesystem::is_regular_file(json_path, ec))
         return notFound("model package has no model.json", folder.string());
-    const auto size = std::filesystem::file_size(json_path, ec);
-    if (ec) return ioError("cannot read model.json: " + ec.message(), json_path.string());
-    if (size > kMaxModelJsonBytes)
-        return invalidArgument("model.json is " + std::to_string(size) +
-                                   " bytes, more than the 4 MiB a model description needs",
-                               json_path.string());
-    std::ifstream in(json_path, std::ios::binary);
-    if (!in) return ioError("cannot open model.json for reading", json_path.string());
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (in.bad()) return ioError("reading model.json failed", json_path.string());
-    return parseModelPackage(text.str(), json_path.string(), folder);
+    VOXSEG_ASSIGN_OR_RETURN(
+        std::string text,
+        readFileBytes(json_path.string(), "model.json",
+                      {kMaxModelJsonBytes, "4 MiB is more than a model description needs"}));
+    return parseModelPackage(text, json_path.string(), folder);
 }
 
 Status verifyModelFiles(const ModelPackage& package) {

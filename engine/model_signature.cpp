@@ -1,6 +1,7 @@
 #include "engine/model_signature.h"
 
 #include "core/atomic_file.h"
+#include "core/file_io.h"
 #include "engine/sha256.h"
 
 #include <fmt/format.h>
@@ -46,15 +47,6 @@ bool fromBase64(const std::string& text, size_t size, std::string& out) {
     return rc == 0 && length == size;
 }
 
-Result<std::string> readText(const fs::path& file) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) return Status(StatusCode::kNotFound, "cannot open the file", file.string());
-    std::ostringstream s;
-    s << in.rdbuf();
-    if (in.bad()) return Status(StatusCode::kIoError, "cannot read the file", file.string());
-    return s.str();
-}
-
 // Relative path -> SHA-256 of every regular file under `folder` except signature.json.
 Result<std::map<std::string, std::string>> hashFolder(const fs::path& folder) {
     std::error_code ec;
@@ -89,7 +81,7 @@ std::string canonicalMessage(const std::map<std::string, std::string>& digests) 
 }
 
 Result<std::string> readSecretKey(const fs::path& file) {
-    VOXSEG_ASSIGN_OR_RETURN(std::string text, readText(file));
+    VOXSEG_ASSIGN_OR_RETURN(std::string text, readFileBytes(file.string()));
     std::istringstream in(text);
     std::string tag, encoded, key;
     in >> tag >> encoded;
@@ -112,7 +104,7 @@ std::string PublicKey::id() const { return sha256Hex(key).substr(0, 16); }
 
 Result<std::vector<PublicKey>> readTrustedKeys(const fs::path& file) {
     VOXSEG_RETURN_IF_ERROR(initSodium());
-    VOXSEG_ASSIGN_OR_RETURN(std::string text, readText(file));
+    VOXSEG_ASSIGN_OR_RETURN(std::string text, readFileBytes(file.string()));
     std::vector<PublicKey> keys;
     std::istringstream in(text);
     std::string line;
@@ -212,7 +204,7 @@ Result<SignatureCheck> verifyModelPackage(const fs::path& folder,
     const fs::path sig_file = folder / kSignatureFile;
     if (!fs::exists(sig_file, ec)) return check;
     check.signed_package = true;
-    VOXSEG_ASSIGN_OR_RETURN(std::string text, readText(sig_file));
+    VOXSEG_ASSIGN_OR_RETURN(std::string text, readFileBytes(sig_file.string()));
     json doc = json::parse(text, nullptr, false);
     std::string signature;
     if (!doc.is_object() || doc.value("format", "") != kFormat || !doc.contains("files") ||

@@ -1,5 +1,6 @@
 #include "node/config.h"
 
+#include "core/file_io.h"
 #include "node/json_object.h"
 
 #include <fmt/format.h>
@@ -247,12 +248,9 @@ Result<NodeConfig> parseNodeConfig(const std::string& text, const std::string& f
 }
 
 Result<NodeConfig> loadNodeConfig(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return notFound("cannot read the node configuration", path);
-    std::stringstream ss;
-    ss << in.rdbuf();
+    VOXSEG_ASSIGN_OR_RETURN(std::string text, readFileBytes(path, "the node configuration"));
     const std::string base = fs::absolute(path).parent_path().string();
-    return parseNodeConfig(ss.str(), path, base);
+    return parseNodeConfig(text, path, base);
 }
 
 }  // namespace voxseg::node

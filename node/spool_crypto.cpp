@@ -24,16 +24,8 @@ bool sodiumReady() {
 
 }  // namespace
 
-Result<std::string> readFileBytes(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return ioError("cannot read", path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
 Result<SpoolKey> loadSpoolKey(const std::string& path) {
-    VOXSEG_ASSIGN_OR_RETURN(std::string raw, readFileBytes(path));
+    VOXSEG_ASSIGN_OR_RETURN(std::string raw, readFileBytes(path, "the spool key"));
     SpoolKey key;
     std::string hex = raw;
     while (!hex.empty() && (hex.back() == '\n' || hex.back() == '\r' || hex.back() == ' '))

@@ -7,6 +7,7 @@
 // private folder on /dev/shm while a series is segmented. Plain functions: thread-safe.
 #pragma once
 
+#include "core/file_io.h"  // readFileBytes, used with the spool files
 #include "core/status.h"
 
 #include <array>
@@ -26,7 +27,6 @@ std::string encryptBytes(const SpoolKey& key, std::string_view plaintext);
 Result<std::string> decryptBytes(const SpoolKey& key, std::string_view ciphertext);
 bool isEncrypted(std::string_view bytes);
 
-Result<std::string> readFileBytes(const std::string& path);
 // Encrypts and writes through an AtomicFile (temporary name, fsync, rename).
 Status writeEncryptedFile(const SpoolKey& key, const std::string& path, std::string_view plain);
 
