@@ -1,5 +1,6 @@
 #include "batch/journal.h"
 
+#include "core/file_io.h"
 #include "core/json_integer.h"
 #include "core/log.h"
 
@@ -135,15 +136,8 @@ Status Journal::append(const JournalEntry& entry) {
     if (fd_ < 0) return internalError("journal not open");
     const std::string line =
         entry.toJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-    size_t done = 0;
-    while (done < line.size()) {
-        const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return ioError(std::string("cannot write the journal: ") + std::strerror(errno), path_);
-        }
-        done += static_cast<size_t>(n);
-    }
+    if (const int err = writeAllBytes(fd_, line.data(), line.size()))
+        return ioError(std::string("cannot write the journal: ") + std::strerror(err), path_);
     if (::fsync(fd_) != 0 && errno != EINVAL)  // some FUSE file systems refuse fsync
         return ioError(std::string("cannot flush the journal: ") + std::strerror(errno), path_);
     return Status::ok();

@@ -44,16 +44,8 @@ JournalWriter::~JournalWriter() {
 Status JournalWriter::append(const EditOp& op) {
     if (fd_ < 0) return Status(StatusCode::kFailedPrecondition, "journal is closed", path_);
     const std::string line = toJsonLine(op) + "\n";
-    size_t done = 0;
-    while (done < line.size()) {
-        const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return ioError(std::string("cannot write the edit journal: ") + std::strerror(errno),
-                           path_);
-        }
-        done += static_cast<size_t>(n);
-    }
+    if (const int err = writeAllBytes(fd_, line.data(), line.size()))
+        return ioError(std::string("cannot write the edit journal: ") + std::strerror(err), path_);
     if (::fsync(fd_) != 0)
         return ioError(std::string("cannot sync the edit journal: ") + std::strerror(errno), path_);
     return {};

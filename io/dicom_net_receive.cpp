@@ -1,5 +1,7 @@
 #include "io/dicom_net_receive.h"
 
+#include "core/file_io.h"
+
 #include <dcmtk/dcmdata/dcdeftag.h>
 #include <dcmtk/dcmdata/dcmetinf.h>
 #include <dcmtk/dcmdata/dcostrma.h>
@@ -32,18 +34,10 @@ class FdConsumer : public DcmConsumer {
     OFBool isFlushed() const override { return OFTrue; }
     offile_off_t avail() const override { return good() ? offile_off_t{1} << 30 : 0; }
     offile_off_t write(const void* buf, offile_off_t len) override {
-        const char* p = static_cast<const char*>(buf);
-        offile_off_t done = 0;
-        while (good() && done < len) {
-            const ssize_t n = ::write(fd_, p + done, static_cast<size_t>(len - done));
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) {
-                error_ = n < 0 ? errno : ENOSPC;
-                break;
-            }
-            done += n;
-        }
-        return done;
+        if (!good()) return 0;
+        size_t done = 0;
+        error_ = writeAllBytes(fd_, buf, static_cast<size_t>(len), &done);
+        return static_cast<offile_off_t>(done);
     }
     void flush() override {}
     int error() const { return error_; }

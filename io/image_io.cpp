@@ -1,6 +1,7 @@
 #include "io/image_io.h"
 
 #include "core/atomic_file.h"
+#include "core/file_io.h"
 #include "core/limits.h"
 #include "core/log.h"
 #include "core/memory_limit.h"
@@ -564,16 +565,7 @@ Status writeNiftiFile(const std::vector<uint8_t>& header, const Volume& volume,
             if (fd >= 0) ::close(fd);
         }
     } closer{fd};
-    auto writeAll = [&](const uint8_t* p, size_t n) {
-        while (n > 0) {
-            const ssize_t r = ::write(fd, p, n);
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0) return false;
-            p += r;
-            n -= static_cast<size_t>(r);
-        }
-        return true;
-    };
+    auto writeAll = [&](const uint8_t* p, size_t n) { return writeAllBytes(fd, p, n) == 0; };
     const std::span<const uint8_t> data = voxelBytes(volume);
     if (!writeAll(header.data(), header.size()))
         return ioError(std::string("write failed: ") + std::strerror(errno), target);

@@ -1,5 +1,7 @@
 #include "io/nifti_gz_writer.h"
 
+#include "core/file_io.h"
+
 #include <fcntl.h>
 #include <libdeflate.h>
 #include <sys/stat.h>
@@ -46,17 +48,6 @@ bool preadAll(int fd, uint8_t* dst, size_t n, int64_t offset) {
         dst += r;
         n -= static_cast<size_t>(r);
         offset += r;
-    }
-    return true;
-}
-
-bool writeAll(int fd, const uint8_t* src, size_t n) {
-    while (n > 0) {
-        const ssize_t r = ::write(fd, src, n);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return false;
-        src += r;
-        n -= static_cast<size_t>(r);
     }
     return true;
 }
@@ -167,8 +158,8 @@ Status gzipParallel(int64_t total, const Fetch& fetch, const std::string& dst_pa
                 break;
             }
         }
-        if (!writeAll(out.get(), slot.out.data(), slot.out_size)) {
-            status = ioError(std::string("write failed: ") + std::strerror(errno), dst_path);
+        if (const int err = writeAllBytes(out.get(), slot.out.data(), slot.out_size)) {
+            status = ioError(std::string("write failed: ") + std::strerror(err), dst_path);
         } else if (progress.isCancelled()) {
             status = Status(StatusCode::kCancelled, "cancelled while compressing", dst_path);
         }

@@ -1,5 +1,6 @@
 #include "node/audit_log.h"
 
+#include "core/file_io.h"
 #include "core/log.h"
 
 #include <fcntl.h>
@@ -67,8 +68,7 @@ void AuditLog::record(const std::string& event, nlohmann::json fields) {
         line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     std::lock_guard<std::mutex> lock(mutex_);
     if (fd_ < 0) return;
-    if (::write(fd_, text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
-        ::fdatasync(fd_) != 0)
+    if (writeAllBytes(fd_, text.data(), text.size()) != 0 || ::fdatasync(fd_) != 0)
         log::error("node", "audit log {} not written: {}", path_, std::strerror(errno));
 }
 

@@ -108,12 +108,8 @@ Result<MemoryFile> MemoryFile::create(const std::string& name, std::string_view 
     MemoryFile f;
     f.fd_ = ::memfd_create(name.c_str(), MFD_CLOEXEC);
     if (f.fd_ < 0) return ioError(std::string("memfd_create: ") + std::strerror(errno), name);
-    size_t done = 0;
-    while (done < bytes.size()) {
-        const ssize_t w = ::write(f.fd_, bytes.data() + done, bytes.size() - done);
-        if (w <= 0) return ioError(std::string("memory file: ") + std::strerror(errno), name);
-        done += static_cast<size_t>(w);
-    }
+    if (const int err = writeAllBytes(f.fd_, bytes.data(), bytes.size()))
+        return ioError(std::string("memory file: ") + std::strerror(err), name);
     return f;
 }
 
