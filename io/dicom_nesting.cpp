@@ -84,6 +84,7 @@ class MemorySource : public Source {
     MemorySource(const uint8_t* data, size_t size) : data_(data), size_(size) {}
     size_t read(uint8_t* dst, size_t n) override {
         n = std::min(n, size_ - at_);
+        if (n == 0) return 0;  // empty input: data_ may be null, which memcpy must not get
         std::memcpy(dst, data_ + at_, n);
         at_ += n;
         return n;
