@@ -39,7 +39,7 @@ InstanceCheck checkInstanceNesting(const std::string& path, const std::string& n
                    s, name);
 }
 
-InstanceCheck checkInstanceLimits(const PixelClaim& c, const std::string& name) {
+InstanceCheck checkInstanceLimits(const PixelFormat& c, const std::string& name) {
     const ReadLimits& limits = readLimits();
     if (c.frames > limits.frames_per_file)
         return {InstanceProblem::kOverLimit,

@@ -17,6 +17,7 @@
 #pragma once
 
 #include "core/status.h"
+#include "io/dicom_pixels.h"
 
 #include <cstdint>
 #include <string>
@@ -38,19 +39,10 @@ struct InstanceCheck {
     bool ok() const { return problem == InstanceProblem::kNone; }
 };
 
-// What an instance's header claims about its pixel data.
-struct PixelClaim {
-    int64_t rows = 0;
-    int64_t columns = 0;
-    int64_t frames = 1;
-    int64_t samples_per_pixel = 1;
-    int64_t bits_allocated = 0;
-};
-
 // Sequence nesting, from the bytes, before any parser reads the file.
 InstanceCheck checkInstanceNesting(const std::string& path, const std::string& name);
 // The claim against readLimits() (frames per file, bytes per frame).
-InstanceCheck checkInstanceLimits(const PixelClaim& claim, const std::string& name);
+InstanceCheck checkInstanceLimits(const PixelFormat& claim, const std::string& name);
 // The pixel data: the reader's checks (native Pixel Data long enough for every frame; an
 // encapsulated one has fragments), then, for encapsulated syntaxes, the first and the last frame
 // decoded (the fragments map to the frames and the codec can read them).

@@ -95,8 +95,11 @@ void describe(DcmDataset& ds, DicomIncomingInstance& in) {
     in.patient_birth_date = text(ds, DCM_PatientBirthDate);
 }
 
-PixelClaim pixelClaim(DcmDataset& ds) {
-    PixelClaim c;
+// What the header claims, for the limits (io/dicom_instance_check.h): an absent BitsAllocated
+// counts 0 bits, not PixelFormat's default 16.
+PixelFormat pixelClaim(DcmDataset& ds) {
+    PixelFormat c;
+    c.bits_allocated = 0;
     Uint16 v = 0;
     if (ds.findAndGetUint16(DCM_Rows, v).good()) c.rows = v;
     if (ds.findAndGetUint16(DCM_Columns, v).good()) c.columns = v;

@@ -57,6 +57,23 @@ int runVoxseg(const std::vector<std::string>& args, const fs::path& dir,
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// cases.csv in `dir` listing `count` volumes in/c<i>.nii.gz as case<i>, each of
+// makeVolume(first_seed + i).
+bool writeCases(const voxseg::testing::TempDir& dir, int count, int first_seed) {
+    fs::create_directories(dir.path() / "in");
+    std::ofstream csv(dir / "cases.csv");
+    csv << "case_id,input\n";
+    for (int i = 0; i < count; ++i) {
+        const std::string name = "in/c" + std::to_string(i) + ".nii.gz";
+        const Status written =
+            io::writeImage(batch::testing::makeVolume(first_seed + i, {40, 36, 24}), dir / name);
+        EXPECT_TRUE(written.isOk()) << written.toString();
+        if (!written.isOk()) return false;
+        csv << "case" << i << "," << name << "\n";
+    }
+    return static_cast<bool>(csv.flush());
+}
+
 int worker_deaths(const fs::path& state, const std::string& id) {
     int n = 0;
     for (const auto& f : fs::directory_iterator(state)) {
@@ -71,17 +88,7 @@ int worker_deaths(const fs::path& state, const std::string& id) {
 TEST(BatchCrash, CaseThatKillsItsWorkerFailsAloneAndIsNotRerunUnlessAsked) {
     voxseg::testing::TempDir dir;
     const std::string model = batch::testing::makePackage(dir.path());
-    fs::create_directories(dir.path() / "in");
-    {
-        std::ofstream csv(dir / "cases.csv");
-        csv << "case_id,input\n";
-        for (int i = 0; i < 3; ++i) {
-            const std::string name = "in/c" + std::to_string(i) + ".nii.gz";
-            ASSERT_TRUE(io::writeImage(batch::testing::makeVolume(10 + i, {40, 36, 24}), dir / name)
-                            .isOk());
-            csv << "case" << i << "," << name << "\n";
-        }
-    }
+    ASSERT_TRUE(writeCases(dir, 3, 10));
     const fs::path out = dir.path() / "out";
     const fs::path state = out / ".voxseg-batch";
     const std::vector<std::string> args = {
@@ -138,17 +145,7 @@ TEST(BatchCrash, CaseThatKillsItsWorkerFailsAloneAndIsNotRerunUnlessAsked) {
 TEST(BatchCrash, ForceDoesNotRunTheCaseThatKilledAWorkerTwiceInOneRun) {
     voxseg::testing::TempDir dir;
     const std::string model = batch::testing::makePackage(dir.path());
-    fs::create_directories(dir.path() / "in");
-    {
-        std::ofstream csv(dir / "cases.csv");
-        csv << "case_id,input\n";
-        for (int i = 0; i < 3; ++i) {
-            const std::string name = "in/c" + std::to_string(i) + ".nii.gz";
-            ASSERT_TRUE(io::writeImage(batch::testing::makeVolume(30 + i, {40, 36, 24}), dir / name)
-                            .isOk());
-            csv << "case" << i << "," << name << "\n";
-        }
-    }
+    ASSERT_TRUE(writeCases(dir, 3, 30));
     const fs::path out = dir.path() / "out";
     const std::vector<std::string> args = {
         "batch", dir / "cases.csv", "-m", model,       "-o",    out.string(), "--device",
@@ -165,17 +162,7 @@ TEST(BatchCrash, ForceDoesNotRunTheCaseThatKilledAWorkerTwiceInOneRun) {
 TEST(BatchCrash, DeathWithSeveralCasesInFlightBlamesOnlyTheCulprit) {
     voxseg::testing::TempDir dir;
     const std::string model = batch::testing::makePackage(dir.path());
-    fs::create_directories(dir.path() / "in");
-    {
-        std::ofstream csv(dir / "cases.csv");
-        csv << "case_id,input\n";
-        for (int i = 0; i < 6; ++i) {
-            const std::string name = "in/c" + std::to_string(i) + ".nii.gz";
-            ASSERT_TRUE(io::writeImage(batch::testing::makeVolume(20 + i, {40, 36, 24}), dir / name)
-                            .isOk());
-            csv << "case" << i << "," << name << "\n";
-        }
-    }
+    ASSERT_TRUE(writeCases(dir, 6, 20));
     const fs::path out = dir.path() / "out";
     ASSERT_EQ(runVoxseg({"batch", dir / "cases.csv", "-m", model, "-o", out.string(), "--device",
                          "cpu", "--threads", "2", "--outputs", "nifti", "--loaders", "2",

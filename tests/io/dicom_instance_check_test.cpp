@@ -84,12 +84,12 @@ TEST_F(InstanceCheckTest, NestingOverTheLimitIsTooDeep) {
 }
 
 TEST(InstanceLimits, ClaimsOverTheReadLimitsAreOverLimit) {
-    PixelClaim ok{512, 512, 1, 1, 16};
+    PixelFormat ok{512, 512, 1, 1, 16};
     EXPECT_TRUE(checkInstanceLimits(ok, "x").ok());
-    PixelClaim frames = ok;
+    PixelFormat frames = ok;
     frames.frames = readLimits().frames_per_file + 1;
     EXPECT_EQ(checkInstanceLimits(frames, "x").problem, InstanceProblem::kOverLimit);
-    PixelClaim huge{65535, 65535, 1, 3, 32};  // 51 GB a frame
+    PixelFormat huge{65535, 65535, 1, 3, 32};  // 51 GB a frame
     const InstanceCheck c = checkInstanceLimits(huge, "x");
     EXPECT_EQ(c.problem, InstanceProblem::kOverLimit);
     EXPECT_NE(c.status.message().find("--max-frame-bytes"), std::string::npos);
