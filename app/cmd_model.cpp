@@ -1,9 +1,9 @@
 // `voxseg model keygen|sign|verify`: Ed25519 signatures of model packages
-// (engine/model_signature.h, docs/security.md). segment, batch and serve check them with
+// (engine/model/model_signature.h, docs/security.md). segment, batch and serve check them with
 // --trusted-keys and --require-signed.
 #include "app/commands.h"
 #include "core/log.h"
-#include "engine/model_signature.h"
+#include "engine/model/model_signature.h"
 
 #include <fmt/format.h>
 

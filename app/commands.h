@@ -147,7 +147,7 @@ struct EditCommandOptions {
 CLI::App* addEditCommand(CLI::App& app, EditCommandOptions& options);
 ExitCode runEdit(const EditCommandOptions& options, const CommandContext& context);
 
-// `voxseg model keygen|sign|verify`: package signatures (engine/model_signature.h).
+// `voxseg model keygen|sign|verify`: package signatures (engine/model/model_signature.h).
 struct ModelCommandOptions {
     std::string action;  // "keygen" | "sign" | "verify" (set by the subcommand parsed)
     std::string key_name;

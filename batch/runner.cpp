@@ -1,12 +1,12 @@
 #include "batch/runner.h"
 
+#include "backends/registry.h"
 #include "batch/bounded_queue.h"
 #include "batch/case_stages.h"
 #include "batch/journal.h"
 #include "core/clock.h"
 #include "core/log.h"
-#include "engine/registry.h"
-#include "engine/sha256.h"
+#include "core/sha256.h"
 
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
@@ -497,7 +497,7 @@ std::string optionsHash(const BatchOptions& o) {
                   {"uneven_spacing", static_cast<int>(o.dicom.uneven_spacing)},
                   {"allow_gaps", o.dicom.allow_gaps},
                   {"philips_precise", o.dicom.philips_precise}};
-    return engine::sha256Hex(j.dump());
+    return sha256Hex(j.dump());
 }
 
 Result<std::vector<engine::DeviceSpec>> parseDevices(const std::string& list,

@@ -12,8 +12,8 @@
 // Prints a human summary on stderr and one JSON line on stdout: per-run seconds, compile
 // seconds, conv GFLOP, workspace bytes and the process's peak RSS (getrusage).
 #include "engine/backend.h"
-#include "engine/cpu_backend.h"
-#include "engine/onnx_import.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/onnx/import.h"
 
 #include <sys/resource.h>
 

@@ -5,7 +5,7 @@
 //
 // Usage: voxseg_bench_sliding_window [--repeat N] [D H W patch classes batch mirror_axes]...
 // With no case given it runs the table in docs/perf-sliding-window.md.
-#include "engine/sliding_window.h"
+#include "engine/inference/sliding_window.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -3,7 +3,7 @@
 #include "cuda/cuda_errors.h"
 #include "cuda/cuda_graph.h"
 #include "cuda/cuda_sliding_window.h"
-#include "engine/sliding_window.h"
+#include "engine/inference/sliding_window.h"
 
 #include <fmt/format.h>
 

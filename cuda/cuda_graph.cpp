@@ -152,9 +152,9 @@ Status convPathSupports(const Graph& g, const Node& node) {
     }
 }
 
-// The planner's dims come from Graph's own shape inference (engine/graph.cpp), run by compile()
-// on a copy of the graph for the requested input shapes; here they are only checked (every node
-// one cudaSupportsNode accepts) and read as rank-5 activations.
+// The planner's dims come from Graph's own shape inference (engine/graph/graph.cpp), run by
+// compile() on a copy of the graph for the requested input shapes; here they are only checked
+// (every node one cudaSupportsNode accepts) and read as rank-5 activations.
 Status Planner::inferShapes(const std::vector<Shape>& input_shapes) {
     dims_.assign(g_.values.size(), {});
     has_dims_.assign(g_.values.size(), false);

@@ -13,7 +13,7 @@
 #include "cuda/kernels.h"
 #include "cuda/tensor_step.h"
 #include "engine/backend.h"
-#include "engine/graph.h"
+#include "engine/graph/graph.h"
 
 #include <cublasLt.h>
 #include <cudnn.h>

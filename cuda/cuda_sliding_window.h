@@ -12,8 +12,8 @@
 // Backend::makeSlidingWindow returns makeCudaVolumeInference's adapter.
 //
 // The patch grid, the importance map and the zero padding of volumes smaller than a patch are the
-// host sliding window's (engine/sliding_window.h: windowStarts, importanceMap, nnU-Net or MONAI
-// convention), so that CPU and GPU results differ only by arithmetic.
+// host sliding window's (engine/inference/sliding_window.h: windowStarts, importanceMap, nnU-Net or
+// MONAI convention), so that CPU and GPU results differ only by arithmetic.
 //
 // Ownership: CudaSlidingWindow owns its compiled graph and device buffers. One thread at a time.
 // Units: voxels (network axis order D, H, W); the image is float32 C,D,H,W, already normalised.
@@ -22,9 +22,9 @@
 #include "core/progress.h"
 #include "core/status.h"
 #include "engine/backend.h"
-#include "engine/graph.h"
-#include "engine/sliding_window.h"
-#include "engine/tensor.h"
+#include "engine/graph/graph.h"
+#include "engine/graph/tensor.h"
+#include "engine/inference/sliding_window.h"
 
 #include <array>
 #include <cstdint>
@@ -88,8 +88,8 @@ class CudaSlidingWindow {
     std::unique_ptr<Impl> impl_;
 };
 
-// The VolumeInference (engine/sliding_window.h) of `voxseg segment --device cuda`: the host
-// window's options (patch rank 3; the host accumulator type does not apply: the device sums in
+// The VolumeInference (engine/inference/sliding_window.h) of `voxseg segment --device cuda`: the
+// host window's options (patch rank 3; the host accumulator type does not apply: the device sums in
 // float32) on GPU `device`; run() returns the K,D,H,W weighted-mean logits and fills the stats.
 Result<std::unique_ptr<engine::VolumeInference>> makeCudaVolumeInference(
     const std::vector<const engine::Graph*>& graphs, int64_t channels,

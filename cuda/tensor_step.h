@@ -12,7 +12,7 @@
 #include "core/status.h"
 #include "cuda/cublaslt_gemm.h"
 #include "cuda/tensor_kernels.h"
-#include "engine/tensor.h"
+#include "engine/graph/tensor.h"
 
 #include <string>
 #include <vector>

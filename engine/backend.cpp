@@ -1,7 +1,5 @@
 #include "engine/backend.h"
 
-#include "engine/sliding_window.h"
-
 namespace voxseg::engine {
 
 const char* precisionName(Precision p) {
@@ -37,13 +35,6 @@ Status Backend::supportsGraph(const Graph& graph, const std::vector<Shape>& inpu
     VOXSEG_RETURN_IF_ERROR(shaped.inferShapes(input_shapes));
     for (const Node& node : shaped.nodes) VOXSEG_RETURN_IF_ERROR(supportsNode(shaped, node));
     return Status::ok();
-}
-
-Result<std::unique_ptr<VolumeInference>> Backend::makeSlidingWindow(
-    const std::vector<const Graph*>& graphs, int64_t channels,
-    const SlidingWindowOptions& options) {
-    VOXSEG_ASSIGN_OR_RETURN(auto window, SlidingWindow::create(*this, graphs, channels, options));
-    return std::unique_ptr<VolumeInference>(std::move(window));
 }
 
 Result<PrecisionChoice> choosePrecision(const Backend& backend, Precision requested,

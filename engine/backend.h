@@ -10,8 +10,8 @@
 #pragma once
 
 #include "core/status.h"
-#include "engine/graph.h"
-#include "engine/tensor.h"
+#include "engine/graph/graph.h"
+#include "engine/graph/tensor.h"
 
 #include <cstdint>
 #include <memory>
@@ -20,8 +20,8 @@
 
 namespace voxseg::engine {
 
-struct SlidingWindowOptions;  // engine/sliding_window.h
-class VolumeInference;        // engine/sliding_window.h
+struct SlidingWindowOptions;  // engine/inference/sliding_window.h
+class VolumeInference;        // engine/inference/sliding_window.h
 
 // Arithmetic a graph runs in. kAuto is a request only ("let the backend choose", resolved by
 // choosePrecision below); compile() takes a resolved precision.
@@ -99,9 +99,9 @@ class Backend {
                                                            const CompileOptions& options) = 0;
 
     // The sliding window that runs whole volumes of `graphs` (an ensemble, averaged per patch)
-    // on this backend. Default: the host SlidingWindow (engine/sliding_window.h) over graphs this
-    // backend compiles. A backend with a faster whole-volume path (cuda: patches never leave the
-    // GPU) overrides it; the result is the same weighted mean of logits.
+    // on this backend. Default: the host SlidingWindow (engine/inference/sliding_window.h) over
+    // graphs this backend compiles. A backend with a faster whole-volume path (cuda: patches never
+    // leave the GPU) overrides it; the result is the same weighted mean of logits.
     virtual Result<std::unique_ptr<VolumeInference>> makeSlidingWindow(
         const std::vector<const Graph*>& graphs, int64_t channels,
         const SlidingWindowOptions& options);
@@ -115,7 +115,7 @@ Result<PrecisionChoice> choosePrecision(const Backend& backend, Precision reques
                                         const ModelPrecisionHints& model,
                                         std::string* warning = nullptr);
 
-// The plain-loop oracle (engine/reference_backend.cpp).
+// The plain-loop oracle (engine/reference/reference_backend.cpp).
 std::unique_ptr<Backend> makeReferenceBackend();
 
 }  // namespace voxseg::engine

@@ -3,7 +3,7 @@
 #include "core/atomic_file.h"
 #include "core/clock.h"
 #include "core/log.h"
-#include "engine/sha256.h"
+#include "core/sha256.h"
 #include "node/spool_crypto.h"
 
 #include <fmt/format.h>
@@ -73,7 +73,7 @@ void removeTemporaries(const fs::path& dir) {
 }  // namespace
 
 std::string seriesKey(const std::string& series_uid) {
-    return isUidLike(series_uid) ? series_uid : "h" + engine::sha256Hex(series_uid).substr(0, 40);
+    return isUidLike(series_uid) ? series_uid : "h" + sha256Hex(series_uid).substr(0, 40);
 }
 
 Result<std::unique_ptr<Spool>> Spool::open(const std::string& root) {
@@ -216,8 +216,7 @@ std::vector<std::string> Spool::takeCompleteSeries(double quiet_seconds, GroupBy
         const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                             std::chrono::system_clock::now().time_since_epoch())
                             .count();
-        const std::string job =
-            fmt::format("{}-{}", ms, engine::sha256Hex(it->first).substr(0, 12));
+        const std::string job = fmt::format("{}-{}", ms, sha256Hex(it->first).substr(0, 12));
         std::error_code ec;
         fs::rename(from, fs::path(root_) / "queue" / job, ec);
         if (ec) {

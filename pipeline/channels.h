@@ -14,7 +14,7 @@
 
 #include "core/progress.h"
 #include "core/status.h"
-#include "engine/model_package.h"
+#include "engine/model/model_package.h"
 #include "io/dicom_series.h"
 #include "pipeline/segment.h"
 

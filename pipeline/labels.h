@@ -1,5 +1,5 @@
 // What the pipeline needs to know about a model's labels for statistics and previews: value,
-// name and display colour. Filled from the model package's labels (engine/model_package.h) by
+// name and display colour. Filled from the model package's labels (engine/model/model_package.h) by
 // the segment pipeline; kept minimal so stages do not depend on how models are stored.
 // Plain value type.
 #pragma once

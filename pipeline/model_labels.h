@@ -4,7 +4,7 @@
 #pragma once
 
 #include "core/status.h"
-#include "engine/model_package.h"
+#include "engine/model/model_package.h"
 #include "io/seg_types.h"
 #include "pipeline/labels.h"
 

@@ -1,6 +1,6 @@
 #include "pipeline/monai_spacing.h"
 
-#include "engine/half_kernels.h"
+#include "engine/inference/half_kernels.h"
 #include "pipeline/pixel_dispatch.h"
 
 #include <algorithm>

@@ -17,7 +17,7 @@
 #include "core/geometry.h"
 #include "core/status.h"
 #include "core/volume.h"
-#include "engine/tensor.h"
+#include "engine/graph/tensor.h"
 #include "pipeline/tensor_layout.h"
 
 #include <array>

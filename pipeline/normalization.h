@@ -15,14 +15,14 @@
 
 #include "core/status.h"
 #include "core/volume.h"
-#include "engine/model_package.h"
+#include "engine/model/model_package.h"
 
 #include <array>
 #include <string>
 
 namespace voxseg::pipeline {
 
-// The model package's normalisation record (engine/model_package.h) is used as is.
+// The model package's normalisation record (engine/model/model_package.h) is used as is.
 using Normalization = engine::Normalization;
 
 // nnU-Net's guard against division by a zero standard deviation.

@@ -1,7 +1,7 @@
 #include "pipeline/prediction_export.h"
 
-#include "engine/half_kernels.h"
-#include "engine/sliding_window_nnunet.h"
+#include "engine/inference/half_kernels.h"
+#include "engine/inference/sliding_window_nnunet.h"
 #include "pipeline/crop.h"
 #include "pipeline/orientation.h"
 #include "pipeline/resample.h"

@@ -13,7 +13,7 @@
 #include "core/progress.h"
 #include "core/status.h"
 #include "core/volume.h"
-#include "engine/tensor.h"
+#include "engine/graph/tensor.h"
 #include "pipeline/preprocess.h"
 
 #include <vector>

@@ -10,7 +10,7 @@
 #include "core/progress.h"
 #include "core/status.h"
 #include "core/volume.h"
-#include "engine/tensor.h"
+#include "engine/graph/tensor.h"
 #include "pipeline/crop.h"
 #include "pipeline/normalization.h"
 #include "pipeline/orientation.h"

@@ -1,11 +1,11 @@
 #include "pipeline/segment.h"
 
+#include "backends/registry.h"
 #include "core/atomic_file.h"
 #include "core/clock.h"
 #include "core/log.h"
-#include "engine/registry.h"
-#include "engine/sha256.h"
-#include "engine/sliding_window.h"
+#include "core/sha256.h"
+#include "engine/inference/sliding_window.h"
 #include "io/acquired_labels.h"
 #include "io/image_io.h"
 #include "io/seg_writer.h"
@@ -106,10 +106,10 @@ Result<std::string> inputDigest(const StudyInput& input, const std::string& inpu
     files.erase(std::unique(files.begin(), files.end()), files.end());
     std::string all;
     for (const auto& f : files) {
-        VOXSEG_ASSIGN_OR_RETURN(std::string d, engine::sha256File(f));
+        VOXSEG_ASSIGN_OR_RETURN(std::string d, sha256File(f));
         all += d;
     }
-    return engine::sha256Hex(all);
+    return sha256Hex(all);
 }
 
 // A hidden folder inside the output folder; everything is written there first.

@@ -12,13 +12,13 @@
 // never leaves a half-written file under a final name. Not thread-safe: one run at a time.
 #pragma once
 
+#include "backends/registry.h"
 #include "core/progress.h"
 #include "core/status.h"
 #include "core/volume.h"
 #include "engine/backend.h"
-#include "engine/model_package.h"
-#include "engine/model_signature.h"
-#include "engine/registry.h"
+#include "engine/model/model_package.h"
+#include "engine/model/model_signature.h"
 #include "io/dicom_series.h"
 #include "io/seg_writer.h"
 #include "pipeline/postprocess.h"

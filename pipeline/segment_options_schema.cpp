@@ -1,6 +1,6 @@
 #include "pipeline/segment_options_schema.h"
 
-#include "engine/registry.h"
+#include "backends/registry.h"
 
 #include <fmt/format.h>
 

@@ -23,8 +23,8 @@
 #include "core/status.h"
 #include "core/volume.h"
 #include "engine/backend.h"
-#include "engine/model_package.h"
-#include "engine/sliding_window.h"
+#include "engine/inference/sliding_window.h"
+#include "engine/model/model_package.h"
 #include "pipeline/crop.h"
 #include "pipeline/statistics.h"
 

@@ -10,8 +10,8 @@
 #include "core/geometry.h"
 #include "core/status.h"
 #include "core/volume.h"
-#include "engine/model_package.h"
-#include "engine/tensor.h"
+#include "engine/graph/tensor.h"
+#include "engine/model/model_package.h"
 
 #include <array>
 #include <string>
@@ -19,7 +19,8 @@
 
 namespace voxseg::pipeline {
 
-// The model package's axis order (engine/model_package.h): tensor axes [z, y, x] or [x, y, z].
+// The model package's axis order (engine/model/model_package.h): tensor axes [z, y, x] or [x, y,
+// z].
 using AxisOrder = engine::AxisOrder;
 
 // Model-order values (e.g. spacing_mm as [z, y, x]) to index-axis order (i, j, k), and back.

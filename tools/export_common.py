@@ -1,7 +1,7 @@
 """Shared parts of tools/export_nnunet.py and tools/export_monai.py: ONNX export with a parity
 check against PyTorch, the model.json writer and the label colour palette.
 
-The package format is docs/model-package.md (engine/model_package.h reads it).
+The package format is docs/model-package.md (engine/model/model_package.h reads it).
 """
 import contextlib
 import hashlib

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Goldens for the sliding window's "nnunet-fp16" accumulation (engine/sliding_window_nnunet.h),
+"""Goldens for the sliding window's "nnunet-fp16" accumulation (engine/inference/sliding_window_nnunet.h),
 computed by nnU-Net 2.5.1's own code:
 
   nnunet_fp16/gaussian_<p0>x<p1>x<p2>.u16   compute_gaussian(patch, 1/8, value_scaling_factor=10,

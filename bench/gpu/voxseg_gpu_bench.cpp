@@ -13,9 +13,10 @@
 #include "cuda/cuda_graph.h"
 #include "cuda/cuda_sliding_window.h"
 #include "cuda/device_memory.h"
-#include "engine/graph.h"
-#include "engine/onnx_import.h"
-#include "engine/sliding_window.h"
+#include "engine/graph/graph.h"
+#include "engine/inference/sliding_window.h"
+#include "engine/onnx/import.h"
+#include "engine/passes/optimize.h"
 
 #include <fmt/format.h>
 

@@ -25,7 +25,7 @@
 // ctx.emitted.
 #pragma once
 
-#include "engine/onnx_internal.h"
+#include "engine/onnx/internal.h"
 
 #include <string>
 #include <unordered_map>

@@ -53,13 +53,11 @@ Status convertClip(NodeContext& ctx) {
     } else {
         for (size_t k = 1; k < 3; ++k) VOXSEG_RETURN_IF_ERROR(ctx.needConstant(k, "min/max"));
         for (size_t k = 1; k < 3; ++k)
-            if (ctx.input(k) >= 0 && !onnx_detail::scalarOf(ctx.g().constant(ctx.in[k])))
+            if (ctx.input(k) >= 0 && !scalarOf(ctx.g().constant(ctx.in[k])))
                 return ctx.err(StatusCode::kInvalidArgument,
                                ctx.desc + ": min/max must be scalars");
-        if (ctx.input(1) >= 0)
-            ctx.n.clip_min = float(*onnx_detail::scalarOf(ctx.g().constant(ctx.in[1])));
-        if (ctx.input(2) >= 0)
-            ctx.n.clip_max = float(*onnx_detail::scalarOf(ctx.g().constant(ctx.in[2])));
+        if (ctx.input(1) >= 0) ctx.n.clip_min = float(*scalarOf(ctx.g().constant(ctx.in[1])));
+        if (ctx.input(2) >= 0) ctx.n.clip_max = float(*scalarOf(ctx.g().constant(ctx.in[2])));
     }
     ctx.n.inputs = {ctx.in[0]};
     return Status::ok();

@@ -1,7 +1,7 @@
 // InstanceNormalization, BatchNormalization (inference), GroupNormalization.
 #include "engine/onnx/converter.h"
 
-#include "engine/broadcast.h"
+#include "engine/graph/broadcast.h"
 
 #include <algorithm>
 #include <cmath>

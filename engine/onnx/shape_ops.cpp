@@ -14,9 +14,8 @@ Status convertIdentity(NodeContext& ctx) {
     ctx.n.op = OpKind::kIdentity;
     if (op == "Dropout") {
         ctx.a.ignore({"ratio", "seed", "is_test"});
-        if (ctx.input(2) >= 0 &&
-            (!ctx.g().isConstant(ctx.in[2]) ||
-             onnx_detail::scalarOf(ctx.g().constant(ctx.in[2])).value_or(1) != 0))
+        if (ctx.input(2) >= 0 && (!ctx.g().isConstant(ctx.in[2]) ||
+                                  scalarOf(ctx.g().constant(ctx.in[2])).value_or(1) != 0))
             return ctx.err(StatusCode::kUnsupported,
                            ctx.desc + ": training_mode; export in eval()");
         ctx.dropExtraOutputs("dropout mask");
@@ -146,8 +145,7 @@ Status convertPad(NodeContext& ctx) {
             VOXSEG_RETURN_IF_ERROR(ctx.needConstant(k, "pads/value/axes"));
         pads = ctx.g().constant(ctx.in[1]).toInt64s();
         if (ctx.input(2) >= 0 && ctx.g().constant(ctx.in[2]).numel() > 0)
-            ctx.n.pad.value =
-                static_cast<float>(onnx_detail::scalarOf(ctx.g().constant(ctx.in[2])).value_or(0));
+            ctx.n.pad.value = static_cast<float>(scalarOf(ctx.g().constant(ctx.in[2])).value_or(0));
         if (ctx.input(3) >= 0) {
             const auto axes = ctx.g().constant(ctx.in[3]).toInt64s();
             std::vector<int64_t> full(2 * x.size(), 0);

@@ -3,8 +3,8 @@
 // model, a full disk. Each must end with a clear message naming the input and the documented
 // exit code, and leave no output (not even a staging folder) behind.
 #include "app/exit_codes.h"
-#include "engine/cpu_backend.h"
-#include "engine/sha256.h"
+#include "core/sha256.h"
+#include "engine/cpu/cpu_backend.h"
 #include "io/dicom_synth.h"
 #include "tests/app/run_voxseg.h"
 #include "tests/pipeline/test_model_package.h"
@@ -208,7 +208,7 @@ TEST(SegmentCli, UnreadableOrDamagedModelIsAClearError) {
     const std::string junk = makePackage(dir, "CT");
     std::ofstream(fs::path(junk) / "model.onnx", std::ios::trunc) << "not a protobuf";
     auto j = nlohmann::json::parse(slurp(fs::path(junk) / "model.json"));
-    j["sha256"] = *engine::sha256File(fs::path(junk) / "model.onnx");
+    j["sha256"] = *sha256File(fs::path(junk) / "model.onnx");
     std::ofstream(fs::path(junk) / "model.json", std::ios::trunc) << j.dump(2);
     r = runVoxseg({"segment", ct, "-m", junk, "-o", out}, dir);
     EXPECT_EQ(r.exit_code, toInt(ExitCode::kUnsupportedInput)) << r.err;

@@ -5,7 +5,7 @@
 // supported. Without a usable GPU
 // every test skips with the reason.
 #include "cuda/cuda_backend.h"
-#include "engine/registry.h"
+#include "backends/registry.h"
 #include "tests/engine/op_cases.h"
 
 #include <gtest/gtest.h>

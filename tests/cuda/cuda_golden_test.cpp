@@ -5,7 +5,8 @@
 // 1.5 x what PyTorch shows with bf16 rounding). Skips without a usable GPU. The same goldens run
 // on the CPU backends in tests/engine; this copy is what bench/gpu's device session builds.
 #include "cuda/cuda_backend.h"
-#include "engine/onnx_import.h"
+#include "engine/onnx/import.h"
+#include "engine/passes/optimize.h"
 #include "tests/engine/golden_files.h"
 
 #include <gtest/gtest.h>

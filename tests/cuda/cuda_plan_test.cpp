@@ -7,7 +7,8 @@
 // blocks' plans replay against PyTorch.
 #include "cuda/cuda_graph.h"
 #include "cuda/cuda_planner.h"
-#include "engine/onnx_import.h"
+#include "engine/onnx/import.h"
+#include "engine/passes/optimize.h"
 #include "tests/cuda/host_steps.h"
 #include "tests/engine/golden_files.h"
 #include "tests/engine/op_cases.h"

@@ -4,10 +4,10 @@
 // >= 99.5 % in fp16/bf16, and the averaged logits must match within a stated tolerance. Volumes
 // are not multiples of the patch, and one is smaller than the patch (padding path).
 #include "cuda/cuda_sliding_window.h"
+#include "backends/registry.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/kernels_math.h"
-#include "engine/registry.h"
-#include "engine/sliding_window.h"
+#include "engine/inference/sliding_window.h"
 #include "tests/engine/op_cases.h"
 
 #include <gtest/gtest.h>

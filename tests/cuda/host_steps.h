@@ -10,8 +10,8 @@
 #pragma once
 
 #include "core/status.h"
-#include "engine/graph.h"
-#include "engine/tensor.h"
+#include "engine/graph/graph.h"
+#include "engine/graph/tensor.h"
 
 #include <vector>
 

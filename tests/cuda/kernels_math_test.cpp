@@ -4,7 +4,7 @@
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_graph.h"
 #include "cuda/cuda_sliding_window.h"
-#include "engine/sliding_window.h"
+#include "engine/inference/sliding_window.h"
 #include "tests/engine/op_cases.h"
 
 #include <gtest/gtest.h>

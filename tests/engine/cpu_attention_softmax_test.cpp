@@ -1,10 +1,10 @@
-// The attention kernels' unnormalised softmax (engine/cpu_attention_softmax.h), generic and AVX-512
+// The attention kernels' unnormalised softmax (engine/cpu/attention_softmax.h), generic and AVX-512
 // loops, along rows and along columns (each run through the row tests on the transposed
 // scores), against a softmax in double: odd row lengths (vector tails), wide score ranges,
 // masked scores far below the row's max, in-place f32, bf16 P, NaN rows.
-#include "engine/cpu_attention_softmax.h"
-#include "engine/cpu_norm_kernels.h"
-#include "engine/tensor.h"
+#include "engine/cpu/attention_softmax.h"
+#include "engine/cpu/norm_kernels.h"
+#include "engine/graph/tensor.h"
 
 #include <gtest/gtest.h>
 

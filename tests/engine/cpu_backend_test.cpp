@@ -1,13 +1,14 @@
 // oneDNN CPU backend: what the op-parity table (test_op_parity) does not check on its own:
 // multi-layer graphs (fusion + blocked-layout propagation + buffer reuse) against the unfused
 // reference backend, the bf16 path, the arena planner, and error messages.
-#include "engine/cpu_backend.h"
+#include "engine/cpu/cpu_backend.h"
 
 #include "core/memory_limit.h"
-#include "engine/cpu_attention.h"
-#include "engine/cpu_attention_softmax.h"
-#include "engine/cpu_norm_kernels.h"
-#include "engine/cpu_plan.h"
+#include "engine/cpu/attention.h"
+#include "engine/cpu/attention_softmax.h"
+#include "engine/cpu/norm_kernels.h"
+#include "engine/cpu/plan.h"
+#include "engine/passes/optimize.h"
 #include "tests/engine/op_cases.h"
 
 #include <gtest/gtest.h>

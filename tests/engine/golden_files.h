@@ -2,7 +2,7 @@
 // input and output shapes, and raw little-endian float32 tensors beside it.
 #pragma once
 
-#include "engine/tensor.h"
+#include "engine/graph/tensor.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -2,8 +2,9 @@
 // SegResNet), exported to ONNX and run in PyTorch by tools/gen_golden.py. Each is imported with
 // voxseg's importer and run on every available backend, as imported and after optimize(), and
 // compared with PyTorch's output.
-#include "engine/onnx_import.h"
-#include "engine/registry.h"
+#include "backends/registry.h"
+#include "engine/onnx/import.h"
+#include "engine/passes/optimize.h"
 #include "tests/engine/golden_files.h"
 
 #include <gtest/gtest.h>

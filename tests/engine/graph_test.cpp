@@ -1,6 +1,7 @@
 // Graph shape inference, FLOP counting and the optimize() rewrites (checked numerically on the
 // reference backend: a rewrite must not change the outputs).
-#include "engine/graph.h"
+#include "engine/graph/graph.h"
+#include "engine/passes/optimize.h"
 #include "tests/engine/op_cases.h"
 
 #include <gtest/gtest.h>

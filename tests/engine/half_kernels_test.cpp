@@ -1,9 +1,9 @@
 // fp16 accumulator rows: the portable and the F16C kernels against a scalar reference built
-// from the exact conversions of engine/tensor.h (round to nearest even, saturation, NaN, tails,
-// mirrored reads).
-#include "engine/half_kernels.h"
-#include "engine/half_kernels_impl.h"
-#include "engine/tensor.h"
+// from the exact conversions of engine/graph/tensor.h (round to nearest even, saturation, NaN,
+// tails, mirrored reads).
+#include "engine/inference/half_kernels.h"
+#include "engine/graph/tensor.h"
+#include "engine/inference/half_kernels_impl.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
-#include "engine/model_package.h"
+#include "engine/model/model_package.h"
 
 #include "core/limits.h"
-#include "engine/sha256.h"
+#include "core/sha256.h"
 #include "tests/test_data.h"
 
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
-#include "engine/model_signature.h"
+#include "engine/model/model_signature.h"
 
-#include "engine/sha256.h"
+#include "core/sha256.h"
 
 #include "tests/test_data.h"
 

@@ -7,9 +7,10 @@
 // channels) are printed. Nets whose files are not committed (too large: see index.json
 // "committed") are skipped unless the generator has been run locally. SwinUNETR v2 small is
 // compared on the stored centre crop of its output (index.json output_crop).
-#include "engine/onnx_import.h"
-#include "engine/registry.h"
+#include "backends/registry.h"
+#include "engine/onnx/import.h"
 
+#include "engine/passes/optimize.h"
 #include "tests/engine/golden_files.h"
 
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 // ONNX import: op/attribute conversion, constant folding of shape subgraphs, and broken models
 // (truncated, garbage, unsupported op/attribute, external data): clear errors, never a crash.
-#include "engine/onnx_import.h"
+#include "engine/onnx/import.h"
 #include "tests/engine/op_cases.h"
 #include "tests/test_data.h"
 

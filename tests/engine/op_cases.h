@@ -10,7 +10,8 @@
 #pragma once
 
 #include "engine/backend.h"
-#include "engine/graph.h"
+#include "engine/graph/graph.h"
+#include "engine/passes/optimize.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // Every op case on every compiled-in backend (other than the reference itself) against the
 // reference backend, at every precision the backend supports.
-#include "engine/registry.h"
+#include "backends/registry.h"
 #include "tests/engine/op_cases.h"
 
 #include <gtest/gtest.h>

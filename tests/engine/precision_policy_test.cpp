@@ -1,9 +1,9 @@
 // The one precision policy (engine::choosePrecision, Backend::autoPrecision): what "auto" means
 // on each backend and why, the model.json "precision" key, explicit requests.
+#include "backends/registry.h"
 #include "engine/backend.h"
-#include "engine/cpu_backend.h"
-#include "engine/model_package.h"
-#include "engine/registry.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/model/model_package.h"
 #include "tests/engine/op_cases.h"
 
 #include <gtest/gtest.h>

@@ -2,9 +2,9 @@
 // 0.125) on the same MONAI UNet exported to ONNX, for volumes that are not a multiple of the
 // patch (one smaller than the patch along z), on every compiled-in backend.
 // Goldens: tools/gen_sliding_window_golden.py (torch 2.15.0, MONAI 1.6.1, fixed seeds).
-#include "engine/onnx_import.h"
-#include "engine/registry.h"
-#include "engine/sliding_window.h"
+#include "backends/registry.h"
+#include "engine/inference/sliding_window.h"
+#include "engine/onnx/import.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -1,10 +1,10 @@
 // Sliding-window inference: grid and Gaussian against nnU-Net/MONAI goldens, and the whole loop
 // with small hand-written networks (Backend/CompiledGraph implementations in this file) whose
 // exact answers are known.
-#include "engine/sliding_window.h"
+#include "engine/inference/sliding_window.h"
 
 #include "core/memory_limit.h"
-#include "engine/sliding_window_nnunet.h"
+#include "engine/inference/sliding_window_nnunet.h"
 
 #include "tests/engine/op_cases.h"
 

@@ -1,4 +1,4 @@
-#include "engine/tensor.h"
+#include "engine/graph/tensor.h"
 
 #include <gtest/gtest.h>
 

@@ -2,9 +2,10 @@
 // tools/gen_transformer_golden.py (opset 17 LayerNormalization, opset 13 spelled-out LayerNorm,
 // einsum attention with a SwiGLU MLP), imported with voxseg's importer and run on every
 // available backend, as imported and after optimize(), against PyTorch's output.
-#include "engine/onnx_import.h"
-#include "engine/registry.h"
+#include "backends/registry.h"
+#include "engine/onnx/import.h"
 
+#include "engine/passes/optimize.h"
 #include "tests/engine/golden_files.h"
 
 #include <gtest/gtest.h>

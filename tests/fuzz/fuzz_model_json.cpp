@@ -1,6 +1,6 @@
 // libFuzzer target: model.json of a model package (parseModelPackage validates every key; the
 // ONNX files it names are not read). Paths are resolved against a folder that does not exist.
-#include "engine/model_package.h"
+#include "engine/model/model_package.h"
 #include "tests/fuzz/fuzz_support.h"
 
 #include <string>

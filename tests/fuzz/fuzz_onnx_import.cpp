@@ -1,7 +1,8 @@
 // libFuzzer target: an ONNX file as a model package's model.onnx is imported (protobuf parse,
 // graph checks, constant folding and the import passes), from bytes, and the graph optimized.
-#include "engine/graph.h"
-#include "engine/onnx_import.h"
+#include "engine/graph/graph.h"
+#include "engine/onnx/import.h"
+#include "engine/passes/optimize.h"
 #include "tests/fuzz/fuzz_support.h"
 
 #include <string_view>

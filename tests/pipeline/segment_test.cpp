@@ -2,7 +2,7 @@
 // an nnU-Net PlainConvUNet exported from PyTorch) in a model package, on a synthetic volume.
 #include "pipeline/segment.h"
 
-#include "engine/sha256.h"
+#include "core/sha256.h"
 #include "io/image_io.h"
 #include "tests/pipeline/test_model_package.h"
 #include "tests/test_data.h"

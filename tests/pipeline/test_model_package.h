@@ -4,7 +4,7 @@
 // into `folder` (writeTinyModelPackage) or `dir`/model (makeTinyModelPackage).
 #pragma once
 
-#include "engine/sha256.h"
+#include "core/sha256.h"
 #include "tests/test_data.h"
 
 #include <nlohmann/json.hpp>
@@ -39,7 +39,7 @@ inline std::string writeTinyModelPackage(const std::filesystem::path& folder,
          {{"overlap", 0.5},
           {"gaussian_sigma_scale", 0.125},
           {"mirror_axes", nlohmann::json::array()}}},
-        {"sha256", *engine::sha256File(folder / "model.onnx")}};
+        {"sha256", *sha256File(folder / "model.onnx")}};
     std::ofstream(folder / "model.json") << j.dump(2);
     return folder.string();
 }

@@ -5,7 +5,7 @@
 // "intensity above (lo + hi) / 2". Built with ONNX's protobuf classes, written into a folder.
 #pragma once
 
-#include "engine/sha256.h"
+#include "core/sha256.h"
 
 #include <onnx/onnx_pb.h>
 #include <nlohmann/json.hpp>
@@ -85,7 +85,7 @@ inline std::string thresholdNetworkOnnx(bool softmax) {
 inline std::string writeOnnx(const std::filesystem::path& folder, const std::string& name,
                              const std::string& onnx) {
     std::ofstream(folder / name, std::ios::binary) << onnx;
-    return *engine::sha256File(folder / name);
+    return *sha256File(folder / name);
 }
 
 inline std::string writeNetwork(const std::filesystem::path& folder, const std::string& name,

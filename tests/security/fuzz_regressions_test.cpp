@@ -5,9 +5,10 @@
 // in a temporary folder.
 #include "batch/journal.h"
 #include "edit/edit_op.h"
-#include "engine/graph.h"
-#include "engine/model_package.h"
-#include "engine/onnx_import.h"
+#include "engine/graph/graph.h"
+#include "engine/model/model_package.h"
+#include "engine/onnx/import.h"
+#include "engine/passes/optimize.h"
 #include "io/dicom_header.h"
 #include "io/dicom_series.h"
 #include "io/image_io.h"
@@ -215,8 +216,8 @@ TEST(FuzzRegressions, ModelJsonWithANumberBeyondDoubleIsCorruptData) {
 }
 
 // fuzz_onnx_import: a Resize whose scale makes an output size beyond int64 was converted from
-// double to int64 anyway (undefined behaviour; UBSan stopped in engine/graph.cpp). Now the node
-// is refused with the scale and the size.
+// double to int64 anyway (undefined behaviour; UBSan stopped in engine/graph/graph.cpp). Now the
+// node is refused with the scale and the size.
 TEST(FuzzRegressions, OnnxResizeWhoseOutputExceedsInt64IsRefused) {
     const std::string bytes =
         regressionBytes("fuzz_onnx_import", "resize-scale-output-beyond-int64");

@@ -4,8 +4,8 @@
 // Each message names the input, the claim and the limit. The limits are OnnxImportOptions
 // fields (defaults in core/limits.h); the tests lower them on the real golden PlainConvUNet.
 #include "core/limits.h"
-#include "engine/model_package.h"
-#include "engine/onnx_import.h"
+#include "engine/model/model_package.h"
+#include "engine/onnx/import.h"
 #include "tests/pipeline/test_model_package.h"
 #include "tests/test_data.h"
 

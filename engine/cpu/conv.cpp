@@ -1,0 +1,500 @@
+// Conv and ConvTranspose on oneDNN convolution/deconvolution primitives. Layouts are left to
+// oneDNN (format_tag::any); the producer's layout is kept when the same implementation accepts
+// it, so consecutive layers need no reorder. Bias, activation and a residual add (sum post-op)
+// are fused; an epilogue the primitive refuses is applied by separate in-place primitives.
+//
+// A ConvTranspose whose kernel equals its stride (no padding, no groups: the up-sampling of
+// nnU-Net and MONAI DynUNet decoders) writes one disjoint kd x kh x kw block per input voxel, so it
+// is planned as a 1x1 convolution to OC * K channels (oneDNN's fastest convolution kernels) and a
+// scatter of those channel groups into the blocks. oneDNN 2.6 (Debian 12) runs its deconvolution
+// for this case as a strided backward convolution at about 9 GFLOP/s: 41 % of the CT demo model's
+// CPU time went there. The scatter is our own kernel: oneDNN has no depth-to-space primitive.
+#include "engine/cpu/plan.h"
+
+#include <array>
+#include <cstring>
+
+namespace voxseg::engine::cpu {
+namespace {
+
+// Not oneDNN's reference or gemm fallback: a layout worth keeping (or choosing) for it.
+bool fastImpl(const std::string& impl) {
+    return impl.find("ref") == std::string::npos && impl.find("gemm") == std::string::npos;
+}
+
+struct ConvGeometry {
+    dnnl::memory::dims strides, dilations, pads_l, pads_r;
+};
+
+// oneDNN counts dilation from 0 (0 = dense).
+ConvGeometry geometry(const ConvAttrs& c) {
+    ConvGeometry g;
+    for (size_t i = 0; i < c.kernel.size(); ++i) {
+        g.strides.push_back(c.strides.empty() ? 1 : c.strides[i]);
+        g.dilations.push_back((c.dilations.empty() ? 1 : c.dilations[i]) - 1);
+        g.pads_l.push_back(c.pads_begin.empty() ? 0 : c.pads_begin[i]);
+        g.pads_r.push_back(c.pads_end.empty() ? 0 : c.pads_end[i]);
+    }
+    return g;
+}
+
+// Weights of an ONNX Conv ([O, I/g, k...]) or ConvTranspose ([I, O/g, k...]) as oneDNN sees them:
+// dims ([g,] O/g, I/g, k...) with the strides of the ONNX storage order.
+dnnl::memory::desc onnxWeightsDesc(const Shape& w, int64_t groups, bool transposed) {
+    const size_t sp = w.size() - 2;
+    int64_t k = 1;
+    for (size_t i = 0; i < sp; ++i) k *= w[2 + i];
+    dnnl::memory::dims dims, strides;
+    int64_t oc, ic;  // per group
+    if (!transposed) {
+        oc = w[0] / groups;
+        ic = w[1];
+    } else {
+        ic = w[0] / groups;
+        oc = w[1];
+    }
+    if (groups > 1) {
+        dims.push_back(groups);
+        strides.push_back(oc * ic * k);
+    }
+    dims.push_back(oc);
+    dims.push_back(ic);
+    if (!transposed) {
+        strides.push_back(ic * k);
+        strides.push_back(k);
+    } else {
+        strides.push_back(k);
+        strides.push_back(oc * k);
+    }
+    int64_t s = k;
+    for (size_t i = 0; i < sp; ++i) {
+        s /= w[2 + i];
+        dims.push_back(w[2 + i]);
+        strides.push_back(s);
+    }
+    return dnnl::memory::desc(dims, dt::f32, strides);
+}
+
+dnnl::memory::desc anyLike(const dnnl::memory::dims& dims, dt type) {
+    return dnnl::memory::desc(dims, type, tag::any);
+}
+
+// Post-ops for the node's epilogue: sum (residual) first, then the activation. PReLU is not
+// fused (returns false for `fused_act`).
+dnnl::primitive_attr epilogueAttr(const Node& n, bool with_epilogue, bool& fused_act) {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    fused_act = false;
+    if (!with_epilogue) return attr;
+    dnnl::post_ops ops;
+    if (n.fused_residual >= 0) ops.append_sum(1.0f);
+    dnnl::algorithm alg;
+    float a = 0, b = 0;
+    if (eltwiseFor(n.fused_activation, n.fused_alpha, alg, a, b)) {
+        ops.append_eltwise(1.0f, alg, a, b);
+        fused_act = true;
+    }
+    attr.set_post_ops(ops);
+    return attr;
+}
+
+template <typename Prim, typename MakeDesc>
+Status planConvLike(Plan& plan, bool transposed, MakeDesc make_desc) {
+    using Pd = typename Prim::primitive_desc;
+    const Node& n = plan.node();
+    const Graph& g = plan.graph();
+    const ValueId x = n.inputs[0], w = n.inputs[1];
+    const ValueId b = n.inputs.size() > 2 ? n.inputs[2] : -1;
+    if (!g.isConstant(w)) return nodeError(plan, "weights must be a constant initializer");
+    if (b >= 0 && !g.isConstant(b)) return nodeError(plan, "bias must be a constant initializer");
+    const Shape& ws = g.values[w].shape;
+    const Shape& xs = g.values[x].shape;
+    const Shape& ys = g.values[n.outputs[0]].shape;
+    const dnnl::memory::desc w_onnx = onnxWeightsDesc(ws, n.conv.group, transposed);
+    const dt act = plan.actType();
+    const auto src_any = anyLike(toDims(xs), act);
+    const auto w_any = anyLike(w_onnx.dims(), act);
+    const auto dst_any = anyLike(toDims(ys), act);
+    const auto bias_md =
+        b >= 0 ? dnnl::memory::desc({ys[1]}, dt::f32, tag::a) : dnnl::memory::desc();
+    ConvGeometry geo = geometry(n.conv);
+    if (transposed) {
+        // Right padding from the inferred output size (covers output_padding).
+        for (size_t i = 0; i < geo.pads_r.size(); ++i) {
+            const int64_t k = (n.conv.kernel[i] - 1) * (geo.dilations[i] + 1) + 1;
+            geo.pads_r[i] = (xs[2 + i] - 1) * geo.strides[i] + k - ys[2 + i] - geo.pads_l[i];
+        }
+    }
+    const bool has_epilogue = n.fused_residual >= 0 || n.fused_activation != ActivationKind::kNone;
+
+    // Build with the epilogue fused when oneDNN accepts it; prefer the producer's layout.
+    auto build = [&](const dnnl::memory::desc& src_md, const dnnl::memory::desc& dst_md, bool fuse,
+                     bool& fused_act) {
+        const auto attr = epilogueAttr(n, fuse, fused_act);
+        return Pd(make_desc(src_md, w_any, bias_md, dst_md, geo), attr, plan.engine());
+    };
+    bool fused = has_epilogue, fused_act = false;
+    Pd pd;
+    try {
+        pd = build(src_any, dst_any, fused, fused_act);
+    } catch (const dnnl::error&) {
+        fused = false;
+        try {
+            pd = build(src_any, dst_any, false, fused_act);
+        } catch (const dnnl::error& e) {
+            return nodeError(plan, std::string("oneDNN has no implementation: ") + e.what());
+        }
+    }
+    if (!g.isConstant(x) && plan.has(x) && plan.desc(x).data_type() == act) {
+        // A reorder per layer costs a memory pass: keep the producer's layout (for src and dst)
+        // unless only a reference or gemm fallback takes it.
+        const auto& prev = plan.desc(x);
+        const auto same_dst = sameLayout(prev, toDims(ys), act);
+        const bool src_ok = pd.src_desc() == prev, dst_ok = pd.dst_desc() == same_dst;
+        for (const auto& dst_try : {same_dst, dst_any}) {
+            if (src_ok && (dst_ok || &dst_try == &dst_any)) break;
+            try {
+                bool fa2 = false;
+                Pd keep = build(prev, dst_try, fused, fa2);
+                const std::string impl = keep.impl_info_str();
+                if (impl == pd.impl_info_str() || fastImpl(impl)) {
+                    pd = keep;
+                    fused_act = fa2;
+                    break;
+                }
+            } catch (const dnnl::error&) {
+            }
+        }
+    }
+
+    VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensure(x, pd.src_desc()));
+    VOXSEG_ASSIGN_OR_RETURN(dnnl::memory wm,
+                            plan.constantMemory(g.constant(w), w_onnx, pd.weights_desc()));
+    std::vector<std::pair<int, MemRef>> args = {
+        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, MemRef{-1, pd.weights_desc(), wm}}};
+    if (b >= 0) {
+        VOXSEG_ASSIGN_OR_RETURN(dnnl::memory bm, plan.constantMemory(b, pd.bias_desc()));
+        args.push_back({DNNL_ARG_BIAS, MemRef{-1, pd.bias_desc(), bm}});
+    }
+    const auto dst_md = pd.dst_desc();
+    MemRef dst;
+    if (fused && n.fused_residual >= 0) {
+        // The sum post-op accumulates into dst: start from the residual, in place if it dies here.
+        std::optional<MemRef> in_place;
+        if (n.fused_residual != x) in_place = plan.tryInPlace(n.fused_residual, dst_md);
+        if (in_place) {
+            dst = *in_place;
+        } else {
+            dst = plan.newBuffer(dst_md);
+            VOXSEG_ASSIGN_OR_RETURN(MemRef r, plan.ensure(n.fused_residual, dst_md));
+            VOXSEG_RETURN_IF_ERROR(plan.addCopy(r, dst));
+        }
+    } else {
+        dst = plan.newBuffer(dst_md);
+    }
+    args.push_back({DNNL_ARG_DST, dst});
+    const char* kind = transposed ? "deconv " : "conv ";
+    plan.addPrimitive(
+        kind + std::string(pd.impl_info_str()) + " " + descName(src.md) + "->" + descName(dst_md),
+        Prim(pd), std::move(args), pd.scratchpad_desc());
+    plan.define(n.outputs[0], dst);
+    if (!fused) return planUnfusedEpilogue(plan, dst, true, true);
+    // The residual was fused but the activation (PReLU) has no eltwise post-op.
+    if (!fused_act && n.fused_activation != ActivationKind::kNone)
+        return planUnfusedEpilogue(plan, dst, false, true);
+    return Status::ok();
+}
+
+// Kernel == stride, zero padding, dilation 1, group 1, output = input * stride.
+bool isSubpixelTranspose(const Node& n, const Shape& xs, const Shape& ys) {
+    const ConvAttrs& c = n.conv;
+    const size_t sr = c.kernel.size();
+    if (c.group != 1 || sr < 2 || sr > 3 || xs.size() != sr + 2 || ys.size() != sr + 2)
+        return false;
+    for (size_t i = 0; i < sr; ++i) {
+        const int64_t stride = c.strides.empty() ? 1 : c.strides[i];
+        if (stride != c.kernel[i] || (!c.dilations.empty() && c.dilations[i] != 1) ||
+            (!c.pads_begin.empty() && c.pads_begin[i] != 0) ||
+            (!c.pads_end.empty() && c.pads_end[i] != 0) || ys[2 + i] != xs[2 + i] * c.kernel[i])
+            return false;
+    }
+    return true;
+}
+
+// dst block (n, cb, od, oh, ow) <- tmp block (n, kidx * oc_blocks + cb, od / kd, oh / kh, ow / kw)
+// with kidx = ((od % kd) * kh + oh % kh) * kw + ow % kw; blocks of kBytes (channel block B times
+// the element size), layouts nC[d]hwBc (B = 1: plain nc[d]hw).
+template <size_t kBytes>
+Kernel subpixelScatter(std::array<int64_t, 3> in, std::array<int64_t, 3> k, int64_t batch,
+                       int64_t oc_blocks) {
+    return [=](const std::vector<dnnl::memory>& m) {
+        const auto* src = static_cast<const std::byte*>(m[0].get_data_handle());
+        auto* dst = static_cast<std::byte*>(m[1].get_data_handle());
+        const int64_t od_n = in[0] * k[0], oh_n = in[1] * k[1], ow_n = in[2] * k[2];
+        const int64_t kk = k[0] * k[1] * k[2];
+        const int64_t rows = batch * oc_blocks * od_n * oh_n;
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < rows; ++r) {
+            const int64_t oh = r % oh_n, od = (r / oh_n) % od_n, ncb = r / (oh_n * od_n);
+            const int64_t cb = ncb % oc_blocks, n = ncb / oc_blocks;
+            const int64_t d = od / k[0], h = oh / k[1];
+            const int64_t kidx_dh = ((od % k[0]) * k[1] + oh % k[1]) * k[2];
+            std::byte* out = dst + r * ow_n * kBytes;
+            for (int64_t ow = 0; ow < ow_n; ++ow) {
+                const int64_t kidx = kidx_dh + ow % k[2];
+                const int64_t plane = (n * kk + kidx) * oc_blocks + cb;
+                const int64_t at = ((plane * in[0] + d) * in[1] + h) * in[2] + ow / k[2];
+                std::memcpy(out + ow * kBytes, src + at * kBytes, kBytes);
+            }
+        }
+    };
+}
+
+// The same with tmp and dst channels-last (the bf16 case of output channels that are a multiple
+// of 8 but not of 16: oneDNN 2.6 has no bf16 kernel for 8-blocked layouts, only its reference
+// one, 1.07 of 1.9 s of a bf16 Primus-S patch): dst voxel (n, od, oh, ow) <- the kidx-th run of
+// `group` bytes (OC values) of tmp voxel (n, od / kd, oh / kh, ow / kw).
+Kernel subpixelScatterChannelsLast(std::array<int64_t, 3> in, std::array<int64_t, 3> k,
+                                   int64_t batch, size_t group) {
+    return [=](const std::vector<dnnl::memory>& m) {
+        const auto* src = static_cast<const std::byte*>(m[0].get_data_handle());
+        auto* dst = static_cast<std::byte*>(m[1].get_data_handle());
+        const int64_t od_n = in[0] * k[0], oh_n = in[1] * k[1], ow_n = in[2] * k[2];
+        const size_t voxel = group * static_cast<size_t>(k[0] * k[1] * k[2]);
+        const int64_t rows = batch * od_n * oh_n;
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < rows; ++r) {
+            const int64_t oh = r % oh_n, od = (r / oh_n) % od_n, n = r / (oh_n * od_n);
+            const int64_t kidx_dh = ((od % k[0]) * k[1] + oh % k[1]) * k[2];
+            const std::byte* row =
+                src +
+                static_cast<size_t>(((n * in[0] + od / k[0]) * in[1] + oh / k[1]) * in[2]) * voxel;
+            std::byte* out = dst + static_cast<size_t>(r * ow_n) * group;
+            for (int64_t ow = 0; ow < ow_n; ++ow)
+                std::memcpy(out + static_cast<size_t>(ow) * group,
+                            row + static_cast<size_t>(ow / k[2]) * voxel +
+                                static_cast<size_t>(kidx_dh + ow % k[2]) * group,
+                            group);
+        }
+    };
+}
+
+// The same for output channels that are no multiple of 8 (a segmentation head's up-sampling to
+// 2 classes): the 1x1 convolution writes channels-last (one voxel's K * OC values together, the
+// layout oneDNN's fast AVX-512 1x1 kernels write and the producer's ndhwc needs no reorder;
+// blocked by 1, plain ncdhw, got gemm at a fraction of the rate), or 8-channel blocks of those
+// K * OC (CPUs without AVX-512, whose channels-last 1x1 convolution is oneDNN's reference one),
+// gathered here into the plain nc[d]hw output: dst (n, o, od, oh, ow) <- tmp (n, kidx * oc + o,
+// d, h, w), `tmp_block` 0 for channels-last tmp, else its channel block.
+template <typename T>
+Kernel subpixelGather(std::array<int64_t, 3> in, std::array<int64_t, 3> k, int64_t batch,
+                      int64_t oc, int64_t tmp_block) {
+    return [=](const std::vector<dnnl::memory>& m) {
+        const T* src = static_cast<const T*>(m[0].get_data_handle());
+        T* dst = static_cast<T*>(m[1].get_data_handle());
+        const int64_t od_n = in[0] * k[0], oh_n = in[1] * k[1], ow_n = in[2] * k[2];
+        const int64_t channels = k[0] * k[1] * k[2] * oc, spatial = in[0] * in[1] * in[2];
+        // tmp element (n, c) at spatial offset 0; + s * step for the voxel s
+        const int64_t step = tmp_block ? tmp_block : channels;
+        auto base = [=](int64_t n, int64_t c) {
+            return tmp_block
+                       ? ((n * (channels / tmp_block) + c / tmp_block) * spatial) * tmp_block +
+                             c % tmp_block
+                       : n * spatial * channels + c;
+        };
+        const int64_t rows = batch * oc * od_n * oh_n;
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < rows; ++r) {
+            const int64_t oh = r % oh_n, od = (r / oh_n) % od_n, no = r / (oh_n * od_n);
+            const int64_t o = no % oc, n = no / oc;
+            const int64_t s0 = ((od / k[0]) * in[1] + oh / k[1]) * in[2];
+            const int64_t kidx_dh = ((od % k[0]) * k[1] + oh % k[1]) * k[2];
+            T* out = dst + r * ow_n;
+            for (int64_t ow = 0; ow < ow_n; ++ow)
+                out[ow] = src[base(n, (kidx_dh + ow % k[2]) * oc + o) + (s0 + ow / k[2]) * step];
+        }
+    };
+}
+
+Status planSubpixelConvTranspose(Plan& plan) {
+    const Node& n = plan.node();
+    const Graph& g = plan.graph();
+    const ValueId x = n.inputs[0], w = n.inputs[1];
+    const ValueId b = n.inputs.size() > 2 ? n.inputs[2] : -1;
+    const Shape& xs = g.values[x].shape;
+    const Shape& ys = g.values[n.outputs[0]].shape;
+    const size_t sr = n.conv.kernel.size();
+    const int64_t ic = xs[1], oc = ys[1];
+    int64_t kk = 1;
+    for (int64_t k : n.conv.kernel) kk *= k;
+    const dt act = plan.actType();
+
+    // ONNX weights [IC, OC, k...] -> 1x1 conv weights [K * OC, IC, 1...], channel kidx * OC + oc.
+    const std::vector<float> wv = g.constant(w).toFloats();
+    std::vector<float> w1(wv.size());
+    for (int64_t i = 0; i < ic; ++i)
+        for (int64_t o = 0; o < oc; ++o)
+            for (int64_t kidx = 0; kidx < kk; ++kidx)
+                w1[static_cast<size_t>((kidx * oc + o) * ic + i)] =
+                    wv[static_cast<size_t>((i * oc + o) * kk + kidx)];
+    Shape w1_shape{kk * oc, ic};
+    w1_shape.insert(w1_shape.end(), sr, 1);
+    dnnl::memory::dims tmp_dims{xs[0], kk * oc};
+    tmp_dims.insert(tmp_dims.end(), xs.begin() + 2, xs.end());
+    const dnnl::memory::dims ones(sr, 1), zeros(sr, 0);
+    const auto bias_md =
+        b >= 0 ? dnnl::memory::desc({kk * oc}, dt::f32, tag::a) : dnnl::memory::desc();
+    const tag channels_last = sr == 3 ? tag::ndhwc : tag::nhwc;
+    bool unused = false;
+    const auto attr = epilogueAttr(n, false, unused);
+    auto build = [&](const dnnl::memory::desc& src_md, const dnnl::memory::desc& tmp_md) {
+        return dnnl::convolution_forward::primitive_desc(
+            dnnl::convolution_forward::desc(
+                dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md,
+                anyLike(toDims(w1_shape), act), bias_md, tmp_md, ones, zeros, zeros),
+            attr, plan.engine());
+    };
+    auto blockedTag = [&](int64_t b) {
+        return sr == 3 ? (b == 16 ? tag::nCdhw16c : tag::nCdhw8c)
+                       : (b == 16 ? tag::nChw16c : tag::nChw8c);
+    };
+    // tmp blocked like the output (the scatter moves whole channel blocks): 16-channel blocks,
+    // else 8 (CPUs without AVX-512, where oneDNN's 1x1 kernels write only 8-channel blocks and a
+    // 16-channel tmp got its reference convolution: 2.5 s of a 5.9 s Primus-S patch), else
+    // channels-last (bf16 with 8-channel blocks, channel counts no multiple of 8). The first
+    // candidate that builds, replaced by a later one only if that one is fast. `block` is the
+    // output's channel block: 0 channels-last, 1 plain (gathered from a tmp whose channel block
+    // is `tmp_block`, 0 for channels-last).
+    struct Candidate {
+        tag tmp;
+        int64_t block, tmp_block;
+    };
+    std::vector<Candidate> candidates;
+    if (oc % 16 == 0) candidates.push_back({blockedTag(16), 16, 0});
+    if (oc % 8 == 0) candidates.push_back({blockedTag(8), 8, 0});
+    candidates.push_back({channels_last, oc % 8 == 0 ? 0 : 1, 0});
+    if (oc % 8 != 0 && kk * oc % 8 == 0) candidates.push_back({blockedTag(8), 1, 8});
+    dnnl::memory::desc tmp_md;
+    dnnl::convolution_forward::primitive_desc pd;
+    int64_t block = 1, tmp_block = 0;
+    bool built = false;
+    for (const auto& [t, candidate_block, candidate_tmp_block] : candidates) {
+        if (built && fastImpl(pd.impl_info_str())) break;
+        const auto md = dnnl::memory::desc(tmp_dims, act, t);
+        try {
+            auto p = build(anyLike(toDims(xs), act), md);
+            if (!g.isConstant(x) && plan.has(x) && plan.desc(x).data_type() == act &&
+                p.src_desc() != plan.desc(x)) {
+                try {  // the producer's layout, unless only a slow implementation takes it
+                    auto keep = build(plan.desc(x), md);
+                    if (fastImpl(keep.impl_info_str())) p = keep;
+                } catch (const dnnl::error&) {
+                }
+            }
+            if (!built || fastImpl(p.impl_info_str())) {
+                pd = p;
+                tmp_md = md;
+                block = candidate_block;
+                tmp_block = candidate_tmp_block;
+                built = true;
+            }
+        } catch (const dnnl::error&) {
+        }
+    }
+    if (!built) return planConvTranspose(plan, /*subpixel=*/false);
+    const tag layout = block == 0   ? channels_last
+                       : block == 1 ? (sr == 3 ? tag::ncdhw : tag::nchw)
+                                    : blockedTag(block);
+    VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensure(x, pd.src_desc()));
+    VOXSEG_ASSIGN_OR_RETURN(dnnl::memory wm,
+                            plan.constantMemory(Tensor::fromFloats(w1_shape, w1),
+                                                plainDesc(w1_shape, dt::f32), pd.weights_desc()));
+    std::vector<std::pair<int, MemRef>> args = {
+        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, MemRef{-1, pd.weights_desc(), wm}}};
+    if (b >= 0) {
+        const std::vector<float> bv = g.constant(b).toFloats();
+        std::vector<float> b1(static_cast<size_t>(kk * oc));
+        for (int64_t kidx = 0; kidx < kk; ++kidx)
+            std::copy(bv.begin(), bv.end(), b1.begin() + kidx * oc);
+        VOXSEG_ASSIGN_OR_RETURN(dnnl::memory bm,
+                                plan.constantMemory(Tensor::fromFloats({kk * oc}, b1),
+                                                    plainDesc({kk * oc}, dt::f32), pd.bias_desc()));
+        args.push_back({DNNL_ARG_BIAS, MemRef{-1, pd.bias_desc(), bm}});
+    }
+    const MemRef tmp = plan.newBuffer(tmp_md);
+    args.push_back({DNNL_ARG_DST, tmp});
+    plan.addPrimitive("deconv k=s: conv1x1 " + std::string(pd.impl_info_str()) + " " +
+                          descName(src.md) + "->" + descName(tmp_md),
+                      dnnl::convolution_forward(pd), std::move(args), pd.scratchpad_desc());
+
+    const MemRef dst = plan.newBuffer(dnnl::memory::desc(toDims(ys), act, layout));
+    std::array<int64_t, 3> in{1, 1, 1}, k{1, 1, 1};
+    for (size_t i = 0; i < sr; ++i) {
+        in[3 - sr + i] = xs[2 + i];
+        k[3 - sr + i] = n.conv.kernel[i];
+    }
+    const size_t elem = act == dt::bf16 ? 2 : 4;
+    const size_t bytes = static_cast<size_t>(block) * elem;
+    const int64_t oc_blocks = block > 0 ? oc / block : 1;
+    Kernel scatter;
+    switch (block > 1 ? bytes : static_cast<size_t>(block)) {
+        case 0:
+            scatter = subpixelScatterChannelsLast(in, k, xs[0], static_cast<size_t>(oc) * elem);
+            break;
+        case 1:
+            scatter = act == dt::bf16 ? subpixelGather<uint16_t>(in, k, xs[0], oc, tmp_block)
+                                      : subpixelGather<uint32_t>(in, k, xs[0], oc, tmp_block);
+            break;
+        case 64:
+            scatter = subpixelScatter<64>(in, k, xs[0], oc_blocks);
+            break;
+        case 32:
+            scatter = subpixelScatter<32>(in, k, xs[0], oc_blocks);
+            break;
+        case 16:
+            scatter = subpixelScatter<16>(in, k, xs[0], oc_blocks);
+            break;
+        case 4:
+            scatter = subpixelScatter<4>(in, k, xs[0], oc_blocks);
+            break;
+        default:
+            scatter = subpixelScatter<2>(in, k, xs[0], oc_blocks);
+            break;
+    }
+    plan.addKernel("deconv k=s: scatter " + descName(tmp_md) + "->" + descName(dst.md),
+                   std::move(scatter), {tmp, dst});
+    plan.define(n.outputs[0], dst);
+    return planUnfusedEpilogue(plan, dst, true, true);
+}
+
+}  // namespace
+
+Status planConv(Plan& plan) {
+    return planConvLike<dnnl::convolution_forward>(
+        plan, false,
+        [](const dnnl::memory::desc& s, const dnnl::memory::desc& w, const dnnl::memory::desc& b,
+           const dnnl::memory::desc& d, const ConvGeometry& geo) {
+            return dnnl::convolution_forward::desc(
+                dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, s, w, b, d,
+                geo.strides, geo.dilations, geo.pads_l, geo.pads_r);
+        });
+}
+
+Status planConvTranspose(Plan& plan, bool subpixel) {
+    const Node& n = plan.node();
+    const Graph& g = plan.graph();
+    if (subpixel && n.inputs.size() >= 2 && g.isConstant(n.inputs[1]) &&
+        (n.inputs.size() < 3 || g.isConstant(n.inputs[2])) &&
+        isSubpixelTranspose(n, g.values[n.inputs[0]].shape, g.values[n.outputs[0]].shape))
+        return planSubpixelConvTranspose(plan);
+    return planConvLike<dnnl::deconvolution_forward>(
+        plan, true,
+        [](const dnnl::memory::desc& s, const dnnl::memory::desc& w, const dnnl::memory::desc& b,
+           const dnnl::memory::desc& d, const ConvGeometry& geo) {
+            return dnnl::deconvolution_forward::desc(
+                dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct, s, w, b,
+                d, geo.strides, geo.dilations, geo.pads_l, geo.pads_r);
+        });
+}
+
+}  // namespace voxseg::engine::cpu

@@ -1,0 +1,320 @@
+// The oneDNN CPU Backend: device query, precision support, and compile(): optimize(), shape
+// inference for the requested input shapes, one planning pass over the nodes (cpu_*.cpp per
+// op family), then memory planning (cpu_plan.cpp).
+#include "engine/cpu/cpu_backend.h"
+
+#include "core/memory_limit.h"
+#include "engine/cpu/plan.h"
+#include "engine/passes/optimize.h"
+
+#include <omp.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace voxseg::engine {
+namespace {
+
+using cpu::Plan;
+
+using cpu::cpuHasAmx;
+using cpu::cpuHasBf16;
+
+// CPUID leaf 0's vendor string is "AuthenticAMD".
+bool cpuIsAmd() {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
+    char vendor[13] = {};
+    std::memcpy(vendor, &ebx, 4);
+    std::memcpy(vendor + 4, &edx, 4);
+    std::memcpy(vendor + 8, &ecx, 4);
+    return std::string(vendor) == "AuthenticAMD";
+#else
+    return false;
+#endif
+}
+
+std::string cpuModel() {
+    std::ifstream f("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(f, line)) {
+        if (line.rfind("model name", 0) == 0) {
+            const auto pos = line.find(':');
+            if (pos != std::string::npos) return line.substr(pos + 2);
+        }
+    }
+    return "CPU";
+}
+
+const char* isaName() {
+    switch (dnnl::get_effective_cpu_isa()) {
+        case dnnl::cpu_isa::avx512_core_amx:
+            return "avx512_core_amx";
+        case dnnl::cpu_isa::avx512_core_bf16:
+            return "avx512_core_bf16";
+        case dnnl::cpu_isa::avx512_core_vnni:
+            return "avx512_core_vnni";
+        case dnnl::cpu_isa::avx512_core:
+            return "avx512_core";
+        case dnnl::cpu_isa::avx2_vnni:
+            return "avx2_vnni";
+        case dnnl::cpu_isa::avx2:
+            return "avx2";
+        default:
+            return "sse41/avx";
+    }
+}
+
+void applyThreads(int num_threads) {
+    if (num_threads > 0) omp_set_num_threads(num_threads);
+}
+
+Status planNode(Plan& plan) {
+    switch (plan.node().op) {
+        case OpKind::kConv:
+            return cpu::planConv(plan);
+        case OpKind::kConvTranspose:
+            return cpu::planConvTranspose(plan);
+        case OpKind::kInstanceNorm:
+        case OpKind::kGroupNorm:
+        case OpKind::kBatchNorm:
+        case OpKind::kChannelLayerNorm:
+            return cpu::planNorm(plan);
+        case OpKind::kRelu:
+        case OpKind::kLeakyRelu:
+        case OpKind::kPRelu:
+        case OpKind::kSigmoid:
+        case OpKind::kTanh:
+        case OpKind::kClip:
+        case OpKind::kGelu:
+        case OpKind::kSilu:
+        case OpKind::kSqrt:
+            return cpu::planEltwise(plan);
+        case OpKind::kMatMul:
+        case OpKind::kLayerNorm:
+        case OpKind::kReduceMean:
+        case OpKind::kReduceSum:
+        case OpKind::kReduceMax:
+        case OpKind::kErf:
+        case OpKind::kSin:
+        case OpKind::kCos:
+        case OpKind::kWhere:
+        case OpKind::kExpand:
+        case OpKind::kTile:
+        case OpKind::kAttention:
+        case OpKind::kMultiHeadAttention:
+        case OpKind::kRotary:
+            return cpu::planTransformerOp(plan);
+        case OpKind::kSoftmax:
+            return cpu::planSoftmax(plan);
+        case OpKind::kAdd:
+        case OpKind::kSub:
+        case OpKind::kMul:
+        case OpKind::kDiv:
+            return cpu::planBinary(plan);
+        case OpKind::kConcat:
+            return cpu::planConcat(plan);
+        case OpKind::kResize:
+            return cpu::planResize(plan);
+        case OpKind::kMaxPool:
+        case OpKind::kAveragePool:
+        case OpKind::kGlobalAveragePool:
+            return cpu::planPool(plan);
+        case OpKind::kPad:
+        case OpKind::kIdentity:
+        case OpKind::kReshape:
+        case OpKind::kTranspose:
+        case OpKind::kSlice:
+        case OpKind::kRoll:
+            return cpu::planShapeOp(plan);
+    }
+    return cpu::nodeError(plan, "op not supported by the cpu backend");
+}
+
+class CpuCompiledGraph : public CompiledGraph {
+  public:
+    CpuCompiledGraph(Graph graph, Precision precision, int num_threads)
+        : graph_(std::move(graph)),
+          precision_(precision),
+          num_threads_(num_threads),
+          engine_(dnnl::engine::kind::cpu, 0),
+          plan_(graph_, engine_, precision) {}
+
+    Status build(const std::vector<Shape>& input_shapes) {
+        input_shapes_ = input_shapes;
+        for (ValueId v : graph_.outputs) output_shapes_.push_back(graph_.values[v].shape);
+        VOXSEG_RETURN_IF_ERROR(checkActivationsFitMemory());
+        plan_.defineInputs(input_shapes);
+        for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+            plan_.setCurrentNode(static_cast<int>(i));
+            Status s;
+            try {
+                s = planNode(plan_);
+            } catch (const dnnl::error& e) {
+                s = cpu::nodeError(plan_, std::string("oneDNN: ") + e.what());
+            }
+            if (!s.isOk()) return withTensorSizeHint(s, graph_.nodes[i]);
+        }
+        VOXSEG_RETURN_IF_ERROR(plan_.defineOutputs());
+        return plan_.finish();
+    }
+
+    // A computed value's bytes. inferShapes() bounds every value to 2^40 elements, so this
+    // cannot overflow.
+    uint64_t valueBytes(ValueId v) const {
+        const Value& value = graph_.values[v];
+        return static_cast<uint64_t>(numel(value.shape)) * dtypeSize(value.dtype);
+    }
+
+    // oneDNN 2.6 creates no primitive for some tensors past 2 GiB where the CPU lacks AVX-512
+    // (a 16-channel 490^3 activation under DNNL_MAX_CPU_ISA=AVX2 fits the memory and is refused):
+    // such a failure names the size and the way out instead of reading as an unsupported op.
+    Status withTensorSizeHint(const Status& s, const Node& node) const {
+        if (s.message().find("oneDNN") == std::string::npos) return s;
+        uint64_t largest = 0;
+        for (const std::vector<ValueId>* ids : {&node.inputs, &node.outputs})
+            for (ValueId v : *ids)
+                if (v >= 0 && !graph_.values[v].constant)
+                    largest = std::max(largest, valueBytes(v));
+        if (largest <= (uint64_t{1} << 31)) return s;
+        return Status(s.code(),
+                      s.message() + " (a tensor of " + std::to_string(largest >> 20) +
+                          " MiB: oneDNN has no kernel for tensors this large on this CPU, " +
+                          isaName() + "; use a smaller patch)",
+                      s.subject());
+    }
+
+    // An activation larger than the memory this process may use (core/memory_limit.h) can never
+    // be allocated. Refused here, before oneDNN plans a kernel for it, so that every CPU gives the
+    // same advice: under AVX2 oneDNN cannot create primitives for tensors this large, which read
+    // as an unsupported op.
+    Status checkActivationsFitMemory() const {
+        const uint64_t memory = memoryLimitBytes();
+        if (memory == 0) return Status::ok();
+        for (const Node& node : graph_.nodes)
+            for (ValueId v : node.outputs) {
+                if (v < 0 || valueBytes(v) <= memory) continue;
+                const Value& value = graph_.values[v];
+                return Status(StatusCode::kOutOfMemory,
+                              "cpu backend: '" + value.name + "' " + shapeToString(value.shape) +
+                                  " needs " + std::to_string(valueBytes(v) >> 20) +
+                                  " MiB, more than the " + describeMemoryLimit() +
+                                  "; use a smaller patch or batch");
+            }
+        return Status::ok();
+    }
+
+    const std::vector<Shape>& inputShapes() const override { return input_shapes_; }
+    const std::vector<Shape>& outputShapes() const override { return output_shapes_; }
+
+    Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) override {
+        if (inputs.size() != input_shapes_.size())
+            return invalidArgument("cpu backend: expected " + std::to_string(input_shapes_.size()) +
+                                   " inputs, got " + std::to_string(inputs.size()));
+        for (size_t i = 0; i < inputs.size(); ++i) {
+            if (inputs[i].dtype() != DType::kFloat32 || inputs[i].shape() != input_shapes_[i])
+                return invalidArgument("cpu backend: input " + std::to_string(i) + " is " +
+                                       dtypeName(inputs[i].dtype()) + " " +
+                                       shapeToString(inputs[i].shape()) +
+                                       ", compiled for float32 " + shapeToString(input_shapes_[i]));
+        }
+        applyThreads(num_threads_);
+        return plan_.run(inputs, outputs, output_shapes_);
+    }
+
+    size_t workspaceBytes() const override { return plan_.workspaceBytes(); }
+
+    std::string describe() const override {
+        std::ostringstream os;
+        os << "cpu (oneDNN " << dnnl_version()->major << "." << dnnl_version()->minor << ", "
+           << isaName() << ", " << precisionName(precision_) << ", "
+           << (num_threads_ > 0 ? num_threads_ : omp_get_max_threads())
+           << " threads): " << plan_.steps().size() << " steps, arena "
+           << (plan_.arenaBytes() >> 20) << " MiB;";
+        for (const auto& s : plan_.steps()) os << " [" << s.node << ": " << s.what << "]";
+        for (const auto& [node, what] : plan_.notes()) os << " [" << node << ": " << what << "]";
+        return os.str();
+    }
+
+  private:
+    Graph graph_;
+    Precision precision_;
+    int num_threads_;
+    std::vector<Shape> input_shapes_, output_shapes_;
+    dnnl::engine engine_;
+    Plan plan_;
+};
+
+class CpuBackend : public Backend {
+  public:
+    std::string name() const override { return "cpu"; }
+
+    std::string deviceDescription() const override {
+        return cpuModel() + " (" + isaName() + "), " + std::to_string(omp_get_max_threads()) +
+               " threads";
+    }
+
+    bool supportsPrecision(Precision precision) const override {
+        if (precision == Precision::kFloat32) return true;
+        if (precision == Precision::kBFloat16) return cpuHasBf16();
+        return false;
+    }
+
+    PrecisionChoice autoPrecision() const override {
+        return cpuAutoPrecision({cpuHasAmx(), cpuHasBf16(), cpuIsAmd()});
+    }
+
+    Result<std::unique_ptr<CompiledGraph>> compile(const Graph& graph,
+                                                   const std::vector<Shape>& input_shapes,
+                                                   const CompileOptions& options) override {
+        if (options.precision == Precision::kAuto)
+            return invalidArgument(
+                "cpu backend: precision auto must be resolved first "
+                "(engine::choosePrecision)");
+        if (!supportsPrecision(options.precision))
+            return unsupported(std::string("cpu backend: precision ") +
+                               precisionName(options.precision) + " is not supported on this " +
+                               "CPU (" + isaName() + "); use fp32" +
+                               (options.precision == Precision::kFloat16 ? " or bf16" : ""));
+        if (input_shapes.size() != graph.inputs.size())
+            return invalidArgument("cpu backend: graph has " + std::to_string(graph.inputs.size()) +
+                                   " inputs, " + std::to_string(input_shapes.size()) +
+                                   " shapes given");
+        applyThreads(options.num_threads);
+        Graph g = optimize(graph);
+        VOXSEG_RETURN_IF_ERROR(g.inferShapes(input_shapes));
+        auto compiled = std::make_unique<CpuCompiledGraph>(std::move(g), options.precision,
+                                                           options.num_threads);
+        VOXSEG_RETURN_IF_ERROR(compiled->build(input_shapes));
+        return std::unique_ptr<CompiledGraph>(std::move(compiled));
+    }
+};
+
+}  // namespace
+
+PrecisionChoice cpuAutoPrecision(const CpuBf16Traits& cpu) {
+    if (cpu.amx_bf16)
+        return {Precision::kBFloat16,
+                "cpu has AMX (amx_bf16): bf16 convolutions run about 3x faster than fp32 and the "
+                "labels agree (docs/perf-cpu.md, \"Precision\")"};
+    if (cpu.avx512_bf16 && cpu.amd)
+        return {Precision::kBFloat16,
+                "cpu is an AMD with avx512_bf16 (Zen 4 or later): bf16 measured 1.5-1.9x faster "
+                "than fp32 and the labels agree (docs/perf-cpu.md, \"Precision\")"};
+    if (cpu.avx512_bf16)
+        return {Precision::kFloat32,
+                "cpu has avx512_bf16 but no AMX (Intel): bf16 measured slower than fp32 there "
+                "(docs/perf-cpu.md); --precision bf16 still runs it"};
+    return {Precision::kFloat32, "cpu has no bf16 instructions (no AMX, no avx512_bf16)"};
+}
+
+std::unique_ptr<Backend> makeCpuBackend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace voxseg::engine

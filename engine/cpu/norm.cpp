@@ -1,0 +1,199 @@
+// InstanceNorm and GroupNorm with their fused epilogue (residual add, activation) and the
+// channel LayerNorm on the kernels of cpu_norm_kernels.cpp, in the producer's layout; BatchNorm on
+// oneDNN's batch normalisation primitive (global statistics), normally folded into the Conv by
+// optimize().
+#include "engine/cpu/norm_kernels.h"
+#include "engine/cpu/plan.h"
+
+#include <cmath>
+
+namespace voxseg::engine::cpu {
+namespace {
+
+Result<std::vector<float>> constantFloats(Plan& plan, ValueId v, const char* what) {
+    if (v < 0 || !plan.graph().isConstant(v))
+        return nodeError(plan, std::string(what) + " must be a constant initializer");
+    return plan.graph().constant(v).toFloats();
+}
+
+// The layout `x` has when the lane kernels can walk it (f32 or bf16), else plain.
+dnnl::memory::desc laneWalkableDesc(const Plan& plan, ValueId x) {
+    const Shape& xs = plan.graph().values[x].shape;
+    dnnl::memory::desc md = plan.has(x) ? plan.desc(x) : plainDesc(xs, plan.actType());
+    if (md.data_type() != dt::f32 && md.data_type() != dt::bf16) md = plainDesc(xs, plan.actType());
+    if (!laneLayout(md)) md = plainDesc(xs, md.data_type());
+    return md;
+}
+
+Status planInstanceOrGroupNorm(Plan& plan) {
+    const Node& n = plan.node();
+    const Graph& g = plan.graph();
+    const ValueId x = n.inputs[0];
+    const int64_t channels = g.values[x].shape[1];
+    VOXSEG_ASSIGN_OR_RETURN(std::vector<float> gamma, constantFloats(plan, n.inputs[1], "scale"));
+    VOXSEG_ASSIGN_OR_RETURN(std::vector<float> beta, constantFloats(plan, n.inputs[2], "bias"));
+    const bool group_norm = n.op == OpKind::kGroupNorm;
+    const int64_t groups = group_norm ? n.norm.num_groups : channels;
+    if (groups <= 0 || channels % groups != 0)
+        return nodeError(plan, "num_groups " + std::to_string(groups) + " does not divide " +
+                                   std::to_string(channels) + " channels");
+    // GroupNormalization-18 has per-group scale/bias, -21 per-channel ones.
+    for (auto* p : {&gamma, &beta}) {
+        if (static_cast<int64_t>(p->size()) == groups && groups != channels) {
+            std::vector<float> per_channel(channels);
+            for (int64_t c = 0; c < channels; ++c) per_channel[c] = (*p)[c / (channels / groups)];
+            *p = per_channel;
+        }
+        if (static_cast<int64_t>(p->size()) != channels)
+            return nodeError(plan, "scale/bias have " + std::to_string(p->size()) + " values for " +
+                                       std::to_string(channels) + " channels");
+    }
+    std::vector<float> slope;
+    if (n.fused_activation == ActivationKind::kPRelu) {
+        VOXSEG_ASSIGN_OR_RETURN(slope, constantFloats(plan, n.fused_prelu_slope, "PReLU slope"));
+        if (slope.size() == 1) slope.assign(channels, slope[0]);
+        if (static_cast<int64_t>(slope.size()) != channels)
+            return nodeError(plan, "PReLU slope must have 1 or C values");
+    }
+
+    // Work in the producer's layout when the kernels can walk it.
+    const dnnl::memory::desc md = laneWalkableDesc(plan, x);
+    const std::optional<LaneLayout> layout = laneLayout(md);
+    VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensure(x, md));
+    std::vector<MemRef> refs = {src};
+    std::optional<MemRef> dst = plan.tryInPlace(x, md);
+    if (!dst) dst = plan.newBuffer(md);
+    refs.push_back(*dst);
+    if (n.fused_residual >= 0) {
+        VOXSEG_ASSIGN_OR_RETURN(MemRef r, plan.ensure(n.fused_residual, md));
+        refs.push_back(r);
+    }
+    const LaneLayout L = *layout;
+    const bool bf16 = md.data_type() == dt::bf16;
+    const double eps = n.norm.epsilon;
+    const ActivationKind act = n.fused_activation;
+    const float alpha = n.fused_alpha;
+    const int64_t cp = L.paddedChannels();
+    std::vector<float> slope_padded;
+    if (!slope.empty()) {
+        slope_padded.assign(cp, 0.0f);
+        std::copy(slope.begin(), slope.end(), slope_padded.begin());
+    }
+    Kernel kernel = [=](const std::vector<dnnl::memory>& m) {
+        const void* xp = m[0].get_data_handle();
+        void* yp = m[1].get_data_handle();
+        const void* rp = m.size() > 2 ? m[2].get_data_handle() : nullptr;
+        std::vector<double> mean, m2;
+        channelMoments(xp, bf16, L, mean, m2);
+        std::vector<float> a(L.batch * cp, 0.0f), b(L.batch * cp, 0.0f);
+        const int64_t cpg = L.channels / groups;
+        const double count = static_cast<double>(L.spatial);
+        for (int64_t nn = 0; nn < L.batch; ++nn) {
+            for (int64_t grp = 0; grp < groups; ++grp) {
+                // Merge the channels of the group (equal counts).
+                double mu = 0, sq = 0, cnt = 0;
+                for (int64_t k = 0; k < cpg; ++k) {
+                    const int64_t c = nn * L.channels + grp * cpg + k;
+                    const double delta = mean[c] - mu, total = cnt + count;
+                    mu += delta * count / total;
+                    sq += m2[c] + delta * delta * cnt * count / total;
+                    cnt = total;
+                }
+                const double rstd = 1.0 / std::sqrt(sq / cnt + eps);
+                for (int64_t k = 0; k < cpg; ++k) {
+                    const int64_t c = grp * cpg + k;
+                    const double sc = gamma[c] * rstd;
+                    a[nn * cp + c] = static_cast<float>(sc);
+                    b[nn * cp + c] = static_cast<float>(beta[c] - mu * sc);
+                }
+            }
+        }
+        affineActivation(xp, yp, rp, bf16, L, a.data(), b.data(), act, alpha,
+                         slope_padded.empty() ? nullptr : slope_padded.data());
+    };
+    plan.addKernel(std::string(group_norm ? "groupnorm" : "instancenorm") + " " + descName(md) +
+                       " " + normKernelIsa(),
+                   std::move(kernel), refs);
+    plan.define(n.outputs[0], *dst);
+    return Status::ok();
+}
+
+Status planBatchNorm(Plan& plan) {
+    const Node& n = plan.node();
+    const Graph& g = plan.graph();
+    const ValueId x = n.inputs[0];
+    const int64_t channels = g.values[x].shape[1];
+    dnnl::memory::desc md =
+        plan.has(x) ? plan.desc(x) : plainDesc(g.values[x].shape, plan.actType());
+    const bool relu_fused = n.fused_activation == ActivationKind::kRelu && n.fused_residual < 0;
+    auto flags = dnnl::normalization_flags::use_global_stats |
+                 dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+    if (relu_fused) flags |= dnnl::normalization_flags::fuse_norm_relu;
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::batch_normalization_forward::primitive_desc pd;
+    try {
+        pd = dnnl::batch_normalization_forward::primitive_desc(
+            dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_inference, md,
+                                                    n.norm.epsilon, flags),
+            attr, plan.engine());
+    } catch (const dnnl::error& e) {
+        return nodeError(plan, std::string("oneDNN batch normalization: ") + e.what());
+    }
+    const dnnl::memory::desc vec({channels}, dt::f32, tag::a);
+    static const int kArgs[] = {DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE};
+    static const char* kNames[] = {"scale", "bias", "mean", "var"};
+    VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensure(x, md));
+    std::vector<std::pair<int, MemRef>> args = {{DNNL_ARG_SRC, src}};
+    for (int i = 0; i < 4; ++i) {
+        const ValueId v = n.inputs.size() > static_cast<size_t>(i + 1) ? n.inputs[i + 1] : -1;
+        if (v < 0 || !g.isConstant(v))
+            return nodeError(plan, std::string(kNames[i]) + " must be a constant initializer");
+        VOXSEG_ASSIGN_OR_RETURN(dnnl::memory m, plan.constantMemory(v, vec));
+        args.push_back({kArgs[i], MemRef{-1, vec, m}});
+    }
+    std::optional<MemRef> dst = plan.tryInPlace(x, md);
+    if (!dst) dst = plan.newBuffer(md);
+    args.push_back({DNNL_ARG_DST, *dst});
+    plan.addPrimitive(std::string("batchnorm ") + pd.impl_info_str(),
+                      dnnl::batch_normalization_forward(pd), std::move(args), pd.scratchpad_desc());
+    plan.define(n.outputs[0], *dst);
+    return planUnfusedEpilogue(plan, *dst, true, !relu_fused);
+}
+
+// LayerNorm over the channels at each position, in the producer's layout (Primus' decoder:
+// the blocked output of the ConvTranspose before it, read and written without reorders).
+Status planChannelLayerNorm(Plan& plan) {
+    const Node& n = plan.node();
+    const ValueId x = n.inputs[0];
+    VOXSEG_ASSIGN_OR_RETURN(std::vector<float> gamma, constantFloats(plan, n.inputs[1], "scale"));
+    std::vector<float> beta;
+    if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
+        VOXSEG_ASSIGN_OR_RETURN(beta, constantFloats(plan, n.inputs[2], "bias"));
+    }
+    const dnnl::memory::desc md = laneWalkableDesc(plan, x);
+    const LaneLayout L = *laneLayout(md);
+    VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensure(x, md));
+    std::optional<MemRef> dst = plan.tryInPlace(x, md);
+    if (!dst) dst = plan.newBuffer(md);
+    const bool bf16 = md.data_type() == dt::bf16;
+    const float eps = n.norm.epsilon;
+    Kernel kernel = [=](const std::vector<dnnl::memory>& m) {
+        channelLayerNorm(m[0].get_data_handle(), m[1].get_data_handle(), bf16, L, gamma.data(),
+                         beta.empty() ? nullptr : beta.data(), eps);
+    };
+    plan.addKernel("channel_layernorm " + descName(md) + " " + normKernelIsa(), std::move(kernel),
+                   {src, *dst});
+    plan.define(n.outputs[0], *dst);
+    return planUnfusedEpilogue(plan, *dst);
+}
+
+}  // namespace
+
+Status planNorm(Plan& plan) {
+    if (plan.node().op == OpKind::kChannelLayerNorm) return planChannelLayerNorm(plan);
+    if (plan.node().op == OpKind::kBatchNorm) return planBatchNorm(plan);
+    return planInstanceOrGroupNorm(plan);
+}
+
+}  // namespace voxseg::engine::cpu

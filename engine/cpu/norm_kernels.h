@@ -1,0 +1,71 @@
+// Internal to the oneDNN CPU backend: instance/group-norm and channel LayerNorm kernels over
+// oneDNN layouts.
+//
+// oneDNN 2.6 has batch and layer normalisation but no instance or group normalisation over the
+// spatial axes of NCDHW, so these are written by hand: one memory pass for per-channel moments
+// (chunked two-pass mean/M2 in cache, chunks merged with Chan's formula in double: exact enough
+// for 128^3 volumes, unlike a running sum of squares), and one pass that applies the per-channel
+// affine map, an optional residual and the activation. Both work directly on blocked layouts
+// (nCdhw16c: 16 channels are the contiguous SIMD lanes), channels-last and plain layouts,
+// f32 or bf16 data (statistics always in f32/f64). Parallel with OpenMP; call from one thread.
+#pragma once
+
+#include "engine/graph/graph.h"
+
+#include <dnnl.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace voxseg::engine::cpu {
+
+// A rank>=3 tensor seen as groups of `lanes` contiguous channels per spatial position.
+// Element (n, c, s) is at n*n_stride + (c / lanes)*group_stride + s*spatial_stride + c % lanes.
+struct LaneLayout {
+    int64_t batch = 0, channels = 0, spatial = 0;
+    int64_t lanes = 1;   // 16 for nCdhw16c, C for channels-last, 1 for plain
+    int64_t groups = 0;  // ceil(channels / lanes); lanes * groups = padded channel count
+    int64_t n_stride = 0, group_stride = 0, spatial_stride = 0;
+    int64_t paddedChannels() const { return lanes * groups; }
+};
+
+// The widest build of voxseg's own kernels (these and the attention's softmax,
+// cpu_attention_softmax.h) this CPU runs: the units engine/CMakeLists.txt builds with AVX-512
+// flags (F, BW, VL, DQ), with AVX2 + FMA, or the x86-64 baseline. Capped by oneDNN's effective
+// ISA (DNNL_MAX_CPU_ISA): one setting runs the whole backend as on an older CPU.
+enum class KernelIsa { kGeneric, kAvx2, kAvx512 };
+KernelIsa kernelIsa();
+const char* kernelIsaName(KernelIsa isa);  // "generic", "avx2", "avx512"
+
+// kernelIsaName(kernelIsa()): the loops the kernels below run on this CPU.
+const char* normKernelIsa();
+
+// nullopt for layouts these kernels do not walk (the caller reorders to plain first).
+std::optional<LaneLayout> laneLayout(const dnnl::memory::desc& md);
+
+// Per (n, c) mean and M2 (sum of squared deviations) over the spatial axes; size batch*channels.
+void channelMoments(const void* x, bool bf16, const LaneLayout& layout, std::vector<double>& mean,
+                    std::vector<double>& m2);
+
+// y = act(x * scale[n, c] + shift[n, c] (+ residual)), in place allowed (y == x). `scale` and
+// `shift` have batch * paddedChannels() entries (zero for padding channels, which stay zero);
+// `slope` (PReLU) has paddedChannels() entries. `residual` has the layout of x, or is null.
+void affineActivation(const void* x, void* y, const void* residual, bool bf16,
+                      const LaneLayout& layout, const float* scale, const float* shift,
+                      ActivationKind act, float alpha, const float* slope);
+
+// Channel LayerNorm (OpKind::kChannelLayerNorm): per (n, position), the moments over the
+// channels, y = (x - mean) / sqrt(var + eps) * gamma[c] + beta[c]; in place allowed. gamma and
+// beta have `layout.channels` entries. One pass over cache-sized chunks of positions (the
+// moments two-pass within the chunk).
+void channelLayerNorm(const void* x, void* y, bool bf16, const LaneLayout& layout,
+                      const float* gamma, const float* beta, float eps);
+
+// LayerNorm over rows: y[r, c] = (x[r, c] - mean_r) / sqrt(var_r + eps) * gamma[c] + beta[c],
+// x f32, y f32 or bf16 (a bf16 plan's LayerNorm whose readers are MatMuls writes their bf16
+// operand directly). gamma and beta have `cols` entries; not in place.
+void rowLayerNorm(const float* x, void* y, bool y_bf16, int64_t rows, int64_t cols,
+                  const float* gamma, const float* beta, float eps);
+
+}  // namespace voxseg::engine::cpu

@@ -1,0 +1,354 @@
+// Internal to the oneDNN CPU backend: the instance/group-norm loops, compiled twice (generic
+// x86-64 and AVX-512, see cpu_norm_kernels*.cpp) into the namespace VOXSEG_NORM_ISA; the
+// dispatcher in cpu_norm_kernels.cpp picks one at run time. No std containers here, so the
+// AVX-512 translation unit emits no inline library code the generic one could pick up.
+// Included only by those two files.
+#include "engine/cpu/norm_kernels.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace voxseg::engine::cpu::VOXSEG_NORM_ISA {
+
+inline float load(const float* p, int64_t i) { return p[i]; }
+inline float load(const uint16_t* p, int64_t i) {
+    uint32_t u = static_cast<uint32_t>(p[i]) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+inline void store(float* p, int64_t i, float v) { p[i] = v; }
+inline void store(uint16_t* p, int64_t i, float v) {
+    uint32_t u;
+    std::memcpy(&u, &v, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even (inputs are finite here)
+    p[i] = static_cast<uint16_t>(u >> 16);
+}
+
+// Per-chunk mean and M2 for each lane; LANES > 0 is a compile-time lane count.
+template <int LANES, typename T>
+void chunkMoments(const T* base, int64_t lanes_rt, int64_t stride, int64_t count, float* mean,
+                  float* m2) {
+    const int64_t lanes = LANES > 0 ? LANES : lanes_rt;
+    if (lanes == 1) {
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t s = 0; s < count; ++s) sum += load(base, s);
+        const float mu = sum / static_cast<float>(count);
+        float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+        for (int64_t s = 0; s < count; ++s) {
+            const float dlt = load(base, s) - mu;
+            acc += dlt * dlt;
+        }
+        mean[0] = mu;
+        m2[0] = acc;
+        return;
+    }
+    for (int64_t l = 0; l < lanes; ++l) mean[l] = 0.0f, m2[l] = 0.0f;
+    for (int64_t s = 0; s < count; ++s) {
+        const T* p = base + s * stride;
+#pragma omp simd
+        for (int64_t l = 0; l < lanes; ++l) mean[l] += load(p, l);
+    }
+    const float inv = 1.0f / static_cast<float>(count);
+    for (int64_t l = 0; l < lanes; ++l) mean[l] *= inv;
+    for (int64_t s = 0; s < count; ++s) {
+        const T* p = base + s * stride;
+#pragma omp simd
+        for (int64_t l = 0; l < lanes; ++l) {
+            const float dlt = load(p, l) - mean[l];
+            m2[l] += dlt * dlt;
+        }
+    }
+}
+
+// Per-(unit, chunk) lane means and M2 into cmean/cm2 ([units * chunks * lanes]).
+template <typename T>
+void momentsT(const T* x, const LaneLayout& L, int64_t P, int64_t chunks, float* cmean,
+              float* cm2) {
+    const int64_t units = L.batch * L.groups;
+    const int64_t lanes = L.lanes;
+#pragma omp parallel for schedule(static)
+    for (int64_t u = 0; u < units * chunks; ++u) {
+        const int64_t unit = u / chunks, chunk = u % chunks;
+        const int64_t n = unit / L.groups, g = unit % L.groups;
+        const int64_t s0 = chunk * P;
+        const int64_t count = L.spatial - s0 < P ? L.spatial - s0 : P;
+        const T* base = x + n * L.n_stride + g * L.group_stride + s0 * L.spatial_stride;
+        float* mu = &cmean[u * lanes];
+        float* sq = &cm2[u * lanes];
+        if (lanes == 16)
+            chunkMoments<16>(base, lanes, L.spatial_stride, count, mu, sq);
+        else if (lanes == 8)  // nCdhw8c, oneDNN's blocking on CPUs without AVX-512
+            chunkMoments<8>(base, lanes, L.spatial_stride, count, mu, sq);
+        else
+            chunkMoments<0>(base, lanes, L.spatial_stride, count, mu, sq);
+    }
+}
+
+template <int ACT>
+inline float activate(float v, float alpha, float slope) {
+    if constexpr (ACT == static_cast<int>(ActivationKind::kRelu)) return v > 0.0f ? v : 0.0f;
+    if constexpr (ACT == static_cast<int>(ActivationKind::kLeakyRelu))
+        return v > 0.0f ? v : v * alpha;
+    if constexpr (ACT == static_cast<int>(ActivationKind::kPRelu)) return v > 0.0f ? v : v * slope;
+    if constexpr (ACT == static_cast<int>(ActivationKind::kSigmoid))
+        return 1.0f / (1.0f + std::exp(-v));
+    if constexpr (ACT == static_cast<int>(ActivationKind::kSilu)) return v / (1.0f + std::exp(-v));
+    return v;
+}
+
+template <int LANES, int ACT, typename T>
+void applyChunk(const T* x, T* y, const T* r, int64_t lanes_rt, int64_t stride, int64_t count,
+                const float* a, const float* b, const float* mask, float alpha,
+                const float* slope) {
+    const int64_t lanes = LANES > 0 ? LANES : lanes_rt;
+    if (lanes == 1) {
+        const float a0 = a[0], b0 = b[0], m0 = mask[0], s0 = slope[0];
+#pragma omp simd
+        for (int64_t s = 0; s < count; ++s) {
+            float v = load(x, s) * a0 + b0;
+            if (r) v += load(r, s);
+            store(y, s, activate<ACT>(v, alpha, s0) * m0);
+        }
+        return;
+    }
+    for (int64_t s = 0; s < count; ++s) {
+        const int64_t o = s * stride;
+#pragma omp simd
+        for (int64_t l = 0; l < lanes; ++l) {
+            float v = load(x, o + l) * a[l] + b[l];
+            if (r) v += load(r, o + l);
+            store(y, o + l, activate<ACT>(v, alpha, slope[l]) * mask[l]);
+        }
+    }
+}
+
+template <int ACT, typename T>
+void applyImpl(const T* x, T* y, const T* r, const LaneLayout& L, int64_t P, const float* scale,
+               const float* shift, float alpha, const float* slope, const float* mask) {
+    const int64_t chunks = (L.spatial + P - 1) / P;
+    const int64_t units = L.batch * L.groups;
+    const int64_t lanes = L.lanes, cp = L.paddedChannels();
+#pragma omp parallel for schedule(static)
+    for (int64_t u = 0; u < units * chunks; ++u) {
+        const int64_t unit = u / chunks, chunk = u % chunks;
+        const int64_t n = unit / L.groups, g = unit % L.groups;
+        const int64_t s0 = chunk * P;
+        const int64_t count = L.spatial - s0 < P ? L.spatial - s0 : P;
+        const int64_t off = n * L.n_stride + g * L.group_stride + s0 * L.spatial_stride;
+        const float* a = scale + n * cp + g * lanes;
+        const float* b = shift + n * cp + g * lanes;
+        const T* rr = r ? r + off : nullptr;
+        if (lanes == 16)
+            applyChunk<16, ACT>(x + off, y + off, rr, lanes, L.spatial_stride, count, a, b,
+                                &mask[g * lanes], alpha, &slope[g * lanes]);
+        else if (lanes == 8)
+            applyChunk<8, ACT>(x + off, y + off, rr, lanes, L.spatial_stride, count, a, b,
+                               &mask[g * lanes], alpha, &slope[g * lanes]);
+        else
+            applyChunk<0, ACT>(x + off, y + off, rr, lanes, L.spatial_stride, count, a, b,
+                               &mask[g * lanes], alpha, &slope[g * lanes]);
+    }
+}
+
+template <typename T>
+void applyT(const void* x, void* y, const void* r, const LaneLayout& L, int64_t P,
+            const float* scale, const float* shift, ActivationKind act, float alpha,
+            const float* slope, const float* mask) {
+    const T* xt = static_cast<const T*>(x);
+    T* yt = static_cast<T*>(y);
+    const T* rt = static_cast<const T*>(r);
+    switch (act) {
+        case ActivationKind::kNone:
+            return applyImpl<static_cast<int>(ActivationKind::kNone)>(xt, yt, rt, L, P, scale,
+                                                                      shift, alpha, slope, mask);
+        case ActivationKind::kRelu:
+            return applyImpl<static_cast<int>(ActivationKind::kRelu)>(xt, yt, rt, L, P, scale,
+                                                                      shift, alpha, slope, mask);
+        case ActivationKind::kLeakyRelu:
+            return applyImpl<static_cast<int>(ActivationKind::kLeakyRelu)>(
+                xt, yt, rt, L, P, scale, shift, alpha, slope, mask);
+        case ActivationKind::kPRelu:
+            return applyImpl<static_cast<int>(ActivationKind::kPRelu)>(xt, yt, rt, L, P, scale,
+                                                                       shift, alpha, slope, mask);
+        case ActivationKind::kSigmoid:
+            return applyImpl<static_cast<int>(ActivationKind::kSigmoid)>(xt, yt, rt, L, P, scale,
+                                                                         shift, alpha, slope, mask);
+        case ActivationKind::kSilu:
+            return applyImpl<static_cast<int>(ActivationKind::kSilu)>(xt, yt, rt, L, P, scale,
+                                                                      shift, alpha, slope, mask);
+    }
+}
+
+// Channel LayerNorm of the positions [0, count) of one chunk (x and y point at its first
+// position): per position the mean and variance over all channels (two passes over the chunk,
+// which stays in cache), then y = (x - mean) * rstd * gamma + beta. `acc` holds count * lanes
+// floats, `mean` and `rstd` count floats. Padding channels (mask 0) are left out of the moments
+// and written as zero (gamma and beta are zero there).
+template <int LANES, typename T>
+void channelNormChunk(const T* x, T* y, const LaneLayout& L, int64_t count, const float* gamma,
+                      const float* beta, const float* mask, float eps, float* acc, float* mean,
+                      float* rstd) {
+    const int64_t lanes = LANES > 0 ? LANES : L.lanes;
+    const int64_t ss = L.spatial_stride, gs = L.group_stride;
+    const float inv_c = 1.0f / static_cast<float>(L.channels);
+    for (int pass = 0; pass < 2; ++pass) {
+        for (int64_t i = 0; i < count * lanes; ++i) acc[i] = 0.0f;
+        for (int64_t g = 0; g < L.groups; ++g) {
+            const T* p = x + g * gs;
+            const float* m = mask + g * lanes;
+            if (lanes == 1) {
+                const float m0 = m[0];
+                if (pass == 0) {
+#pragma omp simd
+                    for (int64_t s = 0; s < count; ++s) acc[s] += load(p, s) * m0;
+                } else {
+#pragma omp simd
+                    for (int64_t s = 0; s < count; ++s) {
+                        const float d = (load(p, s) - mean[s]) * m0;
+                        acc[s] += d * d;
+                    }
+                }
+                continue;
+            }
+            for (int64_t s = 0; s < count; ++s) {
+                float* a = acc + s * lanes;
+                const T* ps = p + s * ss;
+                if (pass == 0) {
+#pragma omp simd
+                    for (int64_t l = 0; l < lanes; ++l) a[l] += load(ps, l) * m[l];
+                } else {
+                    const float mu = mean[s];
+#pragma omp simd
+                    for (int64_t l = 0; l < lanes; ++l) {
+                        const float d = (load(ps, l) - mu) * m[l];
+                        a[l] += d * d;
+                    }
+                }
+            }
+        }
+        for (int64_t s = 0; s < count; ++s) {
+            float t = 0.0f;
+            const float* a = acc + s * lanes;
+#pragma omp simd reduction(+ : t)
+            for (int64_t l = 0; l < lanes; ++l) t += a[l];
+            if (pass == 0)
+                mean[s] = t * inv_c;
+            else
+                rstd[s] = 1.0f / std::sqrt(t * inv_c + eps);
+        }
+    }
+    for (int64_t g = 0; g < L.groups; ++g) {
+        const T* p = x + g * gs;
+        T* q = y + g * gs;
+        const float* ga = gamma + g * lanes;
+        const float* be = beta + g * lanes;
+        if (lanes == 1) {
+            const float g0 = ga[0], b0 = be[0];
+#pragma omp simd
+            for (int64_t s = 0; s < count; ++s)
+                store(q, s, (load(p, s) - mean[s]) * rstd[s] * g0 + b0);
+            continue;
+        }
+        for (int64_t s = 0; s < count; ++s) {
+            const float mu = mean[s], rs = rstd[s];
+            const T* ps = p + s * ss;
+            T* qs = q + s * ss;
+#pragma omp simd
+            for (int64_t l = 0; l < lanes; ++l)
+                store(qs, l, (load(ps, l) - mu) * rs * ga[l] + be[l]);
+        }
+    }
+}
+
+template <typename T>
+void channelNormT(const T* x, T* y, const LaneLayout& L, int64_t P, const float* gamma,
+                  const float* beta, const float* mask, float eps, float* scratch) {
+    const int64_t chunks = (L.spatial + P - 1) / P;
+    const int64_t per_thread = P * (L.lanes + 2);
+#pragma omp parallel for schedule(static)
+    for (int64_t u = 0; u < L.batch * chunks; ++u) {
+        const int64_t n = u / chunks, s0 = (u % chunks) * P;
+        const int64_t count = L.spatial - s0 < P ? L.spatial - s0 : P;
+        float* acc = scratch + omp_get_thread_num() * per_thread;
+        const int64_t off = n * L.n_stride + s0 * L.spatial_stride;
+        if (L.lanes == 16)
+            channelNormChunk<16>(x + off, y + off, L, count, gamma, beta, mask, eps, acc,
+                                 acc + P * 16, acc + P * 17);
+        else if (L.lanes == 8)
+            channelNormChunk<8>(x + off, y + off, L, count, gamma, beta, mask, eps, acc,
+                                acc + P * 8, acc + P * 9);
+        else
+            channelNormChunk<0>(x + off, y + off, L, count, gamma, beta, mask, eps, acc,
+                                acc + P * L.lanes, acc + P * (L.lanes + 1));
+    }
+}
+
+void channelNorm(const void* x, void* y, bool bf16, const LaneLayout& L, int64_t P,
+                 const float* gamma, const float* beta, const float* mask, float eps,
+                 float* scratch) {
+    if (bf16)
+        channelNormT(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(y), L, P, gamma, beta,
+                     mask, eps, scratch);
+    else
+        channelNormT(static_cast<const float*>(x), static_cast<float*>(y), L, P, gamma, beta, mask,
+                     eps, scratch);
+}
+
+// LayerNorm over rows of `cols` f32 values, y f32 or bf16 (rowLayerNorm): each row's mean and
+// variance in two passes over it (in L1), then one pass that writes y.
+template <typename TY>
+void rowLayerNormT(const float* x, TY* y, int64_t rows, int64_t cols, const float* gamma,
+                   const float* beta, float eps) {
+    const float inv_c = 1.0f / static_cast<float>(cols);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x + r * cols;
+        TY* yr = y + r * cols;
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t c = 0; c < cols; ++c) sum += xr[c];
+        const float mean = sum * inv_c;
+        float sq = 0.0f;
+#pragma omp simd reduction(+ : sq)
+        for (int64_t c = 0; c < cols; ++c) {
+            const float d = xr[c] - mean;
+            sq += d * d;
+        }
+        const float rstd = 1.0f / std::sqrt(sq * inv_c + eps);
+#pragma omp simd
+        for (int64_t c = 0; c < cols; ++c) store(yr, c, (xr[c] - mean) * rstd * gamma[c] + beta[c]);
+    }
+}
+
+void rowLayerNorm(const float* x, void* y, bool y_bf16, int64_t rows, int64_t cols,
+                  const float* gamma, const float* beta, float eps) {
+    if (y_bf16)
+        rowLayerNormT(x, static_cast<uint16_t*>(y), rows, cols, gamma, beta, eps);
+    else
+        rowLayerNormT(x, static_cast<float*>(y), rows, cols, gamma, beta, eps);
+}
+
+void moments(const void* x, bool bf16, const LaneLayout& L, int64_t P, int64_t chunks, float* cmean,
+             float* cm2) {
+    if (bf16)
+        momentsT(static_cast<const uint16_t*>(x), L, P, chunks, cmean, cm2);
+    else
+        momentsT(static_cast<const float*>(x), L, P, chunks, cmean, cm2);
+}
+
+void apply(const void* x, void* y, const void* r, bool bf16, const LaneLayout& L, int64_t P,
+           const float* scale, const float* shift, ActivationKind act, float alpha,
+           const float* slope, const float* mask) {
+    if (bf16)
+        applyT<uint16_t>(x, y, r, L, P, scale, shift, act, alpha, slope, mask);
+    else
+        applyT<float>(x, y, r, L, P, scale, shift, act, alpha, slope, mask);
+}
+
+}  // namespace voxseg::engine::cpu::VOXSEG_NORM_ISA

@@ -1,0 +1,235 @@
+// Internal to the oneDNN CPU backend (not a public header): the compile-time plan that the
+// per-op builders (cpu_conv.cpp, cpu_norm.cpp, cpu_eltwise.cpp, cpu_pool.cpp, cpu_shape_ops.cpp)
+// fill with steps, and the executable it becomes.
+//
+// Every non-constant value lives in a Buffer with a oneDNN memory descriptor (its layout and
+// data type). Builders ask for a value in the layout they need (ensure(): a reorder step only
+// when it differs), create their output in the layout their primitive chose, and may write in
+// place over an input that dies at their node. finish() computes buffer lifetimes from the
+// steps, packs them into one arena (cpu_memory_plan.cpp) and binds oneDNN memory objects.
+// Single-threaded; owned by one compile() call, then by the CompiledGraph.
+#pragma once
+
+#include "core/status.h"
+#include "engine/backend.h"
+#include "engine/graph/graph.h"
+
+#include <dnnl.hpp>
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace voxseg::engine::cpu {
+
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+
+// Where a tensor lives during a run: an arena/external buffer, or a fixed (constant) memory.
+struct MemRef {
+    int buffer = -1;  // index into Plan::buffers_; -1 means `fixed`
+    dnnl::memory::desc md;
+    dnnl::memory fixed;
+};
+
+struct Buffer {
+    size_t bytes = 0;
+    int input_index = -1;   // bound at run time to the caller's input tensor
+    int output_index = -1;  // bound at run time to the caller's output tensor
+    size_t offset = 0;      // in the arena (internal buffers)
+    int first_step = -1, last_step = -1;
+    // A view: these bytes are [parent_offset, parent_offset + bytes) of buffer `parent` (a
+    // Concat's input written straight into its part of the output). Its parent has a higher
+    // index and lives at least as long.
+    int parent = -1;
+    size_t parent_offset = 0;
+};
+
+// Custom kernels receive the memories of their refs, in order, bound for this run.
+using Kernel = std::function<void(const std::vector<dnnl::memory>&)>;
+
+struct Step {
+    std::string node;  // node name (errors)
+    std::string what;  // op and implementation (describe())
+    std::optional<dnnl::primitive> prim;
+    std::vector<std::pair<int, MemRef>> args;  // (DNNL_ARG_*, ref) or (index, ref) for kernels
+    Kernel kernel;
+    bool scratchpad = false;
+    // Bound by finish():
+    std::unordered_map<int, dnnl::memory> exec_args;
+    std::vector<dnnl::memory> mems;
+};
+
+// `dims` in the same layout family as `like` (ndhwc, nCdhw16c, ...); plain when unknown.
+// ndhwc / nhwc.
+bool isChannelsLast(const dnnl::memory::desc& md);
+dnnl::memory::desc sameLayout(const dnnl::memory::desc& like, const dnnl::memory::dims& dims,
+                              dt type);
+
+// Plain (row-major) descriptor of a shape.
+dnnl::memory::desc plainDesc(const Shape& shape, dt type);
+dnnl::memory::dims toDims(const Shape& shape);
+// "nCdhw16c:bf16"-like text for describe().
+std::string descName(const dnnl::memory::desc& md);
+size_t alignUp(size_t n, size_t a);
+// What oneDNN runs on this CPU: avx512_bf16 instructions; AMX tiles with bf16 (amx_bf16, the OS
+// granted the tile state).
+bool cpuHasBf16();
+bool cpuHasAmx();
+
+// Greedy best-fit offsets for buffers with sizes and [first, last] step intervals: buffers whose
+// intervals overlap never overlap in memory. Returns the arena size.
+size_t planArenaOffsets(const std::vector<size_t>& bytes,
+                        const std::vector<std::pair<int, int>>& lifetimes, size_t alignment,
+                        std::vector<size_t>& offsets);
+
+class Plan {
+  public:
+    Plan(const Graph& graph, dnnl::engine engine, Precision precision);
+
+    const Graph& graph() const { return graph_; }
+    const dnnl::engine& engine() const { return engine_; }
+    Precision precision() const { return precision_; }
+    // Data type of activations (f32 or bf16).
+    dt actType() const { return precision_ == Precision::kBFloat16 ? dt::bf16 : dt::f32; }
+
+    // Index of the node being planned (set by the compile loop).
+    void setCurrentNode(int index) { current_node_ = index; }
+    const Node& node() const {
+        static const Node kNone{};
+        return current_node_ < static_cast<int>(graph_.nodes.size()) ? graph_.nodes[current_node_]
+                                                                     : kNone;
+    }
+
+    bool has(ValueId v) const { return refs_.count(v) > 0; }
+    const MemRef& ref(ValueId v) const { return refs_.at(v); }
+    const dnnl::memory::desc& desc(ValueId v) const { return refs_.at(v).md; }
+
+    // The value `v` (activation or constant) in layout `md`: its own buffer when the layout
+    // matches, else a converted copy (a reorder step, cached per value and layout).
+    Result<MemRef> ensure(ValueId v, const dnnl::memory::desc& md);
+    // The value in plain f32 layout (custom kernels that only handle that).
+    Result<MemRef> ensurePlainF32(ValueId v);
+    // A constant reordered once, at compile time, into `md` (weights, biases, slopes).
+    Result<dnnl::memory> constantMemory(ValueId v, const dnnl::memory::desc& md);
+    Result<dnnl::memory> constantMemory(const Tensor& t, const dnnl::memory::desc& src_md,
+                                        const dnnl::memory::desc& md);
+
+    // A new internal buffer for `md`.
+    MemRef newBuffer(const dnnl::memory::desc& md);
+    // The buffer of `input` reused for an output of layout `md` when the input dies at the
+    // current node, is not a graph input or output, and has the same size; else nullopt.
+    std::optional<MemRef> tryInPlace(ValueId input, const dnnl::memory::desc& md);
+    // Records where value `v` now lives.
+    void define(ValueId v, const MemRef& r) { refs_[v] = r; }
+    // Whether `r`, where value `v` lives, can become a view into a buffer created at this node:
+    // `v` dies here, `r` is an internal buffer of exactly `bytes` and not a view already.
+    bool canBecomeView(ValueId v, const MemRef& r, size_t bytes) const;
+    // Makes buffer `child` the bytes of `parent` from `byte_offset` on, for its whole life:
+    // every step that wrote or read it uses that part of the parent instead.
+    void makeView(int child, int parent, size_t byte_offset);
+    // Host data a kernel derives from constants at compile time (the Rotary's one-head tables),
+    // made once per key and shared by every node that asks for it.
+    template <typename T, typename Make>
+    std::shared_ptr<const T> derivedConstant(const std::string& key, Make make) {
+        std::shared_ptr<const void>& slot = derived_[key];
+        if (!slot) slot = std::make_shared<const T>(make());
+        return std::static_pointer_cast<const T>(slot);
+    }
+    // Work a node needs no step for ("concat in place"), listed by describe().
+    void addNote(const std::string& what) { notes_.emplace_back(node().name, what); }
+    const std::vector<std::pair<std::string, std::string>>& notes() const { return notes_; }
+
+    void addPrimitive(const std::string& what, dnnl::primitive prim,
+                      std::vector<std::pair<int, MemRef>> args,
+                      const dnnl::memory::desc& scratchpad_md);
+    void addKernel(const std::string& what, Kernel kernel, std::vector<MemRef> refs);
+    // dst <- src with a reorder (layout or type conversion, or a plain copy).
+    Status addCopy(const MemRef& src, const MemRef& dst);
+
+    // Planning of graph inputs (before the node loop) and outputs (after it).
+    void defineInputs(const std::vector<Shape>& shapes);
+    Status defineOutputs();
+
+    // Lifetimes, arena offsets, memory binding. After this the plan is executable.
+    Status finish();
+
+    // Runs every step; inputs/outputs bound to the callers' tensors.
+    Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
+               const std::vector<Shape>& output_shapes);
+
+    size_t workspaceBytes() const { return arena_bytes_ + scratchpad_bytes_; }
+    const std::vector<Step>& steps() const { return steps_; }
+    size_t arenaBytes() const { return arena_bytes_; }
+
+  private:
+    bool diesHere(ValueId v) const;
+    dnnl::memory bind(const MemRef& r);
+
+    const Graph& graph_;
+    dnnl::engine engine_;
+    dnnl::stream compile_stream_;
+    Precision precision_;
+    int current_node_ = 0;
+    std::vector<int> last_use_;  // per value: index of the last node reading it (INT_MAX: output)
+    std::unordered_map<ValueId, MemRef> refs_;
+    std::map<std::pair<ValueId, std::string>, MemRef> converted_;
+    // Constants already reordered, per value and layout (read-only: nodes that share a constant,
+    // such as the Rotary tables of every block after the head fold, share its memory).
+    std::map<std::pair<ValueId, std::string>, dnnl::memory> constants_;
+    std::map<std::string, std::shared_ptr<const void>> derived_;  // derivedConstant()
+    std::vector<Buffer> buffers_;
+    std::vector<Step> steps_;
+    std::vector<std::pair<std::string, std::string>> notes_;  // (node, what)
+    bool profile_ = false;      // VOXSEG_CPU_PROFILE=1: per-step times in the log
+    bool profile_all_ = false;  // VOXSEG_CPU_PROFILE=all: every step's, not the slowest 12
+    std::vector<double> step_seconds_, step_cpu_seconds_;
+    size_t scratchpad_bytes_ = 0;
+    size_t arena_bytes_ = 0;
+    std::shared_ptr<std::byte> arena_;
+    std::shared_ptr<std::byte> scratchpad_;
+    dnnl::memory scratchpad_mem_;
+    std::vector<int> output_buffers_;
+    // (memory, input index or -(output index + 1)) to rebind per run.
+    std::vector<std::pair<dnnl::memory, int>> externals_;
+};
+
+// Per-op builders (one file per concern). Each plans the current node of `plan`.
+Status planConv(Plan& plan);  // Conv (with fused bias/activation/residual)
+// ConvTranspose; `subpixel`: kernel == stride as a 1x1 conv + scatter (cpu_conv.cpp), else
+// oneDNN's deconvolution.
+Status planConvTranspose(Plan& plan, bool subpixel = true);
+Status planNorm(Plan& plan);  // InstanceNorm, GroupNorm, ChannelLayerNorm (own kernels), BatchNorm
+Status planEltwise(Plan& plan);  // Relu, LeakyRelu, Sigmoid, Tanh, Clip, PRelu, Gelu, SiLU, Sqrt
+Status planBinary(Plan& plan);   // Add, Sub, Mul, Div
+Status planSoftmax(Plan& plan);
+Status planConcat(Plan& plan);
+Status planPool(Plan& plan);     // MaxPool, AveragePool, GlobalAveragePool
+Status planResize(Plan& plan);   // Resize/Upsample
+Status planShapeOp(Plan& plan);  // Pad, Identity, Reshape, Transpose, Slice, Roll
+// MatMul, LayerNorm, Reduce*, Erf, Sin, Cos, Where, Expand, Tile, Rotary (cpu_transformer.cpp),
+// Attention and MultiHeadAttention (cpu_attention.cpp, through planTransformerOp).
+Status planTransformerOp(Plan& plan);
+Status planAttention(Plan& plan);
+
+// Element strides of `s` broadcast to the dims of `to` (0 along broadcast axes; numpy rules).
+std::vector<int64_t> broadcastStrides(const Shape& s, const Shape& to);
+
+// Applies the node's fused epilogue (residual add, then activation) to `out` in place with
+// separate primitives, for ops that cannot fuse it (or part of it) themselves.
+Status planUnfusedEpilogue(Plan& plan, const MemRef& out, bool residual = true,
+                           bool activation = true);
+
+// oneDNN algorithm and alpha/beta for an activation; false when it has no eltwise form.
+bool eltwiseFor(ActivationKind act, float alpha, dnnl::algorithm& alg, float& a, float& b);
+
+// Error naming the current node and op.
+Status nodeError(const Plan& plan, const std::string& what);
+
+}  // namespace voxseg::engine::cpu

@@ -1,0 +1,940 @@
+#include "engine/inference/sliding_window.h"
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/memory_limit.h"
+#include "engine/inference/half_kernels.h"
+#include "engine/inference/sliding_window_nnunet.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <new>
+#include <type_traits>
+
+namespace voxseg::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Spatial extents padded to 3 axes with leading 1s (rank-2 and rank-1 data run the 3D code).
+std::array<int64_t, 3> to3(const std::vector<int64_t>& v) {
+    std::array<int64_t, 3> out{1, 1, 1};
+    const size_t offset = 3 - v.size();
+    for (size_t i = 0; i < v.size(); ++i) out[offset + i] = v[i];
+    return out;
+}
+
+// 1D Gaussian weights of one patch axis, max 1 (before any clamping).
+std::vector<double> gaussian1d(int64_t patch, double sigma_scale, WindowConvention convention) {
+    std::vector<double> g(static_cast<size_t>(patch));
+    const double sigma = static_cast<double>(patch) * sigma_scale;
+    if (convention == WindowConvention::kNnUNet) {
+        // scipy.ndimage.gaussian_filter of a delta at patch // 2, truncate = 4.0: the kernel is
+        // zero beyond radius = int(4 * sigma + 0.5). Normalising by the maximum cancels
+        // scipy's normalisation by the kernel sum.
+        const int64_t center = patch / 2;
+        const int64_t radius = static_cast<int64_t>(4.0 * sigma + 0.5);
+        for (int64_t i = 0; i < patch; ++i) {
+            const double x = static_cast<double>(i - center);
+            g[static_cast<size_t>(i)] =
+                std::abs(i - center) <= radius ? std::exp(-0.5 * x * x / (sigma * sigma)) : 0.0;
+        }
+    } else {
+        // MONAI compute_importance_map: arange(-(p - 1) / 2, (p - 1) / 2 + 1), exp(-x^2 / 2s^2).
+        const double half = (static_cast<double>(patch) - 1.0) / 2.0;
+        for (int64_t i = 0; i < patch; ++i) {
+            const double x = static_cast<double>(i) - half;
+            g[static_cast<size_t>(i)] = std::exp(x * x / (-2.0 * sigma * sigma));
+        }
+    }
+    return g;
+}
+
+// Copies one patch (all channels) out of `src` (C x D x H x W) at `origin`, flipping the axes
+// whose bit is set in `flips` (bit 0 = D, 1 = H, 2 = W), into `dst` (C x pd x ph x pw).
+void gatherPatch(const float* src, const std::array<int64_t, 3>& dims, int64_t channels,
+                 const std::array<int64_t, 3>& origin, const std::array<int64_t, 3>& patch,
+                 unsigned flips, float* dst) {
+    const int64_t plane = dims[1] * dims[2];
+    const int64_t volume = dims[0] * plane;
+    const int64_t pw = patch[2];
+    for (int64_t c = 0; c < channels; ++c) {
+        const float* src_c = src + c * volume;
+        for (int64_t z = 0; z < patch[0]; ++z) {
+            const int64_t sz = origin[0] + ((flips & 1u) ? patch[0] - 1 - z : z);
+            for (int64_t y = 0; y < patch[1]; ++y) {
+                const int64_t sy = origin[1] + ((flips & 2u) ? patch[1] - 1 - y : y);
+                const float* s = src_c + sz * plane + sy * dims[2] + origin[2];
+                float* d = dst + ((c * patch[0] + z) * patch[1] + y) * pw;
+                if (flips & 4u) {
+                    for (int64_t x = 0; x < pw; ++x) d[x] = s[pw - 1 - x];
+                } else {
+                    std::memcpy(d, s, static_cast<size_t>(pw) * sizeof(float));
+                }
+            }
+        }
+    }
+}
+
+// acc (K x D x H x W) at `origin` += weight * inverse_weight_sum * unflip(pred) for one patch
+// output (K x patch): every contribution is divided by the voxel's total weight as it is added,
+// so the sums are the final weighted means (no pass over the volume afterwards) and keep the
+// magnitude of the network's outputs. That matters in fp16: near the volume's corners the raw
+// Gaussian products (~1e-10) are below fp16's smallest value and would round to zero.
+// `row` is scratch for one patch row (pw floats).
+template <typename Acc>
+void scatterPatch(const float* pred, const float* weight, const float* inverse_weight_sum,
+                  const std::array<int64_t, 3>& patch, int64_t classes, unsigned flips,
+                  const std::array<int64_t, 3>& origin, const std::array<int64_t, 3>& dims,
+                  float* row, Acc* acc) {
+    const int64_t plane = dims[1] * dims[2];
+    const int64_t volume = dims[0] * plane;
+    const int64_t pw = patch[2];
+    const int64_t patch_voxels = patch[0] * patch[1] * pw;
+    const bool reversed = (flips & 4u) != 0;
+    for (int64_t z = 0; z < patch[0]; ++z) {
+        const int64_t sz = (flips & 1u) ? patch[0] - 1 - z : z;
+        for (int64_t y = 0; y < patch[1]; ++y) {
+            const int64_t sy = (flips & 2u) ? patch[1] - 1 - y : y;
+            const int64_t offset = (origin[0] + z) * plane + (origin[1] + y) * dims[2] + origin[2];
+            const float* __restrict w = weight + (z * patch[1] + y) * pw;
+            const float* __restrict iw = inverse_weight_sum + offset;
+            for (int64_t x = 0; x < pw; ++x) row[x] = w[x] * iw[x];
+            for (int64_t k = 0; k < classes; ++k) {
+                const float* __restrict s = pred + k * patch_voxels + (sz * patch[1] + sy) * pw;
+                Acc* __restrict d = acc + k * volume + offset;
+                if constexpr (std::is_same_v<Acc, uint16_t>) {
+                    half::accumulateRow(d, row, s, pw, reversed);
+                } else if (reversed) {
+                    for (int64_t x = 0; x < pw; ++x) d[x] += row[x] * s[pw - 1 - x];
+                } else {
+                    for (int64_t x = 0; x < pw; ++x) d[x] += row[x] * s[x];
+                }
+            }
+        }
+    }
+}
+
+// Copies `src` (C x sd x sh x sw) into `dst` (C x dd x dh x dw) at `offset` (dst larger), or the
+// reverse crop when `crop` is set.
+template <typename T>
+void copyBox(const T* src, const std::array<int64_t, 3>& src_dims, T* dst,
+             const std::array<int64_t, 3>& dst_dims, int64_t channels,
+             const std::array<int64_t, 3>& offset, bool crop) {
+    const std::array<int64_t, 3>& small = crop ? dst_dims : src_dims;
+    const std::array<int64_t, 3>& big = crop ? src_dims : dst_dims;
+    const int64_t big_volume = big[0] * big[1] * big[2];
+    const int64_t small_volume = small[0] * small[1] * small[2];
+    for (int64_t c = 0; c < channels; ++c) {
+        for (int64_t z = 0; z < small[0]; ++z) {
+            for (int64_t y = 0; y < small[1]; ++y) {
+                const int64_t big_index = c * big_volume +
+                                          ((z + offset[0]) * big[1] + (y + offset[1])) * big[2] +
+                                          offset[2];
+                const int64_t small_index = c * small_volume + (z * small[1] + y) * small[2];
+                if (crop) {
+                    std::memcpy(dst + small_index, src + big_index,
+                                static_cast<size_t>(small[2]) * sizeof(T));
+                } else {
+                    std::memcpy(dst + big_index, src + small_index,
+                                static_cast<size_t>(small[2]) * sizeof(T));
+                }
+            }
+        }
+    }
+}
+
+template <typename T>
+Status argmaxImpl(const Tensor& scores, std::span<T> out, std::span<const int> values,
+                  bool use_threshold, float threshold) {
+    if (scores.dtype() != DType::kFloat32 || scores.rank() < 2)
+        return invalidArgument("label maps need float32 scores [K, spatial...], got " +
+                               std::string(dtypeName(scores.dtype())) + " " +
+                               shapeToString(scores.shape()));
+    const int64_t classes = scores.dim(0);
+    const int64_t voxels = scores.numel() / std::max<int64_t>(classes, 1);
+    if (static_cast<int64_t>(out.size()) != voxels)
+        return invalidArgument("label buffer has " + std::to_string(out.size()) +
+                               " voxels, scores have " + std::to_string(voxels));
+    if (!values.empty() && static_cast<int64_t>(values.size()) != classes)
+        return invalidArgument("label value table has " + std::to_string(values.size()) +
+                               " entries for " + std::to_string(classes) + " channels");
+    const int64_t max_label =
+        values.empty() ? classes : *std::max_element(values.begin(), values.end());
+    if (max_label > std::numeric_limits<T>::max())
+        return invalidArgument("label value " + std::to_string(max_label) +
+                               " does not fit the label type (max " +
+                               std::to_string(std::numeric_limits<T>::max()) + ")");
+    const float* s = scores.data<float>();
+    // Channel-outer loops keep every pass contiguous (vectorisable); `best` holds the running max.
+    std::vector<float> best(s, s + voxels);
+    std::vector<int32_t> index(static_cast<size_t>(voxels), 0);
+    for (int64_t k = 1; k < classes; ++k) {
+        const float* sk = s + k * voxels;
+        for (int64_t v = 0; v < voxels; ++v) {
+            const bool greater = sk[v] > best[v];
+            best[v] = greater ? sk[v] : best[v];
+            index[v] = greater ? static_cast<int32_t>(k) : index[v];
+        }
+    }
+    for (int64_t v = 0; v < voxels; ++v) {
+        const int32_t k = index[v];
+        int label = values.empty() ? k : values[k];
+        if (use_threshold) {
+            label = best[v] > threshold ? (values.empty() ? k + 1 : values[k]) : 0;
+        }
+        out[v] = static_cast<T>(label);
+    }
+    return Status::ok();
+}
+
+// Start of window `window` (row-major over the grid, last axis fastest).
+std::array<int64_t, 3> gridOrigin(const std::array<std::vector<int64_t>, 3>& starts,
+                                  int64_t window) {
+    const int64_t nx = static_cast<int64_t>(starts[2].size());
+    const int64_t ny = static_cast<int64_t>(starts[1].size());
+    return {starts[0][static_cast<size_t>(window / (nx * ny))],
+            starts[1][static_cast<size_t>((window / nx) % ny)],
+            starts[2][static_cast<size_t>(window % nx)]};
+}
+
+// Hands one network output (K x patch, float32) of batch item `item` on.
+using OutputSink = std::function<void(int64_t item, const float* output)>;
+// Runs every batch through networks [first_net, last_net), each output to the sink; pass of
+// passes places the batches in the progress.
+using BatchRunner = std::function<Status(size_t first_net, size_t last_net, int64_t pass,
+                                         int64_t passes, const OutputSink& sink)>;
+
+// What Accumulation::kNnUNetFp16 needs of the grid (SlidingWindow::run's padded volume).
+struct NnUNetGrid {
+    std::array<int64_t, 3> dims;  // padded volume
+    std::array<int64_t, 3> patch;
+    const std::array<std::vector<int64_t>, 3>& starts;
+    const std::vector<unsigned>& flip_sets;  // identity first, then nnU-Net's combinations
+    int64_t classes;
+    size_t networks;
+    const std::vector<uint16_t>& map;  // float16 importance map
+};
+
+// nnU-Net 2.x's _internal_predict_sliding_window_return_logits per network, then
+// predict_logits_from_preprocessed_data's average over networks, in nnunet_fp16's arithmetic.
+// Returns float16 [K, dims].
+Result<Tensor> nnunetAccumulate(const NnUNetGrid& g, const BatchRunner& run_batches) {
+    // Plain references, not a structured binding: clang 14 (the sanitizer and fuzz builds) does
+    // not let the lambdas below capture structured bindings.
+    const auto& dims = g.dims;
+    const auto& patch = g.patch;
+    const auto& starts = g.starts;
+    const auto& flip_sets = g.flip_sets;
+    const int64_t classes = g.classes;
+    const size_t networks = g.networks;
+    const auto& map = g.map;
+    const int64_t plane = dims[1] * dims[2];
+    const int64_t voxels = dims[0] * plane;
+    const int64_t pw = patch[2];
+    const int64_t patch_voxels = patch[0] * patch[1] * pw;
+    const int64_t num_flips = static_cast<int64_t>(flip_sets.size());
+    auto windowOrigin = [&](int64_t window) { return gridOrigin(starts, window); };
+    // Calls fn(volume offset, patch offset) for every patch row of a window.
+    auto forEachRow = [&](const std::array<int64_t, 3>& o, const auto& fn) {
+        for (int64_t z = 0; z < patch[0]; ++z)
+            for (int64_t y = 0; y < patch[1]; ++y)
+                fn((o[0] + z) * plane + (o[1] + y) * dims[2] + o[2], (z * patch[1] + y) * pw);
+    };
+    const int64_t num_windows =
+        static_cast<int64_t>(starts[0].size() * starts[1].size() * starts[2].size());
+    std::vector<uint16_t> weight_sum;  // n_predictions
+    Tensor acc, total;
+    std::vector<float> mean;  // one window's prediction, mirrored copies averaged
+    try {
+        weight_sum.assign(static_cast<size_t>(voxels), 0);
+        acc = Tensor(DType::kFloat16, {classes, dims[0], dims[1], dims[2]});
+        if (networks > 1) total = Tensor(DType::kFloat16, acc.shape());
+        mean.resize(static_cast<size_t>(classes * patch_voxels));
+    } catch (const std::bad_alloc&) {
+        return Status(StatusCode::kOutOfMemory,
+                      "cannot allocate the float16 sliding-window sums (" +
+                          std::to_string((classes * voxels * (networks > 1 ? 4 : 2)) >> 20) +
+                          " MiB for " + std::to_string(classes) + " classes)");
+    }
+    for (int64_t w = 0; w < num_windows; ++w)
+        forEachRow(windowOrigin(w), [&](int64_t v, int64_t p) {
+            nnunet_fp16::addWeightsRow(weight_sum.data() + v, map.data() + p, pw);
+        });
+    uint16_t* a = acc.data<uint16_t>();
+    const OutputSink sink = [&](int64_t item, const float* out) {
+        const int64_t f = item % num_flips;
+        const unsigned flips = flip_sets[static_cast<size_t>(f)];
+        // torch.flip(network(torch.flip(x, axes)), axes), summed in nnU-Net's order.
+        for (int64_t k = 0; k < classes; ++k)
+            for (int64_t z = 0; z < patch[0]; ++z) {
+                const int64_t sz = (flips & 1u) ? patch[0] - 1 - z : z;
+                for (int64_t y = 0; y < patch[1]; ++y) {
+                    const int64_t sy = (flips & 2u) ? patch[1] - 1 - y : y;
+                    const float* s = out + k * patch_voxels + (sz * patch[1] + sy) * pw;
+                    float* d = mean.data() + k * patch_voxels + (z * patch[1] + y) * pw;
+                    for (int64_t x = 0; x < pw; ++x) {
+                        const float value = s[(flips & 4u) ? pw - 1 - x : x];
+                        d[x] = f == 0 ? value : d[x] + value;
+                    }
+                }
+            }
+        if (f != num_flips - 1) return;
+        if (num_flips > 1)
+            for (float& v : mean) v /= static_cast<float>(num_flips);
+        forEachRow(windowOrigin(item / num_flips), [&](int64_t v, int64_t p) {
+            for (int64_t k = 0; k < classes; ++k)
+                nnunet_fp16::addPredictionRow(
+                    a + k * voxels + v, mean.data() + k * patch_voxels + p, map.data() + p, pw);
+        });
+    };
+    for (size_t m = 0; m < networks; ++m) {
+        std::fill(a, a + classes * voxels, uint16_t{0});
+        VOXSEG_RETURN_IF_ERROR(
+            run_batches(m, m + 1, static_cast<int64_t>(m), static_cast<int64_t>(networks), sink));
+        bool finite = true;
+        for (int64_t k = 0; k < classes; ++k)
+            finite = nnunet_fp16::divideRow(a + k * voxels, weight_sum.data(), voxels) && finite;
+        if (!finite)
+            return invalidArgument(
+                "the float16 sliding-window sums overflowed (nnU-Net: \"Encountered inf in "
+                "predicted array\"): the network's outputs exceed float16's range; use "
+                "\"accumulate\": \"normalized\" in model.json");
+        if (networks == 1) return acc;
+        if (m == 0)
+            std::memcpy(total.raw(), acc.raw(), acc.bytes());
+        else
+            nnunet_fp16::addRow(total.data<uint16_t>(), a, classes * voxels);
+    }
+    nnunet_fp16::divideRowBy(total.data<uint16_t>(), classes * voxels, static_cast<int>(networks));
+    return total;
+}
+
+// The mirrored copies each window runs as, as bit sets over the internal 3D axes: every subset of
+// the mirror axes, identity first. For nnU-Net's accumulation in nnU-Net's order (the float32
+// sum of mirrored outputs depends on it): itertools.combinations of the mirror axes, one axis,
+// then two, then three.
+std::vector<unsigned> flipSets(const std::vector<int>& mirror_axes, size_t rank, bool nnunet) {
+    const auto bit = [rank](int axis) { return 1u << (3 - rank + static_cast<size_t>(axis)); };
+    std::vector<unsigned> flip_sets;
+    if (nnunet) {
+        flip_sets.push_back(0);
+        const size_t n = mirror_axes.size();
+        for (size_t size = 1; size <= n; ++size) {
+            std::vector<bool> chosen(n, false);
+            std::fill(chosen.begin(), chosen.begin() + static_cast<std::ptrdiff_t>(size), true);
+            do {  // lexicographic combinations, as itertools.combinations yields them
+                unsigned bits = 0;
+                for (size_t i = 0; i < n; ++i)
+                    if (chosen[i]) bits |= bit(mirror_axes[i]);
+                flip_sets.push_back(bits);
+            } while (std::prev_permutation(chosen.begin(), chosen.end()));
+        }
+        return flip_sets;
+    }
+    unsigned mirror_bits = 0;
+    for (int axis : mirror_axes) mirror_bits |= bit(axis);
+    for (unsigned s = 0; s < 8; ++s)
+        if ((s & ~mirror_bits) == 0) flip_sets.push_back(s);
+    return flip_sets;
+}
+
+// Where one run's windows go: the image padded (centred) to at least one patch per axis, and
+// the window starts along each axis.
+struct WindowGrid {
+    std::array<int64_t, 3> patch{}, dims{}, padded{}, pad_before{};
+    bool needs_pad = false;
+    int64_t voxels = 0;  // of the padded image
+    std::array<std::vector<int64_t>, 3> starts;
+    int64_t num_windows = 0;
+};
+
+WindowGrid windowGrid(const SlidingWindowOptions& options, const std::vector<int64_t>& spatial) {
+    WindowGrid g;
+    g.patch = to3(options.patch_size);
+    g.dims = to3(spatial);
+    for (size_t a = 0; a < 3; ++a) {
+        g.padded[a] = std::max(g.dims[a], g.patch[a]);
+        g.pad_before[a] = (g.padded[a] - g.dims[a]) / 2;
+        g.needs_pad = g.needs_pad || g.padded[a] != g.dims[a];
+    }
+    g.voxels = g.padded[0] * g.padded[1] * g.padded[2];
+    for (size_t a = 0; a < 3; ++a)
+        g.starts[a] = windowStarts(g.padded[a], g.patch[a], options.overlap, options.convention);
+    g.num_windows =
+        static_cast<int64_t>(g.starts[0].size() * g.starts[1].size() * g.starts[2].size());
+    return g;
+}
+
+// 1 / (the sum of the importance weights of the windows covering each voxel); 0 where none does.
+void inverseWeightSums(const WindowGrid& grid, const std::vector<float>& importance,
+                       std::vector<float>& inverse_weight) {
+    const auto& patch = grid.patch;
+    const auto& padded = grid.padded;
+    for (int64_t z0 : grid.starts[0]) {
+        for (int64_t y0 : grid.starts[1]) {
+            for (int64_t x0 : grid.starts[2]) {
+                for (int64_t z = 0; z < patch[0]; ++z) {
+                    for (int64_t y = 0; y < patch[1]; ++y) {
+                        const float* __restrict w =
+                            importance.data() + (z * patch[1] + y) * patch[2];
+                        float* __restrict d = inverse_weight.data() +
+                                              ((z0 + z) * padded[1] + (y0 + y)) * padded[2] + x0;
+                        for (int64_t x = 0; x < patch[2]; ++x) d[x] += w[x];
+                    }
+                }
+            }
+        }
+    }
+    for (float& w : inverse_weight) w = w > 0.0f ? 1.0f / w : 0.0f;
+}
+
+// The sums of k score volumes of n voxels: k in the accumulator's type + one float32 volume of
+// inverse weights; nnunet-fp16: k float16 sums (twice for an ensemble) + one float16 volume of
+// weights.
+size_t sumsBytes(bool nnunet, int64_t networks, DType accumulator, int64_t k, int64_t n) {
+    if (nnunet) return static_cast<size_t>((k * (networks > 1 ? 2 : 1) + 1) * n) * 2;
+    return static_cast<size_t>(k * n) * dtypeSize(accumulator) +
+           static_cast<size_t>(n) * sizeof(float);
+}
+
+// The sums and the padded copy of the image must fit the memory this process may use: Linux
+// over-commits, so a larger allocation would succeed and the process be killed while the windows
+// are summed (a whole-body CT with a hundred classes, a small container).
+Status checkSumsFitMemory(size_t need, int64_t classes, int64_t voxels, bool fp32_sums) {
+    const uint64_t limit = memoryLimitBytes();
+    if (limit == 0 || need <= limit) return Status::ok();
+    return Status(StatusCode::kOutOfMemory,
+                  fmt::format("the sliding window needs {} MiB for {} classes on {} voxels, more "
+                              "than the {}; run it where more memory is free{}",
+                              need >> 20, classes, voxels, describeMemoryLimit(),
+                              fp32_sums ? ", or with --accumulator fp16 (half the sums)" : ""));
+}
+
+// The scores of the image itself, cut out of the padded sums.
+Tensor cropToImage(const Tensor& sums, const WindowGrid& grid, int64_t classes,
+                   const std::vector<int64_t>& spatial) {
+    Shape shape = {classes};
+    shape.insert(shape.end(), spatial.begin(), spatial.end());
+    Tensor result(sums.dtype(), shape);
+    if (sums.dtype() == DType::kFloat16)
+        copyBox<uint16_t>(sums.data<uint16_t>(), grid.padded, result.data<uint16_t>(), grid.dims,
+                          classes, grid.pad_before, true);
+    else
+        copyBox<float>(sums.data<float>(), grid.padded, result.data<float>(), grid.dims, classes,
+                       grid.pad_before, true);
+    return result;
+}
+
+}  // namespace
+
+const char* windowConventionName(WindowConvention convention) {
+    return convention == WindowConvention::kMonai ? "monai" : "nnunet";
+}
+
+const char* accumulationName(Accumulation accumulation) {
+    return accumulation == Accumulation::kNnUNetFp16 ? "nnunet-fp16" : "normalized";
+}
+
+Result<Accumulation> parseAccumulation(const std::string& name) {
+    if (name == "normalized") return Accumulation::kNormalized;
+    if (name == "nnunet-fp16") return Accumulation::kNnUNetFp16;
+    return invalidArgument("unknown sliding-window accumulation '" + name +
+                           "': use \"normalized\" or \"nnunet-fp16\"");
+}
+
+Result<WindowConvention> parseWindowConvention(const std::string& name) {
+    if (name == "nnunet") return WindowConvention::kNnUNet;
+    if (name == "monai") return WindowConvention::kMonai;
+    return invalidArgument("unknown sliding-window convention '" + name +
+                           "': use \"nnunet\" or \"monai\"");
+}
+
+std::vector<int64_t> windowStarts(int64_t image, int64_t patch, double overlap,
+                                  WindowConvention convention) {
+    assert(image >= patch && patch > 0);
+    std::vector<int64_t> starts;
+    if (convention == WindowConvention::kNnUNet) {
+        // nnunetv2.inference.sliding_window_prediction.compute_steps_for_sliding_window.
+        const double target_step = static_cast<double>(patch) * (1.0 - overlap);
+        const int64_t num_steps =
+            static_cast<int64_t>(std::ceil(static_cast<double>(image - patch) / target_step)) + 1;
+        const double actual_step =
+            num_steps > 1 ? static_cast<double>(image - patch) / static_cast<double>(num_steps - 1)
+                          : 99999999999.0;
+        for (int64_t i = 0; i < num_steps; ++i) {
+            // np.round rounds half to even, as nearbyint does in the default rounding mode.
+            starts.push_back(
+                static_cast<int64_t>(std::nearbyint(actual_step * static_cast<double>(i))));
+        }
+        return starts;
+    }
+    // monai.inferers.utils._get_scan_interval + monai.data.utils.dense_patch_slices.
+    int64_t interval = patch;
+    if (patch != image) {
+        interval = static_cast<int64_t>(static_cast<double>(patch) * (1.0 - overlap));
+        if (interval <= 0) interval = 1;
+    }
+    const int64_t num = (image + interval - 1) / interval;
+    int64_t count = 1;
+    for (int64_t d = 0; d < num; ++d) {
+        if (d * interval + patch >= image) {
+            count = d + 1;
+            break;
+        }
+    }
+    for (int64_t i = 0; i < count; ++i) {
+        const int64_t start = i * interval;
+        starts.push_back(start - std::max<int64_t>(start + patch - image, 0));
+    }
+    return starts;
+}
+
+std::vector<float> importanceMap(const std::vector<int64_t>& patch, double sigma_scale,
+                                 WindowConvention convention) {
+    const auto p = to3(patch);
+    std::array<std::vector<double>, 3> g;
+    const size_t offset = 3 - patch.size();
+    for (size_t a = 0; a < 3; ++a) {
+        g[a] = a < offset ? std::vector<double>{1.0} : gaussian1d(p[a], sigma_scale, convention);
+    }
+    // The 3D map is the outer product of the 1D ones, whose maxima are 1, so its maximum is 1.
+    std::vector<float> map(static_cast<size_t>(p[0] * p[1] * p[2]));
+    size_t i = 0;
+    for (int64_t z = 0; z < p[0]; ++z)
+        for (int64_t y = 0; y < p[1]; ++y)
+            for (int64_t x = 0; x < p[2]; ++x)
+                map[i++] = static_cast<float>(g[0][z] * g[1][y] * g[2][x]);
+    float min_nonzero = std::numeric_limits<float>::max();
+    float min_value = std::numeric_limits<float>::max();
+    for (float v : map) {
+        if (v > 0.0f) min_nonzero = std::min(min_nonzero, v);
+        min_value = std::min(min_value, v);
+    }
+    if (convention == WindowConvention::kNnUNet) {
+        for (float& v : map)
+            if (v == 0.0f) v = min_nonzero;
+    } else {
+        const float floor = std::max(min_value, 1e-3f);
+        for (float& v : map) v = std::max(v, floor);
+    }
+    return map;
+}
+
+Status validateSlidingWindowOptions(const SlidingWindowOptions& options, const Shape& image_shape) {
+    const size_t rank = options.patch_size.size();
+    if (rank < 1 || rank > 3)
+        return invalidArgument("patch_size must have 1 to 3 spatial axes, got " +
+                               shapeToString(options.patch_size));
+    for (int64_t p : options.patch_size)
+        if (p <= 0)
+            return invalidArgument("patch_size must be positive, got " +
+                                   shapeToString(options.patch_size));
+    if (!(options.overlap >= 0.0 && options.overlap < 1.0))
+        return invalidArgument("overlap must be in [0, 1), got " + std::to_string(options.overlap));
+    if (!(options.sigma_scale > 0.0))
+        return invalidArgument("gaussian sigma scale must be > 0, got " +
+                               std::to_string(options.sigma_scale));
+    if (options.batch < 1)
+        return invalidArgument("batch must be at least 1, got " + std::to_string(options.batch));
+    if (options.accumulator != DType::kFloat32 && options.accumulator != DType::kFloat16)
+        return invalidArgument(std::string("the sliding-window accumulator is float32 or float16, "
+                                           "not ") +
+                               dtypeName(options.accumulator));
+    if (options.accumulation == Accumulation::kNnUNetFp16 &&
+        options.convention != WindowConvention::kNnUNet)
+        return invalidArgument(
+            "accumulation nnunet-fp16 is nnU-Net's arithmetic and needs the nnunet window "
+            "convention, got " +
+            std::string(windowConventionName(options.convention)));
+    std::vector<bool> seen(rank, false);
+    for (int axis : options.mirror_axes) {
+        if (axis < 0 || axis >= static_cast<int>(rank))
+            return invalidArgument("mirror axis " + std::to_string(axis) +
+                                   " is not a spatial axis (0.." + std::to_string(rank - 1) + ")");
+        if (seen[static_cast<size_t>(axis)])
+            return invalidArgument("mirror axis " + std::to_string(axis) + " is listed twice");
+        seen[static_cast<size_t>(axis)] = true;
+    }
+    if (!image_shape.empty() && image_shape.size() != rank + 1)
+        return invalidArgument("image " + shapeToString(image_shape) +
+                               " must be [channels, spatial...] with " + std::to_string(rank) +
+                               " spatial axes to match patch_size " +
+                               shapeToString(options.patch_size));
+    return Status::ok();
+}
+
+Result<std::unique_ptr<SlidingWindow>> SlidingWindow::create(Backend& backend, const Graph& graph,
+                                                             int64_t channels,
+                                                             const SlidingWindowOptions& options) {
+    return create(backend, std::vector<const Graph*>{&graph}, channels, options);
+}
+
+Result<std::unique_ptr<SlidingWindow>> SlidingWindow::create(
+    Backend& backend, const std::vector<const Graph*>& graphs, int64_t channels,
+    const SlidingWindowOptions& options) {
+    VOXSEG_RETURN_IF_ERROR(validateSlidingWindowOptions(options, {}));
+    Shape input_shape = {options.batch, channels};
+    input_shape.insert(input_shape.end(), options.patch_size.begin(), options.patch_size.end());
+    std::vector<std::unique_ptr<CompiledGraph>> compiled;
+    for (size_t m = 0; m < graphs.size(); ++m) {
+        const std::string which =
+            graphs.size() > 1 ? "network " + std::to_string(m + 1) + " of the ensemble" : "network";
+        if (graphs[m]->inputs.size() != 1)
+            return unsupported("sliding-window inference needs a network with one input, " + which +
+                               " has " + std::to_string(graphs[m]->inputs.size()));
+        auto c = backend.compile(*graphs[m], {input_shape}, options.compile);
+        if (!c.isOk())
+            return c.status().withContext("compiling the " + which + " for input " +
+                                          shapeToString(input_shape) + ": ");
+        compiled.push_back(std::move(c).value());
+    }
+    return create(std::move(compiled), options);
+}
+
+Result<std::unique_ptr<SlidingWindow>> SlidingWindow::create(
+    std::unique_ptr<CompiledGraph> compiled, const SlidingWindowOptions& options) {
+    std::vector<std::unique_ptr<CompiledGraph>> networks;
+    networks.push_back(std::move(compiled));
+    return create(std::move(networks), options);
+}
+
+Result<std::unique_ptr<SlidingWindow>> SlidingWindow::create(
+    std::vector<std::unique_ptr<CompiledGraph>> networks, const SlidingWindowOptions& options) {
+    VOXSEG_RETURN_IF_ERROR(validateSlidingWindowOptions(options, {}));
+    if (networks.empty()) return invalidArgument("sliding-window inference needs a network");
+    std::unique_ptr<SlidingWindow> sw(new SlidingWindow());
+    sw->networks_ = std::move(networks);
+    sw->options_ = options;
+    VOXSEG_RETURN_IF_ERROR(sw->init());
+    return sw;
+}
+
+Status SlidingWindow::init() {
+    const auto& patch = options_.patch_size;
+    const size_t rank = patch.size();
+    for (size_t m = 0; m < networks_.size(); ++m) {
+        const CompiledGraph& net = *networks_[m];
+        const std::string which = networks_.size() > 1
+                                      ? "network " + std::to_string(m + 1) + " of the ensemble"
+                                      : "network";
+        if (net.inputShapes().size() != 1)
+            return unsupported("sliding-window inference needs a network with one input");
+        const Shape& in = net.inputShapes()[0];
+        Shape expected_in = {options_.batch, in.size() > 1 ? in[1] : 0};
+        expected_in.insert(expected_in.end(), patch.begin(), patch.end());
+        if (in != expected_in)
+            return invalidArgument(which + " compiled for input " + shapeToString(in) +
+                                   ", expected " + shapeToString(expected_in) +
+                                   " (batch, channels, patch_size)");
+        if (net.outputShapes().empty()) return invalidArgument(which + " has no outputs");
+        const Shape& out = net.outputShapes()[0];
+        if (out.size() != rank + 2 || out[0] != options_.batch ||
+            !std::equal(patch.begin(), patch.end(), out.begin() + 2))
+            return unsupported(which + " output " + shapeToString(out) +
+                               " does not keep the patch's spatial shape " + shapeToString(patch) +
+                               " (input " + shapeToString(in) +
+                               "): sliding-window inference needs a fully convolutional "
+                               "segmentation network");
+        if (m == 0) {
+            channels_ = in[1];
+            num_classes_ = out[1];
+        } else if (in[1] != channels_ || out[1] != num_classes_) {
+            return invalidArgument(which + " maps " + std::to_string(in[1]) + " channels to " +
+                                   std::to_string(out[1]) + ", network 1 maps " +
+                                   std::to_string(channels_) + " to " +
+                                   std::to_string(num_classes_) + ": ensemble members must agree");
+        }
+    }
+    if (options_.accumulation == Accumulation::kNnUNetFp16) {
+        importance_half_ =
+            nnunet_fp16::importanceMap(patch, options_.sigma_scale, options_.gaussian);
+        return Status::ok();
+    }
+    importance_ = options_.gaussian
+                      ? importanceMap(patch, options_.sigma_scale, options_.convention)
+                      : std::vector<float>(static_cast<size_t>(numel(patch)), 1.0f);
+    return Status::ok();
+}
+
+std::string SlidingWindow::describe() const {
+    const std::string sums = options_.accumulation == Accumulation::kNnUNetFp16
+                                 ? "nnU-Net's fp16 arithmetic"
+                             : options_.accumulator == DType::kFloat16 ? "fp16 accumulator"
+                                                                       : "fp32 accumulator";
+    return "host sliding window (" + sums +
+           (networks_.size() > 1 ? ", " + std::to_string(networks_.size()) + " networks" : "") +
+           ")";
+}
+
+Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
+                                  SlidingWindowStats* stats) {
+    const auto start_time = Clock::now();
+    VOXSEG_RETURN_IF_ERROR(validateSlidingWindowOptions(options_, image.shape()));
+    if (image.dtype() != DType::kFloat32)
+        return invalidArgument(std::string("sliding-window input must be float32, got ") +
+                               dtypeName(image.dtype()));
+    if (image.dim(0) != channels_)
+        return invalidArgument("image has " + std::to_string(image.dim(0)) +
+                               " channels, the network takes " + std::to_string(channels_));
+    const size_t rank = options_.patch_size.size();
+    const std::vector<int64_t> spatial(image.shape().begin() + 1, image.shape().end());
+    for (int64_t s : spatial)
+        if (s <= 0) return invalidArgument("image " + shapeToString(image.shape()) + " is empty");
+
+    const WindowGrid grid = windowGrid(options_, spatial);
+    // References, not structured bindings: lambdas below capture them (clang 14 cannot).
+    const auto& patch = grid.patch;
+    const auto& dims = grid.dims;
+    const auto& padded = grid.padded;
+    const auto& pad_before = grid.pad_before;
+    const auto& starts = grid.starts;
+    const bool needs_pad = grid.needs_pad;
+    const int64_t voxels = grid.voxels;
+    const int64_t num_windows = grid.num_windows;
+    const int64_t classes = num_classes_;
+    const bool nnunet = options_.accumulation == Accumulation::kNnUNetFp16;
+    const std::vector<unsigned> flip_sets = flipSets(options_.mirror_axes, rank, nnunet);
+    const int64_t num_flips = static_cast<int64_t>(flip_sets.size());
+    const int64_t num_items = num_windows * num_flips;
+    const int64_t batch = options_.batch;
+    const int64_t num_batches = (num_items + batch - 1) / batch;
+
+    const int64_t num_networks = static_cast<int64_t>(networks_.size());
+    const auto accumulatorBytes = [&](int64_t k, int64_t n) {
+        return sumsBytes(nnunet, num_networks, options_.accumulator, k, n);
+    };
+    // One window covering the whole (unpadded) image, no mirroring, one network, fp32 scores:
+    // the weighted average is the network output itself (w * p / w), so it is handed through
+    // without the accumulators (deepbet's fixed 256^3 grid: 192 MiB of fresh pages and two
+    // passes saved).
+    const bool pass_through = num_items == 1 && batch == 1 && num_networks == 1 && !needs_pad &&
+                              options_.accumulator == DType::kFloat32 && !nnunet;
+    VOXSEG_RETURN_IF_ERROR(checkSumsFitMemory(
+        (pass_through ? 0 : accumulatorBytes(classes, voxels)) +
+            (needs_pad ? static_cast<size_t>(channels_ * voxels) * sizeof(float) : 0),
+        classes, voxels, !nnunet && options_.accumulator == DType::kFloat32));
+    Tensor padded_image;
+    const float* source = image.data<float>();
+    Tensor accumulator;
+    std::vector<float> inverse_weight;
+    try {
+        if (needs_pad) {
+            Shape shape = {channels_};
+            for (size_t a = 3 - rank; a < 3; ++a) shape.push_back(padded[a]);
+            padded_image = Tensor(DType::kFloat32, shape);
+            copyBox<float>(image.data<float>(), dims, padded_image.data<float>(), padded, channels_,
+                           pad_before, false);
+            source = padded_image.data<float>();
+        }
+        if (!pass_through && !nnunet) {
+            Shape acc_shape = {classes};
+            for (size_t a = 3 - rank; a < 3; ++a) acc_shape.push_back(padded[a]);
+            accumulator = Tensor(options_.accumulator, acc_shape);
+            inverse_weight.assign(static_cast<size_t>(voxels), 0.0f);
+        }
+    } catch (const std::bad_alloc&) {
+        return Status(StatusCode::kOutOfMemory,
+                      "cannot allocate the sliding-window accumulators (" +
+                          std::to_string(accumulatorBytes(classes, voxels) >> 20) + " MiB for " +
+                          std::to_string(classes) + " classes)");
+    }
+
+    // Weight sums depend only on the grid: accumulate them once, then store their inverse.
+    const int64_t patch_voxels = patch[0] * patch[1] * patch[2];
+    std::vector<float> item_weight;
+    if (!pass_through && !nnunet) {
+        inverseWeightSums(grid, importance_, inverse_weight);
+        // Mirrored copies of a patch and ensemble members share its weight: each network
+        // output contributes importance / (num_flips * num_networks), i.e. outputs are averaged
+        // first.
+        item_weight = importance_;
+        for (float& w : item_weight) w /= static_cast<float>(num_flips * num_networks);
+    }
+
+    Shape input_shape = networks_[0]->inputShapes()[0];
+    std::vector<Tensor> inputs = {Tensor(DType::kFloat32, input_shape)};
+    std::vector<Tensor> outputs;
+    const int64_t input_item = channels_ * patch_voxels;
+    const int64_t output_item = classes * patch_voxels;
+    const size_t patch_buffer_bytes =
+        static_cast<size_t>(batch * (input_item + output_item)) * sizeof(float);
+
+    auto itemOrigin = [&](int64_t window) { return gridOrigin(starts, window); };
+
+    double network_seconds = 0.0;
+    int64_t padded_items = 0;
+    const bool half_acc = options_.accumulator == DType::kFloat16;
+    std::vector<float> row(static_cast<size_t>(patch[2]));
+    // Runs every batch through networks [first_net, last_net) and hands each network output to
+    // on_output(item, output of that item); pass / passes place the batches in the progress.
+    const BatchRunner forEachOutput = [&](size_t first_net, size_t last_net, int64_t pass,
+                                          int64_t passes, const OutputSink& on_output) -> Status {
+        for (int64_t b = 0; b < num_batches; ++b) {
+            VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
+            const int64_t first = b * batch;
+            const int64_t count = std::min(batch, num_items - first);
+            float* in = inputs[0].data<float>();
+            for (int64_t i = 0; i < count; ++i) {
+                const int64_t item = first + i;
+                gatherPatch(source, padded, channels_, itemOrigin(item / num_flips), patch,
+                            flip_sets[static_cast<size_t>(item % num_flips)], in + i * input_item);
+            }
+            if (count < batch) {
+                std::memset(in + count * input_item, 0,
+                            static_cast<size_t>((batch - count) * input_item) * sizeof(float));
+                padded_items += batch - count;
+            }
+            for (size_t m = first_net; m < last_net; ++m) {
+                CompiledGraph& network = *networks_[m];
+                const auto net_start = Clock::now();
+                Status st = network.run(inputs, outputs);
+                network_seconds += secondsSince(net_start);
+                if (!st.isOk())
+                    return st.withContext("sliding window, batch " + std::to_string(b + 1) +
+                                          " of " + std::to_string(num_batches) + ": ");
+                if (outputs.empty() || outputs[0].shape() != network.outputShapes()[0] ||
+                    outputs[0].dtype() != DType::kFloat32)
+                    return internalError("backend returned output " +
+                                         (outputs.empty() ? std::string("none")
+                                                          : shapeToString(outputs[0].shape())) +
+                                         ", compiled for " +
+                                         shapeToString(network.outputShapes()[0]));
+                const float* out = outputs[0].data<float>();
+                for (int64_t i = 0; i < count; ++i) on_output(first + i, out + i * output_item);
+            }
+            progress.report(static_cast<size_t>(pass * num_batches + b + 1),
+                            static_cast<size_t>(passes * num_batches), "sliding window");
+        }
+        return Status::ok();
+    };
+    progress.report(0.0, "sliding window");
+    if (nnunet) {
+        const NnUNetGrid grid{padded,           patch,           starts, flip_sets, classes,
+                              networks_.size(), importance_half_};
+        VOXSEG_ASSIGN_OR_RETURN(Tensor sums, nnunetAccumulate(grid, forEachOutput));
+        Shape acc_shape = {classes};
+        for (size_t a = 3 - rank; a < 3; ++a) acc_shape.push_back(padded[a]);
+        accumulator = sums.reshaped(acc_shape);
+    } else if (pass_through) {
+        Shape shape = {classes};
+        shape.insert(shape.end(), spatial.begin(), spatial.end());
+        VOXSEG_RETURN_IF_ERROR(forEachOutput(
+            0, 1, 0, 1, [&](int64_t, const float*) { accumulator = outputs[0].reshaped(shape); }));
+    } else {
+        VOXSEG_RETURN_IF_ERROR(
+            forEachOutput(0, networks_.size(), 0, 1, [&](int64_t item, const float* out) {
+                const unsigned flips = flip_sets[static_cast<size_t>(item % num_flips)];
+                if (half_acc)
+                    scatterPatch(out, item_weight.data(), inverse_weight.data(), patch, classes,
+                                 flips, itemOrigin(item / num_flips), padded, row.data(),
+                                 accumulator.data<uint16_t>());
+                else
+                    scatterPatch(out, item_weight.data(), inverse_weight.data(), patch, classes,
+                                 flips, itemOrigin(item / num_flips), padded, row.data(),
+                                 accumulator.data<float>());
+            }));
+    }
+
+    const Tensor result =
+        needs_pad ? cropToImage(accumulator, grid, classes, spatial) : accumulator;
+
+    if (stats) {
+        stats->patches = num_windows;
+        stats->forward_passes = num_batches * num_networks;
+        stats->padded_items = padded_items;
+        stats->seconds = secondsSince(start_time);
+        stats->network_seconds = network_seconds;
+        stats->accumulator_bytes = accumulatorBytes(classes, voxels);
+        stats->patch_buffer_bytes = patch_buffer_bytes;
+        stats->workspace_bytes = 0;
+        for (const auto& network : networks_) stats->workspace_bytes += network->workspaceBytes();
+        stats->grid.clear();
+        for (size_t a = 3 - rank; a < 3; ++a)
+            stats->grid.push_back(static_cast<int64_t>(starts[a].size()));
+    }
+    log::debug("engine",
+               "sliding window: {} windows x {} flips in {} batches of {}, {:.2f} s "
+               "({:.2f} s in the network)",
+               num_windows, num_flips, num_batches, batch, secondsSince(start_time),
+               network_seconds);
+    return result;
+}
+
+Result<Tensor> slidingWindowInference(Backend& backend, const Graph& graph, const Tensor& image,
+                                      const SlidingWindowOptions& options, const Progress& progress,
+                                      SlidingWindowStats* stats) {
+    VOXSEG_RETURN_IF_ERROR(validateSlidingWindowOptions(options, image.shape()));
+    VOXSEG_ASSIGN_OR_RETURN(auto sw, SlidingWindow::create(backend, graph, image.dim(0), options));
+    return sw->run(image, progress, stats);
+}
+
+Tensor scoresAsFloat32(const Tensor& scores) {
+    if (scores.dtype() != DType::kFloat16) return scores.clone();
+    Tensor out(DType::kFloat32, scores.shape());
+    half::toFloatRow(scores.data<uint16_t>(), out.data<float>(), scores.numel());
+    return out;
+}
+
+void softmaxChannelsInPlace(Tensor& scores) {
+    assert(scores.dtype() == DType::kFloat32 && scores.rank() >= 1);
+    const int64_t classes = scores.dim(0);
+    if (classes == 0) return;
+    const int64_t voxels = scores.numel() / classes;
+    float* s = scores.data<float>();
+    std::vector<float> max_v(s, s + voxels), sum(static_cast<size_t>(voxels), 0.0f);
+    for (int64_t k = 1; k < classes; ++k)
+        for (int64_t v = 0; v < voxels; ++v) max_v[v] = std::max(max_v[v], s[k * voxels + v]);
+    for (int64_t k = 0; k < classes; ++k) {
+        float* sk = s + k * voxels;
+        for (int64_t v = 0; v < voxels; ++v) {
+            sk[v] = std::exp(sk[v] - max_v[v]);
+            sum[v] += sk[v];
+        }
+    }
+    for (float& v : sum) v = 1.0f / v;
+    for (int64_t k = 0; k < classes; ++k) {
+        float* sk = s + k * voxels;
+        for (int64_t v = 0; v < voxels; ++v) sk[v] *= sum[v];
+    }
+}
+
+void sigmoidInPlace(Tensor& scores) {
+    assert(scores.dtype() == DType::kFloat32);
+    float* s = scores.data<float>();
+    const int64_t n = scores.numel();
+    for (int64_t i = 0; i < n; ++i) s[i] = 1.0f / (1.0f + std::exp(-s[i]));
+}
+
+Status argmaxLabels(const Tensor& scores, std::span<uint8_t> out, std::span<const int> values) {
+    return argmaxImpl(scores, out, values, false, 0.0f);
+}
+Status argmaxLabels(const Tensor& scores, std::span<int16_t> out, std::span<const int> values) {
+    return argmaxImpl(scores, out, values, false, 0.0f);
+}
+Status thresholdLabels(const Tensor& scores, float threshold, std::span<uint8_t> out,
+                       std::span<const int> values) {
+    return argmaxImpl(scores, out, values, true, threshold);
+}
+Status thresholdLabels(const Tensor& scores, float threshold, std::span<int16_t> out,
+                       std::span<const int> values) {
+    return argmaxImpl(scores, out, values, true, threshold);
+}
+
+// The Backend contract's default (engine/backend.h), defined here so that the contract does not
+// include the room above it.
+Result<std::unique_ptr<VolumeInference>> Backend::makeSlidingWindow(
+    const std::vector<const Graph*>& graphs, int64_t channels,
+    const SlidingWindowOptions& options) {
+    VOXSEG_ASSIGN_OR_RETURN(auto window, SlidingWindow::create(*this, graphs, channels, options));
+    return std::unique_ptr<VolumeInference>(std::move(window));
+}
+
+}  // namespace voxseg::engine
