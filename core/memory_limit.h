@@ -4,8 +4,8 @@
 // `ulimit -v`) where that is lower still. Linux over-commits: an allocation larger than the limit
 // succeeds and the kernel kills the process when its pages are touched, so a plan that cannot fit
 // is refused against this figure before anything is allocated (engine/cpu/cpu_backend.cpp,
-// engine/cpu/plan.cpp, engine/inference/sliding_window.cpp, the image and DICOM readers), with advice instead of a killed
-// process.
+// engine/cpu/plan.cpp, engine/inference/sliding_window.cpp, the image and DICOM readers), with
+// advice instead of a killed process.
 #pragma once
 
 #include <cstdint>
