@@ -1,5 +1,5 @@
 // Fused attention on the CPU backend: the node's shapes, biases and threads, the choice of form
-// and what both forms share (cpu_attention.h).
+// and what both forms share (attention.h); the Rotary embedding of the queries and keys.
 #include "engine/cpu/attention.h"
 #include "engine/cpu/attention_softmax.h"
 
@@ -259,6 +259,89 @@ Status planAttention(Plan& plan) {
     const Form form =
         attentionFormOverride().value_or(attentionForm(in.bf16, cpuHasAmx(), in.a.Dv));
     return form == Form::kRows ? planRows(plan, std::move(in)) : planColumns(plan, std::move(in));
+}
+
+namespace {
+
+// The smallest even p dividing d with t[i][j] == t[i][j % p] in every row i (rows `d` floats
+// apart) of both tables, d if none.
+int64_t columnPeriod(const std::vector<float>& a, const std::vector<float>& b, int64_t d) {
+    auto repeats = [d](const std::vector<float>& t, int64_t p) {
+        for (size_t k = 0; k < t.size(); ++k) {
+            const int64_t j = static_cast<int64_t>(k) % d;
+            if (t[k] != t[k - static_cast<size_t>(j - j % p)]) return false;
+        }
+        return true;
+    };
+    for (int64_t p = 2; p < d; p += 2)
+        if (d % p == 0 && repeats(a, p) && repeats(b, p)) return p;
+    return d;
+}
+
+// A Rotary's cos/sin tables [tokens, d] cut to their column period (columnPeriod).
+struct RotaryTables {
+    int64_t period = 0;
+    std::vector<float> cos, sin;  // [tokens, period]
+};
+
+RotaryTables rotaryTables(const Tensor& cos, const Tensor& sin, int64_t tokens, int64_t d) {
+    const std::vector<float> c = cos.toFloats(), s = sin.toFloats();
+    RotaryTables t;
+    t.period = columnPeriod(c, s, d);
+    for (int64_t i = 0; i < tokens; ++i) {
+        t.cos.insert(t.cos.end(), c.begin() + i * d, c.begin() + i * d + t.period);
+        t.sin.insert(t.sin.end(), s.begin() + i * d, s.begin() + i * d + t.period);
+    }
+    return t;
+}
+
+}  // namespace
+
+// Rotary embedding of interleaved pairs in one pass (in place when the input dies here):
+// y[2i] = x[2i] cos[2i] - x[2i+1] sin[2i], y[2i+1] = x[2i+1] cos[2i+1] + x[2i] sin[2i+1], the
+// tables indexed by token (row modulo T). Packed heads ([B, T, H x D]) tile one head's table H
+// times; the kernel then reads that one (Primus-S: 1728 x 66 instead of 1728 x 396 floats per
+// table, which then stay in L2), made once and shared by every block's Rotary.
+Status planRotary(Plan& plan) {
+    const Node& n = plan.node();
+    const Graph& g = plan.graph();
+    const Shape& xs = g.values[n.inputs[0]].shape;
+    const int64_t d = xs.back(), tokens = xs[xs.size() - 2], rows = numel(xs) / d;
+    const auto md = plainDesc(xs, dt::f32);
+    const Tensor &cos = g.constant(n.inputs[1]), &sin = g.constant(n.inputs[2]);
+    if (cos.numel() != tokens * d || sin.numel() != tokens * d)
+        return nodeError(plan, "rotary tables do not hold " + std::to_string(tokens) + " x " +
+                                   std::to_string(d) + " values");
+    const auto tables = plan.derivedConstant<RotaryTables>(
+        "rotary " + std::to_string(n.inputs[1]) + " " + std::to_string(n.inputs[2]),
+        [&] { return rotaryTables(cos, sin, tokens, d); });
+    const int64_t period = tables->period;
+    VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensurePlainF32(n.inputs[0]));
+    std::optional<MemRef> dst = plan.tryInPlace(n.inputs[0], md);
+    if (!dst) dst = plan.newBuffer(md);
+    Kernel k = [=](const std::vector<dnnl::memory>& m) {
+        const float* x = static_cast<const float*>(m[0].get_data_handle());
+        float* y = static_cast<float*>(m[1].get_data_handle());
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < rows; ++r) {
+            const float* cr = tables->cos.data() + (r % tokens) * period;
+            const float* sr = tables->sin.data() + (r % tokens) * period;
+            for (int64_t h = 0; h < d; h += period) {
+                const float* xr = x + r * d + h;
+                float* yr = y + r * d + h;
+#pragma omp simd
+                for (int64_t i = 0; i < period; i += 2) {
+                    const float x0 = xr[i], x1 = xr[i + 1];
+                    yr[i] = x0 * cr[i] - x1 * sr[i];
+                    yr[i + 1] = x1 * cr[i + 1] + x0 * sr[i + 1];
+                }
+            }
+        }
+    };
+    plan.addKernel("rotary plain loop, table period " + std::to_string(period), std::move(k),
+                   {src, *dst});
+    plan.define(n.outputs[0], *dst);
+    return planUnfusedEpilogue(plan, *dst);
 }
 
 }  // namespace voxseg::engine::cpu

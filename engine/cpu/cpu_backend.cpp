@@ -97,21 +97,6 @@ Status planNode(Plan& plan) {
         case OpKind::kSilu:
         case OpKind::kSqrt:
             return cpu::planEltwise(plan);
-        case OpKind::kMatMul:
-        case OpKind::kLayerNorm:
-        case OpKind::kReduceMean:
-        case OpKind::kReduceSum:
-        case OpKind::kReduceMax:
-        case OpKind::kErf:
-        case OpKind::kSin:
-        case OpKind::kCos:
-        case OpKind::kWhere:
-        case OpKind::kExpand:
-        case OpKind::kTile:
-        case OpKind::kAttention:
-        case OpKind::kMultiHeadAttention:
-        case OpKind::kRotary:
-            return cpu::planTransformerOp(plan);
         case OpKind::kSoftmax:
             return cpu::planSoftmax(plan);
         case OpKind::kAdd:
@@ -121,6 +106,28 @@ Status planNode(Plan& plan) {
             return cpu::planBinary(plan);
         case OpKind::kConcat:
             return cpu::planConcat(plan);
+        case OpKind::kErf:
+        case OpKind::kSin:
+        case OpKind::kCos:
+            return cpu::planPlainUnary(plan);
+        case OpKind::kWhere:
+            return cpu::planWhere(plan);
+        case OpKind::kLayerNorm:
+            return cpu::planLayerNorm(plan);
+        case OpKind::kReduceMean:
+        case OpKind::kReduceSum:
+        case OpKind::kReduceMax:
+            return cpu::planReduce(plan);
+        case OpKind::kMatMul:
+            return cpu::planMatMul(plan);
+        case OpKind::kExpand:
+        case OpKind::kTile:
+            return cpu::planExpandOrTile(plan);
+        case OpKind::kAttention:
+        case OpKind::kMultiHeadAttention:
+            return cpu::planAttention(plan);
+        case OpKind::kRotary:
+            return cpu::planRotary(plan);
         case OpKind::kResize:
             return cpu::planResize(plan);
         case OpKind::kMaxPool:

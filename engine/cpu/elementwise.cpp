@@ -1,7 +1,8 @@
 // Elementwise ops on oneDNN: eltwise (Relu, LeakyRelu, Sigmoid, Tanh, Clip), PReLU, binary
 // (Add/Sub/Mul/Div with broadcasting), softmax and concat; all in the producer's layout and in
 // place where the input dies. Broadcasts oneDNN's binary cannot express (the first operand
-// broadcast in Sub/Div, or both) run a plain-layout loop.
+// broadcast in Sub/Div, or both) run a plain-layout loop. Erf, Sin, Cos and Where, which oneDNN
+// has no primitive for, are plain OpenMP loops on f32.
 #include "engine/cpu/plan.h"
 
 #include <omp.h>
@@ -39,24 +40,12 @@ bool eltwiseFor(ActivationKind act, float alpha, dnnl::algorithm& alg, float& a,
 
 namespace {
 
-// The value's current descriptor, or plain in the activation type for constants.
-dnnl::memory::desc currentDesc(Plan& plan, ValueId v) {
-    if (plan.has(v)) return plan.desc(v);
-    return plainDesc(plan.graph().values[v].shape, plan.actType());
-}
-
-Shape broadcastTo(const Shape& s, size_t rank) {
-    Shape out(rank - s.size(), 1);
-    out.insert(out.end(), s.begin(), s.end());
-    return out;
-}
-
 // PReLU slopes as a tensor broadcast against data of `shape` (ONNX: unidirectional).
 Result<MemRef> preluWeights(Plan& plan, ValueId slope, const dnnl::memory::desc& data_md,
                             dnnl::prelu_forward::primitive_desc& pd) {
     const auto data_dims = data_md.dims();
     const Shape data_shape(data_dims.begin(), data_dims.end());
-    Shape ws = broadcastTo(plan.graph().values[slope].shape, data_shape.size());
+    Shape ws = withLeadingOnes(plan.graph().values[slope].shape, data_shape.size());
     // A per-channel slope stored as [C] (rank 1) means axis 1 in nnU-Net/MONAI exports.
     if (plan.graph().values[slope].shape.size() == 1 && ws.back() == data_shape[1] &&
         data_shape.back() != data_shape[1]) {
@@ -150,18 +139,8 @@ Status planPlainBinary(Plan& plan) {
         in_place = plan.tryInPlace(n.inputs[0], plainDesc(ys, dt::f32));
     MemRef dst = in_place ? *in_place : plan.newBuffer(plainDesc(ys, dt::f32));
     const size_t rank = ys.size();
-    auto strides = [&](const Shape& s) {
-        const Shape bs = broadcastTo(s, rank);
-        std::vector<int64_t> st(rank, 0);
-        int64_t k = 1;
-        for (int i = static_cast<int>(rank) - 1; i >= 0; --i) {
-            st[i] = bs[i] == 1 ? 0 : k;
-            k *= bs[i];
-        }
-        return st;
-    };
-    const auto sa = strides(g.values[n.inputs[0]].shape);
-    const auto sb = strides(g.values[n.inputs[1]].shape);
+    const auto sa = broadcastStrides(g.values[n.inputs[0]].shape, ys);
+    const auto sb = broadcastStrides(g.values[n.inputs[1]].shape, ys);
     const OpKind op = n.op;
     // A row (the output's last dim) at a time: one index decomposition per row, then a loop the
     // compiler vectorises (each operand's step along the row is 1 or 0).
@@ -278,7 +257,7 @@ Status planBinary(Plan& plan) {
     const Shape& ys = g.values[n.outputs[0]].shape;
     ValueId a = n.inputs[0], b = n.inputs[1];
     const bool commutative = n.op == OpKind::kAdd || n.op == OpKind::kMul;
-    auto full = [&](ValueId v) { return broadcastTo(g.values[v].shape, ys.size()) == ys; };
+    auto full = [&](ValueId v) { return withLeadingOnes(g.values[v].shape, ys.size()) == ys; };
     if (!full(a) && full(b) && commutative) std::swap(a, b);
     if (!full(a) || g.isConstant(a)) return planPlainBinary(plan);
     const dnnl::algorithm alg = n.op == OpKind::kAdd   ? dnnl::algorithm::binary_add
@@ -291,7 +270,7 @@ Status planBinary(Plan& plan) {
     if (full(b)) {
         VOXSEG_ASSIGN_OR_RETURN(src1, plan.ensure(b, md));
     } else {
-        const auto bcast = plainDesc(broadcastTo(g.values[b].shape, ys.size()), md.data_type());
+        const auto bcast = plainDesc(withLeadingOnes(g.values[b].shape, ys.size()), md.data_type());
         if (g.isConstant(b)) {
             VOXSEG_ASSIGN_OR_RETURN(src1, plan.ensure(b, bcast));
         } else {
@@ -513,6 +492,74 @@ Status planConcat(Plan& plan) {
     } catch (const dnnl::error& e) {
         return nodeError(plan, std::string("oneDNN concat: ") + e.what());
     }
+}
+
+// y = f(x) elementwise on plain f32, for functions oneDNN's eltwise lacks.
+Status planPlainUnary(Plan& plan) {
+    const Node& n = plan.node();
+    const Shape& xs = plan.graph().values[n.inputs[0]].shape;
+    const auto md = plainDesc(xs, dt::f32);
+    VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensurePlainF32(n.inputs[0]));
+    std::optional<MemRef> dst = plan.tryInPlace(n.inputs[0], md);
+    if (!dst) dst = plan.newBuffer(md);
+    const OpKind op = n.op;
+    const int64_t total = numel(xs);
+    Kernel k = [=](const std::vector<dnnl::memory>& m) {
+        const float* in = static_cast<const float*>(m[0].get_data_handle());
+        float* out = static_cast<float*>(m[1].get_data_handle());
+        if (op == OpKind::kErf) {
+#pragma omp parallel for schedule(static)
+            for (int64_t i = 0; i < total; ++i) out[i] = std::erf(in[i]);
+        } else if (op == OpKind::kSin) {
+#pragma omp parallel for schedule(static)
+            for (int64_t i = 0; i < total; ++i) out[i] = std::sin(in[i]);
+        } else {
+#pragma omp parallel for schedule(static)
+            for (int64_t i = 0; i < total; ++i) out[i] = std::cos(in[i]);
+        }
+    };
+    plan.addKernel(std::string(opKindName(op)) + " plain loop", std::move(k), {src, *dst});
+    plan.define(n.outputs[0], *dst);
+    return planUnfusedEpilogue(plan, *dst);
+}
+
+// Where with numpy broadcasting of its three operands, a plain f32 loop.
+Status planWhere(Plan& plan) {
+    const Node& n = plan.node();
+    const Graph& g = plan.graph();
+    const Shape& ys = g.values[n.outputs[0]].shape;
+    std::vector<MemRef> refs;
+    std::vector<std::vector<int64_t>> strides;
+    for (size_t i = 0; i < 3; ++i) {
+        VOXSEG_ASSIGN_OR_RETURN(MemRef r, plan.ensurePlainF32(n.inputs[i]));
+        refs.push_back(r);
+        strides.push_back(broadcastStrides(g.values[n.inputs[i]].shape, ys));
+    }
+    MemRef dst = plan.newBuffer(plainDesc(ys, dt::f32));
+    refs.push_back(dst);
+    const int rank = static_cast<int>(ys.size());
+    Kernel k = [=](const std::vector<dnnl::memory>& m) {
+        const float* c = static_cast<const float*>(m[0].get_data_handle());
+        const float* a = static_cast<const float*>(m[1].get_data_handle());
+        const float* b = static_cast<const float*>(m[2].get_data_handle());
+        float* out = static_cast<float*>(m[3].get_data_handle());
+        const int64_t total = numel(ys);
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < total; ++i) {
+            int64_t rem = i, ic = 0, ia = 0, ib = 0;
+            for (int d = rank - 1; d >= 0; --d) {
+                const int64_t q = rem % ys[d];
+                rem /= ys[d];
+                ic += q * strides[0][d];
+                ia += q * strides[1][d];
+                ib += q * strides[2][d];
+            }
+            out[i] = c[ic] != 0.0f ? a[ia] : b[ib];
+        }
+    };
+    plan.addKernel("where plain loop", std::move(k), refs);
+    plan.define(n.outputs[0], dst);
+    return planUnfusedEpilogue(plan, dst);
 }
 
 }  // namespace voxseg::engine::cpu

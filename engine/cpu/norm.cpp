@@ -1,10 +1,12 @@
 // InstanceNorm and GroupNorm with their fused epilogue (residual add, activation) and the
 // channel LayerNorm on the kernels of cpu_norm_kernels.cpp, in the producer's layout; BatchNorm on
 // oneDNN's batch normalisation primitive (global statistics), normally folded into the Conv by
-// optimize().
+// optimize(). LayerNorm over the trailing axes on oneDNN's layer normalisation, or on
+// rowLayerNorm when it writes the bf16 rows of MatMuls.
 #include "engine/cpu/norm_kernels.h"
 #include "engine/cpu/plan.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace voxseg::engine::cpu {
@@ -194,6 +196,95 @@ Status planNorm(Plan& plan) {
     if (plan.node().op == OpKind::kChannelLayerNorm) return planChannelLayerNorm(plan);
     if (plan.node().op == OpKind::kBatchNorm) return planBatchNorm(plan);
     return planInstanceOrGroupNorm(plan);
+}
+
+namespace {
+
+// Whether `v` is read, and only as an operand of MatMuls (not a graph output, no fused use).
+bool onlyMatMulsRead(const Graph& g, ValueId v) {
+    if (std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end()) return false;
+    bool read = false;
+    for (const Node& n : g.nodes) {
+        const bool operand = std::find(n.inputs.begin(), n.inputs.end(), v) != n.inputs.end();
+        if (n.fused_residual == v || n.fused_prelu_slope == v) return false;
+        if (operand && n.op != OpKind::kMatMul) return false;
+        read = read || operand;
+    }
+    return read;
+}
+
+// LayerNorm over rows of `inner` floats writing the bf16 rows its MatMuls multiply
+// (rowLayerNorm): one pass less than oneDNN 2.6's layer normalisation, which writes its
+// source's type, and the reorder to bf16 after it.
+Status planLayerNormToBf16(Plan& plan, int64_t outer, int64_t inner) {
+    const Node& n = plan.node();
+    const Graph& g = plan.graph();
+    const std::vector<float> gamma = g.constant(n.inputs[1]).toFloats();
+    std::vector<float> beta(static_cast<size_t>(inner), 0.0f);
+    if (n.inputs.size() > 2 && n.inputs[2] >= 0) beta = g.constant(n.inputs[2]).toFloats();
+    VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensurePlainF32(n.inputs[0]));
+    const MemRef dst = plan.newBuffer(plainDesc(g.values[n.outputs[0]].shape, dt::bf16));
+    const float eps = n.norm.epsilon;
+    Kernel kernel = [=](const std::vector<dnnl::memory>& m) {
+        rowLayerNorm(static_cast<const float*>(m[0].get_data_handle()), m[1].get_data_handle(),
+                     true, outer, inner, gamma.data(), beta.data(), eps);
+    };
+    plan.addKernel(std::string("layer_norm rows f32->bf16 ") + normKernelIsa(), std::move(kernel),
+                   {src, dst});
+    plan.define(n.outputs[0], dst);
+    return Status::ok();
+}
+
+}  // namespace
+
+// LayerNorm over the trailing axes: oneDNN layer normalisation on plain f32, or rowLayerNorm
+// writing bf16 when only MatMuls read it (bf16 plans).
+Status planLayerNorm(Plan& plan) {
+    const Node& n = plan.node();
+    const Graph& g = plan.graph();
+    const Shape& xs = g.values[n.inputs[0]].shape;
+    int64_t inner = 1;
+    for (size_t i = static_cast<size_t>(n.axis); i < xs.size(); ++i) inner *= xs[i];
+    const int64_t outer = numel(xs) / inner;
+    const auto md = plainDesc({outer, inner}, dt::f32);
+    const auto vec_md = plainDesc({inner}, dt::f32);
+    const bool has_bias = n.inputs.size() > 2 && n.inputs[2] >= 0;
+    for (size_t k = 1; k < n.inputs.size(); ++k)
+        if (n.inputs[k] >= 0 && !g.isConstant(n.inputs[k]))
+            return nodeError(plan, "scale/bias must be constants");
+    // bf16 plans: a LayerNorm read only by MatMuls (which multiply bf16) writes bf16 itself
+    // (4 per Primus block).
+    if (plan.actType() == dt::bf16 && n.fused_activation == ActivationKind::kNone &&
+        n.fused_residual < 0 && onlyMatMulsRead(g, n.outputs[0]))
+        return planLayerNormToBf16(plan, outer, inner);
+    VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensurePlainF32(n.inputs[0]));
+    std::optional<MemRef> in_place = plan.tryInPlace(n.inputs[0], plainDesc(xs, dt::f32));
+    MemRef dst = in_place ? *in_place : plan.newBuffer(plainDesc(xs, dt::f32));
+    VOXSEG_ASSIGN_OR_RETURN(dnnl::memory scale, plan.constantMemory(n.inputs[1], vec_md));
+    std::vector<std::pair<int, MemRef>> args = {{DNNL_ARG_SRC, viewAs(plan, src, md)},
+                                                {DNNL_ARG_DST, viewAs(plan, dst, md)},
+                                                {DNNL_ARG_SCALE, MemRef{-1, vec_md, scale}}};
+    auto flags = dnnl::normalization_flags::use_scale;
+    if (has_bias) {
+        VOXSEG_ASSIGN_OR_RETURN(dnnl::memory shift, plan.constantMemory(n.inputs[2], vec_md));
+        args.push_back({DNNL_ARG_SHIFT, MemRef{-1, vec_md, shift}});
+        flags = flags | dnnl::normalization_flags::use_shift;
+    }
+    try {
+        dnnl::primitive_attr attr;
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        dnnl::layer_normalization_forward::primitive_desc pd(
+            dnnl::layer_normalization_forward::desc(dnnl::prop_kind::forward_inference, md,
+                                                    n.norm.epsilon, flags),
+            attr, plan.engine());
+        plan.addPrimitive(std::string("layer_norm ") + pd.impl_info_str(),
+                          dnnl::layer_normalization_forward(pd), std::move(args),
+                          pd.scratchpad_desc());
+    } catch (const dnnl::error& e) {
+        return nodeError(plan, std::string("oneDNN layer normalization: ") + e.what());
+    }
+    plan.define(n.outputs[0], dst);
+    return planUnfusedEpilogue(plan, dst);
 }
 
 }  // namespace voxseg::engine::cpu

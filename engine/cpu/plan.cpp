@@ -84,6 +84,40 @@ std::string descName(const dnnl::memory::desc& md) {
     return layout + (type == dt::bf16 ? ":bf16" : type == dt::f32 ? ":f32" : ":other");
 }
 
+std::vector<int64_t> plainStrides(const Shape& s) {
+    std::vector<int64_t> st(s.size(), 1);
+    for (int i = static_cast<int>(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
+    return st;
+}
+
+Shape withLeadingOnes(const Shape& s, size_t rank) {
+    Shape out(rank - s.size(), 1);
+    out.insert(out.end(), s.begin(), s.end());
+    return out;
+}
+
+std::vector<int64_t> broadcastStrides(const Shape& s, const Shape& to) {
+    const Shape bs = withLeadingOnes(s, to.size());
+    std::vector<int64_t> st(to.size(), 0);
+    int64_t k = 1;
+    for (int i = static_cast<int>(to.size()) - 1; i >= 0; --i) {
+        st[i] = bs[i] == 1 ? 0 : k;
+        k *= bs[i];
+    }
+    return st;
+}
+
+dnnl::memory::desc currentDesc(Plan& plan, ValueId v) {
+    if (plan.has(v)) return plan.desc(v);
+    return plainDesc(plan.graph().values[v].shape, plan.actType());
+}
+
+MemRef viewAs(Plan& plan, const MemRef& r, const dnnl::memory::desc& md) {
+    MemRef v{r.buffer, md, r.fixed};
+    if (r.buffer < 0) v.fixed = dnnl::memory(md, plan.engine(), r.fixed.get_data_handle());
+    return v;
+}
+
 Status nodeError(const Plan& plan, const std::string& what) {
     const Node& n = plan.node();
     return unsupported("cpu backend: node '" + n.name + "' (" + opKindName(n.op) + "): " + what,

@@ -1,6 +1,7 @@
 // Internal to the oneDNN CPU backend (not a public header): the compile-time plan that the
-// per-op builders (cpu_conv.cpp, cpu_norm.cpp, cpu_eltwise.cpp, cpu_pool.cpp, cpu_shape_ops.cpp)
-// fill with steps, and the executable it becomes.
+// per-op builders (one file per op family: conv.cpp, norm.cpp, elementwise.cpp, reduce.cpp,
+// matmul.cpp, pool.cpp, resize.cpp, shape_ops.cpp, attention.cpp) fill with steps, and the
+// executable it becomes.
 //
 // Every non-constant value lives in a Buffer with a oneDNN memory descriptor (its layout and
 // data type). Builders ask for a value in the layout they need (ensure(): a reorder step only
@@ -200,26 +201,48 @@ class Plan {
     std::vector<std::pair<dnnl::memory, int>> externals_;
 };
 
-// Per-op builders (one file per concern). Each plans the current node of `plan`.
+// Per-op builders, one file per op family. Each plans the current node of `plan`.
+// conv.cpp
 Status planConv(Plan& plan);  // Conv (with fused bias/activation/residual)
-// ConvTranspose; `subpixel`: kernel == stride as a 1x1 conv + scatter (cpu_conv.cpp), else
-// oneDNN's deconvolution.
+// ConvTranspose; `subpixel`: kernel == stride as a 1x1 conv + scatter, else oneDNN's
+// deconvolution.
 Status planConvTranspose(Plan& plan, bool subpixel = true);
+// norm.cpp
 Status planNorm(Plan& plan);  // InstanceNorm, GroupNorm, ChannelLayerNorm (own kernels), BatchNorm
+Status planLayerNorm(Plan& plan);
+// elementwise.cpp
 Status planEltwise(Plan& plan);  // Relu, LeakyRelu, Sigmoid, Tanh, Clip, PRelu, Gelu, SiLU, Sqrt
 Status planBinary(Plan& plan);   // Add, Sub, Mul, Div
 Status planSoftmax(Plan& plan);
 Status planConcat(Plan& plan);
-Status planPool(Plan& plan);     // MaxPool, AveragePool, GlobalAveragePool
-Status planResize(Plan& plan);   // Resize/Upsample
-Status planShapeOp(Plan& plan);  // Pad, Identity, Reshape, Transpose, Slice, Roll
-// MatMul, LayerNorm, Reduce*, Erf, Sin, Cos, Where, Expand, Tile, Rotary (cpu_transformer.cpp),
-// Attention and MultiHeadAttention (cpu_attention.cpp, through planTransformerOp).
-Status planTransformerOp(Plan& plan);
-Status planAttention(Plan& plan);
+Status planPlainUnary(Plan& plan);  // Erf, Sin, Cos
+Status planWhere(Plan& plan);
+// reduce.cpp
+Status planReduce(Plan& plan);  // ReduceMean, ReduceSum, ReduceMax
+// matmul.cpp
+Status planMatMul(Plan& plan);
+// pool.cpp
+Status planPool(Plan& plan);  // MaxPool, AveragePool, GlobalAveragePool
+// resize.cpp
+Status planResize(Plan& plan);  // Resize/Upsample
+// shape_ops.cpp
+Status planShapeOp(Plan& plan);       // Pad, Identity, Reshape, Transpose, Slice, Roll
+Status planExpandOrTile(Plan& plan);  // Expand, Tile
+// attention.cpp
+Status planAttention(Plan& plan);  // Attention, MultiHeadAttention
+Status planRotary(Plan& plan);
 
+// Small helpers the builders share (plan.cpp).
+// Element strides of a row-major shape.
+std::vector<int64_t> plainStrides(const Shape& s);
+// `s` with leading 1s up to `rank` axes (numpy broadcasting's alignment).
+Shape withLeadingOnes(const Shape& s, size_t rank);
 // Element strides of `s` broadcast to the dims of `to` (0 along broadcast axes; numpy rules).
 std::vector<int64_t> broadcastStrides(const Shape& s, const Shape& to);
+// The value's current descriptor, or plain in the activation type for constants.
+dnnl::memory::desc currentDesc(Plan& plan, ValueId v);
+// The same bytes seen through another (plain) descriptor of the same size.
+MemRef viewAs(Plan& plan, const MemRef& r, const dnnl::memory::desc& md);
 
 // Applies the node's fused epilogue (residual add, then activation) to `out` in place with
 // separate primitives, for ops that cannot fuse it (or part of it) themselves.

@@ -1,7 +1,7 @@
 // Data-movement ops, rare inside U-Nets: Identity (a copy in the same layout), Reshape (the
 // input's buffer seen with the new dims when the input dies there, else a copy), Transpose and
-// Slice (one strided gather loop), Roll (a gather of rows), Pad (constant, reflect, edge). All
-// but Identity work on plain f32.
+// Slice (one strided gather loop), Roll (a gather of rows), Pad (constant, reflect, edge), Expand
+// and Tile (a broadcast or modulo gather loop). All but Identity work on plain f32.
 #include "engine/cpu/plan.h"
 
 #include <omp.h>
@@ -11,12 +11,6 @@
 
 namespace voxseg::engine::cpu {
 namespace {
-
-std::vector<int64_t> plainStrides(const Shape& s) {
-    std::vector<int64_t> st(s.size(), 1);
-    for (int i = static_cast<int>(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
-    return st;
-}
 
 // out[i...] = in[offset + sum(i_d * strides_d)] (strides may be negative), a row (the last
 // output dim) at a time: one index decomposition per row, a memcpy when the row is contiguous.
@@ -232,6 +226,38 @@ Status planShapeOp(Plan& plan) {
         default:
             return nodeError(plan, "not a data-movement op");
     }
+}
+
+// Expand (strides 0 along broadcast axes) and Tile (index modulo the input dim).
+Status planExpandOrTile(Plan& plan) {
+    const Node& n = plan.node();
+    const Graph& g = plan.graph();
+    const Shape xs = g.values[n.inputs[0]].shape;
+    const Shape ys = g.values[n.outputs[0]].shape;
+    VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensurePlainF32(n.inputs[0]));
+    MemRef dst = plan.newBuffer(plainDesc(ys, dt::f32));
+    const bool tile = n.op == OpKind::kTile;
+    const std::vector<int64_t> st = tile ? plainStrides(xs) : broadcastStrides(xs, ys);
+    const Shape in_dims = withLeadingOnes(xs, ys.size());
+    const int rank = static_cast<int>(ys.size());
+    Kernel k = [=](const std::vector<dnnl::memory>& m) {
+        const float* in = static_cast<const float*>(m[0].get_data_handle());
+        float* out = static_cast<float*>(m[1].get_data_handle());
+        const int64_t total = numel(ys);
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < total; ++i) {
+            int64_t rem = i, off = 0;
+            for (int d = rank - 1; d >= 0; --d) {
+                const int64_t q = rem % ys[d];
+                rem /= ys[d];
+                off += (tile ? q % in_dims[d] : q) * st[d];
+            }
+            out[i] = in[off];
+        }
+    };
+    plan.addKernel(tile ? "tile plain loop" : "expand plain loop", std::move(k), {src, dst});
+    plan.define(n.outputs[0], dst);
+    return planUnfusedEpilogue(plan, dst);
 }
 
 }  // namespace voxseg::engine::cpu
