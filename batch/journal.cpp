@@ -1,17 +1,10 @@
 #include "batch/journal.h"
 
-#include "core/file_io.h"
 #include "core/json_integer.h"
 #include "core/log.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 
 namespace voxseg::batch {
 namespace fs = std::filesystem;
@@ -91,76 +84,34 @@ Result<JournalEntry> JournalEntry::fromJson(const nlohmann::json& j) {
     return e;
 }
 
-Journal::~Journal() {
-    if (fd_ >= 0) ::close(fd_);
-}
-Journal::Journal(Journal&& other) noexcept : fd_(other.fd_), path_(std::move(other.path_)) {
-    other.fd_ = -1;
-}
-Journal& Journal::operator=(Journal&& other) noexcept {
-    if (this != &other) {
-        if (fd_ >= 0) ::close(fd_);
-        fd_ = other.fd_;
-        path_ = std::move(other.path_);
-        other.fd_ = -1;
-    }
-    return *this;
-}
-
 Result<Journal> Journal::open(const std::string& path) {
-    std::error_code ec;
-    fs::create_directories(fs::path(path).parent_path(), ec);
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return ioError(std::string("cannot open the journal: ") + std::strerror(errno), path);
     Journal j;
-    j.fd_ = fd;
-    j.path_ = path;
-    // A previous run killed mid-line left no newline: start on a fresh line so the next entry
-    // parses (the partial line is skipped by readers).
-    const off_t size = ::lseek(fd, 0, SEEK_END);
-    if (size > 0) {
-        char last = '\n';
-        const int rfd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (rfd >= 0) {
-            if (::pread(rfd, &last, 1, size - 1) != 1) last = '\n';
-            ::close(rfd);
-        }
-        if (last != '\n' && ::write(fd, "\n", 1) != 1)
-            return ioError(std::string("cannot write the journal: ") + std::strerror(errno), path);
-    }
+    VOXSEG_ASSIGN_OR_RETURN(
+        j.file_, JournalFile::open(path, {.what = "the journal", .create_folders = true}));
     return j;
 }
 
 Status Journal::append(const JournalEntry& entry) {
-    if (fd_ < 0) return internalError("journal not open");
-    const std::string line =
-        entry.toJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-    if (const int err = writeAllBytes(fd_, line.data(), line.size()))
-        return ioError(std::string("cannot write the journal: ") + std::strerror(err), path_);
-    if (::fsync(fd_) != 0 && errno != EINVAL)  // some FUSE file systems refuse fsync
-        return ioError(std::string("cannot flush the journal: ") + std::strerror(errno), path_);
-    return Status::ok();
+    return file_.append(
+        entry.toJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 Result<std::vector<JournalEntry>> readJournalFile(const std::string& path, int* skipped) {
-    std::ifstream in(path);
-    if (!in) return ioError("cannot read the journal", path);
     std::vector<JournalEntry> out;
-    std::string line;
     int bad = 0;
-    while (std::getline(in, line)) {
-        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    auto parse = [&](std::string_view line, int) -> Status {
         auto j = nlohmann::json::parse(line, nullptr, false);
-        auto e = j.is_discarded() ? Result<JournalEntry>(corruptData("not JSON"))
-                                  : JournalEntry::fromJson(j);
-        if (!e.isOk()) {
-            ++bad;
-            continue;
-        }
-        out.push_back(std::move(*e));
-    }
-    if (skipped) *skipped = bad;
+        if (j.is_discarded()) return corruptData("not JSON");
+        auto e = JournalEntry::fromJson(j);
+        if (e.isOk())
+            out.push_back(std::move(*e));
+        else
+            ++bad;  // a JSON line that is not an entry: its case is redone
+        return Status::ok();
+    };
+    VOXSEG_ASSIGN_OR_RETURN(const JournalReadReport report,
+                            readJournalLines(path, "the journal", parse));
+    if (skipped) *skipped = bad + (report.torn_line > 0 ? 1 : 0);
     return out;
 }
 

@@ -2,11 +2,14 @@
 // batch killed at any moment (spot reclaim, node failure) knows on rerun which cases are done.
 // Each shard appends to its own file (journal-<i>-of-<N>.jsonl in the batch state folder), so
 // shards sharing an output folder never write to the same file; a rerun reads all of them.
-// A truncated last line (a crash mid-write) is skipped with a warning.
+// Written and read through core/journal.h, whose torn-line policy applies: a torn last line (a
+// crash mid-write) is dropped with a warning, a line in the middle that is not JSON is an error
+// naming the file and line. A JSON line that is not a valid entry is skipped (its case is redone).
 //
-// Journal: one writer per file, not thread-safe (the batch runner serialises records).
+// Journal: one writer per file (appends are thread-safe).
 #pragma once
 
+#include "core/journal.h"
 #include "core/status.h"
 
 #include <nlohmann/json.hpp>
@@ -46,24 +49,19 @@ struct JournalEntry {
 
 class Journal {
   public:
-    Journal() = default;
-    ~Journal();
-    Journal(Journal&& other) noexcept;
-    Journal& operator=(Journal&& other) noexcept;
-
     // Opens (creating) `path` for appending.
     static Result<Journal> open(const std::string& path);
     // Appends one line and flushes it to disk (fsync) before returning.
     Status append(const JournalEntry& entry);
 
   private:
-    int fd_ = -1;
-    std::string path_;
+    JournalFile file_;
 };
 
 // The latest entry per case over every journal-*.jsonl in `folder` (missing folder: none).
 Result<std::map<std::string, JournalEntry>> readJournals(const std::string& folder);
-// Entries of one file, in order (bad lines skipped and counted in `skipped` when given).
+// Entries of one file, in order. Skipped lines (JSON that is not an entry, and a torn last line)
+// are counted in `skipped` when given; a line in the middle that is not JSON is an error.
 Result<std::vector<JournalEntry>> readJournalFile(const std::string& path, int* skipped = nullptr);
 
 }  // namespace voxseg::batch

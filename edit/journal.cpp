@@ -1,82 +1,37 @@
 #include "edit/journal.h"
 
-#include "core/file_io.h"
-
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <fmt/format.h>
-
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 
 namespace voxseg::edit {
 
 Result<JournalWriter> JournalWriter::open(const std::string& path, bool truncate) {
-    const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0);
-    const int fd = ::open(path.c_str(), flags, 0644);
-    if (fd < 0)
-        return ioError(std::string("cannot open the edit journal: ") + std::strerror(errno), path);
     JournalWriter w;
-    w.fd_ = fd;
-    w.path_ = path;
+    VOXSEG_ASSIGN_OR_RETURN(
+        w.file_, JournalFile::open(path, {.what = "the edit journal", .truncate = truncate}));
     return w;
 }
 
-JournalWriter::JournalWriter(JournalWriter&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) {
-    o.fd_ = -1;
-}
-JournalWriter& JournalWriter::operator=(JournalWriter&& o) noexcept {
-    if (this != &o) {
-        if (fd_ >= 0) ::close(fd_);
-        fd_ = o.fd_;
-        path_ = std::move(o.path_);
-        o.fd_ = -1;
-    }
-    return *this;
-}
-JournalWriter::~JournalWriter() {
-    if (fd_ >= 0) ::close(fd_);
-}
+JournalWriter::JournalWriter(JournalWriter&&) noexcept = default;
+JournalWriter& JournalWriter::operator=(JournalWriter&&) noexcept = default;
+JournalWriter::~JournalWriter() = default;
 
 Status JournalWriter::append(const EditOp& op) {
-    if (fd_ < 0) return Status(StatusCode::kFailedPrecondition, "journal is closed", path_);
-    const std::string line = toJsonLine(op) + "\n";
-    if (const int err = writeAllBytes(fd_, line.data(), line.size()))
-        return ioError(std::string("cannot write the edit journal: ") + std::strerror(err), path_);
-    if (::fsync(fd_) != 0)
-        return ioError(std::string("cannot sync the edit journal: ") + std::strerror(errno), path_);
-    return {};
+    if (!file_.isOpen())
+        return Status(StatusCode::kFailedPrecondition, "journal is closed", file_.path());
+    return file_.append(toJsonLine(op));
 }
 
 Result<std::vector<JournalLine>> readJournal(const std::string& path, bool* torn_tail) {
-    VOXSEG_ASSIGN_OR_RETURN(const std::string text, readFileBytes(path, "the edit journal"));
-    if (torn_tail) *torn_tail = false;
     std::vector<JournalLine> out;
-    size_t start = 0;
-    int number = 0;
-    while (start < text.size()) {
-        size_t end = text.find('\n', start);
-        const bool complete = end != std::string::npos;
-        if (!complete) end = text.size();
-        std::string line = text.substr(start, end - start);
-        start = end + 1;
-        ++number;
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        if (line.find_first_not_of(" \t") == std::string::npos) continue;
-        auto op = parseEditOp(line);
-        if (!op.isOk()) {
-            if (!complete && torn_tail) {
-                *torn_tail = true;
-                break;
-            }
-            return Status(op.status().code(),
-                          fmt::format("line {}: {}", number, op.status().message()), path);
-        }
+    auto parse = [&](std::string_view line, int number) -> Status {
+        auto op = parseEditOp(std::string(line));
+        if (!op.isOk()) return op.status();
         out.push_back({number, std::move(op).value()});
-    }
+        return Status::ok();
+    };
+    VOXSEG_ASSIGN_OR_RETURN(const JournalReadReport report,
+                            readJournalLines(path, "the edit journal", parse));
+    if (torn_tail) *torn_tail = report.torn_line > 0;
     return out;
 }
 

@@ -1,11 +1,13 @@
 // The edit journal: one EditOp per line (JSON lines, docs/viewer.md), appended as edits are
 // applied and replayed onto a label map by the viewer (crash recovery) and `voxseg edit`.
 //
-// JournalWriter flushes and fsyncs every line, so a crash (kill -9, power loss) loses at most the
-// op being written; a torn last line is reported by replay with its line number. Replay runs the
-// same LabelEditor::apply the viewer runs, so both produce the same voxels. Not thread-safe.
+// JournalWriter fsyncs every line (core/journal.h), so a crash (kill -9, power loss) loses at most
+// the op being written; that torn last line is dropped with a warning naming it (core/journal.h's
+// torn-line policy). Replay runs the same LabelEditor::apply the viewer runs, so both produce the
+// same voxels.
 #pragma once
 
+#include "core/journal.h"
 #include "core/status.h"
 #include "edit/edit_op.h"
 #include "edit/label_editor.h"
@@ -17,7 +19,8 @@ namespace voxseg::edit {
 
 class JournalWriter {
   public:
-    // Opens `path` for appending (created when missing; `truncate` empties it first).
+    // Opens `path` for appending (created when missing; `truncate` empties it first). A torn last
+    // line is cut off first, so the next op starts on a line of its own.
     static Result<JournalWriter> open(const std::string& path, bool truncate = false);
     JournalWriter(JournalWriter&&) noexcept;
     JournalWriter& operator=(JournalWriter&&) noexcept;
@@ -25,12 +28,11 @@ class JournalWriter {
 
     // Writes the op's line, then fsync: durable when this returns OK.
     Status append(const EditOp& op);
-    const std::string& path() const { return path_; }
+    const std::string& path() const { return file_.path(); }
 
   private:
     JournalWriter() = default;
-    int fd_ = -1;
-    std::string path_;
+    JournalFile file_;
 };
 
 struct JournalLine {
@@ -40,9 +42,9 @@ struct JournalLine {
 
 // Parses every line (blank lines skipped). Errors name the file and the line:
 // "edits.jsonl: line 3: key \"radius_mm\": must be > 0 (got -2)".
-// `torn_tail`: for crash recovery. When not null, a last line that has no newline and does not
-// parse (the op being written when the process died) is dropped and *torn_tail set to true
-// instead of failing; a bad line elsewhere is still an error.
+// A last line that is not complete JSON (the op being written when the process died) is dropped
+// with a warning and *torn_tail, when given, set to true; a bad line elsewhere, or a last line
+// that is JSON but not a valid op, is an error.
 Result<std::vector<JournalLine>> readJournal(const std::string& path, bool* torn_tail = nullptr);
 
 struct ReplayReport {

@@ -1,14 +1,8 @@
 #include "node/audit_log.h"
 
-#include "core/file_io.h"
 #include "core/log.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <ctime>
 
 #include <fmt/format.h>
@@ -47,29 +41,23 @@ void scrubStrings(nlohmann::json& j) {
 
 }  // namespace
 
-AuditLog::~AuditLog() {
-    if (fd_ >= 0) ::close(fd_);
-}
-
 Status AuditLog::open(const std::string& path) {
-    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-    if (fd_ < 0)
-        return ioError(std::string("cannot open the audit log: ") + std::strerror(errno), path);
-    path_ = path;
+    VOXSEG_ASSIGN_OR_RETURN(
+        file_, JournalFile::open(
+                   path, {.what = "the audit log", .sync = JournalSync::kFdatasync, .mode = 0640}));
     return Status::ok();
 }
 
 void AuditLog::record(const std::string& event, nlohmann::json fields) {
+    if (!file_.isOpen()) return;
     if (!fields.is_object()) fields = nlohmann::json::object();
     scrubStrings(fields);
     nlohmann::json line = {{"time", isoNow()}, {"event", event}};
     line.update(fields);
-    const std::string text =
-        line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (fd_ < 0) return;
-    if (writeAllBytes(fd_, text.data(), text.size()) != 0 || ::fdatasync(fd_) != 0)
-        log::error("node", "audit log {} not written: {}", path_, std::strerror(errno));
+    const Status written =
+        file_.append(line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    if (!written.isOk())
+        log::error("node", "audit log {} not written: {}", file_.path(), written.message());
 }
 
 }  // namespace voxseg::node

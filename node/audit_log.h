@@ -5,13 +5,14 @@
 //
 // It holds no patient names, IDs or birth dates: callers pass UIDs, AE titles and addresses
 // only, and every string is also put through the log's identifier scrubber. Thread-safe.
+// Written through core/journal.h (fdatasync per line; a torn last line is cut off on open).
 #pragma once
 
+#include "core/journal.h"
 #include "core/status.h"
 
 #include <nlohmann/json.hpp>
 
-#include <mutex>
 #include <string>
 
 namespace voxseg::node {
@@ -19,7 +20,6 @@ namespace voxseg::node {
 class AuditLog {
   public:
     AuditLog() = default;
-    ~AuditLog();
     AuditLog(const AuditLog&) = delete;
     AuditLog& operator=(const AuditLog&) = delete;
 
@@ -28,9 +28,7 @@ class AuditLog {
     void record(const std::string& event, nlohmann::json fields);
 
   private:
-    std::mutex mutex_;
-    int fd_ = -1;
-    std::string path_;
+    JournalFile file_;
 };
 
 }  // namespace voxseg::node

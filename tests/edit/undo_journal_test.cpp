@@ -285,7 +285,7 @@ TEST(Journal, ABadLineIsReportedWithItsNumberAndNothingAfterItRuns) {
     EXPECT_NE(u.status().message().find("line 1"), std::string::npos) << u.status().toString();
 }
 
-TEST(Journal, ATornLastLineIsDroppedOnlyWhenRecoveringFromACrash) {
+TEST(Journal, ATornLastLineIsDroppedAndTheNextAppendStartsAFreshLine) {
     voxseg::testing::TempDir dir;
     const auto g = testing::gridCases()[0].geometry;
     const std::vector<EditOp> ops = randomOps(g, 3, 21);
@@ -298,21 +298,33 @@ TEST(Journal, ATornLastLineIsDroppedOnlyWhenRecoveringFromACrash) {
         std::ofstream out(dir / "crash.jsonl", std::ios::app);
         out << toJsonLine(ops[0]).substr(0, 25);  // the op being written at the kill
     }
-    auto strict = readJournal(dir / "crash.jsonl");
-    ASSERT_FALSE(strict.isOk());
-    EXPECT_NE(strict.status().message().find("line 4"), std::string::npos);
     bool torn = false;
     auto recovered = readJournal(dir / "crash.jsonl", &torn);
     ASSERT_TRUE(recovered.isOk()) << recovered.status().toString();
     EXPECT_TRUE(torn);
     ASSERT_EQ(recovered->size(), 3u);
     for (size_t n = 0; n < 3; ++n) EXPECT_TRUE((*recovered)[n].op == ops[n]);
-    // A bad line with a newline after it is not a torn tail.
+    // Appending cuts the torn line off: the new op is line 4 and the file reads clean.
+    {
+        auto j = JournalWriter::open(dir / "crash.jsonl");
+        ASSERT_TRUE(j.isOk());
+        ASSERT_TRUE(j->append(ops[1]).isOk());
+    }
+    auto appended = readJournal(dir / "crash.jsonl", &torn);
+    ASSERT_TRUE(appended.isOk()) << appended.status().toString();
+    EXPECT_FALSE(torn);
+    ASSERT_EQ(appended->size(), 4u);
+    EXPECT_EQ((*appended)[3].line, 4);
+    EXPECT_TRUE((*appended)[3].op == ops[1]);
+    // A torn line in the middle is an error naming it.
     {
         std::ofstream out(dir / "crash.jsonl", std::ios::app);
-        out << "\n";
+        out << toJsonLine(ops[0]).substr(0, 25) << "\n" << toJsonLine(ops[2]) << "\n";
     }
-    EXPECT_FALSE(readJournal(dir / "crash.jsonl", &torn).isOk());
+    auto middle = readJournal(dir / "crash.jsonl", &torn);
+    ASSERT_FALSE(middle.isOk());
+    EXPECT_NE(middle.status().message().find("line 5"), std::string::npos)
+        << middle.status().toString();
 }
 
 TEST(Compare, ChangesPerLabelMarkEditedAndNewSegments) {
