@@ -6,6 +6,8 @@
 // statistics in float32 whatever the storage precision.
 #pragma once
 
+#include "engine/graph/unary_math.h"
+
 #include <cmath>
 #include <cstdint>
 
@@ -136,19 +138,22 @@ enum class EltOp : int {
     kDiv,
     kPRelu,
     kWhere,
-    kErf,
     kGeluExact,
     kGeluTanh,
     kSilu,
-    kSqrt,
-    kSin,
-    kCos,
     kRelu,
     kLeakyRelu,  // slope alpha
     kSigmoid,
     kTanh,
     kClip,  // [lo, hi]
+    // The ops whose formula is engine::unaryValue (engine/graph/unary_math.h, shared with every
+    // backend): kUnaryMath + the UnaryFn, parameters alpha and beta (beta passed as lo).
+    kUnaryMath = 64,
 };
+
+VOXSEG_HD EltOp unaryMathOp(engine::UnaryFn fn) {
+    return static_cast<EltOp>(static_cast<int>(EltOp::kUnaryMath) + static_cast<int>(fn));
+}
 
 // How many operands `op` reads (1, 2 or 3).
 VOXSEG_HD int eltArity(EltOp op) {
@@ -189,20 +194,12 @@ VOXSEG_HD float eltwise(EltOp op, float a, float b, float c, float alpha, float 
             return a >= 0.0f ? a : a * b;
         case EltOp::kWhere:
             return a != 0.0f ? b : c;
-        case EltOp::kErf:
-            return erff(a);
         case EltOp::kGeluExact:
             return geluExact(a);
         case EltOp::kGeluTanh:
             return geluTanh(a);
         case EltOp::kSilu:
             return activate(a, Act::kSilu, 0.0f, 0.0f, 0.0f);
-        case EltOp::kSqrt:
-            return sqrtf(a);
-        case EltOp::kSin:
-            return sinf(a);
-        case EltOp::kCos:
-            return cosf(a);
         case EltOp::kRelu:
             return activate(a, Act::kRelu, 0.0f, 0.0f, 0.0f);
         case EltOp::kLeakyRelu:
@@ -213,7 +210,13 @@ VOXSEG_HD float eltwise(EltOp op, float a, float b, float c, float alpha, float 
             return activate(a, Act::kTanh, 0.0f, 0.0f, 0.0f);
         case EltOp::kClip:
             return activate(a, Act::kClip, 0.0f, lo, hi);
+        case EltOp::kUnaryMath:
+            break;
     }
+    if (static_cast<int>(op) >= static_cast<int>(EltOp::kUnaryMath))
+        return engine::unaryValue(static_cast<engine::UnaryFn>(static_cast<int>(op) -
+                                                               static_cast<int>(EltOp::kUnaryMath)),
+                                  a, alpha, lo);
     return a;
 }
 

@@ -48,6 +48,7 @@ TRef reshaped(const TRef& packed, const Shape& shape) {
 }
 
 Result<EltOp> eltOpOf(const Node& node) {
+    if (const auto fn = engine::unaryFnOf(node.op)) return math::unaryMathOp(*fn);
     switch (node.op) {
         case OpKind::kIdentity:
             return EltOp::kCopy;
@@ -63,18 +64,10 @@ Result<EltOp> eltOpOf(const Node& node) {
             return EltOp::kPRelu;
         case OpKind::kWhere:
             return EltOp::kWhere;
-        case OpKind::kErf:
-            return EltOp::kErf;
         case OpKind::kGelu:
             return node.gelu_tanh ? EltOp::kGeluTanh : EltOp::kGeluExact;
         case OpKind::kSilu:
             return EltOp::kSilu;
-        case OpKind::kSqrt:
-            return EltOp::kSqrt;
-        case OpKind::kSin:
-            return EltOp::kSin;
-        case OpKind::kCos:
-            return EltOp::kCos;
         case OpKind::kRelu:
             return EltOp::kRelu;
         case OpKind::kLeakyRelu:
@@ -120,6 +113,8 @@ Status tensorOpSupported(const Graph& g, const Node& node) {
     auto constant = [&](size_t i) {
         return i < node.inputs.size() && node.inputs[i] >= 0 && g.isConstant(node.inputs[i]);
     };
+    // Every unary op lowers to one element-wise step (eltOpOf).
+    if (engine::opCategory(node.op) == engine::OpCategory::kUnaryElementwise) return Status::ok();
     switch (node.op) {
         case OpKind::kAdd:
         case OpKind::kSub:
@@ -191,17 +186,6 @@ Status tensorOpSupported(const Graph& g, const Node& node) {
         case OpKind::kRoll:
         case OpKind::kWhere:
         case OpKind::kPRelu:
-        case OpKind::kRelu:
-        case OpKind::kLeakyRelu:
-        case OpKind::kSigmoid:
-        case OpKind::kTanh:
-        case OpKind::kClip:
-        case OpKind::kErf:
-        case OpKind::kGelu:
-        case OpKind::kSilu:
-        case OpKind::kSqrt:
-        case OpKind::kSin:
-        case OpKind::kCos:
         case OpKind::kSoftmax:
         case OpKind::kReduceMean:
         case OpKind::kReduceSum:
@@ -407,7 +391,7 @@ Status Planner::lowerEltwise(const Node& node) {
     s.kind = TensorStep::Kind::kEltwise;
     s.op = op;
     s.alpha = node.alpha;
-    s.lo = node.clip_min;
+    s.lo = engine::unaryFnOf(node.op) ? node.beta : node.clip_min;  // kUnaryMath: beta in lo
     s.hi = node.clip_max;
     TRef* operands[3] = {&s.a, &s.b, &s.c};
     for (int i = 0; i < math::eltArity(op); ++i) {

@@ -106,10 +106,6 @@ Status planNode(Plan& plan) {
             return cpu::planBinary(plan);
         case OpKind::kConcat:
             return cpu::planConcat(plan);
-        case OpKind::kErf:
-        case OpKind::kSin:
-        case OpKind::kCos:
-            return cpu::planPlainUnary(plan);
         case OpKind::kWhere:
             return cpu::planWhere(plan);
         case OpKind::kLayerNorm:
@@ -141,7 +137,11 @@ Status planNode(Plan& plan) {
         case OpKind::kSlice:
         case OpKind::kRoll:
             return cpu::planShapeOp(plan);
+        default:
+            break;
     }
+    // Unary ops without a oneDNN eltwise mapping above: the shared formula in a plain loop.
+    if (unaryFnOf(plan.node().op)) return cpu::planPlainUnary(plan);
     return cpu::nodeError(plan, "op not supported by the cpu backend");
 }
 

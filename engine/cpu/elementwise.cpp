@@ -503,20 +503,16 @@ Status planPlainUnary(Plan& plan) {
     std::optional<MemRef> dst = plan.tryInPlace(n.inputs[0], md);
     if (!dst) dst = plan.newBuffer(md);
     const OpKind op = n.op;
+    const UnaryFn fn = *unaryFnOf(op);
+    const float alpha = n.alpha, beta = n.beta;
     const int64_t total = numel(xs);
+    // The formula every backend shares (engine/graph/unary_math.h); `fn` is loop-invariant, so
+    // the compiler unswitches the loop (-O3).
     Kernel k = [=](const std::vector<dnnl::memory>& m) {
         const float* in = static_cast<const float*>(m[0].get_data_handle());
         float* out = static_cast<float*>(m[1].get_data_handle());
-        if (op == OpKind::kErf) {
 #pragma omp parallel for schedule(static)
-            for (int64_t i = 0; i < total; ++i) out[i] = std::erf(in[i]);
-        } else if (op == OpKind::kSin) {
-#pragma omp parallel for schedule(static)
-            for (int64_t i = 0; i < total; ++i) out[i] = std::sin(in[i]);
-        } else {
-#pragma omp parallel for schedule(static)
-            for (int64_t i = 0; i < total; ++i) out[i] = std::cos(in[i]);
-        }
+        for (int64_t i = 0; i < total; ++i) out[i] = unaryValue(fn, in[i], alpha, beta);
     };
     plan.addKernel(std::string(opKindName(op)) + " plain loop", std::move(k), {src, *dst});
     plan.define(n.outputs[0], *dst);

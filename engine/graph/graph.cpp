@@ -8,102 +8,6 @@
 
 namespace voxseg::engine {
 
-const char* opKindName(OpKind op) {
-    switch (op) {
-        case OpKind::kConv:
-            return "Conv";
-        case OpKind::kConvTranspose:
-            return "ConvTranspose";
-        case OpKind::kInstanceNorm:
-            return "InstanceNormalization";
-        case OpKind::kBatchNorm:
-            return "BatchNormalization";
-        case OpKind::kGroupNorm:
-            return "GroupNormalization";
-        case OpKind::kRelu:
-            return "Relu";
-        case OpKind::kLeakyRelu:
-            return "LeakyRelu";
-        case OpKind::kPRelu:
-            return "PRelu";
-        case OpKind::kSigmoid:
-            return "Sigmoid";
-        case OpKind::kTanh:
-            return "Tanh";
-        case OpKind::kSoftmax:
-            return "Softmax";
-        case OpKind::kAdd:
-            return "Add";
-        case OpKind::kSub:
-            return "Sub";
-        case OpKind::kMul:
-            return "Mul";
-        case OpKind::kDiv:
-            return "Div";
-        case OpKind::kConcat:
-            return "Concat";
-        case OpKind::kResize:
-            return "Resize";
-        case OpKind::kMaxPool:
-            return "MaxPool";
-        case OpKind::kAveragePool:
-            return "AveragePool";
-        case OpKind::kGlobalAveragePool:
-            return "GlobalAveragePool";
-        case OpKind::kPad:
-            return "Pad";
-        case OpKind::kIdentity:
-            return "Identity";
-        case OpKind::kReshape:
-            return "Reshape";
-        case OpKind::kTranspose:
-            return "Transpose";
-        case OpKind::kSlice:
-            return "Slice";
-        case OpKind::kClip:
-            return "Clip";
-        case OpKind::kMatMul:
-            return "MatMul";
-        case OpKind::kLayerNorm:
-            return "LayerNormalization";
-        case OpKind::kErf:
-            return "Erf";
-        case OpKind::kGelu:
-            return "Gelu";
-        case OpKind::kSilu:
-            return "SiLU";
-        case OpKind::kSqrt:
-            return "Sqrt";
-        case OpKind::kSin:
-            return "Sin";
-        case OpKind::kCos:
-            return "Cos";
-        case OpKind::kReduceMean:
-            return "ReduceMean";
-        case OpKind::kReduceSum:
-            return "ReduceSum";
-        case OpKind::kReduceMax:
-            return "ReduceMax";
-        case OpKind::kWhere:
-            return "Where";
-        case OpKind::kExpand:
-            return "Expand";
-        case OpKind::kTile:
-            return "Tile";
-        case OpKind::kRoll:
-            return "Roll";
-        case OpKind::kAttention:
-            return "Attention";
-        case OpKind::kRotary:
-            return "Rotary";
-        case OpKind::kChannelLayerNorm:
-            return "ChannelLayerNorm";
-        case OpKind::kMultiHeadAttention:
-            return "MultiHeadAttention";
-    }
-    return "?";
-}
-
 Result<Shape> broadcastShapes(const Shape& a, const Shape& b) {
     const size_t rank = std::max(a.size(), b.size());
     Shape out(rank);
@@ -156,7 +60,8 @@ Status nodeError(const Node& node, const std::string& what) {
     return invalidArgument(std::string(opKindName(node.op)) + " node '" + node.name + "': " + what);
 }
 
-// One node's output shape: its op's rule (engine/graph/shapes/), then what every output must satisfy.
+// One node's output shape: its op's rule (engine/graph/shapes/), then what every output must
+// satisfy.
 Status inferNode(Graph& g, const Node& node) {
     const auto valid = [&](ValueId v) {
         return v >= -1 && v < static_cast<ValueId>(g.values.size());

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "core/status.h"
+#include "engine/graph/op_kind.h"
 #include "engine/graph/tensor.h"
 
 #include <array>
@@ -17,81 +18,6 @@
 #include <vector>
 
 namespace voxseg::engine {
-
-enum class OpKind {
-    kConv,
-    kConvTranspose,
-    kInstanceNorm,  // inputs X, scale [C], bias [C]; statistics over the spatial axes
-    kBatchNorm,     // inference form: X, scale, bias, mean, var inputs (all [C])
-    kGroupNorm,     // inputs X, scale [C], bias [C] (per channel, also for ONNX opset-18 models)
-    kRelu,
-    kLeakyRelu,
-    kPRelu,  // inputs X, slope (constant, broadcast to X: [C,1,1,1] or [1])
-    kSigmoid,
-    kTanh,
-    kSoftmax,  // over one axis (opset-13 semantics; older models are rewritten at import)
-    kAdd,      // elementwise with numpy broadcasting
-    kSub,
-    kMul,
-    kDiv,
-    kConcat,
-    kResize,  // also ONNX Upsample
-    kMaxPool,
-    kAveragePool,
-    kGlobalAveragePool,
-    kPad,
-    kIdentity,  // also Dropout (inference) and no-op Cast/Reshape-to-same
-    kReshape,   // one input; target in Node::shape (ONNX rules: 0 copies a dim, -1 is inferred)
-    kTranspose,
-    kSlice,  // static starts/ends/axes/steps (ONNX rules; resolveSlice() clamps them)
-    kClip,   // clip_min / clip_max (+-infinity when absent)
-    // Transformer / attention ops (issue 14). All float32; shape rules in engine/graph/shapes/.
-    kMatMul,     // numpy matmul: [..., M, K] x [..., K, N] -> [..., M, N], batch dims broadcast;
-                 // optional third input (optimize()): a constant bias [N] added along the last axis
-    kLayerNorm,  // inputs X, scale, bias (-1: none), both of prod(X[axis:]) values; over [axis,
-                 // rank)
-    kErf,
-    kGelu,  // x * Phi(x); gelu_tanh: the tanh approximation (ONNX Gelu approximate="tanh")
-    kSilu,  // x * sigmoid(x) (fused from the Mul(x, Sigmoid(x)) exporters emit)
-    kSqrt,
-    kSin,
-    kCos,
-    kReduceMean,  // over reduce_axes (sorted, in [0, rank)), keepdims
-    kReduceSum,
-    kReduceMax,
-    kWhere,   // inputs condition (nonzero: take X), X, Y; numpy broadcasting of all three
-    kExpand,  // input broadcast with Node::shape (ONNX Expand: numpy rules, both ways)
-    kTile,    // input repeated Node::repeats times along each axis
-    // torch.roll (fused by optimize() from the exported Slice/Concat pairs): y[..., i, ...] =
-    // x[..., (i - roll_shifts[d]) mod n_d, ...] along every axis d, shifts in [0, n_d).
-    kRoll,
-    // Scaled-dot-product attention, fused by optimize(): softmax(Q Kt * attention_scale
-    // [+ bias] [+ mask]) V over the last axis. Inputs Q [..., Tq, D], Kt [..., D, Tk], V
-    // [..., Tk, Dv] (equal batch dims), then up to two additive biases (-1: none) broadcast to
-    // the scores [..., Tq, Tk], where a batch axis of a bias may also tile: P items along an
-    // axis of P*k are read at coordinate % P (Swin's shifted-window mask [nW, 1, Tq, Tk] on the
-    // scores of B*nW windows; optimize() folds its Reshape/Add/Reshape in). Output [..., Tq, Dv].
-    kAttention,
-    // Rotary position embedding, interleaved pairs (EVA / Primus; fused by optimize() from the
-    // exported Slice/Neg/Concat/Mul/Add chain): inputs X [..., T, D] (D even), cos and sin
-    // (constants, T*D values). y = X * cos + rot(X) * sin with rot(X)[2i] = -X[2i+1],
-    // rot(X)[2i+1] = X[2i].
-    kRotary,
-    // LayerNorm over the channel axis at each position (nnU-Net's LayerNormNd in Primus'
-    // decoder, ConvNeXt's channels-first LayerNorm; fused at import from the exported
-    // ReduceMean(axis 1)/Sub/Pow/ReduceMean/Add/Sqrt/Div[/Mul/Add] chain): inputs X [N, C, ...]
-    // (rank >= 3), scale [C], bias [C] (-1: none), all constants but X; norm.epsilon.
-    // y[n, c, s] = (x - mean_c) / sqrt(var_c + eps) * scale[c] + bias[c].
-    kChannelLayerNorm,
-    // Attention with the heads packed in the last axis (optimize() folds the head split and
-    // merge Transposes of an Attention into it): inputs Q [B, Tq, H*D], K [B, Tk, H*D] (not
-    // transposed), V [B, Tk, H*Dv], biases as Attention's broadcast to [B, H, Tq, Tk];
-    // attention_heads = H, attention_scale. Output [B, Tq, H*Dv]: per head h the columns
-    // [h*Dv, (h+1)*Dv) are softmax(Q_h K_h^T * scale [+ bias_h]) V_h.
-    kMultiHeadAttention,
-};
-
-const char* opKindName(OpKind op);
 
 using ValueId = int32_t;
 
@@ -162,7 +88,8 @@ struct Node {
     NormAttrs norm;
     ResizeAttrs resize;
     PadAttrs pad;
-    float alpha = 0.01f;  // LeakyRelu slope
+    float alpha = 0.01f;  // LeakyRelu slope; Elu, Selu, Celu, HardSigmoid alpha
+    float beta = 0.0f;    // Selu gamma, HardSigmoid beta
     float clip_min = 0.0f, clip_max = 0.0f;
     int64_t axis = 1;           // Softmax, Concat
     std::vector<int64_t> perm;  // Transpose

@@ -6,7 +6,8 @@
 //     norm.cpp         InstanceNormalization, BatchNormalization, GroupNormalization,
 //                      LayerNormalization
 //     elementwise.cpp  Relu, LeakyRelu, PRelu, Sigmoid, Tanh, Clip, Add/Sub/Mul/Div, Pow, Sqrt,
-//                      Erf, Gelu, Sin, Cos, Where
+//                      Erf, Gelu, Sin, Cos, Where, Elu, Selu, Celu, Softplus, Mish, HardSigmoid,
+//                      HardSwish
 //     reduce.cpp       Softmax, ReduceMean, ReduceSum, ReduceMax
 //     matmul.cpp       MatMul, Gemm, Einsum
 //     pool.cpp         MaxPool, AveragePool, GlobalAveragePool
@@ -14,8 +15,8 @@
 //     shape_ops.cpp    Identity, Dropout, Cast, Reshape, Flatten, Squeeze, Unsqueeze, Transpose,
 //                      Slice, Pad, Concat, Split, Expand, Tile
 // Constant, Shape and shape arithmetic on constants are evaluated by the importer itself
-// (onnx_import.cpp, onnx_fold.cpp) before any converter sees a node. converter_table.cpp holds
-// the table and the model-family hints for ops voxseg does not run.
+// (engine/onnx/import.cpp, engine/onnx/fold.cpp) before any converter sees a node.
+// converter_table.cpp holds the table and the model-family hints for ops voxseg does not run.
 //
 // A converter reads ctx.a (attributes), ctx.in (input value ids, -1 for absent optional inputs)
 // and fills ctx.n (one IR node, whose output becomes the ONNX node's output 0); the importer then

@@ -67,8 +67,6 @@ std::string modelFamilyHint(const std::string& op) {
           "ReduceMean",
           "Split"},
          "a transformer (MONAI SwinUNETR / UNETR, nnU-Net Primus, VISTA3D / SAM-style models)"},
-        {{"Softplus", "Mish", "HardSwish", "HardSigmoid", "Selu", "Elu", "Celu"},
-         "a network with a less common activation (MobileNet / EfficientNet-style encoders)"},
         {{"RoiAlign", "NonMaxSuppression", "TopK"}, "detection heads (Retina U-Net, nnDetection)"},
         {{"GridSample", "AffineGrid"},
          "a spatial-transformer / registration network (VoxelMorph-like)"},

@@ -27,6 +27,37 @@ Status convertActivation(NodeContext& ctx) {
     return Status::ok();
 }
 
+// The less common activations (MONAI's Act factory: ELU, SELU, CELU, Softplus, Mish;
+// MobileNet / EfficientNet encoders: HardSigmoid, HardSwish), each one node whose formula every
+// backend takes from engine/graph/unary_math.h. Attribute defaults as in the ONNX operator docs.
+Status convertUnaryActivation(NodeContext& ctx) {
+    const std::string& op = ctx.proto.op_type();
+    VOXSEG_RETURN_IF_ERROR(ctx.need(1));
+    if (op == "Elu") {
+        ctx.n.op = OpKind::kElu;
+        ctx.n.alpha = ctx.a.getFloat("alpha", 1.0f);
+    } else if (op == "Selu") {
+        ctx.n.op = OpKind::kSelu;
+        ctx.n.alpha = ctx.a.getFloat("alpha", 1.67326319217681884765625f);
+        ctx.n.beta = ctx.a.getFloat("gamma", 1.05070102214813232421875f);
+    } else if (op == "Celu") {
+        ctx.n.op = OpKind::kCelu;
+        ctx.n.alpha = ctx.a.getFloat("alpha", 1.0f);
+        if (ctx.n.alpha == 0.0f || !std::isfinite(ctx.n.alpha))
+            return ctx.err(StatusCode::kInvalidArgument,
+                           ctx.desc + ": alpha must be finite and non-zero (Celu divides by it)");
+    } else if (op == "HardSigmoid") {
+        ctx.n.op = OpKind::kHardSigmoid;
+        ctx.n.alpha = ctx.a.getFloat("alpha", 0.2f);
+        ctx.n.beta = ctx.a.getFloat("beta", 0.5f);
+    } else {
+        ctx.n.op = op == "Softplus" ? OpKind::kSoftplus
+                   : op == "Mish"   ? OpKind::kMish
+                                    : OpKind::kHardSwish;
+    }
+    return Status::ok();
+}
+
 Status convertBinary(NodeContext& ctx) {
     [[maybe_unused]] const std::string& op = ctx.proto.op_type();
     VOXSEG_RETURN_IF_ERROR(ctx.need(2));
@@ -153,6 +184,8 @@ void addElementwiseConverters(ConverterTable& t) {
     t["Neg"] = convertNeg;
     t["Pow"] = convertPow;
     t["Where"] = convertWhere;
+    for (const char* op : {"Elu", "Selu", "Celu", "Softplus", "Mish", "HardSigmoid", "HardSwish"})
+        t[op] = convertUnaryActivation;
 }
 
 }  // namespace voxseg::engine::onnx_detail

@@ -1,6 +1,7 @@
 #include "engine/onnx/import.h"
 
 #include "core/checked_math.h"
+#include "core/file_io.h"
 #include "core/log.h"
 #include "engine/backend.h"
 #include "engine/onnx/converter.h"
@@ -11,7 +12,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <sstream>
@@ -381,16 +381,11 @@ Result<Graph> importOnnx(const std::filesystem::path& path, const OnnxImportOpti
     // during the import: the stream's buffer, its str() copy and the initializers' Tensors).
     onnx::ModelProto model;
     {
-        std::ifstream f(path, std::ios::binary);
-        if (!f) return ioError("cannot open ONNX model", path.string());
-        std::string bytes;
-        if (!ec) bytes.reserve(static_cast<size_t>(size));
-        char chunk[1 << 16];
-        while (f.read(chunk, sizeof chunk) || f.gcount() > 0) {
-            bytes.append(chunk, static_cast<size_t>(f.gcount()));
-            if (bytes.size() > options.max_file_bytes) break;  // grew while being read
-        }
-        if (f.bad()) return ioError("error reading ONNX model", path.string());
+        // Capped again while read: the file may grow past the limit meanwhile.
+        VOXSEG_ASSIGN_OR_RETURN(
+            const std::string bytes,
+            readFileBytes(path.string(), "the ONNX model",
+                          {options.max_file_bytes, "raise --max-model-bytes if this is real"}));
         VOXSEG_RETURN_IF_ERROR(parseModel(bytes, options, path.string(), model));
     }
     return importModel(model, options, path.string());

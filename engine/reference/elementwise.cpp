@@ -41,9 +41,6 @@ void unary(const Node& n, const Tensor& x, Tensor& y) {
         case OpKind::kClip:
             each([&](float v) { return std::min(std::max(v, n.clip_min), n.clip_max); });
             break;
-        case OpKind::kErf:
-            each([](float v) { return std::erf(v); });
-            break;
         case OpKind::kGelu:
             if (n.gelu_tanh)
                 each([](float v) { return static_cast<float>(geluTanh(v)); });
@@ -53,16 +50,9 @@ void unary(const Node& n, const Tensor& x, Tensor& y) {
         case OpKind::kSilu:
             each([](float v) { return static_cast<float>(v / (1.0 + std::exp(-double(v)))); });
             break;
-        case OpKind::kSqrt:
-            each([](float v) { return std::sqrt(v); });
-            break;
-        case OpKind::kSin:
-            each([](float v) { return std::sin(v); });
-            break;
-        case OpKind::kCos:
-            each([](float v) { return std::cos(v); });
-            break;
-        default:
+        default:  // the formulas every backend shares (engine/graph/unary_math.h)
+            if (const auto fn = unaryFnOf(n.op))
+                each([&](float v) { return unaryValue(*fn, v, n.alpha, n.beta); });
             break;
     }
 }

@@ -46,19 +46,6 @@ Status runNode(const Graph& g, const Node& n, std::vector<Tensor>& env) {
         case OpKind::kChannelLayerNorm:
             reference::channelLayerNorm(n, *in[0], *in[1], in.size() > 2 ? in[2] : nullptr, y);
             break;
-        case OpKind::kRelu:
-        case OpKind::kLeakyRelu:
-        case OpKind::kSigmoid:
-        case OpKind::kTanh:
-        case OpKind::kClip:
-        case OpKind::kErf:
-        case OpKind::kGelu:
-        case OpKind::kSilu:
-        case OpKind::kSqrt:
-        case OpKind::kSin:
-        case OpKind::kCos:
-            reference::unary(n, *in[0], y);
-            break;
         case OpKind::kPRelu:
             reference::prelu(*in[0], *in[1], y);
             break;
@@ -125,6 +112,11 @@ Status runNode(const Graph& g, const Node& n, std::vector<Tensor>& env) {
             break;
         case OpKind::kRotary:
             reference::rotary(*in[0], *in[1], *in[2], y);
+            break;
+        default:  // the unary family, one function (engine/reference/elementwise.cpp)
+            if (opCategory(n.op) != OpCategory::kUnaryElementwise)
+                return internalError(std::string("reference: no kernel for ") + opKindName(n.op));
+            reference::unary(n, *in[0], y);
             break;
     }
     reference::applyEpilogue(n, env, y);

@@ -1,14 +1,15 @@
 // CPU tests of cuda/kernels_math.h: the per-element math every CUDA kernel calls, plus the
-// patch grid and the no-device error path (which runs here, where there is no GPU).
+// no-device error path (which runs here, where there is no GPU). The window's patch grid:
+// cuda_window_plan_test.cpp.
 #include "cuda/kernels_math.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_graph.h"
-#include "cuda/cuda_sliding_window.h"
 #include "engine/inference/sliding_window.h"
 #include "tests/engine/op_cases.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -47,9 +48,21 @@ TEST(KernelsMath, TensorElementwiseOps) {
         const double tanh_gelu = 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
         EXPECT_NEAR(math::eltwise(EltOp::kGeluTanh, x, 0, 0, 0, 0, 0), tanh_gelu, 2e-6);
         EXPECT_NEAR(math::eltwise(EltOp::kSilu, x, 0, 0, 0, 0, 0), x / (1.0 + std::exp(-x)), 2e-6);
-        EXPECT_NEAR(math::eltwise(EltOp::kErf, x, 0, 0, 0, 0, 0), std::erf(x), 1e-6);
-        EXPECT_NEAR(math::eltwise(EltOp::kSin, x, 0, 0, 0, 0, 0), std::sin(x), 1e-6);
-        EXPECT_NEAR(math::eltwise(EltOp::kCos, x, 0, 0, 0, 0, 0), std::cos(x), 1e-6);
+        using engine::UnaryFn;
+        EXPECT_NEAR(math::eltwise(math::unaryMathOp(UnaryFn::kErf), x, 0, 0, 0, 0, 0), std::erf(x),
+                    1e-6);
+        EXPECT_NEAR(math::eltwise(math::unaryMathOp(UnaryFn::kSin), x, 0, 0, 0, 0, 0), std::sin(x),
+                    1e-6);
+        EXPECT_NEAR(math::eltwise(math::unaryMathOp(UnaryFn::kCos), x, 0, 0, 0, 0, 0), std::cos(x),
+                    1e-6);
+        // The shared formulas reach the kernel with both parameters: alpha, and beta in lo.
+        const double selu = 1.2 * (x > 0 ? x : 0.8 * std::expm1(double(x)));
+        EXPECT_NEAR(math::eltwise(math::unaryMathOp(UnaryFn::kSelu), x, 0, 0, 0.8f, 1.2f, 0), selu,
+                    2e-6);
+        const double hard_sigmoid = std::clamp(0.25 * x + 0.4, 0.0, 1.0);
+        EXPECT_NEAR(
+            math::eltwise(math::unaryMathOp(UnaryFn::kHardSigmoid), x, 0, 0, 0.25f, 0.4f, 0),
+            hard_sigmoid, 2e-6);
         EXPECT_EQ(math::eltwise(EltOp::kPRelu, x, 0.25f, 0, 0, 0, 0), x >= 0 ? x : 0.25f * x);
     }
     EXPECT_EQ(math::eltwise(EltOp::kWhere, 1.0f, 2.0f, 3.0f, 0, 0, 0), 2.0f);
@@ -171,23 +184,6 @@ TEST(KernelsMath, NormAffineFoldsMeanVarianceGammaBeta) {
     EXPECT_NEAR(a.shift, 0.5f - 2.0f * 3.0f * rstd, kTol);
     // x = mean maps to beta.
     EXPECT_NEAR(2.0f * a.scale + a.shift, 0.5f, 1e-5f);
-}
-
-// The GPU window walks the host window's grid (engine::windowStarts), z-major: the early
-// download of finished slices relies on z never decreasing along the list.
-TEST(CudaSlidingWindowGrid, PatchOriginsAreTheHostGridZMajor) {
-    const auto origins = patchOrigins({300, 128, 256}, {128, 128, 128}, 0.5);
-    const auto z = engine::windowStarts(300, 128, 0.5, engine::WindowConvention::kNnUNet);
-    const auto x = engine::windowStarts(256, 128, 0.5, engine::WindowConvention::kNnUNet);
-    ASSERT_EQ(origins.size(), z.size() * 1 * x.size());
-    EXPECT_EQ(z, (std::vector<int64_t>{0, 57, 115, 172}));  // nnU-Net: round(172 / 3 * i)
-    EXPECT_EQ(origins[0], (std::array<int64_t, 3>{0, 0, 0}));
-    EXPECT_EQ(origins[1], (std::array<int64_t, 3>{0, 0, x[1]}));
-    EXPECT_EQ(origins.back(), (std::array<int64_t, 3>{172, 0, 128}));
-    for (size_t i = 1; i < origins.size(); ++i) EXPECT_LE(origins[i - 1][0], origins[i][0]);
-    const auto monai =
-        patchOrigins({300, 128, 128}, {128, 128, 128}, 0.5, engine::WindowConvention::kMonai);
-    for (size_t i = 1; i < monai.size(); ++i) EXPECT_LE(monai[i - 1][0], monai[i][0]);
 }
 
 TEST(KernelsMath, ArgmaxFirstWinsTiesAndSkipsNaN) {

@@ -883,6 +883,7 @@ inline std::vector<OpCase> allOpCases() {
         bool gelu_tanh;
         float scale, shift;
         Tolerances tol;
+        float alpha = 0.0f, beta = 0.0f;
     };
     const std::vector<UnarySpec> unaries = {
         {"erf", OpKind::kErf, false, 3.0f, 0.0f, kTranscendentalTol},
@@ -892,6 +893,14 @@ inline std::vector<OpCase> allOpCases() {
         {"sqrt", OpKind::kSqrt, false, 3.0f, 3.5f, kElementwiseTol},
         {"sin", OpKind::kSin, false, 3.0f, 0.0f, kTranscendentalTol},
         {"cos", OpKind::kCos, false, 3.0f, 0.0f, kTranscendentalTol},
+        // The shared formulas of engine/graph/unary_math.h, on [-6, 6) (softplus: [-30, 30)).
+        {"elu_alpha0p7", OpKind::kElu, false, 6.0f, 0.0f, kTranscendentalTol, 0.7f},
+        {"selu", OpKind::kSelu, false, 6.0f, 0.0f, kTranscendentalTol, 1.6732632f, 1.0507010f},
+        {"celu_alpha1p3", OpKind::kCelu, false, 6.0f, 0.0f, kTranscendentalTol, 1.3f},
+        {"softplus", OpKind::kSoftplus, false, 30.0f, 0.0f, kTranscendentalTol},
+        {"mish", OpKind::kMish, false, 6.0f, 0.0f, kTranscendentalTol},
+        {"hardsigmoid", OpKind::kHardSigmoid, false, 6.0f, 0.0f, kElementwiseTol, 0.25f, 0.4f},
+        {"hardswish", OpKind::kHardSwish, false, 6.0f, 0.0f, kElementwiseTol},
     };
     for (const UnarySpec& u : unaries) {
         GraphBuilder b;
@@ -899,10 +908,15 @@ inline std::vector<OpCase> allOpCases() {
         x = b.node(OpKind::kMul, {x, b.constant("scale", Tensor::fromFloats({}, {u.scale}))});
         if (u.shift != 0.0f)
             x = b.node(OpKind::kAdd, {x, b.constant("shift", Tensor::fromFloats({}, {u.shift}))});
-        b.output(b.node(u.op, {x}, [&](Node& n) { n.gelu_tanh = u.gelu_tanh; }));
+        b.output(b.node(u.op, {x}, [&](Node& n) {
+            n.gelu_tanh = u.gelu_tanh;
+            n.alpha = u.alpha;
+            n.beta = u.beta;
+        }));
         add(u.name,
             "input " + vecStr(odd) + " * " + std::to_string(u.scale) + " + " +
-                std::to_string(u.shift),
+                std::to_string(u.shift) + " alpha " + std::to_string(u.alpha) + " beta " +
+                std::to_string(u.beta),
             b, {odd}, u.tol);
     }
     {

@@ -31,6 +31,8 @@ int64_t windowOutput(int64_t in, int64_t kernel, int64_t stride, int64_t dilatio
 }
 
 ShapeRule shapeRule(OpKind op) {
+    // A whole family with one rule: an op added to it needs no case here.
+    if (opCategory(op) == OpCategory::kUnaryElementwise) return unaryShape;
     switch (op) {
         case OpKind::kConv:
         case OpKind::kConvTranspose:
@@ -43,19 +45,6 @@ ShapeRule shapeRule(OpKind op) {
             return layerNormShape;
         case OpKind::kChannelLayerNorm:
             return channelLayerNormShape;
-        case OpKind::kRelu:
-        case OpKind::kLeakyRelu:
-        case OpKind::kSigmoid:
-        case OpKind::kTanh:
-        case OpKind::kClip:
-        case OpKind::kIdentity:
-        case OpKind::kErf:
-        case OpKind::kGelu:
-        case OpKind::kSilu:
-        case OpKind::kSqrt:
-        case OpKind::kSin:
-        case OpKind::kCos:
-            return unaryShape;
         case OpKind::kPRelu:
             return preluShape;
         case OpKind::kAdd:
@@ -102,6 +91,8 @@ ShapeRule shapeRule(OpKind op) {
             return tileShape;
         case OpKind::kRoll:
             return rollShape;
+        default:
+            break;
     }
     return nullptr;
 }
