@@ -4,6 +4,7 @@
 // Every voxel type, oblique and flipped directions, odd sizes, above and below the size where the
 // direct path starts. Exit status 0 = identical, 1 = a difference (printed). Registered as a ctest
 // (voxseg_nifti_identity_check); also: voxseg_nifti_identity_check [--dir /tmp]
+#include "core/file_io.h"
 #include "core/volume.h"
 #include "io/image_io.h"
 
@@ -16,7 +17,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -26,8 +26,8 @@ namespace fs = std::filesystem;
 using namespace voxseg;
 
 std::vector<char> readAll(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    const auto bytes = readFileBytes(path);
+    return bytes.isOk() ? std::vector<char>(bytes->begin(), bytes->end()) : std::vector<char>{};
 }
 
 std::vector<char> gunzipAll(const std::string& path) {

@@ -4,6 +4,7 @@
 // machine. Usage:
 //   voxseg_bench_nrrd_read [--size 512x512x300] [--dir /tmp] [--reps 5]
 #include "bench/ct_phantom.h"
+#include "core/file_io.h"
 #include "core/volume.h"
 #include "io/image_io.h"
 
@@ -19,7 +20,6 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -42,8 +42,8 @@ void check(const Status& st) {
 
 // The raw NRRD voxseg wrote, re-encoded as gzip (zlib level 6, as Slicer and teem write it).
 void gzipNrrd(const std::string& raw, const std::string& dst) {
-    std::ifstream in(raw, std::ios::binary);
-    const std::string bytes{std::istreambuf_iterator<char>(in), {}};
+    const auto read = readFileBytes(raw);
+    const std::string bytes = read.isOk() ? *read : std::string();
     const size_t end = bytes.find("\n\n") + 2;
     std::string head = bytes.substr(0, end);
     head.replace(head.find("encoding: raw"), 13, "encoding: gzip");
