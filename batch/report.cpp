@@ -2,13 +2,9 @@
 
 #include "batch/gpu_metrics.h"
 #include "core/atomic_file.h"
-
-#include <sys/resource.h>
-#include <unistd.h>
+#include "core/process_metrics.h"
 
 #include <fmt/format.h>
-
-#include <fstream>
 
 namespace voxseg::batch {
 
@@ -91,7 +87,7 @@ std::string prometheusText(const BatchStats& s, bool running) {
     t += fmt::format("voxseg_batch_running{{{}}} {}\n", shard, running ? 1 : 0);
     t += "# HELP voxseg_batch_resident_memory_mb Resident memory of the batch process.\n"
          "# TYPE voxseg_batch_resident_memory_mb gauge\n";
-    t += fmt::format("voxseg_batch_resident_memory_mb{{{}}} {:.1f}\n", shard, currentRssMb());
+    t += fmt::format("voxseg_batch_resident_memory_mb{{{}}} {:.1f}\n", shard, currentRssMib());
     return t;
 }
 
@@ -104,20 +100,6 @@ Status writeSummary(const BatchStats& stats, const std::string& path) {
 Status writeMetrics(const BatchStats& stats, bool running, const std::string& path) {
     return writeFileAtomically(path,
                                prometheusText(stats, running) + gpuPrometheusText("voxseg_batch"));
-}
-
-double currentRssMb() {
-    std::ifstream in("/proc/self/statm");
-    long pages_total = 0, pages_resident = 0;
-    if (!(in >> pages_total >> pages_resident)) return 0.0;
-    return static_cast<double>(pages_resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) /
-           (1024.0 * 1024.0);
-}
-
-double peakRssMb() {
-    struct rusage ru {};
-    if (::getrusage(RUSAGE_SELF, &ru) != 0) return 0.0;
-    return static_cast<double>(ru.ru_maxrss) / 1024.0;  // Linux: KiB
 }
 
 }  // namespace voxseg::batch

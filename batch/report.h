@@ -56,8 +56,4 @@ std::string prometheusText(const BatchStats& stats, bool running);
 Status writeSummary(const BatchStats& stats, const std::string& path);
 Status writeMetrics(const BatchStats& stats, bool running, const std::string& path);
 
-// Resident set size now and the process's peak, in MiB (Linux /proc; 0 elsewhere).
-double currentRssMb();
-double peakRssMb();
-
 }  // namespace voxseg::batch

@@ -6,6 +6,7 @@
 #include "batch/journal.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/process_metrics.h"
 #include "core/sha256.h"
 
 #include <fmt/ranges.h>
@@ -77,8 +78,8 @@ class Recorder {
         r.stages = item.stages;
         r.error = e.error;
         r.error_code = e.error_code;
-        r.rss_mb = currentRssMb();
-        r.max_rss_mb = peakRssMb();
+        r.rss_mb = currentRssMib();
+        r.max_rss_mb = peakRssMib();
         if (state == CaseState::kDone) ++stats_.done;
         if (state == CaseState::kFailed) ++stats_.failed;
         if (state == CaseState::kInterrupted) ++stats_.interrupted;

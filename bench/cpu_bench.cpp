@@ -10,12 +10,11 @@
 // network's GFLOP/s is compared with (docs/perf-cpu.md, issue 14 part 6).
 //
 // Prints a human summary on stderr and one JSON line on stdout: per-run seconds, compile
-// seconds, conv GFLOP, workspace bytes and the process's peak RSS (getrusage).
+// seconds, conv GFLOP, workspace bytes and the process's peak RSS (core/process_metrics.h).
+#include "core/process_metrics.h"
 #include "engine/backend.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/onnx/import.h"
-
-#include <sys/resource.h>
 
 #include <chrono>
 #include <cstdio>
@@ -33,12 +32,6 @@ using namespace voxseg::engine;
 double seconds() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
         .count();
-}
-
-double peakRssMiB() {
-    rusage u{};
-    getrusage(RUSAGE_SELF, &u);
-    return static_cast<double>(u.ru_maxrss) / 1024.0;
 }
 
 int fail(const std::string& what) {
@@ -113,7 +106,7 @@ int timeModel(const std::string& model, const Shape& shape, const std::string& i
     if (describe) std::cerr << (*exe)->describe() << "\n";
     std::cerr << model << ": compile " << timed.compile_s << " s, best run " << best << " s, "
               << timed.gflop / best << " GFLOP/s, workspace " << (timed.workspace_bytes >> 20)
-              << " MiB, peak RSS " << peakRssMiB() << " MiB\n";
+              << " MiB, peak RSS " << voxseg::peakRssMib() << " MiB\n";
     return 0;
 }
 
@@ -174,6 +167,6 @@ int main(int argc, char** argv) {
         std::cout << ", \"ceiling\": {\"gflop\": " << conv.gflop << ", \"best_s\": " << conv.best()
                   << "}";
     }
-    std::cout << ", \"peak_rss_mib\": " << peakRssMiB() << "}\n";
+    std::cout << ", \"peak_rss_mib\": " << voxseg::peakRssMib() << "}\n";
     return 0;
 }

@@ -3,11 +3,11 @@
 // MB/s = uncompressed NIfTI bytes / wall seconds. Usage:
 //   voxseg_bench_nifti_gz [--size 512x512x500] [--dir /tmp] [--threads N]
 #include "bench/ct_phantom.h"
+#include "core/process_metrics.h"
 #include "io/image_io.h"
 #include "io/nifti_gz_writer.h"
 
 #include <itkImageFileWriter.h>
-#include <sys/resource.h>
 #include <zlib.h>
 
 #include <chrono>
@@ -24,24 +24,17 @@ namespace {
 namespace fs = std::filesystem;
 using namespace voxseg;
 
-double cpuSeconds() {
-    rusage ru{};
-    getrusage(RUSAGE_SELF, &ru);
-    return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-           1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-}
-
 struct Timing {
     double wall = 0;
     double cpu = 0;  // all threads of the process
 };
 
 Timing timed(const std::function<void()>& fn) {
-    const double c0 = cpuSeconds();
+    const double c0 = processCpuSeconds();
     const auto t0 = std::chrono::steady_clock::now();
     fn();
     return {std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-            cpuSeconds() - c0};
+            processCpuSeconds() - c0};
 }
 
 // Single-threaded zlib, level 6, gzip framing: the baseline every tool without threads gets.

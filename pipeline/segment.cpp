@@ -4,6 +4,7 @@
 #include "core/atomic_file.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/process_metrics.h"
 #include "core/sha256.h"
 #include "engine/inference/sliding_window.h"
 #include "io/acquired_labels.h"
@@ -37,15 +38,6 @@ namespace {
 constexpr const char* kComponent = "segment";
 
 using Clock = std::chrono::steady_clock;
-
-// Peak resident set size of this process so far (Linux /proc; 0 elsewhere), MiB.
-double peakRssMib() {
-    std::ifstream f("/proc/self/status");
-    std::string line;
-    while (std::getline(f, line))
-        if (line.rfind("VmHWM:", 0) == 0) return std::atof(line.c_str() + 6) / 1024.0;
-    return 0.0;
-}
 
 StageTiming stageDone(const char* name, Clock::time_point t) {
     return {name, secondsSince(t), peakRssMib()};

@@ -2,13 +2,13 @@
 
 #include "core/log.h"
 #include "core/memory_limit.h"
+#include "core/process_metrics.h"
 
 #include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 
 namespace voxseg::engine::cpu {
 
@@ -439,15 +439,10 @@ Status Plan::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs
     using Clock = std::chrono::steady_clock;
     step_seconds_.assign(steps_.size(), 0.0);
     step_cpu_seconds_.assign(steps_.size(), 0.0);
-    auto cpu_now = [] {
-        timespec ts{};
-        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-        return ts.tv_sec + 1e-9 * ts.tv_nsec;
-    };
     for (size_t i = 0; i < steps_.size(); ++i) {
         Step& s = steps_[i];
         const auto t0 = Clock::now();
-        const double c0 = profile_ ? cpu_now() : 0.0;
+        const double c0 = profile_ ? processCpuSeconds() : 0.0;
         try {
             if (s.prim) {
                 s.prim->execute(compile_stream_, s.exec_args);
@@ -462,7 +457,7 @@ Status Plan::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs
         }
         if (profile_) {
             step_seconds_[i] += std::chrono::duration<double>(Clock::now() - t0).count();
-            step_cpu_seconds_[i] += cpu_now() - c0;
+            step_cpu_seconds_[i] += processCpuSeconds() - c0;
         }
     }
     compile_stream_.wait();
