@@ -33,15 +33,9 @@ io::DicomLoadOptions loadOptions(const ConvertOptions& o) {
 
 // "labels.nii.gz" -> "labels.rois.json": which label value is which ROI.
 std::string sidecarPath(const std::string& output) {
-    std::string stem = output;
-    for (const char* ext : {".nii.gz", ".nii", ".nrrd", ".nhdr", ".mha", ".mhd"}) {
-        const std::string e = ext;
-        if (stem.size() > e.size() && stem.compare(stem.size() - e.size(), e.size(), e) == 0) {
-            stem.resize(stem.size() - e.size());
-            break;
-        }
-    }
-    return stem + ".rois.json";
+    const std::string ext = io::imageExtension(output);
+    return output.substr(0, output.size() - (ext.size() < output.size() ? ext.size() : 0)) +
+           ".rois.json";
 }
 
 Result<Volume> loadDicom(const ConvertOptions& o, const CommandContext& ctx, bool* ambiguous) {

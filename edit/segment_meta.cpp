@@ -2,6 +2,7 @@
 
 #include "core/atomic_file.h"
 #include "core/file_io.h"
+#include "io/image_io.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -179,8 +180,8 @@ std::string sidecarPath(const std::string& output_path) {
                 return false;
         return true;
     };
-    for (const char* ext : {".nii.gz", ".nii", ".nrrd", ".nhdr", ".mha", ".mhd"})
-        if (ends(ext)) return output_path.substr(0, output_path.size() - strlen(ext)) + ".json";
+    const std::string ext = io::imageExtension(output_path);
+    if (!ext.empty()) return output_path.substr(0, output_path.size() - ext.size()) + ".json";
     if (ends(".dcm")) return output_path.substr(0, output_path.size() - 4) + ".review.json";
     return output_path + ".review.json";
 }

@@ -456,8 +456,8 @@ Status writeNiftiFile(const std::vector<uint8_t>& header, const Volume& volume,
 }
 
 bool isDetachedHeader(const std::string& path) {
-    const std::string p = lower(path);
-    return endsWith(p, ".nhdr") || endsWith(p, ".mhd");
+    const std::string ext = imageExtension(path);
+    return ext == ".nhdr" || ext == ".mhd";
 }
 
 // .nhdr/.mhd name a separate data file inside the header, so the single-file temp-and-rename of
@@ -498,13 +498,45 @@ Status writeDetached(const Volume& volume, const std::string& path, ImageFormat 
 
 }  // namespace
 
-ImageFormat imageFormatFromPath(const std::string& path) {
+namespace {
+
+struct ExtensionFormat {
+    const char* extension;
+    ImageFormat format;
+};
+// Longest first: ".nii.gz" before ".nii".
+constexpr ExtensionFormat kImageExtensions[] = {
+    {".nii.gz", ImageFormat::kNiftiGz}, {".nii", ImageFormat::kNifti},
+    {".nrrd", ImageFormat::kNrrd},      {".nhdr", ImageFormat::kNrrd},
+    {".mha", ImageFormat::kMetaImage},  {".mhd", ImageFormat::kMetaImage},
+};
+
+const ExtensionFormat* findExtension(const std::string& path) {
     const std::string p = lower(path);
-    if (endsWith(p, ".nii.gz")) return ImageFormat::kNiftiGz;
-    if (endsWith(p, ".nii")) return ImageFormat::kNifti;
-    if (endsWith(p, ".nrrd") || endsWith(p, ".nhdr")) return ImageFormat::kNrrd;
-    if (endsWith(p, ".mha") || endsWith(p, ".mhd")) return ImageFormat::kMetaImage;
-    return ImageFormat::kUnknown;
+    for (const ExtensionFormat& e : kImageExtensions)
+        if (endsWith(p, e.extension)) return &e;
+    return nullptr;
+}
+
+}  // namespace
+
+const std::vector<std::string>& imageExtensions() {
+    static const std::vector<std::string> list = [] {
+        std::vector<std::string> out;
+        for (const ExtensionFormat& e : kImageExtensions) out.emplace_back(e.extension);
+        return out;
+    }();
+    return list;
+}
+
+std::string imageExtension(const std::string& path) {
+    const ExtensionFormat* e = findExtension(path);
+    return e ? e->extension : "";
+}
+
+ImageFormat imageFormatFromPath(const std::string& path) {
+    const ExtensionFormat* e = findExtension(path);
+    return e ? e->format : ImageFormat::kUnknown;
 }
 
 bool isImageFile(const std::string& path) {

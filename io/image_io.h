@@ -14,10 +14,18 @@
 #include "core/volume.h"
 
 #include <string>
+#include <vector>
 
 namespace voxseg::io {
 
 enum class ImageFormat { kUnknown, kNifti, kNiftiGz, kNrrd, kMetaImage };
+
+// The file name extensions of image files, the one list (lower case; matched without regard to
+// case, the longest first): .nii.gz .nii .nrrd .nhdr .mha .mhd. .nhdr and .mhd are detached
+// headers naming a separate data file.
+const std::vector<std::string>& imageExtensions();
+// The extension of `path` from imageExtensions(), as spelled there ("" when none).
+std::string imageExtension(const std::string& path);
 
 // From the file name's extension.
 ImageFormat imageFormatFromPath(const std::string& path);

@@ -57,6 +57,13 @@ constexpr const char* kComponent = "viewer";
 constexpr int kMaxRecent = 10;
 
 QString qstr(const std::string& s) { return QString::fromStdString(s); }
+
+// "*.nii.gz *.nii *.nrrd *.nhdr *.mha *.mhd": the image files io/ reads, for file dialogs.
+QString imageFilePatterns() {
+    QStringList patterns;
+    for (const std::string& ext : io::imageExtensions()) patterns << "*" + qstr(ext);
+    return patterns.join(' ');
+}
 std::string sstr(const QString& s) { return s.toStdString(); }
 
 // What a model run hands back to the GUI thread.
@@ -210,13 +217,12 @@ void MainWindow::buildMenus() {
         const QString dir = QFileDialog::getExistingDirectory(this, "Open DICOM folder");
         if (!dir.isEmpty()) openPath(dir);
     });
-    file->addAction("Open &image file...", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O), this,
-                    [this] {
-                        const QString f = QFileDialog::getOpenFileName(
-                            this, "Open image", {},
-                            "Images (*.nii *.nii.gz *.nrrd *.nhdr *.mha *.mhd);;DICOM (*)");
-                        if (!f.isEmpty()) openPath(f);
-                    });
+    file->addAction(
+        "Open &image file...", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O), this, [this] {
+            const QString f = QFileDialog::getOpenFileName(
+                this, "Open image", {}, "Images (" + imageFilePatterns() + ");;DICOM (*)");
+            if (!f.isEmpty()) openPath(f);
+        });
     recent_menu_ = file->addMenu("&Recent");
     rebuildRecentMenu();
     file->addSeparator();
@@ -224,8 +230,8 @@ void MainWindow::buildMenus() {
         "&Load segmentation...", QKeySequence(Qt::CTRL | Qt::Key_L), this, [this] {
             const QString f =
                 QFileDialog::getOpenFileName(this, "Load segmentation", {},
-                                             "Label maps, DICOM SEG and RTSTRUCT (*.nii "
-                                             "*.nii.gz *.nrrd *.mha *.mhd *.dcm);;All files (*)");
+                                             "Label maps, DICOM SEG and RTSTRUCT (" +
+                                                 imageFilePatterns() + " *.dcm);;All files (*)");
             if (!f.isEmpty()) loadSegmentation(f);
         });
     label_actions_ << file->addAction("&Save label map...", QKeySequence::Save, this, [this] {

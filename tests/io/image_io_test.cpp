@@ -132,6 +132,19 @@ TEST(ImageFormat, FromPath) {
     EXPECT_EQ(imageFormatFromPath("a.gz"), ImageFormat::kUnknown);
 }
 
+TEST(ImageFormat, ExtensionListIsWhatFromPathDecides) {
+    const std::vector<std::string>& list = imageExtensions();
+    EXPECT_EQ(list,
+              (std::vector<std::string>{".nii.gz", ".nii", ".nrrd", ".nhdr", ".mha", ".mhd"}));
+    for (const std::string& ext : list) {
+        EXPECT_NE(imageFormatFromPath("a" + ext), ImageFormat::kUnknown) << ext;
+        EXPECT_EQ(imageExtension("dir.x/a" + ext), ext);
+    }
+    EXPECT_EQ(imageExtension("A.NII.GZ"), ".nii.gz");  // as listed, whatever the name's case
+    EXPECT_EQ(imageExtension("a.nii.gz.dcm"), "");
+    EXPECT_EQ(imageExtension("a.gz"), "");
+}
+
 // Decompresses with zlib's gzread, which (like ITK's znzlib) continues across gzip members.
 std::vector<uint8_t> gunzip(const std::string& path) {
     std::vector<uint8_t> out;
