@@ -20,7 +20,7 @@
 
 namespace voxseg::engine {
 
-struct SlidingWindowOptions;  // engine/inference/sliding_window.h
+struct SlidingWindowOptions;  // engine/inference/window_geometry.h
 class VolumeInference;        // engine/inference/sliding_window.h
 
 // Arithmetic a graph runs in. kAuto is a request only ("let the backend choose", resolved by

@@ -23,14 +23,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Spatial extents padded to 3 axes with leading 1s (rank-2 and rank-1 data run the 3D code).
-std::array<int64_t, 3> to3(const std::vector<int64_t>& v) {
-    std::array<int64_t, 3> out{1, 1, 1};
-    const size_t offset = 3 - v.size();
-    for (size_t i = 0; i < v.size(); ++i) out[offset + i] = v[i];
-    return out;
-}
-
 // 1D Gaussian weights of one patch axis, max 1 (before any clamping).
 std::vector<double> gaussian1d(int64_t patch, double sigma_scale, WindowConvention convention) {
     std::vector<double> g(static_cast<size_t>(patch));
@@ -195,16 +187,6 @@ Status argmaxImpl(const Tensor& scores, std::span<T> out, std::span<const int> v
     return Status::ok();
 }
 
-// Start of window `window` (row-major over the grid, last axis fastest).
-std::array<int64_t, 3> gridOrigin(const std::array<std::vector<int64_t>, 3>& starts,
-                                  int64_t window) {
-    const int64_t nx = static_cast<int64_t>(starts[2].size());
-    const int64_t ny = static_cast<int64_t>(starts[1].size());
-    return {starts[0][static_cast<size_t>(window / (nx * ny))],
-            starts[1][static_cast<size_t>((window / nx) % ny)],
-            starts[2][static_cast<size_t>(window % nx)]};
-}
-
 // Hands one network output (K x patch, float32) of batch item `item` on.
 using OutputSink = std::function<void(int64_t item, const float* output)>;
 // Runs every batch through networks [first_net, last_net), each output to the sink; pass of
@@ -214,9 +196,7 @@ using BatchRunner = std::function<Status(size_t first_net, size_t last_net, int6
 
 // What Accumulation::kNnUNetFp16 needs of the grid (SlidingWindow::run's padded volume).
 struct NnUNetGrid {
-    std::array<int64_t, 3> dims;  // padded volume
-    std::array<int64_t, 3> patch;
-    const std::array<std::vector<int64_t>, 3>& starts;
+    const WindowGrid& grid;
     const std::vector<unsigned>& flip_sets;  // identity first, then nnU-Net's combinations
     int64_t classes;
     size_t networks;
@@ -229,9 +209,8 @@ struct NnUNetGrid {
 Result<Tensor> nnunetAccumulate(const NnUNetGrid& g, const BatchRunner& run_batches) {
     // Plain references, not a structured binding: clang 14 (the sanitizer and fuzz builds) does
     // not let the lambdas below capture structured bindings.
-    const auto& dims = g.dims;
-    const auto& patch = g.patch;
-    const auto& starts = g.starts;
+    const auto& dims = g.grid.padded;
+    const auto& patch = g.grid.patch;
     const auto& flip_sets = g.flip_sets;
     const int64_t classes = g.classes;
     const size_t networks = g.networks;
@@ -241,15 +220,14 @@ Result<Tensor> nnunetAccumulate(const NnUNetGrid& g, const BatchRunner& run_batc
     const int64_t pw = patch[2];
     const int64_t patch_voxels = patch[0] * patch[1] * pw;
     const int64_t num_flips = static_cast<int64_t>(flip_sets.size());
-    auto windowOrigin = [&](int64_t window) { return gridOrigin(starts, window); };
+    auto windowOrigin = [&](int64_t window) { return gridOrigin(g.grid, window); };
     // Calls fn(volume offset, patch offset) for every patch row of a window.
     auto forEachRow = [&](const std::array<int64_t, 3>& o, const auto& fn) {
         for (int64_t z = 0; z < patch[0]; ++z)
             for (int64_t y = 0; y < patch[1]; ++y)
                 fn((o[0] + z) * plane + (o[1] + y) * dims[2] + o[2], (z * patch[1] + y) * pw);
     };
-    const int64_t num_windows =
-        static_cast<int64_t>(starts[0].size() * starts[1].size() * starts[2].size());
+    const int64_t num_windows = g.grid.num_windows;
     std::vector<uint16_t> weight_sum;  // n_predictions
     Tensor acc, total;
     std::vector<float> mean;  // one window's prediction, mirrored copies averaged
@@ -317,62 +295,6 @@ Result<Tensor> nnunetAccumulate(const NnUNetGrid& g, const BatchRunner& run_batc
     return total;
 }
 
-// The mirrored copies each window runs as, as bit sets over the internal 3D axes: every subset of
-// the mirror axes, identity first. For nnU-Net's accumulation in nnU-Net's order (the float32
-// sum of mirrored outputs depends on it): itertools.combinations of the mirror axes, one axis,
-// then two, then three.
-std::vector<unsigned> flipSets(const std::vector<int>& mirror_axes, size_t rank, bool nnunet) {
-    const auto bit = [rank](int axis) { return 1u << (3 - rank + static_cast<size_t>(axis)); };
-    std::vector<unsigned> flip_sets;
-    if (nnunet) {
-        flip_sets.push_back(0);
-        const size_t n = mirror_axes.size();
-        for (size_t size = 1; size <= n; ++size) {
-            std::vector<bool> chosen(n, false);
-            std::fill(chosen.begin(), chosen.begin() + static_cast<std::ptrdiff_t>(size), true);
-            do {  // lexicographic combinations, as itertools.combinations yields them
-                unsigned bits = 0;
-                for (size_t i = 0; i < n; ++i)
-                    if (chosen[i]) bits |= bit(mirror_axes[i]);
-                flip_sets.push_back(bits);
-            } while (std::prev_permutation(chosen.begin(), chosen.end()));
-        }
-        return flip_sets;
-    }
-    unsigned mirror_bits = 0;
-    for (int axis : mirror_axes) mirror_bits |= bit(axis);
-    for (unsigned s = 0; s < 8; ++s)
-        if ((s & ~mirror_bits) == 0) flip_sets.push_back(s);
-    return flip_sets;
-}
-
-// Where one run's windows go: the image padded (centred) to at least one patch per axis, and
-// the window starts along each axis.
-struct WindowGrid {
-    std::array<int64_t, 3> patch{}, dims{}, padded{}, pad_before{};
-    bool needs_pad = false;
-    int64_t voxels = 0;  // of the padded image
-    std::array<std::vector<int64_t>, 3> starts;
-    int64_t num_windows = 0;
-};
-
-WindowGrid windowGrid(const SlidingWindowOptions& options, const std::vector<int64_t>& spatial) {
-    WindowGrid g;
-    g.patch = to3(options.patch_size);
-    g.dims = to3(spatial);
-    for (size_t a = 0; a < 3; ++a) {
-        g.padded[a] = std::max(g.dims[a], g.patch[a]);
-        g.pad_before[a] = (g.padded[a] - g.dims[a]) / 2;
-        g.needs_pad = g.needs_pad || g.padded[a] != g.dims[a];
-    }
-    g.voxels = g.padded[0] * g.padded[1] * g.padded[2];
-    for (size_t a = 0; a < 3; ++a)
-        g.starts[a] = windowStarts(g.padded[a], g.patch[a], options.overlap, options.convention);
-    g.num_windows =
-        static_cast<int64_t>(g.starts[0].size() * g.starts[1].size() * g.starts[2].size());
-    return g;
-}
-
 // 1 / (the sum of the importance weights of the windows covering each voxel); 0 where none does.
 void inverseWeightSums(const WindowGrid& grid, const std::vector<float>& importance,
                        std::vector<float>& inverse_weight) {
@@ -435,71 +357,9 @@ Tensor cropToImage(const Tensor& sums, const WindowGrid& grid, int64_t classes,
 
 }  // namespace
 
-const char* windowConventionName(WindowConvention convention) {
-    return convention == WindowConvention::kMonai ? "monai" : "nnunet";
-}
-
-const char* accumulationName(Accumulation accumulation) {
-    return accumulation == Accumulation::kNnUNetFp16 ? "nnunet-fp16" : "normalized";
-}
-
-Result<Accumulation> parseAccumulation(const std::string& name) {
-    if (name == "normalized") return Accumulation::kNormalized;
-    if (name == "nnunet-fp16") return Accumulation::kNnUNetFp16;
-    return invalidArgument("unknown sliding-window accumulation '" + name +
-                           "': use \"normalized\" or \"nnunet-fp16\"");
-}
-
-Result<WindowConvention> parseWindowConvention(const std::string& name) {
-    if (name == "nnunet") return WindowConvention::kNnUNet;
-    if (name == "monai") return WindowConvention::kMonai;
-    return invalidArgument("unknown sliding-window convention '" + name +
-                           "': use \"nnunet\" or \"monai\"");
-}
-
-std::vector<int64_t> windowStarts(int64_t image, int64_t patch, double overlap,
-                                  WindowConvention convention) {
-    assert(image >= patch && patch > 0);
-    std::vector<int64_t> starts;
-    if (convention == WindowConvention::kNnUNet) {
-        // nnunetv2.inference.sliding_window_prediction.compute_steps_for_sliding_window.
-        const double target_step = static_cast<double>(patch) * (1.0 - overlap);
-        const int64_t num_steps =
-            static_cast<int64_t>(std::ceil(static_cast<double>(image - patch) / target_step)) + 1;
-        const double actual_step =
-            num_steps > 1 ? static_cast<double>(image - patch) / static_cast<double>(num_steps - 1)
-                          : 99999999999.0;
-        for (int64_t i = 0; i < num_steps; ++i) {
-            // np.round rounds half to even, as nearbyint does in the default rounding mode.
-            starts.push_back(
-                static_cast<int64_t>(std::nearbyint(actual_step * static_cast<double>(i))));
-        }
-        return starts;
-    }
-    // monai.inferers.utils._get_scan_interval + monai.data.utils.dense_patch_slices.
-    int64_t interval = patch;
-    if (patch != image) {
-        interval = static_cast<int64_t>(static_cast<double>(patch) * (1.0 - overlap));
-        if (interval <= 0) interval = 1;
-    }
-    const int64_t num = (image + interval - 1) / interval;
-    int64_t count = 1;
-    for (int64_t d = 0; d < num; ++d) {
-        if (d * interval + patch >= image) {
-            count = d + 1;
-            break;
-        }
-    }
-    for (int64_t i = 0; i < count; ++i) {
-        const int64_t start = i * interval;
-        starts.push_back(start - std::max<int64_t>(start + patch - image, 0));
-    }
-    return starts;
-}
-
 std::vector<float> importanceMap(const std::vector<int64_t>& patch, double sigma_scale,
                                  WindowConvention convention) {
-    const auto p = to3(patch);
+    const auto p = padTo3D(patch);
     std::array<std::vector<double>, 3> g;
     const size_t offset = 3 - patch.size();
     for (size_t a = 0; a < 3; ++a) {
@@ -526,49 +386,6 @@ std::vector<float> importanceMap(const std::vector<int64_t>& patch, double sigma
         for (float& v : map) v = std::max(v, floor);
     }
     return map;
-}
-
-Status validateSlidingWindowOptions(const SlidingWindowOptions& options, const Shape& image_shape) {
-    const size_t rank = options.patch_size.size();
-    if (rank < 1 || rank > 3)
-        return invalidArgument("patch_size must have 1 to 3 spatial axes, got " +
-                               shapeToString(options.patch_size));
-    for (int64_t p : options.patch_size)
-        if (p <= 0)
-            return invalidArgument("patch_size must be positive, got " +
-                                   shapeToString(options.patch_size));
-    if (!(options.overlap >= 0.0 && options.overlap < 1.0))
-        return invalidArgument("overlap must be in [0, 1), got " + std::to_string(options.overlap));
-    if (!(options.sigma_scale > 0.0))
-        return invalidArgument("gaussian sigma scale must be > 0, got " +
-                               std::to_string(options.sigma_scale));
-    if (options.batch < 1)
-        return invalidArgument("batch must be at least 1, got " + std::to_string(options.batch));
-    if (options.accumulator != DType::kFloat32 && options.accumulator != DType::kFloat16)
-        return invalidArgument(std::string("the sliding-window accumulator is float32 or float16, "
-                                           "not ") +
-                               dtypeName(options.accumulator));
-    if (options.accumulation == Accumulation::kNnUNetFp16 &&
-        options.convention != WindowConvention::kNnUNet)
-        return invalidArgument(
-            "accumulation nnunet-fp16 is nnU-Net's arithmetic and needs the nnunet window "
-            "convention, got " +
-            std::string(windowConventionName(options.convention)));
-    std::vector<bool> seen(rank, false);
-    for (int axis : options.mirror_axes) {
-        if (axis < 0 || axis >= static_cast<int>(rank))
-            return invalidArgument("mirror axis " + std::to_string(axis) +
-                                   " is not a spatial axis (0.." + std::to_string(rank - 1) + ")");
-        if (seen[static_cast<size_t>(axis)])
-            return invalidArgument("mirror axis " + std::to_string(axis) + " is listed twice");
-        seen[static_cast<size_t>(axis)] = true;
-    }
-    if (!image_shape.empty() && image_shape.size() != rank + 1)
-        return invalidArgument("image " + shapeToString(image_shape) +
-                               " must be [channels, spatial...] with " + std::to_string(rank) +
-                               " spatial axes to match patch_size " +
-                               shapeToString(options.patch_size));
-    return Status::ok();
 }
 
 Result<std::unique_ptr<SlidingWindow>> SlidingWindow::create(Backend& backend, const Graph& graph,
@@ -767,7 +584,7 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
     const size_t patch_buffer_bytes =
         static_cast<size_t>(batch * (input_item + output_item)) * sizeof(float);
 
-    auto itemOrigin = [&](int64_t window) { return gridOrigin(starts, window); };
+    auto itemOrigin = [&](int64_t window) { return gridOrigin(grid, window); };
 
     double network_seconds = 0.0;
     int64_t padded_items = 0;
@@ -817,9 +634,8 @@ Result<Tensor> SlidingWindow::run(const Tensor& image, const Progress& progress,
     };
     progress.report(0.0, "sliding window");
     if (nnunet) {
-        const NnUNetGrid grid{padded,           patch,           starts, flip_sets, classes,
-                              networks_.size(), importance_half_};
-        VOXSEG_ASSIGN_OR_RETURN(Tensor sums, nnunetAccumulate(grid, forEachOutput));
+        const NnUNetGrid nnunet_grid{grid, flip_sets, classes, networks_.size(), importance_half_};
+        VOXSEG_ASSIGN_OR_RETURN(Tensor sums, nnunetAccumulate(nnunet_grid, forEachOutput));
         Shape acc_shape = {classes};
         for (size_t a = 3 - rank; a < 3; ++a) acc_shape.push_back(padded[a]);
         accumulator = sums.reshaped(acc_shape);

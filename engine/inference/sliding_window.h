@@ -25,6 +25,8 @@
 //   ignored (engine/inference/sliding_window_nnunet.h holds the arithmetic).
 // Volumes smaller than a patch along an axis are padded with zeros (split half before, half
 // after, like both frameworks) and the result is cropped back.
+// The options, their checks, the grid, the padding and the mirrored copies are
+// engine/inference/window_geometry.h's, which the CUDA window (cuda/cuda_sliding_window.h) shares.
 //
 // Memory: accumulators are K x volume scores (float32, or float16 as nnU-Net v2 keeps them:
 // SlidingWindowOptions::accumulator) plus one float32 volume of weights (stored inverted), plus
@@ -39,6 +41,7 @@
 #include "engine/backend.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/tensor.h"
+#include "engine/inference/window_geometry.h"
 
 #include <cstdint>
 #include <memory>
@@ -47,37 +50,6 @@
 #include <vector>
 
 namespace voxseg::engine {
-
-enum class WindowConvention { kNnUNet, kMonai };
-enum class Accumulation { kNormalized, kNnUNetFp16 };
-const char* windowConventionName(WindowConvention convention);
-// "nnunet" | "monai".
-Result<WindowConvention> parseWindowConvention(const std::string& name);
-const char* accumulationName(Accumulation accumulation);
-// "normalized" | "nnunet-fp16"; anything else is an error naming both.
-Result<Accumulation> parseAccumulation(const std::string& name);
-
-struct SlidingWindowOptions {
-    // Patch size per spatial axis, in the axis order of the image array (rank 2 or 3).
-    std::vector<int64_t> patch_size;
-    // Fraction of a patch shared by neighbours, in [0, 1). nnU-Net's tile_step_size = 1 - overlap.
-    double overlap = 0.5;
-    bool gaussian = true;  // false: every voxel of a patch weighs 1
-    double sigma_scale = 0.125;
-    int batch = 1;  // patches per forward pass
-    // Test-time augmentation: every combination of flips of these spatial axes (0-based, array
-    // order) is run and averaged, 2^n forward passes per patch.
-    std::vector<int> mirror_axes;
-    WindowConvention convention = WindowConvention::kNnUNet;
-    // Storage of the K x volume score sums and of the result: kFloat32, or kFloat16 (half the
-    // memory; each weighted patch output is added in fp32 and rounded to fp16 once per store,
-    // about 3 significant digits, saturating at +-65504), as nnU-Net v2's predicted_logits.
-    DType accumulator = DType::kFloat32;
-    // How the weighted outputs are summed (see the top of this file); kNnUNetFp16 keeps float16
-    // whatever `accumulator` says.
-    Accumulation accumulation = Accumulation::kNormalized;
-    CompileOptions compile;  // used when the SlidingWindow compiles the graph itself
-};
 
 struct SlidingWindowStats {
     int64_t patches = 0;            // windows on the grid
@@ -91,16 +63,9 @@ struct SlidingWindowStats {
     std::vector<int64_t> grid;      // windows per spatial axis
 };
 
-// Window start positions along one axis of length `image` (>= patch) for the given convention.
-std::vector<int64_t> windowStarts(int64_t image, int64_t patch, double overlap,
-                                  WindowConvention convention);
-
 // Importance map of a patch (row-major over the patch axes), max 1, all values > 0.
 std::vector<float> importanceMap(const std::vector<int64_t>& patch, double sigma_scale,
                                  WindowConvention convention);
-
-// Checks options against an image shape [C, spatial...]; the message names the bad option.
-Status validateSlidingWindowOptions(const SlidingWindowOptions& options, const Shape& image_shape);
 
 // Whole-volume inference of a patch network, whatever runs it: the host SlidingWindow below, or
 // a backend's own (Backend::makeSlidingWindow; cuda keeps patches and accumulators on the GPU).
