@@ -49,7 +49,9 @@ class CudaBackend final : public engine::Backend {
             return unsupported(fmt::format(
                 "{} needs a newer GPU than {} (sm_{}): use --precision fp32",
                 engine::precisionName(options.compile.precision), description_, capability_));
-        return makeCudaVolumeInference(graphs, channels, options, device_);
+        engine::SlidingWindowOptions on_device = options;
+        on_device.compile.device_index = device_;
+        return makeCudaVolumeInference(graphs, channels, on_device);
     }
 
     Result<std::unique_ptr<engine::CompiledGraph>> compile(

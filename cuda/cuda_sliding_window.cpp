@@ -15,23 +15,39 @@
 
 namespace voxseg::cuda {
 
-std::vector<std::array<int64_t, 3>> patchOrigins(const std::array<int64_t, 3>& padded,
-                                                 const std::array<int64_t, 3>& patch,
-                                                 double overlap,
-                                                 engine::WindowConvention convention) {
-    std::vector<int64_t> starts[3];
-    for (int a = 0; a < 3; ++a)
-        starts[a] = engine::windowStarts(padded[a], patch[a], overlap, convention);
-    std::vector<std::array<int64_t, 3>> origins;
-    origins.reserve(starts[0].size() * starts[1].size() * starts[2].size());
-    for (int64_t z : starts[0])
-        for (int64_t y : starts[1])
-            for (int64_t x : starts[2]) origins.push_back({z, y, x});
-    return origins;
+namespace {
+
+// The host window's mirrored copies (normalized order) of a 3D patch, as the kernels' flip masks.
+std::vector<int> flipMasks(const engine::SlidingWindowOptions& options) {
+    const std::vector<unsigned> sets = engine::flipSets(options.mirror_axes, 3, false);
+    return std::vector<int>(sets.begin(), sets.end());
+}
+
+}  // namespace
+
+Status validateCudaWindowOptions(const engine::SlidingWindowOptions& options) {
+    VOXSEG_RETURN_IF_ERROR(engine::validateSlidingWindowOptions(options, {}));
+    if (options.patch_size.size() != 3)
+        return unsupported("the cuda sliding window runs 3D patches; patch_size " +
+                           engine::shapeToString(options.patch_size) + " is not 3D");
+    return Status::ok();
+}
+
+Result<CudaWindowPlan> planCudaWindow(const engine::SlidingWindowOptions& options,
+                                      const engine::Shape& image_shape) {
+    VOXSEG_RETURN_IF_ERROR(validateCudaWindowOptions(options));
+    VOXSEG_RETURN_IF_ERROR(engine::validateSlidingWindowOptions(options, image_shape));
+    CudaWindowPlan plan;
+    plan.grid = engine::windowGrid(options, {image_shape.begin() + 1, image_shape.end()});
+    plan.origins.reserve(size_t(plan.grid.num_windows));
+    for (int64_t w = 0; w < plan.grid.num_windows; ++w)
+        plan.origins.push_back(engine::gridOrigin(plan.grid, w));
+    plan.flips = flipMasks(options);
+    return plan;
 }
 
 struct CudaSlidingWindow::Impl {
-    CudaSlidingWindowOptions options;
+    engine::SlidingWindowOptions options;
     int64_t channels = 0;
     int batch = 1;
     AlgoCache cache;
@@ -71,7 +87,8 @@ struct CudaSlidingWindow::Impl {
         VOXSEG_ASSIGN_OR_RETURN(buffer, PinnedBuffer::allocate(bytes, what));
         return Status::ok();
     }
-    Result<CudaSlidingWindowResult> run(const engine::Tensor& image, const Progress& progress);
+    Result<CudaSlidingWindowResult> run(const engine::Tensor& image, const Progress& progress,
+                                        bool return_probabilities);
     // One network run over patches [first, first + count) of `origins`, mirrored by `flip`:
     // gather on `graph`'s input, run, accumulate. Unused slots of the last batch keep old
     // patches: computed, never accumulated. Members other than graphs[0] have their own stream,
@@ -90,7 +107,7 @@ Status CudaSlidingWindow::Impl::runBatch(CudaCompiledGraph& graph,
         VOXSEG_CUDA_CHECK(cudaEventRecord(member_sync, main));
         VOXSEG_CUDA_CHECK(cudaStreamWaitEvent(own, member_sync, 0));
     }
-    const auto& p = options.patch;
+    const auto& p = options.patch_size;
     const Box patch{p[0], p[1], p[2]};
     const View in = graph.inputView(0);
     const View out = graph.outputView(0);
@@ -134,53 +151,28 @@ size_t CudaSlidingWindow::workspaceBytes() const {
 size_t CudaSlidingWindow::deviceBytes() const { return impl_->peak; }
 
 Result<std::unique_ptr<CudaSlidingWindow>> CudaSlidingWindow::create(
-    const engine::Graph& graph, int64_t channels, const CudaSlidingWindowOptions& options) {
+    const engine::Graph& graph, int64_t channels, const engine::SlidingWindowOptions& options) {
     return create(std::vector<const engine::Graph*>{&graph}, channels, options);
 }
 
-namespace {
-
-// Every combination of flips of `axes` as bit masks, 0 (no flip) first, as the host window.
-Result<std::vector<int>> flipMasks(const std::vector<int>& axes) {
-    int all = 0;
-    for (int a : axes) {
-        if (a < 0 || a > 2)
-            return invalidArgument(fmt::format("mirror axis {} is not a spatial axis (0..2)", a));
-        if ((all >> a) & 1)
-            return invalidArgument(fmt::format("mirror axis {} is listed twice", a));
-        all |= 1 << a;
-    }
-    std::vector<int> masks;
-    for (int m = 0; m <= all; ++m)
-        if ((m & ~all) == 0) masks.push_back(m);
-    return masks;
-}
-
-}  // namespace
-
 Result<std::unique_ptr<CudaSlidingWindow>> CudaSlidingWindow::create(
     const std::vector<const engine::Graph*>& graphs, int64_t channels,
-    const CudaSlidingWindowOptions& options) {
+    const engine::SlidingWindowOptions& options) {
     if (graphs.empty()) return invalidArgument("sliding window needs a network");
     for (const engine::Graph* graph : graphs)
         if (graph->inputs.size() != 1 || graph->outputs.empty())
             return invalidArgument("sliding window needs a graph with one input");
-    for (int64_t p : options.patch)
-        if (p <= 0) return invalidArgument("patch size must be positive");
-    if (options.overlap < 0.0 || options.overlap >= 1.0)
-        return invalidArgument(fmt::format("overlap {} must be in [0, 1)", options.overlap));
+    VOXSEG_RETURN_IF_ERROR(validateCudaWindowOptions(options));
     auto impl = std::make_unique<Impl>();
     impl->options = options;
     impl->channels = channels;
-    VOXSEG_ASSIGN_OR_RETURN(impl->flips, flipMasks(options.mirror_axes));
-    VOXSEG_CUDA_CHECK(cudaSetDevice(options.device));
-    engine::CompileOptions copts;
-    copts.precision = options.precision;
-    copts.device_index = options.device;
-    int batch = std::max(1, options.batch);
+    impl->flips = flipMasks(options);
+    const engine::CompileOptions& copts = options.compile;
+    VOXSEG_CUDA_CHECK(cudaSetDevice(copts.device_index));
+    const auto& p = options.patch_size;
+    int batch = options.batch;
     for (;;) {
-        const engine::Shape shape{batch, channels, options.patch[0], options.patch[1],
-                                  options.patch[2]};
+        const engine::Shape shape{batch, channels, p[0], p[1], p[2]};
         impl->graphs.clear();
         Status failed = Status::ok();
         for (const engine::Graph* graph : graphs) {
@@ -200,8 +192,7 @@ Result<std::unique_ptr<CudaSlidingWindow>> CudaSlidingWindow::create(
     impl->batch = batch;
     for (size_t m = 0; m < impl->graphs.size(); ++m) {
         const auto& out = impl->graphs[m]->outputShapes()[0];
-        if (out.size() != 5 || out[2] != options.patch[0] || out[3] != options.patch[1] ||
-            out[4] != options.patch[2])
+        if (out.size() != 5 || out[2] != p[0] || out[3] != p[1] || out[4] != p[2])
             return invalidArgument("network output " + engine::shapeToString(out) +
                                    " does not have the patch size: not a segmentation network");
         if (m == 0) impl->classes = out[1];
@@ -211,11 +202,8 @@ Result<std::unique_ptr<CudaSlidingWindow>> CudaSlidingWindow::create(
                             m + 1, out[1], impl->classes));
     }
     const std::vector<float> importance =
-        options.gaussian
-            ? engine::importanceMap({options.patch[0], options.patch[1], options.patch[2]},
-                                    options.sigma_scale, options.convention)
-            : std::vector<float>(size_t(options.patch[0] * options.patch[1] * options.patch[2]),
-                                 1.0f);
+        options.gaussian ? engine::importanceMap(p, options.sigma_scale, options.convention)
+                         : std::vector<float>(size_t(p[0] * p[1] * p[2]), 1.0f);
     VOXSEG_ASSIGN_OR_RETURN(
         impl->gauss, DeviceBuffer::allocate(importance.size() * sizeof(float), "importance map"));
     VOXSEG_CUDA_CHECK(cudaMemcpy(impl->gauss.data(), importance.data(),
@@ -226,23 +214,28 @@ Result<std::unique_ptr<CudaSlidingWindow>> CudaSlidingWindow::create(
 }
 
 Result<CudaSlidingWindowResult> CudaSlidingWindow::run(const engine::Tensor& image,
-                                                       const Progress& progress) {
-    return impl_->run(image, progress);
+                                                       const Progress& progress,
+                                                       bool return_probabilities) {
+    return impl_->run(image, progress, return_probabilities);
 }
 
 Result<CudaSlidingWindowResult> CudaSlidingWindow::Impl::run(const engine::Tensor& image,
-                                                             const Progress& progress) {
+                                                             const Progress& progress,
+                                                             bool return_probabilities) {
     if (image.rank() != 4 || image.dim(0) != channels || image.dtype() != engine::DType::kFloat32)
         return invalidArgument(fmt::format("image must be float32 [C={}, D, H, W], got {} {}",
                                            channels, engine::dtypeName(image.dtype()),
                                            engine::shapeToString(image.shape())));
-    VOXSEG_CUDA_CHECK(cudaSetDevice(options.device));
+    VOXSEG_ASSIGN_OR_RETURN(CudaWindowPlan plan, planCudaWindow(options, image.shape()));
+    const engine::WindowGrid& grid = plan.grid;
+    const std::vector<std::array<int64_t, 3>>& origins = plan.origins;
+    VOXSEG_CUDA_CHECK(cudaSetDevice(options.compile.device_index));
     // The first member's stream orders the window's work (runBatch syncs the others with it).
     cudaStream_t stream = graphs[0]->stream();
-    const Box size{image.dim(1), image.dim(2), image.dim(3)};
-    const auto& p = options.patch;
-    Box padded{std::max(size.d, p[0]), std::max(size.h, p[1]), std::max(size.w, p[2])};
-    const Box pad{(padded.d - size.d) / 2, (padded.h - size.h) / 2, (padded.w - size.w) / 2};
+    const Box size{grid.dims[0], grid.dims[1], grid.dims[2]};
+    const Box padded{grid.padded[0], grid.padded[1], grid.padded[2]};
+    const Box pad{grid.pad_before[0], grid.pad_before[1], grid.pad_before[2]};
+    const auto& p = grid.patch;
     const int64_t vox = size.d * size.h * size.w;
     const int64_t pvox = padded.d * padded.h * padded.w;
     const int64_t slice = size.h * size.w;
@@ -254,7 +247,7 @@ Result<CudaSlidingWindowResult> CudaSlidingWindow::Impl::run(const engine::Tenso
     VOXSEG_RETURN_IF_ERROR(ensure(labels, size_t(vox) * 2, "labels"));
     VOXSEG_RETURN_IF_ERROR(ensure(pinned_in, image.bytes(), "pinned input"));
     VOXSEG_RETURN_IF_ERROR(ensure(pinned_labels, size_t(vox) * 2, "pinned labels"));
-    if (options.return_probabilities) {
+    if (return_probabilities) {
         VOXSEG_RETURN_IF_ERROR(ensure(probs, size_t(classes * vox) * 4, "probabilities"));
         VOXSEG_RETURN_IF_ERROR(
             ensure(pinned_probs, size_t(classes * vox) * 4, "pinned probabilities"));
@@ -282,22 +275,20 @@ Result<CudaSlidingWindowResult> CudaSlidingWindow::Impl::run(const engine::Tenso
     VOXSEG_CUDA_CHECK(cudaMemsetAsync(accum.data(), 0, size_t(classes * pvox) * 4, stream));
     VOXSEG_CUDA_CHECK(cudaMemsetAsync(weight_sum.data(), 0, size_t(pvox) * 4, stream));
 
-    const auto origins =
-        patchOrigins({padded.d, padded.h, padded.w}, p, options.overlap, options.convention);
     int64_t waited_slab = -1;
     int64_t finished_z = 0;  // unpadded slices already normalised and sent down
     const size_t slab_events = size_t(slabs);
     size_t download_events = 0;
     CudaSlidingWindowResult result;
     result.batch = batch;
-    result.patches = int64_t(origins.size());
+    result.grid = grid;
     auto finalize = [&](int64_t z_end) -> Status {
         z_end = std::min(z_end, size.d);
         if (z_end <= finished_z) return Status::ok();
         VOXSEG_RETURN_IF_ERROR(launchNormalizeArgmax(
             accum.as<float>(), weight_sum.as<float>(), classes, size, pad, padded, finished_z,
-            z_end, options.return_probabilities ? probs.as<float>() : nullptr,
-            labels.as<uint16_t>(), stream));
+            z_end, return_probabilities ? probs.as<float>() : nullptr, labels.as<uint16_t>(),
+            stream));
         VOXSEG_ASSIGN_OR_RETURN(cudaEvent_t e, event(slab_events + download_events++));
         VOXSEG_CUDA_CHECK(cudaEventRecord(e, stream));
         VOXSEG_CUDA_CHECK(cudaStreamWaitEvent(copy_stream, e, 0));
@@ -305,7 +296,7 @@ Result<CudaSlidingWindowResult> CudaSlidingWindow::Impl::run(const engine::Tenso
                                           labels.as<uint16_t>() + finished_z * slice,
                                           size_t((z_end - finished_z) * slice) * 2,
                                           cudaMemcpyDeviceToHost, copy_stream));
-        if (options.return_probabilities) {
+        if (return_probabilities) {
             for (int64_t k = 0; k < classes; ++k) {
                 const size_t off = size_t(k * vox + finished_z * slice);
                 VOXSEG_CUDA_CHECK(cudaMemcpyAsync(
@@ -345,7 +336,7 @@ Result<CudaSlidingWindowResult> CudaSlidingWindow::Impl::run(const engine::Tenso
 
     result.labels.resize(size_t(vox));
     std::memcpy(result.labels.data(), pinned_labels.data(), size_t(vox) * 2);
-    if (options.return_probabilities) {
+    if (return_probabilities) {
         result.probabilities =
             engine::Tensor(engine::DType::kFloat32, {classes, size.d, size.h, size.w});
         std::memcpy(result.probabilities.raw(), pinned_probs.data(), size_t(classes * vox) * 4);
@@ -361,32 +352,22 @@ namespace {
 // logits (the pipeline resamples them to the input grid on the host).
 class CudaVolumeInference final : public engine::VolumeInference {
   public:
-    CudaVolumeInference(std::unique_ptr<CudaSlidingWindow> window,
-                        const engine::SlidingWindowOptions& options)
-        : window_(std::move(window)),
-          patch_(options.patch_size),
-          overlap_(options.overlap),
-          convention_(options.convention) {}
+    explicit CudaVolumeInference(std::unique_ptr<CudaSlidingWindow> window)
+        : window_(std::move(window)) {}
 
     Result<engine::Tensor> run(const engine::Tensor& image, const Progress& progress,
                                engine::SlidingWindowStats* stats) override {
         const auto t0 = std::chrono::steady_clock::now();
-        VOXSEG_ASSIGN_OR_RETURN(CudaSlidingWindowResult r, window_->run(image, progress));
+        VOXSEG_ASSIGN_OR_RETURN(CudaSlidingWindowResult r, window_->run(image, progress, true));
         if (stats) {
             *stats = {};
-            stats->patches = r.patches;
+            stats->patches = r.grid.num_windows;
             stats->forward_passes = r.forward_passes;
             stats->seconds =
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            int64_t padded_voxels = 1;
-            for (int a = 0; a < 3; ++a) {
-                const int64_t padded = std::max(image.dim(a + 1), patch_[size_t(a)]);
-                padded_voxels *= padded;
-                stats->grid.push_back(int64_t(
-                    engine::windowStarts(padded, patch_[size_t(a)], overlap_, convention_).size()));
-            }
+            for (const auto& starts : r.grid.starts) stats->grid.push_back(int64_t(starts.size()));
             // On the device: K class sums + one weight volume, float32.
-            stats->accumulator_bytes = size_t((window_->numClasses() + 1) * padded_voxels) * 4;
+            stats->accumulator_bytes = size_t((window_->numClasses() + 1) * r.grid.voxels) * 4;
             stats->workspace_bytes = window_->workspaceBytes();
         }
         return std::move(r.probabilities);
@@ -397,43 +378,26 @@ class CudaVolumeInference final : public engine::VolumeInference {
 
   private:
     std::unique_ptr<CudaSlidingWindow> window_;
-    std::vector<int64_t> patch_;
-    double overlap_;
-    engine::WindowConvention convention_;
 };
 
 }  // namespace
 
 Result<std::unique_ptr<engine::VolumeInference>> makeCudaVolumeInference(
     const std::vector<const engine::Graph*>& graphs, int64_t channels,
-    const engine::SlidingWindowOptions& options, int device) {
-    VOXSEG_RETURN_IF_ERROR(engine::validateSlidingWindowOptions(options, {}));
-    if (options.patch_size.size() != 3)
-        return unsupported("the cuda sliding window runs 3D patches; patch_size " +
-                           engine::shapeToString(options.patch_size) + " is not 3D");
-    CudaSlidingWindowOptions o;
-    for (int a = 0; a < 3; ++a) o.patch[size_t(a)] = options.patch_size[size_t(a)];
-    o.overlap = options.overlap;
-    o.gaussian = options.gaussian;
-    o.sigma_scale = float(options.sigma_scale);
-    o.mirror_axes = options.mirror_axes;
-    o.convention = options.convention;
-    o.batch = options.batch;
-    o.precision = options.compile.precision;
-    o.device = device;
-    o.return_probabilities = true;
-    VOXSEG_ASSIGN_OR_RETURN(auto window, CudaSlidingWindow::create(graphs, channels, o));
+    const engine::SlidingWindowOptions& options) {
+    VOXSEG_ASSIGN_OR_RETURN(auto window, CudaSlidingWindow::create(graphs, channels, options));
     return std::unique_ptr<engine::VolumeInference>(
-        std::make_unique<CudaVolumeInference>(std::move(window), options));
+        std::make_unique<CudaVolumeInference>(std::move(window)));
 }
 
 Result<CudaSlidingWindowResult> slidingWindowCuda(const engine::Graph& graph,
                                                   const engine::Tensor& image,
-                                                  const CudaSlidingWindowOptions& options,
-                                                  const Progress& progress) {
+                                                  const engine::SlidingWindowOptions& options,
+                                                  const Progress& progress,
+                                                  bool return_probabilities) {
     if (image.rank() != 4) return invalidArgument("image must be [C, D, H, W]");
     VOXSEG_ASSIGN_OR_RETURN(auto window, CudaSlidingWindow::create(graph, image.dim(0), options));
-    return window->run(image, progress);
+    return window->run(image, progress, return_probabilities);
 }
 
 }  // namespace voxseg::cuda

@@ -11,9 +11,12 @@
 // This is the path `voxseg segment --device cuda` takes: the cuda backend's
 // Backend::makeSlidingWindow returns makeCudaVolumeInference's adapter.
 //
-// The patch grid, the importance map and the zero padding of volumes smaller than a patch are the
-// host sliding window's (engine/inference/sliding_window.h: windowStarts, importanceMap, nnU-Net or
-// MONAI convention), so that CPU and GPU results differ only by arithmetic.
+// It takes the host window's options (engine::SlidingWindowOptions, 3D patches; precision and GPU
+// from options.compile) and its geometry (engine/inference/window_geometry.h: the option checks,
+// the zero padding of volumes smaller than a patch, the patch grid and the mirrored copies) and
+// importance map (engine::importanceMap), so that CPU and GPU results differ only by arithmetic.
+// The device sums in float32 whatever options.accumulator and options.accumulation say, the
+// mirrored copies in the normalized order (engine::flipSets).
 //
 // Ownership: CudaSlidingWindow owns its compiled graph and device buffers. One thread at a time.
 // Units: voxels (network axis order D, H, W); the image is float32 C,D,H,W, already normalised.
@@ -25,6 +28,7 @@
 #include "engine/graph/graph.h"
 #include "engine/graph/tensor.h"
 #include "engine/inference/sliding_window.h"
+#include "engine/inference/window_geometry.h"
 
 #include <array>
 #include <cstdint>
@@ -33,45 +37,47 @@
 
 namespace voxseg::cuda {
 
-struct CudaSlidingWindowOptions {
-    std::array<int64_t, 3> patch{128, 128, 128};
-    double overlap = 0.5;
-    bool gaussian = true;  // false: every voxel of a patch weighs 1
-    float sigma_scale = 0.125f;
-    std::vector<int> mirror_axes;  // spatial axes (0 = D, 1 = H, 2 = W) mirrored for TTA
-    engine::WindowConvention convention = engine::WindowConvention::kNnUNet;
-    int batch = 2;  // patches per network run; halved on out-of-memory (with a warning)
-    engine::Precision precision = engine::Precision::kBFloat16;
-    int device = 0;
-    bool return_probabilities = false;  // also download the averaged logits (K,D,H,W float32)
-};
-
 struct CudaSlidingWindowResult {
     std::vector<uint16_t> labels;  // D*H*W, argmax over classes
     engine::Tensor probabilities;  // K,D,H,W weight-averaged logits, when asked for
-    int64_t patches = 0;
-    int64_t forward_passes = 0;  // network runs (batches x members x flips)
-    int batch = 0;               // batch actually used
+    engine::WindowGrid grid;       // the windows it ran (padding, starts, num_windows)
+    int64_t forward_passes = 0;    // network runs (batches x members x flips)
+    int batch = 0;                 // batch actually used
 };
 
-// Patch start positions (z, y, x) over a (padded) volume, z-major (engine::windowStarts per axis).
-std::vector<std::array<int64_t, 3>> patchOrigins(
-    const std::array<int64_t, 3>& padded, const std::array<int64_t, 3>& patch, double overlap,
-    engine::WindowConvention convention = engine::WindowConvention::kNnUNet);
+// The CUDA window's option checks: the host window's (engine::validateSlidingWindowOptions, same
+// messages) and 3D patches (kUnsupported otherwise).
+Status validateCudaWindowOptions(const engine::SlidingWindowOptions& options);
+
+// What the CUDA window runs over one image, planned on the host from the shared geometry; pure,
+// so it is tested without a GPU.
+struct CudaWindowPlan {
+    engine::WindowGrid grid;  // engine::windowGrid: padding and starts per axis
+    // engine::gridOrigin of every window in the padded volume, in order: z-major, so z never
+    // decreases along the list (the early download of finished slices relies on it).
+    std::vector<std::array<int64_t, 3>> origins;
+    // engine::flipSets (ascending, identity first): bit a mirrors spatial axis a (0 = D).
+    std::vector<int> flips;
+};
+Result<CudaWindowPlan> planCudaWindow(const engine::SlidingWindowOptions& options,
+                                      const engine::Shape& image_shape);
 
 class CudaSlidingWindow {
   public:
     // Compiles `graph` (one input N,C,pd,ph,pw; the first output gives the classes) for
-    // options.batch patches, halving the batch on out-of-memory down to 1.
+    // options.batch patches in options.compile.precision on GPU options.compile.device_index,
+    // halving the batch on out-of-memory down to 1.
     static Result<std::unique_ptr<CudaSlidingWindow>> create(
-        const engine::Graph& graph, int64_t channels, const CudaSlidingWindowOptions& options);
+        const engine::Graph& graph, int64_t channels, const engine::SlidingWindowOptions& options);
     // An ensemble: every graph runs on each batch; their outputs must agree in classes.
     static Result<std::unique_ptr<CudaSlidingWindow>> create(
         const std::vector<const engine::Graph*>& graphs, int64_t channels,
-        const CudaSlidingWindowOptions& options);
+        const engine::SlidingWindowOptions& options);
     ~CudaSlidingWindow();
 
-    Result<CudaSlidingWindowResult> run(const engine::Tensor& image, const Progress& progress = {});
+    // image: float32 [C, D, H, W]. return_probabilities: also download the averaged logits.
+    Result<CudaSlidingWindowResult> run(const engine::Tensor& image, const Progress& progress = {},
+                                        bool return_probabilities = false);
 
     int batch() const;
     int64_t numClasses() const;
@@ -88,17 +94,18 @@ class CudaSlidingWindow {
     std::unique_ptr<Impl> impl_;
 };
 
-// The VolumeInference (engine/inference/sliding_window.h) of `voxseg segment --device cuda`: the
-// host window's options (patch rank 3; the host accumulator type does not apply: the device sums in
-// float32) on GPU `device`; run() returns the K,D,H,W weighted-mean logits and fills the stats.
+// The VolumeInference (engine/inference/sliding_window.h) of `voxseg segment --device cuda`: a
+// CudaSlidingWindow with the host window's options; run() returns the K,D,H,W weighted-mean
+// logits (float32) and fills the stats.
 Result<std::unique_ptr<engine::VolumeInference>> makeCudaVolumeInference(
     const std::vector<const engine::Graph*>& graphs, int64_t channels,
-    const engine::SlidingWindowOptions& options, int device);
+    const engine::SlidingWindowOptions& options);
 
 // One call: create + run.
 Result<CudaSlidingWindowResult> slidingWindowCuda(const engine::Graph& graph,
                                                   const engine::Tensor& image,
-                                                  const CudaSlidingWindowOptions& options,
-                                                  const Progress& progress = {});
+                                                  const engine::SlidingWindowOptions& options,
+                                                  const Progress& progress = {},
+                                                  bool return_probabilities = false);
 
 }  // namespace voxseg::cuda

@@ -8,6 +8,7 @@
 #include "cuda/cuda_backend.h"
 #include "cuda/kernels_math.h"
 #include "engine/inference/sliding_window.h"
+#include "engine/inference/window_geometry.h"
 #include "tests/engine/op_cases.h"
 
 #include <gtest/gtest.h>
@@ -44,16 +45,14 @@ engine::Graph smallUNet() {
     return b.graph();
 }
 
-// Host oracle: the engine's sliding window (same grid, importance map and padding) on the
-// reference backend (plain fp32 loops).
-Tensor hostWindow(const engine::Graph& graph, const Tensor& image, const std::array<int64_t, 3>& p,
-                  double overlap, float sigma_scale) {
+// Host oracle: the engine's sliding window with the same options (same grid, importance map and
+// padding: engine/inference/window_geometry.h) on the reference backend (plain fp32 loops), one
+// patch per batch.
+Tensor hostWindow(const engine::Graph& graph, const Tensor& image,
+                  engine::SlidingWindowOptions options) {
     auto reference = engine::makeReferenceBackend();
-    engine::SlidingWindowOptions options;
-    options.patch_size = {p[0], p[1], p[2]};
-    options.overlap = overlap;
-    options.sigma_scale = sigma_scale;
     options.batch = 1;
+    options.compile = {};
     auto result = engine::slidingWindowInference(*reference, graph, image, options);
     EXPECT_TRUE(result.isOk()) << result.status().toString();
     return result.isOk() ? std::move(result).value() : Tensor();
@@ -73,15 +72,18 @@ TEST_P(CudaSlidingWindowTest, MatchesHostWindowOnReferenceBackend) {
     const WindowCase& wc = GetParam();
     const engine::Graph graph = smallUNet();
     const Tensor image = engine::testing::seededTensor(wc.image, 99, -2.0f, 2.0f);
-    const std::array<int64_t, 3> patch{32, 32, 32};
-    CudaSlidingWindowOptions options;
-    options.patch = patch;
+    engine::SlidingWindowOptions options;
+    options.patch_size = {32, 32, 32};
     options.batch = wc.batch;
-    options.precision = wc.precision;
-    options.return_probabilities = true;
-    auto gpu = slidingWindowCuda(graph, image, options);
+    options.compile.precision = wc.precision;
+    auto gpu = slidingWindowCuda(graph, image, options, {}, /*return_probabilities=*/true);
     ASSERT_TRUE(gpu.isOk()) << gpu.status().toString();
-    const Tensor host = hostWindow(graph, image, patch, options.overlap, options.sigma_scale);
+    // The device ran the shared geometry's grid for this image.
+    const engine::WindowGrid grid =
+        engine::windowGrid(options, {wc.image.begin() + 1, wc.image.end()});
+    EXPECT_EQ(gpu->grid.starts, grid.starts);
+    EXPECT_EQ(gpu->grid.pad_before, grid.pad_before);
+    const Tensor host = hostWindow(graph, image, options);
 
     const int64_t voxels = wc.image[1] * wc.image[2] * wc.image[3];
     ASSERT_EQ(int64_t(gpu->labels.size()), voxels);
@@ -102,9 +104,9 @@ TEST_P(CudaSlidingWindowTest, MatchesHostWindowOnReferenceBackend) {
                                << max_abs;
     if (wc.precision == Precision::kFloat32) EXPECT_LE(max_abs, kLogitTolFp32);
     std::cout << "[          ] " << engine::precisionName(wc.precision) << " image "
-              << engine::shapeToString(wc.image) << " batch " << gpu->batch << ": " << gpu->patches
-              << " patches, label agreement " << agreement * 100 << " %, max abs logit diff "
-              << max_abs << "\n";
+              << engine::shapeToString(wc.image) << " batch " << gpu->batch << ": "
+              << gpu->grid.num_windows << " patches, label agreement " << agreement * 100
+              << " %, max abs logit diff " << max_abs << "\n";
 }
 
 INSTANTIATE_TEST_SUITE_P(Volumes, CudaSlidingWindowTest,
@@ -163,10 +165,16 @@ TEST(CudaSlidingWindow, BackendWindowWithEnsembleAndMirroringMatchesHost) {
 TEST(CudaSlidingWindow, RejectsWrongImage) {
     auto backend = makeCudaBackend();
     if (!backend.isOk()) GTEST_SKIP() << "no usable GPU: " << backend.status().toString();
-    CudaSlidingWindowOptions options;
-    options.patch = {32, 32, 32};
+    engine::SlidingWindowOptions options;
+    options.patch_size = {32, 32, 32};
     auto r = slidingWindowCuda(smallUNet(), engine::testing::seededTensor({1, 10, 10}, 1), options);
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().toString();
+    // Options are checked by the host window's rules, with its messages, before any GPU work.
+    options.mirror_axes = {3};
+    auto window = CudaSlidingWindow::create(smallUNet(), 1, options);
+    ASSERT_FALSE(window.isOk());
+    EXPECT_EQ(window.status().message(),
+              engine::validateSlidingWindowOptions(options, {}).message());
 }
 
 }  // namespace
