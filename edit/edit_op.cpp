@@ -1,10 +1,13 @@
 #include "edit/edit_op.h"
 
+#include "core/json_object.h"
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
-#include <set>
+#include <limits>
+#include <string_view>
 
 namespace voxseg::edit {
 namespace {
@@ -83,52 +86,52 @@ std::string overwriteName(const Overwrite& o) {
 
 Json point(const Vec3& p) { return Json::array({p[0], p[1], p[2]}); }
 
-// Keys each op accepts (besides "op").
-std::set<std::string> allowedKeys(const EditOp& op) {
+// Keys each op accepts.
+std::vector<std::string_view> allowedKeys(const EditOp& op) {
     switch (op.kind) {
         case OpKind::kPaint:
         case OpKind::kErase:
-            return {"shape", "plane", "center_mm", "stroke_mm", "radius_mm",
-                    "label", "min",   "max",       "overwrite"};
+            return {"op",        "shape", "plane", "center_mm", "stroke_mm",
+                    "radius_mm", "label", "min",   "max",       "overwrite"};
         case OpKind::kThreshold:
-            return {"label", "min", "max", "overwrite", "plane", "point_mm"};
+            return {"op", "label", "min", "max", "overwrite", "plane", "point_mm"};
         case OpKind::kFloodFill:
-            return {"label", "seed_mm", "min", "max", "overwrite", "plane", "connectivity"};
+            return {"op", "label", "seed_mm", "min", "max", "overwrite", "plane", "connectivity"};
         case OpKind::kLevelTrace:
-            return {"label", "seed_mm", "plane", "overwrite"};
+            return {"op", "label", "seed_mm", "plane", "overwrite"};
         case OpKind::kFillBetweenSlices:
-            return {"label", "plane", "overwrite"};
+            return {"op", "label", "plane", "overwrite"};
         case OpKind::kIslands:
-            return {"label", "mode", "min_ml", "connectivity"};
+            return {"op", "label", "mode", "min_ml", "connectivity"};
         case OpKind::kMedian:
         case OpKind::kOpening:
         case OpKind::kClosing:
-            return {"label", "radius_mm", "overwrite"};
+            return {"op", "label", "radius_mm", "overwrite"};
         case OpKind::kMargin:
-            return {"label", "margin_mm", "overwrite"};
+            return {"op", "label", "margin_mm", "overwrite"};
         case OpKind::kLogical:
-            return {"operation", "label", "other"};
+            return {"op", "operation", "label", "other"};
         case OpKind::kUndo:
         case OpKind::kRedo:
-            return {};
+            return {"op"};
     }
-    return {};
+    return {"op"};
 }
 
+// The value checks of one op line beyond core/json_object.h's: points, labels, planes, the
+// overwrite policy, the intensity range and the connectivity. Errors name the key
+// ("key \"radius_mm\": ...").
 class Parser {
   public:
-    explicit Parser(const Json& j) : j_(j) {}
+    explicit Parser(JsonObject& o) : o_(o) {}
 
     Status error(const std::string& key, const std::string& what) const {
-        return invalidArgument(fmt::format("key \"{}\": {}", key, what));
+        return o_.error(key, what);
     }
-    bool has(const std::string& key) const { return j_.contains(key); }
+    bool has(const std::string& key) const { return o_.has(key); }
 
     Status number(const std::string& key, double& out) const {
-        const Json& v = j_.at(key);
-        if (!v.is_number()) return error(key, "expected a number, got " + v.dump());
-        out = v.get<double>();
-        if (!std::isfinite(out)) return error(key, "not a finite number");
+        VOXSEG_ASSIGN_OR_RETURN(out, o_.number(key, -kAny, kAny));
         return {};
     }
     Status positive(const std::string& key, double& out) const {
@@ -137,45 +140,35 @@ class Parser {
         return {};
     }
     Status integer(const std::string& key, int& out, int lo, int hi) const {
-        const Json& v = j_.at(key);
-        if (!v.is_number_integer()) return error(key, "expected an integer, got " + v.dump());
-        const int64_t x = v.get<int64_t>();
-        if (x < lo || x > hi)
-            return error(key, fmt::format("must be in [{}, {}] (got {})", lo, hi, x));
+        VOXSEG_ASSIGN_OR_RETURN(const int64_t x, o_.integer(key, lo, hi));
         out = static_cast<int>(x);
         return {};
     }
     Status label(const std::string& key, int& out, int lo) const {
-        if (!has(key)) return error(key, "missing");
         return integer(key, out, lo, 65535);
     }
     Status point(const std::string& key, Vec3& out) const {
-        const Json& v = j_.at(key);
-        if (!v.is_array() || v.size() != 3)
-            return error(key, "expected [x, y, z] in mm, got " + v.dump());
-        for (int a = 0; a < 3; ++a) {
-            if (!v[a].is_number()) return error(key, "expected [x, y, z] in mm, got " + v.dump());
-            out[a] = v[a].get<double>();
-            if (!std::isfinite(out[a])) return error(key, "not finite");
-        }
+        const nlohmann::json* v = o_.value(key);
+        if (!v) return error(key, "missing");
+        if (!isPoint(*v))
+            return error(key, "expected [x, y, z] in mm, got " + JsonDocument::shortDump(*v));
+        out = {(*v)[0].get<double>(), (*v)[1].get<double>(), (*v)[2].get<double>()};
         return {};
     }
     Status points(const std::string& key, std::vector<Vec3>& out) const {
-        const Json& v = j_.at(key);
-        if (!v.is_array() || v.empty())
+        const nlohmann::json* v = o_.value(key);
+        if (!v || !v->is_array() || v->empty())
             return error(key, "expected a non-empty list of [x, y, z] points in mm");
-        for (const Json& p : v) {
-            if (!p.is_array() || p.size() != 3 || !p[0].is_number() || !p[1].is_number() ||
-                !p[2].is_number())
-                return error(key, "expected [x, y, z] points in mm, got " + p.dump());
+        for (const nlohmann::json& p : *v) {
+            if (!isPoint(p))
+                return error(key,
+                             "expected [x, y, z] points in mm, got " + JsonDocument::shortDump(p));
             out.push_back({p[0].get<double>(), p[1].get<double>(), p[2].get<double>()});
         }
         return {};
     }
     Status string(const std::string& key, std::string& out) const {
-        const Json& v = j_.at(key);
-        if (!v.is_string()) return error(key, "expected a string, got " + v.dump());
-        out = v.get<std::string>();
+        VOXSEG_ASSIGN_OR_RETURN(out, o_.string(key));
         return {};
     }
     Status plane(Plane& out) const {
@@ -236,7 +229,12 @@ class Parser {
     }
 
   private:
-    const Json& j_;
+    static bool isPoint(const nlohmann::json& p) {
+        return p.is_array() && p.size() == 3 && p[0].is_number() && p[1].is_number() &&
+               p[2].is_number();
+    }
+    static constexpr double kAny = std::numeric_limits<double>::max();
+    JsonObject& o_;
 };
 
 // paint and erase: a sphere or a disk in a plane, at one point or along a stroke.
@@ -492,16 +490,14 @@ std::string toJsonLine(const EditOp& op) {
 }
 
 Result<EditOp> parseEditOp(const std::string& line) {
-    Json j;
+    nlohmann::json j;
     try {
-        j = Json::parse(line);
-    } catch (const Json::exception& e) {  // parse_error, or out_of_range.406 (1e999)
+        j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range.406 (1e999)
         return invalidArgument(std::string("not JSON: ") + e.what());
     }
-    if (!j.is_object()) return invalidArgument("expected a JSON object {\"op\": ...}");
-    if (!j.contains("op")) return invalidArgument("key \"op\": missing");
-    if (!j["op"].is_string()) return invalidArgument("key \"op\": expected a string");
-    const std::string name = j["op"].get<std::string>();
+    VOXSEG_ASSIGN_OR_RETURN(JsonObject o, JsonObject::wrap(j, "", {.quote = '"'}));
+    VOXSEG_ASSIGN_OR_RETURN(const std::string name, o.string("op"));
     EditOp op;
     bool known = false;
     for (const Name& n : kOpNames) {
@@ -513,15 +509,10 @@ Result<EditOp> parseEditOp(const std::string& line) {
     if (!known) {
         std::string names;
         for (const Name& n : kOpNames) names += std::string(names.empty() ? "" : ", ") + n.name;
-        return invalidArgument("key \"op\": unknown op \"" + name + "\" (known: " + names + ")");
+        return o.error("op", "unknown op \"" + name + "\" (known: " + names + ")");
     }
-    const std::set<std::string> allowed = allowedKeys(op);
-    for (const auto& item : j.items()) {
-        if (item.key() != "op" && !allowed.count(item.key()))
-            return invalidArgument(
-                fmt::format("key \"{}\": unknown for op \"{}\"", item.key(), name));
-    }
-    VOXSEG_RETURN_IF_ERROR(parseFields(Parser(j), op));
+    VOXSEG_RETURN_IF_ERROR(o.onlyKeys(allowedKeys(op)));
+    VOXSEG_RETURN_IF_ERROR(parseFields(Parser(o), op));
     return op;
 }
 

@@ -2,6 +2,7 @@
 
 #include "core/atomic_file.h"
 #include "core/file_io.h"
+#include "core/json_object.h"
 #include "io/image_io.h"
 
 #include <fmt/format.h>
@@ -24,18 +25,42 @@ Json conceptJson(const CodedConcept& c) {
     return Json{{"code", c.code}, {"scheme", c.scheme}, {"meaning", c.meaning}};
 }
 
-Result<CodedConcept> conceptFrom(const Json& j, const std::string& where) {
-    if (!j.is_object()) return invalidArgument(where + ": must be an object");
+// {"code", "scheme", "meaning"}: strings, the code not empty.
+Result<CodedConcept> conceptFrom(JsonObject& o) {
     CodedConcept c;
-    for (const char* key : {"code", "scheme", "meaning"}) {
-        if (!j.contains(key) || !j[key].is_string())
-            return invalidArgument(fmt::format("{}: key \"{}\" must be a string", where, key));
-    }
-    c.code = j["code"].get<std::string>();
-    c.scheme = j["scheme"].get<std::string>();
-    c.meaning = j["meaning"].get<std::string>();
-    if (c.code.empty()) return invalidArgument(where + ": empty code");
+    VOXSEG_ASSIGN_OR_RETURN(c.code, o.string("code"));
+    VOXSEG_ASSIGN_OR_RETURN(c.scheme, o.string("scheme"));
+    VOXSEG_ASSIGN_OR_RETURN(c.meaning, o.string("meaning"));
+    if (c.code.empty()) return o.error("code", "must not be empty");
     return c;
+}
+
+// One entry of "segments".
+Result<SegmentMeta> segmentFrom(JsonObject& o) {
+    VOXSEG_RETURN_IF_ERROR(o.onlyKeys(
+        {"value", "name", "color", "category", "type", "review_status", "algorithm_type"}));
+    SegmentMeta m;
+    VOXSEG_ASSIGN_OR_RETURN(const int64_t value, o.integer("value", 1, 65535));
+    m.value = static_cast<int>(value);
+    VOXSEG_ASSIGN_OR_RETURN(m.name, o.string("name"));
+    const nlohmann::json* c = o.value("color");
+    if (!c || !c->is_array() || c->size() != 3) return o.error("color", "must be [r, g, b]");
+    for (size_t i = 0; i < 3; ++i) {
+        VOXSEG_ASSIGN_OR_RETURN(
+            const int64_t v,
+            o.document().integer((*c)[i], JsonDocument::index(o.keyPath("color"), i), 0, 255));
+        m.color[i] = static_cast<uint8_t>(v);
+    }
+    VOXSEG_ASSIGN_OR_RETURN(JsonObject category, o.object("category"));
+    VOXSEG_ASSIGN_OR_RETURN(m.category, conceptFrom(category));
+    VOXSEG_ASSIGN_OR_RETURN(JsonObject type, o.object("type"));
+    VOXSEG_ASSIGN_OR_RETURN(m.type, conceptFrom(type));
+    VOXSEG_ASSIGN_OR_RETURN(const std::string status, o.string("review_status"));
+    auto parsed = parseReviewStatus(status);
+    if (!parsed.isOk()) return o.error("review_status", parsed.status().message());
+    m.status = *parsed;
+    VOXSEG_ASSIGN_OR_RETURN(m.algorithm_type, o.string("algorithm_type", ""));
+    return m;
 }
 
 bool sameConcept(const CodedConcept& a, const CodedConcept& b) {
@@ -103,9 +128,9 @@ std::string segmentsToJson(const std::vector<SegmentMeta>& segments) {
 }
 
 Result<std::vector<SegmentMeta>> segmentsFromJson(const std::string& text) {
-    Json root;
+    nlohmann::json root;
     try {
-        root = Json::parse(text);
+        root = nlohmann::json::parse(text);
     } catch (const std::exception& e) {
         return invalidArgument(std::string("not JSON: ") + e.what());
     }
@@ -114,47 +139,11 @@ Result<std::vector<SegmentMeta>> segmentsFromJson(const std::string& text) {
             fmt::format("not a label sidecar: \"format\" must be \"{}\"", kFormat));
     if (!root.contains("version") || root["version"] != 1)
         return unsupported("label sidecar version must be 1");
-    if (!root.contains("segments") || !root["segments"].is_array())
-        return invalidArgument("key \"segments\" must be an array");
+    VOXSEG_ASSIGN_OR_RETURN(JsonObject o, JsonObject::wrap(root, "", {.quote = '"'}));
+    VOXSEG_ASSIGN_OR_RETURN(std::vector<JsonObject> segments, o.objects("segments"));
     std::vector<SegmentMeta> out;
-    int n = 0;
-    for (const Json& j : root["segments"]) {
-        const std::string where = fmt::format("segments[{}]", n++);
-        if (!j.is_object()) return invalidArgument(where + ": must be an object");
-        for (const auto& [key, value] : j.items()) {
-            static const char* known[] = {"value", "name",          "color",         "category",
-                                          "type",  "review_status", "algorithm_type"};
-            if (std::find(std::begin(known), std::end(known), key) == std::end(known))
-                return invalidArgument(fmt::format("{}: unknown key \"{}\"", where, key));
-        }
-        SegmentMeta m;
-        if (!j.contains("value") || !j["value"].is_number_integer() || j["value"] < 1 ||
-            j["value"] > 65535)
-            return invalidArgument(where + ": key \"value\" must be an integer in [1, 65535]");
-        m.value = j["value"].get<int>();
-        if (!j.contains("name") || !j["name"].is_string())
-            return invalidArgument(where + ": key \"name\" must be a string");
-        m.name = j["name"].get<std::string>();
-        const Json& c = j.value("color", Json());
-        if (!c.is_array() || c.size() != 3)
-            return invalidArgument(where + ": key \"color\" must be [r, g, b]");
-        for (int i = 0; i < 3; ++i) {
-            if (!c[i].is_number_integer() || c[i] < 0 || c[i] > 255)
-                return invalidArgument(where + ": key \"color\" values must be 0..255");
-            m.color[i] = c[i].get<uint8_t>();
-        }
-        VOXSEG_ASSIGN_OR_RETURN(
-            m.category, conceptFrom(j.value("category", Json()), where + ": key \"category\""));
-        VOXSEG_ASSIGN_OR_RETURN(m.type,
-                                conceptFrom(j.value("type", Json()), where + ": key \"type\""));
-        if (!j.contains("review_status") || !j["review_status"].is_string())
-            return invalidArgument(where + ": key \"review_status\" must be a string");
-        VOXSEG_ASSIGN_OR_RETURN(m.status, parseReviewStatus(j["review_status"].get<std::string>()));
-        if (j.contains("algorithm_type")) {
-            if (!j["algorithm_type"].is_string())
-                return invalidArgument(where + ": key \"algorithm_type\" must be a string");
-            m.algorithm_type = j["algorithm_type"].get<std::string>();
-        }
+    for (JsonObject& s : segments) {
+        VOXSEG_ASSIGN_OR_RETURN(SegmentMeta m, segmentFrom(s));
         out.push_back(std::move(m));
     }
     return out;

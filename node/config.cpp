@@ -1,7 +1,7 @@
 #include "node/config.h"
 
 #include "core/file_io.h"
-#include "node/json_object.h"
+#include "core/json_object.h"
 
 #include <fmt/format.h>
 
@@ -240,7 +240,8 @@ Result<NodeConfig> parseNodeConfig(const std::string& text, const std::string& f
     } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range.406
         return invalidArgument(std::string("not valid JSON: ") + e.what(), file);
     }
-    VOXSEG_ASSIGN_OR_RETURN(JsonObject root, JsonObject::wrap(j, "", file));
+    VOXSEG_ASSIGN_OR_RETURN(JsonObject root,
+                            JsonObject::wrap(j, "", {.subject = file, .help = "see docs/node.md"}));
     NodeConfig c;
     c.file = file;
     VOXSEG_RETURN_IF_ERROR(readRoot(root, base_dir, c));

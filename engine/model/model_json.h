@@ -1,15 +1,17 @@
-// Reading and writing model.json, internal to engine/: the typed JSON reader that names every
-// key path in its errors, the v1 value readers/writers shared by both format versions
-// (engine/model/model_json.cpp), and the format version 2 stage readers/writers and stage network
-// loading (engine/model/model_stages.cpp). engine/model/model_package.cpp holds the public entry
-// points.
+// Reading and writing model.json, internal to engine/: the reader that keeps the first error of
+// core/json_object.h's checks (every message names the key path), the v1 value readers/writers
+// shared by both format versions (engine/model/model_json.cpp), and the format version 2 stage
+// readers/writers and stage network loading (engine/model/model_stages.cpp).
+// engine/model/model_package.cpp holds the public entry points.
 #pragma once
 
+#include "core/json_object.h"
 #include "engine/model/model_package.h"
 
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,39 +20,28 @@ namespace voxseg::engine::detail {
 
 using nlohmann::json;
 
-inline const char* jsonTypeName(const json& j) {
-    if (j.is_null()) return "null";
-    if (j.is_boolean()) return "a boolean";
-    if (j.is_number_integer() || j.is_number_unsigned()) return "an integer";
-    if (j.is_number()) return "a number";
-    if (j.is_string()) return "a string";
-    if (j.is_array()) return "an array";
-    return "an object";
-}
+inline const char* jsonTypeName(const json& j) { return JsonDocument::typeName(j); }
+inline std::string shortDump(const json& j) { return JsonDocument::shortDump(j); }
 
-inline std::string shortDump(const json& j) {
-    std::string s = j.dump();
-    if (s.size() > 60) s = s.substr(0, 57) + "...";
-    return s;
-}
-
-// Reads typed values out of model.json, remembering the first error. Every accessor names the
-// key path ("labels[2].color") and what was expected.
+// Reads typed values out of model.json, remembering the first error (so the readers of a format
+// with many keys read on without a check after each value). The checks and the messages are
+// core/json_object.h's: every accessor names the key path ("labels[2].color") and what was
+// expected; keys starting with '_' are free for comments.
 class Reader {
   public:
-    explicit Reader(std::string source) : source_(std::move(source)) {}
+    explicit Reader(std::string source)
+        : doc_{.subject = std::move(source),
+               .document = "model.json ",
+               .quote = '\'',
+               .help = "see docs/model-package.md for the format",
+               .comment_keys = true} {}
 
     bool ok() const { return status_.isOk(); }
     const Status& status() const { return status_; }
 
-    void fail(const std::string& key, const std::string& what) {
-        if (!status_.isOk()) return;
-        status_ = invalidArgument(
-            "model.json key '" + key + "': " + what + " (see docs/model-package.md for the format)",
-            source_);
-    }
+    void fail(const std::string& key, const std::string& what) { record(doc_.error(key, what)); }
     void failType(const std::string& key, const std::string& expected, const json& got) {
-        fail(key, "expected " + expected + ", got " + jsonTypeName(got) + " " + shortDump(got));
+        record(doc_.typeError(key, expected, got));
     }
 
     // The member, or nullptr (with an error when required).
@@ -64,89 +55,53 @@ class Reader {
         return &*it;
     }
 
-    // Rejects keys not in `allowed` (typos such as "overlapp" would otherwise be ignored);
-    // keys starting with '_' are free for comments and extensions.
+    // Rejects keys not in `allowed` (typos such as "overlapp" would otherwise be ignored).
     void onlyKeys(const json& obj, const std::string& prefix,
-                  std::initializer_list<const char*> allowed) {
-        for (auto it = obj.begin(); it != obj.end(); ++it) {
-            const std::string& k = it.key();
-            if (!k.empty() && k[0] == '_') continue;
-            if (std::none_of(allowed.begin(), allowed.end(),
-                             [&](const char* a) { return k == a; })) {
-                std::string list;
-                for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-                fail(join(prefix, k), "unknown key; allowed here: " + list +
-                                          " (prefix a key with '_' for comments)");
-                return;
-            }
-        }
+                  std::initializer_list<std::string_view> allowed) {
+        record(doc_.onlyKeys(obj, prefix, allowed));
     }
 
     std::string string(const json& j, const std::string& key, bool allow_empty = false) {
-        if (!j.is_string()) {
-            failType(key, "a string", j);
-            return {};
-        }
-        std::string s = j.get<std::string>();
-        if (s.empty() && !allow_empty) fail(key, "must not be empty");
+        std::string s = take(doc_.string(j, key));
+        if (ok() && s.empty() && !allow_empty) fail(key, "must not be empty");
         return s;
     }
     double number(const json& j, const std::string& key) {
-        if (!j.is_number()) {
-            failType(key, "a number", j);
-            return 0.0;
-        }
-        const double v = j.get<double>();
-        if (!std::isfinite(v)) fail(key, "must be finite");
-        return v;
+        return take(doc_.number(j, key, -std::numeric_limits<double>::max(),
+                                std::numeric_limits<double>::max()));
     }
     int64_t integer(const json& j, const std::string& key, int64_t lo, int64_t hi) {
-        if (!j.is_number_integer() && !j.is_number_unsigned()) {
-            failType(key, "an integer", j);
-            return 0;
-        }
-        if (j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(hi)) {
-            fail(key, "expected an integer in " + std::to_string(lo) + ".." + std::to_string(hi) +
-                          ", got " + shortDump(j));
-            return 0;
-        }
-        const int64_t v = j.get<int64_t>();
-        if (v < lo || v > hi)
-            fail(key, "expected an integer in " + std::to_string(lo) + ".." + std::to_string(hi) +
-                          ", got " + std::to_string(v));
-        return v;
+        return take(doc_.integer(j, key, lo, hi));
     }
-    bool boolean(const json& j, const std::string& key) {
-        if (!j.is_boolean()) {
-            failType(key, "true or false", j);
-            return false;
-        }
-        return j.get<bool>();
-    }
+    bool boolean(const json& j, const std::string& key) { return take(doc_.boolean(j, key)); }
     bool array(const json& j, const std::string& key, const std::string& of) {
-        if (!j.is_array()) {
-            failType(key, "an array of " + of, j);
-            return false;
-        }
-        return true;
+        if (!j.is_array()) failType(key, "an array of " + of, j);
+        return j.is_array();
     }
     bool object(const json& j, const std::string& key) {
-        if (!j.is_object()) {
-            failType(key, "an object", j);
-            return false;
-        }
-        return true;
+        if (!j.is_object()) failType(key, "an object", j);
+        return j.is_object();
     }
 
     static std::string join(const std::string& prefix, const std::string& key) {
-        return prefix.empty() ? key : prefix + "." + key;
+        return JsonDocument::join(prefix, key);
     }
     static std::string index(const std::string& key, size_t i) {
-        return key + "[" + std::to_string(i) + "]";
+        return JsonDocument::index(key, i);
     }
 
   private:
-    std::string source_;
+    void record(Status s) {
+        if (status_.isOk()) status_ = std::move(s);
+    }
+    template <typename T>
+    T take(Result<T> r) {
+        if (r.isOk()) return std::move(*r);
+        record(r.status());
+        return T{};
+    }
+
+    JsonDocument doc_;
     Status status_;
 };
 

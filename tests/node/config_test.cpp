@@ -121,7 +121,7 @@ TEST(NodeConfig, UnknownKeysAreErrorsNamingTheKey) {
 TEST(NodeConfig, WrongValuesAreErrorsNamingTheKey) {
     auto j = example();
     j["port"] = "11112";
-    expectError(j, "port: must be an integer");
+    expectError(j, "port: expected an integer, got a string \"11112\"");
     j = example();
     j["port"] = 70000;
     expectError(j, "port: 70000 is outside");
@@ -236,7 +236,7 @@ TEST(NodeConfig, CalledAeTitleIsStrictByDefault) {
     ASSERT_TRUE(c.isOk()) << c.status().toString();
     EXPECT_TRUE(c->accept_any_called_ae);
     j["accept_any_called_ae"] = "yes";
-    expectError(j, "accept_any_called_ae: must be true or false");
+    expectError(j, "accept_any_called_ae: expected true or false, got a string \"yes\"");
 }
 
 }  // namespace
