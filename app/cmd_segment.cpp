@@ -8,17 +8,17 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <sstream>
 
 namespace voxseg::app {
 namespace {
 constexpr const char* kComponent = "segment";
 
-// The per-run options (device, precision, overlap, batch, accumulator, TTA, post-processing)
-// registered from the option schema the viewer's Run model dialog is built from
+// The per-run options (device, precision, overlap, batch, accumulator, TTA, post-processing,
+// outputs, SEG type, format, labels, modality check) registered from the option schema the
+// viewer's Run model dialog and node.json's routes take theirs from
 // (pipeline/segment_options_schema.h): flag, help, default, and a validator that is the schema's
 // own apply. Values are kept as text in command-line order and applied by toSegmentOptions with
-// the same functions the dialog uses, so nothing about them is written twice.
+// the same functions, so nothing about them is written twice.
 void addSchemaOptions(CLI::App* cmd, SegmentCommandOptions& o) {
     using Kind = pipeline::SegmentOptionSpec::Kind;
     for (const auto& spec : pipeline::segmentOptionSchema()) {
@@ -28,27 +28,28 @@ void addSchemaOptions(CLI::App* cmd, SegmentCommandOptions& o) {
                 flag, [&o, flag] { o.schema_values.emplace_back(flag, "true"); }, spec.help);
             continue;
         }
-        std::string type_name = "NUMBER";
+        std::string type_name = spec.kind == Kind::kList   ? "LIST"
+                                : spec.kind == Kind::kText ? "TEXT"
+                                                           : "NUMBER";
         if (spec.kind == Kind::kChoice) {
             type_name.clear();
             for (const auto& c : spec.choices) type_name += (type_name.empty() ? "" : "|") + c;
         }
-        const auto apply = spec.apply;
         cmd->add_option_function<std::string>(
                flag, [&o, flag](const std::string& t) { o.schema_values.emplace_back(flag, t); },
                spec.help)
             ->check(CLI::Validator(
-                [apply, flag](std::string& text) {
+                [&spec](std::string& text) {
                     pipeline::SegmentOptions scratch;
-                    const Status status = apply(text, scratch);
-                    if (status.isOk()) return std::string();
+                    const Status status = spec.apply(text, scratch);
                     // CLI11 names the option itself.
-                    std::string message = status.message();
-                    if (message.rfind(flag + ": ", 0) == 0) message.erase(0, flag.size() + 2);
-                    return message;
+                    return status.isOk() ? std::string()
+                                         : pipeline::segmentOptionMessage(spec, status);
                 },
                 type_name))
-            ->default_str(spec.default_text.empty() ? "model's" : spec.default_text);
+            ->default_str(spec.default_text.empty() && spec.kind == Kind::kNumber
+                              ? "model's"
+                              : spec.default_text);
     }
 }
 
@@ -65,16 +66,6 @@ void addMaxVoxelsOption(CLI::App* command, double& max_voxels) {
 void addSegmentModelOptions(CLI::App* cmd, SegmentCommandOptions& o) {
     cmd->add_option("--series", o.series, "Which series: INDEX (see `voxseg info`) or UID");
     addSchemaOptions(cmd, o);
-    cmd->add_option("--outputs", o.outputs,
-                    "Comma-separated: nifti, seg, rtstruct, stats, preview, probabilities");
-    cmd->add_option("--seg-type", o.seg_type,
-                    "DICOM SEG kind: binary (Segmentation IOD, default) or labelmap (Label Map "
-                    "Segmentation IOD, DICOM 2024)")
-        ->check(CLI::IsMember({"binary", "labelmap"}));
-    cmd->add_option("--format", o.label_format, "Label map format: nii.gz, nii, nrrd, mha")
-        ->check(CLI::IsMember({"nii.gz", "nii", "nrrd", "mha"}));
-    cmd->add_flag("--ignore-modality", o.ignore_modality,
-                  "Run even when the input modality differs from the model's");
     cmd->add_flag("--refuse-tilt", o.refuse_tilt, "Fail on gantry-tilted stacks");
     cmd->add_flag("--refuse-uneven", o.refuse_uneven, "Fail on unevenly spaced slices");
     addMaxVoxelsOption(cmd, o.max_voxels);
@@ -85,9 +76,6 @@ void addSegmentModelOptions(CLI::App* cmd, SegmentCommandOptions& o) {
                     "model package must verify against one of them");
     cmd->add_flag("--require-signed", o.require_signed,
                   "Refuse model packages that are not signed by a --trusted-keys key");
-    cmd->add_option("--labels", o.labels,
-                    "Comma-separated label names (model.json): write only these structures and "
-                    "run only the stages they need");
     cmd->add_option("--channel", o.channels,
                     "NAME=PATH or NAME=SERIES (repeatable): the series or file of model channel "
                     "NAME (default: model.json's rules pick them from the DICOM study)");
@@ -98,17 +86,8 @@ Result<pipeline::SegmentOptions> toSegmentOptions(const SegmentCommandOptions& o
     for (const auto& [flag, text] : o.schema_values)
         VOXSEG_RETURN_IF_ERROR(pipeline::applySegmentOption(flag, text, so));
     so.threads = o.threads;
-    so.ignore_modality = o.ignore_modality;
     so.trust.require_signed = o.require_signed;
     so.trust.trusted_keys = o.trusted_keys;
-    std::stringstream names(o.labels);
-    for (std::string name; std::getline(names, name, ',');)
-        if (!name.empty()) so.labels.push_back(name);
-    if (!o.labels.empty() && so.labels.empty())
-        return invalidArgument("--labels lists no label name");
-    VOXSEG_ASSIGN_OR_RETURN(so.outputs, pipeline::parseOutputs(o.outputs));
-    so.outputs.label_format = o.label_format;
-    VOXSEG_ASSIGN_OR_RETURN(so.outputs.seg_type, io::parseSegType(o.seg_type));
     return so;
 }
 

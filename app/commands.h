@@ -88,18 +88,14 @@ struct SegmentCommandOptions {
     std::string model;
     std::string output;
     std::string series;
-    // Device, precision, overlap, batch, accumulator, TTA and post-processing flags as given
-    // (flag, text), in command-line order: applied by pipeline/segment_options_schema.h.
+    // Device, precision, overlap, batch, accumulator, TTA, post-processing, outputs, SEG type,
+    // format, labels and modality flags as given (flag, text), in command-line order: applied by
+    // pipeline/segment_options_schema.h.
     std::vector<std::pair<std::string, std::string>> schema_values;
-    std::string outputs = "nifti,stats,preview";
-    std::string label_format = "nii.gz";
-    std::string seg_type = "binary";
-    bool ignore_modality = false;
     bool refuse_tilt = false;
     bool refuse_uneven = false;
     double max_voxels = 2e9;  // io::DicomLoadOptions::max_voxels
     int threads = 0;
-    std::string labels;                 // --labels NAME,...: only these structures
     std::vector<std::string> channels;  // --channel NAME=PATH|SERIES (multi-channel models)
     std::string trusted_keys;           // --trusted-keys FILE (engine::ModelTrustPolicy)
     bool require_signed = false;        // --require-signed

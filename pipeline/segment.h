@@ -65,10 +65,14 @@ struct SegmentOutputs {
 };
 // "nifti,seg,stats,preview,probabilities" -> flags (unknown names are an error).
 Result<SegmentOutputs> parseOutputs(const std::string& list);
+// The inverse: the names of the files `outputs` asks for, in parseOutputs' order.
+std::string outputsName(const SegmentOutputs& outputs);
 // "fp16" | "fp32" -> the accumulator DType; accumulatorName is the inverse.
 Result<engine::DType> parseAccumulator(const std::string& name);
 const char* accumulatorName(engine::DType accumulator);
 
+// The options a user picks are described, parsed and checked by pipeline/segment_options_schema.h
+// (every front end goes through it; Segmenter::create checks its rules again for API callers).
 struct SegmentOptions {
     engine::DeviceSpec device;  // auto | cpu | reference | cuda:N (engine::parseDevice)
     // kAuto: the backend's choice unless the model requires fp32 (engine::choosePrecision).

@@ -42,6 +42,7 @@ RunModelDialog::RunModelDialog(const QString& model_folder, QWidget* parent) : Q
     // One group box per schema group, in the schema's order.
     QMap<QString, QFormLayout*> groups;
     for (const SegmentOptionSpec& spec : pipeline::segmentOptionSchema()) {
+        if (!spec.in_dialog) continue;  // output files: the viewer's own
         const QString group = QString::fromStdString(spec.group);
         if (!groups.contains(group)) {
             auto* box = new QGroupBox(group, this);
@@ -130,8 +131,9 @@ Result<pipeline::SegmentOptions> RunModelDialog::options() const {
     pipeline::SegmentOptions o;
     // In the schema's order, as the CLI applies them; a conflict (--tta with --no-tta) is an error.
     for (const SegmentOptionSpec& spec : pipeline::segmentOptionSchema())
-        VOXSEG_RETURN_IF_ERROR(pipeline::applySegmentOption(
-            spec.flag, text(QString::fromStdString(spec.flag)).toStdString(), o));
+        if (spec.in_dialog)
+            VOXSEG_RETURN_IF_ERROR(pipeline::applySegmentOption(
+                spec.flag, text(QString::fromStdString(spec.flag)).toStdString(), o));
     return o;
 }
 

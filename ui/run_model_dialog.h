@@ -1,6 +1,7 @@
 // Segmentation > Run model: the model package folder and segment's per-run options (device,
-// precision, overlap, batch, accumulator, test-time augmentation, post-processing), as a form
-// built from pipeline/segment_options_schema.h, the description `voxseg segment` takes its
+// precision, overlap, batch, accumulator, test-time augmentation, post-processing: the schema's
+// options marked in_dialog), as a form built from pipeline/segment_options_schema.h, the
+// description `voxseg segment` takes its
 // options' help and ranges from; values are applied through the schema's parsers, so the
 // dialog accepts exactly what the CLI accepts. GUI thread only.
 #pragma once

@@ -1,10 +1,15 @@
 // pipeline/segment_options_schema.h: every option's text applies through the engine's parsers,
 // reads back through `current`, bad values are errors naming the flag, and each default is a
-// value the option accepts.
+// value the option accepts; the rules between options have one message each, the same from
+// apply and from checkSegmentOptions (what Segmenter::create runs); resultOptions lists exactly
+// the result-affecting options that differ from their defaults, an added option included.
 #include "pipeline/segment_options_schema.h"
+
+#include "tests/pipeline/schema_values.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 namespace voxseg::pipeline {
@@ -71,6 +76,133 @@ TEST(SegmentOptionSchema, DefaultsAreAcceptedAndBadValuesNameTheFlag) {
             << s.toString();
     }
     EXPECT_FALSE(applySegmentOption("--nope", "1", o).isOk());
+    // A failed apply leaves the options as they were.
+    SegmentOptions before;
+    ASSERT_TRUE(applySegmentOption("--tta", "true", before).isOk());
+    SegmentOptions after = before;
+    EXPECT_FALSE(applySegmentOption("--no-tta", "true", after).isOk());
+    EXPECT_FALSE(after.no_tta);
+    EXPECT_FALSE(applySegmentOption("--overlap", "0.99", after).isOk());
+    EXPECT_FALSE(after.overlap);
+}
+
+TEST(SegmentOptionSchema, KeysAreTheFlagsWithUnderscores) {
+    for (const auto& s : segmentOptionSchema()) {
+        std::string key = s.flag.substr(2);
+        std::replace(key.begin(), key.end(), '-', '_');
+        EXPECT_EQ(s.key, key);
+        ASSERT_NE(findSegmentOptionByKey(s.key), nullptr) << s.key;
+        EXPECT_EQ(findSegmentOptionByKey(s.key)->flag, s.flag);
+    }
+    EXPECT_EQ(findSegmentOptionByKey("precison"), nullptr);
+    for (const char* k : {"outputs", "seg_type", "format", "labels", "ignore_modality"})
+        EXPECT_NE(findSegmentOptionByKey(k), nullptr) << k;
+    SegmentOptions o;
+    ASSERT_TRUE(applySegmentOption("--outputs", "seg,stats", o).isOk());
+    ASSERT_TRUE(applySegmentOption("--seg-type", "labelmap", o).isOk());
+    ASSERT_TRUE(applySegmentOption("--format", "nrrd", o).isOk());
+    ASSERT_TRUE(applySegmentOption("--outputs", "seg,rtstruct", o).isOk());
+    EXPECT_TRUE(o.outputs.dicom_seg && o.outputs.rtstruct);
+    EXPECT_FALSE(o.outputs.statistics || o.outputs.label_map || o.outputs.preview);
+    EXPECT_EQ(o.outputs.seg_type, io::SegType::kLabelMap) << "--outputs keeps --seg-type";
+    EXPECT_EQ(o.outputs.label_format, "nrrd") << "--outputs keeps --format";
+    EXPECT_EQ(segmentOptionSpec("--outputs").current(o), "seg,rtstruct");
+    ASSERT_TRUE(applySegmentOption("--labels", "Liver,Spleen", o).isOk());
+    EXPECT_EQ(o.labels, (std::vector<std::string>{"Liver", "Spleen"}));
+    EXPECT_FALSE(applySegmentOption("--labels", ",", o).isOk());
+    EXPECT_FALSE(applySegmentOption("--format", "png", o).isOk());
+    EXPECT_FALSE(applySegmentOption("--seg-type", "bitmap", o).isOk());
+}
+
+// One rule, one message: what apply refuses and what checkSegmentOptions (Segmenter::create)
+// refuses read the same.
+TEST(SegmentOptionSchema, EachRuleHasOneMessage) {
+    SegmentOptions by_apply;
+    ASSERT_TRUE(applySegmentOption("--tta", "true", by_apply).isOk());
+    const Status applied = applySegmentOption("--no-tta", "true", by_apply);
+    SegmentOptions direct;
+    direct.tta = direct.no_tta = true;
+    const Status checked = checkSegmentOptions(direct);
+    ASSERT_FALSE(applied.isOk());
+    EXPECT_EQ(applied.message(), checked.message());
+    EXPECT_EQ(checked.message(), "--tta and --no-tta exclude each other");
+
+    direct = SegmentOptions{};
+    direct.batch = 0;
+    SegmentOptions scratch;
+    EXPECT_EQ(applySegmentOption("--batch", "0", scratch).message(),
+              checkSegmentOptions(direct).message());
+    EXPECT_EQ(checkSegmentOptions(direct).message(), "--batch: 0 is not a whole number in [1, 64]");
+    EXPECT_FALSE(applySegmentOption("--batch", "2.5", scratch).isOk());
+    EXPECT_FALSE(applySegmentOption("--batch", "1e30", scratch).isOk());
+
+    direct = SegmentOptions{};
+    direct.overlap = 0.99;
+    EXPECT_EQ(applySegmentOption("--overlap", "0.99", scratch).message(),
+              checkSegmentOptions(direct).message());
+
+    direct = SegmentOptions{};
+    direct.accumulator = engine::DType::kInt64;
+    const Status acc = checkSegmentOptions(direct);
+    ASSERT_FALSE(acc.isOk());
+    EXPECT_EQ(acc.message().rfind("--accumulator: ", 0), 0u) << acc.message();
+    EXPECT_TRUE(checkSegmentOptions(SegmentOptions{}).isOk());
+    // The message without its flag, as CLI11 and node.json errors print it.
+    EXPECT_EQ(segmentOptionMessage(segmentOptionSpec("--batch"), checkSegmentOptions([] {
+                                       SegmentOptions b;
+                                       b.batch = 99;
+                                       return b;
+                                   }())),
+              "99 is not a whole number in [1, 64]");
+}
+
+using testing::otherValue;
+
+TEST(SegmentOptionSchema, ResultOptionsHoldEveryResultOptionThatIsSet) {
+    EXPECT_TRUE(resultOptions(SegmentOptions{}).empty()) << "defaults: nothing";
+    for (const auto& s : segmentOptionSchema()) {
+        SegmentOptions o;
+        const std::string value = otherValue(s, o);
+        ASSERT_TRUE(s.apply(value, o).isOk()) << s.flag << " " << value;
+        const auto listed = resultOptions(o);
+        if (s.affects_results) {
+            ASSERT_EQ(listed.size(), 1u) << s.flag;
+            EXPECT_EQ(listed[0].first, s.key);
+            EXPECT_EQ(listed[0].second, s.current(o));
+        } else {
+            EXPECT_TRUE(listed.empty()) << s.flag << " does not change results";
+        }
+    }
+    EXPECT_FALSE(segmentOptionSpec("--device").affects_results);
+    EXPECT_FALSE(segmentOptionSpec("--batch").affects_results);
+    EXPECT_TRUE(segmentOptionSpec("--precision").affects_results);
+    // In the schema's order.
+    SegmentOptions o;
+    ASSERT_TRUE(applySegmentOption("--fill-holes", "true", o).isOk());
+    ASSERT_TRUE(applySegmentOption("--precision", "fp32", o).isOk());
+    const auto listed = resultOptions(o);
+    ASSERT_EQ(listed.size(), 2u);
+    EXPECT_EQ(listed[0].first, "precision");
+    EXPECT_EQ(listed[1].first, "fill_holes");
+}
+
+// A field added to the schema is in resultOptions as soon as its value is not its default (and
+// out of it at the default, so older resume hashes stay valid).
+TEST(SegmentOptionSchema, AnAddedOptionIsInResultOptions) {
+    std::vector<SegmentOptionSpec> schema = segmentOptionSchema();
+    SegmentOptionSpec added;
+    added.flag = "--threads-as-an-option";
+    added.key = "threads_as_an_option";
+    added.current = [](const SegmentOptions& o) { return std::to_string(o.threads); };
+    added.apply = [](const std::string&, SegmentOptions&) { return Status::ok(); };
+    schema.push_back(added);
+    SegmentOptions o;
+    EXPECT_EQ(resultOptions(o, schema), resultOptions(o));
+    o.threads = 3;
+    EXPECT_EQ(resultOptions(o), resultOptions(SegmentOptions{})) << "not in the real schema";
+    const auto listed = resultOptions(o, schema);
+    ASSERT_EQ(listed.size(), 1u);
+    EXPECT_EQ(listed[0], (std::pair<std::string, std::string>{"threads_as_an_option", "3"}));
 }
 
 }  // namespace
