@@ -467,33 +467,27 @@ std::string journalPath(const std::string& output_root, const Shard& shard) {
     return (fs::path(stateFolder(output_root)) / ("journal-" + shard.tag() + ".jsonl")).string();
 }
 
-std::string optionsHash(const BatchOptions& o) {
+std::string optionsHash(const BatchOptions& o,
+                        const std::vector<pipeline::SegmentOptionSpec>& schema) {
     const auto& s = o.segment;
+    nlohmann::json j;
+    // Every option of the schema that changes results and is not at its default, in the
+    // schema's order (pipeline::resultOptions): a new option is in the hash when it is set.
+    nlohmann::json options = nlohmann::json::array();
+    for (const auto& [key, value] : pipeline::resultOptions(s, schema))
+        options.push_back({key, value});
+    j["options"] = options;
+    // What no front end sets but the library API can: only when set.
     auto post = [](const pipeline::PostprocessOptions& p) {
         return nlohmann::json{{"largest_component", p.largest_component},
                               {"min_component_ml", p.min_component_ml},
                               {"fill_holes", static_cast<int>(p.fill_holes)},
                               {"fully_connected", p.fully_connected}};
     };
-    nlohmann::json j;
-    j["precision"] = engine::precisionName(s.precision);  // same strings as before typing
-    j["accumulator"] = pipeline::accumulatorName(s.accumulator);
-    j["overlap"] = s.overlap ? nlohmann::json(*s.overlap) : nlohmann::json(nullptr);
-    j["tta"] = s.tta;
-    if (s.no_tta) j["no_tta"] = true;  // only when set: older journals' hashes stay valid
-    j["ignore_modality"] = s.ignore_modality;
-    nlohmann::json labels = nlohmann::json::array();
     for (const auto& l : s.postprocess)
-        labels.push_back({{"label", l.label}, {"options", post(l.options)}});
-    j["postprocess"] = labels;
-    j["postprocess_all"] = s.postprocess_all ? post(*s.postprocess_all) : nlohmann::json(nullptr);
-    j["outputs"] = {{"label_map", s.outputs.label_map},         {"dicom_seg", s.outputs.dicom_seg},
-                    {"statistics", s.outputs.statistics},       {"preview", s.outputs.preview},
-                    {"probabilities", s.outputs.probabilities}, {"format", s.outputs.label_format}};
-    // Only when set: older journals' hashes stay valid.
-    if (s.outputs.rtstruct) j["outputs"]["rtstruct"] = true;
-    if (s.outputs.seg_type != io::SegType::kBinary) j["outputs"]["seg_type"] = "labelmap";
-    if (!s.labels.empty()) j["labels"] = s.labels;  // --labels: other files
+        j["postprocess"].push_back({{"label", l.label}, {"options", post(l.options)}});
+    if (s.postprocess_all && s.postprocess_all->fully_connected) j["fully_connected"] = true;
+    // How DICOM series are read (--refuse-tilt, --refuse-uneven): not segment options.
     j["dicom"] = {{"tilt", static_cast<int>(o.dicom.tilt)},
                   {"uneven_spacing", static_cast<int>(o.dicom.uneven_spacing)},
                   {"allow_gaps", o.dicom.allow_gaps},
@@ -533,11 +527,10 @@ Result<std::vector<engine::DeviceSpec>> parseDevices(const std::string& list,
             d = numbered_cuda ? engine::DeviceSpec::cuda(std::stoi(t))
                               : (base.kind == Kind::kAuto ? engine::DeviceSpec::cpu() : base);
         } else {
+            // The device parser's own message (it names the device names), plus the numbers.
             auto parsed = engine::parseDevice(t, "--devices");
             if (!parsed.isOk())
-                return invalidArgument("--devices: '" + t +
-                                       "' is not a device (use GPU numbers like 0,1, or cpu, "
-                                       "cuda:N, reference)");
+                return invalidArgument(parsed.status().message() + ", or GPU numbers like 0,1");
             d = *parsed;
         }
         if (d.isCuda() && std::find(out.begin(), out.end(), d) != out.end())

@@ -26,6 +26,7 @@
 #include "core/status.h"
 #include "io/dicom_series.h"
 #include "pipeline/segment.h"
+#include "pipeline/segment_options_schema.h"
 
 #include <cstdint>
 #include <functional>
@@ -87,9 +88,14 @@ std::string stateFolder(const std::string& output_root);
 // The journal a shard appends to (in the state folder).
 std::string journalPath(const std::string& output_root, const Shard& shard);
 
-// sha256 of the options that change outputs (precision, overlap, TTA, post-processing, outputs,
-// format, modality and DICOM policies); not device, threads or batch size.
-std::string optionsHash(const BatchOptions& options);
+// sha256 of the options that change outputs: every option of `schema` marked affects_results
+// whose value is not its default (pipeline::resultOptions: precision, accumulator, overlap, TTA,
+// post-processing, outputs, SEG type, format, labels, modality check; not device or batch
+// size), in the schema's order, plus per-label post-processing set through the API and the
+// DICOM policies. Not threads.
+std::string optionsHash(
+    const BatchOptions& options,
+    const std::vector<pipeline::SegmentOptionSpec>& schema = pipeline::segmentOptionSchema());
 
 // Devices from `--devices` ("0,1", "cpu,cpu", "cuda:0,cuda:1") and the base `--device`: plain
 // numbers become cuda:<n> for cuda (and for auto when a CUDA device is usable), or that many
