@@ -2,6 +2,7 @@
 
 #include "core/file_io.h"
 #include "core/json_object.h"
+#include "pipeline/segment_options_schema.h"
 
 #include <fmt/format.h>
 
@@ -97,6 +98,80 @@ Status readMatch(JsonObject& route, RouteMatch& m) {
     return o.finish();
 }
 
+// The value of `key` as the text the option schema parses: true/false for a flag, a number, a
+// string, or (outputs, labels) a string or an array of strings, joined by commas.
+Result<std::string> optionText(JsonObject& o, const std::string& key,
+                               const pipeline::SegmentOptionSpec& spec) {
+    using Kind = pipeline::SegmentOptionSpec::Kind;
+    switch (spec.kind) {
+        case Kind::kFlag: {
+            VOXSEG_ASSIGN_OR_RETURN(const bool on, o.boolean(key));
+            return std::string(on ? "true" : "false");
+        }
+        case Kind::kNumber:
+        case Kind::kInteger: {  // the range is the schema's to check, with its message
+            VOXSEG_ASSIGN_OR_RETURN(const double v,
+                                    o.number(key, std::numeric_limits<double>::lowest(),
+                                             std::numeric_limits<double>::max()));
+            return fmt::format("{}", v);
+        }
+        case Kind::kList:
+        case Kind::kText: {
+            VOXSEG_ASSIGN_OR_RETURN(const auto items, o.strings(key));
+            std::string text;
+            for (const auto& i : items) text += (text.empty() ? "" : ",") + i;
+            return text;
+        }
+        case Kind::kChoice:
+            break;
+    }
+    return o.string(key);
+}
+
+// Applies `key` of `o` through the schema's spec; its errors name the key ("routes[0].options.
+// overlap: 0.99 is not a number in [0, 0.95]").
+Status applyOption(JsonObject& o, const std::string& key, const pipeline::SegmentOptionSpec& spec,
+                   pipeline::SegmentOptions& so) {
+    VOXSEG_ASSIGN_OR_RETURN(const std::string text, optionText(o, key, spec));
+    if (Status st = spec.apply(text, so); !st.isOk())
+        return o.error(key, pipeline::segmentOptionMessage(spec, st));
+    if (&spec != &pipeline::segmentOptionSpec("--outputs")) return Status::ok();
+    // The node sends DICOM results and keeps statistics: no label map, preview or probabilities.
+    const pipeline::SegmentOutputs& out = so.outputs;
+    for (const auto& [on, name] :
+         {std::pair{out.label_map, "nifti"}, std::pair{out.preview, "preview"},
+          std::pair{out.probabilities, "probabilities"}})
+        if (on)
+            return o.error(key, fmt::format("'{}' is not one of seg, rtstruct, stats (the node "
+                                            "sends DICOM results and keeps statistics)",
+                                            name));
+    return Status::ok();
+}
+
+// A route's segment options: "outputs" and "seg_type" (where they always were) and "options",
+// an object of any option the schema knows by its key (pipeline/segment_options_schema.h).
+Status readSegmentOptions(JsonObject& route, pipeline::SegmentOptions& so) {
+    const auto& outputs = pipeline::segmentOptionSpec("--outputs");
+    const auto& seg_type = pipeline::segmentOptionSpec("--seg-type");
+    VOXSEG_RETURN_IF_ERROR(outputs.apply("seg", so));  // the node's default: a DICOM SEG
+    for (const auto* spec : {&outputs, &seg_type})
+        if (route.has(spec->key)) VOXSEG_RETURN_IF_ERROR(applyOption(route, spec->key, *spec, so));
+    VOXSEG_ASSIGN_OR_RETURN(JsonObject options, route.object("options", true));
+    for (const auto& key : options.keys()) {
+        const pipeline::SegmentOptionSpec* spec = pipeline::findSegmentOptionByKey(key);
+        if (!spec) {
+            std::string known;
+            for (const auto& s : pipeline::segmentOptionSchema())
+                known += (known.empty() ? "" : ", ") + s.key;
+            return options.error(key, "unknown option (one of " + known + ")");
+        }
+        if (route.has(key))
+            return options.error(key, "given twice: here and as " + route.keyPath(key));
+        VOXSEG_RETURN_IF_ERROR(applyOption(options, key, *spec, so));
+    }
+    return options.finish();
+}
+
 Status readRoute(JsonObject& o, size_t index, const std::string& base_dir, Route& r) {
     VOXSEG_ASSIGN_OR_RETURN(r.name, o.string("name", "route-" + std::to_string(index)));
     VOXSEG_RETURN_IF_ERROR(readMatch(o, r.match));
@@ -105,14 +180,7 @@ Status readRoute(JsonObject& o, size_t index, const std::string& base_dir, Route
     std::error_code ec;
     if (!fs::is_regular_file(fs::path(r.model) / "model.json", ec))
         return o.error("model", "'" + r.model + "' is not a model package (no model.json)");
-    VOXSEG_ASSIGN_OR_RETURN(r.outputs, o.strings("outputs"));
-    if (r.outputs.empty()) r.outputs = {"seg"};
-    for (const auto& out : r.outputs)
-        if (out != "seg" && out != "rtstruct" && out != "stats")
-            return o.error("outputs", "'" + out + "' is not one of seg, rtstruct, stats");
-    VOXSEG_ASSIGN_OR_RETURN(r.seg_type, o.string("seg_type", std::string("binary")));
-    if (r.seg_type != "binary" && r.seg_type != "labelmap")
-        return o.error("seg_type", "must be binary or labelmap");
+    VOXSEG_RETURN_IF_ERROR(readSegmentOptions(o, r.segment));
     VOXSEG_ASSIGN_OR_RETURN(r.send_to, o.strings("send_to"));
     return o.finish();
 }

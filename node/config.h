@@ -2,13 +2,16 @@
 // series go to which model, where results are sent. docs/node.md documents every key.
 //
 // loadNodeConfig validates the whole file at start-up: unknown keys, wrong types, routes naming
-// missing destinations or model folders, bad regular expressions are errors naming the key.
+// missing destinations or model folders, bad regular expressions are errors naming the key; a
+// route's segment options are parsed and checked by pipeline/segment_options_schema.h, with its
+// messages ("routes[1].options.overlap: 0.99 is not a number in [0, 0.95]").
 // Relative paths are relative to the configuration file's folder. Plain data: copy freely.
 #pragma once
 
 #include "core/status.h"
 #include "io/dicom_net_tls.h"
 #include "node/series_info.h"
+#include "pipeline/segment.h"
 
 #include <cstdint>
 #include <optional>
@@ -39,9 +42,11 @@ struct RouteMatch {
 struct Route {
     std::string name;
     RouteMatch match;
-    std::string model;                 // model package folder (absolute after loading)
-    std::vector<std::string> outputs;  // seg, rtstruct, stats
-    std::string seg_type = "binary";   // binary | labelmap
+    std::string model;  // model package folder (absolute after loading)
+    // The route's segment options: "outputs" (seg, rtstruct, stats; default seg), "seg_type" and
+    // every option of pipeline/segment_options_schema.h under "options" (device, precision,
+    // overlap, tta, batch, accumulator, post-processing, ...), parsed by the schema.
+    pipeline::SegmentOptions segment;
     std::vector<std::string> send_to;  // destination names
 };
 

@@ -21,10 +21,6 @@ namespace {
 
 constexpr const char* kComponent = "node";
 
-bool has(const std::vector<std::string>& v, const std::string& x) {
-    return std::find(v.begin(), v.end(), x) != v.end();
-}
-
 // queue/<job>/work.json: what happened to the job's earlier attempts (job_runner.h).
 struct WorkRecord {
     bool in_work = false;    // written before the work starts, cleared after its outcome
@@ -84,14 +80,7 @@ std::vector<std::string> resultFiles(const std::string& dir) {
 Result<pipeline::Segmenter*> JobRunner::segmenterFor(const Route& route) {
     auto it = segmenters_.find(route.name);
     if (it != segmenters_.end()) return it->second.get();
-    pipeline::SegmentOptions so;
-    so.outputs.label_map = false;
-    so.outputs.preview = false;
-    so.outputs.dicom_seg = has(route.outputs, "seg");
-    so.outputs.rtstruct = has(route.outputs, "rtstruct");
-    so.outputs.statistics = has(route.outputs, "stats");
-    so.outputs.seg_type =
-        route.seg_type == "labelmap" ? io::SegType::kLabelMap : io::SegType::kBinary;
+    pipeline::SegmentOptions so = route.segment;  // parsed by the option schema (config.h)
     so.output_threads = 1;
     so.trust.require_signed = config_.require_signed_models;
     so.trust.trusted_keys = config_.trusted_keys;

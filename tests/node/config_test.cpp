@@ -88,7 +88,9 @@ TEST(NodeConfig, CompleteExampleParses) {
     EXPECT_EQ(c->trusted_keys, "/etc/voxseg/keys/trusted.pub");
     EXPECT_TRUE(c->require_signed_models);
     ASSERT_EQ(c->routes.size(), 1u);
-    EXPECT_EQ(c->routes[0].outputs.size(), 3u);
+    const pipeline::SegmentOutputs& outputs = c->routes[0].segment.outputs;
+    EXPECT_TRUE(outputs.dicom_seg && outputs.rtstruct && outputs.statistics);
+    EXPECT_FALSE(outputs.label_map || outputs.preview || outputs.probabilities);
     EXPECT_EQ(c->routes[0].match.min_slices, 20);
     ASSERT_NE(c->destination("web"), nullptr);
     EXPECT_EQ(c->destination("web")->kind, DestinationKind::kDicomWeb);
@@ -193,6 +195,101 @@ TEST(NodeConfig, WrongValuesAreErrorsNamingTheKey) {
     auto bad = parseNodeConfig("{\"port\": ", "node.json", "/");
     ASSERT_FALSE(bad.isOk());
     EXPECT_NE(bad.status().toString().find("not valid JSON"), std::string::npos);
+}
+
+// Issue 36 item 3: a route takes every segment option of pipeline/segment_options_schema.h under
+// "options", parsed and checked by the schema; errors name the route's key and say what the
+// schema says.
+TEST(NodeConfig, RouteOptionsAreTheSegmentOptionSchemas) {
+    auto c = parse(example());
+    ASSERT_TRUE(c.isOk()) << c.status().toString();
+    pipeline::SegmentOptions plain = c->routes[0].segment;
+    EXPECT_EQ(plain.precision, engine::Precision::kAuto);
+    EXPECT_FALSE(plain.tta);
+    EXPECT_EQ(plain.outputs.seg_type, io::SegType::kBinary);
+
+    auto j = example();
+    j["routes"][0].erase("outputs");
+    j["routes"][0]["options"] = {{"device", "cpu"},
+                                 {"precision", "fp32"},
+                                 {"overlap", 0.25},
+                                 {"tta", true},
+                                 {"batch", 4},
+                                 {"accumulator", "fp32"},
+                                 {"largest_component", true},
+                                 {"min_component_ml", 2.5},
+                                 {"fill_holes", true},
+                                 {"outputs", {"seg", "stats"}},
+                                 {"seg_type", "labelmap"},
+                                 {"labels", {"Liver", "Spleen"}},
+                                 {"ignore_modality", true}};
+    c = parse(j);
+    ASSERT_TRUE(c.isOk()) << c.status().toString();
+    const pipeline::SegmentOptions& o = c->routes[0].segment;
+    EXPECT_EQ(o.device.toString(), "cpu");
+    EXPECT_EQ(o.precision, engine::Precision::kFloat32);
+    ASSERT_TRUE(o.overlap);
+    EXPECT_DOUBLE_EQ(*o.overlap, 0.25);
+    EXPECT_TRUE(o.tta);
+    EXPECT_EQ(o.batch, 4);
+    EXPECT_EQ(o.accumulator, engine::DType::kFloat32);
+    ASSERT_TRUE(o.postprocess_all);
+    EXPECT_TRUE(o.postprocess_all->largest_component);
+    EXPECT_DOUBLE_EQ(o.postprocess_all->min_component_ml, 2.5);
+    EXPECT_TRUE(o.outputs.dicom_seg && o.outputs.statistics);
+    EXPECT_FALSE(o.outputs.rtstruct || o.outputs.label_map || o.outputs.preview);
+    EXPECT_EQ(o.outputs.seg_type, io::SegType::kLabelMap);
+    EXPECT_EQ(o.labels, (std::vector<std::string>{"Liver", "Spleen"}));
+    EXPECT_TRUE(o.ignore_modality);
+
+    // The route-level seg_type goes through the same parser.
+    j = example();
+    j["routes"][0]["seg_type"] = "labelmap";
+    c = parse(j);
+    ASSERT_TRUE(c.isOk()) << c.status().toString();
+    EXPECT_EQ(c->routes[0].segment.outputs.seg_type, io::SegType::kLabelMap);
+    // No outputs anywhere: a SEG.
+    j = example();
+    j["routes"][0].erase("outputs");
+    c = parse(j);
+    ASSERT_TRUE(c.isOk()) << c.status().toString();
+    EXPECT_TRUE(c->routes[0].segment.outputs.dicom_seg);
+    EXPECT_FALSE(c->routes[0].segment.outputs.statistics);
+}
+
+TEST(NodeConfig, BadRouteOptionsAreNamedWithTheSchemasMessage) {
+    auto with = [](nlohmann::json options) {
+        auto j = example();
+        j["routes"][0].erase("outputs");
+        j["routes"][0]["options"] = std::move(options);
+        return j;
+    };
+    expectError(with({{"precison", "fp32"}}), "routes[0].options.precison: unknown option");
+    expectError(with({{"overlap", 0.99}}),
+                "routes[0].options.overlap: 0.99 is not a number in [0, 0.95]");
+    expectError(with({{"batch", 0}}),
+                "routes[0].options.batch: 0 is not a whole number in [1, 64]");
+    expectError(with({{"precision", "int8"}}), "routes[0].options.precision: ");
+    expectError(with({{"precision", "int8"}}), "int8");
+    expectError(with({{"device", "tpu"}}), "routes[0].options.device: 'tpu' is not a device");
+    expectError(with({{"accumulator", "fp8"}}),
+                "routes[0].options.accumulator: 'fp8' is not fp16 or fp32");
+    expectError(with({{"tta", true}, {"no_tta", true}}), "--tta and --no-tta exclude each other");
+    expectError(with({{"tta", "yes"}}), "routes[0].options.tta: ");
+    expectError(with({{"seg_type", "bitmap"}}), "routes[0].options.seg_type: unknown SEG type");
+    expectError(with({{"outputs", {"seg", "preview"}}}),
+                "routes[0].options.outputs: 'preview' is not one of seg, rtstruct, stats");
+    expectError(with({{"outputs", {"seg", "pdf"}}}), "routes[0].options.outputs: unknown output");
+    // Given twice: at the route and under options.
+    auto j = with({{"outputs", {"seg"}}});
+    j["routes"][0]["outputs"] = {"seg"};
+    expectError(j, "routes[0].options.outputs: given twice: here and as routes[0].outputs");
+    j = example();
+    j["routes"][0]["seg_type"] = "labelmap ";
+    expectError(j, "routes[0].seg_type: unknown SEG type 'labelmap '");
+    j = example();
+    j["routes"][0]["options"] = "fp32";
+    expectError(j, "routes[0].options");
 }
 
 TEST(NodeConfig, LoadsFromAFileRelativeToItsFolder) {

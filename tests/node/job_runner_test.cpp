@@ -6,6 +6,7 @@
 #include "node/job_runner.h"
 
 #include "core/atomic_file.h"
+#include "pipeline/segment_options_schema.h"
 #include "tests/test_data.h"
 
 #include <gtest/gtest.h>
@@ -46,7 +47,7 @@ struct Fixture {
         r.name = "ct";
         r.match.modality = {"CT"};
         r.model = std::string(VOXSEG_SOURCE_DIR) + "/sample_data/models/ct-phantom";
-        r.outputs = {"seg"};
+        EXPECT_TRUE(pipeline::applySegmentOption("--outputs", "seg", r.segment).isOk());
         config.routes = {r};
         EXPECT_TRUE(audit.open(dir / "audit.jsonl").isOk());
     }
