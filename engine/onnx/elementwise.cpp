@@ -105,7 +105,8 @@ Status convertUnaryMath(NodeContext& ctx) {
 }
 
 // Gelu (opset 20): approximate "none" (erf) or "tanh". Older exports spell it out as
-// x * 0.5 * (1 + erf(x / sqrt(2))); fuseGeluPattern (onnx_passes.cpp) turns that into this node.
+// x * 0.5 * (1 + erf(x / sqrt(2))); fuseGeluPattern (engine/passes/import_patterns.cpp) turns that
+// into this node.
 Status convertGelu(NodeContext& ctx) {
     VOXSEG_RETURN_IF_ERROR(ctx.need(1));
     ctx.n.op = OpKind::kGelu;

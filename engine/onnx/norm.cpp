@@ -58,7 +58,7 @@ Status convertNorm(NodeContext& ctx) {
 // LayerNormalization (opset 17): over axes [axis, rank); the mean / inv-std-dev outputs are
 // training stashes voxseg does not compute. Scale and bias broadcast to the normalised shape are
 // expanded to it here. The decomposed form older exporters emit is fused into this node by
-// fuseLayerNormPattern (onnx_passes.cpp).
+// fuseLayerNormPattern (engine/passes/import_patterns.cpp).
 Status convertLayerNorm(NodeContext& ctx) {
     VOXSEG_RETURN_IF_ERROR(ctx.need(2));
     ctx.n.op = OpKind::kLayerNorm;
