@@ -120,10 +120,10 @@ ExitCode convertRtStruct(const ConvertOptions& o, const CommandContext& ctx,
     j["overlapping_voxels"] = rt->overlapping_voxels;
     j["rois"] = nlohmann::json::array();
     for (const io::RtRoi& roi : rt->rois) {
-        const int value = roi.description.label_value;
+        const int value = roi.description.value;
         j["rois"].push_back({{"label_value", value},
                              {"roi_number", roi.roi_number},
-                             {"name", roi.description.label},
+                             {"name", roi.description.name},
                              {"color", roi.description.color},
                              {"interpreted_type", roi.interpreted_type},
                              {"contours", roi.contours},
@@ -131,7 +131,7 @@ ExitCode convertRtStruct(const ConvertOptions& o, const CommandContext& ctx,
                              {"voxels", value > 0 && voxels.count(value) ? voxels[value] : 0},
                              {"warnings", roi.warnings}});
         log::info(kComponent, "label {} = ROI {} '{}' ({} voxels)", value, roi.roi_number,
-                  roi.description.label, value > 0 && voxels.count(value) ? voxels[value] : 0);
+                  roi.description.name, value > 0 && voxels.count(value) ? voxels[value] : 0);
     }
     j["warnings"] = rt->warnings;
     if (Status st = writeFileAtomically(

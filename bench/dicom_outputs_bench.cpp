@@ -67,8 +67,8 @@ int main(int argc, char** argv) {
     for (int v = 1; v < 65536; ++v) {
         if (!present[v]) continue;
         io::SegmentDescription d;
-        d.label_value = v;
-        d.label = "label " + std::to_string(v);
+        d.value = v;
+        d.name = "label " + std::to_string(v);
         segments.push_back(d);
     }
     std::vector<double> map_s, seg_s, lm_s, rt_s, pair_s;

@@ -11,6 +11,7 @@ struct CodedConcept {
     std::string code;            // e.g. "10200004"
     std::string scheme = "SCT";  // coding scheme designator: "SCT", "DCM", ...
     std::string meaning;         // e.g. "Liver"
+    bool operator==(const CodedConcept&) const = default;
 };
 
 }  // namespace voxseg

@@ -39,14 +39,10 @@ Status saveEditedSegmentation(const Volume& label_map, const std::string& path,
     std::vector<io::SegmentDescription> described = segments;
     for (const LabelChange& change : options.changes) {
         auto it = std::find_if(described.begin(), described.end(),
-                               [&](const auto& d) { return d.label_value == change.label; });
+                               [&](const auto& d) { return d.value == change.label; });
         if (it == described.end()) {  // drawn by hand: no description came with it
-            io::SegmentDescription d;
-            d.label_value = change.label;
-            d.label = "label " + std::to_string(change.label);
-            d.category = {"85756007", "SCT", "Tissue"};
-            d.type = {"85756007", "SCT", "Tissue"};
-            it = described.insert(described.end(), d);
+            it = described.insert(described.end(),
+                                  io::SegmentDescription{undescribedLabel(change.label)});
         }
         it->algorithm_type = change.algorithmType();
     }

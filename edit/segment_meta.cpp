@@ -63,17 +63,7 @@ Result<SegmentMeta> segmentFrom(JsonObject& o) {
     return m;
 }
 
-bool sameConcept(const CodedConcept& a, const CodedConcept& b) {
-    return a.code == b.code && a.scheme == b.scheme && a.meaning == b.meaning;
-}
-
 }  // namespace
-
-bool SegmentMeta::operator==(const SegmentMeta& o) const {
-    return value == o.value && name == o.name && color == o.color &&
-           sameConcept(category, o.category) && sameConcept(type, o.type) && status == o.status &&
-           algorithm_type == o.algorithm_type;
-}
 
 const char* reviewStatusName(ReviewStatus status) {
     switch (status) {
@@ -100,13 +90,9 @@ Result<ReviewStatus> parseReviewStatus(const std::string& name) {
 }
 
 io::SegmentDescription toSegmentDescription(const SegmentMeta& meta) {
-    io::SegmentDescription d;
-    d.label_value = meta.value;
-    d.label = meta.name.substr(0, 64);
+    io::SegmentDescription d{meta};  // the label part
+    d.name = meta.name.substr(0, 64);
     d.description = fmt::format("{}; review: {}", meta.name, reviewStatusName(meta.status));
-    d.color = meta.color;
-    d.category = meta.category;
-    d.type = meta.type;
     d.algorithm_type = meta.algorithm_type;
     return d;
 }

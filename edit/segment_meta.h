@@ -5,11 +5,10 @@
 // recovery folder; format in docs/viewer.md. Plain value types and functions; reentrant.
 #pragma once
 
-#include "core/coded_concept.h"
+#include "core/label_info.h"
 #include "core/status.h"
 #include "io/seg_types.h"
 
-#include <array>
 #include <string>
 #include <vector>
 
@@ -20,16 +19,12 @@ const char* reviewStatusName(ReviewStatus status);  // "not reviewed", "accepted
 // Parses a name of reviewStatusName (also "not_reviewed"); error naming the choices.
 Result<ReviewStatus> parseReviewStatus(const std::string& name);
 
-struct SegmentMeta {
-    int value = 0;  // label value in the map
-    std::string name;
-    std::array<uint8_t, 3> color{255, 0, 0};
-    CodedConcept category{"91772007", "SCT", "Organ"};
-    CodedConcept type{"85756007", "SCT", "Tissue"};
+// The label (value, name, colour, codes) and what the review added.
+struct SegmentMeta : LabelInfo {
     ReviewStatus status = ReviewStatus::kNotReviewed;
     // SegmentAlgorithmType as saved ("AUTOMATIC", "SEMIAUTOMATIC", "MANUAL"); empty: not saved.
     std::string algorithm_type;
-    bool operator==(const SegmentMeta& o) const;
+    bool operator==(const SegmentMeta&) const = default;
 };
 
 // The SEG description of a segment: SegmentLabel = name (64 characters at most), the codes,

@@ -141,7 +141,7 @@ void paintPlanes(const std::vector<std::vector<PlacedContour>>& per_plane,
 }
 
 std::string roiName(const RtRoi& r) {
-    return fmt::format("ROI {} '{}'", r.roi_number, r.description.label);
+    return fmt::format("ROI {} '{}'", r.roi_number, r.description.name);
 }
 
 // One RTSTRUCT file read onto one series, a step per part of the file (readRtStruct runs them in
@@ -238,7 +238,7 @@ struct RtStructReading {
                 }
                 RtRoi roi;
                 roi.roi_number = static_cast<int>(*number);
-                roi.description.label = str(item, DCM_ROIName);
+                roi.description.name = str(item, DCM_ROIName);
                 roi.description.description = str(item, DCM_ROIDescription);
                 roi.generation_algorithm = str(item, DCM_ROIGenerationAlgorithm);
                 roi_frame.push_back(str(item, DCM_ReferencedFrameOfReferenceUID));
@@ -556,7 +556,7 @@ struct RtStructReading {
         int max_value = 0;
         for (size_t r = 0; r < result.rois.size(); ++r) {
             RtRoi& roi = result.rois[r];
-            auto mapped = options.label_values.find(roi.description.label);
+            auto mapped = options.label_values.find(roi.description.name);
             int v = mapped != options.label_values.end() ? mapped->second : roi.roi_number;
             if (v < 1 || v > 65535) {
                 warn(&roi, fmt::format("{}: label value {} is outside 1..65535: not drawn",
@@ -567,7 +567,7 @@ struct RtStructReading {
                                                 [r](const PlacedContour& c) { return c.roi == r; }),
                                  placed.end());
             }
-            roi.description.label_value = v;
+            roi.description.value = v;
             value_of[r] = v;
             max_value = std::max(max_value, v);
         }
@@ -620,8 +620,8 @@ struct RtStructReading {
         else if (const uint16_t* d16 = result.acquired.labels.data<uint16_t>())
             for (int64_t i = 0; i < total; ++i) ++histogram[d16[i]];
         for (RtRoi& roi : result.rois)
-            if (roi.description.label_value > 0)
-                roi.voxels = histogram[static_cast<size_t>(roi.description.label_value)];
+            if (roi.description.value > 0)
+                roi.voxels = histogram[static_cast<size_t>(roi.description.value)];
 
         std::sort(result.rois.begin(), result.rois.end(),
                   [](const RtRoi& a, const RtRoi& b) { return a.roi_number < b.roi_number; });

@@ -51,7 +51,7 @@ struct RtStructReadOptions {
 };
 
 struct RtRoi {
-    // label_value = value in the label maps, label = ROIName, color = ROIDisplayColor,
+    // value = value in the label maps, name = ROIName, color = ROIDisplayColor,
     // description = ROIDescription; type = the first RTROIIdentificationCode when present.
     SegmentDescription description;
     int roi_number = 0;

@@ -285,7 +285,7 @@ struct RoiWriter {
             return internalError("RTSTRUCT: cannot create a sequence item", path);
         VOXSEG_RETURN_IF_ERROR(put(roi, DCM_ROINumber, number, path));
         VOXSEG_RETURN_IF_ERROR(put(roi, DCM_ReferencedFrameOfReferenceUID, for_uid, path));
-        VOXSEG_RETURN_IF_ERROR(put(roi, DCM_ROIName, limit(d.label, 64), path));
+        VOXSEG_RETURN_IF_ERROR(put(roi, DCM_ROIName, limit(d.name, 64), path));
         if (!d.description.empty())
             VOXSEG_RETURN_IF_ERROR(put(roi, DCM_ROIDescription, d.description, path));
         VOXSEG_RETURN_IF_ERROR(put(roi, DCM_ROIGenerationAlgorithm, "AUTOMATIC", path));
@@ -376,12 +376,12 @@ Result<RtStructWriteReport> writeRtStruct(const AcquiredLabels& acquired,
                                           : presentLabels(acquired.labels.data<uint16_t>(), n);
         RtStructWriteReport report;
         std::map<int, SegmentDescription> described;
-        for (const SegmentDescription& d : rois) described[d.label_value] = d;
+        for (const SegmentDescription& d : rois) described[d.value] = d;
         for (const auto& [value, d] : described) {
             if (value > 0 && !present.count(value)) {
                 report.empty_labels.push_back(value);
                 log::warning(kComponent, "label {} ('{}') has no voxels: no ROI written", value,
-                             d.label);
+                             d.name);
             }
         }
         if (present.empty())
@@ -419,13 +419,11 @@ Result<RtStructWriteReport> writeRtStruct(const AcquiredLabels& acquired,
             if (auto it = described.find(value); it != described.end()) {
                 d = it->second;
             } else {
-                d.label_value = value;
-                d.label = "label " + std::to_string(value);
-                d.type = {"85756007", "SCT", "Tissue"};
+                d = SegmentDescription{undescribedLabel(value)};
                 log::warning(kComponent, "label {} has no description: written as ROI 'label {}'",
                              value, value);
             }
-            if (d.label.empty()) d.label = d.type.meaning;
+            if (d.name.empty()) d.name = d.type.meaning;
             VOXSEG_RETURN_IF_ERROR(writer.putRoi(value, d));
         }
         VOXSEG_RETURN_IF_ERROR(put(ds, DCM_ApprovalStatus, "UNAPPROVED", path));

@@ -77,18 +77,15 @@ SegmentDescription segmentFor(int value, const std::vector<SegmentDescription>& 
     SegmentDescription desc;
     bool found = false;
     for (const SegmentDescription& d : described)
-        if (d.label_value == value) desc = d, found = true;
+        if (d.value == value) desc = d, found = true;
     if (!found) {
-        desc.label_value = value;
-        desc.label = "label " + std::to_string(value);
-        desc.category = {"85756007", "SCT", "Tissue"};
-        desc.type = {"85756007", "SCT", "Tissue"};
+        desc = SegmentDescription{undescribedLabel(value)};
         log::warning(kComponent,
                      "label {} has no description in the model; written as generic "
                      "tissue",
                      value);
     }
-    if (desc.label.empty()) desc.label = desc.type.meaning;
+    if (desc.name.empty()) desc.name = desc.type.meaning;
     return desc;
 }
 
@@ -96,8 +93,8 @@ std::vector<int> absentLabels(const std::vector<SegmentDescription>& described,
                               const std::vector<int>& present) {
     std::vector<int> absent;
     for (const SegmentDescription& d : described)
-        if (std::find(present.begin(), present.end(), d.label_value) == present.end())
-            absent.push_back(d.label_value);
+        if (std::find(present.begin(), present.end(), d.value) == present.end())
+            absent.push_back(d.value);
     if (!absent.empty())
         log::info(kComponent, "label(s) {} have no voxel: no segment written for them",
                   fmt::join(absent, ", "));

@@ -187,8 +187,8 @@ Status readLabelSegments(DcmDataset& ds, SegFrames& out, const std::string& path
             return corruptData("Label Map SEG: segment without SegmentNumber", path);
         if (number == padding || number == 0) continue;
         SegmentDescription d;
-        d.label_value = number;
-        d.label = str(*item, DCM_SegmentLabel);
+        d.value = number;
+        d.name = str(*item, DCM_SegmentLabel);
         d.algorithm_type = str(*item, DCM_SegmentAlgorithmType);
         d.description = str(*item, DCM_SegmentDescription);
         d.category = codeOf(*item, DCM_SegmentedPropertyCategoryCodeSequence);

@@ -65,7 +65,7 @@ struct SegFrames {
     // along the normal with slice_thickness (nominal; use `positions`).
     Volume planes;
     // One per SegmentNumber other than the background (PixelPaddingValue, else 0);
-    // label_value = SegmentNumber. Colour from RecommendedDisplayCIELabValue, else the palette.
+    // value = SegmentNumber. Colour from RecommendedDisplayCIELabValue, else the palette.
     std::vector<SegmentDescription> segments;
     std::string referenced_series_uid;
     std::string frame_of_reference_uid;

@@ -125,7 +125,7 @@ Result<ParsedSeg> parseBinarySeg(DcmDataset& ds, const std::string& path,
         SegmentDescription d;
         OFString text;
         s->getSegmentLabel(text);
-        d.label = utf8(text, declared);
+        d.name = utf8(text, declared);
         s->getSegmentDescription(text);
         d.description = utf8(text, declared);
         s->getSegmentAlgorithmName(text);
@@ -143,9 +143,9 @@ Result<ParsedSeg> parseBinarySeg(DcmDataset& ds, const std::string& path,
         }
         const Uint16 number =
             s->getSegmentNumber() ? s->getSegmentNumber() : static_cast<Uint16>(n);
-        auto mapped = options.label_values.find(d.label);
-        d.label_value = mapped != options.label_values.end() ? mapped->second : number;
-        (*value_of_segment)[number] = d.label_value;
+        auto mapped = options.label_values.find(d.name);
+        d.value = mapped != options.label_values.end() ? mapped->second : number;
+        (*value_of_segment)[number] = d.value;
         result.segments.push_back(d);
     }
 
@@ -234,11 +234,11 @@ Result<ParsedSeg> parseLabelMapSeg(DcmDataset& ds, const std::string& path,
         return corruptData("SEG without frames or with zero rows/columns", path);
     auto value_of_segment = std::make_shared<std::map<int, int>>();
     for (SegmentDescription d : frames->segments) {
-        const int number = d.label_value;
-        auto mapped = options.label_values.find(d.label);
-        if (mapped != options.label_values.end()) d.label_value = mapped->second;
-        (*value_of_segment)[number] = d.label_value;
-        p.max_value = std::max(p.max_value, d.label_value);
+        const int number = d.value;
+        auto mapped = options.label_values.find(d.name);
+        if (mapped != options.label_values.end()) d.value = mapped->second;
+        (*value_of_segment)[number] = d.value;
+        p.max_value = std::max(p.max_value, d.value);
         result.segments.push_back(d);
     }
     result.referenced_series_uid = frames->referenced_series_uid;

@@ -37,7 +37,7 @@ struct SegReadOptions {
 
 struct SegReadResult {
     Volume label_map;                          // uint8 when every value fits, else uint16
-    std::vector<SegmentDescription> segments;  // label_value = value used in label_map
+    std::vector<SegmentDescription> segments;  // value = value used in label_map
     int frames = 0;
     std::string referenced_series_uid;
     std::string frame_of_reference_uid;

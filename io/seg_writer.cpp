@@ -145,7 +145,7 @@ void putSegment(DcmDataset& ds, Uint16 number, const SegmentDescription& desc,
                 const SegWriteOptions& options) {
     DcmItem* item = appendItem(ds, DCM_SegmentSequence);
     item->putAndInsertUint16(DCM_SegmentNumber, number);
-    item->putAndInsertString(DCM_SegmentLabel, charset::truncateUtf8(desc.label, 64).c_str());
+    item->putAndInsertString(DCM_SegmentLabel, charset::truncateUtf8(desc.name, 64).c_str());
     if (!desc.description.empty())
         item->putAndInsertString(DCM_SegmentDescription,
                                  charset::truncateUtf8(desc.description, 64).c_str());

@@ -1,8 +1,9 @@
-// What the pipeline needs to know about a model's labels for statistics and previews: value,
-// name and display colour. Filled from the model package's labels (engine/model/model_package.h) by
-// the segment pipeline; kept minimal so stages do not depend on how models are stored.
-// Plain value type.
+// Names and colours of label values for statistics and previews, from the labels a model package
+// or a label map's files describe (core/label_info.h), with a fallback for values none describes.
+// Plain functions.
 #pragma once
+
+#include "core/label_info.h"
 
 #include <array>
 #include <cstdint>
@@ -10,12 +11,6 @@
 #include <vector>
 
 namespace voxseg::pipeline {
-
-struct LabelInfo {
-    int value = 0;
-    std::string name;
-    std::array<uint8_t, 3> color{255, 0, 0};  // sRGB
-};
 
 // Name of `value` in `labels`, or "label <value>".
 std::string labelName(const std::vector<LabelInfo>& labels, int value);

@@ -4,18 +4,12 @@
 
 namespace voxseg::pipeline {
 
-std::vector<LabelInfo> modelLabelInfos(const engine::ModelPackage& model) {
-    std::vector<LabelInfo> out;
-    for (const auto& l : model.labels) out.push_back({l.value, l.name, l.color});
-    return out;
-}
-
 Result<std::vector<int>> labelValuesByName(const engine::ModelPackage& model,
                                            const std::vector<std::string>& names) {
     std::vector<int> values;
     for (const std::string& name : names) {
         auto it = std::find_if(model.labels.begin(), model.labels.end(),
-                               [&](const engine::LabelSpec& l) { return l.name == name; });
+                               [&](const LabelInfo& l) { return l.name == name; });
         if (it == model.labels.end()) {
             std::string all;
             for (const auto& l : model.labels) all += (all.empty() ? "" : ", ") + l.name;
@@ -47,14 +41,10 @@ engine::ModelPackage withOnlyLabels(const engine::ModelPackage& model,
 
 std::vector<io::SegmentDescription> modelSegmentDescriptions(const engine::ModelPackage& model) {
     std::vector<io::SegmentDescription> out;
-    for (const auto& l : model.labels) {
-        io::SegmentDescription d;
-        d.label_value = l.value;
-        d.label = l.name.substr(0, 64);
+    for (const LabelInfo& l : model.labels) {
+        io::SegmentDescription d{l};
+        d.name = l.name.substr(0, 64);  // SegmentLabel is at most 64 characters
         d.description = l.name;
-        d.color = l.color;
-        if (l.category) d.category = *l.category;
-        if (l.type) d.type = *l.type;
         d.algorithm_name = model.name;
         out.push_back(std::move(d));
     }

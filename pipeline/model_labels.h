@@ -1,19 +1,17 @@
-// A model package's labels as the pipeline stages use them (value, name, display colour) and as
-// DICOM SEG segments (coded category and type, algorithm name): what `voxseg segment` and the
-// viewer show and write for a model. Plain functions on values; thread-safe.
+// A model package's labels (core/label_info.h) chosen by name and as DICOM SEG segments (with
+// description and algorithm name): what `voxseg segment` and the viewer write for a model. Plain
+// functions on values; thread-safe.
 #pragma once
 
 #include "core/status.h"
 #include "engine/model/model_package.h"
 #include "io/seg_types.h"
-#include "pipeline/labels.h"
 
 #include <string>
 #include <vector>
 
 namespace voxseg::pipeline {
 
-std::vector<LabelInfo> modelLabelInfos(const engine::ModelPackage& model);
 // The values of the labels named `names` (`--labels`), in the package's order; an unknown name is
 // an error listing the package's names.
 Result<std::vector<int>> labelValuesByName(const engine::ModelPackage& model,

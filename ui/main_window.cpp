@@ -629,8 +629,7 @@ void MainWindow::loadSegmentation(const QString& path) {
                 log::warning(kComponent, "{}: {} voxels belong to several segments (higher wins)",
                              p, file.overlapping_voxels);
             if (file.segments.empty()) return prepareLabelMap(image, std::move(file.label_map), {});
-            std::vector<pipeline::LabelInfo> infos;
-            for (const auto& s : file.segments) infos.push_back({s.label_value, s.label, s.color});
+            std::vector<LabelInfo> infos(file.segments.begin(), file.segments.end());
             return prepareLabelMap(image, std::move(file.label_map), std::move(infos),
                                    std::move(file.segments));
         },
@@ -756,7 +755,7 @@ void MainWindow::runModel(const QString& model_folder, const QString& out_dir,
             run.written = report.written;
             VOXSEG_ASSIGN_OR_RETURN(run.labels,
                                     prepareLabelMap(study.volume, std::move(report.label_map),
-                                                    pipeline::modelLabelInfos(m),
+                                                    m.labels,
                                                     pipeline::modelSegmentDescriptions(m)));
             run.seconds =
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

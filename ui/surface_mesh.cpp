@@ -239,7 +239,7 @@ std::vector<float> vertexNormals(const std::vector<float>& pos, const std::vecto
 }
 
 Result<std::vector<SurfaceMesh>> buildLabelSurfaces(const Volume& label_map,
-                                                    const std::vector<pipeline::LabelInfo>& labels,
+                                                    const std::vector<LabelInfo>& labels,
                                                     const SurfaceOptions& options,
                                                     const Progress& progress) {
     std::vector<SurfaceMesh> out;

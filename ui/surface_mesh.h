@@ -60,7 +60,7 @@ struct SurfaceOptions {
 // One mesh per label value in `labels` that has voxels (and per other nonzero value found, with
 // pipeline::labelColor's palette colour). Empty label map: no meshes.
 Result<std::vector<SurfaceMesh>> buildLabelSurfaces(const Volume& label_map,
-                                                    const std::vector<pipeline::LabelInfo>& labels,
+                                                    const std::vector<LabelInfo>& labels,
                                                     const SurfaceOptions& options = {},
                                                     const Progress& progress = {});
 

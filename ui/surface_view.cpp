@@ -277,7 +277,7 @@ void SurfaceView::remeshEditedLabels() {
         labels.push_back(label);
     }
     pending_edits_.clear();
-    const std::vector<pipeline::LabelInfo> infos = state_->labelInfos();
+    const std::vector<LabelInfo> infos = state_->labelInfos();
     launchBuild(labels, [jobs = std::move(jobs), infos](const Volume& label_map,
                                                         const Progress& progress) mutable {
         return remeshEdits(label_map, jobs, infos, progress);
@@ -286,7 +286,7 @@ void SurfaceView::remeshEditedLabels() {
 
 Result<SurfaceView::MeshSet> SurfaceView::remeshEdits(const Volume& label_map,
                                                       std::vector<EditJob>& jobs,
-                                                      const std::vector<pipeline::LabelInfo>& infos,
+                                                      const std::vector<LabelInfo>& infos,
                                                       const Progress& progress) {
     MeshSet out;
     std::string how;
@@ -332,7 +332,7 @@ void SurfaceView::showEvent(QShowEvent* e) {
 void SurfaceView::requestMeshes() {
     stale_ = false;
     pending_edits_.clear();
-    const std::vector<pipeline::LabelInfo> infos = state_->labelInfos();
+    const std::vector<LabelInfo> infos = state_->labelInfos();
     launchBuild({}, [infos](const Volume& label_map, const Progress& progress) -> Result<MeshSet> {
         MeshSet set;
         VOXSEG_ASSIGN_OR_RETURN(set.full, buildLabelSurfaces(label_map, infos, {}, progress));

@@ -117,7 +117,7 @@ class SurfaceView : public QWidget, protected QOpenGLFunctions {
     void applyMeshes(const std::vector<int>& only, MeshSet& set);
     // The worker side of remeshEditedLabels: each label patched, or meshed whole.
     static Result<MeshSet> remeshEdits(const Volume& label_map, std::vector<EditJob>& jobs,
-                                       const std::vector<pipeline::LabelInfo>& infos,
+                                       const std::vector<LabelInfo>& infos,
                                        const Progress& progress);
     void refreshCoarseMeshes();
     void onLabelVoxelsChanged(const IndexBox& box, const std::vector<int>& labels);

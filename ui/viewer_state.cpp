@@ -35,7 +35,7 @@ void ViewerState::setStudy(pipeline::StudyInput study, const QString& source) {
 }
 
 Result<PreparedLabelMap> prepareLabelMap(const Volume& image, Volume label_map,
-                                         std::vector<pipeline::LabelInfo> labels,
+                                         std::vector<LabelInfo> labels,
                                          std::vector<io::SegmentDescription> segments) {
     if (image.empty()) return Status(StatusCode::kFailedPrecondition, "open an image first");
     const Geometry img = image.geometry(), lab = label_map.geometry();
@@ -78,7 +78,7 @@ Result<PreparedLabelMap> prepareLabelMap(const Volume& image, Volume label_map,
     return out;
 }
 
-Status ViewerState::setLabelMap(Volume label_map, std::vector<pipeline::LabelInfo> labels,
+Status ViewerState::setLabelMap(Volume label_map, std::vector<LabelInfo> labels,
                                 std::vector<io::SegmentDescription> segments) {
     VOXSEG_ASSIGN_OR_RETURN(auto prepared, prepareLabelMap(study_.volume, std::move(label_map),
                                                            std::move(labels), std::move(segments)));
@@ -100,7 +100,7 @@ void ViewerState::applyLabelMap(PreparedLabelMap p) {
         e.voxels = s.voxels;
         e.volume_ml = s.volume_ml;
         for (const auto& d : segments_)
-            if (d.label_value == s.label) {
+            if (d.value == s.label) {
                 e.category = d.category;
                 e.type = d.type;
             }
@@ -130,10 +130,8 @@ void ViewerState::clearLabelMap() {
     emit labelDisplayChanged();
 }
 
-std::vector<pipeline::LabelInfo> ViewerState::labelInfos() const {
-    std::vector<pipeline::LabelInfo> out;
-    for (const auto& e : entries_) out.push_back({e.value, e.name, e.color});
-    return out;
+std::vector<LabelInfo> ViewerState::labelInfos() const {
+    return {entries_.begin(), entries_.end()};
 }
 
 std::vector<io::SegmentDescription> ViewerState::segmentDescriptions() const {
@@ -141,7 +139,7 @@ std::vector<io::SegmentDescription> ViewerState::segmentDescriptions() const {
     for (const edit::SegmentMeta& m : segmentMetas()) {
         io::SegmentDescription d = edit::toSegmentDescription(m);
         for (const auto& s : segments_)
-            if (s.label_value == m.value) d.algorithm_name = s.algorithm_name;
+            if (s.value == m.value) d.algorithm_name = s.algorithm_name;
         out.push_back(std::move(d));
     }
     return out;
@@ -150,12 +148,7 @@ std::vector<io::SegmentDescription> ViewerState::segmentDescriptions() const {
 std::vector<edit::SegmentMeta> ViewerState::segmentMetas() const {
     std::vector<edit::SegmentMeta> out;
     for (const auto& e : entries_) {
-        edit::SegmentMeta m;
-        m.value = e.value;
-        m.name = e.name;
-        m.color = e.color;
-        m.category = e.category;
-        m.type = e.type;
+        edit::SegmentMeta m{e};  // the label part
         m.status = e.status;
         out.push_back(std::move(m));
     }
@@ -171,10 +164,7 @@ void ViewerState::applySegmentMetas(const std::vector<edit::SegmentMeta>& metas)
             row = static_cast<int>(entries_.size()) - 1;
         }
         LabelEntry& e = entries_[static_cast<size_t>(row)];
-        e.name = m.name;
-        e.color = m.color;
-        e.category = m.category;
-        e.type = m.type;
+        static_cast<LabelInfo&>(e) = m;  // value, name, colour, codes
         e.status = m.status;
     }
     std::sort(entries_.begin(), entries_.end(),
@@ -288,7 +278,7 @@ void ViewerState::labelVoxelsEdited(const edit::ApplyReport& report) {
 }
 
 Result<ViewerState::LabelSummary> ViewerState::summarizeLabels(
-    const Volume& label_map, const Volume& image, const std::vector<pipeline::LabelInfo>& labels) {
+    const Volume& label_map, const Volume& image, const std::vector<LabelInfo>& labels) {
     LabelSummary out;
     VOXSEG_ASSIGN_OR_RETURN(out.statistics, pipeline::computeStatistics(label_map, &image, labels));
     out.runs = buildLabelRuns(label_map, labelRunAxis(label_map.geometry()));
@@ -363,7 +353,7 @@ void ViewerState::setLabelColor(size_t row, std::array<uint8_t, 3> rgb) {
     entries_[row].color = rgb;
     // Exported SEG segments carry the colour too.
     for (auto& s : segments_)
-        if (s.label_value == entries_[row].value) s.color = rgb;
+        if (s.value == entries_[row].value) s.color = rgb;
     rebuildColors();
     emit labelDisplayChanged();
 }

@@ -29,17 +29,13 @@
 
 namespace voxseg::ui {
 
-struct LabelEntry {
-    int value = 0;
-    std::string name;
-    std::array<uint8_t, 3> color{255, 0, 0};
+// A row of the label table: the label (core/label_info.h), how it is shown, its size and the
+// reviewer's status.
+struct LabelEntry : LabelInfo {
     bool visible = true;
     double opacity = 0.5;
     int64_t voxels = 0;
     double volume_ml = 0.0;
-    // DICOM SEG codes (CID 7150 category, CID 7151 type) and the reviewer's status.
-    CodedConcept category{"91772007", "SCT", "Organ"};
-    CodedConcept type{"85756007", "SCT", "Tissue"};
     edit::ReviewStatus status = edit::ReviewStatus::kNotReviewed;
 };
 
@@ -48,7 +44,7 @@ struct LabelEntry {
 // thread.
 struct PreparedLabelMap {
     Volume label_map;
-    std::vector<pipeline::LabelInfo> labels;
+    std::vector<LabelInfo> labels;
     std::vector<io::SegmentDescription> segments;
     pipeline::StatisticsReport statistics;
     LabelRuns runs;  // for the view whose slices cut across the stored rows (see LabelRuns)
@@ -59,7 +55,7 @@ struct PreparedLabelMap {
 // a palette colour); `segments` (optional) describe them for DICOM SEG export. Float label maps
 // are cast to int32. Thread-safe (plain function).
 Result<PreparedLabelMap> prepareLabelMap(const Volume& image, Volume label_map,
-                                         std::vector<pipeline::LabelInfo> labels,
+                                         std::vector<LabelInfo> labels,
                                          std::vector<io::SegmentDescription> segments = {});
 
 class ViewerState : public QObject {
@@ -77,7 +73,7 @@ class ViewerState : public QObject {
     const SliceFrame& frame(ViewAxis view) const { return frames_[static_cast<int>(view)]; }
 
     // Shows a label map over the image (prepareLabelMap() + applyLabelMap(), on this thread).
-    Status setLabelMap(Volume label_map, std::vector<pipeline::LabelInfo> labels,
+    Status setLabelMap(Volume label_map, std::vector<LabelInfo> labels,
                        std::vector<io::SegmentDescription> segments = {});
     // Shows a prepared label map; it must have been prepared against the current image.
     void applyLabelMap(PreparedLabelMap prepared);
@@ -85,7 +81,7 @@ class ViewerState : public QObject {
     bool hasLabelMap() const { return !label_map_.empty(); }
     const Volume& labelMap() const { return label_map_; }
     const std::vector<LabelEntry>& labels() const { return entries_; }
-    std::vector<pipeline::LabelInfo> labelInfos() const;
+    std::vector<LabelInfo> labelInfos() const;
     // The SEG segment descriptions from the table: names, colours, codes (from the model or
     // SEG when they came with it, else as picked), the review status in SegmentDescription.
     std::vector<io::SegmentDescription> segmentDescriptions() const;
@@ -119,7 +115,7 @@ class ViewerState : public QObject {
         LabelRuns runs;
     };
     static Result<LabelSummary> summarizeLabels(const Volume& label_map, const Volume& image,
-                                                const std::vector<pipeline::LabelInfo>& labels);
+                                                const std::vector<LabelInfo>& labels);
     void applyLabelSummary(LabelSummary summary);
     const pipeline::StatisticsReport& statistics() const { return statistics_; }
     // A box around every labelled voxel (from the statistics), for drawing only that part.

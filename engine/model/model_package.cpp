@@ -240,7 +240,7 @@ void readLabels(Reader& r, const json& root, ModelPackage& p) {
             const json& l = (*v)[i];
             if (!r.object(l, key)) break;
             r.onlyKeys(l, key, {"value", "name", "color", "category", "type"});
-            LabelSpec label;
+            LabelInfo label;
             if (const json* x = r.member(l, key, "value", true))
                 label.value = static_cast<int>(r.integer(*x, Reader::join(key, "value"), 1, 32767));
             if (const json* x = r.member(l, key, "name", true))
@@ -256,9 +256,11 @@ void readLabels(Reader& r, const json& root, ModelPackage& p) {
                 }
             }
             if (const json* x = r.member(l, key, "category", false))
-                label.category = readConcept(r, *x, Reader::join(key, "category"));
+                label.category = readConcept(r, *x, Reader::join(key, "category"))
+                                     .value_or(defaultLabelCategory());
             if (const json* x = r.member(l, key, "type", false))
-                label.type = readConcept(r, *x, Reader::join(key, "type"));
+                label.type =
+                    readConcept(r, *x, Reader::join(key, "type")).value_or(defaultLabelType());
             if (!r.ok()) break;
             if (!values.insert(label.value).second)
                 r.fail(Reader::join(key, "value"),
@@ -451,8 +453,9 @@ std::string modelPackageToJson(const ModelPackage& p) {
     for (const auto& l : p.labels) {
         json lj{
             {"value", l.value}, {"name", l.name}, {"color", {l.color[0], l.color[1], l.color[2]}}};
-        if (l.category) lj["category"] = conceptJson(*l.category);
-        if (l.type) lj["type"] = conceptJson(*l.type);
+        // The default codes go without saying (a label that states none has them).
+        if (l.category != defaultLabelCategory()) lj["category"] = conceptJson(l.category);
+        if (l.type != defaultLabelType()) lj["type"] = conceptJson(l.type);
         labels.push_back(lj);
     }
     j["labels"] = labels;

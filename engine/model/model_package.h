@@ -10,6 +10,7 @@
 #pragma once
 
 #include "core/coded_concept.h"
+#include "core/label_info.h"
 #include "core/status.h"
 #include "engine/backend.h"
 #include "engine/graph/graph.h"
@@ -68,14 +69,6 @@ struct ChannelSpec {
     // for several channels, the modality for one.
     std::string name;
     SeriesMatch match;
-};
-
-struct LabelSpec {
-    int value = 0;  // 1..32767; 0 is background
-    std::string name;
-    std::array<uint8_t, 3> color{};  // RGB
-    std::optional<CodedConcept> category;
-    std::optional<CodedConcept> type;
 };
 
 enum class AxisOrder { kZyx, kXyz };
@@ -218,7 +211,7 @@ struct ModelPackage {
     std::vector<int64_t> patch_size;  // network axis order
     AxisOrder axis_order = AxisOrder::kZyx;
     std::string orientation = "native";  // "native" or a three-letter code such as "RAS"
-    std::vector<LabelSpec> labels;
+    std::vector<LabelInfo> labels;
     OutputKind output = OutputKind::kSoftmax;
     InferenceSpec inference;
     std::vector<ModelFile> models;  // at least one (version 2: one per stage, in stage order)

@@ -57,8 +57,8 @@ Fixture writeSeriesAndRtStruct(const TempDir& dir, const std::string& folder,
             }
     acquired.labels = f.labels;
     std::vector<io::SegmentDescription> rois(2);
-    rois[0].label_value = 1, rois[0].label = "Ring", rois[0].color = {10, 200, 30};
-    rois[1].label_value = 3, rois[1].label = "Diamond", rois[1].color = {250, 5, 90};
+    rois[0].value = 1, rois[0].name = "Ring", rois[0].color = {10, 200, 30};
+    rois[1].value = 3, rois[1].name = "Diamond", rois[1].color = {250, 5, 90};
     auto report = io::writeRtStruct(acquired, f.series, rois, {}, dir / rtss);
     EXPECT_TRUE(report.isOk()) << report.status().toString();
     return f;

@@ -140,7 +140,7 @@ TEST(EditCli, DicomSegOutputMatchesTheLibraryOnADicomSeries) {
     // Issue 18 item 3: label 1 came with the input and was edited, label 3 was drawn by hand.
     ASSERT_EQ(seg->segments.size(), 2u);
     std::map<std::string, std::string> type_of;
-    for (const auto& d : seg->segments) type_of[d.label] = d.algorithm_type;
+    for (const auto& d : seg->segments) type_of[d.name] = d.algorithm_type;
     EXPECT_EQ(type_of["label 1"], "SEMIAUTOMATIC");
     EXPECT_EQ(type_of["label 3"], "MANUAL");
 }

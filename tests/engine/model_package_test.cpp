@@ -75,8 +75,8 @@ TEST(ModelPackage, ParsesEveryKey) {
     EXPECT_EQ(p.spacing_mm, (std::vector<double>{1.0, 1.0, 1.5}));
     EXPECT_EQ(p.axis_order, AxisOrder::kZyx);
     ASSERT_EQ(p.labels.size(), 2u);
-    EXPECT_EQ(p.labels[0].type->meaning, "Hippocampus");
-    EXPECT_FALSE(p.labels[1].category.has_value());
+    EXPECT_EQ(p.labels[0].type.meaning, "Hippocampus");
+    EXPECT_EQ(p.labels[1].category, defaultLabelCategory());  // not stated: the default
     EXPECT_EQ(p.labels[1].color[1], 255);
     EXPECT_EQ(p.outputChannels(), 3);
     EXPECT_EQ(p.channelLabelValues(), (std::vector<int>{0, 1, 2}));

@@ -56,7 +56,7 @@ std::vector<io::SegmentDescription> describe() {
     std::vector<io::SegmentDescription> out;
     for (int v : {1, 2, 3}) {
         io::SegmentDescription s;
-        s.label_value = v;
+        s.value = v;
         s.label = "structure " + std::to_string(v);
         out.push_back(s);
     }

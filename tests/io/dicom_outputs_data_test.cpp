@@ -51,10 +51,10 @@ TEST(DicomOutputsData, TiltedGeHeadCtSegAndRtstructLandOnTheSourceImages) {
     for (int64_t i = 0; i < g.voxelCount(); ++i)
         labels.data<uint8_t>()[i] = hu[i] > 400 ? 1 : (hu[i] >= 20 && hu[i] <= 60 ? 2 : 0);
     SegmentDescription bone, brain;
-    bone.label_value = 1;
-    bone.label = "bone";
-    brain.label_value = 2;
-    brain.label = "brain";
+    bone.value = 1;
+    bone.name = "bone";
+    brain.value = 2;
+    brain.name = "brain";
     const std::vector<SegmentDescription> segments{bone, brain};
 
     auto acquired = labelsOnAcquiredImages(labels, c);

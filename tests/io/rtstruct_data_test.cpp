@@ -28,7 +28,7 @@ Result<SeriesCandidate> seriesOf(const std::vector<std::string>& files) {
 
 const RtRoi* roiNamed(const RtStructReadResult& r, const std::string& name) {
     for (const RtRoi& roi : r.rois)
-        if (roi.description.label == name) return &roi;
+        if (roi.description.name == name) return &roi;
     return nullptr;
 }
 
@@ -42,7 +42,7 @@ bool anyWarning(const std::vector<std::string>& warnings, const std::string& a,
 void print(const RtStructReadResult& r) {
     for (const RtRoi& roi : r.rois)
         std::printf("ROI %d '%s': %d contour(s), %d placed, %lld voxel(s)\n", roi.roi_number,
-                    roi.description.label.c_str(), roi.contours, roi.contours_placed,
+                    roi.description.name.c_str(), roi.contours, roi.contours_placed,
                     static_cast<long long>(roi.voxels));
     for (const auto& w : r.warnings) std::printf("warning: %s\n", w.c_str());
 }
@@ -59,7 +59,7 @@ TEST(RtStructData, RtUtilsMockOnItsTwoSlices) {
     print(*r);
     ASSERT_EQ(r->rois.size(), 1u);
     const RtRoi& roi = r->rois[0];
-    EXPECT_EQ(roi.description.label, "ROI-1");
+    EXPECT_EQ(roi.description.name, "ROI-1");
     EXPECT_EQ(roi.roi_number, 1);
     EXPECT_EQ(roi.contours, 2);
     EXPECT_EQ(roi.contours_placed, 2);
@@ -87,7 +87,7 @@ TEST(RtStructData, RtUtilsReferencesToAbsentImagesWarn) {
     print(*r);
     ASSERT_EQ(r->rois.size(), 4u);
     for (const RtRoi& roi : r->rois) {
-        const std::string name = "'" + roi.description.label + "'";
+        const std::string name = "'" + roi.description.name + "'";
         // One contour per ROI on the slice at z = 70, which is not among the two files.
         EXPECT_EQ(roi.contours, 3) << name;
         EXPECT_EQ(roi.contours_placed, 2) << name;
@@ -117,7 +117,7 @@ TEST(RtStructData, DicompylerStructuresOnTheirOnlySlice) {
     EXPECT_EQ(r->rois.size(), 10u);
     int landed = 0;
     for (const RtRoi& roi : r->rois) {
-        const std::string name = "'" + roi.description.label + "'";
+        const std::string name = "'" + roi.description.name + "'";
         if (roi.contours_placed > 0) {
             ++landed;
             EXPECT_GT(roi.voxels, 0) << name;

@@ -353,8 +353,8 @@ std::vector<SegmentDescription> describe(const std::map<int, std::string>& names
     std::vector<SegmentDescription> out;
     for (const auto& [value, name] : names) {
         SegmentDescription d;
-        d.label_value = value;
-        d.label = name;
+        d.value = value;
+        d.name = name;
         d.color = {static_cast<uint8_t>(40 * value), static_cast<uint8_t>(255 - 30 * value), 77};
         d.type = {"10200004", "SCT", name};
         out.push_back(d);
@@ -423,10 +423,10 @@ TEST(RtStruct, WriteReadRoundTripIsExact) {
     for (const RtRoi& roi : back->rois) {
         const SegmentDescription* d = nullptr;
         for (const auto& r : rois)
-            if (r.label_value == roi.roi_number) d = &r;
+            if (r.value == roi.roi_number) d = &r;
         ASSERT_NE(d, nullptr) << roi.roi_number;
-        EXPECT_EQ(roi.description.label, d->label);
-        EXPECT_EQ(roi.description.label_value, d->label_value);
+        EXPECT_EQ(roi.description.name, d->name);
+        EXPECT_EQ(roi.description.value, d->value);
         EXPECT_EQ(roi.description.color, d->color);
         EXPECT_EQ(roi.description.type.code, "10200004");
         EXPECT_EQ(roi.interpreted_type, "ORGAN");
@@ -780,24 +780,24 @@ TEST(RtStruct, PlastimatchReadsItBackWithHighDice) {
     ASSERT_TRUE(fs::exists(out)) << log;
     const double voxel_ml = 1.5 * 1.5 * 3 / 1000;
     for (const auto& roi : rois) {
-        const std::string mask_path = out + "/" + roi.label + ".nrrd";
+        const std::string mask_path = out + "/" + roi.name + ".nrrd";
         ASSERT_TRUE(fs::exists(mask_path)) << mask_path << "\n" << log;
         auto mask = readImage(mask_path);
         ASSERT_TRUE(mask.isOk()) << mask.status().toString();
         ASSERT_TRUE(mask->geometry().approxEqual(g, 1e-2, 1e-4, 1e-4))
-            << roi.label << ": plastimatch's grid differs from the series'";
+            << roi.name << ": plastimatch's grid differs from the series'";
         Volume m = mask->castTo(PixelType::kUInt8);
         int64_t a = 0, b = 0, both = 0;
         for (int64_t i = 0; i < g.voxelCount(); ++i) {
-            const bool ours = d[i] == roi.label_value, theirs = m.data<uint8_t>()[i] != 0;
+            const bool ours = d[i] == roi.value, theirs = m.data<uint8_t>()[i] != 0;
             a += ours, b += theirs, both += ours && theirs;
         }
         const double dice = 2.0 * both / static_cast<double>(a + b);
         const double ml = a * voxel_ml;
         std::printf("plastimatch Dice %-8s %.4f (%.2f mL, %lld vs %lld voxels)\n",
-                    roi.label.c_str(), dice, ml, static_cast<long long>(a),
+                    roi.name.c_str(), dice, ml, static_cast<long long>(a),
                     static_cast<long long>(b));
-        EXPECT_GE(dice, ml < 1 ? 0.95 : 0.98) << roi.label;
+        EXPECT_GE(dice, ml < 1 ? 0.95 : 0.98) << roi.name;
     }
 }
 

@@ -73,10 +73,10 @@ Volume labelsOn(const Geometry& g) {
 
 std::vector<SegmentDescription> twoSegments() {
     SegmentDescription ball, slab;
-    ball.label_value = 1;
-    ball.label = "ball";
-    slab.label_value = 2;
-    slab.label = "slab";
+    ball.value = 1;
+    ball.name = "ball";
+    slab.value = 2;
+    slab.name = "slab";
     return {ball, slab};
 }
 

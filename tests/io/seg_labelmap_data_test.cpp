@@ -75,8 +75,8 @@ void expectHighdicomLabelMap(const SegFrames& f) {
     EXPECT_EQ(voxels, kVoxels);
     ASSERT_EQ(f.segments.size(), 20u);  // 1..20; the Background segment (0) is not one
     for (size_t i = 0; i < f.segments.size(); ++i)
-        EXPECT_EQ(f.segments[i].label_value, static_cast<int>(i) + 1);
-    EXPECT_EQ(f.segments[0].label, "RGB(37, 231, 253)");
+        EXPECT_EQ(f.segments[i].value, static_cast<int>(i) + 1);
+    EXPECT_EQ(f.segments[0].name, "RGB(37, 231, 253)");
     EXPECT_EQ(f.segments[0].category.code, "85756007");
     EXPECT_EQ(f.referenced_series_uid,
               "1.2.826.0.1.3680043.9.7433.3.57084118109582350083572639456817453");
@@ -154,8 +154,8 @@ TEST(LabelMapSegData, HighdicomReadsWhatWeWriteOnARealCt) {
     auto acquired = labelsOnAcquiredImages(labels, source, 1);
     ASSERT_TRUE(acquired.isOk()) << acquired.status().toString();
     std::vector<SegmentDescription> segments(2);
-    segments[0].label_value = 1, segments[0].label = "soft tissue";
-    segments[1].label_value = 2, segments[1].label = "bone";
+    segments[0].value = 1, segments[0].name = "soft tissue";
+    segments[1].value = 2, segments[1].name = "bone";
     segments[1].type = {"272673000", "SCT", "Bone"};
     voxseg::testing::TempDir dir;
     const std::string path = dir / "ct2_labelmap.dcm";

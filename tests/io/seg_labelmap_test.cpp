@@ -72,12 +72,12 @@ AcquiredLabels makeLabels(const SeriesCandidate& source, uint16_t big) {
 
 std::vector<SegmentDescription> descriptions(uint16_t big) {
     std::vector<SegmentDescription> d(4);
-    d[0].label_value = 1, d[0].label = "liver", d[0].color = {200, 100, 50};
+    d[0].value = 1, d[0].name = "liver", d[0].color = {200, 100, 50};
     d[0].type = {"10200004", "SCT", "Liver"};
-    d[1].label_value = 2, d[1].label = "spleen", d[1].color = {20, 200, 60};
+    d[1].value = 2, d[1].name = "spleen", d[1].color = {20, 200, 60};
     d[1].type = {"78961009", "SCT", "Spleen"};
-    d[2].label_value = big, d[2].label = "lesion", d[2].color = {250, 250, 10};
-    d[3].label_value = 7, d[3].label = "absent organ";  // described, not in the map
+    d[2].value = big, d[2].name = "lesion", d[2].color = {250, 250, 10};
+    d[3].value = 7, d[3].name = "absent organ";  // described, not in the map
     return d;
 }
 
@@ -181,11 +181,11 @@ TEST(LabelMapSeg, SixteenBitRoundTripWithPositionsAndReferences) {
             << "frame " << f;
     }
     ASSERT_EQ(frames->segments.size(), 3u);
-    EXPECT_EQ(frames->segments[0].label_value, 1);
-    EXPECT_EQ(frames->segments[0].label, "liver");
+    EXPECT_EQ(frames->segments[0].value, 1);
+    EXPECT_EQ(frames->segments[0].name, "liver");
     EXPECT_EQ(frames->segments[0].type.code, "10200004");
-    EXPECT_EQ(frames->segments[1].label, "spleen");
-    EXPECT_EQ(frames->segments[2].label_value, 300);
+    EXPECT_EQ(frames->segments[1].name, "spleen");
+    EXPECT_EQ(frames->segments[2].value, 300);
     EXPECT_EQ(frames->segments[2].algorithm_name, "voxseg test model");
     for (int c = 0; c < 3; ++c)  // sRGB -> CIELab (16 bit) -> sRGB
         EXPECT_NEAR(frames->segments[0].color[c], descriptions(300)[0].color[c], 2);

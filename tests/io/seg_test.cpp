@@ -117,26 +117,26 @@ Volume makeLabels(const Geometry& g) {
 
 std::vector<SegmentDescription> descriptions() {
     return {
-        {1,
-         "liver",
+        {{1,
+          "liver",
+          {221, 130, 101},
+          {"123037004", "SCT", "Anatomical Structure"},
+          {"10200004", "SCT", "Liver"}},
          "",
-         {221, 130, 101},
-         {"123037004", "SCT", "Anatomical Structure"},
-         {"10200004", "SCT", "Liver"},
          ""},
-        {2,
-         "spleen",
+        {{2,
+          "spleen",
+          {157, 108, 162},
+          {"123037004", "SCT", "Anatomical Structure"},
+          {"78961009", "SCT", "Spleen"}},
          "",
-         {157, 108, 162},
-         {"123037004", "SCT", "Anatomical Structure"},
-         {"78961009", "SCT", "Spleen"},
          ""},
-        {5,
-         "aorta",
+        {{5,
+          "aorta",
+          {224, 97, 76},
+          {"123037004", "SCT", "Anatomical Structure"},
+          {"15825003", "SCT", "Aorta"}},
          "",
-         {224, 97, 76},
-         {"123037004", "SCT", "Anatomical Structure"},
-         {"15825003", "SCT", "Aorta"},
          ""},
     };
 }
@@ -178,7 +178,7 @@ TEST(DicomSeg, RoundTripIsVoxelExactAndDciodvfyClean) {
     // Back onto the source grid, label values by segment name.
     SegReadOptions read_options;
     read_options.grid = series.geometry;
-    for (const auto& d : descriptions()) read_options.label_values[d.label] = d.label_value;
+    for (const auto& d : descriptions()) read_options.label_values[d.name] = d.value;
     auto back = readDicomSeg(path, read_options);
     ASSERT_TRUE(back.isOk()) << back.status().toString();
     EXPECT_EQ(back->frames, 7);
@@ -238,7 +238,7 @@ TEST(DicomSeg, Uint16LabelsWithLargeValuesRoundTrip) {
     for (int64_t n = 0; n < series.geometry.voxelCount(); ++n)
         if (p[n] == 5) p[n] = 1000;
     std::vector<SegmentDescription> segments = descriptions();
-    segments[2].label_value = 1000;
+    segments[2].value = 1000;
     const std::string path = dir / "seg16.dcm";
     auto report = writeDicomSeg(labels, series.candidate, segments, SegWriteOptions(), path);
     ASSERT_TRUE(report.isOk()) << report.status().toString();
@@ -247,7 +247,7 @@ TEST(DicomSeg, Uint16LabelsWithLargeValuesRoundTrip) {
 
     SegReadOptions read_options;
     read_options.grid = series.geometry;
-    for (const auto& d : segments) read_options.label_values[d.label] = d.label_value;
+    for (const auto& d : segments) read_options.label_values[d.name] = d.value;
     auto back = readDicomSeg(path, read_options);
     ASSERT_TRUE(back.isOk()) << back.status().toString();
     ASSERT_EQ(back->label_map.pixelType(), PixelType::kUInt16);

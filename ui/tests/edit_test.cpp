@@ -475,7 +475,7 @@ TEST_F(EditTest, SavedSegAndLabelMapReadBackAndTheJournalReplaysToTheSameMap) {
     }
     EXPECT_EQ(differ, 0);
     std::map<int, io::SegmentDescription> by_value;
-    for (const auto& d : back->segments) by_value[d.label_value] = d;
+    for (const auto& d : back->segments) by_value[d.value] = d;
     ASSERT_EQ(by_value.size(), 3u);
     EXPECT_EQ(by_value[1].algorithm_type, "SEMIAUTOMATIC");
     EXPECT_EQ(by_value[2].algorithm_type, "AUTOMATIC");

@@ -352,7 +352,7 @@ TEST_F(ViewerTest, SavesAndLoadsAnRtStruct) {
         << window_->lastError().toStdString();
     ASSERT_EQ(s->labels().size(), 2u);
     EXPECT_EQ(s->labels()[1].voxels, 6 * 6 * 16);
-    EXPECT_EQ(s->labels()[1].name, back->rois[1].description.label);
+    EXPECT_EQ(s->labels()[1].name, back->rois[1].description.name);
 }
 
 TEST_F(ViewerTest, RunsATinyModelInTheBackgroundAndShowsTheOverlay) {
@@ -427,8 +427,7 @@ TEST_F(ViewerTest, RunModelDialogTakesSegmentsOptionsFromTheSchema) {
     RunModelDialog* dialog = window_->openRunModelDialog();
     ASSERT_NE(dialog, nullptr);
     for (const auto& spec : pipeline::segmentOptionSchema())
-        if (spec.in_dialog)
-            EXPECT_NE(dialog->field(QString::fromStdString(spec.flag)), nullptr) << spec.flag;
+        EXPECT_NE(dialog->field(QString::fromStdString(spec.flag)), nullptr) << spec.flag;
     dialog->setValue("--overlap", "0.99");
     auto bad = dialog->options();
     ASSERT_FALSE(bad.isOk());
