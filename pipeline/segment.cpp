@@ -15,6 +15,7 @@
 #include "pipeline/prediction_export.h"
 #include "pipeline/preprocess.h"
 #include "pipeline/preview.h"
+#include "pipeline/segment_options_schema.h"
 #include "pipeline/segmentation_files.h"
 
 #include <unistd.h>
@@ -212,10 +213,24 @@ Result<SegmentOutputs> parseOutputs(const std::string& list) {
     return o;
 }
 
+std::string outputsName(const SegmentOutputs& o) {
+    std::string list;
+    auto add = [&](bool on, const char* name) {
+        if (on) list += (list.empty() ? "" : ",") + std::string(name);
+    };
+    add(o.label_map, "nifti");
+    add(o.dicom_seg, "seg");
+    add(o.rtstruct, "rtstruct");
+    add(o.statistics, "stats");
+    add(o.preview, "preview");
+    add(o.probabilities, "probabilities");
+    return list;
+}
+
 Result<engine::DType> parseAccumulator(const std::string& name) {
     if (name == "fp16") return engine::DType::kFloat16;
     if (name == "fp32") return engine::DType::kFloat32;
-    return invalidArgument("accumulator must be fp16 or fp32, got '" + name + "'");
+    return invalidArgument("'" + name + "' is not fp16 or fp32");
 }
 
 const char* accumulatorName(engine::DType accumulator) {
@@ -258,6 +273,9 @@ std::string Segmenter::backendName() const { return impl_->backend->name(); }
 Result<Segmenter> Segmenter::create(const std::string& model_folder, const SegmentOptions& options,
                                     std::string* warning) {
     const auto t0 = Clock::now();
+    // The rules between options (tta/no-tta, batch, overlap, accumulator): decided by the
+    // option schema, for options that did not come through it (the library API).
+    VOXSEG_RETURN_IF_ERROR(checkSegmentOptions(options));
     auto impl = std::make_unique<Impl>();
     impl->options = options;
     // Signatures first: the files of an untrusted package are not parsed at all.
@@ -267,7 +285,6 @@ Result<Segmenter> Segmenter::create(const std::string& model_folder, const Segme
     VOXSEG_ASSIGN_OR_RETURN(engine::LoadedModel loaded, engine::loadModelPackage(model_folder));
     impl->model = loaded.package;
     const auto& m = impl->model;
-    if (options.batch < 1) return invalidArgument("--batch must be at least 1");
     if (!options.labels.empty()) {
         VOXSEG_ASSIGN_OR_RETURN(impl->label_values, labelValuesByName(m, options.labels));
     }
@@ -281,8 +298,6 @@ Result<Segmenter> Segmenter::create(const std::string& model_folder, const Segme
 
     // Per-run overrides go into the package's inference settings, which define the window.
     if (options.overlap) impl->model.inference.overlap = *options.overlap;
-    if (options.tta && options.no_tta)
-        return invalidArgument("--tta and --no-tta exclude each other");
     if (options.tta) impl->model.inference.mirror_axes = {0, 1, 2};
     if (options.no_tta) impl->model.inference.mirror_axes.clear();
     for (auto& stage : impl->model.stages) {  // staged packages: the same overrides per stage
@@ -295,9 +310,6 @@ Result<Segmenter> Segmenter::create(const std::string& model_folder, const Segme
     compile.precision = impl->precision.precision;
     compile.num_threads = options.threads;
     engine::DType accumulator = options.accumulator;
-    if (accumulator != engine::DType::kFloat16 && accumulator != engine::DType::kFloat32)
-        return invalidArgument(std::string("accumulator must be fp16 or fp32, got ") +
-                               engine::dtypeName(accumulator));
     if (m.hasStages()) {
         if (options.outputs.probabilities)
             return unsupported("model " + m.name +
