@@ -85,20 +85,25 @@ Result<std::unique_ptr<Backend>> createBackend(const DeviceSpec& device,
                                                std::string* fallback_warning) {
     if (device.kind != DeviceSpec::Kind::kAuto) return createNamed(device);
     std::string skipped;
+    bool only_absent = true;  // every skipped backend lacks its device (a CPU-only machine)
     for (const std::string& candidate : availableBackends()) {
         VOXSEG_ASSIGN_OR_RETURN(DeviceSpec spec, parseDevice(candidate));
         auto backend = createNamed(spec);
         if (backend) {
             if (!skipped.empty()) {
                 const std::string line = skipped + ": using " + candidate;
-                // One line for the user: the caller that asked for it shows it, else we log it.
-                if (fallback_warning)
+                // A machine without a GPU is not a problem to warn about on every run: one info
+                // line. A device that exists but fails is a warning the caller shows (or we log).
+                if (only_absent)
+                    log::info("engine", "{}", line);
+                else if (fallback_warning)
                     *fallback_warning = line;
                 else
                     log::warning("engine", "{}", line);
             }
             return backend;
         }
+        only_absent = only_absent && backend.status().code() == StatusCode::kNotFound;
         skipped += (skipped.empty() ? "" : "; ") + candidate + " unusable (" +
                    backend.status().message() + ")";
     }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+
 namespace voxseg::cuda {
 
 Status cudaStatus(cudaError_t error, const std::string& what) {
@@ -46,6 +48,11 @@ Status cudnnStatus(cudnnStatus_t status, const std::string& what) {
 Result<int> usableDeviceCount() {
     int count = 0;
     const cudaError_t err = cudaGetDeviceCount(&count);
+    // No GPU at all (no device, or no driver on a machine without an NVIDIA device node) is
+    // kNotFound: the auto device then falls back to the CPU with one quiet line. A GPU whose
+    // driver fails is a kDeviceError, which stays a warning.
+    const bool gpu_node =
+        std::filesystem::exists("/dev/nvidia0") || std::filesystem::exists("/proc/driver/nvidia");
     if (err != cudaSuccess) {
         (void)cudaGetLastError();
         std::string hint;
@@ -55,13 +62,15 @@ Result<int> usableDeviceCount() {
             hint = "no CUDA device";
         else
             hint = "the CUDA driver could not be initialised";
+        const bool absent =
+            err == cudaErrorNoDevice || (err == cudaErrorInsufficientDriver && !gpu_node);
         return Status(
-            StatusCode::kDeviceError,
+            absent ? StatusCode::kNotFound : StatusCode::kDeviceError,
             fmt::format("no usable GPU: {} ({}); use --device cpu", hint, cudaGetErrorString(err)),
             "cuda");
     }
     if (count <= 0)
-        return Status(StatusCode::kDeviceError,
+        return Status(StatusCode::kNotFound,
                       "no usable GPU: no CUDA device found; use --device cpu", "cuda");
     return count;
 }
