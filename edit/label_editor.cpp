@@ -376,6 +376,12 @@ const char* LabelChange::algorithmType() const {
     return voxels_before > 0 ? "SEMIAUTOMATIC" : "MANUAL";
 }
 
+std::string LabelChange::algorithmTypeAfter(const std::string& before) const {
+    if (!changed() && !before.empty()) return before;
+    if (changed() && before == "MANUAL") return before;
+    return algorithmType();
+}
+
 Result<std::vector<LabelChange>> compareLabelMaps(const Volume& before, const Volume& after) {
     if (before.geometry().size != after.geometry().size)
         return invalidArgument("label maps of different sizes cannot be compared");

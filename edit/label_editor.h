@@ -22,6 +22,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace voxseg::edit {
@@ -120,6 +121,9 @@ struct LabelChange {
     // "AUTOMATIC" (unchanged: as it came), "SEMIAUTOMATIC" (present before and edited),
     // "MANUAL" (absent before: drawn by hand).
     const char* algorithmType() const;
+    // The same for a label whose provenance was `before` (as loaded; empty: unknown): an
+    // unchanged label keeps it, an edited MANUAL label stays MANUAL.
+    std::string algorithmTypeAfter(const std::string& before) const;
 };
 Result<std::vector<LabelChange>> compareLabelMaps(const Volume& before, const Volume& after);
 

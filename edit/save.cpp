@@ -44,7 +44,7 @@ Status saveEditedSegmentation(const Volume& label_map, const std::string& path,
             it = described.insert(described.end(),
                                   io::SegmentDescription{undescribedLabel(change.label)});
         }
-        it->algorithm_type = change.algorithmType();
+        it->algorithm_type = change.algorithmTypeAfter(it->algorithm_type);
     }
     return pipeline::writeDicomSegmentation(pipeline::DicomSegmentationKind::kSeg, label_map,
                                             *series, described, so, path);

@@ -29,7 +29,8 @@ struct SaveOptions {
     // DICOM SEG: a new series (new SeriesInstanceUID) with this description.
     std::string series_description = "edited segmentation";
     // What the edits changed (compareLabelMaps): each segment's SegmentAlgorithmType follows
-    // LabelChange::algorithmType() (AUTOMATIC as it came, SEMIAUTOMATIC edited, MANUAL new).
+    // LabelChange::algorithmTypeAfter() of the one it came with (kept when unchanged, else
+    // AUTOMATIC; SEMIAUTOMATIC edited; MANUAL new or drawn by hand before).
     std::vector<LabelChange> changes;
     int threads = 0;
 };

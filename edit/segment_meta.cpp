@@ -3,6 +3,7 @@
 #include "core/atomic_file.h"
 #include "core/file_io.h"
 #include "core/json_object.h"
+#include "io/dicom_charset.h"
 #include "io/image_io.h"
 
 #include <fmt/format.h>
@@ -20,6 +21,8 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 constexpr const char* kFormat = "voxseg-labels";
+constexpr const char* kReviewSeparator = "; review: ";
+constexpr size_t kSegmentLabelBytes = 64;  // SegmentLabel and ROIName are LO: 64 characters
 
 Json conceptJson(const CodedConcept& c) {
     return Json{{"code", c.code}, {"scheme", c.scheme}, {"meaning", c.meaning}};
@@ -91,10 +94,32 @@ Result<ReviewStatus> parseReviewStatus(const std::string& name) {
 
 io::SegmentDescription toSegmentDescription(const SegmentMeta& meta) {
     io::SegmentDescription d{meta};  // the label part
-    d.name = meta.name.substr(0, 64);
-    d.description = fmt::format("{}; review: {}", meta.name, reviewStatusName(meta.status));
+    d.name = io::charset::truncateUtf8(meta.name, kSegmentLabelBytes);
+    // The status must survive writers that keep 64 characters of the description (voxseg's
+    // SEG writer): a long name is cut there, never the status.
+    const std::string status = std::string(kReviewSeparator) + reviewStatusName(meta.status);
+    d.description =
+        io::charset::truncateUtf8(meta.name, kSegmentLabelBytes - status.size()) + status;
     d.algorithm_type = meta.algorithm_type;
     return d;
+}
+
+std::optional<ReviewStatus> reviewStatusInDescription(const std::string& description) {
+    const size_t at = description.rfind(kReviewSeparator);
+    if (at == std::string::npos) return std::nullopt;
+    auto status = parseReviewStatus(description.substr(at + std::strlen(kReviewSeparator)));
+    if (!status.isOk()) return std::nullopt;
+    return *status;
+}
+
+SegmentMeta fromSegmentDescription(const io::SegmentDescription& description) {
+    SegmentMeta m;
+    static_cast<LabelInfo&>(m) = description;  // the label part
+    const std::string& text = description.description;
+    if (const auto status = reviewStatusInDescription(text)) m.status = *status;
+    for (const char* known : {"AUTOMATIC", "SEMIAUTOMATIC", "MANUAL"})
+        if (description.algorithm_type == known) m.algorithm_type = known;
+    return m;
 }
 
 std::string segmentsToJson(const std::vector<SegmentMeta>& segments) {

@@ -9,6 +9,7 @@
 #include "core/status.h"
 #include "io/seg_types.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,8 +29,16 @@ struct SegmentMeta : LabelInfo {
 };
 
 // The SEG description of a segment: SegmentLabel = name (64 characters at most), the codes,
-// the colour and SegmentDescription "<name>; review: <status>" so a PACS shows the status.
+// the colour and SegmentDescription "<name>; review: <status>" so a PACS shows the status (64
+// characters at most: a long name is cut there, the status never).
 io::SegmentDescription toSegmentDescription(const SegmentMeta& meta);
+// The status a description written by toSegmentDescription states ("...; review: accepted"),
+// or nothing when it states none (another writer's description, or none at all).
+std::optional<ReviewStatus> reviewStatusInDescription(const std::string& description);
+// What a SEG segment or RTSTRUCT ROI of any writer says, as a SegmentMeta: the label part as
+// read, the status from the description (else not reviewed), SegmentAlgorithmType (or an
+// RTSTRUCT's ROIGenerationAlgorithm) when it is AUTOMATIC, SEMIAUTOMATIC or MANUAL.
+SegmentMeta fromSegmentDescription(const io::SegmentDescription& description);
 
 // {"format": "voxseg-labels", "version": 1, "segments": [{"value", "name", "color" [r, g, b],
 //  "category" {"code", "scheme", "meaning"}, "type" {...}, "review_status", "algorithm_type"}]}

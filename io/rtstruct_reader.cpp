@@ -241,6 +241,9 @@ struct RtStructReading {
                 roi.description.name = str(item, DCM_ROIName);
                 roi.description.description = str(item, DCM_ROIDescription);
                 roi.generation_algorithm = str(item, DCM_ROIGenerationAlgorithm);
+                // The same defined terms as a SEG's SegmentAlgorithmType; others are dropped.
+                for (const char* term : {"AUTOMATIC", "SEMIAUTOMATIC", "MANUAL"})
+                    if (roi.generation_algorithm == term) roi.description.algorithm_type = term;
                 roi_frame.push_back(str(item, DCM_ReferencedFrameOfReferenceUID));
                 if (!roi_frame.back().empty()) file_frames.insert(roi_frame.back());
                 roi_index[*number] = result.rois.size();

@@ -52,7 +52,8 @@ struct RtStructReadOptions {
 
 struct RtRoi {
     // value = value in the label maps, name = ROIName, color = ROIDisplayColor,
-    // description = ROIDescription; type = the first RTROIIdentificationCode when present.
+    // description = ROIDescription; type = the first RTROIIdentificationCode when present;
+    // algorithm_type = ROIGenerationAlgorithm when AUTOMATIC, SEMIAUTOMATIC or MANUAL.
     SegmentDescription description;
     int roi_number = 0;
     std::string interpreted_type;      // RTROIInterpretedType

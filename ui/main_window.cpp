@@ -4,6 +4,7 @@
 #include "core/log.h"
 #include "edit/save.h"
 #include "edit/segment_meta.h"
+#include "edit/segmentation_load.h"
 #include "io/image_io.h"
 #include "pipeline/model_labels.h"
 #include "pipeline/segment.h"
@@ -617,23 +618,32 @@ void MainWindow::loadSegmentation(const QString& path) {
     const std::string p = sstr(path);
     const Volume image = state_->image();
     std::optional<io::SeriesCandidate> series = state_->study().series;
-    startTask<Result<PreparedLabelMap>>(
+    // The voxels and, per label, name, colour, codes, review status and provenance as saved
+    // (edit/segmentation_load.h: the file's own fields and the sidecar beside it).
+    struct Loaded {
+        PreparedLabelMap prepared;
+        std::vector<edit::SegmentMeta> segments;
+    };
+    startTask<Result<Loaded>>(
         "loading segmentation",
-        [p, image, series](const Progress& progress) -> Result<PreparedLabelMap> {
+        [p, image, series](const Progress& progress) -> Result<Loaded> {
             VOXSEG_ASSIGN_OR_RETURN(
-                pipeline::SegmentationFile file,
-                pipeline::readSegmentationFile(p, image.geometry(), series ? &*series : nullptr,
-                                               progress));
+                edit::LoadedSegmentation file,
+                edit::loadSegmentation(p, image.geometry(), series ? &*series : nullptr, progress));
             for (const std::string& w : file.warnings) log::warning(kComponent, "{}: {}", p, w);
             if (file.overlapping_voxels > 0)
                 log::warning(kComponent, "{}: {} voxels belong to several segments (higher wins)",
                              p, file.overlapping_voxels);
-            if (file.segments.empty()) return prepareLabelMap(image, std::move(file.label_map), {});
+            if (!file.sidecar.empty())
+                log::info(kComponent, "{}: labels and review status also from {}", p, file.sidecar);
             std::vector<LabelInfo> infos(file.segments.begin(), file.segments.end());
-            return prepareLabelMap(image, std::move(file.label_map), std::move(infos),
-                                   std::move(file.segments));
+            VOXSEG_ASSIGN_OR_RETURN(
+                PreparedLabelMap prepared,
+                prepareLabelMap(image, std::move(file.label_map), std::move(infos),
+                                std::move(file.descriptions)));
+            return Loaded{std::move(prepared), std::move(file.segments)};
         },
-        [this, path, image](Result<PreparedLabelMap>& r) {
+        [this, path, image](Result<Loaded>& r) {
             if (!r.isOk()) {
                 reportError("cannot load segmentation " + path, r.status());
                 return finishTask(false, last_error_);
@@ -644,7 +654,9 @@ void MainWindow::loadSegmentation(const QString& path) {
                                    "the image changed while it was loading"));
                 return finishTask(false, last_error_);
             }
-            state_->applyLabelMap(std::move(r.value()));
+            state_->applyLabelMap(std::move(r->prepared));
+            // Review status, and labels saved without voxels.
+            if (!r->segments.empty()) state_->applySegmentMetas(r->segments);
             algorithm_name_ = "voxseg-viewer";
             algorithm_version_ = "0";
             finishTask(true, "loaded segmentation " + path);
@@ -798,7 +810,7 @@ Status MainWindow::writeSidecar(const QString& path,
     std::vector<edit::SegmentMeta> metas = state_->segmentMetas();
     for (auto& m : metas)
         for (const auto& c : changes)
-            if (c.label == m.value) m.algorithm_type = c.algorithmType();
+            if (c.label == m.value) m.algorithm_type = c.algorithmTypeAfter(m.algorithm_type);
     return edit::writeSegmentsFile(metas, edit::sidecarPath(sstr(path)));
 }
 

@@ -72,7 +72,9 @@ class MainWindow : public QMainWindow {
     // runs, starting another fails with a message.
     void openPath(const QString& path);    // image file, or DICOM folder/file (scan, then load)
     void loadSeries(int candidate_index);  // a series of the last scan
-    void loadSegmentation(const QString& path);  // label map image, DICOM SEG or RTSTRUCT
+    // A label map image, DICOM SEG or RTSTRUCT, with the names, colours, codes, review status
+    // and provenance saved with it (edit/segmentation_load.h: the file and its sidecar).
+    void loadSegmentation(const QString& path);
     // `options`: segment's per-run options (the Run model dialog's); the viewer turns off the
     // preview and SEG outputs of the run folder (saved explicitly instead).
     void runModel(const QString& model_folder, const QString& out_dir = {},

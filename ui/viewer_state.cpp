@@ -103,6 +103,7 @@ void ViewerState::applyLabelMap(PreparedLabelMap p) {
             if (d.value == s.label) {
                 e.category = d.category;
                 e.type = d.type;
+                e.algorithm_type = d.algorithm_type;
             }
         entries_.push_back(std::move(e));
     }
@@ -150,6 +151,7 @@ std::vector<edit::SegmentMeta> ViewerState::segmentMetas() const {
     for (const auto& e : entries_) {
         edit::SegmentMeta m{e};  // the label part
         m.status = e.status;
+        m.algorithm_type = e.algorithm_type;
         out.push_back(std::move(m));
     }
     return out;
@@ -166,6 +168,7 @@ void ViewerState::applySegmentMetas(const std::vector<edit::SegmentMeta>& metas)
         LabelEntry& e = entries_[static_cast<size_t>(row)];
         static_cast<LabelInfo&>(e) = m;  // value, name, colour, codes
         e.status = m.status;
+        e.algorithm_type = m.algorithm_type;
     }
     std::sort(entries_.begin(), entries_.end(),
               [](const LabelEntry& a, const LabelEntry& b) { return a.value < b.value; });

@@ -37,6 +37,9 @@ struct LabelEntry : LabelInfo {
     int64_t voxels = 0;
     double volume_ml = 0.0;
     edit::ReviewStatus status = edit::ReviewStatus::kNotReviewed;
+    // Edit provenance as loaded (SegmentAlgorithmType: AUTOMATIC, SEMIAUTOMATIC, MANUAL; empty:
+    // unknown); saving an edited segmentation updates it from what the edits did.
+    std::string algorithm_type;
 };
 
 // A label map checked against an image and with its statistics computed: the slow part of

@@ -554,6 +554,65 @@ TEST_F(EditTest, SavedSegAndLabelMapReadBackAndTheJournalReplaysToTheSameMap) {
     }
 }
 
+// Issue 39 item 1: what a reader set in the label table (names, colour, codes, review status)
+// is there again after saving, closing (the series opened anew) and loading the SEG, the
+// RTSTRUCT or the label map: in the state and in the table's status column.
+TEST_F(EditTest, ReviewStatusNamesColoursAndCodesComeBackWhenASavedSegmentationIsReopened) {
+    const std::string folder = writeSeries(dir_);
+    open(*window_, folder);
+    loadLabels();
+    ViewerState* s = window_->state();
+    const auto liver = static_cast<size_t>(s->rowOfLabel(1));
+    const auto spleen = static_cast<size_t>(s->rowOfLabel(2));
+    s->renameLabel(liver, "Liver");
+    s->renameLabel(spleen, "Spleen");
+    s->setLabelColor(liver, {221, 130, 101});
+    s->setLabelColor(spleen, {157, 108, 162});
+    s->setLabelCodes(liver, {"123037004", "SCT", "Anatomical Structure"},
+                     {"10200004", "SCT", "Liver"});
+    s->setLabelCodes(spleen, {"123037004", "SCT", "Anatomical Structure"},
+                     {"78961009", "SCT", "Spleen"});
+    s->setLabelStatus(liver, edit::ReviewStatus::kCorrected);
+    s->setLabelStatus(spleen, edit::ReviewStatus::kAccepted);
+    const std::vector<edit::SegmentMeta> want = s->segmentMetas();
+    ASSERT_EQ(want.size(), 2u);
+    const std::string seg = dir_ / "reviewed.dcm", rt = dir_ / "structures.dcm",
+                      nii = dir_ / "reviewed.nii.gz";
+    ASSERT_TRUE(window_->saveDicomSeg(QString::fromStdString(seg)).isOk())
+        << window_->lastError().toStdString();
+    ASSERT_TRUE(window_->saveRtStruct(QString::fromStdString(rt)).isOk())
+        << window_->lastError().toStdString();
+    ASSERT_TRUE(window_->saveLabelMap(QString::fromStdString(nii)).isOk())
+        << window_->lastError().toStdString();
+
+    for (const std::string& path : {seg, rt, nii}) {
+        SCOPED_TRACE(path);
+        open(*window_, folder);  // closes the segmentation
+        ASSERT_FALSE(s->hasLabelMap());
+        const TaskResult r =
+            runTask(*window_, [&] { window_->loadSegmentation(QString::fromStdString(path)); });
+        ASSERT_TRUE(r.finished && r.ok) << r.message.toStdString();
+        const std::vector<edit::SegmentMeta> got = s->segmentMetas();
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < want.size(); ++i) {
+            EXPECT_EQ(got[i].value, want[i].value);
+            EXPECT_EQ(got[i].name, want[i].name);
+            EXPECT_EQ(got[i].color, want[i].color);
+            EXPECT_EQ(got[i].category, want[i].category);
+            EXPECT_EQ(got[i].type, want[i].type);
+            EXPECT_EQ(got[i].status, want[i].status) << edit::reviewStatusName(got[i].status);
+        }
+        // The table shows it (rebuilt through a queued signal): the status column of Liver.
+        QTest::qWait(0);
+        QTableWidget* table = window_->labelTable()->table();
+        auto* status =
+            qobject_cast<QComboBox*>(table->cellWidget(s->rowOfLabel(1), LabelTable::kStatus));
+        ASSERT_NE(status, nullptr);
+        EXPECT_EQ(status->currentText().toStdString(), "corrected");
+        EXPECT_EQ(table->item(s->rowOfLabel(2), LabelTable::kName)->text().toStdString(), "Spleen");
+    }
+}
+
 TEST_F(EditTest, UnsavedEditsAreAskedAboutOnClose) {
     open(*window_, writeSeries(dir_));
     QTest::keyClick(window_.get(), Qt::Key_1);
