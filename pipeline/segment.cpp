@@ -10,6 +10,7 @@
 #include "io/acquired_labels.h"
 #include "io/image_io.h"
 #include "io/seg_writer.h"
+#include "pipeline/input_checks.h"
 #include "pipeline/labels.h"
 #include "pipeline/model_labels.h"
 #include "pipeline/prediction_export.h"
@@ -412,6 +413,16 @@ Result<SegmentWork> Segmenter::prepare(const StudyInput& input, const std::strin
                                    ": a 3D volume (at least 2 slices) is needed; pick a " +
                                    "volumetric series",
                                input_path);
+    // The model card (model.json "intended_input"): a warning before the work, or the refusal
+    // --strict-input asks for.
+    const std::vector<std::string> findings = checkIntendedInput(
+        m, {g, input.volume.info().modality}, /*check_modality=*/!s.options.ignore_modality);
+    if (!findings.empty() && s.options.strict_input)
+        return strictInputRefusal(m, findings, input_path);
+    for (const std::string& f : findings) {
+        report.warnings.push_back(inputWarning(f));
+        log::warning(kComponent, "{}", report.warnings.back());
+    }
     if (s.options.outputs.dicom_seg && !input.series)
         return invalidArgument(
             "DICOM SEG needs a DICOM input series; drop 'seg' from --outputs for image files",
@@ -575,10 +586,16 @@ Status Segmenter::Impl::writeOutputs(const StudyInput& input, const SegmentWork&
         }
 
     std::vector<std::function<Status()>> jobs;
+    // Labels outside model.json's plausible_volume_ml (pipeline/input_checks.h).
+    std::vector<std::string> implausible;
     jobs.emplace_back([&]() -> Status {  // statistics: report.statistics is always filled
         VOXSEG_ASSIGN_OR_RETURN(report.statistics,
                                 computeStatistics(report.label_map, &input.volume, labels));
         report.statistics.measurements = computeMeasurements(described, report.label_map);
+        implausible = flagImplausibleVolumes(described, report.statistics);
+        report.statistics.warnings = report.warnings;  // no other job touches the warnings
+        report.statistics.warnings.insert(report.statistics.warnings.end(), implausible.begin(),
+                                          implausible.end());
         if (!outs.statistics) return Status::ok();
         VOXSEG_RETURN_IF_ERROR(writeStatisticsJson(report.statistics, json_path));
         return writeStatisticsCsv(report.statistics, csv_path);
@@ -634,6 +651,10 @@ Status Segmenter::Impl::writeOutputs(const StudyInput& input, const SegmentWork&
     });
     VOXSEG_RETURN_IF_ERROR(runSideBySide(jobs, options.output_threads));
     VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
+    for (const std::string& w : implausible) {  // run.json "warnings" and the log
+        log::warning(kComponent, "{}", w);
+        report.warnings.push_back(w);
+    }
     report.timings.push_back(stageDone("outputs", t));
 
     return Status::ok();

@@ -90,6 +90,9 @@ struct SegmentOptions {
     // cores; 1: one after another, as `voxseg batch`'s writers do, which already overlap cases).
     int output_threads = 0;
     bool ignore_modality = false;  // run although the input's modality differs
+    // Refuse an input outside the model's intended input (model.json "intended_input",
+    // pipeline/input_checks.h) instead of running it with a warning.
+    bool strict_input = false;
     // Label names to write (`--labels`): the label map, SEG, RTSTRUCT, statistics and preview hold
     // only these, and a staged package runs only the stages they need. Empty: every label.
     std::vector<std::string> labels;

@@ -327,12 +327,30 @@ void addOutputs(std::vector<SegmentOptionSpec>& s) {
     s.push_back(d);
 }
 
+// The model card's intended input (model.json "intended_input", pipeline/input_checks.h). Not
+// in the resume hash: a run it lets through writes what it would write without it.
+void addInputChecks(std::vector<SegmentOptionSpec>& s) {
+    auto d = spec("--strict-input", "Refuse unsuitable input", "Input checks", Kind::kFlag,
+                  "Refuse an input outside the model's intended input (model.json "
+                  "intended_input: modality, extent, spacing, crops) instead of running it with "
+                  "a warning",
+                  "false");
+    d.affects_results = false;
+    d.apply = [](const std::string& t, SegmentOptions& o) -> Status {
+        VOXSEG_ASSIGN_OR_RETURN(o.strict_input, parseFlag("--strict-input", t));
+        return Status::ok();
+    };
+    d.current = [](const SegmentOptions& o) { return std::string(onOff(o.strict_input)); };
+    s.push_back(d);
+}
+
 std::vector<SegmentOptionSpec> build() {
     std::vector<SegmentOptionSpec> s;
     addInference(s);
     addMirroring(s);
     addPostprocessing(s);
     addOutputs(s);
+    addInputChecks(s);
     return s;
 }
 

@@ -153,6 +153,10 @@ std::string statisticsToJson(const StatisticsReport& report) {
         } else {
             j["intensity"] = nullptr;
         }
+        if (s.plausible_volume_ml) {
+            j["plausible_volume_ml"] = *s.plausible_volume_ml;
+            j["implausible"] = s.implausible;
+        }
         arr.push_back(std::move(j));
     }
     root["labels"] = std::move(arr);
@@ -165,6 +169,7 @@ std::string statisticsToJson(const StatisticsReport& report) {
                           {"description", m.description}});
         root["measurements"] = std::move(ms);
     }
+    root["warnings"] = report.warnings;
     return root.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 

@@ -33,6 +33,10 @@ struct LabelStatistics {
     std::array<int64_t, 3> bbox_min{0, 0, 0};      // index (i, j, k), inclusive
     std::array<int64_t, 3> bbox_max{-1, -1, -1};   // inclusive; empty label: min > max
     Vec3 centroid_lps{0, 0, 0};                    // mm
+    // The model's plausible range (model.json labels[i].plausible_volume_ml) and whether
+    // volume_ml lies outside it (pipeline/input_checks.h); unset when the model states none.
+    std::optional<std::array<double, 2>> plausible_volume_ml;
+    bool implausible = false;
 };
 
 // A number derived from the label map that a model package declares (model.json
@@ -49,6 +53,9 @@ struct StatisticsReport {
     std::vector<Measurement> measurements;  // written as "measurements" when not empty
     std::string intensity_unit;             // "HU" for CT, "" when unknown
     Vec3 spacing{1, 1, 1};
+    // What the run warned about (the input outside the model's intended input, implausible
+    // volumes, ...), as in run.json; written as "warnings" (an empty list when none).
+    std::vector<std::string> warnings;
 };
 
 // Every label listed in `labels` (also when absent: 0 voxels) plus any other nonzero value found.

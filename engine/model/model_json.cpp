@@ -328,4 +328,67 @@ json inferenceJson(const InferenceSpec& inf) {
     return j;
 }
 
+// intended_input: {modality, body_region, extent_mm, spacing_mm, expects_crop}.
+void readIntendedInput(Reader& r, const json& j, const std::string& key, IntendedInput& out) {
+    if (!r.object(j, key)) return;
+    r.onlyKeys(j, key, {"modality", "body_region", "extent_mm", "spacing_mm", "expects_crop"});
+    if (const json* x = r.member(j, key, "modality", false)) {
+        const std::string mkey = Reader::join(key, "modality");
+        if (r.array(*x, mkey, "modality strings such as \"MR\"")) {
+            if (x->empty()) r.fail(mkey, "must list at least one modality (or leave it out)");
+            for (size_t i = 0; i < x->size() && r.ok(); ++i)
+                out.modalities.push_back(r.string((*x)[i], Reader::index(mkey, i)));
+        }
+    }
+    if (const json* x = r.member(j, key, "body_region", false))
+        out.body_region = r.string(*x, Reader::join(key, "body_region"));
+    auto positivePair = [&](const json& v, const std::string& k, std::array<double, 2>& pair) {
+        if (!readPair(r, v, k, "[low, high] in mm", pair[0], pair[1], false)) return;
+        if (!(pair[0] >= 0.0 && pair[0] <= pair[1]))
+            r.fail(k, "expected 0 <= low <= high, got " + shortDump(v));
+    };
+    if (const json* x = r.member(j, key, "extent_mm", false)) {
+        const std::string ekey = Reader::join(key, "extent_mm");
+        // [low, high] for every axis, or [[low, high], [low, high], [low, high]] per axis i, j, k.
+        if (x->is_array() && x->size() == 2 && (*x)[0].is_number()) {
+            out.extent_mm.resize(1);
+            positivePair(*x, ekey, out.extent_mm[0]);
+        } else if (x->is_array() && x->size() == 3) {
+            out.extent_mm.resize(3);
+            for (size_t a = 0; a < 3 && r.ok(); ++a)
+                positivePair((*x)[a], Reader::index(ekey, a), out.extent_mm[a]);
+        } else {
+            r.failType(ekey, "[low, high] (every axis) or three [low, high] (axes i, j, k) in mm",
+                       *x);
+        }
+    }
+    if (const json* x = r.member(j, key, "spacing_mm", false)) {
+        std::array<double, 2> pair{};
+        positivePair(*x, Reader::join(key, "spacing_mm"), pair);
+        out.spacing_mm = pair;
+    }
+    if (const json* x = r.member(j, key, "expects_crop", false))
+        out.expects_crop = r.boolean(*x, Reader::join(key, "expects_crop"));
+}
+
+json intendedInputJson(const IntendedInput& in) {
+    json j = json::object();
+    if (!in.modalities.empty()) j["modality"] = in.modalities;
+    if (!in.body_region.empty()) j["body_region"] = in.body_region;
+    if (in.extent_mm.size() == 1) j["extent_mm"] = in.extent_mm[0];
+    if (in.extent_mm.size() == 3) j["extent_mm"] = in.extent_mm;
+    if (in.spacing_mm) j["spacing_mm"] = *in.spacing_mm;
+    j["expects_crop"] = in.expects_crop;
+    return j;
+}
+
+void readPlausibleVolume(Reader& r, const json& j, const std::string& key, int label,
+                         std::vector<PlausibleVolume>& out) {
+    PlausibleVolume v{label, 0.0, 0.0};
+    if (!readPair(r, j, key, "[low, high] in mL", v.low_ml, v.high_ml, false)) return;
+    if (!(v.low_ml >= 0.0 && v.low_ml <= v.high_ml))
+        r.fail(key, "expected 0 <= low <= high (mL), got " + shortDump(j));
+    out.push_back(v);
+}
+
 }  // namespace voxseg::engine::detail

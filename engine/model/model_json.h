@@ -129,6 +129,11 @@ void readChannelName(Reader& r, const json& c, const std::string& key, const jso
                      ChannelSpec& ch);
 json seriesMatchJson(const SeriesMatch& m);
 json inferenceJson(const InferenceSpec& inf);
+// `intended_input` (IntendedInput) and labels[i].plausible_volume_ml (appended to `out`).
+void readIntendedInput(Reader& r, const json& j, const std::string& key, IntendedInput& out);
+json intendedInputJson(const IntendedInput& in);
+void readPlausibleVolume(Reader& r, const json& j, const std::string& key, int label,
+                         std::vector<PlausibleVolume>& out);
 
 // Format version 2 (engine/model/model_stages.cpp): `stages` and `measurements`, their JSON form,
 // and the import of each stage's network with its shapes checked.

@@ -118,7 +118,7 @@ void checkTopLevelKeys(Reader& r, const json& root, bool v2) {
         r.onlyKeys(root, "",
                    {"format_version", "name", "version", "description", "license", "attribution",
                     "citation", "channels", "axis_order", "orientation", "labels", "stages",
-                    "measurements", "precision"});
+                    "measurements", "precision", "intended_input"});
     } else {
         for (const char* k : {"stages", "measurements", "citation"})
             if (root.contains(k))
@@ -126,7 +126,7 @@ void checkTopLevelKeys(Reader& r, const json& root, bool v2) {
         r.onlyKeys(root, "",
                    {"format_version", "name", "version", "description", "license", "attribution",
                     "channels", "spacing_mm", "patch_size", "axis_order", "orientation", "labels",
-                    "output", "inference", "sha256", "models", "precision"});
+                    "output", "inference", "sha256", "models", "precision", "intended_input"});
     }
 }
 
@@ -239,7 +239,8 @@ void readLabels(Reader& r, const json& root, ModelPackage& p) {
             const std::string key = Reader::index("labels", i);
             const json& l = (*v)[i];
             if (!r.object(l, key)) break;
-            r.onlyKeys(l, key, {"value", "name", "color", "category", "type"});
+            r.onlyKeys(l, key,
+                       {"value", "name", "color", "category", "type", "plausible_volume_ml"});
             LabelInfo label;
             if (const json* x = r.member(l, key, "value", true))
                 label.value = static_cast<int>(r.integer(*x, Reader::join(key, "value"), 1, 32767));
@@ -261,6 +262,9 @@ void readLabels(Reader& r, const json& root, ModelPackage& p) {
             if (const json* x = r.member(l, key, "type", false))
                 label.type =
                     readConcept(r, *x, Reader::join(key, "type")).value_or(defaultLabelType());
+            if (const json* x = r.member(l, key, "plausible_volume_ml", false))
+                readPlausibleVolume(r, *x, Reader::join(key, "plausible_volume_ml"), label.value,
+                                    p.plausible_volumes);
             if (!r.ok()) break;
             if (!values.insert(label.value).second)
                 r.fail(Reader::join(key, "value"),
@@ -373,6 +377,10 @@ Result<ModelPackage> parseModelPackage(const std::string& json_text, const std::
     readChannels(r, root, v2, p);
     readGeometry(r, root, v2, p);
     readLabels(r, root, p);
+    if (const json* v = r.member(root, "", "intended_input", false)) {
+        p.intended_input.emplace();
+        readIntendedInput(r, *v, "intended_input", *p.intended_input);
+    }
     if (v2) {
         readStages(r, root, p);
         if (!r.ok()) return r.status();
@@ -456,9 +464,12 @@ std::string modelPackageToJson(const ModelPackage& p) {
         // The default codes go without saying (a label that states none has them).
         if (l.category != defaultLabelCategory()) lj["category"] = conceptJson(l.category);
         if (l.type != defaultLabelType()) lj["type"] = conceptJson(l.type);
+        for (const PlausibleVolume& v : p.plausible_volumes)
+            if (v.label == l.value) lj["plausible_volume_ml"] = {v.low_ml, v.high_ml};
         labels.push_back(lj);
     }
     j["labels"] = labels;
+    if (p.intended_input) j["intended_input"] = intendedInputJson(*p.intended_input);
     if (v2) {
         json stages = json::array();
         for (const StageSpec& st : p.stages) stages.push_back(stageJson(st));

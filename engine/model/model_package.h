@@ -200,6 +200,26 @@ struct PrecisionSpec {
     std::string reason;  // why (e.g. tools/check_precision.py's Dice), shown in the log
 };
 
+// model.json "intended_input" (optional, both format versions; docs/model-package.md, "Intended
+// input"): what the model was made for. pipeline/input_checks.h compares an input with it
+// before a run (a warning, or a refusal with --strict-input). Every field is optional.
+struct IntendedInput {
+    std::vector<std::string> modalities;  // e.g. {"MR"}; empty: not stated
+    std::string body_region;              // free text, e.g. "head: hippocampus crops"
+    // The input's extent (voxels x spacing, edge to edge) in mm: [low, high] for every axis (one
+    // entry) or per image axis i, j, k (three entries); empty: not stated.
+    std::vector<std::array<double, 2>> extent_mm;
+    std::optional<std::array<double, 2>> spacing_mm;  // [low, high], every axis
+    bool expects_crop = false;  // the model was trained on crops around the structure
+};
+
+// model.json labels[i].plausible_volume_ml (optional): a result outside [low, high] mL is
+// flagged as implausible in statistics.json, run.json and the log.
+struct PlausibleVolume {
+    int label = 0;
+    double low_ml = 0.0, high_ml = 0.0;
+};
+
 struct ModelPackage {
     std::filesystem::path folder;
     int format_version = 1;
@@ -212,6 +232,8 @@ struct ModelPackage {
     AxisOrder axis_order = AxisOrder::kZyx;
     std::string orientation = "native";  // "native" or a three-letter code such as "RAS"
     std::vector<LabelInfo> labels;
+    std::optional<IntendedInput> intended_input;
+    std::vector<PlausibleVolume> plausible_volumes;  // in labels' order, only labels that state one
     OutputKind output = OutputKind::kSoftmax;
     InferenceSpec inference;
     std::vector<ModelFile> models;  // at least one (version 2: one per stage, in stage order)
