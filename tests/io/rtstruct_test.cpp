@@ -716,6 +716,42 @@ TEST(RtStruct, OverlappingRoisHigherNumberWins) {
     EXPECT_EQ(r->overlapping_voxels, expected_overlap);
 }
 
+// Issue 39 item 1: an RTSTRUCT's ROIGenerationAlgorithm is the ROI's provenance (the defined
+// terms AUTOMATIC, SEMIAUTOMATIC, MANUAL; others dropped) and its ROIDescription is kept.
+TEST(RtStruct, GenerationAlgorithmAndDescriptionOfAnyWriterAreRead) {
+    TempDir dir;
+    SynthSeriesSpec spec;
+    spec.columns = 16;
+    spec.rows = 16;
+    spec.slices = 2;
+    const Series series = writeSeries(dir, spec, "ct");
+    ASSERT_FALSE(series.candidate.slices.empty());
+    const std::string path = dir / "rtss.dcm";
+    ASSERT_TRUE(writeRtStruct(makeLabels(series.candidate), series.candidate,
+                              describe({{1, "A"}, {2, "B"}, {3, "C"}}), RtStructWriteOptions{},
+                              path)
+                    .isOk());
+    DcmFileFormat f;
+    ASSERT_TRUE(f.loadFile(path.c_str()).good());
+    DcmSequenceOfItems* rois = nullptr;
+    ASSERT_TRUE(f.getDataset()->findAndGetSequence(DCM_StructureSetROISequence, rois).good());
+    ASSERT_GE(rois->card(), 3u);  // ROIs 1, 2, 3 first (makeLabels also has 4 and 5)
+    rois->getItem(0)->putAndInsertString(DCM_ROIGenerationAlgorithm, "MANUAL");
+    rois->getItem(0)->putAndInsertString(DCM_ROIDescription, "A; review: accepted");
+    rois->getItem(1)->putAndInsertString(DCM_ROIGenerationAlgorithm, "SEMIAUTOMATIC");
+    rois->getItem(2)->putAndInsertString(DCM_ROIGenerationAlgorithm, "AUTO-CONTOUR");
+    const std::string edited = dir / "edited.dcm";
+    ASSERT_TRUE(f.saveFile(edited.c_str(), EXS_LittleEndianExplicit).good());
+    auto r = readRtStruct(edited, series.candidate);
+    ASSERT_TRUE(r.isOk()) << r.status().toString();
+    ASSERT_GE(r->rois.size(), 3u);
+    EXPECT_EQ(r->rois[0].description.algorithm_type, "MANUAL");
+    EXPECT_EQ(r->rois[0].description.description, "A; review: accepted");
+    EXPECT_EQ(r->rois[1].description.algorithm_type, "SEMIAUTOMATIC");
+    EXPECT_EQ(r->rois[2].generation_algorithm, "AUTO-CONTOUR");
+    EXPECT_EQ(r->rois[2].description.algorithm_type, "");
+}
+
 // ---------------------------------------------------------------------------------------------
 // plastimatch reads what voxseg writes
 
