@@ -7,6 +7,7 @@
 
 #ifdef VOXSEG_HAVE_CUDA
 #include "cuda/cuda_backend.h"
+#include "cuda/cuda_errors.h"
 #endif
 
 #include <algorithm>
@@ -79,6 +80,14 @@ Result<std::unique_ptr<Backend>> createNamed(const DeviceSpec& device) {
                     device.toString());
 }
 
+// Whether `device` is unusable only because the machine lacks that hardware (a CPU-only host).
+bool deviceAbsent(const DeviceSpec& device) {
+#ifdef VOXSEG_HAVE_CUDA
+    if (device.kind == DeviceSpec::Kind::kCuda) return voxseg::cuda::noGpuHardware();
+#endif
+    return device.kind == DeviceSpec::Kind::kCuda;  // not built: nothing to warn about either
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Backend>> createBackend(const DeviceSpec& device,
@@ -103,7 +112,7 @@ Result<std::unique_ptr<Backend>> createBackend(const DeviceSpec& device,
             }
             return backend;
         }
-        only_absent = only_absent && backend.status().code() == StatusCode::kNotFound;
+        only_absent = only_absent && deviceAbsent(spec);
         skipped += (skipped.empty() ? "" : "; ") + candidate + " unusable (" +
                    backend.status().message() + ")";
     }

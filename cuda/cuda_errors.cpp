@@ -48,11 +48,6 @@ Status cudnnStatus(cudnnStatus_t status, const std::string& what) {
 Result<int> usableDeviceCount() {
     int count = 0;
     const cudaError_t err = cudaGetDeviceCount(&count);
-    // No GPU at all (no device, or no driver on a machine without an NVIDIA device node) is
-    // kNotFound: the auto device then falls back to the CPU with one quiet line. A GPU whose
-    // driver fails is a kDeviceError, which stays a warning.
-    const bool gpu_node =
-        std::filesystem::exists("/dev/nvidia0") || std::filesystem::exists("/proc/driver/nvidia");
     if (err != cudaSuccess) {
         (void)cudaGetLastError();
         std::string hint;
@@ -62,17 +57,26 @@ Result<int> usableDeviceCount() {
             hint = "no CUDA device";
         else
             hint = "the CUDA driver could not be initialised";
-        const bool absent =
-            err == cudaErrorNoDevice || (err == cudaErrorInsufficientDriver && !gpu_node);
         return Status(
-            absent ? StatusCode::kNotFound : StatusCode::kDeviceError,
+            StatusCode::kDeviceError,
             fmt::format("no usable GPU: {} ({}); use --device cpu", hint, cudaGetErrorString(err)),
             "cuda");
     }
     if (count <= 0)
-        return Status(StatusCode::kNotFound,
+        return Status(StatusCode::kDeviceError,
                       "no usable GPU: no CUDA device found; use --device cpu", "cuda");
     return count;
+}
+
+bool noGpuHardware() {
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    (void)cudaGetLastError();
+    if (err == cudaSuccess) return count <= 0;
+    if (err == cudaErrorNoDevice) return true;
+    // No driver: a GPU is there only if the kernel exposes an NVIDIA device.
+    return err == cudaErrorInsufficientDriver && !std::filesystem::exists("/dev/nvidia0") &&
+           !std::filesystem::exists("/proc/driver/nvidia");
 }
 
 Result<int> computeCapability(int device) {

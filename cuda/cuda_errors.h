@@ -21,6 +21,10 @@ Status cudnnStatus(cudnnStatus_t status, const std::string& what);
 // Number of usable devices, or kDeviceError naming the cause ("no CUDA driver", "driver older
 // than the CUDA 13 runtime", "no device"). Any error of cudaGetDeviceCount means "no usable GPU".
 Result<int> usableDeviceCount();
+// True when this machine has no GPU at all (no CUDA device; or no driver and no NVIDIA device
+// node), as opposed to a GPU whose driver or runtime fails: the registry's auto device then
+// falls back to the CPU with an info line instead of a warning.
+bool noGpuHardware();
 
 // "NVIDIA H200 (sm_90, 139 GiB, driver 13.0, cuDNN 9.19.0)".
 Result<std::string> describeDevice(int device);

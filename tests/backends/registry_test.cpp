@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 
 namespace voxseg::engine {
@@ -35,7 +36,7 @@ class CapturedLog : public log::Sink {
 };
 
 // Auto picks the best usable backend. Skipping one is said once: on a machine with no GPU at all
-// (cuda: kNotFound) as one info line, never as the caller's warning (issue 39: "every run warns
+// (no NVIDIA device) as one info line, never as the caller's warning (issue 39: "every run warns
 // about CUDA to a user without a GPU"); a GPU that exists but fails stays a warning.
 TEST(Registry, AutoPicksTheBestUsableBackendAndSaysWhyItSkippedOne) {
     auto captured = std::make_shared<CapturedLog>();
@@ -56,7 +57,9 @@ TEST(Registry, AutoPicksTheBestUsableBackendAndSaysWhyItSkippedOne) {
     if (!cuda_listed || cuda.isOk()) {
         EXPECT_TRUE(warning.empty()) << warning;
         EXPECT_TRUE(info_lines.empty());
-    } else if (cuda.status().code() == StatusCode::kNotFound) {
+    } else if (!std::filesystem::exists("/dev/nvidia0") &&
+               !std::filesystem::exists("/proc/driver/nvidia")) {
+        // No NVIDIA device on this machine (CI, this build host): nothing to warn about.
         std::cout << "no GPU here (" << cuda.status().message() << "): one info line\n";
         EXPECT_TRUE(warning.empty()) << warning;
         ASSERT_EQ(info_lines.size(), 1u);
