@@ -57,7 +57,7 @@ std::vector<io::SegmentDescription> describe() {
     for (int v : {1, 2, 3}) {
         io::SegmentDescription s;
         s.value = v;
-        s.label = "structure " + std::to_string(v);
+        s.name = "structure " + std::to_string(v);
         out.push_back(s);
     }
     return out;
