@@ -765,10 +765,9 @@ void MainWindow::runModel(const QString& model_folder, const QString& out_dir,
             run.model_name = m.name;
             run.model_version = m.version;
             run.written = report.written;
-            VOXSEG_ASSIGN_OR_RETURN(run.labels,
-                                    prepareLabelMap(study.volume, std::move(report.label_map),
-                                                    m.labels,
-                                                    pipeline::modelSegmentDescriptions(m)));
+            VOXSEG_ASSIGN_OR_RETURN(
+                run.labels, prepareLabelMap(study.volume, std::move(report.label_map), m.labels,
+                                            pipeline::modelSegmentDescriptions(m)));
             run.seconds =
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             return run;

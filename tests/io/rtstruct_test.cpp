@@ -830,9 +830,8 @@ TEST(RtStruct, PlastimatchReadsItBackWithHighDice) {
         }
         const double dice = 2.0 * both / static_cast<double>(a + b);
         const double ml = a * voxel_ml;
-        std::printf("plastimatch Dice %-8s %.4f (%.2f mL, %lld vs %lld voxels)\n",
-                    roi.name.c_str(), dice, ml, static_cast<long long>(a),
-                    static_cast<long long>(b));
+        std::printf("plastimatch Dice %-8s %.4f (%.2f mL, %lld vs %lld voxels)\n", roi.name.c_str(),
+                    dice, ml, static_cast<long long>(a), static_cast<long long>(b));
         EXPECT_GE(dice, ml < 1 ? 0.95 : 0.98) << roi.name;
     }
 }

@@ -13,13 +13,13 @@
 #include "io/image_io.h"
 #include "io/seg_reader.h"
 #include "tests/io/dicom_tools.h"
-#include "ui/tests/viewer_test_support.h"
 #include "ui/code_picker.h"
 #include "ui/edit_controller.h"
 #include "ui/edit_toolbar.h"
 #include "ui/label_table.h"
 #include "ui/mpr_view.h"
 #include "ui/surface_view.h"
+#include "ui/tests/viewer_test_support.h"
 #include "ui/viewer_state.h"
 
 #include <gtest/gtest.h>
