@@ -9,8 +9,10 @@
 #include "pipeline/postprocess.h"
 #include "pipeline/prediction_export.h"
 #include "pipeline/resample.h"
+#include "pipeline/scipy_zoom.h"
 #include "pipeline/spline_resample.h"
 #include "pipeline/tensor_layout.h"
+#include "pipeline/totalseg_grid.h"
 
 #include <algorithm>
 #include <chrono>
@@ -365,6 +367,11 @@ std::array<int64_t, 3> networkSize(const StageSpec& st, const Geometry& cropped,
     const std::array<double, 3> mm{st.spacing_mm[0], st.spacing_mm[1], st.spacing_mm[2]};
     if (st.grid == engine::StageGrid::kMonai)
         return monaiSpacingSize(cropped, toIndexOrder(mm, order));
+    if (st.grid == engine::StageGrid::kTotalSegmentator) {
+        const Vec3 target = toIndexOrder(mm, order);
+        return scipyZoomShape(cropped.size,
+                              totalSegmentatorZoom(cropped, {target[0], target[1], target[2]}));
+    }
     return resampledSize(cropped, toIndexOrder(mm, order));
 }
 
@@ -373,8 +380,16 @@ std::array<int64_t, 3> networkSize(const StageSpec& st, const Geometry& cropped,
 // (prediction_export.h; regions: each channel's logits, > 0 painted in channel order).
 Result<Volume> labelsOnOriented(const engine::Tensor& scores, const std::vector<int16_t>& values,
                                 const StageSpec& st, const CropBox& region, const Geometry& og,
-                                const Geometry& net_grid, engine::AxisOrder order, int threads) {
+                                const Geometry& net_grid, engine::AxisOrder order, int threads,
+                                const ZoomedInput* zoomed) {
     const int top = maxLabel(st.output.labels);
+    if (zoomed != nullptr) {  // TotalSegmentator: nnU-Net's argmax, then an order-0 zoom back
+        VOXSEG_ASSIGN_OR_RETURN(Volume lab, labelsToVolume(values, net_grid, order, top));
+        VOXSEG_ASSIGN_OR_RETURN(
+            Volume back, totalSegmentatorLabelsBack(lab, *zoomed, croppedGeometry(og, region)));
+        if (region.covers(og)) return back;
+        return paste(back, og, region, 0.0);
+    }
     if (st.grid == engine::StageGrid::kMonai) {  // Activationsd softmax, Invertd, AsDiscreted
         VOXSEG_ASSIGN_OR_RETURN(
             Volume back, monaiSoftmaxToLabels(scores, net_grid, order, croppedGeometry(og, region),
@@ -451,6 +466,10 @@ void paintLabels(Volume& into, const Volume& part) {
 
 }  // namespace
 
+bool cropLinkActive(const engine::CropLink& link, const std::vector<int>& labels) {
+    return link.rule != engine::CropRule::kRoiSubset || !labels.empty();
+}
+
 std::vector<bool> stagesNeeded(const engine::ModelPackage& package,
                                const std::vector<int>& labels) {
     const size_t n = package.stages.size();
@@ -466,7 +485,8 @@ std::vector<bool> stagesNeeded(const engine::ModelPackage& package,
     for (size_t s = n; s-- > 0;) {  // links point to earlier stages only
         if (!needed[s]) continue;
         const StageSpec& st = package.stages[s];
-        if (st.crop_to) needed[static_cast<size_t>(st.crop_to->stage_index)] = true;
+        if (st.crop_to && cropLinkActive(*st.crop_to, labels))
+            needed[static_cast<size_t>(st.crop_to->stage_index)] = true;
         if (st.one_hot_from) needed[static_cast<size_t>(st.one_hot_from->stage_index)] = true;
         if (st.normalization.percentiles_of_stage >= 0)
             needed[static_cast<size_t>(st.normalization.percentiles_of_stage)] = true;
@@ -484,6 +504,7 @@ Result<std::unique_ptr<StageRunner>> StageRunner::create(engine::Backend& backen
     std::unique_ptr<StageRunner> runner(new StageRunner());
     runner->package_ = model.package;
     runner->needed_ = stagesNeeded(model.package, labels);
+    runner->labels_ = labels;
     for (size_t s = 0; s < model.package.stages.size(); ++s) {
         if (!runner->needed_[s]) {
             runner->windows_.push_back(nullptr);
@@ -506,6 +527,7 @@ struct StageInput {
     engine::Tensor tensor;
     std::array<int64_t, 3> size{};  // the network grid
     Geometry net_grid;
+    std::optional<ZoomedInput> zoomed;  // a totalsegmentator stage's grids (its tensor moved out)
 };
 
 Result<StageInput> stageInput(const engine::ModelPackage& m, size_t s, const Volume& oriented,
@@ -517,6 +539,18 @@ Result<StageInput> stageInput(const engine::ModelPackage& m, size_t s, const Vol
     StageInput in;
     VOXSEG_ASSIGN_OR_RETURN(Volume cropped, crop(oriented, region));
     const Geometry cropped_grid = cropped.geometry();
+    if (st.grid == engine::StageGrid::kTotalSegmentator) {
+        const std::array<double, 3> mm{st.spacing_mm[0], st.spacing_mm[1], st.spacing_mm[2]};
+        const Vec3 target = toIndexOrder(mm, m.axis_order);
+        VOXSEG_ASSIGN_OR_RETURN(ZoomedInput z,
+                                totalSegmentatorInput(cropped, {target[0], target[1], target[2]},
+                                                      st.normalization, m.axis_order, threads));
+        in.tensor = std::move(z.tensor);
+        in.net_grid = z.network;
+        in.size = z.zoomed.size;
+        in.zoomed = std::move(z);
+        return in;
+    }
     in.size = networkSize(st, cropped_grid, m.axis_order);
     const std::array<int64_t, 3>& size = in.size;
     Volume net;
@@ -589,11 +623,16 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
     const size_t n = m.stages.size();
     // What later stages read: crop links the labels on the stage's network grid (post-processed,
     // as deepbet reads its 128^3 mask), one-hot links the labels on the oriented grid.
+    // A roi_subset crop link reads the labels on the oriented grid too.
     std::vector<bool> crop_source(n, false), one_hot_source(n, false), ran(n, false);
     for (size_t s = 0; s < n; ++s) {
         if (!needed_[s]) continue;
         const StageSpec& st = m.stages[s];
-        if (st.crop_to) crop_source[static_cast<size_t>(st.crop_to->stage_index)] = true;
+        if (st.crop_to && cropLinkActive(*st.crop_to, labels_)) {
+            const auto from = static_cast<size_t>(st.crop_to->stage_index);
+            (st.crop_to->rule == engine::CropRule::kRoiSubset ? one_hot_source
+                                                              : crop_source)[from] = true;
+        }
         if (st.one_hot_from)
             one_hot_source[static_cast<size_t>(st.one_hot_from->stage_index)] = true;
     }
@@ -615,7 +654,8 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
             progress.sub(static_cast<double>(s) / n, static_cast<double>(s + 1) / n);
         VOXSEG_RETURN_IF_ERROR(sp.checkCancelled());
         // A stage whose link source did not run (it found nothing) does not run either.
-        const int src_crop = st.crop_to ? st.crop_to->stage_index : -1;
+        const bool crop_on = st.crop_to && cropLinkActive(*st.crop_to, labels_);
+        const int src_crop = crop_on ? st.crop_to->stage_index : -1;
         const int src_hot = st.one_hot_from ? st.one_hot_from->stage_index : -1;
         const int src_pct = st.normalization.percentiles_of_stage;
         if ((src_crop >= 0 && !ran[static_cast<size_t>(src_crop)]) ||
@@ -626,13 +666,17 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
         trace.name = st.name;
         CropBox region;
         region.size = og.size;
-        if (st.crop_to) {
+        if (crop_on) {
             const engine::CropLink& link = *st.crop_to;
             const auto from = static_cast<size_t>(link.stage_index);
-            auto box = linkBox(net_labels[from], regions[from], og, link);
+            const bool roi = link.rule == engine::CropRule::kRoiSubset;
+            auto box = roi ? roiSubsetBox(oriented_labels[from], labels_, link.margin_mm)
+                           : linkBox(net_labels[from], regions[from], og, link);
             if (!box) {
+                const std::string what = roi ? "any of the labels asked for (--labels)"
+                                             : "label " + std::to_string(link.label);
                 const std::string why = "stage " + st.name + ": stage " + link.stage +
-                                        " found no voxels of label " + std::to_string(link.label) +
+                                        " found no voxels of " + what +
                                         " (nothing to crop to); its labels are empty. Is the "
                                         "input the kind of image model " +
                                         m.name + " expects?";
@@ -676,7 +720,8 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
         if (st.result || one_hot_source[s]) {
             VOXSEG_ASSIGN_OR_RETURN(
                 Volume on_og,
-                labelsOnOriented(scores, values, st, region, og, net_grid, m.axis_order, threads));
+                labelsOnOriented(scores, values, st, region, og, net_grid, m.axis_order, threads,
+                                 in.zoomed ? &*in.zoomed : nullptr));
             if (one_hot_source[s]) oriented_labels[s] = st.result ? cloneVolume(on_og) : on_og;
             if (st.result) {
                 Volume out =

@@ -87,8 +87,13 @@ struct StagesResult {
     int64_t patches = 0;
 };
 
+// Whether a crop link crops for a run asked for `labels` (empty: all): a roi_subset link only
+// crops when labels were asked for (TotalSegmentator's --roi_subset).
+bool cropLinkActive(const engine::CropLink& link, const std::vector<int>& labels);
+
 // Which stages run to produce `labels` (empty: every label): the result stages giving one of
-// them, and every stage those link to (crop_to, one_hot_from, percentiles_of), transitively.
+// them, and every stage those (active) links point to (crop_to, one_hot_from, percentiles_of),
+// transitively.
 std::vector<bool> stagesNeeded(const engine::ModelPackage& package, const std::vector<int>& labels);
 
 class StageRunner {
@@ -106,6 +111,7 @@ class StageRunner {
     StageRunner() = default;
     engine::ModelPackage package_;
     std::vector<bool> needed_;
+    std::vector<int> labels_;  // the labels asked for (empty: all)
     std::vector<std::unique_ptr<engine::VolumeInference>> windows_;  // null: not needed
 };
 

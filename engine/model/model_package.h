@@ -98,14 +98,24 @@ const char* interpolationName(Interpolation interpolation);
 // Which grid a spacing_mm stage resamples onto (model.json stages[i].grid). kFieldOfView: the
 // field of view kept edge to edge (nnU-Net, scikit-image); kMonai: MONAI Spacingd's grid (voxel
 // (0,0,0) kept, exact spacing) and Invertd's way back (softmax probabilities resampled, then
-// argmax): pipeline/monai_spacing.h.
-enum class StageGrid { kFieldOfView, kMonai };
+// argmax): pipeline/monai_spacing.h. kTotalSegmentator: TotalSegmentator's change_spacing
+// (scipy.ndimage.zoom, corner-aligned, order 1, then int32 truncation; nnU-Net's crop to the
+// nonzero box on that grid; labels brought back with an order-0 zoom): pipeline/scipy_zoom.h.
+enum class StageGrid { kFieldOfView, kMonai, kTotalSegmentator };
+
+// How a crop link makes its box. kLabelBox: deepbet's get_bbox_with_margin on the linked stage's
+// network grid (one label). kRoiSubset: TotalSegmentator's --roi_subset: the bounding box, on the
+// input grid, of the voxels the linked stage gave any of the labels the run asked for
+// (--labels), grown by int(margin_mm / spacing) voxels per axis and clipped; without --labels the
+// link is off (the stage runs on the whole image and the linked stage is not needed).
+enum class CropRule { kLabelBox, kRoiSubset };
 
 // "crop the input to the bounding box of stage `stage`'s label `label`, plus a margin".
 struct CropLink {
     std::string stage;     // the stage's name
     int stage_index = -1;  // resolved when the package is read (always an earlier stage)
-    int label = 0;
+    CropRule rule = CropRule::kLabelBox;
+    int label = 0;  // kLabelBox
     // The box grows by margin_fraction of its size on each side (deepbet: 0.1) and by margin_mm.
     double margin_fraction = 0.0, margin_mm = 0.0;
     // A slice of the linked stage's grid belongs to the box when more than this fraction of its

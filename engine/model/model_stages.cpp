@@ -85,6 +85,25 @@ void readStageResize(Reader& r, const json& st, const std::string& key, StageSpe
     }
 }
 
+// "grid": "totalsegmentator": TotalSegmentator's change_spacing (scipy zoom, order 1) before an
+// nnU-Net network, its labels back with an order-0 zoom: a spacing_mm stage with linear
+// interpolation and a softmax output (pipeline/scipy_zoom.h).
+void readTotalSegmentatorGrid(Reader& r, const std::string& gkey, StageSpec& stage) {
+    stage.grid = StageGrid::kTotalSegmentator;
+    if (!stage.shape.empty() || stage.spacing_mm.empty())
+        r.fail(gkey,
+               "\"totalsegmentator\" resamples to a spacing: it needs spacing_mm, not a "
+               "fixed shape");
+    else if (stage.interpolation != Interpolation::kLinear)
+        r.fail(gkey, std::string("\"totalsegmentator\" resamples the image with order 1: it "
+                                 "needs \"interpolation\": \"linear\", got \"") +
+                         interpolationName(stage.interpolation) + "\"");
+    else if (stage.output.kind != StageOutputKind::kSoftmax)
+        r.fail(gkey, "\"totalsegmentator\" takes nnU-Net's softmax (argmax) output only");
+    else if (stage.one_hot_from)
+        r.fail(gkey, "\"totalsegmentator\" cannot take one_hot_from (nnU-Net's cascade)");
+}
+
 // "grid": "fov" (default) or "monai" (MONAI Spacingd/Invertd): a spacing_mm stage with linear
 // interpolation and a softmax output only (what pipeline/monai_spacing.h reproduces).
 void readStageGrid(Reader& r, const json& x, const std::string& key, StageSpec& stage) {
@@ -95,10 +114,14 @@ void readStageGrid(Reader& r, const json& x, const std::string& key, StageSpec& 
         stage.grid = StageGrid::kFieldOfView;
         return;
     }
+    if (g == "totalsegmentator") {
+        readTotalSegmentatorGrid(r, gkey, stage);
+        return;
+    }
     if (g != "monai") {
         r.fail(gkey,
-               "expected \"fov\" (the field of view kept edge to edge) or \"monai\" "
-               "(MONAI Spacingd's grid), got \"" +
+               "expected \"fov\" (the field of view kept edge to edge), \"monai\" "
+               "(MONAI Spacingd's grid) or \"totalsegmentator\" (its scipy zoom), got \"" +
                    g + "\"");
         return;
     }
@@ -251,11 +274,31 @@ std::string labelList(const std::vector<int>& labels) {
 void readCropLink(Reader& r, const json& j, const std::string& key, const ModelPackage& p,
                   CropLink& link) {
     if (!r.object(j, key)) return;
-    r.onlyKeys(j, key, {"stage", "label", "margin_fraction", "margin_mm", "slice_fraction"});
+    r.onlyKeys(j, key,
+               {"stage", "rule", "label", "margin_fraction", "margin_mm", "slice_fraction"});
     if (const json* x = r.member(j, key, "stage", true))
         link.stage = r.string(*x, Reader::join(key, "stage"));
-    if (const json* x = r.member(j, key, "label", true))
+    if (const json* x = r.member(j, key, "rule", false)) {
+        const std::string rule = r.string(*x, Reader::join(key, "rule"));
+        if (rule == "roi_subset")
+            link.rule = CropRule::kRoiSubset;
+        else if (rule != "label_box" && r.ok())
+            r.fail(Reader::join(key, "rule"),
+                   "expected \"label_box\" (deepbet's box of one label, the default) or "
+                   "\"roi_subset\" (TotalSegmentator's crop to the labels --labels asks for), "
+                   "got \"" +
+                       rule + "\"");
+    }
+    const bool roi = link.rule == CropRule::kRoiSubset;
+    if (roi) {
+        for (const char* k : {"label", "margin_fraction", "slice_fraction"})
+            if (r.ok() && j.contains(k))
+                r.fail(Reader::join(key, k),
+                       "not used by \"rule\": \"roi_subset\" (the box holds the labels "
+                       "--labels asks for, grown by margin_mm)");
+    } else if (const json* x = r.member(j, key, "label", true)) {
         link.label = static_cast<int>(r.integer(*x, Reader::join(key, "label"), 1, 32767));
+    }
     if (const json* x = r.member(j, key, "margin_fraction", false)) {
         link.margin_fraction = r.number(*x, Reader::join(key, "margin_fraction"));
         if (r.ok() && !(link.margin_fraction >= 0.0 && link.margin_fraction <= 10.0))
@@ -275,7 +318,7 @@ void readCropLink(Reader& r, const json& j, const std::string& key, const ModelP
     link.stage_index = earlierStage(r, p, Reader::join(key, "stage"), link.stage);
     if (link.stage_index < 0) return;
     const StageSpec& from = p.stages[static_cast<size_t>(link.stage_index)];
-    if (!stageHasLabel(from, link.label))
+    if (!roi && !stageHasLabel(from, link.label))
         r.fail(Reader::join(key, "label"),
                "stage \"" + link.stage + "\" produces no label " + std::to_string(link.label) +
                    " (its labels: " + labelList(from.output.labels) + ")");
@@ -474,11 +517,14 @@ json stageJson(const StageSpec& st) {
     json j{{"name", st.name}, {"file", st.model.file}, {"sha256", st.model.sha256}};
     if (st.crop_to) {
         const CropLink& c = *st.crop_to;
-        j["crop_to"] = {{"stage", c.stage},
-                        {"label", c.label},
-                        {"margin_fraction", c.margin_fraction},
-                        {"margin_mm", c.margin_mm},
-                        {"slice_fraction", c.slice_fraction}};
+        if (c.rule == CropRule::kRoiSubset)
+            j["crop_to"] = {{"stage", c.stage}, {"rule", "roi_subset"}, {"margin_mm", c.margin_mm}};
+        else
+            j["crop_to"] = {{"stage", c.stage},
+                            {"label", c.label},
+                            {"margin_fraction", c.margin_fraction},
+                            {"margin_mm", c.margin_mm},
+                            {"slice_fraction", c.slice_fraction}};
     }
     if (st.one_hot_from)
         j["one_hot_from"] = {{"stage", st.one_hot_from->stage},
@@ -493,6 +539,7 @@ json stageJson(const StageSpec& st) {
     }
     j["interpolation"] = interpolationName(st.interpolation);
     if (st.grid == StageGrid::kMonai) j["grid"] = "monai";
+    if (st.grid == StageGrid::kTotalSegmentator) j["grid"] = "totalsegmentator";
     j["normalization"] = normalizationJson(st.normalization);
     json out;
     switch (st.output.kind) {

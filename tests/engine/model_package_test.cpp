@@ -851,6 +851,56 @@ TEST(ModelPackageStages, MonaiGridIsReadAndChecked) {
     expectError(j, "stages[0].grid", "not a fixed shape");
 }
 
+// TotalSegmentator's packages (tools/export_totalsegmentator.py): "grid": "totalsegmentator"
+// and a "roi_subset" crop link are read and written back; the grid is refused where it cannot be
+// repeated and the link refuses the keys of the label_box rule, naming them.
+TEST(ModelPackageStages, TotalSegmentatorGridAndRoiSubsetLink) {
+    auto totalseg = [] {
+        json j = stagedJson();
+        for (json& st : j["stages"]) {
+            st.erase("shape");
+            st["spacing_mm"] = {6.0, 6.0, 6.0};
+            st["patch_size"] = {32, 32, 32};
+            st["interpolation"] = "linear";
+            st["grid"] = "totalsegmentator";
+            st["normalization"] = {
+                {"scheme", "ct"}, {"clip", {-1000, 1000}}, {"mean", 50}, {"std", 200}};
+            st["output"] = {{"kind", "softmax"}, {"labels", {1}}};
+            st.erase("postprocess");
+        }
+        j["stages"][0]["result"] = false;
+        j["stages"][1]["crop_to"] = {{"stage", "bbox"}, {"rule", "roi_subset"}, {"margin_mm", 20}};
+        j.erase("measurements");
+        return j;
+    };
+    auto r = parse(totalseg());
+    ASSERT_TRUE(r.isOk()) << r.status().toString();
+    EXPECT_EQ(r->stages[1].grid, StageGrid::kTotalSegmentator);
+    ASSERT_TRUE(r->stages[1].crop_to.has_value());
+    EXPECT_EQ(r->stages[1].crop_to->rule, CropRule::kRoiSubset);
+    EXPECT_EQ(r->stages[1].crop_to->margin_mm, 20.0);
+    auto again = parseModelPackage(modelPackageToJson(*r), "written");
+    ASSERT_TRUE(again.isOk()) << again.status().toString();
+    EXPECT_EQ(again->stages[0].grid, StageGrid::kTotalSegmentator);
+    EXPECT_EQ(again->stages[1].crop_to->rule, CropRule::kRoiSubset);
+
+    json j = totalseg();
+    j["stages"][1]["crop_to"]["label"] = 1;
+    expectError(j, "stages[1].crop_to.label", "not used by \"rule\": \"roi_subset\"");
+    j = totalseg();
+    j["stages"][1]["crop_to"]["rule"] = "roi";
+    expectError(j, "stages[1].crop_to.rule", "expected \"label_box\"");
+    j = totalseg();
+    j["stages"][1]["interpolation"] = "spline3";
+    expectError(j, "stages[1].grid", "order 1");
+    j = totalseg();
+    j["stages"][1]["output"] = {{"kind", "sigmoid"}};
+    expectError(j, "stages[1].grid", "softmax");
+    j = stagedJson();
+    j["stages"][0]["grid"] = "totalsegmentator";
+    expectError(j, "stages[0].grid", "not a fixed shape");
+}
+
 TEST(ModelPackageStages, RegionOutputsAsNnUNetExportsThem) {
     json j = cascadeJson();
     j["labels"].push_back({{"value", 3}, {"name", "enhancing"}, {"color", {0, 0, 255}}});

@@ -1,0 +1,59 @@
+// TotalSegmentator's way around an nnU-Net network (model.json "grid": "totalsegmentator",
+// docs/model-package.md): TotalSegmentator 2.18.0 resamples the (canonical, cropped) image to the
+// task spacing itself (resampling.py change_spacing: scipy.ndimage.zoom, order 1, then int32),
+// hands that image to nnU-Net, whose own preprocessing crops it to the nonzero box and
+// normalises it (its spacing already is the plans' spacing, so nnU-Net does not resample), and
+// brings nnU-Net's label map back to the input shape with an order-0 zoom. --roi_subset crops the
+// input first to the box of the requested classes in a coarse model's output plus 20 mm
+// (cropping.py crop_to_mask). These functions are those steps; pipeline/stages.cpp calls them.
+// Pure functions, thread-safe.
+#pragma once
+
+#include "core/geometry.h"
+#include "core/status.h"
+#include "core/volume.h"
+#include "engine/graph/tensor.h"
+#include "engine/model/model_package.h"
+#include "pipeline/crop.h"
+
+#include <array>
+#include <optional>
+#include <vector>
+
+namespace voxseg::pipeline {
+
+// The stage's zoom per index axis: the spacing as TotalSegmentator reads it (the NIfTI header's
+// float32) over the target spacing (`target_mm` in index order).
+std::array<double, 3> totalSegmentatorZoom(const Geometry& grid,
+                                           const std::array<double, 3>& target_mm);
+
+// The network input of a totalsegmentator stage.
+struct ZoomedInput {
+    engine::Tensor tensor;  // [1, D0, D1, D2] float32, normalised, the nonzero box, model order
+    Geometry zoomed;        // TotalSegmentator's resampled image grid (the whole region)
+    CropBox nonzero;        // nnU-Net's crop_to_nonzero inside `zoomed`
+    Geometry network;       // croppedGeometry(zoomed, nonzero): the tensor's grid
+};
+
+// `region`: the oriented input cropped to the stage's region (one channel, any pixel type).
+// `target_mm` in index order. A region whose spacing already equals the target exactly is not
+// resampled (and not cast to int32), as change_spacing returns such an image unchanged.
+Result<ZoomedInput> totalSegmentatorInput(const Volume& region,
+                                          const std::array<double, 3>& target_mm,
+                                          const engine::Normalization& normalization,
+                                          engine::AxisOrder order, int threads);
+
+// nnU-Net's labels on `in.network` (uint8/uint16) back onto `region_grid`: pasted into the
+// zoomed grid (background outside the nonzero box), then an order-0 zoom to the region's shape
+// (change_spacing(..., target_shape, order=0)). The result lies on `region_grid`.
+Result<Volume> totalSegmentatorLabelsBack(const Volume& network_labels, const ZoomedInput& in,
+                                          const Geometry& region_grid);
+
+// --roi_subset's box in `labels`' index space (labels on the oriented input grid): the voxels
+// with any value in `requested`, min - addon .. max + 1 + addon per axis with addon =
+// int(margin_mm / spacing as float32), clipped to the grid (cropping.py get_bbox_from_mask).
+// nullopt when no voxel has a requested value.
+std::optional<CropBox> roiSubsetBox(const Volume& labels, const std::vector<int>& requested,
+                                    double margin_mm);
+
+}  // namespace voxseg::pipeline

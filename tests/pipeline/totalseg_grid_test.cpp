@@ -1,0 +1,134 @@
+// pipeline/totalseg_grid.h: TotalSegmentator's steps around an nnU-Net network. The zoom itself is
+// checked against scipy in scipy_zoom_test; here: the zoom factors from float32 spacings, the
+// nonzero crop and normalisation of the network input, the way back to the region, --roi_subset's
+// box (cropping.py get_bbox_from_mask with the addon in mm truncated to voxels), and that a
+// roi_subset link only pulls its crop stage in when labels are asked for.
+#include "pipeline/totalseg_grid.h"
+
+#include "pipeline/stages.h"
+
+#include <gtest/gtest.h>
+
+namespace voxseg::pipeline {
+namespace {
+
+Geometry grid(std::array<int64_t, 3> size, Vec3 spacing) {
+    Geometry g;
+    g.size = size;
+    g.spacing = spacing;
+    return g;
+}
+
+TEST(TotalSegmentatorGrid, ZoomUsesFloat32Spacing) {
+    // 0.7 is not a float32: nibabel's zooms are, so TotalSegmentator divides float(0.7).
+    const auto zoom = totalSegmentatorZoom(grid({10, 10, 10}, {0.7, 1.5, 2.5}), {1.5, 1.5, 1.5});
+    EXPECT_EQ(zoom[0], static_cast<double>(0.7f) / 1.5);
+    EXPECT_NE(zoom[0], 0.7 / 1.5);
+    EXPECT_EQ(zoom[1], 1.0);
+    EXPECT_EQ(zoom[2], 2.5 / 1.5);
+}
+
+TEST(TotalSegmentatorGrid, InputIsZoomedTruncatedCroppedToNonzeroAndNormalised) {
+    // 9 x 9 x 5 at 1 mm -> 3 mm: 3 x 3 x 2 voxels (round half to even: 5 / 3 = 1.67 -> 2).
+    Volume v = Volume::allocate<int16_t>(grid({9, 9, 5}, {1.0, 1.0, 1.0}));
+    int16_t* p = v.data<int16_t>();
+    for (int64_t i = 0; i < v.geometry().voxelCount(); ++i) p[i] = 0;
+    p[4 + 9 * 4 + 81 * 2] = 300;  // one voxel in the middle: only it survives the crop
+    engine::Normalization norm;
+    norm.scheme = engine::Normalization::Scheme::kCT;
+    norm.clip_low = -1000.0;
+    norm.clip_high = 1000.0;
+    norm.mean = 100.0;
+    norm.std = 50.0;
+    auto in = totalSegmentatorInput(v, {3.0, 3.0, 3.0}, norm, engine::AxisOrder::kZyx, 1);
+    ASSERT_TRUE(in.isOk()) << in.status().toString();
+    EXPECT_EQ(in->zoomed.size, (std::array<int64_t, 3>{3, 3, 2}));
+    EXPECT_EQ(in->zoomed.spacing[0], 3.0);
+    // Corner-aligned order 1: output (1,1,k) reads input (4,4,4k): only k=... the peak at z=2
+    // lies between outputs 0 (z=0) and 1 (z=4): both read 0 there, so the zoomed image is all
+    // zero and nnU-Net's crop keeps the whole grid.
+    EXPECT_TRUE(in->nonzero.covers(in->zoomed));
+    ASSERT_EQ(in->tensor.numel(), 18);
+    EXPECT_FLOAT_EQ(in->tensor.data<float>()[0], (0.0f - 100.0f) / 50.0f);
+
+    // A peak on a sampled position survives, truncated toward zero, and the crop keeps it only.
+    p[4 + 9 * 4 + 81 * 2] = 0;
+    p[4 + 9 * 4 + 81 * 4] = -7;
+    in = totalSegmentatorInput(v, {3.0, 3.0, 3.0}, norm, engine::AxisOrder::kZyx, 1);
+    ASSERT_TRUE(in.isOk()) << in.status().toString();
+    EXPECT_EQ(in->nonzero.begin, (std::array<int64_t, 3>{1, 1, 1}));
+    EXPECT_EQ(in->nonzero.size, (std::array<int64_t, 3>{1, 1, 1}));
+    ASSERT_EQ(in->tensor.numel(), 1);
+    EXPECT_FLOAT_EQ(in->tensor.data<float>()[0], (-7.0f - 100.0f) / 50.0f);
+}
+
+TEST(TotalSegmentatorGrid, LabelsComeBackPastedAndZoomed) {
+    const Geometry region = grid({5, 5, 3}, {1.0, 1.0, 1.0});
+    ZoomedInput in;
+    in.zoomed = grid({3, 3, 2}, {2.0, 2.0, 1.5});
+    in.nonzero.begin = {1, 1, 0};
+    in.nonzero.size = {2, 2, 2};
+    Volume net = Volume::allocate<uint8_t>(croppedGeometry(in.zoomed, in.nonzero));
+    net.data<uint8_t>()[0] = 4;  // zoomed (1,1,0)
+    auto back = totalSegmentatorLabelsBack(net, in, region);
+    ASSERT_TRUE(back.isOk()) << back.status().toString();
+    EXPECT_EQ(back->geometry().size, region.size);
+    // Order-0, corner-aligned: output i reads round-half-up(i * 2 / 4): 0,1,1,2,2 -> zoomed 1
+    // at i = 1, 2; z reads round(k * 1 / 2): 0, 1, 1 -> zoomed z 0 at k = 0.
+    const uint8_t* b = back->data<uint8_t>();
+    auto at = [&](int i, int j, int k) { return b[i + 5 * j + 25 * k]; };
+    EXPECT_EQ(at(1, 1, 0), 4);
+    EXPECT_EQ(at(2, 2, 0), 4);
+    EXPECT_EQ(at(0, 1, 0), 0);
+    EXPECT_EQ(at(3, 1, 0), 0);
+    EXPECT_EQ(at(1, 1, 1), 0);
+}
+
+TEST(TotalSegmentatorGrid, RoiSubsetBoxIsTheRequestedLabelsPlusTruncatedMargin) {
+    Volume labels = Volume::allocate<uint8_t>(grid({40, 30, 20}, {1.5, 2.0, 3.0}));
+    uint8_t* p = labels.data<uint8_t>();
+    auto set = [&](int i, int j, int k, uint8_t v) { p[i + 40 * j + 1200 * k] = v; };
+    set(10, 10, 10, 5);  // liver
+    set(20, 12, 11, 7);  // spleen
+    set(39, 29, 19, 9);  // not asked for: ignored
+    auto box = roiSubsetBox(labels, {5, 7}, 20.0);
+    ASSERT_TRUE(box.has_value());
+    // addon = int(20 / spacing) = 13, 10, 6 voxels; min - addon .. max + 1 + addon, clipped.
+    EXPECT_EQ(box->begin, (std::array<int64_t, 3>{0, 0, 4}));
+    EXPECT_EQ(box->size, (std::array<int64_t, 3>{34, 23, 14}));
+    EXPECT_FALSE(roiSubsetBox(labels, {6}, 20.0).has_value());
+    box = roiSubsetBox(labels, {9}, 0.0);
+    ASSERT_TRUE(box.has_value());
+    EXPECT_EQ(box->begin, (std::array<int64_t, 3>{39, 29, 19}));
+    EXPECT_EQ(box->size, (std::array<int64_t, 3>{1, 1, 1}));
+}
+
+TEST(TotalSegmentatorGrid, RoiSubsetLinkNeedsItsStageOnlyWithLabels) {
+    engine::ModelPackage p;
+    engine::StageSpec crop_stage;
+    crop_stage.name = "roi_crop";
+    crop_stage.output.labels = {1, 2, 3};
+    engine::StageSpec part;
+    part.name = "organs";
+    part.result = true;
+    part.output.labels = {1, 2};
+    engine::CropLink link;
+    link.stage = "roi_crop";
+    link.stage_index = 0;
+    link.rule = engine::CropRule::kRoiSubset;
+    link.margin_mm = 20.0;
+    part.crop_to = link;
+    engine::StageSpec other = part;
+    other.name = "vertebrae";
+    other.output.labels = {3};
+    p.stages = {crop_stage, part, other};
+    EXPECT_EQ(stagesNeeded(p, {}), (std::vector<bool>{false, true, true}));
+    EXPECT_EQ(stagesNeeded(p, {2}), (std::vector<bool>{true, true, false}));
+    EXPECT_FALSE(cropLinkActive(link, {}));
+    EXPECT_TRUE(cropLinkActive(link, {3}));
+    link.rule = engine::CropRule::kLabelBox;
+    EXPECT_TRUE(cropLinkActive(link, {}));
+}
+
+}  // namespace
+}  // namespace voxseg::pipeline
