@@ -26,6 +26,9 @@ Which network:
   - plans.json configurations.<c>.architecture (nnunetv2 >= 2.4): network_class_name, arch_kwargs
     and _kw_requires_import, e.g. PlainConvUNet or ResidualEncoderUNet (the ResEnc M/L/XL
     presets, nnUNetResEncUNet{M,L,XL}Plans), as nnunetv2's get_network_from_plans does it;
+  - the older plans format without "architecture" (UNet_class_name, UNet_base_num_features,
+    n_conv_per_stage_encoder/decoder, pool_op_kernel_sizes, conv_kernel_sizes,
+    unet_max_num_features; TotalSegmentator's released weights) converted as nnunetv2 does;
   - a Primus trainer (nnUNet_Primus_{S,B,M,L}_Trainer and their _Primus_<S|B|M|L>_* variants)
     builds its own network: dynamic_network_architectures Primus(embed, 8x8x8 patches, depth,
     heads, patch_size, drop_path 0.2, scale_attn_inner, LayerScale 0.1), whatever the plans' architecture
@@ -131,6 +134,47 @@ def primus_size(trainer, override):
     return PRIMUS_SIZES[m.group(1)]
 
 
+LEGACY_CLASSES = {"PlainConvUNet": "dynamic_network_architectures.architectures.unet.PlainConvUNet",
+                  "ResidualEncoderUNet":
+                      "dynamic_network_architectures.architectures.residual_unet.ResidualEncoderUNet"}
+LEGACY_KEYS = ("UNet_class_name", "UNet_base_num_features", "n_conv_per_stage_encoder",
+               "n_conv_per_stage_decoder", "pool_op_kernel_sizes", "conv_kernel_sizes",
+               "unet_max_num_features")
+
+
+def legacy_architecture(conf):
+    """The architecture of plans written before nnunetv2 2.4 (no configurations.<c>.architecture:
+    UNet_class_name, UNet_base_num_features, ... as TotalSegmentator's released weights have),
+    built as nnunetv2's ConfigurationManager converts such plans: features doubling per stage
+    up to unet_max_num_features, conv bias, InstanceNorm (eps 1e-5, affine), LeakyReLU."""
+    missing = [k for k in LEGACY_KEYS if k not in conf]
+    if missing:
+        fail("plans.json configuration has neither 'architecture' (nnunetv2 >= 2.4) nor the older "
+             f"format's keys (missing {missing}); re-run nnUNetv2_plan_and_preprocess")
+    cls = conf["UNet_class_name"]
+    if cls not in LEGACY_CLASSES:
+        fail(f"older plans format with UNet_class_name '{cls}': nnU-Net converts only "
+             f"{sorted(LEGACY_CLASSES)}")
+    n_stages = len(conf["n_conv_per_stage_encoder"])
+    dim = len(conf["patch_size"])
+    blocks = "n_conv_per_stage" if cls == "PlainConvUNet" else "n_blocks_per_stage"
+    return {"network_class_name": LEGACY_CLASSES[cls],
+            "arch_kwargs": {
+                "n_stages": n_stages,
+                "features_per_stage": [min(conf["UNet_base_num_features"] * 2 ** i,
+                                           conf["unet_max_num_features"]) for i in range(n_stages)],
+                "conv_op": f"torch.nn.modules.conv.Conv{dim}d",
+                "kernel_sizes": conf["conv_kernel_sizes"], "strides": conf["pool_op_kernel_sizes"],
+                blocks: conf["n_conv_per_stage_encoder"],
+                "n_conv_per_stage_decoder": conf["n_conv_per_stage_decoder"],
+                "conv_bias": True,
+                "norm_op": f"torch.nn.modules.instancenorm.InstanceNorm{dim}d",
+                "norm_op_kwargs": {"eps": 1e-05, "affine": True},
+                "dropout_op": None, "dropout_op_kwargs": None,
+                "nonlin": "torch.nn.LeakyReLU", "nonlin_kwargs": {"inplace": True}},
+            "_kw_requires_import": ["conv_op", "norm_op", "dropout_op", "nonlin"]}
+
+
 def build_network(conf, n_in, n_out, trainer, primus):
     """The network as nnunetv2's get_network_from_plans (or a Primus trainer) builds it."""
     patch = [int(v) for v in conf["patch_size"]]
@@ -142,11 +186,7 @@ def build_network(conf, n_in, n_out, trainer, primus):
         embed, depth, heads = size
         return Primus(n_in, embed, (8, 8, 8), n_out, depth, heads, tuple(patch),
                       drop_path_rate=0.2, scale_attn_inner=True, init_values=0.1), f"Primus {size}"
-    arch = conf.get("architecture")
-    if not arch:
-        fail("plans.json has no configurations.<c>.architecture (written by nnunetv2 >= 2.4); "
-             "plans from older versions: re-run nnUNetv2_plan_and_preprocess with nnunetv2 >= 2.4 "
-             "(the trained weights stay valid: the network is the same)")
+    arch = conf.get("architecture") or legacy_architecture(conf)
     cls = pydoc.locate(arch["network_class_name"])
     if cls is None:
         fail(f"network class {arch['network_class_name']} cannot be imported (install "
