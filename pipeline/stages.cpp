@@ -380,16 +380,8 @@ std::array<int64_t, 3> networkSize(const StageSpec& st, const Geometry& cropped,
 // (prediction_export.h; regions: each channel's logits, > 0 painted in channel order).
 Result<Volume> labelsOnOriented(const engine::Tensor& scores, const std::vector<int16_t>& values,
                                 const StageSpec& st, const CropBox& region, const Geometry& og,
-                                const Geometry& net_grid, engine::AxisOrder order, int threads,
-                                const ZoomedInput* zoomed) {
+                                const Geometry& net_grid, engine::AxisOrder order, int threads) {
     const int top = maxLabel(st.output.labels);
-    if (zoomed != nullptr) {  // TotalSegmentator: nnU-Net's argmax, then an order-0 zoom back
-        VOXSEG_ASSIGN_OR_RETURN(Volume lab, labelsToVolume(values, net_grid, order, top));
-        VOXSEG_ASSIGN_OR_RETURN(
-            Volume back, totalSegmentatorLabelsBack(lab, *zoomed, croppedGeometry(og, region)));
-        if (region.covers(og)) return back;
-        return paste(back, og, region, 0.0);
-    }
     if (st.grid == engine::StageGrid::kMonai) {  // Activationsd softmax, Invertd, AsDiscreted
         VOXSEG_ASSIGN_OR_RETURN(
             Volume back, monaiSoftmaxToLabels(scores, net_grid, order, croppedGeometry(og, region),
@@ -527,7 +519,6 @@ struct StageInput {
     engine::Tensor tensor;
     std::array<int64_t, 3> size{};  // the network grid
     Geometry net_grid;
-    std::optional<ZoomedInput> zoomed;  // a totalsegmentator stage's grids (its tensor moved out)
 };
 
 Result<StageInput> stageInput(const engine::ModelPackage& m, size_t s, const Volume& oriented,
@@ -539,18 +530,6 @@ Result<StageInput> stageInput(const engine::ModelPackage& m, size_t s, const Vol
     StageInput in;
     VOXSEG_ASSIGN_OR_RETURN(Volume cropped, crop(oriented, region));
     const Geometry cropped_grid = cropped.geometry();
-    if (st.grid == engine::StageGrid::kTotalSegmentator) {
-        const std::array<double, 3> mm{st.spacing_mm[0], st.spacing_mm[1], st.spacing_mm[2]};
-        const Vec3 target = toIndexOrder(mm, m.axis_order);
-        VOXSEG_ASSIGN_OR_RETURN(ZoomedInput z,
-                                totalSegmentatorInput(cropped, {target[0], target[1], target[2]},
-                                                      st.normalization, m.axis_order, threads));
-        in.tensor = std::move(z.tensor);
-        in.net_grid = z.network;
-        in.size = z.zoomed.size;
-        in.zoomed = std::move(z);
-        return in;
-    }
     in.size = networkSize(st, cropped_grid, m.axis_order);
     const std::array<int64_t, 3>& size = in.size;
     Volume net;
@@ -610,6 +589,89 @@ Result<StageInput> stageInput(const engine::ModelPackage& m, size_t s, const Vol
     }
     VOXSEG_ASSIGN_OR_RETURN(in.tensor, volumesToTensor(channels, m.axis_order));
     return in;
+}
+
+Result<std::optional<Volume>> StageRunner::networkStage(
+    size_t s, const Volume& oriented, const CropBox& region,
+    const std::vector<Volume>& oriented_labels,
+    std::vector<std::optional<std::array<double, 2>>>& percentiles, int threads,
+    const Progress& progress, bool keep_net_labels, bool want_oriented, StageTrace& trace,
+    Volume& net_labels, int64_t& patches) {
+    const engine::ModelPackage& m = package_;
+    const StageSpec& st = m.stages[s];
+    VOXSEG_ASSIGN_OR_RETURN(
+        StageInput in, stageInput(m, s, oriented, region, oriented_labels, percentiles, threads));
+    trace.network = in.size;
+    trace.percentiles = percentiles[s];
+    engine::SlidingWindowStats stats;
+    VOXSEG_ASSIGN_OR_RETURN(engine::Tensor scores, windows_[s]->run(in.tensor, progress, &stats));
+    in.tensor = engine::Tensor();
+    trace.patches = stats.patches;
+    patches += stats.patches;
+    // An nnunet-fp16 window gives float16 scores: a softmax stage exports them as they are
+    // (as nnU-Net resamples its float16 logits); everything else reads float32.
+    const bool half = scores.dtype() == engine::DType::kFloat16;
+    if (half && st.output.kind != StageOutputKind::kSoftmax)
+        scores = engine::scoresAsFloat32(scores);
+    VOXSEG_ASSIGN_OR_RETURN(auto values, stageLabels(scores.dtype() == engine::DType::kFloat16
+                                                         ? engine::scoresAsFloat32(scores)
+                                                         : scores,
+                                                     st));
+    if (keep_net_labels) {
+        VOXSEG_ASSIGN_OR_RETURN(Volume lab, labelsToVolume(values, in.net_grid, m.axis_order,
+                                                           maxLabel(st.output.labels)));
+        VOXSEG_RETURN_IF_ERROR(runPostprocess(lab, st));
+        trace.label_voxels = countNonzero(lab);
+        net_labels = std::move(lab);
+    }
+    if (!want_oriented) return std::optional<Volume>();
+    VOXSEG_ASSIGN_OR_RETURN(
+        Volume on_og, labelsOnOriented(scores, values, st, region, oriented.geometry(), in.net_grid,
+                                       m.axis_order, threads));
+    return std::optional<Volume>(std::move(on_og));
+}
+
+Result<Volume> StageRunner::totalSegmentatorStage(size_t s, const Volume& oriented,
+                                                  const CropBox& region, int threads,
+                                                  const Progress& progress, StageTrace& trace,
+                                                  int64_t& patches) {
+    const engine::ModelPackage& m = package_;
+    const StageSpec& st = m.stages[s];
+    const Geometry og = oriented.geometry();
+    Volume cropped = oriented;
+    if (!region.covers(og)) {
+        VOXSEG_ASSIGN_OR_RETURN(cropped, crop(oriented, region));
+    }
+    const std::array<double, 3> mm{st.spacing_mm[0], st.spacing_mm[1], st.spacing_mm[2]};
+    const Vec3 target = toIndexOrder(mm, m.axis_order);
+    const int top = maxLabel(st.output.labels);
+    auto predict = [&](ZoomedInput& in) -> Result<Volume> {
+        engine::SlidingWindowStats stats;
+        VOXSEG_ASSIGN_OR_RETURN(engine::Tensor scores,
+                                windows_[s]->run(in.tensor, progress, &stats));
+        in.tensor = engine::Tensor();
+        trace.patches += stats.patches;
+        patches += stats.patches;
+        // nnU-Net's argmax of its float16 logits (same shape: nothing to resample).
+        VOXSEG_ASSIGN_OR_RETURN(auto values, stageLabels(scores.dtype() == engine::DType::kFloat16
+                                                             ? engine::scoresAsFloat32(scores)
+                                                             : scores,
+                                                         st));
+        return labelsToVolume(values, in.network, m.axis_order, top);
+    };
+    TotalSegmentatorTrace tt;
+    VOXSEG_ASSIGN_OR_RETURN(
+        Volume back,
+        totalSegmentatorLabels(cropped, {target[0], target[1], target[2]}, st.normalization,
+                               m.axis_order, st.slabs, threads, predict, &tt));
+    trace.network = tt.zoomed;
+    if (tt.slabs > 1)
+        log::info(kComponent,
+                  "stage {}: {}x{}x{} voxels at {} mm, split into {} slabs as TotalSegmentator "
+                  "does",
+                  st.name, tt.zoomed[0], tt.zoomed[1], tt.zoomed[2], st.spacing_mm[0], tt.slabs);
+    if (region.covers(og)) return back;
+    return paste(back, og, region, 0.0);
 }
 
 Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Progress& progress) {
@@ -688,58 +750,41 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
         }
         regions[s] = region;
         trace.region = region;
-        VOXSEG_ASSIGN_OR_RETURN(StageInput in, stageInput(m, s, oriented, region, oriented_labels,
-                                                          percentiles, threads));
-        const std::array<int64_t, 3>& size = in.size;
-        const Geometry& net_grid = in.net_grid;
-        engine::Tensor& tensor = in.tensor;
-        trace.network = size;
-        trace.percentiles = percentiles[s];
-        engine::SlidingWindowStats stats;
-        VOXSEG_ASSIGN_OR_RETURN(engine::Tensor scores, windows_[s]->run(tensor, sp, &stats));
-        tensor = engine::Tensor();
-        trace.patches = stats.patches;
-        result.patches += stats.patches;
-        // An nnunet-fp16 window gives float16 scores: a softmax stage exports them as they are
-        // (as nnU-Net resamples its float16 logits); everything else reads float32.
-        const bool half = scores.dtype() == engine::DType::kFloat16;
-        if (half && st.output.kind != StageOutputKind::kSoftmax)
-            scores = engine::scoresAsFloat32(scores);
-        VOXSEG_ASSIGN_OR_RETURN(auto values, stageLabels(scores.dtype() == engine::DType::kFloat16
-                                                             ? engine::scoresAsFloat32(scores)
-                                                             : scores,
-                                                         st));
-        ran[s] = true;
-        if (crop_source[s]) {
-            VOXSEG_ASSIGN_OR_RETURN(Volume lab, labelsToVolume(values, net_grid, m.axis_order,
-                                                               maxLabel(st.output.labels)));
-            VOXSEG_RETURN_IF_ERROR(runPostprocess(lab, st));
-            trace.label_voxels = countNonzero(lab);
-            net_labels[s] = std::move(lab);
-        }
-        if (st.result || one_hot_source[s]) {
+        // The stage's labels on the oriented grid, when a result or a link needs them there.
+        std::optional<Volume> on_og;
+        if (st.grid == engine::StageGrid::kTotalSegmentator) {
+            if (crop_source[s])
+                return invalidArgument("stage " + st.name +
+                                       ": a label_box crop link cannot read a totalsegmentator "
+                                       "stage (use rule roi_subset)");
+            VOXSEG_ASSIGN_OR_RETURN(on_og, totalSegmentatorStage(s, oriented, region, threads, sp,
+                                                                 trace, result.patches));
+        } else {
             VOXSEG_ASSIGN_OR_RETURN(
-                Volume on_og,
-                labelsOnOriented(scores, values, st, region, og, net_grid, m.axis_order, threads,
-                                 in.zoomed ? &*in.zoomed : nullptr));
-            if (one_hot_source[s]) oriented_labels[s] = st.result ? cloneVolume(on_og) : on_og;
+                on_og, networkStage(s, oriented, region, oriented_labels, percentiles, threads, sp,
+                                    crop_source[s], st.result || one_hot_source[s], trace,
+                                    net_labels[s], result.patches));
+        }
+        ran[s] = true;
+        if (on_og) {
+            if (one_hot_source[s]) oriented_labels[s] = st.result ? cloneVolume(*on_og) : *on_og;
             if (st.result) {
                 Volume out =
-                    mapping.isIdentity() ? on_og : applyAxisMapping(on_og, mapping.inverse());
+                    mapping.isIdentity() ? *on_og : applyAxisMapping(*on_og, mapping.inverse());
                 Volume::applyGeometry(original, *out.base());
                 VOXSEG_RETURN_IF_ERROR(runPostprocess(out, st));
                 trace.label_voxels = countNonzero(out);
                 paintLabels(result.label_map, out);
                 any_result = true;
             } else if (!crop_source[s]) {
-                trace.label_voxels = countNonzero(on_og);
+                trace.label_voxels = countNonzero(*on_og);
             }
         }
         trace.seconds = secondsSince(t0);
         result.stages.push_back(trace);
         log::debug(kComponent, "stage {}: region {}x{}x{} -> network {}x{}x{}, {} voxels labelled",
-                   st.name, region.size[0], region.size[1], region.size[2], size[0], size[1],
-                   size[2], trace.label_voxels);
+                   st.name, region.size[0], region.size[1], region.size[2], trace.network[0],
+                   trace.network[1], trace.network[2], trace.label_voxels);
     }
     // No result stage ran (a link found nothing): an all-background result, with the warnings.
     result.empty = !any_result;

@@ -109,6 +109,20 @@ class StageRunner {
 
   private:
     StageRunner() = default;
+    // Stage s on `region` of the oriented input. networkStage: the stage's network grid
+    // (stageInput), its labels on that grid into `net_labels` when `keep_net_labels` (a crop
+    // link reads them there) and on the oriented grid when `want_oriented`.
+    // totalSegmentatorStage: a "totalsegmentator" grid stage (pipeline/totalseg_grid.h), labels
+    // on the oriented grid.
+    Result<std::optional<Volume>> networkStage(
+        size_t s, const Volume& oriented, const CropBox& region,
+        const std::vector<Volume>& oriented_labels,
+        std::vector<std::optional<std::array<double, 2>>>& percentiles, int threads,
+        const Progress& progress, bool keep_net_labels, bool want_oriented, StageTrace& trace,
+        Volume& net_labels, int64_t& patches);
+    Result<Volume> totalSegmentatorStage(size_t s, const Volume& oriented, const CropBox& region,
+                                         int threads, const Progress& progress, StageTrace& trace,
+                                         int64_t& patches);
     engine::ModelPackage package_;
     std::vector<bool> needed_;
     std::vector<int> labels_;  // the labels asked for (empty: all)

@@ -6,6 +6,7 @@
 #include "pipeline/tensor_layout.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 namespace voxseg::pipeline {
@@ -32,38 +33,106 @@ std::array<double, 3> totalSegmentatorZoom(const Geometry& grid,
     return zoom;
 }
 
+Result<Volume> totalSegmentatorZoomed(const Volume& region, const std::array<double, 3>& target_mm,
+                                      int threads) {
+    const Geometry& g = region.geometry();
+    const std::array<double, 3> zoom = totalSegmentatorZoom(g, target_mm);
+    if (zoom == std::array<double, 3>{1.0, 1.0, 1.0}) return region.castTo(PixelType::kFloat32);
+    const std::array<int64_t, 3> size = scipyZoomShape(g.size, zoom);
+    for (int64_t n : size)
+        if (n < 1)
+            return invalidArgument(
+                "totalsegmentator grid: the region is too small to resample to the stage's "
+                "spacing (fewer than one voxel on an axis)");
+    ZoomOptions options;
+    options.zoom = zoom;
+    options.threads = threads;
+    return zoomLinear(region, size, ZoomValues::kInt32, options);
+}
+
+Result<ZoomedInput> nnUNetInput(const Volume& zoomed, const engine::Normalization& normalization,
+                                engine::AxisOrder order) {
+    ZoomedInput in;
+    in.zoomed = zoomed.geometry();
+    VOXSEG_ASSIGN_OR_RETURN(in.nonzero, nonzeroBox({zoomed}));
+    Volume net = zoomed;
+    if (!in.nonzero.covers(in.zoomed)) {
+        VOXSEG_ASSIGN_OR_RETURN(net, crop(zoomed, in.nonzero));
+    }
+    in.network = net.geometry();
+    VOXSEG_ASSIGN_OR_RETURN(Volume norm, normalize(net, normalization));
+    net = Volume();
+    VOXSEG_ASSIGN_OR_RETURN(in.tensor, volumesToTensor({norm}, order));
+    return in;
+}
+
 Result<ZoomedInput> totalSegmentatorInput(const Volume& region,
                                           const std::array<double, 3>& target_mm,
                                           const engine::Normalization& normalization,
                                           engine::AxisOrder order, int threads) {
-    const Geometry& g = region.geometry();
-    const std::array<double, 3> zoom = totalSegmentatorZoom(g, target_mm);
-    ZoomedInput in;
-    Volume zoomed;
-    if (zoom == std::array<double, 3>{1.0, 1.0, 1.0}) {
-        zoomed = region.castTo(PixelType::kFloat32);  // change_spacing returns it as it is
-    } else {
-        const std::array<int64_t, 3> size = scipyZoomShape(g.size, zoom);
-        for (int64_t n : size)
-            if (n < 1)
-                return invalidArgument(
-                    "totalsegmentator grid: the region is too small to resample to the "
-                    "stage's spacing (fewer than one voxel on an axis)");
-        ZoomOptions options;
-        options.zoom = zoom;
-        options.threads = threads;
-        VOXSEG_ASSIGN_OR_RETURN(zoomed, zoomLinear(region, size, ZoomValues::kInt32, options));
+    VOXSEG_ASSIGN_OR_RETURN(Volume zoomed, totalSegmentatorZoomed(region, target_mm, threads));
+    return nnUNetInput(zoomed, normalization, order);
+}
+
+std::vector<Slab> totalSegmentatorSlabs(const std::array<int64_t, 3>& zoomed_size, bool split,
+                                        const SlabRule& rule) {
+    const int64_t n = zoomed_size[2];
+    const int64_t voxels = zoomed_size[0] * zoomed_size[1] * n;
+    if (!split || voxels <= rule.max_voxels || n <= rule.min_slices) return {Slab{0, n, 0, n}};
+    const int64_t third = n / 3, m = rule.margin;
+    return {Slab{0, third + m, 0, third}, Slab{third + 1 - m, 2 * third + m, third, 2 * third},
+            Slab{2 * third + 1 - m, n, 2 * third, n}};
+}
+
+Result<Volume> totalSegmentatorLabels(const Volume& region, const std::array<double, 3>& target_mm,
+                                      const engine::Normalization& normalization,
+                                      engine::AxisOrder order, bool split, int threads,
+                                      const PredictLabels& predict, TotalSegmentatorTrace* trace,
+                                      const SlabRule& rule) {
+    VOXSEG_ASSIGN_OR_RETURN(Volume zoomed, totalSegmentatorZoomed(region, target_mm, threads));
+    const Geometry zg = zoomed.geometry();
+    const std::vector<Slab> slabs = totalSegmentatorSlabs(zg.size, split, rule);
+    if (trace) {
+        trace->zoomed = zg.size;
+        trace->slabs = slabs.size();
     }
-    in.zoomed = zoomed.geometry();
-    VOXSEG_ASSIGN_OR_RETURN(in.nonzero, nonzeroBox({zoomed}));
-    if (!in.nonzero.covers(in.zoomed)) {
-        VOXSEG_ASSIGN_OR_RETURN(zoomed, crop(zoomed, in.nonzero));
+    Volume labels;  // on the zoomed grid
+    for (const Slab& slab : slabs) {
+        CropBox box;
+        box.begin = {0, 0, slab.begin};
+        box.size = {zg.size[0], zg.size[1], slab.end - slab.begin};
+        Volume part = zoomed;
+        if (!box.covers(zg)) {
+            VOXSEG_ASSIGN_OR_RETURN(part, crop(zoomed, box));
+        }
+        VOXSEG_ASSIGN_OR_RETURN(ZoomedInput in, nnUNetInput(part, normalization, order));
+        part = Volume();
+        VOXSEG_ASSIGN_OR_RETURN(Volume net, predict(in));
+        Volume on_slab = net;
+        if (!in.nonzero.covers(in.zoomed)) {
+            VOXSEG_ASSIGN_OR_RETURN(on_slab, paste(net, in.zoomed, in.nonzero, 0.0));
+        }
+        if (slabs.size() == 1) {
+            labels = on_slab;
+            break;
+        }
+        if (labels.empty())
+            labels = on_slab.pixelType() == PixelType::kUInt8 ? Volume::allocate<uint8_t>(zg)
+                                                              : Volume::allocate<uint16_t>(zg);
+        if (on_slab.pixelType() != labels.pixelType()) on_slab = on_slab.castTo(labels.pixelType());
+        const int64_t plane = zg.size[0] * zg.size[1];
+        withPixelType(labels.pixelType(), [&](auto tag) {
+            using T = decltype(tag);
+            std::memcpy(labels.data<T>() + slab.keep_begin * plane,
+                        on_slab.data<T>() + (slab.keep_begin - slab.begin) * plane,
+                        sizeof(T) * static_cast<size_t>((slab.keep_end - slab.keep_begin) * plane));
+        });
     }
-    in.network = zoomed.geometry();
-    VOXSEG_ASSIGN_OR_RETURN(Volume norm, normalize(zoomed, normalization));
-    zoomed = Volume();
-    VOXSEG_ASSIGN_OR_RETURN(in.tensor, volumesToTensor({norm}, order));
-    return in;
+    Volume::applyGeometry(zg, *labels.base());
+    ZoomedInput whole;  // the way back reads only the grids
+    whole.zoomed = zg;
+    whole.nonzero.size = zg.size;
+    return totalSegmentatorLabelsBack(labels, whole, region.geometry());
 }
 
 Result<Volume> totalSegmentatorLabelsBack(const Volume& network_labels, const ZoomedInput& in,

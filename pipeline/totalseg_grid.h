@@ -17,6 +17,7 @@
 #include "pipeline/crop.h"
 
 #include <array>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -27,6 +28,12 @@ namespace voxseg::pipeline {
 std::array<double, 3> totalSegmentatorZoom(const Geometry& grid,
                                            const std::array<double, 3>& target_mm);
 
+// TotalSegmentator's resampled image: `region` zoomed to `target_mm` (index order) with order 1
+// and cast to int32; a region whose spacing already equals the target is returned as float32
+// unchanged (change_spacing returns such an image as it is).
+Result<Volume> totalSegmentatorZoomed(const Volume& region, const std::array<double, 3>& target_mm,
+                                      int threads);
+
 // The network input of a totalsegmentator stage.
 struct ZoomedInput {
     engine::Tensor tensor;  // [1, D0, D1, D2] float32, normalised, the nonzero box, model order
@@ -35,13 +42,53 @@ struct ZoomedInput {
     Geometry network;       // croppedGeometry(zoomed, nonzero): the tensor's grid
 };
 
-// `region`: the oriented input cropped to the stage's region (one channel, any pixel type).
-// `target_mm` in index order. A region whose spacing already equals the target exactly is not
-// resampled (and not cast to int32), as change_spacing returns such an image unchanged.
+// nnU-Net's preprocessing of a zoomed image (or slab): crop to the nonzero box, normalise.
+Result<ZoomedInput> nnUNetInput(const Volume& zoomed, const engine::Normalization& normalization,
+                                engine::AxisOrder order);
+
+// totalSegmentatorZoomed, then nnUNetInput. `region`: the oriented input cropped to the stage's
+// region (one channel, any pixel type); `target_mm` in index order.
 Result<ZoomedInput> totalSegmentatorInput(const Volume& region,
                                           const std::array<double, 3>& target_mm,
                                           const engine::Normalization& normalization,
                                           engine::AxisOrder order, int threads);
+
+// TotalSegmentator's split of a large image (nnunet.py, "triple split", for its multi-model
+// tasks): when the zoomed image has more than 512 x 512 x 900 voxels and more than 200 along
+// index axis k (the superior axis of its canonical orientation), three slabs along k of
+// third = n // 3 slices plus a 20-slice margin: [0, third + 20), [third + 1 - 20, 2 third + 20),
+// [2 third + 1 - 20, n), of whose labels [0, third), [third, 2 third) and [2 third, n) are kept.
+// One slab (the whole axis) otherwise.
+struct Slab {
+    int64_t begin = 0, end = 0;            // the slab, along k
+    int64_t keep_begin = 0, keep_end = 0;  // the part of it whose labels are kept (global k)
+};
+struct SlabRule {  // TotalSegmentator's numbers (tests use smaller ones)
+    int64_t max_voxels = int64_t{512} * 512 * 900;
+    int64_t min_slices = 200;
+    int64_t margin = 20;
+};
+std::vector<Slab> totalSegmentatorSlabs(const std::array<int64_t, 3>& zoomed_size, bool split,
+                                        const SlabRule& rule = {});
+
+// nnU-Net on one network input: labels (uint8/uint16) on `in.network`.
+using PredictLabels = std::function<Result<Volume>(ZoomedInput& in)>;
+
+struct TotalSegmentatorTrace {
+    std::array<int64_t, 3> zoomed{0, 0, 0};
+    size_t slabs = 0;
+};
+
+// One totalsegmentator stage on `region`: zoomed, split into slabs when `split` and the image is
+// large enough (totalSegmentatorSlabs), each slab through nnUNetInput and `predict`, the kept
+// labels put together on the zoomed grid and brought back onto `region`'s grid
+// (totalSegmentatorLabelsBack).
+Result<Volume> totalSegmentatorLabels(const Volume& region, const std::array<double, 3>& target_mm,
+                                      const engine::Normalization& normalization,
+                                      engine::AxisOrder order, bool split, int threads,
+                                      const PredictLabels& predict,
+                                      TotalSegmentatorTrace* trace = nullptr,
+                                      const SlabRule& rule = {});
 
 // nnU-Net's labels on `in.network` (uint8/uint16) back onto `region_grid`: pasted into the
 // zoomed grid (background outside the nonzero box), then an order-0 zoom to the region's shape

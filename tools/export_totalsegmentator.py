@@ -18,7 +18,8 @@ repeats TotalSegmentator 2.18.0's pipeline (python_api.py, nnunet.py):
     the task's step (0.8 for total / total_mr, else 0.5), Gaussian weighting, no mirroring,
     nnU-Net's float16 sums, argmax, and the labels brought back with an order-0 zoom;
   - total / total_mr: the part models are result stages in TotalSegmentator's order, each part's
-    classes mapped to the task's class ids (its class_map), later parts painting over earlier ones;
+    classes mapped to the task's class ids (its class_map), later parts painting over earlier ones,
+    with its split of images over 512 x 512 x 900 resampled voxels into three slabs ("slabs");
   - --roi_subset: a first stage runs TotalSegmentator's crop model (the 6 mm total model, 3 mm for
     MR or with --robust-crop) and the other stages link to it with "rule": "roi_subset" (20 mm):
     `voxseg segment -m PKG --labels liver,spleen` then crops to those classes and runs only the
@@ -229,6 +230,7 @@ def main():
                                          [inv[n] for n in names], names, writer,
                                          f"part {part['name']} of task {a.task}")
                 stage["result"] = True
+                stage["slabs"] = True  # nnunet.py splits large images for multi-model tasks
                 stages.append(stage)
                 sources.append(t["folder"])
         else:
@@ -252,6 +254,9 @@ def main():
             "attribution": "TotalSegmentator, Jakob Wasserthal et al., University Hospital Basel",
             "citation": CITATION,
             "channels": [{"modality": modality}],
+            "intended_input": {"modality": [modality],
+                               "body_region": (f"{modality} of any part of the body, as "
+                                               f"TotalSegmentator's '{base}' task takes")},
             "axis_order": "zyx", "orientation": "RAS",
             "labels": make_labels(cmap, tables["codes"]),
             "stages": stages,

@@ -179,6 +179,9 @@ struct StageSpec {
     std::vector<int64_t> patch_size;
     Interpolation interpolation = Interpolation::kSpline3;
     StageGrid grid = StageGrid::kFieldOfView;
+    // kTotalSegmentator only: TotalSegmentator's split of a large image into three slabs along
+    // the superior axis (its multi-model tasks; pipeline/totalseg_grid.h totalSegmentatorSlabs).
+    bool slabs = false;
     Normalization normalization;
     StageOutput output;
     StagePostprocess postprocess;

@@ -430,8 +430,8 @@ void readStages(Reader& r, const json& root, ModelPackage& p) {
         if (!r.object(st, key)) return;
         r.onlyKeys(st, key,
                    {"name", "file", "sha256", "crop_to", "one_hot_from", "result", "shape",
-                    "spacing_mm", "patch_size", "interpolation", "grid", "normalization", "output",
-                    "postprocess", "inference"});
+                    "spacing_mm", "patch_size", "interpolation", "grid", "slabs", "normalization",
+                    "output", "postprocess", "inference"});
         StageSpec stage;
         if (const json* x = r.member(st, key, "name", true))
             stage.name = r.string(*x, Reader::join(key, "name"));
@@ -489,6 +489,12 @@ void readStages(Reader& r, const json& root, ModelPackage& p) {
             stage.one_hot_from = link;
         }
         if (const json* x = r.member(st, key, "grid", false)) readStageGrid(r, *x, key, stage);
+        if (const json* x = r.member(st, key, "slabs", false)) {
+            stage.slabs = r.boolean(*x, Reader::join(key, "slabs"));
+            if (r.ok() && stage.slabs && stage.grid != StageGrid::kTotalSegmentator)
+                r.fail(Reader::join(key, "slabs"),
+                       "TotalSegmentator's slab split needs \"grid\": \"totalsegmentator\"");
+        }
         if (const json* x = r.member(st, key, "result", false)) {
             stage.result = r.boolean(*x, Reader::join(key, "result"));
             if (r.ok() && !stage.result && i + 1 == stages->size())
@@ -540,6 +546,7 @@ json stageJson(const StageSpec& st) {
     j["interpolation"] = interpolationName(st.interpolation);
     if (st.grid == StageGrid::kMonai) j["grid"] = "monai";
     if (st.grid == StageGrid::kTotalSegmentator) j["grid"] = "totalsegmentator";
+    if (st.slabs) j["slabs"] = true;
     j["normalization"] = normalizationJson(st.normalization);
     json out;
     switch (st.output.kind) {

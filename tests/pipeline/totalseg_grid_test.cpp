@@ -103,6 +103,70 @@ TEST(TotalSegmentatorGrid, RoiSubsetBoxIsTheRequestedLabelsPlusTruncatedMargin) 
     EXPECT_EQ(box->size, (std::array<int64_t, 3>{1, 1, 1}));
 }
 
+TEST(TotalSegmentatorGrid, SlabsFollowItsTripleSplit) {
+    // nnunet.py: more than 512 x 512 x 900 voxels and more than 200 slices, multi-model only.
+    EXPECT_EQ(totalSegmentatorSlabs({512, 512, 900}, true).size(), 1u);
+    EXPECT_EQ(totalSegmentatorSlabs({512, 512, 1000}, false).size(), 1u);
+    EXPECT_EQ(totalSegmentatorSlabs({2000, 2000, 150}, true).size(), 1u);
+    const auto s = totalSegmentatorSlabs({512, 512, 1000}, true);
+    ASSERT_EQ(s.size(), 3u);
+    // third = 333: [:353], [314:686], [647:]; kept [:333], [333:666], [666:].
+    EXPECT_EQ(s[0].begin, 0);
+    EXPECT_EQ(s[0].end, 353);
+    EXPECT_EQ(s[1].begin, 314);
+    EXPECT_EQ(s[1].end, 686);
+    EXPECT_EQ(s[2].begin, 647);
+    EXPECT_EQ(s[2].end, 1000);
+    EXPECT_EQ(s[0].keep_end, 333);
+    EXPECT_EQ(s[1].keep_begin, 333);
+    EXPECT_EQ(s[1].keep_end, 666);
+    EXPECT_EQ(s[2].keep_begin, 666);
+    // What nnunet.py keeps of each slab's prediction: s01[:-20], s02[19:-20], s03[19:].
+    EXPECT_EQ(s[0].keep_end - s[0].begin, (s[0].end - s[0].begin) - 20);
+    EXPECT_EQ(s[1].keep_begin - s[1].begin, 19);
+    EXPECT_EQ(s[1].keep_end - s[1].begin, (s[1].end - s[1].begin) - 20);
+    EXPECT_EQ(s[2].keep_begin - s[2].begin, 19);
+}
+
+TEST(TotalSegmentatorGrid, SlabPredictionsArePutTogether) {
+    // A 3 mm region that is already on the target spacing: no zoom. The fake network labels each
+    // voxel with 1 + the index of the slab it ran in; the result must show slab 1 on [0, 10),
+    // slab 2 on [10, 20) and slab 3 on [20, 31) (third = 10), each slab seen whole by "nnU-Net".
+    Volume v = Volume::allocate<int16_t>(grid({4, 3, 31}, {3.0, 3.0, 3.0}));
+    for (int64_t i = 0; i < v.geometry().voxelCount(); ++i) v.data<int16_t>()[i] = 100;
+    engine::Normalization norm;
+    int call = 0;
+    std::vector<int64_t> depths;
+    auto predict = [&](ZoomedInput& in) -> Result<Volume> {
+        ++call;
+        depths.push_back(in.network.size[2]);
+        Volume out = Volume::allocate<uint8_t>(in.network);
+        for (int64_t i = 0; i < in.network.voxelCount(); ++i)
+            out.data<uint8_t>()[i] = static_cast<uint8_t>(call);
+        return out;
+    };
+    SlabRule rule;
+    rule.max_voxels = 100;
+    rule.min_slices = 20;
+    rule.margin = 3;
+    TotalSegmentatorTrace trace;
+    auto labels = totalSegmentatorLabels(v, {3.0, 3.0, 3.0}, norm, engine::AxisOrder::kZyx, true, 1,
+                                         predict, &trace, rule);
+    ASSERT_TRUE(labels.isOk()) << labels.status().toString();
+    EXPECT_EQ(trace.slabs, 3u);
+    EXPECT_EQ(depths, (std::vector<int64_t>{13, 15, 13}));
+    const uint8_t* p = labels->data<uint8_t>();
+    for (int64_t k = 0; k < 31; ++k)
+        EXPECT_EQ(p[12 * k + 5], k < 10 ? 1 : (k < 20 ? 2 : 3)) << "slice " << k;
+    // Without the split: one call, one label.
+    call = 0;
+    labels = totalSegmentatorLabels(v, {3.0, 3.0, 3.0}, norm, engine::AxisOrder::kZyx, false, 1,
+                                    predict, &trace, rule);
+    ASSERT_TRUE(labels.isOk());
+    EXPECT_EQ(call, 1);
+    EXPECT_EQ(labels->data<uint8_t>()[12 * 30], 1);
+}
+
 TEST(TotalSegmentatorGrid, RoiSubsetLinkNeedsItsStageOnlyWithLabels) {
     engine::ModelPackage p;
     engine::StageSpec crop_stage;
