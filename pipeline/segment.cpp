@@ -18,6 +18,7 @@
 #include "pipeline/preview.h"
 #include "pipeline/segment_options_schema.h"
 #include "pipeline/segmentation_files.h"
+#include "pipeline/totalseg_statistics.h"
 
 #include <unistd.h>
 #include <nlohmann/json.hpp>
@@ -127,9 +128,15 @@ class Staging {
         if (ec) return ioError("output folder is not writable: " + ec.message(), out_dir_.string());
         return Status::ok();
     }
+    // `name` may lie in a subfolder ("masks/liver.nii.gz"), made here and at commit.
     std::string path(const std::string& name) {
         names_.push_back(name);
-        return (dir_ / name).string();
+        const fs::path p = dir_ / name;
+        if (name.find('/') != std::string::npos) {
+            std::error_code ec;  // a failure shows when the file is written
+            fs::create_directories(p.parent_path(), ec);
+        }
+        return p.string();
     }
     // `status` with the staging folder in its paths replaced by the output folder, so a failed
     // write names the file the user asked for, not a hidden temporary one.
@@ -150,7 +157,8 @@ class Staging {
         for (const auto& n : names_) {
             std::error_code ec;
             const fs::path target = out_dir_ / n;
-            fs::rename(dir_ / n, target, ec);
+            if (n.find('/') != std::string::npos) fs::create_directories(target.parent_path(), ec);
+            if (!ec) fs::rename(dir_ / n, target, ec);
             if (ec) return ioError("could not move output into place: " + ec.message(), target);
             written.push_back(target.string());
             committed_ = true;
@@ -192,6 +200,7 @@ Result<StudyInput> loadStudy(const std::string& path, const std::string& selecto
 Result<SegmentOutputs> parseOutputs(const std::string& list) {
     SegmentOutputs o;
     o.label_map = o.dicom_seg = o.statistics = o.preview = o.probabilities = o.rtstruct = false;
+    o.masks = o.totalseg_statistics = false;
     std::stringstream ss(list);
     std::string item;
     while (std::getline(ss, item, ',')) {
@@ -207,9 +216,14 @@ Result<SegmentOutputs> parseOutputs(const std::string& list) {
             o.probabilities = true;
         else if (item == "rtstruct")
             o.rtstruct = true;
+        else if (item == "masks")
+            o.masks = true;
+        else if (item == "ts-stats")
+            o.totalseg_statistics = true;
         else if (!item.empty())
             return invalidArgument("unknown output '" + item +
-                                   "': use nifti, seg, rtstruct, stats, preview, probabilities");
+                                   "': use nifti, seg, rtstruct, stats, preview, probabilities, "
+                                   "masks, ts-stats");
     }
     return o;
 }
@@ -225,6 +239,8 @@ std::string outputsName(const SegmentOutputs& o) {
     add(o.statistics, "stats");
     add(o.preview, "preview");
     add(o.probabilities, "probabilities");
+    add(o.masks, "masks");
+    add(o.totalseg_statistics, "ts-stats");
     return list;
 }
 
@@ -335,6 +351,11 @@ Result<Segmenter> Segmenter::create(const std::string& model_folder, const Segme
     impl->window_options.accumulator = accumulator;
     impl->output_model =
         impl->label_values.empty() ? impl->model : withOnlyLabels(impl->model, impl->label_values);
+    if (options.outputs.masks) {  // before any work: a label name that cannot be a file name
+        const Status names = checkMaskFileNames(impl->output_model.labels);
+        if (!names.isOk())
+            return Status(names.code(), "model " + m.name + ": " + names.message(), model_folder);
+    }
     for (const auto& file : m.models)
         impl->model_sha256 += (impl->model_sha256.empty() ? "" : ",") + file.sha256;
     impl->load_seconds = secondsSince(t0);
@@ -548,6 +569,8 @@ nlohmann::json outputGrids(const StudyInput& input, const SegmentOutputs& outs,
     if (outs.statistics) on["statistics"] = "volume";
     if (outs.preview) on["preview.png"] = "volume";
     if (outs.probabilities) on["probabilities"] = "volume";
+    if (outs.masks) on["masks"] = "volume";
+    if (outs.totalseg_statistics) on["statistics_totalsegmentator.json"] = "volume";
     grids["outputs"] = on;
     return grids;
 }
@@ -574,6 +597,14 @@ Status Segmenter::Impl::writeOutputs(const StudyInput& input, const SegmentWork&
     const std::string json_path = outs.statistics ? staging.path("statistics.json") : "";
     const std::string csv_path = outs.statistics ? staging.path("statistics.csv") : "";
     const std::string preview_path = outs.preview ? staging.path("preview.png") : "";
+    const std::string ts_stats_path =
+        outs.totalseg_statistics ? staging.path("statistics_totalsegmentator.json") : "";
+    std::vector<LabelInfo> by_value = labels;  // masks and TotalSegmentator's JSON: value order
+    std::sort(by_value.begin(), by_value.end(),
+              [](const LabelInfo& a, const LabelInfo& b) { return a.value < b.value; });
+    std::vector<std::string> mask_paths;
+    if (outs.masks)
+        for (const LabelInfo& l : by_value) mask_paths.push_back(staging.path(maskFilePath(l)));
     std::vector<std::string> probability_paths;  // per score channel; empty: not written
     if (outs.probabilities)
         for (int value : model.channelLabelValues()) {
@@ -644,6 +675,15 @@ Status Segmenter::Impl::writeOutputs(const StudyInput& input, const SegmentWork&
                     io::writeImage(p, probability_paths[static_cast<size_t>(c)]));
             }
             return Status::ok();
+        });
+    if (outs.masks)
+        jobs.emplace_back(
+            [&] { return writeLabelMasks(report.label_map, by_value, mask_paths, progress); });
+    if (outs.totalseg_statistics)
+        jobs.emplace_back([&]() -> Status {
+            VOXSEG_ASSIGN_OR_RETURN(
+                auto ts, computeTotalSegStatistics(report.label_map, input.volume, by_value));
+            return writeFileAtomically(ts_stats_path, totalSegStatisticsToJson(ts));
         });
     jobs.emplace_back([&]() -> Status {  // run.json's digest of the input files
         VOXSEG_ASSIGN_OR_RETURN(digest, inputDigest(input, input_path));

@@ -1,6 +1,6 @@
-// The segment pipeline: one study in, a label map (and SEG, statistics, preview, run record)
-// out. Shared by `voxseg segment`, `voxseg batch` and the viewer; each step is one of the plain
-// stage functions of pipeline/ and engine/, chained here and nowhere else.
+// The segment pipeline: one study in, a label map (and SEG, RTSTRUCT, statistics, preview, masks,
+// run record) out. Shared by `voxseg segment`, `voxseg batch` and the viewer; each step is one of
+// the plain stage functions of pipeline/ and engine/, chained here and nowhere else.
 //
 //   load (DICOM series or image file) -> reorient/crop/normalise/resample (preprocess)
 //   -> sliding-window inference (every model of the package, averaged) -> scores back to the
@@ -60,10 +60,14 @@ struct SegmentOutputs {
     bool preview = true;         // preview.png
     bool probabilities = false;  // probabilities_<label>.nii.gz, one per network output channel
     bool rtstruct = false;       // rtstruct.dcm (DICOM inputs only)
+    bool masks = false;          // masks/<label name>.nii.gz, one uint8 0/1 mask per label
+    // statistics_totalsegmentator.json: TotalSegmentator's --statistics (totalseg_statistics.h)
+    bool totalseg_statistics = false;
     std::string label_format = "nii.gz";          // nii.gz | nii | nrrd | mha
     io::SegType seg_type = io::SegType::kBinary;  // segmentation.dcm: BINARY or LABELMAP
 };
-// "nifti,seg,stats,preview,probabilities" -> flags (unknown names are an error).
+// "nifti,seg,rtstruct,stats,preview,probabilities,masks,ts-stats" -> flags (unknown names are an
+// error).
 Result<SegmentOutputs> parseOutputs(const std::string& list);
 // The inverse: the names of the files `outputs` asks for, in parseOutputs' order.
 std::string outputsName(const SegmentOutputs& outputs);

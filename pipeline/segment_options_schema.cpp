@@ -251,9 +251,12 @@ void addPostprocessing(std::vector<SegmentOptionSpec>& s) {
 // What is written (the viewer decides its own files: not in its dialog).
 void addOutputs(std::vector<SegmentOptionSpec>& s) {
     auto d = spec("--outputs", "Outputs", "Outputs", Kind::kList,
-                  "Comma-separated: nifti, seg, rtstruct, stats, preview, probabilities",
+                  "Comma-separated: nifti, seg, rtstruct, stats, preview, probabilities, masks "
+                  "(masks/<label name>.nii.gz per label), ts-stats "
+                  "(statistics_totalsegmentator.json as TotalSegmentator --statistics writes it)",
                   "nifti,stats,preview");
-    d.choices = {"nifti", "seg", "rtstruct", "stats", "preview", "probabilities"};
+    d.choices = {"nifti",   "seg",           "rtstruct", "stats",
+                 "preview", "probabilities", "masks",    "ts-stats"};
     d.in_dialog = false;
     d.apply = [](const std::string& t, SegmentOptions& o) -> Status {
         auto parsed = parseOutputs(t);

@@ -5,6 +5,13 @@
 #include "io/rtstruct_reader.h"
 #include "io/rtstruct_writer.h"
 #include "io/seg_reader.h"
+#include "pipeline/pixel_dispatch.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <map>
 
 namespace voxseg::pipeline {
 
@@ -86,6 +93,75 @@ Status writeDicomSegmentation(DicomSegmentationKind kind, const Volume& label_ma
     auto acquired = io::labelsOnAcquiredImages(label_map, series, options.threads);
     if (!acquired.isOk()) return acquired.status().withContext(path + ": ");
     return writeDicomSegmentation(kind, *acquired, series, segments, options, path);
+}
+
+namespace {
+
+// Why `name` cannot be a file name as it is; empty when it can.
+std::string unsafeFileNameReason(const std::string& name) {
+    if (name.empty()) return "it is empty";
+    if (name == "." || name == "..") return "it names a folder";
+    if (name.size() > 248) return "it is longer than 248 bytes";
+    for (const char c : name) {
+        const auto u = static_cast<unsigned char>(c);
+        if (c == '/' || c == '\\') return fmt::format("it holds '{}'", c);
+        if (u < 0x20 || u == 0x7f) return fmt::format("it holds the control character 0x{:02x}", u);
+    }
+    return "";
+}
+
+}  // namespace
+
+Status checkMaskFileNames(const std::vector<LabelInfo>& labels) {
+    std::map<std::string, std::string> folded;  // lower case -> name
+    for (const LabelInfo& l : labels) {
+        const std::string why = unsafeFileNameReason(l.name);
+        if (!why.empty())
+            return invalidArgument(
+                fmt::format("label {} \"{}\" cannot name its mask file "
+                            "masks/<name>.nii.gz: {}; rename the label in "
+                            "model.json or drop 'masks' from --outputs",
+                            l.value, l.name, why));
+        std::string lower = l.name;
+        std::transform(lower.begin(), lower.end(), lower.begin(),
+                       [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+        const auto [it, inserted] = folded.emplace(lower, l.name);
+        if (!inserted)
+            return invalidArgument(fmt::format(
+                "labels \"{}\" and \"{}\" differ only in letter case: their mask files would "
+                "be one file on case-insensitive file systems; rename one in model.json or drop "
+                "'masks' from --outputs",
+                it->second, l.name));
+    }
+    return Status::ok();
+}
+
+std::string maskFilePath(const LabelInfo& label) { return "masks/" + label.name + ".nii.gz"; }
+
+Status writeLabelMasks(const Volume& label_map, const std::vector<LabelInfo>& labels,
+                       const std::vector<std::string>& paths, const Progress& progress) {
+    if (labels.size() != paths.size())
+        return invalidArgument("writeLabelMasks: one path per label is needed");
+    if (!isLabelPixelType(label_map.pixelType()))
+        return invalidArgument(std::string("masks need a uint8/uint16 label map, not ") +
+                               pixelTypeName(label_map.pixelType()));
+    const Geometry g = label_map.geometry();
+    Volume mask = Volume::allocateUninitialized<uint8_t>(g);  // reused: one mask at a time
+    uint8_t* out = mask.data<uint8_t>();
+    const auto n = static_cast<size_t>(g.voxelCount());
+    for (size_t m = 0; m < labels.size(); ++m) {
+        VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
+        const int value = labels[m].value;
+        withPixelType(label_map.pixelType(), [&](auto tag) {
+            using L = decltype(tag);
+            if constexpr (std::is_same_v<L, uint8_t> || std::is_same_v<L, uint16_t>) {
+                const L* in = label_map.data<L>();
+                for (size_t i = 0; i < n; ++i) out[i] = static_cast<int>(in[i]) == value ? 1 : 0;
+            }
+        });
+        VOXSEG_RETURN_IF_ERROR(io::writeImage(mask, paths[m]));
+    }
+    return Status::ok();
 }
 
 }  // namespace voxseg::pipeline

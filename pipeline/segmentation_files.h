@@ -1,10 +1,12 @@
 // A segmentation as files, for the viewer and the CLI alike (Qt-free): reading a label map
 // image, a DICOM SEG or an RTSTRUCT onto the grid of the image it belongs to, and writing the
-// DICOM forms (SEG, RTSTRUCT) of a label map on that grid. DICOM forms lie on the acquired
-// images of the source series (io/acquired_labels.h): for a tilted, unevenly spaced or gapped
-// series they are mapped between the acquired images and the loaded grid. Reentrant.
+// DICOM forms (SEG, RTSTRUCT) of a label map on that grid, or one mask file per label. DICOM forms
+// lie on the acquired images of the source series (io/acquired_labels.h): for a tilted, unevenly
+// spaced or gapped series they are mapped between the acquired images and the loaded grid.
+// Reentrant.
 #pragma once
 
+#include "core/label_info.h"
 #include "core/progress.h"
 #include "core/status.h"
 #include "core/volume.h"
@@ -54,5 +56,20 @@ Status writeDicomSegmentation(DicomSegmentationKind kind, const Volume& label_ma
                               const io::SeriesCandidate& series,
                               const std::vector<io::SegmentDescription>& segments,
                               const DicomSegmentationOptions& options, const std::string& path);
+
+// Per-label masks in TotalSegmentator's layout: masks/<label name>.nii.gz. A label name is used
+// as the file name as it is, so a name that is not a safe file name is refused (never altered,
+// which could make two labels share a file): empty, "." or "..", longer than 248 bytes (255
+// with ".nii.gz"), holding '/' or '\\' or a control character (below 0x20, or 0x7f), and two
+// names that differ only in letter case (one file on case-insensitive file systems).
+Status checkMaskFileNames(const std::vector<LabelInfo>& labels);
+// "masks/<name>.nii.gz", relative to the output folder.
+std::string maskFilePath(const LabelInfo& label);
+
+// One uint8 0/1 image per label (paths[i] for labels[i]), on the label map's exact geometry, also
+// for labels with no voxels. One mask is in memory at a time. `progress` is only asked whether
+// to cancel (between masks), so it may be shared with jobs running beside this one.
+Status writeLabelMasks(const Volume& label_map, const std::vector<LabelInfo>& labels,
+                       const std::vector<std::string>& paths, const Progress& progress = {});
 
 }  // namespace voxseg::pipeline

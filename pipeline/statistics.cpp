@@ -2,6 +2,7 @@
 
 #include "core/atomic_file.h"
 #include "pipeline/pixel_dispatch.h"
+#include "pipeline/totalseg_statistics.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -112,6 +113,7 @@ Result<StatisticsReport> computeStatistics(const Volume& label_map, const Volume
         if (a.voxels > 0) {
             s.bbox_min = a.lo;
             s.bbox_max = a.hi;
+            s.touches_border = touchesBorder(a.lo, a.hi, g.size, a.voxels);
             const double n = static_cast<double>(a.voxels);
             s.centroid_lps =
                 g.indexToPhysical({a.index_sum[0] / n, a.index_sum[1] / n, a.index_sum[2] / n});
@@ -145,6 +147,7 @@ std::string statisticsToJson(const StatisticsReport& report) {
             j["bbox_index_max"] = nullptr;
             j["centroid_lps_mm"] = nullptr;
         }
+        j["touches_border"] = s.touches_border;
         if (s.intensity) {
             j["intensity"] = {{"mean", s.intensity->mean},
                               {"std", s.intensity->std},

@@ -1,7 +1,8 @@
 // Per-label statistics of a label map: voxel count, volume in mL, intensity of the original
 // image inside the label (mean, population std, min, max; HU on CT), index bounding box and
-// centroid in patient coordinates (LPS mm, the mean of voxel centres). Written as
-// statistics.json and statistics.csv through AtomicFile (never half-written).
+// centroid in patient coordinates (LPS mm, the mean of voxel centres), whether it touches the
+// volume's border (JSON only). Written as statistics.json and statistics.csv through AtomicFile
+// (never half-written).
 // Plain functions; thread-safe.
 #pragma once
 
@@ -33,6 +34,9 @@ struct LabelStatistics {
     std::array<int64_t, 3> bbox_min{0, 0, 0};      // index (i, j, k), inclusive
     std::array<int64_t, 3> bbox_max{-1, -1, -1};   // inclusive; empty label: min > max
     Vec3 centroid_lps{0, 0, 0};                    // mm
+    // A voxel in the first or last 3 slices along any axis: the structure may be cut off by the
+    // field of view (TotalSegmentator's touches_border, pipeline/totalseg_statistics.h).
+    bool touches_border = false;
     // The model's plausible range (model.json labels[i].plausible_volume_ml) and whether
     // volume_ml lies outside it (pipeline/input_checks.h); unset when the model states none.
     std::optional<std::array<double, 2>> plausible_volume_ml;
