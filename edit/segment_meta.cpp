@@ -40,8 +40,8 @@ Result<CodedConcept> conceptFrom(JsonObject& o) {
 
 // One entry of "segments".
 Result<SegmentMeta> segmentFrom(JsonObject& o) {
-    VOXSEG_RETURN_IF_ERROR(o.onlyKeys(
-        {"value", "name", "color", "category", "type", "review_status", "algorithm_type"}));
+    VOXSEG_RETURN_IF_ERROR(o.onlyKeys({"value", "name", "color", "category", "type",
+                                       "type_modifier", "review_status", "algorithm_type"}));
     SegmentMeta m;
     VOXSEG_ASSIGN_OR_RETURN(const int64_t value, o.integer("value", 1, 65535));
     m.value = static_cast<int>(value);
@@ -58,6 +58,11 @@ Result<SegmentMeta> segmentFrom(JsonObject& o) {
     VOXSEG_ASSIGN_OR_RETURN(m.category, conceptFrom(category));
     VOXSEG_ASSIGN_OR_RETURN(JsonObject type, o.object("type"));
     VOXSEG_ASSIGN_OR_RETURN(m.type, conceptFrom(type));
+    if (o.value("type_modifier") != nullptr) {
+        VOXSEG_ASSIGN_OR_RETURN(JsonObject modifier, o.object("type_modifier"));
+        VOXSEG_ASSIGN_OR_RETURN(CodedConcept tm, conceptFrom(modifier));
+        m.type_modifier = tm;
+    }
     VOXSEG_ASSIGN_OR_RETURN(const std::string status, o.string("review_status"));
     auto parsed = parseReviewStatus(status);
     if (!parsed.isOk()) return o.error("review_status", parsed.status().message());
@@ -131,6 +136,7 @@ std::string segmentsToJson(const std::vector<SegmentMeta>& segments) {
                {"category", conceptJson(s.category)},
                {"type", conceptJson(s.type)},
                {"review_status", reviewStatusName(s.status)}};
+        if (s.type_modifier) j["type_modifier"] = conceptJson(*s.type_modifier);
         if (!s.algorithm_type.empty()) j["algorithm_type"] = s.algorithm_type;
         list.push_back(std::move(j));
     }

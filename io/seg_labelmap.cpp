@@ -193,6 +193,14 @@ Status readLabelSegments(DcmDataset& ds, SegFrames& out, const std::string& path
         d.description = str(*item, DCM_SegmentDescription);
         d.category = codeOf(*item, DCM_SegmentedPropertyCategoryCodeSequence);
         d.type = codeOf(*item, DCM_SegmentedPropertyTypeCodeSequence);
+        DcmItem* type_item = nullptr;
+        if (item->findAndGetSequenceItem(DCM_SegmentedPropertyTypeCodeSequence, type_item, 0)
+                .good() &&
+            type_item != nullptr) {
+            const CodedConcept m =
+                codeOf(*type_item, DCM_SegmentedPropertyTypeModifierCodeSequence);
+            if (!m.code.empty()) d.type_modifier = m;
+        }
         d.algorithm_name = str(*item, DCM_SegmentAlgorithmName);
         Uint16 lab[3];
         if (item->findAndGetUint16(DCM_RecommendedDisplayCIELabValue, lab[0], 0).good() &&

@@ -133,6 +133,11 @@ Result<ParsedSeg> parseBinarySeg(DcmDataset& ds, const std::string& path,
         d.algorithm_type = DcmSegTypes::algoType2OFString(s->getSegmentAlgorithmType()).c_str();
         d.category = toConcept(s->getSegmentedPropertyCategoryCode(), declared);
         d.type = toConcept(s->getSegmentedPropertyTypeCode(), declared);
+        OFVector<CodeSequenceMacro*>& modifiers = s->getSegmentedPropertyTypeModifierCode();
+        if (!modifiers.empty() && modifiers[0] != nullptr) {
+            const CodedConcept m = toConcept(*modifiers[0], declared);
+            if (!m.code.empty()) d.type_modifier = m;
+        }
         Uint16 L = 0, a = 0, b = 0;
         if (s->getRecommendedDisplayCIELabValue(L, a, b).good()) {
             double r = 0, g = 0, bl = 0;

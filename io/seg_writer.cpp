@@ -151,6 +151,11 @@ void putSegment(DcmDataset& ds, Uint16 number, const SegmentDescription& desc,
                                  charset::truncateUtf8(desc.description, 64).c_str());
     putCode(*item, DCM_SegmentedPropertyCategoryCodeSequence, desc.category);
     putCode(*item, DCM_SegmentedPropertyTypeCodeSequence, desc.type);
+    DcmItem* type_item = nullptr;
+    if (desc.type_modifier &&
+        item->findAndGetSequenceItem(DCM_SegmentedPropertyTypeCodeSequence, type_item, 0).good() &&
+        type_item != nullptr)
+        putCode(*type_item, DCM_SegmentedPropertyTypeModifierCodeSequence, *desc.type_modifier);
     const std::string type = desc.algorithm_type.empty() ? "AUTOMATIC" : desc.algorithm_type;
     item->putAndInsertString(DCM_SegmentAlgorithmType, type.c_str());
     if (type != "MANUAL") {  // the algorithm attributes are Type 1C: absent for MANUAL

@@ -483,6 +483,8 @@ Status Segmenter::infer(SegmentWork& work, const Progress& progress) {
         report.stages = std::move(staged.stages);
         report.empty_result = staged.empty;
         report.patches = staged.patches;
+        report.stage_grid_image = std::move(staged.statistics_image);
+        report.stage_grid_labels = std::move(staged.statistics_labels);
         for (auto& w : staged.warnings) report.warnings.push_back(std::move(w));
         report.timings.push_back(stageDone("stages", t));
         progress.report(1.0, "inference done");
@@ -681,8 +683,13 @@ Status Segmenter::Impl::writeOutputs(const StudyInput& input, const SegmentWork&
             [&] { return writeLabelMasks(report.label_map, by_value, mask_paths, progress); });
     if (outs.totalseg_statistics)
         jobs.emplace_back([&]() -> Status {
+            // TotalSegmentator --fast measures on its resampled grid, otherwise on the input's.
+            const bool stage_grid = !report.stage_grid_labels.empty();
             VOXSEG_ASSIGN_OR_RETURN(
-                auto ts, computeTotalSegStatistics(report.label_map, input.volume, by_value));
+                auto ts,
+                computeTotalSegStatistics(stage_grid ? report.stage_grid_labels : report.label_map,
+                                          stage_grid ? report.stage_grid_image : input.volume,
+                                          by_value, !options.ts_stats_include_incomplete));
             return writeFileAtomically(ts_stats_path, totalSegStatisticsToJson(ts));
         });
     jobs.emplace_back([&]() -> Status {  // run.json's digest of the input files

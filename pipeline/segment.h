@@ -94,6 +94,9 @@ struct SegmentOptions {
     // cores; 1: one after another, as `voxseg batch`'s writers do, which already overlap cases).
     int output_threads = 0;
     bool ignore_modality = false;  // run although the input's modality differs
+    // statistics_totalsegmentator.json measures labels touching the border too
+    // (TotalSegmentator's --stats_include_incomplete).
+    bool ts_stats_include_incomplete = false;
     // Refuse an input outside the model's intended input (model.json "intended_input",
     // pipeline/input_checks.h) instead of running it with a warning.
     bool strict_input = false;
@@ -131,6 +134,9 @@ struct SegmentReport {
     // (then label_map is all background and `warnings` says why; the run still succeeds).
     std::vector<StageTrace> stages;
     bool empty_result = false;
+    // A stage with "statistics_on_stage_grid" (TotalSegmentator --fast): its resampled image
+    // and labels, which statistics_totalsegmentator.json is computed on.
+    Volume stage_grid_image, stage_grid_labels;
 };
 
 // One study between the stages of Segmenter (prepare -> infer -> write). Move-only in practice

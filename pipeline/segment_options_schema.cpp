@@ -319,6 +319,21 @@ void addOutputs(std::vector<SegmentOptionSpec>& s) {
     d.current = [](const SegmentOptions& o) { return join(o.labels); };
     s.push_back(d);
 
+    d = spec("--stats-include-incomplete", "Measure labels at the border", "Outputs", Kind::kFlag,
+             "ts-stats: measure labels that touch the image border too (TotalSegmentator's "
+             "--stats_include_incomplete; by default they get 0)",
+             "false");
+    d.in_dialog = false;
+    d.apply = [](const std::string& t, SegmentOptions& o) -> Status {
+        VOXSEG_ASSIGN_OR_RETURN(o.ts_stats_include_incomplete,
+                                parseFlag("--stats-include-incomplete", t));
+        return Status::ok();
+    };
+    d.current = [](const SegmentOptions& o) {
+        return std::string(onOff(o.ts_stats_include_incomplete));
+    };
+    s.push_back(d);
+
     d = spec("--ignore-modality", "Ignore modality", "Outputs", Kind::kFlag,
              "Run even when the input modality differs from the model's", "false");
     d.in_dialog = false;

@@ -634,7 +634,7 @@ Result<std::optional<Volume>> StageRunner::networkStage(
 Result<Volume> StageRunner::totalSegmentatorStage(size_t s, const Volume& oriented,
                                                   const CropBox& region, int threads,
                                                   const Progress& progress, StageTrace& trace,
-                                                  int64_t& patches) {
+                                                  int64_t& patches, StagesResult& result) {
     const engine::ModelPackage& m = package_;
     const StageSpec& st = m.stages[s];
     const Geometry og = oriented.geometry();
@@ -660,11 +660,16 @@ Result<Volume> StageRunner::totalSegmentatorStage(size_t s, const Volume& orient
         return labelsToVolume(values, in.network, m.axis_order, top);
     };
     TotalSegmentatorTrace tt;
+    tt.keep_grids = st.statistics_on_stage_grid;
     VOXSEG_ASSIGN_OR_RETURN(
         Volume back,
         totalSegmentatorLabels(cropped, {target[0], target[1], target[2]}, st.normalization,
                                m.axis_order, st.slabs, threads, predict, &tt));
     trace.network = tt.zoomed;
+    if (tt.keep_grids) {
+        result.statistics_image = std::move(tt.zoomed_image);
+        result.statistics_labels = std::move(tt.zoomed_labels);
+    }
     if (tt.slabs > 1)
         log::info(kComponent,
                   "stage {}: {}x{}x{} voxels at {} mm, split into {} slabs as TotalSegmentator "
@@ -758,7 +763,7 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
                                        ": a label_box crop link cannot read a totalsegmentator "
                                        "stage (use rule roi_subset)");
             VOXSEG_ASSIGN_OR_RETURN(on_og, totalSegmentatorStage(s, oriented, region, threads, sp,
-                                                                 trace, result.patches));
+                                                                 trace, result.patches, result));
         } else {
             VOXSEG_ASSIGN_OR_RETURN(
                 on_og, networkStage(s, oriented, region, oriented_labels, percentiles, threads, sp,

@@ -85,6 +85,8 @@ struct StagesResult {
     std::vector<std::string> warnings;
     std::vector<StageTrace> stages;
     int64_t patches = 0;
+    // The resampled image and labels of the stage with "statistics_on_stage_grid", if any ran.
+    Volume statistics_image, statistics_labels;
 };
 
 // Whether a crop link crops for a run asked for `labels` (empty: all): a roi_subset link only
@@ -122,7 +124,7 @@ class StageRunner {
         Volume& net_labels, int64_t& patches);
     Result<Volume> totalSegmentatorStage(size_t s, const Volume& oriented, const CropBox& region,
                                          int threads, const Progress& progress, StageTrace& trace,
-                                         int64_t& patches);
+                                         int64_t& patches, StagesResult& result);
     engine::ModelPackage package_;
     std::vector<bool> needed_;
     std::vector<int> labels_;  // the labels asked for (empty: all)

@@ -129,6 +129,10 @@ Result<Volume> totalSegmentatorLabels(const Volume& region, const std::array<dou
         });
     }
     Volume::applyGeometry(zg, *labels.base());
+    if (trace && trace->keep_grids) {
+        trace->zoomed_image = zoomed;
+        trace->zoomed_labels = labels;
+    }
     ZoomedInput whole;  // the way back reads only the grids
     whole.zoomed = zg;
     whole.nonzero.size = zg.size;

@@ -77,6 +77,10 @@ using PredictLabels = std::function<Result<Volume>(ZoomedInput& in)>;
 struct TotalSegmentatorTrace {
     std::array<int64_t, 3> zoomed{0, 0, 0};
     size_t slabs = 0;
+    // keep_grids: the resampled image and its labels are kept here (TotalSegmentator --fast
+    // computes its statistics on them).
+    bool keep_grids = false;
+    Volume zoomed_image, zoomed_labels;
 };
 
 // One totalsegmentator stage on `region`: zoomed, split into slabs when `split` and the image is

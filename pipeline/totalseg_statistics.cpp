@@ -69,7 +69,8 @@ bool touchesBorder(const std::array<int64_t, 3>& lo, const std::array<int64_t, 3
 }
 
 Result<std::vector<TotalSegLabelStatistics>> computeTotalSegStatistics(
-    const Volume& label_map, const Volume& image, const std::vector<LabelInfo>& labels) {
+    const Volume& label_map, const Volume& image, const std::vector<LabelInfo>& labels,
+    bool exclude_at_border) {
     if (label_map.empty()) return invalidArgument("TotalSegmentator statistics: empty label map");
     if (!isLabelPixelType(label_map.pixelType()))
         return invalidArgument(
@@ -113,7 +114,7 @@ Result<std::vector<TotalSegLabelStatistics>> computeTotalSegStatistics(
         s.name = sorted[i].name;
         s.voxels = a.voxels;
         s.touches_border = touchesBorder(a.lo, a.hi, g.size, a.voxels);
-        if (!s.touches_border && a.voxels > 0) {
+        if ((!s.touches_border || !exclude_at_border) && a.voxels > 0) {
             s.volume_mm3 = static_cast<double>(a.voxels) * static_cast<double>(voxel_mm3);
             s.intensity = numpyRound5(static_cast<double>(a.sum) / static_cast<double>(a.voxels));
         }

@@ -49,8 +49,11 @@ bool touchesBorder(const std::array<int64_t, 3>& lo, const std::array<int64_t, 3
 
 // One entry per label of `labels` other than 0, in value order; other values in the label map are
 // ignored. `image` must be on the label map's grid.
+// `exclude_at_border` false: TotalSegmentator's --stats_include_incomplete (labels touching the
+// border are measured too; touches_border is still reported).
 Result<std::vector<TotalSegLabelStatistics>> computeTotalSegStatistics(
-    const Volume& label_map, const Volume& image, const std::vector<LabelInfo>& labels);
+    const Volume& label_map, const Volume& image, const std::vector<LabelInfo>& labels,
+    bool exclude_at_border = true);
 
 // json.dump(stats, indent=4) as Python writes it (ASCII, floats as Python's repr would read).
 std::string totalSegStatisticsToJson(const std::vector<TotalSegLabelStatistics>& stats);

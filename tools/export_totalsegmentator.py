@@ -140,8 +140,13 @@ def network_stage(root, name, task_id, trainer, plans, resample, step, class_ids
         fail(f"{folder}: plans spacing {plans_spacing} differs from the task's resample spacing "
              f"{spacing} (z, y, x): nnU-Net would resample again after TotalSegmentator, which "
              "this package does not repeat")
-    fname = f"{name}.onnx"
-    export_folds(t, 1, n_out, None, writer, lambda fold: fname)
+    # A network two stages use (total_fastest's crop model is its own network) is written once.
+    exported = writer.__dict__.setdefault("networks", {})
+    fname = exported.get(folder)
+    if fname is None:
+        fname = f"{name}.onnx"
+        export_folds(t, 1, n_out, None, writer, lambda fold: fname)
+        exported[folder] = fname
     return {"name": name, "file": fname, "sha256": sha256_file(writer.path(fname)),
             "spacing_mm": plans_spacing, "patch_size": [int(v) for v in t["cm"]["patch_size"]],
             "interpolation": "linear", "grid": "totalsegmentator",
@@ -159,6 +164,8 @@ def make_labels(class_map, codes):
         lab = {"value": value, "name": name, "color": c.get("color", [128, 128, 128])}
         if "category" in c and "type" in c:
             lab["category"], lab["type"] = c["category"], c["type"]
+            if "modifier" in c:  # laterality: kidney_left is Kidney + Left
+                lab["type_modifier"] = c["modifier"]
         else:
             lab["category"], lab["type"] = GENERIC_CATEGORY, GENERIC_TYPE
             missing.append(name)
@@ -238,6 +245,8 @@ def main():
             stage, t = network_stage(a.root, a.task, conf["task_id"], conf["trainer"], plans,
                                      conf["resample"], conf["step_size"], ids,
                                      [cmap[str(i)] for i in ids], writer, f"task {a.task}")
+            if a.task.endswith("_fast"):  # python_api.py: --fast statistics on its own grid
+                stage["statistics_on_stage_grid"] = True
             stages.append(stage)
             sources.append(t["folder"])
         if roi:

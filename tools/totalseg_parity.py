@@ -26,10 +26,11 @@ Stages (each run alone; the weights and TotalSegmentator's scratch stay outside 
              the multilabel maps and statistics.json to --golden and writes runs.json (command,
              version, wall time, label counts, the roi crop TotalSegmentator printed); copies
              the weights' fabricate.json there too.
-  export     (to come: tools/export_totalsegmentator.py on --weights)
-  compare    (to come: voxseg on the exported packages against the goldens)
+  export     tools/export_totalsegmentator.py on --weights: the total, total_fast and
+             total_fastest packages under <golden>/packages (the crop model kept once)
+The comparison is the ctest totalseg_parity_test (docs/parity-totalseg.md).
 
-All stages but export/compare need the venv with totalsegmentator 2.18.0 (torch, nnunetv2;
+All stages need the venv with totalsegmentator 2.18.0 (torch, nnunetv2;
 not CI):
 
     /tmp/tsvenv/bin/python tools/totalseg_parity.py phantom --voxseg build/app/voxseg
@@ -536,9 +537,25 @@ def stage_run_ts(a):
     print(f"logs: {work}")
 
 
-def stage_todo(a):
-    print(f"stage {a.stage}: not written yet (issue 37: the exporter and the comparison)")
-    return 2
+def stage_export(a):
+    """tools/export_totalsegmentator.py for total, total_fast and total_fastest into
+    <golden>/packages; the crop model (Dataset298) the three share is kept once, in total/, and
+    linked from the others (the ctest totalseg_parity_test runs them)."""
+    out = os.path.join(a.golden, "packages")
+    os.makedirs(out, exist_ok=True)
+    for task in ("total", "total_fast", "total_fastest"):
+        subprocess.run([sys.executable, os.path.join(HERE, "export_totalsegmentator.py"), a.weights,
+                        "--task", task, "-o", os.path.join(out, task), "--force"], check=True)
+        os.chmod(os.path.join(out, task), 0o755)
+    shared = os.path.join(out, "total", "roi_crop.onnx")
+    for task in ("total_fast", "total_fastest"):
+        link = os.path.join(out, task, "roi_crop.onnx")
+        with open(shared, "rb") as f1, open(link, "rb") as f2:
+            if f1.read() != f2.read():
+                raise SystemExit(f"{link} differs from {shared}: not the same crop model")
+        os.remove(link)
+        os.symlink("../total/roi_crop.onnx", link)
+    print(f"packages in {out}")
 
 
 def main():
@@ -567,9 +584,10 @@ def main():
     s.add_argument("--only", nargs="+", choices=["total", "fast", "fastest", "roi"])
     s.add_argument("--threads", type=int, default=2)
     s.set_defaults(fn=stage_run_ts)
-    for name in ("export", "compare"):
-        s = sub.add_parser(name, help="to come (issue 37)")
-        s.set_defaults(fn=stage_todo)
+    s = sub.add_parser("export", help="the voxseg packages of the weights (the CI test's)")
+    s.add_argument("--weights", required=True)
+    s.add_argument("--golden", default=GOLDEN)
+    s.set_defaults(fn=stage_export)
     a = p.parse_args()
     return a.fn(a) or 0
 

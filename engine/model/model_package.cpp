@@ -240,7 +240,8 @@ void readLabels(Reader& r, const json& root, ModelPackage& p) {
             const json& l = (*v)[i];
             if (!r.object(l, key)) break;
             r.onlyKeys(l, key,
-                       {"value", "name", "color", "category", "type", "plausible_volume_ml"});
+                       {"value", "name", "color", "category", "type", "type_modifier",
+                        "plausible_volume_ml"});
             LabelInfo label;
             if (const json* x = r.member(l, key, "value", true))
                 label.value = static_cast<int>(r.integer(*x, Reader::join(key, "value"), 1, 32767));
@@ -262,6 +263,8 @@ void readLabels(Reader& r, const json& root, ModelPackage& p) {
             if (const json* x = r.member(l, key, "type", false))
                 label.type =
                     readConcept(r, *x, Reader::join(key, "type")).value_or(defaultLabelType());
+            if (const json* x = r.member(l, key, "type_modifier", false))
+                label.type_modifier = readConcept(r, *x, Reader::join(key, "type_modifier"));
             if (const json* x = r.member(l, key, "plausible_volume_ml", false))
                 readPlausibleVolume(r, *x, Reader::join(key, "plausible_volume_ml"), label.value,
                                     p.plausible_volumes);
@@ -464,6 +467,7 @@ std::string modelPackageToJson(const ModelPackage& p) {
         // The default codes go without saying (a label that states none has them).
         if (l.category != defaultLabelCategory()) lj["category"] = conceptJson(l.category);
         if (l.type != defaultLabelType()) lj["type"] = conceptJson(l.type);
+        if (l.type_modifier) lj["type_modifier"] = conceptJson(*l.type_modifier);
         for (const PlausibleVolume& v : p.plausible_volumes)
             if (v.label == l.value) lj["plausible_volume_ml"] = {v.low_ml, v.high_ml};
         labels.push_back(lj);

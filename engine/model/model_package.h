@@ -182,6 +182,9 @@ struct StageSpec {
     // kTotalSegmentator only: TotalSegmentator's split of a large image into three slabs along
     // the superior axis (its multi-model tasks; pipeline/totalseg_grid.h totalSegmentatorSlabs).
     bool slabs = false;
+    // kTotalSegmentator result stage: statistics_totalsegmentator.json is computed on this
+    // stage's resampled grid (TotalSegmentator --fast does), not on the input grid.
+    bool statistics_on_stage_grid = false;
     Normalization normalization;
     StageOutput output;
     StagePostprocess postprocess;

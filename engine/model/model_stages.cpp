@@ -428,10 +428,11 @@ void readStages(Reader& r, const json& root, ModelPackage& p) {
         const std::string key = Reader::index("stages", i);
         const json& st = (*stages)[i];
         if (!r.object(st, key)) return;
-        r.onlyKeys(st, key,
-                   {"name", "file", "sha256", "crop_to", "one_hot_from", "result", "shape",
-                    "spacing_mm", "patch_size", "interpolation", "grid", "slabs", "normalization",
-                    "output", "postprocess", "inference"});
+        r.onlyKeys(
+            st, key,
+            {"name", "file", "sha256", "crop_to", "one_hot_from", "result", "shape", "spacing_mm",
+             "patch_size", "interpolation", "grid", "slabs", "statistics_on_stage_grid",
+             "normalization", "output", "postprocess", "inference"});
         StageSpec stage;
         if (const json* x = r.member(st, key, "name", true))
             stage.name = r.string(*x, Reader::join(key, "name"));
@@ -495,6 +496,15 @@ void readStages(Reader& r, const json& root, ModelPackage& p) {
                 r.fail(Reader::join(key, "slabs"),
                        "TotalSegmentator's slab split needs \"grid\": \"totalsegmentator\"");
         }
+        if (const json* x = r.member(st, key, "statistics_on_stage_grid", false)) {
+            stage.statistics_on_stage_grid =
+                r.boolean(*x, Reader::join(key, "statistics_on_stage_grid"));
+            if (r.ok() && stage.statistics_on_stage_grid &&
+                stage.grid != StageGrid::kTotalSegmentator)
+                r.fail(Reader::join(key, "statistics_on_stage_grid"),
+                       "needs \"grid\": \"totalsegmentator\" (TotalSegmentator --fast's "
+                       "statistics on its resampled grid)");
+        }
         if (const json* x = r.member(st, key, "result", false)) {
             stage.result = r.boolean(*x, Reader::join(key, "result"));
             if (r.ok() && !stage.result && i + 1 == stages->size())
@@ -547,6 +557,7 @@ json stageJson(const StageSpec& st) {
     if (st.grid == StageGrid::kMonai) j["grid"] = "monai";
     if (st.grid == StageGrid::kTotalSegmentator) j["grid"] = "totalsegmentator";
     if (st.slabs) j["slabs"] = true;
+    if (st.statistics_on_stage_grid) j["statistics_on_stage_grid"] = true;
     j["normalization"] = normalizationJson(st.normalization);
     json out;
     switch (st.output.kind) {

@@ -199,6 +199,7 @@ TEST(SegmentMeta, SidecarRoundTripsAndBadFilesNameTheKey) {
     a.color = {10, 20, 30};
     a.category = {"91723000", "SCT", "Anatomical Structure"};
     a.type = {"10200004", "SCT", "Liver"};
+    a.type_modifier = CodedConcept{"7771000", "SCT", "Left"};  // kept through the sidecar
     a.status = ReviewStatus::kAccepted;
     a.algorithm_type = "SEMIAUTOMATIC";
     SegmentMeta b;
@@ -210,6 +211,8 @@ TEST(SegmentMeta, SidecarRoundTripsAndBadFilesNameTheKey) {
     ASSERT_EQ(parsed->size(), 2u);
     EXPECT_EQ((*parsed)[0], a);
     EXPECT_EQ((*parsed)[1], b);
+    EXPECT_EQ((*parsed)[0].type_modifier->meaning, "Left");
+    EXPECT_FALSE((*parsed)[1].type_modifier.has_value());
     EXPECT_EQ(toSegmentDescription(a).description, "liver; review: accepted");
     EXPECT_EQ(sidecarPath("/x/seg.nii.gz"), "/x/seg.json");
     EXPECT_EQ(sidecarPath("/x/seg.NRRD"), "/x/seg.json");

@@ -36,7 +36,8 @@ json validJson() {
       "labels": [
         {"value": 1, "name": "anterior", "color": [255, 0, 0],
          "category": {"code": "91723000", "scheme": "SCT", "meaning": "Anatomical Structure"},
-         "type": {"code": "5001000", "scheme": "SCT", "meaning": "Hippocampus"}},
+         "type": {"code": "5001000", "scheme": "SCT", "meaning": "Hippocampus"},
+         "type_modifier": {"code": "7771000", "scheme": "SCT", "meaning": "Left"}},
         {"value": 2, "name": "posterior", "color": [0, 255, 0]}
       ],
       "output": "softmax",
@@ -76,6 +77,9 @@ TEST(ModelPackage, ParsesEveryKey) {
     EXPECT_EQ(p.axis_order, AxisOrder::kZyx);
     ASSERT_EQ(p.labels.size(), 2u);
     EXPECT_EQ(p.labels[0].type.meaning, "Hippocampus");
+    ASSERT_TRUE(p.labels[0].type_modifier.has_value());
+    EXPECT_EQ(p.labels[0].type_modifier->meaning, "Left");
+    EXPECT_FALSE(p.labels[1].type_modifier.has_value());
     EXPECT_EQ(p.labels[1].category, defaultLabelCategory());  // not stated: the default
     EXPECT_EQ(p.labels[1].color[1], 255);
     EXPECT_EQ(p.outputChannels(), 3);
@@ -105,6 +109,7 @@ TEST(ModelPackage, WritesWhatItReads) {
     auto second = parseModelPackage(modelPackageToJson(*first), "written");
     ASSERT_TRUE(second.isOk()) << second.status().toString();
     EXPECT_EQ(modelPackageToJson(*first), modelPackageToJson(*second));
+    EXPECT_EQ(second->labels[0].type_modifier, first->labels[0].type_modifier);
     EXPECT_EQ(second->models.size(), 2u);
     EXPECT_EQ(second->outputChannels(), 2);
     EXPECT_EQ(second->channelLabelValues(), (std::vector<int>{1, 2}));

@@ -160,7 +160,10 @@ TEST(DicomSeg, RoundTripIsVoxelExactAndDciodvfyClean) {
     options.algorithm_name = "voxseg test model";
     options.algorithm_version = "1.2.3";
     const std::string path = dir / "seg.dcm";
-    auto report = writeDicomSeg(labels, series.candidate, descriptions(), options, path);
+    // A type modifier (laterality, as TotalSegmentator codes kidney_left) on the first segment.
+    std::vector<SegmentDescription> descs = descriptions();
+    descs[0].type_modifier = CodedConcept{"7771000", "SCT", "Left"};
+    auto report = writeDicomSeg(labels, series.candidate, descs, options, path);
     ASSERT_TRUE(report.isOk()) << report.status().toString();
     EXPECT_EQ(report->segments, 3);
     EXPECT_EQ(report->frames, 3 + 3 + 1);  // empty frames omitted
@@ -194,6 +197,9 @@ TEST(DicomSeg, RoundTripIsVoxelExactAndDciodvfyClean) {
     ASSERT_EQ(back->segments.size(), 3u);
     EXPECT_EQ(back->segments[0].type.meaning, "Liver");
     EXPECT_EQ(back->segments[2].type.code, "15825003");
+    ASSERT_TRUE(back->segments[0].type_modifier.has_value());
+    EXPECT_EQ(*back->segments[0].type_modifier, (CodedConcept{"7771000", "SCT", "Left"}));
+    EXPECT_FALSE(back->segments[1].type_modifier.has_value());
     EXPECT_EQ(back->segments[0].algorithm_name, "voxseg test model");
     for (int c = 0; c < 3; ++c)  // CIELab round trip within one sRGB step
         EXPECT_NEAR(back->segments[1].color[c], descriptions()[1].color[c], 1);
