@@ -63,6 +63,10 @@ class CompiledGraph {
 
     // Bytes of intermediate activations and workspace held by this executable (memory report).
     virtual size_t workspaceBytes() const = 0;
+    // Gives the workspace's memory back to the system until the next run (which touches it
+    // again): a staged package runs one network after another, and each would otherwise keep its
+    // activations resident. The contents are scratch; the default keeps them.
+    virtual void releaseWorkspace() {}
     // One line for logs: kernels chosen, layout, precision.
     virtual std::string describe() const = 0;
 };

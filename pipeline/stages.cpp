@@ -785,6 +785,10 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
                 trace.label_voxels = countNonzero(*on_og);
             }
         }
+        // The next stage's network needs its own activations: give this one's back
+        // (TotalSegmentator's five 128^3 part models would otherwise keep five workspaces
+        // resident).
+        windows_[s]->releaseWorkspace();
         trace.seconds = secondsSince(t0);
         result.stages.push_back(trace);
         log::debug(kComponent, "stage {}: region {}x{}x{} -> network {}x{}x{}, {} voxels labelled",

@@ -237,6 +237,7 @@ class CpuCompiledGraph : public CompiledGraph {
     }
 
     size_t workspaceBytes() const override { return plan_.workspaceBytes(); }
+    void releaseWorkspace() override { plan_.releaseWorkspace(); }
 
     std::string describe() const override {
         std::ostringstream os;

@@ -10,6 +10,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 namespace voxseg::engine::cpu {
 
 dnnl::memory::dims toDims(const Shape& shape) {
@@ -328,6 +331,25 @@ size_t planArenaOffsets(const std::vector<size_t>& bytes,
         placed.push_back(i);
     }
     return total;
+}
+
+namespace {
+
+// MADV_DONTNEED on the whole pages inside [p, p + bytes): the allocation's own pages only (the
+// partial pages at either end may hold the allocator's bookkeeping).
+void releasePages(std::byte* p, size_t bytes) {
+    if (p == nullptr || bytes == 0) return;
+    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const auto begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+    const auto end = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
+    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+}  // namespace
+
+void Plan::releaseWorkspace() {
+    releasePages(arena_.get(), arena_bytes_);
+    releasePages(scratchpad_.get(), scratchpad_bytes_);
 }
 
 Status Plan::finish() {

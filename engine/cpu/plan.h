@@ -166,6 +166,9 @@ class Plan {
                const std::vector<Shape>& output_shapes);
 
     size_t workspaceBytes() const { return arena_bytes_ + scratchpad_bytes_; }
+    // madvise(MADV_DONTNEED) on the arena's and scratchpad's whole pages: resident memory drops
+    // to zero for them until the next run faults them in again (zeroed; both are scratch).
+    void releaseWorkspace();
     const std::vector<Step>& steps() const { return steps_; }
     size_t arenaBytes() const { return arena_bytes_; }
 

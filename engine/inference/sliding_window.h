@@ -82,6 +82,8 @@ class VolumeInference {
     virtual DType accumulator() const = 0;
     // A short line for logs and run.json: where the window runs and how it sums.
     virtual std::string describe() const = 0;
+    // CompiledGraph::releaseWorkspace of every network (between the stages of a package).
+    virtual void releaseWorkspace() {}
 };
 
 class SlidingWindow final : public VolumeInference {
@@ -116,6 +118,9 @@ class SlidingWindow final : public VolumeInference {
                                                                   : options_.accumulator;
     }
     std::string describe() const override;
+    void releaseWorkspace() override {
+        for (auto& network : networks_) network->releaseWorkspace();
+    }
     int64_t numNetworks() const { return static_cast<int64_t>(networks_.size()); }
     const CompiledGraph& compiled(size_t i = 0) const { return *networks_[i]; }
 

@@ -4,6 +4,7 @@
 #include "engine/cpu/cpu_backend.h"
 
 #include "core/memory_limit.h"
+#include "core/process_metrics.h"
 #include "engine/cpu/attention.h"
 #include "engine/cpu/attention_softmax.h"
 #include "engine/cpu/norm_kernels.h"
@@ -12,6 +13,8 @@
 #include "tests/engine/op_cases.h"
 
 #include <gtest/gtest.h>
+
+#include <cstring>
 
 #include <cmath>
 #include <cstdlib>
@@ -110,6 +113,33 @@ TEST(CpuBackend, UnetLevelMatchesUnfusedReferenceWithBlockedLayoutsAndReuse) {
         for (ValueId v : n.outputs) total += numel(shaped.values[v].shape) * sizeof(float);
     EXPECT_GT(got.workspace, 0u);
     EXPECT_LT(got.workspace, total / 2) << "workspace " << got.workspace << " of " << total;
+}
+
+// releaseWorkspace (between a staged package's networks): the arena's pages leave the process
+// (resident memory drops by most of the workspace) and the next run, which faults them in again,
+// gives the same outputs bit for bit.
+TEST(CpuBackend, ReleasedWorkspaceLeavesAndTheNextRunIsTheSame) {
+    const Graph g = unetLevel(2, 16, 32, 3);
+    const std::vector<Shape> shapes = {{1, 2, 48, 48, 48}};
+    auto cpu = makeCpuBackend();
+    CompileOptions opt;
+    opt.precision = Precision::kFloat32;
+    auto exe = cpu->compile(g, shapes, opt);
+    ASSERT_TRUE(exe.isOk()) << exe.status().toString();
+    const std::vector<Tensor> inputs = {testing::seededTensor(shapes[0], 7u)};
+    std::vector<Tensor> first, second;
+    ASSERT_TRUE((*exe)->run(inputs, first).isOk());
+    const double workspace_mib = static_cast<double>((*exe)->workspaceBytes()) / (1 << 20);
+    ASSERT_GT(workspace_mib, 8.0);
+    const double before = currentRssMib();
+    (*exe)->releaseWorkspace();
+    const double after = currentRssMib();
+    EXPECT_GT(before - after, 0.5 * workspace_mib)
+        << "rss " << before << " -> " << after << " MiB, workspace " << workspace_mib << " MiB";
+    ASSERT_TRUE((*exe)->run(inputs, second).isOk());
+    ASSERT_EQ(first.size(), second.size());
+    ASSERT_EQ(first[0].numel(), second[0].numel());
+    EXPECT_EQ(std::memcmp(first[0].raw(), second[0].raw(), first[0].numel() * sizeof(float)), 0);
 }
 
 // Under DNNL_MAX_CPU_ISA=AVX2 or SSE41 (ctest's test_cpu_backend_cpu_as_avx2 / _as_sse41)
