@@ -9,7 +9,6 @@
 #include "pipeline/postprocess.h"
 #include "pipeline/prediction_export.h"
 #include "pipeline/resample.h"
-#include "pipeline/scipy_zoom.h"
 #include "pipeline/spline_resample.h"
 #include "pipeline/tensor_layout.h"
 #include "pipeline/totalseg_grid.h"
@@ -367,11 +366,6 @@ std::array<int64_t, 3> networkSize(const StageSpec& st, const Geometry& cropped,
     const std::array<double, 3> mm{st.spacing_mm[0], st.spacing_mm[1], st.spacing_mm[2]};
     if (st.grid == engine::StageGrid::kMonai)
         return monaiSpacingSize(cropped, toIndexOrder(mm, order));
-    if (st.grid == engine::StageGrid::kTotalSegmentator) {
-        const Vec3 target = toIndexOrder(mm, order);
-        return scipyZoomShape(cropped.size,
-                              totalSegmentatorZoom(cropped, {target[0], target[1], target[2]}));
-    }
     return resampledSize(cropped, toIndexOrder(mm, order));
 }
 
@@ -634,7 +628,7 @@ Result<std::optional<Volume>> StageRunner::networkStage(
 Result<Volume> StageRunner::totalSegmentatorStage(size_t s, const Volume& oriented,
                                                   const CropBox& region, int threads,
                                                   const Progress& progress, StageTrace& trace,
-                                                  int64_t& patches, StagesResult& result) {
+                                                  StagesResult& result) {
     const engine::ModelPackage& m = package_;
     const StageSpec& st = m.stages[s];
     const Geometry og = oriented.geometry();
@@ -651,7 +645,7 @@ Result<Volume> StageRunner::totalSegmentatorStage(size_t s, const Volume& orient
                                 windows_[s]->run(in.tensor, progress, &stats));
         in.tensor = engine::Tensor();
         trace.patches += stats.patches;
-        patches += stats.patches;
+        result.patches += stats.patches;
         // nnU-Net's argmax of its float16 logits (same shape: nothing to resample).
         VOXSEG_ASSIGN_OR_RETURN(auto values, stageLabels(scores.dtype() == engine::DType::kFloat16
                                                              ? engine::scoresAsFloat32(scores)
@@ -762,8 +756,8 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
                 return invalidArgument("stage " + st.name +
                                        ": a label_box crop link cannot read a totalsegmentator "
                                        "stage (use rule roi_subset)");
-            VOXSEG_ASSIGN_OR_RETURN(on_og, totalSegmentatorStage(s, oriented, region, threads, sp,
-                                                                 trace, result.patches, result));
+            VOXSEG_ASSIGN_OR_RETURN(
+                on_og, totalSegmentatorStage(s, oriented, region, threads, sp, trace, result));
         } else {
             VOXSEG_ASSIGN_OR_RETURN(
                 on_og, networkStage(s, oriented, region, oriented_labels, percentiles, threads, sp,

@@ -124,7 +124,7 @@ class StageRunner {
         Volume& net_labels, int64_t& patches);
     Result<Volume> totalSegmentatorStage(size_t s, const Volume& oriented, const CropBox& region,
                                          int threads, const Progress& progress, StageTrace& trace,
-                                         int64_t& patches, StagesResult& result);
+                                         StagesResult& result);
     engine::ModelPackage package_;
     std::vector<bool> needed_;
     std::vector<int> labels_;  // the labels asked for (empty: all)

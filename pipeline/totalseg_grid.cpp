@@ -66,14 +66,6 @@ Result<ZoomedInput> nnUNetInput(const Volume& zoomed, const engine::Normalizatio
     return in;
 }
 
-Result<ZoomedInput> totalSegmentatorInput(const Volume& region,
-                                          const std::array<double, 3>& target_mm,
-                                          const engine::Normalization& normalization,
-                                          engine::AxisOrder order, int threads) {
-    VOXSEG_ASSIGN_OR_RETURN(Volume zoomed, totalSegmentatorZoomed(region, target_mm, threads));
-    return nnUNetInput(zoomed, normalization, order);
-}
-
 std::vector<Slab> totalSegmentatorSlabs(const std::array<int64_t, 3>& zoomed_size, bool split,
                                         const SlabRule& rule) {
     const int64_t n = zoomed_size[2];

@@ -46,13 +46,6 @@ struct ZoomedInput {
 Result<ZoomedInput> nnUNetInput(const Volume& zoomed, const engine::Normalization& normalization,
                                 engine::AxisOrder order);
 
-// totalSegmentatorZoomed, then nnUNetInput. `region`: the oriented input cropped to the stage's
-// region (one channel, any pixel type); `target_mm` in index order.
-Result<ZoomedInput> totalSegmentatorInput(const Volume& region,
-                                          const std::array<double, 3>& target_mm,
-                                          const engine::Normalization& normalization,
-                                          engine::AxisOrder order, int threads);
-
 // TotalSegmentator's split of a large image (nnunet.py, "triple split", for its multi-model
 // tasks): when the zoomed image has more than 512 x 512 x 900 voxels and more than 200 along
 // index axis k (the superior axis of its canonical orientation), three slabs along k of

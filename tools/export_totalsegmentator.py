@@ -141,12 +141,11 @@ def network_stage(root, name, task_id, trainer, plans, resample, step, class_ids
              f"{spacing} (z, y, x): nnU-Net would resample again after TotalSegmentator, which "
              "this package does not repeat")
     # A network two stages use (total_fastest's crop model is its own network) is written once.
-    exported = writer.__dict__.setdefault("networks", {})
-    fname = exported.get(folder)
+    fname = writer.networks.get(folder)
     if fname is None:
         fname = f"{name}.onnx"
         export_folds(t, 1, n_out, None, writer, lambda fold: fname)
-        exported[folder] = fname
+        writer.networks[folder] = fname
     return {"name": name, "file": fname, "sha256": sha256_file(writer.path(fname)),
             "spacing_mm": plans_spacing, "patch_size": [int(v) for v in t["cm"]["patch_size"]],
             "interpolation": "linear", "grid": "totalsegmentator",
@@ -221,6 +220,7 @@ def main():
     inv = {v: int(k) for k, v in cmap.items()}
     plans = conf.get("plans") or "nnUNetPlans"
     writer = PackageWriter(a.out, a.force)
+    writer.networks = {}  # trained folder -> the ONNX file written for it
     try:
         stages, sources = [], []
         roi = base in ("total", "total_mr") and not a.no_roi_subset

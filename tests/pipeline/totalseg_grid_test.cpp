@@ -40,7 +40,12 @@ TEST(TotalSegmentatorGrid, InputIsZoomedTruncatedCroppedToNonzeroAndNormalised) 
     norm.clip_high = 1000.0;
     norm.mean = 100.0;
     norm.std = 50.0;
-    auto in = totalSegmentatorInput(v, {3.0, 3.0, 3.0}, norm, engine::AxisOrder::kZyx, 1);
+    auto input = [&] {
+        auto zoomed = totalSegmentatorZoomed(v, {3.0, 3.0, 3.0}, 1);
+        EXPECT_TRUE(zoomed.isOk()) << zoomed.status().toString();
+        return nnUNetInput(*zoomed, norm, engine::AxisOrder::kZyx);
+    };
+    auto in = input();
     ASSERT_TRUE(in.isOk()) << in.status().toString();
     EXPECT_EQ(in->zoomed.size, (std::array<int64_t, 3>{3, 3, 2}));
     EXPECT_EQ(in->zoomed.spacing[0], 3.0);
@@ -54,7 +59,7 @@ TEST(TotalSegmentatorGrid, InputIsZoomedTruncatedCroppedToNonzeroAndNormalised) 
     // A peak on a sampled position survives, truncated toward zero, and the crop keeps it only.
     p[4 + 9 * 4 + 81 * 2] = 0;
     p[4 + 9 * 4 + 81 * 4] = -7;
-    in = totalSegmentatorInput(v, {3.0, 3.0, 3.0}, norm, engine::AxisOrder::kZyx, 1);
+    in = input();
     ASSERT_TRUE(in.isOk()) << in.status().toString();
     EXPECT_EQ(in->nonzero.begin, (std::array<int64_t, 3>{1, 1, 1}));
     EXPECT_EQ(in->nonzero.size, (std::array<int64_t, 3>{1, 1, 1}));
