@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <random>
 #include <optional>
 #include <string>
 #include <utility>
@@ -79,6 +80,11 @@ struct SessionState {
     // Called before a prediction overwrites a region: channel >= 0 an interaction channel,
     // -1 the target. Undo saves the region's old contents there. May be empty.
     std::function<void(int channel, const Box& region)> before_write;
+    // NumPy's legacy global generator (np.random, MT19937), which 2.6.0's refinement-box planning
+    // draws from when its greedy cover leaves voxels (utils/bboxes.py random_sampling_fallback).
+    // std::mt19937(s) is np.random.seed(s); parity needs both sides seeded alike (the goldens
+    // seed np.random.seed(0) at the start of each session).
+    std::mt19937 numpy_rng{0};
 };
 
 // What one prediction did, in order (the parity logs of tools/nninteractive_parity.py).
