@@ -151,35 +151,40 @@ struct RunFolders {
     fs::path out_root, staging_root, trash_root;
 };
 
+// Whether `device` resolves to the CPU backend: "cpu", or "auto" on a machine where no better
+// backend has a device (asked of the registry without loading the model).
+bool resolvesToCpu(const engine::DeviceSpec& device) {
+    if (device.kind == engine::DeviceSpec::Kind::kCpu) return true;
+    if (device.kind != engine::DeviceSpec::Kind::kAuto) return false;
+    std::string fallback;  // a GPU that exists but failed (no GPU at all is logged as info)
+    auto backend = engine::createBackend(device, &fallback);
+    if (!fallback.empty()) log::warning(kComponent, "{}", fallback);
+    return backend.isOk() && (*backend)->name() == "cpu";
+}
+
 // One Segmenter per device; CPU workers share the cores. Without --devices, a CPU run gets two
 // workers: one worker's inference leaves cores idle (small patches scale poorly across threads)
 // and its stages wait for each other; two overlap (docs/perf-batch.md). `devices` becomes the
-// devices the workers run on.
+// devices the workers run on. The model is loaded once per worker.
 Result<std::vector<pipeline::Segmenter>> createWorkers(const BatchOptions& options, int cores,
                                                        std::vector<engine::DeviceSpec>& devices) {
-    std::vector<pipeline::Segmenter> segmenters;
-    auto create = [&]() -> Status {
-        segmenters.clear();
-        for (const auto& d : devices) {
-            pipeline::SegmentOptions so = options.segment;
-            so.device = d;
-            so.output_threads = 1;  // the writers already overlap cases; memory stays per case
-            if (devices.size() > 1 && !d.isCuda())
-                so.threads = std::max(1, cores / static_cast<int>(devices.size()));
-            std::string warning;
-            auto s = pipeline::Segmenter::create(options.model, so, &warning);
-            if (!warning.empty()) log::warning(kComponent, "{}", warning);
-            if (!s.isOk()) return s.status().withContext("device " + d.toString());
-            segmenters.push_back(std::move(*s));
-        }
-        return Status::ok();
-    };
-    VOXSEG_RETURN_IF_ERROR(create());
-    if (options.devices.empty() && segmenters[0].backendName() == "cpu" && cores >= 2) {
+    if (options.devices.empty() && cores >= 2 && resolvesToCpu(devices[0])) {
         devices = {engine::DeviceSpec::cpu(), engine::DeviceSpec::cpu()};
-        VOXSEG_RETURN_IF_ERROR(create());
         log::info(kComponent, "2 CPU workers with {} threads each (--devices cpu for one)",
                   std::max(1, cores / 2));
+    }
+    std::vector<pipeline::Segmenter> segmenters;
+    for (const auto& d : devices) {
+        pipeline::SegmentOptions so = options.segment;
+        so.device = d;
+        so.output_threads = 1;  // the writers already overlap cases; memory stays per case
+        if (devices.size() > 1 && !d.isCuda())
+            so.threads = std::max(1, cores / static_cast<int>(devices.size()));
+        std::string warning;
+        auto s = pipeline::Segmenter::create(options.model, so, &warning);
+        if (!warning.empty()) log::warning(kComponent, "{}", warning);
+        if (!s.isOk()) return s.status().withContext("device " + d.toString());
+        segmenters.push_back(std::move(*s));
     }
     return segmenters;
 }
