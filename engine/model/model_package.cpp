@@ -347,6 +347,42 @@ void readModelFiles(Reader& r, const json& root, ModelPackage& p) {
     }
 }
 
+// A package with an "interactive" section (docs/interactive.md): identity, the network file and
+// the section itself (kept as JSON text for edit/interactive). Keys of segmentation packages
+// that would say how to run the network are refused: the section says that.
+Result<ModelPackage> readInteractivePackage(Reader& r, const json& root, ModelPackage& p) {
+    for (const char* k :
+         {"stages", "measurements", "spacing_mm", "patch_size", "output", "inference"})
+        if (root.contains(k))
+            r.fail(k,
+                   "not used by an interactive package: its \"interactive\" section says how "
+                   "the network runs (see docs/interactive.md)");
+    r.onlyKeys(root, "",
+               {"format_version", "name", "version", "description", "license", "attribution",
+                "citation", "channels", "axis_order", "orientation", "labels", "sha256", "models",
+                "precision", "intended_input", "interactive"});
+    if (const json* v = r.member(root, "", "name", true)) p.name = r.string(*v, "name");
+    if (const json* v = r.member(root, "", "version", true)) p.version = r.string(*v, "version");
+    if (const json* v = r.member(root, "", "description", false))
+        p.description = r.string(*v, "description", true);
+    if (const json* v = r.member(root, "", "license", true)) p.license = r.string(*v, "license");
+    if (const json* v = r.member(root, "", "attribution", false))
+        p.attribution = r.string(*v, "attribution", true);
+    if (const json* v = r.member(root, "", "citation", false))
+        p.citation = r.string(*v, "citation", true);
+    if (const json* v = r.member(root, "", "precision", false))
+        readPrecision(r, *v, "precision", p.precision);
+    if (const json* v = r.member(root, "", "intended_input", false)) {
+        p.intended_input.emplace();
+        readIntendedInput(r, *v, "intended_input", *p.intended_input);
+    }
+    if (const json* v = r.member(root, "", "interactive", true); v && r.object(*v, "interactive"))
+        p.interactive_json = v->dump();
+    readModelFiles(r, root, p);
+    if (!r.ok()) return r.status();
+    return p;
+}
+
 }  // namespace
 
 Result<ModelPackage> parseModelPackage(const std::string& json_text, const std::string& source,
@@ -374,6 +410,7 @@ Result<ModelPackage> parseModelPackage(const std::string& json_text, const std::
                                    "; this voxseg reads versions 1 and 2: update voxseg",
                                source);
     }
+    if (root.contains("interactive")) return readInteractivePackage(r, root, p);
     const bool v2 = p.format_version >= 2;
     checkTopLevelKeys(r, root, v2);
     readIdentity(r, root, p);
@@ -443,6 +480,16 @@ std::string modelPackageToJson(const ModelPackage& p) {
     j["description"] = p.description;
     j["license"] = p.license;
     if (!p.attribution.empty()) j["attribution"] = p.attribution;
+    if (p.isInteractive()) {
+        if (!p.citation.empty()) j["citation"] = p.citation;
+        if (p.precision.requires_fp32) j["precision"] = precisionJson(p.precision);
+        if (p.intended_input) j["intended_input"] = intendedInputJson(*p.intended_input);
+        json models = json::array();
+        for (const auto& m : p.models) models.push_back({{"file", m.file}, {"sha256", m.sha256}});
+        j["models"] = models;
+        j["interactive"] = json::parse(p.interactive_json);
+        return j.dump(2) + "\n";
+    }
     const bool v2 = p.hasStages();
     if (v2 && !p.citation.empty()) j["citation"] = p.citation;
     if (p.precision.requires_fp32) j["precision"] = precisionJson(p.precision);
@@ -506,6 +553,13 @@ Result<LoadedModel> loadModelPackage(const std::filesystem::path& folder) {
     VOXSEG_ASSIGN_OR_RETURN(model.package, readModelPackage(folder));
     const ModelPackage& p = model.package;
     VOXSEG_RETURN_IF_ERROR(verifyModelFiles(p));
+    if (p.isInteractive())
+        return unsupported(
+            "model " + p.name +
+                " is an interactive (promptable) package: it segments from prompts, not on its "
+                "own; open it with the viewer's Interactive tool or voxseg edit "
+                "--interactive-model (docs/interactive.md)",
+            folder.string());
     if (p.hasStages()) {
         VOXSEG_RETURN_IF_ERROR(loadStages(folder, model));
         return model;

@@ -260,6 +260,11 @@ struct ModelPackage {
     std::vector<StageSpec> stages;
     std::vector<MeasurementSpec> measurements;
     bool hasStages() const { return !stages.empty(); }
+    // A promptable (nnInteractive-style) package: model.json's "interactive" section as JSON
+    // text, read by edit/interactive/interactive_model.h (docs/interactive.md); empty for a
+    // segmentation package. Such a package has no stages, geometry or output of its own.
+    std::string interactive_json;
+    bool isInteractive() const { return !interactive_json.empty(); }
 
     // Channels the network produces: labels + 1 (background) for softmax, labels for sigmoid.
     int64_t outputChannels() const;
