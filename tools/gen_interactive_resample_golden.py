@@ -138,6 +138,34 @@ def main() -> None:
         y /= d
         add("divide", x, y, divisor=d)
 
+    # generate_bounding_boxes (utils/bboxes.py) on blob masks, np.random seeded first: greedy
+    # cover, stride halving, and the random fallback (inner box patch - 48 narrower than the grid)
+    try:
+        from nnInteractive.utils.bboxes import generate_bounding_boxes
+    except ImportError:
+        generate_bounding_boxes = None
+    if generate_bounding_boxes is not None:
+        index["cover"] = []
+        shape = (32, 41, 47)
+        zz, yy, xx = np.meshgrid(*[np.arange(n) for n in shape], indexing="ij")
+        for k, (patch, blobs) in enumerate([((64, 64, 64), 1), ((56, 60, 64), 3), ((72, 80, 88), 2),
+                                            ((60, 58, 60), 4), ((100, 100, 100), 2)]):
+            mask = np.zeros(shape, bool)
+            for _ in range(blobs):
+                c = [rng.integers(0, n) for n in shape]
+                r = rng.uniform(4, 18, 3)
+                mask |= ((zz - c[0]) / r[0]) ** 2 + ((yy - c[1]) / r[1]) ** 2 + ((xx - c[2]) / r[2]) ** 2 <= 1
+            if k == 3:  # thin diagonal line: no grid point on it until the stride shrinks
+                for i in range(26):
+                    mask[5 + i, 3 + i, 10 + i] = True
+            seed = 77 + k
+            np.random.seed(seed)
+            boxes = generate_bounding_boxes(torch.from_numpy(mask.astype(np.uint8)), patch,
+                                            stride="auto", margin=(24, 24, 24), max_depth=3)
+            index["cover"].append({"shape": list(shape), "patch": list(patch), "seed": seed,
+                                   "mask_bits": save(np.packbits(mask.ravel())),  # MSB first
+                                   "boxes": [[[int(a), int(b)] for a, b in bb] for bb in boxes]})
+
     seeds = []
     for seed in (0, 1, 12345):
         np.random.seed(seed)

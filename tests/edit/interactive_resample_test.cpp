@@ -2,6 +2,7 @@
 // tests/edit/data/interactive_resample (tools/gen_interactive_resample_golden.py, torch's own
 // interpolate / pooling / fp16 division / NumPy's np.random.choice / Python's round) must be
 // reproduced bit for bit.
+#include "edit/interactive/refinement_boxes.h"
 #include "edit/interactive/resample.h"
 
 #include <gtest/gtest.h>
@@ -109,6 +110,26 @@ TEST(InteractiveResample, NumpyChoiceMatchesNumpy) {
                 EXPECT_EQ(numpyChoice(rng, n), want.get<int64_t>())
                     << "seed " << s["seed"] << " n " << n;
         }
+    }
+}
+
+// generate_bounding_boxes itself (greedy cover, stride halving, NumPy-random fallback) on blob
+// masks, np.random seeded alike: the same boxes in the same order.
+TEST(InteractiveResample, RefinementBoxesMatchNnInteractive) {
+    ASSERT_TRUE(index().contains("cover"));
+    for (const auto& c : index()["cover"]) {
+        const Index3 shape = shape3(c["shape"]), patch = shape3(c["patch"]);
+        const auto bits = load<uint8_t>(c["mask_bits"]);
+        std::vector<uint8_t> mask(static_cast<size_t>(voxelCount(shape)));
+        for (size_t i = 0; i < mask.size(); ++i) mask[i] = (bits[i / 8] >> (7 - i % 8)) & 1;
+        std::mt19937 rng(c["seed"].get<uint32_t>());
+        const auto boxes = coverWithBoxes(mask, shape, patch, {24, 24, 24}, 3, rng);
+        ASSERT_EQ(boxes.size(), c["boxes"].size()) << "patch " << c["patch"];
+        for (size_t i = 0; i < boxes.size(); ++i)
+            for (int d = 0; d < 3; ++d) {
+                EXPECT_EQ(boxes[i].lo[d], c["boxes"][i][d][0].get<int64_t>()) << i;
+                EXPECT_EQ(boxes[i].hi[d], c["boxes"][i][d][1].get<int64_t>()) << i;
+            }
     }
 }
 
