@@ -13,6 +13,8 @@
 #include "pipeline/tensor_layout.h"
 #include "pipeline/totalseg_grid.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -691,8 +693,8 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
         const StageSpec& st = m.stages[s];
         if (st.crop_to && cropLinkActive(*st.crop_to, labels_)) {
             const auto from = static_cast<size_t>(st.crop_to->stage_index);
-            (st.crop_to->rule == engine::CropRule::kRoiSubset ? one_hot_source
-                                                              : crop_source)[from] = true;
+            (st.crop_to->rule == engine::CropRule::kLabelBox ? crop_source : one_hot_source)[from] =
+                true;
         }
         if (st.one_hot_from)
             one_hot_source[static_cast<size_t>(st.one_hot_from->stage_index)] = true;
@@ -730,12 +732,24 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
         if (crop_on) {
             const engine::CropLink& link = *st.crop_to;
             const auto from = static_cast<size_t>(link.stage_index);
-            const bool roi = link.rule == engine::CropRule::kRoiSubset;
-            auto box = roi ? roiSubsetBox(oriented_labels[from], labels_, link.margin_mm)
-                           : linkBox(net_labels[from], regions[from], og, link);
+            std::optional<CropBox> box;
+            std::string what;
+            switch (link.rule) {
+                case engine::CropRule::kRoiSubset:
+                    box = roiSubsetBox(oriented_labels[from], labels_, link.margin_mm);
+                    what = "any of the labels asked for (--labels)";
+                    break;
+                case engine::CropRule::kLabelSet:
+                    box = roiSubsetBox(oriented_labels[from], link.labels, link.margin_mm);
+                    what =
+                        "its crop labels (" + fmt::format("{}", fmt::join(link.labels, ", ")) + ")";
+                    break;
+                case engine::CropRule::kLabelBox:
+                    box = linkBox(net_labels[from], regions[from], og, link);
+                    what = "label " + std::to_string(link.label);
+                    break;
+            }
             if (!box) {
-                const std::string what = roi ? "any of the labels asked for (--labels)"
-                                             : "label " + std::to_string(link.label);
                 const std::string why = "stage " + st.name + ": stage " + link.stage +
                                         " found no voxels of " + what +
                                         " (nothing to crop to); its labels are empty. Is the "

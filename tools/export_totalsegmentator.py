@@ -23,7 +23,12 @@ repeats TotalSegmentator 2.18.0's pipeline (python_api.py, nnunet.py):
   - --roi_subset: a first stage runs TotalSegmentator's crop model (the 6 mm total model, 3 mm for
     MR or with --robust-crop) and the other stages link to it with "rule": "roi_subset" (20 mm):
     `voxseg segment -m PKG --labels liver,spleen` then crops to those classes and runs only the
-    parts that hold them. Without --labels the crop model does not run.
+    parts that hold them. Without --labels the crop model does not run;
+  - crop tasks (liver_segments, lung_nodules, kidney_cysts, ...): the crop model runs first (3 mm
+    for tasks marked robust_crop and MR tasks, else 6 mm) and the task's network links to it with
+    "rule": "labels": the box of the task's crop classes grown by 20 mm (TotalSegmentator 2.18.0
+    uses 20 mm there whatever crop_addon a task states), on every run. An empty box gives empty
+    labels, as TotalSegmentator's "Crop is empty".
 
 Labels carry TotalSegmentator's class names and ids and the SNOMED CT codes and colours of its
 DICOM writer. Those facts come from tools/data/totalsegmentator-tables.json
@@ -43,13 +48,16 @@ from export_nnunet import channel_specs, export_folds, labels_of, load_trained  
 
 TABLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
                       "totalsegmentator-tables.json")
-ROI_MARGIN_MM = 20.0  # python_api.py: crop_addon [20, 20, 20] for roi_subset
+# python_api.py: `crop_addon = [20,20,20] if crop_model is None else crop_addon`, after the
+# crop model ran: --roi_subset AND every crop task without a crop_model of its own crop with
+# 20 mm, whatever crop_addon its configuration states (TotalSegmentator 2.18.0).
+ROI_MARGIN_MM = 20.0
 CITATION = ("Wasserthal J, Breit H-C, Meyer MT, et al. TotalSegmentator: Robust Segmentation of 104 "
             "Anatomic Structures in CT Images. Radiology: Artificial Intelligence 2023; 5(5):e230024")
 # What a task may set for this tool to repeat it exactly (anything else is refused by name).
-DEFAULTS = {"crop": None, "crop_model": None, "cascade": None, "remove_outside": None,
-            "remove_outside_dilation": None, "remove_mask": None, "model": "3d_fullres",
-            "plans": None}
+DEFAULTS = {"crop_model": None, "cascade": None, "remove_outside": None,
+            "remove_outside_dilation": None, "remove_mask": None, "plans": None}
+MODELS = ("3d_fullres", "3d_fullres_high")  # nnU-Net configurations of the exported tasks
 # Tasks whose pipeline has more than the generic steps (nnunet.py / python_api.py).
 SPECIAL = {"body": "keeps the largest body_trunc blob and removes small body_extremities blobs "
                    "on the low-resolution grid",
@@ -80,7 +88,16 @@ def refusal(task, conf, tables):
     for k, v in DEFAULTS.items():
         if conf.get(k, v) != v:
             return (f"'{task}' sets {k} = {conf[k]!r}; this tool exports the tasks without crop "
-                    "models, cascades or masks (crop tasks: not yet)")
+                    "models of their own, cascades or masks")
+    if isinstance(conf.get("task_id"), list) and conf["class_map"] not in tables["parts"]:
+        return (f"'{task}' merges {len(conf['task_id'])} part models whose class maps "
+                "tools/data/totalsegmentator-tables.json does not hold")
+    if conf.get("model", "3d_fullres") not in MODELS:
+        return f"'{task}' runs nnU-Net configuration {conf['model']!r}, not one of {MODELS}"
+    if conf.get("crop") is not None and not isinstance(conf["crop"], list):
+        return f"'{task}' crops to {conf['crop']!r}, not to classes of the total model"
+    if conf.get("crop") and conf.get("modality") == "mr" and not task.endswith("_mr"):
+        return f"'{task}' is an MR task without the _mr suffix; its crop model is not repeated"
     if conf.get("resample") is None:
         return f"'{task}' does not resample (nnU-Net resamples itself): not yet exported"
     folds = conf.get("folds")
@@ -94,15 +111,15 @@ def exportable(tables):
                   if refusal(t, c, tables) is None)
 
 
-def model_folder(root, task_id, trainer, plans, what):
-    """<root>/Dataset<NNN>_*/<trainer>__<plans>__3d_fullres, or a clear error naming it."""
+def model_folder(root, task_id, trainer, plans, what, model="3d_fullres"):
+    """<root>/Dataset<NNN>_*/<trainer>__<plans>__<model>, or a clear error naming it."""
     hits = sorted(glob.glob(os.path.join(root, f"Dataset{int(task_id):03d}_*")))
     if not hits:
         fail(f"{root}: no Dataset{int(task_id):03d}_* folder for {what} (TotalSegmentator downloads "
              f"it with `totalseg_download_weights -t <task>`; is this its weights folder?)")
     if len(hits) > 1:
         fail(f"{root}: several folders for dataset {task_id}: {hits}")
-    folder = os.path.join(hits[0], f"{trainer}__{plans}__3d_fullres")
+    folder = os.path.join(hits[0], f"{trainer}__{plans}__{model}")
     if not os.path.isdir(folder):
         found = [os.path.basename(d) for d in glob.glob(os.path.join(hits[0], "*__*__*"))]
         fail(f"{folder} does not exist ({what}; found {found or 'nothing'}): TotalSegmentator "
@@ -115,13 +132,14 @@ def three(v):
 
 
 def network_stage(root, name, task_id, trainer, plans, resample, step, class_ids, class_names,
-                  writer, what):
+                  writer, what, model="3d_fullres"):
     """One TotalSegmentator network as a stage: its class ids (in network channel order) are
-    the task's, via `class_ids` (channel -> task id)."""
-    folder = model_folder(root, task_id, trainer, plans, what)
+    the task's, via `class_ids` (channel -> task id). `model` is the nnU-Net configuration
+    (3d_fullres; 3d_fullres_high for some tasks)."""
+    folder = model_folder(root, task_id, trainer, plans, what, model)
     t = load_trained(folder, ["0"], "checkpoint_final.pth", False)
-    if t["conf_name"] != "3d_fullres":
-        fail(f"{folder}: trained as {t['conf_name']}, expected 3d_fullres")
+    if t["conf_name"] != model:
+        fail(f"{folder}: trained as {t['conf_name']}, expected {model}")
     named, n_out = labels_of(t["dataset"])
     if n_out - 1 != len(class_ids):
         fail(f"{folder}: dataset.json has {n_out - 1} classes but TotalSegmentator 2.18.0's table for "
@@ -174,16 +192,19 @@ def make_labels(class_map, codes):
     return labels
 
 
-def crop_stage(a, base_task, tables, writer):
-    key = "total_mr" if base_task == "total_mr" else ("total_robust" if a.robust_crop else "total")
+def crop_stage(a, mr, robust, tables, writer, name, what):
+    """TotalSegmentator's crop model (python_api.py: 852 at 3 mm for MR, 297 at 3 mm when robust,
+    else 298 at 6 mm) as a stage that is not part of the result. Returns (stage, its class map)."""
+    key = "total_mr" if mr else ("total_robust" if robust else "total")
     tid, spacing, trainer, cmap_name = CROP_MODELS[key]
     cmap = tables["class_map"][cmap_name]
     ids = sorted(int(k) for k in cmap)
-    stage, _ = network_stage(a.root, "roi_crop", tid, trainer, "nnUNetPlans", spacing,
-                             tables["tasks"][base_task]["step_size"], ids, [cmap[str(i)] for i in ids],
-                             writer, f"the --roi_subset crop model (dataset {tid})")
+    # nnunet.py: step 0.8 for the total tasks, which the crop model runs as
+    stage, _ = network_stage(a.root, name, tid, trainer, "nnUNetPlans", spacing,
+                             tables["tasks"][cmap_name]["step_size"], ids, [cmap[str(i)] for i in ids],
+                             writer, f"{what} (dataset {tid})")
     stage["result"] = False
-    return stage
+    return stage, cmap
 
 
 def main():
@@ -225,7 +246,21 @@ def main():
         stages, sources = [], []
         roi = base in ("total", "total_mr") and not a.no_roi_subset
         if roi:
-            stages.append(crop_stage(a, base, tables, writer))
+            stages.append(crop_stage(a, base == "total_mr", a.robust_crop, tables, writer,
+                                     "roi_crop", "the --roi_subset crop model")[0])
+        crop_link = None
+        if conf.get("crop"):  # a crop task: the crop model's box of its classes, always
+            stage, crop_map = crop_stage(a, a.task.endswith("_mr"),
+                                         bool(conf.get("robust_crop")) or a.robust_crop, tables,
+                                         writer, "crop", f"task {a.task}'s crop model")
+            crop_inv = {v: int(k) for k, v in crop_map.items()}
+            missing = [c for c in conf["crop"] if c not in crop_inv]
+            if missing:
+                fail(f"task {a.task} crops to {missing}, which the crop model does not segment")
+            stages.append(stage)
+            crop_link = {"stage": "crop", "rule": "labels",
+                         "labels": sorted(crop_inv[c] for c in conf["crop"]),
+                         "margin_mm": ROI_MARGIN_MM}
         if isinstance(conf["task_id"], list):  # the part models, merged in this order
             parts = {p_["task_id"]: p_ for p_ in tables["parts"][base]}
             for tid in conf["task_id"]:
@@ -244,9 +279,12 @@ def main():
             ids = sorted(int(k) for k in cmap)
             stage, t = network_stage(a.root, a.task, conf["task_id"], conf["trainer"], plans,
                                      conf["resample"], conf["step_size"], ids,
-                                     [cmap[str(i)] for i in ids], writer, f"task {a.task}")
+                                     [cmap[str(i)] for i in ids], writer, f"task {a.task}",
+                                     conf.get("model") or "3d_fullres")
             if a.task.endswith("_fast"):  # python_api.py: --fast statistics on its own grid
                 stage["statistics_on_stage_grid"] = True
+            if crop_link:
+                stage["crop_to"] = crop_link
             stages.append(stage)
             sources.append(t["folder"])
         if roi:

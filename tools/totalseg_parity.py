@@ -72,12 +72,17 @@ DATASETS = {
           [16, 32, 32, 32]),
     298: ("Dataset298_TotalSegmentator_total_6mm_1559subj", LOWRES_TRAINER, 6.0, 24, "new",
           [16, 24, 32, 32]),
+    # a crop task: lung_nodules crops to the five lung lobes of 298's output (+20 mm)
+    # (3 features in the first stage: the final layer is fitted on them, one per class at most)
+    913: ("Dataset913_lung_nodules", "nnUNetTrainer_MOSAIC_1k_QuarterLR_NoMirroring", 1.5, 48,
+          "new", [3, 24, 32, 32]),
 }
+CROP_TASK = "lung_nodules"  # a crop task run as TotalSegmentator runs it (dataset 913)
 # Old plans format: features = min(BASE * 2^i, MAX) over N_STAGES stages.
 OLD_BASE_FEATURES, OLD_MAX_FEATURES, N_STAGES = 16, 32, 4
 # Background share the balanced final layer aims at: the parts leave room for the merge's
 # overwrite rule (later parts overwrite earlier ones where they are not background).
-BG_TARGET = {"part": 0.55, "total": 0.2}
+BG_TARGET = {"part": 0.55, "total": 0.2, "crop_task": 0.5}
 LOGIT_STD = 8.0  # spread of the final logits across classes after scaling
 # --roi_subset: TotalSegmentator crops to the 6 mm model's (298) region of the roi classes
 # (+20 mm). Balanced random classes are scattered over the whole image, and random features
@@ -88,7 +93,10 @@ LOGIT_STD = 8.0  # spread of the final logits across classes after scaling
 # (organs and ribs) there.
 DENSE_HU, DENSE_RADIUS_MM, DENSE_CENTER_VOX = 2000, 20.0, (70, 30, 36)
 PLANTED = "lung_upper_lobe_left"
-SUPPRESSED = ["rib_left_4"]
+# rib_left_4: a --roi_subset class outside the object; the other lobes: so that lung_nodules'
+# crop (the five lobes) is the object's box too, not the whole image
+SUPPRESSED = ["rib_left_4", "lung_lower_lobe_left", "lung_upper_lobe_right", "lung_middle_lobe_right",
+              "lung_lower_lobe_right"]
 ROI_SUBSET = ["lung_upper_lobe_left", "rib_left_4"]
 PLANT_SHARE = 0.15  # the planted class wins in about this share of the object's voxel count
 
@@ -101,7 +109,10 @@ def dataset_dir(root, did):
 def labels_for(did):
     """nnU-Net dataset.json labels: TotalSegmentator's ids for this dataset's outputs."""
     from totalsegmentator.map_to_binary import class_map, class_map_5_parts, map_taskid_to_partname_ct
-    cmap = class_map_5_parts[map_taskid_to_partname_ct[did]] if did <= 295 else class_map["total"]
+    if did == 913:
+        cmap = class_map[CROP_TASK]
+    else:
+        cmap = class_map_5_parts[map_taskid_to_partname_ct[did]] if did <= 295 else class_map["total"]
     ids = sorted(cmap)
     assert ids == list(range(1, len(ids) + 1)), f"dataset {did}: label ids not consecutive"
     return {"background": 0, **{cmap[i]: i for i in ids}}
@@ -187,6 +198,9 @@ def build_network(plans, dataset_json, trainer_name):
     """The network exactly as nnUNetPredictor builds it (old plans are converted by nnU-Net)."""
     import copy
     import inspect
+    # TotalSegmentator's custom trainers (e.g. dataset 913's) join nnU-Net's class lookup on
+    # import, as they do when TotalSegmentator itself runs
+    import totalsegmentator.nnunet  # noqa: F401
     from nnunetv2.inference.predict_from_raw_data import recursive_find_trainer_class_by_name
     from nnunetv2.utilities.label_handling.label_handling import determine_num_input_channels
     from nnunetv2.utilities.plans_handling.plans_handler import PlansManager
@@ -396,7 +410,8 @@ def fabricate_one(root, did, seed, ct):
     if did == 298:
         planted = {ds["labels"][PLANTED]: dense_mask(ct, plans)}
         suppressed = [ds["labels"][name] for name in SUPPRESSED]
-    w, b = balance_head(feats, n_cls, BG_TARGET["part" if did <= 295 else "total"],
+    kind = "part" if did <= 295 else ("crop_task" if did == 913 else "total")
+    w, b = balance_head(feats, n_cls, BG_TARGET[kind],
                         np.random.default_rng(seed * 1000 + did), planted, suppressed)
     set_head(head, w, b)
     save_checkpoint(ckpt, net, plans, ds, trainer)
@@ -468,6 +483,7 @@ def ts_runs(roi):
         ("fastest", ["--fastest"], "total_fastest.nii.gz", None),
         ("roi", ["--roi_subset"] + roi + ["--statistics"], "total_roi.nii.gz",
          "total_roi_statistics.json"),
+        ("crop_task", ["-ta", CROP_TASK], f"{CROP_TASK}.nii.gz", None),
     ]
 
 
@@ -538,18 +554,18 @@ def stage_run_ts(a):
 
 
 def stage_export(a):
-    """tools/export_totalsegmentator.py for total, total_fast and total_fastest into
-    <golden>/packages; the crop model (Dataset298) the three share is kept once, in total/, and
+    """tools/export_totalsegmentator.py for total, total_fast, total_fastest and the crop task
+    into <golden>/packages; the crop model (Dataset298) they share is kept once, in total/, and
     linked from the others (the ctest totalseg_parity_test runs them)."""
     out = os.path.join(a.golden, "packages")
     os.makedirs(out, exist_ok=True)
-    for task in ("total", "total_fast", "total_fastest"):
+    for task in ("total", "total_fast", "total_fastest", CROP_TASK):
         subprocess.run([sys.executable, os.path.join(HERE, "export_totalsegmentator.py"), a.weights,
                         "--task", task, "-o", os.path.join(out, task), "--force"], check=True)
         os.chmod(os.path.join(out, task), 0o755)
     shared = os.path.join(out, "total", "roi_crop.onnx")
-    for task in ("total_fast", "total_fastest"):
-        link = os.path.join(out, task, "roi_crop.onnx")
+    for task, name in (("total_fast", "roi_crop"), ("total_fastest", "roi_crop"), (CROP_TASK, "crop")):
+        link = os.path.join(out, task, name + ".onnx")
         with open(shared, "rb") as f1, open(link, "rb") as f2:
             if f1.read() != f2.read():
                 raise SystemExit(f"{link} differs from {shared}: not the same crop model")
@@ -581,7 +597,7 @@ def main():
     s.add_argument("--ct", default=DEFAULT_CT)
     s.add_argument("--golden", default=GOLDEN)
     s.add_argument("--roi-subset", nargs="+", default=ROI_SUBSET, help="classes for the roi run")
-    s.add_argument("--only", nargs="+", choices=["total", "fast", "fastest", "roi"])
+    s.add_argument("--only", nargs="+", choices=["total", "fast", "fastest", "roi", "crop_task"])
     s.add_argument("--threads", type=int, default=2)
     s.set_defaults(fn=stage_run_ts)
     s = sub.add_parser("export", help="the voxseg packages of the weights (the CI test's)")

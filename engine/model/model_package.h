@@ -108,14 +108,17 @@ enum class StageGrid { kFieldOfView, kMonai, kTotalSegmentator };
 // input grid, of the voxels the linked stage gave any of the labels the run asked for
 // (--labels), grown by int(margin_mm / spacing) voxels per axis and clipped; without --labels the
 // link is off (the stage runs on the whole image and the linked stage is not needed).
-enum class CropRule { kLabelBox, kRoiSubset };
+// kLabelSet: TotalSegmentator's crop tasks (liver_segments, lung_nodules, ...): the same box as
+// kRoiSubset, of the fixed `labels` of the linked stage, always on.
+enum class CropRule { kLabelBox, kRoiSubset, kLabelSet };
 
 // "crop the input to the bounding box of stage `stage`'s label `label`, plus a margin".
 struct CropLink {
     std::string stage;     // the stage's name
     int stage_index = -1;  // resolved when the package is read (always an earlier stage)
     CropRule rule = CropRule::kLabelBox;
-    int label = 0;  // kLabelBox
+    int label = 0;            // kLabelBox
+    std::vector<int> labels;  // kLabelSet: values of the linked stage
     // The box grows by margin_fraction of its size on each side (deepbet: 0.1) and by margin_mm.
     double margin_fraction = 0.0, margin_mm = 0.0;
     // A slice of the linked stage's grid belongs to the box when more than this fraction of its

@@ -274,29 +274,45 @@ std::string labelList(const std::vector<int>& labels) {
 void readCropLink(Reader& r, const json& j, const std::string& key, const ModelPackage& p,
                   CropLink& link) {
     if (!r.object(j, key)) return;
-    r.onlyKeys(j, key,
-               {"stage", "rule", "label", "margin_fraction", "margin_mm", "slice_fraction"});
+    r.onlyKeys(
+        j, key,
+        {"stage", "rule", "label", "labels", "margin_fraction", "margin_mm", "slice_fraction"});
     if (const json* x = r.member(j, key, "stage", true))
         link.stage = r.string(*x, Reader::join(key, "stage"));
     if (const json* x = r.member(j, key, "rule", false)) {
         const std::string rule = r.string(*x, Reader::join(key, "rule"));
         if (rule == "roi_subset")
             link.rule = CropRule::kRoiSubset;
+        else if (rule == "labels")
+            link.rule = CropRule::kLabelSet;
         else if (rule != "label_box" && r.ok())
             r.fail(Reader::join(key, "rule"),
-                   "expected \"label_box\" (deepbet's box of one label, the default) or "
-                   "\"roi_subset\" (TotalSegmentator's crop to the labels --labels asks for), "
-                   "got \"" +
+                   "expected \"label_box\" (deepbet's box of one label, the default), "
+                   "\"roi_subset\" (TotalSegmentator's crop to the labels --labels asks for) or "
+                   "\"labels\" (TotalSegmentator's crop tasks: the box of fixed labels), got \"" +
                        rule + "\"");
     }
-    const bool roi = link.rule == CropRule::kRoiSubset;
+    const bool roi = link.rule != CropRule::kLabelBox;
     if (roi) {
+        const std::string why = link.rule == CropRule::kRoiSubset
+                                    ? "(the box holds the labels --labels asks for, grown by "
+                                      "margin_mm)"
+                                    : "(the box holds the stage's \"labels\", grown by margin_mm)";
         for (const char* k : {"label", "margin_fraction", "slice_fraction"})
             if (r.ok() && j.contains(k))
                 r.fail(Reader::join(key, k),
-                       "not used by \"rule\": \"roi_subset\" (the box holds the labels "
-                       "--labels asks for, grown by margin_mm)");
+                       std::string("not used by \"rule\": \"") +
+                           (link.rule == CropRule::kRoiSubset ? "roi_subset" : "labels") + "\" " +
+                           why);
+        if (r.ok() && link.rule == CropRule::kRoiSubset && j.contains("labels"))
+            r.fail(Reader::join(key, "labels"),
+                   "not used by \"rule\": \"roi_subset\" (--labels chooses them)");
+        if (link.rule == CropRule::kLabelSet)
+            if (const json* x = r.member(j, key, "labels", true))
+                readLabelValues(r, *x, Reader::join(key, "labels"), link.labels);
     } else if (const json* x = r.member(j, key, "label", true)) {
+        if (r.ok() && j.contains("labels"))
+            r.fail(Reader::join(key, "labels"), "only \"rule\": \"labels\" takes a label list");
         link.label = static_cast<int>(r.integer(*x, Reader::join(key, "label"), 1, 32767));
     }
     if (const json* x = r.member(j, key, "margin_fraction", false)) {
@@ -322,6 +338,11 @@ void readCropLink(Reader& r, const json& j, const std::string& key, const ModelP
         r.fail(Reader::join(key, "label"),
                "stage \"" + link.stage + "\" produces no label " + std::to_string(link.label) +
                    " (its labels: " + labelList(from.output.labels) + ")");
+    for (int v : link.labels)
+        if (r.ok() && !stageHasLabel(from, v))
+            r.fail(Reader::join(key, "labels"),
+                   "stage \"" + link.stage + "\" produces no label " + std::to_string(v) +
+                       " (its labels: " + labelList(from.output.labels) + ")");
 }
 
 void readOneHotLink(Reader& r, const json& j, const std::string& key, const ModelPackage& p,
@@ -535,6 +556,11 @@ json stageJson(const StageSpec& st) {
         const CropLink& c = *st.crop_to;
         if (c.rule == CropRule::kRoiSubset)
             j["crop_to"] = {{"stage", c.stage}, {"rule", "roi_subset"}, {"margin_mm", c.margin_mm}};
+        else if (c.rule == CropRule::kLabelSet)
+            j["crop_to"] = {{"stage", c.stage},
+                            {"rule", "labels"},
+                            {"labels", c.labels},
+                            {"margin_mm", c.margin_mm}};
         else
             j["crop_to"] = {{"stage", c.stage},
                             {"label", c.label},

@@ -893,8 +893,31 @@ TEST(ModelPackageStages, TotalSegmentatorGridAndRoiSubsetLink) {
     j["stages"][1]["crop_to"]["label"] = 1;
     expectError(j, "stages[1].crop_to.label", "not used by \"rule\": \"roi_subset\"");
     j = totalseg();
+    j["stages"][1]["crop_to"]["labels"] = {1};
+    expectError(j, "stages[1].crop_to.labels", "--labels chooses them");
+    j = totalseg();
     j["stages"][1]["crop_to"]["rule"] = "roi";
     expectError(j, "stages[1].crop_to.rule", "expected \"label_box\"");
+
+    // A crop task's link ("rule": "labels"): fixed values of the linked stage, read and written
+    // back; a value the stage does not produce is refused, naming it and listing the stage's.
+    j = totalseg();
+    j["stages"][1]["crop_to"] = {
+        {"stage", "bbox"}, {"rule", "labels"}, {"labels", {1}}, {"margin_mm", 20}};
+    auto crop = parse(j);
+    ASSERT_TRUE(crop.isOk()) << crop.status().toString();
+    EXPECT_EQ(crop->stages[1].crop_to->rule, CropRule::kLabelSet);
+    EXPECT_EQ(crop->stages[1].crop_to->labels, std::vector<int>{1});
+    auto crop_again = parseModelPackage(modelPackageToJson(*crop), "written");
+    ASSERT_TRUE(crop_again.isOk()) << crop_again.status().toString();
+    EXPECT_EQ(crop_again->stages[1].crop_to->rule, CropRule::kLabelSet);
+    EXPECT_EQ(crop_again->stages[1].crop_to->labels, std::vector<int>{1});
+    j["stages"][1]["crop_to"]["labels"] = {1, 7};
+    expectError(j, "stages[1].crop_to.labels", "produces no label 7 (its labels: 1)");
+    j["stages"][1]["crop_to"].erase("labels");
+    expectError(j, "stages[1].crop_to.labels", "");
+    j["stages"][1]["crop_to"]["label"] = 1;
+    expectError(j, "stages[1].crop_to.label", "not used by \"rule\": \"labels\"");
     j = totalseg();
     j["stages"][1]["interpolation"] = "spline3";
     expectError(j, "stages[1].grid", "order 1");

@@ -197,6 +197,12 @@ TEST(TotalSegmentatorGrid, RoiSubsetLinkNeedsItsStageOnlyWithLabels) {
     EXPECT_TRUE(cropLinkActive(link, {3}));
     link.rule = engine::CropRule::kLabelBox;
     EXPECT_TRUE(cropLinkActive(link, {}));
+    // A crop task's link (rule "labels") is always on: its crop stage runs without --labels.
+    link.rule = engine::CropRule::kLabelSet;
+    link.labels = {1};
+    EXPECT_TRUE(cropLinkActive(link, {}));
+    p.stages[1].crop_to = link;
+    EXPECT_EQ(stagesNeeded(p, {}), (std::vector<bool>{true, true, true}));
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // TotalSegmentator parity (issue 37, docs/parity-totalseg.md): tests/pipeline/data/totalseg holds
 // a CT phantom, what the unmodified TotalSegmentator 2.18.0 CLI wrote for it with fabricated
 // (seeded random, small) weights in its exact folder layout (`--ml`, `--fast`, `--fastest`,
-// `--roi_subset lung_upper_lobe_left rib_left_4`, `--statistics`), and the packages
+// `--roi_subset lung_upper_lobe_left rib_left_4`, `--statistics`, the crop task `-ta
+// lung_nodules`), and the packages
 // tools/export_totalsegmentator.py made of those weights (tools/totalseg_parity.py writes all of
 // it; README.md there has the commands). voxseg's label maps must agree with TotalSegmentator's on
 // >= 99.9 % of the voxels (issue 37's gate; measured: docs/parity-totalseg.md) and its
@@ -34,6 +35,9 @@ struct Case {
     std::vector<std::string> labels;
     const char* statistics;           // TotalSegmentator's --statistics, or ""
     bool include_incomplete = false;  // it ran with --stats_include_incomplete
+    // A useful golden holds at least this many values (not one class everywhere); 0: 50, or
+    // the labels asked for and background.
+    size_t min_values = 0;
 };
 
 struct SegmentRun {
@@ -99,7 +103,9 @@ TEST_P(TotalSegmentatorParity, AgreesWithTotalSegmentator) {
               << " values in TotalSegmentator's map\n";
     EXPECT_GE(agreement, kMinAgreement);
     // A useful golden: many classes present (not one class everywhere).
-    EXPECT_GE(present.size(), c.labels.empty() ? 50u : c.labels.size() + 1);
+    EXPECT_GE(present.size(), c.min_values > 0   ? c.min_values
+                              : c.labels.empty() ? 50u
+                                                 : c.labels.size() + 1);
 
     // Statistics: every label the two maps agree on within 0.1 %; a label at a differing voxel
     // (the float16 ties above) can differ by those voxels: its volume within 5 %, its mean not
@@ -144,6 +150,20 @@ TEST(TotalSegmentatorParityRoi, CropsAndRunsOnlyTheNeededParts) {
     EXPECT_EQ(run.report.stages[2].region.size, (std::array<int64_t, 3>{44, 53, 34}));
 }
 
+// A crop task (lung_nodules): its crop model ran first and the task's network on the box of the
+// five lung lobes grown by 20 mm, the box TotalSegmentator cropped to ("cropping from (100, 100,
+// 60) to (44, 53, 34)"), on every run, without --labels.
+TEST(TotalSegmentatorParityCropTask, RunsOnTheBoxOfItsCropClasses) {
+    testing::TempDir dir;
+    const SegmentRun run =
+        segment(Case{"crop_task", "lung_nodules", "lung_nodules.nii.gz", {}, ""}, dir);
+    std::vector<std::string> ran;
+    for (const StageTrace& t : run.report.stages) ran.push_back(t.name);
+    EXPECT_EQ(ran, (std::vector<std::string>{"crop", "lung_nodules"}));
+    ASSERT_EQ(run.report.stages.size(), 2u);
+    EXPECT_EQ(run.report.stages[1].region.size, (std::array<int64_t, 3>{44, 53, 34}));
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Modes, TotalSegmentatorParity,
     ::testing::Values(
@@ -154,7 +174,9 @@ INSTANTIATE_TEST_SUITE_P(
              "total",
              "total_roi.nii.gz",
              {"lung_upper_lobe_left", "rib_left_4"},
-             "total_roi_statistics.json"}),
+             "total_roi_statistics.json"},
+        // lung_nodules' two classes and background
+        Case{"crop_task", "lung_nodules", "lung_nodules.nii.gz", {}, "", false, 3}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
 }  // namespace

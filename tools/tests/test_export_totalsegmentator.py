@@ -28,10 +28,11 @@ def run(*args):
 class Tables(unittest.TestCase):
     def test_exportable_tasks(self):
         tasks = ets.exportable(ets.load_tables())
-        for t in ("total", "total_fast", "total_fastest", "total_mr", "total_mr_fast"):
+        for t in ("total", "total_fast", "total_fastest", "total_mr", "total_mr_fast",
+                  "lung_vessels", "lung_nodules", "liver_segments", "liver_lesions"):
             self.assertIn(t, tasks)
-        for t in ("lung_vessels", "body", "heartchambers_highres", "appendicular_bones",
-                  "brain_aneurysm"):
+        for t in ("liver_vessels", "teeth", "headneck_muscles", "body", "heartchambers_highres",
+                  "appendicular_bones", "brain_aneurysm"):
             self.assertNotIn(t, tasks)
         out = run("/nonexistent", "--list")
         self.assertEqual(out.returncode, 0, out.stderr)
@@ -59,7 +60,10 @@ class Refusals(unittest.TestCase):
             o = os.path.join(d, "pkg")
             self.expect_error([d, "--task", "nope", "-o", o], "unknown task 'nope'")
             self.expect_error([d, "--task", "heartchambers_highres", "-o", o], "licence-only")
-            self.expect_error([d, "--task", "liver_vessels", "-o", o], "crop", "exportable tasks")
+            self.expect_error([d, "--task", "liver_vessels", "-o", o], "does not resample",
+                              "exportable tasks")
+            self.expect_error([d, "--task", "teeth", "-o", o], "crop_model = 'craniofacial")
+            self.expect_error([d, "--task", "headneck_muscles", "-o", o], "part models")
             self.expect_error([d, "--task", "body", "-o", o], "largest body_trunc blob")
             self.expect_error([d, "--task", "aorta_annulus", "-o", o], "licence-only")
             self.assertFalse(os.path.exists(o))
@@ -78,6 +82,12 @@ class Refusals(unittest.TestCase):
                               "does not exist", "nnUNetTrainer__nnUNetPlans__3d_fullres")
             self.expect_error([d, "--task", "total", "-o", o],
                               "no Dataset298_* folder", "--roi_subset crop model")
+            # a crop task's crop model: 6 mm (298), 3 mm (297) for tasks marked robust_crop
+            self.expect_error([d, "--task", "lung_nodules", "-o", o],
+                              "no Dataset298_* folder", "task lung_nodules's crop model")
+            self.expect_error([d, "--task", "lung_vessels", "-o", o],
+                              "Dataset297_TotalSegmentator_total_3mm_1559subj",
+                              "task lung_vessels's crop model")
             self.assertEqual(sorted(os.listdir(d)),
                              ["Dataset297_TotalSegmentator_total_3mm_1559subj"])
 
