@@ -6,7 +6,10 @@
 
 #include <QFileInfo>
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cmath>
 
 namespace voxseg::ui {
 namespace {
@@ -60,6 +63,20 @@ EditController::EditController(ViewerState* state, QObject* parent)
     connect(state_, &ViewerState::labelTableChanged, this, [this] {
         if (!ending_) saveSegmentsToRecovery();
     });
+    // The preview follows the tool, label, masking (toolChanged), the slices (threshold) and
+    // a new image or label map.
+    connect(this, &EditController::toolChanged, this, &EditController::updatePreview);
+    connect(state_, &ViewerState::cursorChanged, this, [this] {
+        if (tool_ == EditTool::kThreshold) updatePreview();
+    });
+    auto reset = [this] {
+        previewer_.invalidate();
+        empty_labels_ = Volume();
+        preview_voxel_.reset();
+        updatePreview();
+    };
+    connect(state_, &ViewerState::imageChanged, this, reset);
+    connect(state_, &ViewerState::labelMapChanged, this, reset);
 }
 
 EditController::~EditController() {
@@ -137,10 +154,21 @@ void EditController::setOverwrite(edit::Overwrite o) {
     emit toolChanged();
 }
 
-void EditController::setRange(std::optional<std::pair<double, double>> range) {
-    if (range && range->first > range->second) std::swap(range->first, range->second);
+Status EditController::setRange(std::optional<std::pair<double, double>> range) {
+    if (range && range->first > range->second) {
+        const Status s(StatusCode::kInvalidArgument,
+                       fmt::format("intensity range: the lower bound {} is above the upper bound "
+                                   "{}; the range stays {}",
+                                   range->first, range->second,
+                                   range_ ? fmt::format("{}..{}", range_->first, range_->second)
+                                          : std::string("off")));
+        emit editFailed(QString::fromStdString(s.message()));
+        return s;
+    }
+    if (range == range_) return Status::ok();
     range_ = range;
     emit toolChanged();
+    return Status::ok();
 }
 
 edit::EditOp EditController::baseOp(edit::OpKind kind) const {
@@ -200,6 +228,9 @@ Status EditController::run(const std::function<Result<edit::ApplyReport>()>& op)
             if (r->changedAnything()) {
                 ++edits_;
                 stats_timer_->start();
+                previewer_.invalidate();
+                preview_voxel_.reset();
+                updatePreview();
             }
         } else {
             s = r.status();
@@ -233,46 +264,136 @@ bool EditController::press(ViewAxis view, const Vec3& p) {
             (void)run([&] { return session_->beginStroke(op); });
             break;
         }
-        case EditTool::kLevelTrace: {
-            edit::EditOp op = baseOp(OpKind::kLevelTrace);
-            op.min.reset();
-            op.max.reset();
-            op.plane = planeOfView(view);
-            op.points = {p};
-            (void)run([&] { return session_->apply(op); });
-            break;
-        }
-        case EditTool::kGrow: {
-            edit::EditOp op = baseOp(OpKind::kFloodFill);
-            if (!range_) {
-                const Vec3 idx = state_->image().geometry().physicalToIndex(p);
-                const double v = state_->imageValue(
-                    {std::llround(idx[0]), std::llround(idx[1]), std::llround(idx[2])});
-                op.min = v - grow_tolerance_;
-                op.max = v + grow_tolerance_;
-            }
-            op.in_slice = !sphere_;
-            op.plane = planeOfView(view);
-            op.points = {p};
-            (void)run([&] { return session_->apply(op); });
-            break;
-        }
+        case EditTool::kLevelTrace:
+        case EditTool::kGrow:
         case EditTool::kThreshold: {
-            if (!range_) {
-                emit editFailed("threshold: set an intensity range (masking) first");
+            auto op = clickOp(view, p);
+            if (!op.isOk()) {
+                emit editFailed(QString::fromStdString(op.status().message()));
                 return true;
             }
-            edit::EditOp op = baseOp(OpKind::kThreshold);
-            op.in_slice = !sphere_;
-            op.plane = planeOfView(view);
-            op.points = {p};
-            (void)run([&] { return session_->apply(op); });
+            if (op.value()) (void)run([&] { return session_->apply(**op); });
             break;
         }
         case EditTool::kNone:
             return false;
     }
     return true;
+}
+
+Result<std::optional<edit::EditOp>> EditController::clickOp(ViewAxis view, const Vec3& p) const {
+    using edit::OpKind;
+    std::optional<edit::EditOp> none;
+    edit::EditOp op;
+    switch (tool_) {
+        case EditTool::kLevelTrace:
+            op = baseOp(OpKind::kLevelTrace);
+            op.min.reset();
+            op.max.reset();
+            break;
+        case EditTool::kGrow:
+            op = baseOp(OpKind::kFloodFill);
+            if (!range_) {
+                const Vec3 idx = state_->image().geometry().physicalToIndex(p);
+                const std::array<int64_t, 3> v{std::llround(idx[0]), std::llround(idx[1]),
+                                               std::llround(idx[2])};
+                if (!state_->inside(v)) return none;
+                const double value = state_->imageValue(v);
+                op.min = value - grow_tolerance_;
+                op.max = value + grow_tolerance_;
+            }
+            op.in_slice = !sphere_;
+            break;
+        case EditTool::kThreshold:
+            if (!range_)
+                return Status(StatusCode::kFailedPrecondition,
+                              "threshold: set an intensity range (masking) first");
+            op = baseOp(OpKind::kThreshold);
+            op.in_slice = !sphere_;
+            break;
+        default:
+            return none;
+    }
+    op.plane = planeOfView(view);
+    op.points = {p};
+    return std::optional<edit::EditOp>(op);
+}
+
+const Volume* EditController::previewLabels() {
+    if (session_) return &session_->labelMap();
+    if (state_->hasLabelMap()) {
+        const PixelType t = state_->labelMap().pixelType();
+        return t == PixelType::kUInt8 || t == PixelType::kUInt16 ? &state_->labelMap() : nullptr;
+    }
+    if (empty_labels_.empty())
+        empty_labels_ = Volume::allocate<uint8_t>(state_->image().geometry());
+    return &empty_labels_;
+}
+
+void EditController::updatePreview() {
+    const bool click_tool =
+        tool_ == EditTool::kThreshold || tool_ == EditTool::kGrow || tool_ == EditTool::kLevelTrace;
+    const bool had = preview_.has_value();
+    preview_.reset();
+    preview_op_.reset();
+    const Volume* labels = click_tool && state_->hasImage() ? previewLabels() : nullptr;
+    std::vector<edit::EditOp> ops;
+    if (labels && tool_ == EditTool::kThreshold && range_) {
+        // Each view's slice through the crosshair (the 3D threshold's cut there too).
+        const auto c = state_->cursor();
+        const Vec3 point = state_->image().geometry().indexToPhysical(
+            {static_cast<double>(c[0]), static_cast<double>(c[1]), static_cast<double>(c[2])});
+        for (ViewAxis v : {ViewAxis::kAxial, ViewAxis::kCoronal, ViewAxis::kSagittal}) {
+            auto op = clickOp(v, point);
+            if (!op.isOk() || !op.value()) continue;
+            op.value()->in_slice = true;
+            ops.push_back(**op);
+        }
+    } else if (labels && tool_ != EditTool::kThreshold && brush_centre_) {
+        auto op = clickOp(brush_view_, *brush_centre_);
+        if (op.isOk() && op.value()) ops.push_back(**op);
+    }
+    for (const edit::EditOp& op : ops) {
+        auto r = previewer_.preview(state_->image(), *labels, op);
+        if (!r.isOk()) continue;  // e.g. the mouse left the image: nothing to show
+        if (!preview_) {
+            preview_ = std::move(*r);
+            preview_op_ = op;
+            continue;
+        }
+        // Union of the views' slices (their crossing lines appear twice).
+        std::vector<std::pair<int64_t, int>> merged;
+        for (size_t n = 0; n < preview_->voxels.size(); ++n)
+            merged.push_back({preview_->voxels[n], preview_->values[n]});
+        for (size_t n = 0; n < r->voxels.size(); ++n)
+            merged.push_back({r->voxels[n], r->values[n]});
+        std::sort(merged.begin(), merged.end());
+        merged.erase(std::unique(merged.begin(), merged.end()), merged.end());
+        preview_->voxels.clear();
+        preview_->values.clear();
+        for (const auto& [v, value] : merged) {
+            preview_->voxels.push_back(v);
+            preview_->values.push_back(value);
+        }
+        for (int a = 0; a < 3; ++a) {
+            if (r->empty()) break;
+            preview_->box_lo[a] =
+                preview_->empty() ? r->box_lo[a] : std::min(preview_->box_lo[a], r->box_lo[a]);
+            preview_->box_hi[a] = std::max(preview_->box_hi[a], r->box_hi[a]);
+        }
+    }
+    if (!had && !preview_) return;
+    ++preview_generation_;
+    emit previewChanged();
+}
+
+void EditController::cancelPreview() {
+    preview_voxel_.reset();
+    if (!preview_) return;
+    preview_.reset();
+    preview_op_.reset();
+    ++preview_generation_;
+    emit previewChanged();
 }
 
 void EditController::drag(ViewAxis view, const Vec3& p) {
@@ -293,6 +414,17 @@ void EditController::hover(ViewAxis view, std::optional<Vec3> p) {
     brush_centre_ = p;
     brush_view_ = view;
     if (tool_ == EditTool::kPaint || tool_ == EditTool::kErase) emit brushChanged();
+    if (tool_ != EditTool::kGrow && tool_ != EditTool::kLevelTrace) return;
+    // Grow and level trace preview the region from the voxel under the mouse (recomputed only
+    // when that voxel changes).
+    std::optional<std::array<int64_t, 3>> voxel;
+    if (p && state_->hasImage()) {
+        const Vec3 idx = state_->image().geometry().physicalToIndex(*p);
+        voxel = {std::llround(idx[0]), std::llround(idx[1]), std::llround(idx[2])};
+    }
+    if (voxel == preview_voxel_ && (!voxel || preview_)) return;
+    preview_voxel_ = voxel;
+    updatePreview();
 }
 
 Status EditController::apply(const edit::EditOp& op) {
@@ -314,7 +446,7 @@ Status EditController::keepLargestIsland() {
     op.island_mode = edit::IslandMode::kKeepLargest;
     op.label = label_;
     op.connectivity = 26;
-    return apply(op);
+    return islands(op, "Keep largest island");
 }
 
 Status EditController::removeSmallIslands(double min_ml) {
@@ -324,7 +456,36 @@ Status EditController::removeSmallIslands(double min_ml) {
     op.min_ml = min_ml;
     op.label = label_;
     op.connectivity = 26;
-    return apply(op);
+    return islands(op, QString("Remove islands under %1 mL").arg(min_ml));
+}
+
+Status EditController::islands(const edit::EditOp& op, const QString& what) {
+    // What it removes, counted before it runs: the removed voxels and their components (each a
+    // whole island of the label).
+    int64_t removed = 0, count = 0;
+    if (ensureSession().isOk()) {
+        auto p = previewer_.preview(state_->image(), session_->labelMap(), op);
+        if (p.isOk()) {
+            removed = static_cast<int64_t>(p->voxels.size());
+            count =
+                edit::countComponents(p->voxels, state_->image().geometry().size, op.connectivity);
+        }
+    }
+    VOXSEG_RETURN_IF_ERROR(apply(op));
+    const Vec3 sp = state_->image().geometry().spacing;
+    const double ml = static_cast<double>(removed) * sp[0] * sp[1] * sp[2] / 1000.0;
+    const QString label =
+        QString("%1 (%2)").arg(QString::fromStdString(state_->labelName(op.label))).arg(op.label);
+    last_report_ = removed == 0 ? QString("%1 of %2: nothing removed").arg(what, label)
+                                : QString("%1 of %2: removed %3 island%4, %5 voxels, %6 mL")
+                                      .arg(what, label)
+                                      .arg(count)
+                                      .arg(count == 1 ? "" : "s")
+                                      .arg(removed)
+                                      .arg(ml, 0, 'f', ml < 10 ? 3 : 1);
+    log::info(kComponent, "{}", last_report_.toStdString());
+    emit reported(last_report_);
+    return Status::ok();
 }
 
 Status EditController::smooth(edit::OpKind kind, double radius_mm) {

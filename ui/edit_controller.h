@@ -3,8 +3,12 @@
 // Slicer's masking options (intensity range, overwrite policy), and the edit::EditSession that
 // applies, undoes and journals the ops. Views hand it mouse positions in patient LPS mm;
 // toolbar buttons run one-shot ops (fill between slices, islands, smoothing, margin, undo,
-// redo). After each op the ViewerState is told which box and labels changed, so the three
-// views redraw at once and the 3D view re-meshes only those labels.
+// redo). Threshold, grow and level trace show what a click would paint before it is committed
+// (preview(): threshold the in-range voxels of each view's slice, grow and level trace the
+// region from the voxel under the mouse), computed by edit/edit_preview.h with the op the click
+// will apply. The default masking protects other labels (only background is painted); the
+// islands ops say what they removed. After each op the ViewerState is told which box and labels
+// changed, so the three views redraw at once and the 3D view re-meshes only those labels.
 //
 // The session starts on the first edit of a shown label map (or on a new empty one); its
 // journal goes to the recovery folder under recoveryRoot() so that a killed viewer's edits are
@@ -12,6 +16,7 @@
 #pragma once
 
 #include "core/status.h"
+#include "edit/edit_preview.h"
 #include "edit/session.h"
 #include "ui/mpr_slice.h"
 
@@ -54,11 +59,13 @@ class EditController : public QObject {
     // Sphere (3D) or disk in the view's plane; also threshold/grow in 3D or in the slice.
     bool sphere() const { return sphere_; }
     void setSphere(bool on);
+    // Default: only background (a click never paints over another label).
     const edit::Overwrite& overwrite() const { return overwrite_; }
     void setOverwrite(edit::Overwrite o);
-    // Intensity range masking (inclusive, image units); nullopt when off.
+    // Intensity range masking (inclusive, image units); nullopt when off. A range whose lower
+    // bound is above its upper one is refused (error; the range stays as it was).
     std::optional<std::pair<double, double>> range() const { return range_; }
-    void setRange(std::optional<std::pair<double, double>> range);
+    Status setRange(std::optional<std::pair<double, double>> range);
     // Grow without a range: the seed's value +- this.
     double growTolerance() const { return grow_tolerance_; }
     void setGrowTolerance(double t) { grow_tolerance_ = t; }
@@ -77,7 +84,18 @@ class EditController : public QObject {
         return brush_centre_ && (tool_ == EditTool::kPaint || tool_ == EditTool::kErase);
     }
 
+    // What a click of the current tool would paint (threshold, grow, level trace), drawn over
+    // the views; nullptr when there is nothing to show. Recomputed when the tool, label,
+    // masking, slices or the voxel under the mouse change; a click commits exactly these
+    // voxels (in the clicked slice; threshold with Sphere: in 3D), cancelPreview() (Esc) drops it.
+    const edit::EditPreview* preview() const {
+        return preview_ && !preview_->empty() ? &*preview_ : nullptr;
+    }
+    int previewGeneration() const { return preview_generation_; }
+    void cancelPreview();
+
     // One-shot ops on the active label; errors are returned (and emitted as editFailed).
+    // The islands ops report what they removed (lastReport(), the log and reported()).
     Status fillBetweenSlices(ViewAxis view);
     Status keepLargestIsland();
     Status removeSmallIslands(double min_ml);
@@ -85,6 +103,9 @@ class EditController : public QObject {
     Status margin(double mm);                            // > 0 grows, < 0 shrinks
     Status clearLabel(int value);                        // every voxel of `value` to 0
     Status apply(const edit::EditOp& op);                // any op (tests, scripts)
+    // The message of the last one-shot op that reports (islands): "Keep largest island of
+    // Liver (1): removed 3 islands, 1234 voxels, 5.61 mL".
+    const QString& lastReport() const { return last_report_; }
     Status undo();
     Status redo();
     bool canUndo() const { return session_ && session_->editor().canUndo(); }
@@ -121,9 +142,18 @@ class EditController : public QObject {
     void historyChanged();  // undo/redo availability, dirty state
     void brushChanged();
     void editFailed(const QString& message);
+    void reported(const QString& message);  // what a one-shot op did (status bar)
+    void previewChanged();
 
   private:
     Status run(const std::function<Result<edit::ApplyReport>()>& op);
+    // The op a click of the current tool at `point` in `view` applies; nullopt without one
+    // (error: why, e.g. threshold without a range).
+    Result<std::optional<edit::EditOp>> clickOp(ViewAxis view, const Vec3& point) const;
+    void updatePreview();
+    // The label map previews run on: the session's, the shown one, or an empty one.
+    const Volume* previewLabels();
+    Status islands(const edit::EditOp& op, const QString& what);
     edit::EditOp baseOp(edit::OpKind kind) const;
     std::string sourceKey() const;
     std::string seriesUid() const;
@@ -135,7 +165,7 @@ class EditController : public QObject {
     int label_ = 1;
     double radius_mm_ = 5.0;
     bool sphere_ = false;
-    edit::Overwrite overwrite_;
+    edit::Overwrite overwrite_{edit::Overwrite::Mode::kBackground, 0};
     std::optional<std::pair<double, double>> range_;
     double grow_tolerance_ = 100.0;
     std::optional<Vec3> brush_centre_;
@@ -148,6 +178,13 @@ class EditController : public QObject {
     bool stats_running_ = false;
     QList<QPointer<QThread>> threads_;
     bool ending_ = false;
+    edit::EditPreviewer previewer_;
+    std::optional<edit::EditPreview> preview_;
+    std::optional<edit::EditOp> preview_op_;  // the op(s) preview_ shows (threshold: the first)
+    std::optional<std::array<int64_t, 3>> preview_voxel_;  // the hovered voxel it was made for
+    int preview_generation_ = 0;
+    Volume empty_labels_;  // previews before any label map exists
+    QString last_report_;
 };
 
 }  // namespace voxseg::ui

@@ -14,6 +14,12 @@
 #include <QToolButton>
 
 namespace voxseg::ui {
+namespace {
+
+constexpr const char* kRangeMinTip = "Lower bound of the intensity range (inclusive)";
+constexpr const char* kRangeMaxTip = "Upper bound of the intensity range (inclusive)";
+
+}  // namespace
 
 EditToolbar::EditToolbar(EditController* controller, ViewerState* state,
                          std::function<ViewAxis()> focused_view, QWidget* parent)
@@ -31,11 +37,14 @@ EditToolbar::EditToolbar(EditController* controller, ViewerState* state,
         {EditTool::kPaint, "Paint", Qt::Key_1, "paint the active label with the brush"},
         {EditTool::kErase, "Erase", Qt::Key_2, "erase with the brush"},
         {EditTool::kLevelTrace, "Level trace", Qt::Key_3,
-         "click: the region at least as bright as the clicked pixel, in the slice"},
+         "the region at least as bright as the pixel under the mouse, in the slice, is "
+         "previewed; a click paints it, Esc cancels"},
         {EditTool::kGrow, "Grow", Qt::Key_4,
-         "click: flood fill from the seed within the intensity range (or seed +- 100)"},
+         "the flood fill from the voxel under the mouse within the intensity range (or its "
+         "value +- 100) is previewed; a click paints it, Esc cancels"},
         {EditTool::kThreshold, "Threshold", Qt::Key_5,
-         "click: every voxel in the intensity range (in the slice, or 3D with Sphere)"},
+         "the voxels in the intensity range are previewed in each view's slice; a click paints "
+         "them (in the slice, or 3D with Sphere), Esc cancels"},
     };
     for (const ToolSpec& t : specs) {
         QAction* a = addAction(t.text);
@@ -136,15 +145,22 @@ EditToolbar::EditToolbar(EditController* controller, ViewerState* state,
     for (QDoubleSpinBox* b : {range_min_, range_max_}) {
         b->setRange(-1e6, 1e6);
         b->setDecimals(0);
+        // A value counts when it is entered (Enter, leaving the field, the arrows), not at
+        // every digit typed: "2" on the way to "250" is not a range.
+        b->setKeyboardTracking(false);
         addWidget(b);
     }
     range_min_->setObjectName("mask_min");
     range_max_->setObjectName("mask_max");
+    range_min_->setToolTip(kRangeMinTip);
+    range_max_->setToolTip(kRangeMaxTip);
     range_min_->setValue(-100);
     range_max_->setValue(300);
     overwrite_ = new QComboBox(this);
     overwrite_->setObjectName("mask_overwrite");
-    overwrite_->setToolTip("Masking: which voxels painting may change");
+    overwrite_->setToolTip(
+        "Masking: which voxels painting may change (default: only background, so other labels "
+        "are never painted over)");
     addWidget(overwrite_);
 
     connect(label_, &QComboBox::activated, this, [this](int i) {
@@ -182,10 +198,19 @@ QAction* EditToolbar::toolAction(int tool) const {
 
 void EditToolbar::pushMasking() {
     if (syncing_) return;
+    // Lower above upper is refused, and the fields say so (the range in force stays).
+    range_valid_ = range_min_->value() <= range_max_->value();
+    const QString why = QString("lower %1 is above upper %2: the range is not applied")
+                            .arg(range_min_->value())
+                            .arg(range_max_->value());
+    for (QDoubleSpinBox* b : {range_min_, range_max_})
+        b->setStyleSheet(range_valid_ ? QString() : "QDoubleSpinBox { background: #f2b8b5; }");
+    range_min_->setToolTip(range_valid_ ? kRangeMinTip : why);
+    range_max_->setToolTip(range_valid_ ? kRangeMaxTip : why);
     if (range_on_->isChecked())
-        edit_->setRange(std::pair{range_min_->value(), range_max_->value()});
+        (void)edit_->setRange(std::pair{range_min_->value(), range_max_->value()});
     else
-        edit_->setRange(std::nullopt);
+        (void)edit_->setRange(std::nullopt);
     edit::Overwrite o;
     const int v = overwrite_->currentData().toInt();
     o.mode = v == -1  ? edit::Overwrite::Mode::kAll
@@ -198,7 +223,8 @@ void EditToolbar::pushMasking() {
 void EditToolbar::rebuildLabels() {
     syncing_ = true;
     label_->clear();
-    const int over = overwrite_->currentData().isValid() ? overwrite_->currentData().toInt() : -1;
+    // Default: only background (a click never paints over another label).
+    const int over = overwrite_->currentData().isValid() ? overwrite_->currentData().toInt() : 0;
     overwrite_->clear();
     overwrite_->addItem("Overwrite all", -1);
     overwrite_->addItem("Only background", 0);

@@ -3,7 +3,8 @@
 // (6 fill between slices in the focused view's plane, 7 keep the largest island, remove small
 // islands, smoothing, margin), undo Ctrl+Z / redo Ctrl+Y, the active label, brush radius in mm
 // (also Shift+wheel in a view), sphere/disk, and the masking options (intensity range, overwrite
-// policy). Everything goes to an EditController; the bar follows its signals. GUI thread only.
+// policy, "only background" by default; a range with lower > upper is marked and not applied).
+// Everything goes to an EditController; the bar follows its signals. GUI thread only.
 #pragma once
 
 #include "ui/mpr_slice.h"
@@ -42,6 +43,8 @@ class EditToolbar : public QToolBar {
     QDoubleSpinBox* rangeMinBox() const { return range_min_; }
     QDoubleSpinBox* rangeMaxBox() const { return range_max_; }
     QComboBox* overwriteBox() const { return overwrite_; }
+    // false while the range fields hold lower > upper (marked red; not applied).
+    bool rangeValid() const { return range_valid_; }
 
   private:
     void syncFromController();
@@ -63,6 +66,7 @@ class EditToolbar : public QToolBar {
     QDoubleSpinBox* range_max_;
     QComboBox* overwrite_;
     bool syncing_ = false;
+    bool range_valid_ = true;
 };
 
 }  // namespace voxseg::ui

@@ -22,6 +22,7 @@
 #include "ui/surface_view.h"
 #include "ui/viewer_state.h"
 
+#include <QAbstractSpinBox>
 #include <QApplication>
 #include <QCloseEvent>
 #include <QComboBox>
@@ -34,10 +35,13 @@
 #include <QFileInfo>
 #include <QGridLayout>
 #include <QHBoxLayout>
+#include <QKeyEvent>
 #include <QLabel>
+#include <QLineEdit>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
+#include <QPlainTextEdit>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QRegularExpression>
@@ -45,6 +49,7 @@
 #include <QSlider>
 #include <QStandardPaths>
 #include <QStatusBar>
+#include <QTextEdit>
 #include <QToolBar>
 
 #include <atomic>
@@ -117,6 +122,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), state_(new Viewer
     });
     updateActions();
     resize(1400, 860);
+    qApp->installEventFilter(this);
 }
 
 MainWindow::~MainWindow() {
@@ -276,8 +282,10 @@ void MainWindow::buildMenus() {
     seg->addAction("&Cancel task / no edit tool", QKeySequence(Qt::Key_Escape), this, [this] {
         if (busy_)
             cancelTask();
-        else if (edit_)
+        else if (edit_) {
+            edit_->cancelPreview();  // nothing previewed is committed
             edit_->setTool(EditTool::kNone);
+        }
     });
     seg->addSeparator();
     outline_action_ =
@@ -958,12 +966,50 @@ void MainWindow::buildEditing() {
         last_error_ = message;
         statusBar()->showMessage(message, 8000);
     });
+    connect(edit_, &EditController::reported, this,
+            [this](const QString& message) { statusBar()->showMessage(message, 15000); });
     connect(edit_, &EditController::historyChanged, this, [this] {
         setWindowTitle(windowTitle().remove(QRegularExpression("^\\* ")));
         if (edit_->dirty()) setWindowTitle("* " + windowTitle());
     });
     label_table_->setClearLabel([this](int value) { return edit_->clearLabel(value); });
     connect(label_table_, &LabelTable::labelActivated, edit_, &EditController::setActiveLabel);
+}
+
+bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
+    if (event->type() != QEvent::KeyPress) return QMainWindow::eventFilter(watched, event);
+    auto* w = qobject_cast<QWidget*>(watched);
+    if (!w || w->window() != this || qobject_cast<MprView*>(w)) return false;
+    // A text field keeps every key typed into it.
+    if (qobject_cast<QLineEdit*>(w) || qobject_cast<QAbstractSpinBox*>(w) ||
+        qobject_cast<QTextEdit*>(w) || qobject_cast<QPlainTextEdit*>(w))
+        return false;
+    if (auto* combo = qobject_cast<QComboBox*>(w); combo && combo->isEditable()) return false;
+    auto* key = static_cast<QKeyEvent*>(event);
+    if (key->modifiers() & ~Qt::KeypadModifier) return false;
+    switch (key->key()) {
+        case Qt::Key_Up:
+        case Qt::Key_Down:
+        case Qt::Key_Left:
+        case Qt::Key_Right:
+        case Qt::Key_PageUp:
+        case Qt::Key_PageDown:
+        case Qt::Key_Home:
+        case Qt::Key_End:
+            break;
+        default:
+            return false;
+    }
+    if (routing_key_) return false;  // a view that ignored it: its parents' turn, not again
+    for (MprView* v : views_) {
+        if (!v->isVisible() || !v->mouseOver()) continue;
+        QKeyEvent copy(key->type(), key->key(), key->modifiers(), key->text());
+        routing_key_ = true;
+        QApplication::sendEvent(v, &copy);
+        routing_key_ = false;
+        return true;
+    }
+    return false;
 }
 
 bool MainWindow::hasRecoverableEdits() const { return pending_recovery_.has_value(); }

@@ -1,10 +1,12 @@
 // voxseg-viewer's main window: MPR views (1x3, or 2x2 with the 3D view), series browser, label
 // table and log panel docks, menus with shortcuts, drag and drop, recent files (QSettings), and
 // the background tasks (scan, load, segmentation load, model run) with a progress bar and
-// cancel. Every operation goes through the same libraries as the CLI: pipeline::loadStudy,
-// io::scanDicom/loadSeries, io::readImage/writeImage, io::readDicomSeg/writeDicomSeg,
-// pipeline::Segmenter, pipeline::computeStatistics. Errors go to a (non-blocking) message box and
-// the log; the window never blocks on I/O or inference. GUI thread only.
+// cancel. Single-key shortcuts never type into a field: a text field with the focus keeps its
+// keys, and the views' keys follow the mouse (eventFilter). Every operation goes through the same
+// libraries as the CLI: pipeline::loadStudy, io::scanDicom/loadSeries, io::readImage/writeImage,
+// io::readDicomSeg/writeDicomSeg, pipeline::Segmenter, pipeline::computeStatistics. Errors go to a
+// (non-blocking) message box and the log; the window never blocks on I/O or inference. GUI thread
+// only.
 #pragma once
 
 #include "core/progress.h"
@@ -131,6 +133,9 @@ class MainWindow : public QMainWindow {
     void dragEnterEvent(QDragEnterEvent* event) override;
     void dropEvent(QDropEvent* event) override;
     void closeEvent(QCloseEvent* event) override;
+    // Keys of the views (slices, zoom) typed while the mouse is over a view and the focus is on
+    // something that is not a text field (the label table, a button) go to that view.
+    bool eventFilter(QObject* watched, QEvent* event) override;
 
   private:
     template <typename R>
@@ -204,6 +209,7 @@ class MainWindow : public QMainWindow {
     std::string algorithm_name_ = "voxseg-viewer";
     std::string algorithm_version_ = "0";
     bool interactive_ = true;
+    bool routing_key_ = false;
     QString last_error_;
 };
 

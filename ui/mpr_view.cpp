@@ -3,6 +3,7 @@
 #include "ui/edit_controller.h"
 #include "ui/viewer_state.h"
 
+#include <QApplication>
 #include <QKeyEvent>
 #include <QMouseEvent>
 #include <QPainter>
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 namespace voxseg::ui {
 namespace {
@@ -51,11 +53,29 @@ MprView::MprView(ViewerState* state, ViewAxis axis, QWidget* parent)
     connect(state_, &ViewerState::cursorChanged, this, &MprView::onCursorChanged);
     connect(state_, &ViewerState::labelVoxelsChanged, this,
             [this](const IndexBox& box, const std::vector<int>&) { onLabelVoxelsChanged(box); });
+    // A click that brings the focus back from a field or the table only focuses (focusChanged
+    // comes after focusInEvent, with the widget that had the focus).
+    connect(qApp, &QApplication::focusChanged, this, [this](QWidget* old, QWidget* now) {
+        if (now != this) return;
+        focus_click_ = mouse_focus_ && old && !qobject_cast<MprView*>(old);
+        mouse_focus_ = false;
+    });
+}
+
+void MprView::focusInEvent(QFocusEvent* e) {
+    mouse_focus_ = e->reason() == Qt::MouseFocusReason;
+    QWidget::focusInEvent(e);
+}
+
+void MprView::enterEvent(QEnterEvent* e) {
+    mouse_over_ = true;
+    QWidget::enterEvent(e);
 }
 
 void MprView::setEditController(EditController* controller) {
     edit_ = controller;
     connect(edit_, &EditController::brushChanged, this, qOverload<>(&QWidget::update));
+    connect(edit_, &EditController::previewChanged, this, qOverload<>(&QWidget::update));
     connect(edit_, &EditController::toolChanged, this, [this] {
         setCursor(edit_->tool() == EditTool::kNone ? Qt::ArrowCursor : Qt::CrossCursor);
     });
@@ -130,6 +150,70 @@ void MprView::drawBrush(QPainter& p) {
     p.setRenderHint(QPainter::Antialiasing, true);
     p.drawEllipse(c, cut * px_per_mm_x, cut * px_per_mm_y);
     p.setRenderHint(QPainter::Antialiasing, false);
+}
+
+const QImage& MprView::previewImage() {
+    const edit::EditPreview* pv = edit_ && state_->hasImage() ? edit_->preview() : nullptr;
+    const int64_t slice = state_->hasImage() ? state_->slice(axis_) : -1;
+    const std::pair<int, int64_t> key{pv ? edit_->previewGeneration() : -1, slice};
+    if (key == preview_key_) return preview_image_;
+    preview_key_ = key;
+    preview_pixels_ = 0;
+    preview_image_ = QImage();
+    const SliceFrame& f = state_->frame(axis_);
+    if (!pv || slice < pv->box_lo[f.axis_n] || slice > pv->box_hi[f.axis_n]) return preview_image_;
+    const int64_t w = f.width, h = f.height;
+    const auto size = state_->image().geometry().size;
+    std::vector<int> mask(static_cast<size_t>(w * h), -1);  // the value each pixel would get
+    for (size_t n = 0; n < pv->voxels.size(); ++n) {
+        const int64_t idx = pv->voxels[n];
+        const std::array<int64_t, 3> v{idx % size[0], (idx / size[0]) % size[1],
+                                       idx / (size[0] * size[1])};
+        if (v[f.axis_n] != slice) continue;
+        const auto s = f.screen(v);
+        mask[static_cast<size_t>(s[1] * w + s[0])] = pv->values[n];
+    }
+    preview_image_ = QImage(static_cast<int>(w), static_cast<int>(h), QImage::Format_ARGB32);
+    preview_image_.fill(Qt::transparent);
+    std::map<int, QColor> fills;
+    for (int64_t y = 0; y < h; ++y)
+        for (int64_t x = 0; x < w; ++x) {
+            const int value = mask[static_cast<size_t>(y * w + x)];
+            if (value < 0) continue;
+            ++preview_pixels_;
+            // Its outline in light yellow, the inside in the label's colour, see-through.
+            auto in = [&](int64_t xx, int64_t yy) {
+                return xx >= 0 && yy >= 0 && xx < w && yy < h &&
+                       mask[static_cast<size_t>(yy * w + xx)] >= 0;
+            };
+            const bool edge = !in(x - 1, y) || !in(x + 1, y) || !in(x, y - 1) || !in(x, y + 1);
+            QColor c(255, 240, 120, 230);
+            if (!edge) {
+                auto it = fills.find(value);
+                if (it == fills.end()) {
+                    // A value without a row yet gets the colour its new row will get.
+                    const int row = state_->rowOfLabel(value);
+                    const auto rgb = row >= 0 ? state_->labels()[static_cast<size_t>(row)].color
+                                              : pipeline::labelColor({}, value);
+                    it = fills.emplace(value, QColor(rgb[0], rgb[1], rgb[2], 150)).first;
+                }
+                c = it->second;
+            }
+            preview_image_.setPixelColor(static_cast<int>(x), static_cast<int>(y), c);
+        }
+    return preview_image_;
+}
+
+int MprView::previewPixels() {
+    (void)previewImage();
+    return preview_pixels_;
+}
+
+void MprView::drawPreview(QPainter& p) {
+    const QImage& img = previewImage();
+    if (img.isNull()) return;
+    p.setRenderHint(QPainter::SmoothPixmapTransform, false);
+    p.drawImage(imageRect(), img);
 }
 
 void MprView::setZoom(double zoom) {
@@ -224,6 +308,7 @@ void MprView::paintEvent(QPaintEvent*) {
     const QRectF r = imageRect();
     p.setRenderHint(QPainter::SmoothPixmapTransform, smooth_);
     p.drawImage(r, image_);
+    drawPreview(p);
 
     // Crosshair through the cursor, with a gap around it so the voxel stays visible.
     const SliceFrame& f = state_->frame(axis_);
@@ -292,8 +377,13 @@ void MprView::moveCrosshairTo(const QPointF& p) {
 }
 
 void MprView::mousePressEvent(QMouseEvent* e) {
+    const bool focus_click = focus_click_;
+    focus_click_ = false;
     if (!state_->hasImage()) return;
     drag_start_ = e->position();
+    // The click that took the focus from a field or the table: nothing else (no crosshair
+    // move, no edit).
+    if (focus_click && e->button() == Qt::LeftButton) return;
     if (edit_ && e->button() == Qt::LeftButton && !(e->modifiers() & Qt::ShiftModifier)) {
         if (auto point = patientPointAt(e->position()); point && edit_->press(axis_, *point)) {
             drag_ = Drag::kEdit;
@@ -313,6 +403,7 @@ void MprView::mousePressEvent(QMouseEvent* e) {
 }
 
 void MprView::mouseMoveEvent(QMouseEvent* e) {
+    mouse_over_ = true;
     emit hovered(voxelAt(e->position()));
     const std::optional<Vec3> point = edit_ ? patientPointAt(e->position()) : std::nullopt;
     if (edit_) edit_->hover(axis_, point);
@@ -346,6 +437,7 @@ void MprView::mouseReleaseEvent(QMouseEvent*) {
 }
 
 void MprView::leaveEvent(QEvent*) {
+    mouse_over_ = false;
     emit hovered(std::nullopt);
     if (edit_) edit_->hover(axis_, std::nullopt);
 }

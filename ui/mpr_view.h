@@ -2,9 +2,12 @@
 // the label overlay, the linked crosshair, orientation letters, slice number and window. Pixels
 // come from ui/mpr_slice.h and are cached per slice, so a repaint that does not change the slice
 // only scales a QImage. Mouse: left = move the crosshair, right drag = window/level, middle or
-// Shift+left drag = pan, wheel = slice, Ctrl+wheel = zoom. Keys: Up/Down/PageUp/PageDown/Home/End
-// = slice, +/- = zoom, R = reset zoom and pan. Drawing is in logical coordinates (HiDPI-safe:
-// QPainter scales to device pixels; lines are cosmetic). GUI thread only.
+// Shift+left drag = pan, wheel = slice, Ctrl+wheel = zoom. A left click that takes the keyboard
+// focus from a field or the label table only focuses the view (the crosshair stays). An edit
+// tool's preview (EditController::preview) is drawn over the slice. Keys:
+// Up/Down/PageUp/PageDown/Home/End = slice, +/- = zoom, R = reset zoom and pan. Drawing is in
+// logical coordinates (HiDPI-safe: QPainter scales to device pixels; lines are cosmetic). GUI
+// thread only.
 #pragma once
 
 #include "core/geometry.h"
@@ -56,6 +59,11 @@ class MprView : public QWidget {
     QPointF widgetPointOfPatient(const Vec3& point_mm, double* plane_distance_mm = nullptr) const;
     // Label repaints after edits (tests: an edit must repaint each view exactly once).
     int labelRepaints() const { return label_repaints_; }
+    // Pixels of the shown slice the edit preview covers (0 without one); the overlay drawn.
+    int previewPixels();
+    const QImage& previewImage();
+    // Whether the mouse is over this view (keys of the views go to it: MainWindow).
+    bool mouseOver() const { return mouse_over_; }
 
     // The rendered slice (image + overlay) at its native size; for tests and screenshots.
     const QImage& sliceImage();
@@ -74,6 +82,8 @@ class MprView : public QWidget {
     void wheelEvent(QWheelEvent* event) override;
     void keyPressEvent(QKeyEvent* event) override;
     void leaveEvent(QEvent* event) override;
+    void enterEvent(QEnterEvent* event) override;
+    void focusInEvent(QFocusEvent* event) override;
 
   private:
     enum class Drag { kNone, kCrosshair, kWindow, kPan, kEdit };
@@ -86,6 +96,7 @@ class MprView : public QWidget {
     void moveCrosshairTo(const QPointF& p);
     void onLabelVoxelsChanged(const IndexBox& box);
     void drawBrush(QPainter& p);
+    void drawPreview(QPainter& p);
 
     ViewerState* state_;
     EditController* edit_ = nullptr;
@@ -104,6 +115,12 @@ class MprView : public QWidget {
     QPointF drag_start_;
     QPointF pan_start_;
     WindowLevel window_start_;
+    bool mouse_over_ = false;
+    bool mouse_focus_ = false;  // focus just came by a mouse press
+    bool focus_click_ = false;  // the next left press only took the focus
+    QImage preview_image_;
+    int preview_pixels_ = 0;
+    std::pair<int, int64_t> preview_key_{-1, -1};  // generation, slice of preview_image_
 };
 
 }  // namespace voxseg::ui

@@ -818,6 +818,23 @@ TEST_F(EditTest, ScreenshotsOfEditing) {
              picker->reject();
              return img;
          }},
+        {"viewer-preview.png",
+         [&] {
+             // Threshold's preview: the in-range voxels of each slice that a click would paint
+             // (background only: labelled voxels are left out).
+             window_->activateWindow();  // back from the code picker
+             EXPECT_TRUE(QTest::qWaitForWindowActive(window_.get()));
+             QTest::keyClick(window_.get(), Qt::Key_5);
+             EXPECT_EQ(edit()->tool(), EditTool::kThreshold);
+             window_->editToolbar()->rangeMinBox()->setValue(real ? -190 : 200);  // fat
+             window_->editToolbar()->rangeMaxBox()->setValue(real ? -30 : 400);
+             window_->editToolbar()->rangeBox()->setChecked(true);
+             edit()->setActiveLabel(real ? 2 : 1);
+             EXPECT_NE(edit()->preview(), nullptr);
+             EXPECT_GT(axial->previewPixels(), 0);
+             QTest::qWait(50);
+             return window_->grabViews(true);
+         }},
     };
     const char* out = std::getenv("VOXSEG_DOC_SCREENSHOTS");
     for (const auto& [name, grab] : shots) {
