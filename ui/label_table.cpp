@@ -3,6 +3,7 @@
 #include "ui/code_picker.h"
 #include "ui/viewer_state.h"
 
+#include <QAction>
 #include <QColorDialog>
 #include <QComboBox>
 #include <QHBoxLayout>
@@ -11,8 +12,10 @@
 #include <QMenu>
 #include <QPixmap>
 #include <QPushButton>
+#include <QScrollBar>
 #include <QSpinBox>
 #include <QTableWidget>
+#include <QTimer>
 #include <QToolButton>
 #include <QVBoxLayout>
 
@@ -29,8 +32,12 @@ constexpr edit::ReviewStatus kStatuses[] = {
     edit::ReviewStatus::kNotReviewed, edit::ReviewStatus::kAccepted, edit::ReviewStatus::kCorrected,
     edit::ReviewStatus::kRejected};
 
-QString codesText(const LabelEntry& e) {
-    return QString::fromStdString(e.category.meaning + " / " + e.type.meaning);
+// The type names the structure ("Liver"); the category is in the tooltip (the column stays
+// narrow enough for the dock).
+QString codesText(const LabelEntry& e) { return QString::fromStdString(e.type.meaning); }
+QString codesTip(const LabelEntry& e) {
+    return QString::fromStdString(e.category.meaning + " / " + e.type.meaning) +
+           "\nClick to pick the DICOM category and type (CID 7150 / 7151)";
 }
 
 }  // namespace
@@ -39,10 +46,32 @@ LabelTable::LabelTable(ViewerState* state, QWidget* parent) : QWidget(parent), s
     setObjectName("label_table");
     table_ = new QTableWidget(0, kColumns, this);
     table_->setHorizontalHeaderLabels(
-        {"Label", "Value", "Volume (mL)", "Voxels", "Opacity %", "Review", "Category / type"});
+        {"Label", "Review", "mL", "Type", "Value", "Voxels", "Opacity %"});
     table_->verticalHeader()->hide();
-    table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-    table_->horizontalHeader()->setStretchLastSection(true);
+    // The name takes what the others leave (elided; full in its tooltip); the rest fit their
+    // contents. Voxels (also in the mL tooltip) and opacity are shown from the header's context
+    // menu.
+    QHeaderView* header = table_->horizontalHeader();
+    header->setSectionResizeMode(QHeaderView::ResizeToContents);
+    header->setSectionResizeMode(kName, QHeaderView::Stretch);
+    header->setStretchLastSection(false);
+    header->setMinimumSectionSize(36);
+    table_->setColumnHidden(kVoxels, true);
+    table_->setColumnHidden(kOpacity, true);
+    table_->setTextElideMode(Qt::ElideRight);
+    table_->setWordWrap(false);
+    header->setContextMenuPolicy(Qt::CustomContextMenu);
+    connect(header, &QHeaderView::customContextMenuRequested, this, [this, header](QPoint p) {
+        QMenu menu(this);
+        for (int c = kStatus; c < kColumns; ++c) {
+            QAction* a = menu.addAction(table_->horizontalHeaderItem(c)->text());
+            a->setCheckable(true);
+            a->setChecked(!table_->isColumnHidden(c));
+            connect(a, &QAction::toggled, this,
+                    [this, c](bool on) { table_->setColumnHidden(c, !on); });
+        }
+        menu.exec(header->mapToGlobal(p));
+    });
     table_->setSelectionBehavior(QAbstractItemView::SelectRows);
     table_->setSelectionMode(QAbstractItemView::SingleSelection);
     table_->setEditTriggers(QAbstractItemView::DoubleClicked | QAbstractItemView::EditKeyPressed);
@@ -69,16 +98,51 @@ LabelTable::LabelTable(ViewerState* state, QWidget* parent) : QWidget(parent), s
     filter_->addItem("All statuses", -1);
     for (edit::ReviewStatus s : kStatuses)
         filter_->addItem(QString("Only ") + edit::reviewStatusName(s), static_cast<int>(s));
+    accept_next_ = new QPushButton("Accept + next", this);
+    accept_next_->setObjectName("accept_next");
+    accept_next_->setToolTip(
+        "Accept the selected label and select the next one not reviewed, with the crosshair on "
+        "it (A; C corrected, X rejected, N next without a status)");
+    progress_ = new QLabel(this);
+    progress_->setObjectName("review_progress");
     auto* row2 = new QHBoxLayout;
     row2->addWidget(add_);
     row2->addWidget(delete_);
     row2->addStretch();
     row2->addWidget(filter_);
+    auto* row3 = new QHBoxLayout;
+    row3->addWidget(accept_next_);
+    row3->addStretch();
+    row3->addWidget(progress_);
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(2, 2, 2, 2);
     layout->addLayout(row);
     layout->addLayout(row2);
+    layout->addLayout(row3);
     layout->addWidget(table_);
+    // The review keys: window shortcuts (a text field with the focus keeps its letters).
+    struct ReviewKey {
+        Qt::Key key;
+        const char* text;
+        std::optional<edit::ReviewStatus> status;
+    };
+    const ReviewKey keys[] = {
+        {Qt::Key_A, "Accept and next", edit::ReviewStatus::kAccepted},
+        {Qt::Key_C, "Corrected and next", edit::ReviewStatus::kCorrected},
+        {Qt::Key_X, "Rejected and next", edit::ReviewStatus::kRejected},
+        {Qt::Key_N, "Next label not reviewed", std::nullopt},
+    };
+    for (const ReviewKey& k : keys) {
+        auto* a = new QAction(k.text, this);
+        a->setShortcut(QKeySequence(k.key));
+        a->setShortcutContext(Qt::WindowShortcut);
+        a->setObjectName(QString("review_") + QChar(static_cast<char>(k.key)).toLower());
+        connect(a, &QAction::triggered, this, [this, status = k.status] { reviewAndNext(status); });
+        addAction(a);
+        if (k.key == Qt::Key_A) accept_next_action_ = a;
+    }
+    connect(accept_next_, &QPushButton::clicked, this,
+            [this] { reviewAndNext(edit::ReviewStatus::kAccepted); });
 
     connect(mode_, &QComboBox::currentIndexChanged, this, [this](int i) {
         if (!updating_) state_->setOverlayMode(i == 1 ? OverlayMode::kOutline : OverlayMode::kFill);
@@ -106,15 +170,7 @@ LabelTable::LabelTable(ViewerState* state, QWidget* parent) : QWidget(parent), s
     // Double-click on the value, volume or voxel cells moves the crosshair to that label's
     // centroid (double-click on the name renames).
     connect(table_, &QTableWidget::cellDoubleClicked, this, [this](int r, int column) {
-        if (column == kName || r < 0 || static_cast<size_t>(r) >= state_->labels().size()) return;
-        const int value = state_->labels()[r].value;
-        for (const auto& l : state_->statistics().labels) {
-            if (l.label != value || l.voxels == 0) continue;
-            const Vec3 idx = state_->image().geometry().physicalToIndex(l.centroid_lps);
-            state_->setCursor({static_cast<int64_t>(std::lround(idx[0])),
-                               static_cast<int64_t>(std::lround(idx[1])),
-                               static_cast<int64_t>(std::lround(idx[2]))});
-        }
+        if (column != kName) goToLabel(r);
     });
     // Colour and codes: right-click a row (or its context-menu key).
     table_->setContextMenuPolicy(Qt::CustomContextMenu);
@@ -136,55 +192,146 @@ LabelTable::LabelTable(ViewerState* state, QWidget* parent) : QWidget(parent), s
     rebuild();
 }
 
-void LabelTable::rebuild() {
-    updating_ = true;
-    const int current = table_->currentRow();
+void LabelTable::goToLabel(int r) {
+    if (r < 0 || static_cast<size_t>(r) >= state_->labels().size()) return;
+    const int value = state_->labels()[static_cast<size_t>(r)].value;
+    for (const auto& l : state_->statistics().labels) {
+        if (l.label != value || l.voxels == 0) continue;
+        const Vec3 idx = state_->image().geometry().physicalToIndex(l.centroid_lps);
+        state_->setCursor({static_cast<int64_t>(std::lround(idx[0])),
+                           static_cast<int64_t>(std::lround(idx[1])),
+                           static_cast<int64_t>(std::lround(idx[2]))});
+    }
+}
+
+QString LabelTable::progressText() const {
     const auto& labels = state_->labels();
-    table_->setRowCount(static_cast<int>(labels.size()));
+    const auto reviewed = std::count_if(labels.begin(), labels.end(), [](const LabelEntry& e) {
+        return e.status != edit::ReviewStatus::kNotReviewed;
+    });
+    return QString("%1 of %2 reviewed").arg(reviewed).arg(labels.size());
+}
+
+bool LabelTable::reviewAndNext(std::optional<edit::ReviewStatus> status) {
+    const auto& labels = state_->labels();
+    const int n = static_cast<int>(labels.size());
+    if (n == 0) return false;
+    auto open = [&](int r) {
+        return !table_->isRowHidden(r) &&
+               labels[static_cast<size_t>(r)].status == edit::ReviewStatus::kNotReviewed;
+    };
+    int r = table_->currentRow();
+    if (r < 0 || r >= n) {
+        r = 0;
+        while (r < n && !open(r)) ++r;
+        if (r == n) return false;
+    }
+    if (status) state_->setLabelStatus(static_cast<size_t>(r), *status);
+    // The next one not reviewed after r (wrapping; r itself when only moving and still open).
+    for (int step = 1; step <= n; ++step) {
+        const int next = (r + step) % n;
+        if (!open(next)) continue;
+        table_->setCurrentCell(next, kName);
+        table_->scrollToItem(table_->item(next, kName));
+        goToLabel(next);
+        return true;
+    }
+    emit reviewFinished();
+    return false;
+}
+
+void LabelTable::fillRow(int r) {
+    const size_t i = static_cast<size_t>(r);
+    const LabelEntry& e = state_->labels()[i];
+    auto* name = new QTableWidgetItem(swatch(e.color), QString::fromStdString(e.name));
+    name->setFlags(Qt::ItemIsEnabled | Qt::ItemIsSelectable | Qt::ItemIsUserCheckable |
+                   Qt::ItemIsEditable);
+    table_->setItem(r, kName, name);
+    for (int c : {kValue, kVolume, kVoxels}) {
+        auto* item = new QTableWidgetItem;
+        item->setFlags(Qt::ItemIsEnabled | Qt::ItemIsSelectable);
+        table_->setItem(r, c, item);
+    }
+    auto* opacity = new QSpinBox(table_);
+    opacity->setRange(0, 100);
+    connect(opacity, &QSpinBox::valueChanged, this, [this, i](int v) {
+        if (!updating_) state_->setLabelOpacity(i, v / 100.0);
+    });
+    table_->setCellWidget(r, kOpacity, opacity);
+    auto* status = new QComboBox(table_);
+    for (edit::ReviewStatus s : kStatuses)
+        status->addItem(edit::reviewStatusName(s), static_cast<int>(s));
+    connect(status, &QComboBox::activated, this, [this, i, status](int index) {
+        if (!updating_)
+            state_->setLabelStatus(
+                i, static_cast<edit::ReviewStatus>(status->itemData(index).toInt()));
+    });
+    table_->setCellWidget(r, kStatus, status);
+    auto* codes = new QToolButton(table_);
+    codes->setAutoRaise(true);
+    connect(codes, &QToolButton::clicked, this, [this, r] { editCodes(r); });
+    table_->setCellWidget(r, kCodes, codes);
+}
+
+bool LabelTable::refreshRows() {
+    const auto& labels = state_->labels();
+    if (table_->rowCount() != static_cast<int>(labels.size())) return false;
     for (size_t i = 0; i < labels.size(); ++i) {
         const LabelEntry& e = labels[i];
         const int r = static_cast<int>(i);
-        auto* name = new QTableWidgetItem(swatch(e.color), QString::fromStdString(e.name));
-        name->setFlags(Qt::ItemIsEnabled | Qt::ItemIsSelectable | Qt::ItemIsUserCheckable |
-                       Qt::ItemIsEditable);
+        QTableWidgetItem* value = table_->item(r, kValue);
+        if (!value || value->data(Qt::UserRole).toInt() != e.value) return false;
+        QTableWidgetItem* name = table_->item(r, kName);
+        name->setText(QString::fromStdString(e.name));
+        name->setToolTip(QString("%1 (value %2)").arg(QString::fromStdString(e.name)).arg(e.value));
         name->setCheckState(e.visible ? Qt::Checked : Qt::Unchecked);
-        table_->setItem(r, kName, name);
-        auto fixed = [](const QString& text) {
-            auto* item = new QTableWidgetItem(text);
-            item->setFlags(Qt::ItemIsEnabled | Qt::ItemIsSelectable);
-            return item;
-        };
-        table_->setItem(r, kValue, fixed(QString::number(e.value)));
-        table_->setItem(r, kVolume, fixed(QString::number(e.volume_ml, 'f', 2)));
-        table_->setItem(r, kVoxels, fixed(QString::number(e.voxels)));
-        auto* opacity = new QSpinBox(table_);
-        opacity->setRange(0, 100);
-        opacity->setValue(static_cast<int>(std::lround(e.opacity * 100)));
-        connect(opacity, &QSpinBox::valueChanged, this, [this, i](int v) {
-            if (!updating_) state_->setLabelOpacity(i, v / 100.0);
-        });
-        table_->setCellWidget(r, kOpacity, opacity);
-        auto* status = new QComboBox(table_);
-        for (edit::ReviewStatus s : kStatuses)
-            status->addItem(edit::reviewStatusName(s), static_cast<int>(s));
-        status->setCurrentIndex(status->findData(static_cast<int>(e.status)));
-        connect(status, &QComboBox::activated, this, [this, i, status](int index) {
-            if (!updating_)
-                state_->setLabelStatus(
-                    i, static_cast<edit::ReviewStatus>(status->itemData(index).toInt()));
-        });
-        table_->setCellWidget(r, kStatus, status);
-        auto* codes = new QToolButton(table_);
-        codes->setText(codesText(e));
-        codes->setToolTip("Pick the DICOM category and type (CID 7150 / 7151)");
-        codes->setAutoRaise(true);
-        connect(codes, &QToolButton::clicked, this, [this, r] { editCodes(r); });
-        table_->setCellWidget(r, kCodes, codes);
+        name->setIcon(swatch(e.color));
+        table_->item(r, kVolume)->setText(QString::number(e.volume_ml, 'f', 2));
+        table_->item(r, kVolume)->setToolTip(QString("%1 voxels").arg(e.voxels));
+        table_->item(r, kVoxels)->setText(QString::number(e.voxels));
+        if (auto* o = qobject_cast<QSpinBox*>(table_->cellWidget(r, kOpacity)))
+            o->setValue(static_cast<int>(std::lround(e.opacity * 100)));
+        if (auto* s = qobject_cast<QComboBox*>(table_->cellWidget(r, kStatus)))
+            s->setCurrentIndex(s->findData(static_cast<int>(e.status)));
+        if (auto* c = qobject_cast<QToolButton*>(table_->cellWidget(r, kCodes))) {
+            c->setText(codesText(e));
+            c->setToolTip(codesTip(e));
+        }
     }
-    if (current >= 0 && current < table_->rowCount()) table_->setCurrentCell(current, kName);
+    return true;
+}
+
+void LabelTable::rebuild() {
+    updating_ = true;
+    // A change (status, name, statistics) updates the cells in place; new or removed labels
+    // rebuild the rows. Either way the scroll position and the current row stay.
+    QScrollBar* h = table_->horizontalScrollBar();
+    QScrollBar* v = table_->verticalScrollBar();
+    const int hpos = h->value(), vpos = v->value();
+    if (!refreshRows()) {
+        const int current = table_->currentRow();
+        const auto& labels = state_->labels();
+        table_->setRowCount(0);
+        table_->setRowCount(static_cast<int>(labels.size()));
+        for (int r = 0; r < table_->rowCount(); ++r) {
+            fillRow(r);
+            table_->item(r, kValue)->setText(QString::number(labels[static_cast<size_t>(r)].value));
+            table_->item(r, kValue)->setData(Qt::UserRole, labels[static_cast<size_t>(r)].value);
+        }
+        refreshRows();
+        if (current >= 0 && current < table_->rowCount()) table_->setCurrentCell(current, kName);
+    }
+    progress_->setText(progressText());
     updating_ = false;
     applyFilter();
     syncDisplay();
+    h->setValue(hpos);
+    v->setValue(vpos);
+    // Column widths follow the contents after the next layout: keep the position then too.
+    QTimer::singleShot(0, this, [this, hpos, vpos] {
+        table_->horizontalScrollBar()->setValue(hpos);
+        table_->verticalScrollBar()->setValue(vpos);
+    });
 }
 
 void LabelTable::applyFilter() {

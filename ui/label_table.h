@@ -1,18 +1,27 @@
 // The label table: one row per label of the shown label map with visibility (checkbox), colour,
-// name (double-click to rename), value, voxel count, volume in mL (pipeline::computeStatistics,
-// recomputed after edits), opacity (overlay and 3D view), review status and the SEG category /
-// type codes (picked from DICOM CID 7150/7151, ui/code_picker.h). Buttons add and delete labels
-// (a delete clears the label's voxels through the edit controller first); a filter shows only
-// the labels of one review status. Edits go to the ViewerState; the table follows its signals.
-// GUI thread only.
+// name (double-click to rename), review status, volume in mL (pipeline::computeStatistics,
+// recomputed after edits), the SEG category / type codes (picked from DICOM CID 7150/7151,
+// ui/code_picker.h), value, and, shown from the header's context menu, voxel count and opacity
+// (overlay and 3D view). The columns a reader works with come first so that they fit the
+// dock; a change updates the rows in place (the scroll position and the selection stay).
+// Review at speed: "Accept and next" (key A; C corrected, X rejected, N next without a status)
+// sets the selected label's status and selects the next label not reviewed yet, with the
+// crosshair on it; the count above the table says how many are reviewed ("12 of 31 reviewed").
+// Buttons add and delete labels (a delete clears the label's voxels through the edit controller
+// first); a filter shows only the labels of one review status. Edits go to the ViewerState; the
+// table follows its signals. GUI thread only.
 #pragma once
 
 #include "core/status.h"
+#include "edit/segment_meta.h"
 
 #include <QWidget>
 
 #include <functional>
+#include <optional>
 
+class QAction;
+class QLabel;
 class QTableWidget;
 class QComboBox;
 class QPushButton;
@@ -26,13 +35,25 @@ class LabelTable : public QWidget {
     Q_OBJECT
 
   public:
-    enum Column { kName = 0, kValue, kVolume, kVoxels, kOpacity, kStatus, kCodes, kColumns };
+    enum Column { kName = 0, kStatus, kVolume, kCodes, kValue, kVoxels, kOpacity, kColumns };
 
     explicit LabelTable(ViewerState* state, QWidget* parent = nullptr);
     QTableWidget* table() const { return table_; }
     QComboBox* statusFilter() const { return filter_; }
     QPushButton* addButton() const { return add_; }
     QPushButton* deleteButton() const { return delete_; }
+    QPushButton* acceptNextButton() const { return accept_next_; }
+    QLabel* progressLabel() const { return progress_; }
+    // The review keys' actions (A, C, X, N), window shortcuts.
+    QAction* acceptNextAction() const { return accept_next_action_; }
+    // Sets the selected row's status (none selected: the first row not reviewed) and selects
+    // the next row below it (wrapping) that is not reviewed and not filtered out, with the
+    // crosshair at its centroid; false when none is left. `status` nullopt: only moves.
+    bool reviewAndNext(std::optional<edit::ReviewStatus> status);
+    // "12 of 31 reviewed".
+    QString progressText() const;
+    // Moves the crosshair to the centroid of the label in `row` (as a double-click does).
+    void goToLabel(int row);
     // Opens a colour dialog for the label in `row` (also from the row's context menu).
     void chooseColor(int row);
     // Opens the category/type picker for `row` (non-modal; applied when accepted).
@@ -46,9 +67,14 @@ class LabelTable : public QWidget {
   signals:
     // A label was added or selected: the edit toolbar paints it.
     void labelActivated(int value);
+    // reviewAndNext found no label left to review.
+    void reviewFinished();
 
   private:
     void rebuild();
+    // Updates the rows' cells in place; false when the rows no longer match the labels.
+    bool refreshRows();
+    void fillRow(int r);
     void syncDisplay();
     void applyFilter();
 
@@ -58,6 +84,9 @@ class LabelTable : public QWidget {
     QComboBox* filter_;
     QPushButton* add_;
     QPushButton* delete_;
+    QPushButton* accept_next_;
+    QLabel* progress_;
+    QAction* accept_next_action_;
     std::function<Status(int)> clear_label_;
     bool updating_ = false;
 };

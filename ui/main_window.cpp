@@ -214,7 +214,9 @@ void MainWindow::buildDocks() {
     log_dock->setObjectName("log_dock");
     log_dock->setWidget(log_panel_);
     addDockWidget(Qt::BottomDockWidgetArea, log_dock);
-    resizeDocks({series_dock_, labels_dock}, {320, 330}, Qt::Horizontal);
+    // The label table's review and type columns fit beside the name (issue 39: they were off
+    // the dock at 1600 px).
+    resizeDocks({series_dock_, labels_dock}, {280, 430}, Qt::Horizontal);
     resizeDocks({log_dock}, {110}, Qt::Vertical);
 }
 
@@ -973,6 +975,9 @@ void MainWindow::buildEditing() {
         if (edit_->dirty()) setWindowTitle("* " + windowTitle());
     });
     label_table_->setClearLabel([this](int value) { return edit_->clearLabel(value); });
+    connect(label_table_, &LabelTable::reviewFinished, this, [this] {
+        statusBar()->showMessage("every label is reviewed: " + label_table_->progressText(), 8000);
+    });
     connect(label_table_, &LabelTable::labelActivated, edit_, &EditController::setActiveLabel);
 }
 

@@ -194,7 +194,7 @@ const QImage& MprView::previewImage() {
                     // A value without a row yet gets the colour its new row will get.
                     const int row = state_->rowOfLabel(value);
                     const auto rgb = row >= 0 ? state_->labels()[static_cast<size_t>(row)].color
-                                              : pipeline::labelColor({}, value);
+                                              : state_->nextLabelColor();
                     it = fills.emplace(value, QColor(rgb[0], rgb[1], rgb[2], 150)).first;
                 }
                 c = it->second;

@@ -1,6 +1,7 @@
 #include "ui/viewer_state.h"
 
 #include "core/log.h"
+#include "edit/label_colors.h"
 #include "pipeline/orientation.h"
 
 #include <algorithm>
@@ -96,7 +97,6 @@ void ViewerState::applyLabelMap(PreparedLabelMap p) {
         LabelEntry e;
         e.value = s.label;
         e.name = s.name.empty() ? pipeline::labelName(p.labels, s.label) : s.name;
-        e.color = pipeline::labelColor(p.labels, s.label);
         e.voxels = s.voxels;
         e.volume_ml = s.volume_ml;
         for (const auto& d : segments_)
@@ -105,7 +105,21 @@ void ViewerState::applyLabelMap(PreparedLabelMap p) {
                 e.type = d.type;
                 e.algorithm_type = d.algorithm_type;
             }
+        e.auto_color = std::none_of(p.labels.begin(), p.labels.end(),
+                                    [&](const LabelInfo& l) { return l.value == s.label; });
+        e.color = pipeline::labelColor(p.labels, s.label);
         entries_.push_back(std::move(e));
+    }
+    // A described label keeps its colour; the others get their type's standard colour or the
+    // palette colour farthest from those given so far (pipeline's 8 colours repeat: labels 5
+    // and 53 of TotalSegmentator were the same salmon).
+    std::vector<edit::Rgb> used;
+    for (const auto& e : entries_)
+        if (!e.auto_color) used.push_back(e.color);
+    for (auto& e : entries_) {
+        if (!e.auto_color) continue;
+        e.color = edit::defaultLabelColor(e, used);
+        used.push_back(e.color);
     }
     updateBounds();
     log::info(kComponent, "label map with {} labels shown ({} runs, {:.1f} MB, for the {} view)",
@@ -166,6 +180,7 @@ void ViewerState::applySegmentMetas(const std::vector<edit::SegmentMeta>& metas)
             row = static_cast<int>(entries_.size()) - 1;
         }
         LabelEntry& e = entries_[static_cast<size_t>(row)];
+        if (m.color != e.color) e.auto_color = false;
         static_cast<LabelInfo&>(e) = m;  // value, name, colour, codes
         e.status = m.status;
         e.algorithm_type = m.algorithm_type;
@@ -189,7 +204,8 @@ size_t ViewerState::addLabel(const std::string& name) {
     LabelEntry e;
     e.value = value;
     e.name = name.empty() ? "label " + std::to_string(value) : name;
-    e.color = pipeline::labelColor({}, value);
+    e.color = nextLabelColor();
+    e.auto_color = true;
     entries_.push_back(e);
     std::sort(entries_.begin(), entries_.end(),
               [](const LabelEntry& a, const LabelEntry& b) { return a.value < b.value; });
@@ -208,8 +224,18 @@ void ViewerState::renameLabel(size_t row, const std::string& name) {
 void ViewerState::setLabelCodes(size_t row, const CodedConcept& category,
                                 const CodedConcept& type) {
     if (row >= entries_.size()) return;
-    entries_[row].category = category;
-    entries_[row].type = type;
+    LabelEntry& e = entries_[row];
+    e.category = category;
+    e.type = type;
+    if (e.auto_color) {
+        if (auto c = edit::standardColor(type, e.type_modifier); c && *c != e.color) {
+            e.color = *c;
+            for (auto& s : segments_)
+                if (s.value == e.value) s.color = *c;
+            rebuildColors();
+            emit labelDisplayChanged();
+        }
+    }
     emit labelTableChanged();
 }
 
@@ -264,7 +290,8 @@ void ViewerState::labelVoxelsEdited(const edit::ApplyReport& report) {
         LabelEntry e;
         e.value = v;
         e.name = "label " + std::to_string(v);
-        e.color = pipeline::labelColor({}, v);
+        e.color = nextLabelColor();
+        e.auto_color = true;
         entries_.push_back(std::move(e));
         added = true;
     }
@@ -354,6 +381,7 @@ void ViewerState::setLabelOpacity(size_t row, double opacity) {
 void ViewerState::setLabelColor(size_t row, std::array<uint8_t, 3> rgb) {
     if (row >= entries_.size()) return;
     entries_[row].color = rgb;
+    entries_[row].auto_color = false;  // the reader's choice
     // Exported SEG segments carry the colour too.
     for (auto& s : segments_)
         if (s.value == entries_[row].value) s.color = rgb;
@@ -415,6 +443,12 @@ int ViewerState::labelValue(const std::array<int64_t, 3>& v) const {
     const Geometry g = label_map_.geometry();
     const int64_t idx = (v[2] * g.size[1] + v[1]) * g.size[0] + v[0];
     return visitPixels(label_map_, [&](const auto* p) { return static_cast<int>(p[idx]); });
+}
+
+std::array<uint8_t, 3> ViewerState::nextLabelColor() const {
+    std::vector<edit::Rgb> used;
+    for (const auto& e : entries_) used.push_back(e.color);
+    return edit::distinctColor(used);
 }
 
 std::string ViewerState::labelName(int value) const {

@@ -40,6 +40,9 @@ struct LabelEntry : LabelInfo {
     // Edit provenance as loaded (SegmentAlgorithmType: AUTOMATIC, SEMIAUTOMATIC, MANUAL; empty:
     // unknown); saving an edited segmentation updates it from what the edits did.
     std::string algorithm_type;
+    // The colour was given by the viewer (edit/label_colors.h), not by a model, a file or the
+    // reader: picking codes with a standard colour gives the label that colour.
+    bool auto_color = false;
 };
 
 // A label map checked against an image and with its statistics computed: the slow part of
@@ -55,8 +58,9 @@ struct PreparedLabelMap {
 
 // `label_map` must be on `image`'s grid (same size; origin, spacing and direction within
 // 1e-3 mm / 1e-4). `labels` names and colours values (others found in the map get "label N" and
-// a palette colour); `segments` (optional) describe them for DICOM SEG export. Float label maps
-// are cast to int32. Thread-safe (plain function).
+// the standard colour of their codes or a perceptually spaced palette colour, edit/label_colors.h);
+// `segments` (optional) describe them for DICOM SEG export. Float label maps are cast to int32.
+// Thread-safe (plain function).
 Result<PreparedLabelMap> prepareLabelMap(const Volume& image, Volume label_map,
                                          std::vector<LabelInfo> labels,
                                          std::vector<io::SegmentDescription> segments = {});
@@ -95,6 +99,7 @@ class ViewerState : public QObject {
 
     // Label table edits (the voxels of a deleted label are cleared by the editor first).
     // addLabel: the lowest unused value (>= 1), a palette colour; returns its row.
+    // setLabelCodes: a label whose colour the viewer chose takes the type's standard colour.
     size_t addLabel(const std::string& name);
     void renameLabel(size_t row, const std::string& name);
     void setLabelCodes(size_t row, const CodedConcept& category, const CodedConcept& type);
@@ -157,6 +162,9 @@ class ViewerState : public QObject {
     bool inside(const std::array<int64_t, 3>& voxel) const;
     // Name of a label value ("" for 0).
     std::string labelName(int value) const;
+    // The colour a new label gets: the palette colour farthest from the shown labels' colours
+    // (edit/label_colors.h).
+    std::array<uint8_t, 3> nextLabelColor() const;
 
   signals:
     void imageChanged();
