@@ -77,6 +77,9 @@ class InteractiveSession {
     Status setImage(const std::vector<float>& values, Index3 shape, int channels = 1);
 
     void setAutoZoom(bool on) { autozoom_ = on; }
+    // np.random.seed(seed) for the refinement planning's random fallback (2.6.0 draws from
+    // NumPy's global generator; parity replays seed it as the goldens did).
+    void seedRandom(uint32_t seed) { state_.numpy_rng.seed(seed); }
     bool autoZoom() const { return autozoom_; }
 
     // The prompts. include: positive (object) or negative (background) channel. run_prediction

@@ -348,19 +348,20 @@ void readModelFiles(Reader& r, const json& root, ModelPackage& p) {
 }
 
 // A package with an "interactive" section (docs/interactive.md): identity, the network file and
-// the section itself (kept as JSON text for edit/interactive). Keys of segmentation packages
-// that would say how to run the network are refused: the section says that.
+// the section itself (kept as JSON text for edit/interactive). A version 1 description of the
+// network (channels, geometry, labels, output, inference) may be there too and is not used: the
+// section says how the network runs. Stages and measurements are refused.
 Result<ModelPackage> readInteractivePackage(Reader& r, const json& root, ModelPackage& p) {
-    for (const char* k :
-         {"stages", "measurements", "spacing_mm", "patch_size", "output", "inference"})
+    for (const char* k : {"stages", "measurements"})
         if (root.contains(k))
             r.fail(k,
                    "not used by an interactive package: its \"interactive\" section says how "
                    "the network runs (see docs/interactive.md)");
     r.onlyKeys(root, "",
-               {"format_version", "name", "version", "description", "license", "attribution",
-                "citation", "channels", "axis_order", "orientation", "labels", "sha256", "models",
-                "precision", "intended_input", "interactive"});
+               {"format_version", "name",        "version",   "description",    "license",
+                "attribution",    "citation",    "channels",  "spacing_mm",     "patch_size",
+                "axis_order",     "orientation", "labels",    "output",         "inference",
+                "sha256",         "models",      "precision", "intended_input", "interactive"});
     if (const json* v = r.member(root, "", "name", true)) p.name = r.string(*v, "name");
     if (const json* v = r.member(root, "", "version", true)) p.version = r.string(*v, "version");
     if (const json* v = r.member(root, "", "description", false))

@@ -8,7 +8,13 @@
 #include "edit/interactive/draw_prompts.h"
 #include "edit/interactive/interactive_model.h"
 
+#include "tests/test_data.h"
+
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
 
 namespace voxseg::edit::interactive {
 namespace {
@@ -281,6 +287,44 @@ TEST(InteractiveModelSpec, ArgmaxTiesGoToTheLowerClass) {
     EXPECT_EQ(out[0], 0);  // 1.0 vs 1.0: tie -> class 0
     EXPECT_EQ(out[1], 0);  // 2.0 vs 2.0
     EXPECT_EQ(out[2], 1);  // 0.5 vs 3.0
+}
+
+const std::string kSource = VOXSEG_SOURCE_DIR;
+const std::string kPackage = kSource + "/tests/edit/data/nninteractive/model";
+
+TEST(InteractiveModelLoad, LoadsTheExportedPackage) {
+    auto m = InteractiveModel::load(kPackage, {});
+    ASSERT_TRUE(m.isOk()) << m.status().toString();
+    EXPECT_EQ((*m)->inputShape(), (engine::Shape{1, 8, 72, 80, 88}));
+    EXPECT_EQ((*m)->spec().interaction_decay, 0.95);
+    EXPECT_EQ((*m)->spec().channel_pairs.at("scribble"), std::make_pair(5, 6));
+    EXPECT_NE((*m)->describe().find("fp32"), std::string::npos);
+    // The segmentation loader refuses it, saying where it belongs.
+    auto seg = engine::loadModelPackage(kPackage);
+    ASSERT_FALSE(seg.isOk());
+    EXPECT_NE(seg.status().message().find("interactive"), std::string::npos);
+}
+
+TEST(InteractiveModelLoad, RefusesSegmentationPackagesAndWrongChannels) {
+    auto seg = InteractiveModel::load(kSource + "/sample_data/models/hippocampus", {});
+    ASSERT_FALSE(seg.isOk());
+    EXPECT_NE(seg.status().message().find("not an interactive package"), std::string::npos)
+        << seg.status().message();
+
+    testing::TempDir dir;
+    const auto copy = dir.path() / "model";
+    std::filesystem::copy(kPackage, copy);
+    nlohmann::json j;
+    std::ifstream(copy / "model.json") >> j;
+    j["interactive"]["interaction_channels"] = 6;
+    j["interactive"]["channel_mapping"]["scribble"] = {4, 5};
+    j["interactive"]["channel_mapping"]["points"] = {3, 2};
+    std::ofstream(copy / "model.json") << j.dump(2);
+    auto wrong = InteractiveModel::load(copy, {});
+    ASSERT_FALSE(wrong.isOk());
+    EXPECT_NE(wrong.status().message().find("takes 8 input channels"), std::string::npos)
+        << wrong.status().message();
+    EXPECT_EQ(wrong.status().subject(), (copy / "network.onnx").string());
 }
 
 }  // namespace
