@@ -422,7 +422,7 @@ void EditController::hover(ViewAxis view, std::optional<Vec3> p) {
         const Vec3 idx = state_->image().geometry().physicalToIndex(*p);
         voxel = {std::llround(idx[0]), std::llround(idx[1]), std::llround(idx[2])};
     }
-    if (voxel == preview_voxel_ && (!voxel || preview_)) return;
+    if (voxel == preview_voxel_) return;  // (a commit or a new tool recomputes it anyway)
     preview_voxel_ = voxel;
     updatePreview();
 }
