@@ -117,6 +117,35 @@ void readSupported(SpecReader& r, const json& supported, InteractiveSpec& spec) 
     }
 }
 
+// The network imported for `input` (one import). When that fails, the declared shapes are
+// imported to tell a channel-count mismatch (the usual cause) apart from other errors.
+Result<engine::Graph> importNetwork(const std::filesystem::path& path, const std::string& model,
+                                    const InteractiveSpec& spec, const engine::Shape& input) {
+    engine::OnnxImportOptions import;
+    import.input_shapes = {input};
+    auto imported = engine::importOnnx(path, import);
+    if (imported.isOk() && imported->inputs.size() != 1)
+        return unsupported(fmt::format("model {}: {} has {} inputs; an interactive network takes "
+                                       "one (image and prompt channels stacked)",
+                                       model, spec.network, imported->inputs.size()),
+                           path.string());
+    if (imported.isOk()) return imported;
+    auto declared = engine::importOnnx(path);
+    if (declared.isOk()) {
+        const engine::Shape& in = declared->values[declared->inputs[0]].shape;
+        if (in.size() == 5 && in[1] != input[1])
+            return invalidArgument(
+                fmt::format("model {}: {} takes {} input channels, but model.json's interactive "
+                            "section says image_channels {} + interaction_channels {} = {}; {}",
+                            model, spec.network, in[1], spec.image_channels,
+                            spec.interaction_channels, input[1], kHelp),
+                path.string());
+    }
+    return imported.status().withContext(
+        fmt::format("model {}: {} (for input {} from model.json's interactive section)", model,
+                    spec.network, engine::shapeToString(input)));
+}
+
 }  // namespace
 
 Result<InteractiveSpec> parseInteractiveSpec(const std::string& json_text,
@@ -229,30 +258,8 @@ Result<std::unique_ptr<InteractiveModel>> InteractiveModel::load(
     const int channels = spec.image_channels + spec.interaction_channels;
     model->input_shape_ = {1, channels, spec.patch[0], spec.patch[1], spec.patch[2]};
     const auto path = folder / spec.network;
-    engine::Graph graph;
-    if (auto declared = engine::importOnnx(path); declared.isOk()) {
-        if (declared->inputs.size() != 1)
-            return unsupported(fmt::format("{} has {} inputs; an interactive network takes one "
-                                           "(image and prompt channels stacked)",
-                                           spec.network, declared->inputs.size()),
-                               path.string());
-        const engine::Shape& in = declared->values[declared->inputs[0]].shape;
-        if (in.size() == 5 && in[1] != channels)
-            return invalidArgument(
-                fmt::format("model {}: {} takes {} input channels, but model.json's interactive "
-                            "section says image_channels {} + interaction_channels {} = {}; {}",
-                            p.name, spec.network, in[1], spec.image_channels,
-                            spec.interaction_channels, channels, kHelp),
-                path.string());
-    }
-    engine::OnnxImportOptions import;
-    import.input_shapes = {model->input_shape_};
-    auto imported = engine::importOnnx(path, import);
-    if (!imported.isOk())
-        return imported.status().withContext(
-            fmt::format("model {}: {} (for input {} from model.json's interactive section)", p.name,
-                        spec.network, engine::shapeToString(model->input_shape_)));
-    graph = std::move(imported).value();
+    VOXSEG_ASSIGN_OR_RETURN(engine::Graph graph,
+                            importNetwork(path, p.name, spec, model->input_shape_));
     if (graph.outputs.empty()) return corruptData(spec.network + " has no outputs", path.string());
     engine::Shape expected = model->input_shape_;
     expected[1] = spec.num_classes;

@@ -61,6 +61,9 @@ class InteractiveSession {
   public:
     // `forward` runs the network (InteractiveModel::forward()); the spec is the model's.
     InteractiveSession(InteractiveSpec spec, Forward forward);
+    // The state's write hook refers to this object: neither copied nor moved.
+    InteractiveSession(const InteractiveSession&) = delete;
+    InteractiveSession& operator=(const InteractiveSession&) = delete;
 
     const InteractiveSpec& spec() const { return spec_; }
     bool hasImage() const { return !state_.image.empty(); }
