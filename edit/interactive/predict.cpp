@@ -115,14 +115,15 @@ NetworkInput buildNetworkInput(const SessionState& st, const InteractiveSpec& sp
             // Zeros pool and average to zeros: an empty window needs no resampling.
             if (std::all_of(padded.begin(), padded.end(), [](uint16_t v) { return v == 0; }))
                 continue;
-            std::vector<uint16_t> ch =
-                dilate.count(c) ? poolSame(padded.data(), r.scaled, ks, false) : padded;
-            const auto small = resizeArea(ch.data(), r.scaled, patch);
+            const auto small = dilate.count(c)
+                                   ? resizeArea(poolSame(padded.data(), r.scaled, ks, false).data(),
+                                                r.scaled, patch)
+                                   : resizeArea(padded.data(), r.scaled, patch);
             std::copy(small.begin(), small.end(), inter.begin() + c * np);
         }
     }
     normalizeInteractions(inter.data(), cn, np, spec.prev_seg, st.intensity);
-    for (int64_t i = 0; i < cn * np; ++i) r.input[ci * np + i] = fromHalf(inter[i]);
+    halfRowToFloat(inter.data(), r.input.data() + ci * np, cn * np);
     return r;
 }
 
@@ -287,15 +288,17 @@ Status refineCoarse(SessionState& st, const InteractiveSpec& spec, const std::ve
     std::vector<uint8_t> argmax;
     for (const Box& b : boxes) {
         const Box local = shifted(b, cache_box.lo, -1);
-        std::fill(input.begin(), input.end(), 0.0f);
-        cropInto(image.data(), cs, local, input.data());
-        std::vector<uint16_t> win(static_cast<size_t>(np));
-        for (int c = 0; c < cn; ++c) {
-            std::fill(win.begin(), win.end(), uint16_t{0});
-            cropInto(inter.data() + c * nc, cs, local, win.data());
-            float* dst = input.data() + (1 + c) * np;
-            for (int64_t i = 0; i < np; ++i) dst[i] = fromHalf(win[i]);
-        }
+        // Refinement boxes lie inside the cache: every input voxel is copied, row by row.
+        for (int64_t z = 0; z < p[0]; ++z)
+            for (int64_t y = 0; y < p[1]; ++y) {
+                const int64_t src =
+                    ((local.lo[0] + z) * cs[1] + local.lo[1] + y) * cs[2] + local.lo[2];
+                const int64_t dst = (z * p[1] + y) * p[2];
+                std::copy_n(image.data() + src, p[2], input.data() + dst);
+                for (int c = 0; c < cn; ++c)
+                    halfRowToFloat(inter.data() + c * nc + src, input.data() + (1 + c) * np + dst,
+                                   p[2]);
+            }
         if (log) log->forwards.push_back({1.0, b});
         if (Status s = forward(input, argmax); !s) return s;
         pasteInto(argmax.data(), local, inter.data() + ps * nc, cs,

@@ -4,13 +4,17 @@
 #include "edit/interactive/resample.h"
 
 #include "engine/graph/tensor.h"
+#include "engine/inference/half_kernels.h"
 
 #include <cmath>
 
 namespace voxseg::edit::interactive {
 
 uint16_t toHalf(float value) { return engine::floatToHalf(value); }
-float fromHalf(uint16_t bits) { return engine::halfToFloat(bits); }
+const float* halfTable() { return engine::half::toFloatTable(); }
+void halfRowToFloat(const uint16_t* src, float* dst, int64_t n) {
+    engine::half::toFloatRow(src, dst, n);
+}
 
 namespace {
 

@@ -28,7 +28,13 @@ inline int64_t voxelCount(const Index3& s) { return s[0] * s[1] * s[2]; }
 
 // IEEE binary16 <-> float, round to nearest even (torch's Half conversion).
 uint16_t toHalf(float value);
-float fromHalf(uint16_t bits);
+const float* halfTable();  // the float of every fp16 bit pattern
+inline float fromHalf(uint16_t bits) {
+    static const float* const table = halfTable();
+    return table[bits];
+}
+// dst[i] = float(src[i]) for a row (F16C where the CPU has it).
+void halfRowToFloat(const uint16_t* src, float* dst, int64_t n);
 
 // interpolate(x, size=out, mode="nearest") on fp16.
 std::vector<uint16_t> resizeNearest(const uint16_t* in, const Index3& in_shape,
