@@ -28,6 +28,18 @@ QIcon swatch(const std::array<uint8_t, 3>& c) {
     return QIcon(pm);
 }
 
+constexpr int kColorRole = Qt::UserRole + 1;
+
+// Sets the name cell's swatch when the colour changed (a new icon is a change of the cell: the
+// view would lay its columns out again).
+void setSwatch(QTableWidgetItem* item, const std::array<uint8_t, 3>& c) {
+    const uint rgb = qRgb(c[0], c[1], c[2]);
+    const QVariant shown = item->data(kColorRole);
+    if (shown.isValid() && shown.toUInt() == rgb) return;
+    item->setData(kColorRole, rgb);
+    item->setIcon(swatch(c));
+}
+
 constexpr edit::ReviewStatus kStatuses[] = {
     edit::ReviewStatus::kNotReviewed, edit::ReviewStatus::kAccepted, edit::ReviewStatus::kCorrected,
     edit::ReviewStatus::kRejected};
@@ -285,7 +297,7 @@ bool LabelTable::refreshRows() {
         name->setText(QString::fromStdString(e.name));
         name->setToolTip(QString("%1 (value %2)").arg(QString::fromStdString(e.name)).arg(e.value));
         name->setCheckState(e.visible ? Qt::Checked : Qt::Unchecked);
-        name->setIcon(swatch(e.color));
+        setSwatch(name, e.color);
         table_->item(r, kVolume)->setText(QString::number(e.volume_ml, 'f', 2));
         table_->item(r, kVolume)->setToolTip(QString("%1 voxels").arg(e.voxels));
         table_->item(r, kVoxels)->setText(QString::number(e.voxels));
@@ -337,8 +349,10 @@ void LabelTable::rebuild() {
 void LabelTable::applyFilter() {
     const int wanted = filter_->currentData().toInt();
     const auto& labels = state_->labels();
-    for (int r = 0; r < table_->rowCount() && static_cast<size_t>(r) < labels.size(); ++r)
-        table_->setRowHidden(r, wanted >= 0 && static_cast<int>(labels[r].status) != wanted);
+    for (int r = 0; r < table_->rowCount() && static_cast<size_t>(r) < labels.size(); ++r) {
+        const bool hide = wanted >= 0 && static_cast<int>(labels[r].status) != wanted;
+        if (table_->isRowHidden(r) != hide) table_->setRowHidden(r, hide);
+    }
 }
 
 void LabelTable::chooseColor(int row) {
@@ -397,7 +411,7 @@ void LabelTable::syncDisplay() {
     for (int r = 0; r < table_->rowCount() && static_cast<size_t>(r) < labels.size(); ++r) {
         if (auto* item = table_->item(r, kName)) {
             item->setCheckState(labels[r].visible ? Qt::Checked : Qt::Unchecked);
-            item->setIcon(swatch(labels[r].color));
+            setSwatch(item, labels[r].color);
         }
         if (auto* spin = qobject_cast<QSpinBox*>(table_->cellWidget(r, kOpacity)))
             spin->setValue(static_cast<int>(std::lround(labels[r].opacity * 100)));

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <QComboBox>
+#include <QDockWidget>
 #include <QHeaderView>
 #include <QLabel>
 #include <QPushButton>
@@ -73,16 +74,27 @@ TEST_F(ReviewTest, TableFitsItsDockAt1600PxAndKeepsItsScrollPositionAfterAChange
     EXPECT_TRUE(inView(LabelTable::kCodes)) << "category / type column off the dock";
     EXPECT_TRUE(inView(LabelTable::kVolume));
     EXPECT_GE(table()->columnWidth(LabelTable::kName), 70) << "names stay readable";
-    // Scrolled down (and right, when it can), a status change leaves the table where it was.
+    // With every column shown (the header's menu) in a dock made narrow, the table scrolls
+    // sideways too. Scrolled down and right, a status change leaves the table where it was.
+    table()->setColumnHidden(LabelTable::kVoxels, false);
+    table()->setColumnHidden(LabelTable::kOpacity, false);
+    auto* dock = window_->findChild<QDockWidget*>("labels_dock");
+    ASSERT_NE(dock, nullptr);
+    window_->resizeDocks({dock}, {200}, Qt::Horizontal);
+    QTest::qWait(50);
     QScrollBar* v = table()->verticalScrollBar();
     QScrollBar* h = table()->horizontalScrollBar();
     ASSERT_GT(v->maximum(), 0) << "31 rows do not fit: the test needs a scrolled table";
+    ASSERT_GT(h->maximum(), 0) << "all columns do not fit: the test needs a sideways scroll";
+    // The row in the middle is the current one (selecting it scrolls it into view), then the
+    // table is scrolled right.
     v->setValue(v->maximum() / 2);
-    h->setValue(h->maximum());
-    const int vpos = v->value(), hpos = h->value();
     const int row = table()->rowAt(table()->viewport()->height() / 2);
     ASSERT_GE(row, 0);
-    table()->setCurrentCell(row, LabelTable::kName);
+    table()->setCurrentCell(row, LabelTable::kStatus);
+    h->setValue(h->maximum());
+    const int vpos = v->value(), hpos = h->value();
+    ASSERT_GT(hpos, 0);
     auto* status = qobject_cast<QComboBox*>(table()->cellWidget(row, LabelTable::kStatus));
     ASSERT_NE(status, nullptr);
     const int accepted = status->findData(static_cast<int>(edit::ReviewStatus::kAccepted));
@@ -98,6 +110,7 @@ TEST_F(ReviewTest, TableFitsItsDockAt1600PxAndKeepsItsScrollPositionAfterAChange
     state()->refreshStatistics();
     QTest::qWait(50);
     EXPECT_EQ(v->value(), vpos);
+    EXPECT_EQ(h->value(), hpos);
 }
 
 TEST_F(ReviewTest, AcceptAndNextWalksTheLabelsNotReviewedAndCountsProgress) {
