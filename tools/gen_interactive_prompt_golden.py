@@ -185,15 +185,23 @@ def main():
         k = build_point((r, r, r), True, False)
         kernels[str(r)] = [float(v) for v in np.asarray(k, np.float64).reshape(-1)]
 
+    # set_image's statistics: torch's float32 sum depends on the thread count (the reduction is
+    # split per thread above 32768 elements), so the larger images run with 1, 2 and 3 threads.
     norm = []
-    for shape, border in (((12, 14, 10), [(1, 2), (2, 1), (0, 1)]),
-                          ((40, 33, 27), [(3, 0), (0, 5), (2, 2)])):
+    for shape, border, threads in (((12, 14, 10), [(1, 2), (2, 1), (0, 1)], 1),
+                                   ((40, 33, 27), [(3, 0), (0, 5), (2, 2)], 1),
+                                   ((61, 47, 53), [(2, 3), (1, 0), (4, 1)], 1),
+                                   ((61, 47, 53), [(2, 3), (1, 0), (4, 1)], 2),
+                                   ((70, 90, 31), [(0, 0), (3, 3), (0, 2)], 3)):
         s = make_session(0.98, all_sup)
+        torch.set_num_threads(threads)
         img = image_values(shape, border)
         s.set_image(img[None])
         s._finish_preprocessing_and_initialize_interactions()
+        torch.set_num_threads(1)
         pre = s.preprocessed_image[0].numpy()
         norm.append({"shape": list(shape), "border": [list(b) for b in border],
+                     "torch_threads": threads,
                      "normalised_bits": [int(v) for v in pre.reshape(-1).view(np.uint32)]
                      if pre.size < 5000 else None,
                      "sample_bits": [int(v) for v in pre.reshape(-1)[::97].view(np.uint32)]})

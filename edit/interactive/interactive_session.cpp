@@ -1,6 +1,7 @@
 #include "edit/interactive/interactive_session.h"
 
 #include "edit/interactive/predict.h"
+#include "edit/interactive/torch_sum.h"
 
 #include <fmt/format.h>
 
@@ -83,22 +84,16 @@ Status InteractiveSession::setImage(const std::vector<float>& values, Index3 sha
         return invalidArgument(
             "interactive session: the image is entirely zero; cannot determine normalisation "
             "statistics");
-    // torch: crop.mean() (float32: the sum, then divided by the count in float) and crop.std()
-    // (std_var_all_cpu: squared deviations from that mean summed in double, divided by n - 1).
+    // torch: crop.mean() (its float32 sum, then divided by the count in float) and crop.std()
+    // (squared deviations from that mean summed in double, divided by n - 1), in torch's order.
     const int64_t count = boxVoxels(*box);
     if (count < 2)
         return invalidArgument(
             "interactive session: the image's nonzero region is a single voxel; its standard "
             "deviation is undefined");
-    double sum = 0.0;
-    forEachVoxel(*box, shape, [&](int64_t i, int64_t) { sum += values[static_cast<size_t>(i)]; });
-    const float mean = static_cast<float>(sum) / static_cast<float>(count);
-    double squares = 0.0;
-    forEachVoxel(*box, shape, [&](int64_t i, int64_t) {
-        const double d = static_cast<double>(values[static_cast<size_t>(i)]) - mean;
-        squares += d * d;
-    });
-    const auto std_dev = static_cast<float>(std::sqrt(squares / static_cast<double>(count - 1)));
+    const float mean =
+        torchSum(values.data(), shape, *box, torch_threads_) / static_cast<float>(count);
+    const float std_dev = torchStd(values.data(), shape, *box, mean, torch_threads_);
     if (!(std_dev > 0.0f) || !std::isfinite(std_dev))
         return invalidArgument(
             "interactive session: the image is constant inside its nonzero region (standard "

@@ -19,6 +19,7 @@
 #include "edit/interactive/prompts.h"
 #include "edit/interactive/session_state.h"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <set>
@@ -74,10 +75,14 @@ class InteractiveSession {
 
     // _background_set_image: channels x (z, y, x) values (x fastest), any numeric type converted
     // to float32. Statistics of channel 0 over the box of voxels nonzero in any channel: torch's
-    // float32 mean and unbiased std; every voxel of every channel becomes (v - mean) / std.
-    // Resets the prompts, the target and undo. kInvalidArgument: an all-zero image, a constant
-    // one (std 0), a shape that does not match `channels`.
+    // float32 mean and unbiased std (torch_sum.h); every voxel of every channel becomes (v - mean)
+    // / std. Resets the prompts, the target and undo. kInvalidArgument: an all-zero image, a
+    // constant one (std 0), a shape that does not match `channels`.
     Status setImage(const std::vector<float>& values, Index3 shape, int channels = 1);
+    // The thread count whose summation order the statistics reproduce (torch splits its float32
+    // sum per thread, which changes the mean's last bits; torch_sum.h). Default 1 (serial); the
+    // parity goldens ran with 2.
+    void setTorchThreads(int threads) { torch_threads_ = std::max(1, threads); }
 
     void setAutoZoom(bool on) { autozoom_ = on; }
     // np.random.seed(seed) for the refinement planning's random fallback (2.6.0 draws from
@@ -149,6 +154,7 @@ class InteractiveSession {
     Forward forward_;
     SessionState state_;
     bool autozoom_ = true;
+    int torch_threads_ = 1;
     std::vector<QueuedWindow> queue_;
     std::set<int> dirty_;  // interaction channels that may be nonzero
     PointKernel point_kernel_;

@@ -82,6 +82,7 @@ TEST(InteractiveParity, SessionsMatchNnInteractive260) {
         const std::string name = s["name"].get<std::string>();
         InteractiveSession session((*model)->spec(), (*model)->forward());
         session.setAutoZoom(s["autozoom"].get<bool>());
+        session.setTorchThreads(doc["torch_threads"].get<int>());  // the mean's summation order
         ASSERT_TRUE(session.setImage(image, shape).isOk());
         int k = 0;
         for (const json& step : s["steps"]) {

@@ -127,6 +127,8 @@ TEST(InteractivePrompts, NormalisationMatchesSetImage) {
         const Index3 shape = index3(case_["shape"]);
         InteractiveSpec spec;
         InteractiveSession session(spec, noNetwork());
+        const int threads = case_["torch_threads"].get<int>();
+        session.setTorchThreads(threads);
         ASSERT_TRUE(session.setImage(imageValues(shape, case_["border"]), shape).isOk());
         const std::vector<float>& image = session.state().image;
         auto bitsOf = [](float f) {
@@ -145,7 +147,7 @@ TEST(InteractivePrompts, NormalisationMatchesSetImage) {
             differ += bitsOf(image[k * 97]) != sample[k].get<uint32_t>();
         EXPECT_EQ(differ, 0) << differ << " of " << checked << " normalised values differ from "
                              << "torch's for the " << shape[0] << "x" << shape[1] << "x" << shape[2]
-                             << " image";
+                             << " image with " << threads << " torch thread(s)";
     }
 }
 
