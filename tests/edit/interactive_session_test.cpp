@@ -211,6 +211,27 @@ TEST(InteractiveSession, InitialSegmentationReplacesTargetAndUndoes) {
     EXPECT_EQ(s.state().interactions.bits, before.interactions.bits);
 }
 
+TEST(InteractiveSession, ScribbleAndLassoFromPointsGoToTheirChannels) {
+    FakeNetwork net;
+    InteractiveSession s(testSpec(), net.forward());
+    s.setAutoZoom(false);
+    ASSERT_TRUE(s.setImage(testImage(), kShape).isOk());
+    ASSERT_TRUE(s.addScribble({{6, 3, 3}, {6, 3, 12}}, true, false).isOk());
+    ASSERT_TRUE(s.addLasso({{9, 2, 2}, {9, 2, 8}, {9, 8, 8}, {9, 2, 2}}, false, false).isOk());
+    const auto& st = s.state();
+    auto at = [&](int c, int64_t z, int64_t y, int64_t x) {
+        return halfValue(st.interactions.channel(c)[(z * kShape[1] + y) * kShape[2] + x]);
+    };
+    EXPECT_GT(at(5, 6, 3, 7), 0.0f);   // scribble +: on the line
+    EXPECT_GT(at(5, 6, 4, 7), 0.0f);   // within half the thickness (2)
+    EXPECT_EQ(at(5, 6, 5, 7), 0.0f);   // outside it
+    EXPECT_EQ(at(6, 6, 3, 7), 0.0f);   // not the negative channel
+    EXPECT_GT(at(2, 9, 3, 6), 0.0f);   // lasso -: inside the triangle
+    EXPECT_EQ(at(2, 9, 7, 3), 0.0f);   // outside it
+    EXPECT_EQ(s.queued().size(), 2u);  // run_prediction off: both windows queued
+    EXPECT_EQ(net.calls, 0);
+}
+
 TEST(DrawPrompts, ScribbleIsAThickPolylineOnItsSlice) {
     const Index3 shape{5, 9, 11};
     auto m = drawScribble({{2, 1, 1}, {2, 1, 8}, {2.4, 6, 8}}, 2.0, shape);
