@@ -284,7 +284,12 @@ Status refineCoarse(SessionState& st, const InteractiveSpec& spec, const std::ve
 
     const Index3& p = spec.patch;
     const int64_t np = voxelCount(p);
-    std::vector<float> input(static_cast<size_t>((1 + cn) * np));
+    std::vector<float> input(static_cast<size_t>((1 + cn) * np), 0.0f);
+    // Prompt channels empty over the whole cache stay zero in every box: not copied per box.
+    std::vector<bool> empty(static_cast<size_t>(cn));
+    for (int c = 0; c < cn; ++c)
+        empty[c] = c != ps && std::all_of(inter.begin() + c * nc, inter.begin() + (c + 1) * nc,
+                                          [](uint16_t v) { return v == 0; });
     std::vector<uint8_t> argmax;
     for (const Box& b : boxes) {
         const Box local = shifted(b, cache_box.lo, -1);
@@ -296,8 +301,9 @@ Status refineCoarse(SessionState& st, const InteractiveSpec& spec, const std::ve
                 const int64_t dst = (z * p[1] + y) * p[2];
                 std::copy_n(image.data() + src, p[2], input.data() + dst);
                 for (int c = 0; c < cn; ++c)
-                    halfRowToFloat(inter.data() + c * nc + src, input.data() + (1 + c) * np + dst,
-                                   p[2]);
+                    if (!empty[c])
+                        halfRowToFloat(inter.data() + c * nc + src,
+                                       input.data() + (1 + c) * np + dst, p[2]);
             }
         if (log) log->forwards.push_back({1.0, b});
         if (Status s = forward(input, argmax); !s) return s;

@@ -6,6 +6,7 @@
 #include "edit/interactive/resample.h"
 
 #include <algorithm>
+#include <array>
 #include <optional>
 
 namespace voxseg::edit::interactive {
@@ -80,16 +81,27 @@ bool anySet(const std::vector<uint8_t>& m) {
     return std::any_of(m.begin(), m.end(), [](uint8_t v) { return v != 0; });
 }
 
-// random_sampling_fallback: `n_samples` random nonzero voxels per box, the best kept.
+int64_t countSet(const std::vector<uint8_t>& m, const Index3& s, const Index3& lo,
+                 const Index3& hi) {
+    int64_t n = 0;
+    for (int64_t z = lo[0]; z < hi[0]; ++z)
+        for (int64_t y = lo[1]; y < hi[1]; ++y) {
+            const uint8_t* row = m.data() + (z * s[1] + y) * s[2];
+            for (int64_t x = lo[2]; x < hi[2]; ++x) n += row[x] != 0;
+        }
+    return n;
+}
+
+// random_sampling_fallback: `n_samples` random nonzero voxels per box, the best kept. The list
+// of nonzero voxels (torch.nonzero order) is kept current instead of rebuilt per box.
 void randomFallback(std::vector<uint8_t> mask, const Geometry& g, int n_samples, std::mt19937& rng,
                     std::vector<Box>& out) {
-    while (anySet(mask)) {
-        std::vector<Index3> indices;  // torch.nonzero order
-        for (int64_t z = 0; z < g.shape[0]; ++z)
-            for (int64_t y = 0; y < g.shape[1]; ++y)
-                for (int64_t x = 0; x < g.shape[2]; ++x)
-                    if (mask[index(g.shape, {z, y, x})]) indices.push_back({z, y, x});
-        const BoxSums sums(mask, g.shape);
+    std::vector<Index3> indices;
+    for (int64_t z = 0; z < g.shape[0]; ++z)
+        for (int64_t y = 0; y < g.shape[1]; ++y)
+            for (int64_t x = 0; x < g.shape[2]; ++x)
+                if (mask[index(g.shape, {z, y, x})]) indices.push_back({z, y, x});
+    while (!indices.empty()) {
         int64_t best_covered = 0;
         std::optional<Index3> best;
         Index3 best_lo{}, best_hi{};
@@ -98,7 +110,7 @@ void randomFallback(std::vector<uint8_t> mask, const Geometry& g, int n_samples,
                 numpyChoice(rng, static_cast<int64_t>(indices.size())))];
             Index3 lo, hi;
             g.inner(c, lo, hi);
-            const int64_t covered = sums.sum(lo, hi);
+            const int64_t covered = countSet(mask, g.shape, lo, hi);
             if (covered > best_covered) {
                 best_covered = covered;
                 best = c;
@@ -109,8 +121,102 @@ void randomFallback(std::vector<uint8_t> mask, const Geometry& g, int n_samples,
         if (!best) return;  // margins >= half the box: 2.6.0 fails here; nothing more to cover
         out.push_back(g.box(*best));
         clearRange(mask, g.shape, best_lo, best_hi);
+        std::erase_if(indices, [&](const Index3& c) { return mask[index(g.shape, c)] == 0; });
     }
 }
+
+// The greedy cover's coverage counts: counts[i] = uncovered voxels in center i's inner box.
+// Kept current by subtracting each voxel from the centers whose inner box holds it as it gets
+// covered (every voxel is covered once), when few centers share a voxel; otherwise recounted
+// per round from a summed-volume table.
+class Coverage {
+  public:
+    Coverage(std::vector<uint8_t> uncovered, const Geometry& g, const std::vector<Index3>& centers,
+             const Index3& origin, const Index3& stride)
+        : g_(g), u_(std::move(uncovered)), centers_(centers), origin_(origin), stride_(stride) {
+        for (uint8_t v : u_) remaining_ += v;
+        int64_t share = 1;
+        for (int d = 0; d < 3; ++d) {
+            const int64_t inner = g.half[d] + g.end_offset[d] - 2 * g.margin[d];
+            share *= std::max<int64_t>(1, (inner + stride[d] - 1) / stride[d] + 1);
+        }
+        incremental_ = share <= 64;
+        counts_.resize(centers.size());
+        recount();
+        if (!incremental_) return;
+        for (int d = 0; d < 3; ++d) {
+            n_[d] = 0;
+            for (const Index3& c : centers)
+                n_[d] = std::max<int64_t>(n_[d], (c[d] - origin[d]) / stride[d] + 1);
+            // Centers c = origin + k * stride whose inner box holds coordinate v:
+            // v - end_offset + margin < c <= v + half - margin.
+            k_lo_[d].resize(static_cast<size_t>(g.shape[d]));
+            k_hi_[d].resize(static_cast<size_t>(g.shape[d]));
+            for (int64_t v = 0; v < g.shape[d]; ++v) {
+                const int64_t a = v - g.end_offset[d] + g.margin[d] + 1 - origin[d];
+                const int64_t b = v + g.half[d] - g.margin[d] - origin[d];
+                k_lo_[d][v] = std::max<int64_t>(0, a <= 0 ? 0 : (a + stride[d] - 1) / stride[d]);
+                k_hi_[d][v] = b < 0 ? -1 : std::min<int64_t>(n_[d] - 1, b / stride[d]);
+            }
+        }
+        grid_.assign(static_cast<size_t>(n_[0] * n_[1] * n_[2]), -1);
+        for (size_t i = 0; i < centers.size(); ++i) {
+            const Index3& c = centers[i];
+            grid_[static_cast<size_t>(
+                (((c[0] - origin[0]) / stride[0]) * n_[1] + (c[1] - origin[1]) / stride[1]) *
+                    n_[2] +
+                (c[2] - origin[2]) / stride[2])] = static_cast<int64_t>(i);
+        }
+    }
+
+    int64_t count(size_t i) const { return counts_[i]; }
+    int64_t remaining() const { return remaining_; }
+    bool uncovered(const Index3& c) const { return u_[index(g_.shape, c)] != 0; }
+    std::vector<uint8_t>& mask() { return u_; }
+
+    // Marks [lo, hi) covered.
+    void clear(const Index3& lo, const Index3& hi) {
+        const Index3& s = g_.shape;
+        for (int64_t z = lo[0]; z < hi[0]; ++z)
+            for (int64_t y = lo[1]; y < hi[1]; ++y)
+                for (int64_t x = lo[2]; x < hi[2]; ++x) {
+                    uint8_t& v = u_[(z * s[1] + y) * s[2] + x];
+                    if (!v) continue;
+                    v = 0;
+                    --remaining_;
+                    if (incremental_) forget({z, y, x});
+                }
+        if (!incremental_) recount();
+    }
+
+  private:
+    void recount() {
+        const BoxSums sums(u_, g_.shape);
+        for (size_t i = 0; i < centers_.size(); ++i) {
+            Index3 lo, hi;
+            g_.inner(centers_[i], lo, hi);
+            counts_[i] = sums.sum(lo, hi);
+        }
+    }
+    void forget(const Index3& v) {
+        for (int64_t a = k_lo_[0][v[0]]; a <= k_hi_[0][v[0]]; ++a)
+            for (int64_t b = k_lo_[1][v[1]]; b <= k_hi_[1][v[1]]; ++b)
+                for (int64_t c = k_lo_[2][v[2]]; c <= k_hi_[2][v[2]]; ++c) {
+                    const int64_t i = grid_[static_cast<size_t>((a * n_[1] + b) * n_[2] + c)];
+                    if (i >= 0) --counts_[static_cast<size_t>(i)];
+                }
+    }
+
+    const Geometry& g_;
+    std::vector<uint8_t> u_;
+    std::vector<Index3> centers_;
+    Index3 origin_, stride_, n_{};
+    std::array<std::vector<int64_t>, 3> k_lo_, k_hi_;
+    std::vector<int64_t> grid_;
+    std::vector<int64_t> counts_;
+    int64_t remaining_ = 0;
+    bool incremental_ = false;
+};
 
 std::vector<Box> cover(const std::vector<uint8_t>& mask, const Geometry& g,
                        std::optional<Index3> stride, int max_depth, int depth, std::mt19937& rng) {
@@ -150,28 +256,25 @@ std::vector<Box> cover(const std::vector<uint8_t>& mask, const Geometry& g,
     }
     std::vector<uint8_t> uncovered(mask.size());
     for (size_t i = 0; i < mask.size(); ++i) uncovered[i] = mask[i] != 0;
-    while (!centers.empty() && anySet(uncovered)) {
-        const BoxSums sums(uncovered, s);
+    Coverage cov(std::move(uncovered), g, centers, mn, *stride);
+    std::vector<size_t> alive(centers.size());  // candidate order, as potential_centers
+    for (size_t i = 0; i < alive.size(); ++i) alive[i] = i;
+    while (!alive.empty() && cov.remaining() > 0) {
         int64_t best_covered = 0;
         size_t best = 0;
-        Index3 best_lo{}, best_hi{};
-        for (size_t i = 0; i < centers.size(); ++i) {
-            Index3 lo, hi;
-            g.inner(centers[i], lo, hi);
-            const int64_t covered = sums.sum(lo, hi);
-            if (covered > best_covered) {
-                best_covered = covered;
+        for (const size_t i : alive)
+            if (cov.count(i) > best_covered) {
+                best_covered = cov.count(i);
                 best = i;
-                best_lo = lo;
-                best_hi = hi;
             }
-        }
         if (best_covered == 0) break;
         boxes.push_back(g.box(centers[best]));
-        clearRange(uncovered, s, best_lo, best_hi);
-        std::erase_if(centers, [&](const Index3& c) { return uncovered[index(s, c)] == 0; });
+        Index3 lo, hi;
+        g.inner(centers[best], lo, hi);
+        cov.clear(lo, hi);
+        std::erase_if(alive, [&](size_t i) { return !cov.uncovered(centers[i]); });
     }
-    if (anySet(uncovered)) randomFallback(std::move(uncovered), g, 10, rng, boxes);
+    if (cov.remaining() > 0) randomFallback(std::move(cov.mask()), g, 10, rng, boxes);
     return boxes;
 }
 

@@ -5,7 +5,9 @@
 // - torch.nn.functional.interpolate(size=...) on [1, 1, D, H, W] tensors: "nearest" (fp16),
 //   "area" = adaptive average pooling (fp16 values summed in fp32, rounded once), "trilinear"
 //   with align_corners=False (fp32; torch's float scale in / out and source index
-//   scale * (i + 0.5) - 0.5, the channels-last kernel a 1-channel tensor takes);
+//   scale * (i + 0.5) - 0.5, two taps per axis nested depth to width, each level
+//   fma(t0, w0, t1 * w1) as torch's AVX2/AVX-512 kernels compute it on any x86-64 CPU with FMA;
+//   torch's build for CPUs without FMA would round once more and differ by an ulp at times);
 // - nnInteractive's iterative_3x3_same_padding_pool3d (max or min over the k^3 window clipped to
 //   the volume), the fp16 division of its interaction normalisation, round_to_nearest_odd,
 //   Python's round() (halves to even) and NumPy's legacy np.random.choice(n);
