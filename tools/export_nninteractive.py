@@ -25,7 +25,8 @@ Runtime when it is installed.
 
 Refused, with the reason: a folder for another nnInteractive version or session class, a missing
 file (named), unknown interactions or channel_mapping keys, channel indices outside the
-interaction channels, a cascade configuration, pad modes other than "constant".
+interaction channels, a cascade configuration, pad modes other than "constant", a point radius
+that is not one positive number (2.6.0 would draw a random radius per point from a range).
 
 Checkpoints are Python pickles: they are loaded as tensors and plain containers only unless
 --allow-pickle is given for a checkpoint you trust (tools/export_common.py load_checkpoint).
@@ -237,9 +238,15 @@ def resolve_folder(folder):
         raise ResolveError(f"interaction_decay must be in (0, 1], got {decay}")
     if len(thickness) != 3:
         raise ResolveError(f"preferred_scribble_thickness: expected 3 values, got {thickness}")
+    if isinstance(radius, bool) or not isinstance(radius, (int, float)) or not radius > 0:
+        # 2.6.0 passes it to batchgeneratorsv2's sample_scalar: a range or callable would draw a
+        # random radius for every point, which no port can reproduce
+        raise ResolveError(f"point_radius {radius!r}: expected a positive number (a random "
+                           "radius cannot be reproduced)")
     dataset = load_json_file(folder, "dataset.json")
     plans = load_json_file(folder, "plans.json")
-    return {"capability_file": source, "point_radius": radius,
+    return {"capability_file": source,
+            "point_radius": int(radius) if float(radius).is_integer() else float(radius),
             "scribble_thickness": [int(t) if float(t).is_integer() else float(t) for t in thickness],
             "interaction_decay": float(decay), "pad_mode_image": pad_mode,
             "dataset": dataset, "plans": plans, **cap}

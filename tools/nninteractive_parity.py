@@ -32,12 +32,15 @@ returns), undo's return value, the calls of NumPy's random box sampling and the 
 NumPy's random box sampling (nnInteractive/utils/bboxes.py random_sampling_fallback, global
 np.random): generate_bounding_boxes reaches it (a) after the greedy cover when mask voxels are
 left that no remaining grid centre covers (centres on a grid of stride round(extent / 4) per axis,
-each covering patch - 2 * 24 voxels per axis: with a small patch and a wide changed region the
-grid is coarser than that and voxels are left), and (b) past recursion depth 3 when no grid point
-lies on the mask. The generator seeds np.random before every step (seed 1000 * session + step)
-and logs every call with the boxes it returned ("random_fallback" of a step); the sessions are
-chosen so that no step reaches it (checked: a step that does makes `run` fail unless
---allow-random-fallback), since a port cannot reproduce NumPy's legacy generator draw for draw.
+each covering patch - 2 * 24 voxels per axis: with the fabricated patch that is 24, 32 and 40
+voxels, so a wide changed region leaves voxels), and (b) past recursion depth 3 when no grid point
+lies on the mask. With the real model's 192-voxel patch the core is 144 voxels and (a) is rare.
+Our sessions DO reach it in their larger refinement steps (the run prints how many): the
+generator seeds np.random.seed(1000 * session + step) right before every step (the step's
+np_random_seed) and logs the boxes each call returned (the step's random_fallback); the step's
+refinement_bboxes are the complete list in order. voxseg's port reproduces NumPy's legacy
+generator draw for draw (edit/interactive refinement boxes), so these steps are compared too;
+--no-random-fallback makes the run fail when a step reaches it.
 
 Pinned versions: tools/requirements-nninteractive.txt (python3 -m venv /tmp/nnivenv &&
 /tmp/nnivenv/bin/pip install -r tools/requirements-nninteractive.txt).
@@ -56,7 +59,7 @@ sys.path.insert(0, HERE)
 
 SEED = 38
 PATCH = [72, 80, 88]                 # (z, y, x); > 2 * 24 per axis (refinement margin)
-FEATURES = [4, 8, 16, 32]
+FEATURES = [8, 16, 24, 32]
 STRIDES = [[1, 1, 1], [2, 2, 2], [2, 2, 2], [2, 2, 2]]
 CONFIGURATION = "3d_fullres_fab"
 DATASET_NAME = "Dataset938_nnInteractiveFabricated"
@@ -65,6 +68,10 @@ IMAGE_SHAPE = (80, 96, 160)          # (z, y, x); x > 1.5 * PATCH x: AutoZoom ca
 CHANNEL_MAPPING = {"prev_seg": 0, "bbox2d": [1, 2], "bbox3d": [1, 2], "lasso": [1, 2],
                    "points": [3, 4], "scribble": [-2, -1]}   # negative: resolved against 7
 INTERACTION_DECAY = 0.95
+# the designed channel's stem weights (design_weights)
+DESIGN = {"image": 1.0, "prev": 2.5, "positive": 0.5, "negative": 4.0, "prompt_threshold": 0.5,
+          "image_threshold": 2.5, "step": 0.25, "logit_scale": 30.0, "logit_threshold": 0.3,
+          "random_logit_weight": 0.1, "texture_weight": 0.01}
 
 
 def plans_json():
@@ -132,18 +139,24 @@ def build_network():
 
 
 def design_weights(net, seed=SEED):
-    """Seeded random weights with one designed channel (0) through the full-resolution path.
+    """Seeded random weights with four designed channels (0..3) at full resolution.
 
     Network input channels: 0 image, 1 prev_seg, 2/3 bbox & lasso +/-, 4/5 points +/-,
-    6/7 scribble +/- (CHANNEL_MAPPING + 1). Channel 0 of the stem computes
-    IMG * image + PREV * prev_seg + POS * box(positives) - NEG * box(negatives); its instance norm
-    (shift -T) and LeakyReLU keep what stands out: bright voxels near positive prompts, and the
-    previous segmentation where it is bright. Stage 0's residual block passes channel 0 on
-    (its second conv's norm scale and shift are 0 there), the last decoder conv spreads it by one
-    voxel, and the segmentation layer reads it with weight +-K/2 (bias -K*TAU / 2 on the
-    foreground). Every other weight is seeded random: kaiming-like convs, norm scales U(0.6, 1.4)
-    and shifts N(0, 0.2), and random seg-layer weights of std 0.25 on channels 1..3, so the deep
-    path moves the logits by about +-0.5 and a port's error anywhere shows in the argmax."""
+    6/7 scribble +/- (CHANNEL_MAPPING + 1). Stem channels 0 and 1 compute
+    PREV * prev_seg + POSITIVE * (3^3 sums of the positive prompts) - NEGATIVE * (3^3 sums of
+    the negative ones), channels 2 and 3 IMAGE * image - NEGATIVE * (the same negative sums).
+    Instance norm makes each relative to the patch; its shifts (-threshold, and -threshold - step
+    for the second of each pair) and LeakyReLU give two clamped indicators,
+    (lrelu(x) - lrelu(x - step)) / step: "near a positive prompt or in the previous mask" and
+    "bright for this patch" (an object that is a small part of the patch), both cut by negative
+    prompts. Stage 0's residual block passes channels 0..3 on (its second conv's norm scale and
+    shift are 0 there); the last decoder conv adds the two indicators (values about 0, 1 or 2),
+    and since a nearly binary map stays on either side of 0 under instance norm whatever its
+    foreground fraction, the segmentation layer's weight +-LOGIT_SCALE / 2 with threshold
+    LOGIT_THRESHOLD makes the argmax decisive. Every other weight is seeded random: kaiming-like
+    convs, norm scales U(0.6, 1.4) and shifts N(0, 0.2) (4 random channels at full resolution and
+    the whole deeper path), and the segmentation layer's random weights of std
+    RANDOM_LOGIT_WEIGHT on the other decoder channels."""
     import torch
     g = torch.Generator().manual_seed(seed)
     sd = net.state_dict()
@@ -161,30 +174,43 @@ def design_weights(net, seed=SEED):
         enc, dec = net.encoder, net.decoder
         stem = enc.stem.convs[0]
         w = stem.conv.weight                                  # [F0, 8, 3, 3, 3]
-        w[0].zero_()
-        box = torch.ones(3, 3, 3) / 27.0
-        w[0, 0, 1, 1, 1] = 1.0                                # image
-        w[0, 1, 1, 1, 1] = 2.5                                # prev_seg
-        for c in (2, 4, 6):                                   # positive prompts
-            w[0, c] = 27.0 * box * 0.5
-        for c in (3, 5, 7):                                   # negative prompts
-            w[0, c] = -27.0 * box * 1.0
-        stem.conv.bias[0] = 0.0
-        stem.norm.weight[0] = 1.0
-        stem.norm.bias[0] = -2.0
-        block = enc.stages[0].blocks[0]
-        block.conv2.norm.weight[0] = 0.0
-        block.conv2.norm.bias[0] = 0.0
+        w[:4].zero_()
+        for c in (0, 1):      # the prompts: positives and the previous mask add, negatives cut
+            w[c, 1, 1, 1, 1] = DESIGN["prev"]
+            for i in (2, 4, 6):
+                w[c, i] = DESIGN["positive"]                  # 3^3 sums
+        for c in (2, 3):      # the image: bright voxels stand out where they are a small part
+            w[c, 0, 1, 1, 1] = DESIGN["image"]
+        for c in (0, 1, 2, 3):
+            for i in (3, 5, 7):
+                w[c, i] = -DESIGN["negative"]
+        eps = DESIGN["step"]
+        stem.conv.bias[:4] = 0.0
+        stem.norm.weight[:4] = 1.0
+        stem.norm.bias[:4] = torch.tensor([-DESIGN["prompt_threshold"],
+                                           -DESIGN["prompt_threshold"] - eps,
+                                           -DESIGN["image_threshold"],
+                                           -DESIGN["image_threshold"] - eps])
+        block = enc.stages[0].blocks[0]                       # passes channels 0..3 on
+        block.conv2.norm.weight[:4] = 0.0
+        block.conv2.norm.bias[:4] = 0.0
         last = dec.stages[-1].convs[0]                        # input: [upsampled F0, skip F0]
         f0 = FEATURES[0]
         last.conv.weight[0].zero_()
-        last.conv.weight[0, f0] = box * 27.0 / 7.0            # skip channel 0, spread
+        # the random full-resolution channels join with small random weights: the instance norm
+        # that follows is better conditioned than on a nearly binary map (ONNX Runtime's and
+        # torch's differ by 2e-4 relative on that)
+        last.conv.weight[0, f0 + 4:] = DESIGN["texture_weight"] / 9 * torch.randn(
+            last.conv.weight[0, f0 + 4:].shape, generator=g)
+        # (lrelu(x) - lrelu(x - eps)) / eps: a clamped step per indicator; their sum ~ {0, 1, 2}
+        for c, sign in ((0, 1.0), (1, -1.0), (2, 1.0), (3, -1.0)):
+            last.conv.weight[0, f0 + c, 1, 1, 1] = sign / eps
         last.conv.bias[0] = 0.0
         last.norm.weight[0] = 1.0
         last.norm.bias[0] = 0.0
         seg = dec.seg_layers[-1]
-        k, tau = 8.0, 0.5
-        seg.weight.copy_(0.25 * torch.randn(seg.weight.shape, generator=g))
+        k, tau = DESIGN["logit_scale"], DESIGN["logit_threshold"]
+        seg.weight.copy_(DESIGN["random_logit_weight"] * torch.randn(seg.weight.shape, generator=g))
         seg.weight[0, 0] = -k / 2
         seg.weight[1, 0] = k / 2
         seg.bias[0] = k * tau / 2
@@ -319,12 +345,34 @@ def sessions():
     ]
 
 
+ACTIVE_RECORDER = [None]
+
+
+def install_fallback_hook():
+    """Wraps nnInteractive.utils.bboxes.random_sampling_fallback once per process: every call
+    (the boxes it returns) is logged into the active recorder's current step."""
+    import nnInteractive.utils.bboxes as bboxes
+    if getattr(bboxes.random_sampling_fallback, "voxseg_logged", False):
+        return
+    original = bboxes.random_sampling_fallback
+
+    def fallback(mask, bbox_size, margin, n_samples):
+        out = original(mask, bbox_size, margin, n_samples)
+        rec = ACTIVE_RECORDER[0]
+        if rec is not None and rec.step is not None:
+            rec.step["random_fallback"].append([[[int(a), int(b)] for a, b in bb] for bb in out])
+        return out
+
+    fallback.voxseg_logged = True
+    bboxes.random_sampling_fallback = fallback
+
+
 class Recorder:
     """Wraps methods of one nnInteractiveInferenceSession instance (and bboxes.py's random box
     sampling) to log what every step did."""
 
     def __init__(self, session):
-        import nnInteractive.utils.bboxes as bboxes
+        install_fallback_hook()
         self.s, self.step = session, None
         self._margins = []
         build, plan, predict = session._build_network_input, session._plan_refinement_bboxes, \
@@ -359,23 +407,21 @@ class Recorder:
             rec = self._pending.pop(0)
             rec["foreground"] = int((y[0, 1] > y[0, 0]).sum())
             rec["near_tie_voxels"] = int((margin < 1e-3).sum())
+            # per input channel: sum and sum of squares (float64) of what the network saw
+            xd = x[0].double()
+            rec["input_sums"] = [float(v) for v in xd.sum(dim=(1, 2, 3))]
+            rec["input_sums_of_squares"] = [float(v) for v in (xd * xd).sum(dim=(1, 2, 3))]
             self._margins.append(margin.flatten()[::97].clone())
             self.step["forwards"].append(rec)
             return y
 
-        def fallback(mask, bbox_size, margin, n_samples):
-            out = orig_fallback(mask, bbox_size, margin, n_samples)
-            self.step["random_fallback"].append([[[int(a), int(b)] for a, b in bb] for bb in out])
-            return out
-
-        orig_fallback = bboxes.random_sampling_fallback
-        bboxes.random_sampling_fallback = fallback
         session._build_network_input = build_input
         session._plan_refinement_bboxes = plan_boxes
         session._predict = run_predict
         session.network = forward
 
     def begin(self, step):
+        ACTIVE_RECORDER[0] = self
         self.step = step
         step.update(forwards=[], refinement_bboxes=[], random_fallback=[])
         self._pending = []
@@ -395,6 +441,20 @@ def save_nifti(path, a):
 
 def jsonable_bbox(b):
     return None if b is None else [[int(lo), int(hi)] for lo, hi in b]
+
+
+def normalization_of(image):
+    """What 2.6.0's set_image computes (its own function on the image as it receives it): the
+    nonzero bbox, mean and unbiased std over it (float32), and the sum of the normalised image."""
+    import torch
+    from nnInteractive.inference.inference_session import nnInteractiveInferenceSession as S
+    t = torch.from_numpy(np.ascontiguousarray(image[None], dtype=np.float32))
+    bbox = S._nonzero_spatial_bbox(t)
+    crop = t[(slice(0, 1), *[slice(lo, hi) for lo, hi in bbox])]
+    mean, std = crop.mean(), crop.std()
+    normed = (t - mean) / std
+    return {"bbox": bbox, "mean": float(mean), "std": float(std),
+            "normalized_sum": float(normed.double().sum())}
 
 
 def new_session(model_folder, storage, autozoom):
@@ -473,6 +533,7 @@ def run(a):
                     os.path.join(out, "model"), "--force"], check=True)
     image = phantom()
     save_nifti(os.path.join(out, "image.nii.gz"), image)
+    norm = normalization_of(image)
     chosen = sessions()
     if a.sessions:
         chosen = [c for c in chosen if c[0] in a.sessions]
@@ -497,6 +558,7 @@ def run(a):
     summary = {"generator": "tools/nninteractive_parity.py", "nninteractive": "2.6.0",
                "device": "cpu", "torch_threads": 2, "interactions_storage": ["tensor", "blosc2"],
                "image": "image.nii.gz", "image_shape_zyx": list(IMAGE_SHAPE), "model": "model",
+               "normalization": norm,
                "logit_margin_quantiles": {"p0.1": q[0], "p1": q[1], "p5": q[2], "p50": q[3]},
                "logit_margin_below_1e-3": float((m < 1e-3).float().mean()),
                "random_fallback_steps": fallbacks, "sessions": result}

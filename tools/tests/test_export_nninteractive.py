@@ -181,6 +181,9 @@ class Refusals(unittest.TestCase):
             self.expect(model_folder(d, capability={"pad_mode_image": "reflect"}), "reflect")
         with tempfile.TemporaryDirectory() as d:
             self.expect(model_folder(d, capability={"interaction_decay": 1.5}), "(0, 1]")
+        with tempfile.TemporaryDirectory() as d:
+            self.expect(model_folder(d, capability={"point_radius": [3, 5]}), "point_radius",
+                        "random")
 
     def test_missing_files_are_named(self):
         with tempfile.TemporaryDirectory() as d:
