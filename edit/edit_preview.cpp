@@ -43,6 +43,44 @@ Status runOp(const EditOp& op, const detail::Grid& grid, const detail::Intensity
     return invalidArgument("undo and redo have no preview");
 }
 
+// Threshold changes each voxel on its own (applyThreshold: in range and allowed by the overwrite
+// policy), so its preview reads the label map directly instead of running on the scratch copy:
+// the same test over the same region (the slice through point_mm, or the whole grid).
+Result<EditPreview> thresholdPreview(const EditOp& op, const detail::Grid& grid,
+                                     const detail::Intensity& image, const Volume& labels) {
+    std::array<int64_t, 3> lo{0, 0, 0}, hi{grid.size[0] - 1, grid.size[1] - 1, grid.size[2] - 1};
+    if (op.in_slice) {
+        if (op.points.empty()) return invalidArgument("threshold: no point_mm for the slice");
+        const int axis = grid.sliceAxis(op.plane);
+        const int64_t s = std::llround(grid.index(op.points[0])[axis]);
+        if (s < 0 || s >= grid.size[axis])
+            return invalidArgument("threshold: point_mm is outside the image");
+        lo[axis] = hi[axis] = s;
+    }
+    const bool wide = labels.pixelType() == PixelType::kUInt16;
+    const uint8_t* u8 = wide ? nullptr : labels.data<uint8_t>();
+    const uint16_t* u16 = wide ? labels.data<uint16_t>() : nullptr;
+    EditPreview out;
+    out.box_lo = {INT64_MAX, INT64_MAX, INT64_MAX};
+    for (int64_t k = lo[2]; k <= hi[2]; ++k)
+        for (int64_t j = lo[1]; j <= hi[1]; ++j)
+            for (int64_t i = lo[0]; i <= hi[0]; ++i) {
+                const int64_t idx = grid.linear(i, j, k);
+                const int current = wide ? u16[idx] : u8[idx];
+                if (!detail::mayOverwrite(op.overwrite, current, op.label)) continue;
+                if (!image.inRange(idx, op)) continue;
+                out.voxels.push_back(idx);
+                out.values.push_back(op.label);
+                const int64_t x[3] = {i, j, k};
+                for (int a = 0; a < 3; ++a) {
+                    out.box_lo[a] = std::min(out.box_lo[a], x[a]);
+                    out.box_hi[a] = std::max(out.box_hi[a], x[a]);
+                }
+            }
+    if (out.voxels.empty()) out.box_lo = {0, 0, 0};
+    return out;
+}
+
 int voxelOf(const std::vector<uint8_t>& bytes, size_t v, bool wide) {
     if (!wide) return bytes[v];
     uint16_t x = 0;
@@ -64,26 +102,31 @@ Result<EditPreview> EditPreviewer::preview(const Volume& image, const Volume& la
     if (op.label > max_label || op.other > max_label || op.overwrite.label > max_label)
         return invalidArgument(fmt::format("label {} does not fit the label map",
                                            std::max({op.label, op.other, op.overwrite.label})));
+    const detail::Grid grid(image.geometry());
+    const detail::Intensity intensity(image);
+    if (op.kind == OpKind::kThreshold) return thresholdPreview(op, grid, intensity, labels);
     if (scratch_.empty() || source_ != labels.rawData() ||
         scratch_.pixelType() != labels.pixelType() ||
         scratch_.geometry().size != labels.geometry().size) {
         scratch_ = cloneVolume(labels);
         source_ = labels.rawData();
     }
-    const detail::Grid grid(image.geometry());
-    const detail::Intensity intensity(image);
     std::vector<TileChange> tiles;
     detail::Canvas canvas(scratch_, tiles);
     const Status status = runOp(op, grid, intensity, canvas);
-    // What changed, tile by tile; then the scratch copy is put back.
+    // What changed, row by row of each touched tile against the tile's "before" (equal rows are
+    // skipped by one memcmp), each changed voxel put back at once: the scratch copy is the label
+    // map again afterwards. (Threshold in three slices of a 512 x 512 x 300 map: 240 ms reading
+    // and writing whole tiles back, 78 ms this way, 10 ms by thresholdPreview.)
     EditPreview out;
     const auto& size = grid.size;
     std::array<int64_t, 3> ntiles{};
     for (int a = 0; a < 3; ++a) ntiles[a] = (size[a] + LabelEditor::kTile - 1) / LabelEditor::kTile;
-    std::vector<uint8_t> after;
+    const size_t bpv = wide ? 2 : 1;
+    uint8_t* base =
+        wide ? reinterpret_cast<uint8_t*>(scratch_.data<uint16_t>()) : scratch_.data<uint8_t>();
     out.box_lo = {INT64_MAX, INT64_MAX, INT64_MAX};
     for (const TileChange& t : tiles) {
-        canvas.readTile(t.tile, after);
         const int64_t c[3] = {t.tile % ntiles[0], (t.tile / ntiles[0]) % ntiles[1],
                               t.tile / (ntiles[0] * ntiles[1])};
         std::array<int64_t, 3> lo{}, hi{};
@@ -91,45 +134,47 @@ Result<EditPreview> EditPreviewer::preview(const Volume& image, const Volume& la
             lo[a] = c[a] * LabelEditor::kTile;
             hi[a] = std::min(lo[a] + LabelEditor::kTile, size[a]);
         }
-        size_t v = 0;
+        const size_t row_bytes = static_cast<size_t>(hi[0] - lo[0]) * bpv;
+        size_t o = 0;
         for (int64_t k = lo[2]; k < hi[2]; ++k)
-            for (int64_t j = lo[1]; j < hi[1]; ++j)
-                for (int64_t i = lo[0]; i < hi[0]; ++i, ++v) {
-                    const int now = voxelOf(after, v, wide);
-                    if (now == voxelOf(t.before, v, wide)) continue;
+            for (int64_t j = lo[1]; j < hi[1]; ++j, o += row_bytes) {
+                const uint8_t* before = t.before.data() + o;
+                uint8_t* now = base + static_cast<size_t>(grid.linear(lo[0], j, k)) * bpv;
+                if (std::memcmp(before, now, row_bytes) == 0) continue;
+                for (int64_t i = lo[0]; i < hi[0]; ++i) {
+                    const size_t v = static_cast<size_t>(i - lo[0]);
+                    const int was = voxelOf(t.before, o / bpv + v, wide);
+                    int value = 0;
+                    if (wide) {
+                        uint16_t x = 0;
+                        std::memcpy(&x, now + 2 * v, 2);
+                        value = x;
+                    } else {
+                        value = now[v];
+                    }
+                    if (value == was) continue;
+                    std::memcpy(now + v * bpv, before + v * bpv, bpv);  // put back
                     out.voxels.push_back(grid.linear(i, j, k));
-                    out.values.push_back(now);
+                    out.values.push_back(value);
                     const int64_t x[3] = {i, j, k};
                     for (int a = 0; a < 3; ++a) {
                         out.box_lo[a] = std::min(out.box_lo[a], x[a]);
                         out.box_hi[a] = std::max(out.box_hi[a], x[a]);
                     }
                 }
-        canvas.writeTile(t.tile, t.before);
+            }
     }
     if (!status.isOk()) return status.withContext(std::string(opName(op.kind)) + ": ");
     if (out.voxels.empty()) out.box_lo = {0, 0, 0};
-    // Tiles come in the order they were first written: sort by voxel index.
-    std::vector<size_t> order(out.voxels.size());
-    std::iota(order.begin(), order.end(), size_t{0});
-    std::sort(order.begin(), order.end(),
-              [&](size_t a, size_t b) { return out.voxels[a] < out.voxels[b]; });
-    EditPreview sorted;
-    sorted.box_lo = out.box_lo;
-    sorted.box_hi = out.box_hi;
-    sorted.voxels.reserve(order.size());
-    sorted.values.reserve(order.size());
-    for (size_t n : order) {
-        sorted.voxels.push_back(out.voxels[n]);
-        sorted.values.push_back(out.values[n]);
-    }
-    return sorted;
+    return out;
 }
 
-int64_t countComponents(const std::vector<int64_t>& voxels, const std::array<int64_t, 3>& size,
+int64_t countComponents(std::vector<int64_t> voxels, const std::array<int64_t, 3>& size,
                         int connectivity) {
     if (voxels.empty()) return 0;
-    // Union-find over the set's members; neighbours found by binary search (ascending input).
+    std::sort(voxels.begin(), voxels.end());
+    voxels.erase(std::unique(voxels.begin(), voxels.end()), voxels.end());
+    // Union-find over the set's members; neighbours found by binary search.
     std::vector<int64_t> parent(voxels.size());
     std::iota(parent.begin(), parent.end(), int64_t{0});
     auto find = [&](int64_t x) {

@@ -353,32 +353,33 @@ void EditController::updatePreview() {
         auto op = clickOp(brush_view_, *brush_centre_);
         if (op.isOk() && op.value()) ops.push_back(**op);
     }
+    std::vector<uint64_t> seen;  // voxels already in the preview (one bit each)
     for (const edit::EditOp& op : ops) {
         auto r = previewer_.preview(state_->image(), *labels, op);
         if (!r.isOk()) continue;  // e.g. the mouse left the image: nothing to show
-        if (!preview_) {
+        if (!preview_ || preview_->empty()) {
             preview_ = std::move(*r);
             preview_op_ = op;
             continue;
         }
-        // Union of the views' slices (their crossing lines appear twice).
-        std::vector<std::pair<int64_t, int>> merged;
-        for (size_t n = 0; n < preview_->voxels.size(); ++n)
-            merged.push_back({preview_->voxels[n], preview_->values[n]});
-        for (size_t n = 0; n < r->voxels.size(); ++n)
-            merged.push_back({r->voxels[n], r->values[n]});
-        std::sort(merged.begin(), merged.end());
-        merged.erase(std::unique(merged.begin(), merged.end()), merged.end());
-        preview_->voxels.clear();
-        preview_->values.clear();
-        for (const auto& [v, value] : merged) {
-            preview_->voxels.push_back(v);
-            preview_->values.push_back(value);
+        // Union of the views' slices: their crossing lines are in both.
+        if (seen.empty()) {
+            seen.assign(static_cast<size_t>((state_->image().geometry().voxelCount() + 63) / 64),
+                        0);
+            for (int64_t v : preview_->voxels)
+                seen[static_cast<size_t>(v >> 6)] |= uint64_t{1} << (v & 63);
         }
-        for (int a = 0; a < 3; ++a) {
-            if (r->empty()) break;
-            preview_->box_lo[a] =
-                preview_->empty() ? r->box_lo[a] : std::min(preview_->box_lo[a], r->box_lo[a]);
+        for (size_t n = 0; n < r->voxels.size(); ++n) {
+            const int64_t v = r->voxels[n];
+            uint64_t& word = seen[static_cast<size_t>(v >> 6)];
+            const uint64_t bit = uint64_t{1} << (v & 63);
+            if (word & bit) continue;
+            word |= bit;
+            preview_->voxels.push_back(v);
+            preview_->values.push_back(r->values[n]);
+        }
+        for (int a = 0; a < 3 && !r->empty(); ++a) {
+            preview_->box_lo[a] = std::min(preview_->box_lo[a], r->box_lo[a]);
             preview_->box_hi[a] = std::max(preview_->box_hi[a], r->box_hi[a]);
         }
     }
