@@ -330,10 +330,16 @@ def main():
     writer = PackageWriter(a.out, a.force)
     try:
         net, net_name = build_network(conf, n_in, NUM_CLASSES, trainer, None)
-        missing, unexpected = net.load_state_dict(network_weights(ckpt, ckpt_path), strict=False)
+        what = (f"{ckpt_path}: weights do not match the network ({net_name}, {n_in} input channels: "
+                f"{n_image} image + {r['num_interaction_channels']} interaction channels as "
+                f"{r['capability_file']} says)")
+        try:
+            missing, unexpected = net.load_state_dict(network_weights(ckpt, ckpt_path), strict=False)
+        except RuntimeError as e:       # shape mismatches
+            lines = [ln.strip() for ln in str(e).splitlines()[1:] if ln.strip()]
+            fail(f"{what}: {'; '.join(lines[:2]) or str(e)}")
         if missing or unexpected:
-            fail(f"{ckpt_path}: weights do not match the network ({net_name}, {n_in} input "
-                 f"channels) (missing {missing[:5]}, unexpected {unexpected[:5]})")
+            fail(f"{what} (missing {missing[:5]}, unexpected {unexpected[:5]})")
         network_file = "network.onnx"
         _, out_shape = export_onnx(net, (n_in,) + tuple(patch), writer.path(network_file))
         if out_shape[0] != NUM_CLASSES:

@@ -3,8 +3,10 @@
 nninteractive 2.6.0 does (modern inference_info.json, the legacy inference_session_class.json in
 its string and object forms with their different decay defaults, negative channel indices,
 inferred channel counts, the licence and its fallbacks) and what it refuses, naming the reason.
-The export itself (torch, ONNX) and the session parity are checked on the committed goldens
-(tests/edit/data/nninteractive, tools/nninteractive_parity.py).
+Where torch, onnx and dynamic_network_architectures are installed (skipped otherwise), the
+fabricated folder of tools/nninteractive_parity.py is exported again and must give the committed
+goldens' model.json (tests/edit/data/nninteractive/model), and weights for another channel count
+are refused; the session parity itself is tests/edit/interactive_parity_test.cpp.
 
     python3 -m unittest tools/tests/test_export_nninteractive.py -v
 """
@@ -233,6 +235,68 @@ class Section(unittest.TestCase):
         json.dumps(s)   # plain JSON (no tuples left)
         self.assertTrue(all(isinstance(v, list) for k, v in s["channel_mapping"].items()
                             if k != "prev_seg"))
+
+
+def has_export_deps():
+    try:
+        import dynamic_network_architectures  # noqa: F401
+        import onnx  # noqa: F401
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+REPO = os.path.dirname(TOOLS)
+COMMITTED = os.path.join(REPO, "tests", "edit", "data", "nninteractive", "model", "model.json")
+
+
+@unittest.skipUnless(has_export_deps(), "needs torch, onnx and dynamic_network_architectures")
+class FabricatedExport(unittest.TestCase):
+    """tools/nninteractive_parity.py's fabricated folder exported again: the same model.json as
+    the committed goldens' package (the network file aside, whose bytes depend on torch's
+    version), and a network that does not match the capability's channel count refused."""
+
+    def fabricate(self, d):
+        folder = os.path.join(d, "fab")
+        out = subprocess.run([sys.executable, os.path.join(TOOLS, "nninteractive_parity.py"),
+                              "fabricate", folder], capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        return folder
+
+    def test_export_matches_the_committed_package(self):
+        with tempfile.TemporaryDirectory() as d:
+            folder = self.fabricate(d)
+            out = run_cli(folder, "-o", os.path.join(d, "pkg"))
+            self.assertEqual(out.returncode, 0, out.stderr)
+            with open(os.path.join(d, "pkg", "model.json")) as f:
+                fresh = json.load(f)
+            import onnx
+            graph = onnx.load(os.path.join(d, "pkg", "network.onnx")).graph
+            dims = [d.dim_value or d.dim_param for d in graph.input[0].type.tensor_type.shape.dim]
+        with open(COMMITTED) as f:
+            committed = json.load(f)
+        self.assertEqual(fresh["interactive"], committed["interactive"])
+        for k in set(fresh) | set(committed):
+            if k not in ("models", "_export"):
+                self.assertEqual(fresh.get(k), committed.get(k), k)
+        self.assertEqual([m["file"] for m in fresh["models"]], ["network.onnx"])
+        self.assertEqual(dims, ["batch", 8, 72, 80, 88])
+
+    def test_weights_for_another_channel_count_are_refused(self):
+        with tempfile.TemporaryDirectory() as d:
+            folder = self.fabricate(d)
+            path = os.path.join(folder, "inference_info.json")
+            with open(path) as f:
+                cap = json.load(f)
+            cap["interaction_channels"] = 7          # 8 channels + the image: 9 inputs
+            with open(path, "w") as f:
+                json.dump(cap, f)
+            out = run_cli(folder, "-o", os.path.join(d, "pkg"))
+            self.assertNotEqual(out.returncode, 0)
+            self.assertIn("weights do not match the network", out.stderr)
+            self.assertIn("9 input channels", out.stderr)
+            self.assertFalse(os.path.exists(os.path.join(d, "pkg")))
 
 
 if __name__ == "__main__":
