@@ -69,14 +69,6 @@ struct Geometry {
 
 int64_t index(const Index3& s, const Index3& c) { return (c[0] * s[1] + c[1]) * s[2] + c[2]; }
 
-void clearRange(std::vector<uint8_t>& m, const Index3& s, const Index3& lo, const Index3& hi) {
-    for (int64_t z = lo[0]; z < hi[0]; ++z)
-        for (int64_t y = lo[1]; y < hi[1]; ++y) {
-            uint8_t* row = m.data() + (z * s[1] + y) * s[2];
-            std::fill(row + lo[2], row + std::max(lo[2], hi[2]), uint8_t{0});
-        }
-}
-
 bool anySet(const std::vector<uint8_t>& m) {
     return std::any_of(m.begin(), m.end(), [](uint8_t v) { return v != 0; });
 }
@@ -92,25 +84,63 @@ int64_t countSet(const std::vector<uint8_t>& m, const Index3& s, const Index3& l
     return n;
 }
 
-// random_sampling_fallback: `n_samples` random nonzero voxels per box, the best kept. The list
-// of nonzero voxels (torch.nonzero order) is kept current instead of rebuilt per box.
+// The set voxels of a mask by rank in torch.nonzero's order (linear index order): counts per
+// block of 1024 voxels and per superblock of 1024 blocks, so that the k-th set voxel is found
+// and covered voxels are dropped without rebuilding the list.
+class RankedVoxels {
+  public:
+    explicit RankedVoxels(std::vector<uint8_t> mask) : m_(std::move(mask)) {
+        blocks_.assign(m_.size() / kBlock + 1, 0);
+        supers_.assign(blocks_.size() / kBlock + 1, 0);
+        for (size_t i = 0; i < m_.size(); ++i)
+            if (m_[i]) {
+                m_[i] = 1;
+                ++blocks_[i / kBlock];
+                ++supers_[i / kBlock / kBlock];
+                ++total_;
+            }
+    }
+    int64_t total() const { return total_; }
+    const std::vector<uint8_t>& mask() const { return m_; }
+    int64_t kth(int64_t k) const {
+        size_t s = 0;
+        while (k >= supers_[s]) k -= supers_[s++];
+        size_t b = s * kBlock;
+        while (k >= blocks_[b]) k -= blocks_[b++];
+        size_t i = b * kBlock;
+        for (;; ++i)
+            if (m_[i] && k-- == 0) return static_cast<int64_t>(i);
+    }
+    void clear(int64_t i) {
+        if (!m_[i]) return;
+        m_[i] = 0;
+        --blocks_[i / kBlock];
+        --supers_[i / kBlock / kBlock];
+        --total_;
+    }
+
+  private:
+    static constexpr size_t kBlock = 1024;
+    std::vector<uint8_t> m_;
+    std::vector<int64_t> blocks_, supers_;
+    int64_t total_ = 0;
+};
+
+// random_sampling_fallback: `n_samples` random set voxels per box, the best kept.
 void randomFallback(std::vector<uint8_t> mask, const Geometry& g, int n_samples, std::mt19937& rng,
                     std::vector<Box>& out) {
-    std::vector<Index3> indices;
-    for (int64_t z = 0; z < g.shape[0]; ++z)
-        for (int64_t y = 0; y < g.shape[1]; ++y)
-            for (int64_t x = 0; x < g.shape[2]; ++x)
-                if (mask[index(g.shape, {z, y, x})]) indices.push_back({z, y, x});
-    while (!indices.empty()) {
+    RankedVoxels voxels(std::move(mask));
+    const Index3& s = g.shape;
+    while (voxels.total() > 0) {
         int64_t best_covered = 0;
         std::optional<Index3> best;
         Index3 best_lo{}, best_hi{};
         for (int i = 0; i < n_samples; ++i) {
-            const Index3 c = indices[static_cast<size_t>(
-                numpyChoice(rng, static_cast<int64_t>(indices.size())))];
+            const int64_t v = voxels.kth(numpyChoice(rng, voxels.total()));
+            const Index3 c{v / (s[1] * s[2]), (v / s[2]) % s[1], v % s[2]};
             Index3 lo, hi;
             g.inner(c, lo, hi);
-            const int64_t covered = countSet(mask, g.shape, lo, hi);
+            const int64_t covered = countSet(voxels.mask(), s, lo, hi);
             if (covered > best_covered) {
                 best_covered = covered;
                 best = c;
@@ -120,8 +150,10 @@ void randomFallback(std::vector<uint8_t> mask, const Geometry& g, int n_samples,
         }
         if (!best) return;  // margins >= half the box: 2.6.0 fails here; nothing more to cover
         out.push_back(g.box(*best));
-        clearRange(mask, g.shape, best_lo, best_hi);
-        std::erase_if(indices, [&](const Index3& c) { return mask[index(g.shape, c)] == 0; });
+        for (int64_t z = best_lo[0]; z < best_hi[0]; ++z)
+            for (int64_t y = best_lo[1]; y < best_hi[1]; ++y)
+                for (int64_t x = best_lo[2]; x < best_hi[2]; ++x)
+                    voxels.clear((z * s[1] + y) * s[2] + x);
     }
 }
 
