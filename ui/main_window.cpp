@@ -991,7 +991,10 @@ bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
         return false;
     if (auto* combo = qobject_cast<QComboBox*>(w); combo && combo->isEditable()) return false;
     auto* key = static_cast<QKeyEvent*>(event);
-    if (key->modifiers() & ~Qt::KeypadModifier) return false;
+    // "+" is Shift+= on many keyboards.
+    const Qt::KeyboardModifiers allowed =
+        Qt::KeypadModifier | (key->key() == Qt::Key_Plus ? Qt::ShiftModifier : Qt::NoModifier);
+    if (key->modifiers() & ~allowed) return false;
     switch (key->key()) {
         case Qt::Key_Up:
         case Qt::Key_Down:
@@ -1001,6 +1004,10 @@ bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
         case Qt::Key_PageDown:
         case Qt::Key_Home:
         case Qt::Key_End:
+        case Qt::Key_Plus:
+        case Qt::Key_Minus:
+        case Qt::Key_Equal:
+        case Qt::Key_R:
             break;
         default:
             return false;

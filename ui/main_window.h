@@ -133,8 +133,8 @@ class MainWindow : public QMainWindow {
     void dragEnterEvent(QDragEnterEvent* event) override;
     void dropEvent(QDropEvent* event) override;
     void closeEvent(QCloseEvent* event) override;
-    // Keys of the views (slices, zoom) typed while the mouse is over a view and the focus is on
-    // something that is not a text field (the label table, a button) go to that view.
+    // Keys of the views (slices, zoom, R reset) typed while the mouse is over a view and the
+    // focus is on something that is not a text field (the label table, a button) go to that view.
     bool eventFilter(QObject* watched, QEvent* event) override;
 
   private:

@@ -253,6 +253,9 @@ TEST_F(SafeEditTest, KeysGoToFieldsOrTheViewUnderTheMouseAndFocusClicksDoNotMove
     QTest::keyClick(table, Qt::Key_Up);
     EXPECT_EQ(state()->slice(ViewAxis::kAxial), slice + 1);
     EXPECT_EQ(table->currentRow(), 1) << "the table did not move";
+    axial()->setZoom(2.0);
+    QTest::keyClick(table, Qt::Key_R);  // reset zoom: the view's key, not the table's search
+    EXPECT_EQ(axial()->zoom(), 1.0);
     // Tool keys work with the table focused.
     QTest::keyClick(table, Qt::Key_1);
     EXPECT_EQ(edit()->tool(), EditTool::kPaint);
