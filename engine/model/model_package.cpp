@@ -558,8 +558,8 @@ Result<LoadedModel> loadModelPackage(const std::filesystem::path& folder) {
         return unsupported(
             "model " + p.name +
                 " is an interactive (promptable) package: it segments from prompts, not on its "
-                "own; open it with the viewer's Interactive tool or voxseg edit "
-                "--interactive-model (docs/interactive.md)",
+                "own, and runs in an interactive session (docs/interactive.md), not in voxseg "
+                "segment",
             folder.string());
     if (p.hasStages()) {
         VOXSEG_RETURN_IF_ERROR(loadStages(folder, model));
