@@ -335,7 +335,6 @@ void EditController::updatePreview() {
         tool_ == EditTool::kThreshold || tool_ == EditTool::kGrow || tool_ == EditTool::kLevelTrace;
     const bool had = preview_.has_value();
     preview_.reset();
-    preview_op_.reset();
     const Volume* labels = click_tool && state_->hasImage() ? previewLabels() : nullptr;
     std::vector<edit::EditOp> ops;
     if (labels && tool_ == EditTool::kThreshold && range_) {
@@ -359,7 +358,6 @@ void EditController::updatePreview() {
         if (!r.isOk()) continue;  // e.g. the mouse left the image: nothing to show
         if (!preview_ || preview_->empty()) {
             preview_ = std::move(*r);
-            preview_op_ = op;
             continue;
         }
         // Union of the views' slices: their crossing lines are in both.
@@ -392,7 +390,6 @@ void EditController::cancelPreview() {
     preview_voxel_.reset();
     if (!preview_) return;
     preview_.reset();
-    preview_op_.reset();
     ++preview_generation_;
     emit previewChanged();
 }

@@ -180,7 +180,6 @@ class EditController : public QObject {
     bool ending_ = false;
     edit::EditPreviewer previewer_;
     std::optional<edit::EditPreview> preview_;
-    std::optional<edit::EditOp> preview_op_;  // the op(s) preview_ shows (threshold: the first)
     std::optional<std::array<int64_t, 3>> preview_voxel_;  // the hovered voxel it was made for
     int preview_generation_ = 0;
     Volume empty_labels_;  // previews before any label map exists
