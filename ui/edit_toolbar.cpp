@@ -136,6 +136,27 @@ EditToolbar::EditToolbar(EditController* controller, ViewerState* state,
         "and grow: in 3D instead of the slice");
     addWidget(sphere_);
     addSeparator();
+    buildMasking();
+
+    connect(label_, &QComboBox::activated, this, [this](int i) {
+        if (!syncing_) edit_->setActiveLabel(label_->itemData(i).toInt());
+    });
+    connect(radius_, &QDoubleSpinBox::valueChanged, this, [this](double v) {
+        if (!syncing_) edit_->setRadiusMm(v);
+    });
+    connect(sphere_, &QCheckBox::toggled, this, [this](bool on) {
+        if (!syncing_) edit_->setSphere(on);
+    });
+    connect(edit_, &EditController::toolChanged, this, &EditToolbar::syncFromController);
+    connect(edit_, &EditController::historyChanged, this, &EditToolbar::syncFromController);
+    connect(state_, &ViewerState::labelTableChanged, this, &EditToolbar::rebuildLabels);
+    connect(state_, &ViewerState::labelMapChanged, this, &EditToolbar::rebuildLabels);
+    connect(state_, &ViewerState::imageChanged, this, &EditToolbar::syncFromController);
+    rebuildLabels();
+    syncFromController();
+}
+
+void EditToolbar::buildMasking() {
     range_on_ = new QCheckBox("Range", this);
     range_on_->setObjectName("mask_range");
     range_on_->setToolTip("Masking: edit only voxels whose intensity is in the range");
@@ -162,16 +183,6 @@ EditToolbar::EditToolbar(EditController* controller, ViewerState* state,
         "Masking: which voxels painting may change (default: only background, so other labels "
         "are never painted over)");
     addWidget(overwrite_);
-
-    connect(label_, &QComboBox::activated, this, [this](int i) {
-        if (!syncing_) edit_->setActiveLabel(label_->itemData(i).toInt());
-    });
-    connect(radius_, &QDoubleSpinBox::valueChanged, this, [this](double v) {
-        if (!syncing_) edit_->setRadiusMm(v);
-    });
-    connect(sphere_, &QCheckBox::toggled, this, [this](bool on) {
-        if (!syncing_) edit_->setSphere(on);
-    });
     for (QObject* o : {static_cast<QObject*>(range_on_), static_cast<QObject*>(range_min_),
                        static_cast<QObject*>(range_max_)}) {
         if (auto* c = qobject_cast<QCheckBox*>(o))
@@ -181,13 +192,6 @@ EditToolbar::EditToolbar(EditController* controller, ViewerState* state,
                     &EditToolbar::pushMasking);
     }
     connect(overwrite_, &QComboBox::activated, this, &EditToolbar::pushMasking);
-    connect(edit_, &EditController::toolChanged, this, &EditToolbar::syncFromController);
-    connect(edit_, &EditController::historyChanged, this, &EditToolbar::syncFromController);
-    connect(state_, &ViewerState::labelTableChanged, this, &EditToolbar::rebuildLabels);
-    connect(state_, &ViewerState::labelMapChanged, this, &EditToolbar::rebuildLabels);
-    connect(state_, &ViewerState::imageChanged, this, &EditToolbar::syncFromController);
-    rebuildLabels();
-    syncFromController();
 }
 
 QAction* EditToolbar::toolAction(int tool) const {

@@ -47,6 +47,7 @@ class EditToolbar : public QToolBar {
     bool rangeValid() const { return range_valid_; }
 
   private:
+    void buildMasking();  // the range fields and the overwrite box
     void syncFromController();
     void rebuildLabels();
     void pushMasking();
