@@ -34,16 +34,34 @@ struct PlaneFrame {
     explicit PlaneFrame(int axis) : u(axis == 0 ? 1 : 0), v(axis == 2 ? 1 : 2) {}
 };
 
-int64_t index3(Index3 shape, const Index3& i) { return (i[0] * shape[1] + i[1]) * shape[2] + i[2]; }
+// The prompt's box: the slice, and in-plane the points' extent grown by `margin`, clipped.
+MaskPrompt slab(const std::vector<Point3>& points, const SlicePlane& plane, const PlaneFrame& f,
+                double margin, Index3 shape) {
+    MaskPrompt m;
+    m.box.lo[plane.axis] = plane.index;
+    m.box.hi[plane.axis] = plane.index + 1;
+    for (int a : {f.u, f.v}) {
+        double lo = points[0][a], hi = lo;
+        for (const Point3& p : points) lo = std::min(lo, p[a]), hi = std::max(hi, p[a]);
+        m.box.lo[a] = std::max<int64_t>(0, static_cast<int64_t>(std::floor(lo - margin)));
+        m.box.hi[a] = std::min(shape[a], static_cast<int64_t>(std::ceil(hi + margin)) + 1);
+    }
+    m.mask.assign(static_cast<size_t>((m.box.hi[0] - m.box.lo[0]) * (m.box.hi[1] - m.box.lo[1]) *
+                                      (m.box.hi[2] - m.box.lo[2])),
+                  0);
+    return m;
+}
 
-void mark(std::vector<uint8_t>& mask, Index3 shape, const SlicePlane& plane, const PlaneFrame& f,
-          int64_t iu, int64_t iv) {
-    if (iu < 0 || iv < 0 || iu >= shape[f.u] || iv >= shape[f.v]) return;
+void mark(MaskPrompt& m, const SlicePlane& plane, const PlaneFrame& f, int64_t iu, int64_t iv) {
     Index3 i{};
     i[plane.axis] = plane.index;
     i[f.u] = iu;
     i[f.v] = iv;
-    mask[static_cast<size_t>(index3(shape, i))] = 1;
+    for (int a = 0; a < 3; ++a)
+        if (i[a] < m.box.lo[a] || i[a] >= m.box.hi[a]) return;
+    const int64_t ny = m.box.hi[1] - m.box.lo[1], nx = m.box.hi[2] - m.box.lo[2];
+    m.mask[static_cast<size_t>(((i[0] - m.box.lo[0]) * ny + i[1] - m.box.lo[1]) * nx + i[2] -
+                               m.box.lo[2])] = 1;
 }
 
 double segmentDistance(double pu, double pv, double au, double av, double bu, double bv) {
@@ -56,13 +74,13 @@ double segmentDistance(double pu, double pv, double au, double av, double bu, do
 }
 
 // The voxels a segment passes through, sampled at most a quarter voxel apart.
-void markSegment(std::vector<uint8_t>& mask, Index3 shape, const SlicePlane& plane,
-                 const PlaneFrame& f, const Point3& a, const Point3& b) {
+void markSegment(MaskPrompt& mask, const SlicePlane& plane, const PlaneFrame& f, const Point3& a,
+                 const Point3& b) {
     const double du = b[f.u] - a[f.u], dv = b[f.v] - a[f.v];
     const auto steps = static_cast<int64_t>(std::ceil(std::max(std::abs(du), std::abs(dv)) * 4.0));
     for (int64_t s = 0; s <= steps; ++s) {
         const double t = steps ? static_cast<double>(s) / static_cast<double>(steps) : 0.0;
-        mark(mask, shape, plane, f, roundHalfEven(a[f.u] + t * du), roundHalfEven(a[f.v] + t * dv));
+        mark(mask, plane, f, roundHalfEven(a[f.u] + t * du), roundHalfEven(a[f.v] + t * dv));
     }
 }
 
@@ -84,18 +102,17 @@ Result<SlicePlane> findSlicePlane(const std::vector<Point3>& points, Index3 shap
         what));
 }
 
-Result<std::vector<uint8_t>> drawScribble(const std::vector<Point3>& points, double thickness,
-                                          Index3 shape) {
+Result<MaskPrompt> drawScribble(const std::vector<Point3>& points, double thickness, Index3 shape) {
     if (!(thickness > 0.0))
         return invalidArgument(fmt::format("scribble: thickness must be > 0, got {}", thickness));
     VOXSEG_ASSIGN_OR_RETURN(SlicePlane plane, findSlicePlane(points, shape, "scribble"));
     const PlaneFrame f(plane.axis);
-    std::vector<uint8_t> mask(static_cast<size_t>(shape[0] * shape[1] * shape[2]), 0);
     const double r = thickness / 2.0;
+    MaskPrompt mask = slab(points, plane, f, r, shape);
     for (size_t k = 0; k < points.size(); ++k) {
         const Point3& a = points[k];
         const Point3& b = points[k + 1 < points.size() ? k + 1 : k];
-        mark(mask, shape, plane, f, roundHalfEven(a[f.u]), roundHalfEven(a[f.v]));
+        mark(mask, plane, f, roundHalfEven(a[f.u]), roundHalfEven(a[f.v]));
         const auto u0 = static_cast<int64_t>(std::floor(std::min(a[f.u], b[f.u]) - r));
         const auto u1 = static_cast<int64_t>(std::ceil(std::max(a[f.u], b[f.u]) + r));
         const auto v0 = static_cast<int64_t>(std::floor(std::min(a[f.v], b[f.v]) - r));
@@ -104,12 +121,12 @@ Result<std::vector<uint8_t>> drawScribble(const std::vector<Point3>& points, dou
             for (int64_t iv = std::max<int64_t>(0, v0); iv <= std::min(shape[f.v] - 1, v1); ++iv)
                 if (segmentDistance(static_cast<double>(iu), static_cast<double>(iv), a[f.u],
                                     a[f.v], b[f.u], b[f.v]) <= r)
-                    mark(mask, shape, plane, f, iu, iv);
+                    mark(mask, plane, f, iu, iv);
     }
     return mask;
 }
 
-Result<std::vector<uint8_t>> drawLasso(const std::vector<Point3>& points, Index3 shape) {
+Result<MaskPrompt> drawLasso(const std::vector<Point3>& points, Index3 shape) {
     VOXSEG_ASSIGN_OR_RETURN(SlicePlane plane, findSlicePlane(points, shape, "lasso"));
     const PlaneFrame f(plane.axis);
     const Point3& first = points.front();
@@ -128,7 +145,7 @@ Result<std::vector<uint8_t>> drawLasso(const std::vector<Point3>& points, Index3
         if (std::find(distinct.begin(), distinct.end(), p) == distinct.end()) distinct.push_back(p);
     if (distinct.size() < 3)
         return invalidArgument("lasso: needs at least 3 distinct points to enclose an area");
-    std::vector<uint8_t> mask(static_cast<size_t>(shape[0] * shape[1] * shape[2]), 0);
+    MaskPrompt mask = slab(poly, plane, f, 0.0, shape);
     double umin = poly[0][f.u], umax = umin, vmin = poly[0][f.v], vmax = vmin;
     for (const Point3& p : poly) {
         umin = std::min(umin, p[f.u]), umax = std::max(umax, p[f.u]);
@@ -147,9 +164,9 @@ Result<std::vector<uint8_t>> drawLasso(const std::vector<Point3>& points, Index3
                 if ((vi > pv) != (vj > pv) && pu < (uj - ui) * (pv - vi) / (vj - vi) + ui)
                     inside = !inside;
             }
-            if (inside) mark(mask, shape, plane, f, iu, iv);
+            if (inside) mark(mask, plane, f, iu, iv);
         }
-    for (size_t i = 0; i < n; ++i) markSegment(mask, shape, plane, f, poly[i], poly[(i + 1) % n]);
+    for (size_t i = 0; i < n; ++i) markSegment(mask, plane, f, poly[i], poly[(i + 1) % n]);
     return mask;
 }
 

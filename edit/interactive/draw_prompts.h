@@ -7,6 +7,7 @@
 #pragma once
 
 #include "core/status.h"
+#include "edit/interactive/prompts.h"
 #include "edit/interactive/session_state.h"
 
 #include <array>
@@ -31,14 +32,14 @@ Result<SlicePlane> findSlicePlane(const std::vector<Point3>& points, Index3 shap
 // within thickness / 2 of a segment (a single point is a dot), and at least the voxel each point
 // falls in. kInvalidArgument: no points, points not on one slice, a point outside the image,
 // thickness <= 0.
-Result<std::vector<uint8_t>> drawScribble(const std::vector<Point3>& points, double thickness,
-                                          Index3 shape);
+// The mask covers the drawing's box on its slice (MaskPrompt: a click touches only that much).
+Result<MaskPrompt> drawScribble(const std::vector<Point3>& points, double thickness, Index3 shape);
 
 // A closed polygon on one slice, filled: every voxel of the slice whose center is inside the
 // polygon (even-odd rule) plus the voxels its edges pass through (so a thin lasso still marks
 // voxels). Closed means the last point is the first one again (same voxel after rounding);
 // kInvalidArgument otherwise ("the lasso does not close"), and for fewer than 3 distinct
 // points, points not on one slice or a point outside the image.
-Result<std::vector<uint8_t>> drawLasso(const std::vector<Point3>& points, Index3 shape);
+Result<MaskPrompt> drawLasso(const std::vector<Point3>& points, Index3 shape);
 
 }  // namespace voxseg::edit::interactive

@@ -306,21 +306,34 @@ Result<std::optional<Box>> InteractiveSession::addBox(const BoxRequest& box, boo
 }
 
 Result<std::optional<Box>> InteractiveSession::addMask(const std::string& interaction,
-                                                       const std::vector<uint8_t>& mask,
-                                                       bool include, bool run_prediction) {
+                                                       const uint8_t* mask, size_t size,
+                                                       const Box& box, bool include,
+                                                       bool run_prediction) {
     VOXSEG_RETURN_IF_ERROR(requireImage());
     VOXSEG_RETURN_IF_ERROR(checkSupported(interaction));
     VOXSEG_ASSIGN_OR_RETURN(auto pair, channels(interaction));
-    VOXSEG_RETURN_IF_ERROR(checkMask(mask, interaction.c_str()));
-    const std::optional<Box> region = nonzeroBox(mask, state_.shape);
+    const Index3 local{box.hi[0] - box.lo[0], box.hi[1] - box.lo[1], box.hi[2] - box.lo[2]};
+    for (int a = 0; a < 3; ++a)
+        if (box.lo[a] < 0 || box.hi[a] > state_.shape[a] || local[a] <= 0)
+            return invalidArgument(fmt::format(
+                "interactive session: the {} mask's box [[{}, {}], [{}, {}], [{}, {}]] is not "
+                "inside the image of {} x {} x {} voxels",
+                interaction, box.lo[0], box.hi[0], box.lo[1], box.hi[1], box.lo[2], box.hi[2],
+                state_.shape[0], state_.shape[1], state_.shape[2]));
+    if (static_cast<int64_t>(size) != voxelCount(local))
+        return invalidArgument(
+            fmt::format("interactive session: the {} mask has {} voxels, its box {} x {} x {} = {}",
+                        interaction, size, local[0], local[1], local[2], voxelCount(local)));
+    std::optional<Box> region = nonzeroBox(mask, local);
     if (!region)
         return invalidArgument("interactive session: the " + interaction +
                                " mask is empty: draw something first");
+    for (int a = 0; a < 3; ++a) region->lo[a] += box.lo[a], region->hi[a] += box.lo[a];
     const int channel = include ? pair.first : pair.second;
     return undoable([&]() -> Result<std::optional<Box>> {
         queue_.push_back(windowForRegion(*region, spec_.patch));
         VOXSEG_RETURN_IF_ERROR(prepareNewInteractionIntensity(state_, spec_));
-        maxWriteMask(state_, channel, mask, *region);
+        maxWriteMask(state_, channel, mask, box, *region);
         if (!run_prediction) return std::optional<Box>{};
         return runPrediction(false);
     });
@@ -328,12 +341,26 @@ Result<std::optional<Box>> InteractiveSession::addMask(const std::string& intera
 
 Result<std::optional<Box>> InteractiveSession::addScribbleMask(const std::vector<uint8_t>& mask,
                                                                bool include, bool run_prediction) {
-    return addMask("scribble", mask, include, run_prediction);
+    return addMask("scribble", mask.data(), mask.size(), wholeImage(state_.shape), include,
+                   run_prediction);
+}
+
+Result<std::optional<Box>> InteractiveSession::addScribbleMask(const MaskPrompt& prompt,
+                                                               bool include, bool run_prediction) {
+    return addMask("scribble", prompt.mask.data(), prompt.mask.size(), prompt.box, include,
+                   run_prediction);
 }
 
 Result<std::optional<Box>> InteractiveSession::addLassoMask(const std::vector<uint8_t>& mask,
                                                             bool include, bool run_prediction) {
-    return addMask("lasso", mask, include, run_prediction);
+    return addMask("lasso", mask.data(), mask.size(), wholeImage(state_.shape), include,
+                   run_prediction);
+}
+
+Result<std::optional<Box>> InteractiveSession::addLassoMask(const MaskPrompt& prompt, bool include,
+                                                            bool run_prediction) {
+    return addMask("lasso", prompt.mask.data(), prompt.mask.size(), prompt.box, include,
+                   run_prediction);
 }
 
 Result<std::optional<Box>> InteractiveSession::addScribble(const std::vector<Point3>& points,
@@ -345,17 +372,16 @@ Result<std::optional<Box>> InteractiveSession::addScribble(const std::vector<Poi
     for (int a = 0; a < 3; ++a)
         if (a != plane.axis)
             thickness = std::max(thickness, static_cast<double>(spec_.scribble_thickness[a]));
-    VOXSEG_ASSIGN_OR_RETURN(std::vector<uint8_t> mask,
-                            drawScribble(points, thickness, state_.shape));
-    return addMask("scribble", mask, include, run_prediction);
+    VOXSEG_ASSIGN_OR_RETURN(MaskPrompt mask, drawScribble(points, thickness, state_.shape));
+    return addScribbleMask(mask, include, run_prediction);
 }
 
 Result<std::optional<Box>> InteractiveSession::addLasso(const std::vector<Point3>& points,
                                                         bool include, bool run_prediction) {
     VOXSEG_RETURN_IF_ERROR(requireImage());
     VOXSEG_RETURN_IF_ERROR(checkSupported("lasso"));
-    VOXSEG_ASSIGN_OR_RETURN(std::vector<uint8_t> mask, drawLasso(points, state_.shape));
-    return addMask("lasso", mask, include, run_prediction);
+    VOXSEG_ASSIGN_OR_RETURN(MaskPrompt mask, drawLasso(points, state_.shape));
+    return addLassoMask(mask, include, run_prediction);
 }
 
 Result<std::optional<Box>> InteractiveSession::addInitialSegmentation(

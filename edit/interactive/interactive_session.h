@@ -99,13 +99,18 @@ class InteractiveSession {
                                         bool run_prediction = true);
     Result<std::optional<Box>> addBox(const BoxRequest& box, bool include,
                                       bool run_prediction = true);
-    // Full-image masks (shape() voxels, nonzero = drawn), as 2.6.0 takes them.
+    // Full-image masks (shape() voxels, nonzero = drawn), as 2.6.0 takes them, or a mask over a
+    // box of the image (2.6.0's interaction_bbox; the box must lie inside the image).
     Result<std::optional<Box>> addScribbleMask(const std::vector<uint8_t>& mask, bool include,
+                                               bool run_prediction = true);
+    Result<std::optional<Box>> addScribbleMask(const MaskPrompt& prompt, bool include,
                                                bool run_prediction = true);
     Result<std::optional<Box>> addLassoMask(const std::vector<uint8_t>& mask, bool include,
                                             bool run_prediction = true);
-    // Drawn from points on one slice (draw_prompts.h); the scribble is the model's
-    // scribble_thickness wide (its largest in-plane value).
+    Result<std::optional<Box>> addLassoMask(const MaskPrompt& prompt, bool include,
+                                            bool run_prediction = true);
+    // Drawn from points on one slice (draw_prompts.h; the mask covers only the drawing's box);
+    // the scribble is the model's scribble_thickness wide (its largest in-plane value).
     Result<std::optional<Box>> addScribble(const std::vector<Point3>& points, bool include,
                                            bool run_prediction = true);
     Result<std::optional<Box>> addLasso(const std::vector<Point3>& points, bool include,
@@ -145,8 +150,8 @@ class InteractiveSession {
     Result<std::optional<Box>> undoable(Op&& op);
     void record(int channel, const Box& region);
     Result<std::optional<Box>> runPrediction(bool force_full_refine);
-    Result<std::optional<Box>> addMask(const std::string& interaction,
-                                       const std::vector<uint8_t>& mask, bool include,
+    Result<std::optional<Box>> addMask(const std::string& interaction, const uint8_t* mask,
+                                       size_t size, const Box& box, bool include,
                                        bool run_prediction);
     std::optional<Box> swap(InteractiveDelta& delta);
 

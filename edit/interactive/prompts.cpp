@@ -232,12 +232,12 @@ QueuedWindow windowForRegion(const Box& region, Index3 patch) {
     return w;
 }
 
-std::optional<Box> nonzeroBox(const std::vector<uint8_t>& mask, Index3 shape) {
+std::optional<Box> nonzeroBox(const uint8_t* mask, Index3 shape) {
     Box b{{shape[0], shape[1], shape[2]}, {0, 0, 0}};
     bool any = false;
     for (int64_t z = 0; z < shape[0]; ++z)
         for (int64_t y = 0; y < shape[1]; ++y) {
-            const uint8_t* row = mask.data() + voxelIndex(shape, z, y, 0);
+            const uint8_t* row = mask + voxelIndex(shape, z, y, 0);
             for (int64_t x = 0; x < shape[2]; ++x) {
                 if (!row[x]) continue;
                 any = true;
@@ -250,7 +250,11 @@ std::optional<Box> nonzeroBox(const std::vector<uint8_t>& mask, Index3 shape) {
     return b;
 }
 
-void maxWriteMask(SessionState& state, int channel, const std::vector<uint8_t>& mask,
+std::optional<Box> nonzeroBox(const std::vector<uint8_t>& mask, Index3 shape) {
+    return nonzeroBox(mask.data(), shape);
+}
+
+void maxWriteMask(SessionState& state, int channel, const uint8_t* mask, const Box& mask_box,
                   const Box& region) {
     if (emptyBox(region)) return;
     beforeWrite(state, channel, region);
@@ -261,12 +265,15 @@ void maxWriteMask(SessionState& state, int channel, const std::vector<uint8_t>& 
         const uint16_t h = engine::floatToHalf(static_cast<float>(v));
         lut[v] = scaled ? engine::floatToHalf(halfValue(h) * factor) : h;
     }
+    const Index3 local{mask_box.hi[0] - mask_box.lo[0], mask_box.hi[1] - mask_box.lo[1],
+                       mask_box.hi[2] - mask_box.lo[2]};
     uint16_t* bits = state.interactions.channel(channel);
     for (int64_t z = region.lo[0]; z < region.hi[0]; ++z)
         for (int64_t y = region.lo[1]; y < region.hi[1]; ++y)
             for (int64_t x = region.lo[2]; x < region.hi[2]; ++x) {
                 const int64_t i = voxelIndex(state.shape, z, y, x);
-                const uint16_t h = lut[mask[static_cast<size_t>(i)]];
+                const uint16_t h = lut[mask[voxelIndex(local, z - mask_box.lo[0],
+                                                       y - mask_box.lo[1], x - mask_box.lo[2])]];
                 if (halfValue(h) > halfValue(bits[i])) bits[i] = h;
             }
 }

@@ -87,14 +87,23 @@ QueuedWindow windowForRegion(const Box& region, Index3 patch);
 
 // ---- full-image masks (scribble, lasso, initial segmentation) ----
 
+// A mask prompt over a box of the image (2.6.0's interaction_bbox): `mask` holds the box's
+// voxels, (z, y, x) C order, nonzero = drawn. A full-image mask has the box [0, shape).
+struct MaskPrompt {
+    Box box;
+    std::vector<uint8_t> mask;
+};
+
 // The bounding box of the mask's nonzero voxels (_nonzero_spatial_bbox), or nullopt.
+std::optional<Box> nonzeroBox(const uint8_t* mask, Index3 shape);
 std::optional<Box> nonzeroBox(const std::vector<uint8_t>& mask, Index3 shape);
 
-// _add_image_interaction's write: the mask as fp16 times state.intensity (when it is not 1) in
-// NumPy's float16 arithmetic (the intensity rounded once to fp16, the product rounded to fp16),
-// max-written into `channel` over `region` (the mask's nonzero box; outside it the mask is 0 and
-// the maximum changes nothing).
-void maxWriteMask(SessionState& state, int channel, const std::vector<uint8_t>& mask,
+// _add_image_interaction's write: the mask (covering `mask_box` of the image) as fp16 times
+// state.intensity (when it is not 1) in NumPy's float16 arithmetic (the intensity rounded once
+// to fp16, the product rounded to fp16), max-written into `channel` over `region` (the mask's
+// nonzero box in image coordinates, inside `mask_box`; elsewhere the mask is 0 and the maximum
+// changes nothing).
+void maxWriteMask(SessionState& state, int channel, const uint8_t* mask, const Box& mask_box,
                   const Box& region);
 
 // add_initial_seg_interaction's write of the previous-segmentation channel: the mask as fp16

@@ -232,11 +232,45 @@ TEST(InteractiveSession, ScribbleAndLassoFromPointsGoToTheirChannels) {
     EXPECT_EQ(net.calls, 0);
 }
 
+// A drawn prompt as a full-image mask.
+std::vector<uint8_t> full(const MaskPrompt& m, Index3 shape) {
+    std::vector<uint8_t> out(static_cast<size_t>(shape[0] * shape[1] * shape[2]), 0);
+    const int64_t ny = m.box.hi[1] - m.box.lo[1], nx = m.box.hi[2] - m.box.lo[2];
+    for (int64_t z = m.box.lo[0]; z < m.box.hi[0]; ++z)
+        for (int64_t y = m.box.lo[1]; y < m.box.hi[1]; ++y)
+            for (int64_t x = m.box.lo[2]; x < m.box.hi[2]; ++x)
+                out[(z * shape[1] + y) * shape[2] + x] =
+                    m.mask[((z - m.box.lo[0]) * ny + y - m.box.lo[1]) * nx + x - m.box.lo[2]];
+    return out;
+}
+
+TEST(InteractiveSession, BoxedMaskEqualsTheFullImageMask) {
+    FakeNetwork net;
+    InteractiveSession a(testSpec(), net.forward()), b(testSpec(), net.forward());
+    ASSERT_TRUE(a.setImage(testImage(), kShape).isOk());
+    ASSERT_TRUE(b.setImage(testImage(), kShape).isOk());
+    auto drawn = drawScribble({{6, 3, 3}, {6, 9, 12}}, 2.0, kShape);
+    ASSERT_TRUE(drawn.isOk());
+    EXPECT_EQ(drawn->box.hi[0] - drawn->box.lo[0], 1);  // one slice only
+    ASSERT_TRUE(a.addScribbleMask(*drawn, true, false).isOk());
+    ASSERT_TRUE(b.addScribbleMask(full(*drawn, kShape), true, false).isOk());
+    EXPECT_EQ(a.state().interactions.bits, b.state().interactions.bits);
+    ASSERT_EQ(a.queued().size(), 1u);
+    EXPECT_EQ(a.queued()[0].center, b.queued()[0].center);
+    EXPECT_EQ(a.queued()[0].zoom, b.queued()[0].zoom);
+    MaskPrompt outside{{{0, 0, 0}, {1, 1, kShape[2] + 1}}, std::vector<uint8_t>(kShape[2] + 1, 1)};
+    EXPECT_EQ(a.addLassoMask(outside, true, false).status().code(), StatusCode::kInvalidArgument);
+    MaskPrompt wrong_size{{{0, 0, 0}, {1, 2, 2}}, std::vector<uint8_t>(3, 1)};
+    EXPECT_EQ(a.addLassoMask(wrong_size, true, false).status().code(),
+              StatusCode::kInvalidArgument);
+}
+
 TEST(DrawPrompts, ScribbleIsAThickPolylineOnItsSlice) {
     const Index3 shape{5, 9, 11};
-    auto m = drawScribble({{2, 1, 1}, {2, 1, 8}, {2.4, 6, 8}}, 2.0, shape);
-    ASSERT_TRUE(m.isOk()) << m.status().toString();
-    auto at = [&](int64_t z, int64_t y, int64_t x) { return (*m)[(z * 9 + y) * 11 + x]; };
+    auto drawn = drawScribble({{2, 1, 1}, {2, 1, 8}, {2.4, 6, 8}}, 2.0, shape);
+    ASSERT_TRUE(drawn.isOk()) << drawn.status().toString();
+    const std::vector<uint8_t> m = full(*drawn, shape);
+    auto at = [&](int64_t z, int64_t y, int64_t x) { return m[(z * 9 + y) * 11 + x]; };
     EXPECT_TRUE(at(2, 1, 4));   // on the first segment
     EXPECT_TRUE(at(2, 2, 4));   // within 1 voxel of it
     EXPECT_FALSE(at(2, 3, 4));  // 2 voxels away
@@ -252,13 +286,14 @@ TEST(DrawPrompts, ScribbleIsAThickPolylineOnItsSlice) {
 TEST(DrawPrompts, LassoFillsTheClosedPolygon) {
     const Index3 shape{6, 10, 8};
     // A square on x = 3 (axis 2), (z, y) corners (1, 1) .. (4, 7), closed.
-    auto m = drawLasso({{1, 1, 3}, {1, 7, 3}, {4, 7, 3}, {4, 1, 3}, {1, 1, 3}}, shape);
-    ASSERT_TRUE(m.isOk()) << m.status().toString();
+    auto drawn = drawLasso({{1, 1, 3}, {1, 7, 3}, {4, 7, 3}, {4, 1, 3}, {1, 1, 3}}, shape);
+    ASSERT_TRUE(drawn.isOk()) << drawn.status().toString();
+    const std::vector<uint8_t> m = full(*drawn, shape);
     int64_t n = 0;
     for (int64_t z = 0; z < 6; ++z)
         for (int64_t y = 0; y < 10; ++y)
             for (int64_t x = 0; x < 8; ++x) {
-                const bool in = (*m)[(z * 10 + y) * 8 + x];
+                const bool in = m[(z * 10 + y) * 8 + x];
                 n += in;
                 const bool expected = x == 3 && z >= 1 && z <= 4 && y >= 1 && y <= 7;
                 ASSERT_EQ(in, expected) << z << " " << y << " " << x;
