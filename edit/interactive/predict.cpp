@@ -69,6 +69,56 @@ void normalizeInteractions(uint16_t* channels, int count, int64_t n, int prev_se
         if (c != prev_seg) divideHalf(channels + c * n, n, intensity);
 }
 
+// The box of a window's nonzero fp16 values, and whether all of them are positive.
+struct Support {
+    Box box;
+    bool positive = true;
+};
+
+std::optional<Support> nonzeroSupport(const std::vector<uint16_t>& v, const Index3& s) {
+    Support r{{{s[0], s[1], s[2]}, {-1, -1, -1}}, true};
+    bool any = false;
+    for (int64_t z = 0; z < s[0]; ++z)
+        for (int64_t y = 0; y < s[1]; ++y) {
+            const uint16_t* row = v.data() + (z * s[1] + y) * s[2];
+            int64_t first = -1, last = -1;
+            for (int64_t x = 0; x < s[2]; ++x)
+                if (row[x]) {
+                    if (first < 0) first = x;
+                    last = x;
+                    r.positive &= (row[x] & 0x8000) == 0;
+                }
+            if (first < 0) continue;
+            any = true;
+            r.box.lo = {std::min(r.box.lo[0], z), std::min(r.box.lo[1], y),
+                        std::min(r.box.lo[2], first)};
+            r.box.hi = {std::max(r.box.hi[0], z + 1), std::max(r.box.hi[1], y + 1),
+                        std::max(r.box.hi[2], last + 1)};
+        }
+    if (!any) return std::nullopt;
+    return r;
+}
+
+// iterative_3x3_same_padding_pool3d(window, ks) (max) and the box holding its nonzero values.
+// For positive values only the support grown by the kernel radius can be nonzero, and there the
+// window clipped to that box has the same maximum (what it leaves out is zero).
+std::pair<std::vector<uint16_t>, Box> dilateWithin(const std::vector<uint16_t>& v, const Index3& s,
+                                                   const Support& support, int ks) {
+    if (!support.positive) return {poolSame(v.data(), s, ks, false), Box{{0, 0, 0}, s}};
+    const int64_t r = (ks - 1) / 2;
+    Box grown = support.box;
+    for (int d = 0; d < 3; ++d) {
+        grown.lo[d] = std::max<int64_t>(0, grown.lo[d] - r);
+        grown.hi[d] = std::min<int64_t>(s[d], grown.hi[d] + r);
+    }
+    std::vector<uint16_t> sub(static_cast<size_t>(voxelCount(boxSize(grown))));
+    cropInto(v.data(), s, grown, sub.data());
+    const auto pooled = poolSame(sub.data(), boxSize(grown), ks, false);
+    std::vector<uint16_t> out(v.size(), 0);
+    pasteInto(pooled.data(), grown, out.data(), s, [](uint16_t x) { return x; });
+    return {std::move(out), grown};
+}
+
 struct NetworkInput {
     std::vector<float> input;  // [image channels + interaction channels, patch]
     Index3 scaled{};
@@ -112,13 +162,16 @@ NetworkInput buildNetworkInput(const SessionState& st, const InteractiveSpec& sp
             std::fill(padded.begin(), padded.end(), uint16_t{0});
             cropInto(st.interactions.channel(c), st.shape, r.scaled_box, padded.data());
             if (c == spec.prev_seg) r.previous = resizeNearest(padded.data(), r.scaled, patch);
-            // Zeros pool and average to zeros: an empty window needs no resampling.
-            if (std::all_of(padded.begin(), padded.end(), [](uint16_t v) { return v == 0; }))
-                continue;
-            const auto small = dilate.count(c)
-                                   ? resizeArea(poolSame(padded.data(), r.scaled, ks, false).data(),
-                                                r.scaled, patch)
-                                   : resizeArea(padded.data(), r.scaled, patch);
+            // Zeros pool and average to zeros: only the nonzero part needs resampling.
+            const auto support = nonzeroSupport(padded, r.scaled);
+            if (!support) continue;
+            std::vector<uint16_t> small;
+            if (dilate.count(c)) {
+                const auto pooled = dilateWithin(padded, r.scaled, *support, ks);
+                small = resizeArea(pooled.first.data(), r.scaled, patch, &pooled.second);
+            } else {
+                small = resizeArea(padded.data(), r.scaled, patch, &support->box);
+            }
             std::copy(small.begin(), small.end(), inter.begin() + c * np);
         }
     }

@@ -118,19 +118,29 @@ std::vector<uint16_t> resizeNearest(const uint16_t* in, const Index3& in_shape,
 }
 
 std::vector<uint16_t> resizeArea(const uint16_t* in, const Index3& in_shape,
-                                 const Index3& out_shape) {
-    std::vector<float> f(static_cast<size_t>(voxelCount(in_shape)));
-    for (size_t i = 0; i < f.size(); ++i) f[i] = fromHalf(in[i]);
-    std::vector<uint16_t> out(static_cast<size_t>(voxelCount(out_shape)));
+                                 const Index3& out_shape, const Box* support) {
+    std::vector<uint16_t> out(static_cast<size_t>(voxelCount(out_shape)), 0);
+    // Outputs whose window misses the support read only zeros: they stay 0.
+    Index3 o_lo{0, 0, 0}, o_hi = out_shape;
+    if (support) {
+        for (int d = 0; d < 3; ++d) {
+            while (o_lo[d] < out_shape[d] &&
+                   endIndex(o_lo[d], out_shape[d], in_shape[d]) <= support->lo[d])
+                ++o_lo[d];
+            while (o_hi[d] > o_lo[d] &&
+                   startIndex(o_hi[d] - 1, out_shape[d], in_shape[d]) >= support->hi[d])
+                --o_hi[d];
+        }
+    }
     const int64_t ih = in_shape[1], iw = in_shape[2];
-    uint16_t* o = out.data();
-    for (int64_t od = 0; od < out_shape[0]; ++od) {
+    for (int64_t od = o_lo[0]; od < o_hi[0]; ++od) {
         const int64_t d0 = startIndex(od, out_shape[0], in_shape[0]);
         const int64_t d1 = endIndex(od, out_shape[0], in_shape[0]);
-        for (int64_t oh = 0; oh < out_shape[1]; ++oh) {
+        for (int64_t oh = o_lo[1]; oh < o_hi[1]; ++oh) {
             const int64_t h0 = startIndex(oh, out_shape[1], in_shape[1]);
             const int64_t h1 = endIndex(oh, out_shape[1], in_shape[1]);
-            for (int64_t ow = 0; ow < out_shape[2]; ++ow) {
+            uint16_t* o = out.data() + (od * out_shape[1] + oh) * out_shape[2];
+            for (int64_t ow = o_lo[2]; ow < o_hi[2]; ++ow) {
                 const int64_t w0 = startIndex(ow, out_shape[2], in_shape[2]);
                 const int64_t w1 = endIndex(ow, out_shape[2], in_shape[2]);
                 // torch accumulates a Half input in Half (every sum rounded to fp16) and
@@ -138,12 +148,13 @@ std::vector<uint16_t> resizeArea(const uint16_t* in, const Index3& in_shape,
                 uint16_t sum = 0;
                 for (int64_t d = d0; d < d1; ++d)
                     for (int64_t h = h0; h < h1; ++h) {
-                        const float* row = f.data() + (d * ih + h) * iw;
-                        for (int64_t w = w0; w < w1; ++w) sum = toHalf(fromHalf(sum) + row[w]);
+                        const uint16_t* row = in + (d * ih + h) * iw;
+                        for (int64_t w = w0; w < w1; ++w)
+                            if (row[w]) sum = toHalf(fromHalf(sum) + fromHalf(row[w]));
                     }
                 for (const int64_t k : {d1 - d0, h1 - h0, w1 - w0})
                     sum = toHalf(fromHalf(sum) / fromHalf(toHalf(static_cast<float>(k))));
-                *o++ = sum;
+                o[ow] = sum;
             }
         }
     }

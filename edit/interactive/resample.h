@@ -41,9 +41,10 @@ void halfRowToFloat(const uint16_t* src, float* dst, int64_t n);
 // interpolate(x, size=out, mode="nearest") on fp16.
 std::vector<uint16_t> resizeNearest(const uint16_t* in, const Index3& in_shape,
                                     const Index3& out_shape);
-// interpolate(x, size=out, mode="area") on fp16 (adaptive_avg_pool3d).
+// interpolate(x, size=out, mode="area") on fp16 (adaptive_avg_pool3d). `support`, if given,
+// holds every nonzero input voxel: outputs whose window misses it are 0 without being summed.
 std::vector<uint16_t> resizeArea(const uint16_t* in, const Index3& in_shape,
-                                 const Index3& out_shape);
+                                 const Index3& out_shape, const Box* support = nullptr);
 // interpolate(x, size=out, mode="trilinear", align_corners=False) on fp32.
 std::vector<float> resizeTrilinear(const float* in, const Index3& in_shape,
                                    const Index3& out_shape);

@@ -80,7 +80,23 @@ void runCases(const std::string& kind) {
             const auto want = load<uint16_t>(c["output"]);
             std::vector<uint16_t> got;
             if (kind == "nearest") got = resizeNearest(x.data(), in, out);
-            if (kind == "area") got = resizeArea(x.data(), in, out);
+            if (kind == "area") {
+                got = resizeArea(x.data(), in, out);
+                // The same with the nonzero box as support (outputs outside it skipped).
+                Box nz{{in[0], in[1], in[2]}, {0, 0, 0}};
+                for (int64_t z = 0; z < in[0]; ++z)
+                    for (int64_t y = 0; y < in[1]; ++y)
+                        for (int64_t x0 = 0; x0 < in[2]; ++x0)
+                            if (x[(z * in[1] + y) * in[2] + x0]) {
+                                const Index3 v{z, y, x0};
+                                for (int d = 0; d < 3; ++d) {
+                                    nz.lo[d] = std::min(nz.lo[d], v[d]);
+                                    nz.hi[d] = std::max(nz.hi[d], v[d] + 1);
+                                }
+                            }
+                EXPECT_EQ(mismatches(resizeArea(x.data(), in, out, &nz), want, what.str()), 0)
+                    << "with support";
+            }
             if (kind == "maxpool") got = poolSame(x.data(), in, c["k"].get<int>(), false);
             if (kind == "minpool") got = poolSame(x.data(), in, c["k"].get<int>(), true);
             if (kind == "divide") {
@@ -100,6 +116,24 @@ TEST(InteractiveResample, TrilinearMatchesTorch) { runCases("trilinear"); }
 TEST(InteractiveResample, MaxPoolMatchesNnInteractive) { runCases("maxpool"); }
 TEST(InteractiveResample, MinPoolMatchesNnInteractive) { runCases("minpool"); }
 TEST(InteractiveResample, HalfDivisionMatchesTorch) { runCases("divide"); }
+
+// resizeArea with a support box equals the full computation (validated above) on sparse input.
+TEST(InteractiveResample, AreaWithSupportEqualsFullArea) {
+    std::mt19937 rng(38);
+    for (const auto& [in, out] : std::vector<std::pair<Index3, Index3>>{
+             {{96, 90, 101}, {64, 60, 64}}, {{49, 33, 70}, {17, 33, 29}}}) {
+        std::vector<uint16_t> x(static_cast<size_t>(voxelCount(in)), 0);
+        const Box nz{{in[0] - 9, 3, 40}, {in[0] - 2, 11, 52}};
+        for (int64_t z = nz.lo[0]; z < nz.hi[0]; ++z)
+            for (int64_t y = nz.lo[1]; y < nz.hi[1]; ++y)
+                for (int64_t x0 = nz.lo[2]; x0 < nz.hi[2]; ++x0)
+                    x[(z * in[1] + y) * in[2] + x0] =
+                        toHalf(static_cast<float>(rng() % 1000) / 300);
+        EXPECT_EQ(mismatches(resizeArea(x.data(), in, out, &nz), resizeArea(x.data(), in, out),
+                             "support"),
+                  0);
+    }
+}
 
 TEST(InteractiveResample, NumpyChoiceMatchesNumpy) {
     for (const auto& s : index()["numpy_choice"]) {
