@@ -115,6 +115,17 @@ Status InteractiveSession::setImage(const std::vector<float>& values, Index3 sha
     return Status::ok();
 }
 
+Status InteractiveSession::setImage(const Volume& volume) {
+    if (volume.empty()) return invalidArgument("interactive session: the image is empty");
+    const auto size = volume.geometry().size;
+    const Index3 shape{size[2], size[1], size[0]};
+    std::vector<float> values(static_cast<size_t>(voxelCount(shape)));
+    visitPixels(volume, [&](const auto* p) {
+        for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(p[i]);
+    });
+    return setImage(values, shape, 1);
+}
+
 Status InteractiveSession::requireImage() const {
     if (!hasImage())
         return {StatusCode::kFailedPrecondition,

@@ -15,6 +15,7 @@
 #pragma once
 
 #include "core/status.h"
+#include "core/volume.h"
 #include "edit/interactive/draw_prompts.h"
 #include "edit/interactive/prompts.h"
 #include "edit/interactive/session_state.h"
@@ -79,6 +80,9 @@ class InteractiveSession {
     // / std. Resets the prompts, the target and undo. kInvalidArgument: an all-zero image, a
     // constant one (std 0), a shape that does not match `channels`.
     Status setImage(const std::vector<float>& values, Index3 shape, int channels = 1);
+    // The same for a one-channel volume (x fastest: index (z, y, x) is the same voxel), any pixel
+    // type converted to float32 as 2.6.0 converts its array.
+    Status setImage(const Volume& volume);
     // The thread count whose summation order the statistics reproduce (torch splits its float32
     // sum per thread, which changes the mean's last bits; torch_sum.h). Default 1 (serial); the
     // parity goldens ran with 2.
