@@ -28,7 +28,9 @@ repeats TotalSegmentator 2.18.0's pipeline (python_api.py, nnunet.py):
     for tasks marked robust_crop and MR tasks, else 6 mm) and the task's network links to it with
     "rule": "labels": the box of the task's crop classes grown by 20 mm (TotalSegmentator 2.18.0
     uses 20 mm there whatever crop_addon a task states), on every run. An empty box gives empty
-    labels, as TotalSegmentator's "Crop is empty".
+    labels, as TotalSegmentator's "Crop is empty". Tasks TotalSegmentator does not resample
+    (liver_vessels, ...) run on nnU-Net's own grid (the package's default nnU-Net stage), as
+    nnU-Net's predict_from_files resamples the image TotalSegmentator saved for it.
 
 Labels carry TotalSegmentator's class names and ids and the SNOMED CT codes and colours of its
 DICOM writer. Those facts come from tools/data/totalsegmentator-tables.json
@@ -44,7 +46,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from export_common import GENERIC_CATEGORY, GENERIC_TYPE, PackageWriter, fail, sha256_file, warn  # noqa: E402
-from export_nnunet import channel_specs, export_folds, labels_of, load_trained  # noqa: E402
+from export_nnunet import channel_specs, export_folds, image_layout, labels_of, load_trained  # noqa: E402
 
 TABLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
                       "totalsegmentator-tables.json")
@@ -98,8 +100,6 @@ def refusal(task, conf, tables):
         return f"'{task}' crops to {conf['crop']!r}, not to classes of the total model"
     if conf.get("crop") and conf.get("modality") == "mr" and not task.endswith("_mr"):
         return f"'{task}' is an MR task without the _mr suffix; its crop model is not repeated"
-    if conf.get("resample") is None:
-        return f"'{task}' does not resample (nnU-Net resamples itself): not yet exported"
     folds = conf.get("folds")
     if folds is None or len(folds) != 1:
         return f"'{task}' ensembles folds {folds}; a stage holds one network"
@@ -131,6 +131,12 @@ def three(v):
     return [float(x) for x in v] if isinstance(v, (list, tuple)) else [float(v)] * 3
 
 
+def resolution(conf):
+    if conf.get("resample") is None:
+        return "nnU-Net's own resampling"
+    return f"{three(conf['resample'])[0]:g} mm"
+
+
 def network_stage(root, name, task_id, trainer, plans, resample, step, class_ids, class_names,
                   writer, what, model="3d_fullres"):
     """One TotalSegmentator network as a stage: its class ids (in network channel order) are
@@ -151,9 +157,18 @@ def network_stage(root, name, task_id, trainer, plans, resample, step, class_ids
     channels = channel_specs(t)
     if len(channels) != 1:
         fail(f"{folder}: {len(channels)} input channels; TotalSegmentator's tasks take one image")
-    spacing_xyz = three(resample)
-    spacing = list(reversed(spacing_xyz))  # SimpleITK's (z, y, x) network order
     plans_spacing = [float(v) for v in t["cm"]["spacing"]]
+    if resample is None:
+        # TotalSegmentator saves the (cropped, canonical) image to NIfTI and nnU-Net's
+        # predict_from_files resamples it itself: voxseg's nnU-Net grid, on the RAS image
+        if image_layout(t["dataset"]) != ("zyx", "native"):
+            fail(f"{folder}: dataset.json reads images with "
+                 f"{t['dataset'].get('overwrite_image_reader_writer')}; the package repeats "
+                 "nnU-Net's SimpleITKIO only")
+        grid = {}
+    else:
+        grid = {"interpolation": "linear", "grid": "totalsegmentator"}
+    spacing = list(reversed(three(resample))) if resample else plans_spacing  # SimpleITK's (z, y, x)
     if any(abs(a - b) > 1e-4 * b for a, b in zip(plans_spacing, spacing)):
         fail(f"{folder}: plans spacing {plans_spacing} differs from the task's resample spacing "
              f"{spacing} (z, y, x): nnU-Net would resample again after TotalSegmentator, which "
@@ -166,8 +181,7 @@ def network_stage(root, name, task_id, trainer, plans, resample, step, class_ids
         writer.networks[folder] = fname
     return {"name": name, "file": fname, "sha256": sha256_file(writer.path(fname)),
             "spacing_mm": plans_spacing, "patch_size": [int(v) for v in t["cm"]["patch_size"]],
-            "interpolation": "linear", "grid": "totalsegmentator",
-            "normalization": channels[0]["normalization"],
+            **grid, "normalization": channels[0]["normalization"],
             "inference": {"overlap": round(1.0 - step, 6), "gaussian": True,
                           "gaussian_sigma_scale": 0.125, "mirror_axes": [], "convention": "nnunet",
                           "accumulate": "nnunet-fp16"},
@@ -294,7 +308,7 @@ def main():
         model = {
             "format_version": 2, "name": f"totalsegmentator-{a.task}", "version": "2.18.0",
             "description": (f"TotalSegmentator 2.18.0 task '{a.task}' ({len(cmap)} classes, "
-                            f"{three(conf['resample'])[0]:g} mm), run as TotalSegmentator runs it; "
+                            f"{resolution(conf)}), run as TotalSegmentator runs it; "
                             "exported by tools/export_totalsegmentator.py"),
             "license": ("Apache-2.0 (TotalSegmentator's code and the weights of its open tasks); "
                         "check the licence of the weights you exported"),

@@ -76,8 +76,11 @@ DATASETS = {
     # (3 features in the first stage: the final layer is fitted on them, one per class at most)
     913: ("Dataset913_lung_nodules", "nnUNetTrainer_MOSAIC_1k_QuarterLR_NoMirroring", 1.5, 48,
           "new", [3, 24, 32, 32]),
+    # a crop task without TotalSegmentator's resampling (nnU-Net resamples the crop itself)
+    258: ("Dataset258_lung_vessels_248subj", "nnUNetTrainer", 1.5, 48, "new", [3, 24, 32, 32]),
 }
-CROP_TASK = "lung_nodules"  # a crop task run as TotalSegmentator runs it (dataset 913)
+# Crop tasks run as TotalSegmentator runs them: dataset -> task (both crop to the lung lobes)
+CROP_TASKS = {913: "lung_nodules", 258: "lung_vessels_LEGACY"}
 # Old plans format: features = min(BASE * 2^i, MAX) over N_STAGES stages.
 OLD_BASE_FEATURES, OLD_MAX_FEATURES, N_STAGES = 16, 32, 4
 # Background share the balanced final layer aims at: the parts leave room for the merge's
@@ -109,8 +112,8 @@ def dataset_dir(root, did):
 def labels_for(did):
     """nnU-Net dataset.json labels: TotalSegmentator's ids for this dataset's outputs."""
     from totalsegmentator.map_to_binary import class_map, class_map_5_parts, map_taskid_to_partname_ct
-    if did == 913:
-        cmap = class_map[CROP_TASK]
+    if did in CROP_TASKS:
+        cmap = class_map[CROP_TASKS[did]]
     else:
         cmap = class_map_5_parts[map_taskid_to_partname_ct[did]] if did <= 295 else class_map["total"]
     ids = sorted(cmap)
@@ -120,7 +123,7 @@ def labels_for(did):
 
 def intensity_properties(did):
     """Plausible CT foreground statistics (HU), a little different for every dataset."""
-    k = did - 290
+    k = did - 290 if 290 < did < 300 else did % 7  # 1-8 for 291-298, 3 for 913, 6 for 258
     return {"0": {"max": 3071.0, "mean": 40.0 + 7.0 * k, "median": 35.0 + 5.0 * k, "min": -1024.0,
                   "percentile_00_5": -960.0 + 11.0 * k, "percentile_99_5": 1200.0 + 37.0 * k,
                   "std": 240.0 + 9.0 * k}}
@@ -410,7 +413,7 @@ def fabricate_one(root, did, seed, ct):
     if did == 298:
         planted = {ds["labels"][PLANTED]: dense_mask(ct, plans)}
         suppressed = [ds["labels"][name] for name in SUPPRESSED]
-    kind = "part" if did <= 295 else ("crop_task" if did == 913 else "total")
+    kind = "part" if did <= 295 else ("crop_task" if did in CROP_TASKS else "total")
     w, b = balance_head(feats, n_cls, BG_TARGET[kind],
                         np.random.default_rng(seed * 1000 + did), planted, suppressed)
     set_head(head, w, b)
@@ -483,7 +486,8 @@ def ts_runs(roi):
         ("fastest", ["--fastest"], "total_fastest.nii.gz", None),
         ("roi", ["--roi_subset"] + roi + ["--statistics"], "total_roi.nii.gz",
          "total_roi_statistics.json"),
-        ("crop_task", ["-ta", CROP_TASK], f"{CROP_TASK}.nii.gz", None),
+        ("crop_task", ["-ta", CROP_TASKS[913]], f"{CROP_TASKS[913]}.nii.gz", None),
+        ("crop_task_nnunet", ["-ta", CROP_TASKS[258]], f"{CROP_TASKS[258]}.nii.gz", None),
     ]
 
 
@@ -559,12 +563,13 @@ def stage_export(a):
     linked from the others (the ctest totalseg_parity_test runs them)."""
     out = os.path.join(a.golden, "packages")
     os.makedirs(out, exist_ok=True)
-    for task in ("total", "total_fast", "total_fastest", CROP_TASK):
+    for task in ("total", "total_fast", "total_fastest", *CROP_TASKS.values()):
         subprocess.run([sys.executable, os.path.join(HERE, "export_totalsegmentator.py"), a.weights,
                         "--task", task, "-o", os.path.join(out, task), "--force"], check=True)
         os.chmod(os.path.join(out, task), 0o755)
     shared = os.path.join(out, "total", "roi_crop.onnx")
-    for task, name in (("total_fast", "roi_crop"), ("total_fastest", "roi_crop"), (CROP_TASK, "crop")):
+    links = [("total_fast", "roi_crop"), ("total_fastest", "roi_crop")]
+    for task, name in links + [(t, "crop") for t in CROP_TASKS.values()]:
         link = os.path.join(out, task, name + ".onnx")
         with open(shared, "rb") as f1, open(link, "rb") as f2:
             if f1.read() != f2.read():
@@ -597,7 +602,8 @@ def main():
     s.add_argument("--ct", default=DEFAULT_CT)
     s.add_argument("--golden", default=GOLDEN)
     s.add_argument("--roi-subset", nargs="+", default=ROI_SUBSET, help="classes for the roi run")
-    s.add_argument("--only", nargs="+", choices=["total", "fast", "fastest", "roi", "crop_task"])
+    s.add_argument("--only", nargs="+",
+                   choices=["total", "fast", "fastest", "roi", "crop_task", "crop_task_nnunet"])
     s.add_argument("--threads", type=int, default=2)
     s.set_defaults(fn=stage_run_ts)
     s = sub.add_parser("export", help="the voxseg packages of the weights (the CI test's)")

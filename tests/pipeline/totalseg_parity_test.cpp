@@ -1,8 +1,8 @@
 // TotalSegmentator parity (issue 37, docs/parity-totalseg.md): tests/pipeline/data/totalseg holds
 // a CT phantom, what the unmodified TotalSegmentator 2.18.0 CLI wrote for it with fabricated
 // (seeded random, small) weights in its exact folder layout (`--ml`, `--fast`, `--fastest`,
-// `--roi_subset lung_upper_lobe_left rib_left_4`, `--statistics`, the crop task `-ta
-// lung_nodules`), and the packages
+// `--roi_subset lung_upper_lobe_left rib_left_4`, `--statistics`, the crop tasks `-ta
+// lung_nodules` and `-ta lung_vessels_LEGACY`), and the packages
 // tools/export_totalsegmentator.py made of those weights (tools/totalseg_parity.py writes all of
 // it; README.md there has the commands). voxseg's label maps must agree with TotalSegmentator's on
 // >= 99.9 % of the voxels (issue 37's gate; measured: docs/parity-totalseg.md) and its
@@ -176,7 +176,15 @@ INSTANTIATE_TEST_SUITE_P(
              {"lung_upper_lobe_left", "rib_left_4"},
              "total_roi_statistics.json"},
         // lung_nodules' two classes and background
-        Case{"crop_task", "lung_nodules", "lung_nodules.nii.gz", {}, "", false, 3}),
+        Case{"crop_task", "lung_nodules", "lung_nodules.nii.gz", {}, "", false, 3},
+        // a crop task without TotalSegmentator's resampling: nnU-Net resamples the crop itself
+        Case{"crop_task_nnunet",
+             "lung_vessels_LEGACY",
+             "lung_vessels_LEGACY.nii.gz",
+             {},
+             "",
+             false,
+             3}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
 }  // namespace

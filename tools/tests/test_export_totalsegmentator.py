@@ -29,9 +29,10 @@ class Tables(unittest.TestCase):
     def test_exportable_tasks(self):
         tasks = ets.exportable(ets.load_tables())
         for t in ("total", "total_fast", "total_fastest", "total_mr", "total_mr_fast",
-                  "lung_vessels", "lung_nodules", "liver_segments", "liver_lesions"):
+                  "lung_vessels", "lung_nodules", "liver_segments", "liver_lesions",
+                  "liver_vessels"):
             self.assertIn(t, tasks)
-        for t in ("liver_vessels", "teeth", "headneck_muscles", "body", "heartchambers_highres",
+        for t in ("teeth", "headneck_muscles", "body", "heartchambers_highres",
                   "appendicular_bones", "brain_aneurysm"):
             self.assertNotIn(t, tasks)
         out = run("/nonexistent", "--list")
@@ -60,8 +61,6 @@ class Refusals(unittest.TestCase):
             o = os.path.join(d, "pkg")
             self.expect_error([d, "--task", "nope", "-o", o], "unknown task 'nope'")
             self.expect_error([d, "--task", "heartchambers_highres", "-o", o], "licence-only")
-            self.expect_error([d, "--task", "liver_vessels", "-o", o], "does not resample",
-                              "exportable tasks")
             self.expect_error([d, "--task", "teeth", "-o", o], "crop_model = 'craniofacial")
             self.expect_error([d, "--task", "headneck_muscles", "-o", o], "part models")
             self.expect_error([d, "--task", "body", "-o", o], "largest body_trunc blob")
