@@ -120,63 +120,101 @@ std::pair<std::vector<uint16_t>, Box> dilateWithin(const std::vector<uint16_t>& 
 }
 
 struct NetworkInput {
-    std::vector<float> input;  // [image channels + interaction channels, patch]
     Index3 scaled{};
     Box scaled_box;
     std::vector<uint16_t> previous;  // prev_seg as the network sees it (patch-sized, fp16)
 };
 
+// Writes the window `box` of a (z, y, x) volume into `dst` (box-sized): zero outside the volume,
+// each in-volume row through row(src, dst, n).
+template <typename S, typename D, typename F>
+void windowRows(const S* src, const Index3& shape, const Box& box, D* dst, F row) {
+    const Index3 bs = boxSize(box);
+    const int64_t x0 = std::max<int64_t>(box.lo[2], 0);
+    const int64_t x1 = std::min<int64_t>(box.hi[2], shape[2]);
+    for (int64_t z = 0; z < bs[0]; ++z)
+        for (int64_t y = 0; y < bs[1]; ++y) {
+            D* out = dst + (z * bs[1] + y) * bs[2];
+            const int64_t gz = box.lo[0] + z, gy = box.lo[1] + y;
+            if (gz < 0 || gz >= shape[0] || gy < 0 || gy >= shape[1] || x1 <= x0) {
+                std::fill(out, out + bs[2], D{});
+                continue;
+            }
+            std::fill(out, out + (x0 - box.lo[2]), D{});
+            row(src + (gz * shape[1] + gy) * shape[2] + x0, out + (x0 - box.lo[2]), x1 - x0);
+            std::fill(out + (x1 - box.lo[2]), out + bs[2], D{});
+        }
+}
+
 // _build_network_input: the window of round(patch * zoom) around `center`, zero-padded past
 // the image, shrunk to the patch when zoomed (image trilinear, prev_seg nearest, interactions
 // area after dilating the thin prompt channels), interactions normalised by the intensity.
+// Every value of `input` ([image + interaction channels, patch]) is written.
 NetworkInput buildNetworkInput(const SessionState& st, const InteractiveSpec& spec,
-                               const Index3& center, double zoom) {
+                               const Index3& center, double zoom, std::vector<float>& input) {
     NetworkInput r;
     const Index3& patch = spec.patch;
     for (int d = 0; d < 3; ++d) r.scaled[d] = roundHalfEven(static_cast<double>(patch[d]) * zoom);
     r.scaled_box = centeredBox(center, r.scaled);
     const int64_t np = voxelCount(patch), ns = voxelCount(r.scaled), nv = voxelCount(st.shape);
     const int ci = spec.image_channels, cn = spec.interaction_channels;
-    const bool zoomed = r.scaled != patch;
-    std::vector<uint16_t> inter(static_cast<size_t>(cn * np));
-    r.input.assign(static_cast<size_t>((ci + cn) * np), 0.0f);
+    input.resize(static_cast<size_t>((ci + cn) * np));
+    const auto copy_row = [](const float* s, float* d, int64_t n) { std::copy_n(s, n, d); };
+
+    if (r.scaled == patch) {  // the window as it is
+        for (int c = 0; c < ci; ++c)
+            windowRows(st.image.data() + c * nv, st.shape, r.scaled_box, input.data() + c * np,
+                       copy_row);
+        const float b = static_cast<float>(st.intensity);
+        const bool scaled = st.intensity != 0.0 && st.intensity != 1.0;
+        for (int c = 0; c < cn; ++c) {
+            float* dst = input.data() + (ci + c) * np;
+            if (c == spec.prev_seg) {
+                r.previous.resize(static_cast<size_t>(np));
+                windowRows(st.interactions.channel(c), st.shape, r.scaled_box, r.previous.data(),
+                           [](const uint16_t* s, uint16_t* d, int64_t n) { std::copy_n(s, n, d); });
+                halfRowToFloat(r.previous.data(), dst, np);
+            } else if (!scaled) {
+                windowRows(st.interactions.channel(c), st.shape, r.scaled_box, dst, halfRowToFloat);
+            } else {  // _normalize_interaction_channels_for_network_: fp16 / intensity
+                windowRows(st.interactions.channel(c), st.shape, r.scaled_box, dst,
+                           [b](const uint16_t* s, float* d, int64_t n) {
+                               for (int64_t i = 0; i < n; ++i)
+                                   d[i] = s[i] ? fromHalf(toHalf(fromHalf(s[i]) / b)) : 0.0f;
+                           });
+            }
+        }
+        return r;
+    }
 
     std::vector<float> img(static_cast<size_t>(ns));
     for (int c = 0; c < ci; ++c) {
-        std::fill(img.begin(), img.end(), 0.0f);
-        cropInto(st.image.data() + c * nv, st.shape, r.scaled_box, img.data());
-        if (zoomed) img = resizeTrilinear(img.data(), r.scaled, patch);
-        std::copy(img.begin(), img.end(), r.input.begin() + c * np);
-        if (zoomed) img.resize(static_cast<size_t>(ns));
+        windowRows(st.image.data() + c * nv, st.shape, r.scaled_box, img.data(), copy_row);
+        const auto small = resizeTrilinear(img.data(), r.scaled, patch);
+        std::copy(small.begin(), small.end(), input.begin() + c * np);
     }
-    if (!zoomed) {
-        for (int c = 0; c < cn; ++c)
-            cropInto(st.interactions.channel(c), st.shape, r.scaled_box, inter.data() + c * np);
-        r.previous.assign(inter.begin() + spec.prev_seg * np,
-                          inter.begin() + (spec.prev_seg + 1) * np);
-    } else {
-        const int ks = roundToNearestOdd(zoom * 2 - 1);
-        const std::set<int> dilate = ks > 1 ? dilationChannels(spec) : std::set<int>{};
-        std::vector<uint16_t> padded(static_cast<size_t>(ns));
-        for (int c = 0; c < cn; ++c) {
-            std::fill(padded.begin(), padded.end(), uint16_t{0});
-            cropInto(st.interactions.channel(c), st.shape, r.scaled_box, padded.data());
-            if (c == spec.prev_seg) r.previous = resizeNearest(padded.data(), r.scaled, patch);
-            // Zeros pool and average to zeros: only the nonzero part needs resampling.
-            const auto support = nonzeroSupport(padded, r.scaled);
-            if (!support) continue;
-            std::vector<uint16_t> small;
-            if (dilate.count(c)) {
-                const auto pooled = dilateWithin(padded, r.scaled, *support, ks);
-                small = resizeArea(pooled.first.data(), r.scaled, patch, &pooled.second);
-            } else {
-                small = resizeArea(padded.data(), r.scaled, patch, &support->box);
-            }
-            std::copy(small.begin(), small.end(), inter.begin() + c * np);
+    std::vector<uint16_t> inter(static_cast<size_t>(cn * np), 0);
+    const int ks = roundToNearestOdd(zoom * 2 - 1);
+    const std::set<int> dilate = ks > 1 ? dilationChannels(spec) : std::set<int>{};
+    std::vector<uint16_t> padded(static_cast<size_t>(ns));
+    for (int c = 0; c < cn; ++c) {
+        windowRows(st.interactions.channel(c), st.shape, r.scaled_box, padded.data(),
+                   [](const uint16_t* s, uint16_t* d, int64_t n) { std::copy_n(s, n, d); });
+        if (c == spec.prev_seg) r.previous = resizeNearest(padded.data(), r.scaled, patch);
+        // Zeros pool and average to zeros: only the nonzero part needs resampling.
+        const auto support = nonzeroSupport(padded, r.scaled);
+        if (!support) continue;
+        std::vector<uint16_t> small;
+        if (dilate.count(c)) {
+            const auto pooled = dilateWithin(padded, r.scaled, *support, ks);
+            small = resizeArea(pooled.first.data(), r.scaled, patch, &pooled.second);
+        } else {
+            small = resizeArea(padded.data(), r.scaled, patch, &support->box);
         }
+        std::copy(small.begin(), small.end(), inter.begin() + c * np);
     }
     normalizeInteractions(inter.data(), cn, np, spec.prev_seg, st.intensity);
-    halfRowToFloat(inter.data(), r.input.data() + ci * np, cn * np);
+    halfRowToFloat(inter.data(), input.data() + ci * np, cn * np);
     return r;
 }
 
@@ -397,10 +435,18 @@ Result<std::optional<Box>> predict(SessionState& st, const InteractiveSpec& spec
     const int64_t np = voxelCount(spec.patch);
     std::vector<uint8_t> pred;
 
-    NetworkInput in = buildNetworkInput(st, spec, center, zoom);
+    // The network input buffer is kept per thread between predictions: a patch-sized input is
+    // tens of MB, and fresh pages cost more than filling them.
+    static thread_local std::vector<float> scratch;
+    std::vector<float> input = std::move(scratch);
+    struct Return {
+        std::vector<float>& from;
+        ~Return() { scratch = std::move(from); }
+    } give_back{input};
+    NetworkInput in = buildNetworkInput(st, spec, center, zoom, input);
     const auto run = [&]() -> Status {
         if (log) log->forwards.push_back({zoom, in.scaled_box});
-        if (Status s = forward(in.input, pred); !s) return s;
+        if (Status s = forward(input, pred); !s) return s;
         if (pred.size() != static_cast<size_t>(np))
             return internalError("the network returned a prediction of the wrong size");
         return Status::ok();
@@ -410,7 +456,7 @@ Result<std::optional<Box>> predict(SessionState& st, const InteractiveSpec& spec
     while (changed && autozoom) {
         if (zoom >= spec.max_zoom) break;
         zoom = std::min(spec.max_zoom, zoom * spec.zoom_growth);
-        in = buildNetworkInput(st, spec, center, zoom);
+        in = buildNetworkInput(st, spec, center, zoom, input);
         if (Status s = run(); !s) return s;
         changed = borderChanged(pred, in.previous, spec.patch);
     }
