@@ -228,7 +228,8 @@ TEST(InteractivePrompts, SessionsMatchNnInteractive) {
 TEST(InteractivePrompts, HalfConversionsMatchTorchAndNumpy) {
     // [value, torch fill (box write), NumPy multiply (mask write), torch float64 -> float16
     // (point kernel)] from the generator.
-    for (const auto& c : golden()["half_conversions"]) {
+    const json doc = golden();  // kept: a range-for over golden()[...] would outlive it
+    for (const auto& c : doc["half_conversions"]) {
         const double v = c[0].get<double>();
         EXPECT_EQ(halfFromDoubleTorch(v), c[1].get<uint16_t>()) << "torch fill of " << v;
         EXPECT_EQ(halfFromDoubleNumpy(v), c[2].get<uint16_t>()) << "numpy multiply by " << v;
