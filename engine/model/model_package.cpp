@@ -130,11 +130,12 @@ void checkTopLevelKeys(Reader& r, const json& root, bool v2) {
     }
 }
 
-// name, version, description, license, attribution, citation, precision.
-void readIdentity(Reader& r, const json& root, ModelPackage& p) {
+// name, version, description (optional for interactive packages), license, attribution,
+// citation, precision.
+void readIdentity(Reader& r, const json& root, ModelPackage& p, bool description_required = true) {
     if (const json* v = r.member(root, "", "name", true)) p.name = r.string(*v, "name");
     if (const json* v = r.member(root, "", "version", true)) p.version = r.string(*v, "version");
-    if (const json* v = r.member(root, "", "description", true))
+    if (const json* v = r.member(root, "", "description", description_required))
         p.description = r.string(*v, "description", true);
     if (const json* v = r.member(root, "", "license", true)) p.license = r.string(*v, "license");
     if (const json* v = r.member(root, "", "attribution", false))
@@ -362,17 +363,7 @@ Result<ModelPackage> readInteractivePackage(Reader& r, const json& root, ModelPa
                 "attribution",    "citation",    "channels",  "spacing_mm",     "patch_size",
                 "axis_order",     "orientation", "labels",    "output",         "inference",
                 "sha256",         "models",      "precision", "intended_input", "interactive"});
-    if (const json* v = r.member(root, "", "name", true)) p.name = r.string(*v, "name");
-    if (const json* v = r.member(root, "", "version", true)) p.version = r.string(*v, "version");
-    if (const json* v = r.member(root, "", "description", false))
-        p.description = r.string(*v, "description", true);
-    if (const json* v = r.member(root, "", "license", true)) p.license = r.string(*v, "license");
-    if (const json* v = r.member(root, "", "attribution", false))
-        p.attribution = r.string(*v, "attribution", true);
-    if (const json* v = r.member(root, "", "citation", false))
-        p.citation = r.string(*v, "citation", true);
-    if (const json* v = r.member(root, "", "precision", false))
-        readPrecision(r, *v, "precision", p.precision);
+    readIdentity(r, root, p, false);
     if (const json* v = r.member(root, "", "intended_input", false)) {
         p.intended_input.emplace();
         readIntendedInput(r, *v, "intended_input", *p.intended_input);
