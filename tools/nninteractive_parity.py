@@ -342,6 +342,26 @@ def sessions():
             {"op": "point", "include": True, "point": [79, 95, 159]},
             {"op": "undo"},
         ]),
+        # Python's round() is half-to-even; 2D vs 3D is decided on the raw (unrounded) sizes; a
+        # box partly past the image is clipped (voxseg refuses one wholly outside, which 2.6.0
+        # pins to the edge, so none is here); AutoZoom off with an initial mask that needs
+        # refinement (force_full_refine) and its undo.
+        ("rounding_and_clipping", False, [
+            {"op": "point", "include": True, "point": [30.5, 40.5, 61.5]},
+            {"op": "bbox", "include": True, "bbox": [[10.4, 11.6], [20.5, 50.5], [100.5, 141.5]]},
+            {"op": "bbox", "include": False, "bbox": [[60.5, 61.5], [25, 46], [35, 57]]},
+            {"op": "bbox", "include": True, "bbox": [[76, 90], [10, 30], [120, 150]]},
+            {"op": "undo"},
+            {"op": "initial_seg", "run_prediction": True,
+             "mask": lambda: ellipsoid_mask((40, 50, 100), (26, 30, 40))},
+            {"op": "undo"},
+            {"op": "point", "include": False, "point": [16, 80, 82]},
+            {"op": "reset"},
+            {"op": "lasso", "include": True,
+             "mask": lambda: lasso_mask(20, [(62, 18), (62, 44), (82, 44), (82, 18)])},
+            {"op": "scribble", "include": False,
+             "mask": lambda: scribble_mask(20, [(70, 20), (74, 40)])},
+        ]),
     ]
 
 
