@@ -208,7 +208,8 @@ std::vector<uint8_t> poolSame(const uint8_t* in, const Index3& shape, int kernel
 
 void divideHalf(uint16_t* data, int64_t count, double divisor) {
     const float b = static_cast<float>(divisor);
-    for (int64_t i = 0; i < count; ++i) data[i] = toHalf(fromHalf(data[i]) / b);
+    for (int64_t i = 0; i < count; ++i)
+        if (data[i]) data[i] = toHalf(fromHalf(data[i]) / b);  // +0 / b stays +0
 }
 
 int roundToNearestOdd(double value) {
