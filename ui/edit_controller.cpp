@@ -2,6 +2,7 @@
 
 #include "core/log.h"
 #include "ui/background_task.h"
+#include "ui/interactive_tool.h"
 #include "ui/viewer_state.h"
 
 #include <QFileInfo>
@@ -32,6 +33,8 @@ const char* editToolName(EditTool tool) {
             return "grow";
         case EditTool::kThreshold:
             return "threshold";
+        case EditTool::kInteractive:
+            return "interactive";
     }
     return "none";
 }
@@ -77,6 +80,96 @@ EditController::EditController(ViewerState* state, QObject* parent)
     };
     connect(state_, &ViewerState::imageChanged, this, reset);
     connect(state_, &ViewerState::labelMapChanged, this, reset);
+    connectInteractive();
+}
+
+void EditController::connectInteractive() {
+    interactive_ = new InteractiveTool(state_, this);
+    interactive_->setPreviewLabel(label_);
+    connect(this, &EditController::toolChanged, this,
+            [this] { interactive_->setPreviewLabel(label_); });
+    connect(interactive_, &InteractiveTool::maskChanged, this, [this] {
+        if (tool_ != EditTool::kInteractive) return;
+        ++preview_generation_;
+        emit previewChanged();
+    });
+    connect(interactive_, &InteractiveTool::failed, this, &EditController::editFailed);
+    connect(interactive_, &InteractiveTool::latencyChanged, this,
+            [this](double, const QString& message) { emit reported(message); });
+    connect(interactive_, &InteractiveTool::objectAccepted, this,
+            [this](const std::vector<uint8_t>& mask, Index3 shape) {
+                if (!paintObject(mask, shape).isOk()) return;
+                // The next object goes into a new label.
+                int next = label_;
+                for (const LabelEntry& e : state_->labels()) next = std::max(next, e.value);
+                setActiveLabel(next + 1);
+            });
+}
+
+const edit::EditPreview* EditController::preview() const {
+    if (tool_ == EditTool::kInteractive) return interactive_->preview();
+    return preview_ && !preview_->empty() ? &*preview_ : nullptr;
+}
+
+Point3 EditController::voxelOf(const Vec3& p) const {
+    const Vec3 ijk = state_->image().geometry().physicalToIndex(p);
+    return {ijk[2], ijk[1], ijk[0]};
+}
+
+Status EditController::nextObject() { return interactive_->accept(); }
+
+namespace {
+
+void mergeReport(edit::ApplyReport& total, const edit::ApplyReport& r) {
+    total.voxels_changed += r.voxels_changed;
+    total.tiles_recorded += r.tiles_recorded;
+    total.bytes_recorded += r.bytes_recorded;
+    if (!r.changedAnything()) return;
+    const bool first = !total.changedAnything();
+    for (int a = 0; a < 3; ++a) {
+        total.box_lo[a] = first ? r.box_lo[a] : std::min(total.box_lo[a], r.box_lo[a]);
+        total.box_hi[a] = first ? r.box_hi[a] : std::max(total.box_hi[a], r.box_hi[a]);
+    }
+    std::vector<int> labels;
+    std::set_union(total.labels.begin(), total.labels.end(), r.labels.begin(), r.labels.end(),
+                   std::back_inserter(labels));
+    total.labels = std::move(labels);
+}
+
+}  // namespace
+
+Status EditController::paintObject(const std::vector<uint8_t>& mask, Index3 shape) {
+    const std::vector<std::vector<Index3>> strokes = strokesOfMask(mask, shape);
+    if (strokes.empty()) {
+        const Status s(StatusCode::kFailedPrecondition,
+                       "next object: the current object is empty (nothing to write)");
+        emit editFailed(QString::fromStdString(s.message()));
+        return s;
+    }
+    const Geometry g = state_->image().geometry();
+    edit::EditOp op = baseOp(edit::OpKind::kPaint);
+    op.shape = edit::Shape::kSphere;
+    // Below half the smallest spacing: a stroke between face-adjacent voxel centres covers
+    // exactly those voxels.
+    op.radius_mm = 0.45 * std::min({g.spacing[0], g.spacing[1], g.spacing[2]});
+    auto mm = [&](const Index3& v) {
+        return g.indexToPhysical({double(v[2]), double(v[1]), double(v[0])});
+    };
+    return run([&]() -> Result<edit::ApplyReport> {
+        edit::ApplyReport total;
+        total.kind = edit::OpKind::kPaint;
+        for (const std::vector<Index3>& stroke : strokes) {
+            op.points = {mm(stroke.front())};
+            VOXSEG_ASSIGN_OR_RETURN(edit::ApplyReport r, session_->beginStroke(op));
+            mergeReport(total, r);
+            for (size_t i = 1; i < stroke.size(); ++i) {
+                VOXSEG_ASSIGN_OR_RETURN(edit::ApplyReport e, session_->extendStroke(mm(stroke[i])));
+                mergeReport(total, e);
+            }
+            VOXSEG_RETURN_IF_ERROR(session_->endStroke());
+        }
+        return total;
+    });
 }
 
 EditController::~EditController() {
@@ -244,10 +337,14 @@ Status EditController::run(const std::function<Result<edit::ApplyReport>()>& op)
     return s;
 }
 
-bool EditController::press(ViewAxis view, const Vec3& p) {
+bool EditController::press(ViewAxis view, const Vec3& p, bool exclude) {
     if (tool_ == EditTool::kNone || !state_->hasImage()) return false;
     using edit::OpKind;
     switch (tool_) {
+        case EditTool::kInteractive:
+            stroke_view_ = view;
+            interactive_->press(2 - state_->frame(view).axis_n, voxelOf(p), exclude);
+            break;
         case EditTool::kPaint:
         case EditTool::kErase: {
             edit::EditOp op = baseOp(tool_ == EditTool::kPaint ? OpKind::kPaint : OpKind::kErase);
@@ -396,11 +493,16 @@ void EditController::cancelPreview() {
 
 void EditController::drag(ViewAxis view, const Vec3& p) {
     hover(view, p);
+    if (tool_ == EditTool::kInteractive) {
+        if (view == stroke_view_) interactive_->drag(voxelOf(p));
+        return;
+    }
     if (!stroking() || view != stroke_view_) return;
     (void)run([&] { return session_->extendStroke(p); });
 }
 
 void EditController::release() {
+    if (tool_ == EditTool::kInteractive) interactive_->release();
     if (!stroking()) return;
     Status s = session_->endStroke();
     if (!s.isOk()) emit editFailed(QString::fromStdString(s.toString()));

@@ -18,6 +18,7 @@
 #include "core/status.h"
 #include "edit/edit_preview.h"
 #include "edit/session.h"
+#include "ui/interactive_prompt.h"
 #include "ui/mpr_slice.h"
 
 #include <QList>
@@ -32,8 +33,9 @@
 namespace voxseg::ui {
 
 class ViewerState;
+class InteractiveTool;
 
-enum class EditTool { kNone, kPaint, kErase, kLevelTrace, kGrow, kThreshold };
+enum class EditTool { kNone, kPaint, kErase, kLevelTrace, kGrow, kThreshold, kInteractive };
 const char* editToolName(EditTool tool);  // "paint", ...
 
 // The patient plane an edit in `view` acts in.
@@ -71,8 +73,9 @@ class EditController : public QObject {
     void setGrowTolerance(double t) { grow_tolerance_ = t; }
 
     // Mouse, from the views (points in LPS mm). press returns false when the tool does not
-    // take the click (kNone: the view moves the crosshair instead).
-    bool press(ViewAxis view, const Vec3& point_mm);
+    // take the click (kNone: the view moves the crosshair instead). `exclude` (Shift or right
+    // click) only matters to the Interactive tool: an exclude prompt.
+    bool press(ViewAxis view, const Vec3& point_mm, bool exclude = false);
     void drag(ViewAxis view, const Vec3& point_mm);
     void release();
     bool stroking() const { return session_ && session_->inStroke(); }
@@ -88,9 +91,8 @@ class EditController : public QObject {
     // the views; nullptr when there is nothing to show. Recomputed when the tool, label,
     // masking, slices or the voxel under the mouse change; a click commits exactly these
     // voxels (in the clicked slice; threshold with Sphere: in 3D), cancelPreview() (Esc) drops it.
-    const edit::EditPreview* preview() const {
-        return preview_ && !preview_->empty() ? &*preview_ : nullptr;
-    }
+    // With the Interactive tool: its current object.
+    const edit::EditPreview* preview() const;
     int previewGeneration() const { return preview_generation_; }
     void cancelPreview();
 
@@ -110,6 +112,18 @@ class EditController : public QObject {
     Status redo();
     bool canUndo() const { return session_ && session_->editor().canUndo(); }
     bool canRedo() const { return session_ && session_->editor().canRedo(); }
+
+    // The Interactive tool (kInteractive): its prompts, model and current object. Its object is
+    // the preview while the tool is selected.
+    InteractiveTool* interactive() const { return interactive_; }
+    // "Next object": once the prompts given so far ran, the current object is painted into the
+    // active label (paintObject) and a new object starts, in a new label (the next value above
+    // every label in use). Error without a model.
+    Status nextObject();
+    // `mask` (0/1, (z, y, x) C order on the image grid) painted into the active label as paint
+    // strokes (ui/interactive_prompt.h strokesOfMask; one undo step and one journal line per
+    // 6-connected part), with the masking options as every paint. Empty mask: an error.
+    Status paintObject(const std::vector<uint8_t>& mask, Index3 shape);
 
     // The session: started by the first edit. dirty(): edits since the last save.
     Status ensureSession();
@@ -155,6 +169,8 @@ class EditController : public QObject {
     const Volume* previewLabels();
     Status islands(const edit::EditOp& op, const QString& what);
     edit::EditOp baseOp(edit::OpKind kind) const;
+    Point3 voxelOf(const Vec3& point_mm) const;  // (z, y, x) continuous
+    void connectInteractive();
     std::string sourceKey() const;
     std::string seriesUid() const;
 
@@ -184,6 +200,7 @@ class EditController : public QObject {
     int preview_generation_ = 0;
     Volume empty_labels_;  // previews before any label map exists
     QString last_report_;
+    InteractiveTool* interactive_ = nullptr;
 };
 
 }  // namespace voxseg::ui

@@ -45,6 +45,9 @@ EditToolbar::EditToolbar(EditController* controller, ViewerState* state,
         {EditTool::kThreshold, "Threshold", Qt::Key_5,
          "the voxels in the intensity range are previewed in each view's slice; a click paints "
          "them (in the slice, or 3D with Sphere), Esc cancels"},
+        {EditTool::kInteractive, "Interactive", Qt::Key_8,
+         "promptable segmentation with an interactive model (the Interactive toolbar: model, "
+         "point / box / scribble / lasso, include or exclude, next object)"},
     };
     for (const ToolSpec& t : specs) {
         QAction* a = addAction(t.text);

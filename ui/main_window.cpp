@@ -14,6 +14,7 @@
 #include "ui/background_task.h"
 #include "ui/edit_controller.h"
 #include "ui/edit_toolbar.h"
+#include "ui/interactive_toolbar.h"
 #include "ui/label_table.h"
 #include "ui/log_panel.h"
 #include "ui/mpr_view.h"
@@ -964,6 +965,9 @@ void MainWindow::buildEditing() {
         edit_, state_, [this] { return edit_->brushView(); }, this);
     addToolBarBreak();
     addToolBar(Qt::TopToolBarArea, edit_toolbar_);
+    interactive_toolbar_ = new InteractiveToolbar(edit_, this);
+    addToolBarBreak();
+    addToolBar(Qt::TopToolBarArea, interactive_toolbar_);
     connect(edit_, &EditController::editFailed, this, [this](const QString& message) {
         last_error_ = message;
         statusBar()->showMessage(message, 8000);

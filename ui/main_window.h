@@ -46,6 +46,7 @@ class LogPanel;
 class SeriesBrowser;
 class EditController;
 class EditToolbar;
+class InteractiveToolbar;
 class RunModelDialog;
 
 class MainWindow : public QMainWindow {
@@ -68,6 +69,7 @@ class MainWindow : public QMainWindow {
     QProgressBar* progressBar() const { return progress_; }
     EditController* editController() const { return edit_; }
     EditToolbar* editToolbar() const { return edit_toolbar_; }
+    InteractiveToolbar* interactiveToolbar() const { return interactive_toolbar_; }
     QLabel* cursorInfo() const { return cursor_info_; }
 
     // Background operations; each ends with taskFinished(ok, message). One at a time: while one
@@ -172,6 +174,7 @@ class MainWindow : public QMainWindow {
     ViewerState* state_;
     EditController* edit_ = nullptr;
     EditToolbar* edit_toolbar_ = nullptr;
+    InteractiveToolbar* interactive_toolbar_ = nullptr;
     std::optional<edit::RecoveryInfo> pending_recovery_;
     std::function<int()> unsaved_prompt_;
     std::array<MprView*, 3> views_{};

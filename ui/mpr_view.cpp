@@ -384,6 +384,17 @@ void MprView::mousePressEvent(QMouseEvent* e) {
     // The click that took the focus from a field or the table: nothing else (no crosshair
     // move, no edit).
     if (focus_click && e->button() == Qt::LeftButton) return;
+    if (edit_ && edit_->tool() == EditTool::kInteractive &&
+        (e->button() == Qt::LeftButton || e->button() == Qt::RightButton)) {
+        // Interactive prompts: Shift+click or right click excludes (SlicerNNInteractive's
+        // negative prompt); no pan or window/level while the tool is on.
+        const bool exclude = e->button() == Qt::RightButton || (e->modifiers() & Qt::ShiftModifier);
+        if (auto point = patientPointAt(e->position());
+            point && edit_->press(axis_, *point, exclude)) {
+            drag_ = Drag::kEdit;
+            return;
+        }
+    }
     if (edit_ && e->button() == Qt::LeftButton && !(e->modifiers() & Qt::ShiftModifier)) {
         if (auto point = patientPointAt(e->position()); point && edit_->press(axis_, *point)) {
             drag_ = Drag::kEdit;

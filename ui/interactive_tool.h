@@ -1,0 +1,132 @@
+// The viewer's Interactive tool (issue 38): promptable segmentation with an nnInteractive-style
+// model package (docs/interactive.md) through the Qt-free edit::interactive::InteractiveSession.
+// Prompts come from the views in voxel coordinates (ui/interactive_prompt.h): a point, a box, a
+// scribble or a lasso, each include or exclude. Every prompt, the model load and the accept of an
+// object run one after another on a worker thread (ui/background_task.h): the GUI never waits for
+// the network, and a prompt given while another runs is queued and runs after it, in order. The
+// current object (the session's target) is copied back per changed box when a prompt finishes
+// and shown as the edit preview; accept() hands the object to the EditController, which paints it
+// into a label as ordinary journalled paint strokes. Errors (no model, a prompt outside the
+// image, a model that does not load) are emitted as failed(); nothing drawn is lost by them.
+// GUI thread only (the session is touched by the worker only while its job runs).
+#pragma once
+
+#include "core/status.h"
+#include "core/volume.h"
+#include "edit/edit_preview.h"
+#include "ui/interactive_prompt.h"
+
+#include <QObject>
+#include <QPointer>
+#include <QString>
+#include <QThread>
+
+#include <deque>
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace voxseg::edit::interactive {
+class InteractiveModel;
+class InteractiveSession;
+}  // namespace voxseg::edit::interactive
+
+namespace voxseg::ui {
+
+class ViewerState;
+
+class InteractiveTool : public QObject {
+    Q_OBJECT
+
+  public:
+    explicit InteractiveTool(ViewerState* state, QObject* parent = nullptr);
+    ~InteractiveTool() override;  // waits for the running job
+
+    // The model package folder: loaded on the worker (queued like a prompt). The folder of the
+    // last package that loaded is remembered (QSettings "interactive/model_folder").
+    void loadModel(const QString& folder);
+    static QString rememberedModelFolder();
+    bool hasModel() const { return session_ != nullptr; }
+    bool modelPending() const { return loads_pending_ > 0; }  // a load is queued or running
+    const QString& modelFolder() const { return model_folder_; }
+    const QString& modelDescription() const { return model_description_; }
+
+    PromptKind kind() const { return kind_; }
+    void setKind(PromptKind kind);
+    bool include() const { return include_; }
+    void setInclude(bool include);
+    // nnInteractive's AutoZoom (on by default, as 2.6.0).
+    bool autoZoom() const { return autozoom_; }
+    void setAutoZoom(bool on) { autozoom_ = on; }
+
+    // Mouse in a view, voxel coordinates (z, y, x); `slice_axis` is the view's slice axis in that
+    // order. A point prompt is sent on press; box, scribble and lasso on release.
+    // `exclude` (Shift or right button) makes this prompt exclude whatever the toggle says.
+    void press(int slice_axis, const Point3& voxel, bool exclude);
+    void drag(const Point3& voxel);
+    void release();
+    bool drawing() const { return drawing_.has_value(); }
+
+    // Queues a prompt. Error (and failed()) without a model loaded or loading.
+    Status submit(const Prompt& prompt);
+    // Queues the end of the current object: objectAccepted(mask) on the GUI thread once every
+    // earlier prompt ran, and the session starts a new object (prompts and target cleared).
+    Status accept();
+    // Queues a reset of the current object's prompts (nothing is written).
+    Status resetObject();
+    // Jobs queued or running.
+    int pending() const { return static_cast<int>(queue_.size()) + (running_ ? 1 : 0); }
+    bool busy() const { return running_; }
+
+    // The current object as of the last finished prompt: 0/1, (z, y, x) C order, the image's
+    // shape; empty before the first prompt.
+    const std::vector<uint8_t>& mask() const { return mask_; }
+    Index3 shape() const { return shape_; }
+    // The object as an edit preview (values = previewLabel()); nullptr when empty.
+    const edit::EditPreview* preview() const { return preview_.empty() ? nullptr : &preview_; }
+    void setPreviewLabel(int label);
+    int generation() const { return generation_; }
+    // Wall time of the last prompt's prediction (ms; < 0 before any).
+    double lastLatencyMs() const { return last_ms_; }
+
+  signals:
+    void maskChanged();
+    void latencyChanged(double ms, const QString& message);
+    void failed(const QString& message);
+    void modelChanged();
+    void pendingChanged(int pending);
+    void objectAccepted(const std::vector<uint8_t>& mask, Index3 shape);
+
+  private:
+    struct Job;
+    struct JobResult;
+    Status enqueue(Job job);
+    void startNext();
+    void finish(JobResult& result);
+    void copyChanged(const edit::interactive::Box& box);
+    void rebuildPreview();
+    void onImageChanged();
+
+    ViewerState* state_;
+    std::unique_ptr<edit::interactive::InteractiveModel> model_;
+    std::unique_ptr<edit::interactive::InteractiveSession> session_;
+    QString model_folder_;
+    QString model_description_;
+    bool image_dirty_ = true;  // the session's image is not the shown one
+    PromptKind kind_ = PromptKind::kPoint;
+    bool include_ = true;
+    bool autozoom_ = true;
+    std::optional<Prompt> drawing_;
+    std::deque<std::shared_ptr<Job>> queue_;
+    bool running_ = false;
+    int loads_pending_ = 0;
+    QPointer<QThread> thread_;
+    std::vector<uint8_t> mask_;
+    Index3 shape_{};
+    edit::EditPreview preview_;
+    int preview_label_ = 1;
+    int generation_ = 0;
+    double last_ms_ = -1;
+};
+
+}  // namespace voxseg::ui

@@ -1,0 +1,312 @@
+// The viewer's Interactive tool (issue 38 item 3), driven as a user would on the real main window
+// (offscreen / Xvfb): the test package (tests/edit/data/nninteractive/model, fabricated weights)
+// on its phantom; a click in a view gives exactly the mask the Qt-free InteractiveSession gives
+// for the same prompt, Shift+click excludes, a second prompt given while the first runs is queued
+// and both apply in order, "Next object" paints the object into the label (undoable, journalled),
+// and the errors (no model, a model that does not load) are reported with nothing lost.
+#include "ui/interactive_tool.h"
+#include "edit/interactive/interactive_model.h"
+#include "edit/interactive/interactive_session.h"
+#include "tests/test_data.h"
+#include "ui/edit_controller.h"
+#include "ui/interactive_prompt.h"
+#include "ui/interactive_toolbar.h"
+#include "ui/main_window.h"
+#include "ui/mpr_view.h"
+#include "ui/tests/viewer_test_support.h"
+#include "ui/viewer_state.h"
+
+#include <gtest/gtest.h>
+
+#include <QAction>
+#include <QApplication>
+#include <QCheckBox>
+#include <QLabel>
+#include <QMouseEvent>
+#include <QSignalSpy>
+#include <QTest>
+
+#include <string>
+
+namespace voxseg::ui {
+namespace {
+
+namespace ei = edit::interactive;
+
+const std::string kData = std::string(VOXSEG_SOURCE_DIR) + "/tests/edit/data/nninteractive";
+constexpr int kPromptTimeoutMs = 120000;
+
+class InteractiveToolTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        window_ = std::make_unique<MainWindow>();
+        window_->setInteractive(false);
+        window_->resize(1300, 760);
+        window_->show();
+        ASSERT_TRUE(QTest::qWaitForWindowExposed(window_.get()));
+        window_->activateWindow();
+        ASSERT_TRUE(QTest::qWaitForWindowActive(window_.get()));
+        const TaskResult r = runTask(
+            *window_, [&] { window_->openPath(QString::fromStdString(kData + "/image.nii.gz")); });
+        ASSERT_TRUE(r.finished && r.ok) << r.message.toStdString();
+    }
+    void TearDown() override {
+        if (window_) window_->editController()->endSession(false);
+    }
+    EditController* edit() { return window_->editController(); }
+    InteractiveTool* tool() { return edit()->interactive(); }
+    void loadModel() {
+        tool()->loadModel(QString::fromStdString(kData + "/model"));
+        ASSERT_TRUE(QTest::qWaitFor([&] { return !tool()->modelPending(); }, kPromptTimeoutMs));
+        ASSERT_TRUE(tool()->hasModel());
+        // Faster prompts: the comparison holds either way (the session gets the same setting).
+        window_->interactiveToolbar()->autoZoomBox()->setChecked(false);
+    }
+    bool waitIdle() {
+        return QTest::qWaitFor([&] { return tool()->pending() == 0; }, kPromptTimeoutMs);
+    }
+    // Shows voxel (z, y, x) in the axial view and clicks it there; returns the point the tool
+    // was given (voxel coordinates, as the view computed it from the click).
+    Point3 click(const Index3& zyx, Qt::KeyboardModifiers modifiers = Qt::NoModifier) {
+        ViewerState* s = window_->state();
+        s->setCursor({zyx[2], zyx[1], zyx[0]});
+        MprView* view = window_->view(ViewAxis::kAxial);
+        const Geometry g = s->image().geometry();
+        const Vec3 mm = g.indexToPhysical({double(zyx[2]), double(zyx[1]), double(zyx[0])});
+        const QPoint at = view->widgetPointOfPatient(mm).toPoint();
+        const std::optional<Vec3> clicked = view->patientPointAt(at);
+        EXPECT_TRUE(clicked.has_value());
+        QTest::mouseClick(view, Qt::LeftButton, modifiers, at);
+        const Vec3 ijk = g.physicalToIndex(*clicked);
+        return {ijk[2], ijk[1], ijk[0]};
+    }
+    // A left drag in the axial view through voxels (z, y, x) (all on one axial slice); returns
+    // the points the tool was given.
+    std::vector<Point3> dragThrough(const std::vector<Index3>& voxels) {
+        ViewerState* s = window_->state();
+        s->setCursor({voxels[0][2], voxels[0][1], voxels[0][0]});
+        MprView* view = window_->view(ViewAxis::kAxial);
+        const Geometry g = s->image().geometry();
+        std::vector<Point3> given;
+        for (size_t i = 0; i < voxels.size(); ++i) {
+            const Index3& v = voxels[i];
+            const QPointF at = view->widgetPointOfPatient(
+                g.indexToPhysical({double(v[2]), double(v[1]), double(v[0])}));
+            const std::optional<Vec3> mm = view->patientPointAt(at);
+            EXPECT_TRUE(mm.has_value());
+            const Vec3 ijk = g.physicalToIndex(*mm);
+            given.push_back({ijk[2], ijk[1], ijk[0]});
+            if (i == 0) {
+                QTest::mousePress(view, Qt::LeftButton, Qt::NoModifier, at.toPoint());
+                given.back() = pointAt(view, g, at.toPoint());
+            } else {
+                QMouseEvent move(QEvent::MouseMove, at, view->mapToGlobal(at), Qt::NoButton,
+                                 Qt::LeftButton, Qt::NoModifier);
+                QApplication::sendEvent(view, &move);
+            }
+        }
+        const QPointF last = view->widgetPointOfPatient(g.indexToPhysical(
+            {double(voxels.back()[2]), double(voxels.back()[1]), double(voxels.back()[0])}));
+        QTest::mouseRelease(view, Qt::LeftButton, Qt::NoModifier, last.toPoint());
+        return given;
+    }
+    static Point3 pointAt(MprView* view, const Geometry& g, const QPoint& at) {
+        const Vec3 ijk = g.physicalToIndex(*view->patientPointAt(at));
+        return {ijk[2], ijk[1], ijk[0]};
+    }
+    // The Qt-free session on the same image and model.
+    void startReference() {
+        auto m = ei::InteractiveModel::load(kData + "/model", {});
+        ASSERT_TRUE(m.isOk()) << m.status().toString();
+        model_ = std::move(*m);
+        session_ = std::make_unique<ei::InteractiveSession>(model_->spec(), model_->forward());
+        ASSERT_TRUE(session_->setImage(window_->state()->image()).isOk());
+        session_->setAutoZoom(false);
+    }
+    int64_t differing() const {
+        const std::vector<uint8_t>& a = session_->target();
+        const std::vector<uint8_t>& b = tool_mask();
+        EXPECT_EQ(a.size(), b.size());
+        int64_t n = 0;
+        for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) n += (a[i] != 0) != (b[i] != 0);
+        return n;
+    }
+    const std::vector<uint8_t>& tool_mask() const {
+        return window_->editController()->interactive()->mask();
+    }
+    static int64_t count(const std::vector<uint8_t>& m) {
+        int64_t n = 0;
+        for (uint8_t v : m) n += v != 0;
+        return n;
+    }
+
+    std::unique_ptr<MainWindow> window_;
+    std::unique_ptr<ei::InteractiveModel> model_;
+    std::unique_ptr<ei::InteractiveSession> session_;
+};
+
+TEST_F(InteractiveToolTest, ClickGivesTheSessionsMaskShiftClickExcludesAndPromptsQueue) {
+    loadModel();
+    startReference();
+    // P: the point prompt, which selects the Interactive tool.
+    QTest::keyClick(window_.get(), Qt::Key_P);
+    ASSERT_EQ(edit()->tool(), EditTool::kInteractive);
+    ASSERT_EQ(tool()->kind(), PromptKind::kPoint);
+
+    const Point3 p1 = click({28, 30, 30});
+    ASSERT_TRUE(waitIdle());
+    ASSERT_TRUE(session_->addPoint(p1, true).isOk());
+    EXPECT_GT(count(session_->target()), 0);
+    EXPECT_EQ(differing(), 0);
+    EXPECT_GE(tool()->lastLatencyMs(), 0);
+    EXPECT_TRUE(window_->interactiveToolbar()->latencyLabel()->text().contains("ms"));
+    // The object is the preview drawn in the views.
+    ASSERT_NE(edit()->preview(), nullptr);
+    EXPECT_EQ(static_cast<int64_t>(edit()->preview()->voxels.size()), count(tool()->mask()));
+
+    // Shift+click: an exclude point.
+    const Point3 p2 = click({28, 36, 34}, Qt::ShiftModifier);
+    ASSERT_TRUE(waitIdle());
+    ASSERT_TRUE(session_->addPoint(p2, false).isOk());
+    EXPECT_EQ(differing(), 0);
+
+    // Two clicks without waiting: the second is queued behind the first; both apply, in order.
+    const Point3 p3 = click({42, 50, 110});
+    const Point3 p4 = click({42, 56, 116}, Qt::ShiftModifier);
+    EXPECT_EQ(tool()->pending(), 2);
+    EXPECT_TRUE(tool()->busy());
+    ASSERT_TRUE(waitIdle());
+    ASSERT_TRUE(session_->addPoint(p3, true).isOk());
+    ASSERT_TRUE(session_->addPoint(p4, false).isOk());
+    EXPECT_EQ(differing(), 0);
+}
+
+TEST_F(InteractiveToolTest, BoxAndLassoDragsGiveTheSessionsMask) {
+    loadModel();
+    startReference();
+    QTest::keyClick(window_.get(), Qt::Key_B);
+    ASSERT_EQ(tool()->kind(), PromptKind::kBox);
+    const std::vector<Point3> box = dragThrough({{28, 24, 22}, {28, 30, 30}, {28, 36, 38}});
+    ASSERT_TRUE(waitIdle());
+    ASSERT_TRUE(session_->addBox(boxOfDrag(box.front(), box.back(), 0), true).isOk());
+    EXPECT_GT(count(session_->target()), 0);
+    EXPECT_EQ(differing(), 0);
+
+    QTest::keyClick(window_.get(), Qt::Key_L);
+    ASSERT_EQ(tool()->kind(), PromptKind::kLasso);
+    const std::vector<Point3> lasso =
+        dragThrough({{42, 44, 104}, {42, 44, 116}, {42, 56, 116}, {42, 56, 104}});
+    ASSERT_TRUE(waitIdle());
+    ASSERT_TRUE(session_->addLasso(closedLasso(onFirstSlice(lasso, 0)), true).isOk());
+    EXPECT_EQ(differing(), 0);
+}
+
+TEST_F(InteractiveToolTest, NextObjectPaintsTheObjectIntoTheLabelAsAnUndoableJournalledEdit) {
+    loadModel();
+    QTest::keyClick(window_.get(), Qt::Key_P);
+    (void)click({28, 30, 30});
+    // Next object while the prompt still runs: queued after it.
+    const int label = edit()->activeLabel();
+    QTest::keyClick(window_.get(), Qt::Key_E);
+    std::vector<uint8_t> object;
+    Index3 shape{};
+    QObject::connect(tool(), &InteractiveTool::objectAccepted,
+                     [&](const std::vector<uint8_t>& m, Index3 s) {
+                         object = m;
+                         shape = s;
+                     });
+    ASSERT_TRUE(waitIdle());
+    ASSERT_GT(count(object), 0);
+    ViewerState* s = window_->state();
+    ASSERT_TRUE(s->hasLabelMap());
+    int64_t wrong = 0, painted = 0;
+    for (int64_t z = 0; z < shape[0]; ++z)
+        for (int64_t y = 0; y < shape[1]; ++y)
+            for (int64_t x = 0; x < shape[2]; ++x) {
+                const bool in = object[(z * shape[1] + y) * shape[2] + x] != 0;
+                const int v = s->labelValue({x, y, z});
+                wrong += (v == label) != in;
+                painted += v == label;
+            }
+    EXPECT_EQ(wrong, 0);
+    EXPECT_EQ(painted, count(object));
+    // A new object in a new label; the tool's object is cleared.
+    EXPECT_EQ(edit()->activeLabel(), label + 1);
+    EXPECT_EQ(count(tool()->mask()), 0);
+    EXPECT_GT(edit()->journalLines(), 0);
+    // Undo takes it out again (one step per 6-connected part of the object).
+    while (edit()->canUndo()) ASSERT_TRUE(edit()->undo().isOk());
+    EXPECT_EQ(s->labelValue({30, 30, 28}), 0);
+}
+
+TEST_F(InteractiveToolTest, ErrorsAreReportedAndLoseNothing) {
+    QSignalSpy failed(edit(), &EditController::editFailed);
+    QTest::keyClick(window_.get(), Qt::Key_P);
+    (void)click({28, 30, 30});
+    ASSERT_GE(failed.count(), 1);
+    EXPECT_TRUE(failed.back()[0].toString().contains("no interactive model"))
+        << failed.back()[0].toString().toStdString();
+    EXPECT_EQ(tool()->pending(), 0);
+
+    tool()->loadModel("/nonexistent/interactive-model");
+    ASSERT_TRUE(QTest::qWaitFor([&] { return !tool()->modelPending(); }, kPromptTimeoutMs));
+    EXPECT_FALSE(tool()->hasModel());
+    EXPECT_TRUE(failed.back()[0].toString().contains("/nonexistent/interactive-model"))
+        << failed.back()[0].toString().toStdString();
+
+    // A prompt outside the image (the session refuses it); the object so far stays.
+    loadModel();
+    (void)click({28, 30, 30});
+    ASSERT_TRUE(waitIdle());
+    const std::vector<uint8_t> before = tool()->mask();
+    ASSERT_GT(count(before), 0);
+    Prompt outside;
+    outside.points = {{-5.0, 30.0, 30.0}};
+    ASSERT_TRUE(tool()->submit(outside).isOk());
+    ASSERT_TRUE(waitIdle());
+    EXPECT_TRUE(failed.back()[0].toString().contains("point prompt"))
+        << failed.back()[0].toString().toStdString();
+    EXPECT_EQ(tool()->mask(), before);
+}
+
+TEST(InteractivePrompt, StrokesOfMaskVisitExactlyTheMaskByFaceSteps) {
+    const Index3 shape{4, 5, 6};
+    std::vector<uint8_t> mask(4 * 5 * 6, 0);
+    auto at = [&](int z, int y, int x) -> uint8_t& { return mask[(z * 5 + y) * 6 + x]; };
+    for (int x = 0; x < 5; ++x) at(1, 2, x) = 1;  // a run
+    at(2, 2, 4) = at(2, 3, 4) = at(3, 3, 4) = 1;  // a branch off its end
+    at(0, 0, 5) = 1;                              // a second part
+    const auto strokes = strokesOfMask(mask, shape);
+    ASSERT_EQ(strokes.size(), 2u);
+    std::vector<uint8_t> walked(mask.size(), 0);
+    for (const auto& s : strokes)
+        for (size_t i = 0; i < s.size(); ++i) {
+            if (i > 0) {
+                int axes = 0;
+                for (int a = 0; a < 3; ++a) axes += s[i][a] != s[i - 1][a];
+                ASSERT_EQ(axes, 1) << "segments are axis-aligned";
+            }
+            // Every voxel along the segment to the next point.
+            const Index3 a = s[i], b = i + 1 < s.size() ? s[i + 1] : s[i];
+            for (int64_t z = std::min(a[0], b[0]); z <= std::max(a[0], b[0]); ++z)
+                for (int64_t y = std::min(a[1], b[1]); y <= std::max(a[1], b[1]); ++y)
+                    for (int64_t x = std::min(a[2], b[2]); x <= std::max(a[2], b[2]); ++x)
+                        walked[(z * 5 + y) * 6 + x] = 1;
+        }
+    EXPECT_EQ(walked, mask);
+    // The straight run is one segment.
+    EXPECT_LE(strokes[0].size(), 8u);
+}
+
+TEST(InteractivePrompt, BoxOfDragIsOneVoxelThickOnTheSlice) {
+    const ei::BoxRequest b = boxOfDrag({10.2, 5.6, 9.0}, {10.4, 2.2, 3.0}, 0);
+    EXPECT_EQ(b.lo, (std::array<double, 3>{10, 2, 3}));
+    EXPECT_EQ(b.hi, (std::array<double, 3>{11, 7, 10}));
+    const auto l = closedLasso({{1, 1, 1}, {1, 4, 1}, {1, 4, 4}});
+    ASSERT_EQ(l.size(), 4u);
+    EXPECT_EQ(l.back(), l.front());
+    EXPECT_EQ(onFirstSlice({{2.4, 1, 1}, {3.1, 2, 2}}, 0)[1][0], 2.0);
+}
+
+}  // namespace
+}  // namespace voxseg::ui
