@@ -139,6 +139,8 @@ struct EditCommandOptions {
     std::string report;  // optional JSON: what changed per label
     std::string seg_type = "binary";
     int threads = 0;
+    std::string interactive_model;  // package folder: the journal's prompt ops run on it
+    std::string autozoom = "on";    // the interactive session's AutoZoom: on | off
 };
 CLI::App* addEditCommand(CLI::App& app, EditCommandOptions& options);
 ExitCode runEdit(const EditCommandOptions& options, const CommandContext& context);

@@ -33,6 +33,13 @@ constexpr Name kOpNames[] = {
     {OpKind::kLogical, "logical"},
     {OpKind::kUndo, "undo"},
     {OpKind::kRedo, "redo"},
+    {OpKind::kPromptPoint, "prompt_point"},
+    {OpKind::kPromptBox, "prompt_box"},
+    {OpKind::kPromptScribble, "prompt_scribble"},
+    {OpKind::kPromptLasso, "prompt_lasso"},
+    {OpKind::kPromptInitialSeg, "prompt_initial_seg"},
+    {OpKind::kPromptReset, "prompt_reset"},
+    {OpKind::kPromptAccept, "prompt_accept"},
 };
 
 const char* planeName(Plane p) {
@@ -113,7 +120,20 @@ std::vector<std::string_view> allowedKeys(const EditOp& op) {
             return {"op", "operation", "label", "other"};
         case OpKind::kUndo:
         case OpKind::kRedo:
+        case OpKind::kPromptReset:
             return {"op"};
+        case OpKind::kPromptPoint:
+            return {"op", "point_mm", "include"};
+        case OpKind::kPromptBox:
+            return {"op", "corners_mm", "include"};
+        case OpKind::kPromptScribble:
+            return {"op", "stroke_mm", "include"};
+        case OpKind::kPromptLasso:
+            return {"op", "lasso_mm", "include"};
+        case OpKind::kPromptInitialSeg:
+            return {"op", "label", "mask", "run_prediction"};
+        case OpKind::kPromptAccept:
+            return {"op", "label", "overwrite"};
     }
     return {"op"};
 }
@@ -165,6 +185,13 @@ class Parser {
                              "expected [x, y, z] points in mm, got " + JsonDocument::shortDump(p));
             out.push_back({p[0].get<double>(), p[1].get<double>(), p[2].get<double>()});
         }
+        return {};
+    }
+    Status boolean(const std::string& key, bool& out) const {
+        const nlohmann::json* v = o_.value(key);
+        if (!v) return error(key, "missing");
+        if (!v->is_boolean()) return error(key, "expected true or false");
+        out = v->get<bool>();
         return {};
     }
     Status string(const std::string& key, std::string& out) const {
@@ -328,7 +355,53 @@ Status parseLogicalFields(const Parser& p, EditOp& op) {
     return {};
 }
 
+// The prompts of an interactive session: positions in patient mm, include (default true).
+Status parsePromptFields(const Parser& p, EditOp& op) {
+    if (p.has("include")) VOXSEG_RETURN_IF_ERROR(p.boolean("include", op.include));
+    switch (op.kind) {
+        case OpKind::kPromptPoint: {
+            Vec3 c{};
+            VOXSEG_RETURN_IF_ERROR(p.point("point_mm", c));
+            op.points = {c};
+            return {};
+        }
+        case OpKind::kPromptBox:
+            VOXSEG_RETURN_IF_ERROR(p.points("corners_mm", op.points));
+            if (op.points.size() != 2)
+                return p.error("corners_mm",
+                               fmt::format("expected 2 corners (got {})", op.points.size()));
+            return {};
+        case OpKind::kPromptScribble:
+            return p.points("stroke_mm", op.points);
+        case OpKind::kPromptLasso:
+            VOXSEG_RETURN_IF_ERROR(p.points("lasso_mm", op.points));
+            if (op.points.size() < 4)
+                return p.error("lasso_mm",
+                               fmt::format("a closed lasso needs at least 4 points, the last "
+                                           "the first again (got {})",
+                                           op.points.size()));
+            return {};
+        case OpKind::kPromptInitialSeg:
+            if (p.has("label") == p.has("mask"))
+                return p.error("label", "give either label (of the label map) or mask (a file)");
+            if (p.has("label")) VOXSEG_RETURN_IF_ERROR(p.label("label", op.label, 1));
+            if (p.has("mask")) {
+                VOXSEG_RETURN_IF_ERROR(p.string("mask", op.mask));
+                if (op.mask.empty()) return p.error("mask", "empty file name");
+            }
+            if (p.has("run_prediction"))
+                VOXSEG_RETURN_IF_ERROR(p.boolean("run_prediction", op.run_prediction));
+            return {};
+        case OpKind::kPromptAccept:
+            VOXSEG_RETURN_IF_ERROR(p.label("label", op.label, 1));
+            return p.overwrite(op.overwrite);
+        default:
+            return {};
+    }
+}
+
 Status parseFields(const Parser& p, EditOp& op) {
+    if (isPromptOp(op.kind)) return parsePromptFields(p, op);
     switch (op.kind) {
         case OpKind::kPaint:
         case OpKind::kErase:
@@ -395,14 +468,17 @@ Status parseFields(const Parser& p, EditOp& op) {
             return p.overwrite(op.overwrite);
         case OpKind::kLogical:
             return parseLogicalFields(p, op);
-        case OpKind::kUndo:
-        case OpKind::kRedo:
+        default:  // undo, redo; prompts above
             return {};
     }
     return {};
 }
 
 }  // namespace
+
+bool isPromptOp(OpKind kind) {
+    return kind >= OpKind::kPromptPoint && kind <= OpKind::kPromptAccept;
+}
 
 const char* opName(OpKind kind) {
     for (const Name& n : kOpNames)
@@ -415,7 +491,13 @@ std::string toJsonLine(const EditOp& op) {
     j["op"] = opName(op.kind);
     const bool adds = op.kind != OpKind::kErase && op.kind != OpKind::kIslands &&
                       op.kind != OpKind::kLogical && op.kind != OpKind::kUndo &&
-                      op.kind != OpKind::kRedo;
+                      op.kind != OpKind::kRedo &&
+                      (!isPromptOp(op.kind) || op.kind == OpKind::kPromptAccept);
+    auto points = [&](const char* key) {
+        Json s = Json::array();
+        for (const Vec3& p : op.points) s.push_back(point(p));
+        j[key] = s;
+    };
     auto range = [&] {
         if (op.min) j["min"] = *op.min;
         if (op.max) j["max"] = *op.max;
@@ -483,6 +565,33 @@ std::string toJsonLine(const EditOp& op) {
             break;
         case OpKind::kUndo:
         case OpKind::kRedo:
+        case OpKind::kPromptReset:
+            break;
+        case OpKind::kPromptPoint:
+            j["point_mm"] = point(op.points.at(0));
+            j["include"] = op.include;
+            break;
+        case OpKind::kPromptBox:
+            points("corners_mm");
+            j["include"] = op.include;
+            break;
+        case OpKind::kPromptScribble:
+            points("stroke_mm");
+            j["include"] = op.include;
+            break;
+        case OpKind::kPromptLasso:
+            points("lasso_mm");
+            j["include"] = op.include;
+            break;
+        case OpKind::kPromptInitialSeg:
+            if (op.mask.empty())
+                j["label"] = op.label;
+            else
+                j["mask"] = op.mask;
+            j["run_prediction"] = op.run_prediction;
+            break;
+        case OpKind::kPromptAccept:
+            j["label"] = op.label;
             break;
     }
     if (adds) j["overwrite"] = overwriteName(op.overwrite);

@@ -32,7 +32,19 @@ enum class OpKind {
     kLogical,
     kUndo,
     kRedo,
+    // Prompts of an interactive (nnInteractive-style) session (edit/interactive/prompt_ops.h):
+    // they change the session's current object, not the label map, except kPromptAccept, which
+    // writes the object into `label`. Applied by InteractiveEditor, never by LabelEditor alone.
+    kPromptPoint,
+    kPromptBox,
+    kPromptScribble,
+    kPromptLasso,
+    kPromptInitialSeg,
+    kPromptReset,
+    kPromptAccept,
 };
+// True for the kPrompt* kinds.
+bool isPromptOp(OpKind kind);
 enum class Shape { kSphere, kDisk };
 // A patient plane; an edit "in the axial plane" acts on the slice of the image grid whose index
 // axis is closest to the plane's normal (edit/grid_planes.h).
@@ -55,7 +67,8 @@ struct EditOp {
     Shape shape = Shape::kSphere;
     Plane plane = Plane::kAxial;  // disk, fill_between_slices, and threshold/flood in a slice
     bool in_slice = false;        // threshold / flood_fill: only in the slice through `points[0]`
-    std::vector<Vec3> points;     // center_mm (1 point), stroke_mm (polyline), seed_mm, point_mm
+    std::vector<Vec3> points;     // center_mm (1 point), stroke_mm (polyline), seed_mm, point_mm;
+                                  // prompts: point_mm, corners_mm (2), stroke_mm, lasso_mm
     bool stroke = false;          // written as stroke_mm (even with one point)
     double radius_mm = 0.0;       // paint/erase, median, opening, closing
     int label = 0;                // 0 for erase: every label
@@ -68,6 +81,10 @@ struct EditOp {
     double margin_mm = 0.0;  // margin: > 0 grows, < 0 shrinks
     LogicalOp logical = LogicalOp::kUnion;
     int other = 0;  // logical: the second label
+    // prompts
+    bool include = true;          // point, box, scribble, lasso: object (true) or background
+    std::string mask;             // initial_seg: a mask file (nonzero = in) instead of `label`
+    bool run_prediction = false;  // initial_seg: let the model refine it (2.6.0's default: no)
 
     bool operator==(const EditOp&) const = default;
 };

@@ -36,11 +36,10 @@ Status runOp(const EditOp& op, const detail::Grid& grid, const detail::Intensity
             return detail::applyMorphology(op, grid, canvas);
         case OpKind::kLogical:
             return detail::applyLogical(op, grid, canvas);
-        case OpKind::kUndo:
-        case OpKind::kRedo:
+        default:  // undo, redo, prompts
             break;
     }
-    return invalidArgument("undo and redo have no preview");
+    return invalidArgument(std::string(opName(op.kind)) + " has no preview");
 }
 
 // Threshold changes each voxel on its own (applyThreshold: in range and allowed by the overwrite

@@ -257,6 +257,11 @@ Status LabelEditor::mergeLast(int n, const EditOp& op) {
 Result<ApplyReport> LabelEditor::apply(const EditOp& op) {
     if (op.kind == OpKind::kUndo) return undo();
     if (op.kind == OpKind::kRedo) return redo();
+    if (isPromptOp(op.kind))
+        return Status(StatusCode::kFailedPrecondition,
+                      fmt::format("{}: a prompt needs an interactive session (an interactive "
+                                  "model package: voxseg edit --interactive-model)",
+                                  opName(op.kind)));
     const detail::Grid grid(geometry_);
     const detail::Intensity intensity(image_);
     UndoStep step;
@@ -299,14 +304,47 @@ Result<ApplyReport> LabelEditor::apply(const EditOp& op) {
         case OpKind::kLogical:
             status = detail::applyLogical(op, grid, canvas);
             break;
-        case OpKind::kUndo:
-        case OpKind::kRedo:
+        default:  // undo, redo, prompts: handled above
             break;
     }
     if (!status.isOk()) {
         for (const TileChange& t : step.tiles) canvas.writeTile(t.tile, t.before);
         return status.withContext(std::string(opName(op.kind)) + ": ");
     }
+    return finishStep(step, canvas, report);
+}
+
+Result<ApplyReport> LabelEditor::applyComputed(
+    const EditOp& op, const std::array<int64_t, 3>& lo, const std::array<int64_t, 3>& hi,
+    const std::function<int(int64_t index, int current)>& value) {
+    UndoStep step;
+    step.op = op;
+    detail::Canvas canvas(labels_, step.tiles);
+    ApplyReport report;
+    report.kind = op.kind;
+    std::array<int64_t, 3> a{}, b{};
+    for (int d = 0; d < 3; ++d) {
+        a[d] = std::max<int64_t>(lo[d], 0);
+        b[d] = std::min<int64_t>(hi[d], geometry_.size[d] - 1);
+    }
+    const int64_t nx = geometry_.size[0], ny = geometry_.size[1];
+    for (int64_t k = a[2]; k <= b[2]; ++k)
+        for (int64_t j = a[1]; j <= b[1]; ++j)
+            for (int64_t i = a[0]; i <= b[0]; ++i) {
+                const int64_t idx = i + nx * (j + ny * k);
+                const int v = value(idx, canvas.get(idx));
+                if (v < 0 || v > canvas.maxLabel()) {
+                    for (const TileChange& t : step.tiles) canvas.writeTile(t.tile, t.before);
+                    return invalidArgument(
+                        fmt::format("{}: label {} does not fit the label map (at most {})",
+                                    opName(op.kind), v, canvas.maxLabel()));
+                }
+                canvas.set(i, j, k, v);
+            }
+    return finishStep(step, canvas, report);
+}
+
+ApplyReport LabelEditor::finishStep(UndoStep& step, detail::Canvas& canvas, ApplyReport report) {
     std::vector<TileChange> kept;
     const size_t bpv = labels_.pixelType() == PixelType::kUInt16 ? 2 : 1;
     for (TileChange& t : step.tiles) {

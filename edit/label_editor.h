@@ -20,12 +20,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace voxseg::edit {
+namespace detail {
+class Canvas;
+}
 
 struct EditorOptions {
     int max_undo_steps = 100;
@@ -77,8 +81,18 @@ class LabelEditor {
     LabelEditor& operator=(LabelEditor&&) noexcept;
     ~LabelEditor();
 
-    // Applies one op (undo/redo ops included). On error nothing is changed.
+    // Applies one op (undo/redo ops included). On error nothing is changed. Prompt ops
+    // (isPromptOp) need an interactive session: InteractiveEditor (edit/interactive/prompt_ops.h)
+    // applies them through applyComputed(); here they are kFailedPrecondition.
     Result<ApplyReport> apply(const EditOp& op);
+    // Records `op` as one undo step whose voxels a caller computes: every voxel of the box
+    // [lo, hi] (inclusive (i, j, k) indices, clipped to the grid; lo > hi on an axis: none)
+    // becomes value(linear index, current label). A step that changes nothing is still recorded
+    // (undo/redo then step over it), so undo lines of a journal stay aligned with its ops.
+    // Values above the map's range are kInvalidArgument (nothing changed).
+    Result<ApplyReport> applyComputed(const EditOp& op, const std::array<int64_t, 3>& lo,
+                                      const std::array<int64_t, 3>& hi,
+                                      const std::function<int(int64_t index, int current)>& value);
     Result<ApplyReport> undo();
     Result<ApplyReport> redo();
     // Makes the last `n` steps one step recorded as `op` (a brush stroke applied segment by
@@ -90,6 +104,9 @@ class LabelEditor {
     bool canRedo() const { return !redo_.empty(); }
     int undoDepth() const { return static_cast<int>(undo_.size()); }
     int redoDepth() const { return static_cast<int>(redo_.size()); }
+    // The op undo() would undo / redo() would redo (nullptr when none).
+    const EditOp* undoTop() const { return undo_.empty() ? nullptr : &undo_.back().op; }
+    const EditOp* redoTop() const { return redo_.empty() ? nullptr : &redo_.back().op; }
     // Bytes held by the undo and redo history.
     size_t historyBytes() const;
 
@@ -100,6 +117,8 @@ class LabelEditor {
   private:
     LabelEditor() = default;
     void push(UndoStep step);
+    // Keeps the changed tiles of `step` (sparse when few), fills the report, pushes the step.
+    ApplyReport finishStep(UndoStep& step, detail::Canvas& canvas, ApplyReport report);
 
     Volume image_;
     Volume labels_;

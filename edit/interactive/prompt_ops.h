@@ -1,0 +1,94 @@
+// The prompts of an interactive session as edit-journal ops (issue 38): how the viewer turns a
+// prompt into an EditOp (positions in patient LPS mm, as every journal op stores them), and
+// InteractiveEditor, which applies such ops to a LabelEditor + InteractiveSession pair, with the
+// same code in the viewer and in `voxseg edit --interactive-model` (docs/interactive.md,
+// "Prompts in the edit journal").
+//
+// Prompt ops change the session's current object (its target), not the label map; only
+// prompt_accept writes the object into a label (then the session starts the next object). Every
+// prompt op is still one step of the LabelEditor's undo history (an empty one, but for accept),
+// and the session's delta of that prompt (InteractiveSession::takeLastDelta) is kept beside it:
+// undo/redo of the edit library (journal lines "undo"/"redo" included) reverts/reapplies the
+// prompt in the session as well. Reset and accept are undoable too when the model takes an
+// initial segmentation (they are written as an empty one); otherwise they end the session's
+// undo: undoing them or a prompt before them restores only the label map.
+//
+// While a session is open every op goes through InteractiveEditor::apply (it passes the other
+// ops to the LabelEditor), so its deltas stay aligned with the editor's steps. Not thread-safe.
+#pragma once
+
+#include "core/geometry.h"
+#include "core/status.h"
+#include "edit/edit_op.h"
+#include "edit/interactive/draw_prompts.h"
+#include "edit/interactive/interactive_session.h"
+#include "edit/interactive/prompts.h"
+#include "edit/label_editor.h"
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace voxseg::edit::interactive {
+
+// Session voxel coordinates (z, y, x) <-> patient mm on the image's grid `g`. voxelOfMm rounds to
+// 1e-6 voxel, so a position written from voxel coordinates reads back as the same coordinates
+// (a box side of exactly one voxel stays 1: bbox2d).
+Vec3 mmOfVoxel(const Geometry& g, const Point3& zyx);
+Point3 voxelOfMm(const Geometry& g, const Vec3& mm);
+
+// A prompt as a journal op (voxel coordinates (z, y, x) of the session in, patient mm out).
+// A box is written as its two corners lo and hi ([lo, hi) per axis, BoxRequest's bounds).
+EditOp pointPromptOp(const Geometry& g, const Point3& point, bool include);
+EditOp boxPromptOp(const Geometry& g, const BoxRequest& box, bool include);
+EditOp scribblePromptOp(const Geometry& g, const std::vector<Point3>& points, bool include);
+EditOp lassoPromptOp(const Geometry& g, const std::vector<Point3>& points, bool include);
+// The initial segmentation: the voxels of `label` in the current label map, or a mask file
+// (nonzero = in; read onto the image's grid by the MaskLoader).
+EditOp initialSegFromLabelOp(int label, bool run_prediction = false);
+EditOp initialSegFromMaskOp(const std::string& mask_file, bool run_prediction = false);
+EditOp resetPromptOp();
+// Writes the object into `label` (voxels the overwrite policy allows), then the next object.
+EditOp acceptPromptOp(int label, Overwrite overwrite = {});
+
+// Reads a mask file onto the image's grid: one value per voxel, (z, y, x) C order (x fastest),
+// nonzero = in. The CLI reads label maps, SEG and RTSTRUCT this way (pipeline).
+using MaskLoader = std::function<Result<std::vector<uint8_t>>(const std::string& file)>;
+
+struct PromptApplyReport {
+    ApplyReport edit;                   // the label map's change (the LabelEditor's report)
+    std::optional<Box> object_changed;  // the session target's changed box, if any
+};
+
+class InteractiveEditor {
+  public:
+    // Both must outlive this; the session's image must be on the editor's grid (shape (z, y, x)
+    // = the grid's size reversed).
+    InteractiveEditor(LabelEditor& editor, InteractiveSession& session, MaskLoader load_mask = {});
+
+    // Applies any op: prompt ops to the session (and an undo step to the editor), undo/redo to
+    // both, other ops to the editor. On error nothing is changed. Errors name the op.
+    Result<PromptApplyReport> apply(const EditOp& op);
+
+    // True when the session holds an object that is not accepted yet (its target has voxels).
+    bool objectOpen() const;
+
+  private:
+    Result<PromptApplyReport> applyPrompt(const EditOp& op);
+    Result<std::optional<Box>> runPrompt(const EditOp& op);
+    Result<std::optional<Box>> clearObject();  // reset, undoable when the model allows
+    Result<PromptApplyReport> undoOrRedo(bool undo);
+    void trim();
+
+    LabelEditor& editor_;
+    InteractiveSession& session_;
+    MaskLoader load_mask_;
+    // One entry per editor step applied here (nullptr: no session part), oldest first.
+    std::deque<std::shared_ptr<InteractiveDelta>> undo_;
+    std::vector<std::shared_ptr<InteractiveDelta>> redo_;
+};
+
+}  // namespace voxseg::edit::interactive

@@ -1,0 +1,156 @@
+// `voxseg edit --interactive-model` (issue 38 item 4): a prompts journal written from one of
+// nninteractive 2.6.0's recorded sessions (tests/edit/data/nninteractive/sessions.json, session
+// "autozoom_off": points, an exclude point, a 2-D box, an undo; then a reset and a new object),
+// positions converted here from the session's voxel indices (z, y, x) to patient mm with the
+// image's geometry, replays to 2.6.0's own masks voxel for voxel, each accepted into a label.
+// And the refusals: a package of another kind, a prompt outside the image and an unclosed lasso
+// (both naming the line), a prompt op without --interactive-model; an existing output survives.
+#include "core/geometry.h"
+#include "io/image_io.h"
+#include "tests/app/run_voxseg.h"
+#include "tests/test_data.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+namespace voxseg::edit {
+namespace {
+
+using app::clitest::runVoxseg;
+using app::clitest::slurp;
+using nlohmann::json;
+
+const std::string kDir = std::string(VOXSEG_SOURCE_DIR) + "/tests/edit/data/nninteractive/";
+
+json sessions() { return json::parse(slurp(kDir + "sessions.json")); }
+
+const json& sessionNamed(const json& doc, const std::string& name) {
+    for (const json& s : doc["sessions"])
+        if (s["name"] == name) return s;
+    throw std::runtime_error("no session " + name);
+}
+
+// Voxel coordinates (z, y, x) of the session -> patient LPS mm, as a JSON array.
+std::string mm(const Geometry& g, double z, double y, double x) {
+    const Vec3 p = g.indexToPhysical({x, y, z});
+    return json::array({p[0], p[1], p[2]}).dump();
+}
+
+std::string pointLine(const Geometry& g, const json& step) {
+    const json& p = step["point"];
+    return fmt::format(R"({{"op": "prompt_point", "point_mm": {}, "include": {}}})",
+                       mm(g, p[0], p[1], p[2]), step["include"].get<bool>());
+}
+
+std::string boxLine(const Geometry& g, const json& step) {
+    const json& b = step["bbox"];  // [[z0, z1], [y0, y1], [x0, x1]]
+    return fmt::format(R"({{"op": "prompt_box", "corners_mm": [{}, {}], "include": {}}})",
+                       mm(g, b[0][0], b[1][0], b[2][0]), mm(g, b[0][1], b[1][1], b[2][1]),
+                       step["include"].get<bool>());
+}
+
+void writeLines(const std::string& path, const std::vector<std::string>& lines) {
+    std::ofstream out(path);
+    for (const std::string& l : lines) out << l << "\n";
+}
+
+std::vector<uint8_t> readMask(const std::string& path) {
+    auto v = io::readImage(path);
+    EXPECT_TRUE(v.isOk()) << path << ": " << v.status().toString();
+    if (!v.isOk()) return {};
+    const auto n = static_cast<size_t>(v->geometry().voxelCount());
+    std::vector<uint8_t> out(n);
+    visitPixels(*v, [&](const auto* p) {
+        for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(p[i]);
+    });
+    return out;
+}
+
+Geometry imageGeometry() {
+    auto image = io::readImage(kDir + "image.nii.gz");
+    EXPECT_TRUE(image.isOk());
+    return image.isOk() ? image->geometry() : Geometry{};
+}
+
+TEST(InteractiveEditCli, ReplaysARecordedSessionToNnInteractivesMasks) {
+    voxseg::testing::TempDir dir;
+    const json doc = sessions();
+    const json& steps = sessionNamed(doc, "autozoom_off")["steps"];
+    ASSERT_EQ(steps[3]["op"], "bbox2d");
+    ASSERT_EQ(steps[4]["op"], "undo");
+    ASSERT_EQ(steps[7]["op"], "reset");
+    const Geometry g = imageGeometry();
+    // Steps 0-4 (point, point, exclude point, box, undo): object 1. Then a prompt, a reset and
+    // step 8's point: 2.6.0's step 8 starts from a reset session too.
+    writeLines(dir / "prompts.jsonl",
+               {pointLine(g, steps[0]), pointLine(g, steps[1]), pointLine(g, steps[2]),
+                boxLine(g, steps[3]), R"({"op": "undo"})", R"({"op": "prompt_accept", "label": 1})",
+                pointLine(g, steps[0]), R"({"op": "prompt_reset"})", pointLine(g, steps[8]),
+                R"({"op": "prompt_accept", "label": 2})"});
+    auto r = runVoxseg(
+        {"edit", kDir + "image.nii.gz", "--interactive-model", kDir + "model", "--autozoom", "off",
+         "--ops", dir / "prompts.jsonl", "-o", dir / "out.nii.gz", "--report", dir / "report.json"},
+        dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::vector<uint8_t> out = readMask(dir / "out.nii.gz");
+    const std::vector<uint8_t> first = readMask(kDir + steps[4]["result"].get<std::string>());
+    const std::vector<uint8_t> second = readMask(kDir + steps[8]["result"].get<std::string>());
+    ASSERT_EQ(out.size(), first.size());
+    ASSERT_EQ(out.size(), second.size());
+    int64_t differ = 0, ones = 0, twos = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+        const int expected = second[i] ? 2 : first[i] ? 1 : 0;  // object 2 accepted over 1
+        differ += out[i] != expected;
+        ones += out[i] == 1;
+        twos += out[i] == 2;
+    }
+    EXPECT_EQ(differ, 0);
+    EXPECT_GT(ones, 1000);
+    EXPECT_EQ(twos, steps[8]["mask_voxels"].get<int64_t>());
+    const json report = json::parse(slurp(dir / "report.json"));
+    EXPECT_EQ(report["ops_applied"], 10);
+}
+
+struct Failure {
+    std::vector<std::string> lines;
+    std::vector<std::string> expected;  // in the error message
+};
+
+TEST(InteractiveEditCli, RefusalsNameTheProblemAndKeepTheExistingOutput) {
+    voxseg::testing::TempDir dir;
+    const Geometry g = imageGeometry();
+    const std::string inside = fmt::format(
+        R"({{"op": "prompt_point", "point_mm": {}, "include": true}})", mm(g, 20, 40, 60));
+    const std::string outside = fmt::format(
+        R"({{"op": "prompt_point", "point_mm": {}, "include": true}})", mm(g, 20, 40, 400));
+    const std::string open_lasso =
+        fmt::format(R"({{"op": "prompt_lasso", "lasso_mm": [{}, {}, {}, {}], "include": true}})",
+                    mm(g, 30, 10, 10), mm(g, 30, 10, 30), mm(g, 30, 30, 30), mm(g, 30, 30, 10));
+    const std::string out = dir / "out.nii.gz";
+    writeLines(out, {"already written"});
+    auto check = [&](const std::vector<std::string>& args, const std::vector<std::string>& lines,
+                     const std::vector<std::string>& expected) {
+        writeLines(dir / "prompts.jsonl", lines);
+        std::vector<std::string> all = {
+            "edit", kDir + "image.nii.gz", "--ops", dir / "prompts.jsonl", "-o", out};
+        all.insert(all.end(), args.begin(), args.end());
+        auto r = runVoxseg(all, dir);
+        EXPECT_NE(r.exit_code, 0) << r.err;
+        for (const std::string& e : expected)
+            EXPECT_NE(r.err.find(e), std::string::npos) << "want \"" << e << "\" in: " << r.err;
+        EXPECT_EQ(slurp(out), "already written\n");
+    };
+    const std::vector<std::string> model = {"--interactive-model", kDir + "model"};
+    check(model, {inside, outside}, {"line 2", "outside"});
+    check(model, {inside, open_lasso}, {"line 2", "does not close"});
+    check({"--interactive-model", std::string(VOXSEG_SOURCE_DIR) + "/sample_data/models/liver"},
+          {inside}, {"interactive"});
+    check({"--labels", kDir + "s0_step0.nii.gz"}, {R"({"op": "undo"})", inside},
+          {"line 2", "prompt_point", "--interactive-model"});
+}
+
+}  // namespace
+}  // namespace voxseg::edit
