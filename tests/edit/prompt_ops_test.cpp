@@ -1,9 +1,13 @@
 // The prompt ops of the edit journal (issue 38 item 4, edit/interactive/prompt_ops.h): every
 // prompt op written by a JournalWriter reads back equal, voxel coordinates written as patient mm
 // on an oblique grid read back as the same coordinates (a one-voxel box side stays one voxel),
-// bad prompt lines name their key, and a LabelEditor alone refuses a prompt op.
+// bad prompt lines name their key, and a LabelEditor alone refuses a prompt op. With the
+// fabricated nnInteractive package (tests/edit/data/nninteractive/): undo/redo of the edit library
+// take prompts, an accept and a reset back and forth in the session and the label map together.
 #include "edit/interactive/prompt_ops.h"
+#include "edit/interactive/interactive_model.h"
 #include "edit/journal.h"
+#include "io/image_io.h"
 #include "tests/edit/edit_test_grids.h"
 #include "tests/test_data.h"
 
@@ -93,6 +97,80 @@ TEST(PromptOps, ALabelEditorAloneRefusesAPromptOp) {
     ASSERT_FALSE(r.isOk());
     EXPECT_NE(r.status().message().find("interactive"), std::string::npos);
     EXPECT_EQ(editor->undoDepth(), 0);
+}
+
+int64_t countOf(const Volume& labels, int label) {
+    int64_t n = 0;
+    const uint8_t* d = labels.data<uint8_t>();
+    for (int64_t i = 0; i < labels.geometry().voxelCount(); ++i) n += d[i] == label;
+    return n;
+}
+
+int64_t countOf(const std::vector<uint8_t>& mask) {
+    int64_t n = 0;
+    for (uint8_t v : mask) n += v != 0;
+    return n;
+}
+
+TEST(PromptOps, UndoRedoTakeThePromptsAndTheAcceptBackAndForth) {
+    const std::string dir = std::string(VOXSEG_SOURCE_DIR) + "/tests/edit/data/nninteractive/";
+    auto model = InteractiveModel::load(dir + "model", {});
+    ASSERT_TRUE(model.isOk()) << model.status().toString();
+    auto image = io::readImage(dir + "image.nii.gz");
+    ASSERT_TRUE(image.isOk());
+    const Geometry& g = image->geometry();
+    InteractiveSession session((*model)->spec(), (*model)->forward());
+    session.setAutoZoom(false);
+    ASSERT_TRUE(session.setImage(*image).isOk());
+    auto editor = LabelEditor::create(*image, Volume::allocate<uint8_t>(g));
+    ASSERT_TRUE(editor.isOk());
+    InteractiveEditor edits(*editor, session);
+    EditOp undo, redo;
+    undo.kind = OpKind::kUndo;
+    redo.kind = OpKind::kRedo;
+
+    ASSERT_TRUE(edits.apply(pointPromptOp(g, {28, 30, 30}, true)).isOk());
+    const std::vector<uint8_t> one = session.target();
+    auto second = edits.apply(pointPromptOp(g, {42, 50, 110}, true));
+    ASSERT_TRUE(second.isOk()) << second.status().toString();
+    ASSERT_TRUE(second->object_changed.has_value());
+    const std::vector<uint8_t> two = session.target();
+    ASSERT_GT(countOf(two), countOf(one));
+    EXPECT_EQ(countOf(editor->labelMap(), 1), 0);  // prompts leave the label map alone
+
+    ASSERT_TRUE(edits.apply(acceptPromptOp(1)).isOk());
+    EXPECT_EQ(countOf(editor->labelMap(), 1), countOf(two));
+    EXPECT_FALSE(edits.objectOpen());
+    ASSERT_TRUE(edits.apply(undo).isOk());  // the accept: the object is back, the label gone
+    EXPECT_EQ(session.target(), two);
+    EXPECT_EQ(countOf(editor->labelMap(), 1), 0);
+    ASSERT_TRUE(edits.apply(undo).isOk());  // the second point
+    EXPECT_EQ(session.target(), one);
+    ASSERT_TRUE(edits.apply(redo).isOk());
+    EXPECT_EQ(session.target(), two);
+    ASSERT_TRUE(edits.apply(redo).isOk());  // the accept again
+    EXPECT_EQ(countOf(editor->labelMap(), 1), countOf(two));
+    EXPECT_FALSE(edits.objectOpen());
+
+    // A reset is one step too; an op of the edit library between prompts stays in line.
+    ASSERT_TRUE(edits.apply(pointPromptOp(g, {20, 72, 30}, true)).isOk());
+    const std::vector<uint8_t> three = session.target();
+    EditOp paint;
+    paint.kind = OpKind::kPaint;
+    paint.points = {mmOfVoxel(g, {70, 10, 10})};
+    paint.radius_mm = 2;
+    paint.label = 5;
+    ASSERT_TRUE(edits.apply(paint).isOk());
+    ASSERT_TRUE(edits.apply(resetPromptOp()).isOk());
+    EXPECT_FALSE(edits.objectOpen());
+    ASSERT_TRUE(edits.apply(undo).isOk());
+    EXPECT_EQ(session.target(), three);
+    ASSERT_TRUE(edits.apply(undo).isOk());  // the paint
+    EXPECT_EQ(countOf(editor->labelMap(), 5), 0);
+    EXPECT_EQ(session.target(), three);
+    ASSERT_TRUE(edits.apply(undo).isOk());  // the third point: no object
+    EXPECT_FALSE(edits.objectOpen());
+    EXPECT_EQ(countOf(editor->labelMap(), 1), countOf(two));
 }
 
 }  // namespace
