@@ -94,6 +94,7 @@ void EditController::connectInteractive() {
         emit previewChanged();
     });
     connect(interactive_, &InteractiveTool::failed, this, &EditController::editFailed);
+    connect(interactive_, &InteractiveTool::drawingChanged, this, &EditController::brushChanged);
     connect(interactive_, &InteractiveTool::latencyChanged, this,
             [this](double, const QString& message) { emit reported(message); });
     connect(interactive_, &InteractiveTool::objectAccepted, this,

@@ -120,16 +120,20 @@ void InteractiveTool::press(int slice_axis, const Point3& voxel, bool exclude) {
         return;
     }
     drawing_ = std::move(p);
+    emit drawingChanged();
 }
 
 void InteractiveTool::drag(const Point3& voxel) {
-    if (drawing_) drawing_->points.push_back(voxel);
+    if (!drawing_) return;
+    drawing_->points.push_back(voxel);
+    emit drawingChanged();
 }
 
 void InteractiveTool::release() {
     if (!drawing_) return;
     Prompt p = std::move(*drawing_);
     drawing_.reset();
+    emit drawingChanged();
     (void)submit(p);
 }
 

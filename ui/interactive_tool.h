@@ -66,6 +66,8 @@ class InteractiveTool : public QObject {
     void drag(const Point3& voxel);
     void release();
     bool drawing() const { return drawing_.has_value(); }
+    // The box, scribble or lasso being dragged (drawn by the views); nullptr when none.
+    const Prompt* drawingPrompt() const { return drawing_ ? &*drawing_ : nullptr; }
 
     // Queues a prompt. Error (and failed()) without a model loaded or loading.
     Status submit(const Prompt& prompt);
@@ -91,6 +93,7 @@ class InteractiveTool : public QObject {
 
   signals:
     void maskChanged();
+    void drawingChanged();
     void latencyChanged(double ms, const QString& message);
     void failed(const QString& message);
     void modelChanged();

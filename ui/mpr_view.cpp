@@ -1,6 +1,7 @@
 #include "ui/mpr_view.h"
 
 #include "ui/edit_controller.h"
+#include "ui/interactive_tool.h"
 #include "ui/viewer_state.h"
 
 #include <QApplication>
@@ -124,6 +125,26 @@ QPointF MprView::widgetPointOfPatient(const Vec3& point, double* plane_distance)
     if (plane_distance)
         *plane_distance = (idx[f.axis_n] - static_cast<double>(state_->slice(axis_))) * f.spacing_n;
     return widgetPointOfPixel(col, row);
+}
+
+void MprView::drawPrompt(QPainter& p) {
+    if (!edit_ || edit_->tool() != EditTool::kInteractive) return;
+    const Prompt* prompt = edit_->interactive()->drawingPrompt();
+    if (!prompt || 2 - state_->frame(axis_).axis_n != prompt->slice_axis) return;
+    const Geometry g = state_->image().geometry();
+    QPolygonF line;
+    for (const Point3& v : prompt->points)
+        line << widgetPointOfPatient(g.indexToPhysical({v[2], v[1], v[0]}));
+    QPen pen(prompt->include ? QColor(90, 220, 90) : QColor(230, 90, 90));
+    pen.setCosmetic(true);
+    p.setPen(pen);
+    p.setBrush(Qt::NoBrush);
+    if (prompt->kind == PromptKind::kBox)
+        p.drawRect(QRectF(line.front(), line.back()).normalized());
+    else if (prompt->kind == PromptKind::kLasso)
+        p.drawPolygon(line);
+    else
+        p.drawPolyline(line);
 }
 
 void MprView::drawBrush(QPainter& p) {
@@ -362,6 +383,7 @@ void MprView::paintEvent(QPaintEvent*) {
     if (zoom_ != 1.0)
         p.drawText(wr, Qt::AlignRight | Qt::AlignBottom, QString("x%1").arg(zoom_, 0, 'f', 2));
     drawBrush(p);
+    drawPrompt(p);
     if (hasFocus()) {
         QPen fp(QColor(80, 140, 230));
         fp.setCosmetic(true);

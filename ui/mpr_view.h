@@ -34,7 +34,9 @@ class MprView : public QWidget {
     ViewAxis axis() const { return axis_; }
     // Edit tools: with a tool selected, left click/drag goes to the controller (paint, erase,
     // grow, ...) instead of moving the crosshair, Shift+wheel changes the brush radius, and the
-    // brush outline is drawn under the mouse (and its sphere's cut in the other views).
+    // brush outline is drawn under the mouse (and its sphere's cut in the other views). With
+    // the Interactive tool, left and right clicks and drags are prompts (Shift+left or right:
+    // exclude), and the box / scribble / lasso being dragged is drawn.
     void setEditController(EditController* controller);
     double zoom() const { return zoom_; }
     void setZoom(double zoom);
@@ -97,6 +99,7 @@ class MprView : public QWidget {
     void onLabelVoxelsChanged(const IndexBox& box);
     void drawBrush(QPainter& p);
     void drawPreview(QPainter& p);
+    void drawPrompt(QPainter& p);  // the Interactive tool's box / scribble / lasso being dragged
 
     ViewerState* state_;
     EditController* edit_ = nullptr;

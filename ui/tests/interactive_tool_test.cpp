@@ -98,16 +98,19 @@ class InteractiveToolTest : public ::testing::Test {
             given.push_back({ijk[2], ijk[1], ijk[0]});
             if (i == 0) {
                 QTest::mousePress(view, Qt::LeftButton, Qt::NoModifier, at.toPoint());
-                given.back() = pointAt(view, g, at.toPoint());
+                given.back() = pointAt(view, g, at.toPoint());  // the press is at whole pixels
             } else {
                 QMouseEvent move(QEvent::MouseMove, at, view->mapToGlobal(at), Qt::NoButton,
                                  Qt::LeftButton, Qt::NoModifier);
                 QApplication::sendEvent(view, &move);
             }
         }
+        // The drag is drawn while it lasts (box outline, scribble, lasso).
+        EXPECT_NE(tool()->drawingPrompt(), nullptr);
         const QPointF last = view->widgetPointOfPatient(g.indexToPhysical(
             {double(voxels.back()[2]), double(voxels.back()[1]), double(voxels.back()[0])}));
         QTest::mouseRelease(view, Qt::LeftButton, Qt::NoModifier, last.toPoint());
+        EXPECT_EQ(tool()->drawingPrompt(), nullptr);
         return given;
     }
     static Point3 pointAt(MprView* view, const Geometry& g, const QPoint& at) {
