@@ -3,8 +3,10 @@
 // "autozoom_off": points, an exclude point, a 2-D box, an undo; then a reset and a new object),
 // positions converted here from the session's voxel indices (z, y, x) to patient mm with the
 // image's geometry, replays to 2.6.0's own masks voxel for voxel, each accepted into a label.
-// And the refusals: a package of another kind, a prompt outside the image and an unclosed lasso
-// (both naming the line), a prompt op without --interactive-model; an existing output survives.
+// An initial segmentation read from a mask file, then a point with AutoZoom, likewise (session
+// "initial_seg_and_borders"). And the refusals: a package of another kind, a prompt outside the
+// image and an unclosed lasso (both naming the line), a prompt op without --interactive-model; an
+// existing output survives.
 #include "core/geometry.h"
 #include "io/image_io.h"
 #include "tests/app/run_voxseg.h"
@@ -114,10 +116,38 @@ TEST(InteractiveEditCli, ReplaysARecordedSessionToNnInteractivesMasks) {
     EXPECT_EQ(report["ops_applied"], 10);
 }
 
-struct Failure {
-    std::vector<std::string> lines;
-    std::vector<std::string> expected;  // in the error message
-};
+// Session "initial_seg_and_borders": an initial segmentation from a mask file (a path relative to
+// the journal), then a point at the image's corner with AutoZoom on: 2.6.0's mask after step 1.
+TEST(InteractiveEditCli, AnInitialSegmentationFromAMaskFileThenAPoint) {
+    voxseg::testing::TempDir dir;
+    const json doc = sessions();
+    const json& steps = sessionNamed(doc, "initial_seg_and_borders")["steps"];
+    ASSERT_EQ(steps[0]["op"], "initial_seg");
+    ASSERT_FALSE(steps[0]["run_prediction"].get<bool>());
+    ASSERT_EQ(steps[1]["op"], "point");
+    ASSERT_TRUE(steps[1]["random_fallback"].empty());  // no NumPy draws to seed
+    std::filesystem::create_directories(dir / "masks");
+    std::filesystem::copy_file(kDir + steps[0]["mask"].get<std::string>(),
+                               dir / "masks/initial.nii.gz");
+    const Geometry g = imageGeometry();
+    writeLines(dir / "prompts.jsonl",
+               {R"({"op": "prompt_initial_seg", "mask": "masks/initial.nii.gz"})",
+                pointLine(g, steps[1]), R"({"op": "prompt_accept", "label": 4})"});
+    auto r = runVoxseg({"edit", kDir + "image.nii.gz", "--interactive-model", kDir + "model",
+                        "--ops", dir / "prompts.jsonl", "-o", dir / "out.nii.gz"},
+                       dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::vector<uint8_t> out = readMask(dir / "out.nii.gz");
+    const std::vector<uint8_t> expected = readMask(kDir + steps[1]["result"].get<std::string>());
+    ASSERT_EQ(out.size(), expected.size());
+    int64_t differ = 0, fours = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+        differ += out[i] != (expected[i] ? 4 : 0);
+        fours += out[i] == 4;
+    }
+    EXPECT_EQ(differ, 0);
+    EXPECT_EQ(fours, steps[1]["mask_voxels"].get<int64_t>());
+}
 
 TEST(InteractiveEditCli, RefusalsNameTheProblemAndKeepTheExistingOutput) {
     voxseg::testing::TempDir dir;
@@ -144,8 +174,9 @@ TEST(InteractiveEditCli, RefusalsNameTheProblemAndKeepTheExistingOutput) {
         EXPECT_EQ(slurp(out), "already written\n");
     };
     const std::vector<std::string> model = {"--interactive-model", kDir + "model"};
-    check(model, {inside, outside}, {"line 2", "outside"});
-    check(model, {inside, open_lasso}, {"line 2", "does not close"});
+    const std::string reset = R"({"op": "prompt_reset"})";  // a cheap line 1
+    check(model, {reset, outside}, {"line 2", "outside"});
+    check(model, {reset, open_lasso}, {"line 2", "does not close"});
     check({"--interactive-model", std::string(VOXSEG_SOURCE_DIR) + "/sample_data/models/liver"},
           {inside}, {"interactive"});
     check({"--labels", kDir + "s0_step0.nii.gz"}, {R"({"op": "undo"})", inside},
