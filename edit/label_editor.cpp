@@ -135,7 +135,16 @@ size_t LabelEditor::historyBytes() const {
     return b;
 }
 
+bool LabelEditor::holdsStep(uint64_t id) const {
+    for (const UndoStep& s : undo_)
+        if (s.id == id) return true;
+    for (const UndoStep& s : redo_)
+        if (s.id == id) return true;
+    return false;
+}
+
 void LabelEditor::push(UndoStep step) {
+    step.id = next_id_++;
     redo_.clear();
     undo_.push_back(std::move(step));
     size_t bytes = historyBytes();
@@ -250,6 +259,7 @@ Status LabelEditor::mergeLast(int n, const EditOp& op) {
         step.tiles.push_back(std::move(t));
     }
     undo_.erase(undo_.begin() + static_cast<std::ptrdiff_t>(first), undo_.end());
+    step.id = next_id_++;
     undo_.push_back(std::move(step));
     return Status::ok();
 }

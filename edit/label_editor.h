@@ -65,6 +65,7 @@ struct TileChange {
 };
 struct UndoStep {
     EditOp op;
+    uint64_t id = 0;  // LabelEditor::undoTopId()
     std::vector<TileChange> tiles;
     size_t bytes() const;
 };
@@ -104,9 +105,14 @@ class LabelEditor {
     bool canRedo() const { return !redo_.empty(); }
     int undoDepth() const { return static_cast<int>(undo_.size()); }
     int redoDepth() const { return static_cast<int>(redo_.size()); }
-    // The op undo() would undo / redo() would redo (nullptr when none).
-    const EditOp* undoTop() const { return undo_.empty() ? nullptr : &undo_.back().op; }
-    const EditOp* redoTop() const { return redo_.empty() ? nullptr : &redo_.back().op; }
+    // Every step gets an id when applied (merged steps a new one), kept through undo/redo: what
+    // callers key their own per-step data by (InteractiveEditor: the session's prompt deltas).
+    // The id of the step undo() would undo / redo() would redo (0 when none), of the last step
+    // applied (0 before any), and whether a step is still in the history.
+    uint64_t undoTopId() const { return undo_.empty() ? 0 : undo_.back().id; }
+    uint64_t redoTopId() const { return redo_.empty() ? 0 : redo_.back().id; }
+    uint64_t lastAppliedId() const { return next_id_ - 1; }
+    bool holdsStep(uint64_t id) const;
     // Bytes held by the undo and redo history.
     size_t historyBytes() const;
 
@@ -126,6 +132,7 @@ class LabelEditor {
     EditorOptions options_;
     std::deque<UndoStep> undo_;
     std::vector<UndoStep> redo_;
+    uint64_t next_id_ = 1;
 };
 
 // How each label differs between two label maps on one grid (the input of an edit session and

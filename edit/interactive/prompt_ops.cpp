@@ -100,8 +100,9 @@ bool InteractiveEditor::objectOpen() const {
     return false;
 }
 
-void InteractiveEditor::trim() {
-    while (static_cast<int>(undo_.size()) > editor_.undoDepth()) undo_.pop_front();
+void InteractiveEditor::prune() {
+    for (auto it = deltas_.begin(); it != deltas_.end();)
+        it = editor_.holdsStep(it->first) ? std::next(it) : deltas_.erase(it);
 }
 
 Result<PromptApplyReport> InteractiveEditor::apply(const EditOp& op) {
@@ -110,29 +111,17 @@ Result<PromptApplyReport> InteractiveEditor::apply(const EditOp& op) {
     if (isPromptOp(op.kind)) return applyPrompt(op);
     PromptApplyReport report;
     VOXSEG_ASSIGN_OR_RETURN(report.edit, editor_.apply(op));
-    redo_.clear();
-    undo_.push_back(nullptr);
-    trim();
+    prune();
     return report;
 }
 
 Result<PromptApplyReport> InteractiveEditor::undoOrRedo(bool undo) {
+    const uint64_t id = undo ? editor_.undoTopId() : editor_.redoTopId();
     PromptApplyReport report;
     VOXSEG_ASSIGN_OR_RETURN(report.edit, undo ? editor_.undo() : editor_.redo());
-    std::shared_ptr<InteractiveDelta> delta;
-    if (undo) {
-        if (undo_.empty()) return report;  // a step older than this editor's record: labels only
-        delta = undo_.back();
-        undo_.pop_back();
-        redo_.push_back(delta);
-    } else {
-        if (redo_.empty()) return report;
-        delta = redo_.back();
-        redo_.pop_back();
-        undo_.push_back(delta);
-    }
-    if (!delta) return report;
-    auto changed = undo ? session_.revert(*delta) : session_.reapply(*delta);
+    const auto it = deltas_.find(id);
+    if (it == deltas_.end() || !it->second) return report;  // no session part
+    auto changed = undo ? session_.revert(*it->second) : session_.reapply(*it->second);
     if (!changed.isOk()) return changed.status();
     report.object_changed = *changed;
     return report;
@@ -145,7 +134,7 @@ Result<std::optional<Box>> InteractiveEditor::clearObject() {
     }
     VOXSEG_RETURN_IF_ERROR(session_.resetInteractions());
     // Not undoable in the session: older prompts can no longer be reverted there.
-    for (auto& d : undo_) d = nullptr;
+    deltas_.clear();
     return std::optional<Box>{Box{{0, 0, 0}, session_.shape()}};
 }
 
@@ -240,9 +229,8 @@ Result<PromptApplyReport> InteractiveEditor::applyPrompt(const EditOp& op) {
         return step.status();
     }
     report.edit = *step;
-    redo_.clear();
-    undo_.push_back(std::move(delta));
-    trim();
+    prune();
+    if (delta) deltas_[editor_.lastAppliedId()] = std::move(delta);
     return report;
 }
 

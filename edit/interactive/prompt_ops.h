@@ -13,8 +13,9 @@
 // initial segmentation (they are written as an empty one); otherwise they end the session's
 // undo: undoing them or a prompt before them restores only the label map.
 //
-// While a session is open every op goes through InteractiveEditor::apply (it passes the other
-// ops to the LabelEditor), so its deltas stay aligned with the editor's steps. Not thread-safe.
+// The deltas are kept by the editor's step ids (LabelEditor::undoTopId), so ops applied to the
+// LabelEditor directly (a brush stroke merged segment by segment) interleave safely; apply()
+// takes any op and passes the others to the LabelEditor. Not thread-safe.
 #pragma once
 
 #include "core/geometry.h"
@@ -25,8 +26,8 @@
 #include "edit/interactive/prompts.h"
 #include "edit/label_editor.h"
 
-#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -65,8 +66,8 @@ struct PromptApplyReport {
 
 class InteractiveEditor {
   public:
-    // Both must outlive this; the session's image must be on the editor's grid (shape (z, y, x)
-    // = the grid's size reversed).
+    // Both must outlive this (the editor may be a member of the viewer's EditSession); the
+    // session's image must be on the editor's grid (shape (z, y, x) = the grid's size reversed).
     InteractiveEditor(LabelEditor& editor, InteractiveSession& session, MaskLoader load_mask = {});
 
     // Applies any op: prompt ops to the session (and an undo step to the editor), undo/redo to
@@ -81,14 +82,14 @@ class InteractiveEditor {
     Result<std::optional<Box>> runPrompt(const EditOp& op);
     Result<std::optional<Box>> clearObject();  // reset, undoable when the model allows
     Result<PromptApplyReport> undoOrRedo(bool undo);
-    void trim();
+    void prune();  // drops the deltas of steps the editor no longer holds
 
     LabelEditor& editor_;
     InteractiveSession& session_;
     MaskLoader load_mask_;
-    // One entry per editor step applied here (nullptr: no session part), oldest first.
-    std::deque<std::shared_ptr<InteractiveDelta>> undo_;
-    std::vector<std::shared_ptr<InteractiveDelta>> redo_;
+    // The session's delta of each prompt step, by the editor's step id (none: the step has no
+    // session part, or its session part cannot be undone).
+    std::map<uint64_t, std::shared_ptr<InteractiveDelta>> deltas_;
 };
 
 }  // namespace voxseg::edit::interactive

@@ -3,7 +3,8 @@
 // on an oblique grid read back as the same coordinates (a one-voxel box side stays one voxel),
 // bad prompt lines name their key, and a LabelEditor alone refuses a prompt op. With the
 // fabricated nnInteractive package (tests/edit/data/nninteractive/): undo/redo of the edit library
-// take prompts, an accept and a reset back and forth in the session and the label map together.
+// take prompts, an accept and a reset back and forth in the session and the label map together,
+// with an op applied to the LabelEditor directly in between.
 #include "edit/interactive/prompt_ops.h"
 #include "edit/interactive/interactive_model.h"
 #include "edit/journal.h"
@@ -152,7 +153,8 @@ TEST(PromptOps, UndoRedoTakeThePromptsAndTheAcceptBackAndForth) {
     EXPECT_EQ(countOf(editor->labelMap(), 1), countOf(two));
     EXPECT_FALSE(edits.objectOpen());
 
-    // A reset is one step too; an op of the edit library between prompts stays in line.
+    // A reset is one step too; an op applied to the editor directly between prompts (as the
+    // viewer's brush strokes are) stays in line.
     ASSERT_TRUE(edits.apply(pointPromptOp(g, {20, 72, 30}, true)).isOk());
     const std::vector<uint8_t> three = session.target();
     EditOp paint;
@@ -160,7 +162,7 @@ TEST(PromptOps, UndoRedoTakeThePromptsAndTheAcceptBackAndForth) {
     paint.points = {mmOfVoxel(g, {70, 10, 10})};
     paint.radius_mm = 2;
     paint.label = 5;
-    ASSERT_TRUE(edits.apply(paint).isOk());
+    ASSERT_TRUE(editor->apply(paint).isOk());  // straight to the editor (as a brush stroke)
     ASSERT_TRUE(edits.apply(resetPromptOp()).isOk());
     EXPECT_FALSE(edits.objectOpen());
     ASSERT_TRUE(edits.apply(undo).isOk());
