@@ -89,6 +89,7 @@ void EditController::connectInteractive() {
     connect(this, &EditController::toolChanged, this,
             [this] { interactive_->setPreviewLabel(label_); });
     connect(interactive_, &InteractiveTool::maskChanged, this, [this] {
+        emit historyChanged();  // undo: the object's last prompt
         if (tool_ != EditTool::kInteractive) return;
         ++preview_generation_;
         emit previewChanged();
@@ -614,7 +615,14 @@ Status EditController::clearLabel(int value) {
     return apply(op);
 }
 
+bool EditController::canUndo() const {
+    if (tool_ == EditTool::kInteractive && interactive_->hasObject()) return true;
+    return session_ && session_->editor().canUndo();
+}
+
 Status EditController::undo() {
+    if (tool_ == EditTool::kInteractive && interactive_->hasObject())
+        return interactive_->undoPrompt();
     if (stroking()) release();
     if (!canUndo()) return Status(StatusCode::kFailedPrecondition, "nothing to undo");
     return run([&] { return session_->undo(); });

@@ -110,7 +110,9 @@ class EditController : public QObject {
     const QString& lastReport() const { return last_report_; }
     Status undo();
     Status redo();
-    bool canUndo() const { return session_ && session_->editor().canUndo(); }
+    // With the Interactive tool and a current object, undo is nnInteractive's undo of the last
+    // prompt (once); else the label map's.
+    bool canUndo() const;
     bool canRedo() const { return session_ && session_->editor().canRedo(); }
 
     // The Interactive tool (kInteractive): its prompts, model and current object. Its object is

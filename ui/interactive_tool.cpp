@@ -25,7 +25,7 @@ using edit::interactive::InteractiveSession;
 }  // namespace
 
 struct InteractiveTool::Job {
-    enum class Type { kLoad, kPrompt, kAccept, kReset } type = Type::kPrompt;
+    enum class Type { kLoad, kPrompt, kAccept, kReset, kUndo } type = Type::kPrompt;
     QString folder;                       // kLoad
     Prompt prompt;                        // kPrompt
     std::shared_ptr<const Volume> image;  // set when the session needs the shown image
@@ -156,6 +156,12 @@ Status InteractiveTool::resetObject() {
     return enqueue(std::move(job));
 }
 
+Status InteractiveTool::undoPrompt() {
+    Job job;
+    job.type = Job::Type::kUndo;
+    return enqueue(std::move(job));
+}
+
 Status InteractiveTool::enqueue(Job job) {
     if (!hasModel() && !modelPending()) {
         const Status s = notReady(
@@ -213,6 +219,13 @@ void InteractiveTool::startNext() {
             } else if (r.status.isOk() && job->type == Job::Type::kAccept) {
                 r.accepted = session->target();
                 r.status = session->resetInteractions();
+            } else if (r.status.isOk() && job->type == Job::Type::kUndo) {
+                const edit::interactive::UndoResult u = session->undo();
+                if (!u.undone)
+                    r.status = notReady(
+                        "nothing to undo in the current object (one prompt back, as "
+                        "nnInteractive)");
+                r.changed = u.changed;
             } else if (r.status.isOk() && job->type == Job::Type::kReset) {
                 r.status = session->resetInteractions();
             }
@@ -247,6 +260,9 @@ void InteractiveTool::finish(JobResult& r) {
         mask_.clear();
         rebuildPreview();
         emit modelChanged();
+    } else if (job.type == Job::Type::kUndo) {
+        if (r.changed) copyChanged(*r.changed);
+        emit latencyChanged(r.ms, QString("undid the last prompt in %1 ms").arg(r.ms, 0, 'f', 0));
     } else if (job.type == Job::Type::kPrompt) {
         last_ms_ = r.ms;
         if (r.changed) copyChanged(*r.changed);

@@ -76,6 +76,11 @@ class InteractiveTool : public QObject {
     Status accept();
     // Queues a reset of the current object's prompts (nothing is written).
     Status resetObject();
+    // Queues nnInteractive's undo of the last prompt (single-level, as 2.6.0: once; an error
+    // after that until the next prompt).
+    Status undoPrompt();
+    // Whether the current object has a prompt (the last finished job was a prompt).
+    bool hasObject() const { return !mask_.empty(); }
     // Jobs queued or running.
     int pending() const { return static_cast<int>(queue_.size()) + (running_ ? 1 : 0); }
     bool busy() const { return running_; }

@@ -7,6 +7,9 @@
 #include "ui/interactive_tool.h"
 #include "edit/interactive/interactive_model.h"
 #include "edit/interactive/interactive_session.h"
+#include "edit/journal.h"
+#include "edit/label_editor.h"
+#include "io/image_io.h"
 #include "tests/test_data.h"
 #include "ui/edit_controller.h"
 #include "ui/interactive_prompt.h"
@@ -182,6 +185,20 @@ TEST_F(InteractiveToolTest, ClickGivesTheSessionsMaskShiftClickExcludesAndPrompt
     ASSERT_TRUE(session_->addPoint(p3, true).isOk());
     ASSERT_TRUE(session_->addPoint(p4, false).isOk());
     EXPECT_EQ(differing(), 0);
+
+    // Ctrl+Z with the Interactive tool: nnInteractive's undo of the last prompt, once.
+    ASSERT_TRUE(edit()->canUndo());
+    QSignalSpy failed(edit(), &EditController::editFailed);
+    QTest::keyClick(window_.get(), Qt::Key_Z, Qt::ControlModifier);
+    ASSERT_TRUE(waitIdle());
+    ASSERT_TRUE(session_->undo().undone);
+    EXPECT_EQ(differing(), 0);
+    EXPECT_EQ(failed.count(), 0);
+    QTest::keyClick(window_.get(), Qt::Key_Z, Qt::ControlModifier);
+    ASSERT_TRUE(waitIdle());
+    ASSERT_EQ(failed.count(), 1);
+    EXPECT_TRUE(failed.back()[0].toString().contains("nothing to undo"));
+    EXPECT_EQ(differing(), 0);
 }
 
 TEST_F(InteractiveToolTest, BoxAndLassoDragsGiveTheSessionsMask) {
@@ -237,6 +254,23 @@ TEST_F(InteractiveToolTest, NextObjectPaintsTheObjectIntoTheLabelAsAnUndoableJou
     EXPECT_EQ(edit()->activeLabel(), label + 1);
     EXPECT_EQ(count(tool()->mask()), 0);
     EXPECT_GT(edit()->journalLines(), 0);
+    // The journal replayed by the library (as `voxseg edit` replays it) gives the same map.
+    const std::string journal = edit()->journalPath().toStdString();
+    auto base = io::readImage(std::filesystem::path(journal).parent_path() / "base.nrrd");
+    ASSERT_TRUE(base.isOk()) << base.status().toString();
+    auto replay = edit::LabelEditor::create(s->image(), *base);
+    ASSERT_TRUE(replay.isOk()) << replay.status().toString();
+    ASSERT_TRUE(edit::replayJournal(journal, *replay).isOk());
+    int64_t replay_differs = 0;
+    for (int64_t z = 0; z < shape[0]; ++z)
+        for (int64_t y = 0; y < shape[1]; ++y)
+            for (int64_t x = 0; x < shape[2]; ++x) {
+                const int64_t n = (z * shape[1] + y) * shape[2] + x;
+                const int r =
+                    visitPixels(replay->labelMap(), [&](const auto* p) { return int(p[n]); });
+                replay_differs += r != s->labelValue({x, y, z});
+            }
+    EXPECT_EQ(replay_differs, 0);
     // Undo takes it out again (one step per 6-connected part of the object).
     while (edit()->canUndo()) ASSERT_TRUE(edit()->undo().isOk());
     EXPECT_EQ(s->labelValue({30, 30, 28}), 0);
