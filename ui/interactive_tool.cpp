@@ -30,6 +30,7 @@ struct InteractiveTool::Job {
     Prompt prompt;                        // kPrompt
     std::shared_ptr<const Volume> image;  // set when the session needs the shown image
     bool autozoom = true;
+    int image_generation = 0;  // the shown image when the job started
 };
 
 struct InteractiveTool::JobResult {
@@ -94,6 +95,7 @@ void InteractiveTool::setPreviewLabel(int label) {
 
 void InteractiveTool::onImageChanged() {
     image_dirty_ = true;
+    ++image_generation_;
     drawing_.reset();
     mask_.clear();
     rebuildPreview();
@@ -191,6 +193,7 @@ void InteractiveTool::startNext() {
         image_dirty_ = false;
     }
     running_ = true;
+    job->image_generation = image_generation_;
     InteractiveSession* session = session_.get();
     std::function<JobResult()> work = [job, session] {
         JobResult r;
@@ -260,6 +263,8 @@ void InteractiveTool::finish(JobResult& r) {
         mask_.clear();
         rebuildPreview();
         emit modelChanged();
+    } else if (job.type != Job::Type::kLoad && job.image_generation != image_generation_) {
+        // Another image was opened while it ran: its result belongs to the old one.
     } else if (job.type == Job::Type::kUndo) {
         if (r.changed) copyChanged(*r.changed);
         emit latencyChanged(r.ms, QString("undid the last prompt in %1 ms").arg(r.ms, 0, 'f', 0));

@@ -121,6 +121,7 @@ class InteractiveTool : public QObject {
     QString model_folder_;
     QString model_description_;
     bool image_dirty_ = true;  // the session's image is not the shown one
+    int image_generation_ = 0;
     PromptKind kind_ = PromptKind::kPoint;
     bool include_ = true;
     bool autozoom_ = true;
