@@ -333,6 +333,19 @@ std::vector<Box> planRefinement(SessionState& st, const InteractiveSpec& spec,
     return boxes;
 }
 
+// True when `channel` (a full-image fp16 channel) is zero over the in-image part of `box`.
+bool allZeroIn(const uint16_t* channel, const Index3& shape, const Box& box) {
+    const auto in = clipBox(box, shape);
+    if (!in) return true;
+    for (int64_t z = in->lo[0]; z < in->hi[0]; ++z)
+        for (int64_t y = in->lo[1]; y < in->hi[1]; ++y) {
+            const uint16_t* row = channel + (z * shape[1] + y) * shape[2];
+            if (std::any_of(row + in->lo[2], row + in->hi[2], [](uint16_t v) { return v != 0; }))
+                return false;
+        }
+    return true;
+}
+
 // _refine_coarse_with_local_cache: run the network on each refinement box of a cache that
 // holds the coarse prediction as prev_seg, then commit only the refined boxes.
 Status refineCoarse(SessionState& st, const InteractiveSpec& spec, const std::vector<Box>& boxes,
@@ -345,15 +358,13 @@ Status refineCoarse(SessionState& st, const InteractiveSpec& spec, const std::ve
     Box cache_box = boxes.front();
     for (const Box& b : boxes) cache_box = *unionBoxes(cache_box, b);
     const Index3 cs = boxSize(cache_box);
-    const int64_t nc = voxelCount(cs), nv = voxelCount(st.shape);
+    const int64_t nc = voxelCount(cs);
     const int cn = spec.interaction_channels, ps = spec.prev_seg;
-    std::vector<float> image(static_cast<size_t>(nc), 0.0f);
-    cropInto(st.image.data(), st.shape, cache_box, image.data());
-    std::vector<uint16_t> inter(static_cast<size_t>(cn * nc), 0);
-    for (int c = 0; c < cn; ++c)
-        cropInto(st.interactions.channel(c), st.shape, cache_box, inter.data() + c * nc);
-    normalizeInteractions(inter.data(), cn, nc, ps, st.intensity);
-    (void)nv;
+    // Only prev_seg is cached: the boxes write their refinement into it in turn. The image and
+    // the prompt channels do not change while the boxes run: each box reads them from the state
+    // (2.6.0 crops all of them into the cache; the values the network sees are the same).
+    std::vector<uint16_t> prev(static_cast<size_t>(nc), 0);
+    cropInto(st.interactions.channel(ps), st.shape, cache_box, prev.data());
 
     // The coarse prediction, inside the image only, into the cache's prev_seg channel.
     if (const auto inject = clipBox(coarse_box, st.shape)) {
@@ -369,7 +380,7 @@ Status refineCoarse(SessionState& st, const InteractiveSpec& spec, const std::ve
                                      (inject->lo[2] - coarse_box.lo[2]);
                 std::copy(src, src + is[2], sub.begin() + (z * is[1] + y) * is[2]);
             }
-        pasteInto(sub.data(), shifted(*inject, cache_box.lo, -1), inter.data() + ps * nc, cs,
+        pasteInto(sub.data(), shifted(*inject, cache_box.lo, -1), prev.data(), cs,
                   [](uint8_t v) { return v ? kHalfOne : uint16_t{0}; });
     }
 
@@ -377,28 +388,50 @@ Status refineCoarse(SessionState& st, const InteractiveSpec& spec, const std::ve
     const int64_t np = voxelCount(p);
     std::vector<float> input(static_cast<size_t>((1 + cn) * np), 0.0f);
     // Prompt channels empty over the whole cache stay zero in every box: not copied per box.
-    std::vector<bool> empty(static_cast<size_t>(cn));
+    std::vector<int> prompts;
     for (int c = 0; c < cn; ++c)
-        empty[c] = c != ps && std::all_of(inter.begin() + c * nc, inter.begin() + (c + 1) * nc,
-                                          [](uint16_t v) { return v == 0; });
+        if (c != ps && !allZeroIn(st.interactions.channel(c), st.shape, cache_box))
+            prompts.push_back(c);
+    // _normalize_interaction_channels_for_network_ (fp16 / intensity), applied per row.
+    const bool scale = st.intensity != 0.0 && st.intensity != 1.0;
+    const float divisor = static_cast<float>(st.intensity);
     std::vector<uint8_t> argmax;
     for (const Box& b : boxes) {
         const Box local = shifted(b, cache_box.lo, -1);
-        // Refinement boxes lie inside the cache: every input voxel is copied, row by row.
+        // The box's x range inside the image; voxels outside the image are zero (2.6.0 pads).
+        const int64_t x0 = std::clamp<int64_t>(-b.lo[2], 0, p[2]);
+        const int64_t x1 = std::clamp<int64_t>(st.shape[2] - b.lo[2], x0, p[2]);
         for (int64_t z = 0; z < p[0]; ++z)
             for (int64_t y = 0; y < p[1]; ++y) {
                 const int64_t src =
                     ((local.lo[0] + z) * cs[1] + local.lo[1] + y) * cs[2] + local.lo[2];
                 const int64_t dst = (z * p[1] + y) * p[2];
-                std::copy_n(image.data() + src, p[2], input.data() + dst);
-                for (int c = 0; c < cn; ++c)
-                    if (!empty[c])
-                        halfRowToFloat(inter.data() + c * nc + src,
-                                       input.data() + (1 + c) * np + dst, p[2]);
+                halfRowToFloat(prev.data() + src, input.data() + (1 + ps) * np + dst, p[2]);
+                const int64_t gz = b.lo[0] + z, gy = b.lo[1] + y;
+                const bool inside = gz >= 0 && gz < st.shape[0] && gy >= 0 && gy < st.shape[1];
+                const int64_t a = inside ? x0 : 0, e = inside ? x1 : 0;
+                // The image index of the box row's first in-image voxel (x = b.lo[2] + a).
+                const int64_t g = inside ? (gz * st.shape[1] + gy) * st.shape[2] + b.lo[2] + a : 0;
+                float* row = input.data() + dst;
+                std::fill(row, row + a, 0.0f);
+                std::copy_n(st.image.data() + g, e - a, row + a);
+                std::fill(row + std::max(a, e), row + p[2], 0.0f);
+                for (const int c : prompts) {
+                    float* out = input.data() + (1 + c) * np + dst;
+                    const uint16_t* in = st.interactions.channel(c) + g;
+                    std::fill(out, out + a, 0.0f);
+                    if (scale) {
+                        for (int64_t x = 0; x < e - a; ++x)
+                            out[a + x] = in[x] ? fromHalf(toHalf(fromHalf(in[x]) / divisor)) : 0.0f;
+                    } else {
+                        halfRowToFloat(in, out + a, e - a);
+                    }
+                    std::fill(out + std::max(a, e), out + p[2], 0.0f);
+                }
             }
         if (log) log->forwards.push_back({1.0, b});
         if (Status s = forward(input, argmax); !s) return s;
-        pasteInto(argmax.data(), local, inter.data() + ps * nc, cs,
+        pasteInto(argmax.data(), local, prev.data(), cs,
                   [](uint8_t v) { return v ? kHalfOne : uint16_t{0}; });
     }
 
@@ -408,7 +441,7 @@ Status refineCoarse(SessionState& st, const InteractiveSpec& spec, const std::ve
             st.before_write(-1, *hull);
         }
     }
-    const uint16_t* refined = inter.data() + ps * nc;
+    const uint16_t* refined = prev.data();
     std::vector<uint16_t> win(static_cast<size_t>(np));
     for (const Box& b : boxes) {
         const Box local = shifted(b, cache_box.lo, -1);
