@@ -24,11 +24,15 @@
 #include <QAction>
 #include <QApplication>
 #include <QCheckBox>
+#include <QDir>
+#include <QDockWidget>
 #include <QLabel>
 #include <QMouseEvent>
 #include <QSignalSpy>
+#include <QTemporaryDir>
 #include <QTest>
 
+#include <cstdlib>
 #include <string>
 
 namespace voxseg::ui {
@@ -219,6 +223,56 @@ TEST_F(InteractiveToolTest, BoxAndLassoDragsGiveTheSessionsMask) {
     ASSERT_TRUE(waitIdle());
     ASSERT_TRUE(session_->addLasso(closedLasso(onFirstSlice(lasso, 0)), true).isOk());
     EXPECT_EQ(differing(), 0);
+}
+
+// docs/interactive-tool.png: the tool at work on the phantom (test package): a box, an include
+// point and an exclude point given and applied (the object is the preview in the views, the
+// toolbar shows the latency), then a second box being dragged (its outline drawn). Written to a
+// temporary folder (checked to be a real image); with VOXSEG_DOC_SCREENSHOTS=<folder> also there.
+TEST_F(InteractiveToolTest, ScreenshotOfTheToolAtWork) {
+    loadModel();
+    // The views only (no series, labels or log docks): the phantom's objects are small.
+    for (QDockWidget* dock : window_->findChildren<QDockWidget*>()) dock->hide();
+    window_->resize(1300, 760);
+    QTest::qWait(100);
+    QTest::keyClick(window_.get(), Qt::Key_B);
+    ASSERT_EQ(tool()->kind(), PromptKind::kBox);
+    (void)dragThrough({{28, 24, 22}, {28, 30, 30}, {28, 36, 38}});
+    ASSERT_TRUE(waitIdle());
+    QTest::keyClick(window_.get(), Qt::Key_P);
+    ASSERT_EQ(tool()->kind(), PromptKind::kPoint);
+    (void)click({28, 30, 30});
+    (void)click({28, 36, 34}, Qt::ShiftModifier);
+    ASSERT_TRUE(waitIdle());
+    ASSERT_NE(edit()->preview(), nullptr);
+    EXPECT_GT(count(tool()->mask()), 0);
+    EXPECT_TRUE(window_->interactiveToolbar()->latencyLabel()->text().contains("ms"));
+
+    // A second box, the mouse still down: its outline is drawn in the view.
+    QTest::keyClick(window_.get(), Qt::Key_B);
+    MprView* view = window_->view(ViewAxis::kAxial);
+    const Geometry g = window_->state()->image().geometry();
+    const auto at = [&](double z, double y, double x) {
+        return view->widgetPointOfPatient(g.indexToPhysical({x, y, z}));
+    };
+    QTest::mousePress(view, Qt::LeftButton, Qt::NoModifier, at(28, 20, 18).toPoint());
+    const QPointF end = at(28, 40, 42);
+    QMouseEvent move(QEvent::MouseMove, end, view->mapToGlobal(end), Qt::NoButton, Qt::LeftButton,
+                     Qt::NoModifier);
+    QApplication::sendEvent(view, &move);
+    EXPECT_NE(tool()->drawingPrompt(), nullptr);
+    QTest::qWait(50);
+    const QImage img = window_->grabViews(true);
+    QTest::mouseRelease(view, Qt::LeftButton, Qt::NoModifier, end.toPoint());
+    ASSERT_TRUE(waitIdle());
+
+    ASSERT_FALSE(img.isNull());
+    EXPECT_GT(img.width(), 300);
+    QTemporaryDir dir;
+    ASSERT_TRUE(dir.isValid());
+    ASSERT_TRUE(img.save(dir.filePath("interactive-tool.png")));
+    if (const char* out = std::getenv("VOXSEG_DOC_SCREENSHOTS"))
+        ASSERT_TRUE(img.save(QDir(out).filePath("interactive-tool.png")));
 }
 
 TEST_F(InteractiveToolTest, NextObjectPaintsTheObjectIntoTheLabelAsAnUndoableJournalledEdit) {
