@@ -74,30 +74,34 @@ DESIGN = {"image": 1.0, "prev": 2.5, "positive": 0.5, "negative": 4.0, "prompt_t
           "random_logit_weight": 0.1, "texture_weight": 0.01}
 
 
-def plans_json():
+def resenc_plans(dataset_name, configuration, patch, features, strides, blocks, shape, batch_size,
+                 use_mask, foreground, planner):
+    """An nnU-Net plans.json holding one ResidualEncoderUNet configuration, as nnInteractive's
+    model folders have (also tools/train_interactive.py's)."""
+    n = len(features)
     arch = {
         "network_class_name": "dynamic_network_architectures.architectures.unet.ResidualEncoderUNet",
         "arch_kwargs": {
-            "n_stages": len(FEATURES), "features_per_stage": FEATURES,
-            "conv_op": "torch.nn.modules.conv.Conv3d", "kernel_sizes": [[3, 3, 3]] * len(FEATURES),
-            "strides": STRIDES, "n_blocks_per_stage": [1] * len(FEATURES),
-            "n_conv_per_stage_decoder": [1] * (len(FEATURES) - 1), "conv_bias": True,
+            "n_stages": n, "features_per_stage": features,
+            "conv_op": "torch.nn.modules.conv.Conv3d", "kernel_sizes": [[3, 3, 3]] * n,
+            "strides": strides, "n_blocks_per_stage": blocks,
+            "n_conv_per_stage_decoder": [1] * (n - 1), "conv_bias": True,
             "norm_op": "torch.nn.modules.instancenorm.InstanceNorm3d",
             "norm_op_kwargs": {"eps": 1e-05, "affine": True}, "dropout_op": None,
             "dropout_op_kwargs": None, "nonlin": "torch.nn.LeakyReLU",
             "nonlin_kwargs": {"inplace": True}},
         "_kw_requires_import": ["conv_op", "norm_op", "dropout_op", "nonlin"]}
     return {
-        "dataset_name": DATASET_NAME, "plans_name": "nnUNetResEncUNetPlans",
+        "dataset_name": dataset_name, "plans_name": "nnUNetResEncUNetPlans",
         "original_median_spacing_after_transp": [1.0, 1.0, 1.0],
-        "original_median_shape_after_transp": list(IMAGE_SHAPE),
+        "original_median_shape_after_transp": list(shape),
         "image_reader_writer": "SimpleITKIO", "transpose_forward": [0, 1, 2],
         "transpose_backward": [0, 1, 2],
-        "configurations": {CONFIGURATION: {
+        "configurations": {configuration: {
             "data_identifier": "nnUNetPlans_3d_fullres", "preprocessor_name": "DefaultPreprocessor",
-            "batch_size": 2, "patch_size": PATCH, "median_image_size_in_voxels": list(IMAGE_SHAPE),
+            "batch_size": batch_size, "patch_size": patch, "median_image_size_in_voxels": list(shape),
             "spacing": [1.0, 1.0, 1.0], "normalization_schemes": ["ZScoreNormalization"],
-            "use_mask_for_norm": [True], "resampling_fn_data": "resample_data_or_seg_to_shape",
+            "use_mask_for_norm": [use_mask], "resampling_fn_data": "resample_data_or_seg_to_shape",
             "resampling_fn_seg": "resample_data_or_seg_to_shape",
             "resampling_fn_data_kwargs": {"is_seg": False, "order": 3, "order_z": 0,
                                           "force_separate_z": None},
@@ -107,11 +111,17 @@ def plans_json():
             "resampling_fn_probabilities_kwargs": {"is_seg": False, "order": 1, "order_z": 0,
                                                    "force_separate_z": None},
             "architecture": arch, "batch_dice": True}},
-        "experiment_planner_used": "fabricated by tools/nninteractive_parity.py",
+        "experiment_planner_used": planner,
         "label_manager": "LabelManager",
-        "foreground_intensity_properties_per_channel": {"0": {
-            "max": 800.0, "mean": 400.0, "median": 400.0, "min": 0.0, "percentile_00_5": 50.0,
-            "percentile_99_5": 800.0, "std": 150.0}}}
+        "foreground_intensity_properties_per_channel": {"0": foreground}}
+
+
+def plans_json():
+    return resenc_plans(DATASET_NAME, CONFIGURATION, PATCH, FEATURES, STRIDES, [1] * len(FEATURES),
+                        IMAGE_SHAPE, 2, True,
+                        {"max": 800.0, "mean": 400.0, "median": 400.0, "min": 0.0,
+                         "percentile_00_5": 50.0, "percentile_99_5": 800.0, "std": 150.0},
+                        "fabricated by tools/nninteractive_parity.py")
 
 
 def dataset_json():

@@ -36,6 +36,9 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nninteractive_parity import resenc_plans  # noqa: E402
+
 SEED = 38
 TRAIN_SEEDS = list(range(1000, 1060))
 HELDOUT_SEEDS = list(range(9001, 9007))
@@ -55,42 +58,11 @@ LABELS = {1: "liver", 2: "spleen", 3: "kidney_left", 4: "kidney_right", 5: "lung
 # ----------------------------------------------------------------------------- model folder
 def plans_json():
     n = len(FEATURES)
-    arch = {
-        "network_class_name": "dynamic_network_architectures.architectures.unet.ResidualEncoderUNet",
-        "arch_kwargs": {
-            "n_stages": n, "features_per_stage": FEATURES, "conv_op": "torch.nn.modules.conv.Conv3d",
-            "kernel_sizes": [[3, 3, 3]] * n, "strides": [[1, 1, 1]] + [[2, 2, 2]] * (n - 1),
-            "n_blocks_per_stage": BLOCKS, "n_conv_per_stage_decoder": [1] * (n - 1),
-            "conv_bias": True, "norm_op": "torch.nn.modules.instancenorm.InstanceNorm3d",
-            "norm_op_kwargs": {"eps": 1e-05, "affine": True}, "dropout_op": None,
-            "dropout_op_kwargs": None, "nonlin": "torch.nn.LeakyReLU",
-            "nonlin_kwargs": {"inplace": True}},
-        "_kw_requires_import": ["conv_op", "norm_op", "dropout_op", "nonlin"]}
-    shape = [64, 128, 128]
-    return {
-        "dataset_name": DATASET_NAME, "plans_name": "nnUNetResEncUNetPlans",
-        "original_median_spacing_after_transp": [1.0, 1.0, 1.0],
-        "original_median_shape_after_transp": shape, "image_reader_writer": "SimpleITKIO",
-        "transpose_forward": [0, 1, 2], "transpose_backward": [0, 1, 2],
-        "configurations": {CONFIGURATION: {
-            "data_identifier": "nnUNetPlans_3d_fullres", "preprocessor_name": "DefaultPreprocessor",
-            "batch_size": 4, "patch_size": PATCH, "median_image_size_in_voxels": shape,
-            "spacing": [1.0, 1.0, 1.0], "normalization_schemes": ["ZScoreNormalization"],
-            "use_mask_for_norm": [False], "resampling_fn_data": "resample_data_or_seg_to_shape",
-            "resampling_fn_seg": "resample_data_or_seg_to_shape",
-            "resampling_fn_data_kwargs": {"is_seg": False, "order": 3, "order_z": 0,
-                                          "force_separate_z": None},
-            "resampling_fn_seg_kwargs": {"is_seg": True, "order": 1, "order_z": 0,
-                                         "force_separate_z": None},
-            "resampling_fn_probabilities": "resample_data_or_seg_to_shape",
-            "resampling_fn_probabilities_kwargs": {"is_seg": False, "order": 1, "order_z": 0,
-                                                   "force_separate_z": None},
-            "architecture": arch, "batch_dice": True}},
-        "experiment_planner_used": "tools/train_interactive.py (voxseg)",
-        "label_manager": "LabelManager",
-        "foreground_intensity_properties_per_channel": {"0": {
-            "max": 1.0, "mean": 0.0, "median": 0.0, "min": -1.0, "percentile_00_5": -1.0,
-            "percentile_99_5": 1.0, "std": 1.0}}}
+    return resenc_plans(DATASET_NAME, CONFIGURATION, PATCH, FEATURES,
+                        [[1, 1, 1]] + [[2, 2, 2]] * (n - 1), BLOCKS, [64, 128, 128], 4, False,
+                        {"max": 1.0, "mean": 0.0, "median": 0.0, "min": -1.0,
+                         "percentile_00_5": -1.0, "percentile_99_5": 1.0, "std": 1.0},
+                        "tools/train_interactive.py (voxseg)")
 
 
 def dataset_json():
