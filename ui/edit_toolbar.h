@@ -1,10 +1,11 @@
 // The edit toolbar: tools as in 3D Slicer's Segment Editor with its keys (1 paint, 2 erase,
-// 3 level tracing, 4 grow, 5 threshold, 8 interactive (ui/interactive_toolbar.h); Esc drops the tool when no task runs), one-shot operations
-// (6 fill between slices in the focused view's plane, 7 keep the largest island, remove small
-// islands, smoothing, margin), undo Ctrl+Z / redo Ctrl+Y, the active label, brush radius in mm
-// (also Shift+wheel in a view), sphere/disk, and the masking options (intensity range, overwrite
-// policy, "only background" by default; a range with lower > upper is marked and not applied).
-// Everything goes to an EditController; the bar follows its signals. GUI thread only.
+// 3 level tracing, 4 grow, 5 threshold, 8 interactive (ui/interactive_toolbar.h); Esc drops the
+// tool when no task runs), one-shot operations (6 fill between slices in the focused view's plane,
+// 7 keep the largest island, remove small islands, smoothing, margin), undo Ctrl+Z / redo Ctrl+Y,
+// the active label, brush radius in mm (also Shift+wheel in a view), sphere/disk, and the masking
+// options (intensity range, overwrite policy, "only background" by default; a range with lower >
+// upper is marked and not applied). Everything goes to an EditController; the bar follows its
+// signals. GUI thread only.
 #pragma once
 
 #include "ui/mpr_slice.h"

@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <random>
 #include <optional>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
