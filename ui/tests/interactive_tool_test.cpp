@@ -47,12 +47,7 @@ class InteractiveToolTest : public ::testing::Test {
   protected:
     void SetUp() override {
         window_ = std::make_unique<MainWindow>();
-        window_->setInteractive(false);
-        window_->resize(1300, 760);
-        window_->show();
-        ASSERT_TRUE(QTest::qWaitForWindowExposed(window_.get()));
-        window_->activateWindow();
-        ASSERT_TRUE(QTest::qWaitForWindowActive(window_.get()));
+        ASSERT_NO_FATAL_FAILURE(showActive(*window_, 1300, 760));
         const TaskResult r = runTask(
             *window_, [&] { window_->openPath(QString::fromStdString(kData + "/image.nii.gz")); });
         ASSERT_TRUE(r.finished && r.ok) << r.message.toStdString();

@@ -29,12 +29,7 @@ class ReviewTest : public ::testing::Test {
   protected:
     void SetUp() override {
         window_ = std::make_unique<MainWindow>();
-        window_->setInteractive(false);
-        window_->resize(1600, 900);
-        window_->show();
-        ASSERT_TRUE(QTest::qWaitForWindowExposed(window_.get()));
-        window_->activateWindow();  // the review keys are window shortcuts
-        ASSERT_TRUE(QTest::qWaitForWindowActive(window_.get()));
+        ASSERT_NO_FATAL_FAILURE(showActive(*window_, 1600, 900));
         const std::string folder = writeSeries(dir_);
         ASSERT_TRUE(
             runTask(*window_, [&] { window_->openPath(QString::fromStdString(folder)); }).ok);

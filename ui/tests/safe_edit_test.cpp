@@ -33,12 +33,7 @@ class SafeEditTest : public ::testing::Test {
   protected:
     void SetUp() override {
         window_ = std::make_unique<MainWindow>();
-        window_->setInteractive(false);
-        window_->resize(1300, 760);
-        window_->show();
-        ASSERT_TRUE(QTest::qWaitForWindowExposed(window_.get()));
-        window_->activateWindow();  // shortcuts need the active window
-        ASSERT_TRUE(QTest::qWaitForWindowActive(window_.get()));
+        ASSERT_NO_FATAL_FAILURE(showActive(*window_, 1300, 760));
         const std::string folder = writeSeries(dir_);
         ASSERT_TRUE(
             runTask(*window_, [&] { window_->openPath(QString::fromStdString(folder)); }).ok);

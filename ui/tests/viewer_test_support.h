@@ -21,6 +21,18 @@ namespace voxseg::ui {
 constexpr int kTaskTimeoutMs = 120000;
 constexpr int kColumns = 40, kRows = 32, kSlices = 24;
 
+// Shows `w` at width x height, non-interactive, and makes it the active window (the tool and
+// review keys are window shortcuts; Xvfb has no window manager): a fatal test failure if it is
+// not exposed and active (callers ASSERT_NO_FATAL_FAILURE).
+inline void showActive(MainWindow& w, int width, int height) {
+    w.setInteractive(false);
+    w.resize(width, height);
+    w.show();
+    ASSERT_TRUE(QTest::qWaitForWindowExposed(&w));
+    w.activateWindow();
+    ASSERT_TRUE(QTest::qWaitForWindowActive(&w));
+}
+
 // A CT phantom: air, an elliptic body (40 HU), a dense sphere (300 HU) off-centre.
 inline int32_t phantomHu(int i, int j, int k) {
     const double x = (i - kColumns / 2.0) / (kColumns * 0.4), y = (j - kRows / 2.0) / (kRows * 0.4);
