@@ -43,6 +43,8 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1:suppre
 export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root/tests/fuzz/lsan.supp:print_suppressions=0}"
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 status=0
+# Longest tests first also in a fresh build (scripts/ctest-cost-seeds.sh).
+scripts/ctest-cost-seeds.sh install build-fuzz tests/ctest-costs-asan.txt
 run_ctest() {
   ctest --test-dir "$1" -LE '^(fuzz|gpu|noasan)$' --output-on-failure -j"${CTEST_JOBS:-$(nproc)}" \
     --timeout 1800 "${@:2}" || status=$?

@@ -17,6 +17,8 @@ step_done build
 # Test binaries run side by side (-j): OpenMP threads that spin while they wait would steal the
 # cores the other tests need (voxseg and voxseg-viewer set this themselves, core/openmp_wait.h).
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
+# Longest tests first also in a fresh build (scripts/ctest-cost-seeds.sh).
+scripts/ctest-cost-seeds.sh install build tests/ctest-costs-release.txt
 ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 900 "$@"
 step_done tests
 
