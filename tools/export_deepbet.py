@@ -184,6 +184,9 @@ def main():
                             "with deepbet's pre- and post-processing; total intracranial volume "
                             "(TIV) as a measurement. Trained on healthy adults' T1w scans."),
             "license": "MIT",
+            "disclaimer": ("Not a clinical model: a research tool (deepbet) converted by voxseg, "
+                           "not a certified medical device; check every mask before using it or "
+                           "its TIV."),
             "attribution": (f"deepbet {DEEPBET_VERSION} (https://github.com/wwu-mmll/deepbet), "
                             f"MIT licence, {copyright_line}; networks exported to ONNX by "
                             "voxseg's tools/export_deepbet.py"),

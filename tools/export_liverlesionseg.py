@@ -440,6 +440,9 @@ def package_json(sha256: str, patch: list[int]) -> dict:
                         "SIRT patients (KU Leuven). Pre-processing simplified: no abdomen crop, "
                         "no median filter (docs/liver-model.md)."),
         "license": "Apache-2.0",
+        "disclaimer": ("Not a clinical model: a research network (pyliverlesionseg) converted by "
+                       "voxseg with simplified pre-processing, not a certified medical device; "
+                       "check every result before use."),
         "attribution": ATTRIBUTION,
         "citation": CITATION,
         "intended_input": {

@@ -117,21 +117,22 @@ void checkTopLevelKeys(Reader& r, const json& root, bool v2) {
                        "its own (see docs/model-package.md, \"Stages\")");
         r.onlyKeys(root, "",
                    {"format_version", "name", "version", "description", "license", "attribution",
-                    "citation", "channels", "axis_order", "orientation", "labels", "stages",
-                    "measurements", "precision", "intended_input"});
+                    "disclaimer", "citation", "channels", "axis_order", "orientation", "labels",
+                    "stages", "measurements", "precision", "intended_input"});
     } else {
         for (const char* k : {"stages", "measurements", "citation"})
             if (root.contains(k))
                 r.fail(k, "needs \"format_version\": 2 (this model.json is version 1)");
-        r.onlyKeys(root, "",
-                   {"format_version", "name", "version", "description", "license", "attribution",
-                    "channels", "spacing_mm", "patch_size", "axis_order", "orientation", "labels",
-                    "output", "inference", "sha256", "models", "precision", "intended_input"});
+        r.onlyKeys(
+            root, "",
+            {"format_version", "name", "version", "description", "license", "attribution",
+             "disclaimer", "channels", "spacing_mm", "patch_size", "axis_order", "orientation",
+             "labels", "output", "inference", "sha256", "models", "precision", "intended_input"});
     }
 }
 
 // name, version, description (optional for interactive packages), license, attribution,
-// citation, precision.
+// disclaimer, citation, precision.
 void readIdentity(Reader& r, const json& root, ModelPackage& p, bool description_required = true) {
     if (const json* v = r.member(root, "", "name", true)) p.name = r.string(*v, "name");
     if (const json* v = r.member(root, "", "version", true)) p.version = r.string(*v, "version");
@@ -140,6 +141,8 @@ void readIdentity(Reader& r, const json& root, ModelPackage& p, bool description
     if (const json* v = r.member(root, "", "license", true)) p.license = r.string(*v, "license");
     if (const json* v = r.member(root, "", "attribution", false))
         p.attribution = r.string(*v, "attribution", true);
+    if (const json* v = r.member(root, "", "disclaimer", false))
+        p.disclaimer = r.string(*v, "disclaimer", true);
     if (const json* v = r.member(root, "", "citation", false))
         p.citation = r.string(*v, "citation", true);
     if (const json* v = r.member(root, "", "precision", false))
@@ -358,11 +361,12 @@ Result<ModelPackage> readInteractivePackage(Reader& r, const json& root, ModelPa
             r.fail(k,
                    "not used by an interactive package: its \"interactive\" section says how "
                    "the network runs (see docs/interactive.md)");
-    r.onlyKeys(root, "",
-               {"format_version", "name",        "version",   "description",    "license",
-                "attribution",    "citation",    "channels",  "spacing_mm",     "patch_size",
-                "axis_order",     "orientation", "labels",    "output",         "inference",
-                "sha256",         "models",      "precision", "intended_input", "interactive"});
+    r.onlyKeys(
+        root, "",
+        {"format_version", "name",        "version",    "description", "license",    "attribution",
+         "citation",       "channels",    "spacing_mm", "patch_size",  "axis_order", "orientation",
+         "labels",         "output",      "inference",  "sha256",      "models",     "precision",
+         "intended_input", "interactive", "disclaimer"});
     readIdentity(r, root, p, false);
     if (const json* v = r.member(root, "", "intended_input", false)) {
         p.intended_input.emplace();
@@ -472,6 +476,7 @@ std::string modelPackageToJson(const ModelPackage& p) {
     j["description"] = p.description;
     j["license"] = p.license;
     if (!p.attribution.empty()) j["attribution"] = p.attribution;
+    if (!p.disclaimer.empty()) j["disclaimer"] = p.disclaimer;
     if (p.isInteractive()) {
         if (!p.citation.empty()) j["citation"] = p.citation;
         if (p.precision.requires_fp32) j["precision"] = precisionJson(p.precision);

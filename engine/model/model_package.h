@@ -244,6 +244,9 @@ struct ModelPackage {
     int format_version = 1;
     std::string name, version, description, license;
     std::string attribution;  // optional: credit the licence requires (e.g. CC BY-SA data)
+    // Optional: what the model must not be used for ("not a clinical model: ..."), shown with
+    // its card (pipeline/model_card.h: the viewer's Run model dialog).
+    std::string disclaimer;
     PrecisionSpec precision;
     std::vector<ChannelSpec> channels;
     std::vector<double> spacing_mm;   // network axis order

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -127,6 +128,30 @@ TEST(ModelPackage, WritesWhatItReads) {
     ASSERT_TRUE(fourth.isOk()) << fourth.status().toString();
     EXPECT_EQ(fourth->inference.accumulation, Accumulation::kNnUNetFp16);
     EXPECT_EQ(fourth->slidingWindowOptions().accumulation, Accumulation::kNnUNetFp16);
+}
+
+// Issue 39: model.json "disclaimer" (optional) is read, written back, and declared by every
+// shipped model (the viewer shows it with the model's card).
+TEST(ModelPackage, DisclaimerIsReadAndWritten) {
+    json j = validJson();
+    j["disclaimer"] = "not a clinical model";
+    auto first = parse(j);
+    ASSERT_TRUE(first.isOk()) << first.status().toString();
+    EXPECT_EQ(first->disclaimer, "not a clinical model");
+    auto second = parseModelPackage(modelPackageToJson(*first), "written");
+    ASSERT_TRUE(second.isOk()) << second.status().toString();
+    EXPECT_EQ(second->disclaimer, "not a clinical model");
+    j["disclaimer"] = 3;
+    EXPECT_FALSE(parse(j).isOk());
+    for (const char* m : {"hippocampus", "ct-phantom", "brain-extraction", "liver"}) {
+        auto shipped =
+            readModelPackage(std::filesystem::path(VOXSEG_SOURCE_DIR) / "sample_data/models" / m);
+        ASSERT_TRUE(shipped.isOk()) << shipped.status().toString();
+        std::string lower = shipped->disclaimer;
+        for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        EXPECT_NE(lower.find("not a clinical model"), std::string::npos)
+            << m << ": " << shipped->disclaimer;
+    }
 }
 
 TEST(ModelPackage, MissingRequiredKeysAreNamed) {
