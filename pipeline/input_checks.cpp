@@ -99,6 +99,32 @@ std::string spacingFinding(const engine::ModelPackage& model, const engine::Inte
 
 }  // namespace
 
+std::vector<ModalityMismatch> modalityMismatches(const engine::ModelPackage& model,
+                                                 const std::vector<std::string>& modalities) {
+    std::vector<ModalityMismatch> out;
+    for (size_t c = 0; c < modalities.size() && c < model.channels.size(); ++c) {
+        const std::string& want = model.channels[c].modality;
+        const std::string& have = modalities[c];
+        if (want.empty() || have.empty() || want == have) continue;
+        out.push_back(
+            {model.channels.size() > 1 ? model.channels[c].name : std::string(), have, want});
+    }
+    return out;
+}
+
+std::string modalityMismatchReason(const engine::ModelPackage& model, const ModalityMismatch& m) {
+    const std::string which = m.channel.empty() ? std::string() : " (channel " + m.channel + ")";
+    return "input" + which + " is " + m.have + " but model " + model.name + " expects " + m.want;
+}
+
+Status modalityRefusal(const engine::ModelPackage& model, const ModalityMismatch& m,
+                       const std::string& how_to_override, const std::string& subject) {
+    return invalidArgument(modalityMismatchReason(model, m) +
+                               ": choose another series or model (or " + how_to_override +
+                               " to run anyway)",
+                           subject);
+}
+
 std::vector<std::string> checkIntendedInput(const engine::ModelPackage& model,
                                             const InputDescription& input, bool check_modality) {
     std::vector<std::string> findings;

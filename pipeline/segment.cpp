@@ -382,6 +382,12 @@ Result<SegmentReport> Segmenter::run(const StudyInput& input, const std::string&
     return write(input, std::move(work), input_path, out_dir, progress.sub(0.9, 1.0));
 }
 
+std::vector<std::string> StudyInput::modalities() const {
+    std::vector<std::string> out{volume.info().modality};
+    for (const Volume& c : extra_channels) out.push_back(c.info().modality);
+    return out;
+}
+
 Result<SegmentWork> Segmenter::prepare(const StudyInput& input, const std::string& input_path,
                                        const Progress& progress) const {
     const Impl& s = *impl_;
@@ -408,18 +414,12 @@ Result<SegmentWork> Segmenter::prepare(const StudyInput& input, const std::strin
                                    "model.json's rules pick them from a DICOM study",
                                input_path);
     }
-    for (size_t c = 0; c < channels.size(); ++c) {
-        const std::string& want = m.channels[c].modality;
-        const std::string& have = channels[c].info().modality;
-        if (want.empty() || have.empty() || want == have) continue;
-        const std::string which =
-            m.channels.size() > 1 ? " (channel " + m.channels[c].name + ")" : std::string();
+    for (const ModalityMismatch& mm : modalityMismatches(m, input.modalities())) {
         if (!s.options.ignore_modality)
-            return invalidArgument("input" + which + " is " + have + " but model " + m.name +
-                                       " expects " + want + ": choose another series or model " +
-                                       "(or --ignore-modality to run anyway)",
-                                   input_path);
-        report.warnings.push_back("modality " + have + which + " differs from the model's " + want);
+            return modalityRefusal(m, mm, "--ignore-modality", input_path);
+        const std::string which = mm.channel.empty() ? "" : " (channel " + mm.channel + ")";
+        report.warnings.push_back("modality " + mm.have + which + " differs from the model's " +
+                                  mm.want);
     }
     for (size_t c = 1; c < channels.size(); ++c)
         if (!channels[c].geometry().approxEqual(g))

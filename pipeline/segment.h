@@ -44,6 +44,9 @@ struct StudyInput {
     std::vector<Volume> extra_channels;
     std::vector<std::optional<io::SeriesCandidate>> extra_series;
     std::vector<std::string> channel_notes;
+    // Each channel's modality, the first one first ("" where unknown): what
+    // pipeline/input_checks.h's modalityMismatches compares with the model's channels.
+    std::vector<std::string> modalities() const;
 };
 
 // Loads an image file, or scans a DICOM path and loads the series `selector` picks (index or

@@ -109,6 +109,7 @@ void addInference(std::vector<SegmentOptionSpec>& s) {
                   "auto (best available), cpu, reference, cuda or cuda:N (GPU N)", "auto");
     d.choices = {"auto", "cpu", "reference", "cuda"};
     d.affects_results = false;
+    d.advanced = true;
     d.apply = [](const std::string& t, SegmentOptions& o) -> Status {
         VOXSEG_ASSIGN_OR_RETURN(o.device, engine::parseDevice(t, "--device"));
         return Status::ok();
@@ -121,6 +122,7 @@ void addInference(std::vector<SegmentOptionSpec>& s) {
              "avx512_bf16, else fp32; fp32 when model.json requires it), fp32, fp16, bf16",
              "auto");
     d.choices = {"auto", "fp32", "fp16", "bf16"};
+    d.advanced = true;
     d.apply = [](const std::string& t, SegmentOptions& o) -> Status {
         auto p = engine::parsePrecision(t);
         if (!p.isOk()) return p.status().withContext("--precision");
@@ -153,6 +155,7 @@ void addInference(std::vector<SegmentOptionSpec>& s) {
     d.min = 1;
     d.max = kMaxBatch;
     d.affects_results = false;
+    d.advanced = true;
     d.apply = [](const std::string& t, SegmentOptions& o) -> Status {
         VOXSEG_ASSIGN_OR_RETURN(const double v, parseNumber("--batch", t));
         // Not whole, or too large for an int: the rule's message, on the text.
@@ -169,6 +172,7 @@ void addInference(std::vector<SegmentOptionSpec>& s) {
              "whose model.json sets \"accumulate\": \"nnunet-fp16\" always sum as nnU-Net does",
              "fp16");
     d.choices = {"fp16", "fp32"};
+    d.advanced = true;
     d.apply = [](const std::string& t, SegmentOptions& o) -> Status {
         auto a = parseAccumulator(t);
         if (!a.isOk()) return a.status().withContext("--accumulator");
@@ -334,9 +338,9 @@ void addOutputs(std::vector<SegmentOptionSpec>& s) {
     };
     s.push_back(d);
 
-    d = spec("--ignore-modality", "Ignore modality", "Outputs", Kind::kFlag,
+    d = spec("--ignore-modality", "Run anyway (ignore modality)", "Input checks", Kind::kFlag,
              "Run even when the input modality differs from the model's", "false");
-    d.in_dialog = false;
+    d.in_dialog = false;  // the dialog offers it only on a mismatch, next to the reason
     d.apply = [](const std::string& t, SegmentOptions& o) -> Status {
         VOXSEG_ASSIGN_OR_RETURN(o.ignore_modality, parseFlag("--ignore-modality", t));
         return Status::ok();

@@ -39,8 +39,12 @@ struct SegmentOptionSpec {
     // Whether the value can change what a run writes: `voxseg batch`'s resume hash holds these
     // (resultOptions). Not the device (a batch spreads cases over devices) or the batch size.
     bool affects_results = true;
-    // Shown in the viewer's Run model dialog (the viewer decides its own output files).
+    // Shown in the viewer's Run model dialog (the viewer decides its own output files;
+    // --ignore-modality is offered there only when the input's modality differs, with the reason).
     bool in_dialog = true;
+    // An expert's option (device, precision, batch, accumulator): the dialog folds it into a
+    // collapsed "Advanced" section; the common options stay in view.
+    bool advanced = false;
     // Applies `text` ("true"/"false" for flags; "" for a number: the default) to `options`;
     // errors start with the flag ("--overlap: ...") and say what is accepted. On an error
     // `options` is unchanged.

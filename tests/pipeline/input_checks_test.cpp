@@ -250,5 +250,26 @@ TEST(ModelCard, CropRunIsNotWarnedAndItsVolumesAreJudgedInEveryRecord) {
     }
 }
 
+// Issue 39: the channel modality check that segment refuses with and the viewer's dialog shows
+// before a run: one mismatch per differing channel, unknown modalities not compared, and the
+// refusal names the front end's own way to run anyway (the viewer does not name a CLI flag).
+TEST(ModelCard, ModalityMismatchesAndTheRefusalNameTheFrontEndsOverride) {
+    auto p = engine::readModelPackage(hippocampusModel());
+    ASSERT_TRUE(p.isOk()) << p.status().toString();
+    EXPECT_TRUE(modalityMismatches(*p, {"MR"}).empty());
+    EXPECT_TRUE(modalityMismatches(*p, {""}).empty()) << "unknown: not compared";
+    const auto mm = modalityMismatches(*p, {"CT"});
+    ASSERT_EQ(mm.size(), 1u);
+    EXPECT_EQ(mm[0].have, "CT");
+    EXPECT_EQ(mm[0].want, "MR");
+    EXPECT_EQ(modalityMismatchReason(*p, mm[0]),
+              "input is CT but model hippocampus-demo expects MR");
+    const Status cli = modalityRefusal(*p, mm[0], "--ignore-modality", "ct.nii.gz");
+    EXPECT_EQ(cli.code(), StatusCode::kInvalidArgument);
+    EXPECT_TRUE(contains(cli.message(), "(or --ignore-modality to run anyway)")) << cli.message();
+    const Status gui = modalityRefusal(*p, mm[0], "tick \"Run anyway\"", "ct.nii.gz");
+    EXPECT_FALSE(contains(gui.message(), "--")) << gui.message();
+}
+
 }  // namespace
 }  // namespace voxseg::pipeline

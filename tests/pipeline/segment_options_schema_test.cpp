@@ -116,6 +116,17 @@ TEST(SegmentOptionSchema, KeysAreTheFlagsWithUnderscores) {
 
 // One rule, one message: what apply refuses and what checkSegmentOptions (Segmenter::create)
 // refuses read the same.
+// Issue 39 item 6: the expert options are marked advanced (the viewer folds them away), the
+// common ones are not; --ignore-modality is offered by the dialog only on a mismatch.
+TEST(SegmentOptionSchema, ExpertOptionsAreMarkedAdvanced) {
+    for (const char* f : {"--device", "--precision", "--batch", "--accumulator"})
+        EXPECT_TRUE(segmentOptionSpec(f).advanced) << f;
+    for (const char* f : {"--overlap", "--tta", "--largest-component", "--strict-input"})
+        EXPECT_FALSE(segmentOptionSpec(f).advanced) << f;
+    EXPECT_FALSE(segmentOptionSpec("--ignore-modality").in_dialog);
+    EXPECT_EQ(segmentOptionSpec("--ignore-modality").group, "Input checks");
+}
+
 TEST(SegmentOptionSchema, EachRuleHasOneMessage) {
     SegmentOptions by_apply;
     ASSERT_TRUE(applySegmentOption("--tta", "true", by_apply).isOk());
