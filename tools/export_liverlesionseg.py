@@ -1,18 +1,19 @@
 #!/usr/bin/env python3
-"""Rebuild pyliverlesionseg 0.3's liver U-Net in PyTorch, check it, export it to ONNX.
+"""Rebuild pyliverlesionseg 0.3's liver and lesion U-Nets in PyTorch, check them, export ONNX.
 
 pyliverlesionseg (PyPI, Apache-2.0, https://github.com/KUL-recon-lab/pyliverlesionseg) ships Keras
-HDF5 files that hold weights only (no model config). The network is built in Python by
+HDF5 files that hold weights only (no model config). The networks are built in Python by
 `pyliverlesionseg/architectures/unet_generalized.py: create_unet_like_model` with the arguments
-in `cnn_liver_lesion_seg_CT_MR_functions.py: unet_liver_predict` (see docs/liver-model.md).
+in `cnn_liver_lesion_seg_CT_MR_functions.py: unet_liver_predict` and `unet_lesion_predict` (see
+docs/liver-model.md).
 
 This tool
   1. reads the HDF5 weights by layer name with h5py (no Keras or TensorFlow),
-  2. builds the liver network twice: `LiverUNet`, an explicit PyTorch module, and
+  2. builds each network twice: `LiverUNet` / `LesionUNet`, explicit PyTorch modules, and
      `reference_forward`, an independent float64 numpy re-implementation of the Keras layers
-     (Conv3D 'same', MaxPooling3D, UpSampling3D, AveragePooling3D 'valid', Cropping3D,
-     Concatenate, the instance-normalisation Lambda, LeakyReLU) that walks the generic
-     builder's loops,
+     (Conv3D 'same' and 'valid', MaxPooling3D, UpSampling3D, AveragePooling3D 'valid',
+     Cropping3D, Concatenate, Add, the instance-normalisation Lambda, LeakyReLU) that walks the
+     generic builder's loops (residual connections included),
   3. compares both on the same seeded random input (logits, relative max error),
   4. exports ONNX (opset 17) and compares ONNX Runtime with PyTorch.
 
@@ -20,9 +21,12 @@ Usage:
   python tools/export_liverlesionseg.py --wheel pyliverlesionseg-0.3-py3-none-any.whl \
       --out /tmp/liver [--check-only] [--package sample_data/models/liver]
 
-model.onnx is the network with a zero border of 13 voxels per side (folded into conv3d_1's
-padding): input and output [1, 1, 163, 136, 136] (the original's output segment; its input
-segment is 189 x 162 x 162). --package writes model.json, model.onnx and LICENSE.
+model.onnx (liver) is the network with a zero border of 13 voxels per side (folded into
+conv3d_1's padding): input and output [1, 1, 163, 136, 136] (the original's output segment; its
+input segment is 189 x 162 x 162). lesion.onnx is one input segment of the lesion network:
+input [1, 1, 180, 172, 86], output [1, 1, 92, 84, 42] ('valid' convolutions: the output is the
+input's centred crop, 44, 44, 22 voxels less per side). --package writes model.json, model.onnx,
+lesion.onnx and LICENSE.
 
 Needs numpy, h5py; torch, onnx, onnxruntime for the rebuild and export.
 """
@@ -68,6 +72,24 @@ LIVER_CONFIG = {
     "epsilon": 1e-7,  # keras.backend.epsilon()
 }
 LIVER_SEGMENT_SIZE = [163, 136, 136]  # output size used by cnn_liver_lesion_seg_CT_MR_main
+# create_unet_like_model arguments used by unet_lesion_predict: the same kernels and features as
+# the liver network but pathways at 1, 2, 4, 8 times the 1 x 1 x 3 mm grid, 'valid' convolutions,
+# copy upsampling (UpSampling3D alone) and residual connections (a 1x1x1 shortcut convolution
+# where the features change), 21 Conv3D layers.
+LESION_CONFIG = dict(
+    LIVER_CONFIG,
+    subsample_factors=[(1, 1, 1), (2, 2, 2), (4, 4, 4), (8, 8, 8)],
+    kernel_sizes=[
+        [[(3, 3, 1), (3, 3, 3)], [(3, 3, 3), (3, 3, 1)]],
+        [[(3, 3, 1), (3, 3, 3)], [(3, 3, 3), (3, 3, 1)]],
+        [[(3, 3, 1), (3, 3, 3)], [(3, 3, 3), (3, 3, 1)]],
+        [[(3, 3, 1), (3, 3, 3)], []],
+    ],
+    padding="valid",
+    upsampling="copy",
+    residual_connections=True,
+)
+LESION_SEGMENT_SIZE = [92, 84, 42]  # output segments of cnn_liver_lesion_seg_CT_MR_main (tiled)
 KERAS_TO_TORCH_KERNEL = (4, 3, 0, 1, 2)  # (k0, k1, k2, in, out) -> (out, in, k0, k1, k2)
 
 
@@ -162,14 +184,19 @@ def plan_sizes(config: dict, output_size: list[int]) -> dict:
 # Independent numpy reference of the Keras layers (channels-last, float64, batch of one)
 
 
-def np_conv3d_same(x: np.ndarray, kernel: np.ndarray, bias: np.ndarray) -> np.ndarray:
-    """keras Conv3D(padding='same', strides 1): cross-correlation, odd kernels, zero padding
-    (k - 1) // 2 on each side. x: (X, Y, Z, C), kernel: (k0, k1, k2, C, O)."""
+def np_conv3d(x: np.ndarray, kernel: np.ndarray, bias: np.ndarray, padding: str) -> np.ndarray:
+    """keras Conv3D(padding=..., strides 1): cross-correlation; 'same': odd kernels, zero padding
+    (k - 1) // 2 on each side; 'valid': no padding, every axis shrinks by k - 1.
+    x: (X, Y, Z, C), kernel: (k0, k1, k2, C, O)."""
     k = kernel.shape[:3]
-    pads = [((kk - 1) // 2, kk - 1 - (kk - 1) // 2) for kk in k] + [(0, 0)]
-    xp = np.pad(x, pads)
-    out = np.zeros(x.shape[:3] + (kernel.shape[4],), dtype=np.float64)
-    sx, sy, sz = x.shape[:3]
+    if padding == "same":
+        pads = [((kk - 1) // 2, kk - 1 - (kk - 1) // 2) for kk in k] + [(0, 0)]
+        xp = np.pad(x, pads)
+        sx, sy, sz = x.shape[:3]
+    else:
+        xp = x
+        sx, sy, sz = (x.shape[d] - k[d] + 1 for d in range(3))
+    out = np.zeros((sx, sy, sz, kernel.shape[4]), dtype=np.float64)
     for a in range(k[0]):
         for b in range(k[1]):
             for c in range(k[2]):
@@ -218,18 +245,41 @@ def np_instance_norm(x: np.ndarray, eps: float) -> np.ndarray:
 def reference_forward(weights: dict, x: np.ndarray, config: dict, align: list) -> np.ndarray:
     """Walk create_unet_like_model's construction loops with the numpy layers above.
 
-    Conv layers are taken in construction order (conv3d_1, conv3d_2, ...), as Keras names them.
-    Returns the final conv's pre-sigmoid output (the logits), shape (X, Y, Z, 1)."""
+    Conv layers are taken in construction order (conv3d_1, conv3d_2, ...), as Keras names them:
+    in a residual block the path's convolutions come first, then the 1x1x1 shortcut convolution
+    (only where the features differ), as the builder creates them. Handles 'same' and 'valid'
+    padding, 'copy' and 'linear' upsampling, residual connections (the block's input, cropped
+    symmetrically to the block's output, added to it). Returns the final conv's pre-sigmoid
+    output (the logits), shape (X, Y, Z, 1)."""
     conv_i = [0]
     eps, alpha = config["epsilon"], config["lrelu_alpha"]
+    padding = config["padding"]
+    residual = config.get("residual_connections", False)
 
     def conv(h):
         conv_i[0] += 1
         kernel, bias = weights[f"conv3d_{conv_i[0]}"]
-        return np_conv3d_same(h, kernel, bias)
+        return np_conv3d(h, kernel, bias, padding)
 
     def act(h):
         return np.where(h >= 0, h, alpha * h)
+
+    def block(path, kernel_sizes, first_plain):
+        """One side of a pathway: its convolutions (norm + act before each, except the network's
+        very first), plus the residual shortcut."""
+        shortcut = path
+        for j, _ in enumerate(kernel_sizes):
+            if not (first_plain and j == 0):
+                path = act(np_instance_norm(path, eps))
+            path = conv(path)
+        if residual and kernel_sizes:
+            shortcut = np_crop_to(shortcut, path.shape)
+            if shortcut.shape[-1] != path.shape[-1]:
+                kernel, bias = weights[f"conv3d_{conv_i[0] + 1}"]
+                conv_i[0] += 1
+                shortcut = np_conv3d(shortcut, kernel, bias, padding)
+            path = path + shortcut
+        return path
 
     sfs = [np.ones(3, dtype=int)] + [np.array(s) for s in config["subsample_factors"]]
     kss = [[[], []]] + config["kernel_sizes"]
@@ -239,10 +289,8 @@ def reference_forward(weights: dict, x: np.ndarray, config: dict, align: list) -
     for i, (sf, ks) in enumerate(zip(sfs, kss)):
         path = np_max_pool(path, tuple(sf // prev))
         prev = sf
-        for j, _ in enumerate(ks[0]):
-            if i > 1 or j > 0:
-                path = act(np_instance_norm(path, eps))
-            path = conv(path)
+        if i > 0:
+            path = block(path, ks[0], first_plain=i == 1)
         left_out.append(path)
     n_path = len(config["subsample_factors"])
     ups = [np.ones(3, dtype=int)] * 2 + [np.array(s) for s in config["subsample_factors"][:-1]]
@@ -252,8 +300,7 @@ def reference_forward(weights: dict, x: np.ndarray, config: dict, align: list) -
         if 0 < i < n_path:
             path = np.concatenate([np_crop_to(left_out[i], path.shape), path], axis=-1)
         if i > 0:
-            for _ in ks[1]:
-                path = conv(act(np_instance_norm(path, eps)))
+            path = block(path, ks[1], first_plain=False)
         s = tuple(prev // sf)
         prev = sf
         path = np_upsample(path, s)
@@ -261,6 +308,8 @@ def reference_forward(weights: dict, x: np.ndarray, config: dict, align: list) -
             path = np_avg_pool_stride1(path, s)
     for _ in config["common_features"]:
         path = conv(act(np_instance_norm(path, eps)))
+    if f"conv3d_{conv_i[0] + 1}" in weights:
+        raise ValueError(f"reference used {conv_i[0]} conv layers; the HDF5 has more")
     return path
 
 
@@ -346,7 +395,97 @@ def build_torch_model(weights: dict, align: list):
 
     if any(tuple(a) != (1, 1, 1) for a in align):
         raise ValueError(f"alignment pools {align}: the constant crops assume none")
-    model = LiverUNet()
+    return load_convs(LiverUNet(), weights, convs)
+
+
+def build_lesion_model(weights: dict, align: list):
+    """LesionUNet: the lesion network (unet_lesion_predict) written out layer by layer, weights
+    loaded by layer name. 'valid' convolutions: every output voxel sees only real input, the
+    output is the centred crop of the input smaller by 44, 44, 22 voxels per side."""
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    convs = {  # name: (in, out, kernel), Keras construction order (path convs, then shortcut)
+        "conv3d_1": (1, 20, (3, 3, 1)), "conv3d_2": (20, 40, (3, 3, 3)),
+        "conv3d_3": (1, 40, (1, 1, 1)),
+        "conv3d_4": (40, 40, (3, 3, 1)), "conv3d_5": (40, 80, (3, 3, 3)),
+        "conv3d_6": (40, 80, (1, 1, 1)),
+        "conv3d_7": (80, 80, (3, 3, 1)), "conv3d_8": (80, 160, (3, 3, 3)),
+        "conv3d_9": (80, 160, (1, 1, 1)),
+        "conv3d_10": (160, 160, (3, 3, 1)), "conv3d_11": (160, 160, (3, 3, 3)),
+        "conv3d_12": (320, 160, (3, 3, 3)), "conv3d_13": (160, 80, (3, 3, 1)),
+        "conv3d_14": (320, 80, (1, 1, 1)),
+        "conv3d_15": (160, 80, (3, 3, 3)), "conv3d_16": (80, 40, (3, 3, 1)),
+        "conv3d_17": (160, 40, (1, 1, 1)),
+        "conv3d_18": (80, 40, (3, 3, 3)), "conv3d_19": (40, 20, (3, 3, 1)),
+        "conv3d_20": (80, 20, (1, 1, 1)),
+        "conv3d_21": (20, 1, (1, 1, 1)),
+    }
+
+    class LesionUNet(nn.Module):
+        """Input [N, 1, X, Y, Z] (RAS array axes, 1 x 1 x 3 mm), output the logits
+        [N, 1, X - 88, Y - 88, Z - 44]; X, Y = 8k + 92 and Z = 8k + 46 (k >= -11)."""
+
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.ModuleDict({n: nn.Conv3d(i, o, k) for n, (i, o, k) in convs.items()})
+
+        @staticmethod
+        def spatial_mean(h):
+            # one axis at a time, as LiverUNet (ONNX Runtime's float32 ReduceMean precision)
+            return h.mean(dim=4, keepdim=True).mean(dim=3, keepdim=True).mean(dim=2, keepdim=True)
+
+        def norm_act(self, h):
+            m = self.spatial_mean(h)
+            s = self.spatial_mean((h - m) ** 2).sqrt()
+            return F.leaky_relu((h - m) / (s + 1e-7), 0.01)
+
+        def c(self, name, h, norm=True):
+            return self.conv[name](self.norm_act(h) if norm else h)
+
+        @staticmethod
+        def crop(h, like):
+            # Cropping3D(int((l - r) / 2)) per side; python ints: constants in the ONNX graph
+            c = [(int(h.shape[d]) - int(like.shape[d])) // 2 for d in (2, 3, 4)]
+            return h[:, :, c[0]:int(h.shape[2]) - c[0], c[1]:int(h.shape[3]) - c[1],
+                     c[2]:int(h.shape[4]) - c[2]]
+
+        def residual(self, h, names, shortcut_conv, first_plain=False):
+            x = h
+            for j, n in enumerate(names):
+                h = self.c(n, h, norm=not (first_plain and j == 0))
+            s = self.crop(x, h)
+            return h + (self.conv[shortcut_conv](s) if shortcut_conv else s)
+
+        @staticmethod
+        def up2(h):
+            return F.interpolate(h, scale_factor=2.0, mode="nearest")  # UpSampling3D(2)
+
+        def forward(self, x):
+            l1 = self.residual(x, ["conv3d_1", "conv3d_2"], "conv3d_3", first_plain=True)
+            l2 = self.residual(F.max_pool3d(l1, 2), ["conv3d_4", "conv3d_5"], "conv3d_6")
+            l3 = self.residual(F.max_pool3d(l2, 2), ["conv3d_7", "conv3d_8"], "conv3d_9")
+            h = self.residual(F.max_pool3d(l3, 2), ["conv3d_10", "conv3d_11"], None)
+            h = self.up2(h)
+            h = torch.cat([self.crop(l3, h), h], dim=1)
+            h = self.up2(self.residual(h, ["conv3d_12", "conv3d_13"], "conv3d_14"))
+            h = torch.cat([self.crop(l2, h), h], dim=1)
+            h = self.up2(self.residual(h, ["conv3d_15", "conv3d_16"], "conv3d_17"))
+            h = torch.cat([self.crop(l1, h), h], dim=1)
+            h = self.residual(h, ["conv3d_18", "conv3d_19"], "conv3d_20")
+            return self.c("conv3d_21", h)
+
+    if any(tuple(a) != (1, 1, 1) for a in align):
+        raise ValueError(f"alignment pools {align}: LesionUNet assumes none")
+    return load_convs(LesionUNet(), weights, convs)
+
+
+def load_convs(model, weights: dict, convs: dict):
+    """Copies each conv3d_N's Keras kernel and bias into the module (shapes checked); a weighted
+    HDF5 layer the module does not use is an error."""
+    import torch
+
     with torch.no_grad():
         for name, conv in model.conv.items():
             kernel, bias = weights[name]
@@ -384,12 +523,13 @@ def rel_err(a: np.ndarray, ref: np.ndarray) -> float:
     return float(np.max(np.abs(a - ref)) / max(np.max(np.abs(ref)), 1e-30))
 
 
-def check_against_reference(model, weights, plan, output_size, seed=0) -> dict:
+def check_against_reference(model, weights, plan, output_size, config=LIVER_CONFIG,
+                            seed=0) -> dict:
     import torch
 
     rng = np.random.default_rng(seed)
     x = rng.uniform(-0.5, 0.5, size=plan["input_size"]).astype(np.float32)
-    ref = reference_forward(weights, x[..., None], LIVER_CONFIG, plan["align_pool"])[..., 0]
+    ref = reference_forward(weights, x[..., None], config, plan["align_pool"])[..., 0]
     with torch.no_grad():
         out = model(torch.from_numpy(x)[None, None]).numpy()[0, 0]
     if out.shape != ref.shape or list(ref.shape) != list(output_size):
@@ -420,25 +560,36 @@ def export_onnx(model, input_size, path: Path, seed=1) -> dict:
 ATTRIBUTION = (
     "pyliverlesionseg 0.3 (https://github.com/KUL-recon-lab/pyliverlesionseg, PyPI "
     "pyliverlesionseg), Apache License 2.0, Xikai Tang and Georg Schramm, KU Leuven; liver "
-    "network model_unet_ct_mr_liv_seg_resize_1.5mm_med_3_resize_3mm_20201011 rebuilt in PyTorch "
-    "from its Keras HDF5 weights and exported to ONNX by voxseg's tools/export_liverlesionseg.py "
-    "(changed: Keras graph re-implemented, zero input border folded into the first convolution)")
+    "network model_unet_ct_mr_liv_seg_resize_1.5mm_med_3_resize_3mm_20201011 (model.onnx) and "
+    "lesion network model_unet_ct_mr_lesion_seg_resize_1mm_1mm_3mm_20220207 (lesion.onnx) rebuilt "
+    "in PyTorch from their Keras HDF5 weights and exported to ONNX by voxseg's "
+    "tools/export_liverlesionseg.py (changed: Keras graphs re-implemented, the liver network's "
+    "zero input border folded into its first convolution)")
 CITATION = ("Tang X. et al. Whole liver segmentation based on deep learning and manual adjustment "
             "for clinical use in SIRT. European Journal of Nuclear Medicine and Molecular Imaging "
             "47 (2020). doi:10.1007/s00259-020-04800-3")
 
 
-def package_json(sha256: str, patch: list[int]) -> dict:
-    """model.json (format_version 2) of the liver stage, with what voxseg can express of
-    pyliverlesionseg's pre-processing (the differences are listed in docs/liver-model.md)."""
+LESION_MASK_DILATIONS = 2  # binary_dilation with iterate_structure(18-neighbourhood, 2)
+LESION_OUTSIDE = -0.5  # img_mask_liv[liv_vol_dil == 0] = -0.5
+
+
+def package_json(liver_sha256: str, lesion_sha256: str, patch: list[int],
+                 lesion_input: list[int]) -> dict:
+    """model.json (format_version 2): the liver stage, then the lesion stage inside the liver, with
+    what voxseg can express of pyliverlesionseg's pre-processing (the differences are listed in
+    docs/liver-model.md)."""
     return {
         "format_version": 2,
         "name": "liver-pyliverlesionseg",
-        "version": "0.3.0",
-        "description": ("Whole liver on CT: pyliverlesionseg 0.3's 3-D U-Net (4 pathways at 3, 9, "
-                        "27 and 81 mm) at 3 mm, HU window [-200, 200]. Trained on CT and MR of "
-                        "SIRT patients (KU Leuven). Pre-processing simplified: no abdomen crop, "
-                        "no median filter (docs/liver-model.md)."),
+        "version": "0.3.1",
+        "description": ("Liver and liver lesions on CT: pyliverlesionseg 0.3's two 3-D U-Nets. "
+                        "Liver at 3 mm (4 pathways at 3, 9, 27 and 81 mm), then lesions at "
+                        "1 x 1 x 3 mm inside the liver dilated by two voxels (valid convolutions, "
+                        "residual connections, tiled 92 x 84 x 42 segments); HU window "
+                        "[-200, 200]. Trained on CT and MR of SIRT patients (KU Leuven). "
+                        "Pre-processing simplified: no abdomen crop, no median filter "
+                        "(docs/liver-model.md)."),
         "license": "Apache-2.0",
         "disclaimer": ("Not a clinical model: a research network (pyliverlesionseg) converted by "
                        "voxseg with simplified pre-processing, not a certified medical device; "
@@ -459,11 +610,17 @@ def package_json(sha256: str, patch: list[int]) -> dict:
                          "meaning": "Anatomical Structure"},
             "type": {"code": "10200004", "scheme": "SCT", "meaning": "Liver"},
             "plausible_volume_ml": [300.0, 5000.0],
+        }, {
+            "value": 2, "name": "Liver lesion", "color": [255, 255, 0],
+            "category": {"code": "49755003", "scheme": "SCT",
+                         "meaning": "Morphologically Altered Structure"},
+            "type": {"code": "52988006", "scheme": "SCT", "meaning": "Lesion"},
         }],
         "stages": [{
             "name": "liver",
             "file": "model.onnx",
-            "sha256": sha256,
+            "sha256": liver_sha256,
+            "result": True,
             "spacing_mm": [3.0, 3.0, 3.0],
             "patch_size": list(patch),
             "interpolation": "linear",
@@ -471,46 +628,55 @@ def package_json(sha256: str, patch: list[int]) -> dict:
             "inference": {"overlap": 0.5},
             "output": {"kind": "sigmoid", "labels": [1], "threshold": 0.5},
             "postprocess": {"largest_component": True},
+        }, {
+            "name": "lesion",
+            "file": "lesion.onnx",
+            "sha256": lesion_sha256,
+            # the region to resample: the liver's box plus 12 mm (the mask below is at most
+            # 2 voxels = 6 mm beyond the liver; the mask's own box is what the network sees)
+            "crop_to": {"stage": "liver", "label": 1, "margin_mm": 12.0},
+            "mask": {"stage": "liver", "label": 1, "dilate": LESION_MASK_DILATIONS,
+                     "outside": LESION_OUTSIDE},
+            "spacing_mm": [1.0, 1.0, 3.0],
+            "patch_size": list(lesion_input),
+            "interpolation": "linear",
+            "normalization": {"scheme": "window", "window": [-200, 200], "range": [-0.5, 0.5]},
+            "inference": {"output_size": list(LESION_SEGMENT_SIZE)},
+            "output": {"kind": "sigmoid", "labels": [2], "threshold": 0.5},
         }],
     }
 
 
-def write_package(folder: Path, onnx_path: Path, patch: list[int], wheel: Path) -> None:
+def write_package(folder: Path, out: Path, patch: list[int], lesion_input: list[int],
+                  wheel: Path) -> None:
     import hashlib
     import shutil
 
     folder.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(onnx_path, folder / "model.onnx")
-    sha = hashlib.sha256((folder / "model.onnx").read_bytes()).hexdigest()
-    (folder / "model.json").write_text(json.dumps(package_json(sha, patch), indent=2) + "\n")
+    sha = {}
+    for name in ("model.onnx", "lesion.onnx"):
+        shutil.copyfile(out / name, folder / name)
+        sha[name] = hashlib.sha256((folder / name).read_bytes()).hexdigest()
+    (folder / "model.json").write_text(json.dumps(
+        package_json(sha["model.onnx"], sha["lesion.onnx"], patch, lesion_input), indent=2) + "\n")
     licence = read_wheel_member(wheel, "pyliverlesionseg-0.3.dist-info/LICENSE").decode()
     (folder / "LICENSE").write_text(
-        "model.onnx: " + ATTRIBUTION + ".\n\nThe weights' licence, as shipped in "
-        "pyliverlesionseg-0.3.dist-info/LICENSE:\n\n" + licence)
+        "model.onnx and lesion.onnx: " + ATTRIBUTION + ".\n\nThe weights' licence, as shipped "
+        "in pyliverlesionseg-0.3.dist-info/LICENSE:\n\n" + licence)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--wheel", type=Path, required=True, help="pyliverlesionseg-0.3 wheel")
-    ap.add_argument("--out", type=Path, required=True, help="output folder (model.onnx, check.json)")
-    ap.add_argument("--check-output", type=int, nargs=3, default=[55, 28, 82],
-                    help="output size of the reference check (small: the reference is slow)")
-    ap.add_argument("--export-output", type=int, nargs=3, default=LIVER_SEGMENT_SIZE,
-                    help="output size the ONNX file is exported for (fixed shape)")
-    ap.add_argument("--check-only", action="store_true", help="no ONNX export")
-    ap.add_argument("--package", type=Path, help="also write the voxseg package to this folder")
-    args = ap.parse_args(argv)
-
+def liver_network(args, report: dict) -> bool:
+    """Liver: reference check, then model.onnx with its zero border folded in."""
     weights, header = load_hdf5_weights(read_wheel_member(args.wheel, LIVER_HDF5))
-    report = {"hdf5": LIVER_HDF5, "voxel_size": header.get("voxel_size", np.array([])).tolist()}
+    report.update({"hdf5": LIVER_HDF5,
+                   "voxel_size": header.get("voxel_size", np.array([])).tolist()})
     plan = plan_sizes(LIVER_CONFIG, args.check_output)
     report["align_pool"] = plan["align_pool"]
     model = build_torch_model(weights, plan["align_pool"])
     report["reference"] = check_against_reference(model, weights, plan, args.check_output)
-    print(json.dumps(report["reference"]))
+    print("liver", json.dumps(report["reference"]))
     ok = report["reference"]["logit_rel_err"] < 1e-4
     if not args.check_only:
-        args.out.mkdir(parents=True, exist_ok=True)
         export_plan = plan_sizes(LIVER_CONFIG, args.export_output)
         if export_plan["align_pool"] != plan["align_pool"]:
             raise ValueError("alignment pools differ between check and export sizes")
@@ -520,11 +686,57 @@ def main(argv=None) -> int:
         report["onnx_pad"] = pad
         report["onnx"] = export_onnx(padded_model(model, pad), args.export_output,
                                      args.out / "model.onnx")
-        print(json.dumps(report["onnx"]))
+        print("liver", json.dumps(report["onnx"]))
         ok = ok and report["onnx"]["ort_vs_torch_rel_err"] < 1e-4
-        if ok and args.package:
-            write_package(args.package, args.out / "model.onnx", args.export_output, args.wheel)
+    return ok
+
+
+def lesion_network(args, report: dict) -> bool:
+    """Lesion: reference check, then lesion.onnx for one input segment (valid convolutions: the
+    input is larger than the output; no border folded in, the tiling supplies the context)."""
+    weights, header = load_hdf5_weights(read_wheel_member(args.wheel, LESION_HDF5))
+    report.update({"hdf5": LESION_HDF5,
+                   "voxel_size": header.get("voxel_size", np.array([])).tolist()})
+    plan = plan_sizes(LESION_CONFIG, args.lesion_check_output)
+    report["align_pool"] = plan["align_pool"]
+    model = build_lesion_model(weights, plan["align_pool"])
+    report["reference"] = check_against_reference(model, weights, plan, args.lesion_check_output,
+                                                  LESION_CONFIG)
+    print("lesion", json.dumps(report["reference"]))
+    ok = report["reference"]["logit_rel_err"] < 1e-4
+    if not args.check_only:
+        export_plan = plan_sizes(LESION_CONFIG, LESION_SEGMENT_SIZE)
+        report["segment_input"] = export_plan["input_size"]
+        report["segment_output"] = LESION_SEGMENT_SIZE
+        report["onnx"] = export_onnx(model, export_plan["input_size"], args.out / "lesion.onnx")
+        print("lesion", json.dumps(report["onnx"]))
+        ok = ok and report["onnx"]["ort_vs_torch_rel_err"] < 1e-4
+        ok = ok and report["onnx"]["onnx_output"] == [1, 1] + LESION_SEGMENT_SIZE
+    return ok
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--wheel", type=Path, required=True, help="pyliverlesionseg-0.3 wheel")
+    ap.add_argument("--out", type=Path, required=True,
+                    help="output folder (model.onnx, lesion.onnx, check.json)")
+    ap.add_argument("--check-output", type=int, nargs=3, default=[55, 28, 82],
+                    help="liver: output size of the reference check (small: the reference is slow)")
+    ap.add_argument("--lesion-check-output", type=int, nargs=3, default=[12, 20, 10],
+                    help="lesion: output size of the reference check (input 88, 88, 44 larger)")
+    ap.add_argument("--export-output", type=int, nargs=3, default=LIVER_SEGMENT_SIZE,
+                    help="liver: output size the ONNX file is exported for (fixed shape)")
+    ap.add_argument("--check-only", action="store_true", help="no ONNX export")
+    ap.add_argument("--package", type=Path, help="also write the voxseg package to this folder")
+    args = ap.parse_args(argv)
+
     args.out.mkdir(parents=True, exist_ok=True)
+    report = {"liver": {}, "lesion": {}}
+    ok = liver_network(args, report["liver"])
+    ok = lesion_network(args, report["lesion"]) and ok
+    if ok and args.package and not args.check_only:
+        write_package(args.package, args.out, args.export_output,
+                      report["lesion"]["segment_input"], args.wheel)
     (args.out / "check.json").write_text(json.dumps(report, indent=1) + "\n")
     print("OK" if ok else "FAILED")
     return 0 if ok else 1
