@@ -284,9 +284,12 @@ def main():
                 stage, t = network_stage(a.root, part["name"].replace("class_map_part_", ""), tid,
                                          conf["trainer"], plans, conf["resample"], conf["step_size"],
                                          [inv[n] for n in names], names, writer,
-                                         f"part {part['name']} of task {a.task}")
+                                         f"part {part['name']} of task {a.task}",
+                                         conf.get("model") or "3d_fullres")
                 stage["result"] = True
                 stage["slabs"] = True  # nnunet.py splits large images for multi-model tasks
+                if crop_link:  # every part runs on the one crop (nnunet.py crops once)
+                    stage["crop_to"] = crop_link
                 stages.append(stage)
                 sources.append(t["folder"])
         else:

@@ -9,7 +9,8 @@ What it records (TotalSegmentator is Apache-2.0, (c) Jakob Wasserthal et al.; th
 class names, ids, task settings and the SNOMED CT codes and colours of its DICOM writer):
   - class_map: task -> {id: class name} (map_to_binary.class_map) for the tasks exported;
   - parts: task -> [{task_id, name, classes {id: name}}] in TotalSegmentator's merge order
-    (map_taskid_to_partname_*, class_map_5_parts / class_map_parts_mr);
+    (map_taskid_to_partname_*, class_map_5_parts(_total_v3) / class_map_parts_mr /
+    class_map_parts_headneck_muscles);
   - tasks: TASK_CONFIGS with DEFAULT_CONFIG applied per (sub-)mode;
   - step_size: nnunet.py uses 0.8 for total, total_v3 and total_mr, else 0.5;
   - codes: resources/totalsegmentator_snomed_mapping.csv (category, type, type modifier,
@@ -55,7 +56,11 @@ def main():
             tasks[name] = conf
     parts = {}
     for task, cmap, ids in (("total", mb.class_map_5_parts, mb.map_taskid_to_partname_ct),
-                            ("total_mr", mb.class_map_parts_mr, mb.map_taskid_to_partname_mr)):
+                            ("total_v3", mb.class_map_5_parts_total_v3,
+                             mb.map_taskid_to_partname_ct_v3),
+                            ("total_mr", mb.class_map_parts_mr, mb.map_taskid_to_partname_mr),
+                            ("headneck_muscles", mb.class_map_parts_headneck_muscles,
+                             mb.map_taskid_to_partname_headneck_muscles)):
         # The task's own part list, in its order (the id map also lists test models).
         parts[task] = [{"task_id": tid, "name": ids[tid],
                         "classes": {str(k): v for k, v in cmap[ids[tid]].items()}}

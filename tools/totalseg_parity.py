@@ -78,7 +78,32 @@ DATASETS = {
           "new", [3, 24, 32, 32]),
     # a crop task without TotalSegmentator's resampling (nnU-Net resamples the crop itself)
     258: ("Dataset258_lung_vessels_248subj", "nnUNetTrainer", 1.5, 48, "new", [3, 24, 32, 32]),
+    # total_v3's five parts (v3.0.0 weights; plans format assumed current)
+    831: ("Dataset831_TotalSegmentator_part1_organs_1830subj", PARTS_TRAINER, 1.5, 64, "new",
+          [16, 32, 32, 32]),
+    832: ("Dataset832_TotalSegmentator_part2_vertebrae_1559subj", PARTS_TRAINER, 1.5, 64, "new",
+          [16, 32, 32, 32]),
+    833: ("Dataset833_TotalSegmentator_part3_cardiac_1830subj", PARTS_TRAINER, 1.5, 64, "new",
+          [16, 32, 32, 32]),
+    834: ("Dataset834_TotalSegmentator_part4_muscles_1830subj", PARTS_TRAINER, 1.5, 64, "new",
+          [16, 32, 32, 32]),
+    835: ("Dataset835_TotalSegmentator_part5_ribs_1559subj", PARTS_TRAINER, 1.5, 64, "new",
+          [16, 32, 32, 32]),
+    # headneck_muscles: two parts, nnU-Net's 3d_fullres_high configuration, anisotropic spacing
+    # (z, y, x as nnU-Net's plans hold it; TotalSegmentator's [0.75, 0.75, 1.0] is x, y, z),
+    # cropped to the clavicles and C1-T4 of 298's output
+    778: ("Dataset778_headneck_muscles_part1_492subj", "nnUNetTrainer_DASegOrd0_NoMirroring",
+          [1.0, 0.75, 0.75], 48, "new", [8, 24, 32, 32]),
+    779: ("Dataset779_headneck_muscles_part2_492subj", "nnUNetTrainer_DASegOrd0_NoMirroring",
+          [1.0, 0.75, 0.75], 48, "new", [8, 24, 32, 32]),
 }
+# Multi-part tasks beyond "total": dataset -> (task, its class_map_*parts* table, its
+# map_taskid_to_partname_* table) in TotalSegmentator's map_to_binary.py
+PART_TASKS = {**{d: ("total_v3", "class_map_5_parts_total_v3", "map_taskid_to_partname_ct_v3")
+                 for d in range(831, 836)},
+              **{d: ("headneck_muscles", "class_map_parts_headneck_muscles",
+                     "map_taskid_to_partname_headneck_muscles") for d in (778, 779)}}
+CONFIG_OF = {778: "3d_fullres_high", 779: "3d_fullres_high"}  # else CONFIG
 # Crop tasks run as TotalSegmentator runs them: dataset -> task (both crop to the lung lobes)
 CROP_TASKS = {913: "lung_nodules", 258: "lung_vessels_LEGACY"}
 # Old plans format: features = min(BASE * 2^i, MAX) over N_STAGES stages.
@@ -106,13 +131,17 @@ PLANT_SHARE = 0.15  # the planted class wins in about this share of the object's
 
 def dataset_dir(root, did):
     name, trainer = DATASETS[did][:2]
-    return os.path.join(root, name, f"{trainer}__{PLANS}__{CONFIG}")
+    return os.path.join(root, name, f"{trainer}__{PLANS}__{CONFIG_OF.get(did, CONFIG)}")
 
 
 def labels_for(did):
     """nnU-Net dataset.json labels: TotalSegmentator's ids for this dataset's outputs."""
+    from totalsegmentator import map_to_binary as mb
     from totalsegmentator.map_to_binary import class_map, class_map_5_parts, map_taskid_to_partname_ct
-    if did in CROP_TASKS:
+    if did in PART_TASKS:
+        _, parts, names = PART_TASKS[did]
+        cmap = getattr(mb, parts)[getattr(mb, names)[did]]
+    elif did in CROP_TASKS:
         cmap = class_map[CROP_TASKS[did]]
     else:
         cmap = class_map_5_parts[map_taskid_to_partname_ct[did]] if did <= 295 else class_map["total"]
@@ -131,15 +160,18 @@ def intensity_properties(did):
 
 def make_plans(did):
     name, _, spacing, patch, fmt, features = DATASETS[did]
+    config = CONFIG_OF.get(did, CONFIG)
+    spacing = list(spacing) if isinstance(spacing, list) else [spacing] * 3
+    median_shape = [int(400 / s_) for s_ in spacing]
     strides = [[1, 1, 1]] + [[2, 2, 2]] * (N_STAGES - 1)
     kernels = [[3, 3, 3]] * N_STAGES
     conf = {
-        "data_identifier": f"{PLANS}_{CONFIG}",
+        "data_identifier": f"{PLANS}_{config}",
         "preprocessor_name": "DefaultPreprocessor",
         "batch_size": 2,
         "patch_size": [patch] * 3,
-        "median_image_size_in_voxels": [int(400 / spacing)] * 3,
-        "spacing": [spacing] * 3,
+        "median_image_size_in_voxels": median_shape,
+        "spacing": spacing,
         "normalization_schemes": ["CTNormalization"],
         "use_mask_for_norm": [False],
         "resampling_fn_data": "resample_data_or_seg_to_shape",
@@ -178,12 +210,12 @@ def make_plans(did):
     return {
         "dataset_name": name,
         "plans_name": PLANS,
-        "original_median_spacing_after_transp": [spacing] * 3,
-        "original_median_shape_after_transp": [int(400 / spacing)] * 3,
+        "original_median_spacing_after_transp": spacing,
+        "original_median_shape_after_transp": median_shape,
         "image_reader_writer": "SimpleITKIO",
         "transpose_forward": [0, 1, 2],
         "transpose_backward": [0, 1, 2],
-        "configurations": {CONFIG: conf},
+        "configurations": {config: conf},
         "experiment_planner_used": "ExperimentPlanner",
         "label_manager": "LabelManager",
         "foreground_intensity_properties_per_channel": intensity_properties(did),
@@ -208,7 +240,7 @@ def build_network(plans, dataset_json, trainer_name):
     from nnunetv2.utilities.label_handling.label_handling import determine_num_input_channels
     from nnunetv2.utilities.plans_handling.plans_handler import PlansManager
     pm = PlansManager(copy.deepcopy(plans))
-    cm = pm.get_configuration(CONFIG)
+    cm = pm.get_configuration(config_name(plans))
     n_in = determine_num_input_channels(pm, cm, dataset_json)
     n_out = pm.get_label_manager(dataset_json).num_segmentation_heads
     trainer = recursive_find_trainer_class_by_name(trainer_name)
@@ -242,15 +274,25 @@ def randomize(net, gen):
     assert not missed, f"parameters left at torch's default initialisation: {missed}"
 
 
+def config_name(plans):
+    """The one nnU-Net configuration a fabricated plans.json holds."""
+    (name,) = plans["configurations"]
+    return name
+
+
+def spacing_xyz(plans):
+    """The model's spacing in nibabel's (x, y, z) order (plans hold z, y, x)."""
+    return list(plans["configurations"][config_name(plans)]["spacing"][::-1])
+
+
 def model_input(ct_path, plans):
     """The CT as the model sees it in TotalSegmentator: canonical, resampled to the model's
     spacing (TotalSegmentator's change_spacing, order 1), [z, y, x] as SimpleITK reads it,
     CT-normalised. Only used to balance the final layer, so close is enough."""
     import nibabel as nib
     from totalsegmentator.resampling import change_spacing
-    conf = plans["configurations"][CONFIG]
     img = nib.as_closest_canonical(nib.load(ct_path))
-    img = change_spacing(img, conf["spacing"][0], order=1, dtype=np.int32, nr_cpus=1)
+    img = change_spacing(img, spacing_xyz(plans), order=1, dtype=np.int32, nr_cpus=1)
     data = np.asanyarray(img.dataobj).astype(np.float32).transpose(2, 1, 0)
     p = plans["foreground_intensity_properties_per_channel"]["0"]
     data = (np.clip(data, p["percentile_00_5"], p["percentile_99_5"]) - p["mean"]) / max(p["std"], 1e-8)
@@ -262,8 +304,7 @@ def dense_mask(ct_path, plans):
     import nibabel as nib
     from totalsegmentator.resampling import change_spacing
     img = nib.as_closest_canonical(nib.load(ct_path))
-    img = change_spacing(img, plans["configurations"][CONFIG]["spacing"][0], order=1,
-                         dtype=np.int32, nr_cpus=1)
+    img = change_spacing(img, spacing_xyz(plans), order=1, dtype=np.int32, nr_cpus=1)
     return (np.asanyarray(img.dataobj).transpose(2, 1, 0) >= DENSE_HU * 0.75).ravel()
 
 
@@ -377,7 +418,7 @@ def save_checkpoint(path, net, plans, ds, trainer):
         "logging": {},
         "_best_ema": None,
         "current_epoch": 4000 if trainer == LOWRES_TRAINER else 1000,
-        "init_args": {"plans": plans, "configuration": CONFIG, "fold": 0, "dataset_json": ds,
+        "init_args": {"plans": plans, "configuration": config_name(plans), "fold": 0, "dataset_json": ds,
                       "device": torch.device("cpu")},
         "trainer_name": trainer,
         "inference_allowed_mirroring_axes": None,
@@ -413,7 +454,7 @@ def fabricate_one(root, did, seed, ct):
     if did == 298:
         planted = {ds["labels"][PLANTED]: dense_mask(ct, plans)}
         suppressed = [ds["labels"][name] for name in SUPPRESSED]
-    kind = "part" if did <= 295 else ("crop_task" if did in CROP_TASKS else "total")
+    kind = "part" if did <= 295 or did in PART_TASKS else ("crop_task" if did in CROP_TASKS else "total")
     w, b = balance_head(feats, n_cls, BG_TARGET[kind],
                         np.random.default_rng(seed * 1000 + did), planted, suppressed)
     set_head(head, w, b)
@@ -488,6 +529,8 @@ def ts_runs(roi):
          "total_roi_statistics.json"),
         ("crop_task", ["-ta", CROP_TASKS[913]], f"{CROP_TASKS[913]}.nii.gz", None),
         ("crop_task_nnunet", ["-ta", CROP_TASKS[258]], f"{CROP_TASKS[258]}.nii.gz", None),
+        ("total_v3", ["-ta", "total_v3"], "total_v3.nii.gz", None),
+        ("headneck_muscles", ["-ta", "headneck_muscles"], "headneck_muscles.nii.gz", None),
     ]
 
 
@@ -602,8 +645,7 @@ def main():
     s.add_argument("--ct", default=DEFAULT_CT)
     s.add_argument("--golden", default=GOLDEN)
     s.add_argument("--roi-subset", nargs="+", default=ROI_SUBSET, help="classes for the roi run")
-    s.add_argument("--only", nargs="+",
-                   choices=["total", "fast", "fastest", "roi", "crop_task", "crop_task_nnunet"])
+    s.add_argument("--only", nargs="+", choices=[r[0] for r in ts_runs([])])
     s.add_argument("--threads", type=int, default=2)
     s.set_defaults(fn=stage_run_ts)
     s = sub.add_parser("export", help="the voxseg packages of the weights (the CI test's)")

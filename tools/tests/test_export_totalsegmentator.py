@@ -30,9 +30,9 @@ class Tables(unittest.TestCase):
         tasks = ets.exportable(ets.load_tables())
         for t in ("total", "total_fast", "total_fastest", "total_mr", "total_mr_fast",
                   "lung_vessels", "lung_nodules", "liver_segments", "liver_lesions",
-                  "liver_vessels"):
+                  "liver_vessels", "total_v3", "total_v3_fast", "headneck_muscles"):
             self.assertIn(t, tasks)
-        for t in ("teeth", "headneck_muscles", "body", "heartchambers_highres",
+        for t in ("teeth", "body", "heartchambers_highres",
                   "appendicular_bones", "brain_aneurysm"):
             self.assertNotIn(t, tasks)
         out = run("/nonexistent", "--list")
@@ -48,6 +48,22 @@ class Tables(unittest.TestCase):
         self.assertEqual([p["task_id"] for p in t["parts"]["total"]], [291, 292, 293, 294, 295])
         self.assertTrue(all(i >= 1 for i in ids))
 
+    def test_every_multi_part_task_has_its_parts(self):
+        # total_v3 (831-835, vertebrae_L6 in place of total's id 26) and headneck_muscles
+        # (778, 779): each part's classes map into the task's class map, once
+        t = ets.load_tables()
+        for task, conf in t["tasks"].items():
+            if not isinstance(conf["task_id"], list) or ets.refusal(task, conf, t):
+                continue
+            parts = t["parts"][conf["class_map"]]
+            self.assertEqual([p["task_id"] for p in parts], conf["task_id"], task)
+            names = [n for p in parts for n in p["classes"].values()]
+            self.assertEqual(sorted(names), sorted(t["class_map"][conf["class_map"]].values()), task)
+        self.assertIn("vertebrae_L6", t["parts"]["total_v3"][1]["classes"].values())
+        # a multi-part task whose part maps the tables lack is refused, naming that
+        conf = dict(t["tasks"]["total_v3"], class_map="not_in_tables")
+        self.assertIn("part models whose class maps", ets.refusal("total_v3", conf, t))
+
 
 class Refusals(unittest.TestCase):
     def expect_error(self, args, *words):
@@ -62,7 +78,6 @@ class Refusals(unittest.TestCase):
             self.expect_error([d, "--task", "nope", "-o", o], "unknown task 'nope'")
             self.expect_error([d, "--task", "heartchambers_highres", "-o", o], "licence-only")
             self.expect_error([d, "--task", "teeth", "-o", o], "crop_model = 'craniofacial")
-            self.expect_error([d, "--task", "headneck_muscles", "-o", o], "part models")
             self.expect_error([d, "--task", "body", "-o", o], "largest body_trunc blob")
             self.expect_error([d, "--task", "aorta_annulus", "-o", o], "licence-only")
             self.assertFalse(os.path.exists(o))
