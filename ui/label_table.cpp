@@ -1,9 +1,11 @@
 #include "ui/label_table.h"
 
+#include "pipeline/model_card.h"
 #include "ui/code_picker.h"
 #include "ui/viewer_state.h"
 
 #include <QAction>
+#include <QApplication>
 #include <QColorDialog>
 #include <QComboBox>
 #include <QHBoxLayout>
@@ -14,6 +16,7 @@
 #include <QPushButton>
 #include <QScrollBar>
 #include <QSpinBox>
+#include <QStyle>
 #include <QTableWidget>
 #include <QTimer>
 #include <QToolButton>
@@ -29,6 +32,19 @@ QIcon swatch(const std::array<uint8_t, 3>& c) {
 }
 
 constexpr int kColorRole = Qt::UserRole + 1;
+constexpr int kFlagRole = Qt::UserRole + 2;
+
+// The volume cell's warning icon and tooltip for an implausible volume; the icon is set only
+// when the flag changes (a new icon makes the view lay its columns out again).
+void setFlag(QTableWidgetItem* item, const QString& flag, const QString& tip) {
+    if (item->data(kFlagRole).toString() != flag) {
+        item->setData(kFlagRole, flag);
+        item->setIcon(flag.isEmpty()
+                          ? QIcon()
+                          : QApplication::style()->standardIcon(QStyle::SP_MessageBoxWarning));
+    }
+    item->setToolTip(flag.isEmpty() ? tip : flag + "\n" + tip);
+}
 
 // Sets the name cell's swatch when the colour changed (a new icon is a change of the cell: the
 // view would lay its columns out again).
@@ -131,6 +147,12 @@ LabelTable::LabelTable(ViewerState* state, QWidget* parent) : QWidget(parent), s
     layout->addLayout(row);
     layout->addLayout(row2);
     layout->addLayout(row3);
+    findings_ = new QLabel(this);
+    findings_->setObjectName("run_findings");
+    findings_->setWordWrap(true);
+    findings_->setTextFormat(Qt::RichText);
+    findings_->setVisible(false);
+    layout->addWidget(findings_);
     layout->addWidget(table_);
     // The review keys: window shortcuts (a text field with the focus keeps its letters).
     struct ReviewKey {
@@ -195,6 +217,12 @@ LabelTable::LabelTable(ViewerState* state, QWidget* parent) : QWidget(parent), s
         menu.addAction("Rename", this, [this, r] { table_->editItem(table_->item(r, kName)); });
         menu.addAction("Delete", this, [this, r] { (void)deleteLabel(r); });
         menu.exec(table_->viewport()->mapToGlobal(p));
+    });
+    // Another label map: the last run's findings are not about it (a run sets them after).
+    connect(state_, &ViewerState::labelMapChanged, this, [this] {
+        flags_.clear();
+        findings_->clear();
+        findings_->setVisible(false);
     });
     connect(state_, &ViewerState::labelMapChanged, this, &LabelTable::rebuild);
     // Queued: a rename or status change is reported from inside the row's own widget signal.
@@ -299,7 +327,7 @@ bool LabelTable::refreshRows() {
         name->setCheckState(e.visible ? Qt::Checked : Qt::Unchecked);
         setSwatch(name, e.color);
         table_->item(r, kVolume)->setText(QString::number(e.volume_ml, 'f', 2));
-        table_->item(r, kVolume)->setToolTip(QString("%1 voxels").arg(e.voxels));
+        setFlag(table_->item(r, kVolume), labelFlag(e.value), QString("%1 voxels").arg(e.voxels));
         table_->item(r, kVoxels)->setText(QString::number(e.voxels));
         if (auto* o = qobject_cast<QSpinBox*>(table_->cellWidget(r, kOpacity)))
             o->setValue(static_cast<int>(std::lround(e.opacity * 100)));
@@ -311,6 +339,32 @@ bool LabelTable::refreshRows() {
         }
     }
     return true;
+}
+
+void LabelTable::setModelFindings(const pipeline::StatisticsReport& run) {
+    flags_.clear();
+    for (const auto& l : run.labels)
+        if (l.implausible && l.plausible_volume_ml)
+            flags_[l.label] = QString(
+                                  "implausible: %1 mL is outside the model's plausible "
+                                  "%2..%3 mL; check the input and the result")
+                                  .arg(l.volume_ml, 0, 'f', 2)
+                                  .arg((*l.plausible_volume_ml)[0])
+                                  .arg((*l.plausible_volume_ml)[1]);
+    QStringList lines;
+    for (const auto& m : run.measurements)
+        lines << QString::fromStdString(pipeline::measurementText(m)).toHtmlEscaped();
+    for (const auto& w : run.warnings)
+        lines << "<span style='color:#b85c00'>&#9888; " +
+                     QString::fromStdString(w).toHtmlEscaped() + "</span>";
+    findings_->setText(lines.join("<br>"));
+    findings_->setVisible(!lines.isEmpty());
+    rebuild();
+}
+
+QString LabelTable::labelFlag(int value) const {
+    const auto it = flags_.find(value);
+    return it == flags_.end() ? QString() : it->second;
 }
 
 void LabelTable::rebuild() {

@@ -8,16 +8,22 @@
 // sets the selected label's status and selects the next label not reviewed yet, with the
 // crosshair on it; the count above the table says how many are reviewed ("12 of 31 reviewed").
 // Buttons add and delete labels (a delete clears the label's voxels through the edit controller
-// first); a filter shows only the labels of one review status. Edits go to the ViewerState; the
-// table follows its signals. GUI thread only.
+// first); a filter shows only the labels of one review status. After a model run, a line above
+// the table gives the run's warnings (input outside the model's intended input, implausible
+// volumes) and the model's declared measurements (e.g. TIV), and a label whose volume is outside
+// the model's plausible range has a warning icon and tooltip on its volume (setModelFindings;
+// cleared when another label map is shown). Edits go to the ViewerState; the table follows its
+// signals. GUI thread only.
 #pragma once
 
 #include "core/status.h"
 #include "edit/segment_meta.h"
+#include "pipeline/statistics.h"
 
 #include <QWidget>
 
 #include <functional>
+#include <map>
 #include <optional>
 
 class QAction;
@@ -63,6 +69,12 @@ class LabelTable : public QWidget {
     // Adds a label (the lowest free value) and makes it the row selected; returns its value.
     int addLabel();
     Status deleteLabel(int row);
+    // A model run's findings (its statistics: warnings, per label implausible, measurements),
+    // for the label map just shown.
+    void setModelFindings(const pipeline::StatisticsReport& run);
+    QLabel* findingsLabel() const { return findings_; }
+    // The implausible-volume note on label `value` ("" when none).
+    QString labelFlag(int value) const;
 
   signals:
     // A label was added or selected: the edit toolbar paints it.
@@ -86,6 +98,8 @@ class LabelTable : public QWidget {
     QPushButton* delete_;
     QPushButton* accept_next_;
     QLabel* progress_;
+    QLabel* findings_;
+    std::map<int, QString> flags_;  // label value -> implausible-volume note
     QAction* accept_next_action_;
     std::function<Status(int)> clear_label_;
     bool updating_ = false;

@@ -6,6 +6,7 @@
 #include "edit/segment_meta.h"
 #include "edit/segmentation_load.h"
 #include "io/image_io.h"
+#include "pipeline/input_checks.h"
 #include "pipeline/model_labels.h"
 #include "pipeline/segment.h"
 #include "pipeline/segment_options_schema.h"
@@ -79,6 +80,7 @@ struct ModelRun {
     std::string model_name, model_version;
     double seconds = 0;
     std::vector<std::string> written;
+    pipeline::StatisticsReport findings;  // warnings, implausible labels, measurements
 };
 
 }  // namespace
@@ -693,6 +695,7 @@ QString MainWindow::lastRunFolder() const { return run_dir_ ? run_dir_->path() :
 RunModelDialog* MainWindow::openRunModelDialog() {
     auto* dialog = new RunModelDialog(last_model_folder_, this);
     dialog->setAttribute(Qt::WA_DeleteOnClose);
+    if (state_->hasImage()) dialog->setInput(state_->study());  // its input checks
     connect(dialog, &QDialog::accepted, this, [this, dialog] {
         auto options = dialog->options();  // checked before the dialog accepts
         last_model_folder_ = dialog->modelFolder();
@@ -770,12 +773,19 @@ void MainWindow::runModel(const QString& model_folder, const QString& out_dir,
                 log::info(kComponent, "model {} already imported", model);
             }
             VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
+            // The override is the dialog's checkbox here, not segment's flag.
+            for (const auto& mm :
+                 pipeline::modalityMismatches(segmenter->model(), study.modalities()))
+                if (!options.ignore_modality)
+                    return pipeline::modalityRefusal(segmenter->model(), mm, kIgnoreModalityHint,
+                                                     source);
             VOXSEG_ASSIGN_OR_RETURN(auto report, segmenter->run(study, source, out_path, progress));
             ModelRun run;
             const auto& m = segmenter->model();
             run.model_name = m.name;
             run.model_version = m.version;
             run.written = report.written;
+            run.findings = report.statistics;
             VOXSEG_ASSIGN_OR_RETURN(
                 run.labels, prepareLabelMap(study.volume, std::move(report.label_map), m.labels,
                                             pipeline::modelSegmentDescriptions(m)));
@@ -798,6 +808,7 @@ void MainWindow::runModel(const QString& model_folder, const QString& out_dir,
             log::info(kComponent, "model {} {} done in {:.1f} s", r->model_name, r->model_version,
                       r->seconds);
             state_->applyLabelMap(std::move(r->labels));
+            label_table_->setModelFindings(r->findings);
             finishTask(true, QString("segmentation done in %1 s").arg(r->seconds, 0, 'f', 1));
         });
 }
