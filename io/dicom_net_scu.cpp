@@ -1,29 +1,19 @@
 #include "io/dicom_net_scu.h"
 
 #include "io/dicom_nesting.h"
-#include "io/dicom_net_tls_layer.h"
+#include "io/dicom_net_scu_setup.h"
 
 #include <dcmtk/config/osconfig.h>
 #include <dcmtk/dcmdata/dcdeftag.h>
 #include <dcmtk/dcmdata/dcfilefo.h>
 #include <dcmtk/dcmdata/dcuid.h>
 #include <dcmtk/dcmnet/scu.h>
-#include <dcmtk/dcmtls/tlslayer.h>
 
 #include <fmt/format.h>
 
 #include <map>
 
 namespace voxseg::io {
-
-namespace {
-// DcmSCU keeps its transport-layer setter protected (DcmTLSSCU builds its own layer from file
-// names); makeDcmTlsLayer already gives a configured one.
-class Scu : public DcmSCU {
-  public:
-    using DcmSCU::useSecureConnection;
-};
-}  // namespace
 
 Result<DicomFileIds> readDicomFileIds(const std::string& path) {
     // Files the node sends are its own outputs or what it received, but DCMTK parses them
@@ -49,14 +39,7 @@ Status storeFiles(const DicomPeer& peer, const std::string& calling_ae,
                   const std::vector<std::string>& files) {
     const std::string& who = peer.label;
     Scu scu;
-    scu.setAETitle(calling_ae.c_str());
-    scu.setPeerAETitle(peer.ae_title.c_str());
-    scu.setPeerHostName(peer.host.c_str());
-    scu.setPeerPort(static_cast<Uint16>(peer.port));
-    scu.setConnectionTimeout(static_cast<Sint32>(peer.timeout_seconds));
-    scu.setACSETimeout(static_cast<Uint32>(peer.timeout_seconds));
-    scu.setDIMSEBlockingMode(DIMSE_NONBLOCKING);
-    scu.setDIMSETimeout(static_cast<Uint32>(peer.timeout_seconds));
+    setUpScu(scu, peer, calling_ae);
     std::vector<DicomFileIds> ids;
     std::map<std::string, std::string> classes;  // SOP class -> a transfer syntax it is stored in
     for (const auto& f : files) {
@@ -74,21 +57,7 @@ Status storeFiles(const DicomPeer& peer, const std::string& calling_ae,
         scu.addPresentationContext(sop_class.c_str(), xfers);
     }
     DcmTlsLayerPtr tls;
-    if (peer.tls.enabled) {
-        auto layer = makeDcmTlsLayer(peer.tls, /*server=*/false);
-        if (!layer.isOk()) return layer.status();
-        tls = std::move(*layer);
-    }
-    OFCondition c = scu.initNetwork();
-    if (c.bad()) return ioError(std::string("cannot set up the network: ") + c.text(), who);
-    // Only after initNetwork: it creates the network and association parameters the layer is
-    // set on (before it, DcmSCU fails and the association would go out in plain TCP).
-    if (tls) {
-        c = scu.useSecureConnection(tls.get());
-        if (c.bad()) return internalError(std::string("cannot use TLS: ") + c.text(), who);
-    }
-    c = scu.negotiateAssociation();
-    if (c.bad()) return ioError(std::string("association failed: ") + c.text(), who);
+    VOXSEG_RETURN_IF_ERROR(openAssociation(scu, peer, calling_ae, tls));
     Status result = Status::ok();
     for (size_t i = 0; i < files.size() && result.isOk(); ++i) {
         Uint16 status = 0xFFFF;
@@ -99,7 +68,8 @@ Status storeFiles(const DicomPeer& peer, const std::string& calling_ae,
                 "no accepted presentation context for SOP class " + ids[i].sop_class_uid, who);
             break;
         }
-        c = scu.sendSTORERequest(pc, OFFilename(files[i].c_str()), nullptr, status);
+        const OFCondition c =
+            scu.sendSTORERequest(pc, OFFilename(files[i].c_str()), nullptr, status);
         if (c.bad())
             result = ioError(std::string("C-STORE failed: ") + c.text(), who);
         else if (status != 0x0000 && (status & 0xF000) != 0xB000)
