@@ -146,24 +146,40 @@ Result<std::vector<int16_t>> stageLabels(const engine::Tensor& scores, const Sta
     return out;
 }
 
-Status runPostprocess(Volume& labels, const StageSpec& stage) {
-    const auto& pp = stage.postprocess;
-    if (!pp.largest_component && pp.min_component_ml <= 0 &&
-        pp.fill_holes == engine::FillHoles::kNone)
-        return Status::ok();
-    PostprocessOptions o;
-    o.largest_component = pp.largest_component;
-    o.min_component_ml = pp.min_component_ml;
-    o.fill_holes = pp.fill_holes == engine::FillHoles::k3D         ? HoleFilling::k3D
-                   : pp.fill_holes == engine::FillHoles::kPerSlice ? HoleFilling::kPerSlice
-                                                                   : HoleFilling::kNone;
+HoleFilling holeFilling(engine::FillHoles f) {
+    return f == engine::FillHoles::k3D         ? HoleFilling::k3D
+           : f == engine::FillHoles::kPerSlice ? HoleFilling::kPerSlice
+                                               : HoleFilling::kNone;
+}
+
+// The stage's post-processing (engine::StagePostprocess) on `labels`, which hold its values.
+Status postprocessStage(Volume& labels, const StageSpec& stage) {
+    const engine::StagePostprocess& pp = stage.postprocess;
+    if (!pp.any()) return Status::ok();
     std::vector<LabelPostprocess> steps;
-    for (int v : stage.output.labels) steps.push_back({v, o});
+    for (int v : stage.output.labels) {
+        const auto own = pp.labels.find(v);
+        const engine::PostprocessRule& rule = own != pp.labels.end() ? own->second : pp;
+        if (!rule.any()) continue;
+        PostprocessOptions o;
+        o.largest_component = rule.largest_component;
+        o.min_component_ml = rule.min_component_ml;
+        o.fill_holes = holeFilling(rule.fill_holes);
+        o.fully_connected = pp.fully_connected;
+        steps.push_back({v, o});
+    }
     VOXSEG_ASSIGN_OR_RETURN(auto reports, postprocess(labels, steps));
     for (const auto& r : reports)
         log::debug(kComponent, "stage {} label {}: {} voxels removed, {} filled", stage.name,
                    r.label, r.voxels_removed, r.voxels_filled);
     return Status::ok();
+}
+
+// Post-processing on the input grid (and the network grid a crop link reads), unless the
+// stage does it on its own resampled grid (totalSegmentatorStage).
+Status runPostprocess(Volume& labels, const StageSpec& stage) {
+    if (stage.postprocess.on_stage_grid) return Status::ok();
+    return postprocessStage(labels, stage);
 }
 
 int64_t countNonzero(const Volume& labels) {
@@ -657,6 +673,10 @@ Result<Volume> StageRunner::totalSegmentatorStage(size_t s, const Volume& orient
     };
     TotalSegmentatorTrace tt;
     tt.keep_grids = st.statistics_on_stage_grid;
+    if (st.postprocess.on_stage_grid)  // TotalSegmentator's body task
+        tt.postprocess = [&st](Volume& zoomed_labels) {
+            return postprocessStage(zoomed_labels, st);
+        };
     VOXSEG_ASSIGN_OR_RETURN(
         Volume back,
         totalSegmentatorLabels(cropped, {target[0], target[1], target[2]}, st.normalization,

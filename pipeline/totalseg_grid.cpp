@@ -121,6 +121,7 @@ Result<Volume> totalSegmentatorLabels(const Volume& region, const std::array<dou
         });
     }
     Volume::applyGeometry(zg, *labels.base());
+    if (trace && trace->postprocess) VOXSEG_RETURN_IF_ERROR(trace->postprocess(labels));
     if (trace && trace->keep_grids) {
         trace->zoomed_image = zoomed;
         trace->zoomed_labels = labels;

@@ -74,6 +74,9 @@ struct TotalSegmentatorTrace {
     // computes its statistics on them).
     bool keep_grids = false;
     Volume zoomed_image, zoomed_labels;
+    // Set by the caller: run on the labels on the zoomed grid (all slabs put together) before
+    // they go back, as TotalSegmentator post-processes its body task there.
+    std::function<Status(Volume& zoomed_labels)> postprocess;
 };
 
 // One totalsegmentator stage on `region`: zoomed, split into slabs when `split` and the image is

@@ -61,11 +61,7 @@ DEFAULTS = {"crop_model": None, "cascade": None, "remove_outside": None,
             "remove_outside_dilation": None, "remove_mask": None, "plans": None}
 MODELS = ("3d_fullres", "3d_fullres_high")  # nnU-Net configurations of the exported tasks
 # Tasks whose pipeline has more than the generic steps (nnunet.py / python_api.py).
-SPECIAL = {"body": "keeps the largest body_trunc blob and removes small body_extremities blobs "
-                   "on the low-resolution grid",
-           "body_fast": "keeps the largest body_trunc blob and removes small body_extremities blobs "
-                        "on the low-resolution grid",
-           "vertebrae_pp": "post-processes the vertebrae (postprocess_vertebrae_pp)",
+SPECIAL = {"vertebrae_pp": "post-processes the vertebrae (postprocess_vertebrae_pp)",
            "vertebrae_pp_refined": "refines the vertebrae with a second model",
            "appendicular_bones": "removes auxiliary labels (remove_auxiliary_labels)"}
 CROP_MODELS = {"total": (298, 6.0, "nnUNetTrainer_4000epochs_NoMirroring", "total"),
@@ -104,6 +100,18 @@ def refusal(task, conf, tables):
     if folds is None or len(folds) != 1:
         return f"'{task}' ensembles folds {folds}; a stage holds one network"
     return None
+
+
+def body_postprocess(inv):
+    """TotalSegmentator's body task (nnunet.py, task_name "body", --fast too): on its resampled
+    grid, scipy.ndimage.label's 6-connected components; body_trunc keeps its largest one
+    (keep_largest_blob_multilabel), body_extremities loses the ones of at most 50,000 mm^3
+    (remove_small_blobs_multilabel, interval [50000 / voxel mm^3, 1e10]: voxseg removes those
+    under ceil(50 mL / voxel mL) voxels, the same set unless 50,000 mm^3 is a whole number of
+    voxels, which it is not at 1.5 or 6 mm)."""
+    return {"grid": "stage", "connectivity": 6,
+            "labels": {str(inv["body_trunc"]): {"largest_component": True},
+                       str(inv["body_extremities"]): {"min_component_ml": 50.0}}}
 
 
 def exportable(tables):
@@ -300,6 +308,8 @@ def main():
                                      conf.get("model") or "3d_fullres")
             if a.task.endswith("_fast"):  # python_api.py: --fast statistics on its own grid
                 stage["statistics_on_stage_grid"] = True
+            if base == "body":  # nnunet.py, on the resampled grid before it goes back
+                stage["postprocess"] = body_postprocess(inv)
             if crop_link:
                 stage["crop_to"] = crop_link
             stages.append(stage)

@@ -78,6 +78,8 @@ DATASETS = {
           "new", [3, 24, 32, 32]),
     # a crop task without TotalSegmentator's resampling (nnU-Net resamples the crop itself)
     258: ("Dataset258_lung_vessels_248subj", "nnUNetTrainer", 1.5, 48, "new", [3, 24, 32, 32]),
+    299: ("Dataset299_body_1559subj", "nnUNetTrainer", 1.5, 48, "new", [3, 24, 32, 32]),
+    300: ("Dataset300_body_6mm_1559subj", "nnUNetTrainer", 6.0, 24, "new", [3, 16, 24, 32]),
     # total_v3's five parts (v3.0.0 weights; plans format assumed current)
     831: ("Dataset831_TotalSegmentator_part1_organs_1830subj", PARTS_TRAINER, 1.5, 64, "new",
           [16, 32, 32, 32]),
@@ -97,6 +99,9 @@ DATASETS = {
     779: ("Dataset779_headneck_muscles_part2_492subj", "nnUNetTrainer_DASegOrd0_NoMirroring",
           [1.0, 0.75, 0.75], 48, "new", [8, 24, 32, 32]),
 }
+# body (1.5 mm) and its --fast model (6 mm): one network each, then TotalSegmentator's body
+# post-processing (largest body_trunc blob, no body_extremities blob of 50 mL or less)
+SINGLE_TASKS = {299: "body", 300: "body"}
 # Multi-part tasks beyond "total": dataset -> (task, its class_map_*parts* table, its
 # map_taskid_to_partname_* table) in TotalSegmentator's map_to_binary.py
 PART_TASKS = {**{d: ("total_v3", "class_map_5_parts_total_v3", "map_taskid_to_partname_ct_v3")
@@ -141,8 +146,8 @@ def labels_for(did):
     if did in PART_TASKS:
         _, parts, names = PART_TASKS[did]
         cmap = getattr(mb, parts)[getattr(mb, names)[did]]
-    elif did in CROP_TASKS:
-        cmap = class_map[CROP_TASKS[did]]
+    elif did in CROP_TASKS or did in SINGLE_TASKS:
+        cmap = class_map[CROP_TASKS.get(did) or SINGLE_TASKS[did]]
     else:
         cmap = class_map_5_parts[map_taskid_to_partname_ct[did]] if did <= 295 else class_map["total"]
     ids = sorted(cmap)
@@ -454,7 +459,7 @@ def fabricate_one(root, did, seed, ct):
     if did == 298:
         planted = {ds["labels"][PLANTED]: dense_mask(ct, plans)}
         suppressed = [ds["labels"][name] for name in SUPPRESSED]
-    kind = "part" if did <= 295 or did in PART_TASKS else ("crop_task" if did in CROP_TASKS else "total")
+    kind = "part" if did <= 295 or did in PART_TASKS or did in SINGLE_TASKS else ("crop_task" if did in CROP_TASKS else "total")
     w, b = balance_head(feats, n_cls, BG_TARGET[kind],
                         np.random.default_rng(seed * 1000 + did), planted, suppressed)
     set_head(head, w, b)
@@ -530,8 +535,15 @@ def ts_runs(roi):
         ("crop_task", ["-ta", CROP_TASKS[913]], f"{CROP_TASKS[913]}.nii.gz", None),
         ("crop_task_nnunet", ["-ta", CROP_TASKS[258]], f"{CROP_TASKS[258]}.nii.gz", None),
         ("total_v3", ["-ta", "total_v3"], "total_v3.nii.gz", None),
+        ("body", ["-ta", "body"], "body.nii.gz", None),
+        ("body_fast", ["-ta", "body", "--fast"], "body_fast.nii.gz", None),
         ("headneck_muscles", ["-ta", "headneck_muscles"], "headneck_muscles.nii.gz", None),
     ]
+
+
+# Runs that are not CI goldens (docs/parity-totalseg.md: checked once with --only and a
+# --golden folder outside the repository); a plain run-ts leaves them out.
+CHECKED_ONCE = ("total_v3", "headneck_muscles")
 
 
 def label_summary(path):
@@ -557,7 +569,7 @@ def stage_run_ts(a):
             "weights_root": os.path.abspath(a.weights), "threads": a.threads, "runs": {}}
     work = tempfile.mkdtemp(prefix="totalseg_runs_")
     for name, opts, golden, stats in ts_runs(roi):
-        if a.only and name not in a.only:
+        if (a.only and name not in a.only) or (not a.only and name in CHECKED_ONCE):
             continue
         d = os.path.join(work, name)
         os.makedirs(d)
@@ -601,12 +613,12 @@ def stage_run_ts(a):
 
 
 def stage_export(a):
-    """tools/export_totalsegmentator.py for total, total_fast, total_fastest and the crop task
-    into <golden>/packages; the crop model (Dataset298) they share is kept once, in total/, and
+    """tools/export_totalsegmentator.py for total, total_fast, total_fastest, the crop tasks and
+    body (+ --fast) into <golden>/packages; the crop model (Dataset298) they share is kept once, in total/, and
     linked from the others (the ctest totalseg_parity_test runs them)."""
     out = os.path.join(a.golden, "packages")
     os.makedirs(out, exist_ok=True)
-    for task in ("total", "total_fast", "total_fastest", *CROP_TASKS.values()):
+    for task in ("total", "total_fast", "total_fastest", *CROP_TASKS.values(), "body", "body_fast"):
         subprocess.run([sys.executable, os.path.join(HERE, "export_totalsegmentator.py"), a.weights,
                         "--task", task, "-o", os.path.join(out, task), "--force"], check=True)
         os.chmod(os.path.join(out, task), 0o755)

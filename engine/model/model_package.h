@@ -19,6 +19,7 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -149,10 +150,31 @@ struct StageOutput {
 };
 
 enum class FillHoles { kNone, k3D, kPerSlice };
-struct StagePostprocess {
+// What one label's post-processing does (pipeline/postprocess.h).
+struct PostprocessRule {
     bool largest_component = false;
     double min_component_ml = 0.0;
     FillHoles fill_holes = FillHoles::kNone;
+    bool any() const {
+        return largest_component || min_component_ml > 0 || fill_holes != FillHoles::kNone;
+    }
+};
+// "postprocess": the stage-wide rule applies to every label of the stage but those with a rule
+// of their own ("labels": {"<value>": {...}}); components are 26-connected, or 6-connected with
+// "connectivity": 6 (scipy.ndimage.label's default, TotalSegmentator's body task).
+// on_stage_grid ("grid": "stage"; totalsegmentator grid stages only): on the stage's resampled
+// grid before its labels go back to the input grid, as TotalSegmentator post-processes its body
+// task; otherwise on the input grid.
+struct StagePostprocess : PostprocessRule {
+    std::map<int, PostprocessRule> labels;
+    bool fully_connected = true;
+    bool on_stage_grid = false;
+    bool any() const {
+        if (PostprocessRule::any()) return true;
+        for (const auto& [label, rule] : labels)
+            if (rule.any()) return true;
+        return false;
+    }
 };
 
 // "feed stage `stage`'s prediction as one-hot channels" (nnU-Net's 3d_lowres ->

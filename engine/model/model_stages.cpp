@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <set>
 
 namespace voxseg::engine::detail {
@@ -222,9 +223,7 @@ void readStageOutput(Reader& r, const json& j, const std::string& key, StageOutp
     }
 }
 
-void readStagePostprocess(Reader& r, const json& j, const std::string& key, StagePostprocess& pp) {
-    if (!r.object(j, key)) return;
-    r.onlyKeys(j, key, {"largest_component", "min_component_ml", "fill_holes"});
+void readPostprocessRule(Reader& r, const json& j, const std::string& key, PostprocessRule& pp) {
     if (const json* x = r.member(j, key, "largest_component", false))
         pp.largest_component = r.boolean(*x, Reader::join(key, "largest_component"));
     if (const json* x = r.member(j, key, "min_component_ml", false)) {
@@ -243,6 +242,46 @@ void readStagePostprocess(Reader& r, const json& j, const std::string& key, Stag
         else if (r.ok())
             r.fail(Reader::join(key, "fill_holes"),
                    "expected \"3d\", \"slices\" or \"none\", got \"" + s + "\"");
+    }
+}
+
+// "postprocess": a rule for every label, "labels" {"<value>": rule}, "connectivity" 6 | 26,
+// "grid" "input" | "stage" (StagePostprocess). The label values are checked against the stage's
+// output by checkPostprocess once the stage is read.
+void readStagePostprocess(Reader& r, const json& j, const std::string& key, StagePostprocess& pp) {
+    if (!r.object(j, key)) return;
+    r.onlyKeys(
+        j, key,
+        {"largest_component", "min_component_ml", "fill_holes", "labels", "connectivity", "grid"});
+    readPostprocessRule(r, j, key, pp);
+    if (const json* x = r.member(j, key, "labels", false)) {
+        const std::string lkey = Reader::join(key, "labels");
+        if (!r.object(*x, lkey)) return;
+        for (const auto& [name, rule] : x->items()) {
+            const std::string rkey = Reader::join(lkey, name);
+            char* end = nullptr;
+            const long value = std::strtol(name.c_str(), &end, 10);
+            if (name.empty() || *end != '\0' || value < 1 || value > 32767) {
+                r.fail(rkey, "a label value (1-32767) is expected as the key");
+                return;
+            }
+            if (!r.object(rule, rkey)) return;
+            r.onlyKeys(rule, rkey, {"largest_component", "min_component_ml", "fill_holes"});
+            readPostprocessRule(r, rule, rkey, pp.labels[static_cast<int>(value)]);
+        }
+    }
+    if (const json* x = r.member(j, key, "connectivity", false)) {
+        const int64_t c = r.integer(*x, Reader::join(key, "connectivity"), 6, 26);
+        if (r.ok() && c != 6 && c != 26)
+            r.fail(Reader::join(key, "connectivity"), "expected 6 (faces) or 26 (default)");
+        pp.fully_connected = c != 6;
+    }
+    if (const json* x = r.member(j, key, "grid", false)) {
+        const std::string s = r.string(*x, Reader::join(key, "grid"));
+        if (s == "stage")
+            pp.on_stage_grid = true;
+        else if (s != "input" && r.ok())
+            r.fail(Reader::join(key, "grid"), "expected \"input\" or \"stage\", got \"" + s + "\"");
     }
 }
 
@@ -368,6 +407,20 @@ void readOneHotLink(Reader& r, const json& j, const std::string& key, const Mode
             r.fail(Reader::index(lkey, i), "stage \"" + link.stage + "\" produces no label " +
                                                std::to_string(link.labels[i]) + " (its labels: " +
                                                labelList(from.output.labels) + ")");
+}
+
+// A post-processing rule's labels are the stage's; the stage grid is a totalsegmentator one.
+void checkPostprocess(Reader& r, const std::string& key, const StageSpec& stage) {
+    const std::string pkey = Reader::join(key, "postprocess");
+    for (const auto& [label, rule] : stage.postprocess.labels)
+        if (!stageHasLabel(stage, label))
+            r.fail(Reader::join(Reader::join(pkey, "labels"), std::to_string(label)),
+                   "the stage produces no label " + std::to_string(label) +
+                       " (its labels: " + labelList(stage.output.labels) + ")");
+    if (stage.postprocess.on_stage_grid && stage.grid != StageGrid::kTotalSegmentator)
+        r.fail(Reader::join(pkey, "grid"),
+               "\"stage\" needs \"grid\": \"totalsegmentator\" (TotalSegmentator's "
+               "post-processing on its resampled grid)");
 }
 
 // The result stages' labels are the package's labels, each from one stage.
@@ -533,6 +586,7 @@ void readStages(Reader& r, const json& root, ModelPackage& p) {
                        "the last stage always gives (part of) the result");
         }
         if (i + 1 == stages->size()) stage.result = true;
+        if (r.ok()) checkPostprocess(r, key, stage);
         if (!r.ok()) return;
         p.stages.push_back(stage);
         p.models.push_back(stage.model);
@@ -609,12 +663,24 @@ json stageJson(const StageSpec& st) {
             break;
     }
     j["output"] = out;
-    const char* fill = st.postprocess.fill_holes == FillHoles::k3D         ? "3d"
-                       : st.postprocess.fill_holes == FillHoles::kPerSlice ? "slices"
-                                                                           : "none";
-    j["postprocess"] = {{"largest_component", st.postprocess.largest_component},
-                        {"min_component_ml", st.postprocess.min_component_ml},
-                        {"fill_holes", fill}};
+    auto rule = [](const PostprocessRule& pp) {
+        const char* fill = pp.fill_holes == FillHoles::k3D         ? "3d"
+                           : pp.fill_holes == FillHoles::kPerSlice ? "slices"
+                                                                   : "none";
+        return json{{"largest_component", pp.largest_component},
+                    {"min_component_ml", pp.min_component_ml},
+                    {"fill_holes", fill}};
+    };
+    json pp = rule(st.postprocess);
+    if (!st.postprocess.labels.empty()) {
+        json labels = json::object();
+        for (const auto& [label, r] : st.postprocess.labels)
+            labels[std::to_string(label)] = rule(r);
+        pp["labels"] = labels;
+    }
+    pp["connectivity"] = st.postprocess.fully_connected ? 26 : 6;
+    pp["grid"] = st.postprocess.on_stage_grid ? "stage" : "input";
+    j["postprocess"] = pp;
     return j;
 }
 

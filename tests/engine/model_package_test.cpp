@@ -1038,5 +1038,68 @@ TEST(ModelPackage, ChannelsHaveNamesAndSeriesRules) {
     expectError(v2, "channels", "format_version 2 packages take one image channel");
 }
 
+// Per-label post-processing, 6-connectivity and the stage grid (TotalSegmentator's body task:
+// largest body_trunc component, small body_extremities components removed, on its resampled
+// grid): read, written back, and refused where they cannot apply.
+TEST(ModelPackageStages, PerLabelPostprocessOnTheStageGrid) {
+    auto body = [] {
+        json j = stagedJson();
+        json& st = j["stages"][1];
+        st.erase("shape");
+        st.erase("crop_to");
+        st["spacing_mm"] = {1.5, 1.5, 1.5};
+        st["patch_size"] = {48, 48, 48};
+        st["interpolation"] = "linear";
+        st["grid"] = "totalsegmentator";
+        st["normalization"] = {
+            {"scheme", "ct"}, {"clip", {-1000, 1000}}, {"mean", 50}, {"std", 200}};
+        st["output"] = {{"kind", "softmax"}, {"labels", {1, 2}}};
+        st["postprocess"] = json::parse(R"({"grid": "stage", "connectivity": 6, "labels":
+            {"1": {"largest_component": true}, "2": {"min_component_ml": 50}}})");
+        j["labels"].push_back({{"value", 2}, {"name", "body_extremities"}, {"color", {0, 0, 255}}});
+        j.erase("measurements");
+        return j;
+    };
+    auto r = parse(body());
+    ASSERT_TRUE(r.isOk()) << r.status().toString();
+    auto check = [](const StagePostprocess& pp) {
+        EXPECT_TRUE(pp.on_stage_grid);
+        EXPECT_FALSE(pp.fully_connected);
+        EXPECT_FALSE(pp.largest_component);  // the stage-wide rule stays off
+        ASSERT_EQ(pp.labels.size(), 2u);
+        EXPECT_TRUE(pp.labels.at(1).largest_component);
+        EXPECT_EQ(pp.labels.at(1).min_component_ml, 0.0);
+        EXPECT_FALSE(pp.labels.at(2).largest_component);
+        EXPECT_EQ(pp.labels.at(2).min_component_ml, 50.0);
+        EXPECT_TRUE(pp.any());
+    };
+    check(r->stages[1].postprocess);
+    auto again = parseModelPackage(modelPackageToJson(*r), "written");
+    ASSERT_TRUE(again.isOk()) << again.status().toString();
+    check(again->stages[1].postprocess);
+    // The defaults: 26-connected, on the input grid.
+    EXPECT_TRUE(r->stages[0].postprocess.fully_connected);
+    EXPECT_FALSE(r->stages[0].postprocess.on_stage_grid);
+
+    json j = body();
+    j["stages"][1]["postprocess"]["labels"]["3"] = {{"largest_component", true}};
+    expectError(j, "stages[1].postprocess.labels.3", "produces no label 3");
+    j = body();
+    j["stages"][1]["postprocess"]["labels"]["spleen"] = {{"largest_component", true}};
+    expectError(j, "stages[1].postprocess.labels.spleen", "label value");
+    j = body();
+    j["stages"][1]["postprocess"]["labels"]["1"]["grid"] = "stage";
+    expectError(j, "stages[1].postprocess.labels.1.grid", "unknown key");
+    j = body();
+    j["stages"][1]["postprocess"]["connectivity"] = 18;
+    expectError(j, "stages[1].postprocess.connectivity", "expected 6");
+    j = body();
+    j["stages"][1]["postprocess"]["grid"] = "network";
+    expectError(j, "stages[1].postprocess.grid", "\"stage\"");
+    j = body();
+    j["stages"][1]["grid"] = "fov";
+    expectError(j, "stages[1].postprocess.grid", "needs \"grid\": \"totalsegmentator\"");
+}
+
 }  // namespace
 }  // namespace voxseg::engine

@@ -2,7 +2,8 @@
 // a CT phantom, what the unmodified TotalSegmentator 2.18.0 CLI wrote for it with fabricated
 // (seeded random, small) weights in its exact folder layout (`--ml`, `--fast`, `--fastest`,
 // `--roi_subset lung_upper_lobe_left rib_left_4`, `--statistics`, the crop tasks `-ta
-// lung_nodules` and `-ta lung_vessels_LEGACY`), and the packages
+// lung_nodules` and `-ta lung_vessels_LEGACY`, `-ta body` with and without `--fast`), and the
+// packages
 // tools/export_totalsegmentator.py made of those weights (tools/totalseg_parity.py writes all of
 // it; README.md there has the commands). voxseg's label maps must agree with TotalSegmentator's on
 // >= 99.9 % of the voxels (issue 37's gate; measured: docs/parity-totalseg.md) and its
@@ -184,7 +185,12 @@ INSTANTIATE_TEST_SUITE_P(
              {},
              "",
              false,
-             3}),
+             3},
+        // body (1.5 mm) and body --fast (6 mm): TotalSegmentator's post-processing on its
+        // resampled grid (model.json "postprocess" with "grid": "stage"); without it 131,017
+        // (body) and 87,170 (fast) voxels differ, with it on the input grid 31,122 (body)
+        Case{"body", "body", "body.nii.gz", {}, "", false, 3},
+        Case{"body_fast", "body_fast", "body_fast.nii.gz", {}, "", false, 3}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
 }  // namespace
