@@ -184,7 +184,14 @@ Result<RetrievedSeries> moveSeries(const DicomPeer& peer, const MoveDestination&
         scu.abortAssociation();
     (*scp)->stop();  // every sub-operation's association has ended
     if (cancel.isCancelled()) return Status(StatusCode::kCancelled, "cancelled", who);
-    if (c.bad()) return ioError(std::string("C-MOVE failed: ") + c.text(), who);
+    // Some PACS (Orthanc) abort the association instead of answering "move destination
+    // unknown" (0xA801): name the likely cause with the fix.
+    if (c.bad())
+        return ioError(fmt::format("C-MOVE failed: {}; if the PACS does not know the move "
+                                   "destination {}, add {} (this computer, port {}) to its DICOM "
+                                   "nodes",
+                                   c.text(), self.ae_title, self.ae_title, self.port),
+                       who);
     if (final_status == 0xA801)
         return notFound(fmt::format("the PACS does not know the move destination {}; add {} "
                                     "(this computer, port {}) to the PACS's DICOM nodes",

@@ -124,7 +124,9 @@ Result<std::vector<PacsStudy>> qidoStudies(const HttpEndpoint& server, const Pac
     VOXSEG_ASSIGN_OR_RETURN(PacsMatchKeys k, pacsMatchKeys(query));
     std::string url = root(server) + "/studies?";
     auto param = [&url](const char* name, const std::string& v) {
-        if (!v.empty()) url += std::string(name) + "=" + urlEncode(v) + "&";
+        // Wildcards and the PN component separator stay as they are: Orthanc's DICOMweb
+        // plugin (1.7) does not decode %5E, and finds no "DOE%5EJ*".
+        if (!v.empty()) url += std::string(name) + "=" + urlEncode(v, "^*?") + "&";
     };
     param("PatientName", k.patient_name);
     param("PatientID", k.patient_id);

@@ -76,10 +76,11 @@ Status initCurl() {
 
 }  // namespace
 
-std::string urlEncode(std::string_view value) {
+std::string urlEncode(std::string_view value, std::string_view keep) {
     std::string out;
     for (unsigned char c : value) {
-        if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~')
+        if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' ||
+            keep.find(static_cast<char>(c)) != std::string_view::npos)
             out += static_cast<char>(c);
         else
             out += fmt::format("%{:02X}", c);

@@ -50,7 +50,8 @@ Result<HttpResponse> httpRequest(const HttpEndpoint& endpoint, const HttpRequest
 Status httpStatusError(const std::string& what, const std::string& url,
                        const HttpResponse& response, const std::string& advice);
 
-// `value` percent-encoded for a URL query or path segment (RFC 3986 unreserved kept).
-std::string urlEncode(std::string_view value);
+// `value` percent-encoded for a URL query or path segment (RFC 3986 unreserved kept, and the
+// characters in `keep`).
+std::string urlEncode(std::string_view value, std::string_view keep = {});
 
 }  // namespace voxseg::io

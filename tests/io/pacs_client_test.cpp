@@ -153,6 +153,14 @@ TEST_F(PacsClientTest, QidoReturnsTheSameStudiesAndSeriesAsCFind) {
     for (const auto& s : *web) b.insert(key(s));
     EXPECT_GE(a.size(), studies_.size());
     EXPECT_EQ(a, b);
+    for (const PacsTestStudy& s : studies_) {  // a name prefix with '^' (and the '*' added)
+        PacsStudyQuery q;
+        q.patient_name = s.patient_name.substr(0, s.patient_name.size() - 2);
+        auto by_name = qidoStudies(server_->dicomweb, q);
+        ASSERT_TRUE(by_name.isOk()) << by_name.status().toString();
+        ASSERT_EQ(by_name->size(), 1u) << q.patient_name;
+        EXPECT_EQ(by_name->front().study_uid, s.study_uid);
+    }
     PacsStudyQuery by_modality;
     by_modality.modality = "CT";
     auto web_ct = qidoStudies(server_->dicomweb, by_modality);
