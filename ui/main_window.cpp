@@ -19,6 +19,7 @@
 #include "ui/label_table.h"
 #include "ui/log_panel.h"
 #include "ui/mpr_view.h"
+#include "ui/pacs_dialog.h"
 #include "ui/run_model_dialog.h"
 #include "ui/series_browser.h"
 #include "ui/surface_view.h"
@@ -235,6 +236,11 @@ void MainWindow::buildMenus() {
                 this, "Open image", {}, "Images (" + imageFilePatterns() + ");;DICOM (*)");
             if (!f.isEmpty()) openPath(f);
         });
+    file->addAction("&PACS (query, retrieve, send)...", this, [this] {
+        PacsDialog* d = PacsDialog::forWindow(this);
+        d->show();
+        d->raise();
+    });
     recent_menu_ = file->addMenu("&Recent");
     rebuildRecentMenu();
     file->addSeparator();
@@ -264,6 +270,12 @@ void MainWindow::buildMenus() {
                                                            "rtstruct.dcm", "DICOM (*.dcm)");
             if (!f.isEmpty()) (void)saveRtStruct(f);
         });
+    dicom_actions_ << file->addAction("Send segmentation to PA&CS...", this, [this] {
+        PacsDialog* d = PacsDialog::forWindow(this);
+        d->show();
+        d->raise();
+        d->sendButton()->setFocus();
+    });
     label_actions_ << dicom_actions_;
     label_actions_ << file->addAction(
         "Save s&tatistics...", QKeySequence(Qt::CTRL | Qt::Key_E), this, [this] {
