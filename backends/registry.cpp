@@ -11,6 +11,7 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 
 namespace voxseg::engine {
 
@@ -102,13 +103,20 @@ Result<std::unique_ptr<Backend>> createBackend(const DeviceSpec& device,
             if (!skipped.empty()) {
                 const std::string line = skipped + ": using " + candidate;
                 // A machine without a GPU is not a problem to warn about on every run: one info
-                // line. A device that exists but fails is a warning the caller shows (or we log).
-                if (only_absent)
-                    log::info("engine", "{}", line);
-                else if (fallback_warning)
+                // line per process ("no CUDA device: running on the CPU"), the reason at debug
+                // level. A device that exists but fails is a warning the caller shows (or we
+                // log).
+                static std::atomic<bool> absent_said{false};
+                if (only_absent) {
+                    log::debug("engine", "{}", line);
+                    if (!absent_said.exchange(true))
+                        log::info("engine", "no CUDA device: running on the {}",
+                                  candidate == "cpu" ? "CPU" : candidate + " backend");
+                } else if (fallback_warning) {
                     *fallback_warning = line;
-                else
+                } else {
                     log::warning("engine", "{}", line);
+                }
             }
             return backend;
         }

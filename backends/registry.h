@@ -40,8 +40,10 @@ std::vector<std::string> availableBackends();
 
 // "auto" picks the best backend with a usable device; a named one that is missing or has no
 // device is an error (kNotFound / kDeviceError) that says why. `fallback_warning` receives one
-// line when "auto" had to skip a better backend (e.g. "no CUDA device: using cpu"); the caller
-// shows it. Without `fallback_warning` the line is logged as a warning here instead.
+// line when "auto" had to skip a better backend whose device exists but failed; the caller
+// shows it. Without `fallback_warning` the line is logged as a warning here instead. A machine
+// that simply has no such device (no GPU) is no warning: the first such pick of the process
+// logs one info line, "no CUDA device: running on the CPU" (the reason at debug level).
 Result<std::unique_ptr<Backend>> createBackend(const DeviceSpec& device,
                                                std::string* fallback_warning = nullptr);
 // parseDevice + createBackend.
