@@ -2,7 +2,10 @@
 //   voxseg-viewer [image-or-dicom-folder] [--segmentation FILE] [--model FOLDER]
 //                 [--layout 1x3|2x2] [--window auto|"CT lung"|W,L] [--cursor I,J,K]
 //                 [--outline] [--size WxH] [--screenshot OUT.png [--whole-window]]
-// With --screenshot it loads everything given, saves a PNG of the window and exits (docs, CI).
+// The window opens as it was last closed (size, docks, layout; the first time maximised, in 2x2:
+// ui/window_settings.h) unless --size or --screenshot is given (then 2x2 at that size, default
+// 1400x860, whatever the last session left); --layout overrides the layout. With --screenshot it
+// loads everything given, saves a PNG of the window and exits (docs, CI).
 // Without a display (no DISPLAY / WAYLAND_DISPLAY and no QT_QPA_PLATFORM) it says so and exits
 // with 2, or, for --screenshot, falls back to the offscreen platform with a message (no 3D view
 // there). The redraw timings that were `--bench VOLUME` are the benchmark driver's now
@@ -120,11 +123,13 @@ int main(int argc, char** argv) {
     parser.addPositionalArgument("input", "DICOM folder or image file (.nii.gz .nrrd .mha)");
     parser.addOption({"segmentation", "Label map or DICOM SEG to show", "file"});
     parser.addOption({"model", "Model package to run on the input", "folder"});
-    parser.addOption({"layout", "1x3 or 2x2", "layout", "1x3"});
+    parser.addOption(
+        {"layout", "1x3 or 2x2 (default: as last time; 2x2 the first time)", "layout"});
     parser.addOption({"window", "auto, a preset (\"CT lung\") or W,L", "window"});
     parser.addOption({"cursor", "Crosshair voxel I,J,K", "ijk"});
     parser.addOption({"outline", "Draw labels as outlines"});
-    parser.addOption({"size", "Window size WxH", "size", "1400x860"});
+    parser.addOption(
+        {"size", "Window size WxH (default: as last time; maximised the first time)", "size"});
     parser.addOption({"screenshot", "Save a PNG of the views and exit", "png"});
     parser.addOption({"whole-window", "Screenshot the whole window (docks, menus) too"});
     // Hidden: --bench moved to the benchmark driver (bench code is not part of the product).
@@ -147,13 +152,23 @@ int main(int argc, char** argv) {
     }
 
     MainWindow window;
-    const QStringList size = parser.value("size").split('x');
-    if (size.size() == 2) window.resize(size[0].toInt(), size[1].toInt());
-    window.setLayoutMode(parser.value("layout") == "2x2" ? MainWindow::Layout::k2x2
-                                                         : MainWindow::Layout::k1x3);
     const bool scripted = parser.isSet("screenshot");
     window.setInteractive(!scripted);
-    window.show();
+    const QStringList size = parser.value("size").split('x');
+    if (scripted || size.size() == 2) {
+        // A given size (and every screenshot) does not depend on what the last session left.
+        window.setLayoutMode(MainWindow::Layout::k2x2);
+        if (size.size() == 2)
+            window.resize(size[0].toInt(), size[1].toInt());
+        else
+            window.resize(1400, 860);
+        window.show();
+    } else {
+        window.showAsLastTime();
+    }
+    if (parser.isSet("layout"))
+        window.setLayoutMode(parser.value("layout") == "1x3" ? MainWindow::Layout::k1x3
+                                                             : MainWindow::Layout::k2x2);
 
     Script script(&window);
     const QStringList inputs = parser.positionalArguments();

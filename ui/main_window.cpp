@@ -23,7 +23,9 @@
 #include "ui/run_model_dialog.h"
 #include "ui/series_browser.h"
 #include "ui/surface_view.h"
+#include "ui/task_progress_bar.h"
 #include "ui/viewer_state.h"
+#include "ui/window_settings.h"
 
 #include <QAbstractSpinBox>
 #include <QApplication>
@@ -75,6 +77,26 @@ QString imageFilePatterns() {
 }
 std::string sstr(const QString& s) { return s.toStdString(); }
 
+using window_settings::Folder;
+
+// Where an open dialog starts: the folder opened from last ("" if none).
+QString openDialogDir() { return window_settings::folder(Folder::kOpen); }
+
+// Where a save dialog starts: `name` in the folder saved to last.
+QString saveDialogPath(const QString& name) {
+    const QString dir = window_settings::folder(Folder::kSave);
+    return dir.isEmpty() ? name : QDir(dir).filePath(name);
+}
+
+// Whether a task's result is a cancellation (Status kCancelled): not an error.
+template <typename R>
+bool wasCancelled(const R& result) {
+    if constexpr (requires { result.status().code(); })
+        return !result.isOk() && result.status().code() == StatusCode::kCancelled;
+    else
+        return false;
+}
+
 // What a model run hands back to the GUI thread.
 struct ModelRun {
     PreparedLabelMap labels;
@@ -98,10 +120,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), state_(new Viewer
     cursor_info_ = new QLabel(this);
     cursor_info_->setObjectName("cursor_info");
     cursor_info_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    progress_ = new QProgressBar(this);
-    progress_->setRange(0, 1000);
-    progress_->setMaximumWidth(260);
-    progress_->setTextVisible(true);
+    progress_ = new TaskProgressBar(this);
     progress_->hide();
     cancel_ = new QPushButton("Cancel", this);
     cancel_->setToolTip("Cancel the running task (Esc)");
@@ -126,6 +145,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), state_(new Viewer
     });
     updateActions();
     resize(1400, 860);
+    last_model_folder_ = window_settings::modelFolder();
     qApp->installEventFilter(this);
 }
 
@@ -139,14 +159,13 @@ MainWindow::~MainWindow() {
 // Layout
 
 void MainWindow::buildViews() {
-    central_ = new QWidget(this);
-    central_->setObjectName("views");
-    grid_ = new QGridLayout(central_);
-    grid_->setContentsMargins(0, 0, 0, 0);
-    grid_->setSpacing(2);
+    // The 3D view is made on first use (an OpenGL context and surface building cost nothing in
+    // 1x3).
+    grid_ =
+        new ViewGrid([this](QWidget* parent) { return createSurfaceView(state_, parent); }, this);
     for (int a = 0; a < 3; ++a) {
         const auto axis = static_cast<ViewAxis>(a);
-        auto* panel = new QWidget(central_);
+        auto* panel = new QWidget(grid_);
         auto* view = new MprView(state_, axis, panel);
         auto* slider = new QSlider(Qt::Vertical, panel);
         slider->setObjectName(QString("slider_") + viewAxisName(axis));
@@ -160,44 +179,41 @@ void MainWindow::buildViews() {
         connect(slider, &QSlider::valueChanged, this,
                 [this, axis](int v) { state_->setSlice(axis, v); });
         connect(view, &MprView::hovered, this, &MainWindow::updateCursorInfo);
+        connect(view, &MprView::maximizeRequested, this,
+                [this, panel] { grid_->toggleMaximized(panel); });
         views_[a] = view;
         sliders_[a] = slider;
         panels_[a] = panel;
     }
-    setCentralWidget(central_);
-    setLayoutMode(Layout::k1x3);
+    grid_->setPanels(panels_);
+    setCentralWidget(grid_);
 }
 
 void MainWindow::setLayoutMode(Layout layout) {
-    layout_ = layout;
-    for (QWidget* w : {panels_[0], panels_[1], panels_[2], surface_})
-        if (w) grid_->removeWidget(w);
-    for (int i = 0; i < 3; ++i) {
-        grid_->setColumnStretch(i, 0);
-        grid_->setRowStretch(i, 0);
-    }
-    if (layout == Layout::k1x3) {
-        for (int a = 0; a < 3; ++a) {
-            grid_->addWidget(panels_[a], 0, a);
-            grid_->setColumnStretch(a, 1);
-        }
-        grid_->setRowStretch(0, 1);
-        if (surface_) surface_->hide();
-    } else {
-        // Created on first use (an OpenGL context and surface building cost nothing in 1x3).
-        if (!surface_) surface_ = createSurfaceView(state_, central_);
-        // ITK-SNAP's arrangement: axial | sagittal over coronal | 3D.
-        grid_->addWidget(panels_[0], 0, 0);
-        grid_->addWidget(panels_[2], 0, 1);
-        grid_->addWidget(panels_[1], 1, 0);
-        grid_->addWidget(surface_, 1, 1);
-        grid_->setColumnStretch(0, 1);
-        grid_->setColumnStretch(1, 1);
-        grid_->setRowStretch(0, 1);
-        grid_->setRowStretch(1, 1);
-        surface_->show();
-    }
+    grid_->setLayoutMode(layout);
+    surface_ = grid_->surface();
 }
+
+void MainWindow::toggleMaximizedView() {
+    // The pane under the mouse; else the focused view's; else back to the layout.
+    QWidget* pane = nullptr;
+    for (int a = 0; a < 3 && !pane; ++a)
+        if (views_[a]->isVisible() && views_[a]->mouseOver()) pane = panels_[a];
+    if (!pane && surface_ && surface_->isVisible() && surface_->underMouse()) pane = surface_;
+    for (int a = 0; a < 3 && !pane; ++a)
+        if (views_[a]->hasFocus()) pane = panels_[a];
+    grid_->toggleMaximized(pane);
+}
+
+void MainWindow::showAsLastTime() {
+    setLayoutMode(window_settings::layout("2x2") == "1x3" ? Layout::k1x3 : Layout::k2x2);
+    if (window_settings::restoreWindow(*this))
+        show();
+    else
+        showMaximized();
+}
+
+QProgressBar* MainWindow::progressBar() const { return progress_; }
 
 void MainWindow::buildDocks() {
     series_browser_ = new SeriesBrowser(this);
@@ -227,13 +243,15 @@ void MainWindow::buildDocks() {
 void MainWindow::buildMenus() {
     QMenu* file = menuBar()->addMenu("&File");
     file->addAction("Open DICOM &folder...", QKeySequence::Open, this, [this] {
-        const QString dir = QFileDialog::getExistingDirectory(this, "Open DICOM folder");
+        const QString dir =
+            QFileDialog::getExistingDirectory(this, "Open DICOM folder", openDialogDir());
         if (!dir.isEmpty()) openPath(dir);
     });
     file->addAction(
         "Open &image file...", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O), this, [this] {
-            const QString f = QFileDialog::getOpenFileName(
-                this, "Open image", {}, "Images (" + imageFilePatterns() + ");;DICOM (*)");
+            const QString f =
+                QFileDialog::getOpenFileName(this, "Open image", openDialogDir(),
+                                             "Images (" + imageFilePatterns() + ");;DICOM (*)");
             if (!f.isEmpty()) openPath(f);
         });
     file->addAction("&PACS (query, retrieve, send)...", this, [this] {
@@ -247,27 +265,27 @@ void MainWindow::buildMenus() {
     image_actions_ << file->addAction(
         "&Load segmentation...", QKeySequence(Qt::CTRL | Qt::Key_L), this, [this] {
             const QString f =
-                QFileDialog::getOpenFileName(this, "Load segmentation", {},
+                QFileDialog::getOpenFileName(this, "Load segmentation", openDialogDir(),
                                              "Label maps, DICOM SEG and RTSTRUCT (" +
                                                  imageFilePatterns() + " *.dcm);;All files (*)");
             if (!f.isEmpty()) loadSegmentation(f);
         });
     label_actions_ << file->addAction("&Save label map...", QKeySequence::Save, this, [this] {
-        const QString f =
-            QFileDialog::getSaveFileName(this, "Save label map", "segmentation.nii.gz",
-                                         "Label maps (*.nii.gz *.nii *.nrrd *.mha)");
+        const QString f = QFileDialog::getSaveFileName(this, "Save label map",
+                                                       saveDialogPath("segmentation.nii.gz"),
+                                                       "Label maps (*.nii.gz *.nii *.nrrd *.mha)");
         if (!f.isEmpty()) (void)saveLabelMap(f);
     });
     dicom_actions_ << file->addAction(
         "Save DICOM &SEG...", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S), this, [this] {
-            const QString f = QFileDialog::getSaveFileName(this, "Save DICOM SEG",
-                                                           "segmentation.dcm", "DICOM (*.dcm)");
+            const QString f = QFileDialog::getSaveFileName(
+                this, "Save DICOM SEG", saveDialogPath("segmentation.dcm"), "DICOM (*.dcm)");
             if (!f.isEmpty()) (void)saveDicomSeg(f);
         });
     dicom_actions_ << file->addAction(
         "Save &RTSTRUCT...", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_R), this, [this] {
-            const QString f = QFileDialog::getSaveFileName(this, "Save RT Structure Set",
-                                                           "rtstruct.dcm", "DICOM (*.dcm)");
+            const QString f = QFileDialog::getSaveFileName(
+                this, "Save RT Structure Set", saveDialogPath("rtstruct.dcm"), "DICOM (*.dcm)");
             if (!f.isEmpty()) (void)saveRtStruct(f);
         });
     dicom_actions_ << file->addAction("Send segmentation to PA&CS...", this, [this] {
@@ -279,14 +297,15 @@ void MainWindow::buildMenus() {
     label_actions_ << dicom_actions_;
     label_actions_ << file->addAction(
         "Save s&tatistics...", QKeySequence(Qt::CTRL | Qt::Key_E), this, [this] {
-            const QString f = QFileDialog::getSaveFileName(
-                this, "Save statistics", "statistics.csv", "CSV (*.csv);;JSON (*.json)");
+            const QString f = QFileDialog::getSaveFileName(this, "Save statistics",
+                                                           saveDialogPath("statistics.csv"),
+                                                           "CSV (*.csv);;JSON (*.json)");
             if (!f.isEmpty()) (void)saveStatistics(f);
         });
     image_actions_ << file->addAction(
         "Export screens&hot...", QKeySequence(Qt::Key_F12), this, [this] {
-            const QString f = QFileDialog::getSaveFileName(this, "Export screenshot",
-                                                           "voxseg-viewer.png", "PNG (*.png)");
+            const QString f = QFileDialog::getSaveFileName(
+                this, "Export screenshot", saveDialogPath("voxseg-viewer.png"), "PNG (*.png)");
             if (!f.isEmpty()) (void)saveScreenshot(f);
         });
     file->addSeparator();
@@ -323,6 +342,8 @@ void MainWindow::buildMenus() {
                     [this] { setLayoutMode(Layout::k1x3); });
     view->addAction("Layout &2x2 (with 3D)", QKeySequence(Qt::CTRL | Qt::Key_2), this,
                     [this] { setLayoutMode(Layout::k2x2); });
+    view->addAction("&Maximise the view under the mouse / restore (or double-click)",
+                    QKeySequence(Qt::Key_F), this, &MainWindow::toggleMaximizedView);
     image_actions_ << view->addAction("&Reset zoom and pan", QKeySequence(Qt::CTRL | Qt::Key_0),
                                       this, [this] {
                                           for (auto* v : views_) v->resetView();
@@ -384,7 +405,8 @@ void MainWindow::buildMenus() {
             "cancel\n"
             "Ctrl+S label map, Ctrl+Shift+S DICOM SEG, Ctrl+E statistics, F12 screenshot\n"
             "O outline, H show/hide labels, Alt+0 auto window, Alt+1..4 CT brain/lung/abdomen/"
-            "bone, Ctrl+1/Ctrl+2 layouts\n"
+            "bone, Ctrl+1/Ctrl+2 layouts, F or double-click: maximise the view under the mouse "
+            "/ restore\n"
             "Edit: 1 paint, 2 erase, 3 level trace, 4 grow, 5 threshold, Esc no tool, 6 fill "
             "between slices, 7 keep largest island, Shift+wheel brush radius, Ctrl+Z undo, "
             "Ctrl+Y redo");
@@ -468,33 +490,36 @@ bool MainWindow::startTask(const QString& name, std::function<R(const Progress&)
     busy_ = true;
     task_name_ = name;
     token_ = CancelToken();
-    progress_->setValue(0);
-    progress_->setFormat(name + "  %p%");
+    progress_->start(name);  // "43 % - about 12 s left" as it goes (core/eta.h)
     progress_->show();
     cancel_->show();
     cancel_->setEnabled(true);
     auto last = std::make_shared<std::atomic<int>>(-1);
-    QPointer<QProgressBar> bar(progress_);
+    const auto t0 = std::chrono::steady_clock::now();
     Progress progress(
-        [this, last, bar](double fraction, std::string_view stage) {
+        [this, last, t0](double fraction, std::string_view stage) {
             const int permille = static_cast<int>(fraction * 1000);
             if (last->exchange(permille) == permille) return;
             const QString s = QString::fromUtf8(stage.data(), static_cast<int>(stage.size()));
+            const double elapsed =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             QMetaObject::invokeMethod(
                 this,
-                [this, permille, s] {
-                    progress_->setValue(permille);
-                    progress_->setFormat(task_name_ + (s.isEmpty() ? "" : ": " + s) + "  %p%");
-                },
+                [this, permille, s, elapsed] { progress_->report(permille / 1000.0, s, elapsed); },
                 Qt::QueuedConnection);
         },
         token_);
     QThread* t = runInBackground<R>(
         this, [work = std::move(work), progress] { return work(progress); },
-        [this, done = std::move(done)](R& result) {
+        [this, name, done = std::move(done)](R& result) {
             busy_ = false;
             progress_->hide();
             cancel_->hide();
+            if (wasCancelled(result)) {
+                // The user's choice, not an error: an info line, no message box.
+                log::info(kComponent, "{} cancelled", sstr(name));
+                return finishTask(false, name + " cancelled");
+            }
             done(result);
         });
     threads_.removeAll(nullptr);
@@ -511,7 +536,7 @@ void MainWindow::cancelTask() {
     if (!busy_) return;
     token_.cancel();
     cancel_->setEnabled(false);
-    progress_->setFormat(task_name_ + ": cancelling...");
+    progress_->cancelling();
     log::info(kComponent, "cancel requested");
 }
 
@@ -534,6 +559,7 @@ void MainWindow::openPath(const QString& path) {
         emit taskFinished(false, last_error_);
         return;
     }
+    window_settings::rememberFolder(Folder::kOpen, path);
     if (fi.isFile() && io::isImageFile(sstr(path)))
         loadImageFile(path);
     else
@@ -707,10 +733,13 @@ QString MainWindow::lastRunFolder() const { return run_dir_ ? run_dir_->path() :
 RunModelDialog* MainWindow::openRunModelDialog() {
     auto* dialog = new RunModelDialog(last_model_folder_, this);
     dialog->setAttribute(Qt::WA_DeleteOnClose);
+    // The options changed last time (window_settings.h), as the CLI would take them.
+    for (const auto& [flag, text] : window_settings::modelOptions()) dialog->setValue(flag, text);
     if (state_->hasImage()) dialog->setInput(state_->study());  // its input checks
     connect(dialog, &QDialog::accepted, this, [this, dialog] {
         auto options = dialog->options();  // checked before the dialog accepts
         last_model_folder_ = dialog->modelFolder();
+        if (options.isOk()) window_settings::rememberModel(last_model_folder_, *options);
         if (options.isOk()) runModel(dialog->modelFolder(), {}, std::move(options.value()));
     });
     dialog->open();
@@ -854,6 +883,7 @@ void MainWindow::onSaved(const QString& path, const Status& s, const char* what)
     }
     log::info(kComponent, "{} saved to {} (labels: {})", what, sstr(path),
               edit::sidecarPath(sstr(path)));
+    window_settings::rememberFolder(Folder::kSave, path);
     edit_->markSaved();
 }
 
@@ -915,11 +945,12 @@ Status MainWindow::saveStatistics(const QString& path) {
         reportError("cannot save statistics", s);
     else
         log::info(kComponent, "statistics saved to {}", sstr(path));
+    if (s.isOk()) window_settings::rememberFolder(Folder::kSave, path);
     return s;
 }
 
 QImage MainWindow::grabViews(bool whole_window) {
-    return (whole_window ? grab() : central_->grab()).toImage();
+    return (whole_window ? grab() : grid_->grab()).toImage();
 }
 
 Status MainWindow::saveScreenshot(const QString& path, bool whole_window) {
@@ -1164,6 +1195,7 @@ void MainWindow::closeEvent(QCloseEvent* e) {
         token_.cancel();
         log::info(kComponent, "closing: waiting for {} to stop", sstr(task_name_));
     }
+    window_settings::saveWindow(*this, layoutMode() == Layout::k1x3 ? "1x3" : "2x2");
     QMainWindow::closeEvent(e);
 }
 

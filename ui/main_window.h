@@ -16,6 +16,7 @@
 #include "io/dicom_series.h"
 #include "pipeline/segment.h"
 #include "ui/mpr_slice.h"
+#include "ui/view_grid.h"
 
 #include <QList>
 #include <QMainWindow>
@@ -48,12 +49,13 @@ class EditController;
 class EditToolbar;
 class InteractiveToolbar;
 class RunModelDialog;
+class TaskProgressBar;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
 
   public:
-    enum class Layout { k1x3, k2x2 };
+    using Layout = ViewGrid::Layout;
 
     explicit MainWindow(QWidget* parent = nullptr);
     ~MainWindow() override;
@@ -66,7 +68,7 @@ class MainWindow : public QMainWindow {
     SeriesBrowser* seriesBrowser() const { return series_browser_; }
     // The 3D view; nullptr until the 2x2 layout is first shown.
     QWidget* surfaceView() const { return surface_; }
-    QProgressBar* progressBar() const { return progress_; }
+    QProgressBar* progressBar() const;
     EditController* editController() const { return edit_; }
     EditToolbar* editToolbar() const { return edit_toolbar_; }
     InteractiveToolbar* interactiveToolbar() const { return interactive_toolbar_; }
@@ -118,7 +120,14 @@ class MainWindow : public QMainWindow {
     QImage grabViews(bool whole_window = false);
 
     void setLayoutMode(Layout layout);
-    Layout layoutMode() const { return layout_; }
+    Layout layoutMode() const { return grid_->layoutMode(); }
+    // F or a double-click on a view: the pane under the mouse (a view with its slider, or the 3D
+    // view) fills the views area; again restores the layout. nullptr while the layout is shown.
+    void toggleMaximizedView();
+    QWidget* maximizedView() const { return grid_->maximized(); }
+    // Shows the window as it was last closed (window_settings.h: geometry, maximised, docks,
+    // toolbars, layout); the first time maximised, in 2x2. voxseg-viewer's start.
+    void showAsLastTime();
     // Window presets: "auto" or a name from ctWindowPresets() ("CT lung", ...).
     bool applyWindowPreset(const QString& name);
 
@@ -181,15 +190,13 @@ class MainWindow : public QMainWindow {
     std::array<QSlider*, 3> sliders_{};
     std::array<QWidget*, 3> panels_{};
     QWidget* surface_ = nullptr;
-    QWidget* central_ = nullptr;
-    QGridLayout* grid_ = nullptr;
-    Layout layout_ = Layout::k1x3;
+    ViewGrid* grid_ = nullptr;
     LabelTable* label_table_ = nullptr;
     LogPanel* log_panel_ = nullptr;
     SeriesBrowser* series_browser_ = nullptr;
     QDockWidget* series_dock_ = nullptr;
     QLabel* cursor_info_ = nullptr;
-    QProgressBar* progress_ = nullptr;
+    TaskProgressBar* progress_ = nullptr;
     QPushButton* cancel_ = nullptr;
     QMenu* recent_menu_ = nullptr;
     QList<QAction*> image_actions_;  // need an image

@@ -403,6 +403,16 @@ void MprView::mousePressEvent(QMouseEvent* e) {
     focus_click_ = false;
     if (!state_->hasImage()) return;
     drag_start_ = e->position();
+    if (e->button() == Qt::LeftButton) {
+        // The second press of a double-click keeps the crosshair of before the first.
+        const bool second =
+            left_press_clock_.isValid() &&
+            left_press_clock_.elapsed() <= QApplication::doubleClickInterval() &&
+            (e->position() - left_press_at_).manhattanLength() <= QApplication::startDragDistance();
+        if (!second) cursor_before_click_ = state_->cursor();
+        left_press_clock_.start();
+        left_press_at_ = e->position();
+    }
     // The click that took the focus from a field or the table: nothing else (no crosshair
     // move, no edit).
     if (focus_click && e->button() == Qt::LeftButton) return;
@@ -467,6 +477,19 @@ void MprView::mouseMoveEvent(QMouseEvent* e) {
 void MprView::mouseReleaseEvent(QMouseEvent*) {
     if (drag_ == Drag::kEdit) edit_->release();
     drag_ = Drag::kNone;
+}
+
+void MprView::mouseDoubleClickEvent(QMouseEvent* e) {
+    const bool tool = edit_ && edit_->tool() != EditTool::kNone;
+    if (!state_->hasImage() || tool || e->button() != Qt::LeftButton ||
+        e->modifiers() != Qt::NoModifier)
+        return QWidget::mouseDoubleClickEvent(e);
+    drag_ = Drag::kNone;
+    if (cursor_before_click_ && left_press_clock_.isValid() &&
+        left_press_clock_.elapsed() <= 2 * QApplication::doubleClickInterval())
+        state_->setCursor(*cursor_before_click_);
+    cursor_before_click_.reset();
+    emit maximizeRequested();
 }
 
 void MprView::leaveEvent(QEvent*) {

@@ -2,7 +2,8 @@
 // the label overlay, the linked crosshair, orientation letters, slice number and window. Pixels
 // come from ui/mpr_slice.h and are cached per slice, so a repaint that does not change the slice
 // only scales a QImage. Mouse: left = move the crosshair, right drag = window/level, middle or
-// Shift+left drag = pan, wheel = slice, Ctrl+wheel = zoom. A left click that takes the keyboard
+// Shift+left drag = pan, wheel = slice, Ctrl+wheel = zoom, left double-click = maximizeRequested
+// (the crosshair its first click moved goes back). A left click that takes the keyboard
 // focus from a field or the label table only focuses the view (the crosshair stays). An edit
 // tool's preview (EditController::preview) is drawn over the slice. Keys:
 // Up/Down/PageUp/PageDown/Home/End = slice, +/- = zoom, R = reset zoom and pan. Drawing is in
@@ -13,6 +14,7 @@
 #include "core/geometry.h"
 #include "ui/mpr_slice.h"
 
+#include <QElapsedTimer>
 #include <QImage>
 #include <QPointF>
 #include <QWidget>
@@ -75,12 +77,15 @@ class MprView : public QWidget {
   signals:
     // The voxel under the mouse (for the status bar); nullopt when outside the image.
     void hovered(std::optional<std::array<int64_t, 3>> voxel);
+    // A left double-click without an edit tool: maximise this view, or restore the layout.
+    void maximizeRequested();
 
   protected:
     void paintEvent(QPaintEvent* event) override;
     void mousePressEvent(QMouseEvent* event) override;
     void mouseMoveEvent(QMouseEvent* event) override;
     void mouseReleaseEvent(QMouseEvent* event) override;
+    void mouseDoubleClickEvent(QMouseEvent* event) override;
     void wheelEvent(QWheelEvent* event) override;
     void keyPressEvent(QKeyEvent* event) override;
     void leaveEvent(QEvent* event) override;
@@ -121,6 +126,11 @@ class MprView : public QWidget {
     bool mouse_over_ = false;
     bool mouse_focus_ = false;  // focus just came by a mouse press
     bool focus_click_ = false;  // the next left press only took the focus
+    // The crosshair before the first left press of a (double-)click, and when and where that
+    // press was: a double-click puts the crosshair back.
+    std::optional<std::array<int64_t, 3>> cursor_before_click_;
+    QElapsedTimer left_press_clock_;
+    QPointF left_press_at_;
     QImage preview_image_;
     int preview_pixels_ = 0;
     std::pair<int, int64_t> preview_key_{-1, -1};  // generation, slice of preview_image_

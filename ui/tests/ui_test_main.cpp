@@ -4,6 +4,8 @@
 // user's, and to one of this process's own: ctest runs several test_ui processes at once, and a
 // shared settings file let one process's recent files show up in another's (CI failed on it).
 // A child test process (the crash test) inherits its parent's profile through the environment.
+// Each test starts from empty settings (the window remembers layout, geometry, folders and model
+// options: one test's must not become the next one's start); a child keeps its parent's.
 #include <gtest/gtest.h>
 
 #include <QApplication>
@@ -13,6 +15,14 @@
 #include <QStandardPaths>
 
 #include <unistd.h>
+
+namespace {
+
+class FreshSettings : public ::testing::EmptyTestEventListener {
+    void OnTestStart(const ::testing::TestInfo&) override { QSettings().clear(); }
+};
+
+}  // namespace
 
 int main(int argc, char** argv) {
     if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
@@ -24,6 +34,7 @@ int main(int argc, char** argv) {
     QApplication::setApplicationName("voxseg-viewer-test-" +
                                      qEnvironmentVariable("VOXSEG_UI_TEST_PROFILE"));
     ::testing::InitGoogleTest(&argc, argv);
+    if (own_profile) ::testing::UnitTest::GetInstance()->listeners().Append(new FreshSettings);
     const int rc = RUN_ALL_TESTS();
     if (own_profile) {
         const QString settings = QSettings().fileName();
