@@ -68,13 +68,39 @@ QString codesTip(const LabelEntry& e) {
            "\nClick to pick the DICOM category and type (CID 7150 / 7151)";
 }
 
+// The mean cell: "41.2 ± 3.1" (mean and SD as numbers in UserRole and UserRole + 1, for tests and
+// sorting), min and max in the tooltip; empty for a label without voxels.
+void setMean(QTableWidgetItem* item, const pipeline::StatisticsReport& stats, int value) {
+    const pipeline::IntensityStatistics* in = nullptr;
+    for (const auto& l : stats.labels)
+        if (l.label == value && l.intensity) in = &*l.intensity;
+    if (!in) {
+        item->setText({});
+        item->setData(Qt::UserRole, {});
+        item->setData(Qt::UserRole + 1, {});
+        item->setToolTip({});
+        return;
+    }
+    auto num = [](double x) { return QString::number(x, 'f', std::abs(x) >= 100 ? 0 : 1); };
+    const QString unit = QString::fromStdString(stats.intensity_unit);
+    item->setText(num(in->mean) + " ± " + num(in->std));
+    item->setData(Qt::UserRole, in->mean);
+    item->setData(Qt::UserRole + 1, in->std);
+    item->setToolTip(QString("Image inside the label: mean %1 %2, SD %3, min %4, max %5")
+                         .arg(in->mean, 0, 'f', 2)
+                         .arg(unit)
+                         .arg(in->std, 0, 'f', 2)
+                         .arg(in->min)
+                         .arg(in->max));
+}
+
 }  // namespace
 
 LabelTable::LabelTable(ViewerState* state, QWidget* parent) : QWidget(parent), state_(state) {
     setObjectName("label_table");
     table_ = new QTableWidget(0, kColumns, this);
     table_->setHorizontalHeaderLabels(
-        {"Label", "Review", "mL", "Type", "Value", "Voxels", "Opacity %"});
+        {"Label", "Review", "mL", "Mean", "Type", "Value", "Voxels", "Opacity %"});
     table_->verticalHeader()->hide();
     // The name takes what the others leave (elided; full in its tooltip); the rest fit their
     // contents. Voxels (also in the mL tooltip) and opacity are shown from the header's context
@@ -287,7 +313,7 @@ void LabelTable::fillRow(int r) {
     name->setFlags(Qt::ItemIsEnabled | Qt::ItemIsSelectable | Qt::ItemIsUserCheckable |
                    Qt::ItemIsEditable);
     table_->setItem(r, kName, name);
-    for (int c : {kValue, kVolume, kVoxels}) {
+    for (int c : {kValue, kVolume, kMean, kVoxels}) {
         auto* item = new QTableWidgetItem;
         item->setFlags(Qt::ItemIsEnabled | Qt::ItemIsSelectable);
         table_->setItem(r, c, item);
@@ -329,6 +355,7 @@ bool LabelTable::refreshRows() {
         table_->item(r, kVolume)->setText(QString::number(e.volume_ml, 'f', 2));
         setFlag(table_->item(r, kVolume), labelFlag(e.value), QString("%1 voxels").arg(e.voxels));
         table_->item(r, kVoxels)->setText(QString::number(e.voxels));
+        setMean(table_->item(r, kMean), state_->statistics(), e.value);
         if (auto* o = qobject_cast<QSpinBox*>(table_->cellWidget(r, kOpacity)))
             o->setValue(static_cast<int>(std::lround(e.opacity * 100)));
         if (auto* s = qobject_cast<QComboBox*>(table_->cellWidget(r, kStatus)))
@@ -388,6 +415,11 @@ void LabelTable::rebuild() {
         if (current >= 0 && current < table_->rowCount()) table_->setCurrentCell(current, kName);
     }
     progress_->setText(progressText());
+    // "HU" on CT, else "Mean" (the image's own units).
+    const QString unit = QString::fromStdString(state_->statistics().intensity_unit);
+    const QString mean_header = unit.isEmpty() ? QString("Mean") : unit;
+    if (table_->horizontalHeaderItem(kMean)->text() != mean_header)
+        table_->horizontalHeaderItem(kMean)->setText(mean_header);
     updating_ = false;
     applyFilter();
     syncDisplay();

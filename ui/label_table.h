@@ -1,6 +1,7 @@
 // The label table: one row per label of the shown label map with visibility (checkbox), colour,
-// name (double-click to rename), review status, volume in mL (pipeline::computeStatistics,
-// recomputed after edits), the SEG category / type codes (picked from DICOM CID 7150/7151,
+// name (double-click to rename), review status, volume in mL and the image's mean +- SD inside
+// the label (HU on CT; both from pipeline::computeStatistics, recomputed after edits on a worker
+// thread by the edit controller), the SEG category / type codes (picked from DICOM CID 7150/7151,
 // ui/code_picker.h), value, and, shown from the header's context menu, voxel count and opacity
 // (overlay and 3D view). The columns a reader works with come first so that they fit the
 // dock; a change updates the rows in place (the scroll position and the selection stay).
@@ -41,7 +42,7 @@ class LabelTable : public QWidget {
     Q_OBJECT
 
   public:
-    enum Column { kName = 0, kStatus, kVolume, kCodes, kValue, kVoxels, kOpacity, kColumns };
+    enum Column { kName = 0, kStatus, kVolume, kMean, kCodes, kValue, kVoxels, kOpacity, kColumns };
 
     explicit LabelTable(ViewerState* state, QWidget* parent = nullptr);
     QTableWidget* table() const { return table_; }

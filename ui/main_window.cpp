@@ -18,6 +18,8 @@
 #include "ui/interactive_toolbar.h"
 #include "ui/label_table.h"
 #include "ui/log_panel.h"
+#include "ui/measure_tool.h"
+#include "ui/measure_toolbar.h"
 #include "ui/mpr_view.h"
 #include "ui/pacs_dialog.h"
 #include "ui/run_model_dialog.h"
@@ -322,6 +324,7 @@ void MainWindow::buildMenus() {
             edit_->cancelPreview();  // nothing previewed is committed
             edit_->setTool(EditTool::kNone);
         }
+        if (!busy_ && measure_) measure_->setTool(MeasureKind::kNone);
     });
     seg->addSeparator();
     outline_action_ =
@@ -1037,6 +1040,17 @@ void MainWindow::buildEditing() {
         statusBar()->showMessage("every label is reviewed: " + label_table_->progressText(), 8000);
     });
     connect(label_table_, &LabelTable::labelActivated, edit_, &EditController::setActiveLabel);
+
+    measure_ = new MeasureTool(state_, this);
+    for (MprView* v : views_) v->setMeasureTool(measure_);
+    measure_toolbar_ = new MeasureToolbar(measure_, this);
+    addToolBar(Qt::TopToolBarArea, measure_toolbar_);
+    connect(measure_, &MeasureTool::toolChanged, this, [this] {
+        if (measure_->tool() != MeasureKind::kNone) edit_->setTool(EditTool::kNone);
+    });
+    connect(edit_, &EditController::toolChanged, this, [this] {
+        if (edit_->tool() != EditTool::kNone) measure_->setTool(MeasureKind::kNone);
+    });
 }
 
 bool MainWindow::eventFilter(QObject* watched, QEvent* event) {

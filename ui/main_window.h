@@ -48,6 +48,8 @@ class SeriesBrowser;
 class EditController;
 class EditToolbar;
 class InteractiveToolbar;
+class MeasureTool;
+class MeasureToolbar;
 class RunModelDialog;
 class TaskProgressBar;
 
@@ -72,6 +74,9 @@ class MainWindow : public QMainWindow {
     EditController* editController() const { return edit_; }
     EditToolbar* editToolbar() const { return edit_toolbar_; }
     InteractiveToolbar* interactiveToolbar() const { return interactive_toolbar_; }
+    // Rulers and ROIs (ui/measure_tool.h); their tools and the edit tools exclude each other.
+    MeasureTool* measureTool() const { return measure_; }
+    MeasureToolbar* measureToolbar() const { return measure_toolbar_; }
     QLabel* cursorInfo() const { return cursor_info_; }
 
     // Background operations; each ends with taskFinished(ok, message). One at a time: while one
@@ -184,6 +189,8 @@ class MainWindow : public QMainWindow {
     EditController* edit_ = nullptr;
     EditToolbar* edit_toolbar_ = nullptr;
     InteractiveToolbar* interactive_toolbar_ = nullptr;
+    MeasureTool* measure_ = nullptr;
+    MeasureToolbar* measure_toolbar_ = nullptr;
     std::optional<edit::RecoveryInfo> pending_recovery_;
     std::function<int()> unsaved_prompt_;
     std::array<MprView*, 3> views_{};

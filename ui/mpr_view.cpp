@@ -2,6 +2,8 @@
 
 #include "ui/edit_controller.h"
 #include "ui/interactive_tool.h"
+#include "ui/measure_overlay.h"
+#include "ui/measure_tool.h"
 #include "ui/viewer_state.h"
 
 #include <QApplication>
@@ -77,9 +79,19 @@ void MprView::setEditController(EditController* controller) {
     edit_ = controller;
     connect(edit_, &EditController::brushChanged, this, qOverload<>(&QWidget::update));
     connect(edit_, &EditController::previewChanged, this, qOverload<>(&QWidget::update));
-    connect(edit_, &EditController::toolChanged, this, [this] {
-        setCursor(edit_->tool() == EditTool::kNone ? Qt::ArrowCursor : Qt::CrossCursor);
-    });
+    connect(edit_, &EditController::toolChanged, this, &MprView::updateCursorShape);
+}
+
+void MprView::setMeasureTool(MeasureTool* tool) {
+    measure_ = tool;
+    connect(measure_, &MeasureTool::changed, this, qOverload<>(&QWidget::update));
+    connect(measure_, &MeasureTool::toolChanged, this, &MprView::updateCursorShape);
+}
+
+void MprView::updateCursorShape() {
+    const bool tool = (edit_ && edit_->tool() != EditTool::kNone) ||
+                      (measure_ && measure_->tool() != MeasureKind::kNone);
+    setCursor(tool ? Qt::CrossCursor : Qt::ArrowCursor);
 }
 
 void MprView::onLabelVoxelsChanged(const IndexBox& box) {
@@ -384,6 +396,7 @@ void MprView::paintEvent(QPaintEvent*) {
         p.drawText(wr, Qt::AlignRight | Qt::AlignBottom, QString("x%1").arg(zoom_, 0, 'f', 2));
     drawBrush(p);
     drawPrompt(p);
+    if (measure_) drawMeasurements(p, *this, *measure_);
     if (hasFocus()) {
         QPen fp(QColor(80, 140, 230));
         fp.setCosmetic(true);
@@ -416,6 +429,15 @@ void MprView::mousePressEvent(QMouseEvent* e) {
     // The click that took the focus from a field or the table: nothing else (no crosshair
     // move, no edit).
     if (focus_click && e->button() == Qt::LeftButton) return;
+    if (measure_ && measure_->tool() != MeasureKind::kNone && e->button() == Qt::LeftButton &&
+        !(e->modifiers() & Qt::ShiftModifier)) {
+        const MeasureHit hit = measurementAt(*this, *measure_, e->position());
+        if (auto point = patientPointAt(e->position());
+            point && measure_->press(axis_, *point, hit.index, hit.handle)) {
+            drag_ = Drag::kMeasure;
+            return;
+        }
+    }
     if (edit_ && edit_->tool() == EditTool::kInteractive &&
         (e->button() == Qt::LeftButton || e->button() == Qt::RightButton)) {
         // Interactive prompts: Shift+click or right click excludes (SlicerNNInteractive's
@@ -448,12 +470,16 @@ void MprView::mousePressEvent(QMouseEvent* e) {
 void MprView::mouseMoveEvent(QMouseEvent* e) {
     mouse_over_ = true;
     emit hovered(voxelAt(e->position()));
-    const std::optional<Vec3> point = edit_ ? patientPointAt(e->position()) : std::nullopt;
+    const std::optional<Vec3> point =
+        edit_ || measure_ ? patientPointAt(e->position()) : std::nullopt;
     if (edit_) edit_->hover(axis_, point);
     const QPointF d = e->position() - drag_start_;
     switch (drag_) {
         case Drag::kEdit:
             if (point) edit_->drag(axis_, *point);
+            break;
+        case Drag::kMeasure:
+            if (point) measure_->drag(*point);
             break;
         case Drag::kCrosshair:
             moveCrosshairTo(e->position());
@@ -476,11 +502,14 @@ void MprView::mouseMoveEvent(QMouseEvent* e) {
 
 void MprView::mouseReleaseEvent(QMouseEvent*) {
     if (drag_ == Drag::kEdit) edit_->release();
+    if (drag_ == Drag::kMeasure) measure_->release();
     drag_ = Drag::kNone;
 }
 
 void MprView::mouseDoubleClickEvent(QMouseEvent* e) {
-    const bool tool = edit_ && edit_->tool() != EditTool::kNone;
+    // Two quick clicks with a measure tool are measurements, not a double-click.
+    const bool tool = (edit_ && edit_->tool() != EditTool::kNone) ||
+                      (measure_ && measure_->tool() != MeasureKind::kNone);
     if (!state_->hasImage() || tool || e->button() != Qt::LeftButton ||
         e->modifiers() != Qt::NoModifier)
         return QWidget::mouseDoubleClickEvent(e);

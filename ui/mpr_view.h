@@ -26,6 +26,7 @@ namespace voxseg::ui {
 
 class ViewerState;
 class EditController;
+class MeasureTool;
 
 class MprView : public QWidget {
     Q_OBJECT
@@ -40,6 +41,9 @@ class MprView : public QWidget {
     // the Interactive tool, left and right clicks and drags are prompts (Shift+left or right:
     // exclude), and the box / scribble / lasso being dragged is drawn.
     void setEditController(EditController* controller);
+    // Measurements (ui/measure_tool.h) are drawn over the slice; with a measure tool chosen, a
+    // left drag draws one (or, on one shown here, selects it and drags its end).
+    void setMeasureTool(MeasureTool* tool);
     double zoom() const { return zoom_; }
     void setZoom(double zoom);
     void resetView();
@@ -93,7 +97,7 @@ class MprView : public QWidget {
     void focusInEvent(QFocusEvent* event) override;
 
   private:
-    enum class Drag { kNone, kCrosshair, kWindow, kPan, kEdit };
+    enum class Drag { kNone, kCrosshair, kWindow, kPan, kEdit, kMeasure };
     QRectF imageRect() const;  // where the slice is drawn, widget coordinates
     // Continuous image (column, row) under a widget point; nullopt outside the image.
     std::optional<QPointF> pixelAt(const QPointF& widget_point) const;
@@ -105,9 +109,11 @@ class MprView : public QWidget {
     void drawBrush(QPainter& p);
     void drawPreview(QPainter& p);
     void drawPrompt(QPainter& p);  // the Interactive tool's box / scribble / lasso being dragged
+    void updateCursorShape();
 
     ViewerState* state_;
     EditController* edit_ = nullptr;
+    MeasureTool* measure_ = nullptr;
     int label_repaints_ = 0;
     ViewAxis axis_;
     QImage image_;
