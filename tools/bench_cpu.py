@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CPU inference benchmark: voxseg (oneDNN, fp32 and bf16) vs PyTorch eager vs ONNX Runtime.
+"""CPU inference benchmark: voxseg (oneDNN, fp32 and bf16) vs OpenVINO vs PyTorch vs ONNX Runtime.
 
 Same weights (one PyTorch model, seeded, exported to ONNX), same input, same thread count, one
 process per framework (so peak RSS is each framework's own). Networks:
@@ -16,7 +16,13 @@ Issue 14's families, built by the real libraries (MONAI 1.4.0, dynamic_network_a
   primus_s: nnU-Net's Primus-S (PrimusS: embed 396, 12 EVA blocks, 6 heads, 8^3 patch tokens,
          LayerScale 0.1, scaled inner attention norm), 3 out, --patch (96).
 PyTorch runs fp32 eager ("torch") and bf16 autocast ("torch_bf16", channels-last for the
-convolutional nets); a runtime that fails is reported, not fatal. --repeat N runs the whole
+convolutional nets); a runtime that fails is reported, not fatal. OpenVINO (the CPU peer to
+beat, issue 40) reads the same ONNX file: "ov" (f32 inference precision), "ov_bf16" (bf16
+inference precision; refused by name where the CPU has no bf16) and "ov_int8" (NNCF
+post-training quantisation, preset performance, of the OpenVINO model on --calib seeded inputs of
+the patch shape, kept in --workdir as <net>.calib<i>.f32 so that other runtimes can calibrate on
+the same inputs; the quantised IR is cached there too). The OpenVINO children run under
+--ov-python (a venv with `pip install openvino nncf`; default: this Python). --repeat N runs the whole
 sequence N times (interleaved: A B C A B C) and reports the median of the per-round bests.
 The ONNX files are generated into --workdir (never committed).
 
@@ -25,6 +31,7 @@ Usage (from the repository root, after building voxseg_bench_cpu):
   python3 tools/bench_cpu.py --net big --threads 2 --runs 2
   PYTHONPATH=build/pylib:<onnxruntime> /usr/bin/python3 tools/bench_cpu.py --net swinunetr \
       --only fp32,bf16,torch,torch_bf16,ort --repeat 2
+  python3 tools/bench_cpu.py --net big --only fp32,ov,ov_int8 --ov-python /tmp/ovvenv/bin/python
 Prints a markdown table (docs/perf-cpu.md) and writes results JSON into --workdir.
 """
 import argparse
@@ -175,7 +182,70 @@ def net_tag(args):
 def paths(workdir, net):
     return {k: os.path.join(workdir, f"{net}.{k}") for k in ("onnx", "pt", "input", "out_torch",
                                                             "out_torch_bf16", "out_ort",
-                                                            "out_vx_fp32", "out_vx_bf16")}
+                                                            "out_vx_fp32", "out_vx_bf16",
+                                                            "out_ov", "out_ov_bf16",
+                                                            "out_ov_int8")}
+
+
+def calibration_inputs(args, cfg, shape):
+    """--calib seeded inputs of the patch shape (not the timed input), written once into the
+    workdir as <net>.calib<i>.f32: OpenVINO's NNCF calibrates on them, and so can voxseg."""
+    import numpy as np
+    out = []
+    for i in range(args.calib):
+        path = os.path.join(args.workdir, f"{net_tag(args)}.calib{i}.f32")
+        if not os.path.exists(path):
+            np.random.default_rng(SEED + 1 + i).standard_normal(shape, dtype=np.float32).tofile(path)
+        out.append(np.fromfile(path, dtype=np.float32).reshape(shape))
+    return out
+
+
+def run_openvino(args, kind):
+    """OpenVINO on the same ONNX file: kind "f32", "bf16" or "int8" (NNCF)."""
+    import numpy as np
+    import openvino as ov
+
+    cfg = NETS[args.net]
+    p = paths(args.workdir, net_tag(args))
+    shape = (1, cfg["in_ch"], cfg["patch"], cfg["patch"], cfg["patch"])
+    core = ov.Core()
+    caps = core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    if kind == "bf16" and "BF16" not in caps:
+        print(json.dumps({"error": f"OpenVINO: no bf16 on this CPU (capabilities {caps})"}))
+        return
+    model = core.read_model(p["onnx"])
+    model.reshape({model.inputs[0]: ov.PartialShape(list(shape))})
+    calib_s = None
+    if kind == "int8":
+        ir = os.path.join(args.workdir, f"{net_tag(args)}.ov_int8_calib{args.calib}.xml")
+        if os.path.exists(ir):
+            model = core.read_model(ir)
+        else:
+            import nncf
+            t = time.perf_counter()
+            data = nncf.Dataset(calibration_inputs(args, cfg, shape))
+            model = nncf.quantize(model, data, preset=nncf.QuantizationPreset.PERFORMANCE,
+                                  subset_size=args.calib)
+            calib_s = time.perf_counter() - t
+            ov.save_model(model, ir)
+    config = {"INFERENCE_NUM_THREADS": args.threads, "NUM_STREAMS": 1,
+              "PERFORMANCE_HINT": "LATENCY",
+              "INFERENCE_PRECISION_HINT": "bf16" if kind == "bf16" else "f32"}
+    compiled = core.compile_model(model, "CPU", config)
+    used = str(compiled.get_property("INFERENCE_PRECISION_HINT"))
+    request = compiled.create_infer_request()
+    x = np.fromfile(p["input"], dtype=np.float32).reshape(shape)
+    times = []
+    for i in range(args.warmup + args.runs):
+        t = time.perf_counter()
+        y = request.infer({0: x})[compiled.outputs[0]]
+        if i >= args.warmup:
+            times.append(time.perf_counter() - t)
+    np.ascontiguousarray(y, dtype=np.float32).tofile(
+        p[{"f32": "out_ov", "bf16": "out_ov_bf16", "int8": "out_ov_int8"}[kind]])
+    print(json.dumps({"times": times, "peak_rss_mib": peak_rss_mib(), "version": ov.__version__,
+                      "inference_precision": used, "capabilities": caps,
+                      "calibration_s": calib_s, "calibration_inputs": args.calib}))
 
 
 def export(args):
@@ -312,8 +382,9 @@ def load_average():
 
 
 def child(args, which):
-    cmd = [sys.executable, __file__, "--net", args.net, "--patch", str(NETS[args.net]["patch"]),
-           "--threads", str(args.threads),
+    python = args.ov_python if which.startswith("ov") else sys.executable
+    cmd = [python, __file__, "--net", args.net, "--patch", str(NETS[args.net]["patch"]),
+           "--threads", str(args.threads), "--calib", str(args.calib),
            "--runs", str(args.runs), "--warmup", str(args.warmup), "--workdir", args.workdir,
            "--mode", which]
     return run_json(cmd)
@@ -337,7 +408,11 @@ def main():
     ap.add_argument("--workdir", default="/tmp/voxseg-bench")
     ap.add_argument("--voxseg-bench", default="build/bench/voxseg_bench_cpu")
     ap.add_argument("--only", default="torch,ort,fp32,bf16",
-                    help="comma list of torch, torch_bf16, ort, fp32, bf16")
+                    help="comma list of torch, torch_bf16, ort, fp32, bf16, ov, ov_bf16, ov_int8")
+    ap.add_argument("--ov-python", default=sys.executable,
+                    help="Python with openvino and nncf for the ov* runtimes")
+    ap.add_argument("--calib", type=int, default=2,
+                    help="calibration inputs for OpenVINO's NNCF INT8 (as measured in issue 40)")
     ap.add_argument("--ceiling", action="store_true",
                     help="voxseg also times one Conv3d 64->64 3x3x3 on 64^3 in the same process")
     ap.add_argument("--mode", default="all", help=argparse.SUPPRESS)
@@ -347,7 +422,9 @@ def main():
         cfg["patch"] = args.patch
     if args.mode != "all":
         return {"torch": run_torch, "ort": run_ort, "export": export,
-                "torch_bf16": lambda a: run_torch(a, bf16=True)}[args.mode](args)
+                "torch_bf16": lambda a: run_torch(a, bf16=True),
+                "ov": lambda a: run_openvino(a, "f32"), "ov_bf16": lambda a: run_openvino(a, "bf16"),
+                "ov_int8": lambda a: run_openvino(a, "int8")}[args.mode](args)
 
     p = paths(args.workdir, net_tag(args))
     os.makedirs(args.workdir, exist_ok=True)
@@ -362,7 +439,7 @@ def main():
         res = {}
         for which in args.only.split(","):
             load = load_average()
-            r = child(args, which) if which.startswith("torch") or which == "ort" \
+            r = child(args, which) if which.startswith(("torch", "ov")) or which == "ort" \
                 else run_voxseg(args, which)
             r["load"] = load
             res[which] = r
@@ -378,9 +455,14 @@ def median(v):
 
 def report(args, cfg, p, gflop, rounds):
     names = {"torch": "PyTorch eager fp32", "torch_bf16": "PyTorch bf16 autocast",
-             "ort": "ONNX Runtime fp32", "fp32": "voxseg cpu fp32", "bf16": "voxseg cpu bf16"}
+             "ort": "ONNX Runtime fp32", "fp32": "voxseg cpu fp32", "bf16": "voxseg cpu bf16",
+             "ov": "OpenVINO fp32", "ov_bf16": "OpenVINO bf16",
+             "ov_int8": f"OpenVINO INT8 (NNCF, {args.calib} calibration inputs)"}
     outs = {"torch": p["out_torch"], "torch_bf16": p["out_torch_bf16"], "ort": p["out_ort"],
-            "fp32": p["out_vx_fp32"], "bf16": p["out_vx_bf16"]}
+            "fp32": p["out_vx_fp32"], "bf16": p["out_vx_bf16"], "ov": p["out_ov"],
+            "ov_bf16": p["out_ov_bf16"], "ov_int8": p["out_ov_int8"]}
+    # the OpenVINO run of the same precision, for voxseg's rows
+    ov_peer = {"fp32": "ov", "bf16": "ov_bf16", "int8": "ov_int8"}
     keys = list(rounds[0])
     best = {k: median([min(r[k]["times"]) for r in rounds if "times" in r[k]] or [float("nan")])
             for k in keys}
@@ -393,20 +475,23 @@ def report(args, cfg, p, gflop, rounds):
           f"{args.warmup} warm-up; load average {rounds[0][keys[0]]['load']} .. "
           f"{rounds[-1][keys[-1]]['load']}\n")
     print("| runtime | s/patch | conv GFLOP/s | peak RSS MiB | vs PyTorch (same precision) | "
-          "vs ORT fp32 | max abs diff vs PyTorch fp32 |")
-    print("|---|---|---|---|---|---|---|")
+          "vs ORT fp32 | vs OpenVINO (same precision) | max abs diff vs PyTorch fp32 |")
+    print("|---|---|---|---|---|---|---|---|")
     for k in keys:
         last = rounds[-1][k]
         if "times" not in last:
-            print(f"| {names[k]} | fails: {last.get('error', '?')} | | | | | |")
+            print(f"| {names[k]} | fails: {last.get('error', '?')} | | | | | | |")
             continue
         t = best[k]
-        peer = "torch_bf16" if k in ("bf16", "torch_bf16") else "torch"
+        peer = {"bf16": "torch_bf16", "torch_bf16": "torch_bf16", "ov_bf16": "torch_bf16",
+                "ov_int8": None}.get(k, "torch")
         vs_t = f"{best[peer] / t:.2f}x" if peer in best and best[peer] == best[peer] else "-"
         vs_o = f"{best['ort'] / t:.2f}x" if "ort" in best and best["ort"] == best["ort"] else "-"
+        ov = ov_peer.get(k)
+        vs_ov = f"{best[ov] / t:.2f}x" if ov in best and best[ov] == best[ov] else "-"
         diff = f"{max_abs_diff(outs[k], ref):.2e}" if ref and k != "torch" else "-"
         print(f"| {names[k]} | {t:.3f} | {gflop / t:.0f} | {last['peak_rss_mib']:.0f} | {vs_t} | "
-              f"{vs_o} | {diff} |")
+              f"{vs_o} | {vs_ov} | {diff} |")
     for k in ("fp32", "bf16"):  # the share per round (network and conv in one process)
         shares = [(gflop / min(r[k]["times"])) / (r[k]["ceiling"]["gflop"] /
                                                   r[k]["ceiling"]["best_s"])
