@@ -6,6 +6,7 @@
 #include "core/memory_limit.h"
 #include "engine/cpu/plan.h"
 #include "engine/passes/optimize.h"
+#include "engine/quant/int8_scheme.h"
 
 #include <omp.h>
 
@@ -321,6 +322,29 @@ PrecisionChoice cpuAutoPrecision(const CpuBf16Traits& cpu) {
                 "cpu has avx512_bf16 but no AMX (Intel): bf16 measured slower than fp32 there "
                 "(docs/perf-cpu.md); --precision bf16 still runs it"};
     return {Precision::kFloat32, "cpu has no bf16 instructions (no AMX, no avx512_bf16)"};
+}
+
+CpuInt8Traits cpuInt8Traits() {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    auto has = [isa](dnnl_cpu_isa_t want) {
+        return (isa & static_cast<unsigned>(want)) == static_cast<unsigned>(want);
+    };
+    return {has(dnnl_cpu_isa_avx512_core_vnni), has(dnnl_cpu_isa_avx2_vnni),
+            has(dnnl_cpu_isa_avx512_core_amx)};
+}
+
+Status cpuInt8Support(const CpuInt8Traits& cpu) {
+    if (cpu.avx512_vnni || cpu.avx_vnni || cpu.amx_int8) return Status::ok();
+    return unsupported(
+        "cpu backend: precision int8 needs VNNI dot products (avx512_vnni or avx_vnni) or AMX "
+        "(amx_int8), and this CPU has none: its int8 kernels add products in saturating 16-bit "
+        "pairs, so weights would be cut to 7 bits, a precision no calibration validated "
+        "(docs/int8.md); use --precision fp32, or bf16 where the CPU has avx512_bf16");
+}
+
+int cpuInt8WeightQmax(const CpuInt8Traits& cpu) {
+    return cpu.avx512_vnni || cpu.avx_vnni || cpu.amx_int8 ? quant::kWeightQmaxVnni
+                                                           : quant::kWeightQmaxNoVnni;
 }
 
 std::unique_ptr<Backend> makeCpuBackend() { return std::make_unique<CpuBackend>(); }

@@ -8,7 +8,8 @@
 // activations into normalisations, and plans one activation arena whose buffers are reused by
 // liveness. Precision: fp32 (default) or bf16 activations/weights with fp32 accumulation and
 // fp32 normalisation statistics, the latter only where the CPU has avx512_bf16. "auto" is bf16
-// on CPUs with AMX and on AMD CPUs with avx512_bf16, else fp32 (cpuAutoPrecision).
+// on CPUs with AMX and on AMD CPUs with avx512_bf16, else fp32 (cpuAutoPrecision). INT8
+// convolutions (conv_int8.h) need VNNI or AMX to run at speed (cpuInt8Support).
 //
 // Threads: oneDNN's OpenMP runtime; CompileOptions::num_threads (0 = all cores) is applied with
 // omp_set_num_threads on the thread that compiles and on the thread that runs.
@@ -37,5 +38,24 @@ struct CpuBf16Traits {
 // "Precision"), and without bf16 instructions. A pure function, so every branch is tested on
 // any machine.
 PrecisionChoice cpuAutoPrecision(const CpuBf16Traits& cpu);
+
+// What INT8 at speed needs (docs/int8.md): VNNI dot products, 4 u8 x s8 products straight into
+// s32 (avx512_vnni; avx_vnni on AVX2 CPUs), or AMX tiles with int8 (amx_int8).
+struct CpuInt8Traits {
+    bool avx512_vnni = false;
+    bool avx_vnni = false;
+    bool amx_int8 = false;
+};
+// This CPU's, as oneDNN's effective ISA reports them (DNNL_MAX_CPU_ISA caps them).
+CpuInt8Traits cpuInt8Traits();
+// Ok where the cpu backend runs int8: with VNNI or AMX. Without them kUnsupported naming the
+// missing instructions and what to run instead: oneDNN's int8 kernels still compute there
+// (AVX2 vpmaddubsw, which saturates pairs of products in s16), exactly only with 7-bit weights,
+// a precision the package's calibration (8-bit weights) did not validate. A pure function, so
+// both answers are tested on any machine.
+Status cpuInt8Support(const CpuInt8Traits& cpu);
+// The largest weight magnitude the CPU's int8 kernels multiply exactly: 127 with VNNI or AMX,
+// 63 without (engine/quant/int8_scheme.h).
+int cpuInt8WeightQmax(const CpuInt8Traits& cpu);
 
 }  // namespace voxseg::engine

@@ -31,6 +31,27 @@ TEST(PrecisionPolicy, CpuAutoIsBf16WithAmxOrOnAmdWithAvx512Bf16) {
         EXPECT_EQ(cpuAutoPrecision({false, false, amd}).precision, Precision::kFloat32);
 }
 
+// INT8 runs where VNNI or AMX does, whatever this machine has; elsewhere the refusal names the
+// missing instructions and the precisions to run instead.
+TEST(PrecisionPolicy, CpuInt8NeedsVnniOrAmxAndSaysWhatToRunInstead) {
+    for (const CpuInt8Traits& ok :
+         {CpuInt8Traits{true, false, false}, CpuInt8Traits{false, true, false},
+          CpuInt8Traits{true, false, true}}) {
+        EXPECT_TRUE(cpuInt8Support(ok).isOk());
+        EXPECT_EQ(cpuInt8WeightQmax(ok), 127);
+    }
+    const Status refused = cpuInt8Support({});
+    ASSERT_FALSE(refused.isOk());
+    EXPECT_EQ(refused.code(), StatusCode::kUnsupported);
+    for (const char* word : {"int8", "avx512_vnni", "avx_vnni", "amx_int8", "--precision fp32",
+                             "bf16", "docs/int8.md"})
+        EXPECT_NE(refused.message().find(word), std::string::npos) << word;
+    EXPECT_EQ(cpuInt8WeightQmax({}), 63);
+    // This machine's answer is one of the two, consistent with its traits.
+    const CpuInt8Traits here = cpuInt8Traits();
+    EXPECT_EQ(cpuInt8Support(here).isOk(), cpuInt8WeightQmax(here) == 127);
+}
+
 TEST(PrecisionPolicy, AutoAsksTheBackendAndSaysWhy) {
     for (const std::string& name : availableBackends()) {
         auto backend = createBackend(name);
