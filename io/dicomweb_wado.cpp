@@ -23,13 +23,19 @@ namespace {
 class PartsToFiles : public MultipartReader::Handler {
   public:
     PartsToFiles(RetrieveFolder& folder, std::string url, int expected,
-                 const RetrieveCallback& progress)
-        : folder_(folder), url_(std::move(url)), expected_(expected), progress_(progress) {}
+                 const RetrieveCallback& progress, const CancelToken& cancel)
+        : folder_(folder),
+          url_(std::move(url)),
+          expected_(expected),
+          progress_(progress),
+          cancel_(cancel) {}
     ~PartsToFiles() override {
         if (fd_ >= 0) ::close(fd_);
     }
 
     Status beginPart(const std::map<std::string, std::string>& headers) override {
+        // Several parts may arrive in one chunk, between two of libcurl's progress checks.
+        if (cancel_.isCancelled()) return Status(StatusCode::kCancelled, "cancelled", url_);
         const auto ct = headers.find("content-type");
         if (ct != headers.end() && ct->second.rfind("application/dicom", 0) != 0)
             return unsupported(fmt::format("part {} is \"{}\", not application/dicom",
@@ -70,6 +76,7 @@ class PartsToFiles : public MultipartReader::Handler {
     std::string url_;
     int expected_;
     const RetrieveCallback& progress_;
+    CancelToken cancel_;
     std::string name_, path_;
     int fd_ = -1;
 };
@@ -86,7 +93,7 @@ Result<RetrievedSeries> wadoRetrieveSeries(const HttpEndpoint& server, const std
     const std::string url =
         root + "/studies/" + urlEncode(study_uid) + "/series/" + urlEncode(series_uid);
     VOXSEG_ASSIGN_OR_RETURN(auto folder, RetrieveFolder::create(target_folder));
-    PartsToFiles parts(*folder, url, expected, progress);
+    PartsToFiles parts(*folder, url, expected, progress, cancel);
     std::optional<MultipartReader> reader;
     HttpRequest req;
     req.url = url;
@@ -111,6 +118,7 @@ Result<RetrievedSeries> wadoRetrieveSeries(const HttpEndpoint& server, const std
         reader.emplace(boundary, &parts, url);
     }
     VOXSEG_RETURN_IF_ERROR(reader->finish());
+    if (cancel.isCancelled()) return Status(StatusCode::kCancelled, "cancelled", url);
     if (folder->count() == 0)
         return notFound("WADO-RS returned no instance for the series " + series_uid, url);
     return folder->commit();

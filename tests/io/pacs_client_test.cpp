@@ -247,6 +247,29 @@ TEST_F(PacsClientTest, CancelledRetrieveLeavesNothing) {
     EXPECT_TRUE(std::filesystem::is_empty(out.path()));
 }
 
+TEST_F(PacsClientTest, CancelDuringARetrieveStopsItAndLeavesNothing) {
+    const PacsTestStudy& s = studies_[0];
+    for (bool web : {false, true}) {
+        SCOPED_TRACE(web ? "WADO-RS" : "C-MOVE");
+        TempDir out;
+        CancelToken cancel;
+        int calls = 0;
+        auto on_progress = [&](int, int) {
+            ++calls;
+            cancel.cancel();  // after the first instance
+        };
+        auto r = web ? wadoRetrieveSeries(server_->dicomweb, s.study_uid, s.series_uid,
+                                          out / "series", s.slices, on_progress, cancel)
+                     : moveSeries(server_->peer, server_->self, s.study_uid, s.series_uid,
+                                  out / "series", s.slices, on_progress, cancel);
+        ASSERT_FALSE(r.isOk());
+        EXPECT_EQ(r.status().code(), StatusCode::kCancelled) << r.status().toString();
+        EXPECT_GE(calls, 1);
+        EXPECT_LT(calls, s.slices);
+        EXPECT_TRUE(std::filesystem::is_empty(out.path()));
+    }
+}
+
 TEST_F(PacsClientTest, SegSentByCStoreAndStowIsFound) {
     TempDir out;
     const std::string by_dimse = writeSeg(out / "seg-dimse.dcm");
