@@ -2,6 +2,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "pipeline/mask_input.h"
 #include "pipeline/monai_spacing.h"
 #include "pipeline/normalization.h"
 #include "pipeline/orientation.h"
@@ -12,6 +13,7 @@
 #include "pipeline/spline_resample.h"
 #include "pipeline/tensor_layout.h"
 #include "pipeline/totalseg_grid.h"
+#include "pipeline/valid_tiles.h"
 
 #include <fmt/ranges.h>
 
@@ -492,6 +494,7 @@ std::vector<bool> stagesNeeded(const engine::ModelPackage& package,
         if (st.crop_to && cropLinkActive(*st.crop_to, labels))
             needed[static_cast<size_t>(st.crop_to->stage_index)] = true;
         if (st.one_hot_from) needed[static_cast<size_t>(st.one_hot_from->stage_index)] = true;
+        if (st.mask) needed[static_cast<size_t>(st.mask->stage_index)] = true;
         if (st.normalization.percentiles_of_stage >= 0)
             needed[static_cast<size_t>(st.normalization.percentiles_of_stage)] = true;
     }
@@ -516,6 +519,17 @@ Result<std::unique_ptr<StageRunner>> StageRunner::create(engine::Backend& backen
                       model.package.stages[s].name);
             continue;
         }
+        const StageSpec& st = model.package.stages[s];
+        if (!st.inference.output_size.empty()) {  // a 'valid' network, tiled as DeepVoxNet does
+            auto tiles = ValidTiles::create(backend, model.graphs.at(s),
+                                            st.inputChannels(model.package.channels.size()),
+                                            st.patch_size, st.inference.output_size, compile);
+            if (!tiles.isOk())
+                return tiles.status().withContext("model " + model.package.name + ", stage " +
+                                                  st.name + ": ");
+            runner->windows_.push_back(std::move(tiles).value());
+            continue;
+        }
         VOXSEG_ASSIGN_OR_RETURN(auto window,
                                 engine::createStageWindow(backend, model, s, batch, compile));
         runner->windows_.push_back(std::move(window));
@@ -527,14 +541,18 @@ Result<std::unique_ptr<StageRunner>> StageRunner::create(engine::Backend& backen
 // grid (nnU-Net normalises before its spline resampling, deepbet and MONAI after), the
 // percentiles this stage provides to itself and later stages (into `percentiles`), and nnU-Net's
 // cascade one-hot channels from an earlier stage's labels on the oriented grid.
+// With a mask (stages[i].mask) the tensor is the mask's box of the network grid only.
 struct StageInput {
     engine::Tensor tensor;
     std::array<int64_t, 3> size{};  // the network grid
     Geometry net_grid;
+    std::optional<CropBox> mask_box;  // in the network grid
+    bool mask_empty = false;          // the mask has no voxel: nothing to run
 };
 
 Result<StageInput> stageInput(const engine::ModelPackage& m, size_t s, const Volume& oriented,
                               const CropBox& region, const std::vector<Volume>& oriented_labels,
+                              const std::vector<Volume>& mask_labels,
                               std::vector<std::optional<std::array<double, 2>>>& percentiles,
                               int threads) {
     const StageSpec& st = m.stages[s];
@@ -582,6 +600,17 @@ Result<StageInput> stageInput(const engine::ModelPackage& m, size_t s, const Vol
         VOXSEG_ASSIGN_OR_RETURN(net, normalize(net, st.normalization, nullptr,
                                                percentiles[s] ? &*percentiles[s] : nullptr));
     }
+    if (st.mask) {  // pyliverlesionseg's lesion input: the (dilated) liver only
+        VOXSEG_ASSIGN_OR_RETURN(
+            Volume mask, stageMask(mask_labels[static_cast<size_t>(st.mask->stage_index)], region,
+                                   net_grid, *st.mask));
+        in.mask_box = maskBox(mask);
+        if (!in.mask_box) {
+            in.mask_empty = true;
+            return in;
+        }
+        VOXSEG_ASSIGN_OR_RETURN(net, maskedImage(net, mask, *in.mask_box, st.mask->outside));
+    }
     std::vector<Volume> channels{std::move(net)};
     if (st.one_hot_from) {  // nnU-Net's cascade: appended after the image channels
         VOXSEG_ASSIGN_OR_RETURN(
@@ -605,19 +634,35 @@ Result<StageInput> stageInput(const engine::ModelPackage& m, size_t s, const Vol
 
 Result<std::optional<Volume>> StageRunner::networkStage(
     size_t s, const Volume& oriented, const CropBox& region,
-    const std::vector<Volume>& oriented_labels,
+    const std::vector<Volume>& oriented_labels, const std::vector<Volume>& mask_labels,
     std::vector<std::optional<std::array<double, 2>>>& percentiles, int threads,
     const Progress& progress, bool keep_net_labels, bool want_oriented, StageTrace& trace,
     Volume& net_labels, int64_t& patches) {
     const engine::ModelPackage& m = package_;
     const StageSpec& st = m.stages[s];
-    VOXSEG_ASSIGN_OR_RETURN(
-        StageInput in, stageInput(m, s, oriented, region, oriented_labels, percentiles, threads));
+    VOXSEG_ASSIGN_OR_RETURN(StageInput in, stageInput(m, s, oriented, region, oriented_labels,
+                                                      mask_labels, percentiles, threads));
     trace.network = in.size;
     trace.percentiles = percentiles[s];
+    if (in.mask_empty) {  // the linked label vanished on this grid: no voxel to segment
+        log::warning(kComponent, "stage {}: its mask (stage {} label {}) is empty on its grid",
+                     st.name, st.mask->stage, st.mask->label);
+        const bool small = maxLabel(st.output.labels) <= 255;
+        auto zeros = [small](const Geometry& g) {
+            return small ? Volume::allocate<uint8_t>(g) : Volume::allocate<uint16_t>(g);
+        };
+        if (keep_net_labels) net_labels = zeros(in.net_grid);
+        if (!want_oriented) return std::optional<Volume>();
+        return std::optional<Volume>(zeros(oriented.geometry()));
+    }
     engine::SlidingWindowStats stats;
     VOXSEG_ASSIGN_OR_RETURN(engine::Tensor scores, windows_[s]->run(in.tensor, progress, &stats));
     in.tensor = engine::Tensor();
+    if (in.mask_box) {  // back onto the whole network grid, background outside the box
+        VOXSEG_ASSIGN_OR_RETURN(
+            scores, pasteScores(scores, croppedGeometry(in.net_grid, *in.mask_box), in.net_grid,
+                                *in.mask_box, m.axis_order, backgroundScores(st)));
+    }
     trace.patches = stats.patches;
     patches += stats.patches;
     // An nnunet-fp16 window gives float16 scores: a softmax stage exports them as they are
@@ -708,6 +753,7 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
     // as deepbet reads its 128^3 mask), one-hot links the labels on the oriented grid.
     // A roi_subset crop link reads the labels on the oriented grid too.
     std::vector<bool> crop_source(n, false), one_hot_source(n, false), ran(n, false);
+    std::vector<bool> mask_source(n, false);
     for (size_t s = 0; s < n; ++s) {
         if (!needed_[s]) continue;
         const StageSpec& st = m.stages[s];
@@ -718,8 +764,10 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
         }
         if (st.one_hot_from)
             one_hot_source[static_cast<size_t>(st.one_hot_from->stage_index)] = true;
+        if (st.mask) mask_source[static_cast<size_t>(st.mask->stage_index)] = true;
     }
-    std::vector<Volume> net_labels(n), oriented_labels(n);
+    // mask links read the labels on the oriented grid after post-processing
+    std::vector<Volume> net_labels(n), oriented_labels(n), mask_labels(n);
     std::vector<CropBox> regions(n);  // in the oriented grid
     std::vector<std::optional<std::array<double, 2>>> percentiles(n);
     std::vector<int> all_labels;
@@ -741,7 +789,9 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
         const int src_crop = crop_on ? st.crop_to->stage_index : -1;
         const int src_hot = st.one_hot_from ? st.one_hot_from->stage_index : -1;
         const int src_pct = st.normalization.percentiles_of_stage;
-        if ((src_crop >= 0 && !ran[static_cast<size_t>(src_crop)]) ||
+        const int src_mask = st.mask ? st.mask->stage_index : -1;
+        if ((src_mask >= 0 && !ran[static_cast<size_t>(src_mask)]) ||
+            (src_crop >= 0 && !ran[static_cast<size_t>(src_crop)]) ||
             (src_hot >= 0 && !ran[static_cast<size_t>(src_hot)]) ||
             (src_pct >= 0 && !ran[static_cast<size_t>(src_pct)]))
             continue;
@@ -794,13 +844,18 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
                 on_og, totalSegmentatorStage(s, oriented, region, threads, sp, trace, result));
         } else {
             VOXSEG_ASSIGN_OR_RETURN(
-                on_og, networkStage(s, oriented, region, oriented_labels, percentiles, threads, sp,
-                                    crop_source[s], st.result || one_hot_source[s], trace,
+                on_og, networkStage(s, oriented, region, oriented_labels, mask_labels, percentiles,
+                                    threads, sp, crop_source[s],
+                                    st.result || one_hot_source[s] || mask_source[s], trace,
                                     net_labels[s], result.patches));
         }
         ran[s] = true;
         if (on_og) {
             if (one_hot_source[s]) oriented_labels[s] = st.result ? cloneVolume(*on_og) : *on_og;
+            if (mask_source[s]) {
+                mask_labels[s] = cloneVolume(*on_og);
+                VOXSEG_RETURN_IF_ERROR(runPostprocess(mask_labels[s], st));
+            }
             if (st.result) {
                 Volume out =
                     mapping.isIdentity() ? *on_og : applyAxisMapping(*on_og, mapping.inverse());

@@ -94,8 +94,8 @@ struct StagesResult {
 bool cropLinkActive(const engine::CropLink& link, const std::vector<int>& labels);
 
 // Which stages run to produce `labels` (empty: every label): the result stages giving one of
-// them, and every stage those (active) links point to (crop_to, one_hot_from, percentiles_of),
-// transitively.
+// them, and every stage those (active) links point to (crop_to, one_hot_from, mask,
+// percentiles_of), transitively.
 std::vector<bool> stagesNeeded(const engine::ModelPackage& package, const std::vector<int>& labels);
 
 class StageRunner {
@@ -118,7 +118,7 @@ class StageRunner {
     // on the oriented grid.
     Result<std::optional<Volume>> networkStage(
         size_t s, const Volume& oriented, const CropBox& region,
-        const std::vector<Volume>& oriented_labels,
+        const std::vector<Volume>& oriented_labels, const std::vector<Volume>& mask_labels,
         std::vector<std::optional<std::array<double, 2>>>& percentiles, int threads,
         const Progress& progress, bool keep_net_labels, bool want_oriented, StageTrace& trace,
         Volume& net_labels, int64_t& patches);

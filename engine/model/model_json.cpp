@@ -149,9 +149,25 @@ json precisionJson(const PrecisionSpec& spec) {
 void readInference(Reader& r, const json& v, const std::string& ikey, int64_t rank,
                    InferenceSpec& inf) {
     if (!r.object(v, ikey)) return;
-    r.onlyKeys(
-        v, ikey,
-        {"overlap", "gaussian", "gaussian_sigma_scale", "mirror_axes", "convention", "accumulate"});
+    r.onlyKeys(v, ikey,
+               {"overlap", "gaussian", "gaussian_sigma_scale", "mirror_axes", "convention",
+                "accumulate", "output_size"});
+    if (const json* x = r.member(v, ikey, "output_size", false)) {
+        const std::string okey = Reader::join(ikey, "output_size");
+        if (r.array(*x, okey, "the network's output size per spatial axis")) {
+            if (rank > 0 && static_cast<int64_t>(x->size()) != rank)
+                r.fail(okey, "needs " + std::to_string(rank) + " sizes (one per patch axis), got " +
+                                 std::to_string(x->size()));
+            for (size_t i = 0; i < x->size() && r.ok(); ++i)
+                inf.output_size.push_back(r.integer((*x)[i], Reader::index(okey, i), 1, 4096));
+        }
+        for (const char* k : {"overlap", "gaussian", "gaussian_sigma_scale", "mirror_axes",
+                              "convention", "accumulate"})
+            if (r.ok() && v.contains(k))
+                r.fail(Reader::join(ikey, k),
+                       "not used with \"output_size\" (a 'valid' network is tiled without "
+                       "overlap, weights or mirroring, as DeepVoxNet tiles it)");
+    }
     if (const json* x = r.member(v, ikey, "overlap", false)) {
         inf.overlap = r.number(*x, Reader::join(ikey, "overlap"));
         if (r.ok() && !(inf.overlap >= 0.0 && inf.overlap < 1.0))
@@ -325,6 +341,7 @@ json inferenceJson(const InferenceSpec& inf) {
               {"convention", windowConventionName(inf.convention)}};
     if (inf.accumulation != Accumulation::kNormalized)
         j["accumulate"] = accumulationName(inf.accumulation);
+    if (!inf.output_size.empty()) j = {{"output_size", inf.output_size}};
     return j;
 }
 

@@ -425,6 +425,8 @@ Result<ModelPackage> parseModelPackage(const std::string& json_text, const std::
     readOutputKind(r, root, p);
     if (const json* v = r.member(root, "", "inference", false))
         readInference(r, *v, "inference", static_cast<int64_t>(p.patch_size.size()), p.inference);
+    if (r.ok() && !p.inference.output_size.empty())
+        r.fail("inference.output_size", "only a stage takes it (format_version 2)");
 
     readModelFiles(r, root, p);
     if (!r.ok()) return r.status();

@@ -82,6 +82,10 @@ struct InferenceSpec {
     std::vector<int> mirror_axes;  // spatial axes in network order
     WindowConvention convention = WindowConvention::kNnUNet;
     Accumulation accumulation = Accumulation::kNormalized;  // "accumulate"
+    // Stages only ("output_size"): the network returns the centred part of its patch of this
+    // size ('valid' convolutions); the stage is tiled as DeepVoxNet tiles it
+    // (pipeline/valid_tiles.h) instead of the sliding window. Empty: output = patch.
+    std::vector<int64_t> output_size;
 };
 
 // One network file; an ensemble lists several and averages their outputs.
@@ -189,11 +193,26 @@ struct OneHotLink {
     std::vector<int> labels;  // default: the stage's label values, ascending
 };
 
+// "the network sees the image only inside stage `stage`'s label" (pyliverlesionseg's lesion
+// input: the liver, dilated, a constant elsewhere): the label, on the oriented grid after the
+// linked stage's post-processing, is cropped to this stage's region, resampled onto its network
+// grid as a segmentation (order 1, >= 0.5) and dilated `dilate` times with the 18-neighbourhood;
+// the normalised network image is cut to the mask's bounding box and set to `outside` where the
+// mask is 0. The stage's scores outside the box are background.
+struct MaskLink {
+    std::string stage;
+    int stage_index = -1;  // resolved when the package is read (always an earlier stage)
+    int label = 0;
+    int dilate = 0;
+    double outside = 0.0;
+};
+
 struct StageSpec {
     std::string name;
     ModelFile model;
     std::optional<CropLink> crop_to;
     std::optional<OneHotLink> one_hot_from;
+    std::optional<MaskLink> mask;
     // The stage's labels are part of the result (on the input grid; later result stages paint
     // over earlier ones). The last stage always is; others when model.json says "result": true.
     bool result = false;

@@ -409,6 +409,29 @@ void readOneHotLink(Reader& r, const json& j, const std::string& key, const Mode
                                                labelList(from.output.labels) + ")");
 }
 
+// mask: {stage, label, dilate, outside} (MaskLink).
+void readMaskLink(Reader& r, const json& j, const std::string& key, const ModelPackage& p,
+                  MaskLink& link) {
+    if (!r.object(j, key)) return;
+    r.onlyKeys(j, key, {"stage", "label", "dilate", "outside"});
+    if (const json* x = r.member(j, key, "stage", true))
+        link.stage = r.string(*x, Reader::join(key, "stage"));
+    if (const json* x = r.member(j, key, "label", true))
+        link.label = static_cast<int>(r.integer(*x, Reader::join(key, "label"), 1, 32767));
+    if (const json* x = r.member(j, key, "dilate", false))
+        link.dilate = static_cast<int>(r.integer(*x, Reader::join(key, "dilate"), 0, 64));
+    if (const json* x = r.member(j, key, "outside", true))
+        link.outside = r.number(*x, Reader::join(key, "outside"));
+    if (!r.ok()) return;
+    link.stage_index = earlierStage(r, p, Reader::join(key, "stage"), link.stage);
+    if (link.stage_index < 0) return;
+    const StageSpec& from = p.stages[static_cast<size_t>(link.stage_index)];
+    if (!stageHasLabel(from, link.label))
+        r.fail(Reader::join(key, "label"),
+               "stage \"" + link.stage + "\" produces no label " + std::to_string(link.label) +
+                   " (its labels: " + labelList(from.output.labels) + ")");
+}
+
 // A post-processing rule's labels are the stage's; the stage grid is a totalsegmentator one.
 void checkPostprocess(Reader& r, const std::string& key, const StageSpec& stage) {
     const std::string pkey = Reader::join(key, "postprocess");
@@ -421,6 +444,38 @@ void checkPostprocess(Reader& r, const std::string& key, const StageSpec& stage)
         r.fail(Reader::join(pkey, "grid"),
                "\"stage\" needs \"grid\": \"totalsegmentator\" (TotalSegmentator's "
                "post-processing on its resampled grid)");
+}
+
+// What a mask or an output_size needs of the rest of the stage.
+void checkMaskAndOutputSize(Reader& r, const std::string& key, const StageSpec& stage) {
+    if (stage.mask) {
+        const std::string mkey = Reader::join(key, "mask");
+        if (stage.spacing_mm.empty())
+            r.fail(mkey, "needs a \"spacing_mm\" stage (the mask is cut on its network grid)");
+        else if (stage.one_hot_from)
+            r.fail(mkey, "cannot be combined with \"one_hot_from\"");
+        else if (stage.grid != StageGrid::kFieldOfView)
+            r.fail(mkey, "needs the default \"grid\": \"fov\"");
+        else if (stage.output.kind == StageOutputKind::kProbability)
+            r.fail(mkey,
+                   "needs a \"softmax\", \"sigmoid\" or \"regions\" output (logits: the "
+                   "scores outside the mask's box are set to background logits)");
+    }
+    const auto& out = stage.inference.output_size;
+    if (out.empty()) return;
+    const std::string okey = Reader::join(key, "inference.output_size");
+    if (stage.grid != StageGrid::kFieldOfView) {
+        r.fail(okey, "needs the default \"grid\": \"fov\"");
+        return;
+    }
+    for (size_t a = 0; a < out.size() && a < stage.patch_size.size() && r.ok(); ++a) {
+        const int64_t margin = stage.patch_size[a] - out[a];
+        if (margin < 0 || margin % 2 != 0)
+            r.fail(okey, "axis " + std::to_string(a) + ": output " + std::to_string(out[a]) +
+                             " must be the centred part of the patch " +
+                             std::to_string(stage.patch_size[a]) +
+                             " (smaller by an even number of voxels)");
+    }
 }
 
 // The result stages' labels are the package's labels, each from one stage.
@@ -506,7 +561,7 @@ void readStages(Reader& r, const json& root, ModelPackage& p) {
             st, key,
             {"name", "file", "sha256", "crop_to", "one_hot_from", "result", "shape", "spacing_mm",
              "patch_size", "interpolation", "grid", "slabs", "statistics_on_stage_grid",
-             "normalization", "output", "postprocess", "inference"});
+             "normalization", "output", "postprocess", "inference", "mask"});
         StageSpec stage;
         if (const json* x = r.member(st, key, "name", true))
             stage.name = r.string(*x, Reader::join(key, "name"));
@@ -563,6 +618,11 @@ void readStages(Reader& r, const json& root, ModelPackage& p) {
             readOneHotLink(r, *x, Reader::join(key, "one_hot_from"), p, link);
             stage.one_hot_from = link;
         }
+        if (const json* x = r.member(st, key, "mask", false)) {
+            MaskLink link;
+            readMaskLink(r, *x, Reader::join(key, "mask"), p, link);
+            stage.mask = link;
+        }
         if (const json* x = r.member(st, key, "grid", false)) readStageGrid(r, *x, key, stage);
         if (const json* x = r.member(st, key, "slabs", false)) {
             stage.slabs = r.boolean(*x, Reader::join(key, "slabs"));
@@ -586,6 +646,7 @@ void readStages(Reader& r, const json& root, ModelPackage& p) {
                        "the last stage always gives (part of) the result");
         }
         if (i + 1 == stages->size()) stage.result = true;
+        if (r.ok()) checkMaskAndOutputSize(r, key, stage);
         if (r.ok()) checkPostprocess(r, key, stage);
         if (!r.ok()) return;
         p.stages.push_back(stage);
@@ -625,6 +686,11 @@ json stageJson(const StageSpec& st) {
     if (st.one_hot_from)
         j["one_hot_from"] = {{"stage", st.one_hot_from->stage},
                              {"labels", st.one_hot_from->labels}};
+    if (st.mask)
+        j["mask"] = {{"stage", st.mask->stage},
+                     {"label", st.mask->label},
+                     {"dilate", st.mask->dilate},
+                     {"outside", st.mask->outside}};
     if (st.result) j["result"] = true;
     if (!st.shape.empty()) {
         j["shape"] = st.shape;
@@ -693,6 +759,9 @@ Status loadStages(const std::filesystem::path& folder, LoadedModel& model) {
         input.insert(input.end(), patch.begin(), patch.end());
         Shape expected = input;
         expected[1] = st.outputChannels();
+        if (!st.inference.output_size.empty())  // a 'valid' network: the centred part
+            std::copy(st.inference.output_size.begin(), st.inference.output_size.end(),
+                      expected.begin() + 2);
         const auto path = folder / st.model.file;
         OnnxImportOptions options;
         options.input_shapes = {input};
