@@ -1,5 +1,7 @@
 #include "pipeline/labels.h"
 
+#include "core/label_colors.h"
+
 namespace voxseg::pipeline {
 
 std::string labelName(const std::vector<LabelInfo>& labels, int value) {
@@ -11,16 +13,12 @@ std::string labelName(const std::vector<LabelInfo>& labels, int value) {
 std::array<uint8_t, 3> labelColor(const std::vector<LabelInfo>& labels, int value) {
     for (const LabelInfo& l : labels)
         if (l.value == value) return l.color;
-    // Slicer's GenericColors-like palette for labels the model does not describe.
-    static constexpr std::array<std::array<uint8_t, 3>, 8> kPalette{{{128, 174, 128},
-                                                                     {241, 214, 145},
-                                                                     {177, 122, 101},
-                                                                     {111, 184, 210},
-                                                                     {216, 101, 79},
-                                                                     {221, 130, 101},
-                                                                     {144, 238, 144},
-                                                                     {192, 104, 88}}};
-    return kPalette[static_cast<size_t>(value) % kPalette.size()];
+    // The viewer's perceptually spaced palette (core/label_colors.h), in its order: values 1,
+    // 2, 3, ... of a map nothing describes get the colours a reader sees for them in the viewer
+    // when it opens the same map.
+    const std::vector<Rgb>& palette = labelPalette();
+    const auto n = static_cast<int64_t>(palette.size());
+    return palette[static_cast<size_t>(((int64_t{value} - 1) % n + n) % n)];
 }
 
 }  // namespace voxseg::pipeline

@@ -15,7 +15,8 @@ namespace voxseg::pipeline {
 // Name of `value` in `labels`, or "label <value>".
 std::string labelName(const std::vector<LabelInfo>& labels, int value);
 
-// Colour of `value` in `labels`, or a fixed distinct colour from a palette.
+// Colour of `value` in `labels`, or for a value none describes the (value - 1)-th colour of the
+// viewer's palette (core/label_colors.h labelPalette).
 std::array<uint8_t, 3> labelColor(const std::vector<LabelInfo>& labels, int value);
 
 }  // namespace voxseg::pipeline

@@ -1,7 +1,7 @@
 #include "ui/viewer_state.h"
 
 #include "core/log.h"
-#include "edit/label_colors.h"
+#include "core/label_colors.h"
 #include "pipeline/orientation.h"
 
 #include <algorithm>
@@ -113,12 +113,12 @@ void ViewerState::applyLabelMap(PreparedLabelMap p) {
     // A described label keeps its colour; the others get their type's standard colour or the
     // palette colour farthest from those given so far (pipeline's 8 colours repeat: labels 5
     // and 53 of TotalSegmentator were the same salmon).
-    std::vector<edit::Rgb> used;
+    std::vector<Rgb> used;
     for (const auto& e : entries_)
         if (!e.auto_color) used.push_back(e.color);
     for (auto& e : entries_) {
         if (!e.auto_color) continue;
-        e.color = edit::defaultLabelColor(e, used);
+        e.color = defaultLabelColor(e, used);
         used.push_back(e.color);
     }
     updateBounds();
@@ -228,7 +228,7 @@ void ViewerState::setLabelCodes(size_t row, const CodedConcept& category,
     e.category = category;
     e.type = type;
     if (e.auto_color) {
-        if (auto c = edit::standardColor(type, e.type_modifier); c && *c != e.color) {
+        if (auto c = standardColor(type, e.type_modifier); c && *c != e.color) {
             e.color = *c;
             for (auto& s : segments_)
                 if (s.value == e.value) s.color = *c;
@@ -446,9 +446,9 @@ int ViewerState::labelValue(const std::array<int64_t, 3>& v) const {
 }
 
 std::array<uint8_t, 3> ViewerState::nextLabelColor() const {
-    std::vector<edit::Rgb> used;
+    std::vector<Rgb> used;
     for (const auto& e : entries_) used.push_back(e.color);
-    return edit::distinctColor(used);
+    return distinctColor(used);
 }
 
 std::string ViewerState::labelName(int value) const {

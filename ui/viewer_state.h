@@ -40,7 +40,7 @@ struct LabelEntry : LabelInfo {
     // Edit provenance as loaded (SegmentAlgorithmType: AUTOMATIC, SEMIAUTOMATIC, MANUAL; empty:
     // unknown); saving an edited segmentation updates it from what the edits did.
     std::string algorithm_type;
-    // The colour was given by the viewer (edit/label_colors.h), not by a model, a file or the
+    // The colour was given by the viewer (core/label_colors.h), not by a model, a file or the
     // reader: picking codes with a standard colour gives the label that colour.
     bool auto_color = false;
 };
@@ -58,7 +58,7 @@ struct PreparedLabelMap {
 
 // `label_map` must be on `image`'s grid (same size; origin, spacing and direction within
 // 1e-3 mm / 1e-4). `labels` names and colours values (others found in the map get "label N" and
-// the standard colour of their codes or a perceptually spaced palette colour, edit/label_colors.h);
+// the standard colour of their codes or a perceptually spaced palette colour, core/label_colors.h);
 // `segments` (optional) describe them for DICOM SEG export. Float label maps are cast to int32.
 // Thread-safe (plain function).
 Result<PreparedLabelMap> prepareLabelMap(const Volume& image, Volume label_map,
@@ -163,7 +163,7 @@ class ViewerState : public QObject {
     // Name of a label value ("" for 0).
     std::string labelName(int value) const;
     // The colour a new label gets: the palette colour farthest from the shown labels' colours
-    // (edit/label_colors.h).
+    // (core/label_colors.h).
     std::array<uint8_t, 3> nextLabelColor() const;
 
   signals:

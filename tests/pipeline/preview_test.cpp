@@ -1,5 +1,8 @@
 #include "pipeline/preview.h"
 
+#include "core/label_colors.h"
+#include "pipeline/labels.h"
+
 #include "test_volumes.h"
 #include "tests/test_data.h"
 
@@ -73,5 +76,23 @@ TEST(Preview, MismatchedGridsAreAnError) {
     EXPECT_FALSE(std::filesystem::exists(dir / "p.png"));
 }
 
+// Values no label describes (a plain label map, a model's undescribed output) are coloured from
+// the viewer's palette in order, so the preview, the 3-D view and the viewer's table agree and
+// neighbouring values are told apart (the former fixed 8-colour list had three salmon reds).
+TEST(Preview, UndescribedValuesTakeTheViewersPaletteInOrder) {
+    const std::vector<voxseg::Rgb>& palette = labelPalette();
+    EXPECT_EQ(labelColor({}, 1), palette[0]);
+    EXPECT_EQ(labelColor({}, 2), palette[1]);
+    EXPECT_EQ(labelColor({}, static_cast<int>(palette.size()) + 1), palette[0]);  // wraps
+    LabelInfo liver;
+    liver.value = 5;
+    liver.color = {10, 20, 30};
+    EXPECT_EQ(labelColor({liver}, 5), (voxseg::Rgb{10, 20, 30}));
+    double closest = 1e9;
+    for (int a = 1; a <= 12; ++a)
+        for (int b = a + 1; b <= 12; ++b)
+            closest = std::min(closest, colorDifference(labelColor({}, a), labelColor({}, b)));
+    EXPECT_GT(closest, 20.0) << "values 1-12 must be told apart (CIE76 Delta E)";
+}
 }  // namespace
 }  // namespace voxseg::pipeline

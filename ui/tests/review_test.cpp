@@ -3,7 +3,7 @@
 // columns are in view, a status change keeps the scroll position, "accept and next" (A, the
 // button) walks the labels not reviewed with the crosshair, the count says how many are
 // reviewed, and labels without colours get distinct ones (standard colours for known codes).
-#include "edit/label_colors.h"
+#include "core/label_colors.h"
 #include "edit/segment_codes.h"
 #include "ui/label_table.h"
 #include "ui/tests/viewer_test_support.h"
@@ -151,16 +151,16 @@ TEST_F(ReviewTest, LabelsWithoutColoursGetDistinctOnesAndKnownCodesTheirStandard
     const auto& labels = state()->labels();
     for (size_t a = 0; a < labels.size(); ++a)
         for (size_t b = a + 1; b < labels.size(); ++b)
-            closest = std::min(closest, edit::colorDifference(labels[a].color, labels[b].color));
+            closest = std::min(closest, colorDifference(labels[a].color, labels[b].color));
     EXPECT_GT(closest, 20.0);
-    EXPECT_EQ(labels[0].color, edit::labelPalette()[0]);
+    EXPECT_EQ(labels[0].color, labelPalette()[0]);
     // A code with a standard colour recolours a label whose colour the viewer chose ...
     const CodedConcept* liver =
         edit::findSegmentationCode(edit::CodeGroup::kType, "SCT", "10200004");
     ASSERT_NE(liver, nullptr);
     const CodedConcept category = edit::segmentationCodes(edit::CodeGroup::kCategory).front();
     state()->setLabelCodes(0, category, *liver);
-    const auto standard = edit::standardColor(*liver);
+    const auto standard = standardColor(*liver);
     ASSERT_TRUE(standard);
     EXPECT_EQ(state()->labels()[0].color, *standard);
     EXPECT_EQ(state()->labelColors().colors.at(1) & 0xFFFFFF,
@@ -168,13 +168,13 @@ TEST_F(ReviewTest, LabelsWithoutColoursGetDistinctOnesAndKnownCodesTheirStandard
     // ... not one the reader picked.
     state()->setLabelColor(1, {1, 2, 3});
     state()->setLabelCodes(1, category, *liver);
-    EXPECT_EQ(state()->labels()[1].color, (edit::Rgb{1, 2, 3}));
+    EXPECT_EQ(state()->labels()[1].color, (Rgb{1, 2, 3}));
     // Left and right kidney differ (SNOMED CT 7771000 / 24028007 modifiers).
     const CodedConcept kidney{"64033007", "SCT", "Kidney"};
-    const auto left = edit::standardColor(kidney, CodedConcept{"7771000", "SCT", "Left"});
-    const auto right = edit::standardColor(kidney, CodedConcept{"24028007", "SCT", "Right"});
+    const auto left = standardColor(kidney, CodedConcept{"7771000", "SCT", "Left"});
+    const auto right = standardColor(kidney, CodedConcept{"24028007", "SCT", "Right"});
     ASSERT_TRUE(left && right);
-    EXPECT_GT(edit::colorDifference(*left, *right), 10.0);
+    EXPECT_GT(colorDifference(*left, *right), 10.0);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // The viewer's main window driven as a user would (QTest events, offscreen platform): open a
 // generated DICOM series, scroll, window/level, crosshair, label maps with overlay pixels, a real
 // model run in the background, outputs saved and read back, bad files.
-#include "edit/label_colors.h"
+#include "core/label_colors.h"
 #include "io/dicom_synth.h"
 #include "io/image_io.h"
 #include "io/rtstruct_reader.h"
@@ -233,7 +233,7 @@ TEST_F(ViewerTest, LabelMapOverlayPixelsToggleAndOutline) {
     MprView* axial = window_->view(ViewAxis::kAxial);
     const SliceFrame& f = s->frame(ViewAxis::kAxial);
     const auto centre = f.screen({14, 18, 12});
-    const auto colour = edit::labelPalette()[0];  // a plain label map: the viewer's palette
+    const auto colour = labelPalette()[0];  // a plain label map: the viewer's palette
     const uint8_t grey = windowGrey(300, s->window());
     EXPECT_EQ(pixel(axial, centre[0], centre[1]), expectedBlend(grey, colour, 0.5));
     EXPECT_TRUE(window_->cursorInfo()->text().contains("label 1"))

@@ -1,10 +1,10 @@
-#include "edit/label_colors.h"
+#include "core/label_colors.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string_view>
 
-namespace voxseg::edit {
+namespace voxseg {
 namespace {
 
 struct Lab {
@@ -39,7 +39,7 @@ struct StandardColor {
 };
 
 constexpr StandardColor kStandard[] = {
-#include "edit/data/standard_colors.inc"
+#include "core/data/standard_colors.inc"
 };
 
 std::vector<Rgb> buildPalette() {
@@ -119,4 +119,4 @@ Rgb defaultLabelColor(const LabelInfo& label, const std::vector<Rgb>& used) {
 
 double colorDifference(const Rgb& a, const Rgb& b) { return distance(toLab(a), toLab(b)); }
 
-}  // namespace voxseg::edit
+}  // namespace voxseg

@@ -15,7 +15,7 @@
 #include <optional>
 #include <vector>
 
-namespace voxseg::edit {
+namespace voxseg {
 
 using Rgb = std::array<uint8_t, 3>;
 
@@ -39,4 +39,4 @@ Rgb defaultLabelColor(const LabelInfo& label, const std::vector<Rgb>& used);
 // CIE76 colour difference (Delta E*ab) of two sRGB colours (D65).
 double colorDifference(const Rgb& a, const Rgb& b);
 
-}  // namespace voxseg::edit
+}  // namespace voxseg
