@@ -168,74 +168,48 @@ TEST_P(Int8ConvParity, OneDnnMatchesTheIntegerReferenceBitForBit) {
 }
 
 constexpr std::array<int64_t, 3> k0{0, 0, 0}, k1{1, 1, 1}, k2{2, 2, 2}, k3{3, 3, 3};
+
+// The 13 -> 11 channel, 11x10x9, 3x3x3 convolution with padding 1 that most cases vary.
+Case k3Case(const char* name) { return {name, 13, 11, {11, 10, 9}, k3, k1, k1, k1}; }
+Case withAct(Case c, Int8Activation act) {
+    c.act = act;
+    return c;
+}
+Case withZeroPoints(Case c, int32_t src_zp, int32_t dst_zp) {
+    c.src_zp = src_zp;
+    c.dst_zp = dst_zp;
+    return c;
+}
+Case withResidual(Case c) {
+    c.residual = true;
+    return c;
+}
+
+Case withBatch(Case c, int64_t batch) {
+    c.batch = batch;
+    return c;
+}
+
 const Case kCases[] = {
-    {"k3_pad1", 13, 11, {11, 10, 9}, k3, k1, k1, k1},
+    k3Case("k3_pad1"),
     {"k1_pointwise", 13, 11, {11, 10, 9}, k1, k1, k0, k0},
     {"k5_pad2", 5, 7, {9, 8, 7}, {5, 5, 5}, k1, k2, k2},
     {"k3_stride2", 13, 16, {11, 10, 9}, k3, k2, k1, k1},
     {"k2_stride2_nopad", 8, 11, {10, 8, 6}, k2, k2, k0, k0},
-    {"anisotropic_1x3x3_stride_1x2x2_asym_pad",
-     7,
-     9,
-     {5, 10, 9},
-     {1, 3, 3},
-     {1, 2, 2},
-     {0, 1, 0},
-     {0, 0, 1}},
-    {"relu", 13, 11, {11, 10, 9}, k3, k1, k1, k1, true, Int8Activation::kRelu},
-    {"leaky_relu_signed_src",
-     13,
-     11,
-     {11, 10, 9},
-     k3,
-     k1,
-     k1,
-     k1,
-     true,
-     Int8Activation::kLeakyRelu,
-     97,
-     23},
-    {"no_bias_dst_zero_point",
-     6,
-     10,
-     {7, 6, 5},
-     k3,
-     k1,
-     k1,
-     k1,
-     false,
-     Int8Activation::kNone,
-     0,
-     128},
-    {"residual_add", 13, 11, {11, 10, 9}, k3, k1, k1, k1, true, Int8Activation::kNone, 0, 0, true},
-    {"residual_then_leaky_relu_zero_points",
-     16,
-     16,
-     {9, 9, 9},
-     k3,
-     k1,
-     k1,
-     k1,
-     true,
-     Int8Activation::kLeakyRelu,
-     60,
-     30,
-     true},
-    {"pointwise_residual_relu_batch2",
-     24,
-     32,
-     {6, 5, 4},
-     k1,
-     k1,
-     k0,
-     k0,
-     true,
-     Int8Activation::kRelu,
-     0,
-     0,
-     true,
-     2},
-    {"wide_32_to_32", 32, 32, {8, 7, 6}, k3, k1, k1, k1, true, Int8Activation::kLeakyRelu, 11, 0},
+    {"k1x3x3_s1x2x2_asym_pad", 7, 9, {5, 10, 9}, {1, 3, 3}, {1, 2, 2}, {0, 1, 0}, {0, 0, 1}},
+    withAct(k3Case("relu"), Int8Activation::kRelu),
+    withZeroPoints(withAct(k3Case("leaky_relu_signed_src"), Int8Activation::kLeakyRelu), 97, 23),
+    withZeroPoints({"no_bias_dst_zero_point", 6, 10, {7, 6, 5}, k3, k1, k1, k1, false}, 0, 128),
+    withResidual(k3Case("residual_add")),
+    withZeroPoints(withResidual(withAct({"residual_leaky_zp", 16, 16, {9, 9, 9}, k3, k1, k1, k1},
+                                        Int8Activation::kLeakyRelu)),
+                   60, 30),
+    withBatch(withResidual(withAct({"k1_residual_relu_n2", 24, 32, {6, 5, 4}, k1, k1, k0, k0},
+                                   Int8Activation::kRelu)),
+              2),
+    withZeroPoints(
+        withAct({"wide_32_to_32", 32, 32, {8, 7, 6}, k3, k1, k1, k1}, Int8Activation::kLeakyRelu),
+        11, 0),
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, Int8ConvParity, ::testing::ValuesIn(kCases),
