@@ -1,0 +1,169 @@
+// model.json "quantization": reading with the model.json Reader's checks and messages, writing,
+// and the package's half of the int8 decision.
+#include "engine/model/model_quantization.h"
+
+#include "engine/model/model_json.h"
+
+#include <cmath>
+#include <set>
+
+namespace voxseg::engine {
+
+using detail::Reader;
+using nlohmann::json;
+
+const char* rangeMethodName(RangeMethod m) {
+    switch (m) {
+        case RangeMethod::kPercentile:
+            return "percentile";
+        case RangeMethod::kMse:
+            return "mse";
+        case RangeMethod::kMinMax:
+            return "minmax";
+    }
+    return "?";
+}
+
+namespace {
+
+double readUnit(Reader& r, const json& j, const std::string& key, const std::string& name) {
+    const json* v = r.member(j, key, name, true);
+    if (!v) return 0;
+    const std::string k = Reader::join(key, name);
+    const double x = r.number(*v, k);
+    if (r.ok() && !(x >= 0 && x <= 1)) r.fail(k, "must be in [0, 1]");
+    return x;
+}
+
+void readActivations(Reader& r, const json& j, const std::string& key, QuantizationRecord& q) {
+    if (!r.object(j, key)) return;
+    if (j.empty()) r.fail(key, "must name at least one tensor");
+    for (const auto& [name, v] : j.items()) {
+        const std::string k = key + "['" + name + "']";
+        if (name.empty()) r.fail(k, "a tensor name must not be empty");
+        if (!r.object(v, k)) return;
+        r.onlyKeys(v, k, {"scale", "zero_point"});
+        quant::ActivationQuant a;
+        if (const json* s = r.member(v, k, "scale", true)) {
+            a.scale = static_cast<float>(r.number(*s, Reader::join(k, "scale")));
+            if (r.ok() && !(a.scale > 0 && std::isfinite(a.scale)))
+                r.fail(Reader::join(k, "scale"), "must be positive and finite");
+        }
+        if (const json* z = r.member(v, k, "zero_point", true))
+            a.zero_point =
+                static_cast<int32_t>(r.integer(*z, Reader::join(k, "zero_point"), 0, 255));
+        q.activations[name] = a;
+    }
+}
+
+void readCalibration(Reader& r, const json& j, const std::string& key, QuantizationRecord& q) {
+    if (!r.object(j, key)) return;
+    r.onlyKeys(j, key, {"method", "percentile", "cases", "held_back"});
+    if (const json* m = r.member(j, key, "method", true)) {
+        const std::string name = r.string(*m, Reader::join(key, "method"));
+        if (name == "percentile")
+            q.method = RangeMethod::kPercentile;
+        else if (name == "mse")
+            q.method = RangeMethod::kMse;
+        else if (name == "minmax")
+            q.method = RangeMethod::kMinMax;
+        else if (r.ok())
+            r.fail(Reader::join(key, "method"), "must be percentile, mse or minmax");
+    }
+    if (const json* p = r.member(j, key, "percentile", q.method == RangeMethod::kPercentile)) {
+        q.percentile = r.number(*p, Reader::join(key, "percentile"));
+        if (r.ok() && !(q.percentile > 50 && q.percentile <= 100))
+            r.fail(Reader::join(key, "percentile"), "must be in (50, 100]");
+    }
+    if (const json* c = r.member(j, key, "cases", true)) {
+        const std::string k = Reader::join(key, "cases");
+        if (r.array(*c, k, "case names"))
+            for (size_t i = 0; i < c->size(); ++i)
+                q.calibration_cases.push_back(r.string((*c)[i], Reader::index(k, i)));
+        if (r.ok() && q.calibration_cases.empty()) r.fail(k, "must name at least one case");
+    }
+    const json* h = r.member(j, key, "held_back", false);
+    if (!h) return;
+    const std::string hk = Reader::join(key, "held_back");
+    if (!r.object(*h, hk)) return;
+    r.onlyKeys(*h, hk, {"cases", "dice_min", "dice_mean", "voxel_agreement"});
+    HeldBackAgreement a;
+    if (const json* c = r.member(*h, hk, "cases", true)) {
+        const std::string k = Reader::join(hk, "cases");
+        const std::set<std::string> used(q.calibration_cases.begin(), q.calibration_cases.end());
+        if (r.array(*c, k, "case names"))
+            for (size_t i = 0; i < c->size(); ++i) {
+                a.cases.push_back(r.string((*c)[i], Reader::index(k, i)));
+                if (r.ok() && used.count(a.cases.back()))
+                    r.fail(Reader::index(k, i), "'" + a.cases.back() +
+                                                    "' was a calibration case: held-back cases "
+                                                    "must be cases calibration did not see");
+            }
+        if (r.ok() && a.cases.empty()) r.fail(k, "must name at least one case");
+    }
+    a.dice_min = readUnit(r, *h, hk, "dice_min");
+    a.dice_mean = readUnit(r, *h, hk, "dice_mean");
+    a.voxel_agreement = readUnit(r, *h, hk, "voxel_agreement");
+    q.held_back = a;
+}
+
+}  // namespace
+
+Result<QuantizationRecord> readQuantization(const json& j, const std::string& key,
+                                            const std::string& source) {
+    Reader r(source);
+    QuantizationRecord q;
+    if (r.object(j, key)) {
+        r.onlyKeys(j, key, {"weight_bits", "activations", "float_layers", "calibration"});
+        if (const json* b = r.member(j, key, "weight_bits", true))
+            q.weight_bits = static_cast<int>(r.integer(*b, Reader::join(key, "weight_bits"), 7, 8));
+        if (const json* a = r.member(j, key, "activations", true))
+            readActivations(r, *a, Reader::join(key, "activations"), q);
+        if (const json* f = r.member(j, key, "float_layers", false)) {
+            const std::string k = Reader::join(key, "float_layers");
+            if (r.array(*f, k, "node names"))
+                for (size_t i = 0; i < f->size(); ++i)
+                    q.float_layers.push_back(r.string((*f)[i], Reader::index(k, i)));
+        }
+        if (const json* c = r.member(j, key, "calibration", true))
+            readCalibration(r, *c, Reader::join(key, "calibration"), q);
+    }
+    if (!r.ok()) return r.status();
+    return q;
+}
+
+json quantizationJson(const QuantizationRecord& q) {
+    json acts = json::object();
+    for (const auto& [name, a] : q.activations)
+        acts[name] = {{"scale", a.scale}, {"zero_point", a.zero_point}};
+    json cal{{"method", rangeMethodName(q.method)}, {"cases", q.calibration_cases}};
+    if (q.method == RangeMethod::kPercentile) cal["percentile"] = q.percentile;
+    if (q.held_back)
+        cal["held_back"] = {{"cases", q.held_back->cases},
+                            {"dice_min", q.held_back->dice_min},
+                            {"dice_mean", q.held_back->dice_mean},
+                            {"voxel_agreement", q.held_back->voxel_agreement}};
+    json j{{"weight_bits", q.weight_bits}, {"activations", acts}, {"calibration", cal}};
+    if (!q.float_layers.empty()) j["float_layers"] = q.float_layers;
+    return j;
+}
+
+Status int8PackageSupport(const std::optional<QuantizationRecord>& q, const std::string& model) {
+    const std::string instead = "; use --precision fp32, bf16 or auto";
+    if (!q)
+        return unsupported("model '" + model +
+                               "' has no int8 calibration (model.json \"quantization\"): run "
+                               "`voxseg model calibrate` on it first (docs/int8.md)" +
+                               instead,
+                           model);
+    if (!q->held_back)
+        return unsupported("model '" + model +
+                               "' is calibrated for int8 but was not measured on held-back cases "
+                               "(model.json \"quantization.calibration.held_back\"): calibrate "
+                               "again with cases to hold back (docs/int8.md)" +
+                               instead,
+                           model);
+    return Status::ok();
+}
+
+}  // namespace voxseg::engine

@@ -1,0 +1,59 @@
+// model.json "quantization" (issue 40, docs/int8.md): what `--precision int8` runs a package with
+// and the evidence that it may. Activation scales and zero points per graph tensor name (from
+// calibration), the layers that stay in float, and the calibration record: the cases it used and
+// the agreement with fp32 measured on held-back cases it did not use. It lives in model.json, so
+// the package's signature covers it as it covers the rest of that file.
+//
+// int8PackageSupport() is the package's half of the int8 decision (the CPU's half is
+// cpuInt8Support, engine/cpu/cpu_backend.h). Plain values; thread-compatible.
+#pragma once
+
+#include "core/status.h"
+#include "engine/quant/int8_scheme.h"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace voxseg::engine {
+
+// How calibration chose each activation range.
+enum class RangeMethod { kPercentile, kMse, kMinMax };
+const char* rangeMethodName(RangeMethod m);  // "percentile" | "mse" | "minmax"
+
+// Agreement of int8 with fp32 on the held-back cases (label maps, voxel by voxel).
+struct HeldBackAgreement {
+    std::vector<std::string> cases;
+    double dice_min = 0;         // lowest per-case, per-label Dice of int8 against fp32
+    double dice_mean = 0;        // mean of the per-case mean Dice
+    double voxel_agreement = 0;  // share of voxels with the same label, all cases
+};
+
+struct QuantizationRecord {
+    int weight_bits = 8;  // 8 (VNNI/AMX); 7 would be the non-VNNI range (not validated today)
+    std::map<std::string, quant::ActivationQuant> activations;  // graph tensor name -> u8 params
+    std::vector<std::string> float_layers;  // node names kept in fp32/bf16 (first, last conv...)
+    RangeMethod method = RangeMethod::kPercentile;
+    double percentile = 99.99;  // kPercentile only
+    std::vector<std::string> calibration_cases;
+    std::optional<HeldBackAgreement> held_back;  // absent: calibrated, not validated
+};
+
+// Reads the section at `key` ("quantization") of `j` for the model.json at `source` (messages
+// name the key path, e.g. "quantization.activations['enc.0'].zero_point"). Checks: every scale
+// positive and finite, zero points integers in [0, 255], at least one activation and one
+// calibration case, held-back cases disjoint from the calibration cases, Dice and agreement in
+// [0, 1].
+Result<QuantizationRecord> readQuantization(const nlohmann::json& j, const std::string& key,
+                                            const std::string& source);
+nlohmann::json quantizationJson(const QuantizationRecord& q);
+
+// Whether `model`'s package can run in int8: ok with a validated record; kUnsupported saying
+// what is missing (no record: calibrate first; no held-back measurement: calibrate with held-back
+// cases) and what to run instead.
+Status int8PackageSupport(const std::optional<QuantizationRecord>& q, const std::string& model);
+
+}  // namespace voxseg::engine

@@ -1,0 +1,97 @@
+// model.json "quantization" (engine/model/model_quantization.h): read, checked, written back,
+// and the package's half of the int8 decision.
+#include "engine/model/model_quantization.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+
+namespace voxseg::engine {
+namespace {
+
+using nlohmann::json;
+
+json validSection() {
+    return json::parse(R"({"quantization": {
+        "weight_bits": 8,
+        "activations": {"enc.0.out": {"scale": 0.0125, "zero_point": 17},
+                        "enc.1.out": {"scale": 0.031, "zero_point": 0}},
+        "float_layers": ["enc.0.conv", "head.conv"],
+        "calibration": {"method": "percentile", "percentile": 99.99,
+                        "cases": ["c01", "c02", "c03"],
+                        "held_back": {"cases": ["c09", "c10"], "dice_min": 0.9961,
+                                      "dice_mean": 0.9984, "voxel_agreement": 0.99953}}}})");
+}
+
+TEST(ModelQuantization, ReadsWritesAndReadsBackTheSameRecord) {
+    const json doc = validSection();
+    auto q = readQuantization(doc["quantization"], "quantization", "pkg/model.json");
+    ASSERT_TRUE(q.isOk()) << q.status().message();
+    EXPECT_EQ(q->activations.size(), 2u);
+    EXPECT_FLOAT_EQ(q->activations.at("enc.0.out").scale, 0.0125f);
+    EXPECT_EQ(q->activations.at("enc.0.out").zero_point, 17);
+    EXPECT_EQ(q->float_layers, (std::vector<std::string>{"enc.0.conv", "head.conv"}));
+    EXPECT_EQ(q->method, RangeMethod::kPercentile);
+    EXPECT_DOUBLE_EQ(q->percentile, 99.99);
+    ASSERT_TRUE(q->held_back.has_value());
+    EXPECT_DOUBLE_EQ(q->held_back->dice_min, 0.9961);
+    EXPECT_TRUE(int8PackageSupport(*q, "liver").isOk());
+
+    auto again = readQuantization(quantizationJson(*q), "quantization", "written");
+    ASSERT_TRUE(again.isOk()) << again.status().message();
+    EXPECT_EQ(quantizationJson(*again), quantizationJson(*q));
+}
+
+// Each bad value is refused with its key path and what is expected.
+TEST(ModelQuantization, BadValuesAreRefusedNamingTheKey) {
+    struct Bad {
+        const char* pointer;
+        json value;
+        const char* key;
+    };
+    const Bad bads[] = {
+        {"/quantization/activations/enc.0.out/scale", 0.0, "scale"},
+        {"/quantization/activations/enc.0.out/scale", -1.0, "scale"},
+        {"/quantization/activations/enc.0.out/zero_point", 256, "zero_point"},
+        {"/quantization/activations/enc.0.out/zero_point", 1.5, "zero_point"},
+        {"/quantization/activations", json::object(), "activations"},
+        {"/quantization/weight_bits", 4, "weight_bits"},
+        {"/quantization/calibration/method", "kl", "method"},
+        {"/quantization/calibration/percentile", 30.0, "percentile"},
+        {"/quantization/calibration/cases", json::array(), "cases"},
+        {"/quantization/calibration/held_back/cases", json::array({"c09", "c02"}), "c02"},
+        {"/quantization/calibration/held_back/dice_min", 1.2, "dice_min"},
+        {"/quantization/calibration/hold_back", 1, "hold_back"},
+    };
+    for (const Bad& b : bads) {
+        json doc = validSection();
+        doc[json::json_pointer(b.pointer)] = b.value;
+        auto q = readQuantization(doc["quantization"], "quantization", "pkg/model.json");
+        ASSERT_FALSE(q.isOk()) << b.pointer << " = " << b.value.dump();
+        if (&b == &bads[0]) std::printf("e.g. %s\n", q.status().message().c_str());
+        EXPECT_NE(q.status().message().find(b.key), std::string::npos)
+            << b.pointer << ": " << q.status().message();
+        EXPECT_EQ(q.status().subject(), "pkg/model.json") << q.status().message();
+    }
+}
+
+TEST(ModelQuantization, Int8IsRefusedWithoutCalibrationOrWithoutHeldBackCases) {
+    const Status none = int8PackageSupport(std::nullopt, "hippocampus");
+    ASSERT_FALSE(none.isOk());
+    EXPECT_EQ(none.code(), StatusCode::kUnsupported);
+    for (const char* word :
+         {"hippocampus", "no int8 calibration", "voxseg model calibrate", "--precision fp32"})
+        EXPECT_NE(none.message().find(word), std::string::npos) << word;
+
+    json doc = validSection();
+    doc["quantization"]["calibration"].erase("held_back");
+    auto q = readQuantization(doc["quantization"], "quantization", "pkg/model.json");
+    ASSERT_TRUE(q.isOk()) << q.status().message();
+    const Status unmeasured = int8PackageSupport(*q, "hippocampus");
+    ASSERT_FALSE(unmeasured.isOk());
+    EXPECT_NE(unmeasured.message().find("held-back"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace voxseg::engine
