@@ -21,11 +21,15 @@ constexpr const char* kComponent = "segment";
 // the same functions, so nothing about them is written twice.
 void addSchemaOptions(CLI::App* cmd, SegmentCommandOptions& o) {
     using Kind = pipeline::SegmentOptionSpec::Kind;
+    // The schema's expert options (device, precision, batch, accumulator) are listed apart, as
+    // the viewer's dialog folds them into "Advanced".
+    const char* advanced = "Advanced (the defaults suit most runs)";
     for (const auto& spec : pipeline::segmentOptionSchema()) {
         const std::string flag = spec.flag;
         if (spec.kind == Kind::kFlag) {
-            cmd->add_flag_callback(
+            CLI::Option* f = cmd->add_flag_callback(
                 flag, [&o, flag] { o.schema_values.emplace_back(flag, "true"); }, spec.help);
+            if (spec.advanced) f->group(advanced);
             continue;
         }
         std::string type_name = spec.kind == Kind::kList   ? "LIST"
@@ -49,7 +53,8 @@ void addSchemaOptions(CLI::App* cmd, SegmentCommandOptions& o) {
                 type_name))
             ->default_str(spec.default_text.empty() && spec.kind == Kind::kNumber
                               ? "model's"
-                              : spec.default_text);
+                              : spec.default_text)
+            ->group(spec.advanced ? advanced : "Options");  // "Options": CLI11's default
     }
 }
 

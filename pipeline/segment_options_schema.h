@@ -43,7 +43,8 @@ struct SegmentOptionSpec {
     // --ignore-modality is offered there only when the input's modality differs, with the reason).
     bool in_dialog = true;
     // An expert's option (device, precision, batch, accumulator): the dialog folds it into a
-    // collapsed "Advanced" section; the common options stay in view.
+    // collapsed "Advanced" section, `voxseg segment --help` lists it under "Advanced"; the
+    // common options stay in view.
     bool advanced = false;
     // Applies `text` ("true"/"false" for flags; "" for a number: the default) to `options`;
     // errors start with the flag ("--overlap: ...") and say what is accepted. On an error

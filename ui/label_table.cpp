@@ -1,5 +1,6 @@
 #include "ui/label_table.h"
 
+#include "pipeline/input_checks.h"
 #include "pipeline/model_card.h"
 #include "ui/code_picker.h"
 #include "ui/viewer_state.h"
@@ -381,9 +382,14 @@ void LabelTable::setModelFindings(const pipeline::StatisticsReport& run) {
     QStringList lines;
     for (const auto& m : run.measurements)
         lines << QString::fromStdString(pipeline::measurementText(m)).toHtmlEscaped();
-    for (const auto& w : run.warnings)
-        lines << "<span style='color:#b85c00'>&#9888; " +
-                     QString::fromStdString(w).toHtmlEscaped() + "</span>";
+    // segment's advice on its CLI flag ("(--strict-input refuses such inputs)") is not the
+    // viewer user's: the dialog's box has another name.
+    const QString cli_advice = QString::fromStdString(pipeline::inputWarning(""));
+    for (const auto& w : run.warnings) {
+        QString text = QString::fromStdString(w);
+        if (text.endsWith(cli_advice)) text.chop(cli_advice.size());
+        lines << "<span style='color:#b85c00'>&#9888; " + text.toHtmlEscaped() + "</span>";
+    }
     findings_->setText(lines.join("<br>"));
     findings_->setVisible(!lines.isEmpty());
     rebuild();

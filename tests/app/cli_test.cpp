@@ -60,6 +60,14 @@ TEST(Cli, HelpOnEveryCommand) {
         EXPECT_EQ(c.exit_code, 0) << cmd;
         EXPECT_NE(c.out.find(std::string("Usage: voxseg ") + cmd), std::string::npos) << c.out;
     }
+    // segment's expert options are listed under "Advanced", after the common ones (the schema's
+    // `advanced`, which the viewer's Run model dialog folds away too).
+    auto seg = runVoxseg({"segment", "--help"}, dir);
+    const size_t advanced = seg.out.find("Advanced (the defaults suit most runs)");
+    ASSERT_NE(advanced, std::string::npos) << seg.out;
+    for (const char* opt : {"--device", "--precision", "--batch", "--accumulator"})
+        EXPECT_GT(seg.out.find(std::string("  ") + opt), advanced) << opt << "\n" << seg.out;
+    EXPECT_LT(seg.out.find("  --overlap"), advanced) << seg.out;
     auto conv = runVoxseg({"convert", "--help"}, dir);
     for (const char* opt : {"--series", "--refuse-tilt", "--refuse-uneven", "--no-gaps", "-o"})
         EXPECT_NE(conv.out.find(opt), std::string::npos) << opt;

@@ -220,6 +220,7 @@ TEST_F(ModelCardTest, ImplausibleResultIsFlaggedInTheLabelTable) {
     EXPECT_TRUE(table->findingsLabel()->isVisibleTo(table));
     EXPECT_TRUE(line.contains("implausible result: one")) << line.toStdString();
     EXPECT_TRUE(line.contains("input extent")) << "the input check's warning too";
+    EXPECT_FALSE(line.contains("--strict-input")) << "no CLI flag in the viewer";
     // Another label map: the run's findings go.
     const std::string other =
         writePhantomLabelMap(window_->state()->image().geometry(), dir_ / "labels.nii.gz");
