@@ -23,6 +23,7 @@
 #include "ui/mpr_view.h"
 #include "ui/pacs_dialog.h"
 #include "ui/run_model_dialog.h"
+#include "ui/segmentation_comparison.h"
 #include "ui/series_browser.h"
 #include "ui/surface_view.h"
 #include "ui/task_progress_bar.h"
@@ -272,6 +273,13 @@ void MainWindow::buildMenus() {
                                                  imageFilePatterns() + " *.dcm);;All files (*)");
             if (!f.isEmpty()) loadSegmentation(f);
         });
+    image_actions_ << file->addAction("&Compare with segmentation...", this, [this] {
+        const QString f =
+            QFileDialog::getOpenFileName(this, "Compare with segmentation", openDialogDir(),
+                                         "Label maps, DICOM SEG and RTSTRUCT (" +
+                                             imageFilePatterns() + " *.dcm);;All files (*)");
+        if (!f.isEmpty()) (void)compareWithSegmentation(f);
+    });
     label_actions_ << file->addAction("&Save label map...", QKeySequence::Save, this, [this] {
         const QString f = QFileDialog::getSaveFileName(this, "Save label map",
                                                        saveDialogPath("segmentation.nii.gz"),
@@ -1051,6 +1059,25 @@ void MainWindow::buildEditing() {
     connect(edit_, &EditController::toolChanged, this, [this] {
         if (edit_->tool() != EditTool::kNone) measure_->setTool(MeasureKind::kNone);
     });
+
+    comparison_ = new SegmentationComparison(state_, this);
+    for (MprView* v : views_) v->setComparison(comparison_);
+    comparison_dock_ = new QDockWidget("Comparison", this);
+    comparison_dock_->setObjectName("comparison_dock");
+    comparison_dock_->setWidget(new ComparisonPanel(comparison_, state_, this));
+    addDockWidget(Qt::RightDockWidgetArea, comparison_dock_);
+    comparison_dock_->hide();
+}
+
+Status MainWindow::compareWithSegmentation(const QString& path) {
+    Status s = comparison_->load(path);
+    if (!s.isOk()) {
+        reportError("cannot compare with " + path, s);
+        return s;
+    }
+    comparison_dock_->show();
+    comparison_dock_->raise();
+    return s;
 }
 
 bool MainWindow::eventFilter(QObject* watched, QEvent* event) {

@@ -50,6 +50,7 @@ class EditToolbar;
 class InteractiveToolbar;
 class MeasureTool;
 class MeasureToolbar;
+class SegmentationComparison;
 class RunModelDialog;
 class TaskProgressBar;
 
@@ -77,6 +78,10 @@ class MainWindow : public QMainWindow {
     // Rulers and ROIs (ui/measure_tool.h); their tools and the edit tools exclude each other.
     MeasureTool* measureTool() const { return measure_; }
     MeasureToolbar* measureToolbar() const { return measure_toolbar_; }
+    // Segmentation > Compare with segmentation...: a second segmentation of the image read,
+    // compared with the shown one (Dice, volumes) in the Comparison dock, its contours drawn.
+    Status compareWithSegmentation(const QString& path);
+    SegmentationComparison* comparison() const { return comparison_; }
     QLabel* cursorInfo() const { return cursor_info_; }
 
     // Background operations; each ends with taskFinished(ok, message). One at a time: while one
@@ -191,6 +196,8 @@ class MainWindow : public QMainWindow {
     InteractiveToolbar* interactive_toolbar_ = nullptr;
     MeasureTool* measure_ = nullptr;
     MeasureToolbar* measure_toolbar_ = nullptr;
+    SegmentationComparison* comparison_ = nullptr;
+    QDockWidget* comparison_dock_ = nullptr;
     std::optional<edit::RecoveryInfo> pending_recovery_;
     std::function<int()> unsaved_prompt_;
     std::array<MprView*, 3> views_{};

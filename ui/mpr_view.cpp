@@ -4,6 +4,7 @@
 #include "ui/interactive_tool.h"
 #include "ui/measure_overlay.h"
 #include "ui/measure_tool.h"
+#include "ui/segmentation_comparison.h"
 #include "ui/viewer_state.h"
 
 #include <QApplication>
@@ -86,6 +87,11 @@ void MprView::setMeasureTool(MeasureTool* tool) {
     measure_ = tool;
     connect(measure_, &MeasureTool::changed, this, qOverload<>(&QWidget::update));
     connect(measure_, &MeasureTool::toolChanged, this, &MprView::updateCursorShape);
+}
+
+void MprView::setComparison(SegmentationComparison* comparison) {
+    comparison_ = comparison;
+    connect(comparison_, &SegmentationComparison::changed, this, qOverload<>(&QWidget::update));
 }
 
 void MprView::updateCursorShape() {
@@ -342,6 +348,7 @@ void MprView::paintEvent(QPaintEvent*) {
     p.setRenderHint(QPainter::SmoothPixmapTransform, smooth_);
     p.drawImage(r, image_);
     drawPreview(p);
+    if (comparison_) drawComparison(p, *this, *comparison_);
 
     // Crosshair through the cursor, with a gap around it so the voxel stays visible.
     const SliceFrame& f = state_->frame(axis_);

@@ -27,6 +27,7 @@ namespace voxseg::ui {
 class ViewerState;
 class EditController;
 class MeasureTool;
+class SegmentationComparison;
 
 class MprView : public QWidget {
     Q_OBJECT
@@ -44,6 +45,8 @@ class MprView : public QWidget {
     // Measurements (ui/measure_tool.h) are drawn over the slice; with a measure tool chosen, a
     // left drag draws one (or, on one shown here, selects it and drags its end).
     void setMeasureTool(MeasureTool* tool);
+    // A second segmentation's contours (ui/segmentation_comparison.h) are drawn over the slice.
+    void setComparison(SegmentationComparison* comparison);
     double zoom() const { return zoom_; }
     void setZoom(double zoom);
     void resetView();
@@ -114,6 +117,7 @@ class MprView : public QWidget {
     ViewerState* state_;
     EditController* edit_ = nullptr;
     MeasureTool* measure_ = nullptr;
+    SegmentationComparison* comparison_ = nullptr;
     int label_repaints_ = 0;
     ViewAxis axis_;
     QImage image_;
