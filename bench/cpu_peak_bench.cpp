@@ -1,6 +1,8 @@
 // The CPU's multiply-add peak, measured: how many GFLOP/s its FMA (fp32) and VDPBF16PS (bf16)
-// instructions retire per second on N threads, with enough independent accumulators to hide
-// their latency and no memory traffic. The networks' rates in docs/perf-cpu.md are quoted as a
+// instructions, and how many int8 GOP/s its VPDPBUSD (VNNI) or, without VNNI, AVX2's
+// VPMADDUBSW + VPMADDWD + VPADDD (what oneDNN's int8 kernels use there) retire per second on N
+// threads (one multiply-add = 2 operations in every row), with enough independent accumulators to
+// hide their latency and no memory traffic. The networks' rates in docs/perf-cpu.md are quoted as a
 // share of this: a target that needs more than the peak cannot be met on that CPU.
 //
 //   voxseg_bench_cpu_peak [--threads N] [--seconds S]
@@ -63,6 +65,53 @@ __attribute__((target("avx512f,avx512bf16"))) float dpbf16Avx512(long iterations
     __m512 s = acc[0];
     for (int i = 1; i < kChains; ++i) s = _mm512_add_ps(s, acc[i]);
     return _mm512_reduce_add_ps(s);
+}
+
+// int8 without VNNI: per step and chain VPMADDUBSW (32 u8 x s8 products, pairs summed to s16),
+// VPMADDWD by ones (to s32), VPADDD: 32 multiply-adds. The s8 operand is made opaque every
+// round (an empty asm), or the compiler would hoist the loop-invariant products out of the loop.
+constexpr int kChainsInt8 = 6;
+__attribute__((target("avx2"))) float int8Avx2(long iterations) {
+    __m256i acc[kChainsInt8], a[kChainsInt8];
+    for (int i = 0; i < kChainsInt8; ++i) {
+        acc[i] = _mm256_setzero_si256();
+        a[i] = _mm256_set1_epi8(static_cast<char>(1 + i));
+    }
+    __m256i b = _mm256_set1_epi8(3);
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (long it = 0; it < iterations; ++it) {
+        asm volatile("" : "+x"(b));
+        for (int i = 0; i < kChainsInt8; ++i) {
+            const __m256i pairs = _mm256_maddubs_epi16(a[i], b);
+            acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(pairs, ones));
+        }
+    }
+    __m256i s = acc[0];
+    for (int i = 1; i < kChainsInt8; ++i) s = _mm256_add_epi32(s, acc[i]);
+    return static_cast<float>(_mm256_extract_epi32(s, 0));
+}
+
+// VPDPBUSD: 64 (zmm) or 32 (ymm, AVX-VNNI) u8 x s8 multiply-adds into s32, one instruction.
+__attribute__((target("avx512f,avx512vnni"))) float vnniAvx512(long iterations) {
+    __m512i acc[kChains];
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_epi32(i);
+    const __m512i a = _mm512_set1_epi8(1), b = _mm512_set1_epi8(3);
+    for (long it = 0; it < iterations; ++it)
+        for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+    __m512i s = acc[0];
+    for (int i = 1; i < kChains; ++i) s = _mm512_add_epi32(s, acc[i]);
+    return static_cast<float>(_mm512_reduce_add_epi32(s));
+}
+
+__attribute__((target("avx2,avxvnni"))) float vnniAvx2(long iterations) {
+    __m256i acc[kChainsAvx2];
+    for (int i = 0; i < kChainsAvx2; ++i) acc[i] = _mm256_set1_epi32(i);
+    const __m256i a = _mm256_set1_epi8(1), b = _mm256_set1_epi8(3);
+    for (long it = 0; it < iterations; ++it)
+        for (int i = 0; i < kChainsAvx2; ++i) acc[i] = _mm256_dpbusd_avx_epi32(acc[i], a, b);
+    __m256i s = acc[0];
+    for (int i = 1; i < kChainsAvx2; ++i) s = _mm256_add_epi32(s, acc[i]);
+    return static_cast<float>(_mm256_extract_epi32(s, 0));
 }
 
 struct Kernel {
@@ -132,17 +181,23 @@ int main(int argc, char** argv) {
          __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"), 16, kChainsAvx2, fmaAvx2},
         {"bf16 avx512", "VDPBF16PS zmm (64 FLOP)", __builtin_cpu_supports("avx512bf16") != 0, 64,
          kChains, dpbf16Avx512},
+        {"int8 avx512", "VPDPBUSD zmm (128 OP)", __builtin_cpu_supports("avx512vnni") != 0, 128,
+         kChains, vnniAvx512},
+        {"int8 avxvnni", "VPDPBUSD ymm (64 OP)", __builtin_cpu_supports("avxvnni") != 0, 64,
+         kChainsAvx2, vnniAvx2},
+        {"int8 avx2", "VPMADDUBSW+VPMADDWD+VPADDD (64)", __builtin_cpu_supports("avx2") != 0, 64,
+         kChainsInt8, int8Avx2},
     };
-    std::printf("%-12s %-28s %10s %10s  (%d threads)\n", "peak", "instruction", "GFLOP/s",
-                "per thread", threads);
+    std::printf("%-12s %-32s %10s %10s  (%d threads; int8 rows: GOP/s)\n", "peak", "instruction",
+                "GFLOP/s", "per thread", threads);
     for (const Kernel& k : kernels) {
         if (!k.available) {
-            std::printf("%-12s %-28s %10s\n", k.name, k.what, "-");
+            std::printf("%-12s %-32s %10s\n", k.name, k.what, "-");
             continue;
         }
         double per_thread = 0;
         const double total = measure(k, threads, seconds, &per_thread);
-        std::printf("%-12s %-28s %10.1f %10.1f\n", k.name, k.what, total, per_thread);
+        std::printf("%-12s %-32s %10.1f %10.1f\n", k.name, k.what, total, per_thread);
     }
     return 0;
 }
