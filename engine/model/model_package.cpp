@@ -118,16 +118,16 @@ void checkTopLevelKeys(Reader& r, const json& root, bool v2) {
         r.onlyKeys(root, "",
                    {"format_version", "name", "version", "description", "license", "attribution",
                     "disclaimer", "citation", "channels", "axis_order", "orientation", "labels",
-                    "stages", "measurements", "precision", "intended_input"});
+                    "stages", "measurements", "precision", "intended_input", "quantization"});
     } else {
         for (const char* k : {"stages", "measurements", "citation"})
             if (root.contains(k))
                 r.fail(k, "needs \"format_version\": 2 (this model.json is version 1)");
-        r.onlyKeys(
-            root, "",
-            {"format_version", "name", "version", "description", "license", "attribution",
-             "disclaimer", "channels", "spacing_mm", "patch_size", "axis_order", "orientation",
-             "labels", "output", "inference", "sha256", "models", "precision", "intended_input"});
+        r.onlyKeys(root, "", {"format_version", "name",        "version",        "description",
+                              "license",        "attribution", "disclaimer",     "channels",
+                              "spacing_mm",     "patch_size",  "axis_order",     "orientation",
+                              "labels",         "output",      "inference",      "sha256",
+                              "models",         "precision",   "intended_input", "quantization"});
     }
 }
 
@@ -147,6 +147,8 @@ void readIdentity(Reader& r, const json& root, ModelPackage& p, bool description
         p.citation = r.string(*v, "citation", true);
     if (const json* v = r.member(root, "", "precision", false))
         readPrecision(r, *v, "precision", p.precision);
+    if (const json* v = r.member(root, "", "quantization", false))
+        readQuantization(r, *v, "quantization", p.quantization.emplace());
 }
 
 // channels: {modality, name, match} (+ normalization in version 1).
@@ -492,6 +494,7 @@ std::string modelPackageToJson(const ModelPackage& p) {
     const bool v2 = p.hasStages();
     if (v2 && !p.citation.empty()) j["citation"] = p.citation;
     if (p.precision.requires_fp32) j["precision"] = precisionJson(p.precision);
+    if (p.quantization) j["quantization"] = quantizationJson(*p.quantization);
     json channels = json::array();
     for (const auto& c : p.channels) {
         json cj{{"modality", c.modality}, {"name", c.name}};

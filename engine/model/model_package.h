@@ -15,6 +15,7 @@
 #include "engine/backend.h"
 #include "engine/graph/graph.h"
 #include "engine/inference/sliding_window.h"
+#include "engine/model/model_quantization.h"
 
 #include <array>
 #include <cstdint>
@@ -289,6 +290,8 @@ struct ModelPackage {
     // its card (pipeline/model_card.h: the viewer's Run model dialog).
     std::string disclaimer;
     PrecisionSpec precision;
+    // model.json "quantization" (docs/int8.md): present once `voxseg model calibrate` wrote it.
+    std::optional<QuantizationRecord> quantization;
     std::vector<ChannelSpec> channels;
     std::vector<double> spacing_mm;   // network axis order
     std::vector<int64_t> patch_size;  // network axis order

@@ -109,25 +109,29 @@ void readCalibration(Reader& r, const json& j, const std::string& key, Quantizat
 
 }  // namespace
 
+void detail::readQuantization(Reader& r, const json& j, const std::string& key,
+                              QuantizationRecord& q) {
+    if (!r.object(j, key)) return;
+    r.onlyKeys(j, key, {"weight_bits", "activations", "float_layers", "calibration"});
+    if (const json* b = r.member(j, key, "weight_bits", true))
+        q.weight_bits = static_cast<int>(r.integer(*b, Reader::join(key, "weight_bits"), 7, 8));
+    if (const json* a = r.member(j, key, "activations", true))
+        readActivations(r, *a, Reader::join(key, "activations"), q);
+    if (const json* f = r.member(j, key, "float_layers", false)) {
+        const std::string k = Reader::join(key, "float_layers");
+        if (r.array(*f, k, "node names"))
+            for (size_t i = 0; i < f->size(); ++i)
+                q.float_layers.push_back(r.string((*f)[i], Reader::index(k, i)));
+    }
+    if (const json* c = r.member(j, key, "calibration", true))
+        readCalibration(r, *c, Reader::join(key, "calibration"), q);
+}
+
 Result<QuantizationRecord> readQuantization(const json& j, const std::string& key,
                                             const std::string& source) {
     Reader r(source);
     QuantizationRecord q;
-    if (r.object(j, key)) {
-        r.onlyKeys(j, key, {"weight_bits", "activations", "float_layers", "calibration"});
-        if (const json* b = r.member(j, key, "weight_bits", true))
-            q.weight_bits = static_cast<int>(r.integer(*b, Reader::join(key, "weight_bits"), 7, 8));
-        if (const json* a = r.member(j, key, "activations", true))
-            readActivations(r, *a, Reader::join(key, "activations"), q);
-        if (const json* f = r.member(j, key, "float_layers", false)) {
-            const std::string k = Reader::join(key, "float_layers");
-            if (r.array(*f, k, "node names"))
-                for (size_t i = 0; i < f->size(); ++i)
-                    q.float_layers.push_back(r.string((*f)[i], Reader::index(k, i)));
-        }
-        if (const json* c = r.member(j, key, "calibration", true))
-            readCalibration(r, *c, Reader::join(key, "calibration"), q);
-    }
+    detail::readQuantization(r, j, key, q);
     if (!r.ok()) return r.status();
     return q;
 }

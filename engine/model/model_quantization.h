@@ -49,6 +49,12 @@ struct QuantizationRecord {
 // [0, 1].
 Result<QuantizationRecord> readQuantization(const nlohmann::json& j, const std::string& key,
                                             const std::string& source);
+namespace detail {
+class Reader;  // engine/model/model_json.h
+// The same, into `out`, for the model.json reader (which keeps the first error).
+void readQuantization(Reader& r, const nlohmann::json& j, const std::string& key,
+                      QuantizationRecord& out);
+}  // namespace detail
 nlohmann::json quantizationJson(const QuantizationRecord& q);
 
 // Whether `model`'s package can run in int8: ok with a validated record; kUnsupported saying

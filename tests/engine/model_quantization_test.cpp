@@ -2,6 +2,8 @@
 // and the package's half of the int8 decision.
 #include "engine/model/model_quantization.h"
 
+#include "engine/model/model_package.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -91,6 +93,42 @@ TEST(ModelQuantization, Int8IsRefusedWithoutCalibrationOrWithoutHeldBackCases) {
     const Status unmeasured = int8PackageSupport(*q, "hippocampus");
     ASSERT_FALSE(unmeasured.isOk());
     EXPECT_NE(unmeasured.message().find("held-back"), std::string::npos);
+}
+
+// The section as part of a package: read with the rest of model.json, its errors name the key,
+// written back by modelPackageToJson (so a calibrated package's model.json, which its signature
+// covers, carries it).
+TEST(ModelQuantization, PackageReadsAndWritesTheSection) {
+    json j = json::parse(R"json({
+      "name": "demo", "version": "1", "description": "", "license": "MIT",
+      "channels": [{"modality": "CT", "normalization": {"scheme": "none"}}],
+      "spacing_mm": [1, 1, 1], "patch_size": [8, 8, 8], "axis_order": "zyx",
+      "orientation": "native", "output": "softmax",
+      "labels": [{"value": 1, "name": "a", "color": [1, 2, 3]}],
+      "sha256": "0000000000000000000000000000000000000000000000000000000000000000"
+    })json");
+    auto plain = parseModelPackage(j.dump(), "t/model.json");
+    ASSERT_TRUE(plain.isOk()) << plain.status().toString();
+    EXPECT_FALSE(plain->quantization.has_value());
+    EXPECT_FALSE(int8PackageSupport(plain->quantization, plain->name).isOk());
+
+    j["quantization"] = validSection()["quantization"];
+    auto calibrated = parseModelPackage(j.dump(), "t/model.json");
+    ASSERT_TRUE(calibrated.isOk()) << calibrated.status().toString();
+    ASSERT_TRUE(calibrated->quantization.has_value());
+    EXPECT_EQ(calibrated->quantization->activations.at("enc.1.out").scale, 0.031f);
+    EXPECT_TRUE(int8PackageSupport(calibrated->quantization, calibrated->name).isOk());
+    auto again = parseModelPackage(modelPackageToJson(*calibrated), "written");
+    ASSERT_TRUE(again.isOk()) << again.status().toString();
+    ASSERT_TRUE(again->quantization.has_value());
+    EXPECT_EQ(quantizationJson(*again->quantization), quantizationJson(*calibrated->quantization));
+
+    j["quantization"]["activations"]["enc.1.out"]["zero_point"] = -1;
+    auto bad = parseModelPackage(j.dump(), "t/model.json");
+    ASSERT_FALSE(bad.isOk());
+    EXPECT_NE(bad.status().message().find("quantization.activations['enc.1.out'].zero_point"),
+              std::string::npos)
+        << bad.status().message();
 }
 
 }  // namespace
