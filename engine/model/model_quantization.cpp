@@ -61,13 +61,14 @@ void readCalibration(Reader& r, const json& j, const std::string& key, Quantizat
     r.onlyKeys(j, key, {"method", "percentile", "cases", "held_back"});
     if (const json* m = r.member(j, key, "method", true)) {
         const std::string name = r.string(*m, Reader::join(key, "method"));
-        if (name == "percentile")
-            q.method = RangeMethod::kPercentile;
-        else if (name == "mse")
-            q.method = RangeMethod::kMse;
-        else if (name == "minmax")
-            q.method = RangeMethod::kMinMax;
-        else if (r.ok())
+        bool known = false;
+        for (RangeMethod method :
+             {RangeMethod::kPercentile, RangeMethod::kMse, RangeMethod::kMinMax})
+            if (name == rangeMethodName(method)) {
+                q.method = method;
+                known = true;
+            }
+        if (!known && r.ok())
             r.fail(Reader::join(key, "method"), "must be percentile, mse or minmax");
     }
     if (const json* p = r.member(j, key, "percentile", q.method == RangeMethod::kPercentile)) {

@@ -3,6 +3,7 @@
 #include "engine/model/model_quantization.h"
 
 #include "engine/model/model_package.h"
+#include "tests/engine/model_json_fixture.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -99,14 +100,7 @@ TEST(ModelQuantization, Int8IsRefusedWithoutCalibrationOrWithoutHeldBackCases) {
 // written back by modelPackageToJson (so a calibrated package's model.json, which its signature
 // covers, carries it).
 TEST(ModelQuantization, PackageReadsAndWritesTheSection) {
-    json j = json::parse(R"json({
-      "name": "demo", "version": "1", "description": "", "license": "MIT",
-      "channels": [{"modality": "CT", "normalization": {"scheme": "none"}}],
-      "spacing_mm": [1, 1, 1], "patch_size": [8, 8, 8], "axis_order": "zyx",
-      "orientation": "native", "output": "softmax",
-      "labels": [{"value": 1, "name": "a", "color": [1, 2, 3]}],
-      "sha256": "0000000000000000000000000000000000000000000000000000000000000000"
-    })json");
+    json j = fixtures::minimalModelJson();
     auto plain = parseModelPackage(j.dump(), "t/model.json");
     ASSERT_TRUE(plain.isOk()) << plain.status().toString();
     EXPECT_FALSE(plain->quantization.has_value());

@@ -4,6 +4,7 @@
 #include "engine/backend.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/model/model_package.h"
+#include "tests/engine/model_json_fixture.h"
 #include "tests/engine/op_cases.h"
 
 #include <gtest/gtest.h>
@@ -127,19 +128,8 @@ TEST(PrecisionPolicy, ParsesEveryNameIncludingAuto) {
     EXPECT_NE(bad.status().message().find("auto"), std::string::npos);
 }
 
-json minimalModel() {
-    return json::parse(R"json({
-      "name": "demo", "version": "1", "description": "", "license": "MIT",
-      "channels": [{"modality": "CT", "normalization": {"scheme": "none"}}],
-      "spacing_mm": [1, 1, 1], "patch_size": [8, 8, 8], "axis_order": "zyx",
-      "orientation": "native", "output": "softmax",
-      "labels": [{"value": 1, "name": "a", "color": [1, 2, 3]}],
-      "sha256": "0000000000000000000000000000000000000000000000000000000000000000"
-    })json");
-}
-
 TEST(PrecisionPolicy, ModelJsonPrecisionKeyIsReadCheckedAndWritten) {
-    json j = minimalModel();
+    json j = fixtures::minimalModelJson();
     auto plain = parseModelPackage(j.dump(), "t/model.json");
     ASSERT_TRUE(plain.isOk()) << plain.status().toString();
     EXPECT_FALSE(plain->precision.requires_fp32);
