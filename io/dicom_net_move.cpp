@@ -143,6 +143,7 @@ Result<RetrievedSeries> moveSeries(const DicomPeer& peer, const MoveDestination&
     scp_config.max_associations = 4;
     scp_config.tls = self.tls;
     scp_config.receive_dir = folder->staging();
+    scp_config.accept_segmentations = true;  // a SEG or RTSTRUCT series is retrieved too
     auto scp = DicomStorageScp::start(scp_config, &receiver);
     if (!scp.isOk())
         return Status(scp.status().code(),

@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <thread>
+#include <vector>
 
 namespace voxseg::io {
 namespace {
@@ -30,6 +31,7 @@ std::atomic<uint64_t> g_association_count{0};
 // Where data sets are received (DicomScpConfig); set by start() before the pool's thread starts.
 std::string g_receive_dir;
 bool g_receive_in_memory = false;
+bool g_accept_segmentations = false;  // DicomScpConfig::accept_segmentations
 
 const char* const kStorageClasses[] = {
     UID_CTImageStorage,
@@ -63,10 +65,22 @@ const char* const kTransferSyntaxes[] = {
     UID_JPEG2000TransferSyntax,
 };
 
+// Taken with DicomScpConfig::accept_segmentations.
+const char* const kSegmentationClasses[] = {
+    UID_SegmentationStorage,
+    UID_RTStructureSetStorage,
+};
+
+bool isSegmentationClass(const std::string& uid) {
+    for (const char* c : kSegmentationClasses)
+        if (uid == c) return true;
+    return false;
+}
+
 bool isStorageClass(const std::string& uid) {
     for (const char* c : kStorageClasses)
         if (uid == c) return true;
-    return false;
+    return g_accept_segmentations && isSegmentationClass(uid);
 }
 
 // UTF-8 whatever the instance's SpecificCharacterSet: these strings go into the spool's JSON.
@@ -282,7 +296,11 @@ class StorageScp : public DcmThreadSCP {
         DcmDataset& ds = *file.getDataset();
         describe(ds, in);
         if (failed(checkInstanceLimits(pixelClaim(ds), name))) return;
-        failed(checkInstancePixels(path, name));
+        // A SEG's or RTSTRUCT's pixels are no image (1-bit frames, or none): its reader checks it.
+        const bool segmentation = g_accept_segmentations &&
+                                  isSegmentationClass(in.request_sop_class_uid) &&
+                                  isSegmentationClass(in.sop_class_uid);
+        if (!segmentation) failed(checkInstancePixels(path, name));
     }
 
     Uint16 store(ReceiveFile& file, DicomIncomingInstance& in) {
@@ -335,7 +353,11 @@ Result<std::unique_ptr<DicomStorageScp>> DicomStorageScp::start(const DicomScpCo
         return internalError("the DICOM receiver needs a folder or memory to receive into");
     OFList<OFString> xfers;
     for (const char* ts : kTransferSyntaxes) xfers.push_back(ts);
-    for (const char* sop : kStorageClasses)
+    std::vector<const char*> classes(std::begin(kStorageClasses), std::end(kStorageClasses));
+    if (c.accept_segmentations)
+        classes.insert(classes.end(), std::begin(kSegmentationClasses),
+                       std::end(kSegmentationClasses));
+    for (const char* sop : classes)
         if (cfg.addPresentationContext(sop, xfers).bad())
             return internalError(std::string("cannot add presentation context ") + sop);
     OFList<OFString> echo_xfers;
@@ -362,6 +384,7 @@ Result<std::unique_ptr<DicomStorageScp>> DicomStorageScp::start(const DicomScpCo
     }
     g_receive_dir = c.receive_dir;
     g_receive_in_memory = c.receive_in_memory;
+    g_accept_segmentations = c.accept_segmentations;
     impl->listener_errors = dcmtk::log4cplus::SharedAppenderPtr(new ListenerErrorAppender);
     OFLog::getLogger(DCMNET_LOGGER_NAME).addAppender(impl->listener_errors);
     Impl* raw = impl.get();

@@ -1,7 +1,8 @@
-// A DICOM storage SCP for CT, MR and PET images (DCMTK dcmnet DcmSCPPool): C-ECHO and C-STORE,
-// one worker thread per association, up to max_associations at once (more are refused by the
-// pool as "local limit exceeded"). It negotiates the storage SOP classes of CT, MR and PET and
-// their enhanced and legacy-converted forms, in uncompressed and compressed transfer syntaxes
+// A DICOM storage SCP for CT, MR and PET images, and on request SEG and RTSTRUCT (DCMTK dcmnet
+// DcmSCPPool): C-ECHO and C-STORE, one worker thread per association, up to max_associations at
+// once (more are refused by the pool as "local limit exceeded"). It negotiates the storage SOP
+// classes of CT, MR and PET and their enhanced and legacy-converted forms (and SEG and RTSTRUCT
+// with accept_segmentations), in uncompressed and compressed transfer syntaxes
 // (lossless compressed preferred, so a sender sends its stored files as they are; lossy last).
 //
 // The policy is the caller's, through a DicomStorageHandler: which associations to accept and
@@ -115,6 +116,10 @@ struct DicomScpConfig {
     DicomTlsConfig tls;              // enabled: DICOM TLS on the port
     std::string receive_dir;         // where data sets are received (temporary files)
     bool receive_in_memory = false;  // receive into memory files instead (nothing on disk)
+    // Also take DICOM SEG and RTSTRUCT (the viewer retrieving a segmentation from a PACS; the
+    // node takes images only). Their nesting and read limits are checked, not their pixels (no
+    // image to decode: the SEG and RTSTRUCT readers check them when they are opened).
+    bool accept_segmentations = false;
 };
 
 class DicomStorageScp {

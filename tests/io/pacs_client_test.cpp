@@ -2,8 +2,8 @@
 // dicomweb_stow.h, dicom_net_scu.h) against a real Orthanc started by pacs_orthanc_test.sh
 // (skipped when run without it): two synthetic studies are stored by C-STORE, then found by
 // C-FIND and QIDO-RS (the same rows), retrieved by C-MOVE and WADO-RS (every SOP instance),
-// a SEG sent back by C-STORE and by STOW-RS and found again; a wrong AE title, a closed port, a
-// wrong URL and an unknown series give errors that name the peer.
+// a SEG sent back by C-STORE and by STOW-RS, found and retrieved again; a wrong AE title, a closed
+// port, a wrong URL and an unknown series give errors that name the peer.
 #include "io/dicom_net_find.h"
 #include "io/dicom_net_move.h"
 #include "io/dicom_net_scu.h"
@@ -270,7 +270,7 @@ TEST_F(PacsClientTest, CancelDuringARetrieveStopsItAndLeavesNothing) {
     }
 }
 
-TEST_F(PacsClientTest, SegSentByCStoreAndStowIsFound) {
+TEST_F(PacsClientTest, SegSentByCStoreAndStowIsFoundAndRetrieved) {
     TempDir out;
     const std::string by_dimse = writeSeg(out / "seg-dimse.dcm");
     const std::string by_web = writeSeg(out / "seg-web.dcm");
@@ -288,6 +288,17 @@ TEST_F(PacsClientTest, SegSentByCStoreAndStowIsFound) {
         if (s.modality == "SEG") seg_series.insert(s.series_uid);
     EXPECT_TRUE(seg_series.count(by_dimse)) << "the C-STORE SEG is not in Orthanc";
     EXPECT_TRUE(seg_series.count(by_web)) << "the STOW-RS SEG is not in Orthanc";
+    // Retrieved again, as the viewer opens a SEG from the PACS: C-MOVE (our SCP takes SEG
+    // storage; it took images only and Orthanc's sub-operation failed) and WADO-RS.
+    const std::string dimse_uid = readDicomFileIds(out / "seg-dimse.dcm")->sop_instance_uid;
+    auto moved = moveSeries(server_->peer, server_->self, studies_[0].study_uid, by_dimse,
+                            out / "moved", 1, {});
+    ASSERT_TRUE(moved.isOk()) << moved.status().toString();
+    EXPECT_EQ(sopUids(*moved), std::vector<std::string>{dimse_uid});
+    auto fetched = wadoRetrieveSeries(server_->dicomweb, studies_[0].study_uid, by_dimse,
+                                      out / "fetched", 1, {});
+    ASSERT_TRUE(fetched.isOk()) << fetched.status().toString();
+    EXPECT_EQ(sopUids(*fetched), std::vector<std::string>{dimse_uid});
 }
 
 TEST_F(PacsClientTest, WrongAeTitleClosedPortAndWrongUrlSayWhoAndWhat) {
