@@ -4,6 +4,7 @@
 #include "ui/background_task.h"
 #include "ui/main_window.h"
 #include "ui/pacs_servers.h"
+#include "ui/viewer_state.h"
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -446,6 +447,16 @@ void PacsDialog::retrieveSelected() {
     series.study_uid = sstr(item->data(0, kStudyUidRole).toString());
     series.series_uid = sstr(item->data(0, kSeriesUidRole).toString());
     series.instances = item->data(0, kInstancesRole).toInt();
+    // A SEG or RTSTRUCT is opened onto the image shown (its reader refuses one made on another
+    // series, naming it); it has no image to open by itself.
+    const QString modality = item->data(0, kModalityRole).toString();
+    const bool segmentation = modality == "SEG" || modality == "RTSTRUCT";
+    if (segmentation && !window_->state()->hasImage()) {
+        status_->setText("A " + modality +
+                         " opens onto the image it was made on: retrieve and open that series "
+                         "first.");
+        return emit retrieveFinished(false, status_->text());
+    }
     const QString target = workFolder("series");
     if (target.isEmpty()) {
         status_->setText("Cannot create a temporary folder in " + QDir::tempPath());
@@ -473,16 +484,26 @@ void PacsDialog::retrieveSelected() {
         [s = *server, series, t = sstr(target), progress](const CancelToken& token) {
             return io::pacsRetrieveSeries(s, series, t, progress, token);
         },
-        [this](R& r) {
+        [this, segmentation](R& r) {
             if (!r.isOk()) {
                 finishTask(false, r.status().code() == StatusCode::kCancelled
                                       ? QString("Retrieve cancelled")
                                       : qstr(r.status().toString()));
                 return emit retrieveFinished(false, statusText());
             }
+            if (segmentation && r->files.size() != 1) {
+                finishTask(false, QString("The segmentation series has %1 instances; open one of "
+                                          "them with File > Open segmentation from %2")
+                                      .arg(r->files.size())
+                                      .arg(qstr(r->folder)));
+                return emit retrieveFinished(false, statusText());
+            }
             finishTask(true, QString("Retrieved %1 images; opening").arg(r->files.size()));
             emit retrieveFinished(true, statusText());
-            window_->openPath(qstr(r->folder));
+            if (segmentation)
+                window_->loadSegmentation(qstr(r->files.front()));
+            else
+                window_->openPath(qstr(r->folder));
         });
     if (!started) emit retrieveFinished(false, statusText());
 }

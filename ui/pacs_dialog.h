@@ -4,8 +4,10 @@
 // study (date, description, accession, modalities) / series (series are queried when a study is
 // expanded). Retrieve runs in the background with progress and cancel, into a temporary folder
 // that lives as long as the window (a SEG written later references those files), then opens the
-// series as File > Open DICOM folder does. Send writes the SEG (or RTSTRUCT) as File > Save
-// does into that folder and sends it. One task at a time; each ends with its signal.
+// series as File > Open DICOM folder does; a SEG or RTSTRUCT series opens onto the image shown,
+// as File > Open segmentation does (names, colours and review status from the file). Send
+// writes the SEG (or RTSTRUCT) as File > Save does into that folder and sends it. One task at a
+// time; each ends with its signal.
 // One dialog per main window (forWindow), hidden on close, GUI thread only.
 #pragma once
 

@@ -202,6 +202,88 @@ TEST_F(PacsDialogTest, SearchRetrieveOpenAndSendSegForBothProtocols) {
     }
 }
 
+// A SEG series retrieved from the PACS opens onto the image shown (by WADO-RS here; C-MOVE in
+// reader_session_test.cpp); with no image open it is refused, saying what to open first.
+TEST_F(PacsDialogTest, SegSeriesOpensOntoTheImageShown) {
+    const PacsTestStudy& s = studies_[1];
+    auto retrieve = [](MainWindow& w, PacsDialog* d, QTreeWidgetItem* series) {
+        d->results()->setCurrentItem(series);
+        QSignalSpy loaded(&w, &MainWindow::taskFinished);
+        auto r = waitFor(d, &PacsDialog::retrieveFinished, [&] { d->retrieveSelected(); });
+        if (!r.first) return r;
+        if (!QTest::qWaitFor([&] { return loaded.count() > 0; }, kWaitMs))
+            return std::make_pair(false, QString("timeout"));
+        return std::make_pair(loaded.front()[0].toBool(), loaded.front()[1].toString());
+    };
+    auto seriesOf = [](QTreeWidgetItem* study, const QString& modality) {
+        std::vector<QTreeWidgetItem*> out;
+        for (int i = 0; i < study->childCount(); ++i)
+            if (study->child(i)->text(4) == modality) out.push_back(study->child(i));
+        return out;
+    };
+    // The study's image series and a SEG of a box on it, sent.
+    Volume sent;
+    {
+        MainWindow w;
+        w.setInteractive(false);
+        PacsDialog* d = PacsDialog::forWindow(&w);
+        d->saveServer(webServer());
+        d->findChild<QLineEdit*>("pacsPatientId")->setText(QString::fromStdString(s.patient_id));
+        ASSERT_TRUE(waitFor(d, &PacsDialog::searchFinished, [&] { d->search(); }).first);
+        QTreeWidgetItem* study = d->results()->topLevelItem(0)->child(0);
+        ASSERT_TRUE(
+            waitFor(d, &PacsDialog::seriesFinished, [&] { study->setExpanded(true); }).first);
+        ASSERT_EQ(seriesOf(study, "MR").size(), 1u);
+        auto opened = retrieve(w, d, seriesOf(study, "MR").front());
+        ASSERT_TRUE(opened.first) << opened.second.toStdString();
+        const Geometry g = w.state()->image().geometry();
+        sent = Volume::allocate<uint8_t>(g);
+        uint8_t* p = sent.data<uint8_t>();
+        for (int64_t k = 1; k < g.size[2] - 1; ++k)
+            for (int64_t j = 1; j < 6; ++j)
+                for (int64_t i = 2; i < 7; ++i) p[(k * g.size[1] + j) * g.size[0] + i] = 1;
+        voxseg::testing::TempDir tmp;
+        ASSERT_TRUE(io::writeImage(sent, tmp / "box.nii.gz").isOk());
+        ASSERT_TRUE(
+            runTask(w, [&] { w.loadSegmentation(QString::fromStdString(tmp / "box.nii.gz")); }).ok);
+        ASSERT_TRUE(waitFor(d, &PacsDialog::sendFinished, [&] { d->sendButton()->click(); }).first);
+    }
+    MainWindow w;
+    w.setInteractive(false);
+    PacsDialog* d = PacsDialog::forWindow(&w);
+    d->findChild<QLineEdit*>("pacsPatientId")->setText(QString::fromStdString(s.patient_id));
+    ASSERT_TRUE(waitFor(d, &PacsDialog::searchFinished, [&] { d->search(); }).first);
+    QTreeWidgetItem* study = d->results()->topLevelItem(0)->child(0);
+    ASSERT_TRUE(waitFor(d, &PacsDialog::seriesFinished, [&] { study->setExpanded(true); }).first);
+    // The study may hold SEGs of other tests: the one sent here is the one that gives the box.
+    const std::vector<QTreeWidgetItem*> segs = seriesOf(study, "SEG");
+    ASSERT_FALSE(segs.empty());
+    auto refused = retrieve(w, d, segs.front());
+    EXPECT_FALSE(refused.first);
+    EXPECT_TRUE(refused.second.contains("retrieve and open that series first"))
+        << refused.second.toStdString();
+    EXPECT_FALSE(w.state()->hasImage());
+    auto image = retrieve(w, d, seriesOf(study, "MR").front());
+    ASSERT_TRUE(image.first) << image.second.toStdString();
+    bool found = false;
+    for (QTreeWidgetItem* seg : segs) {
+        auto loaded = retrieve(w, d, seg);
+        ASSERT_TRUE(loaded.first) << loaded.second.toStdString();
+        ASSERT_TRUE(w.state()->hasLabelMap());
+        const Geometry& g = sent.geometry();
+        const uint8_t* p = sent.data<uint8_t>();
+        int64_t differ = 0;
+        for (int64_t k = 0; k < g.size[2]; ++k)
+            for (int64_t j = 0; j < g.size[1]; ++j)
+                for (int64_t i = 0; i < g.size[0]; ++i)
+                    differ +=
+                        w.state()->labelValue({i, j, k}) != p[(k * g.size[1] + j) * g.size[0] + i];
+        found = differ == 0;
+        if (found) break;
+    }
+    EXPECT_TRUE(found) << "no SEG of the study opened as the box that was sent";
+}
+
 TEST_F(PacsDialogTest, WrongAeTitleIsReportedNamingTheServer) {
     MainWindow w;
     w.setInteractive(false);
