@@ -569,6 +569,11 @@ Result<StageInput> stageInput(const engine::ModelPackage& m, size_t s, const Vol
         VOXSEG_ASSIGN_OR_RETURN(
             net, monaiResampleLinear(
                      cropped, monaiSpacingGeometry(cropped_grid, toIndexOrder(mm, m.axis_order))));
+    } else if (st.normalize_first && st.interpolation != Interpolation::kSpline3) {
+        // pyliverlesionseg's lesion input: clip and scale on the input grid, then resample
+        VOXSEG_ASSIGN_OR_RETURN(cropped, normalize(cropped, st.normalization));
+        normalized = true;
+        VOXSEG_ASSIGN_OR_RETURN(net, resizeImage(cropped, size, st.interpolation, threads));
     } else if (st.shape.empty() && st.interpolation == Interpolation::kSpline3) {
         // nnU-Net's rules (anisotropic axis with order 0), and its order: normalised on the
         // input grid, then resampled (a clip does not commute with the spline). deepbet and

@@ -640,6 +640,9 @@ def package_json(liver_sha256: str, lesion_sha256: str, patch: list[int],
             "spacing_mm": [1.0, 1.0, 3.0],
             "patch_size": list(lesion_input),
             "interpolation": "linear",
+            # clip(HU / 1000, +-0.2) * 2.5 on the input grid, then zoom3d (the main function's
+            # order): the clip does not commute with the interpolation
+            "normalize_first": True,
             "normalization": {"scheme": "window", "window": [-200, 200], "range": [-0.5, 0.5]},
             "inference": {"output_size": list(LESION_SEGMENT_SIZE)},
             "output": {"kind": "sigmoid", "labels": [2], "threshold": 0.5},

@@ -214,6 +214,9 @@ struct StageSpec {
     std::optional<CropLink> crop_to;
     std::optional<OneHotLink> one_hot_from;
     std::optional<MaskLink> mask;
+    // "normalize_first": normalise on the input grid, then resize (pyliverlesionseg normalises
+    // before zoom3d); otherwise a linear or nearest-exact stage normalises the resized image.
+    bool normalize_first = false;
     // The stage's labels are part of the result (on the input grid; later result stages paint
     // over earlier ones). The last stage always is; others when model.json says "result": true.
     bool result = false;

@@ -461,6 +461,11 @@ void checkMaskAndOutputSize(Reader& r, const std::string& key, const StageSpec& 
                    "needs a \"softmax\", \"sigmoid\" or \"regions\" output (logits: the "
                    "scores outside the mask's box are set to background logits)");
     }
+    if (stage.normalize_first && (stage.grid != StageGrid::kFieldOfView ||
+                                  stage.normalization.scheme == Normalization::Scheme::kPercentile))
+        r.fail(Reader::join(key, "normalize_first"),
+               "needs the default \"grid\": \"fov\" and a fixed normalisation (not "
+               "\"percentile\")");
     const auto& out = stage.inference.output_size;
     if (out.empty()) return;
     const std::string okey = Reader::join(key, "inference.output_size");
@@ -561,7 +566,7 @@ void readStages(Reader& r, const json& root, ModelPackage& p) {
             st, key,
             {"name", "file", "sha256", "crop_to", "one_hot_from", "result", "shape", "spacing_mm",
              "patch_size", "interpolation", "grid", "slabs", "statistics_on_stage_grid",
-             "normalization", "output", "postprocess", "inference", "mask"});
+             "normalization", "output", "postprocess", "inference", "mask", "normalize_first"});
         StageSpec stage;
         if (const json* x = r.member(st, key, "name", true))
             stage.name = r.string(*x, Reader::join(key, "name"));
@@ -618,6 +623,8 @@ void readStages(Reader& r, const json& root, ModelPackage& p) {
             readOneHotLink(r, *x, Reader::join(key, "one_hot_from"), p, link);
             stage.one_hot_from = link;
         }
+        if (const json* x = r.member(st, key, "normalize_first", false))
+            stage.normalize_first = r.boolean(*x, Reader::join(key, "normalize_first"));
         if (const json* x = r.member(st, key, "mask", false)) {
             MaskLink link;
             readMaskLink(r, *x, Reader::join(key, "mask"), p, link);
@@ -686,6 +693,7 @@ json stageJson(const StageSpec& st) {
     if (st.one_hot_from)
         j["one_hot_from"] = {{"stage", st.one_hot_from->stage},
                              {"labels", st.one_hot_from->labels}};
+    if (st.normalize_first) j["normalize_first"] = true;
     if (st.mask)
         j["mask"] = {{"stage", st.mask->stage},
                      {"label", st.mask->label},

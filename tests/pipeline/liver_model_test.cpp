@@ -30,10 +30,11 @@ namespace fs = std::filesystem;
 constexpr int kTotalSegmentatorLiver = 5;  // class_map["total"]
 constexpr double kMinDice = 0.95;
 constexpr int kLiver = 1, kLesion = 2;
-// The golden holds 2 lesion voxels under voxseg's output rule; voxseg finds 1 of them (the other
-// is a borderline probability: the pre-processing differs, docs/liver-model.md). More than one
+// The golden holds 2 lesion voxels under voxseg's output rule (the original's 1 x 1 x 3 mm
+// lesion voxels have sigmoid 0.53-0.92: not borderline for float rounding); voxseg finds both. With
+// the window applied after the resampling instead of before ("normalize_first" off) it found 1: a
 // voxel differing, or a lesion voxel the original does not have, is a regression.
-constexpr size_t kMaxLesionVoxelsDiffering = 1;
+constexpr size_t kMaxLesionVoxelsDiffering = 0;
 
 void expectLiverAgreesWithTotalSegmentator(const SegmentReport& report) {
     auto ts =

@@ -153,6 +153,7 @@ TEST(MaskInput, ModelJsonKeysAreReadAndCheckedPerStage) {
     fine["output"] = {{"kind", "sigmoid"}, {"labels", {1}}};
     fine["mask"] = {{"stage", "coarse"}, {"label", 5}, {"dilate", 2}, {"outside", -0.5}};
     fine["inference"] = {{"output_size", {5, 4, 3}}};
+    fine["normalize_first"] = true;
     auto ok = engine::parseModelPackage(j.dump(), "test");
     ASSERT_TRUE(ok.isOk()) << ok.status().toString();
     const auto& st = ok->stages[1];
@@ -165,6 +166,8 @@ TEST(MaskInput, ModelJsonKeysAreReadAndCheckedPerStage) {
     ASSERT_TRUE(again.isOk()) << again.status().toString();
     EXPECT_EQ(again->stages[1].inference.output_size, st.inference.output_size);
     EXPECT_EQ(again->stages[1].mask->label, 5);
+    EXPECT_TRUE(again->stages[1].normalize_first);
+    EXPECT_FALSE(again->stages[0].normalize_first);
 
     auto refused = [&](nlohmann::json bad, const std::string& key) {
         auto r = engine::parseModelPackage(bad.dump(), "test");
@@ -180,6 +183,9 @@ TEST(MaskInput, ModelJsonKeysAreReadAndCheckedPerStage) {
     bad = j;
     bad["stages"][1]["inference"]["output_size"] = {6, 4, 3};  // 9 - 6 is odd
     refused(bad, "stages[1].inference.output_size");
+    bad = j;
+    bad["stages"][1]["grid"] = "monai";
+    refused(bad, "stages[1].");
     bad = j;
     bad["stages"][0]["mask"] = j["stages"][1]["mask"];  // no earlier stage
     refused(bad, "stages[0].mask");
