@@ -30,9 +30,10 @@ class Tables(unittest.TestCase):
         tasks = ets.exportable(ets.load_tables())
         for t in ("total", "total_fast", "total_fastest", "total_mr", "total_mr_fast",
                   "lung_vessels", "lung_nodules", "liver_segments", "liver_lesions",
-                  "liver_vessels", "total_v3", "total_v3_fast", "headneck_muscles"):
+                  "liver_vessels", "total_v3", "total_v3_fast", "headneck_muscles", "body",
+                  "body_fast"):
             self.assertIn(t, tasks)
-        for t in ("teeth", "body", "heartchambers_highres",
+        for t in ("teeth", "vertebrae_pp", "heartchambers_highres",
                   "appendicular_bones", "brain_aneurysm"):
             self.assertNotIn(t, tasks)
         out = run("/nonexistent", "--list")
@@ -78,7 +79,7 @@ class Refusals(unittest.TestCase):
             self.expect_error([d, "--task", "nope", "-o", o], "unknown task 'nope'")
             self.expect_error([d, "--task", "heartchambers_highres", "-o", o], "licence-only")
             self.expect_error([d, "--task", "teeth", "-o", o], "crop_model = 'craniofacial")
-            self.expect_error([d, "--task", "body", "-o", o], "largest body_trunc blob")
+            self.expect_error([d, "--task", "vertebrae_pp", "-o", o], "post-processes the vertebrae")
             self.expect_error([d, "--task", "aorta_annulus", "-o", o], "licence-only")
             self.assertFalse(os.path.exists(o))
 
