@@ -45,14 +45,18 @@ class ReferenceLayers(unittest.TestCase):
         x = self.rng.normal(size=(5, 4, 3, 2))
         k = self.rng.normal(size=(3, 3, 1, 2, 3))
         b = self.rng.normal(size=3)
-        got = elr.np_conv3d_same(x, k, b)
+        got = elr.np_conv3d(x, k, b, "same")
         xp = np.pad(x, ((1, 1), (1, 1), (0, 0), (0, 0)))
         want = np.empty((5, 4, 3, 3))
         for i, j, l in np.ndindex(5, 4, 3):
             want[i, j, l] = np.einsum("abcd,abcdo->o", xp[i:i + 3, j:j + 3, l:l + 1], k) + b
         np.testing.assert_allclose(got, want, rtol=1e-12)
         # not a convolution: flipping the kernel changes the result
-        self.assertFalse(np.allclose(elr.np_conv3d_same(x, k[::-1, ::-1], b), want))
+        self.assertFalse(np.allclose(elr.np_conv3d(x, k[::-1, ::-1], b, "same"), want))
+        # 'valid' (the lesion network): the same correlation without padding, the interior
+        valid = elr.np_conv3d(x, k, b, "valid")
+        self.assertEqual(valid.shape, (3, 2, 3, 3))
+        np.testing.assert_allclose(valid, want[1:-1, 1:-1], rtol=1e-12)
 
     def test_linear_upsampling_shrinks_by_two(self):
         x = np.arange(4.0).reshape(4, 1, 1, 1) * np.ones((1, 2, 2, 1))
