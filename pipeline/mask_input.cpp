@@ -46,29 +46,7 @@ Result<Volume> dilate18(const Volume& mask, int times) {
 }
 
 std::optional<CropBox> maskBox(const Volume& mask) {
-    const Geometry g = mask.geometry();
-    std::array<int64_t, 3> lo{g.size[0], g.size[1], g.size[2]}, hi{-1, -1, -1};
-    withPixelType(mask.pixelType(), [&](auto tag) {
-        using T = decltype(tag);
-        const T* p = mask.data<T>();
-        for (int64_t k = 0; k < g.size[2]; ++k)
-            for (int64_t j = 0; j < g.size[1]; ++j)
-                for (int64_t i = 0; i < g.size[0]; ++i)
-                    if (*p++ != T(0)) {
-                        const std::array<int64_t, 3> at{i, j, k};
-                        for (size_t a = 0; a < 3; ++a) {
-                            lo[a] = std::min(lo[a], at[a]);
-                            hi[a] = std::max(hi[a], at[a]);
-                        }
-                    }
-    });
-    if (hi[0] < 0) return std::nullopt;
-    CropBox box;
-    for (size_t a = 0; a < 3; ++a) {
-        box.begin[a] = lo[a];
-        box.size[a] = hi[a] - lo[a] + 1;
-    }
-    return box;
+    return boxWhere(mask, [](int64_t v) { return v != 0; });
 }
 
 Result<Volume> stageMask(const Volume& labels, const CropBox& region, const Geometry& net_grid,

@@ -157,24 +157,11 @@ std::optional<CropBox> roiSubsetBox(const Volume& labels, const std::vector<int>
     std::vector<char> wanted(static_cast<size_t>(std::max(top, 0)) + 1, 0);
     for (int v : requested)
         if (v >= 0) wanted[static_cast<size_t>(v)] = 1;
-    std::array<int64_t, 3> lo{g.size}, hi{-1, -1, -1};
-    withPixelType(labels.pixelType(), [&](auto tag) {
-        using T = decltype(tag);
-        const T* p = labels.data<T>();
-        int64_t idx = 0;
-        for (int64_t k = 0; k < g.size[2]; ++k)
-            for (int64_t j = 0; j < g.size[1]; ++j)
-                for (int64_t i = 0; i < g.size[0]; ++i, ++idx) {
-                    const auto v = static_cast<int64_t>(p[idx]);
-                    if (v <= 0 || v > top || !wanted[static_cast<size_t>(v)]) continue;
-                    const std::array<int64_t, 3> at{i, j, k};
-                    for (size_t a = 0; a < 3; ++a) {
-                        lo[a] = std::min(lo[a], at[a]);
-                        hi[a] = std::max(hi[a], at[a]);
-                    }
-                }
-    });
-    if (hi[0] < 0) return std::nullopt;
+    std::optional<CropBox> found = boxWhere(
+        labels, [&](int64_t v) { return v > 0 && v <= top && wanted[static_cast<size_t>(v)]; });
+    if (!found) return std::nullopt;
+    std::array<int64_t, 3> lo = found->begin, hi{};
+    for (size_t a = 0; a < 3; ++a) hi[a] = lo[a] + found->size[a] - 1;
     CropBox box;
     for (size_t a = 0; a < 3; ++a) {
         // (np.array(addon) / zooms).astype(int): float32 zooms, truncation.
