@@ -1,7 +1,7 @@
 #include "ui/viewer_state.h"
 
-#include "core/log.h"
 #include "core/label_colors.h"
+#include "core/log.h"
 #include "pipeline/orientation.h"
 
 #include <algorithm>

@@ -38,10 +38,8 @@ class PacsClientTest : public ::testing::Test {
         for (size_t i = 0; i < studies_.size(); ++i) {
             ASSERT_TRUE(voxseg::testing::writePacsTestStudy(studies_[i],
                                                             *dir_ / ("study" + std::to_string(i))));
-            std::vector<std::string> files;
-            for (const auto& e : std::filesystem::directory_iterator(studies_[i].folder))
-                files.push_back(e.path().string());
-            const Status s = storeFiles(server_->peer, server_->self.ae_title, files);
+            const Status s = storeFiles(server_->peer, server_->self.ae_title,
+                                        voxseg::testing::filesIn(studies_[i].folder));
             ASSERT_TRUE(s.isOk()) << s.toString();
         }
     }

@@ -8,12 +8,14 @@
 #include "io/dicom_net_scu.h"
 #include "io/dicom_synth.h"
 #include "io/http_client.h"
+#include "io/pacs_client.h"
 
 #include <dcmtk/config/osconfig.h>
 #include <dcmtk/dcmdata/dcdeftag.h>
 #include <dcmtk/dcmdata/dcfilefo.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -99,6 +101,24 @@ inline bool writePacsTestStudy(PacsTestStudy& s, const std::string& folder) {
     }
     std::sort(s.sop_instance_uids.begin(), s.sop_instance_uids.end());
     return true;
+}
+
+// The files of `folder` (one series), as C-STORE takes them.
+inline std::vector<std::string> filesIn(const std::string& folder) {
+    std::vector<std::string> files;
+    for (const auto& e : std::filesystem::directory_iterator(folder))
+        files.push_back(e.path().string());
+    return files;
+}
+
+// The test Orthanc as the viewer's DICOM server entry named `name` (C-FIND / C-MOVE).
+inline io::PacsServer pacsDicomServer(const PacsTestServer& server, const std::string& name) {
+    io::PacsServer s;
+    s.name = name;
+    s.protocol = io::PacsProtocol::kDicom;
+    s.peer = server.peer;
+    s.self = server.self;
+    return s;
 }
 
 // Orthanc's number of instances (GET /statistics), -1 when it does not answer.

@@ -42,10 +42,8 @@ class PacsDialogTest : public ::testing::Test {
         for (size_t i = 0; i < studies_.size(); ++i) {
             ASSERT_TRUE(voxseg::testing::writePacsTestStudy(studies_[i],
                                                             *dir_ / ("study" + std::to_string(i))));
-            std::vector<std::string> files;
-            for (const auto& e : std::filesystem::directory_iterator(studies_[i].folder))
-                files.push_back(e.path().string());
-            const Status s = io::storeFiles(server_->peer, server_->self.ae_title, files);
+            const Status s = io::storeFiles(server_->peer, server_->self.ae_title,
+                                            voxseg::testing::filesIn(studies_[i].folder));
             ASSERT_TRUE(s.isOk()) << s.toString();
         }
     }
@@ -58,12 +56,7 @@ class PacsDialogTest : public ::testing::Test {
     }
 
     static io::PacsServer dicomServer() {
-        io::PacsServer s;
-        s.name = "orthanc dicom";
-        s.protocol = io::PacsProtocol::kDicom;
-        s.peer = server_->peer;
-        s.self = server_->self;
-        return s;
+        return voxseg::testing::pacsDicomServer(*server_, "orthanc dicom");
     }
     static io::PacsServer webServer() {
         io::PacsServer s;

@@ -95,9 +95,7 @@ class ReaderSessionTest : public ::testing::Test {
         options.patient_id = kPatientId;
         auto written = io::writeCtPhantomStudy(*phantom, spec, *dir_ / "phantom", options);
         ASSERT_TRUE(written.isOk()) << written.status().toString();
-        std::vector<std::string> files;
-        for (const auto& e : std::filesystem::directory_iterator(*dir_ / "phantom/dicom"))
-            files.push_back(e.path().string());
+        const std::vector<std::string> files = voxseg::testing::filesIn(*dir_ / "phantom/dicom");
         ASSERT_EQ(files.size(), 48u);
         const Status s = io::storeFiles(server_->peer, server_->self.ae_title, files);
         ASSERT_TRUE(s.isOk()) << s.toString();
@@ -111,12 +109,7 @@ class ReaderSessionTest : public ::testing::Test {
     }
 
     static io::PacsServer dicomServer() {
-        io::PacsServer s;
-        s.name = "orthanc";
-        s.protocol = io::PacsProtocol::kDicom;
-        s.peer = server_->peer;
-        s.self = server_->self;
-        return s;
+        return voxseg::testing::pacsDicomServer(*server_, "orthanc");
     }
 
     // Waits for `signal` of `d` after `start`; its (ok, message).
