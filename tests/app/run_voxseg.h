@@ -1,4 +1,4 @@
-// Running the built `voxseg` (VOXSEG_BIN, defined per test target) as a child process from CLI
+// Running the built `voxseg` (VOXSEG_BIN, tests/test_paths.h) as a child process from CLI
 // tests: stdout and stderr captured through files in the test's temporary folder.
 #pragma once
 
