@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
     std::printf("int8  %-24s %.4f s  %.1f GOP/s   %.2fx fp32\n", conv->implementation().c_str(), t8,
                 ops / t8 / 1e9, t32 / t8);
     std::printf("VNNI/AMX: %s (weights +-%d)\n",
-                voxseg::engine::cpuInt8Support(traits).isOk() ? "yes" : "no",
+                voxseg::engine::cpuInt8WeightBits(traits) == 8 ? "yes" : "no",
                 voxseg::engine::cpuInt8WeightQmax(traits));
     return 0;
 }

@@ -27,6 +27,7 @@ class CudaBackend final : public engine::Backend {
             case engine::Precision::kBFloat16:
                 return capability_ >= 80;
             case engine::Precision::kAuto:
+            case engine::Precision::kInt8:  // not implemented on cuda yet (issue 40 item 5)
                 return false;
         }
         return false;
@@ -45,6 +46,7 @@ class CudaBackend final : public engine::Backend {
     Result<std::unique_ptr<engine::VolumeInference>> makeSlidingWindow(
         const std::vector<const engine::Graph*>& graphs, int64_t channels,
         const engine::SlidingWindowOptions& options) override {
+        VOXSEG_RETURN_IF_ERROR(refuseUnsupported(options.compile));
         if (!supportsPrecision(options.compile.precision))
             return unsupported(fmt::format(
                 "{} needs a newer GPU than {} (sm_{}): use --precision fp32",
@@ -60,6 +62,7 @@ class CudaBackend final : public engine::Backend {
         if (options.precision == engine::Precision::kAuto)
             return invalidArgument(
                 "cuda backend: precision auto must be resolved first (engine::choosePrecision)");
+        VOXSEG_RETURN_IF_ERROR(refuseUnsupported(options));
         if (!supportsPrecision(options.precision))
             return unsupported(
                 fmt::format("{} needs a newer GPU than {} (sm_{}): use --precision fp32",
@@ -72,6 +75,21 @@ class CudaBackend final : public engine::Backend {
     }
 
   private:
+    // What the cuda backend does not run yet, with the reason (int8: issue 40 item 5).
+    static Status refuseUnsupported(const engine::CompileOptions& options) {
+        if (options.precision == engine::Precision::kInt8)
+            return unsupported(
+                "cuda backend: precision int8 is not implemented on GPUs yet (docs/int8.md); use "
+                "--precision bf16, fp16 or fp32 on the GPU, or --device cpu for int8",
+                "cuda");
+        if (options.observer.active())
+            return unsupported(
+                "cuda backend: activation observers are a cpu backend feature "
+                "(engine/activation_observer.h); calibrate on the cpu backend",
+                "cuda");
+        return Status::ok();
+    }
+
     int device_;
     int capability_;
     std::string description_;

@@ -12,6 +12,8 @@ const char* precisionName(Precision p) {
             return "bf16";
         case Precision::kAuto:
             return "auto";
+        case Precision::kInt8:
+            return "int8";
     }
     return "?";
 }
@@ -21,7 +23,8 @@ Result<Precision> parsePrecision(const std::string& name) {
     if (name == "fp32" || name == "float32") return Precision::kFloat32;
     if (name == "fp16" || name == "float16") return Precision::kFloat16;
     if (name == "bf16" || name == "bfloat16") return Precision::kBFloat16;
-    return invalidArgument("unknown precision '" + name + "': use auto, fp32, fp16 or bf16");
+    if (name == "int8") return Precision::kInt8;
+    return invalidArgument("unknown precision '" + name + "': use auto, fp32, fp16, bf16 or int8");
 }
 
 PrecisionChoice Backend::autoPrecision() const {

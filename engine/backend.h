@@ -10,6 +10,7 @@
 #pragma once
 
 #include "core/status.h"
+#include "engine/activation_observer.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/tensor.h"
 
@@ -22,12 +23,14 @@ namespace voxseg::engine {
 
 struct SlidingWindowOptions;  // engine/inference/window_geometry.h
 class VolumeInference;        // engine/inference/sliding_window.h
+struct QuantizationRecord;    // engine/model/model_quantization.h
 
 // Arithmetic a graph runs in. kAuto is a request only ("let the backend choose", resolved by
-// choosePrecision below); compile() takes a resolved precision.
-enum class Precision { kFloat32, kFloat16, kBFloat16, kAuto };
-const char* precisionName(Precision p);  // "fp32" | "fp16" | "bf16" | "auto"
-// "fp32" | "fp16" | "bf16" | "auto" (also "float32", "float16", "bfloat16").
+// choosePrecision below); compile() takes a resolved precision. kInt8: convolutions in int8 with
+// the package's calibrated scales (CompileOptions::quantization, docs/int8.md), the rest fp32.
+enum class Precision { kFloat32, kFloat16, kBFloat16, kAuto, kInt8 };
+const char* precisionName(Precision p);  // "fp32" | "fp16" | "bf16" | "auto" | "int8"
+// "fp32" | "fp16" | "bf16" | "int8" | "auto" (also "float32", "float16", "bfloat16").
 Result<Precision> parsePrecision(const std::string& name);
 
 // A precision and the one-line reason it was chosen (logged and written to run.json).
@@ -47,6 +50,11 @@ struct CompileOptions {
     Precision precision = Precision::kFloat32;
     int num_threads = 0;   // CPU backends: 0 = all cores
     int device_index = 0;  // GPU backends
+    // kInt8: the package's calibration (activation scales by tensor name, float_layers,
+    // weight_bits); required for kInt8, ignored otherwise.
+    std::shared_ptr<const QuantizationRecord> quantization;
+    // Named tensors handed to a callback during run() (engine/activation_observer.h).
+    ActivationObserver observer;
 };
 
 class CompiledGraph {

@@ -61,7 +61,8 @@ Result<Int8Conv> Int8Conv::create(const dnnl::engine& engine, const quant::Int8C
     const dnnl::memory::desc bias_md =
         state->has_bias ? dnnl::memory::desc({spec.out_channels}, dt::f32, tag::a)
                         : dnnl::memory::desc();
-    const dnnl::memory::desc dst_any(dims3(spec.batch, spec.out_channels, out), dt::u8, tag::any);
+    const dnnl::memory::desc dst_any(dims3(spec.batch, spec.out_channels, out),
+                                     spec.dst_f32 ? dt::f32 : dt::u8, tag::any);
     const dnnl::memory::desc w_any(w_dims, dt::s8, tag::any);
     const auto attr = convAttr(spec);
     auto make = [&](const dnnl::memory::desc& src_md) {
@@ -110,15 +111,24 @@ dnnl::memory::desc Int8Conv::srcDesc() const { return state_->pd.src_desc(); }
 dnnl::memory::desc Int8Conv::dstDesc() const { return state_->pd.dst_desc(); }
 std::string Int8Conv::implementation() const { return state_->pd.impl_info_str(); }
 
+dnnl::primitive Int8Conv::primitive() const { return state_->prim; }
+dnnl::memory::desc Int8Conv::scratchpadDesc() const { return state_->pd.scratchpad_desc(); }
+
+std::vector<std::pair<int, dnnl::memory>> Int8Conv::constantArgs() const {
+    std::vector<std::pair<int, dnnl::memory>> args = {{DNNL_ARG_WEIGHTS, state_->weights}};
+    if (state_->has_bias) args.emplace_back(DNNL_ARG_BIAS, state_->bias);
+    if (state_->src_zp_value != 0)
+        args.emplace_back(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, state_->src_zp);
+    if (state_->dst_zp_value != 0)
+        args.emplace_back(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, state_->dst_zp);
+    return args;
+}
+
 void Int8Conv::execute(const dnnl::stream& stream, const dnnl::memory& src,
                        const dnnl::memory& dst) const {
-    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, src},
-                                                  {DNNL_ARG_WEIGHTS, state_->weights},
-                                                  {DNNL_ARG_DST, dst},
-                                                  {DNNL_ARG_SCRATCHPAD, state_->scratchpad}};
-    if (state_->has_bias) args[DNNL_ARG_BIAS] = state_->bias;
-    if (state_->src_zp_value != 0) args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = state_->src_zp;
-    if (state_->dst_zp_value != 0) args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST] = state_->dst_zp;
+    std::unordered_map<int, dnnl::memory> args = {
+        {DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, state_->scratchpad}};
+    for (const auto& [arg, m] : constantArgs()) args[arg] = m;
     dnnl::stream s = stream;
     state_->prim.execute(s, args);
 }

@@ -17,6 +17,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace voxseg::engine::cpu {
 
@@ -35,6 +37,13 @@ class Int8Conv {
     // dst <- conv(src); with spec.residual, dst holds the residual's u8 values on entry.
     void execute(const dnnl::stream& stream, const dnnl::memory& src,
                  const dnnl::memory& dst) const;
+
+    // For a caller that schedules the primitive itself (the cpu backend's plan): the primitive
+    // (user scratchpad of scratchpadDesc()), and its arguments fixed at create() (weights, bias,
+    // zero points) as (DNNL_ARG_*, memory); they stay valid while this object or a copy lives.
+    dnnl::primitive primitive() const;
+    dnnl::memory::desc scratchpadDesc() const;
+    std::vector<std::pair<int, dnnl::memory>> constantArgs() const;
 
   private:
     struct State;

@@ -4,8 +4,11 @@
 #include "engine/cpu/cpu_backend.h"
 
 #include "core/memory_limit.h"
+#include "engine/cpu/observe.h"
 #include "engine/cpu/plan.h"
+#include "engine/model/model_quantization.h"
 #include "engine/passes/optimize.h"
+#include "engine/quant/int8_policy.h"
 #include "engine/quant/int8_scheme.h"
 
 #include <omp.h>
@@ -148,30 +151,57 @@ Status planNode(Plan& plan) {
 
 class CpuCompiledGraph : public CompiledGraph {
   public:
-    CpuCompiledGraph(Graph graph, Precision precision, int num_threads)
+    CpuCompiledGraph(Graph graph, const CompileOptions& options)
         : graph_(std::move(graph)),
-          precision_(precision),
-          num_threads_(num_threads),
+          precision_(options.precision),
+          num_threads_(options.num_threads),
+          observer_(options.observer),
           engine_(dnnl::engine::kind::cpu, 0),
-          plan_(graph_, engine_, precision) {}
+          plan_(graph_, engine_, options.precision) {
+        if (options.precision == Precision::kInt8 && options.quantization) {
+            int8_layers_ = quant::int8LayerPlan(graph_, *options.quantization);
+            weight_qmax_ = quant::weightQmaxForBits(options.quantization->weight_bits);
+        }
+    }
 
     Status build(const std::vector<Shape>& input_shapes) {
         input_shapes_ = input_shapes;
         for (ValueId v : graph_.outputs) output_shapes_.push_back(graph_.values[v].shape);
         VOXSEG_RETURN_IF_ERROR(checkActivationsFitMemory());
+        VOXSEG_ASSIGN_OR_RETURN(const std::vector<bool> observed,
+                                cpu::observedValues(graph_, observer_));
         plan_.defineInputs(input_shapes);
+        for (ValueId v : graph_.inputs)
+            if (observed[v]) VOXSEG_RETURN_IF_ERROR(cpu::planObserve(plan_, v, observer_.callback));
         for (size_t i = 0; i < graph_.nodes.size(); ++i) {
             plan_.setCurrentNode(static_cast<int>(i));
             Status s;
             try {
-                s = planNode(plan_);
+                const bool int8 = i < int8_layers_.size() && int8_layers_[i].int8;
+                s = int8 ? cpu::planInt8Conv(plan_, int8_layers_[i], weight_qmax_)
+                         : planNode(plan_);
+                for (ValueId v : graph_.nodes[i].outputs)
+                    if (s.isOk() && v >= 0 && observed[v])
+                        s = cpu::planObserve(plan_, v, observer_.callback);
             } catch (const dnnl::error& e) {
                 s = cpu::nodeError(plan_, std::string("oneDNN: ") + e.what());
             }
             if (!s.isOk()) return withTensorSizeHint(s, graph_.nodes[i]);
         }
         VOXSEG_RETURN_IF_ERROR(plan_.defineOutputs());
-        return plan_.finish();
+        VOXSEG_RETURN_IF_ERROR(plan_.finish());
+        releaseConstants();
+        return Status::ok();
+    }
+
+    // The plan holds what it reads of the constants (reordered once into its kernels' layouts,
+    // or copied into their closures); the graph's own are not read after build(). Dropping them
+    // frees a model's weights once the caller's graph is gone too (a Segmenter keeps only the
+    // compiled networks): otherwise every network's weights stay resident twice (0.6 GB for
+    // TotalSegmentator's five part networks, docs/perf-totalseg.md).
+    void releaseConstants() {
+        for (Value& value : graph_.values)
+            if (value.constant) *value.constant = Tensor();
     }
 
     // A computed value's bytes. inferShapes() bounds every value to 2^40 elements, so this
@@ -256,6 +286,9 @@ class CpuCompiledGraph : public CompiledGraph {
     Graph graph_;
     Precision precision_;
     int num_threads_;
+    ActivationObserver observer_;
+    std::vector<quant::Int8Layer> int8_layers_;  // kInt8: per node (int8_policy.h)
+    int weight_qmax_ = quant::kWeightQmaxVnni;
     std::vector<Shape> input_shapes_, output_shapes_;
     dnnl::engine engine_;
     Plan plan_;
@@ -273,7 +306,25 @@ class CpuBackend : public Backend {
     bool supportsPrecision(Precision precision) const override {
         if (precision == Precision::kFloat32) return true;
         if (precision == Precision::kBFloat16) return cpuHasBf16();
+        // oneDNN's int8 kernels run on every x86 CPU; whether this CPU runs a given package's
+        // weights exactly is cpuInt8Support's question, asked by compile().
+        if (precision == Precision::kInt8) return true;
         return false;
+    }
+
+    // kInt8's own checks: a record, weight bits this CPU multiplies exactly, no observer.
+    static Status checkInt8(const CompileOptions& options) {
+        if (options.precision != Precision::kInt8) return Status::ok();
+        if (!options.quantization)
+            return invalidArgument(
+                "cpu backend: precision int8 needs the package's int8 calibration "
+                "(CompileOptions::quantization, model.json \"quantization\"; docs/int8.md)");
+        VOXSEG_RETURN_IF_ERROR(cpuInt8Support(cpuInt8Traits(), options.quantization->weight_bits));
+        if (options.observer.active())
+            return unsupported(
+                "cpu backend: activation observers run in fp32 or bf16, not int8 (int8 tensors "
+                "are u8 between int8 convolutions); observe an fp32 compile");
+        return Status::ok();
     }
 
     PrecisionChoice autoPrecision() const override {
@@ -292,6 +343,7 @@ class CpuBackend : public Backend {
                                precisionName(options.precision) + " is not supported on this " +
                                "CPU (" + isaName() + "); use fp32" +
                                (options.precision == Precision::kFloat16 ? " or bf16" : ""));
+        VOXSEG_RETURN_IF_ERROR(checkInt8(options));
         if (input_shapes.size() != graph.inputs.size())
             return invalidArgument("cpu backend: graph has " + std::to_string(graph.inputs.size()) +
                                    " inputs, " + std::to_string(input_shapes.size()) +
@@ -299,8 +351,7 @@ class CpuBackend : public Backend {
         applyThreads(options.num_threads);
         Graph g = optimize(graph);
         VOXSEG_RETURN_IF_ERROR(g.inferShapes(input_shapes));
-        auto compiled = std::make_unique<CpuCompiledGraph>(std::move(g), options.precision,
-                                                           options.num_threads);
+        auto compiled = std::make_unique<CpuCompiledGraph>(std::move(g), options);
         VOXSEG_RETURN_IF_ERROR(compiled->build(input_shapes));
         return std::unique_ptr<CompiledGraph>(std::move(compiled));
     }
@@ -333,18 +384,25 @@ CpuInt8Traits cpuInt8Traits() {
             has(dnnl_cpu_isa_avx512_core_amx)};
 }
 
-Status cpuInt8Support(const CpuInt8Traits& cpu) {
-    if (cpu.avx512_vnni || cpu.avx_vnni || cpu.amx_int8) return Status::ok();
-    return unsupported(
-        "cpu backend: precision int8 needs VNNI dot products (avx512_vnni or avx_vnni) or AMX "
-        "(amx_int8), and this CPU has none: its int8 kernels add products in saturating 16-bit "
-        "pairs, so weights would be cut to 7 bits, a precision no calibration validated "
-        "(docs/int8.md); use --precision fp32, or bf16 where the CPU has avx512_bf16");
+int cpuInt8WeightBits(const CpuInt8Traits& cpu) {
+    return cpu.avx512_vnni || cpu.avx_vnni || cpu.amx_int8 ? 8 : 7;
 }
 
 int cpuInt8WeightQmax(const CpuInt8Traits& cpu) {
-    return cpu.avx512_vnni || cpu.avx_vnni || cpu.amx_int8 ? quant::kWeightQmaxVnni
-                                                           : quant::kWeightQmaxNoVnni;
+    return quant::weightQmaxForBits(cpuInt8WeightBits(cpu));
+}
+
+Status cpuInt8Support(const CpuInt8Traits& cpu, int weight_bits) {
+    if (weight_bits < 2 || weight_bits > 8)
+        return invalidArgument("cpu backend: int8 weights of " + std::to_string(weight_bits) +
+                               " bits: the package's quantization.weight_bits must be 7 or 8");
+    if (weight_bits <= cpuInt8WeightBits(cpu)) return Status::ok();
+    return unsupported(
+        "cpu backend: this package's int8 calibration validated " + std::to_string(weight_bits) +
+        "-bit weights, and this CPU multiplies only 7-bit weights exactly: it has no VNNI dot "
+        "products (avx512_vnni, avx_vnni) or AMX (amx_int8), and its int8 kernels add products "
+        "in saturating 16-bit pairs (docs/int8.md); recalibrate on this CPU or with "
+        "--weight-bits 7, or use --precision fp32 (bf16 where the CPU has avx512_bf16)");
 }
 
 std::unique_ptr<Backend> makeCpuBackend() { return std::make_unique<CpuBackend>(); }

@@ -8,8 +8,10 @@
 // activations into normalisations, and plans one activation arena whose buffers are reused by
 // liveness. Precision: fp32 (default) or bf16 activations/weights with fp32 accumulation and
 // fp32 normalisation statistics, the latter only where the CPU has avx512_bf16. "auto" is bf16
-// on CPUs with AMX and on AMD CPUs with avx512_bf16, else fp32 (cpuAutoPrecision). INT8
-// convolutions (conv_int8.h) need VNNI or AMX to run at speed (cpuInt8Support).
+// on CPUs with AMX and on AMD CPUs with avx512_bf16, else fp32 (cpuAutoPrecision). Precision
+// int8 (docs/int8.md) runs the Convs that the package's calibration covers as oneDNN int8
+// convolutions (conv_int8.h; which ones: engine/quant/int8_policy.h) and the rest in fp32; it
+// needs CompileOptions::quantization and weight bits the CPU multiplies exactly (cpuInt8Support).
 //
 // Threads: oneDNN's OpenMP runtime; CompileOptions::num_threads (0 = all cores) is applied with
 // omp_set_num_threads on the thread that compiles and on the thread that runs.
@@ -39,8 +41,10 @@ struct CpuBf16Traits {
 // any machine.
 PrecisionChoice cpuAutoPrecision(const CpuBf16Traits& cpu);
 
-// What INT8 at speed needs (docs/int8.md): VNNI dot products, 4 u8 x s8 products straight into
-// s32 (avx512_vnni; avx_vnni on AVX2 CPUs), or AMX tiles with int8 (amx_int8).
+// What decides the int8 weight range a CPU multiplies exactly (docs/int8.md): VNNI dot products,
+// 4 u8 x s8 products straight into s32 (avx512_vnni; avx_vnni on AVX2 CPUs), or AMX tiles with
+// int8 (amx_int8). Without them oneDNN's int8 kernels add pairs of products into a saturating
+// s16 (AVX2's vpmaddubsw), exact only for weights within +-63.
 struct CpuInt8Traits {
     bool avx512_vnni = false;
     bool avx_vnni = false;
@@ -48,14 +52,15 @@ struct CpuInt8Traits {
 };
 // This CPU's, as oneDNN's effective ISA reports them (DNNL_MAX_CPU_ISA caps them).
 CpuInt8Traits cpuInt8Traits();
-// Ok where the cpu backend runs int8: with VNNI or AMX. Without them kUnsupported naming the
-// missing instructions and what to run instead: oneDNN's int8 kernels still compute there
-// (AVX2 vpmaddubsw, which saturates pairs of products in s16), exactly only with 7-bit weights,
-// a precision the package's calibration (8-bit weights) did not validate. A pure function, so
-// both answers are tested on any machine.
-Status cpuInt8Support(const CpuInt8Traits& cpu);
-// The largest weight magnitude the CPU's int8 kernels multiply exactly: 127 with VNNI or AMX,
-// 63 without (engine/quant/int8_scheme.h).
+// The weight bits the CPU's int8 kernels multiply exactly: 8 with VNNI or AMX, 7 without.
+int cpuInt8WeightBits(const CpuInt8Traits& cpu);
+// The largest weight magnitude of those: 127 or 63 (engine/quant/int8_scheme.h).
 int cpuInt8WeightQmax(const CpuInt8Traits& cpu);
+// Whether the cpu backend runs a package whose calibration validated `weight_bits`-bit weights
+// (model.json quantization.weight_bits): the runtime uses exactly those bits, so 7-bit packages
+// run on every CPU with identical results, 8-bit ones where VNNI or AMX is (elsewhere
+// kUnsupported saying why and what to do: recalibrate with 7-bit weights, or another
+// precision). A pure function, so every answer is tested on any machine.
+Status cpuInt8Support(const CpuInt8Traits& cpu, int weight_bits);
 
 }  // namespace voxseg::engine

@@ -1,5 +1,7 @@
 #include "engine/cpu/plan.h"
 
+#include "engine/cpu/conv_int8.h"
+
 #include "core/log.h"
 #include "core/memory_limit.h"
 #include "core/process_metrics.h"
@@ -84,7 +86,10 @@ std::string descName(const dnnl::memory::desc& md) {
     } else if (md == plainDesc(Shape(dims.begin(), dims.end()), type)) {
         layout = "plain";
     }
-    return layout + (type == dt::bf16 ? ":bf16" : type == dt::f32 ? ":f32" : ":other");
+    return layout + (type == dt::bf16  ? ":bf16"
+                     : type == dt::f32 ? ":f32"
+                     : type == dt::u8  ? ":u8"
+                                       : ":other");
 }
 
 std::vector<int64_t> plainStrides(const Shape& s) {
@@ -226,6 +231,23 @@ Result<MemRef> Plan::ensure(ValueId v, const dnnl::memory::desc& md) {
     MemRef out = newBuffer(md);
     VOXSEG_RETURN_IF_ERROR(addCopy(r, out));
     converted_[key] = out;
+    return out;
+}
+
+Result<MemRef> Plan::ensureQuantized(ValueId v, const dnnl::memory::desc& u8_md,
+                                     const quant::ActivationQuant& q) {
+    if (!has(v) || graph_.isConstant(v))
+        return internalError("cpu backend: value '" + graph_.values[v].name +
+                             "' is quantised before it is computed (node '" + node().name + "')");
+    if (refs_.at(v).md.data_type() == dt::u8) return ensure(v, u8_md);
+    const auto key = std::make_pair(v, descKey(u8_md));
+    if (auto it = quantized_.find(key); it != quantized_.end()) return it->second;
+    VOXSEG_ASSIGN_OR_RETURN(dnnl::reorder quantize,
+                            makeQuantizeReorder(engine_, refs_.at(v).md, u8_md, q));
+    MemRef out = newBuffer(u8_md);
+    addPrimitive("quantize " + descName(refs_.at(v).md) + "->" + descName(u8_md), quantize,
+                 {{DNNL_ARG_SRC, refs_.at(v)}, {DNNL_ARG_DST, out}}, {});
+    quantized_[key] = out;
     return out;
 }
 

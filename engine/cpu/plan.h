@@ -14,6 +14,7 @@
 #include "core/status.h"
 #include "engine/backend.h"
 #include "engine/graph/graph.h"
+#include "engine/quant/int8_policy.h"
 
 #include <dnnl.hpp>
 
@@ -117,6 +118,11 @@ class Plan {
     Result<MemRef> ensure(ValueId v, const dnnl::memory::desc& md);
     // The value in plain f32 layout (custom kernels that only handle that).
     Result<MemRef> ensurePlainF32(ValueId v);
+    // The value as u8 in layout `u8_md`, quantised with `q` (int8 convolutions): a quantising
+    // reorder of a float value (cached per value and layout), or a layout reorder of a value
+    // that is u8 already (written with `q` by an int8 convolution).
+    Result<MemRef> ensureQuantized(ValueId v, const dnnl::memory::desc& u8_md,
+                                   const quant::ActivationQuant& q);
     // A constant reordered once, at compile time, into `md` (weights, biases, slopes).
     Result<dnnl::memory> constantMemory(ValueId v, const dnnl::memory::desc& md);
     Result<dnnl::memory> constantMemory(const Tensor& t, const dnnl::memory::desc& src_md,
@@ -184,6 +190,7 @@ class Plan {
     std::vector<int> last_use_;  // per value: index of the last node reading it (INT_MAX: output)
     std::unordered_map<ValueId, MemRef> refs_;
     std::map<std::pair<ValueId, std::string>, MemRef> converted_;
+    std::map<std::pair<ValueId, std::string>, MemRef> quantized_;  // ensureQuantized()
     // Constants already reordered, per value and layout (read-only: nodes that share a constant,
     // such as the Rotary tables of every block after the head fold, share its memory).
     std::map<std::pair<ValueId, std::string>, dnnl::memory> constants_;
@@ -207,6 +214,9 @@ class Plan {
 // Per-op builders, one file per op family. Each plans the current node of `plan`.
 // conv.cpp
 Status planConv(Plan& plan);  // Conv (with fused bias/activation/residual)
+// conv_int8_plan.cpp: a Conv as an int8 convolution (engine/quant/int8_policy.h decides which),
+// its weights quantised to +-`weight_qmax` per output channel.
+Status planInt8Conv(Plan& plan, const quant::Int8Layer& layer, int weight_qmax);
 // ConvTranspose; `subpixel`: kernel == stride as a 1x1 conv + scatter, else oneDNN's
 // deconvolution.
 Status planConvTranspose(Plan& plan, bool subpixel = true);

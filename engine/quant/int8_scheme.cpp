@@ -83,6 +83,11 @@ Status validate(const Int8ConvSpec& s) {
         return invalidArgument("int8 conv: one output scale per output channel expected");
     if (!s.bias.empty() && s.bias.size() != static_cast<size_t>(s.out_channels))
         return invalidArgument("int8 conv: one bias per output channel expected");
+    if (s.dst_f32 &&
+        (s.dst.scale != 1.0f || s.dst.zero_point != 0 ||
+         (s.residual && (s.residual_quant.zero_point != 0 || s.residual_scale != 1.0f))))
+        return invalidArgument(
+            "int8 conv: a float32 result takes dst {1, 0} and a float32 residual with scale 1");
     for (const ActivationQuant* q : {&s.src, &s.dst, &s.residual_quant})
         if (!(q->scale > 0.0f) || !std::isfinite(q->scale) || q->zero_point < 0 ||
             q->zero_point > 255)

@@ -35,6 +35,8 @@ namespace voxseg::engine::quant {
 // Largest weight magnitude: with VNNI (avx512_vnni, avx_vnni, amx_int8), and without.
 inline constexpr int kWeightQmaxVnni = 127;
 inline constexpr int kWeightQmaxNoVnni = 63;
+// The largest weight magnitude of `bits`-bit weights: 127 for 8, 63 for 7 (bits in [2, 8]).
+constexpr int weightQmaxForBits(int bits) { return (1 << (bits - 1)) - 1; }
 
 // A u8 tensor's parameters: x ~= (q - zero_point) * scale, q and zero_point in [0, 255].
 struct ActivationQuant {
@@ -75,7 +77,11 @@ struct Int8ConvSpec {
     std::vector<float> bias;           // per output channel, accumulator units; empty: none
     Int8Activation activation = Int8Activation::kNone;
     float alpha = 0.0f;  // LeakyReLU's slope
-    // Residual add: dst holds the residual's u8 values (with residual_quant) on entry.
+    // Write float32 instead of u8: the rule stops before "+ dst.zero_point" and the rounding
+    // (dst is {1, 0}, so output_scales are src.scale * w_scale: dequantised). A residual is then
+    // float32 too (residual_quant {1, 0}, residual_scale 1).
+    bool dst_f32 = false;
+    // Residual add: dst holds the residual's values (u8 with residual_quant) on entry.
     bool residual = false;
     ActivationQuant residual_quant;
     float residual_scale = 1.0f;  // residual_quant.scale / dst.scale

@@ -196,6 +196,10 @@ class ReferenceBackend : public Backend {
         if (options.precision != Precision::kFloat32)
             return unsupported(std::string("reference backend computes in fp32 only, not ") +
                                precisionName(options.precision));
+        if (options.observer.active())
+            return unsupported(
+                "reference backend: activation observers are a cpu backend feature "
+                "(engine/activation_observer.h); compile on the cpu backend");
         Graph g = graph;
         VOXSEG_RETURN_IF_ERROR(g.inferShapes(input_shapes));
         for (const Node& n : g.nodes)

@@ -32,25 +32,33 @@ TEST(PrecisionPolicy, CpuAutoIsBf16WithAmxOrOnAmdWithAvx512Bf16) {
         EXPECT_EQ(cpuAutoPrecision({false, false, amd}).precision, Precision::kFloat32);
 }
 
-// INT8 runs where VNNI or AMX does, whatever this machine has; elsewhere the refusal names the
-// missing instructions and the precisions to run instead.
-TEST(PrecisionPolicy, CpuInt8NeedsVnniOrAmxAndSaysWhatToRunInstead) {
-    for (const CpuInt8Traits& ok :
+// INT8 runs a package with exactly the weight bits its calibration validated: 7-bit packages on
+// every CPU, 8-bit ones where VNNI or AMX multiplies them exactly; elsewhere the refusal says why
+// and what to do. Every branch, whatever this machine has.
+TEST(PrecisionPolicy, CpuInt8RunsTheValidatedWeightBitsWhereTheCpuMultipliesThemExactly) {
+    for (const CpuInt8Traits& vnni :
          {CpuInt8Traits{true, false, false}, CpuInt8Traits{false, true, false},
           CpuInt8Traits{true, false, true}}) {
-        EXPECT_TRUE(cpuInt8Support(ok).isOk());
-        EXPECT_EQ(cpuInt8WeightQmax(ok), 127);
+        EXPECT_TRUE(cpuInt8Support(vnni, 8).isOk());
+        EXPECT_TRUE(cpuInt8Support(vnni, 7).isOk());
+        EXPECT_EQ(cpuInt8WeightBits(vnni), 8);
+        EXPECT_EQ(cpuInt8WeightQmax(vnni), 127);
     }
-    const Status refused = cpuInt8Support({});
+    EXPECT_TRUE(cpuInt8Support({}, 7).isOk());
+    EXPECT_EQ(cpuInt8WeightBits({}), 7);
+    EXPECT_EQ(cpuInt8WeightQmax({}), 63);
+    const Status refused = cpuInt8Support({}, 8);
     ASSERT_FALSE(refused.isOk());
     EXPECT_EQ(refused.code(), StatusCode::kUnsupported);
-    for (const char* word : {"int8", "avx512_vnni", "avx_vnni", "amx_int8", "--precision fp32",
-                             "bf16", "docs/int8.md"})
+    for (const char* word :
+         {"8-bit", "7-bit", "avx512_vnni", "avx_vnni", "amx_int8",
+          "recalibrate on this CPU or with --weight-bits 7", "--precision fp32", "docs/int8.md"})
         EXPECT_NE(refused.message().find(word), std::string::npos) << word;
-    EXPECT_EQ(cpuInt8WeightQmax({}), 63);
-    // This machine's answer is one of the two, consistent with its traits.
+    EXPECT_FALSE(cpuInt8Support({}, 9).isOk());
+    // This machine's answer is consistent with its traits.
     const CpuInt8Traits here = cpuInt8Traits();
-    EXPECT_EQ(cpuInt8Support(here).isOk(), cpuInt8WeightQmax(here) == 127);
+    EXPECT_EQ(cpuInt8Support(here, 8).isOk(), cpuInt8WeightQmax(here) == 127);
+    EXPECT_TRUE(cpuInt8Support(here, 7).isOk());
 }
 
 TEST(PrecisionPolicy, AutoAsksTheBackendAndSaysWhy) {
@@ -119,13 +127,15 @@ TEST(PrecisionPolicy, CompileRefusesAnUnresolvedAuto) {
 }
 
 TEST(PrecisionPolicy, ParsesEveryNameIncludingAuto) {
-    for (Precision p :
-         {Precision::kAuto, Precision::kFloat32, Precision::kFloat16, Precision::kBFloat16})
+    for (Precision p : {Precision::kAuto, Precision::kFloat32, Precision::kFloat16,
+                        Precision::kBFloat16, Precision::kInt8})
         EXPECT_EQ(*parsePrecision(precisionName(p)), p);
+    EXPECT_STREQ(precisionName(Precision::kInt8), "int8");
     EXPECT_EQ(*parsePrecision("bfloat16"), Precision::kBFloat16);
     auto bad = parsePrecision("fp64");
     ASSERT_FALSE(bad.isOk());
     EXPECT_NE(bad.status().message().find("auto"), std::string::npos);
+    EXPECT_NE(bad.status().message().find("int8"), std::string::npos);
 }
 
 TEST(PrecisionPolicy, ModelJsonPrecisionKeyIsReadCheckedAndWritten) {

@@ -1,0 +1,85 @@
+// A Conv of the graph as an int8 convolution in the cpu backend's plan (docs/int8.md): weights
+// quantised per output channel at compile time, the source quantised to u8 by a reorder (or read
+// as the u8 an int8 producer wrote), the oneDNN int8 convolution (engine/cpu/conv_int8.h) with
+// bias, residual add and ReLU/LeakyReLU in its epilogue, writing u8 for an int8 consumer or
+// float32 for the rest. Which Convs run here: engine/quant/int8_policy.h.
+#include "engine/cpu/conv_int8.h"
+#include "engine/cpu/plan.h"
+
+namespace voxseg::engine::cpu {
+namespace {
+
+// Geometry of a 3-D Conv node as an Int8ConvSpec (scales set later).
+quant::Int8ConvSpec specOf(const Node& n, const Shape& xs) {
+    quant::Int8ConvSpec s;
+    s.batch = xs[0];
+    s.in_channels = xs[1];
+    s.out_channels = n.conv.out_channels;
+    for (int i = 0; i < 3; ++i) {
+        s.in_size[i] = xs[2 + i];
+        s.kernel[i] = n.conv.kernel[i];
+        s.strides[i] = n.conv.strides.empty() ? 1 : n.conv.strides[i];
+        s.pads_begin[i] = n.conv.pads_begin.empty() ? 0 : n.conv.pads_begin[i];
+        s.pads_end[i] = n.conv.pads_end.empty() ? 0 : n.conv.pads_end[i];
+    }
+    if (n.fused_activation == ActivationKind::kRelu) {
+        s.activation = quant::Int8Activation::kRelu;
+    } else if (n.fused_activation == ActivationKind::kLeakyRelu) {
+        s.activation = quant::Int8Activation::kLeakyRelu;
+        s.alpha = n.fused_alpha;
+    }
+    return s;
+}
+
+// The destination: a new buffer, or (residual add) one holding the residual on entry.
+Result<MemRef> destination(Plan& plan, const Node& n, const dnnl::memory::desc& dst_md) {
+    if (n.fused_residual < 0) return plan.newBuffer(dst_md);
+    if (n.fused_residual != n.inputs[0])
+        if (auto in_place = plan.tryInPlace(n.fused_residual, dst_md)) return *in_place;
+    MemRef dst = plan.newBuffer(dst_md);
+    VOXSEG_ASSIGN_OR_RETURN(MemRef r, plan.ensure(n.fused_residual, dst_md));
+    VOXSEG_RETURN_IF_ERROR(plan.addCopy(r, dst));
+    return dst;
+}
+
+}  // namespace
+
+Status planInt8Conv(Plan& plan, const quant::Int8Layer& layer, int weight_qmax) {
+    const Node& n = plan.node();
+    const Graph& g = plan.graph();
+    const ValueId x = n.inputs[0];
+    const ValueId b = n.inputs.size() > 2 ? n.inputs[2] : -1;
+    if (!plan.has(x)) return nodeError(plan, "int8: its input is not computed before it");
+    quant::Int8ConvSpec spec = specOf(n, g.values[x].shape);
+    const quant::Int8Weights w = quant::quantizeWeightsPerChannel(
+        g.constant(n.inputs[1]).toFloats(), spec.out_channels, weight_qmax);
+    const std::vector<float> bias = b >= 0 ? g.constant(b).toFloats() : std::vector<float>{};
+    spec.dst_f32 = !layer.dst_u8;
+    const quant::ActivationQuant unit{1.0f, 0};
+    quant::setRequantisation(spec, layer.src, w.scales, layer.dst_u8 ? layer.dst : unit, bias,
+                             n.fused_residual >= 0 ? &unit : nullptr);
+    // A u8 producer's layout is kept when the same implementation takes it.
+    const dnnl::memory::desc& x_md = plan.desc(x);
+    const dnnl::memory::desc hint = x_md.data_type() == dt::u8 ? x_md : dnnl::memory::desc();
+    auto conv = Int8Conv::create(plan.engine(), spec, w, hint);
+    if (!conv.isOk()) return nodeError(plan, conv.status().message());
+    VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensureQuantized(x, conv->srcDesc(), layer.src));
+    VOXSEG_ASSIGN_OR_RETURN(MemRef dst, destination(plan, n, conv->dstDesc()));
+    std::vector<std::pair<int, MemRef>> args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
+    for (const auto& [arg, m] : conv->constantArgs())
+        args.push_back({arg, MemRef{-1, m.get_desc(), m}});
+    // The plan keeps the convolution (its weights, bias and zero points) alive.
+    const Int8Conv kept = *conv;
+    plan.derivedConstant<Int8Conv>("int8 conv " + n.name, [&] { return kept; });
+    plan.addPrimitive(
+        "conv int8 " + conv->implementation() + " " + descName(src.md) + "->" + descName(dst.md),
+        conv->primitive(), std::move(args), conv->scratchpadDesc());
+    plan.define(n.outputs[0], dst);
+    // Epilogues the int8 convolution does not fuse (Sigmoid, SiLU, PReLU) run on its fp32 result.
+    const bool act_fused = spec.activation != quant::Int8Activation::kNone;
+    if (!act_fused && n.fused_activation != ActivationKind::kNone)
+        return planUnfusedEpilogue(plan, dst, false, true);
+    return Status::ok();
+}
+
+}  // namespace voxseg::engine::cpu

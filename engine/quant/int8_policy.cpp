@@ -1,0 +1,98 @@
+// Which layers run in int8 (int8_policy.h).
+#include "engine/quant/int8_policy.h"
+
+#include "engine/passes/optimize.h"
+
+#include <algorithm>
+#include <set>
+
+namespace voxseg::engine::quant {
+
+bool int8EligibleConv(const Graph& g, const Node& n) {
+    if (n.op != OpKind::kConv || n.conv.spatial_rank != 3 || n.conv.group != 1) return false;
+    if (n.inputs.size() < 2 || n.inputs[0] < 0 || g.isConstant(n.inputs[0])) return false;
+    if (!g.isConstant(n.inputs[1])) return false;
+    if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !g.isConstant(n.inputs[2])) return false;
+    for (int64_t d : n.conv.dilations)
+        if (d != 1) return false;
+    return n.outputs.size() == 1 && n.outputs[0] >= 0;
+}
+
+namespace {
+
+std::vector<Int8ConvCandidate> candidatesOfOptimised(const Graph& g) {
+    std::vector<Int8ConvCandidate> out;
+    for (const Node& n : g.nodes)
+        if (int8EligibleConv(g, n)) out.push_back({n.name, g.values[n.inputs[0]].name});
+    return out;
+}
+
+bool isOutput(const Graph& g, ValueId v) {
+    return std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end();
+}
+
+}  // namespace
+
+std::vector<Int8ConvCandidate> int8ConvCandidates(const Graph& graph) {
+    return candidatesOfOptimised(optimize(graph));
+}
+
+std::vector<std::string> defaultInt8FloatLayers(const Graph& graph) {
+    const auto c = int8ConvCandidates(graph);
+    if (c.empty()) return {};
+    if (c.size() == 1) return {c.front().node};
+    return {c.front().node, c.back().node};
+}
+
+std::vector<std::string> int8CandidateTensors(const Graph& graph,
+                                              const std::vector<std::string>& float_layers) {
+    const std::set<std::string> floats(float_layers.begin(), float_layers.end());
+    std::vector<std::string> out;
+    for (const auto& c : int8ConvCandidates(graph))
+        if (!floats.count(c.node) && std::find(out.begin(), out.end(), c.input) == out.end())
+            out.push_back(c.input);
+    return out;
+}
+
+std::vector<Int8Layer> int8LayerPlan(const Graph& g, const QuantizationRecord& record) {
+    const std::set<std::string> floats(record.float_layers.begin(), record.float_layers.end());
+    std::vector<Int8Layer> plan(g.nodes.size());
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+        const Node& n = g.nodes[i];
+        if (!int8EligibleConv(g, n) || floats.count(n.name)) continue;
+        const auto it = record.activations.find(g.values[n.inputs[0]].name);
+        if (it == record.activations.end()) continue;
+        plan[i].int8 = true;
+        plan[i].src = it->second;
+    }
+    // u8 outputs: every reader an int8 Conv reading it as its source (not as a residual).
+    std::vector<int> readers(g.values.size(), 0), int8_readers(g.values.size(), 0);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+        const Node& n = g.nodes[i];
+        for (size_t k = 0; k < n.inputs.size(); ++k)
+            if (n.inputs[k] >= 0) {
+                ++readers[n.inputs[k]];
+                if (k == 0 && plan[i].int8) ++int8_readers[n.inputs[k]];
+            }
+        if (n.fused_residual >= 0) ++readers[n.fused_residual];
+        if (n.fused_prelu_slope >= 0) ++readers[n.fused_prelu_slope];
+    }
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+        const Node& n = g.nodes[i];
+        if (!plan[i].int8) continue;
+        const ValueId y = n.outputs[0];
+        const bool simple_epilogue =
+            n.fused_residual < 0 && (n.fused_activation == ActivationKind::kNone ||
+                                     n.fused_activation == ActivationKind::kRelu ||
+                                     n.fused_activation == ActivationKind::kLeakyRelu);
+        const auto it = record.activations.find(g.values[y].name);
+        if (!simple_epilogue || isOutput(g, y) || readers[y] == 0 ||
+            readers[y] != int8_readers[y] || it == record.activations.end())
+            continue;
+        plan[i].dst_u8 = true;
+        plan[i].dst = it->second;
+    }
+    return plan;
+}
+
+}  // namespace voxseg::engine::quant

@@ -1,0 +1,59 @@
+// Which layers of a graph run in int8 (issue 40, docs/int8.md "Which layers run in int8"): the
+// one place that policy lives. The cpu backend's int8 plan (engine/cpu/conv_int8_plan.cpp) asks
+// it per node; `voxseg model calibrate` asks it which tensors to observe
+// (int8CandidateTensors, engine/activation_observer.h) and which layers stay float by default.
+//
+// A Conv runs in int8 when it is eligible (3-D, group 1, no dilation, constant weights and bias,
+// its input computed by the graph), its input tensor has calibrated parameters in the package's
+// record, and it is not in the record's float_layers. Everything else (normalisations,
+// activations, resize, concat, ConvTranspose, pooling, attention) stays fp32. An int8 Conv writes
+// u8 (requantised in its epilogue with the parameters of its output tensor) when every reader of
+// that tensor is an int8 Conv, it is no graph output and the Conv has no fused residual and at
+// most a ReLU/LeakyReLU; otherwise it writes fp32 (dequantised in its epilogue).
+//
+// Graph arguments are as imported (optimize() is applied here, as every backend compiles after
+// it), except int8LayerPlan's, which takes the optimised graph the backend plans. Node and tensor
+// names are the optimised graph's. Pure functions; thread-safe.
+#pragma once
+
+#include "engine/graph/graph.h"
+#include "engine/model/model_quantization.h"
+#include "engine/quant/int8_scheme.h"
+
+#include <string>
+#include <vector>
+
+namespace voxseg::engine::quant {
+
+// Whether `node` of `graph` (optimised) can run as an int8 convolution.
+bool int8EligibleConv(const Graph& graph, const Node& node);
+
+// An eligible Conv: its node name and the name of the tensor it reads.
+struct Int8ConvCandidate {
+    std::string node;
+    std::string input;
+};
+// The eligible Convs of optimize(graph), in graph order.
+std::vector<Int8ConvCandidate> int8ConvCandidates(const Graph& graph);
+
+// The default float_layers of a calibration: the first and the last eligible Conv (the first
+// reads the raw image with few channels and costs little; the last writes the logits the labels
+// come from). Empty for a graph without eligible Convs; one name when there is one.
+std::vector<std::string> defaultInt8FloatLayers(const Graph& graph);
+
+// The tensors calibration must observe: inputs of the eligible Convs not in `float_layers`,
+// each once, in graph order.
+std::vector<std::string> int8CandidateTensors(const Graph& graph,
+                                              const std::vector<std::string>& float_layers);
+
+// How the backend runs one node of the optimised graph under a record.
+struct Int8Layer {
+    bool int8 = false;    // an int8 Conv
+    ActivationQuant src;  // its input's parameters
+    bool dst_u8 = false;  // writes u8 with `dst` (else fp32)
+    ActivationQuant dst;
+};
+// One entry per node of `graph` (optimised, shapes inferred).
+std::vector<Int8Layer> int8LayerPlan(const Graph& graph, const QuantizationRecord& record);
+
+}  // namespace voxseg::engine::quant
