@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/configure-sanitizers.sh
 nice -n 5 cmake --build build-fuzz -j"${JOBS:-$(nproc)}" --target fuzzers
-# Targets with an open finding (its input in tests/fuzz/open-findings/<target>, docs/security.md)
+# Targets with an open finding (its input in tests/fuzz/open-findings/<target>, docs/fuzzing.md)
 # are left out until it is fixed, so that CI fails on new crashes, not on known ones.
 open_findings="${VOXSEG_FUZZ_OPEN-}"
 exclude=()

@@ -1,4 +1,4 @@
-// Inputs the fuzzers of tests/fuzz found crashing (issue 19; docs/security.md), replayed
+// Inputs the fuzzers of tests/fuzz found crashing (issue 19; docs/fuzzing.md), replayed
 // through the product's own entry points in the normal build: each must end in a clear error,
 // not an abort. The inputs lie in tests/fuzz/regressions/<fuzz target>/ (scripts/fuzz.sh also
 // replays them as seeds on every CI fuzz run); copies named as a user would name them are made
