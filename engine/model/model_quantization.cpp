@@ -153,7 +153,8 @@ json quantizationJson(const QuantizationRecord& q) {
     return j;
 }
 
-Status int8PackageSupport(const std::optional<QuantizationRecord>& q, const std::string& model) {
+Status int8PackageSupport(const std::optional<QuantizationRecord>& q, const std::string& model,
+                          int cpu_weight_bits) {
     const std::string instead = "; use --precision fp32, bf16 or auto";
     if (!q)
         return unsupported("model '" + model +
@@ -166,6 +167,16 @@ Status int8PackageSupport(const std::optional<QuantizationRecord>& q, const std:
                                "' is calibrated for int8 but was not measured on held-back cases "
                                "(model.json \"quantization.calibration.held_back\"): calibrate "
                                "again with cases to hold back (docs/int8.md)" +
+                               instead,
+                           model);
+    if (q->weight_bits > cpu_weight_bits)
+        return unsupported("model '" + model + "' was calibrated with " +
+                               std::to_string(q->weight_bits) +
+                               "-bit int8 weights, and this CPU "
+                               "multiplies only " +
+                               std::to_string(cpu_weight_bits) +
+                               "-bit weights exactly (no VNNI or AMX): recalibrate on this CPU "
+                               "or with --weight-bits 7 (docs/int8.md)" +
                                instead,
                            model);
     return Status::ok();

@@ -33,7 +33,9 @@ struct HeldBackAgreement {
 };
 
 struct QuantizationRecord {
-    int weight_bits = 8;  // 8 (VNNI/AMX); 7 would be the non-VNNI range (not validated today)
+    // The weight bits calibration validated, and the bits the runtime uses: 8 (CPUs with VNNI or
+    // AMX only) or 7 (every CPU, identical results); cpuInt8Support, docs/int8.md.
+    int weight_bits = 8;
     std::map<std::string, quant::ActivationQuant> activations;  // graph tensor name -> u8 params
     std::vector<std::string> float_layers;  // node names kept in fp32/bf16 (first, last conv...)
     RangeMethod method = RangeMethod::kPercentile;
@@ -57,9 +59,12 @@ void readQuantization(Reader& r, const nlohmann::json& j, const std::string& key
 }  // namespace detail
 nlohmann::json quantizationJson(const QuantizationRecord& q);
 
-// Whether `model`'s package can run in int8: ok with a validated record; kUnsupported saying
-// what is missing (no record: calibrate first; no held-back measurement: calibrate with held-back
-// cases) and what to run instead.
-Status int8PackageSupport(const std::optional<QuantizationRecord>& q, const std::string& model);
+// Whether `model`'s package can run in int8 on a CPU that multiplies `cpu_weight_bits`-bit
+// weights exactly (cpuInt8WeightBits, engine/cpu/cpu_backend.h; 8 skips that check): ok with a
+// validated record; kUnsupported saying what is missing (no record: calibrate first; no held-back
+// measurement: calibrate with held-back cases; 8-bit weights on a 7-bit CPU: recalibrate on this
+// CPU or with --weight-bits 7) and what to run instead.
+Status int8PackageSupport(const std::optional<QuantizationRecord>& q, const std::string& model,
+                          int cpu_weight_bits = 8);
 
 }  // namespace voxseg::engine

@@ -96,6 +96,26 @@ TEST(ModelQuantization, Int8IsRefusedWithoutCalibrationOrWithoutHeldBackCases) {
     EXPECT_NE(unmeasured.message().find("held-back"), std::string::npos);
 }
 
+// The runtime uses exactly the weight bits calibration validated: an 8-bit package on a CPU that
+// multiplies 7-bit weights exactly (no VNNI/AMX) is refused, a 7-bit one runs on both.
+TEST(ModelQuantization, EightBitPackagesAreRefusedOnSevenBitCpus) {
+    auto q = readQuantization(validSection()["quantization"], "quantization", "pkg/model.json");
+    ASSERT_TRUE(q.isOk()) << q.status().message();
+    ASSERT_EQ(q->weight_bits, 8);
+    EXPECT_TRUE(int8PackageSupport(*q, "liver", 8).isOk());
+    const Status refused = int8PackageSupport(*q, "liver", 7);
+    ASSERT_FALSE(refused.isOk());
+    EXPECT_EQ(refused.code(), StatusCode::kUnsupported);
+    for (const char* word : {"liver", "8-bit", "7-bit",
+                             "recalibrate on this CPU or with "
+                             "--weight-bits 7",
+                             "--precision fp32"})
+        EXPECT_NE(refused.message().find(word), std::string::npos) << word;
+    q->weight_bits = 7;
+    EXPECT_TRUE(int8PackageSupport(*q, "liver", 7).isOk());
+    EXPECT_TRUE(int8PackageSupport(*q, "liver", 8).isOk());
+}
+
 // The section as part of a package: read with the rest of model.json, its errors name the key,
 // written back by modelPackageToJson (so a calibrated package's model.json, which its signature
 // covers, carries it).
