@@ -2,8 +2,18 @@
 // tools/bench_cpu.py (which runs PyTorch and ONNX Runtime on the same weights and input).
 //
 //   voxseg_bench_cpu --model net.onnx --input-shape 1,1,128,128,128 [--input x.f32]
-//                    [--output y.f32] [--precision fp32|bf16] [--threads 2] [--runs 2]
+//                    [--output y.f32] [--precision fp32|bf16|int8] [--threads 2] [--runs 2]
 //                    [--warmup 1] [--ceiling-model conv.onnx --ceiling-shape 1,64,64,64,64]
+//                    [--calib a.f32,b.f32] [--calib-method percentile|minmax]
+//                    [--percentile 99.99] [--weight-bits 7|8]
+//
+// --precision int8 calibrates first: the fp32 network runs on each --calib input (float32 files
+// of the input shape; tools/bench_cpu.py passes the inputs OpenVINO's NNCF calibrates on) with an
+// activation observer (engine/activation_observer.h) on the int8 candidate tensors
+// (engine/quant/int8_policy.h, the first and last conv kept float); each tensor's range is its
+// min/max or its (100 - p, p) percentiles over a strided sample of at most 2^20 values per input.
+// This is a benchmark's calibration, not `voxseg model calibrate`'s (no held-back validation).
+// --weight-bits: default the bits this CPU multiplies exactly (cpuInt8WeightBits).
 //
 // --ceiling-model: after the network, one more model (a single large convolution) compiled
 // and timed the same way in the same process, at the same precision and threads: the rate the
@@ -14,13 +24,18 @@
 #include "core/process_metrics.h"
 #include "engine/backend.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/model/model_quantization.h"
 #include "engine/onnx/import.h"
+#include "engine/quant/int8_policy.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -46,10 +61,88 @@ bool parseShape(const std::string& text, Shape& shape) {
     return !shape.empty();
 }
 
+bool readTensor(const std::string& path, Tensor& t) {
+    std::ifstream f(path, std::ios::binary);
+    f.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.bytes()));
+    return static_cast<bool>(f);
+}
+
+struct Calibration {
+    std::string method = "percentile";
+    double percentile = 99.99;
+    int weight_bits = 0;  // 0: cpuInt8WeightBits of this CPU
+    std::vector<std::string> inputs;
+    double seconds = 0;
+    std::shared_ptr<QuantizationRecord> record;
+};
+
+// Per tensor: min, max and a strided sample of each observed batch.
+struct Ranges {
+    std::map<std::string, std::pair<float, float>> minmax;
+    std::map<std::string, std::vector<float>> samples;
+    void add(const std::string& name, const float* d, int64_t n) {
+        auto [it, fresh] = minmax.try_emplace(name, d[0], d[0]);
+        const auto [lo, hi] = std::minmax_element(d, d + n);
+        it->second = {std::min(it->second.first, *lo), std::max(it->second.second, *hi)};
+        const int64_t step = std::max<int64_t>(1, n >> 20);
+        auto& s = samples[name];
+        for (int64_t i = 0; i < n; i += step) s.push_back(d[i]);
+    }
+    std::pair<float, float> range(const std::string& name, const Calibration& c) {
+        if (c.method == "minmax") return minmax.at(name);
+        auto& s = samples.at(name);
+        auto at = [&](double q) {
+            const auto k = static_cast<size_t>(q * static_cast<double>(s.size() - 1));
+            std::nth_element(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(k), s.end());
+            return s[k];
+        };
+        return {at(1.0 - c.percentile / 100.0), at(c.percentile / 100.0)};
+    }
+};
+
+// The benchmark's int8 calibration (see the header): fills c.record.
+int calibrate(const Graph& graph, const Shape& shape, int threads, Calibration& c) {
+    const double t0 = seconds();
+    const std::vector<std::string> floats = quant::defaultInt8FloatLayers(graph);
+    Ranges ranges;
+    CompileOptions options;
+    options.num_threads = threads;
+    options.observer.tensors = quant::int8CandidateTensors(graph, floats);
+    options.observer.callback = [&](const std::string& name, const float* d, const Shape& s) {
+        ranges.add(name, d, numel(s));
+    };
+    auto exe = makeCpuBackend()->compile(graph, {shape}, options);
+    if (!exe) return fail(exe.status().toString());
+    for (const std::string& path : c.inputs) {
+        Tensor x(DType::kFloat32, shape);
+        if (!readTensor(path, x)) return fail("cannot read calibration input " + path);
+        std::vector<Tensor> out;
+        if (auto s = (*exe)->run({x}, out); !s.isOk()) return fail(s.toString());
+    }
+    c.record = std::make_shared<QuantizationRecord>();
+    c.record->weight_bits = c.weight_bits ? c.weight_bits : cpuInt8WeightBits(cpuInt8Traits());
+    c.record->float_layers = floats;
+    c.record->method = c.method == "minmax" ? RangeMethod::kMinMax : RangeMethod::kPercentile;
+    c.record->percentile = c.percentile;
+    c.record->calibration_cases = c.inputs;
+    for (const std::string& name : options.observer.tensors) {
+        const auto [lo, hi] = ranges.range(name, c);
+        auto q = quant::activationQuantFromRange(lo, hi, name);
+        if (!q) return fail(q.status().toString());
+        c.record->activations[name] = *q;
+    }
+    c.seconds = seconds() - t0;
+    std::cerr << "calibration: " << c.inputs.size() << " inputs, " << c.record->activations.size()
+              << " tensors, " << c.method << ", " << c.record->weight_bits << "-bit weights, "
+              << c.seconds << " s\n";
+    return 0;
+}
+
 struct Timed {
     std::vector<double> times;
     double compile_s = 0, gflop = 0;
     size_t workspace_bytes = 0;
+    int int8_convs = 0;
     double best() const {
         double b = times.empty() ? 0 : times[0];
         for (double t : times) b = std::min(b, t);
@@ -61,25 +154,26 @@ struct Timed {
 // human summary on stderr. Returns 0 or the exit status to fail with.
 int timeModel(const std::string& model, const Shape& shape, const std::string& input_path,
               const std::string& output_path, Precision precision, int threads, int runs,
-              int warmup, Timed& timed, bool describe) {
+              int warmup, Timed& timed, bool describe, Calibration* calibration = nullptr) {
     OnnxImportOptions io;
     io.input_shapes = {shape};
     auto graph = importOnnx(model, io);
     if (!graph) return fail(graph.status().toString());
 
     Tensor input(DType::kFloat32, shape);
-    if (!input_path.empty()) {
-        std::ifstream f(input_path, std::ios::binary);
-        f.read(static_cast<char*>(input.raw()), static_cast<std::streamsize>(input.bytes()));
-        if (!f)
-            return fail("cannot read " + std::to_string(input.bytes()) + " bytes from " +
-                        input_path);
-    }
+    if (!input_path.empty() && !readTensor(input_path, input))
+        return fail("cannot read " + std::to_string(input.bytes()) + " bytes from " + input_path);
 
     auto backend = makeCpuBackend();
     CompileOptions options;
     options.precision = precision;
     options.num_threads = threads;
+    if (precision == Precision::kInt8) {
+        if (!calibration || calibration->inputs.empty())
+            return fail("--precision int8 needs --calib inputs");
+        if (int rc = calibrate(*graph, shape, threads, *calibration)) return rc;
+        options.quantization = calibration->record;
+    }
     const double t0 = seconds();
     auto exe = backend->compile(*graph, {shape}, options);
     if (!exe) return fail(exe.status().toString());
@@ -103,7 +197,11 @@ int timeModel(const std::string& model, const Shape& shape, const std::string& i
     }
     timed.workspace_bytes = (*exe)->workspaceBytes();
     const double best = timed.best();
-    if (describe) std::cerr << (*exe)->describe() << "\n";
+    const std::string text = (*exe)->describe();
+    for (size_t p = text.find("conv int8"); p != std::string::npos;
+         p = text.find("conv int8", p + 1))
+        ++timed.int8_convs;
+    if (describe) std::cerr << text << "\n";
     std::cerr << model << ": compile " << timed.compile_s << " s, best run " << best << " s, "
               << timed.gflop / best << " GFLOP/s, workspace " << (timed.workspace_bytes >> 20)
               << " MiB, peak RSS " << voxseg::peakRssMib() << " MiB\n";
@@ -116,6 +214,7 @@ int main(int argc, char** argv) {
     std::string model, input_path, output_path, precision_name = "fp32", shape_text;
     std::string ceiling_model, ceiling_shape_text;
     int threads = 2, runs = 2, warmup = 1;
+    Calibration calibration;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -139,6 +238,15 @@ int main(int argc, char** argv) {
             ceiling_model = next();
         else if (a == "--ceiling-shape")
             ceiling_shape_text = next();
+        else if (a == "--calib") {
+            std::stringstream ss(next());
+            for (std::string p; std::getline(ss, p, ',');) calibration.inputs.push_back(p);
+        } else if (a == "--calib-method")
+            calibration.method = next();
+        else if (a == "--percentile")
+            calibration.percentile = std::atof(next().c_str());
+        else if (a == "--weight-bits")
+            calibration.weight_bits = std::atoi(next().c_str());
         else
             return fail("unknown argument '" + a + "' (see the header of bench/cpu_bench.cpp)");
     }
@@ -149,13 +257,20 @@ int main(int argc, char** argv) {
     if (!precision) return fail(precision.status().toString());
 
     Timed net;
+    if (calibration.method != "minmax" && calibration.method != "percentile")
+        return fail("--calib-method must be minmax or percentile");
     if (int rc = timeModel(model, shape, input_path, output_path, *precision, threads, runs, warmup,
-                           net, true))
+                           net, true, &calibration))
         return rc;
     std::cout << "{\"times\": [";
     for (size_t i = 0; i < net.times.size(); ++i) std::cout << (i ? ", " : "") << net.times[i];
     std::cout << "], \"compile_s\": " << net.compile_s << ", \"gflop\": " << net.gflop
               << ", \"workspace_bytes\": " << net.workspace_bytes;
+    if (calibration.record)
+        std::cout << ", \"int8_convs\": " << net.int8_convs << ", \"calibration\": {\"method\": \""
+                  << calibration.method << "\", \"inputs\": " << calibration.inputs.size()
+                  << ", \"weight_bits\": " << calibration.record->weight_bits
+                  << ", \"seconds\": " << calibration.seconds << "}";
     if (!ceiling_model.empty()) {
         Shape cshape;
         if (!parseShape(ceiling_shape_text, cshape))

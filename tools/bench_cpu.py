@@ -21,7 +21,9 @@ beat, issue 40) reads the same ONNX file: "ov" (f32 inference precision), "ov_bf
 inference precision; refused by name where the CPU has no bf16) and "ov_int8" (NNCF
 post-training quantisation, preset performance, of the OpenVINO model on --calib seeded inputs of
 the patch shape, kept in --workdir as <net>.calib<i>.f32 so that other runtimes can calibrate on
-the same inputs; the quantised IR is cached there too). The OpenVINO children run under
+the same inputs; the quantised IR is cached there too). voxseg "int8" calibrates on the same
+--calib inputs (voxseg_bench_cpu --calib: the fp32 network observed, --calib-method percentile
+99.99 or minmax ranges, the first and last conv kept float; docs/int8.md). The OpenVINO children run under
 --ov-python (a venv with `pip install openvino nncf`; default: this Python). --repeat N runs the whole
 sequence N times (interleaved: A B C A B C) and reports the median of the per-round bests.
 The ONNX files are generated into --workdir (never committed).
@@ -32,6 +34,7 @@ Usage (from the repository root, after building voxseg_bench_cpu):
   PYTHONPATH=build/pylib:<onnxruntime> /usr/bin/python3 tools/bench_cpu.py --net swinunetr \
       --only fp32,bf16,torch,torch_bf16,ort --repeat 2
   python3 tools/bench_cpu.py --net big --only fp32,ov,ov_int8 --ov-python /tmp/ovvenv/bin/python
+  python3 tools/bench_cpu.py --net small --only fp32,int8,ov,ov_int8 --ov-python /tmp/ovvenv/bin/python
 Prints a markdown table (docs/perf-cpu.md) and writes results JSON into --workdir.
 """
 import argparse
@@ -183,6 +186,7 @@ def paths(workdir, net):
     return {k: os.path.join(workdir, f"{net}.{k}") for k in ("onnx", "pt", "input", "out_torch",
                                                             "out_torch_bf16", "out_ort",
                                                             "out_vx_fp32", "out_vx_bf16",
+                                                            "out_vx_int8",
                                                             "out_ov", "out_ov_bf16",
                                                             "out_ov_int8")}
 
@@ -261,19 +265,19 @@ def export(args):
     rng = np.random.default_rng(SEED)
     x = rng.standard_normal(shape, dtype=np.float32)
     x.tofile(p["input"])
+    legacy = {"dynamo": False} if int(torch.__version__.split(".")[0]) >= 2 else {}
     if cfg.get("family"):  # static shapes, as tools/gen_network_golden.py exports them
         with torch.no_grad():
             torch.onnx.export(model, torch.from_numpy(x), p["onnx"], input_names=["input"],
                               output_names=["logits"], opset_version=cfg["opset"],
-                              do_constant_folding=True)
+                              do_constant_folding=True, **legacy)
         return
     dummy = torch.from_numpy(x[:, :, :64, :64, :64].copy())  # >= 2 voxels at the bottom
     kwargs = dict(input_names=["input"], output_names=["logits"], opset_version=17,
                   dynamic_axes={"input": {0: "b", 2: "d", 3: "h", 4: "w"},
                                 "logits": {0: "b", 2: "d", 3: "h", 4: "w"}})
-    if int(torch.__version__.split(".")[0]) >= 2:
-        kwargs["dynamo"] = False  # the TorchScript exporter (torch 1.13 has no dynamo flag)
-    torch.onnx.export(model, dummy, p["onnx"], **kwargs)
+    # the TorchScript exporter (torch 1.13 has no dynamo flag; torch 2's dynamo needs onnxscript)
+    torch.onnx.export(model, dummy, p["onnx"], **kwargs, **legacy)
 
 
 def peak_rss_mib():
@@ -357,7 +361,12 @@ def run_voxseg(args, precision):
            "--input", p["input"], "--output", p[f"out_vx_{precision}"],
            "--precision", precision, "--threads", str(args.threads),
            "--runs", str(args.runs), "--warmup", str(args.warmup)]
-    if args.ceiling:
+    if precision == "int8":  # the inputs OpenVINO's NNCF calibrates on
+        calibration_inputs(args, cfg, (1, cfg["in_ch"], cfg["patch"], cfg["patch"], cfg["patch"]))
+        calib = [os.path.join(args.workdir, f"{net_tag(args)}.calib{i}.f32")
+                 for i in range(args.calib)]
+        cmd += ["--calib", ",".join(calib), "--calib-method", args.calib_method]
+    elif args.ceiling:
         ceiling = os.path.join(args.workdir, "ceiling_conv.onnx")
         if not os.path.exists(ceiling):
             export_ceiling(ceiling)
@@ -408,11 +417,15 @@ def main():
     ap.add_argument("--workdir", default="/tmp/voxseg-bench")
     ap.add_argument("--voxseg-bench", default="build/bench/voxseg_bench_cpu")
     ap.add_argument("--only", default="torch,ort,fp32,bf16",
-                    help="comma list of torch, torch_bf16, ort, fp32, bf16, ov, ov_bf16, ov_int8")
+                    help="comma list of torch, torch_bf16, ort, fp32, bf16, int8, ov, ov_bf16, "
+                         "ov_int8")
     ap.add_argument("--ov-python", default=sys.executable,
                     help="Python with openvino and nncf for the ov* runtimes")
     ap.add_argument("--calib", type=int, default=2,
-                    help="calibration inputs for OpenVINO's NNCF INT8 (as measured in issue 40)")
+                    help="calibration inputs for OpenVINO's NNCF INT8 and voxseg int8 "
+                         "(as measured in issue 40)")
+    ap.add_argument("--calib-method", choices=["percentile", "minmax"], default="percentile",
+                    help="voxseg int8's activation ranges (percentile: 99.99)")
     ap.add_argument("--ceiling", action="store_true",
                     help="voxseg also times one Conv3d 64->64 3x3x3 on 64^3 in the same process")
     ap.add_argument("--mode", default="all", help=argparse.SUPPRESS)
@@ -453,13 +466,41 @@ def median(v):
     return v[len(v) // 2] if len(v) % 2 else 0.5 * (v[len(v) // 2 - 1] + v[len(v) // 2])
 
 
+def label_agreement(a_path, b_path, ch):
+    """Share of voxels whose argmax over the channels (the label) is the same in both outputs."""
+    import numpy as np
+    a = np.fromfile(a_path, dtype=np.float32)
+    b = np.fromfile(b_path, dtype=np.float32)
+    if a.size != b.size:
+        return float("nan")
+    return float(np.mean(a.reshape(ch, -1).argmax(0) == b.reshape(ch, -1).argmax(0)))
+
+
+def int8_lines(keys, best, outs, ref, ch):
+    """voxseg int8 against its own bf16/fp32 and OpenVINO INT8, and the labels' agreement."""
+    if "int8" in best and best["int8"] == best["int8"]:
+        t = best["int8"]
+        parts = [f"{best[k] / t:.2f}x voxseg {k}" for k in ("fp32", "bf16")
+                 if k in best and best[k] == best[k]]
+        if "ov_int8" in best and best["ov_int8"] == best["ov_int8"]:
+            parts.append(f"{best['ov_int8'] / t:.2f}x OpenVINO INT8")
+        print("\nvoxseg int8: " + ", ".join(parts))
+    if ref:
+        agree = [f"{k} {100 * label_agreement(outs[k], ref, ch):.3f} %" for k in keys
+                 if k in ("int8", "ov_int8", "bf16", "ov_bf16") and os.path.exists(outs[k])]
+        if agree:
+            print("voxels with the PyTorch fp32 label (argmax): " + ", ".join(agree))
+
+
 def report(args, cfg, p, gflop, rounds):
     names = {"torch": "PyTorch eager fp32", "torch_bf16": "PyTorch bf16 autocast",
              "ort": "ONNX Runtime fp32", "fp32": "voxseg cpu fp32", "bf16": "voxseg cpu bf16",
              "ov": "OpenVINO fp32", "ov_bf16": "OpenVINO bf16",
-             "ov_int8": f"OpenVINO INT8 (NNCF, {args.calib} calibration inputs)"}
+             "ov_int8": f"OpenVINO INT8 (NNCF, {args.calib} calibration inputs)",
+             "int8": f"voxseg cpu int8 ({args.calib} calibration inputs, {args.calib_method})"}
     outs = {"torch": p["out_torch"], "torch_bf16": p["out_torch_bf16"], "ort": p["out_ort"],
-            "fp32": p["out_vx_fp32"], "bf16": p["out_vx_bf16"], "ov": p["out_ov"],
+            "fp32": p["out_vx_fp32"], "bf16": p["out_vx_bf16"], "int8": p["out_vx_int8"],
+            "ov": p["out_ov"],
             "ov_bf16": p["out_ov_bf16"], "ov_int8": p["out_ov_int8"]}
     # the OpenVINO run of the same precision, for voxseg's rows
     ov_peer = {"fp32": "ov", "bf16": "ov_bf16", "int8": "ov_int8"}
@@ -484,7 +525,7 @@ def report(args, cfg, p, gflop, rounds):
             continue
         t = best[k]
         peer = {"bf16": "torch_bf16", "torch_bf16": "torch_bf16", "ov_bf16": "torch_bf16",
-                "ov_int8": None}.get(k, "torch")
+                "ov_int8": None, "int8": None}.get(k, "torch")
         vs_t = f"{best[peer] / t:.2f}x" if peer in best and best[peer] == best[peer] else "-"
         vs_o = f"{best['ort'] / t:.2f}x" if "ort" in best and best["ort"] == best["ort"] else "-"
         ov = ov_peer.get(k)
@@ -503,6 +544,7 @@ def report(args, cfg, p, gflop, rounds):
                   + f" (median {100 * median(shares):.0f} %); conv alone " + ", ".join(
                       f"{r[k]['ceiling']['gflop'] / r[k]['ceiling']['best_s']:.0f}"
                       for r in rounds if "ceiling" in r.get(k, {})) + " GFLOP/s")
+    int8_lines(keys, best, outs, ref, cfg["out_ch"])
     print("\nper round (best s): " + "; ".join(
         ", ".join(f"{k} {min(r[k]['times']):.2f}" for k in keys if "times" in r[k])
         for r in rounds))
