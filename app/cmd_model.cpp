@@ -1,6 +1,6 @@
 // `voxseg model keygen|sign|verify`: Ed25519 signatures of model packages
 // (engine/model/model_signature.h, docs/security.md). segment, batch and serve check them with
-// --trusted-keys and --require-signed.
+// --trusted-keys and --require-signed. `voxseg model calibrate`: cmd_model_calibrate.cpp.
 #include "app/commands.h"
 #include "core/log.h"
 #include "engine/model/model_signature.h"
@@ -12,7 +12,8 @@
 namespace voxseg::app {
 
 CLI::App* addModelCommand(CLI::App& app, ModelCommandOptions& o) {
-    CLI::App* cmd = app.add_subcommand("model", "Sign model packages and verify their signatures");
+    CLI::App* cmd = app.add_subcommand(
+        "model", "Sign model packages, verify their signatures, calibrate them for int8");
     cmd->require_subcommand(1);
     CLI::App* keygen = cmd->add_subcommand(
         "keygen", "Make a key pair: NAME.key (secret, mode 600) and NAME.pub (share this one)");
@@ -29,10 +30,12 @@ CLI::App* addModelCommand(CLI::App& app, ModelCommandOptions& o) {
     verify->add_option("package", o.package, "Model package folder")->required();
     verify->add_option("--trusted-keys", o.trusted_keys, "File of trusted public keys")->required();
     verify->callback([&o] { o.action = "verify"; });
+    addModelCalibrateCommand(cmd, o);
     return cmd;
 }
 
-ExitCode runModel(const ModelCommandOptions& o, const CommandContext&) {
+ExitCode runModel(const ModelCommandOptions& o, const CommandContext& context) {
+    if (o.action == "calibrate") return runModelCalibrate(o.calibrate, context);
     if (o.action == "keygen") {
         auto key = engine::generateKeyPair(o.key_name, o.comment);
         if (!key.isOk()) return fail(key.status(), Stage::kOutput);

@@ -145,17 +145,35 @@ struct EditCommandOptions {
 CLI::App* addEditCommand(CLI::App& app, EditCommandOptions& options);
 ExitCode runEdit(const EditCommandOptions& options, const CommandContext& context);
 
-// `voxseg model keygen|sign|verify`: package signatures (engine/model/model_signature.h).
+// `voxseg model calibrate`: INT8 scales for a package (pipeline/calibrate.h, docs/int8.md).
+struct CalibrateCommandOptions {
+    std::string package, cases, output;
+    std::string method = "mse";
+    double percentile = 99.99;
+    int min_cases = 8;
+    int weight_bits = 0;    // 0: this CPU's (8 with VNNI or AMX, else 7)
+    std::string held_back;  // empty: the default (25 %, at least 2)
+    double min_dice = 0.995, min_agreement = 0.999;
+    std::string key_file;
+    int threads = 0;
+    int batch = 1;
+};
+
+// `voxseg model keygen|sign|verify|calibrate`: package signatures
+// (engine/model/model_signature.h) and INT8 calibration.
 struct ModelCommandOptions {
-    std::string action;  // "keygen" | "sign" | "verify" (set by the subcommand parsed)
+    std::string action;  // "keygen" | "sign" | "verify" | "calibrate" (the subcommand parsed)
     std::string key_name;
     std::string comment;
     std::string package;
     std::string key_file;
     std::string trusted_keys;
+    CalibrateCommandOptions calibrate;
 };
 CLI::App* addModelCommand(CLI::App& app, ModelCommandOptions& options);
 ExitCode runModel(const ModelCommandOptions& options, const CommandContext& context);
+void addModelCalibrateCommand(CLI::App* model, ModelCommandOptions& options);
+ExitCode runModelCalibrate(const CalibrateCommandOptions& options, const CommandContext& context);
 
 // `voxseg serve`: a DICOM node (receive, route, segment, send back; node/server.h).
 struct ServeCommandOptions {

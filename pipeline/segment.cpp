@@ -326,6 +326,16 @@ Result<Segmenter> Segmenter::create(const std::string& model_folder, const Segme
     engine::CompileOptions compile;
     compile.precision = impl->precision.precision;
     compile.num_threads = options.threads;
+    compile.observer = options.observer;
+    if (compile.precision == engine::Precision::kInt8) {
+        // The package's record, validated on held-back cases (calibrate's own validation run
+        // needs only the record); the backend checks the CPU's weight bits.
+        if (!options.int8_validation_run)
+            VOXSEG_RETURN_IF_ERROR(engine::int8PackageSupport(m.quantization, m.name));
+        if (!m.quantization)
+            return unsupported("model " + m.name + " has no int8 calibration", model_folder);
+        compile.quantization = std::make_shared<const engine::QuantizationRecord>(*m.quantization);
+    }
     engine::DType accumulator = options.accumulator;
     if (m.hasStages()) {
         if (options.outputs.probabilities)

@@ -111,6 +111,13 @@ struct SegmentOptions {
     SegmentOutputs outputs;
     // --require-signed / --trusted-keys: checked before any file of the package is parsed.
     engine::ModelTrustPolicy trust;
+    // Tensors of the network handed to a callback as each patch runs (fp32/bf16 cpu only;
+    // engine/activation_observer.h): `voxseg model calibrate` collects int8 ranges with it.
+    engine::ActivationObserver observer;
+    // Precision int8 needs a package whose calibration was validated on held-back cases
+    // (engine::int8PackageSupport). Set only by `voxseg model calibrate`, whose held-back run
+    // is that validation: the record it runs has no held_back yet.
+    bool int8_validation_run = false;
 };
 
 // Per-stage wall time in seconds, in pipeline order.
