@@ -108,8 +108,15 @@ Result<Volume> labelsToVolume(const std::vector<int16_t>& labels, const Geometry
     return f.castTo(max_label <= 255 ? PixelType::kUInt8 : PixelType::kUInt16);
 }
 
-// The stage's labels per network voxel (tensor order) from its scores [K, D0, D1, D2].
-Result<std::vector<int16_t>> stageLabels(const engine::Tensor& scores, const StageSpec& stage) {
+// The stage's labels per network voxel (tensor order) from its scores [K, D0, D1, D2], float32
+// or float16 (an nnunet-fp16 window's: the argmax and threshold read them as they are, without
+// a float32 copy of all K channels).
+Result<std::vector<int16_t>> stageLabels(const engine::Tensor& half_or_float,
+                                         const StageSpec& stage) {
+    const bool widen = half_or_float.dtype() == engine::DType::kFloat16 &&
+                       (stage.output.kind == StageOutputKind::kRegions ||
+                        stage.output.kind == StageOutputKind::kProbability);
+    const engine::Tensor scores = widen ? engine::scoresAsFloat32(half_or_float) : half_or_float;
     const int64_t n = scores.numel() / scores.dim(0);
     std::vector<int16_t> out(static_cast<size_t>(n), 0);
     const std::vector<int> values = stage.channelLabelValues();
@@ -663,6 +670,9 @@ Result<std::optional<Volume>> StageRunner::networkStage(
     engine::SlidingWindowStats stats;
     VOXSEG_ASSIGN_OR_RETURN(engine::Tensor scores, windows_[s]->run(in.tensor, progress, &stats));
     in.tensor = engine::Tensor();
+    // The network's activations are not needed for the labels: their pages back before the
+    // scores are turned into labels and resampled.
+    windows_[s]->releaseWorkspace();
     if (in.mask_box) {  // back onto the whole network grid, background outside the box
         VOXSEG_ASSIGN_OR_RETURN(
             scores, pasteScores(scores, croppedGeometry(in.net_grid, *in.mask_box), in.net_grid,
@@ -675,10 +685,7 @@ Result<std::optional<Volume>> StageRunner::networkStage(
     const bool half = scores.dtype() == engine::DType::kFloat16;
     if (half && st.output.kind != StageOutputKind::kSoftmax)
         scores = engine::scoresAsFloat32(scores);
-    VOXSEG_ASSIGN_OR_RETURN(auto values, stageLabels(scores.dtype() == engine::DType::kFloat16
-                                                         ? engine::scoresAsFloat32(scores)
-                                                         : scores,
-                                                     st));
+    VOXSEG_ASSIGN_OR_RETURN(auto values, stageLabels(scores, st));
     if (keep_net_labels) {
         VOXSEG_ASSIGN_OR_RETURN(Volume lab, labelsToVolume(values, in.net_grid, m.axis_order,
                                                            maxLabel(st.output.labels)));
@@ -709,16 +716,22 @@ Result<Volume> StageRunner::totalSegmentatorStage(size_t s, const Volume& orient
     const int top = maxLabel(st.output.labels);
     auto predict = [&](ZoomedInput& in) -> Result<Volume> {
         engine::SlidingWindowStats stats;
-        VOXSEG_ASSIGN_OR_RETURN(engine::Tensor scores,
-                                windows_[s]->run(in.tensor, progress, &stats));
+        std::vector<int16_t> values;
+        if (st.output.kind == StageOutputKind::kSoftmax) {
+            // nnU-Net's argmax of its float16 logits (same shape: nothing to resample), taken
+            // by the window as regions of the sums become final (VolumeInference::runLabels).
+            const std::vector<int> channel_values = st.channelLabelValues();
+            VOXSEG_ASSIGN_OR_RETURN(
+                values, windows_[s]->runLabels(in.tensor, channel_values, progress, &stats));
+        } else {
+            VOXSEG_ASSIGN_OR_RETURN(engine::Tensor scores,
+                                    windows_[s]->run(in.tensor, progress, &stats));
+            VOXSEG_ASSIGN_OR_RETURN(values, stageLabels(scores, st));
+        }
         in.tensor = engine::Tensor();
+        windows_[s]->releaseWorkspace();  // activations back before the labels are resampled
         trace.patches += stats.patches;
         result.patches += stats.patches;
-        // nnU-Net's argmax of its float16 logits (same shape: nothing to resample).
-        VOXSEG_ASSIGN_OR_RETURN(auto values, stageLabels(scores.dtype() == engine::DType::kFloat16
-                                                             ? engine::scoresAsFloat32(scores)
-                                                             : scores,
-                                                         st));
         return labelsToVolume(values, in.network, m.axis_order, top);
     };
     TotalSegmentatorTrace tt;
@@ -778,8 +791,14 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
     std::vector<int> all_labels;
     for (const auto& l : m.labels) all_labels.push_back(l.value);
     const int max_label = maxLabel(all_labels);
-    result.label_map = max_label <= 255 ? Volume::allocate<uint8_t>(original)
-                                        : Volume::allocate<uint16_t>(original);
+    // The result on the input grid, made when the first result stage paints into it (or at the
+    // end): not resident while the networks run (78 MB for a 512 x 512 x 300 CT).
+    auto labelMap = [&]() -> Volume& {
+        if (result.label_map.empty())
+            result.label_map = max_label <= 255 ? Volume::allocate<uint8_t>(original)
+                                                : Volume::allocate<uint16_t>(original);
+        return result.label_map;
+    };
     bool any_result = false;
 
     for (size_t s = 0; s < n; ++s) {
@@ -867,7 +886,7 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
                 Volume::applyGeometry(original, *out.base());
                 VOXSEG_RETURN_IF_ERROR(runPostprocess(out, st));
                 trace.label_voxels = countNonzero(out);
-                paintLabels(result.label_map, out);
+                paintLabels(labelMap(), out);
                 any_result = true;
             } else if (!crop_source[s]) {
                 trace.label_voxels = countNonzero(*on_og);
@@ -884,6 +903,7 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
                    trace.network[1], trace.network[2], trace.label_voxels);
     }
     // No result stage ran (a link found nothing): an all-background result, with the warnings.
+    labelMap();
     result.empty = !any_result;
     progress.report(1.0, "stages done");
     return result;

@@ -84,6 +84,15 @@ class VolumeInference {
     virtual std::string describe() const = 0;
     // CompiledGraph::releaseWorkspace of every network (between the stages of a package).
     virtual void releaseWorkspace() {}
+    // The labels of run()'s scores as argmaxLabels picks them (int16 per voxel of the image, in
+    // its order; values[k] written for channel k, empty: k), for callers that keep only labels.
+    // The default runs run() and takes the argmax; SlidingWindow with nnU-Net's float16 sums and
+    // one network reduces the sums to labels plane by plane as no later window reaches them
+    // (engine/inference/nnunet_label_sums.h): the same labels without all K float16 channels
+    // of the volume held at once.
+    virtual Result<std::vector<int16_t>> runLabels(const Tensor& image, std::span<const int> values,
+                                                   const Progress& progress = {},
+                                                   SlidingWindowStats* stats = nullptr);
 };
 
 class SlidingWindow final : public VolumeInference {
@@ -111,6 +120,9 @@ class SlidingWindow final : public VolumeInference {
     // batch; cancellation is checked between batches (kCancelled).
     Result<Tensor> run(const Tensor& image, const Progress& progress = {},
                        SlidingWindowStats* stats = nullptr) override;
+    Result<std::vector<int16_t>> runLabels(const Tensor& image, std::span<const int> values,
+                                           const Progress& progress = {},
+                                           SlidingWindowStats* stats = nullptr) override;
 
     int64_t numClasses() const override { return num_classes_; }
     DType accumulator() const override {
@@ -125,8 +137,16 @@ class SlidingWindow final : public VolumeInference {
     const CompiledGraph& compiled(size_t i = 0) const { return *networks_[i]; }
 
   private:
+    struct LabelsRequest {  // runLabels' arguments and result
+        std::span<const int> values;
+        std::vector<int16_t> labels;
+    };
     SlidingWindow() = default;
     Status init();
+    // run(), or with `labels` runLabels' streamed path (nnunet-fp16, one network; returns an
+    // empty tensor, the labels in *labels).
+    Result<Tensor> runImpl(const Tensor& image, const Progress& progress, SlidingWindowStats* stats,
+                           LabelsRequest* labels);
 
     std::vector<std::unique_ptr<CompiledGraph>> networks_;
     SlidingWindowOptions options_;
@@ -149,7 +169,8 @@ Tensor scoresAsFloat32(const Tensor& scores);
 void softmaxChannelsInPlace(Tensor& scores);
 void sigmoidInPlace(Tensor& scores);
 // Index of the largest channel per voxel (first wins ties), mapped through `values` when given
-// (values[k] is the label written for channel k). `out` has one entry per voxel.
+// (values[k] is the label written for channel k). `out` has one entry per voxel. These two also
+// read float16 scores (an nnunet-fp16 window's result) as they are, without a float32 copy.
 Status argmaxLabels(const Tensor& scores, std::span<uint8_t> out, std::span<const int> values = {});
 Status argmaxLabels(const Tensor& scores, std::span<int16_t> out, std::span<const int> values = {});
 // For sigmoid outputs (one channel per label): the channel with the largest score if that score

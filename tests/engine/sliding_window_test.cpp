@@ -876,6 +876,64 @@ TEST(NnUNetFp16, SlidingWindowIsNnUNetPredictorBitForBit) {
     }
 }
 
+// runLabels streams the single-network float16 sums plane by plane (NnUNetLabelSums): its labels
+// must be argmaxLabels of run()'s whole sums on every golden grid (planes along axis 0: "odd",
+// "mirror", "constant"; along axis 1 with axis 0 padded: "pad_folds" with its first member),
+// while holding fewer sums where the streaming axis has several window starts.
+TEST(NnUNetFp16, RunLabelsIsTheArgmaxOfTheWholeSums) {
+    const auto index = nnunetGoldenIndex();
+    const auto scale = index["scales"].get<std::vector<float>>();
+    for (const auto& c : index["cases"]) {
+        const std::string name = c["name"];
+        SCOPED_TRACE(name);
+        const auto shape = c["shape"].get<Shape>();
+        const auto patch = c["patch"].get<std::vector<int64_t>>();
+        const int64_t channels = shape[0];
+        Tensor image(DType::kFloat32, shape);
+        const auto pixels = readRaw<float>(name + ".input.f32", static_cast<size_t>(image.numel()));
+        std::copy(pixels.begin(), pixels.end(), image.data<float>());
+        SlidingWindowOptions o;
+        o.patch_size = patch;
+        o.overlap = 1.0 - index["tile_step_size"].get<double>();
+        o.gaussian = c["gaussian"].get<bool>();
+        o.mirror_axes = c["mirror_axes"].get<std::vector<int>>();
+        o.batch = 3;
+        o.accumulation = Accumulation::kNnUNetFp16;
+        auto window = [&] {
+            std::vector<std::unique_ptr<CompiledGraph>> nets;
+            nets.push_back(rampNetwork(
+                scale,
+                readRaw<float>(name + ".ramp0.f32", static_cast<size_t>(channels * product(patch))),
+                o.batch, channels, patch));
+            return SlidingWindow::create(std::move(nets), o);
+        };
+        auto whole = window();
+        ASSERT_TRUE(whole.isOk()) << whole.status().toString();
+        auto scores = (*whole)->run(image);
+        ASSERT_TRUE(scores.isOk()) << scores.status().toString();
+        const int64_t voxels = image.numel() / channels;
+        const std::vector<int> values = {0, 7, 300};
+        std::vector<int16_t> expected(static_cast<size_t>(voxels));
+        ASSERT_TRUE(argmaxLabels(*scores, std::span<int16_t>(expected), values).isOk());
+        auto streamed = window();
+        ASSERT_TRUE(streamed.isOk());
+        SlidingWindowStats stats;
+        auto labels = (*streamed)->runLabels(image, values, {}, &stats);
+        ASSERT_TRUE(labels.isOk()) << labels.status().toString();
+        ASSERT_EQ(labels->size(), expected.size());
+        int64_t differ = 0;
+        for (size_t i = 0; i < expected.size(); ++i) differ += (*labels)[i] != expected[i];
+        EXPECT_EQ(differ, 0) << "of " << expected.size() << " labels";
+        EXPECT_GT(std::count(expected.begin(), expected.end(), int16_t{300}), 0);
+        if (name == "odd") {  // 11 planes, 4-plane windows at 0, 2, 4, 6, 7: at most 6 open
+            const size_t whole_sums = static_cast<size_t>((channels + 1) * voxels) * 2;
+            EXPECT_LT(stats.accumulator_bytes, whole_sums * 3 / 4);
+        }
+        // A value table of the wrong length is refused.
+        EXPECT_FALSE((*streamed)->runLabels(image, std::vector<int>{0, 1}).isOk());
+    }
+}
+
 TEST(NnUNetFp16, NamesAndBadCombinationsAreErrors) {
     EXPECT_EQ(*parseAccumulation("nnunet-fp16"), Accumulation::kNnUNetFp16);
     EXPECT_EQ(*parseAccumulation("normalized"), Accumulation::kNormalized);
