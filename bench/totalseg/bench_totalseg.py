@@ -196,13 +196,18 @@ def measure(cmd, env, log):
     tfile = log + ".time"
     full = ["/usr/bin/time", "-v", "-o", tfile, "taskset", "-c", "0,1"] + cmd
     peak = [0, 0]
+    loads = []  # 1-minute load average, every 15 s (2.0 = this run alone on 2 cores)
     t0 = time.time()
     with open(log, "w") as f:
         proc = subprocess.Popen(full, env=env, stdout=f, stderr=subprocess.STDOUT)
         stop = threading.Event()
 
         def poll():
+            last_load = 0.0
             while not stop.is_set():
+                if time.time() - last_load >= 15:
+                    loads.append(os.getloadavg()[0])
+                    last_load = time.time()
                 pss, rss = tree_memory(proc.pid)
                 peak[0], peak[1] = max(peak[0], pss), max(peak[1], rss)
                 stop.wait(0.3)
@@ -219,7 +224,8 @@ def measure(cmd, env, log):
                 maxrss_kb = int(ln.split(":")[1])
     return {"rc": rc, "wall_s": round(wall, 1), "peak_pss_gb": round(peak[0] / 1e9, 3),
             "peak_rss_sum_gb": round(peak[1] / 1e9, 3),
-            "max_rss_gb": round(maxrss_kb * 1024 / 1e9, 3)}
+            "max_rss_gb": round(maxrss_kb * 1024 / 1e9, 3),
+            "load": [round(min(loads), 1), round(max(loads), 1)] if loads else None}
 
 
 def agreement(a_path, b_path):
@@ -272,7 +278,7 @@ def stage_run(a):
             cmd = [TS, "-i", ct_path, "-o", os.path.join(out, "seg.nii.gz"), "--ml", "--device", "cpu",
                    "-nr", "1", "-ns", "1"] + (["--fast"] if task == "total_fast" else [])
         else:
-            cmd = [VOXSEG, "segment", ct_path, "-m", os.path.join(a.work, "pkg_" + task), "-o", out,
+            cmd = [a.voxseg, "segment", ct_path, "-m", os.path.join(a.work, "pkg_" + task), "-o", out,
                    "--device", "cpu", "--outputs", "nifti", "--precision", prec, "--threads", str(THREADS)]
         print(f"{time.strftime('%H:%M:%S')} {name}: {' '.join(cmd)}", flush=True)
         r = measure(cmd, env, os.path.join(a.work, "out", name + ".log"))
@@ -288,8 +294,9 @@ def stage_run(a):
                 r.update(agreement(ts_seg, mine))
             if ts_name in results and r["rc"] == 0:
                 r["time_ratio_ts_over_voxseg"] = round(results[ts_name]["wall_s"] / r["wall_s"], 2)
-                r["pss_ratio_voxseg_over_ts"] = round(
-                    r["peak_pss_gb"] / results[ts_name]["peak_pss_gb"], 3)
+                if results[ts_name].get("peak_pss_gb"):  # older results.json rows lack it
+                    r["pss_ratio_voxseg_over_ts"] = round(
+                        r["peak_pss_gb"] / results[ts_name]["peak_pss_gb"], 3)
         results[name] = r
         print(name, json.dumps(r), flush=True)
         with open(path, "w") as f:
@@ -302,6 +309,9 @@ def main():
     p.add_argument("--work", default="/tmp/tsbench", help="weights, CTs, packages, outputs")
     p.add_argument("--seed", type=int, default=37)
     p.add_argument("--only", nargs="+", choices=[r[0] for r in RUNS], help="run only these")
+    p.add_argument("--voxseg", default=VOXSEG,
+                   help="the voxseg binary (default build/app/voxseg; a copy keeps a run's binary fixed "
+                        "while the build tree changes)")
     a = p.parse_args()
     {"phantom": stage_phantom, "fabricate": stage_fabricate, "export": stage_export,
      "run": stage_run}[a.step](a)
