@@ -24,7 +24,10 @@
 #include "ui/pacs_dialog.h"
 #include "ui/run_model_dialog.h"
 #include "ui/segmentation_comparison.h"
+#include "ui/series_area.h"
 #include "ui/series_browser.h"
+#include "ui/series_link.h"
+#include "ui/series_pane.h"
 #include "ui/surface_view.h"
 #include "ui/task_progress_bar.h"
 #include "ui/viewer_state.h"
@@ -189,11 +192,17 @@ void MainWindow::buildViews() {
         panels_[a] = panel;
     }
     grid_->setPanels(panels_);
-    setCentralWidget(grid_);
+    // Several series open side by side; the first (active) pane holds these views.
+    series_ = new SeriesArea(state_, grid_, views_, this);
+    setCentralWidget(series_);
+    connect(series_, &SeriesArea::activateRequested, this,
+            [this](int i) { (void)makeSeriesActive(i); });
+    connect(series_, &SeriesArea::closeRequested, this, [this](int i) { (void)closeSeries(i); });
 }
 
 void MainWindow::setLayoutMode(Layout layout) {
     grid_->setLayoutMode(layout);
+    series_->setLayoutMode(layout);
     surface_ = grid_->surface();
 }
 
@@ -224,7 +233,10 @@ void MainWindow::buildDocks() {
     series_dock_->setObjectName("series_dock");
     series_dock_->setWidget(series_browser_);
     addDockWidget(Qt::LeftDockWidgetArea, series_dock_);
-    connect(series_browser_, &SeriesBrowser::seriesActivated, this, &MainWindow::loadSeries);
+    connect(series_browser_, &SeriesBrowser::seriesActivated, this,
+            [this](int index) { loadSeries(index); });
+    connect(series_browser_, &SeriesBrowser::seriesActivatedBeside, this,
+            [this](int index) { loadSeries(index, Open::kBeside); });
 
     label_table_ = new LabelTable(state_, this);
     auto* labels_dock = new QDockWidget("Labels", this);
@@ -257,6 +269,7 @@ void MainWindow::buildMenus() {
                                              "Images (" + imageFilePatterns() + ");;DICOM (*)");
             if (!f.isEmpty()) openPath(f);
         });
+    buildSeriesActions(file);
     file->addAction("&PACS (query, retrieve, send)...", this, [this] {
         PacsDialog* d = PacsDialog::forWindow(this);
         d->show();
@@ -349,6 +362,7 @@ void MainWindow::buildMenus() {
     label_actions_ << seg->addAction("Clear label map", this, [this] { state_->clearLabelMap(); });
 
     QMenu* view = menuBar()->addMenu("&View");
+    view->addAction(link_action_);
     view->addAction("Layout &1x3", QKeySequence(Qt::CTRL | Qt::Key_1), this,
                     [this] { setLayoutMode(Layout::k1x3); });
     view->addAction("Layout &2x2 (with 3D)", QKeySequence(Qt::CTRL | Qt::Key_2), this,
@@ -404,6 +418,7 @@ void MainWindow::buildMenus() {
     tools->addWidget(presets);
     tools->addAction("1x3", this, [this] { setLayoutMode(Layout::k1x3); });
     tools->addAction("2x2", this, [this] { setLayoutMode(Layout::k2x2); });
+    tools->addAction(link_action_);
 
     QMenu* help = menuBar()->addMenu("&Help");
     help->addAction("&Keys", this, [this] {
@@ -420,7 +435,9 @@ void MainWindow::buildMenus() {
             "/ restore\n"
             "Edit: 1 paint, 2 erase, 3 level trace, 4 grow, 5 threshold, Esc no tool, 6 fill "
             "between slices, 7 keep largest island, Shift+wheel brush radius, Ctrl+Z undo, "
-            "Ctrl+Y redo");
+            "Ctrl+Y redo\n"
+            "Series: File > Open beside (series browser: Ctrl+double-click or right click), K "
+            "link crosshairs and slices across series on/off");
     });
 }
 
@@ -563,7 +580,7 @@ void MainWindow::reportError(const QString& what, const Status& status) {
     }
 }
 
-void MainWindow::openPath(const QString& path) {
+void MainWindow::openPath(const QString& path, Open how) {
     const QFileInfo fi(path);
     if (!fi.exists()) {
         reportError("cannot open " + path, notFound("no such file or folder", sstr(path)));
@@ -571,19 +588,22 @@ void MainWindow::openPath(const QString& path) {
         return;
     }
     window_settings::rememberFolder(Folder::kOpen, path);
+    if (!state_->hasImage()) how = Open::kReplace;
     if (fi.isFile() && io::isImageFile(sstr(path)))
-        loadImageFile(path);
+        loadImageFile(path, how);
     else
-        scanFolder(path);
+        scanFolder(path, how);
 }
 
-void MainWindow::loadImageFile(const QString& path) {
-    if (!keepOrSaveEditsBeforeTask("opening " + QFileInfo(path).fileName())) return;
+void MainWindow::loadImageFile(const QString& path, Open how) {
+    if (how == Open::kReplace &&
+        !keepOrSaveEditsBeforeTask("opening " + QFileInfo(path).fileName()))
+        return;
     const std::string p = sstr(path);
     startTask<Result<pipeline::StudyInput>>(
         "loading",
         [p](const Progress& progress) { return pipeline::loadStudy(p, "", {}, progress); },
-        [this, path](Result<pipeline::StudyInput>& r) {
+        [this, path, how](Result<pipeline::StudyInput>& r) {
             if (!r.isOk()) {
                 reportError("cannot open " + path, r.status());
                 return finishTask(false, last_error_);
@@ -591,6 +611,10 @@ void MainWindow::loadImageFile(const QString& path) {
             const Geometry g = r->volume.geometry();
             log::info(kComponent, "opened {}: {}x{}x{} {} in {:.2f} s", sstr(path), g.size[0],
                       g.size[1], g.size[2], g.orientationCode(), r->load_seconds);
+            if (how == Open::kBeside && state_->hasImage()) {
+                addRecent(path);
+                return openBeside(std::move(r.value()), path);
+            }
             state_->setStudy(std::move(r.value()), path);
             series_browser_->clear();
             scan_.reset();
@@ -601,12 +625,12 @@ void MainWindow::loadImageFile(const QString& path) {
         });
 }
 
-void MainWindow::scanFolder(const QString& path) {
+void MainWindow::scanFolder(const QString& path, Open how) {
     const std::string p = sstr(path);
     startTask<Result<io::DicomScanResult>>(
         "scanning DICOM",
         [p](const Progress& progress) { return io::scanDicom({p}, {}, progress); },
-        [this, path](Result<io::DicomScanResult>& r) {
+        [this, path, how](Result<io::DicomScanResult>& r) {
             if (!r.isOk()) {
                 reportError("cannot open " + path, r.status());
                 return finishTask(false, last_error_);
@@ -622,7 +646,7 @@ void MainWindow::scanFolder(const QString& path) {
             if (scan_->series.size() == 1) {
                 // One series: load it at once (the browser still shows what was found).
                 QMetaObject::invokeMethod(
-                    this, [this] { loadSeries(0); }, Qt::QueuedConnection);
+                    this, [this, how] { loadSeries(0, how); }, Qt::QueuedConnection);
                 return;
             }
             finishTask(true, QString("%1 series found: pick one in the series browser")
@@ -630,13 +654,14 @@ void MainWindow::scanFolder(const QString& path) {
         });
 }
 
-void MainWindow::loadSeries(int candidate_index) {
+void MainWindow::loadSeries(int candidate_index, Open how) {
     if (!scan_ || candidate_index < 0 ||
         static_cast<size_t>(candidate_index) >= scan_->series.size()) {
         reportError("cannot load series", invalidArgument("no such series in the last scan"));
         return finishTask(false, last_error_);
     }
-    if (!keepOrSaveEditsBeforeTask("loading another series")) return;
+    if (!state_->hasImage()) how = Open::kReplace;
+    if (how == Open::kReplace && !keepOrSaveEditsBeforeTask("loading another series")) return;
     const io::SeriesCandidate candidate = scan_->series[static_cast<size_t>(candidate_index)];
     const QString source = scan_path_;
     startTask<Result<pipeline::StudyInput>>(
@@ -651,7 +676,7 @@ void MainWindow::loadSeries(int candidate_index) {
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             return in;
         },
-        [this, source, candidate](Result<pipeline::StudyInput>& r) {
+        [this, source, candidate, how](Result<pipeline::StudyInput>& r) {
             if (!r.isOk()) {
                 reportError("cannot load series " + qstr(candidate.series_uid), r.status());
                 return finishTask(false, last_error_);
@@ -661,6 +686,8 @@ void MainWindow::loadSeries(int candidate_index) {
                       candidate.series_uid, candidate.modality, g.size[0], g.size[1], g.size[2],
                       r->load_seconds);
             for (const auto& w : r->volume.info().warnings) log::warning(kComponent, "{}", w);
+            if (how == Open::kBeside && state_->hasImage())
+                return openBeside(std::move(r.value()), source);
             state_->setStudy(std::move(r.value()), source);
             // The window title may show the description; patient data stays out of logs.
             setWindowTitle("voxseg-viewer - " + qstr(candidate.modality) + " " +
@@ -961,7 +988,8 @@ Status MainWindow::saveStatistics(const QString& path) {
 }
 
 QImage MainWindow::grabViews(bool whole_window) {
-    return (whole_window ? grab() : grid_->grab()).toImage();
+    QWidget* views = series_->paneCount() > 1 ? static_cast<QWidget*>(series_) : grid_;
+    return (whole_window ? grab() : views->grab()).toImage();
 }
 
 Status MainWindow::saveScreenshot(const QString& path, bool whole_window) {
@@ -1004,6 +1032,14 @@ void MainWindow::rebuildRecentMenu() {
         a->setToolTip(path);
     }
     recent_menu_->setEnabled(!list.isEmpty());
+    if (!recent_beside_menu_) return;
+    recent_beside_menu_->clear();
+    for (int i = 0; i < list.size(); ++i) {
+        const QString path = list[i];
+        recent_beside_menu_->addAction(QString("&%1 %2").arg((i + 1) % 10).arg(path), this,
+                                       [this, path] { openPath(path, Open::kBeside); });
+    }
+    recent_beside_menu_->setEnabled(!list.isEmpty());
 }
 
 bool MainWindow::saveBeforeClose() {
@@ -1112,7 +1148,7 @@ bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
             return false;
     }
     if (routing_key_) return false;  // a view that ignored it: its parents' turn, not again
-    for (MprView* v : views_) {
+    for (MprView* v : series_->allViews()) {
         if (!v->isVisible() || !v->mouseOver()) continue;
         QKeyEvent copy(key->type(), key->key(), key->modifiers(), key->text());
         routing_key_ = true;
@@ -1121,6 +1157,84 @@ bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
         return true;
     }
     return false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Several series open (ui/series_area.h)
+
+void MainWindow::buildSeriesActions(QMenu* file) {
+    QMenu* beside = file->addMenu("Open &beside");
+    beside->setToolTip("Open a series beside the open ones (a prior study, another sequence)");
+    beside->addAction("DICOM &folder...", this, [this] {
+        const QString dir =
+            QFileDialog::getExistingDirectory(this, "Open DICOM folder beside", openDialogDir());
+        if (!dir.isEmpty()) openPath(dir, Open::kBeside);
+    });
+    beside->addAction("&Image file...", this, [this] {
+        const QString f =
+            QFileDialog::getOpenFileName(this, "Open image beside", openDialogDir(),
+                                         "Images (" + imageFilePatterns() + ");;DICOM (*)");
+        if (!f.isEmpty()) openPath(f, Open::kBeside);
+    });
+    recent_beside_menu_ = beside->addMenu("&Recent");
+    QAction* close_series = file->addAction("Close &series", this,
+                                            [this] { (void)closeSeries(series_->activeIndex()); });
+    close_series->setToolTip("Close the active series; another open series becomes active");
+    close_series->setEnabled(false);
+    // K: "linK". On by default, as radiologists compare a prior with synchronised scrolling.
+    link_action_ = new QAction("&Link series (crosshair, slices)", this);
+    link_action_->setObjectName("link_series");
+    link_action_->setIconText("Link");
+    link_action_->setShortcut(QKeySequence(Qt::Key_K));
+    link_action_->setCheckable(true);
+    link_action_->setChecked(series_->link()->linked());
+    link_action_->setToolTip(
+        "Link (K): moving the crosshair or scrolling in one series moves the others to the same "
+        "patient position");
+    connect(link_action_, &QAction::toggled, this,
+            [this](bool on) { series_->link()->setLinked(on, state_); });
+    connect(series_, &SeriesArea::seriesChanged, this,
+            [this, close_series] { close_series->setEnabled(series_->paneCount() > 1); });
+}
+
+void MainWindow::openBeside(pipeline::StudyInput study, const QString& source) {
+    SeriesPane* pane = series_->addSeries(std::move(study), source);
+    const QString title = pane->state()->title();
+    log::info(kComponent, "opened beside: {} series open", series_->paneCount());
+    finishTask(true, "opened beside: " + title);
+}
+
+bool MainWindow::makeSeriesActive(int pane_index) {
+    if (pane_index < 0 || pane_index >= series_->paneCount()) return false;
+    if (pane_index == series_->activeIndex()) return true;
+    if (busy_) {
+        reportError("cannot switch the active series",
+                    Status(StatusCode::kFailedPrecondition,
+                           sstr(task_name_) + " is still running; wait or cancel it (Esc)"));
+        return false;
+    }
+    if (!keepOrSaveEdits("switching to another series")) return false;
+    series_->makeActive(pane_index);
+    setWindowTitle("voxseg-viewer - " + state_->title());
+    statusBar()->showMessage("active series: " + state_->title(), 5000);
+    return true;
+}
+
+bool MainWindow::closeSeries(int pane_index) {
+    if (pane_index < 0 || pane_index >= series_->paneCount() || series_->paneCount() < 2)
+        return false;
+    if (pane_index == series_->activeIndex()) {
+        if (busy_) {
+            reportError("cannot close the active series",
+                        Status(StatusCode::kFailedPrecondition,
+                               sstr(task_name_) + " is still running; wait or cancel it (Esc)"));
+            return false;
+        }
+        if (!keepOrSaveEdits("closing the series")) return false;
+    }
+    const bool closed = series_->closeSeries(pane_index);
+    if (closed) setWindowTitle("voxseg-viewer - " + state_->title());
+    return closed;
 }
 
 bool MainWindow::hasRecoverableEdits() const { return pending_recovery_.has_value(); }

@@ -51,6 +51,7 @@ class InteractiveToolbar;
 class MeasureTool;
 class MeasureToolbar;
 class SegmentationComparison;
+class SeriesArea;
 class RunModelDialog;
 class TaskProgressBar;
 
@@ -86,8 +87,22 @@ class MainWindow : public QMainWindow {
 
     // Background operations; each ends with taskFinished(ok, message). One at a time: while one
     // runs, starting another fails with a message.
-    void openPath(const QString& path);    // image file, or DICOM folder/file (scan, then load)
-    void loadSeries(int candidate_index);  // a series of the last scan
+    // Replace: the active series is replaced. Beside: the series opens beside the open ones
+    // (several series at once: ui/series_area.h); with none open it is the same as Replace.
+    enum class Open { kReplace, kBeside };
+    // Image file, or DICOM folder/file (scan, then load; Beside loads a folder's only series
+    // beside, or lists several in the series browser).
+    void openPath(const QString& path, Open how = Open::kReplace);
+    void loadSeries(int candidate_index, Open how = Open::kReplace);  // a series of the last scan
+    // The open series (panes in screen order; the active one's pane holds view(), state()),
+    // the "Link" toggle (K: linked crosshairs and slices across series).
+    SeriesArea* seriesArea() const { return series_; }
+    QAction* linkAction() const { return link_action_; }
+    // Makes another open series active (unsaved edits of the active one are settled first, as
+    // before loading another series); false when cancelled or a task runs.
+    bool makeSeriesActive(int pane_index);
+    // Closes one open series (the active one hands over to a neighbour); the last one stays.
+    bool closeSeries(int pane_index);
     // A label map image, DICOM SEG or RTSTRUCT, with the names, colours, codes, review status
     // and provenance saved with it (edit/segmentation_load.h: the file and its sidecar).
     void loadSegmentation(const QString& path);
@@ -173,8 +188,11 @@ class MainWindow : public QMainWindow {
     void updateCursorInfo(std::optional<std::array<int64_t, 3>> voxel);
     void addRecent(const QString& path);
     void rebuildRecentMenu();
-    void scanFolder(const QString& path);
-    void loadImageFile(const QString& path);
+    void scanFolder(const QString& path, Open how);
+    void loadImageFile(const QString& path, Open how);
+    // A study loaded to open beside the others (Beside with an image shown).
+    void openBeside(pipeline::StudyInput study, const QString& source);
+    void buildSeriesActions(QMenu* file);
     bool looksLikeLabelMap(const QString& path) const;
     void offerRecovery();
     void buildEditing();
@@ -213,6 +231,9 @@ class MainWindow : public QMainWindow {
     TaskProgressBar* progress_ = nullptr;
     QPushButton* cancel_ = nullptr;
     QMenu* recent_menu_ = nullptr;
+    QMenu* recent_beside_menu_ = nullptr;
+    SeriesArea* series_ = nullptr;
+    QAction* link_action_ = nullptr;
     QList<QAction*> image_actions_;  // need an image
     QList<QAction*> label_actions_;  // need a label map
     QList<QAction*> dicom_actions_;  // need a DICOM source (SEG, RTSTRUCT)

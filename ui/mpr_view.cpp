@@ -370,13 +370,16 @@ void MprView::paintEvent(QPaintEvent*) {
     pen.setCosmetic(true);
     pen.setWidthF(1.0);
     p.setPen(pen);
-    // Lines run across the whole view (a thin slab would hide them inside the image).
-    p.drawLine(QPointF(c.x(), 0), QPointF(c.x(), c.y() - gap));
-    p.drawLine(QPointF(c.x(), c.y() + gap), QPointF(c.x(), height()));
-    pen.setColor(crosshairColor(horizontal_view));
-    p.setPen(pen);
-    p.drawLine(QPointF(0, c.y()), QPointF(c.x() - gap, c.y()));
-    p.drawLine(QPointF(c.x() + gap, c.y()), QPointF(width(), c.y()));
+    // Lines run across the whole view (a thin slab would hide them inside the image). A linked
+    // point outside this series (ui/series_link.h) has no crosshair here.
+    if (!state_->cursorOutside()) {
+        p.drawLine(QPointF(c.x(), 0), QPointF(c.x(), c.y() - gap));
+        p.drawLine(QPointF(c.x(), c.y() + gap), QPointF(c.x(), height()));
+        pen.setColor(crosshairColor(horizontal_view));
+        p.setPen(pen);
+        p.drawLine(QPointF(0, c.y()), QPointF(c.x() - gap, c.y()));
+        p.drawLine(QPointF(c.x() + gap, c.y()), QPointF(width(), c.y()));
+    }
 
     // Orientation letters, slice number, window.
     QFont font = p.font();
@@ -401,6 +404,10 @@ void MprView::paintEvent(QPaintEvent*) {
                QString("W %1  L %2").arg(w.width, 0, 'f', 0).arg(w.level, 0, 'f', 0));
     if (zoom_ != 1.0)
         p.drawText(wr, Qt::AlignRight | Qt::AlignBottom, QString("x%1").arg(zoom_, 0, 'f', 2));
+    if (state_->cursorOutside()) {
+        p.setPen(QColor(255, 150, 60));
+        p.drawText(wr, Qt::AlignRight | Qt::AlignTop, "linked point outside");
+    }
     drawBrush(p);
     drawPrompt(p);
     if (measure_) drawMeasurements(p, *this, *measure_);

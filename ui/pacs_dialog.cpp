@@ -85,6 +85,10 @@ PacsDialog::PacsDialog(MainWindow* window) : QDialog(window), window_(window) {
 
     auto* actions = new QHBoxLayout;
     retrieve_ = new QPushButton("&Retrieve and open", this);
+    retrieve_beside_ = new QPushButton("Retrieve and open &beside", this);
+    retrieve_beside_->setToolTip(
+        "Opens the series beside the open ones (a prior study, another sequence) instead of "
+        "replacing the active series");
     send_seg_ = new QPushButton("Send &SEG", this);
     send_seg_->setToolTip(
         "Writes the segmentation as DICOM SEG (as File > Save DICOM SEG) and "
@@ -96,6 +100,7 @@ PacsDialog::PacsDialog(MainWindow* window) : QDialog(window), window_(window) {
     cancel_->setEnabled(false);
     auto* close = new QPushButton("Close", this);
     actions->addWidget(retrieve_);
+    actions->addWidget(retrieve_beside_);
     actions->addWidget(send_seg_);
     actions->addWidget(send_rtstruct_);
     actions->addWidget(progress_, 1);
@@ -107,7 +112,8 @@ PacsDialog::PacsDialog(MainWindow* window) : QDialog(window), window_(window) {
     status_->setWordWrap(true);
     status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
     layout->addWidget(status_);
-    connect(retrieve_, &QPushButton::clicked, this, &PacsDialog::retrieveSelected);
+    connect(retrieve_, &QPushButton::clicked, this, [this] { retrieveSelected(); });
+    connect(retrieve_beside_, &QPushButton::clicked, this, [this] { retrieveSelected(true); });
     connect(send_seg_, &QPushButton::clicked, this, [this] { sendSegmentation(false); });
     connect(send_rtstruct_, &QPushButton::clicked, this, [this] { sendSegmentation(true); });
     connect(cancel_, &QPushButton::clicked, this, &PacsDialog::cancel);
@@ -436,7 +442,7 @@ QString PacsDialog::workFolder(const QString& prefix) {
     return folder_->filePath(QString("%1-%2").arg(prefix).arg(++folder_count_));
 }
 
-void PacsDialog::retrieveSelected() {
+void PacsDialog::retrieveSelected(bool beside) {
     const auto server = currentServer();
     QTreeWidgetItem* item = results_->currentItem();
     if (!server || !item || item->data(0, kKindRole).toInt() != kSeries) {
@@ -484,7 +490,7 @@ void PacsDialog::retrieveSelected() {
         [s = *server, series, t = sstr(target), progress](const CancelToken& token) {
             return io::pacsRetrieveSeries(s, series, t, progress, token);
         },
-        [this, segmentation](R& r) {
+        [this, segmentation, beside](R& r) {
             if (!r.isOk()) {
                 finishTask(false, r.status().code() == StatusCode::kCancelled
                                       ? QString("Retrieve cancelled")
@@ -503,7 +509,8 @@ void PacsDialog::retrieveSelected() {
             if (segmentation)
                 window_->loadSegmentation(qstr(r->files.front()));
             else
-                window_->openPath(qstr(r->folder));
+                window_->openPath(qstr(r->folder),
+                                  beside ? MainWindow::Open::kBeside : MainWindow::Open::kReplace);
         });
     if (!started) emit retrieveFinished(false, statusText());
 }

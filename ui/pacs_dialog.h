@@ -54,8 +54,9 @@ class PacsDialog : public QDialog {
 
     void search();                            // -> searchFinished
     void loadSeries(QTreeWidgetItem* study);  // -> seriesFinished
-    void retrieveSelected();                  // -> retrieveFinished, then the window opens it
-    void sendSegmentation(bool rtstruct);     // -> sendFinished
+    // -> retrieveFinished, then the window opens it (beside the open series: Open::kBeside).
+    void retrieveSelected(bool beside = false);
+    void sendSegmentation(bool rtstruct);  // -> sendFinished
     void cancel();
     bool busy() const { return busy_; }
 
@@ -109,6 +110,7 @@ class PacsDialog : public QDialog {
     QProgressBar* progress_ = nullptr;
     QPushButton* cancel_ = nullptr;
     QPushButton* retrieve_ = nullptr;
+    QPushButton* retrieve_beside_ = nullptr;
     QPushButton* send_seg_ = nullptr;
     QPushButton* send_rtstruct_ = nullptr;
     QLabel* status_ = nullptr;

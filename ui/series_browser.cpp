@@ -1,6 +1,10 @@
 #include "ui/series_browser.h"
 
+#include <QApplication>
+#include <QHBoxLayout>
 #include <QHeaderView>
+#include <QInputEvent>
+#include <QMenu>
 #include <QPushButton>
 #include <QTreeWidget>
 #include <QVBoxLayout>
@@ -27,14 +31,39 @@ SeriesBrowser::SeriesBrowser(QWidget* parent) : QWidget(parent) {
     tree_->header()->setSectionResizeMode(QHeaderView::ResizeToContents);
     load_ = new QPushButton("Load series", this);
     load_->setEnabled(false);
+    beside_ = new QPushButton("Open beside", this);
+    beside_->setToolTip("Open the series beside the open ones (Ctrl+double-click, Ctrl+Enter)");
+    beside_->setEnabled(false);
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(2, 2, 2, 2);
     layout->addWidget(tree_);
-    layout->addWidget(load_);
-    connect(tree_, &QTreeWidget::itemActivated, this, [this] { activateCurrent(); });
-    connect(load_, &QPushButton::clicked, this, [this] { activateCurrent(); });
+    auto* buttons = new QHBoxLayout;
+    buttons->addWidget(load_, 1);
+    buttons->addWidget(beside_, 1);
+    layout->addLayout(buttons);
+    // Ctrl held while activating (double-click, Enter): beside.
+    tree_->installEventFilter(this);
+    tree_->viewport()->installEventFilter(this);
+    connect(tree_, &QTreeWidget::itemActivated, this, [this] {
+        activateCurrent(ctrl_ || (QApplication::keyboardModifiers() & Qt::ControlModifier));
+    });
+    connect(load_, &QPushButton::clicked, this, [this] { activateCurrent(false); });
+    connect(beside_, &QPushButton::clicked, this, [this] { activateCurrent(true); });
     connect(tree_, &QTreeWidget::currentItemChanged, this, [this](QTreeWidgetItem* item) {
-        load_->setEnabled(item && item->data(0, kIndexRole).isValid());
+        const bool series = item && item->data(0, kIndexRole).isValid();
+        load_->setEnabled(series);
+        beside_->setEnabled(series);
+    });
+    tree_->setContextMenuPolicy(Qt::CustomContextMenu);
+    connect(tree_, &QWidget::customContextMenuRequested, this, [this](const QPoint& p) {
+        QTreeWidgetItem* item = tree_->itemAt(p);
+        if (!item || !item->data(0, kIndexRole).isValid()) return;
+        tree_->setCurrentItem(item);
+        QMenu menu(this);
+        menu.addAction("Open (replace the active series)", this,
+                       [this] { activateCurrent(false); });
+        menu.addAction("Open beside", this, [this] { activateCurrent(true); });
+        menu.exec(tree_->viewport()->mapToGlobal(p));
     });
 }
 
@@ -42,6 +71,7 @@ void SeriesBrowser::clear() {
     tree_->clear();
     series_count_ = 0;
     load_->setEnabled(false);
+    beside_->setEnabled(false);
 }
 
 void SeriesBrowser::setScan(const io::DicomScanResult& scan, const QString& source) {
@@ -96,10 +126,27 @@ void SeriesBrowser::setScan(const io::DicomScanResult& scan, const QString& sour
         }
 }
 
-void SeriesBrowser::activateCurrent() {
+bool SeriesBrowser::eventFilter(QObject* watched, QEvent* event) {
+    switch (event->type()) {
+        case QEvent::MouseButtonPress:
+        case QEvent::MouseButtonDblClick:
+        case QEvent::KeyPress:
+            ctrl_ = static_cast<QInputEvent*>(event)->modifiers() & Qt::ControlModifier;
+            break;
+        default:
+            break;
+    }
+    return QWidget::eventFilter(watched, event);
+}
+
+void SeriesBrowser::activateCurrent(bool beside) {
     QTreeWidgetItem* item = tree_->currentItem();
     if (!item || !item->data(0, kIndexRole).isValid()) return;
-    emit seriesActivated(item->data(0, kIndexRole).toInt());
+    const int index = item->data(0, kIndexRole).toInt();
+    if (beside)
+        emit seriesActivatedBeside(index);
+    else
+        emit seriesActivated(index);
 }
 
 }  // namespace voxseg::ui

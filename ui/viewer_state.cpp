@@ -28,6 +28,7 @@ void ViewerState::setStudy(pipeline::StudyInput study, const QString& source) {
     const Geometry g = study_.volume.geometry();
     for (int v = 0; v < 3; ++v) frames_[v] = makeSliceFrame(g, static_cast<ViewAxis>(v));
     cursor_ = {g.size[0] / 2, g.size[1] / 2, g.size[2] / 2};
+    cursor_outside_ = false;
     window_ = defaultWindow(study_.volume);
     emit imageChanged();
     emit labelMapChanged();
@@ -405,9 +406,51 @@ void ViewerState::setCursor(std::array<int64_t, 3> voxel) {
     if (!hasImage()) return;
     const Geometry g = study_.volume.geometry();
     for (int a = 0; a < 3; ++a) voxel[a] = std::clamp<int64_t>(voxel[a], 0, g.size[a] - 1);
-    if (voxel == cursor_) return;
+    if (voxel == cursor_ && !cursor_outside_) return;
     cursor_ = voxel;
+    cursor_outside_ = false;
     emit cursorChanged();
+}
+
+void ViewerState::setCursorOutside(bool outside) {
+    if (outside == cursor_outside_) return;
+    cursor_outside_ = outside;
+    emit cursorChanged();
+}
+
+void ViewerState::swapDocument(ViewerState& other) {
+    std::swap(study_, other.study_);
+    std::swap(source_, other.source_);
+    std::swap(frames_, other.frames_);
+    std::swap(label_map_, other.label_map_);
+    std::swap(entries_, other.entries_);
+    std::swap(segments_, other.segments_);
+    std::swap(statistics_, other.statistics_);
+    std::swap(label_bounds_, other.label_bounds_);
+    std::swap(label_boxes_, other.label_boxes_);
+    std::swap(label_runs_, other.label_runs_);
+    std::swap(colors_, other.colors_);
+    std::swap(overlay_mode_, other.overlay_mode_);
+    std::swap(cursor_, other.cursor_);
+    std::swap(cursor_outside_, other.cursor_outside_);
+    std::swap(window_, other.window_);
+    for (ViewerState* s : {this, &other}) {
+        emit s->imageChanged();
+        emit s->labelMapChanged();
+        emit s->labelDisplayChanged();
+        emit s->windowChanged();
+        emit s->cursorChanged();
+    }
+}
+
+QString ViewerState::title() const {
+    if (const auto& series = study_.series) {
+        QString t = QString::fromStdString(series->modality);
+        if (!series->description.empty()) t += "  " + QString::fromStdString(series->description);
+        return t + QString("  #%1").arg(series->series_number);
+    }
+    const QString name = source_.section('/', -1);
+    return name.isEmpty() ? source_ : name;
 }
 
 void ViewerState::setSlice(ViewAxis view, int64_t slice) {

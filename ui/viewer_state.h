@@ -148,7 +148,13 @@ class ViewerState : public QObject {
     void setOverlayMode(OverlayMode mode);
 
     std::array<int64_t, 3> cursor() const { return cursor_; }
-    void setCursor(std::array<int64_t, 3> voxel);  // clamped to the grid
+    // Clamped to the grid; clears cursorOutside().
+    void setCursor(std::array<int64_t, 3> voxel);
+    // Linked crosshairs across series (ui/series_link.h): the shared patient point lies outside
+    // this image and the cursor is the nearest voxel inside; the views hide the crosshair and
+    // say so. Set after setCursor; emits cursorChanged when it changes.
+    bool cursorOutside() const { return cursor_outside_; }
+    void setCursorOutside(bool outside);
     int64_t slice(ViewAxis view) const { return cursor_[frame(view).axis_n]; }
     void setSlice(ViewAxis view, int64_t slice);
     void moveSlice(ViewAxis view, int64_t delta) { setSlice(view, slice(view) + delta); }
@@ -165,6 +171,13 @@ class ViewerState : public QObject {
     // The colour a new label gets: the palette colour farthest from the shown labels' colours
     // (core/label_colors.h).
     std::array<uint8_t, 3> nextLabelColor() const;
+
+    // Several series open (ui/series_area.h): swaps everything shown with `other` (study,
+    // source, label map and table, overlay, window, cursor); both then emit every change signal
+    // (an edit session on either ends, as for a new image).
+    void swapDocument(ViewerState& other);
+    // "CT  Abdomen 1.5  #3" of a DICOM series, else the file name of the source.
+    QString title() const;
 
   signals:
     void imageChanged();
@@ -194,6 +207,7 @@ class ViewerState : public QObject {
     LabelColors colors_;
     OverlayMode overlay_mode_ = OverlayMode::kFill;
     std::array<int64_t, 3> cursor_{0, 0, 0};
+    bool cursor_outside_ = false;
     WindowLevel window_;
 };
 
