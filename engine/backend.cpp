@@ -31,6 +31,10 @@ PrecisionChoice Backend::autoPrecision() const {
     return {Precision::kFloat32, name() + " backend: fp32 is its only fast precision"};
 }
 
+Status Backend::supportsInt8Weights(int) const {
+    return unsupported(name() + " backend has no int8", name());
+}
+
 Status Backend::supportsNode(const Graph&, const Node&) const { return Status::ok(); }
 
 Status Backend::supportsGraph(const Graph& graph, const std::vector<Shape>& input_shapes) const {
@@ -47,8 +51,20 @@ Result<PrecisionChoice> choosePrecision(const Backend& backend, Precision reques
                                    (model.reason.empty() ? std::string(")") : "): " + model.reason);
     if (requested == Precision::kAuto) {
         if (model.requires_fp32) return PrecisionChoice{Precision::kFloat32, model_says};
+        std::string int8_note;
+        if (const int bits = model.int8_validated_weight_bits; bits > 0) {
+            const Status int8 = backend.supportsInt8Weights(bits);
+            if (int8.isOk())
+                return PrecisionChoice{
+                    Precision::kInt8,
+                    "auto: int8: model " + model.model + " records an int8 calibration with " +
+                        std::to_string(bits) +
+                        "-bit weights validated on held-back cases (model.json \"quantization\")"};
+            int8_note =
+                " (the package's validated int8 calibration is not used: " + int8.message() + ")";
+        }
         PrecisionChoice choice = backend.autoPrecision();
-        choice.reason = "auto: " + choice.reason;
+        choice.reason = "auto: " + choice.reason + int8_note;
         return choice;
     }
     if (!backend.supportsPrecision(requested))

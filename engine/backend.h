@@ -44,6 +44,9 @@ struct ModelPrecisionHints {
     bool requires_fp32 = false;
     std::string reason;  // the model author's why (may be empty)
     std::string model;   // model name, for messages
+    // The weight bits of an int8 calibration validated on held-back cases (model.json
+    // "quantization" with "held_back"); 0 = none, and "auto" never picks int8.
+    int int8_validated_weight_bits = 0;
 };
 
 struct CompileOptions {
@@ -91,6 +94,9 @@ class Backend {
     // What "auto" means on this device, and why: the fastest precision whose results agree with
     // fp32 (docs/perf-cpu.md, "Precision"). Default: fp32.
     virtual PrecisionChoice autoPrecision() const;
+    // Whether this device runs int8 weights of `weight_bits` exactly (cpu: cpuInt8Support);
+    // default: kUnsupported, the backend has no int8.
+    virtual Status supportsInt8Weights(int weight_bits) const;
 
     // Whether compile() lowers `node` of `graph` (op, attributes, and the shapes recorded in
     // graph.values): ok, or kUnsupported naming the node, the op and the reason. A backend that
@@ -120,7 +126,9 @@ class Backend {
 };
 
 // The one precision policy: `requested` (kAuto or explicit) on `backend` for a model.
-// kAuto: fp32 when the model requires it, else backend.autoPrecision(). Explicit: must be
+// kAuto: fp32 when the model requires it; int8 when the package records a validated calibration
+// whose weight bits the backend runs exactly (supportsInt8Weights); else backend.autoPrecision(),
+// its reason saying why int8 was not taken where a calibration exists. Explicit: must be
 // supported (else kUnsupported saying to use fp32); a non-fp32 request for a model that requires
 // fp32 runs as asked, with a line in `warning`.
 Result<PrecisionChoice> choosePrecision(const Backend& backend, Precision requested,

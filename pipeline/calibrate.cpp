@@ -210,6 +210,8 @@ Result<CalibrateReport> calibratePackage(const std::filesystem::path& package,
     report.gate = applyCalibrationGate(report.summary, report.held_back, o.gate);
     if (!report.gate.isOk()) return report;  // the draft's destructor removes the staged copy
     report.record.held_back = report.summary;
+    report.record.held_back->min_dice = o.gate.min_dice;
+    report.record.held_back->min_agreement = o.gate.min_agreement;
     VOXSEG_RETURN_IF_ERROR(draft.setQuantization(report.record));
     VOXSEG_ASSIGN_OR_RETURN(report.signature, draft.commit(o.sign_key));
     progress.report(1.0, "calibrated");

@@ -327,6 +327,10 @@ class CpuBackend : public Backend {
         return Status::ok();
     }
 
+    Status supportsInt8Weights(int weight_bits) const override {
+        return cpuInt8Support(cpuInt8Traits(), weight_bits);
+    }
+
     PrecisionChoice autoPrecision() const override {
         return cpuAutoPrecision({cpuHasAmx(), cpuHasBf16(), cpuIsAmd()});
     }

@@ -325,7 +325,9 @@ struct ModelPackage {
     std::vector<int> channelLabelValues() const;
     // What the precision policy (engine::choosePrecision) needs to know about this model.
     ModelPrecisionHints precisionHints() const {
-        return {precision.requires_fp32, precision.reason, name};
+        const bool validated = quantization && quantization->held_back;
+        return {precision.requires_fp32, precision.reason, name,
+                validated ? quantization->weight_bits : 0};
     }
     // Sliding-window options for this model (batch, compile options left at their defaults).
     SlidingWindowOptions slidingWindowOptions() const;

@@ -87,7 +87,8 @@ void readCalibration(Reader& r, const json& j, const std::string& key, Quantizat
     if (!h) return;
     const std::string hk = Reader::join(key, "held_back");
     if (!r.object(*h, hk)) return;
-    r.onlyKeys(*h, hk, {"cases", "dice_min", "dice_mean", "voxel_agreement"});
+    r.onlyKeys(*h, hk,
+               {"cases", "dice_min", "dice_mean", "voxel_agreement", "min_dice", "min_agreement"});
     HeldBackAgreement a;
     if (const json* c = r.member(*h, hk, "cases", true)) {
         const std::string k = Reader::join(hk, "cases");
@@ -105,6 +106,13 @@ void readCalibration(Reader& r, const json& j, const std::string& key, Quantizat
     a.dice_min = readUnit(r, *h, hk, "dice_min");
     a.dice_mean = readUnit(r, *h, hk, "dice_mean");
     a.voxel_agreement = readUnit(r, *h, hk, "voxel_agreement");
+    if (h->contains("min_dice")) a.min_dice = readUnit(r, *h, hk, "min_dice");
+    if (h->contains("min_agreement")) a.min_agreement = readUnit(r, *h, hk, "min_agreement");
+    if (r.ok() && (a.dice_min < a.min_dice || a.voxel_agreement < a.min_agreement))
+        r.fail(hk, "records figures below its own gate (dice_min " + std::to_string(a.dice_min) +
+                       " vs min_dice " + std::to_string(a.min_dice) + ", voxel_agreement " +
+                       std::to_string(a.voxel_agreement) + " vs min_agreement " +
+                       std::to_string(a.min_agreement) + "): calibrate the package again");
     q.held_back = a;
 }
 
@@ -147,7 +155,9 @@ json quantizationJson(const QuantizationRecord& q) {
         cal["held_back"] = {{"cases", q.held_back->cases},
                             {"dice_min", q.held_back->dice_min},
                             {"dice_mean", q.held_back->dice_mean},
-                            {"voxel_agreement", q.held_back->voxel_agreement}};
+                            {"voxel_agreement", q.held_back->voxel_agreement},
+                            {"min_dice", q.held_back->min_dice},
+                            {"min_agreement", q.held_back->min_agreement}};
     json j{{"weight_bits", q.weight_bits}, {"activations", acts}, {"calibration", cal}};
     if (!q.float_layers.empty()) j["float_layers"] = q.float_layers;
     return j;

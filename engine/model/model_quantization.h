@@ -30,6 +30,10 @@ struct HeldBackAgreement {
     double dice_min = 0;         // lowest per-case, per-label Dice of int8 against fp32
     double dice_mean = 0;        // mean of the per-case mean Dice
     double voxel_agreement = 0;  // share of voxels with the same label, all cases
+    // The gate these figures passed (voxseg model calibrate --min-dice / --min-agreement), so the
+    // record says what was required, not only what was measured; 0 in records written before it.
+    double min_dice = 0;
+    double min_agreement = 0;
 };
 
 struct QuantizationRecord {

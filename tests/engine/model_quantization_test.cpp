@@ -46,6 +46,35 @@ TEST(ModelQuantization, ReadsWritesAndReadsBackTheSameRecord) {
     EXPECT_EQ(quantizationJson(*again), quantizationJson(*q));
 }
 
+// The gate the figures passed is recorded (calibrate's --min-dice / --min-agreement), optional
+// when reading records written before it; a record whose figures are below its own gate is refused.
+TEST(ModelQuantization, HeldBackRecordsTheGateItPassed) {
+    json doc = validSection();
+    auto old = readQuantization(doc["quantization"], "quantization", "pkg/model.json");
+    ASSERT_TRUE(old.isOk()) << old.status().message();
+    EXPECT_EQ(old->held_back->min_dice, 0);
+    json& h = doc["quantization"]["calibration"]["held_back"];
+    h["min_dice"] = 0.995;
+    h["min_agreement"] = 0.999;
+    auto q = readQuantization(doc["quantization"], "quantization", "pkg/model.json");
+    ASSERT_TRUE(q.isOk()) << q.status().message();
+    EXPECT_DOUBLE_EQ(q->held_back->min_dice, 0.995);
+    EXPECT_DOUBLE_EQ(q->held_back->min_agreement, 0.999);
+    const json written = quantizationJson(*q);
+    EXPECT_EQ(written["calibration"]["held_back"]["min_dice"], 0.995);
+    EXPECT_EQ(written["calibration"]["held_back"]["min_agreement"], 0.999);
+
+    h["min_dice"] = 0.999;  // dice_min 0.9961 is below it
+    auto below = readQuantization(doc["quantization"], "quantization", "pkg/model.json");
+    ASSERT_FALSE(below.isOk());
+    EXPECT_NE(below.status().message().find("below its own gate"), std::string::npos)
+        << below.status().message();
+    h["min_dice"] = 1.5;
+    auto range = readQuantization(doc["quantization"], "quantization", "pkg/model.json");
+    ASSERT_FALSE(range.isOk());
+    EXPECT_NE(range.status().message().find("min_dice"), std::string::npos);
+}
+
 // Each bad value is refused with its key path and what is expected.
 TEST(ModelQuantization, BadValuesAreRefusedNamingTheKey) {
     struct Bad {

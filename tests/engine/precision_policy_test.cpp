@@ -100,6 +100,61 @@ TEST(PrecisionPolicy, ModelThatRequiresFp32StaysFp32UnderAuto) {
     EXPECT_TRUE(warning.empty()) << warning;
 }
 
+// "auto" takes int8 only for a package whose calibration was validated on held-back cases, with
+// weight bits the device runs exactly; otherwise the usual choice, saying why int8 was not taken.
+TEST(PrecisionPolicy, AutoPicksInt8OnlyForAValidatedCalibrationTheDeviceRunsExactly) {
+    auto cpu = makeCpuBackend();
+    ModelPrecisionHints hints{false, "", "hippocampus", 7};
+    auto seven = choosePrecision(*cpu, Precision::kAuto, hints);
+    ASSERT_TRUE(seven.isOk()) << seven.status().toString();
+    EXPECT_EQ(seven->precision, Precision::kInt8);
+    for (const char* word : {"auto: int8", "hippocampus", "7-bit", "held-back"})
+        EXPECT_NE(seven->reason.find(word), std::string::npos) << word << ": " << seven->reason;
+
+    // 8-bit weights: int8 where this CPU multiplies them exactly, else the usual choice + why.
+    hints.int8_validated_weight_bits = 8;
+    auto eight = choosePrecision(*cpu, Precision::kAuto, hints);
+    ASSERT_TRUE(eight.isOk());
+    if (cpuInt8Support(cpuInt8Traits(), 8).isOk()) {
+        EXPECT_EQ(eight->precision, Precision::kInt8);
+    } else {
+        EXPECT_EQ(eight->precision, cpu->autoPrecision().precision);
+        EXPECT_NE(eight->reason.find("not used"), std::string::npos) << eight->reason;
+        EXPECT_NE(eight->reason.find("--weight-bits 7"), std::string::npos) << eight->reason;
+    }
+
+    // No validated calibration, or a model that requires fp32: never int8.
+    hints.int8_validated_weight_bits = 0;
+    EXPECT_EQ(choosePrecision(*cpu, Precision::kAuto, hints)->precision,
+              cpu->autoPrecision().precision);
+    EXPECT_EQ(choosePrecision(*cpu, Precision::kAuto, {true, "thin", "m", 7})->precision,
+              Precision::kFloat32);
+
+    // A backend without int8 keeps its own choice and says so.
+    auto reference = makeReferenceBackend();
+    auto ref = choosePrecision(*reference, Precision::kAuto, {false, "", "m", 7});
+    ASSERT_TRUE(ref.isOk());
+    EXPECT_EQ(ref->precision, Precision::kFloat32);
+    EXPECT_NE(ref->reason.find("has no int8"), std::string::npos) << ref->reason;
+}
+
+// precisionHints() carries a calibration's weight bits only once held-back cases validated it.
+TEST(PrecisionPolicy, HintsCarryOnlyAValidatedCalibration) {
+    json j = fixtures::minimalModelJson();
+    j["quantization"] = json::parse(R"({"weight_bits": 7,
+        "activations": {"x": {"scale": 0.01, "zero_point": 0}},
+        "calibration": {"method": "mse", "cases": ["c1"],
+                        "held_back": {"cases": ["c2"], "dice_min": 0.997, "dice_mean": 0.998,
+                                      "voxel_agreement": 0.9996}}})");
+    auto validated = parseModelPackage(j.dump(), "t/model.json");
+    ASSERT_TRUE(validated.isOk()) << validated.status().toString();
+    EXPECT_EQ(validated->precisionHints().int8_validated_weight_bits, 7);
+    j["quantization"]["calibration"].erase("held_back");
+    auto unvalidated = parseModelPackage(j.dump(), "t/model.json");
+    ASSERT_TRUE(unvalidated.isOk()) << unvalidated.status().toString();
+    EXPECT_EQ(unvalidated->precisionHints().int8_validated_weight_bits, 0);
+}
+
 TEST(PrecisionPolicy, UnsupportedExplicitPrecisionSaysUseFp32) {
     auto reference = makeReferenceBackend();
     auto r = choosePrecision(*reference, Precision::kBFloat16, {});

@@ -78,7 +78,7 @@ TEST(Calibrate, RecordsEveryCandidateTensorValidatesOnHeldBackCasesAndRunsInInt8
     const auto before = digests(in);
     const auto cases = makeCases(dir.path() / "cases", 4);
     CalibrateOptions o = smallOptions();
-    o.gate = {0.0, 0.0};  // the figures are checked below; int8's accuracy is docs/int8.md's
+    o.gate = {0.0, 0.5};  // the figures are checked below; int8's accuracy is docs/int8.md's
     auto report = calibratePackage(in, cases, dir.path() / "out", o);
     ASSERT_TRUE(report.isOk()) << report.status().toString();
     ASSERT_TRUE(report->gate.isOk()) << report->gate.toString();
@@ -108,6 +108,9 @@ TEST(Calibrate, RecordsEveryCandidateTensorValidatesOnHeldBackCasesAndRunsInInt8
     EXPECT_EQ(q.held_back->cases, (std::vector<std::string>{"c2", "c4"}));
     EXPECT_GT(q.held_back->voxel_agreement, 0.9);
     EXPECT_LE(q.held_back->dice_min, q.held_back->dice_mean);
+    // The gate it passed is recorded with the figures.
+    EXPECT_DOUBLE_EQ(q.held_back->min_dice, 0.0);
+    EXPECT_DOUBLE_EQ(q.held_back->min_agreement, 0.5);
     EXPECT_GT(report->patches, 0);
 
     // The output runs in int8; the input, without a record, is refused with the reason.
