@@ -23,7 +23,7 @@ namespace voxseg::engine {
 
 struct SlidingWindowOptions;  // engine/inference/window_geometry.h
 class VolumeInference;        // engine/inference/sliding_window.h
-struct QuantizationRecord;    // engine/model/model_quantization.h
+struct QuantizationRecord;    // engine/quant/quantization_record.h
 
 // Arithmetic a graph runs in. kAuto is a request only ("let the backend choose", resolved by
 // choosePrecision below); compile() takes a resolved precision. kInt8: convolutions in int8 with

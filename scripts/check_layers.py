@@ -19,6 +19,7 @@ LEVELS = [
     ["io", "engine/graph"],
     ["engine"],  # the Backend contract (engine/backend.h)
     ["engine/passes"],
+    ["engine/quant"],  # int8: the scheme, the calibrated record, which layers run int8
     ["engine/onnx", "engine/reference", "engine/cpu"],
     ["engine/inference"],
     ["engine/model"],

@@ -6,10 +6,10 @@
 #include "core/memory_limit.h"
 #include "engine/cpu/observe.h"
 #include "engine/cpu/plan.h"
-#include "engine/model/model_quantization.h"
 #include "engine/passes/optimize.h"
 #include "engine/quant/int8_policy.h"
 #include "engine/quant/int8_scheme.h"
+#include "engine/quant/quantization_record.h"
 
 #include <omp.h>
 

@@ -12,18 +12,6 @@ namespace voxseg::engine {
 using detail::Reader;
 using nlohmann::json;
 
-const char* rangeMethodName(RangeMethod m) {
-    switch (m) {
-        case RangeMethod::kPercentile:
-            return "percentile";
-        case RangeMethod::kMse:
-            return "mse";
-        case RangeMethod::kMinMax:
-            return "minmax";
-    }
-    return "?";
-}
-
 namespace {
 
 double readUnit(Reader& r, const json& j, const std::string& key, const std::string& name) {

@@ -9,7 +9,7 @@
 #pragma once
 
 #include "core/status.h"
-#include "engine/quant/int8_scheme.h"
+#include "engine/quant/quantization_record.h"
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -19,34 +19,6 @@
 #include <vector>
 
 namespace voxseg::engine {
-
-// How calibration chose each activation range.
-enum class RangeMethod { kPercentile, kMse, kMinMax };
-const char* rangeMethodName(RangeMethod m);  // "percentile" | "mse" | "minmax"
-
-// Agreement of int8 with fp32 on the held-back cases (label maps, voxel by voxel).
-struct HeldBackAgreement {
-    std::vector<std::string> cases;
-    double dice_min = 0;         // lowest per-case, per-label Dice of int8 against fp32
-    double dice_mean = 0;        // mean of the per-case mean Dice
-    double voxel_agreement = 0;  // share of voxels with the same label, all cases
-    // The gate these figures passed (voxseg model calibrate --min-dice / --min-agreement), so the
-    // record says what was required, not only what was measured; 0 in records written before it.
-    double min_dice = 0;
-    double min_agreement = 0;
-};
-
-struct QuantizationRecord {
-    // The weight bits calibration validated, and the bits the runtime uses: 8 (CPUs with VNNI or
-    // AMX only) or 7 (every CPU, identical results); cpuInt8Support, docs/int8.md.
-    int weight_bits = 8;
-    std::map<std::string, quant::ActivationQuant> activations;  // graph tensor name -> u8 params
-    std::vector<std::string> float_layers;  // node names kept in fp32/bf16 (first, last conv...)
-    RangeMethod method = RangeMethod::kPercentile;
-    double percentile = 99.99;  // kPercentile only
-    std::vector<std::string> calibration_cases;
-    std::optional<HeldBackAgreement> held_back;  // absent: calibrated, not validated
-};
 
 // Reads the section at `key` ("quantization") of `j` for the model.json at `source` (messages
 // name the key path, e.g. "quantization.activations['enc.0'].zero_point"). Checks: every scale

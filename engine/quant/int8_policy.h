@@ -17,8 +17,8 @@
 #pragma once
 
 #include "engine/graph/graph.h"
-#include "engine/model/model_quantization.h"
 #include "engine/quant/int8_scheme.h"
+#include "engine/quant/quantization_record.h"
 
 #include <string>
 #include <vector>

@@ -269,8 +269,8 @@ TEST(NodeConfig, BadRouteOptionsAreNamedWithTheSchemasMessage) {
                 "routes[0].options.overlap: 0.99 is not a number in [0, 0.95]");
     expectError(with({{"batch", 0}}),
                 "routes[0].options.batch: 0 is not a whole number in [1, 64]");
-    expectError(with({{"precision", "int8"}}), "routes[0].options.precision: ");
-    expectError(with({{"precision", "int8"}}), "int8");
+    expectError(with({{"precision", "int4"}}), "routes[0].options.precision: ");
+    expectError(with({{"precision", "int4"}}), "int4");
     expectError(with({{"device", "tpu"}}), "routes[0].options.device: 'tpu' is not a device");
     expectError(with({{"accumulator", "fp8"}}),
                 "routes[0].options.accumulator: 'fp8' is not fp16 or fp32");

@@ -64,7 +64,7 @@ TEST(SegmentOptionSchema, DefaultsAreAcceptedAndBadValuesNameTheFlag) {
     SegmentOptions o;
     for (const auto& [flag, text] :
          std::vector<std::pair<std::string, std::string>>{{"--device", "tpu"},
-                                                          {"--precision", "int8"},
+                                                          {"--precision", "int4"},
                                                           {"--overlap", "0.99"},
                                                           {"--overlap", "half"},
                                                           {"--batch", "0"},
