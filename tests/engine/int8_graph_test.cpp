@@ -59,7 +59,7 @@ struct Outcome {
 };
 
 Outcome run(const Graph& g, const Tensor& input, Precision p,
-        std::shared_ptr<const QuantizationRecord> record = nullptr) {
+            std::shared_ptr<const QuantizationRecord> record = nullptr) {
     CompileOptions options;
     options.precision = p;
     options.quantization = std::move(record);
