@@ -59,8 +59,7 @@ Status planInt8Conv(Plan& plan, const quant::Int8Layer& layer, int weight_qmax) 
     quant::setRequantisation(spec, layer.src, w.scales, layer.dst_u8 ? layer.dst : unit, bias,
                              n.fused_residual >= 0 ? &unit : nullptr);
     // A u8 producer's layout is kept when the same implementation takes it.
-    const dnnl::memory::desc& x_md = plan.desc(x);
-    const dnnl::memory::desc hint = x_md.data_type() == dt::u8 ? x_md : dnnl::memory::desc();
+    const dnnl::memory::desc hint = plan.quantizedDesc(x);
     auto conv = Int8Conv::create(plan.engine(), spec, w, hint);
     if (!conv.isOk()) return nodeError(plan, conv.status().message());
     VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensureQuantized(x, conv->srcDesc(), layer.src));

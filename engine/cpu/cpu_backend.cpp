@@ -161,6 +161,7 @@ class CpuCompiledGraph : public CompiledGraph {
         if (options.precision == Precision::kInt8 && options.quantization) {
             int8_layers_ = quant::int8LayerPlan(graph_, *options.quantization);
             weight_qmax_ = quant::weightQmaxForBits(options.quantization->weight_bits);
+            plan_.setInt8Layers(&int8_layers_);
         }
     }
 

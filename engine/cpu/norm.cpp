@@ -27,6 +27,17 @@ dnnl::memory::desc laneWalkableDesc(const Plan& plan, ValueId x) {
     return md;
 }
 
+// The u8 tensor with md's layout (same element offsets), for the layouts the norm kernels walk
+// in five dimensions; an empty desc for others.
+dnnl::memory::desc u8Twin(const dnnl::memory::desc& md) {
+    using tag = dnnl::memory::format_tag;
+    if (md.data_type() != dt::f32 || md.dims().size() != 5) return {};
+    for (tag t : {tag::ndhwc, tag::ncdhw, tag::nCdhw16c, tag::nCdhw8c})
+        if (dnnl::memory::desc(md.dims(), dt::f32, t) == md)
+            return dnnl::memory::desc(md.dims(), dt::u8, t);
+    return {};
+}
+
 Status planInstanceOrGroupNorm(Plan& plan) {
     const Node& n = plan.node();
     const Graph& g = plan.graph();
@@ -61,16 +72,28 @@ Status planInstanceOrGroupNorm(Plan& plan) {
     // Work in the producer's layout when the kernels can walk it.
     const dnnl::memory::desc md = laneWalkableDesc(plan, x);
     const std::optional<LaneLayout> layout = laneLayout(md);
+    const LaneLayout L = *layout;
+    // int8 readers: their u8 source written in this pass (int8_policy.h), float32 only if needed.
+    const quant::Int8Layer* q8 = plan.int8Layer();
+    const dnnl::memory::desc u8_md =
+        q8 && q8->dst_u8 && L.paddedChannels() == L.channels ? u8Twin(md) : dnnl::memory::desc();
+    const bool to_u8 = u8_md != dnnl::memory::desc();
+    const bool to_f32 = !to_u8 || q8->keep_f32;
     VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensure(x, md));
     std::vector<MemRef> refs = {src};
-    std::optional<MemRef> dst = plan.tryInPlace(x, md);
-    if (!dst) dst = plan.newBuffer(md);
-    refs.push_back(*dst);
-    if (n.fused_residual >= 0) {
+    std::optional<MemRef> dst;
+    if (to_f32) {
+        dst = plan.tryInPlace(x, md);
+        if (!dst) dst = plan.newBuffer(md);
+        refs.push_back(*dst);
+    }
+    std::optional<MemRef> dst_u8;
+    if (to_u8) refs.push_back(*(dst_u8 = plan.newBuffer(u8_md)));
+    const bool residual = n.fused_residual >= 0;
+    if (residual) {
         VOXSEG_ASSIGN_OR_RETURN(MemRef r, plan.ensure(n.fused_residual, md));
         refs.push_back(r);
     }
-    const LaneLayout L = *layout;
     const bool bf16 = md.data_type() == dt::bf16;
     const double eps = n.norm.epsilon;
     const ActivationKind act = n.fused_activation;
@@ -81,10 +104,14 @@ Status planInstanceOrGroupNorm(Plan& plan) {
         slope_padded.assign(cp, 0.0f);
         std::copy(slope.begin(), slope.end(), slope_padded.begin());
     }
+    const float inv_scale = to_u8 ? 1.0f / q8->dst.scale : 1.0f;
+    const float zero_point = to_u8 ? static_cast<float>(q8->dst.zero_point) : 0.0f;
     Kernel kernel = [=](const std::vector<dnnl::memory>& m) {
-        const void* xp = m[0].get_data_handle();
-        void* yp = m[1].get_data_handle();
-        const void* rp = m.size() > 2 ? m[2].get_data_handle() : nullptr;
+        size_t k = 0;
+        const void* xp = m[k++].get_data_handle();
+        void* yp = to_f32 ? m[k++].get_data_handle() : nullptr;
+        void* qp = to_u8 ? m[k++].get_data_handle() : nullptr;
+        const void* rp = residual ? m[k++].get_data_handle() : nullptr;
         std::vector<double> mean, m2;
         channelMoments(xp, bf16, L, mean, m2);
         std::vector<float> a(L.batch * cp, 0.0f), b(L.batch * cp, 0.0f);
@@ -110,13 +137,24 @@ Status planInstanceOrGroupNorm(Plan& plan) {
                 }
             }
         }
-        affineActivation(xp, yp, rp, bf16, L, a.data(), b.data(), act, alpha,
-                         slope_padded.empty() ? nullptr : slope_padded.data());
+        const float* sl = slope_padded.empty() ? nullptr : slope_padded.data();
+        if (qp)
+            affineActivationU8(static_cast<const float*>(xp), static_cast<float*>(yp),
+                               static_cast<uint8_t*>(qp), static_cast<const float*>(rp), L,
+                               a.data(), b.data(), act, alpha, sl, inv_scale, zero_point);
+        else
+            affineActivation(xp, yp, rp, bf16, L, a.data(), b.data(), act, alpha, sl);
     };
     plan.addKernel(std::string(group_norm ? "groupnorm" : "instancenorm") + " " + descName(md) +
-                       " " + normKernelIsa(),
+                       (to_u8 ? (to_f32 ? " +" : " ->") + descName(u8_md) : "") + " " +
+                       normKernelIsa(),
                    std::move(kernel), refs);
-    plan.define(n.outputs[0], *dst);
+    if (to_f32) {
+        plan.define(n.outputs[0], *dst);
+        if (to_u8) plan.defineQuantized(n.outputs[0], *dst_u8);
+    } else {
+        plan.define(n.outputs[0], *dst_u8);
+    }
     return Status::ok();
 }
 

@@ -55,6 +55,15 @@ void affineActivation(const void* x, void* y, const void* residual, bool bf16,
                       const LaneLayout& layout, const float* scale, const float* shift,
                       ActivationKind act, float alpha, const float* slope);
 
+// affineActivation in float32, also quantising each result for int8 convolutions (docs/int8.md,
+// "Normalisations write u8"): q = rne(clamp(y * inv_scale + zero_point, 0, 255)) at the element
+// offsets of x, and y itself only when `y` is not null (no float result otherwise). Layouts
+// without padding channels (channels() == paddedChannels()); not in place for q.
+void affineActivationU8(const float* x, float* y, uint8_t* q, const float* residual,
+                        const LaneLayout& layout, const float* scale, const float* shift,
+                        ActivationKind act, float alpha, const float* slope, float inv_scale,
+                        float zero_point);
+
 // Channel LayerNorm (OpKind::kChannelLayerNorm): per (n, position), the moments over the
 // channels, y = (x - mean) / sqrt(var + eps) * gamma[c] + beta[c]; in place allowed. gamma and
 // beta have `layout.channels` entries. One pass over cache-sized chunks of positions (the

@@ -185,6 +185,90 @@ void applyT(const void* x, void* y, const void* r, const LaneLayout& L, int64_t 
     }
 }
 
+// u8 of a float for int8 convolutions: rne(clamp(v * inv + zp, 0, 255)), as oneDNN's
+// quantising reorder and quant::quantizeActivation. Adding and subtracting 1.5 * 2^23 rounds a
+// float in [0, 255] to the nearest integer, ties to even, in the default rounding mode (and
+// vectorises, unlike nearbyint without SSE4.1).
+inline uint8_t quantizeU8(float v, float inv, float zp) {
+    float f = v * inv + zp;
+    f = f < 0.0f ? 0.0f : (f > 255.0f ? 255.0f : f);
+    f = (f + 12582912.0f) - 12582912.0f;
+    return static_cast<uint8_t>(static_cast<int32_t>(f));
+}
+
+// applyChunk in float32 writing the u8 quantisation of each result into `q` (same element
+// offsets) and, when F32, the float into `y` too. Layouts without padding channels (no mask).
+template <int LANES, int ACT, bool F32>
+void applyChunkU8(const float* x, float* y, uint8_t* q, const float* r, int64_t lanes_rt,
+                  int64_t stride, int64_t count, const float* a, const float* b, float alpha,
+                  const float* slope, float inv, float zp) {
+    const int64_t lanes = LANES > 0 ? LANES : lanes_rt;
+    for (int64_t s = 0; s < count; ++s) {
+        const int64_t o = s * stride;
+#pragma omp simd
+        for (int64_t l = 0; l < lanes; ++l) {
+            float v = x[o + l] * a[l] + b[l];
+            if (r) v += r[o + l];
+            v = activate<ACT>(v, alpha, slope[l]);
+            if constexpr (F32) y[o + l] = v;
+            q[o + l] = quantizeU8(v, inv, zp);
+        }
+    }
+}
+
+template <int ACT, bool F32>
+void applyU8Impl(const float* x, float* y, uint8_t* q, const float* r, const LaneLayout& L,
+                 int64_t P, const float* scale, const float* shift, float alpha, const float* slope,
+                 float inv, float zp) {
+    const int64_t chunks = (L.spatial + P - 1) / P;
+    const int64_t units = L.batch * L.groups;
+    const int64_t lanes = L.lanes, cp = L.paddedChannels();
+#pragma omp parallel for schedule(static)
+    for (int64_t u = 0; u < units * chunks; ++u) {
+        const int64_t unit = u / chunks, chunk = u % chunks;
+        const int64_t n = unit / L.groups, g = unit % L.groups;
+        const int64_t s0 = chunk * P;
+        const int64_t count = L.spatial - s0 < P ? L.spatial - s0 : P;
+        const int64_t off = n * L.n_stride + g * L.group_stride + s0 * L.spatial_stride;
+        const float* a = scale + n * cp + g * lanes;
+        const float* b = shift + n * cp + g * lanes;
+        const float* rr = r ? r + off : nullptr;
+        float* yy = F32 ? y + off : nullptr;
+        if (lanes == 16)
+            applyChunkU8<16, ACT, F32>(x + off, yy, q + off, rr, lanes, L.spatial_stride, count, a,
+                                       b, alpha, &slope[g * lanes], inv, zp);
+        else
+            applyChunkU8<0, ACT, F32>(x + off, yy, q + off, rr, lanes, L.spatial_stride, count, a,
+                                      b, alpha, &slope[g * lanes], inv, zp);
+    }
+}
+
+template <bool F32>
+void applyU8Act(const float* x, float* y, uint8_t* q, const float* r, const LaneLayout& L,
+                int64_t P, const float* scale, const float* shift, ActivationKind act, float alpha,
+                const float* slope, float inv, float zp) {
+    switch (act) {
+        case ActivationKind::kNone:
+            return applyU8Impl<static_cast<int>(ActivationKind::kNone), F32>(
+                x, y, q, r, L, P, scale, shift, alpha, slope, inv, zp);
+        case ActivationKind::kRelu:
+            return applyU8Impl<static_cast<int>(ActivationKind::kRelu), F32>(
+                x, y, q, r, L, P, scale, shift, alpha, slope, inv, zp);
+        case ActivationKind::kLeakyRelu:
+            return applyU8Impl<static_cast<int>(ActivationKind::kLeakyRelu), F32>(
+                x, y, q, r, L, P, scale, shift, alpha, slope, inv, zp);
+        case ActivationKind::kPRelu:
+            return applyU8Impl<static_cast<int>(ActivationKind::kPRelu), F32>(
+                x, y, q, r, L, P, scale, shift, alpha, slope, inv, zp);
+        case ActivationKind::kSigmoid:
+            return applyU8Impl<static_cast<int>(ActivationKind::kSigmoid), F32>(
+                x, y, q, r, L, P, scale, shift, alpha, slope, inv, zp);
+        case ActivationKind::kSilu:
+            return applyU8Impl<static_cast<int>(ActivationKind::kSilu), F32>(
+                x, y, q, r, L, P, scale, shift, alpha, slope, inv, zp);
+    }
+}
+
 // Channel LayerNorm of the positions [0, count) of one chunk (x and y point at its first
 // position): per position the mean and variance over all channels (two passes over the chunk,
 // which stays in cache), then y = (x - mean) * rstd * gamma + beta. `acc` holds count * lanes
@@ -349,6 +433,15 @@ void apply(const void* x, void* y, const void* r, bool bf16, const LaneLayout& L
         applyT<uint16_t>(x, y, r, L, P, scale, shift, act, alpha, slope, mask);
     else
         applyT<float>(x, y, r, L, P, scale, shift, act, alpha, slope, mask);
+}
+
+void applyU8(const float* x, float* y, uint8_t* q, const float* r, const LaneLayout& L, int64_t P,
+             const float* scale, const float* shift, ActivationKind act, float alpha,
+             const float* slope, float inv, float zp) {
+    if (y)
+        applyU8Act<true>(x, y, q, r, L, P, scale, shift, act, alpha, slope, inv, zp);
+    else
+        applyU8Act<false>(x, y, q, r, L, P, scale, shift, act, alpha, slope, inv, zp);
 }
 
 }  // namespace voxseg::engine::cpu::VOXSEG_NORM_ISA

@@ -242,6 +242,15 @@ Result<MemRef> Plan::ensureQuantized(ValueId v, const dnnl::memory::desc& u8_md,
     if (refs_.at(v).md.data_type() == dt::u8) return ensure(v, u8_md);
     const auto key = std::make_pair(v, descKey(u8_md));
     if (auto it = quantized_.find(key); it != quantized_.end()) return it->second;
+    // A u8 form in another layout (a normalisation's): a layout reorder of it reads a quarter
+    // of the float's bytes.
+    for (const auto& [k, u8] : quantized_) {
+        if (k.first != v) continue;
+        MemRef out = newBuffer(u8_md);
+        VOXSEG_RETURN_IF_ERROR(addCopy(u8, out));
+        quantized_[key] = out;
+        return out;
+    }
     VOXSEG_ASSIGN_OR_RETURN(dnnl::reorder quantize,
                             makeQuantizeReorder(engine_, refs_.at(v).md, u8_md, q));
     MemRef out = newBuffer(u8_md);
@@ -249,6 +258,22 @@ Result<MemRef> Plan::ensureQuantized(ValueId v, const dnnl::memory::desc& u8_md,
                  {{DNNL_ARG_SRC, refs_.at(v)}, {DNNL_ARG_DST, out}}, {});
     quantized_[key] = out;
     return out;
+}
+
+void Plan::defineQuantized(ValueId v, const MemRef& u8) {
+    quantized_[std::make_pair(v, descKey(u8.md))] = u8;
+}
+
+dnnl::memory::desc Plan::quantizedDesc(ValueId v) const {
+    if (has(v) && refs_.at(v).md.data_type() == dt::u8) return refs_.at(v).md;
+    for (const auto& [k, u8] : quantized_)
+        if (k.first == v) return u8.md;
+    return {};
+}
+
+const quant::Int8Layer* Plan::int8Layer() const {
+    if (!int8_layers_ || current_node_ >= static_cast<int>(int8_layers_->size())) return nullptr;
+    return &(*int8_layers_)[current_node_];
 }
 
 Result<MemRef> Plan::ensurePlainF32(ValueId v) {

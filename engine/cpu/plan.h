@@ -123,6 +123,17 @@ class Plan {
     // that is u8 already (written with `q` by an int8 convolution).
     Result<MemRef> ensureQuantized(ValueId v, const dnnl::memory::desc& u8_md,
                                    const quant::ActivationQuant& q);
+    // Records `u8`, value `v` quantised by the node that computed it (a normalisation writing
+    // its int8 readers' source, engine/quant/int8_policy.h): ensureQuantized() returns it for
+    // its layout.
+    void defineQuantized(ValueId v, const MemRef& u8);
+    // The layout of a u8 form of `v` already planned (its own, or defineQuantized's), or an
+    // empty desc: int8 convolutions take it when their implementation does.
+    dnnl::memory::desc quantizedDesc(ValueId v) const;
+    // kInt8 plans: the int8 layer plan of the graph (one entry per node), and the current
+    // node's entry (null without a plan).
+    void setInt8Layers(const std::vector<quant::Int8Layer>* layers) { int8_layers_ = layers; }
+    const quant::Int8Layer* int8Layer() const;
     // A constant reordered once, at compile time, into `md` (weights, biases, slopes).
     Result<dnnl::memory> constantMemory(ValueId v, const dnnl::memory::desc& md);
     Result<dnnl::memory> constantMemory(const Tensor& t, const dnnl::memory::desc& src_md,
@@ -191,6 +202,7 @@ class Plan {
     std::unordered_map<ValueId, MemRef> refs_;
     std::map<std::pair<ValueId, std::string>, MemRef> converted_;
     std::map<std::pair<ValueId, std::string>, MemRef> quantized_;  // ensureQuantized()
+    const std::vector<quant::Int8Layer>* int8_layers_ = nullptr;
     // Constants already reordered, per value and layout (read-only: nodes that share a constant,
     // such as the Rotary tables of every block after the head fold, share its memory).
     std::map<std::pair<ValueId, std::string>, dnnl::memory> constants_;

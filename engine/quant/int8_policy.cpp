@@ -92,6 +92,17 @@ std::vector<Int8Layer> int8LayerPlan(const Graph& g, const QuantizationRecord& r
         plan[i].dst_u8 = true;
         plan[i].dst = it->second;
     }
+    // Normalisations feeding int8 Convs quantise their result in their own pass.
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+        const Node& n = g.nodes[i];
+        if (n.op != OpKind::kInstanceNorm && n.op != OpKind::kGroupNorm) continue;
+        const ValueId y = n.outputs[0];
+        const auto it = record.activations.find(g.values[y].name);
+        if (int8_readers[y] == 0 || it == record.activations.end()) continue;
+        plan[i].dst_u8 = true;
+        plan[i].dst = it->second;
+        plan[i].keep_f32 = isOutput(g, y) || readers[y] != int8_readers[y];
+    }
     return plan;
 }
 

@@ -9,7 +9,9 @@
 // activations, resize, concat, ConvTranspose, pooling, attention) stays fp32. An int8 Conv writes
 // u8 (requantised in its epilogue with the parameters of its output tensor) when every reader of
 // that tensor is an int8 Conv, it is no graph output and the Conv has no fused residual and at
-// most a ReLU/LeakyReLU; otherwise it writes fp32 (dequantised in its epilogue).
+// most a ReLU/LeakyReLU; otherwise it writes fp32 (dequantised in its epilogue). An
+// InstanceNorm or GroupNorm whose output an int8 Conv reads writes that u8 source itself, in the
+// same pass (no quantising reorder), and its float32 result only for other readers.
 //
 // Graph arguments are as imported (optimize() is applied here, as every backend compiles after
 // it), except int8LayerPlan's, which takes the optimised graph the backend plans. Node and tensor
@@ -50,8 +52,11 @@ std::vector<std::string> int8CandidateTensors(const Graph& graph,
 struct Int8Layer {
     bool int8 = false;    // an int8 Conv
     ActivationQuant src;  // its input's parameters
-    bool dst_u8 = false;  // writes u8 with `dst` (else fp32)
+    bool dst_u8 = false;  // writes u8 with `dst` (else fp32); also set for a normalisation
     ActivationQuant dst;
+    // A normalisation with dst_u8: it writes float32 too (another node reads it, or it is a graph
+    // output).
+    bool keep_f32 = false;
 };
 // One entry per node of `graph` (optimised, shapes inferred).
 std::vector<Int8Layer> int8LayerPlan(const Graph& graph, const QuantizationRecord& record);
