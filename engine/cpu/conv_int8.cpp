@@ -62,7 +62,10 @@ Result<Int8Conv> Int8Conv::create(const dnnl::engine& engine, const quant::Int8C
         state->has_bias ? dnnl::memory::desc({spec.out_channels}, dt::f32, tag::a)
                         : dnnl::memory::desc();
     const dnnl::memory::desc dst_any(dims3(spec.batch, spec.out_channels, out),
-                                     spec.dst_f32 ? dt::f32 : dt::u8, tag::any);
+                                     !spec.dst_f32   ? dt::u8
+                                     : spec.dst_bf16 ? dt::bf16
+                                                     : dt::f32,
+                                     tag::any);
     const dnnl::memory::desc w_any(w_dims, dt::s8, tag::any);
     const auto attr = convAttr(spec);
     auto make = [&](const dnnl::memory::desc& src_md) {

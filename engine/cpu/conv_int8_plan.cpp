@@ -55,6 +55,7 @@ Status planInt8Conv(Plan& plan, const quant::Int8Layer& layer, int weight_qmax) 
         g.constant(n.inputs[1]).toFloats(), spec.out_channels, weight_qmax);
     const std::vector<float> bias = b >= 0 ? g.constant(b).toFloats() : std::vector<float>{};
     spec.dst_f32 = !layer.dst_u8;
+    spec.dst_bf16 = spec.dst_f32 && plan.actType() == dt::bf16;
     const quant::ActivationQuant unit{1.0f, 0};
     quant::setRequantisation(spec, layer.src, w.scales, layer.dst_u8 ? layer.dst : unit, bias,
                              n.fused_residual >= 0 ? &unit : nullptr);

@@ -162,6 +162,7 @@ class CpuCompiledGraph : public CompiledGraph {
             int8_layers_ = quant::int8LayerPlan(graph_, *options.quantization);
             weight_qmax_ = quant::weightQmaxForBits(options.quantization->weight_bits);
             plan_.setInt8Layers(&int8_layers_);
+            if (cpuInt8FloatPrecision() == Precision::kBFloat16) plan_.setActType(cpu::dt::bf16);
         }
     }
 
@@ -378,6 +379,14 @@ PrecisionChoice cpuAutoPrecision(const CpuBf16Traits& cpu) {
                 "cpu has avx512_bf16 but no AMX (Intel): bf16 measured slower than fp32 there "
                 "(docs/perf-cpu.md); --precision bf16 still runs it"};
     return {Precision::kFloat32, "cpu has no bf16 instructions (no AMX, no avx512_bf16)"};
+}
+
+Precision cpuInt8FloatPrecision(const CpuBf16Traits& cpu) {
+    return cpuAutoPrecision(cpu).precision;
+}
+
+Precision cpuInt8FloatPrecision() {
+    return cpuInt8FloatPrecision({cpuHasAmx(), cpuHasBf16(), cpuIsAmd()});
 }
 
 CpuInt8Traits cpuInt8Traits() {

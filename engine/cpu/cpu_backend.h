@@ -10,7 +10,8 @@
 // fp32 normalisation statistics, the latter only where the CPU has avx512_bf16. "auto" is bf16
 // on CPUs with AMX and on AMD CPUs with avx512_bf16, else fp32 (cpuAutoPrecision). Precision
 // int8 (docs/int8.md) runs the Convs that the package's calibration covers as oneDNN int8
-// convolutions (conv_int8.h; which ones: engine/quant/int8_policy.h) and the rest in fp32; it
+// convolutions (conv_int8.h; which ones: engine/quant/int8_policy.h) and the rest in fp32, or
+// bf16 where auto would pick it (cpuInt8FloatPrecision); it
 // needs CompileOptions::quantization and weight bits the CPU multiplies exactly (cpuInt8Support).
 //
 // Threads: oneDNN's OpenMP runtime; CompileOptions::num_threads (0 = all cores) is applied with
@@ -40,6 +41,14 @@ struct CpuBf16Traits {
 // "Precision"), and without bf16 instructions. A pure function, so every branch is tested on
 // any machine.
 PrecisionChoice cpuAutoPrecision(const CpuBf16Traits& cpu);
+
+// The precision of an int8 plan's float parts (normalisations, concat, ConvTranspose, the
+// float_layers, and the int8 convolutions' results that float layers read): the CPU's auto
+// precision, bf16 where cpuAutoPrecision picks it (AMX, AMD Zen 4), else fp32. On AMX the float
+// parts take most of an int8 network's time and bf16 halves their bytes (docs/int8.md). The
+// first overload is pure (tested on any machine), the second this CPU's.
+Precision cpuInt8FloatPrecision(const CpuBf16Traits& cpu);
+Precision cpuInt8FloatPrecision();
 
 // What decides the int8 weight range a CPU multiplies exactly (docs/int8.md): VNNI dot products,
 // 4 u8 x s8 products straight into s32 (avx512_vnni; avx_vnni on AVX2 CPUs), or AMX tiles with

@@ -31,9 +31,9 @@ dnnl::memory::desc laneWalkableDesc(const Plan& plan, ValueId x) {
 // in five dimensions; an empty desc for others.
 dnnl::memory::desc u8Twin(const dnnl::memory::desc& md) {
     using tag = dnnl::memory::format_tag;
-    if (md.data_type() != dt::f32 || md.dims().size() != 5) return {};
+    if (md.dims().size() != 5) return {};
     for (tag t : {tag::ndhwc, tag::ncdhw, tag::nCdhw16c, tag::nCdhw8c})
-        if (dnnl::memory::desc(md.dims(), dt::f32, t) == md)
+        if (dnnl::memory::desc(md.dims(), md.data_type(), t) == md)
             return dnnl::memory::desc(md.dims(), dt::u8, t);
     return {};
 }
@@ -73,16 +73,18 @@ Status planInstanceOrGroupNorm(Plan& plan) {
     const dnnl::memory::desc md = laneWalkableDesc(plan, x);
     const std::optional<LaneLayout> layout = laneLayout(md);
     const LaneLayout L = *layout;
-    // int8 readers: their u8 source written in this pass (int8_policy.h), float32 only if needed.
+    // int8 readers: their u8 source written in this pass (int8_policy.h), the float only if needed.
     const quant::Int8Layer* q8 = plan.int8Layer();
     const dnnl::memory::desc u8_md =
-        q8 && q8->dst_u8 && L.paddedChannels() == L.channels ? u8Twin(md) : dnnl::memory::desc();
+        q8 && q8->dst_u8 && L.paddedChannels() == L.channels && L.spatial_stride == L.lanes
+            ? u8Twin(md)
+            : dnnl::memory::desc();
     const bool to_u8 = u8_md != dnnl::memory::desc();
-    const bool to_f32 = !to_u8 || q8->keep_f32;
+    const bool keep_float = !to_u8 || q8->keep_float;
     VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensure(x, md));
     std::vector<MemRef> refs = {src};
     std::optional<MemRef> dst;
-    if (to_f32) {
+    if (keep_float) {
         dst = plan.tryInPlace(x, md);
         if (!dst) dst = plan.newBuffer(md);
         refs.push_back(*dst);
@@ -109,7 +111,7 @@ Status planInstanceOrGroupNorm(Plan& plan) {
     Kernel kernel = [=](const std::vector<dnnl::memory>& m) {
         size_t k = 0;
         const void* xp = m[k++].get_data_handle();
-        void* yp = to_f32 ? m[k++].get_data_handle() : nullptr;
+        void* yp = keep_float ? m[k++].get_data_handle() : nullptr;
         void* qp = to_u8 ? m[k++].get_data_handle() : nullptr;
         const void* rp = residual ? m[k++].get_data_handle() : nullptr;
         std::vector<double> mean, m2;
@@ -139,17 +141,16 @@ Status planInstanceOrGroupNorm(Plan& plan) {
         }
         const float* sl = slope_padded.empty() ? nullptr : slope_padded.data();
         if (qp)
-            affineActivationU8(static_cast<const float*>(xp), static_cast<float*>(yp),
-                               static_cast<uint8_t*>(qp), static_cast<const float*>(rp), L,
-                               a.data(), b.data(), act, alpha, sl, inv_scale, zero_point);
+            affineActivationU8(xp, yp, static_cast<uint8_t*>(qp), rp, bf16, L, a.data(), b.data(),
+                               act, alpha, sl, inv_scale, zero_point);
         else
             affineActivation(xp, yp, rp, bf16, L, a.data(), b.data(), act, alpha, sl);
     };
     plan.addKernel(std::string(group_norm ? "groupnorm" : "instancenorm") + " " + descName(md) +
-                       (to_u8 ? (to_f32 ? " +" : " ->") + descName(u8_md) : "") + " " +
+                       (to_u8 ? (keep_float ? " +" : " ->") + descName(u8_md) : "") + " " +
                        normKernelIsa(),
                    std::move(kernel), refs);
-    if (to_f32) {
+    if (keep_float) {
         plan.define(n.outputs[0], *dst);
         if (to_u8) plan.defineQuantized(n.outputs[0], *dst_u8);
     } else {

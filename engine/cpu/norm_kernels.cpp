@@ -74,9 +74,10 @@ namespace voxseg::engine::cpu {
     void apply(const void* x, void* y, const void* r, bool bf16, const LaneLayout& L, int64_t P, \
                const float* scale, const float* shift, ActivationKind act, float alpha,          \
                const float* slope, const float* mask);                                           \
-    void applyU8(const float* x, float* y, uint8_t* q, const float* r, const LaneLayout& L,      \
-                 int64_t P, const float* scale, const float* shift, ActivationKind act,          \
-                 float alpha, const float* slope, float inv, float zp);                          \
+    void applyU8(const void* x, void* y, uint8_t* q, const void* r, bool bf16,                   \
+                 const LaneLayout& L, int64_t P, const float* scale, const float* shift,         \
+                 ActivationKind act, float alpha, const float* slope, float inv, float zp,       \
+                 float* buf);                                                                    \
     void channelNorm(const void* x, void* y, bool bf16, const LaneLayout& L, int64_t P,          \
                      const float* gamma, const float* beta, const float* mask, float eps,        \
                      float* scratch);                                                            \
@@ -179,15 +180,16 @@ void affineActivation(const void* x, void* y, const void* residual, bool bf16, c
         apply(x, y, residual, bf16, L, P, scale, shift, act, alpha, slope.data(), mask.data()));
 }
 
-void affineActivationU8(const float* x, float* y, uint8_t* q, const float* residual,
+void affineActivationU8(const void* x, void* y, uint8_t* q, const void* residual, bool bf16,
                         const LaneLayout& L, const float* scale, const float* shift,
                         ActivationKind act, float alpha, const float* slope_in, float inv_scale,
                         float zero_point) {
     std::vector<float> slope(L.paddedChannels(), 0.0f);
     if (slope_in) std::copy(slope_in, slope_in + L.paddedChannels(), slope.begin());
     const int64_t P = chunkPositions(L.lanes);
-    VOXSEG_NORM_DISPATCH(applyU8(x, y, q, residual, L, P, scale, shift, act, alpha, slope.data(),
-                                 inv_scale, zero_point));
+    std::vector<float> buf(static_cast<size_t>(P * L.lanes * omp_get_max_threads()));
+    VOXSEG_NORM_DISPATCH(applyU8(x, y, q, residual, bf16, L, P, scale, shift, act, alpha,
+                                 slope.data(), inv_scale, zero_point, buf.data()));
 }
 
 void channelLayerNorm(const void* x, void* y, bool bf16, const LaneLayout& L, const float* gamma,

@@ -55,11 +55,12 @@ void affineActivation(const void* x, void* y, const void* residual, bool bf16,
                       const LaneLayout& layout, const float* scale, const float* shift,
                       ActivationKind act, float alpha, const float* slope);
 
-// affineActivation in float32, also quantising each result for int8 convolutions (docs/int8.md,
+// affineActivation, also quantising each result for int8 convolutions (docs/int8.md,
 // "Normalisations write u8"): q = rne(clamp(y * inv_scale + zero_point, 0, 255)) at the element
-// offsets of x, and y itself only when `y` is not null (no float result otherwise). Layouts
-// without padding channels (channels() == paddedChannels()); not in place for q.
-void affineActivationU8(const float* x, float* y, uint8_t* q, const float* residual,
+// offsets of x, and y itself (f32 or bf16 as x) only when `y` is not null. Layouts without
+// padding channels (channels == paddedChannels()) and with dense positions (spatial_stride ==
+// lanes); q is never in place.
+void affineActivationU8(const void* x, void* y, uint8_t* q, const void* residual, bool bf16,
                         const LaneLayout& layout, const float* scale, const float* shift,
                         ActivationKind act, float alpha, const float* slope, float inv_scale,
                         float zero_point);

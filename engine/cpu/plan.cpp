@@ -145,6 +145,7 @@ Plan::Plan(const Graph& graph, dnnl::engine engine, Precision precision)
       engine_(std::move(engine)),
       compile_stream_(engine_),
       precision_(precision),
+      act_type_(precision == Precision::kBFloat16 ? dt::bf16 : dt::f32),
       last_use_(graph.values.size(), -1) {
     const char* profile = std::getenv("VOXSEG_CPU_PROFILE");
     profile_ = profile && (std::string(profile) == "1" || std::string(profile) == "all");

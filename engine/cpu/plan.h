@@ -99,7 +99,9 @@ class Plan {
     const dnnl::engine& engine() const { return engine_; }
     Precision precision() const { return precision_; }
     // Data type of activations (f32 or bf16).
-    dt actType() const { return precision_ == Precision::kBFloat16 ? dt::bf16 : dt::f32; }
+    dt actType() const { return act_type_; }
+    // kInt8 plans: the type of their float tensors (cpuInt8FloatPrecision; f32 by default).
+    void setActType(dt type) { act_type_ = type; }
 
     // Index of the node being planned (set by the compile loop).
     void setCurrentNode(int index) { current_node_ = index; }
@@ -197,6 +199,7 @@ class Plan {
     dnnl::engine engine_;
     dnnl::stream compile_stream_;
     Precision precision_;
+    dt act_type_;
     int current_node_ = 0;
     std::vector<int> last_use_;  // per value: index of the last node reading it (INT_MAX: output)
     std::unordered_map<ValueId, MemRef> refs_;

@@ -101,7 +101,7 @@ std::vector<Int8Layer> int8LayerPlan(const Graph& g, const QuantizationRecord& r
         if (int8_readers[y] == 0 || it == record.activations.end()) continue;
         plan[i].dst_u8 = true;
         plan[i].dst = it->second;
-        plan[i].keep_f32 = isOutput(g, y) || readers[y] != int8_readers[y];
+        plan[i].keep_float = isOutput(g, y) || readers[y] != int8_readers[y];
     }
     return plan;
 }

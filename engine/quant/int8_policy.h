@@ -56,7 +56,7 @@ struct Int8Layer {
     ActivationQuant dst;
     // A normalisation with dst_u8: it writes float32 too (another node reads it, or it is a graph
     // output).
-    bool keep_f32 = false;
+    bool keep_float = false;
 };
 // One entry per node of `graph` (optimised, shapes inferred).
 std::vector<Int8Layer> int8LayerPlan(const Graph& graph, const QuantizationRecord& record);

@@ -81,6 +81,8 @@ struct Int8ConvSpec {
     // (dst is {1, 0}, so output_scales are src.scale * w_scale: dequantised). A residual is then
     // float32 too (residual_quant {1, 0}, residual_scale 1).
     bool dst_f32 = false;
+    // With dst_f32: that float stored as bf16 (rounded to nearest even), for bf16 readers.
+    bool dst_bf16 = false;
     // Residual add: dst holds the residual's values (u8 with residual_quant) on entry.
     bool residual = false;
     ActivationQuant residual_quant;

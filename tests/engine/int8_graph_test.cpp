@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 
 namespace voxseg::engine {
@@ -69,6 +70,15 @@ Outcome run(const Graph& g, const Tensor& input, Precision p,
     std::vector<Tensor> out;
     EXPECT_TRUE((*exe)->run({input}, out).isOk());
     return {out[0].toFloats(), (*exe)->describe()};
+}
+
+float roundedToBf16(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    std::memcpy(&f, &u, 4);
+    return f;
 }
 
 // 5 -> 8 (3x3x3) + ReLU -> 12 (3x3x3, stride 2) + LeakyReLU -> 6 (1x1x1).
@@ -139,7 +149,11 @@ TEST(Int8Graph, ConvChainEqualsTheIntegerReferenceBitForBit) {
     const Outcome int8 = run(g, input, Precision::kInt8, record);
     EXPECT_EQ(countOf(int8.describe, "conv int8"), 3) << int8.describe;
     EXPECT_EQ(countOf(int8.describe, "quantize "), 1) << int8.describe;  // the input only
-    const std::vector<float> want = chainReference(g, input, *record);
+    std::vector<float> want = chainReference(g, input, *record);
+    // Where the plan's float parts are bf16 (cpuInt8FloatPrecision) the last conv stores its
+    // float result as bf16, rounded to nearest even.
+    if (cpuInt8FloatPrecision() == Precision::kBFloat16)
+        for (float& v : want) v = roundedToBf16(v);
     ASSERT_EQ(int8.out.size(), want.size());
     size_t differ = 0;
     for (size_t i = 0; i < want.size(); ++i) differ += int8.out[i] != want[i];
@@ -235,10 +249,12 @@ TEST(Int8Graph, NormsWriteTheU8OfTheirInt8Readers) {
         const std::string plan = (*exe)->describe();
         EXPECT_EQ(countOf(plan, "conv int8"), 3) << plan;
         EXPECT_EQ(countOf(plan, "quantize "), 1) << plan;  // the graph input's only
-        // The norm steps: "instancenorm <layout>:f32 -><layout>:u8" writes u8 only, "... +..."
-        // both.
-        EXPECT_EQ(countOf(plan, ":f32 ->"), branch ? 1 : 2) << plan;
-        EXPECT_EQ(countOf(plan, ":f32 +"), branch ? 1 : 0) << plan;
+        // The norm steps: "instancenorm <layout>:<float> -><layout>:u8" writes u8 only,
+        // "... +..." both (the float is bf16 where cpuInt8FloatPrecision says so).
+        const std::string type =
+            cpuInt8FloatPrecision() == Precision::kBFloat16 ? ":bf16 " : ":f32 ";
+        EXPECT_EQ(countOf(plan, type + "->"), branch ? 1 : 2) << plan;
+        EXPECT_EQ(countOf(plan, type + "+"), branch ? 1 : 0) << plan;
         std::vector<Tensor> out;
         ASSERT_TRUE((*exe)->run({input}, out).isOk());
         ASSERT_EQ(out.size(), branch ? 2u : 1u);
@@ -259,12 +275,14 @@ TEST(Int8Graph, NormsWriteTheU8OfTheirInt8Readers) {
 TEST(Int8Graph, FloatLayersAndTensorsWithoutParametersStayFp32) {
     const Graph g = unetLevel();
     const Tensor input = testing::seededTensor({1, 2, 16, 14, 12}, 11);
-    const Outcome fp32 = run(g, input, Precision::kFloat32);
+    // Every layer float: the plan of the int8 plan's float precision exactly (fp32, or bf16
+    // where cpuInt8FloatPrecision says so).
+    const Outcome fp = run(g, input, cpuInt8FloatPrecision());
     auto all_float = calibrate(g, input);
     for (const auto& c : quant::int8ConvCandidates(g)) all_float->float_layers.push_back(c.node);
     const Outcome same = run(g, input, Precision::kInt8, all_float);
     EXPECT_EQ(countOf(same.describe, "conv int8"), 0) << same.describe;
-    EXPECT_EQ(same.out, fp32.out);  // every layer float: the fp32 plan exactly
+    EXPECT_EQ(same.out, fp.out);
 
     // No parameters for the decoder block's input (the concat): that conv stays fp32.
     auto partial = calibrate(g, input);

@@ -1,8 +1,9 @@
 // Normalisations that write their int8 readers' u8 source in their own pass (docs/int8.md,
 // "Normalisations write u8"):
-// - the kernel's u8 equals quant::quantizeActivation of its own float result, except where the
-//   float lies within 1e-4 of a rounding tie (a fused multiply-add may round once instead of
-//   twice there), and its float result equals affineActivation's bit for bit;
+// - the kernel's u8 equals quant::quantizeActivation of its own float result (before any bf16
+//   rounding), except where the float lies within 1e-4 of a rounding tie (a fused multiply-add
+//   may round once instead of twice there), and the float it keeps (f32 or bf16) equals
+//   affineActivation's bit for bit;
 // - the policy marks a norm read by an int8 Conv, and keeps its float32 when another node reads
 //   it or it is a graph output;
 // (The plans they make: tests/engine/int8_graph_test.cpp.)
@@ -15,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 namespace voxseg::engine {
@@ -25,8 +27,22 @@ using testing::GraphBuilder;
 struct KernelCase {
     int64_t channels, lanes, spatial;
     ActivationKind act;
-    bool residual, keep_f32;
+    bool residual, keep_float, bf16;
 };
+
+uint16_t toBf16(float f) {  // round to nearest even, as the kernels store
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return static_cast<uint16_t>(u >> 16);
+}
+
+float fromBf16(uint16_t h) {
+    const uint32_t u = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
 
 // A layout of `spatial` positions and `channels` channels in groups of `lanes`.
 cpu::LaneLayout layoutOf(const KernelCase& k) {
@@ -53,17 +69,32 @@ void checkKernel(const KernelCase& k) {
     for (float& v : scale) v = 0.5f + 0.1f * d(rng);
     for (float& v : shift) v = 0.2f * d(rng);
     const quant::ActivationQuant q{0.021f, 37};
+    // bf16 inputs: the float reference runs on their exact float values.
+    std::vector<uint16_t> xb(n), rb(n), yb(k.keep_float ? n : 0), wantb(n);
+    if (k.bf16) {
+        for (size_t i = 0; i < n; ++i) {
+            xb[i] = toBf16(x[i]), x[i] = fromBf16(xb[i]);
+            rb[i] = toBf16(r[i]), r[i] = fromBf16(rb[i]);
+        }
+    }
     const float* rp = k.residual ? r.data() : nullptr;
-
+    // The float result before any bf16 rounding: what the u8 is quantised from.
     std::vector<float> want(n);
     cpu::affineActivation(x.data(), want.data(), rp, false, L, scale.data(), shift.data(), k.act,
                           0.01f, nullptr);
-    std::vector<float> y(k.keep_f32 ? n : 0);
+    std::vector<float> y(k.keep_float && !k.bf16 ? n : 0);
     std::vector<uint8_t> u8(n);
-    cpu::affineActivationU8(x.data(), k.keep_f32 ? y.data() : nullptr, u8.data(), rp, L,
-                            scale.data(), shift.data(), k.act, 0.01f, nullptr, 1.0f / q.scale,
-                            static_cast<float>(q.zero_point));
-    if (k.keep_f32) EXPECT_EQ(y, want);
+    void* yp = !k.keep_float ? nullptr : k.bf16 ? static_cast<void*>(yb.data()) : y.data();
+    const void* xp = k.bf16 ? static_cast<const void*>(xb.data()) : x.data();
+    const void* rpp = !k.residual ? nullptr : k.bf16 ? static_cast<const void*>(rb.data()) : rp;
+    cpu::affineActivationU8(xp, yp, u8.data(), rpp, k.bf16, L, scale.data(), shift.data(), k.act,
+                            0.01f, nullptr, 1.0f / q.scale, static_cast<float>(q.zero_point));
+    if (k.keep_float && !k.bf16) EXPECT_EQ(y, want);
+    if (k.keep_float && k.bf16) {  // the float kept equals affineActivation's bf16, bit for bit
+        cpu::affineActivation(xb.data(), wantb.data(), k.residual ? rb.data() : nullptr, true, L,
+                              scale.data(), shift.data(), k.act, 0.01f, nullptr);
+        EXPECT_EQ(yb, wantb);
+    }
     size_t ties = 0, differ = 0, clamped = 0;
     for (size_t i = 0; i < n; ++i) {
         const uint8_t ref = quant::quantizeActivation(want[i], q);
@@ -121,7 +152,7 @@ TEST(Int8Norm, PolicyMarksNormsReadByInt8Convs) {
             ++norms;
             EXPECT_TRUE(plan[i].dst_u8) << g.nodes[i].name;
             const bool last_norm = norms == 2;
-            EXPECT_EQ(plan[i].keep_f32, branch && last_norm) << g.nodes[i].name;
+            EXPECT_EQ(plan[i].keep_float, branch && last_norm) << g.nodes[i].name;
         }
         EXPECT_EQ(norms, 2);
     }

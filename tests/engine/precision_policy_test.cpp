@@ -32,6 +32,19 @@ TEST(PrecisionPolicy, CpuAutoIsBf16WithAmxOrOnAmdWithAvx512Bf16) {
         EXPECT_EQ(cpuAutoPrecision({false, false, amd}).precision, Precision::kFloat32);
 }
 
+// An int8 plan's float parts run at the CPU's auto float precision: bf16 where auto picks it.
+TEST(PrecisionPolicy, Int8FloatPartsFollowTheCpusAutoPrecision) {
+    for (bool amx : {false, true})
+        for (bool bf16 : {false, true})
+            for (bool amd : {false, true}) {
+                const CpuBf16Traits cpu{amx, bf16 || amx, amd};
+                EXPECT_EQ(cpuInt8FloatPrecision(cpu), cpuAutoPrecision(cpu).precision);
+            }
+    EXPECT_EQ(cpuInt8FloatPrecision({true, true, false}), Precision::kBFloat16);
+    EXPECT_EQ(cpuInt8FloatPrecision({false, true, false}), Precision::kFloat32);
+    EXPECT_EQ(cpuInt8FloatPrecision({false, false, true}), Precision::kFloat32);
+}
+
 // INT8 runs a package with exactly the weight bits its calibration validated: 7-bit packages on
 // every CPU, 8-bit ones where VNNI or AMX multiplies them exactly; elsewhere the refusal says why
 // and what to do. Every branch, whatever this machine has.
