@@ -1,6 +1,7 @@
 // The CPU's multiply-add peak, measured: how many GFLOP/s its FMA (fp32) and VDPBF16PS (bf16)
 // instructions, and how many int8 GOP/s its VPDPBUSD (VNNI) or, without VNNI, AVX2's
-// VPMADDUBSW + VPMADDWD + VPADDD (what oneDNN's int8 kernels use there) retire per second on N
+// VPMADDUBSW + VPMADDWD + VPADDD (what oneDNN's int8 kernels use there), and on AMX CPUs the
+// tile instructions TDPBF16PS and TDPBUSD, retire per second on N
 // threads (one multiply-add = 2 operations in every row), with enough independent accumulators to
 // hide their latency and no memory traffic. The networks' rates in docs/perf-cpu.md are quoted as a
 // share of this: a target that needs more than the peak cannot be met on that CPU.
@@ -13,9 +14,12 @@
 #include <cpuid.h>
 #include <immintrin.h>
 #include <omp.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -124,6 +128,86 @@ bool hasAvxVnni() {
     return (eax >> 4) & 1u;
 }
 
+// AMX (Sapphire Rapids and later): CPUID leaf 7 EDX bits 22 (AMX-BF16), 24 (AMX-TILE) and 25
+// (AMX-INT8), and the OS's permission for the tile data (Linux 5.16+: arch_prctl
+// ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, once per process; oneDNN asks the same way).
+bool amxUsable(int bit) {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+    if (!((edx >> 24) & 1u) || !((edx >> bit) & 1u)) return false;
+    static const bool permitted = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+    return permitted;
+}
+
+// Palette 1 with eight 16-row x 64-byte tiles; per thread.
+struct TileConfig {
+    uint8_t palette_id = 1;
+    uint8_t start_row = 0;
+    uint8_t reserved[14] = {};
+    uint16_t colsb[16] = {};
+    uint8_t rows[16] = {};
+};
+
+__attribute__((target("amx-tile"))) void configureTiles() {
+    alignas(64) TileConfig cfg;
+    for (int t = 0; t < 8; ++t) {
+        cfg.rows[t] = 16;
+        cfg.colsb[t] = 64;
+    }
+    _tile_loadconfig(&cfg);
+}
+
+// Four independent accumulator tiles (tmm0-3) from two A tiles (tmm4-5) and two B tiles
+// (tmm6-7): TDPBUSD is 16 x 16 x 64 u8 x s8 multiply-adds into s32, TDPBF16PS 16 x 16 x 32 bf16
+// pairs into fp32.
+constexpr int kTileChains = 4;
+
+__attribute__((target("amx-tile,amx-int8"))) float amxInt8(long iterations) {
+    configureTiles();
+    alignas(64) static thread_local uint8_t operand[16 * 64];
+    alignas(64) int32_t out[16 * 16];
+    _tile_zero(0);  // the intrinsics are asm statements: one per line
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, operand, 64);
+    _tile_loadd(5, operand, 64);
+    _tile_loadd(6, operand, 64);
+    _tile_loadd(7, operand, 64);
+    for (long it = 0; it < iterations; ++it) {
+        _tile_dpbusd(0, 4, 6);
+        _tile_dpbusd(1, 4, 7);
+        _tile_dpbusd(2, 5, 6);
+        _tile_dpbusd(3, 5, 7);
+    }
+    _tile_stored(0, out, 64);
+    _tile_release();
+    return static_cast<float>(out[0]);
+}
+
+__attribute__((target("amx-tile,amx-bf16"))) float amxBf16(long iterations) {
+    configureTiles();
+    alignas(64) static thread_local uint16_t operand[16 * 32];
+    alignas(64) float out[16 * 16];
+    _tile_zero(0);  // the intrinsics are asm statements: one per line
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, operand, 64);
+    _tile_loadd(5, operand, 64);
+    _tile_loadd(6, operand, 64);
+    _tile_loadd(7, operand, 64);
+    for (long it = 0; it < iterations; ++it) {
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, out, 64);
+    _tile_release();
+    return out[0];
+}
+
 struct Kernel {
     const char* name;
     const char* what;
@@ -191,6 +275,8 @@ int main(int argc, char** argv) {
          __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"), 16, kChainsAvx2, fmaAvx2},
         {"bf16 avx512", "VDPBF16PS zmm (64 FLOP)", __builtin_cpu_supports("avx512bf16") != 0, 64,
          kChains, dpbf16Avx512},
+        {"bf16 amx", "TDPBF16PS tile (16384 FLOP)", amxUsable(22), 16384, kTileChains, amxBf16},
+        {"int8 amx", "TDPBUSD tile (32768 OP)", amxUsable(25), 32768, kTileChains, amxInt8},
         {"int8 avx512", "VPDPBUSD zmm (128 OP)", __builtin_cpu_supports("avx512vnni") != 0, 128,
          kChains, vnniAvx512},
         {"int8 avxvnni", "VPDPBUSD ymm (64 OP)", hasAvxVnni(), 64, kChainsAvx2, vnniAvx2},
