@@ -30,6 +30,7 @@
 #include "ui/series_pane.h"
 #include "ui/surface_view.h"
 #include "ui/task_progress_bar.h"
+#include "ui/view_panel.h"
 #include "ui/viewer_state.h"
 #include "ui/window_settings.h"
 
@@ -45,7 +46,6 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QGridLayout>
-#include <QHBoxLayout>
 #include <QKeyEvent>
 #include <QLabel>
 #include <QLineEdit>
@@ -171,25 +171,12 @@ void MainWindow::buildViews() {
         new ViewGrid([this](QWidget* parent) { return createSurfaceView(state_, parent); }, this);
     for (int a = 0; a < 3; ++a) {
         const auto axis = static_cast<ViewAxis>(a);
-        auto* panel = new QWidget(grid_);
-        auto* view = new MprView(state_, axis, panel);
-        auto* slider = new QSlider(Qt::Vertical, panel);
-        slider->setObjectName(QString("slider_") + viewAxisName(axis));
-        slider->setToolTip(QString("%1 slice").arg(viewAxisName(axis)));
-        slider->setFocusPolicy(Qt::NoFocus);
-        auto* row = new QHBoxLayout(panel);
-        row->setContentsMargins(0, 0, 0, 0);
-        row->setSpacing(1);
-        row->addWidget(view, 1);
-        row->addWidget(slider);
-        connect(slider, &QSlider::valueChanged, this,
-                [this, axis](int v) { state_->setSlice(axis, v); });
-        connect(view, &MprView::hovered, this, &MainWindow::updateCursorInfo);
-        connect(view, &MprView::maximizeRequested, this,
-                [this, panel] { grid_->toggleMaximized(panel); });
-        views_[a] = view;
-        sliders_[a] = slider;
-        panels_[a] = panel;
+        const ViewPanel p = makeViewPanel(state_, axis, grid_);
+        p.slider->setObjectName(QString("slider_") + viewAxisName(axis));
+        connect(p.view, &MprView::hovered, this, &MainWindow::updateCursorInfo);
+        views_[a] = p.view;
+        sliders_[a] = p.slider;
+        panels_[a] = p.panel;
     }
     grid_->setPanels(panels_);
     // Several series open side by side; the first (active) pane holds these views.

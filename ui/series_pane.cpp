@@ -1,6 +1,7 @@
 #include "ui/series_pane.h"
 
 #include "ui/mpr_view.h"
+#include "ui/view_panel.h"
 #include "ui/viewer_state.h"
 
 #include <QHBoxLayout>
@@ -76,24 +77,11 @@ void SeriesPane::buildViews() {
     std::array<QWidget*, 3> panels{};
     for (int a = 0; a < 3; ++a) {
         const auto axis = static_cast<ViewAxis>(a);
-        auto* panel = new QWidget(grid_);
-        auto* view = new MprView(state_, axis, panel);
-        view->setObjectName(QString("mpr_beside_") + viewAxisName(axis));
-        auto* slider = new QSlider(Qt::Vertical, panel);
-        slider->setToolTip(QString("%1 slice").arg(viewAxisName(axis)));
-        slider->setFocusPolicy(Qt::NoFocus);
-        auto* row = new QHBoxLayout(panel);
-        row->setContentsMargins(0, 0, 0, 0);
-        row->setSpacing(1);
-        row->addWidget(view, 1);
-        row->addWidget(slider);
-        connect(slider, &QSlider::valueChanged, this,
-                [this, axis](int v) { state_->setSlice(axis, v); });
-        connect(view, &MprView::maximizeRequested, this,
-                [this, panel] { grid_->toggleMaximized(panel); });
-        views_[a] = view;
-        sliders_[a] = slider;
-        panels[a] = panel;
+        const ViewPanel p = makeViewPanel(state_, axis, grid_);
+        p.view->setObjectName(QString("mpr_beside_") + viewAxisName(axis));
+        views_[a] = p.view;
+        sliders_[a] = p.slider;
+        panels[a] = p.panel;
     }
     grid_->setPanels(panels);
     layout()->addWidget(grid_);

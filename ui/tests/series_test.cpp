@@ -22,6 +22,7 @@
 #include <QDir>
 #include <QLabel>
 #include <QPushButton>
+#include <QSlider>
 #include <QTableWidget>
 #include <QTreeWidget>
 
@@ -276,6 +277,46 @@ TEST_F(SeriesTest, SeriesBrowserOpensBeside) {
     ASSERT_EQ(area()->paneCount(), 3);
     EXPECT_TRUE(area()->pane(2)->state()->hasImage());
     EXPECT_EQ(area()->activeIndex(), 0);
+}
+
+// The panel helper both the window's views and a series beside are made with: the slider sets
+// its series' slice and takes no focus, a double-click maximises the panel in its grid.
+TEST_F(SeriesTest, ASeriesBesideHasTheWindowsViewPanels) {
+    ASSERT_NO_FATAL_FAILURE(openBoth());
+    SeriesPane* beside = area()->pane(1);
+    for (int a = 0; a < 3; ++a) {
+        const auto axis = static_cast<ViewAxis>(a);
+        MprView* view = beside->view(axis);
+        EXPECT_EQ(view->objectName(), QString("mpr_beside_") + viewAxisName(axis));
+        QWidget* panel = view->parentWidget();
+        ASSERT_EQ(panel->parentWidget(), beside->grid());
+        const QList<QSlider*> sliders = panel->findChildren<QSlider*>();
+        ASSERT_EQ(sliders.size(), 1);
+        QSlider* slider = sliders.front();
+        EXPECT_EQ(slider->orientation(), Qt::Vertical);
+        EXPECT_EQ(slider->focusPolicy(), Qt::NoFocus);
+        EXPECT_EQ(slider->toolTip(), QString("%1 slice").arg(viewAxisName(axis)));
+        EXPECT_GT(slider->maximum(), 0);
+        // Right of the view, as in the window's panels.
+        EXPECT_GE(slider->geometry().left(), view->geometry().right());
+        slider->setValue(slider->maximum() - 1);
+        EXPECT_EQ(prior()->slice(axis), slider->maximum() - 1);
+        emit view->maximizeRequested();
+        EXPECT_EQ(beside->grid()->maximized(), panel);
+        emit view->maximizeRequested();
+        EXPECT_EQ(beside->grid()->maximized(), nullptr);
+    }
+    // The window's own panels: the same helper, the sliders named for the tests.
+    for (int a = 0; a < 3; ++a) {
+        const auto axis = static_cast<ViewAxis>(a);
+        QSlider* slider = window_->slider(axis);
+        EXPECT_EQ(slider->objectName(), QString("slider_") + viewAxisName(axis));
+        EXPECT_EQ(slider->parentWidget(), window_->view(axis)->parentWidget());
+        EXPECT_EQ(slider->focusPolicy(), Qt::NoFocus);
+        const int v = slider->value() == 2 ? 3 : 2;
+        slider->setValue(v);
+        EXPECT_EQ(window_->state()->slice(axis), v);
+    }
 }
 
 // Two series side by side for docs/viewer-series.md: the current phantom with its labels
