@@ -30,7 +30,7 @@ SeriesArea::SeriesArea(ViewerState* active, ViewGrid* grid, const std::array<Mpr
     updateHeaders();
 }
 
-int SeriesArea::count() const {
+int SeriesArea::seriesCount() const {
     return static_cast<int>(std::count_if(panes_.begin(), panes_.end(),
                                           [](SeriesPane* p) { return p->state()->hasImage(); }));
 }

@@ -31,8 +31,9 @@ class SeriesArea : public QSplitter {
     SeriesArea(ViewerState* active, ViewGrid* grid, const std::array<MprView*, 3>& views,
                QWidget* parent = nullptr);
 
-    // Series open (with an image), the active one included.
-    int count() const;
+    // Series open (with an image), the active one included. (QSplitter::count() counts the
+    // panes, an empty first one included.)
+    int seriesCount() const;
     // Panes in screen order (left to right, or top to bottom); the active pane is one of them.
     int paneCount() const { return static_cast<int>(panes_.size()); }
     SeriesPane* pane(int index) const { return panes_.at(static_cast<size_t>(index)); }

@@ -23,6 +23,7 @@
 #include <QLabel>
 #include <QPushButton>
 #include <QSlider>
+#include <QSplitter>
 #include <QTableWidget>
 #include <QTreeWidget>
 
@@ -114,7 +115,7 @@ class SeriesTest : public ::testing::Test {
 TEST_F(SeriesTest, TwoSeriesOpenSideBySide) {
     ASSERT_NO_FATAL_FAILURE(openBoth());
     ASSERT_EQ(area()->paneCount(), 2);
-    EXPECT_EQ(area()->count(), 2);
+    EXPECT_EQ(area()->seriesCount(), 2);
     EXPECT_EQ(area()->activeIndex(), 0);
     // The active series is the one opened first; the prior has its own image and views.
     EXPECT_EQ(window_->state()->source().toStdString(), current_);
@@ -277,6 +278,17 @@ TEST_F(SeriesTest, SeriesBrowserOpensBeside) {
     ASSERT_EQ(area()->paneCount(), 3);
     EXPECT_TRUE(area()->pane(2)->state()->hasImage());
     EXPECT_EQ(area()->activeIndex(), 0);
+}
+
+TEST_F(SeriesTest, SeriesCountIsTheOpenSeriesNotTheSplittersWidgets) {
+    // Before any image the splitter holds the (empty) active pane: one widget, no series.
+    EXPECT_EQ(static_cast<QSplitter*>(area())->count(), 1);
+    EXPECT_EQ(area()->seriesCount(), 0);
+    ASSERT_NO_FATAL_FAILURE(open(current_, MainWindow::Open::kReplace));
+    EXPECT_EQ(area()->seriesCount(), 1);
+    ASSERT_NO_FATAL_FAILURE(open(prior_, MainWindow::Open::kBeside));
+    EXPECT_EQ(area()->seriesCount(), 2);
+    EXPECT_EQ(static_cast<QSplitter*>(area())->count(), 2);
 }
 
 // The panel helper both the window's views and a series beside are made with: the slider sets
