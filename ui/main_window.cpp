@@ -143,7 +143,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), state_(new Viewer
     connect(state_, &ViewerState::labelMapChanged, this, &MainWindow::updateActions);
     connect(state_, &ViewerState::cursorChanged, this, [this] {
         updateSliders();
-        updateCursorInfo(state_->cursor());
+        updateCursorInfo(state_, state_->cursor());
     });
     connect(state_, &ViewerState::labelDisplayChanged, this, [this] {
         if (outline_action_)
@@ -173,7 +173,6 @@ void MainWindow::buildViews() {
         const auto axis = static_cast<ViewAxis>(a);
         const ViewPanel p = makeViewPanel(state_, axis, grid_);
         p.slider->setObjectName(QString("slider_") + viewAxisName(axis));
-        connect(p.view, &MprView::hovered, this, &MainWindow::updateCursorInfo);
         views_[a] = p.view;
         sliders_[a] = p.slider;
         panels_[a] = p.panel;
@@ -185,6 +184,7 @@ void MainWindow::buildViews() {
     connect(series_, &SeriesArea::activateRequested, this,
             [this](int i) { (void)makeSeriesActive(i); });
     connect(series_, &SeriesArea::closeRequested, this, [this](int i) { (void)closeSeries(i); });
+    connect(series_, &SeriesArea::viewHovered, this, &MainWindow::updateCursorInfo);
 }
 
 void MainWindow::setLayoutMode(Layout layout) {
@@ -194,14 +194,25 @@ void MainWindow::setLayoutMode(Layout layout) {
 }
 
 void MainWindow::toggleMaximizedView() {
-    // The pane under the mouse; else the focused view's; else back to the layout.
-    QWidget* pane = nullptr;
-    for (int a = 0; a < 3 && !pane; ++a)
-        if (views_[a]->isVisible() && views_[a]->mouseOver()) pane = panels_[a];
-    if (!pane && surface_ && surface_->isVisible() && surface_->underMouse()) pane = surface_;
-    for (int a = 0; a < 3 && !pane; ++a)
-        if (views_[a]->hasFocus()) pane = panels_[a];
-    grid_->toggleMaximized(pane);
+    // The pane under the mouse, in any series; else the focused view's; else every series'
+    // layout back. A view's panel (the view and its slider) is its parent in its grid.
+    auto toggle = [this](const std::function<bool(const MprView*)>& pick) {
+        for (int i = 0; i < series_->paneCount(); ++i)
+            for (MprView* v : series_->pane(i)->views())
+                if (v->isVisible() && pick(v)) {
+                    series_->pane(i)->grid()->toggleMaximized(v->parentWidget());
+                    return true;
+                }
+        return false;
+    };
+    if (toggle([](const MprView* v) { return v->mouseOver(); })) return;
+    if (surface_ && surface_->isVisible() && surface_->underMouse()) {
+        grid_->toggleMaximized(surface_);
+        return;
+    }
+    if (toggle([](const MprView* v) { return v->hasFocus(); })) return;
+    for (int i = 0; i < series_->paneCount(); ++i)
+        series_->pane(i)->grid()->toggleMaximized(nullptr);
 }
 
 void MainWindow::showAsLastTime() {
@@ -449,29 +460,35 @@ void MainWindow::updateSliders() {
     }
 }
 
-void MainWindow::updateCursorInfo(std::optional<std::array<int64_t, 3>> voxel) {
-    if (!voxel) voxel = state_->cursor();
-    if (!state_->hasImage() || !state_->inside(*voxel)) {
+void MainWindow::updateCursorInfo(const ViewerState* doc,
+                                  std::optional<std::array<int64_t, 3>> voxel) {
+    if (!voxel || !doc) {
+        doc = state_;
+        voxel = state_->cursor();
+    }
+    if (!doc->hasImage() || !doc->inside(*voxel)) {
         cursor_info_->clear();
         return;
     }
     const auto& v = *voxel;
-    const Vec3 p = state_->image().geometry().indexToPhysical(
+    const Vec3 p = doc->image().geometry().indexToPhysical(
         {static_cast<double>(v[0]), static_cast<double>(v[1]), static_cast<double>(v[2])});
-    const bool ct = state_->image().info().modality == "CT";
-    QString text = QString("voxel (%1, %2, %3)   LPS (%4, %5, %6) mm   value %7%8")
-                       .arg(v[0])
-                       .arg(v[1])
-                       .arg(v[2])
-                       .arg(p[0], 0, 'f', 1)
-                       .arg(p[1], 0, 'f', 1)
-                       .arg(p[2], 0, 'f', 1)
-                       .arg(state_->imageValue(v), 0, 'g', 6)
-                       .arg(ct ? " HU" : "");
-    if (state_->hasLabelMap()) {
-        const int l = state_->labelValue(v);
+    const bool ct = doc->image().info().modality == "CT";
+    // With several series open, which one the figures are of.
+    QString text = series_->seriesCount() > 1 ? doc->title() + ":   " : QString();
+    text += QString("voxel (%1, %2, %3)   LPS (%4, %5, %6) mm   value %7%8")
+                .arg(v[0])
+                .arg(v[1])
+                .arg(v[2])
+                .arg(p[0], 0, 'f', 1)
+                .arg(p[1], 0, 'f', 1)
+                .arg(p[2], 0, 'f', 1)
+                .arg(doc->imageValue(v), 0, 'g', 6)
+                .arg(ct ? " HU" : "");
+    if (doc->hasLabelMap()) {
+        const int l = doc->labelValue(v);
         text += l == 0 ? QString("   label -")
-                       : QString("   label %1 (%2)").arg(qstr(state_->labelName(l))).arg(l);
+                       : QString("   label %1 (%2)").arg(qstr(doc->labelName(l))).arg(l);
     }
     cursor_info_->setText(text);
 }

@@ -147,7 +147,9 @@ class MainWindow : public QMainWindow {
     void setLayoutMode(Layout layout);
     Layout layoutMode() const { return grid_->layoutMode(); }
     // F or a double-click on a view: the pane under the mouse (a view with its slider, or the 3D
-    // view) fills the views area; again restores the layout. nullptr while the layout is shown.
+    // view) fills its series' views area (the window's, or a series' beside it); again restores
+    // the layout. maximizedView(): the window's (the active series') maximised pane, nullptr
+    // while its layout is shown.
     void toggleMaximizedView();
     QWidget* maximizedView() const { return grid_->maximized(); }
     // Shows the window as it was last closed (window_settings.h: geometry, maximised, docks,
@@ -185,7 +187,9 @@ class MainWindow : public QMainWindow {
     void buildMenus();
     void updateActions();
     void updateSliders();
-    void updateCursorInfo(std::optional<std::array<int64_t, 3>> voxel);
+    // The status bar's read-out: `voxel` of `doc` (the hovered view's series, the active one or
+    // one beside it); nullopt: the active series' crosshair.
+    void updateCursorInfo(const ViewerState* doc, std::optional<std::array<int64_t, 3>> voxel);
     void addRecent(const QString& path);
     void rebuildRecentMenu();
     void scanFolder(const QString& path, Open how);

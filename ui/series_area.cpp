@@ -61,6 +61,13 @@ void SeriesArea::connectPane(SeriesPane* pane) {
     connect(pane, &SeriesPane::closeRequested, this, [this, pane] {
         if (const int i = indexOf(pane); i >= 0) emit closeRequested(i);
     });
+    // A pane keeps its views and its ViewerState (Make active swaps documents, not panes'
+    // states), so the series a view shows is its pane's.
+    for (MprView* v : pane->views())
+        connect(v, &MprView::hovered, this,
+                [this, pane](std::optional<std::array<int64_t, 3>> voxel) {
+                    emit viewHovered(pane->state(), voxel);
+                });
 }
 
 SeriesPane* SeriesArea::addSeries(pipeline::StudyInput study, const QString& source) {

@@ -14,6 +14,7 @@
 #include <QSplitter>
 
 #include <array>
+#include <optional>
 #include <vector>
 
 namespace voxseg::ui {
@@ -60,6 +61,9 @@ class SeriesArea : public QSplitter {
     void activateRequested(int index);
     void closeRequested(int index);
     void seriesChanged();  // opened, closed or made active
+    // The voxel under the mouse in a view of any pane, of that pane's series (nullopt: the
+    // mouse left a view or is outside the image).
+    void viewHovered(ViewerState* series, std::optional<std::array<int64_t, 3>> voxel);
 
   private:
     int indexOf(const QObject* pane) const;

@@ -6,7 +6,9 @@
 // active" moves the label table to the other series and back; closing one keeps the other; the
 // series browser's "Open beside" and Ctrl+double-click. A screenshot of two series side by side
 // for docs/viewer-series.md (VOXSEG_DOC_SCREENSHOTS).
+#include "ui/edit_controller.h"
 #include "ui/label_table.h"
+#include "ui/measure_tool.h"
 #include "ui/mpr_view.h"
 #include "ui/series_area.h"
 #include "ui/series_browser.h"
@@ -19,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include <QAction>
+#include <QApplication>
 #include <QDir>
 #include <QLabel>
 #include <QPushButton>
@@ -280,6 +283,23 @@ TEST_F(SeriesTest, SeriesBrowserOpensBeside) {
     EXPECT_EQ(area()->activeIndex(), 0);
 }
 
+// The mouse moved over `view` at `p`: the other views get their leave event first, as they would
+// from the platform (under Xvfb the server's pointer may have entered one when the window was
+// shown), then the view its move.
+void hover(SeriesArea* area, MprView* view, const QPoint& p) {
+    for (MprView* v : area->allViews()) {
+        QEvent leave(QEvent::Leave);
+        if (v != view) QApplication::sendEvent(v, &leave);
+    }
+    QMouseEvent move(QEvent::MouseMove, p, view->mapToGlobal(p), Qt::NoButton, Qt::NoButton,
+                     Qt::NoModifier);
+    QApplication::sendEvent(view, &move);
+}
+void leave(MprView* view) {
+    QEvent e(QEvent::Leave);
+    QApplication::sendEvent(view, &e);
+}
+
 TEST_F(SeriesTest, SeriesCountIsTheOpenSeriesNotTheSplittersWidgets) {
     // Before any image the splitter holds the (empty) active pane: one widget, no series.
     EXPECT_EQ(static_cast<QSplitter*>(area())->count(), 1);
@@ -289,6 +309,81 @@ TEST_F(SeriesTest, SeriesCountIsTheOpenSeriesNotTheSplittersWidgets) {
     ASSERT_NO_FATAL_FAILURE(open(prior_, MainWindow::Open::kBeside));
     EXPECT_EQ(area()->seriesCount(), 2);
     EXPECT_EQ(static_cast<QSplitter*>(area())->count(), 2);
+}
+
+// The status bar reads out the voxel under the mouse of whichever series it is over, the
+// series named while several are open; leaving a view shows the active crosshair again.
+TEST_F(SeriesTest, HoveringASeriesBesideShowsItsValue) {
+    ASSERT_NO_FATAL_FAILURE(openBoth());
+    // The active crosshair in air: its read-out says -1000 HU.
+    window_->state()->setCursor({0, 0, 12});
+    const QString active_text = window_->cursorInfo()->text();
+    ASSERT_TRUE(active_text.contains("value -1000 HU")) << active_text.toStdString();
+    MprView* prior_axial = area()->pane(1)->view(ViewAxis::kAxial);
+    const QPoint p = prior_axial->rect().center();
+    const auto voxel = prior_axial->voxelAt(p);
+    ASSERT_TRUE(voxel.has_value());
+    const double value = prior()->imageValue(*voxel);
+    ASSERT_NE(value, -1000);  // in the body, not the active crosshair's air
+    hover(area(), prior_axial, p);
+    const QString text = window_->cursorInfo()->text();
+    EXPECT_TRUE(text.startsWith(prior()->title() + ":")) << text.toStdString();
+    EXPECT_TRUE(text.contains(
+        QString("voxel (%1, %2, %3)").arg((*voxel)[0]).arg((*voxel)[1]).arg((*voxel)[2])))
+        << text.toStdString();
+    EXPECT_TRUE(text.contains(QString("value %1 HU").arg(value, 0, 'g', 6))) << text.toStdString();
+    EXPECT_FALSE(text.contains("label"));  // the prior has no label map
+    // Over the active series: its voxel, under its own title and with its label.
+    MprView* axial = window_->view(ViewAxis::kAxial);
+    const auto s = window_->state()->frame(ViewAxis::kAxial).screen({14, 18, 12});
+    window_->state()->setCursor({14, 18, 12});
+    hover(area(), axial, axial->widgetPointOfPixel(double(s[0]), double(s[1])).toPoint());
+    EXPECT_TRUE(window_->cursorInfo()->text().startsWith(window_->state()->title() + ":"));
+    EXPECT_TRUE(window_->cursorInfo()->text().contains("value 300 HU"));
+    EXPECT_TRUE(window_->cursorInfo()->text().contains("label"));
+    // The mouse leaves the prior's view: the active crosshair's read-out.
+    hover(area(), prior_axial, p);
+    leave(prior_axial);
+    EXPECT_TRUE(window_->cursorInfo()->text().contains("voxel (14, 18, 12)"))
+        << window_->cursorInfo()->text().toStdString();
+}
+
+// F maximises the view under the mouse in a series beside too (its own views area), and the
+// view keys and tool keys work over, or with the focus in, a series beside.
+TEST_F(SeriesTest, ViewKeysWorkOverEverySeries) {
+    ASSERT_NO_FATAL_FAILURE(openBoth());
+    SeriesPane* beside = area()->pane(1);
+    MprView* prior_coronal = beside->view(ViewAxis::kCoronal);
+    hover(area(), prior_coronal, prior_coronal->rect().center());
+    QTest::keyClick(window_.get(), Qt::Key_F);
+    EXPECT_EQ(beside->grid()->maximized(), prior_coronal->parentWidget());
+    EXPECT_TRUE(prior_coronal->isVisible());
+    EXPECT_FALSE(beside->view(ViewAxis::kAxial)->isVisible());
+    EXPECT_FALSE(beside->view(ViewAxis::kSagittal)->isVisible());
+    // The active series' views stay as they were.
+    EXPECT_EQ(window_->maximizedView(), nullptr);
+    EXPECT_TRUE(window_->view(ViewAxis::kAxial)->isVisible());
+    QTest::keyClick(window_.get(), Qt::Key_F);
+    EXPECT_EQ(beside->grid()->maximized(), nullptr);
+    EXPECT_TRUE(beside->view(ViewAxis::kAxial)->isVisible());
+
+    // A slice key with the focus in the label table goes to the series under the mouse.
+    leave(prior_coronal);
+    MprView* prior_axial = beside->view(ViewAxis::kAxial);
+    hover(area(), prior_axial, prior_axial->rect().center());
+    window_->labelTable()->table()->setFocus();
+    const int64_t k = prior()->cursor()[2];
+    QTest::keyClick(window_->labelTable()->table(), Qt::Key_PageUp);
+    EXPECT_NE(prior()->cursor()[2], k);
+    // Tool keys with the focus in a view beside: the tools of the active series.
+    prior_axial->setFocus();
+    QTest::keyClick(prior_axial, Qt::Key_M);
+    EXPECT_EQ(window_->measureTool()->tool(), MeasureKind::kRuler);
+    QTest::keyClick(prior_axial, Qt::Key_1);
+    EXPECT_EQ(window_->editController()->tool(), EditTool::kPaint);
+    EXPECT_EQ(window_->measureTool()->tool(), MeasureKind::kNone);
+    QTest::keyClick(prior_axial, Qt::Key_Escape);
+    EXPECT_EQ(window_->editController()->tool(), EditTool::kNone);
 }
 
 // The panel helper both the window's views and a series beside are made with: the slider sets
