@@ -79,8 +79,8 @@ SeriesPane* SeriesArea::addSeries(pipeline::StudyInput study, const QString& sou
     connectPane(pane);
     link_->add(pane->state());
     link_->follow(activePane()->state());
-    equalSizes();
     updateHeaders();
+    equalSizes();
     emit seriesChanged();
     return pane;
 }
@@ -93,12 +93,11 @@ void SeriesArea::makeActive(int index) {
     a->state()->swapDocument(*b->state());
     // The window's views now show b's series: they take b's place on screen, and b (with the
     // previously active series) takes theirs.
-    const QList<int> sizes = this->sizes();
     insertWidget(index, a);
     insertWidget(active, b);
     std::swap(panes_[static_cast<size_t>(active)], panes_[static_cast<size_t>(index)]);
-    setSizes(sizes);
     updateHeaders();
+    equalSizes();
     log::info("viewer", "series {} of {} is active", index + 1, paneCount());
     emit seriesChanged();
 }
@@ -113,6 +112,7 @@ bool SeriesArea::closeSeries(int index) {
     closing->setParent(nullptr);
     closing->deleteLater();
     updateHeaders();
+    equalSizes();
     emit seriesChanged();
     return true;
 }

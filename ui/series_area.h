@@ -69,6 +69,8 @@ class SeriesArea : public QSplitter {
     int indexOf(const QObject* pane) const;
     void connectPane(SeriesPane* pane);
     void updateHeaders();
+    // Every pane an equal share of the area (after opening, closing, Make active and a layout
+    // change; the handles still move).
     void equalSizes();
 
     std::vector<SeriesPane*> panes_;

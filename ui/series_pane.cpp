@@ -41,6 +41,8 @@ void SeriesPane::buildHeader() {
     title_ = new QLabel(header_);
     title_->setObjectName("series_title");
     title_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    // A long title or note is cut, not a minimum width: the series share the area equally.
+    title_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
     activate_ = new QPushButton("Make active", header_);
     activate_->setToolTip(
         "The label table, edit, measure and model tools act on the active series");
@@ -117,7 +119,7 @@ void SeriesPane::updateHeader() {
     QString text = (active_ ? "<b>active:</b> " : "") + state_->title().toHtmlEscaped();
     if (!note_.isEmpty()) text += "  <i>(" + note_.toHtmlEscaped() + ")</i>";
     title_->setText(text);
-    title_->setToolTip(state_->source());
+    title_->setToolTip(note_.isEmpty() ? state_->source() : state_->source() + "\n" + note_);
     activate_->setVisible(!active_);
     QPalette pal = header_->palette();
     pal.setColor(QPalette::Window, active_ ? QColor(60, 110, 170) : QColor(70, 70, 70));

@@ -30,6 +30,7 @@
 #include <QTableWidget>
 #include <QTreeWidget>
 
+#include <climits>
 #include <cmath>
 #include <filesystem>
 
@@ -384,6 +385,45 @@ TEST_F(SeriesTest, ViewKeysWorkOverEverySeries) {
     EXPECT_EQ(window_->measureTool()->tool(), MeasureKind::kNone);
     QTest::keyClick(prior_axial, Qt::Key_Escape);
     EXPECT_EQ(window_->editController()->tool(), EditTool::kNone);
+}
+
+// The panes share the views area equally in 2x2 (columns) and 1x3 (rows): after opening beside,
+// Make active, a layout change and closing one of three; the prior's long header note (another
+// frame of reference) does not widen its pane.
+TEST_F(SeriesTest, PanesShareTheAreaEqually) {
+    window_->setLayoutMode(MainWindow::Layout::k2x2);
+    ASSERT_NO_FATAL_FAILURE(openBoth());
+    ASSERT_FALSE(area()->pane(1)->titleLabel()->text().isEmpty());
+    auto expectEqual = [&](const char* when) {
+        QTest::qWait(30);  // the splitter's sizes once laid out
+        const bool columns = area()->orientation() == Qt::Horizontal;
+        int lo = INT_MAX, hi = 0;
+        for (int i = 0; i < area()->paneCount(); ++i) {
+            const QSize size = area()->pane(i)->size();
+            lo = std::min(lo, columns ? size.width() : size.height());
+            hi = std::max(hi, columns ? size.width() : size.height());
+        }
+        EXPECT_LE(hi - lo, 3) << when << ": " << lo << " to " << hi << " px";
+        EXPECT_GT(lo, 100) << when;
+    };
+    ASSERT_EQ(area()->orientation(), Qt::Horizontal);
+    expectEqual("2x2, opened beside");
+    ASSERT_TRUE(window_->makeSeriesActive(1));
+    expectEqual("2x2, the prior made active");
+    ASSERT_TRUE(window_->makeSeriesActive(0));
+    expectEqual("2x2, the current made active again");
+    window_->setLayoutMode(MainWindow::Layout::k1x3);
+    ASSERT_EQ(area()->orientation(), Qt::Vertical);
+    expectEqual("1x3");
+    window_->setLayoutMode(MainWindow::Layout::k2x2);
+    expectEqual("2x2 again");
+    ASSERT_NO_FATAL_FAILURE(open(prior_, MainWindow::Open::kBeside));
+    ASSERT_EQ(area()->paneCount(), 3);
+    expectEqual("2x2, three series");
+    // A handle dragged, then one closed: the two left share the area again.
+    area()->setSizes({500, 200, 200});
+    ASSERT_TRUE(window_->closeSeries(1));
+    expectEqual("2x2, one of three closed");
 }
 
 // The panel helper both the window's views and a series beside are made with: the slider sets
