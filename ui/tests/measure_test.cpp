@@ -5,6 +5,8 @@
 // min, max, area / volume and voxel count of a brute-force count over the pixels inside it, a
 // ruler is drawn only on its slice and Delete removes the selected one, and the label table's
 // mean column is the brute-force mean of the image inside each label, also after an edit.
+#include "core/label_colors.h"
+#include "io/ct_phantom.h"
 #include "tests/edit/edit_test_grids.h"
 #include "ui/edit_controller.h"
 #include "ui/edit_toolbar.h"
@@ -20,12 +22,18 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QDir>
+#include <QDockWidget>
 #include <QHeaderView>
 #include <QLabel>
 #include <QTableWidget>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <numbers>
+#include <string>
 
 namespace voxseg::ui {
 namespace {
@@ -66,6 +74,14 @@ struct Brute {
         sd = std::sqrt(std::max(0.0, sum2 / static_cast<double>(n) - mean * mean));
     }
 };
+
+// Every measurement's reading, for failure messages.
+std::string describeAll(const MeasureTool& tool) {
+    std::string out;
+    for (size_t i = 0; i < tool.measurements().size(); ++i)
+        out += tool.describe(static_cast<int>(i)).toStdString() + "\n";
+    return out;
+}
 
 class MeasureTest : public ::testing::Test {
   protected:
@@ -291,6 +307,160 @@ TEST_F(MeasureTest, LabelTableMeanIsTheBruteForceMeanInsideEachLabelAlsoAfterAnE
         QTest::qWaitFor([&] { return !window_->editController()->statisticsPending(); }, 10000));
     QTest::qWait(20);  // the table's queued rebuild
     expectMeans();
+}
+
+// The figure of docs/measurements.md: on an axial slice of the CT phantom (io/ct_phantom.h, what
+// `voxseg phantom --seed 3 --size 256x256x60 --spacing 1.5x1.5x5` draws), a ruler across the
+// left kidney, an ellipse ROI in the liver and a sphere ROI in the spleen, with the phantom's
+// labels as outlines and the label table's HU column; the axial view maximised (F). The ROIs'
+// means are the organs' drawn HU (the phantom's record) within the noise. Written to
+// $VOXSEG_DOC_SCREENSHOTS/measurements.png when that is set.
+TEST_F(MeasureTest, ScreenshotOfARulerAndRoisOnAPhantomCt) {
+    constexpr auto kLiver = static_cast<uint8_t>(io::PhantomLabel::kLiver);
+    constexpr auto kSpleen = static_cast<uint8_t>(io::PhantomLabel::kSpleen);
+    constexpr auto kKidney = static_cast<uint8_t>(io::PhantomLabel::kKidneyLeft);
+    io::CtPhantomSpec spec;
+    spec.seed = 3;
+    spec.size = {256, 256, 60};
+    spec.spacing = {1.5, 1.5, 5.0};
+    auto phantom = io::makeCtPhantom(spec);
+    ASSERT_TRUE(phantom.isOk()) << phantom.status().toString();
+    const Volume& labels = phantom->labels;
+    const auto [ni, nj, nk] = spec.size;
+    const uint8_t* l = labels.data<uint8_t>();
+    auto label = [&](int64_t i, int64_t j, int64_t k) { return l[(k * nj + j) * ni + i]; };
+    // Where a ROI fits best: the organ's pixel farthest from every pixel outside it (the
+    // centre of the largest circle inside it) on a slice, and that distance in pixels.
+    auto deepest = [&](uint8_t value, int64_t slice, int64_t* depth) {
+        constexpr int64_t kReach = 30;
+        std::array<int64_t, 2> best_at{0, 0};
+        int64_t best_d2 = -1;
+        for (int64_t j = 0; j < nj; ++j)
+            for (int64_t i = 0; i < ni; ++i) {
+                if (label(i, j, slice) != value) continue;
+                int64_t d2 = kReach * kReach;
+                for (int64_t dj = -kReach; dj <= kReach; ++dj)
+                    for (int64_t di = -kReach; di <= kReach; ++di) {
+                        const int64_t x = i + di, y = j + dj;
+                        if (di * di + dj * dj < d2 &&
+                            (x < 0 || y < 0 || x >= ni || y >= nj || label(x, y, slice) != value))
+                            d2 = di * di + dj * dj;
+                    }
+                if (d2 > best_d2) {
+                    best_d2 = d2;
+                    best_at = {i, j};
+                }
+            }
+        *depth = static_cast<int64_t>(std::sqrt(double(best_d2)));
+        return best_at;
+    };
+    // The slice where the spleen is thickest among those showing the liver, the spleen and the
+    // left kidney well.
+    int64_t slice = -1, spleen_best = -1;
+    for (int64_t k = 0; k < nk; ++k) {
+        int64_t area[9] = {};
+        for (int64_t j = 0; j < nj; ++j)
+            for (int64_t i = 0; i < ni; ++i) ++area[label(i, j, k)];
+        if (std::min({area[kLiver], area[kSpleen], area[kKidney]}) < 300) continue;
+        int64_t depth = 0;
+        (void)deepest(kSpleen, k, &depth);
+        if (depth > spleen_best) {
+            spleen_best = depth;
+            slice = k;
+        }
+    }
+    ASSERT_GE(slice, 0);
+    int64_t liver_depth = 0, spleen_depth = 0;
+    const auto liver = deepest(kLiver, slice, &liver_depth);
+    const auto spleen = deepest(kSpleen, slice, &spleen_depth);
+    ASSERT_GT(liver_depth, 11);  // the 30 x 20 mm ellipse (10 pixels across its half) inside
+    // The sphere's radius: up to 9 mm (6 pixels), inside the spleen on this slice.
+    const int64_t sphere_px = std::min<int64_t>(6, spleen_depth - 1);
+    ASSERT_GE(sphere_px, 3);
+    // The ruler: the left kidney's longest extent on the slice (its two farthest pixels).
+    std::vector<std::array<int64_t, 2>> kidney;
+    for (int64_t j = 0; j < nj; ++j)
+        for (int64_t i = 0; i < ni; ++i)
+            if (label(i, j, slice) == kKidney) kidney.push_back({i, j});
+    std::array<int64_t, 2> k0{}, k1{};
+    int64_t longest = -1;
+    for (size_t a = 0; a < kidney.size(); ++a)
+        for (size_t b = a + 1; b < kidney.size(); ++b) {
+            const int64_t di = kidney[a][0] - kidney[b][0], dj = kidney[a][1] - kidney[b][1];
+            if (di * di + dj * dj > longest) {
+                longest = di * di + dj * dj;
+                k0 = kidney[a];
+                k1 = kidney[b];
+            }
+        }
+    ASSERT_GT(longest, 20 * 20);
+
+    window_->resize(1400, 860);
+    pipeline::StudyInput study;
+    study.volume = phantom->hu;
+    state()->setStudy(study, "CT phantom (voxseg phantom --seed 3)");
+    std::vector<LabelInfo> infos;
+    for (int value = 1; value <= io::kPhantomLabelCount; ++value) {
+        LabelInfo info;
+        info.value = value;
+        info.name = io::phantomLabelName(value);
+        info.color = labelPalette()[static_cast<size_t>(value - 1) % labelPalette().size()];
+        infos.push_back(info);
+    }
+    auto prepared = prepareLabelMap(state()->image(), labels, infos);
+    ASSERT_TRUE(prepared.isOk()) << prepared.status().toString();
+    state()->applyLabelMap(std::move(*prepared));
+    state()->setOverlayMode(OverlayMode::kOutline);
+    ASSERT_TRUE(window_->applyWindowPreset("CT abdomen"));
+    // The crosshair on the spine, clear of the measurements.
+    int64_t spine_depth = 0;
+    const auto spine = deepest(static_cast<uint8_t>(io::PhantomLabel::kSpine), slice, &spine_depth);
+    state()->setCursor({spine[0], spine[1], slice});
+    // The measurements and the label table, wide enough for the names: the series browser and
+    // the log closed.
+    for (const char* dock : {"series_dock", "log_dock"})
+        if (auto* d = window_->findChild<QDockWidget*>(dock)) d->hide();
+    if (auto* d = window_->findChild<QDockWidget*>("labels_dock"))
+        window_->resizeDocks({d}, {480}, Qt::Horizontal);
+    // F over the axial view: it fills the views area.
+    const QPoint middle = axial()->rect().center();
+    QMouseEvent move(QEvent::MouseMove, middle, axial()->mapToGlobal(middle), Qt::NoButton,
+                     Qt::NoButton, Qt::NoModifier);
+    QApplication::sendEvent(axial(), &move);
+    QTest::keyClick(window_.get(), Qt::Key_F);
+    ASSERT_EQ(window_->maximizedView(), axial()->parentWidget());
+    axial()->setZoom(1.5);
+    QTest::qWait(50);
+
+    const Geometry& g = state()->image().geometry();
+    auto mm = [&](double i, double j) { return g.indexToPhysical({i, j, double(slice)}); };
+    measure()->add(MeasureKind::kRuler, ViewAxis::kAxial, mm(double(k0[0]), double(k0[1])),
+                   mm(double(k1[0]), double(k1[1])));
+    // 30 x 20 mm in the liver; the sphere in the spleen (selected: the toolbar reads it out).
+    const double li = double(liver[0]), lj = double(liver[1]);
+    measure()->add(MeasureKind::kEllipse, ViewAxis::kAxial, mm(li - 10, lj - 20 / 3.0),
+                   mm(li + 10, lj + 20 / 3.0));
+    measure()->add(MeasureKind::kSphere, ViewAxis::kAxial, mm(double(spleen[0]), double(spleen[1])),
+                   mm(double(spleen[0] + sphere_px), double(spleen[1])));
+    const auto& m = measure()->measurements();
+    ASSERT_EQ(m.size(), 3u);
+    EXPECT_NEAR(m[0].length_mm, std::sqrt(double(longest)) * 1.5, 1e-6);
+    ASSERT_TRUE(m[1].has_stats && m[2].has_stats);
+    EXPECT_NEAR(m[1].stats.mean, phantom->tissues.liver, 10) << describeAll(*measure());
+    EXPECT_NEAR(m[2].stats.mean, phantom->tissues.spleen, 10) << describeAll(*measure());
+    const double r_mm = 1.5 * double(sphere_px);
+    EXPECT_NEAR(m[2].stats.volume_ml, 4.0 / 3.0 * std::numbers::pi * r_mm * r_mm * r_mm / 1000,
+                1e-6);
+    EXPECT_EQ(measure()->selected(), 2);
+    EXPECT_TRUE(reading().contains("mL")) << reading().toStdString();
+    QTest::qWait(100);
+
+    const QImage img = window_->grabViews(true);
+    ASSERT_FALSE(img.isNull());
+    // Quality 0: the PNG's strongest compression (the figure stays small in the repository).
+    ASSERT_TRUE(img.save(QString::fromStdString(dir_ / "measurements.png"), "PNG", 0));
+    if (const char* out = std::getenv("VOXSEG_DOC_SCREENSHOTS"))
+        ASSERT_TRUE(img.save(QDir(out).filePath("measurements.png"), "PNG", 0));
 }
 
 }  // namespace
