@@ -370,6 +370,12 @@ Status planSubpixelConvTranspose(Plan& plan) {
         int64_t block, tmp_block;
     };
     std::vector<Candidate> candidates;
+    // A channels-last producer (AMX's bf16 and int8 convolutions write ndhwc) keeps
+    // channels-last: no reorder before, none at the decoder's concat after, and AMX's 1x1 kernel
+    // (brgconv_1x1) rather than AVX-512's on 16-channel blocks.
+    if (oc % 8 == 0 && plan.has(x) &&
+        plan.desc(x) == dnnl::memory::desc(toDims(xs), plan.desc(x).data_type(), channels_last))
+        candidates.push_back({channels_last, 0, 0});
     if (oc % 16 == 0) candidates.push_back({blockedTag(16), 16, 0});
     if (oc % 8 == 0) candidates.push_back({blockedTag(8), 8, 0});
     candidates.push_back({channels_last, oc % 8 == 0 ? 0 : 1, 0});
