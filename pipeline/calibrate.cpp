@@ -3,9 +3,9 @@
 
 #include "core/log.h"
 #include "engine/cpu/cpu_backend.h"
-#include "engine/quant/int8_policy.h"
 #include "pipeline/calibrated_package.h"
 #include "pipeline/calibration_ranges.h"
+#include "pipeline/stage_quantization.h"
 
 #include <fmt/format.h>
 
@@ -24,12 +24,6 @@ Status checkCalibratable(const engine::ModelPackage& m, const std::string& folde
                                " is a promptable (interactive) package: calibrate takes "
                                "segmentation packages",
                            folder);
-    if (m.hasStages() || m.models.size() != 1)
-        return unsupported(
-            "model " + m.name + (m.hasStages() ? " has stages" : " is an ensemble") +
-                ": calibrate takes packages with one network today (each network's tensors "
-                "would need their own names in model.json \"quantization\"); docs/int8.md",
-            folder);
     return Status::ok();
 }
 
@@ -181,10 +175,10 @@ Result<CalibrateReport> calibratePackage(const std::filesystem::path& package,
     // The output is checked (and the copy staged) before hours of inference, not after.
     VOXSEG_ASSIGN_OR_RETURN(CalibratedPackageDraft draft,
                             CalibratedPackageDraft::create(package, output));
-    const engine::Graph& graph = loaded.graphs.front();
-    const std::vector<std::string> float_layers = engine::quant::defaultInt8FloatLayers(graph);
-    const std::vector<std::string> tensors =
-        engine::quant::int8CandidateTensors(graph, float_layers);
+    auto candidates = int8Candidates(loaded);
+    if (!candidates.isOk()) return candidates.status().withContext(package.string());
+    const std::vector<std::string>& float_layers = candidates->float_layers;
+    const std::vector<std::string>& tensors = candidates->tensors;
     if (tensors.empty())
         return unsupported("model " + loaded.package.name +
                                " has no convolution int8 can run besides the first and last "

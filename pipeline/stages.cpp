@@ -11,6 +11,7 @@
 #include "pipeline/prediction_export.h"
 #include "pipeline/resample.h"
 #include "pipeline/spline_resample.h"
+#include "pipeline/stage_quantization.h"
 #include "pipeline/tensor_layout.h"
 #include "pipeline/totalseg_grid.h"
 #include "pipeline/valid_tiles.h"
@@ -515,6 +516,7 @@ Result<std::unique_ptr<StageRunner>> StageRunner::create(engine::Backend& backen
                                                          const std::vector<int>& labels) {
     if (!model.package.hasStages())
         return invalidArgument("model " + model.package.name + " has no stages");
+    if (compile.quantization) VOXSEG_RETURN_IF_ERROR(checkStageQuantizationKeys(model.package));
     std::unique_ptr<StageRunner> runner(new StageRunner());
     runner->package_ = model.package;
     runner->needed_ = stagesNeeded(model.package, labels);
@@ -527,10 +529,12 @@ Result<std::unique_ptr<StageRunner>> StageRunner::create(engine::Backend& backen
             continue;
         }
         const StageSpec& st = model.package.stages[s];
+        // The stage's own part of an observer and of an int8 record (stage_quantization.h).
+        const engine::CompileOptions stage_compile = stageCompileOptions(compile, st.name);
         if (!st.inference.output_size.empty()) {  // a 'valid' network, tiled as DeepVoxNet does
             auto tiles = ValidTiles::create(backend, model.graphs.at(s),
                                             st.inputChannels(model.package.channels.size()),
-                                            st.patch_size, st.inference.output_size, compile);
+                                            st.patch_size, st.inference.output_size, stage_compile);
             if (!tiles.isOk())
                 return tiles.status().withContext("model " + model.package.name + ", stage " +
                                                   st.name + ": ");
@@ -538,7 +542,7 @@ Result<std::unique_ptr<StageRunner>> StageRunner::create(engine::Backend& backen
             continue;
         }
         VOXSEG_ASSIGN_OR_RETURN(auto window,
-                                engine::createStageWindow(backend, model, s, batch, compile));
+                                engine::createStageWindow(backend, model, s, batch, stage_compile));
         runner->windows_.push_back(std::move(window));
     }
     return runner;

@@ -4,16 +4,20 @@
 // untouched, the output runs in int8 and the input does not; too few cases and a missed gate
 // write nothing. 7-bit weights: int8 runs exactly on every CPU (docs/int8.md).
 #include "pipeline/calibrate.h"
+#include "core/file_io.h"
 #include "core/sha256.h"
 #include "engine/model/model_package.h"
 #include "engine/quant/int8_policy.h"
 #include "io/image_io.h"
+#include "pipeline/stage_quantization.h"
 #include "tests/pipeline/test_model_package.h"
+#include "tests/pipeline/test_stage_package.h"
 #include "tests/test_data.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <set>
 
@@ -122,6 +126,107 @@ TEST(Calibrate, RecordsEveryCandidateTensorValidatesOnHeldBackCasesAndRunsInInt8
     auto refused = Segmenter::create(in.string(), int8);
     ASSERT_FALSE(refused.isOk());
     EXPECT_NE(refused.status().message().find("has no int8 calibration"), std::string::npos);
+}
+
+// Two stages, each the golden PlainConvUNet (labels 1-2 and 3-4, no link between them, so both
+// run on every case).
+fs::path writeTwoStagePackage(const fs::path& folder) {
+    return testing::writeStagePackage(folder, [&](nlohmann::json& j) {
+        const std::string sha = testing::writeOnnx(
+            folder, "unet.onnx",
+            *readFileBytes(
+                (fs::path(VOXSEG_SOURCE_DIR) / "tests/engine/golden/nnunet_plain.onnx").string()));
+        j["axis_order"] = "zyx";
+        j["orientation"] = "native";
+        j["labels"] = nlohmann::json::array();
+        for (int v = 1; v <= 4; ++v)
+            j["labels"].push_back({{"name", "label " + std::to_string(v)},
+                                   {"value", v},
+                                   {"color", {40 * v, 200 - 40 * v, 100}}});
+        for (int s = 0; s < 2; ++s) {
+            auto& st = j["stages"][s];
+            st["file"] = "unet.onnx";
+            st["sha256"] = sha;
+            st["shape"] = {16, 24, 20};
+            st["output"] = {{"kind", "softmax"}, {"labels", {2 * s + 1, 2 * s + 2}}};
+            st["result"] = true;  // both stages' labels are results: both run
+            st.erase("crop_to");
+            st.erase("postprocess");
+        }
+        j.erase("measurements");
+    });
+}
+
+// Staged packages: every stage's tensors calibrated under "<stage>/<tensor>", each stage's
+// compile sees its own; a key naming no stage is refused.
+TEST(Calibrate, StagedPackagesKeepEachStagesRanges) {
+    testing::TempDir dir;
+    const fs::path in = writeTwoStagePackage(dir.path() / "in");
+    const auto cases = makeCases(dir.path() / "cases", 4);
+    CalibrateOptions o = smallOptions();
+    o.gate = {0.0, 0.5};
+    auto report = calibratePackage(in, cases, dir.path() / "out", o);
+    ASSERT_TRUE(report.isOk()) << report.status().toString();
+    ASSERT_TRUE(report->gate.isOk()) << report->gate.toString();
+    auto out = engine::loadModelPackage(dir.path() / "out");
+    ASSERT_TRUE(out.isOk()) << out.status().toString();
+    ASSERT_TRUE(out->package.quantization.has_value());
+    const engine::QuantizationRecord& q = *out->package.quantization;
+    const auto floats = engine::quant::defaultInt8FloatLayers(out->graphs.front());
+    const auto tensors = engine::quant::int8CandidateTensors(out->graphs.front(), floats);
+    ASSERT_FALSE(tensors.empty());
+    std::set<std::string> want, want_floats;
+    for (const char* stage : {"coarse", "fine"}) {
+        for (const auto& t : tensors) want.insert(std::string(stage) + "/" + t);
+        for (const auto& f : floats) want_floats.insert(std::string(stage) + "/" + f);
+    }
+    std::set<std::string> recorded;
+    for (const auto& [name, a] : q.activations) recorded.insert(name);
+    EXPECT_EQ(recorded, want);
+    EXPECT_EQ(std::set<std::string>(q.float_layers.begin(), q.float_layers.end()), want_floats);
+    ASSERT_TRUE(q.held_back.has_value());
+    SegmentOptions int8;
+    int8.device = engine::DeviceSpec::cpu();
+    int8.precision = engine::Precision::kInt8;
+    auto seg = Segmenter::create((dir.path() / "out").string(), int8);
+    ASSERT_TRUE(seg.isOk()) << seg.status().toString();
+
+    // A record whose key names no stage is refused, naming the key.
+    auto j = nlohmann::json::parse(*readFileBytes((dir.path() / "out" / "model.json").string()));
+    j["quantization"]["activations"]["nostage/x"] = {{"scale", 0.01}, {"zero_point", 0}};
+    std::ofstream(dir.path() / "out" / "model.json") << j.dump(2);
+    auto bad = Segmenter::create((dir.path() / "out").string(), int8);
+    ASSERT_FALSE(bad.isOk());
+    EXPECT_NE(bad.status().message().find("'nostage/x' names no stage"), std::string::npos)
+        << bad.status().message();
+}
+
+// A stage's compile sees exactly its own keys, without the prefix, and its observer hands the
+// prefixed names back.
+TEST(Calibrate, StageCompileOptionsSplitTheRecordAndTheObserver) {
+    engine::CompileOptions c;
+    auto record = std::make_shared<engine::QuantizationRecord>();
+    record->weight_bits = 7;
+    record->activations = {{"coarse/a", {0.1f, 1}}, {"coarse/b", {0.2f, 2}}, {"fine/a", {0.3f, 3}}};
+    record->float_layers = {"coarse/conv0", "fine/conv9"};
+    c.quantization = record;
+    std::vector<std::string> seen;
+    c.observer.tensors = {"coarse/a", "fine/a", "fine/b"};
+    c.observer.callback = [&](const std::string& n, const float*, const engine::Shape&) {
+        seen.push_back(n);
+    };
+    const engine::CompileOptions fine = stageCompileOptions(c, "fine");
+    ASSERT_TRUE(fine.quantization);
+    EXPECT_EQ(fine.quantization->weight_bits, 7);
+    ASSERT_EQ(fine.quantization->activations.size(), 1u);
+    EXPECT_FLOAT_EQ(fine.quantization->activations.at("a").scale, 0.3f);
+    EXPECT_EQ(fine.quantization->float_layers, (std::vector<std::string>{"conv9"}));
+    EXPECT_EQ(fine.observer.tensors, (std::vector<std::string>{"a", "b"}));
+    fine.observer.callback("b", nullptr, {});
+    EXPECT_EQ(seen, (std::vector<std::string>{"fine/b"}));
+    const engine::CompileOptions other = stageCompileOptions(c, "coars");  // no prefix match
+    EXPECT_TRUE(other.quantization->activations.empty());
+    EXPECT_FALSE(other.observer.active());
 }
 
 TEST(Calibrate, TooFewCasesAndAMissedGateWriteNothing) {
