@@ -27,6 +27,7 @@ struct Name {
 struct Pattern {
     enum class Kind {
         kIdentifier,  // anywhere, as a substring
+        kNumber,      // an all-digit identifier: not inside a longer run of digits
         kName,        // `words` joined by runs of name separators, whole words
         kWord,        // a name word standing alone (free text only)
     };
@@ -110,6 +111,14 @@ size_t matchAt(std::string_view text, size_t pos, const Pattern& p) {
     switch (p.kind) {
         case Pattern::Kind::kIdentifier:
             return wordAt(text, pos, p.words[0]) ? p.words[0].size() : 0;
+        case Pattern::Kind::kNumber: {
+            const size_t n = p.words[0].size();
+            const auto digit = [&](size_t i) { return text[i] >= '0' && text[i] <= '9'; };
+            return (pos == 0 || !digit(pos - 1)) && wordAt(text, pos, p.words[0]) &&
+                           (pos + n == text.size() || !digit(pos + n))
+                       ? n
+                       : 0;
+        }
         case Pattern::Kind::kWord: {
             const size_t n = p.words[0].size();
             return boundaryBefore(text, pos) && wordAt(text, pos, p.words[0]) &&
@@ -294,7 +303,11 @@ void registerIdentifier(std::string_view identifier) {
     std::lock_guard lock(state().mutex);
     State& s = state();
     if (!s.identifiers.insert(id).second) return;
-    addPattern(s, Pattern::Kind::kIdentifier, {id});
+    // A patient ID "999" is not inside "0.99989" (a Dice in a log line): digits-only identifiers
+    // match whole runs of digits, wherever they stand ("MRN999", "999_t1").
+    const bool number =
+        std::all_of(id.begin(), id.end(), [](char c) { return c >= '0' && c <= '9'; });
+    addPattern(s, number ? Pattern::Kind::kNumber : Pattern::Kind::kIdentifier, {id});
     if (!name) return;
     if (!name->family_given.empty()) {
         addPattern(s, Pattern::Kind::kName, std::move(name->family_given));

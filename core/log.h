@@ -44,8 +44,10 @@ void setMinLevel(Level level);
 Level minLevel();
 
 // Adds a string (patient name, ID, birth date) that must never reach a sink. Strings shorter
-// than 3 characters are ignored (they would redact ordinary words). A value with letters and a
-// person-name separator ('^', '=', ',' or a space) is also a name: see core/free_text.h.
+// than 3 characters are ignored (they would redact ordinary words); one of digits only matches
+// where no digit stands right before or after it (ID "999" is not in "0.99989"). A value with
+// letters and a person-name separator ('^', '=', ',' or a space) is also a name: see
+// core/free_text.h.
 void registerIdentifier(std::string_view identifier);
 // Returns `text` with every registered identifier (ASCII case ignored) and every registered name
 // in any order and separator ("John Doe", "DOE, JOHN") replaced by "[PHI]". Every log record and

@@ -43,6 +43,17 @@ TEST(Log, RegisteredPatientIdentifiersNeverReachTheSink) {
     EXPECT_EQ(log::scrub("PAT-998877PAT-998877"), "[PHI][PHI]");
 }
 
+// A digits-only ID (dcm_qa_xa30's PatientID is "999") stays out of logs wherever it stands on
+// its own, and numbers that merely contain its digits keep them.
+TEST(Log, DigitIdentifiersMatchWholeRunsOfDigits) {
+    log::registerIdentifier("19700101");
+    log::registerIdentifier("4242");
+    EXPECT_EQ(log::scrub("id 4242, MRN4242, 4242_t1/4242"), "id [PHI], MRN[PHI], [PHI]_t1/[PHI]");
+    EXPECT_EQ(log::scrub("born 19700101."), "born [PHI].");
+    EXPECT_EQ(log::scrub("voxel agreement 0.424242, 14242 voxels, 42420 mL"),
+              "voxel agreement 0.424242, 14242 voxels, 42420 mL");
+}
+
 // Issue 35 item 6: a name typed into free text differs in form from the registered PN value.
 // Logs replace the name in any order, case and separator; free text also every name word.
 TEST(Log, NamesAreScrubbedInAnyFormAndFreeTextLosesEveryNameWord) {
