@@ -9,28 +9,6 @@
 namespace voxseg::engine::cpu {
 namespace {
 
-// Geometry of a 3-D Conv node as an Int8ConvSpec (scales set later).
-quant::Int8ConvSpec specOf(const Node& n, const Shape& xs) {
-    quant::Int8ConvSpec s;
-    s.batch = xs[0];
-    s.in_channels = xs[1];
-    s.out_channels = n.conv.out_channels;
-    for (int i = 0; i < 3; ++i) {
-        s.in_size[i] = xs[2 + i];
-        s.kernel[i] = n.conv.kernel[i];
-        s.strides[i] = n.conv.strides.empty() ? 1 : n.conv.strides[i];
-        s.pads_begin[i] = n.conv.pads_begin.empty() ? 0 : n.conv.pads_begin[i];
-        s.pads_end[i] = n.conv.pads_end.empty() ? 0 : n.conv.pads_end[i];
-    }
-    if (n.fused_activation == ActivationKind::kRelu) {
-        s.activation = quant::Int8Activation::kRelu;
-    } else if (n.fused_activation == ActivationKind::kLeakyRelu) {
-        s.activation = quant::Int8Activation::kLeakyRelu;
-        s.alpha = n.fused_alpha;
-    }
-    return s;
-}
-
 // The destination: a new buffer, or (residual add) one holding the residual on entry.
 Result<MemRef> destination(Plan& plan, const Node& n, const dnnl::memory::desc& dst_md) {
     if (n.fused_residual < 0) return plan.newBuffer(dst_md);
@@ -50,7 +28,7 @@ Status planInt8Conv(Plan& plan, const quant::Int8Layer& layer, int weight_qmax) 
     const ValueId x = n.inputs[0];
     const ValueId b = n.inputs.size() > 2 ? n.inputs[2] : -1;
     if (!plan.has(x)) return nodeError(plan, "int8: its input is not computed before it");
-    quant::Int8ConvSpec spec = specOf(n, g.values[x].shape);
+    quant::Int8ConvSpec spec = quant::int8ConvGeometry(n, g.values[x].shape);
     const quant::Int8Weights w = quant::quantizeWeightsPerChannel(
         g.constant(n.inputs[1]).toFloats(), spec.out_channels, weight_qmax);
     const std::vector<float> bias = b >= 0 ? g.constant(b).toFloats() : std::vector<float>{};

@@ -54,6 +54,27 @@ std::vector<std::string> int8CandidateTensors(const Graph& graph,
     return out;
 }
 
+Int8ConvSpec int8ConvGeometry(const Node& n, const Shape& xs) {
+    Int8ConvSpec s;
+    s.batch = xs[0];
+    s.in_channels = xs[1];
+    s.out_channels = n.conv.out_channels;
+    for (int i = 0; i < 3; ++i) {
+        s.in_size[i] = xs[2 + i];
+        s.kernel[i] = n.conv.kernel[i];
+        s.strides[i] = n.conv.strides.empty() ? 1 : n.conv.strides[i];
+        s.pads_begin[i] = n.conv.pads_begin.empty() ? 0 : n.conv.pads_begin[i];
+        s.pads_end[i] = n.conv.pads_end.empty() ? 0 : n.conv.pads_end[i];
+    }
+    if (n.fused_activation == ActivationKind::kRelu) {
+        s.activation = Int8Activation::kRelu;
+    } else if (n.fused_activation == ActivationKind::kLeakyRelu) {
+        s.activation = Int8Activation::kLeakyRelu;
+        s.alpha = n.fused_alpha;
+    }
+    return s;
+}
+
 std::vector<Int8Layer> int8LayerPlan(const Graph& g, const QuantizationRecord& record) {
     const std::set<std::string> floats(record.float_layers.begin(), record.float_layers.end());
     std::vector<Int8Layer> plan(g.nodes.size());

@@ -48,6 +48,10 @@ std::vector<std::string> defaultInt8FloatLayers(const Graph& graph);
 std::vector<std::string> int8CandidateTensors(const Graph& graph,
                                               const std::vector<std::string>& float_layers);
 
+// The geometry and fused ReLU/LeakyReLU of an eligible Conv node reading a tensor of shape
+// `input` (N C D H W), as an Int8ConvSpec without scales (setRequantisation sets them).
+Int8ConvSpec int8ConvGeometry(const Node& conv, const Shape& input);
+
 // How the backend runs one node of the optimised graph under a record.
 struct Int8Layer {
     bool int8 = false;    // an int8 Conv

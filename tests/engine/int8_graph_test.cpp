@@ -106,22 +106,7 @@ std::vector<float> chainReference(const Graph& imported, const Tensor& input,
     std::vector<float> result;
     for (size_t i = 0; i < g.nodes.size(); ++i) {
         const Node& n = g.nodes[i];
-        quant::Int8ConvSpec s;
-        s.batch = xs[0];
-        s.in_channels = xs[1];
-        s.out_channels = n.conv.out_channels;
-        for (int k = 0; k < 3; ++k) {
-            s.in_size[k] = xs[2 + k];
-            s.kernel[k] = n.conv.kernel[k];
-            s.strides[k] = n.conv.strides[k];
-            s.pads_begin[k] = n.conv.pads_begin[k];
-            s.pads_end[k] = n.conv.pads_end[k];
-        }
-        s.activation = n.fused_activation == ActivationKind::kRelu ? quant::Int8Activation::kRelu
-                       : n.fused_activation == ActivationKind::kLeakyRelu
-                           ? quant::Int8Activation::kLeakyRelu
-                           : quant::Int8Activation::kNone;
-        s.alpha = n.fused_alpha;
+        quant::Int8ConvSpec s = quant::int8ConvGeometry(n, xs);
         const bool last = i + 1 == g.nodes.size();
         s.dst_f32 = last;
         const auto w = quant::quantizeWeightsPerChannel(g.constant(n.inputs[1]).toFloats(),
