@@ -2,7 +2,8 @@
 // type (SNOMED CT, DICOM CID 7150/7151), and the review status (not reviewed, accepted,
 // corrected, rejected). Written as the JSON sidecar of a saved label map (`x.nii.gz` ->
 // `x.json`), beside a saved DICOM SEG (`x.dcm` -> `x.review.json`) and into the viewer's crash
-// recovery folder; format in docs/viewer.md. Plain value types and functions; reentrant.
+// recovery folder; format in docs/viewer-editing.md ("Saving"). Plain value types and
+// functions; reentrant.
 #pragma once
 
 #include "core/label_info.h"

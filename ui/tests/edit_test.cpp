@@ -764,11 +764,11 @@ TEST_F(EditTest, KillNineAfterTenStrokesRestoresThem) {
 namespace voxseg::ui {
 namespace {
 
-// The pictures of docs/viewer.md: a stroke being painted with the brush outline in the views,
-// and the label table with the code picker. Written to a temporary folder (checked to be real
-// images); with VOXSEG_DOC_SCREENSHOTS=<folder> also there. Uses the TotalSegmentator example CT
-// and its segmentation from ../shared/data when present (`data` would skip nothing here: the
-// phantom stands in).
+// The pictures of docs/viewer-editing.md and docs/viewer.md: a stroke being painted with the brush
+// outline in the views, and the label table with the code picker. Written to a temporary folder
+// (checked to be real images); with VOXSEG_DOC_SCREENSHOTS=<folder> also there. Uses the
+// TotalSegmentator example CT and its segmentation from ../shared/data when present (`data` would
+// skip nothing here: the phantom stands in).
 TEST_F(EditTest, ScreenshotsOfEditing) {
     const std::string ct = testing::sharedData("totalsegmentator-tests/example_ct_dicom");
     const std::string seg = testing::sharedData("totalsegmentator-tests/example_seg_dicom.nii.gz");
