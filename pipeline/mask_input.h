@@ -1,4 +1,4 @@
-// A stage's "mask" (model.json stages[i].mask, engine::MaskLink; docs/model-package.md): the
+// A stage's "mask" (model.json stages[i].mask, engine::MaskLink; docs/model-package-stages.md): the
 // network sees the image only inside an earlier stage's label, as pyliverlesionseg's lesion
 // network sees the liver: the label resampled onto the stage's network grid, dilated with the
 // 18-neighbourhood (scipy generate_binary_structure(3, 2)), the image cut to the mask's bounding

@@ -1,9 +1,9 @@
 // Staged model packages (model.json format_version 2): a chain of networks, each with its own
 // resize (fixed shape or spacing), normalisation, output rule and post-processing, linked by
 // "crop to the bounding box of stage N's label L plus a margin". The last stage's label map is
-// the result, on the input's exact grid. docs/model-package.md ("Stages") is the specification;
-// deepbet's bet.py (brain extraction: 128^3 box finder, then 256^3 on the box) is the pipeline it
-// reproduces step for step (docs/brain-extraction.md).
+// the result, on the input's exact grid. docs/model-package-stages.md ("Stages") is the
+// specification; deepbet's bet.py (brain extraction: 128^3 box finder, then 256^3 on the box) is
+// the pipeline it reproduces step for step (docs/brain-extraction.md).
 //
 // Grids: every stage starts from the input reoriented to the package's orientation (the
 // "oriented" grid, LPS mm kept); a stage's region is the whole oriented grid or its link's box;

@@ -1,12 +1,12 @@
 // TotalSegmentator's way around an nnU-Net network (model.json "grid": "totalsegmentator",
-// docs/model-package.md): TotalSegmentator 2.18.0 resamples the (canonical, cropped) image to the
-// task spacing itself (resampling.py change_spacing: scipy.ndimage.zoom, order 1, then int32),
-// hands that image to nnU-Net, whose own preprocessing crops it to the nonzero box and
+// docs/model-package-stages.md): TotalSegmentator 2.18.0 resamples the (canonical, cropped) image
+// to the task spacing itself (resampling.py change_spacing: scipy.ndimage.zoom, order 1, then
+// int32), hands that image to nnU-Net, whose own preprocessing crops it to the nonzero box and
 // normalises it (its spacing already is the plans' spacing, so nnU-Net does not resample), and
 // brings nnU-Net's label map back to the input shape with an order-0 zoom. --roi_subset crops the
 // input first to the box of the requested classes in a coarse model's output plus 20 mm
-// (cropping.py crop_to_mask). These functions are those steps; pipeline/stages.cpp calls them.
-// Pure functions, thread-safe.
+// (cropping.py crop_to_mask). These functions are those steps; pipeline/stages.cpp calls them. Pure
+// functions, thread-safe.
 #pragma once
 
 #include "core/geometry.h"

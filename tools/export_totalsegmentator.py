@@ -9,7 +9,7 @@
 ROOT is TotalSegmentator's weights folder (TOTALSEG_WEIGHTS_PATH, or
 ~/.totalsegmentator/nnunet/results): one nnU-Net v2 results folder per dataset,
 Dataset<NNN>_<name>/<trainer>__<plans>__3d_fullres/{dataset.json, plans.json,
-fold_0/checkpoint_final.pth}. The package (model.json format_version 2, docs/model-package.md)
+fold_0/checkpoint_final.pth}. The package (model.json format_version 2, docs/model-package-stages.md)
 repeats TotalSegmentator 2.18.0's pipeline (python_api.py, nnunet.py):
 
   - every network is a stage with "grid": "totalsegmentator": the image in closest-canonical

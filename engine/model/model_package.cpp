@@ -114,7 +114,7 @@ void checkTopLevelKeys(Reader& r, const json& root, bool v2) {
             if (root.contains(k))
                 r.fail(k,
                        "not a top-level key in format_version 2: each entry of \"stages\" has "
-                       "its own (see docs/model-package.md, \"Stages\")");
+                       "its own (see docs/model-package-stages.md, \"Stages\")");
         r.onlyKeys(root, "",
                    {"format_version", "name", "version", "description", "license", "attribution",
                     "disclaimer", "citation", "channels", "axis_order", "orientation", "labels",

@@ -95,7 +95,7 @@ struct ModelFile {
     std::string sha256;  // lower-case hex
 };
 
-// ---- format_version 2: stages (docs/model-package.md, "Stages") ----
+// ---- format_version 2: stages (docs/model-package-stages.md, "Stages") ----
 
 // How a stage resizes its input onto the network grid (and its output back).
 enum class Interpolation { kNearestExact, kLinear, kSpline3 };
