@@ -4,7 +4,7 @@
 # + UBSan in build-fuzz (scripts/configure-sanitizers.sh; the same build gives the fuzz targets
 # that scripts/test-fuzz.sh runs next) and run there. Left out: label fuzz (scripts/test-fuzz.sh),
 # gpu (no device in CI), noasan (what cannot run under ASan or takes it past its timeout) and, in
-# CI's scope, the tests of tests/sanitizer-heavy.txt (40 s or more sanitized: docs/security.md).
+# CI's scope, the tests of tests/sanitizer-heavy.txt (40 s or more sanitized: docs/sanitizers.md).
 # Any sanitizer report fails, also one from a child process whose exit status a test ignores:
 # reports go to files (log_path), printed at the end.
 # Usage: scripts/test-asan.sh [extra ctest args, e.g. -R Dicom]

@@ -25,7 +25,7 @@ step_done tests
 # The sanitizer configuration: everything built again with clang + AddressSanitizer + UBSan in
 # build-fuzz and the test suite run there, but for the tests of tests/sanitizer-heavy.txt (40 s
 # or more sanitized; VOXSEG_ASAN_SCOPE=all runs those too) and label noasan
-# (scripts/test-asan.sh, docs/security.md). Skip with VOXSEG_SKIP_ASAN=1.
+# (scripts/test-asan.sh, docs/sanitizers.md). Skip with VOXSEG_SKIP_ASAN=1.
 if [[ "${VOXSEG_SKIP_ASAN:-0}" != 1 ]]; then
   scripts/test-asan.sh
   step_done "sanitized build and tests"
