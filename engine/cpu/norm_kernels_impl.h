@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace voxseg::engine::cpu::VOXSEG_NORM_ISA {
 
@@ -129,31 +130,39 @@ void applyChunk(const T* x, T* y, const T* r, int64_t lanes_rt, int64_t stride, 
     }
 }
 
-template <int ACT, typename T>
-void applyImpl(const T* x, T* y, const T* r, const LaneLayout& L, int64_t P, const float* scale,
-               const float* shift, float alpha, const float* slope, const float* mask) {
+// f(std::integral_constant<int, ACT>) with `act` as a compile-time constant.
+template <typename F>
+void withActivation(ActivationKind act, F&& f) {
+    using K = ActivationKind;
+    switch (act) {
+        case K::kNone:
+            return f(std::integral_constant<int, static_cast<int>(K::kNone)>{});
+        case K::kRelu:
+            return f(std::integral_constant<int, static_cast<int>(K::kRelu)>{});
+        case K::kLeakyRelu:
+            return f(std::integral_constant<int, static_cast<int>(K::kLeakyRelu)>{});
+        case K::kPRelu:
+            return f(std::integral_constant<int, static_cast<int>(K::kPRelu)>{});
+        case K::kSigmoid:
+            return f(std::integral_constant<int, static_cast<int>(K::kSigmoid)>{});
+        case K::kSilu:
+            return f(std::integral_constant<int, static_cast<int>(K::kSilu)>{});
+    }
+}
+
+// chunk(n, g, offset, count) for every chunk of P positions of every (batch, channel group), in
+// parallel; `offset` is the chunk's first element.
+template <typename F>
+void forEachChunk(const LaneLayout& L, int64_t P, F&& chunk) {
     const int64_t chunks = (L.spatial + P - 1) / P;
     const int64_t units = L.batch * L.groups;
-    const int64_t lanes = L.lanes, cp = L.paddedChannels();
 #pragma omp parallel for schedule(static)
     for (int64_t u = 0; u < units * chunks; ++u) {
-        const int64_t unit = u / chunks, chunk = u % chunks;
+        const int64_t unit = u / chunks, c = u % chunks;
         const int64_t n = unit / L.groups, g = unit % L.groups;
-        const int64_t s0 = chunk * P;
+        const int64_t s0 = c * P;
         const int64_t count = L.spatial - s0 < P ? L.spatial - s0 : P;
-        const int64_t off = n * L.n_stride + g * L.group_stride + s0 * L.spatial_stride;
-        const float* a = scale + n * cp + g * lanes;
-        const float* b = shift + n * cp + g * lanes;
-        const T* rr = r ? r + off : nullptr;
-        if (lanes == 16)
-            applyChunk<16, ACT>(x + off, y + off, rr, lanes, L.spatial_stride, count, a, b,
-                                &mask[g * lanes], alpha, &slope[g * lanes]);
-        else if (lanes == 8)
-            applyChunk<8, ACT>(x + off, y + off, rr, lanes, L.spatial_stride, count, a, b,
-                               &mask[g * lanes], alpha, &slope[g * lanes]);
-        else
-            applyChunk<0, ACT>(x + off, y + off, rr, lanes, L.spatial_stride, count, a, b,
-                               &mask[g * lanes], alpha, &slope[g * lanes]);
+        chunk(n, g, n * L.n_stride + g * L.group_stride + s0 * L.spatial_stride, count);
     }
 }
 
@@ -164,26 +173,24 @@ void applyT(const void* x, void* y, const void* r, const LaneLayout& L, int64_t 
     const T* xt = static_cast<const T*>(x);
     T* yt = static_cast<T*>(y);
     const T* rt = static_cast<const T*>(r);
-    switch (act) {
-        case ActivationKind::kNone:
-            return applyImpl<static_cast<int>(ActivationKind::kNone)>(xt, yt, rt, L, P, scale,
-                                                                      shift, alpha, slope, mask);
-        case ActivationKind::kRelu:
-            return applyImpl<static_cast<int>(ActivationKind::kRelu)>(xt, yt, rt, L, P, scale,
-                                                                      shift, alpha, slope, mask);
-        case ActivationKind::kLeakyRelu:
-            return applyImpl<static_cast<int>(ActivationKind::kLeakyRelu)>(
-                xt, yt, rt, L, P, scale, shift, alpha, slope, mask);
-        case ActivationKind::kPRelu:
-            return applyImpl<static_cast<int>(ActivationKind::kPRelu)>(xt, yt, rt, L, P, scale,
-                                                                       shift, alpha, slope, mask);
-        case ActivationKind::kSigmoid:
-            return applyImpl<static_cast<int>(ActivationKind::kSigmoid)>(xt, yt, rt, L, P, scale,
-                                                                         shift, alpha, slope, mask);
-        case ActivationKind::kSilu:
-            return applyImpl<static_cast<int>(ActivationKind::kSilu)>(xt, yt, rt, L, P, scale,
-                                                                      shift, alpha, slope, mask);
-    }
+    const int64_t lanes = L.lanes, cp = L.paddedChannels();
+    withActivation(act, [&](auto a) {
+        constexpr int ACT = decltype(a)::value;
+        forEachChunk(L, P, [&](int64_t n, int64_t g, int64_t off, int64_t count) {
+            const float* sa = scale + n * cp + g * lanes;
+            const float* sb = shift + n * cp + g * lanes;
+            const T* rr = rt ? rt + off : nullptr;
+            if (lanes == 16)
+                applyChunk<16, ACT>(xt + off, yt + off, rr, lanes, L.spatial_stride, count, sa, sb,
+                                    &mask[g * lanes], alpha, &slope[g * lanes]);
+            else if (lanes == 8)
+                applyChunk<8, ACT>(xt + off, yt + off, rr, lanes, L.spatial_stride, count, sa, sb,
+                                   &mask[g * lanes], alpha, &slope[g * lanes]);
+            else
+                applyChunk<0, ACT>(xt + off, yt + off, rr, lanes, L.spatial_stride, count, sa, sb,
+                                   &mask[g * lanes], alpha, &slope[g * lanes]);
+        });
+    });
 }
 
 // u8 of a float for int8 convolutions: rne(clamp(v * inv + zp, 0, 255)), as oneDNN's
@@ -252,73 +259,37 @@ void applyChunkU8(const T* x, T* y, uint8_t* q, const T* r, int64_t lanes_rt, in
     quantizeRow(buf, q, count * lanes, inv, zp);
 }
 
-template <int ACT, bool KEEP, typename T>
-void applyU8Impl(const T* x, T* y, uint8_t* q, const T* r, const LaneLayout& L, int64_t P,
-                 const float* scale, const float* shift, float alpha, const float* slope, float inv,
-                 float zp, float* buf) {
-    const int64_t chunks = (L.spatial + P - 1) / P;
-    const int64_t units = L.batch * L.groups;
-    const int64_t lanes = L.lanes, cp = L.paddedChannels();
-    // buf: buf_floats per thread (P positions of `lanes` floats).
-#pragma omp parallel for schedule(static)
-    for (int64_t u = 0; u < units * chunks; ++u) {
-        const int64_t unit = u / chunks, chunk = u % chunks;
-        const int64_t n = unit / L.groups, g = unit % L.groups;
-        const int64_t s0 = chunk * P;
-        const int64_t count = L.spatial - s0 < P ? L.spatial - s0 : P;
-        const int64_t off = n * L.n_stride + g * L.group_stride + s0 * L.spatial_stride;
-        const float* a = scale + n * cp + g * lanes;
-        const float* b = shift + n * cp + g * lanes;
-        const T* rr = r ? r + off : nullptr;
-        T* yy = KEEP ? y + off : nullptr;
-        float* tb = buf + omp_get_thread_num() * P * lanes;
-        if (lanes == 16)
-            applyChunkU8<16, ACT, KEEP>(x + off, yy, q + off, rr, lanes, count, a, b, alpha,
-                                        &slope[g * lanes], inv, zp, tb);
-        else
-            applyChunkU8<0, ACT, KEEP>(x + off, yy, q + off, rr, lanes, count, a, b, alpha,
-                                       &slope[g * lanes], inv, zp, tb);
-    }
-}
-
-template <bool KEEP, typename T>
-void applyU8Act(const T* x, T* y, uint8_t* q, const T* r, const LaneLayout& L, int64_t P,
-                const float* scale, const float* shift, ActivationKind act, float alpha,
-                const float* slope, float inv, float zp, float* buf) {
-    switch (act) {
-        case ActivationKind::kNone:
-            return applyU8Impl<static_cast<int>(ActivationKind::kNone), KEEP>(
-                x, y, q, r, L, P, scale, shift, alpha, slope, inv, zp, buf);
-        case ActivationKind::kRelu:
-            return applyU8Impl<static_cast<int>(ActivationKind::kRelu), KEEP>(
-                x, y, q, r, L, P, scale, shift, alpha, slope, inv, zp, buf);
-        case ActivationKind::kLeakyRelu:
-            return applyU8Impl<static_cast<int>(ActivationKind::kLeakyRelu), KEEP>(
-                x, y, q, r, L, P, scale, shift, alpha, slope, inv, zp, buf);
-        case ActivationKind::kPRelu:
-            return applyU8Impl<static_cast<int>(ActivationKind::kPRelu), KEEP>(
-                x, y, q, r, L, P, scale, shift, alpha, slope, inv, zp, buf);
-        case ActivationKind::kSigmoid:
-            return applyU8Impl<static_cast<int>(ActivationKind::kSigmoid), KEEP>(
-                x, y, q, r, L, P, scale, shift, alpha, slope, inv, zp, buf);
-        case ActivationKind::kSilu:
-            return applyU8Impl<static_cast<int>(ActivationKind::kSilu), KEEP>(
-                x, y, q, r, L, P, scale, shift, alpha, slope, inv, zp, buf);
-    }
-}
-
 template <typename T>
 void applyU8T(const void* x, void* y, uint8_t* q, const void* r, const LaneLayout& L, int64_t P,
               const float* scale, const float* shift, ActivationKind act, float alpha,
               const float* slope, float inv, float zp, float* buf) {
     const T* xt = static_cast<const T*>(x);
+    T* yt = static_cast<T*>(y);
     const T* rt = static_cast<const T*>(r);
-    if (y)
-        applyU8Act<true>(xt, static_cast<T*>(y), q, rt, L, P, scale, shift, act, alpha, slope, inv,
-                         zp, buf);
-    else
-        applyU8Act<false>(xt, static_cast<T*>(nullptr), q, rt, L, P, scale, shift, act, alpha,
-                          slope, inv, zp, buf);
+    const int64_t lanes = L.lanes, cp = L.paddedChannels();
+    auto run = [&](auto a, auto keep) {
+        constexpr int ACT = decltype(a)::value;
+        constexpr bool KEEP = decltype(keep)::value;
+        forEachChunk(L, P, [&](int64_t n, int64_t g, int64_t off, int64_t count) {
+            const float* sa = scale + n * cp + g * lanes;
+            const float* sb = shift + n * cp + g * lanes;
+            const T* rr = rt ? rt + off : nullptr;
+            T* yy = KEEP ? yt + off : nullptr;
+            float* tb = buf + omp_get_thread_num() * P * lanes;  // this thread's chunk buffer
+            if (lanes == 16)
+                applyChunkU8<16, ACT, KEEP>(xt + off, yy, q + off, rr, lanes, count, sa, sb, alpha,
+                                            &slope[g * lanes], inv, zp, tb);
+            else
+                applyChunkU8<0, ACT, KEEP>(xt + off, yy, q + off, rr, lanes, count, sa, sb, alpha,
+                                           &slope[g * lanes], inv, zp, tb);
+        });
+    };
+    withActivation(act, [&](auto a) {
+        if (yt)
+            run(a, std::true_type{});
+        else
+            run(a, std::false_type{});
+    });
 }
 
 // Channel LayerNorm of the positions [0, count) of one chunk (x and y point at its first
