@@ -1,5 +1,5 @@
 // EditOp: one edit of a label map, as the viewer, `voxseg edit` and the tests record it: one JSON
-// object on one line of an edit journal (edit/journal.h; format in docs/viewer.md). Coordinates
+// object on one line of an edit journal (edit/journal.h; format in docs/edit-journal.md). Coordinates
 // are patient LPS millimetres (core/geometry.h), never voxel indices, so a journal replays onto
 // any loading of the same image (a resampled tilted series included). A voxel belongs to a shape
 // when its centre does.

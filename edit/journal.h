@@ -1,4 +1,4 @@
-// The edit journal: one EditOp per line (JSON lines, docs/viewer.md), appended as edits are
+// The edit journal: one EditOp per line (JSON lines, docs/edit-journal.md), appended as edits are
 // applied and replayed onto a label map by the viewer (crash recovery) and `voxseg edit`.
 //
 // JournalWriter fsyncs every line (core/journal.h), so a crash (kill -9, power loss) loses at most

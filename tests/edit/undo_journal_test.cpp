@@ -180,7 +180,7 @@ TEST(EditOp, TheIssuesLinesParse) {
          R"({"op": "paint", "shape": "disk", "plane": "axial", "center_mm": [0, 0, 0], "radius_mm": 2, "label": 1})",
          R"({"op": "erase", "shape": "disk", "plane": "sagittal", "center_mm": [0, 0, 0], "radius_mm": 2})",
          R"({"op": "fill_between_slices", "label": 3, "plane": "axial"})", R"({"op": "undo"})",
-         // docs/viewer.md's examples
+         // docs/edit-journal.md's examples
          R"({"op":"paint","shape":"sphere","center_mm":[12.5,-40,88],"radius_mm":5,"label":2,"overwrite":"all"})",
          R"({"op":"paint","shape":"disk","plane":"axial","stroke_mm":[[0,0,10],[4,1,10],[9,3,10]],"radius_mm":3,"label":1,"min":-100,"max":300,"overwrite":"background"})",
          R"({"op":"erase","shape":"disk","plane":"sagittal","center_mm":[0,5,10],"radius_mm":4,"label":1})",
