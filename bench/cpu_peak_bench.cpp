@@ -162,7 +162,9 @@ __attribute__((target("amx-tile"))) void configureTiles() {
 // pairs into fp32.
 constexpr int kTileChains = 4;
 
-__attribute__((target("amx-tile,amx-int8"))) float amxInt8(long iterations) {
+// TDPBUSD (int8) or TDPBF16PS (bf16), per the template argument.
+template <bool kInt8>
+__attribute__((target("amx-tile,amx-int8,amx-bf16"))) float amxTiles(long iterations) {
     configureTiles();
     alignas(64) static thread_local uint8_t operand[16 * 64];
     alignas(64) int32_t out[16 * 16];
@@ -175,38 +177,25 @@ __attribute__((target("amx-tile,amx-int8"))) float amxInt8(long iterations) {
     _tile_loadd(6, operand, 64);
     _tile_loadd(7, operand, 64);
     for (long it = 0; it < iterations; ++it) {
-        _tile_dpbusd(0, 4, 6);
-        _tile_dpbusd(1, 4, 7);
-        _tile_dpbusd(2, 5, 6);
-        _tile_dpbusd(3, 5, 7);
+        if constexpr (kInt8) {
+            _tile_dpbusd(0, 4, 6);
+            _tile_dpbusd(1, 4, 7);
+            _tile_dpbusd(2, 5, 6);
+            _tile_dpbusd(3, 5, 7);
+        } else {
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 4, 7);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+        }
     }
     _tile_stored(0, out, 64);
     _tile_release();
     return static_cast<float>(out[0]);
 }
 
-__attribute__((target("amx-tile,amx-bf16"))) float amxBf16(long iterations) {
-    configureTiles();
-    alignas(64) static thread_local uint16_t operand[16 * 32];
-    alignas(64) float out[16 * 16];
-    _tile_zero(0);  // the intrinsics are asm statements: one per line
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    _tile_loadd(4, operand, 64);
-    _tile_loadd(5, operand, 64);
-    _tile_loadd(6, operand, 64);
-    _tile_loadd(7, operand, 64);
-    for (long it = 0; it < iterations; ++it) {
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
-    }
-    _tile_stored(0, out, 64);
-    _tile_release();
-    return out[0];
-}
+float amxInt8(long iterations) { return amxTiles<true>(iterations); }
+float amxBf16(long iterations) { return amxTiles<false>(iterations); }
 
 struct Kernel {
     const char* name;

@@ -219,6 +219,26 @@ Graph normStack(bool branch) {
     return b.graph();
 }
 
+// The policy marks both norms (each read by an int8 Conv) and keeps the float of the second only
+// when it is a graph output too.
+TEST(Int8Graph, PolicyMarksNormsReadByInt8Convs) {
+    for (bool branch : {false, true}) {
+        const Graph g = optimize(normStack(branch));
+        auto record = std::make_shared<QuantizationRecord>();
+        for (const std::string& t : quant::int8CandidateTensors(g, {}))
+            record->activations[t] = {0.02f, 10};
+        const auto plan = quant::int8LayerPlan(g, *record);
+        int norms = 0;
+        for (size_t i = 0; i < g.nodes.size(); ++i) {
+            if (g.nodes[i].op != OpKind::kInstanceNorm) continue;
+            ++norms;
+            EXPECT_TRUE(plan[i].dst_u8) << g.nodes[i].name;
+            EXPECT_EQ(plan[i].keep_float, branch && norms == 2) << g.nodes[i].name;
+        }
+        EXPECT_EQ(norms, 2);
+    }
+}
+
 // Norms write the u8 their int8 readers take in their own pass (int8_policy.h): no quantising
 // reorder after them, float32 only where something else reads it.
 TEST(Int8Graph, NormsWriteTheU8OfTheirInt8Readers) {

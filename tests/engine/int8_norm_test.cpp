@@ -4,11 +4,8 @@
 //   rounding), except where the float lies within 1e-4 of a rounding tie (a fused multiply-add
 //   may round once instead of twice there), and the float it keeps (f32 or bf16) equals
 //   affineActivation's bit for bit;
-// - the policy marks a norm read by an int8 Conv, and keeps its float32 when another node reads
-//   it or it is a graph output;
 // (The plans they make: tests/engine/int8_graph_test.cpp.)
 #include "engine/cpu/norm_kernels.h"
-#include "engine/passes/optimize.h"
 #include "engine/quant/int8_policy.h"
 #include "tests/engine/op_cases.h"
 
@@ -21,8 +18,6 @@
 
 namespace voxseg::engine {
 namespace {
-
-using testing::GraphBuilder;
 
 struct KernelCase {
     int64_t channels, lanes, spatial;
@@ -116,46 +111,6 @@ TEST(Int8Norm, KernelQuantisesItsOwnResult) {
     checkKernel({32, 16, 777, ActivationKind::kRelu, false, true});         // nCdhw16c
     checkKernel({5, 1, 1234, ActivationKind::kNone, true, false});          // plain
     checkKernel({24, 24, 333, ActivationKind::kSilu, false, true});
-}
-
-// x -> conv (float: the first) -> IN + LeakyReLU -> conv -> IN + LeakyReLU -> conv (float: the
-// last) and, when `branch`, the second norm's result is also a graph output.
-Graph stack(bool branch) {
-    GraphBuilder b;
-    auto normAct = [&](ValueId y, int64_t c) {
-        y = b.norm(OpKind::kInstanceNorm, y, c);
-        return b.node(OpKind::kLeakyRelu, {y}, [](Node& n) { n.alpha = 0.01f; });
-    };
-    ValueId y = b.input("x", {1, 2, 12, 11, 10});
-    y = normAct(b.conv(y, 2, 16, {3, 3, 3}, {1, 1, 1}, {1, 1, 1, 1, 1, 1}), 16);
-    y = normAct(b.conv(y, 16, 16, {3, 3, 3}, {1, 1, 1}, {1, 1, 1, 1, 1, 1}), 16);
-    b.output(b.conv(y, 16, 3, {1, 1, 1}));
-    if (branch) b.output(y);
-    return b.graph();
-}
-
-std::shared_ptr<QuantizationRecord> recordFor(const Graph& g) {
-    auto record = std::make_shared<QuantizationRecord>();
-    record->calibration_cases = {"seeded"};
-    for (const std::string& t : quant::int8CandidateTensors(g, {}))
-        record->activations[t] = {0.02f, 10};
-    return record;
-}
-
-TEST(Int8Norm, PolicyMarksNormsReadByInt8Convs) {
-    for (bool branch : {false, true}) {
-        const Graph g = optimize(stack(branch));
-        const auto plan = quant::int8LayerPlan(g, *recordFor(stack(branch)));
-        int norms = 0;
-        for (size_t i = 0; i < g.nodes.size(); ++i) {
-            if (g.nodes[i].op != OpKind::kInstanceNorm) continue;
-            ++norms;
-            EXPECT_TRUE(plan[i].dst_u8) << g.nodes[i].name;
-            const bool last_norm = norms == 2;
-            EXPECT_EQ(plan[i].keep_float, branch && last_norm) << g.nodes[i].name;
-        }
-        EXPECT_EQ(norms, 2);
-    }
 }
 
 }  // namespace
