@@ -326,7 +326,8 @@ TEST_F(MeasureTest, ScreenshotOfARulerAndRoisOnAPhantomCt) {
     auto phantom = io::makeCtPhantom(spec);
     ASSERT_TRUE(phantom.isOk()) << phantom.status().toString();
     const Volume& labels = phantom->labels;
-    const auto [ni, nj, nk] = spec.size;
+    // Plain variables, not a structured binding: clang 14 (build-fuzz) cannot capture those.
+    const int64_t ni = spec.size[0], nj = spec.size[1], nk = spec.size[2];
     const uint8_t* l = labels.data<uint8_t>();
     auto label = [&](int64_t i, int64_t j, int64_t k) { return l[(k * nj + j) * ni + i]; };
     // Where a ROI fits best: the organ's pixel farthest from every pixel outside it (the
