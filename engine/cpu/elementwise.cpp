@@ -3,6 +3,7 @@
 // place where the input dies. Broadcasts oneDNN's binary cannot express (the first operand
 // broadcast in Sub/Div, or both) run a plain-layout loop. Erf, Sin, Cos and Where, which oneDNN
 // has no primitive for, are plain OpenMP loops on f32.
+#include "engine/cpu/conv_int8.h"
 #include "engine/cpu/plan.h"
 
 #include <omp.h>
@@ -442,6 +443,25 @@ std::optional<MemRef> planConcatInPlace(Plan& plan, int axis, const dnnl::memory
 
 }  // namespace
 
+// A concat whose readers are all int8 convolutions (int8_policy.h): each input quantised by one
+// reorder straight into its channels of the u8 output, which is never written in float.
+Status planQuantizingConcat(Plan& plan, int axis, const dnnl::memory::desc& u8_md,
+                            const std::vector<std::pair<int, MemRef>>& inputs,
+                            const quant::ActivationQuant& q) {
+    const MemRef dst = plan.newBuffer(u8_md);
+    dnnl::memory::dims offsets(u8_md.dims().size(), 0);
+    for (const auto& [arg, src] : inputs) {
+        const dnnl::memory::desc part = u8_md.submemory_desc(src.md.dims(), offsets);
+        VOXSEG_ASSIGN_OR_RETURN(dnnl::reorder quantize,
+                                makeQuantizeReorder(plan.engine(), src.md, part, q));
+        plan.addPrimitive("concat quantize " + descName(src.md) + "->" + descName(u8_md), quantize,
+                          {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, MemRef{dst.buffer, part, {}}}}, {});
+        offsets[static_cast<size_t>(axis)] += src.md.dims()[static_cast<size_t>(axis)];
+    }
+    plan.define(plan.node().outputs[0], dst);
+    return Status::ok();
+}
+
 Status planConcat(Plan& plan) {
     const Node& n = plan.node();
     const Graph& g = plan.graph();
@@ -477,6 +497,9 @@ Status planConcat(Plan& plan) {
     const dnnl::memory::desc dst_md =
         like ? sameLayout(*like, toDims(g.values[n.outputs[0]].shape), type)
              : plainDesc(g.values[n.outputs[0]].shape, type);
+    if (const quant::Int8Layer* q8 = plan.int8Layer(); q8 && q8->dst_u8 && !q8->keep_float)
+        return planQuantizingConcat(plan, axis, sameLayout(dst_md, dst_md.dims(), dt::u8), args,
+                                    q8->dst);
     if (std::optional<MemRef> dst = planConcatInPlace(plan, axis, dst_md, mds, args))
         return planUnfusedEpilogue(plan, *dst);
     try {

@@ -113,16 +113,20 @@ std::vector<Int8Layer> int8LayerPlan(const Graph& g, const QuantizationRecord& r
         plan[i].dst_u8 = true;
         plan[i].dst = it->second;
     }
-    // Normalisations feeding int8 Convs quantise their result in their own pass.
+    // Normalisations feeding int8 Convs quantise their result in their own pass; a concat read
+    // only by int8 Convs quantises its inputs into its u8 output.
     for (size_t i = 0; i < g.nodes.size(); ++i) {
         const Node& n = g.nodes[i];
-        if (n.op != OpKind::kInstanceNorm && n.op != OpKind::kGroupNorm) continue;
+        const bool norm = n.op == OpKind::kInstanceNorm || n.op == OpKind::kGroupNorm;
+        if (!norm && n.op != OpKind::kConcat) continue;
         const ValueId y = n.outputs[0];
         const auto it = record.activations.find(g.values[y].name);
         if (int8_readers[y] == 0 || it == record.activations.end()) continue;
+        const bool others = isOutput(g, y) || readers[y] != int8_readers[y];
+        if (!norm && (others || n.fused_activation != ActivationKind::kNone)) continue;
         plan[i].dst_u8 = true;
         plan[i].dst = it->second;
-        plan[i].keep_float = isOutput(g, y) || readers[y] != int8_readers[y];
+        plan[i].keep_float = others;
     }
     return plan;
 }

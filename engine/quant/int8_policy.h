@@ -11,7 +11,8 @@
 // that tensor is an int8 Conv, it is no graph output and the Conv has no fused residual and at
 // most a ReLU/LeakyReLU; otherwise it writes fp32 (dequantised in its epilogue). An
 // InstanceNorm or GroupNorm whose output an int8 Conv reads writes that u8 source itself, in the
-// same pass (no quantising reorder), and its float32 result only for other readers.
+// same pass (no quantising reorder), and its float32 result only for other readers; a Concat read
+// only by int8 Convs writes u8 only (each input quantised into its part).
 //
 // Graph arguments are as imported (optimize() is applied here, as every backend compiles after
 // it), except int8LayerPlan's, which takes the optimised graph the backend plans. Node and tensor

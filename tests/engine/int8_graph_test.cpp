@@ -133,7 +133,7 @@ TEST(Int8Graph, ConvChainEqualsTheIntegerReferenceBitForBit) {
     ASSERT_EQ(record->activations.size(), 3u);
     const Outcome int8 = run(g, input, Precision::kInt8, record);
     EXPECT_EQ(countOf(int8.describe, "conv int8"), 3) << int8.describe;
-    EXPECT_EQ(countOf(int8.describe, "quantize "), 1) << int8.describe;  // the input only
+    EXPECT_EQ(countOf(int8.describe, ": quantize "), 1) << int8.describe;  // the input only
     std::vector<float> want = chainReference(g, input, *record);
     // Where the plan's float parts are bf16 (cpuInt8FloatPrecision) the last conv stores its
     // float result as bf16, rounded to nearest even.
@@ -182,10 +182,13 @@ TEST(Int8Graph, UnetLevelStaysCloseToFp32) {
     const Outcome fp32 = run(g, input, Precision::kFloat32);
     const Outcome int8 = run(g, input, Precision::kInt8, record);
     EXPECT_EQ(countOf(int8.describe, "conv int8"), 5) << int8.describe;  // 7 convs, 2 float
-    // Four of the five read a norm (NormsWriteTheU8OfTheirInt8Readers), one the concat: the
-    // concat's reorder, and the first norm's where the float first conv left its 8 channels in
-    // a padded 16-channel block (AVX-512), are the quantising reorders left (5 without fusion).
-    EXPECT_LE(countOf(int8.describe, "quantize "), 2) << int8.describe;
+    // Four of the five read a norm (NormsWriteTheU8OfTheirInt8Readers), one the concat, which
+    // quantises its two inputs into its u8 output; the first norm's reorder is left where the
+    // float first conv left its 8 channels in a padded 16-channel block (AVX-512). Without
+    // either fusion: 5 quantising reorders and a float concat.
+    EXPECT_LE(countOf(int8.describe, ": quantize "), 1) << int8.describe;
+    EXPECT_EQ(countOf(int8.describe, ": concat quantize "), 2) << int8.describe;
+    EXPECT_EQ(countOf(int8.describe, "concat simple"), 0) << int8.describe;
     ASSERT_EQ(int8.out.size(), fp32.out.size());
     double max_err = 0, sum_err = 0, lo = 1e30, hi = -1e30;
     for (size_t i = 0; i < fp32.out.size(); ++i) {
@@ -253,7 +256,7 @@ TEST(Int8Graph, NormsWriteTheU8OfTheirInt8Readers) {
         ASSERT_TRUE(exe.isOk()) << exe.status().toString();
         const std::string plan = (*exe)->describe();
         EXPECT_EQ(countOf(plan, "conv int8"), 3) << plan;
-        EXPECT_EQ(countOf(plan, "quantize "), 1) << plan;  // the graph input's only
+        EXPECT_EQ(countOf(plan, ": quantize "), 1) << plan;  // the graph input's only
         // The norm steps: "instancenorm <layout>:<float> -><layout>:u8" writes u8 only,
         // "... +..." both (the float is bf16 where cpuInt8FloatPrecision says so).
         const std::string type =
