@@ -444,22 +444,34 @@ std::optional<MemRef> planConcatInPlace(Plan& plan, int axis, const dnnl::memory
 }  // namespace
 
 // A concat whose readers are all int8 convolutions (int8_policy.h): each input quantised by one
-// reorder straight into its channels of the u8 output, which is never written in float.
-Status planQuantizingConcat(Plan& plan, int axis, const dnnl::memory::desc& u8_md,
-                            const std::vector<std::pair<int, MemRef>>& inputs,
-                            const quant::ActivationQuant& q) {
-    const MemRef dst = plan.newBuffer(u8_md);
+// reorder straight into its channels of the u8 output, which is never written in float. False
+// (nothing planned) where a part is no view oneDNN can write (a channel block split by an input),
+// and the float concat runs.
+bool planQuantizingConcat(Plan& plan, int axis, const dnnl::memory::desc& u8_md,
+                          const std::vector<std::pair<int, MemRef>>& inputs,
+                          const quant::ActivationQuant& q) {
+    std::vector<std::pair<dnnl::reorder, dnnl::memory::desc>> parts;
     dnnl::memory::dims offsets(u8_md.dims().size(), 0);
-    for (const auto& [arg, src] : inputs) {
-        const dnnl::memory::desc part = u8_md.submemory_desc(src.md.dims(), offsets);
-        VOXSEG_ASSIGN_OR_RETURN(dnnl::reorder quantize,
-                                makeQuantizeReorder(plan.engine(), src.md, part, q));
-        plan.addPrimitive("concat quantize " + descName(src.md) + "->" + descName(u8_md), quantize,
-                          {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, MemRef{dst.buffer, part, {}}}}, {});
-        offsets[static_cast<size_t>(axis)] += src.md.dims()[static_cast<size_t>(axis)];
+    try {
+        for (const auto& [arg, src] : inputs) {
+            const dnnl::memory::desc part = u8_md.submemory_desc(src.md.dims(), offsets);
+            auto quantize = makeQuantizeReorder(plan.engine(), src.md, part, q);
+            if (!quantize.isOk()) return false;
+            parts.emplace_back(*quantize, part);
+            offsets[static_cast<size_t>(axis)] += src.md.dims()[static_cast<size_t>(axis)];
+        }
+    } catch (const dnnl::error&) {
+        return false;
+    }
+    const MemRef dst = plan.newBuffer(u8_md);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        const MemRef& src = inputs[i].second;
+        plan.addPrimitive(
+            "concat quantize " + descName(src.md) + "->" + descName(u8_md), parts[i].first,
+            {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, MemRef{dst.buffer, parts[i].second, {}}}}, {});
     }
     plan.define(plan.node().outputs[0], dst);
-    return Status::ok();
+    return true;
 }
 
 Status planConcat(Plan& plan) {
@@ -498,8 +510,9 @@ Status planConcat(Plan& plan) {
         like ? sameLayout(*like, toDims(g.values[n.outputs[0]].shape), type)
              : plainDesc(g.values[n.outputs[0]].shape, type);
     if (const quant::Int8Layer* q8 = plan.int8Layer(); q8 && q8->dst_u8 && !q8->keep_float)
-        return planQuantizingConcat(plan, axis, sameLayout(dst_md, dst_md.dims(), dt::u8), args,
-                                    q8->dst);
+        if (planQuantizingConcat(plan, axis, sameLayout(dst_md, dst_md.dims(), dt::u8), args,
+                                 q8->dst))
+            return Status::ok();
     if (std::optional<MemRef> dst = planConcatInPlace(plan, axis, dst_md, mds, args))
         return planUnfusedEpilogue(plan, *dst);
     try {
