@@ -4,6 +4,7 @@
 // AVX-512 translation unit emits no inline library code the generic one could pick up.
 // Included only by those two files.
 #include "engine/cpu/norm_kernels.h"
+#include "engine/quant/int8_scheme.h"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -193,18 +194,8 @@ void applyT(const void* x, void* y, const void* r, const LaneLayout& L, int64_t 
     });
 }
 
-// u8 of a float for int8 convolutions: rne(clamp(v * inv + zp, 0, 255)), as oneDNN's
-// quantising reorder and quant::quantizeActivation. Adding and subtracting 1.5 * 2^23 rounds a
-// float in [0, 255] to the nearest integer, ties to even, in the default rounding mode (and
-// vectorises, unlike nearbyint without SSE4.1).
-inline uint8_t quantizeU8(float v, float inv, float zp) {
-    float f = v * inv + zp;
-    f = f < 0.0f ? 0.0f : (f > 255.0f ? 255.0f : f);
-    f = (f + 12582912.0f) - 12582912.0f;
-    return static_cast<uint8_t>(static_cast<int32_t>(f));
-}
-
-// q[i] = quantizeU8(f[i], inv, zp) for n values. With AVX2 or AVX-512 in intrinsics: the compilers
+// q[i] = rne(clamp(f[i] * inv + zp, 0, 255)) for n values, as oneDNN's quantising reorder and
+// quant::quantizeActivation. With AVX2 or AVX-512 in intrinsics: the compilers
 // turn the clamp into mask arithmetic (2.2x the time of the FMA pass it follows, measured with
 // GCC 12); max/min, the rounding conversion (MXCSR's default: nearest even) and saturating packs
 // do the same exactly.
@@ -231,7 +222,7 @@ inline void quantizeRow(const float* f, uint8_t* q, int64_t n, float inv, float 
         _mm_storel_epi64(reinterpret_cast<__m128i*>(q + i), _mm_packus_epi16(h, h));
     }
 #endif
-    for (; i < n; ++i) q[i] = quantizeU8(f[i], inv, zp);
+    for (; i < n; ++i) q[i] = quant::roundToU8(f[i] * inv + zp);
 }
 
 // applyChunk writing the u8 quantisation of each result into `q` (same element offsets) and,
