@@ -1,6 +1,6 @@
 // `voxseg edit <image> --labels <label map | SEG | RTSTRUCT> --ops edits.jsonl -o <out>`: replays
-// an edit journal (edit/journal.h, docs/edit-journal.md) onto a segmentation headless, with the same
-// code the viewer runs, and writes the result as a label map file or a DICOM SEG. With
+// an edit journal (edit/journal.h, docs/edit-journal.md) onto a segmentation headless, with the
+// same code the viewer runs, and writes the result as a label map file or a DICOM SEG. With
 // --interactive-model, the journal's prompt ops run an interactive session on that package
 // (edit/interactive/prompt_ops.h, docs/interactive.md); --labels is then optional (an empty map).
 #include "app/commands.h"
@@ -118,7 +118,8 @@ CLI::App* addEditCommand(CLI::App& app, EditCommandOptions& o) {
                     "Segmentation to edit: label map file, DICOM SEG or "
                     "RTSTRUCT (read onto the image's grid); required without "
                     "--interactive-model (with it, absent = an empty label map)");
-    cmd->add_option("--ops", o.ops, "Edit journal: one op per line (docs/edit-journal.md)")->required();
+    cmd->add_option("--ops", o.ops, "Edit journal: one op per line (docs/edit-journal.md)")
+        ->required();
     cmd->add_option("-o,--output", o.output,
                     "Result: a label map file (.nii.gz, .nii, .nrrd, .mha) or .dcm for a DICOM "
                     "SEG (DICOM image input only)")

@@ -1,8 +1,8 @@
 // EditOp: one edit of a label map, as the viewer, `voxseg edit` and the tests record it: one JSON
-// object on one line of an edit journal (edit/journal.h; format in docs/edit-journal.md). Coordinates
-// are patient LPS millimetres (core/geometry.h), never voxel indices, so a journal replays onto
-// any loading of the same image (a resampled tilted series included). A voxel belongs to a shape
-// when its centre does.
+// object on one line of an edit journal (edit/journal.h; format in docs/edit-journal.md).
+// Coordinates are patient LPS millimetres (core/geometry.h), never voxel indices, so a journal
+// replays onto any loading of the same image (a resampled tilted series included). A voxel belongs
+// to a shape when its centre does.
 //
 // Parsing is strict: an unknown key, a missing key or a value of the wrong type or range is an
 // error naming the key. Plain value type; thread-compatible.
