@@ -245,10 +245,9 @@ Result<MemRef> Plan::ensureQuantized(ValueId v, const dnnl::memory::desc& u8_md,
     if (auto it = quantized_.find(key); it != quantized_.end()) return it->second;
     // A u8 form in another layout (a normalisation's): a layout reorder of it reads a quarter
     // of the float's bytes.
-    for (const auto& [k, u8] : quantized_) {
-        if (k.first != v) continue;
+    if (const MemRef* u8 = anyQuantized(v)) {
         MemRef out = newBuffer(u8_md);
-        VOXSEG_RETURN_IF_ERROR(addCopy(u8, out));
+        VOXSEG_RETURN_IF_ERROR(addCopy(*u8, out));
         quantized_[key] = out;
         return out;
     }
@@ -265,11 +264,15 @@ void Plan::defineQuantized(ValueId v, const MemRef& u8) {
     quantized_[std::make_pair(v, descKey(u8.md))] = u8;
 }
 
+const MemRef* Plan::anyQuantized(ValueId v) const {
+    const auto it = quantized_.lower_bound(std::make_pair(v, std::string()));
+    return it != quantized_.end() && it->first.first == v ? &it->second : nullptr;
+}
+
 dnnl::memory::desc Plan::quantizedDesc(ValueId v) const {
     if (has(v) && refs_.at(v).md.data_type() == dt::u8) return refs_.at(v).md;
-    for (const auto& [k, u8] : quantized_)
-        if (k.first == v) return u8.md;
-    return {};
+    const MemRef* u8 = anyQuantized(v);
+    return u8 ? u8->md : dnnl::memory::desc();
 }
 
 const quant::Int8Layer* Plan::int8Layer() const {

@@ -193,6 +193,8 @@ class Plan {
 
   private:
     bool diesHere(ValueId v) const;
+    // A u8 form of `v` in any layout (ensureQuantized's or defineQuantized's), or null.
+    const MemRef* anyQuantized(ValueId v) const;
     dnnl::memory bind(const MemRef& r);
 
     const Graph& graph_;
