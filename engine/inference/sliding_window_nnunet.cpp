@@ -2,6 +2,8 @@
 
 #include "engine/graph/tensor.h"
 #include "engine/inference/half_kernels.h"
+#include "engine/inference/half_kernels_impl.h"
+#include "engine/inference/sliding_window_nnunet_impl.h"
 
 #include <algorithm>
 #include <array>
@@ -99,6 +101,8 @@ std::vector<uint16_t> importanceMap(const std::vector<int64_t>& patch, double si
     return out;
 }
 
+namespace generic {
+
 void addWeightsRow(uint16_t* n, const uint16_t* g, int64_t count) {
     const float* t = half::toFloatTable();
     for (int64_t x = 0; x < count; ++x) n[x] = floatToHalf(toFloat(t, n[x]) + toFloat(t, g[x]));
@@ -131,6 +135,32 @@ void divideRowBy(uint16_t* a, int64_t count, int divisor) {
     const float* t = half::toFloatTable();
     const float d = static_cast<float>(divisor);
     for (int64_t x = 0; x < count; ++x) a[x] = floatToHalf(toFloat(t, a[x]) / d);
+}
+
+}  // namespace generic
+
+#if defined(VOXSEG_HAVE_F16C_KERNELS)
+#define VOXSEG_NNUNET_FP16_DISPATCH(call)         \
+    if (half::f16cAvailable()) return f16c::call; \
+    return generic::call
+#else
+#define VOXSEG_NNUNET_FP16_DISPATCH(call) return generic::call
+#endif
+
+void addWeightsRow(uint16_t* n, const uint16_t* g, int64_t count) {
+    VOXSEG_NNUNET_FP16_DISPATCH(addWeightsRow(n, g, count));
+}
+void addPredictionRow(uint16_t* acc, const float* p, const uint16_t* g, int64_t count) {
+    VOXSEG_NNUNET_FP16_DISPATCH(addPredictionRow(acc, p, g, count));
+}
+bool divideRow(uint16_t* acc, const uint16_t* n, int64_t count) {
+    VOXSEG_NNUNET_FP16_DISPATCH(divideRow(acc, n, count));
+}
+void addRow(uint16_t* a, const uint16_t* b, int64_t count) {
+    VOXSEG_NNUNET_FP16_DISPATCH(addRow(a, b, count));
+}
+void divideRowBy(uint16_t* a, int64_t count, int divisor) {
+    VOXSEG_NNUNET_FP16_DISPATCH(divideRowBy(a, count, divisor));
 }
 
 uint16_t doubleToHalf(double v) {
