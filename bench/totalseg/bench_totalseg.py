@@ -15,7 +15,9 @@ Steps (each alone; weights, CTs and outputs stay under --work, outside the repo)
 
 Both runtimes use 2 threads (TotalSegmentator sets torch threads to the core count, 2 here;
 OMP/MKL_NUM_THREADS=2 as well; voxseg --threads 2), pinned with taskset -c 0,1.
-Needs the TotalSegmentator venv (torch, nnunetv2, totalsegmentator 2.18.0):
+Needs the TotalSegmentator venv (torch, nnunetv2, totalsegmentator 2.18.0; onnx for the export):
+
+    python3 -m venv /tmp/tsvenv && /tmp/tsvenv/bin/pip install totalsegmentator==2.18.0 torch==2.15.0 onnx==1.23.2
 
     P=/tmp/tsvenv/bin/python; W=/tmp/tsbench
     $P bench/totalseg/bench_totalseg.py phantom --work $W
