@@ -1,8 +1,9 @@
 // Interactive (nnInteractive-compatible) segmentation speed (issue 38 item 7; docs/interactive.md
 // "Speed"): scripted sessions on a CT image with a label map, per object (label value) a point at
-// the object, corrective points (each on the larger error: a missed voxel as an include point or
-// a wrong one as an exclude point), then after a reset a 2-D box on the object's middle slice,
-// and after another reset a scribble across it. Per prompt: wall time (median, p95, max),
+// the object's deepest voxel, corrective points (edit/interactive/simulated_clicks.h: each at the
+// deepest voxel of the largest error, include on a miss, exclude on a false positive) with the
+// Dice after each click, then after a reset a 2-D box on the object's middle slice, and after
+// another reset a scribble across it. Per prompt: wall time (median, p95, max),
 // network calls, and the time split between the network and the rest (session, resampling,
 // refinement planning, paste-back); peak memory. --forward-only times the package's network
 // alone (no session), for networks too big for a session on a small machine.
@@ -15,6 +16,7 @@
 // free of network time (for callgrind instruction counts of the session code).
 #include "edit/interactive/interactive_model.h"
 #include "edit/interactive/interactive_session.h"
+#include "edit/interactive/simulated_clicks.h"
 #include "io/image_io.h"
 
 #include <sys/resource.h>
@@ -87,7 +89,7 @@ void report(const std::string& name, std::vector<Sample> s) {
 struct Object {
     int label = 0;
     Index3 lo{}, hi{};  // bounding box, hi exclusive
-    Index3 seed{};      // the label voxel nearest its centroid
+    Index3 seed{};      // the label voxel nearest its centroid (box and scribble)
 };
 
 std::vector<Object> findObjects(const std::vector<uint8_t>& labels, Index3 n,
@@ -123,24 +125,6 @@ std::vector<Object> findObjects(const std::vector<uint8_t>& labels, Index3 n,
         out.push_back(o);
     }
     return out;
-}
-
-// The corrective click: the middle voxel (scan order) of the larger error set, include for a
-// missed voxel, exclude for a wrong one. nullopt when the target equals the object.
-std::optional<std::pair<Index3, bool>> correction(const std::vector<uint8_t>& labels,
-                                                  const std::vector<uint8_t>& target, int label,
-                                                  Index3 n) {
-    std::vector<int64_t> missed, wrong;
-    for (int64_t i = 0; i < static_cast<int64_t>(labels.size()); ++i) {
-        const bool in = labels[i] == label, t = target[i] != 0;
-        if (in && !t) missed.push_back(i);
-        if (!in && t) wrong.push_back(i);
-    }
-    const bool include = missed.size() >= wrong.size();
-    const auto& set = include ? missed : wrong;
-    if (set.empty()) return std::nullopt;
-    const int64_t i = set[set.size() / 2];
-    return std::make_pair(Index3{i / (n[1] * n[2]), (i / n[2]) % n[1], i % n[2]}, include);
 }
 
 int forwardOnly(InteractiveModel& model, int n) {
@@ -300,15 +284,32 @@ int main(int argc, char** argv) {
         all.push_back(s);
     };
     const auto objs = findObjects(labels, n, objects);
+    std::vector<std::vector<double>> dice_per_object;
     for (const auto& o : objs) {
-        const Point3 seed{double(o.seed[0]), double(o.seed[1]), double(o.seed[2])};
-        timedPrompt("point", [&] { return session.addPoint(seed, true); });
-        for (int c = 0; c < corrections; ++c) {
-            auto fix = correction(labels, session.target(), o.label, n);
-            if (!fix) break;
-            const Point3 p{double(fix->first[0]), double(fix->first[1]), double(fix->first[2])};
-            timedPrompt("corrective point", [&] { return session.addPoint(p, fix->second); });
+        // Clicks as the simulated user makes them (edit/interactive/simulated_clicks.h): the
+        // object's deepest voxel, then the deepest voxel of the largest error.
+        std::vector<uint8_t> truth(labels.size());
+        for (size_t i = 0; i < labels.size(); ++i) truth[i] = labels[i] == o.label;
+        std::vector<double> dice;
+        std::optional<SimulatedClick> click = SimulatedClick{*deepestVoxel(truth, n), true};
+        for (int c = 0; c <= corrections && click; ++c) {
+            const Point3 p{double(click->voxel[0]), double(click->voxel[1]),
+                           double(click->voxel[2])};
+            timedPrompt(c == 0 ? "point" : "corrective point",
+                        [&] { return session.addPoint(p, click->include); });
+            dice.push_back(diceScore(session.target(), truth));
+            click = correctiveClick(session.target(), truth, n);
         }
+        std::printf("object %d (%lld voxels): Dice after click", o.label,
+                    (long long)std::count(truth.begin(), truth.end(), uint8_t{1}));
+        for (size_t c = 0; c < dice.size(); ++c) std::printf(" %zu: %.3f", c + 1, dice[c]);
+        const auto reached =
+            std::find_if(dice.begin(), dice.end(), [](double d) { return d >= 0.9; });
+        if (reached == dice.end())
+            std::printf("; 0.9 not reached\n");
+        else
+            std::printf("; 0.9 at click %lld\n", (long long)(reached - dice.begin() + 1));
+        dice_per_object.push_back(dice);
         // A 2-D box on the seed's slice around the object's extent there.
         Index3 lo{o.seed[0], n[1], n[2]}, hi{o.seed[0] + 1, 0, 0};
         for (int64_t y = 0; y < n[1]; ++y)
@@ -328,6 +329,7 @@ int main(int argc, char** argv) {
         while (x0 > 0 && row[x0 - 1] == o.label) --x0;
         while (x1 + 1 < n[2] && row[x1 + 1] == o.label) ++x1;
         const double q = (x1 - x0) / 4.0;
+        const Point3 seed{double(o.seed[0]), double(o.seed[1]), double(o.seed[2])};
         const std::vector<Point3> line{{seed[0], seed[1], x0 + q},
                                        {seed[0], seed[1] + 2, seed[2]},
                                        {seed[0], seed[1], x1 - q}};
@@ -337,6 +339,14 @@ int main(int argc, char** argv) {
     for (const char* k : {"point", "corrective point", "box (2-D)", "scribble"})
         report(k, samples[k]);
     report("all prompts", all);
+    std::printf("Dice (mean over %zu objects) after click", dice_per_object.size());
+    for (size_t c = 0; c <= static_cast<size_t>(corrections); ++c) {
+        double sum = 0;  // an object whose mask was exact early keeps its last Dice
+        for (const auto& d : dice_per_object) sum += d.empty() ? 0.0 : d[std::min(c, d.size() - 1)];
+        std::printf(" %zu: %.3f", c + 1,
+                    dice_per_object.empty() ? 0.0 : sum / double(dice_per_object.size()));
+    }
+    std::printf("\n");
     std::printf("peak RSS %.0f MiB\n", peakMiB());
     return 0;
 }
