@@ -122,6 +122,7 @@ CLI::App* addSegmentCommand(CLI::App& app, SegmentCommandOptions& o) {
 ExitCode runSegment(const SegmentCommandOptions& o, const CommandContext& ctx) {
     auto so = toSegmentOptions(o);
     if (!so.isOk()) return fail(so.status(), Stage::kInput);
+    so->networks_resident = false;  // one study: a staged package's networks one at a time
 
     // Cheap checks before loading anything.
     std::error_code ec;

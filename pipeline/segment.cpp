@@ -344,7 +344,9 @@ Result<Segmenter> Segmenter::create(const std::string& model_folder, const Segme
                                    "models; drop 'probabilities' from --outputs",
                                model_folder);
         auto runner =
-            StageRunner::create(*impl->backend, loaded, options.batch, compile, impl->label_values);
+            StageRunner::create(*impl->backend, loaded, options.batch, compile, impl->label_values,
+                                options.networks_resident ? NetworkResidency::kResident
+                                                          : NetworkResidency::kOneAtATime);
         if (!runner.isOk()) return runner.status().withContext("model " + m.name);
         impl->stages = std::move(*runner);
         impl->window_options = m.stages.front().slidingWindowOptions();

@@ -118,6 +118,11 @@ struct SegmentOptions {
     // (engine::int8PackageSupport). Set only by `voxseg model calibrate`, whose held-back run
     // is that validation: the record it runs has no held_back yet.
     bool int8_validation_run = false;
+    // Staged packages: every stage network compiled once and kept for the next study (batch, the
+    // node, the viewer), or each compiled just before its stage and freed after it (`voxseg
+    // segment`: one study, so TotalSegmentator's five part networks are never resident together;
+    // pipeline/stages.h NetworkResidency). Single-network packages are always kept.
+    bool networks_resident = true;
 };
 
 // Per-stage wall time in seconds, in pipeline order.

@@ -513,7 +513,8 @@ Result<std::unique_ptr<StageRunner>> StageRunner::create(engine::Backend& backen
                                                          const engine::LoadedModel& model,
                                                          int batch,
                                                          const engine::CompileOptions& compile,
-                                                         const std::vector<int>& labels) {
+                                                         const std::vector<int>& labels,
+                                                         NetworkResidency residency) {
     if (!model.package.hasStages())
         return invalidArgument("model " + model.package.name + " has no stages");
     if (compile.quantization) VOXSEG_RETURN_IF_ERROR(checkStageQuantizationKeys(model.package));
@@ -521,31 +522,47 @@ Result<std::unique_ptr<StageRunner>> StageRunner::create(engine::Backend& backen
     runner->package_ = model.package;
     runner->needed_ = stagesNeeded(model.package, labels);
     runner->labels_ = labels;
+    runner->backend_ = &backend;
+    runner->batch_ = batch;
+    runner->compile_ = compile;
+    runner->residency_ = residency;
+    runner->windows_.resize(model.package.stages.size());
     for (size_t s = 0; s < model.package.stages.size(); ++s) {
         if (!runner->needed_[s]) {
-            runner->windows_.push_back(nullptr);
             log::info(kComponent, "stage {} is not needed for the labels asked for: not run",
                       model.package.stages[s].name);
             continue;
         }
-        const StageSpec& st = model.package.stages[s];
-        // The stage's own part of an observer and of an int8 record (stage_quantization.h).
-        const engine::CompileOptions stage_compile = stageCompileOptions(compile, st.name);
-        if (!st.inference.output_size.empty()) {  // a 'valid' network, tiled as DeepVoxNet does
-            auto tiles = ValidTiles::create(backend, model.graphs.at(s),
-                                            st.inputChannels(model.package.channels.size()),
-                                            st.patch_size, st.inference.output_size, stage_compile);
-            if (!tiles.isOk())
-                return tiles.status().withContext("model " + model.package.name + ", stage " +
-                                                  st.name + ": ");
-            runner->windows_.push_back(std::move(tiles).value());
-            continue;
-        }
-        VOXSEG_ASSIGN_OR_RETURN(auto window,
-                                engine::createStageWindow(backend, model, s, batch, stage_compile));
-        runner->windows_.push_back(std::move(window));
+        if (residency == NetworkResidency::kOneAtATime) continue;  // compiled by run()
+        VOXSEG_ASSIGN_OR_RETURN(runner->windows_[s], runner->compileStage(s, model.graphs.at(s)));
     }
     return runner;
+}
+
+Result<std::unique_ptr<engine::VolumeInference>> StageRunner::compileStage(
+    size_t s, const engine::Graph& graph) {
+    const StageSpec& st = package_.stages[s];
+    // The stage's own part of an observer and of an int8 record (stage_quantization.h).
+    const engine::CompileOptions stage_compile = stageCompileOptions(compile_, st.name);
+    if (!st.inference.output_size.empty()) {  // a 'valid' network, tiled as DeepVoxNet does
+        auto tiles =
+            ValidTiles::create(*backend_, graph, st.inputChannels(package_.channels.size()),
+                               st.patch_size, st.inference.output_size, stage_compile);
+        if (!tiles.isOk())
+            return tiles.status().withContext("model " + package_.name + ", stage " + st.name +
+                                              ": ");
+        return std::unique_ptr<engine::VolumeInference>(std::move(tiles).value());
+    }
+    return engine::createStageWindow(*backend_, package_, graph, s, batch_, stage_compile);
+}
+
+Status StageRunner::ensureWindow(size_t s) {
+    if (windows_[s]) return Status::ok();
+    VOXSEG_ASSIGN_OR_RETURN(const engine::Graph graph, engine::loadStageGraph(package_, s));
+    VOXSEG_ASSIGN_OR_RETURN(windows_[s], compileStage(s, graph));
+    log::debug(kComponent, "stage {}: network compiled for this stage only",
+               package_.stages[s].name);
+    return Status::ok();
 }
 
 // Stage s's network input: the oriented image cropped to `region` and brought to the network
@@ -863,6 +880,7 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
         trace.region = region;
         // The stage's labels on the oriented grid, when a result or a link needs them there.
         std::optional<Volume> on_og;
+        VOXSEG_RETURN_IF_ERROR(ensureWindow(s));
         if (st.grid == engine::StageGrid::kTotalSegmentator) {
             if (crop_source[s])
                 return invalidArgument("stage " + st.name +
@@ -898,8 +916,11 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
         }
         // The next stage's network needs its own activations: give this one's back
         // (TotalSegmentator's five 128^3 part models would otherwise keep five workspaces
-        // resident).
-        windows_[s]->releaseWorkspace();
+        // resident), and with one network at a time the network itself.
+        if (residency_ == NetworkResidency::kOneAtATime)
+            windows_[s].reset();
+        else
+            windows_[s]->releaseWorkspace();
         trace.seconds = secondsSince(t0);
         result.stages.push_back(trace);
         log::debug(kComponent, "stage {}: region {}x{}x{} -> network {}x{}x{}, {} voxels labelled",

@@ -98,19 +98,32 @@ bool cropLinkActive(const engine::CropLink& link, const std::vector<int>& labels
 // percentiles_of), transitively.
 std::vector<bool> stagesNeeded(const engine::ModelPackage& package, const std::vector<int>& labels);
 
+// Where a runner's stage networks live. kResident: every needed network is compiled by create()
+// and kept (batch, the node and the viewer run many studies on one load). kOneAtATime: each
+// stage's network is imported (engine::loadStageGraph: its sha256 checked again) and compiled
+// just before the stage runs, and freed after it (`voxseg segment`, one study: TotalSegmentator's
+// five part networks are then never resident together; docs/perf-totalseg.md).
+enum class NetworkResidency { kResident, kOneAtATime };
+
 class StageRunner {
   public:
     // Compiles the networks of the stages `labels` need (stagesNeeded; empty: all) on `backend`
-    // (which must outlive the runner); run() skips the others.
-    static Result<std::unique_ptr<StageRunner>> create(engine::Backend& backend,
-                                                       const engine::LoadedModel& model, int batch,
-                                                       const engine::CompileOptions& compile,
-                                                       const std::vector<int>& labels = {});
+    // (which must outlive the runner), now or stage by stage in run() (`residency`); run() skips
+    // the others.
+    static Result<std::unique_ptr<StageRunner>> create(
+        engine::Backend& backend, const engine::LoadedModel& model, int batch,
+        const engine::CompileOptions& compile, const std::vector<int>& labels = {},
+        NetworkResidency residency = NetworkResidency::kResident);
     // `input`: one channel, any pixel type. `threads`: resampling (0: every core).
     Result<StagesResult> run(const Volume& input, int threads = 0, const Progress& progress = {});
 
   private:
     StageRunner() = default;
+    // Stage s's compiled network from `graph` (a sliding window, or valid tiles).
+    Result<std::unique_ptr<engine::VolumeInference>> compileStage(size_t s,
+                                                                  const engine::Graph& graph);
+    // windows_[s], compiled now when the runner compiles one stage at a time.
+    Status ensureWindow(size_t s);
     // Stage s on `region` of the oriented input. networkStage: the stage's network grid
     // (stageInput), its labels on that grid into `net_labels` when `keep_net_labels` (a crop
     // link reads them there) and on the oriented grid when `want_oriented`.
@@ -128,7 +141,12 @@ class StageRunner {
     engine::ModelPackage package_;
     std::vector<bool> needed_;
     std::vector<int> labels_;  // the labels asked for (empty: all)
-    std::vector<std::unique_ptr<engine::VolumeInference>> windows_;  // null: not needed
+    std::vector<std::unique_ptr<engine::VolumeInference>> windows_;  // null: not needed or
+                                                                     // not compiled yet
+    engine::Backend* backend_ = nullptr;
+    int batch_ = 1;
+    engine::CompileOptions compile_;
+    NetworkResidency residency_ = NetworkResidency::kResident;
 };
 
 // The package's measurements on a label map (volume_ml: voxels of the labels x voxel volume).

@@ -139,6 +139,8 @@ void readPlausibleVolume(Reader& r, const json& j, const std::string& key, int l
 // and the import of each stage's network with its shapes checked.
 void readStages(Reader& r, const json& root, ModelPackage& p);
 json stageJson(const StageSpec& st);
+Result<Graph> importStageGraph(const std::filesystem::path& folder, const ModelPackage& p,
+                               size_t stage);
 Status loadStages(const std::filesystem::path& folder, LoadedModel& model);
 
 }  // namespace voxseg::engine::detail

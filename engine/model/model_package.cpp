@@ -452,24 +452,38 @@ Result<ModelPackage> readModelPackage(const std::filesystem::path& folder) {
     return parseModelPackage(text, json_path.string(), folder);
 }
 
-Status verifyModelFiles(const ModelPackage& package) {
-    for (const ModelFile& f : package.models) {
-        const auto path = package.folder / f.file;
-        auto hash = sha256File(path);
-        if (!hash.isOk()) {
-            if (hash.status().code() == StatusCode::kNotFound)
-                return notFound(f.file + " named in model.json is missing from the package",
-                                path.string());
-            return hash.status();
-        }
-        if (*hash != f.sha256)
-            return corruptData(f.file +
-                                   " does not match model.json's sha256: the package is "
-                                   "damaged or was edited (expected " +
-                                   f.sha256 + ", file has " + *hash + ")",
-                               path.string());
+namespace {
+
+Status verifyModelFile(const ModelPackage& package, const ModelFile& f) {
+    const auto path = package.folder / f.file;
+    auto hash = sha256File(path);
+    if (!hash.isOk()) {
+        if (hash.status().code() == StatusCode::kNotFound)
+            return notFound(f.file + " named in model.json is missing from the package",
+                            path.string());
+        return hash.status();
     }
+    if (*hash != f.sha256)
+        return corruptData(f.file +
+                               " does not match model.json's sha256: the package is "
+                               "damaged or was edited (expected " +
+                               f.sha256 + ", file has " + *hash + ")",
+                           path.string());
     return Status::ok();
+}
+
+}  // namespace
+
+Status verifyModelFiles(const ModelPackage& package) {
+    for (const ModelFile& f : package.models) VOXSEG_RETURN_IF_ERROR(verifyModelFile(package, f));
+    return Status::ok();
+}
+
+Result<Graph> loadStageGraph(const ModelPackage& package, size_t stage) {
+    if (stage >= package.stages.size())
+        return invalidArgument("model " + package.name + " has no stage " + std::to_string(stage));
+    VOXSEG_RETURN_IF_ERROR(verifyModelFile(package, package.stages[stage].model));
+    return detail::importStageGraph(package.folder, package, stage);
 }
 
 std::string modelPackageToJson(const ModelPackage& p) {
@@ -637,23 +651,32 @@ Result<std::unique_ptr<VolumeInference>> createSlidingWindow(Backend& backend,
     return sw;
 }
 
-Result<std::unique_ptr<VolumeInference>> createStageWindow(Backend& backend,
-                                                           const LoadedModel& model, size_t stage,
+Result<std::unique_ptr<VolumeInference>> createStageWindow(Backend& backend, const ModelPackage& p,
+                                                           const Graph& graph, size_t stage,
                                                            int batch,
                                                            const CompileOptions& compile) {
-    const ModelPackage& p = model.package;
-    if (stage >= p.stages.size() || stage >= model.graphs.size())
+    if (stage >= p.stages.size())
         return invalidArgument("model " + p.name + " has no stage " + std::to_string(stage));
     SlidingWindowOptions options = p.stages[stage].slidingWindowOptions();
     options.batch = batch;
     options.accumulator = DType::kFloat32;
     options.compile = compile;
-    auto sw = makeWindow(backend, {&model.graphs[stage]},
-                         p.stages[stage].inputChannels(p.channels.size()), options);
+    auto sw =
+        makeWindow(backend, {&graph}, p.stages[stage].inputChannels(p.channels.size()), options);
     if (!sw.isOk())
         return sw.status().withContext("model " + p.name + ", stage " + p.stages[stage].name +
                                        ": ");
     return sw;
+}
+
+Result<std::unique_ptr<VolumeInference>> createStageWindow(Backend& backend,
+                                                           const LoadedModel& model, size_t stage,
+                                                           int batch,
+                                                           const CompileOptions& compile) {
+    if (stage >= model.package.stages.size() || stage >= model.graphs.size())
+        return invalidArgument("model " + model.package.name + " has no stage " +
+                               std::to_string(stage));
+    return createStageWindow(backend, model.package, model.graphs[stage], stage, batch, compile);
 }
 
 }  // namespace voxseg::engine

@@ -377,5 +377,17 @@ Result<std::unique_ptr<VolumeInference>> createStageWindow(Backend& backend,
                                                            const LoadedModel& model, size_t stage,
                                                            int batch,
                                                            const CompileOptions& compile = {});
+// The same on a stage network the caller holds (loadStageGraph).
+Result<std::unique_ptr<VolumeInference>> createStageWindow(Backend& backend,
+                                                           const ModelPackage& package,
+                                                           const Graph& graph, size_t stage,
+                                                           int batch,
+                                                           const CompileOptions& compile = {});
+
+// Stage `stage`'s network of a version 2 package, imported again from the package's folder with
+// loadModelPackage's checks, its file first checked against model.json's sha256 again (the
+// package may have changed on disk since it was read). For a runner that compiles one stage's
+// network at a time (pipeline/stages.h, NetworkResidency::kOneAtATime).
+Result<Graph> loadStageGraph(const ModelPackage& package, size_t stage);
 
 }  // namespace voxseg::engine

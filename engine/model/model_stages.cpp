@@ -758,37 +758,43 @@ json stageJson(const StageSpec& st) {
     return j;
 }
 
+Result<Graph> importStageGraph(const std::filesystem::path& folder, const ModelPackage& p,
+                               size_t stage) {
+    const StageSpec& st = p.stages.at(stage);
+    Shape input = {1, st.inputChannels(p.channels.size())};
+    const auto patch = st.patch();
+    input.insert(input.end(), patch.begin(), patch.end());
+    Shape expected = input;
+    expected[1] = st.outputChannels();
+    if (!st.inference.output_size.empty())  // a 'valid' network: the centred part
+        std::copy(st.inference.output_size.begin(), st.inference.output_size.end(),
+                  expected.begin() + 2);
+    const auto path = folder / st.model.file;
+    OnnxImportOptions options;
+    options.input_shapes = {input};
+    auto graph = importOnnx(path, options);
+    if (!graph.isOk())
+        return graph.status().withContext("stage " + st.name + ": " + st.model.file +
+                                          " (for input " + shapeToString(input) + "): ");
+    if (graph->inputs.size() != 1 || graph->outputs.empty())
+        return unsupported("stage " + st.name + ": " + st.model.file +
+                               " must have one input and at least one output",
+                           path.string());
+    const Shape& out = graph->values[graph->outputs[0]].shape;
+    if (out != expected)
+        return invalidArgument("stage " + st.name + ": " + st.model.file + " produces " +
+                                   shapeToString(out) + " for input " + shapeToString(input) +
+                                   ", but its output in model.json implies " +
+                                   shapeToString(expected),
+                               path.string());
+    return graph;
+}
+
 // Imports a version 2 package's stage networks (one per stage) and checks their shapes.
 Status loadStages(const std::filesystem::path& folder, LoadedModel& model) {
-    const ModelPackage& p = model.package;
-    for (const StageSpec& st : p.stages) {
-        Shape input = {1, st.inputChannels(p.channels.size())};
-        const auto patch = st.patch();
-        input.insert(input.end(), patch.begin(), patch.end());
-        Shape expected = input;
-        expected[1] = st.outputChannels();
-        if (!st.inference.output_size.empty())  // a 'valid' network: the centred part
-            std::copy(st.inference.output_size.begin(), st.inference.output_size.end(),
-                      expected.begin() + 2);
-        const auto path = folder / st.model.file;
-        OnnxImportOptions options;
-        options.input_shapes = {input};
-        auto graph = importOnnx(path, options);
-        if (!graph.isOk())
-            return graph.status().withContext("stage " + st.name + ": " + st.model.file +
-                                              " (for input " + shapeToString(input) + "): ");
-        if (graph->inputs.size() != 1 || graph->outputs.empty())
-            return unsupported("stage " + st.name + ": " + st.model.file +
-                                   " must have one input and at least one output",
-                               path.string());
-        const Shape& out = graph->values[graph->outputs[0]].shape;
-        if (out != expected)
-            return invalidArgument("stage " + st.name + ": " + st.model.file + " produces " +
-                                       shapeToString(out) + " for input " + shapeToString(input) +
-                                       ", but its output in model.json implies " +
-                                       shapeToString(expected),
-                                   path.string());
-        model.graphs.push_back(std::move(graph).value());
+    for (size_t s = 0; s < model.package.stages.size(); ++s) {
+        VOXSEG_ASSIGN_OR_RETURN(Graph graph, importStageGraph(folder, model.package, s));
+        model.graphs.push_back(std::move(graph));
     }
     return Status::ok();
 }

@@ -13,6 +13,8 @@
 #include "tests/test_data.h"
 
 #include <gtest/gtest.h>
+
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -233,6 +235,45 @@ TEST(Cascade, LowResolutionPredictionFeedsTheFullResolutionStageAsOneHotChannels
     EXPECT_EQ(valueAt<uint8_t>(labels, 20, 18, 16), 1);
     EXPECT_EQ(valueAt<uint8_t>(labels, 12, 18, 16), 2);
     EXPECT_EQ(valueAt<uint8_t>(labels, 2, 2, 2), 0);
+}
+
+// NetworkResidency::kOneAtATime (`voxseg segment`): the same labels as with every network kept;
+// each stage's network is read from the package when the stage runs, its sha256 checked again,
+// so a file changed after the package was loaded is refused then (a resident runner never reads
+// it again).
+TEST(Cascade, NetworksOneAtATimeGiveTheSameLabelsAndAreReadWhenTheirStageRuns) {
+    testing::TempDir dir;
+    const std::string pkg = writeCascade(dir.path() / "pkg");
+    const StudyInput study = nestedStudy(0, 100, 180);
+    SegmentOptions resident;
+    resident.outputs.preview = false;
+    SegmentOptions one = resident;
+    one.networks_resident = false;
+    auto a = Segmenter::create(pkg, resident);
+    auto b = Segmenter::create(pkg, one);
+    ASSERT_TRUE(a.isOk() && b.isOk());
+    auto ra = a->run(study, "synthetic", (dir.path() / "a").string());
+    auto rb = b->run(study, "synthetic", (dir.path() / "b").string());
+    ASSERT_TRUE(ra.isOk() && rb.isOk()) << rb.status().toString();
+    const auto n = static_cast<size_t>(ra->label_map.geometry().voxelCount());
+    ASSERT_EQ(rb->label_map.geometry().voxelCount(), ra->label_map.geometry().voxelCount());
+    EXPECT_EQ(std::memcmp(ra->label_map.data<uint8_t>(), rb->label_map.data<uint8_t>(), n), 0);
+    // A second study on the same one-at-a-time segmenter compiles again and agrees again.
+    auto rb2 = b->run(study, "synthetic", (dir.path() / "b2").string());
+    ASSERT_TRUE(rb2.isOk()) << rb2.status().toString();
+    EXPECT_EQ(std::memcmp(ra->label_map.data<uint8_t>(), rb2->label_map.data<uint8_t>(), n), 0);
+
+    // The full-resolution network replaced on disk after both were loaded.
+    auto c = Segmenter::create(pkg, one);
+    ASSERT_TRUE(c.isOk());
+    std::ofstream(fs::path(pkg) / "fullres.onnx", std::ios::app) << "x";
+    auto rc = c->run(study, "synthetic", (dir.path() / "c").string());
+    ASSERT_FALSE(rc.isOk());
+    EXPECT_NE(rc.status().message().find("fullres.onnx does not match model.json's sha256"),
+              std::string::npos)
+        << rc.status().toString();
+    auto ra2 = a->run(study, "synthetic", (dir.path() / "a2").string());  // resident: unaffected
+    EXPECT_TRUE(ra2.isOk()) << ra2.status().toString();
 }
 
 TEST(Cascade, NetworkWithoutTheOneHotInputsIsRefusedOnLoad) {
