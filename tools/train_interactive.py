@@ -18,7 +18,7 @@ Input, as 2.6.0's session builds it at zoom 1 with the legacy channel mapping (8
 point ball: a ball of radius 4 whose values are its distance transform normalised to 1),
 6/7 scribble +/-; older interactions are scaled by decay^age (the session's decay scaling,
 newest = 1). Training simulates sessions: a first prompt (point, 2-D box or scribble) on a random
-target structure, then 0-3 corrective points at the largest error component (its deepest voxel,
+target structure (TARGET_WEIGHTS favours the soft-tissue organs), then 0-3 corrective points at the largest error component (its deepest voxel,
 positive on a miss, negative on a false positive) with the previous prediction as prev_seg; a
 quarter of the samples start from a degraded mask in prev_seg (AutoZoom's refinement pass).
 Crops are taken at 1x-2x zoom-out (AutoZoom). Network: ResidualEncoderUNet (nnInteractive's
@@ -54,6 +54,9 @@ DATASET_NAME = "Dataset938_voxsegInteractivePhantom"
 TRAINER = "nnInteractiveTrainer_stub"   # 2.6.0 builds the network from plans.json with it
 LABELS = {1: "liver", 2: "spleen", 3: "kidney_left", 4: "kidney_right", 5: "lung_left",
           6: "lung_right", 7: "spine", 8: "aorta"}
+# How often each phantom structure is the target, relative: the soft-tissue organs, whose borders
+# are 5-20 HU against noise of 10-20 HU, most; the lungs, which intensity alone separates, least.
+TARGET_WEIGHTS = {1: 3.0, 2: 2.0, 3: 1.5, 4: 1.5, 5: 0.5, 6: 0.5, 7: 1.0, 8: 1.0}
 
 
 # ----------------------------------------------------------------------------- model folder
@@ -305,9 +308,10 @@ class Sampler:
     the normalisation (2.6.0 z-scores the whole image) comes from a cached subsample of the
     volume put through the same curve."""
 
-    def __init__(self, pool, seed, crop):
+    def __init__(self, pool, seed, crop, blob_share=0.25):
         self.pool = pool
         self.crop = crop
+        self.blob_share = blob_share
         self.rng = np.random.default_rng(seed)
         self.index, self.sub = [], []
         for img, lab in pool:
@@ -333,7 +337,9 @@ class Sampler:
         rng = self.rng
         v = int(rng.integers(len(self.pool)))
         img, lab = self.pool[v]
-        target = int(rng.choice(list(self.index[v])))
+        ids = list(self.index[v])
+        w = np.array([TARGET_WEIGHTS[k] for k in ids], float)
+        target = int(rng.choice(ids, p=w / w.sum()))
         vox = self.index[v][target]
         centre = np.unravel_index(int(vox[rng.integers(len(vox))]), lab.shape)
         centre = [int(p) + int(rng.integers(-c // 4, c // 4 + 1)) for p in centre]
@@ -360,7 +366,7 @@ class Sampler:
         while True:
             f = float(rng.choice([1.0, 1.0, 1.5, 2.0]))
             c = int(round(crop * f))
-            got = self._blob(c) if rng.random() < 0.25 else self._phantom(c)
+            got = self._blob(c) if rng.random() < self.blob_share else self._phantom(c)
             if got is None:
                 continue
             ic, gc = got
@@ -413,16 +419,16 @@ def train(a):
     import torch
     torch.manual_seed(SEED)
     torch.set_num_threads(a.threads)
-    rng = np.random.default_rng(SEED)
     pool = load_pool(a.pool, TRAIN_SEEDS[:a.volumes])
     print(f"pool: {len(pool)} phantoms", flush=True)
-    sampler = Sampler(pool, SEED, a.crop)
     net = build_network().to(memory_format=torch.channels_last_3d)
     step, log = 0, {"loss": []}
     if a.resume:
         ck = torch.load(os.path.join(a.resume, "fold_0", "checkpoint_final.pth"), weights_only=True)
         net.load_state_dict(ck["network_weights"])
         step, log = int(ck.get("current_epoch", 0)), ck.get("logging") or log
+    sampler = Sampler(pool, SEED + step, a.crop, a.blob_share)  # a resumed run draws anew
+    rng = np.random.default_rng(SEED + step)
     opt = torch.optim.AdamW(net.parameters(), lr=a.lr, weight_decay=1e-4)
     t0 = time.time()
     budget = a.minutes * 60
@@ -533,6 +539,8 @@ def main():
     t.add_argument("--bf16", action="store_true", help="bf16 autocast (AMX / AVX512-BF16 CPUs)")
     t.add_argument("--max-corrections", type=int, default=4,
                    help="simulated corrective clicks per sample: 0..N, uniform")
+    t.add_argument("--blob-share", type=float, default=0.25,
+                   help="share of samples drawn from random shapes instead of phantoms")
     t.add_argument("--crop", type=int, default=CROP, help="training crop edge (voxels)")
     t.add_argument("--lr", type=float, default=3e-3)
     t.add_argument("--threads", type=int, default=2)
