@@ -59,19 +59,11 @@ void toFloatRow(const uint16_t* src, float* dst, int64_t n) {
 
 }  // namespace generic
 
-#if defined(VOXSEG_HAVE_F16C_KERNELS)
-#define VOXSEG_HALF_DISPATCH(call)          \
-    if (f16cAvailable()) return f16c::call; \
-    return generic::call
-#else
-#define VOXSEG_HALF_DISPATCH(call) return generic::call
-#endif
-
 void accumulateRow(uint16_t* dst, const float* w, const float* s, int64_t n, bool reversed) {
-    VOXSEG_HALF_DISPATCH(accumulateRow(dst, w, s, n, reversed));
+    VOXSEG_F16C_DISPATCH(accumulateRow(dst, w, s, n, reversed));
 }
 void toFloatRow(const uint16_t* src, float* dst, int64_t n) {
-    VOXSEG_HALF_DISPATCH(toFloatRow(src, dst, n));
+    VOXSEG_F16C_DISPATCH(toFloatRow(src, dst, n));
 }
 
 const char* kernelIsa() { return f16cAvailable() ? "f16c" : "generic"; }

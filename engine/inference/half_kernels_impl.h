@@ -20,3 +20,14 @@ void toFloatRow(const uint16_t* src, float* dst, int64_t n);
 bool f16cAvailable();
 
 }  // namespace voxseg::engine::half
+
+// The dispatch of a kernel that has both implementations, in a namespace holding `f16c` and
+// `generic` (half::, nnunet_fp16::): `return f16c::call;` where this CPU runs it, else
+// `return generic::call;`. The including file is built with VOXSEG_HAVE_F16C_KERNELS on x86-64.
+#if defined(VOXSEG_HAVE_F16C_KERNELS)
+#define VOXSEG_F16C_DISPATCH(call)                                  \
+    if (::voxseg::engine::half::f16cAvailable()) return f16c::call; \
+    return generic::call
+#else
+#define VOXSEG_F16C_DISPATCH(call) return generic::call
+#endif

@@ -139,28 +139,20 @@ void divideRowBy(uint16_t* a, int64_t count, int divisor) {
 
 }  // namespace generic
 
-#if defined(VOXSEG_HAVE_F16C_KERNELS)
-#define VOXSEG_NNUNET_FP16_DISPATCH(call)         \
-    if (half::f16cAvailable()) return f16c::call; \
-    return generic::call
-#else
-#define VOXSEG_NNUNET_FP16_DISPATCH(call) return generic::call
-#endif
-
 void addWeightsRow(uint16_t* n, const uint16_t* g, int64_t count) {
-    VOXSEG_NNUNET_FP16_DISPATCH(addWeightsRow(n, g, count));
+    VOXSEG_F16C_DISPATCH(addWeightsRow(n, g, count));
 }
 void addPredictionRow(uint16_t* acc, const float* p, const uint16_t* g, int64_t count) {
-    VOXSEG_NNUNET_FP16_DISPATCH(addPredictionRow(acc, p, g, count));
+    VOXSEG_F16C_DISPATCH(addPredictionRow(acc, p, g, count));
 }
 bool divideRow(uint16_t* acc, const uint16_t* n, int64_t count) {
-    VOXSEG_NNUNET_FP16_DISPATCH(divideRow(acc, n, count));
+    VOXSEG_F16C_DISPATCH(divideRow(acc, n, count));
 }
 void addRow(uint16_t* a, const uint16_t* b, int64_t count) {
-    VOXSEG_NNUNET_FP16_DISPATCH(addRow(a, b, count));
+    VOXSEG_F16C_DISPATCH(addRow(a, b, count));
 }
 void divideRowBy(uint16_t* a, int64_t count, int divisor) {
-    VOXSEG_NNUNET_FP16_DISPATCH(divideRowBy(a, count, divisor));
+    VOXSEG_F16C_DISPATCH(divideRowBy(a, count, divisor));
 }
 
 uint16_t doubleToHalf(double v) {
