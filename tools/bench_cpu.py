@@ -40,6 +40,7 @@ Prints a markdown table (docs/perf-cpu.md) and writes results JSON into --workdi
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -235,6 +236,8 @@ def run_openvino(args, kind):
     config = {"INFERENCE_NUM_THREADS": args.threads, "NUM_STREAMS": 1,
               "PERFORMANCE_HINT": "LATENCY",
               "INFERENCE_PRECISION_HINT": "bf16" if kind == "bf16" else "f32"}
+    if args.profile:
+        config["PERF_COUNT"] = True
     compiled = core.compile_model(model, "CPU", config)
     used = str(compiled.get_property("INFERENCE_PRECISION_HINT"))
     request = compiled.create_infer_request()
@@ -247,9 +250,15 @@ def run_openvino(args, kind):
             times.append(time.perf_counter() - t)
     np.ascontiguousarray(y, dtype=np.float32).tofile(
         p[{"f32": "out_ov", "bf16": "out_ov_bf16", "int8": "out_ov_int8"}[kind]])
-    print(json.dumps({"times": times, "peak_rss_mib": peak_rss_mib(), "version": ov.__version__,
-                      "inference_precision": used, "capabilities": caps,
-                      "calibration_s": calib_s, "calibration_inputs": args.calib}))
+    out = {"times": times, "peak_rss_mib": peak_rss_mib(), "version": ov.__version__,
+           "inference_precision": used, "capabilities": caps,
+           "calibration_s": calib_s, "calibration_inputs": args.calib}
+    if args.profile:  # the last run, seconds per node type (OpenVINO's PERF_COUNT)
+        prof = {}
+        for info in request.profiling_info:
+            prof[info.node_type] = prof.get(info.node_type, 0.0) + info.real_time.total_seconds()
+        out["profile"] = {k: round(v, 4) for k, v in prof.items() if v > 0}
+    print(json.dumps(out))
 
 
 def export(args):
@@ -372,12 +381,30 @@ def run_voxseg(args, precision):
             export_ceiling(ceiling)
         c, n = CEILING["channels"], CEILING["side"]
         cmd += ["--ceiling-model", ceiling, "--ceiling-shape", f"1,{c},{n},{n},{n}"]
-    return run_json(cmd)
+    if not args.profile:
+        return run_json(cmd)
+    r = subprocess.run(cmd, capture_output=True, text=True,
+                       env=dict(os.environ, VOXSEG_CPU_PROFILE="1"))
+    out = run_json_result(r)
+    # The last run's per-kind summary ("info [cpu] profile: conv 0.834 s (68.4%), ...").
+    prof = {}
+    for line in r.stderr.splitlines():
+        m = re.match(r"info \[cpu\] profile: (\w+)\s+([\d.]+) s \(", line)
+        if m:
+            if m.group(1) in prof:  # a later run's summary begins
+                prof = {}
+            prof[m.group(1)] = float(m.group(2))
+    if prof:
+        out["profile"] = prof
+    return out
 
 
 def run_json(cmd):
     """The last stdout line of a child as JSON, or {"error": ...} when it failed."""
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    return run_json_result(subprocess.run(cmd, capture_output=True, text=True))
+
+
+def run_json_result(r):
     if r.returncode != 0:
         tail = (r.stderr.strip().splitlines() or ["exit status %d" % r.returncode])[-1]
         return {"error": tail[:300]}
@@ -393,6 +420,7 @@ def load_average():
 def child(args, which):
     python = args.ov_python if which.startswith("ov") else sys.executable
     cmd = [python, __file__, "--net", args.net, "--patch", str(NETS[args.net]["patch"]),
+           *(["--profile"] if args.profile else []),
            "--threads", str(args.threads), "--calib", str(args.calib),
            "--runs", str(args.runs), "--warmup", str(args.warmup), "--workdir", args.workdir,
            "--mode", which]
@@ -414,6 +442,9 @@ def main():
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=1, help="rounds of the whole sequence")
+    ap.add_argument("--profile", action="store_true",
+                    help="time per operation kind in voxseg (VOXSEG_CPU_PROFILE) and OpenVINO "
+                         "(PERF_COUNT), last run of the last round; profiling costs a little time")
     ap.add_argument("--workdir", default="/tmp/voxseg-bench")
     ap.add_argument("--voxseg-bench", default="build/bench/voxseg_bench_cpu")
     ap.add_argument("--only", default="torch,ort,fp32,bf16",
@@ -459,6 +490,19 @@ def main():
             print(f"# round {rnd + 1} {which}: {r}", file=sys.stderr, flush=True)
         rounds.append(res)
     report(args, cfg, p, gflop, rounds)
+
+
+def profile_lines(keys, last):
+    """--profile: seconds per operation kind of each runtime's last run (last round)."""
+    rows = [(k, last[k]["profile"]) for k in keys if "profile" in last.get(k, {})]
+    if not rows:
+        return
+    print("\nwhere the time goes (last run of the last round, s; kinds as each runtime names "
+          "them):")
+    for k, prof in rows:
+        total = sum(prof.values())
+        print(f"  {k}: " + ", ".join(f"{kind} {t:.3f} ({100 * t / total:.0f} %)" for kind, t in
+                                     sorted(prof.items(), key=lambda kv: -kv[1])))
 
 
 def median(v):
@@ -545,6 +589,7 @@ def report(args, cfg, p, gflop, rounds):
                       f"{r[k]['ceiling']['gflop'] / r[k]['ceiling']['best_s']:.0f}"
                       for r in rounds if "ceiling" in r.get(k, {})) + " GFLOP/s")
     int8_lines(keys, best, outs, ref, cfg["out_ch"])
+    profile_lines(keys, rounds[-1])
     print("\nper round (best s): " + "; ".join(
         ", ".join(f"{k} {min(r[k]['times']):.2f}" for k in keys if "times" in r[k])
         for r in rounds))
