@@ -387,13 +387,14 @@ def run_voxseg(args, precision):
                        env=dict(os.environ, VOXSEG_CPU_PROFILE="1"))
     out = run_json_result(r)
     # The last run's per-kind summary ("info [cpu] profile: conv 0.834 s (68.4%), ...").
-    prof = {}
+    prof, last_kind = {}, ""
     for line in r.stderr.splitlines():
         m = re.match(r"info \[cpu\] profile: (\w+)\s+([\d.]+) s \(", line)
         if m:
-            if m.group(1) in prof:  # a later run's summary begins
+            if m.group(1) <= last_kind:  # kinds come sorted: a later run's summary begins
                 prof = {}
             prof[m.group(1)] = float(m.group(2))
+            last_kind = m.group(1)
     if prof:
         out["profile"] = prof
     return out
