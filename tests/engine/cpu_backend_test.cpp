@@ -249,6 +249,43 @@ TEST(CpuBackend, TwoClassUpsamplingHeadWithSoftmaxMatchesReference) {
     EXPECT_EQ(countOf(bf16.describe, "ref:"), 0) << bf16.describe;
 }
 
+// A bf16 plan computes a convolution of at most 4 input channels (a network's first, on the
+// image) in fp32 (conv.cpp, convComputeType): AMX's bf16 kernel pads one channel to 32. Such a
+// convolution alone gives the fp32 plan's result exactly; its reader runs in bf16 as before.
+TEST(CpuBackend, Bf16PlansKeepTheFewChannelFirstConvolutionInFp32) {
+    auto cpu = makeCpuBackend();
+    if (!cpu->supportsPrecision(Precision::kBFloat16))
+        GTEST_SKIP() << "this CPU has no avx512_bf16: " << cpu->deviceDescription();
+    for (int64_t in_ch : {1, 4, 5}) {
+        GraphBuilder b;
+        const ValueId x = b.input("x", {1, in_ch, 17, 18, 19});
+        b.output(b.conv(x, in_ch, 32, {3, 3, 3}, {1, 1, 1}, {1, 1, 1, 1, 1, 1}));
+        const Graph g = b.graph();
+        const std::vector<Shape> shapes = {{1, in_ch, 17, 18, 19}};
+        const RunResult fp32 = runOn(*cpu, g, shapes, Precision::kFloat32);
+        const RunResult bf16 = runOn(*cpu, g, shapes, Precision::kBFloat16);
+        ASSERT_EQ(bf16.outputs.size(), 1u);
+        const auto cmp =
+            testing::compareTensors(bf16.outputs[0], fp32.outputs[0], testing::Tolerance{0.0, 0.0});
+        if (in_ch <= 4) {
+            EXPECT_EQ(cmp.max_abs, 0.0) << in_ch << " channels\n" << bf16.describe;
+            EXPECT_EQ(countOf(bf16.describe, ":bf16"), 0) << bf16.describe;
+        } else {  // 5 channels: bf16 as before
+            EXPECT_GT(cmp.max_abs, 0.0) << bf16.describe;
+            EXPECT_GT(countOf(bf16.describe, ":bf16"), 0) << bf16.describe;
+        }
+    }
+    // In a network: the first conv f32, the rest of the level bf16, within bf16's tolerance.
+    const Graph g = unetLevel(1, 16, 32, 3);
+    const std::vector<Shape> shapes = {{1, 1, 16, 14, 12}};
+    auto reference = makeReferenceBackend();
+    const RunResult want = runOn(*reference, g, shapes, Precision::kFloat32);
+    const RunResult bf16 = runOn(*cpu, g, shapes, Precision::kBFloat16);
+    ASSERT_EQ(bf16.outputs.size(), 1u);
+    expectMatches(bf16, want, testing::kNetworkTol.bf16);
+    EXPECT_NE(bf16.describe.find("->ndhwc:bf16"), std::string::npos) << bf16.describe;
+}
+
 // Up-sampling to 24 channels (a multiple of 8, not of 16: Primus-S's second decoder stage). In
 // bf16 oneDNN 2.6 has only its reference kernel for 8-channel blocks, which took 1.07 of 1.9 s
 // of a bf16 Primus-S patch: the 1x1 convolution writes channels-last instead and the scatter
