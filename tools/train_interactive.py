@@ -6,6 +6,8 @@ LICENSE, fold_0/checkpoint_final.pth) that tools/export_nninteractive.py turns i
     python3 tools/train_interactive.py pool --voxseg build/app/voxseg -o /tmp/itrain/pool
     nice -n 10 python3 tools/train_interactive.py train --pool /tmp/itrain/pool \
         -o /tmp/itrain/model --minutes 40
+    # the shipped model: four runs, each `--resume`-ing the last (docs/interactive.md), the last
+    # with --crop 48 --lr 1.5e-3 --image-gain 10 --bf16-clicks
 
 Data (no patient data): CT phantoms from `voxseg phantom` (organ labels: liver, spleen, kidneys,
 lungs, spine, aorta; seeds 1000-1059 train, 9001-9006 are held out for tools/eval_interactive.py)
@@ -18,11 +20,13 @@ Input, as 2.6.0's session builds it at zoom 1 with the legacy channel mapping (8
 point ball: a ball of radius 4 whose values are its distance transform normalised to 1),
 6/7 scribble +/-; older interactions are scaled by decay^age (the session's decay scaling,
 newest = 1). Training simulates sessions: a first prompt (point, 2-D box or scribble) on a random
-target structure (TARGET_WEIGHTS favours the soft-tissue organs), then 0-3 corrective points at the largest error component (its deepest voxel,
-positive on a miss, negative on a false positive) with the previous prediction as prev_seg; a
+target structure (TARGET_WEIGHTS favours the soft-tissue organs), then 0 to --max-corrections
+(4) corrective points at the largest error component (its deepest voxel, positive on a miss,
+negative on a false positive) with the previous prediction as prev_seg; a
 quarter of the samples start from a degraded mask in prev_seg (AutoZoom's refinement pass).
 Crops are taken at 1x-2x zoom-out (AutoZoom). Network: ResidualEncoderUNet (nnInteractive's
-family), trained on 32^3 crops (the machine has 2 shared cores), run on 64^3 patches.
+family), trained on --crop crops (32^3 by default, 48^3 for the shipped model: the machine has 2
+shared cores), run on 64^3 patches.
 Loss: cross-entropy + soft Dice. Seeded; CPU torch (tools/requirements-nninteractive.txt).
 """
 import argparse
