@@ -81,7 +81,6 @@ TEST(ShippedInteractiveModel, SegmentsHeldOutPhantomLivers) {
         const io::CtPhantom ph = makePhantom(h);
         const std::vector<double> dice =
             clickSession(**model, ph, static_cast<int>(io::PhantomLabel::kLiver), 3);
-        ASSERT_FALSE(dice.empty());
         std::printf("phantom %u liver: Dice", h.seed);
         for (double d : dice) std::printf(" %.3f", d);
         std::printf("\n");
