@@ -6,13 +6,6 @@
 
 namespace voxseg::cuda {
 
-#define VOXSEG_CUBLAS_CHECK(call)                                          \
-    do {                                                                   \
-        const cublasStatus_t voxseg_cublas_st_ = (call);                   \
-        if (voxseg_cublas_st_ != CUBLAS_STATUS_SUCCESS)                    \
-            return ::voxseg::cuda::cublasStatus(voxseg_cublas_st_, #call); \
-    } while (0)
-
 Status cublasStatus(cublasStatus_t status, const std::string& what) {
     const StatusCode code =
         status == CUBLAS_STATUS_ALLOC_FAILED ? StatusCode::kOutOfMemory : StatusCode::kDeviceError;

@@ -68,4 +68,12 @@ uint32_t gemmAlignment(const void* p, std::initializer_list<int64_t> steps);
 
 Status cublasStatus(cublasStatus_t status, const std::string& what);
 
+// Returns the failed cuBLASLt call as a Status (the enclosing function returns Status/Result).
+#define VOXSEG_CUBLAS_CHECK(call)                                          \
+    do {                                                                   \
+        const cublasStatus_t voxseg_cublas_st_ = (call);                   \
+        if (voxseg_cublas_st_ != CUBLAS_STATUS_SUCCESS)                    \
+            return ::voxseg::cuda::cublasStatus(voxseg_cublas_st_, #call); \
+    } while (0)
+
 }  // namespace voxseg::cuda

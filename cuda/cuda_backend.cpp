@@ -26,8 +26,9 @@ class CudaBackend final : public engine::Backend {
                 return capability_ >= 70;
             case engine::Precision::kBFloat16:
                 return capability_ >= 80;
+            case engine::Precision::kInt8:  // cuBLASLt's int8 tensor cores (int8_conv.h)
+                return capability_ >= 75;
             case engine::Precision::kAuto:
-            case engine::Precision::kInt8:  // not implemented on cuda yet (issue 40 item 5)
                 return false;
         }
         return false;
@@ -37,6 +38,15 @@ class CudaBackend final : public engine::Backend {
         engine::PrecisionChoice choice = cudaAutoPrecision(capability_);
         choice.reason = description_ + ": " + choice.reason;
         return choice;
+    }
+
+    // "auto" never picks int8 on GPUs: a package's int8 validation ran the cpu backend's plan, and
+    // the GPU's int8 results have not been measured against it (docs/int8.md, "On GPUs").
+    Status supportsInt8Weights(int) const override {
+        return unsupported(
+            "cuda backend: auto does not pick int8 on GPUs (the package's int8 validation ran on "
+            "the cpu backend); ask for --precision int8 to run it",
+            "cuda");
     }
 
     Status supportsNode(const engine::Graph& graph, const engine::Node& node) const override {
@@ -75,13 +85,8 @@ class CudaBackend final : public engine::Backend {
     }
 
   private:
-    // What the cuda backend does not run yet, with the reason (int8: issue 40 item 5).
+    // What the cuda backend does not run, with the reason.
     static Status refuseUnsupported(const engine::CompileOptions& options) {
-        if (options.precision == engine::Precision::kInt8)
-            return unsupported(
-                "cuda backend: precision int8 is not implemented on GPUs yet (docs/int8.md); use "
-                "--precision bf16, fp16 or fp32 on the GPU, or --device cpu for int8",
-                "cuda");
         if (options.observer.active())
             return unsupported(
                 "cuda backend: activation observers are a cpu backend feature "

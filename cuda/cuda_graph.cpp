@@ -3,7 +3,9 @@
 #include "cuda/cuda_planner.h"
 
 #include "core/log.h"
+#include "cuda/cuda_backend.h"
 #include "cuda/cuda_errors.h"
+#include "cuda/int8_kernels.h"
 
 #include <fmt/format.h>
 
@@ -221,6 +223,8 @@ bool Planner::convPath(const Node& node) const {
 
 Status Planner::plan(const std::vector<Shape>& input_shapes) {
     VOXSEG_RETURN_IF_ERROR(inferShapes(input_shapes));
+    if (options_.quantization)
+        int8_layers_ = engine::quant::int8LayerPlan(g_, *options_.quantization);
     const size_t nv = g_.values.size();
     consumers_.assign(nv, 0);
     std::vector<const Node*> producer(nv, nullptr);
@@ -353,6 +357,10 @@ Status Planner::applyFused(const Node& node, Step& step) {
 Status Planner::lowerConv(const Node& node) {
     const bool transposed = node.op == OpKind::kConvTranspose;
     const auto& a = node.conv;
+    if (!int8_layers_.empty()) {
+        const engine::quant::Int8Layer& layer = int8_layers_[size_t(&node - g_.nodes.data())];
+        if (layer.int8) return lowerInt8Conv(node, layer.src);
+    }
     const ValueId out_id = node.outputs[0];
     const Dims& xd = dims_[node.inputs[0]];
     const Dims& yd = dims_[out_id];
@@ -441,6 +449,81 @@ Status Planner::lowerConv(const Node& node) {
         epi.shift = addParam(bias);
     }
     VOXSEG_RETURN_IF_ERROR(applyFused(node, epi));
+    push(epi);
+    return Status::ok();
+}
+
+// An int8 Conv (int8_conv.h): one step for im2col, product and epilogue, writing the float
+// storage into the output's view; a fused activation other than ReLU/LeakyReLU runs as a float
+// epilogue step after it (as on the cpu backend).
+Status Planner::lowerInt8Conv(const Node& node, const engine::quant::ActivationQuant& src) {
+    const ValueId out_id = node.outputs[0];
+    const Dims& xd = dims_[node.inputs[0]];
+    const Dims& yd = dims_[out_id];
+    VOXSEG_ASSIGN_OR_RETURN(PView x, activation(node, node.inputs[0]));
+    Int8ConvPlan p;
+    math::Int8Geometry& g = p.geometry;
+    g.n = xd.n;
+    g.cin = xd.c;
+    const int64_t in[3] = {xd.d, xd.h, xd.w}, out[3] = {yd.d, yd.h, yd.w};
+    for (int i = 0; i < 3; ++i) {
+        const auto& a = node.conv;
+        g.in[i] = in[i];
+        g.out[i] = out[i];
+        g.kernel[i] = a.kernel[i];
+        g.stride[i] = a.strides.empty() ? 1 : a.strides[i];
+        g.pad[i] = a.pads_begin.empty() ? 0 : a.pads_begin[i];
+    }
+    g.k = g.taps() * g.cin;
+    g.kp = (g.k + 15) / 16 * 16;
+    p.cout = yd.c;
+    const bool has_bias = node.inputs.size() > 2 && node.inputs[2] >= 0;
+    const std::vector<float> bias =
+        has_bias ? g_.constant(node.inputs[2]).toFloats() : std::vector<float>{};
+    auto pack = packInt8Conv(p, g_.constant(node.inputs[1]).toFloats(), bias, src,
+                             engine::quant::weightQmaxForBits(options_.quantization->weight_bits));
+    if (!pack.isOk()) return nodeError(node, pack.status().code(), pack.status().message());
+    p.chunk_rows = int8ChunkRows(g.rows(), g.kp, p.cout_padded, options_.int8_chunk_budget);
+    p.weights_offset = addParamRaw(pack->weights.data(), pack->weights.size()).offset;
+    p.channels_offset =
+        addParamRaw(pack->channels.data(), pack->channels.size() * sizeof(math::Int8Channel))
+            .offset;
+
+    Step step;
+    step.kind = Step::Kind::kInt8Conv;
+    step.n = yd.n;
+    step.spatial = yd.spatial();
+    step.a = x;
+    step.y = outputView(out_id);
+    using engine::ActivationKind;
+    const ActivationKind act = node.fused_activation;
+    if (act == ActivationKind::kRelu) {
+        p.act = math::Act::kRelu;
+    } else if (act == ActivationKind::kLeakyRelu) {
+        p.act = math::Act::kLeakyRelu;
+        p.alpha = node.fused_alpha;
+    }
+    if (node.fused_residual >= 0) {
+        VOXSEG_ASSIGN_OR_RETURN(step.residual, activation(node, node.fused_residual));
+        if (!(dims_[node.fused_residual] == yd))
+            return nodeError(node, StatusCode::kUnsupported, "fused residual of another shape");
+        p.has_residual = true;
+    }
+    step.int8 = int(int8_convs_.size());
+    int8_convs_.push_back(p);
+    const PView y = step.y;
+    push(step);
+    if (act == ActivationKind::kNone || act == ActivationKind::kRelu ||
+        act == ActivationKind::kLeakyRelu)
+        return Status::ok();
+    Step epi;
+    epi.kind = Step::Kind::kEpilogue;
+    epi.n = yd.n;
+    epi.spatial = yd.spatial();
+    epi.a = epi.y = y;
+    Node activation_only = node;
+    activation_only.fused_residual = -1;  // added by the int8 step
+    VOXSEG_RETURN_IF_ERROR(applyFused(activation_only, epi));
     push(epi);
     return Status::ok();
 }
@@ -706,11 +789,11 @@ CudaCompiledGraph::~CudaCompiledGraph() {
 namespace planning {
 
 Result<PlannedGraph> planGraph(const Graph& graph, const std::vector<Shape>& input_shapes,
-                               StorageType storage) {
+                               StorageType storage, const PlanOptions& options) {
     PlannedGraph pg;
     pg.shaped = std::make_unique<Graph>(graph);
     VOXSEG_RETURN_IF_ERROR(pg.shaped->inferShapes(input_shapes));
-    pg.planner = std::make_unique<Planner>(*pg.shaped, storage);
+    pg.planner = std::make_unique<Planner>(*pg.shaped, storage, options);
     Planner& planner = *pg.planner;
     VOXSEG_RETURN_IF_ERROR(planner.plan(input_shapes));
 
@@ -742,6 +825,8 @@ Result<PlannedGraph> planGraph(const Graph& graph, const std::vector<Shape>& inp
     pg.arena_bytes = placeBuffers(planner.buffer_bytes_, first, last, pg.offsets);
     pg.norm_partials = alignUp(planner.norm_scratch_bytes_);
     pg.scratch_bytes = pg.norm_partials + 2 * alignUp(size_t(planner.norm_max_nc_) * sizeof(float));
+    for (const Int8ConvPlan& p : planner.int8_convs_)
+        pg.int8_scratch_bytes = std::max(pg.int8_scratch_bytes, p.im2colBytes() + p.resultBytes());
     return pg;
 }
 
@@ -797,6 +882,11 @@ ResolvedSteps resolveSteps(PlannedGraph& pg, uint8_t* arena, uint8_t* params, ui
         }
         return d;
     };
+    out.int8_convs = std::move(planner.int8_convs_);
+    for (Int8ConvPlan& p : out.int8_convs) {
+        p.weights = reinterpret_cast<const int8_t*>(params + p.weights_offset);
+        p.channels = reinterpret_cast<const math::Int8Channel*>(params + p.channels_offset);
+    }
     out.tensor_steps = std::move(planner.tensor_steps_);
     for (TensorStep& t : out.tensor_steps) {
         t.dy = desc(t.y);
@@ -826,11 +916,24 @@ Result<std::unique_ptr<CudaCompiledGraph>> CudaCompiledGraph::compile(
     std::unique_ptr<CudaCompiledGraph> cg(new CudaCompiledGraph());
     cg->device_ = options.device_index;
     cg->precision_ = options.precision;
-    cg->storage_ = options.precision == engine::Precision::kFloat16    ? StorageType::kFloat16
-                   : options.precision == engine::Precision::kBFloat16 ? StorageType::kBFloat16
+    engine::Precision storage_precision = options.precision;
+    PlanOptions plan_options;
+    if (options.precision == engine::Precision::kInt8) {
+        if (!options.quantization)
+            return invalidArgument(
+                "cuda backend: precision int8 needs the package's calibration "
+                "(CompileOptions::quantization, model.json \"quantization\"; docs/int8.md)");
+        plan_options.quantization = options.quantization.get();
+        // The layers int8 does not cover run in the GPU's automatic precision (bf16 on sm_80+).
+        VOXSEG_ASSIGN_OR_RETURN(int capability, computeCapability(cg->device_));
+        storage_precision = cudaAutoPrecision(capability).precision;
+    }
+    cg->storage_ = storage_precision == engine::Precision::kFloat16    ? StorageType::kFloat16
+                   : storage_precision == engine::Precision::kBFloat16 ? StorageType::kBFloat16
                                                                        : StorageType::kFloat32;
     VOXSEG_CUDA_CHECK(cudaSetDevice(cg->device_));
-    VOXSEG_ASSIGN_OR_RETURN(PlannedGraph pg, planGraph(graph, input_shapes, cg->storage_));
+    VOXSEG_ASSIGN_OR_RETURN(PlannedGraph pg,
+                            planGraph(graph, input_shapes, cg->storage_, plan_options));
     const Planner& planner = *pg.planner;
     cg->input_shapes_ = input_shapes;
     for (ValueId o : graph.outputs) cg->output_shapes_.push_back(pg.shaped->values[o].shape);
@@ -843,6 +946,8 @@ Result<std::unique_ptr<CudaCompiledGraph>> CudaCompiledGraph::compile(
                                      planner.params_.size(), cudaMemcpyHostToDevice));
     VOXSEG_ASSIGN_OR_RETURN(cg->scratch_,
                             DeviceBuffer::allocate(pg.scratch_bytes, "normalisation statistics"));
+    VOXSEG_ASSIGN_OR_RETURN(cg->int8_scratch_,
+                            DeviceBuffer::allocate(pg.int8_scratch_bytes, "int8 im2col chunk"));
     size_t io_bytes = 0;
     for (const auto& s : input_shapes) io_bytes += alignUp(size_t(engine::numel(s)) * 4);
     for (const auto& s : cg->output_shapes_) io_bytes += alignUp(size_t(engine::numel(s)) * 4);
@@ -853,6 +958,7 @@ Result<std::unique_ptr<CudaCompiledGraph>> CudaCompiledGraph::compile(
                                           static_cast<uint8_t*>(cg->scratch_.data()));
     cg->steps_ = std::move(resolved.steps);
     cg->tensor_steps_ = std::move(resolved.tensor_steps);
+    cg->int8_convs_ = std::move(resolved.int8_convs);
     cg->input_views_ = std::move(resolved.input_views);
     cg->output_views_ = std::move(resolved.output_views);
     cg->packed_inputs_ = std::move(resolved.packed_inputs);
@@ -896,16 +1002,16 @@ Result<std::unique_ptr<CudaCompiledGraph>> CudaCompiledGraph::compile(
     std::string algo_list;
     for (const auto& [name, count] : algos) algo_list += fmt::format(" {}x{}", count, name);
     cg->summary_ = fmt::format(
-        "cuda {} channels-last: {} steps, {} convs ({} ), {} tensor-op steps, arena {:.1f} MiB, "
-        "workspace {:.1f} MiB, weights {:.1f} MiB",
+        "cuda {} channels-last: {} steps, {} convs ({} ), {} int8 convs (cuBLASLt), {} tensor-op "
+        "steps, arena {:.1f} MiB, workspace {:.1f} MiB, weights {:.1f} MiB",
         engine::precisionName(cg->precision_), cg->steps_.size(), cg->convs_.size(), algo_list,
-        cg->tensor_steps_.size(), arena_bytes / 1048576.0, max_workspace / 1048576.0,
-        planner.params_.size() / 1048576.0);
+        cg->int8_convs_.size(), cg->tensor_steps_.size(), arena_bytes / 1048576.0,
+        max_workspace / 1048576.0, planner.params_.size() / 1048576.0);
     return cg;
 }
 
 Status CudaCompiledGraph::planTensorSteps() {
-    bool any_gemm = false;
+    bool any_gemm = !int8_convs_.empty();
     for (const TensorStep& t : tensor_steps_)
         any_gemm |= t.kind == TensorStep::Kind::kMatMul || t.kind == TensorStep::Kind::kAttention;
     if (!any_gemm) return Status::ok();
@@ -918,9 +1024,34 @@ Status CudaCompiledGraph::planTensorSteps() {
                           : storage_ == StorageType::kFloat16 ? GemmMath::kFp16
                                                               : GemmMath::kFp32;
     for (const Step& s : steps_) {
+        if (s.kind == Step::Kind::kInt8Conv) {
+            const Int8ConvPlan& p = int8_convs_[size_t(s.int8)];
+            auto gemm = LtInt8Gemm::create(lt_, p.cout_padded, p.geometry.kp, p.chunk_rows,
+                                           lt_workspace_.bytes());
+            if (!gemm.isOk()) return gemm.status().withContext("node " + s.name);
+            int8_gemms_.resize(int8_convs_.size());
+            int8_gemms_[size_t(s.int8)] = std::move(gemm).value();
+        }
         if (s.kind != Step::Kind::kTensor) continue;
         const Status st = planGemms(tensor_steps_[s.tensor], lt_, math, lt_workspace_.bytes());
         if (!st.isOk()) return st.withContext("node " + s.name);
+    }
+    return Status::ok();
+}
+
+// Chunk by chunk of output rows: im2col (quantising), the s32 product, the epilogue.
+Status CudaCompiledGraph::runInt8Conv(const Step& s) {
+    const Int8ConvPlan& p = int8_convs_[size_t(s.int8)];
+    auto* a = static_cast<int8_t*>(int8_scratch_.data());
+    auto* d =
+        reinterpret_cast<int32_t*>(static_cast<uint8_t*>(int8_scratch_.data()) + p.im2colBytes());
+    const int64_t rows = p.geometry.rows();
+    for (int64_t row0 = 0; row0 < rows; row0 += p.chunk_rows) {
+        const int64_t n = std::min(p.chunk_rows, rows - row0);
+        VOXSEG_RETURN_IF_ERROR(launchInt8Im2col(p, s.va, storage_, row0, n, a, stream_));
+        VOXSEG_RETURN_IF_ERROR(int8_gemms_[size_t(s.int8)].run(
+            lt_, p.weights, a, d, lt_workspace_.data(), lt_workspace_.bytes(), stream_));
+        VOXSEG_RETURN_IF_ERROR(launchInt8Epilogue(p, d, row0, n, s.vres, s.vy, storage_, stream_));
     }
     return Status::ok();
 }
@@ -936,7 +1067,7 @@ double CudaCompiledGraph::convFlops() const {
 
 size_t CudaCompiledGraph::workspaceBytes() const {
     return arena_.bytes() + workspace_.bytes() + scratch_.bytes() + io_staging_.bytes() +
-           params_.bytes();
+           params_.bytes() + int8_scratch_.bytes();
 }
 
 std::string CudaCompiledGraph::describe() const { return summary_; }
@@ -948,6 +1079,9 @@ Status CudaCompiledGraph::runDevice() {
             case Step::Kind::kConv:
                 st = convs_[s.conv].run(cudnn_, s.va.data, s.w_ptr, s.vy.data, workspace_.data(),
                                         workspace_.bytes());
+                break;
+            case Step::Kind::kInt8Conv:
+                st = runInt8Conv(s);
                 break;
             case Step::Kind::kInstanceNorm: {
                 auto* scratch = static_cast<uint8_t*>(scratch_.data());

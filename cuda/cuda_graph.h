@@ -8,8 +8,10 @@
 #pragma once
 
 #include "core/status.h"
+#include "cuda/cublaslt_int8_gemm.h"
 #include "cuda/cudnn_conv.h"
 #include "cuda/device_memory.h"
+#include "cuda/int8_conv.h"
 #include "cuda/kernels.h"
 #include "cuda/tensor_step.h"
 #include "engine/backend.h"
@@ -57,7 +59,8 @@ class CudaCompiledGraph final : public engine::CompiledGraph {
 
   private:
     CudaCompiledGraph() = default;
-    Status planTensorSteps();  // cuBLASLt plans of the MatMul / Attention steps
+    Status planTensorSteps();  // cuBLASLt plans of the MatMul / Attention / int8 conv steps
+    Status runInt8Conv(const Step& s);
 
     int device_ = 0;
     StorageType storage_ = StorageType::kFloat32;
@@ -68,9 +71,12 @@ class CudaCompiledGraph final : public engine::CompiledGraph {
     std::vector<Step> steps_;
     std::vector<CudnnConv> convs_;
     std::vector<TensorStep> tensor_steps_;  // transformer-layer ops (tensor_step.h)
+    std::vector<Int8ConvPlan> int8_convs_;  // precision int8 (int8_conv.h)
+    std::vector<LtInt8Gemm> int8_gemms_;    // one per int8 convolution
     cublasLtHandle_t lt_ = nullptr;
     DeviceBuffer lt_workspace_;
     DeviceBuffer arena_, params_, workspace_, scratch_, io_staging_;
+    DeviceBuffer int8_scratch_;  // one int8 chunk: im2col rows, then s32 results
     cudaStream_t stream_ = nullptr;
     cudnnHandle_t cudnn_ = nullptr;
     std::string summary_;

@@ -11,7 +11,9 @@
 
 #include "core/status.h"
 #include "cuda/cuda_graph.h"
+#include "cuda/int8_conv.h"
 #include "cuda/tensor_step.h"
+#include "engine/quant/int8_policy.h"
 
 #include <fmt/format.h>
 
@@ -24,7 +26,7 @@
 namespace voxseg::cuda {
 
 struct CudaCompiledGraph::Step {
-    enum class Kind { kConv, kInstanceNorm, kEpilogue, kSoftmax, kBinary, kTensor };
+    enum class Kind { kConv, kInt8Conv, kInstanceNorm, kEpilogue, kSoftmax, kBinary, kTensor };
     Kind kind = Kind::kEpilogue;
     std::string name;
     int64_t n = 0, spatial = 0;
@@ -35,6 +37,7 @@ struct CudaCompiledGraph::Step {
     };
     Operand a, b, y, residual;
     int conv = -1;
+    int int8 = -1;    // kInt8Conv: index into the int8 convolution plans (int8_conv.h)
     int tensor = -1;  // kTensor: index into the tensor steps
     struct ParamRef {
         int64_t offset = -1;
@@ -95,9 +98,19 @@ Status convPathSupports(const Graph& g, const Node& node);
 bool isTensorOp(OpKind op);
 Status tensorOpSupported(const Graph& g, const Node& node);
 
+// What a plan is made with besides the storage type.
+struct PlanOptions {
+    // Precision int8: the package's calibration (engine/quant/int8_policy.h decides which Convs
+    // run as int8 convolutions, int8_conv.h); nullptr: none.
+    const engine::QuantizationRecord* quantization = nullptr;
+    // Bytes of one int8 im2col chunk plus its s32 results (int8ChunkRows).
+    size_t int8_chunk_budget = size_t(64) << 20;
+};
+
 class Planner {
   public:
-    Planner(const Graph& g, StorageType st) : g_(g), st_(st) {}
+    Planner(const Graph& g, StorageType st, const PlanOptions& options = {})
+        : g_(g), st_(st), options_(options) {}
 
     Status plan(const std::vector<Shape>& input_shapes);
 
@@ -116,10 +129,13 @@ class Planner {
     std::vector<TensorStep> tensor_steps_;
     std::vector<ConvShape> conv_shapes_;
     std::vector<std::string> conv_names_;  // "node (op)" for error messages
+    std::vector<Int8ConvPlan> int8_convs_;
     size_t norm_scratch_bytes_ = 0;
     int64_t norm_max_nc_ = 0;
 
   private:
+    PlanOptions options_;
+    std::vector<engine::quant::Int8Layer> int8_layers_;  // per node, with options_.quantization
     bool half() const { return st_ != StorageType::kFloat32; }
     Status inferShapes(const std::vector<Shape>& input_shapes);
     Status lower(const Node& node);
@@ -151,6 +167,7 @@ class Planner {
     Status applyFused(const Node& node, Step& step);
     void push(Step step) { steps_.push_back(std::move(step)); }
     Status lowerConv(const Node& node);
+    Status lowerInt8Conv(const Node& node, const engine::quant::ActivationQuant& src);
     Status lowerElementwise(const Node& node);
     // Whether the convolution-network lowering takes `node` (its activations already
     // channels-last where that decides).
@@ -209,9 +226,10 @@ struct PlannedGraph {
     std::vector<size_t> offsets;  // arena offset of each planned buffer
     size_t arena_bytes = 0;
     size_t scratch_bytes = 0, norm_partials = 0;  // InstanceNorm statistics scratch
+    size_t int8_scratch_bytes = 0;                // one int8 chunk: im2col rows, then s32 results
 };
 Result<PlannedGraph> planGraph(const Graph& graph, const std::vector<Shape>& input_shapes,
-                               StorageType storage);
+                               StorageType storage, const PlanOptions& options = {});
 
 // The planned steps with every operand resolved against base addresses of the arena, the
 // parameter blob (planner->params_) and the statistics scratch: device memory, or host memory
@@ -219,6 +237,7 @@ Result<PlannedGraph> planGraph(const Graph& graph, const std::vector<Shape>& inp
 struct ResolvedSteps {
     std::vector<Step> steps;
     std::vector<TensorStep> tensor_steps;
+    std::vector<Int8ConvPlan> int8_convs;               // parameter pointers resolved
     std::vector<View> input_views, output_views;        // rank-5 channels-last values
     std::vector<float*> packed_inputs, packed_outputs;  // others (row-major), else nullptr
 };

@@ -183,6 +183,48 @@ void runTensor(const TensorStep& s) {
     }
 }
 
+// An int8 convolution (cuda/int8_conv.h) as the device runs it, fp32 storage: per chunk of rows
+// the im2col bytes, the s8 x s8 -> s32 product and the epilogue, with int8_math.h's functions.
+void runInt8Conv(const Step& s, const Int8ConvPlan& p) {
+    math::Int8Geometry g = p.geometry;
+    g.ldc = s.va.ldc;
+    g.c_offset = s.va.c_offset;
+    const auto* src = static_cast<const float*>(s.va.data);
+    const int8_t pad = static_cast<int8_t>(static_cast<int>(p.zero_point) - 128);
+    std::vector<int8_t> a(size_t(p.chunk_rows * g.kp));
+    std::vector<int32_t> d(size_t(p.chunk_rows * p.cout_padded));
+    const int64_t rows = g.rows();
+    for (int64_t row0 = 0; row0 < rows; row0 += p.chunk_rows) {
+        const int64_t n = std::min(p.chunk_rows, rows - row0);
+        std::fill(a.begin(), a.end(), int8_t{0});
+        for (int64_t r = 0; r < n; ++r)
+            for (int64_t col = 0; col < g.k; ++col) {
+                const int64_t off = math::int8SourceOffset(g, row0 + r, col);
+                a[size_t(r * g.kp + col)] =
+                    off < 0 ? pad : math::quantizeShifted(src[off], p.inv_scale, p.zero_point);
+            }
+        for (int64_t r = 0; r < p.chunk_rows; ++r)
+            for (int64_t o = 0; o < p.cout_padded; ++o) {
+                int32_t acc = 0;
+                for (int64_t k = 0; k < g.kp; ++k)
+                    acc += int32_t(a[size_t(r * g.kp + k)]) * p.weights[o * g.kp + k];
+                d[size_t(r * p.cout_padded + o)] = acc;
+            }
+        auto* y = static_cast<float*>(s.vy.data);
+        const auto* res = static_cast<const float*>(s.vres.data);
+        for (int64_t r = 0; r < n; ++r)
+            for (int64_t o = 0; o < p.cout; ++o) {
+                const int64_t row = row0 + r;
+                const float rv =
+                    p.has_residual ? res[row * s.vres.ldc + s.vres.c_offset + o] : 0.0f;
+                const float f =
+                    math::int8Dequantised(d[size_t(r * p.cout_padded + o)], p.channels[o],
+                                          p.has_bias, p.has_residual, rv);
+                y[row * s.vy.ldc + s.vy.c_offset + o] = math::int8Activate(f, p.act, p.alpha);
+            }
+    }
+}
+
 // The channels-last epilogue / binary / channel-softmax steps of kernels.h, fp32 storage.
 Status runConvPathStep(const Step& s) {
     auto ptr = [&](const View& v, int64_t row, int64_t c) {
@@ -228,11 +270,12 @@ Status runConvPathStep(const Step& s) {
 }  // namespace
 
 Result<std::vector<engine::Tensor>> runPlanOnHost(const engine::Graph& graph,
-                                                  const std::vector<engine::Tensor>& inputs) {
+                                                  const std::vector<engine::Tensor>& inputs,
+                                                  const planning::PlanOptions& options) {
     std::vector<engine::Shape> shapes;
     for (const auto& t : inputs) shapes.push_back(t.shape());
     VOXSEG_ASSIGN_OR_RETURN(planning::PlannedGraph pg,
-                            planning::planGraph(graph, shapes, StorageType::kFloat32));
+                            planning::planGraph(graph, shapes, StorageType::kFloat32, options));
     for (const Step& s : pg.planner->steps_)
         if (s.kind == Step::Kind::kConv || s.kind == Step::Kind::kInstanceNorm)
             return unsupported("step '" + s.name + "' has no host replay");
@@ -267,6 +310,10 @@ Result<std::vector<engine::Tensor>> runPlanOnHost(const engine::Graph& graph,
     for (const Step& s : r.steps) {
         if (s.kind == Step::Kind::kTensor) {
             runTensor(r.tensor_steps[size_t(s.tensor)]);
+            continue;
+        }
+        if (s.kind == Step::Kind::kInt8Conv) {
+            runInt8Conv(s, r.int8_convs[size_t(s.int8)]);
             continue;
         }
         VOXSEG_RETURN_IF_ERROR(runConvPathStep(s));

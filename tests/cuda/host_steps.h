@@ -6,10 +6,13 @@
 // the kernels and cuBLASLt themselves run only on a GPU (tests/cuda/cuda_backend_test.cpp).
 //
 // Steps without a host replay (cuDNN convolutions, InstanceNorm statistics) make it return
-// kUnsupported. Thread-safe (no shared state).
+// kUnsupported. int8 convolutions (options.quantization) replay with the kernels' own per-element
+// math (cuda/int8_math.h) and an integer product, chunk by chunk as the device runs them.
+// Thread-safe (no shared state).
 #pragma once
 
 #include "core/status.h"
+#include "cuda/cuda_planner.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/tensor.h"
 
@@ -18,6 +21,7 @@
 namespace voxseg::cuda::testing {
 
 Result<std::vector<engine::Tensor>> runPlanOnHost(const engine::Graph& graph,
-                                                  const std::vector<engine::Tensor>& inputs);
+                                                  const std::vector<engine::Tensor>& inputs,
+                                                  const planning::PlanOptions& options = {});
 
 }  // namespace voxseg::cuda::testing

@@ -1,0 +1,101 @@
+#include "cuda/cuda_errors.h"
+#include "cuda/device_common.cuh"
+#include "cuda/int8_kernels.h"
+
+namespace voxseg::cuda {
+namespace {
+
+using namespace device;
+
+// One thread per s8 of the chunk (grid-stride): the shifted quantised source byte, the padding's
+// zero point, or 0 in the k padding and past the last row.
+template <typename T>
+__global__ void int8Im2colKernel(math::Int8Geometry g, const T* __restrict__ src, float inv,
+                                 float zero_point, int64_t row0, int64_t rows, int64_t chunk,
+                                 int8_t* __restrict__ a) {
+    const int64_t total = chunk * g.kp;
+    const int8_t pad = static_cast<int8_t>(static_cast<int>(zero_point) - 128);
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+         i += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t r = i / g.kp, col = i % g.kp;
+        int8_t v = 0;
+        if (r < rows && col < g.k) {
+            const int64_t off = math::int8SourceOffset(g, row0 + r, col);
+            v = off < 0 ? pad : math::quantizeShifted(toFloat(src[off]), inv, zero_point);
+        }
+        a[i] = v;
+    }
+}
+
+struct EpilogueDev {
+    const int32_t* d;
+    int64_t ldd, cout;
+    const math::Int8Channel* channels;
+    bool has_bias, has_residual;
+    math::Act act;
+    float alpha;
+    const void* residual;
+    int64_t r_ldc, r_off;
+    void* y;
+    int64_t y_ldc, y_off;
+};
+
+template <typename T>
+__global__ void int8EpilogueKernel(EpilogueDev e, int64_t row0, int64_t rows) {
+    const int64_t total = rows * e.cout;
+    const T* res = static_cast<const T*>(e.residual);
+    T* y = static_cast<T*>(e.y);
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+         i += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t r = i / e.cout, oc = i % e.cout;
+        const int64_t row = row0 + r;
+        const float rv = e.has_residual ? toFloat(res[row * e.r_ldc + e.r_off + oc]) : 0.0f;
+        float f = math::int8Dequantised(e.d[r * e.ldd + oc], e.channels[oc], e.has_bias,
+                                        e.has_residual, rv);
+        f = math::int8Activate(f, e.act, e.alpha);
+        y[row * e.y_ldc + e.y_off + oc] = fromFloat<T>(f);
+    }
+}
+
+}  // namespace
+
+Status launchInt8Im2col(const Int8ConvPlan& plan, View src, StorageType type, int64_t row0,
+                        int64_t rows, int8_t* a, cudaStream_t stream) {
+    math::Int8Geometry g = plan.geometry;
+    g.ldc = src.ldc;
+    g.c_offset = src.c_offset;
+    dispatch(type, [&](auto tag) {
+        using T = decltype(tag);
+        int8Im2colKernel<T><<<blocksFor(plan.chunk_rows * g.kp), kThreads, 0, stream>>>(
+            g, static_cast<const T*>(src.data), plan.inv_scale, plan.zero_point, row0, rows,
+            plan.chunk_rows, a);
+    });
+    VOXSEG_CUDA_CHECK_LAUNCH("int8 im2col kernel");
+    return Status::ok();
+}
+
+Status launchInt8Epilogue(const Int8ConvPlan& plan, const int32_t* d, int64_t row0, int64_t rows,
+                          View residual, View y, StorageType type, cudaStream_t stream) {
+    const EpilogueDev e{d,
+                        plan.cout_padded,
+                        plan.cout,
+                        plan.channels,
+                        plan.has_bias,
+                        plan.has_residual,
+                        plan.act,
+                        plan.alpha,
+                        residual.data,
+                        residual.ldc,
+                        residual.c_offset,
+                        y.data,
+                        y.ldc,
+                        y.c_offset};
+    dispatch(type, [&](auto tag) {
+        using T = decltype(tag);
+        int8EpilogueKernel<T><<<blocksFor(rows * plan.cout), kThreads, 0, stream>>>(e, row0, rows);
+    });
+    VOXSEG_CUDA_CHECK_LAUNCH("int8 epilogue kernel");
+    return Status::ok();
+}
+
+}  // namespace voxseg::cuda

@@ -1,0 +1,115 @@
+// Per-element math of the cuda backend's int8 convolution (int8_conv.h), as __host__ __device__
+// functions so that the host replay of a plan (tests/cuda/host_steps.cpp) runs the same code as
+// the kernels (int8_kernels.cu) and can be compared with the integer reference
+// (engine/quant/int8_conv_reference.h) on machines without a GPU.
+//
+// The scheme is the engine's (engine/quant/int8_scheme.h, docs/int8.md): u8 sources with a zero
+// point, s8 weights per output channel, s32 accumulators, the same requantisation rule. The GPU
+// multiplies on s8 x s8 tensor cores (cuBLASLt), so a source byte q is stored as q - 128 and the
+// shift is undone exactly in integers: with every padded tap holding zp - 128 (a real zero),
+//     sum_k (q_k - zp) w_k = sum_k (q_k - 128) w_k + (128 - zp) sum_k w_k,
+// where the last term is one constant per output channel (Int8Compensation). Float steps use
+// explicitly rounded operations on the device (no contraction into a fused multiply-add), as the
+// reference computes them on the host.
+//
+// Pure functions and plain structs; thread-safe. Units: elements.
+#pragma once
+
+#include "cuda/kernels_math.h"
+
+#include <cstdint>
+
+namespace voxseg::cuda::math {
+
+// One int8 convolution lowered to im2col rows: output voxel r (flattened n, d, h, w) reads one row
+// of k = taps * cin shifted source bytes, tap-major (kd, kh, kw), channel-minor, followed by
+// zero columns up to kp (cuBLASLt's int8 kernels want k a multiple of 4; kp is one of 16).
+struct Int8Geometry {
+    int64_t n = 0, cin = 0;
+    int64_t in[3] = {0, 0, 0};      // D, H, W of the source
+    int64_t ldc = 0, c_offset = 0;  // the source view's row length and first channel
+    int64_t out[3] = {0, 0, 0};
+    int64_t kernel[3] = {1, 1, 1}, stride[3] = {1, 1, 1}, pad[3] = {0, 0, 0};  // pads_begin
+    int64_t k = 0, kp = 0;
+    VOXSEG_HD int64_t rows() const { return n * out[0] * out[1] * out[2]; }
+    VOXSEG_HD int64_t taps() const { return kernel[0] * kernel[1] * kernel[2]; }
+};
+
+// A source value as the shifted s8 the GEMM reads: oneDNN's quantising reorder
+// (engine::quant::quantizeActivation: rne(clamp(x * inv + zp, 0, 255)), two roundings) minus 128.
+VOXSEG_HD int8_t quantizeShifted(float x, float inv, float zero_point) {
+#if defined(__CUDA_ARCH__)
+    float f = __fadd_rn(__fmul_rn(x, inv), zero_point);
+#else
+    float f = x * inv;
+    f = f + zero_point;
+#endif
+    f = f < 0.0f ? 0.0f : (f > 255.0f ? 255.0f : f);
+    return static_cast<int8_t>(static_cast<int>(rintf(f)) - 128);
+}
+
+// Element offset in the source view of column `col` of im2col row `row`, or -1 where the tap falls
+// into the padding (or col >= k).
+VOXSEG_HD int64_t int8SourceOffset(const Int8Geometry& g, int64_t row, int64_t col) {
+    if (col >= g.k) return -1;
+    const int64_t tap = col / g.cin, c = col % g.cin;
+    int64_t rest = row;
+    const int64_t ow = rest % g.out[2];
+    rest /= g.out[2];
+    const int64_t oh = rest % g.out[1];
+    rest /= g.out[1];
+    const int64_t od = rest % g.out[0];
+    const int64_t n = rest / g.out[0];
+    const int64_t kw = tap % g.kernel[2], kh = (tap / g.kernel[2]) % g.kernel[1],
+                  kd = tap / (g.kernel[2] * g.kernel[1]);
+    const int64_t z = od * g.stride[0] - g.pad[0] + kd;
+    const int64_t y = oh * g.stride[1] - g.pad[1] + kh;
+    const int64_t x = ow * g.stride[2] - g.pad[2] + kw;
+    if (z < 0 || z >= g.in[0] || y < 0 || y >= g.in[1] || x < 0 || x >= g.in[2]) return -1;
+    const int64_t voxel = ((n * g.in[0] + z) * g.in[1] + y) * g.in[2] + x;
+    return voxel * g.ldc + g.c_offset + c;
+}
+
+// What the epilogue needs per output channel (int8_conv.h packs them into the parameter blob).
+struct Int8Channel {
+    int32_t compensation;  // (128 - zp) * sum of the channel's weights
+    float bias;            // in accumulator units (0 when the conv has none)
+    float scale;           // src.scale * w_scale[oc]: dequantises (the rule's dst is {1, 0})
+};
+
+// requantisedValue() of engine/quant/int8_scheme.h for a float destination (dst {1, 0}): float of
+// the exact accumulator, + bias, * scale, + residual (a float tensor, scale 1), then ReLU or
+// LeakyReLU (int8Activate) as the reference writes them.
+VOXSEG_HD float int8Dequantised(int32_t acc, const Int8Channel& ch, bool has_bias,
+                                bool has_residual, float residual) {
+    const int32_t exact = acc + ch.compensation;
+#if defined(__CUDA_ARCH__)
+    float f = __int2float_rn(exact);
+    if (has_bias) f = __fadd_rn(f, ch.bias);
+    f = __fmul_rn(f, ch.scale);
+    if (has_residual) f = __fadd_rn(f, residual);
+#else
+    float f = static_cast<float>(exact);
+    if (has_bias) f = f + ch.bias;
+    f = f * ch.scale;
+    if (has_residual) f = f + residual;
+#endif
+    return f;
+}
+
+// The activation after int8Dequantised: ReLU and LeakyReLU exactly as the reference's rule
+// (f > 0 ? f : f * alpha); any other `act` is left to a float epilogue step after the convolution.
+VOXSEG_HD float int8Activate(float f, Act act, float alpha) {
+    if (act == Act::kRelu) return f > 0.0f ? f : 0.0f;
+    if (act == Act::kLeakyRelu) {
+#if defined(__CUDA_ARCH__)
+        const float neg = __fmul_rn(f, alpha);
+#else
+        const float neg = f * alpha;
+#endif
+        return f > 0.0f ? f : neg;
+    }
+    return f;
+}
+
+}  // namespace voxseg::cuda::math

@@ -1,0 +1,82 @@
+// The cuda backend's int8 convolutions on a GPU (label gpu; skips without one): every case of
+// int8_cases.h compiled with Precision::kInt8 and the case's record must equal the exact integer
+// reference bit for bit after the float storage rounding of the GPU's int8 plans (bf16 on sm_80+,
+// fp16 before: cudaAutoPrecision), and a compile without a record is refused with the reason.
+#include "cuda/cuda_backend.h"
+#include "cuda/cuda_errors.h"
+#include "tests/cuda/int8_cases.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+namespace voxseg::cuda {
+namespace {
+
+using testing::Int8Case;
+
+class CudaInt8 : public ::testing::TestWithParam<Int8Case> {
+  protected:
+    void SetUp() override {
+        auto backend = makeCudaBackend();
+        if (!backend.isOk()) GTEST_SKIP() << "no usable GPU: " << backend.status().toString();
+        backend_ = std::move(backend).value();
+        if (!backend_->supportsPrecision(engine::Precision::kInt8))
+            GTEST_SKIP() << "no int8 tensor cores on " << backend_->deviceDescription();
+    }
+    std::unique_ptr<engine::Backend> backend_;
+};
+
+float storageRounded(float f, engine::Precision storage) {
+    if (storage == engine::Precision::kBFloat16)
+        return engine::bfloat16ToFloat(engine::floatToBFloat16(f));
+    if (storage == engine::Precision::kFloat16) return engine::halfToFloat(engine::floatToHalf(f));
+    return f;
+}
+
+TEST_P(CudaInt8, EqualsTheIntegerReferenceAfterStorageRounding) {
+    const Int8Case& c = GetParam();
+    const testing::Int8Prepared p = testing::prepareInt8Case(c);
+    ASSERT_FALSE(p.expected.empty());
+    engine::CompileOptions options;
+    options.precision = engine::Precision::kInt8;
+    options.quantization = std::make_shared<engine::QuantizationRecord>(p.record);
+    std::vector<engine::Shape> shapes;
+    for (const auto& t : p.inputs) shapes.push_back(t.shape());
+    auto exe = backend_->compile(p.graph, shapes, options);
+    ASSERT_TRUE(exe.isOk()) << exe.status().toString();
+    EXPECT_NE((*exe)->describe().find("1 int8 convs"), std::string::npos) << (*exe)->describe();
+    std::vector<engine::Tensor> out;
+    ASSERT_TRUE((*exe)->run(p.inputs, out).isOk());
+    const auto capability = computeCapability(0);
+    ASSERT_TRUE(capability.isOk());
+    const engine::Precision storage = cudaAutoPrecision(*capability).precision;
+    const auto got = out[0].toFloats();
+    ASSERT_EQ(got.size(), p.expected.size());
+    int64_t bad = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        const float want = storageRounded(p.expected[i], storage);
+        if (!(got[i] == want) && bad++ < 3)
+            ADD_FAILURE() << c.name << " element " << i << ": " << got[i] << " vs " << want;
+    }
+    EXPECT_EQ(bad, 0) << "of " << got.size();
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaInt8, ::testing::ValuesIn(testing::int8Cases()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(CudaInt8Refusal, WithoutARecordTheCompileSaysWhy) {
+    auto backend = makeCudaBackend();
+    if (!backend.isOk()) GTEST_SKIP() << "no usable GPU: " << backend.status().toString();
+    if (!(*backend)->supportsPrecision(engine::Precision::kInt8)) GTEST_SKIP() << "no int8";
+    const testing::Int8Prepared p = testing::prepareInt8Case(testing::int8Cases()[0]);
+    engine::CompileOptions options;
+    options.precision = engine::Precision::kInt8;
+    auto exe = (*backend)->compile(p.graph, {p.inputs[0].shape()}, options);
+    ASSERT_FALSE(exe.isOk());
+    EXPECT_NE(exe.status().message().find("calibration"), std::string::npos)
+        << exe.status().toString();
+}
+
+}  // namespace
+}  // namespace voxseg::cuda

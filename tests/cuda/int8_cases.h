@@ -1,0 +1,38 @@
+// Single int8 convolutions for the cuda backend's int8 path (cuda/int8_conv.h), shared by the host
+// replay (cuda_int8_plan_test.cpp, runs everywhere) and the device test (cuda_int8_test.cpp,
+// label gpu): each case builds a one-Conv graph (optimised: a following ReLU/LeakyReLU or residual
+// Add fused into it), a record whose source scale is a power of two (so the float input
+// (q - zp) * scale is exact in bf16 and quantises back to q), seeded u8 source bytes, and the
+// expected float output from the exact integer reference (engine/quant/int8_conv_reference.h).
+#pragma once
+
+#include "engine/graph/graph.h"
+#include "engine/graph/tensor.h"
+#include "engine/quant/quantization_record.h"
+
+#include <string>
+#include <vector>
+
+namespace voxseg::cuda::testing {
+
+struct Int8Case {
+    std::string name;
+    engine::Shape input;  // N C D H W
+    int64_t out_channels = 8;
+    std::vector<int64_t> kernel{3, 3, 3}, strides{1, 1, 1}, pads{1, 1, 1, 1, 1, 1};
+    int zero_point = 0;
+    bool bias = true;
+    enum class Epilogue { kNone, kRelu, kLeakyRelu, kResidualLeakyRelu } epilogue = Epilogue::kNone;
+};
+
+std::vector<Int8Case> int8Cases();
+
+struct Int8Prepared {
+    engine::Graph graph;  // optimised
+    engine::QuantizationRecord record;
+    std::vector<engine::Tensor> inputs;  // x (and the residual r)
+    std::vector<float> expected;         // N OC D H W, float32 before any storage rounding
+};
+Int8Prepared prepareInt8Case(const Int8Case& c);
+
+}  // namespace voxseg::cuda::testing
