@@ -3,6 +3,10 @@
 // measures patches/s, achieved TFLOP/s, share of dense bf16 peak and device memory for each
 // precision and batch size, and times an end-to-end sliding window on a whole volume.
 // Results: one JSON object per line on stdout and in --json. Run by bench/gpu/run_gpu_bench.sh.
+// Precision int8 (cuda/int8_conv.h) runs with a record calibrated here, on the cpu backend's fp32
+// network with an activation observer (min/max over the check patch, or a seeded patch without
+// one; the first and last conv kept float): a benchmark's calibration, not `voxseg model
+// calibrate`'s.
 //
 //   voxseg_gpu_bench --onnx unet.onnx [--check-input f --check-logits f] [--precisions fp16,bf16]
 //                    [--batches 1,2,4,8] [--seconds 2] [--volume 256] [--json out.json]
@@ -13,10 +17,13 @@
 #include "cuda/cuda_graph.h"
 #include "cuda/cuda_sliding_window.h"
 #include "cuda/device_memory.h"
+#include "engine/cpu/cpu_backend.h"
 #include "engine/graph/graph.h"
 #include "engine/inference/sliding_window.h"
 #include "engine/onnx/import.h"
 #include "engine/passes/optimize.h"
+#include "engine/quant/int8_policy.h"
+#include "engine/quant/quantization_record.h"
 
 #include <fmt/format.h>
 
@@ -25,6 +32,8 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -87,6 +96,37 @@ std::string jsonEscape(const std::string& s) {
     return out;
 }
 
+// The int8 record every int8 compile of this run uses (calibrateInt8).
+std::shared_ptr<const voxseg::engine::QuantizationRecord> g_int8_record;
+
+// Min/max ranges of the int8 candidate tensors of `graph` (optimised) on `x`, observed on the
+// cpu backend's fp32 run.
+Result<std::shared_ptr<const voxseg::engine::QuantizationRecord>> calibrateInt8(
+    const voxseg::engine::Graph& graph, const Tensor& x) {
+    namespace quant = voxseg::engine::quant;
+    auto record = std::make_shared<voxseg::engine::QuantizationRecord>();
+    record->weight_bits = 8;
+    record->method = voxseg::engine::RangeMethod::kMinMax;
+    record->float_layers = quant::defaultInt8FloatLayers(graph);
+    record->calibration_cases = {"check patch"};
+    std::map<std::string, std::pair<float, float>> range;
+    voxseg::engine::CompileOptions options;
+    options.observer.tensors = quant::int8CandidateTensors(graph, record->float_layers);
+    options.observer.callback = [&](const std::string& name, const float* d, const Shape& shape) {
+        const auto [lo, hi] = std::minmax_element(d, d + voxseg::engine::numel(shape));
+        range[name] = {*lo, *hi};
+    };
+    VOXSEG_ASSIGN_OR_RETURN(auto exe,
+                            voxseg::engine::makeCpuBackend()->compile(graph, {x.shape()}, options));
+    std::vector<Tensor> out;
+    VOXSEG_RETURN_IF_ERROR(exe->run({x}, out));
+    for (const auto& [name, r] : range) {
+        VOXSEG_ASSIGN_OR_RETURN(record->activations[name],
+                                quant::activationQuantFromRange(r.first, r.second, name));
+    }
+    return std::shared_ptr<const voxseg::engine::QuantizationRecord>(std::move(record));
+}
+
 Result<std::vector<float>> readFloats(const std::string& path, size_t count) {
     std::ifstream in(path, std::ios::binary);
     if (!in) return voxseg::Status(voxseg::StatusCode::kNotFound, "cannot open", path);
@@ -109,10 +149,12 @@ Status checkAccuracy(const voxseg::engine::Graph& graph, const Args& args,
     VOXSEG_ASSIGN_OR_RETURN(auto input, readFloats(args.check_input, in_count));
     VOXSEG_ASSIGN_OR_RETURN(auto want, readFloats(args.check_logits, 3 * in_count));
     const Tensor x = Tensor::fromFloats({1, 1, kPatch, kPatch, kPatch}, input);
-    for (const char* name : {"fp32", "fp16", "bf16"}) {
+    for (const char* name : {"fp32", "fp16", "bf16", "int8"}) {
         VOXSEG_ASSIGN_OR_RETURN(Precision p, voxseg::engine::parsePrecision(name));
+        if (p == Precision::kInt8 && !g_int8_record) continue;
         voxseg::engine::CompileOptions options;
         options.precision = p;
+        options.quantization = g_int8_record;
         auto exe = voxseg::cuda::CudaCompiledGraph::compile(graph, {x.shape()}, options, cache);
         if (!exe.isOk()) {
             emit(fmt::format(R"({{"kind":"check","precision":"{}","error":"{}"}})", name,
@@ -162,6 +204,7 @@ Throughput benchOne(const voxseg::engine::Graph& graph, const std::string& pname
     if (!p.isOk()) return result;
     voxseg::engine::CompileOptions options;
     options.precision = *p;
+    options.quantization = g_int8_record;
     const Shape shape{batch, 1, kPatch, kPatch, kPatch};
     const auto t0 = std::chrono::steady_clock::now();
     auto exe = voxseg::cuda::CudaCompiledGraph::compile(graph, {shape}, options, cache);
@@ -234,6 +277,7 @@ void benchWindow(voxseg::engine::Backend& backend, const voxseg::engine::Graph& 
     options.overlap = 0.5;
     options.batch = batch;
     options.compile.precision = *p;
+    options.compile.quantization = g_int8_record;
     const int64_t v = args.volume;
     // A smooth synthetic "image": sums of sines plus noise (content does not change the timing).
     std::vector<float> img(size_t(v * v * v));
@@ -307,6 +351,35 @@ int run(const Args& args) {
     emit(fmt::format(R"({{"kind":"device","description":"{}"}})",
                      jsonEscape((*backend)->deviceDescription())));
     voxseg::cuda::AlgoCache cache;
+    if (std::find(args.precisions.begin(), args.precisions.end(), "int8") !=
+            args.precisions.end() ||
+        !args.check_input.empty()) {
+        const size_t count = size_t(kPatch * kPatch * kPatch);
+        std::vector<float> patch;
+        if (!args.check_input.empty()) {
+            auto read = readFloats(args.check_input, count);
+            if (read.isOk()) patch = std::move(read).value();
+        }
+        if (patch.empty()) {
+            std::mt19937 rng(5);
+            std::normal_distribution<float> normal(0.0f, 1.0f);
+            patch.resize(count);
+            for (float& v : patch) v = normal(rng);
+        }
+        const auto c0 = std::chrono::steady_clock::now();
+        auto record =
+            calibrateInt8(graph, Tensor::fromFloats({1, 1, kPatch, kPatch, kPatch}, patch));
+        const double calib_s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+        if (record.isOk()) {
+            g_int8_record = std::move(record).value();
+            emit(fmt::format(R"({{"kind":"int8_calibration","tensors":{},"seconds":{:.2f}}})",
+                             g_int8_record->activations.size(), calib_s));
+        } else {
+            emit(fmt::format(R"({{"kind":"int8_calibration","error":"{}"}})",
+                             jsonEscape(record.status().toString())));
+        }
+    }
     if (!args.check_input.empty()) {
         const Status s = checkAccuracy(graph, args, cache);
         if (!s.isOk())
