@@ -312,10 +312,11 @@ class Sampler:
     the normalisation (2.6.0 z-scores the whole image) comes from a cached subsample of the
     volume put through the same curve."""
 
-    def __init__(self, pool, seed, crop, blob_share=0.25):
+    def __init__(self, pool, seed, crop, blob_share=0.25, mr_share=0.5):
         self.pool = pool
         self.crop = crop
         self.blob_share = blob_share
+        self.mr_share = mr_share
         self.rng = np.random.default_rng(seed)
         self.index, self.sub = [], []
         for img, lab in pool:
@@ -350,7 +351,7 @@ class Sampler:
         lo = [min(max(0, p - c // 2), max(0, s - c)) for p, s in zip(centre, img.shape)]
         sl = tuple(slice(l, l + c) for l in lo)
         part = img[sl]
-        if rng.random() < 0.5:
+        if rng.random() < self.mr_share:
             vals = rng.random(len(KNOTS)).astype(np.float32)
             part = mr_like(rng, part, vals)
             sub = np.interp(self.sub[v], KNOTS, vals)
@@ -476,7 +477,7 @@ def train(a):
         step, log = int(ck.get("current_epoch", 0)), ck.get("logging") or log
     if a.image_gain != 1.0:
         scale_image_channel(net, a.image_gain)
-    sampler = Sampler(pool, SEED + step, a.crop, a.blob_share)  # a resumed run draws anew
+    sampler = Sampler(pool, SEED + step, a.crop, a.blob_share, a.mr_share)  # a resumed run draws anew
     rng = np.random.default_rng(SEED + step)
     opt = torch.optim.AdamW(net.parameters(), lr=a.lr, weight_decay=1e-4)
     t0 = time.time()
@@ -592,6 +593,8 @@ def main():
                         "corrective clicks (the trained pass stays fp32)")
     t.add_argument("--max-corrections", type=int, default=4,
                    help="simulated corrective clicks per sample: 0..N, uniform")
+    t.add_argument("--mr-share", type=float, default=0.5,
+                   help="share of phantom samples put through the MR-like intensity curve")
     t.add_argument("--blob-share", type=float, default=0.25,
                    help="share of samples drawn from random shapes instead of phantoms")
     t.add_argument("--crop", type=int, default=CROP, help="training crop edge (voxels)")

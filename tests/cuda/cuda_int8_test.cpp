@@ -1,10 +1,17 @@
 // The cuda backend's int8 convolutions on a GPU (label gpu; skips without one): every case of
 // int8_cases.h compiled with Precision::kInt8 and the case's record must equal the exact integer
 // reference bit for bit after the float storage rounding of the GPU's int8 plans (bf16 on sm_80+,
-// fp16 before: cudaAutoPrecision), and a compile without a record is refused with the reason.
+// fp16 before: cudaAutoPrecision); an nnU-Net level in int8 stays as close to fp32 as the cpu
+// backend's int8 must (tests/engine/int8_graph_test.cpp's bounds); and a compile without a record
+// is refused with the reason.
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_errors.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/passes/optimize.h"
+#include "engine/quant/int8_policy.h"
 #include "tests/cuda/int8_cases.h"
+#include "tests/engine/int8_test_graphs.h"
+#include "tests/engine/op_cases.h"
 
 #include <gtest/gtest.h>
 
@@ -64,6 +71,59 @@ TEST_P(CudaInt8, EqualsTheIntegerReferenceAfterStorageRounding) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaInt8, ::testing::ValuesIn(testing::int8Cases()),
                          [](const auto& info) { return info.param.name; });
+
+class CudaInt8Level : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        auto backend = makeCudaBackend();
+        if (!backend.isOk()) GTEST_SKIP() << "no usable GPU: " << backend.status().toString();
+        backend_ = std::move(backend).value();
+        if (!backend_->supportsPrecision(engine::Precision::kInt8))
+            GTEST_SKIP() << "no int8 tensor cores on " << backend_->deviceDescription();
+    }
+    std::unique_ptr<engine::Backend> backend_;
+};
+
+TEST_F(CudaInt8Level, UnetLevelStaysCloseToFp32) {
+    const engine::Graph g = engine::testing::int8UnetLevel();
+    const engine::Tensor input = engine::testing::seededTensor({1, 2, 16, 14, 12}, 11);
+    auto record = engine::testing::calibrateMinMax(g, input);
+    record->float_layers = engine::quant::defaultInt8FloatLayers(g);
+    record->weight_bits = 8;
+    std::vector<engine::Tensor> fp32, int8;
+    {
+        auto cpu = engine::makeCpuBackend()->compile(g, {input.shape()}, {});
+        ASSERT_TRUE(cpu.isOk()) << cpu.status().toString();
+        ASSERT_TRUE((*cpu)->run({input}, fp32).isOk());
+    }
+    engine::CompileOptions options;
+    options.precision = engine::Precision::kInt8;
+    options.quantization = record;
+    // As the product compiles it (imported, not optimised) and optimised: both must plan the
+    // same 5 int8 convolutions.
+    for (const engine::Graph& graph : {g, engine::optimize(g)}) {
+        auto exe = backend_->compile(graph, {input.shape()}, options);
+        ASSERT_TRUE(exe.isOk()) << exe.status().toString();
+        EXPECT_NE((*exe)->describe().find("5 int8 convs"), std::string::npos) << (*exe)->describe();
+        ASSERT_TRUE((*exe)->run({input}, int8).isOk());
+        const auto want = fp32[0].toFloats(), got = int8[0].toFloats();
+        ASSERT_EQ(got.size(), want.size());
+        double max_err = 0, sum_err = 0, lo = 1e30, hi = -1e30;
+        for (size_t i = 0; i < want.size(); ++i) {
+            const double e = std::abs(double(got[i]) - want[i]);
+            max_err = std::max(max_err, e);
+            sum_err += e;
+            lo = std::min<double>(lo, want[i]);
+            hi = std::max<double>(hi, want[i]);
+        }
+        const double range = hi - lo, mean_err = sum_err / double(want.size());
+        std::printf("cuda int8 vs cpu fp32: max %.4f, mean %.5f, output range %.3f\n", max_err,
+                    mean_err, range);
+        EXPECT_LT(max_err, 0.03 * range);
+        EXPECT_LT(mean_err, 0.005 * range);
+        EXPECT_GT(max_err, 0.0);
+    }
+}
 
 TEST(CudaInt8Refusal, WithoutARecordTheCompileSaysWhy) {
     auto backend = makeCudaBackend();

@@ -12,6 +12,7 @@
 #include "engine/passes/optimize.h"
 #include "engine/quant/int8_conv_reference.h"
 #include "engine/quant/int8_policy.h"
+#include "tests/engine/int8_test_graphs.h"
 #include "tests/engine/op_cases.h"
 
 #include <gtest/gtest.h>
@@ -32,27 +33,7 @@ int countOf(const std::string& text, const std::string& what) {
     return n;
 }
 
-// Calibration by min/max of the fp32 run on `input`: every int8 candidate tensor's range.
-std::shared_ptr<QuantizationRecord> calibrate(const Graph& g, const Tensor& input) {
-    std::map<std::string, std::pair<float, float>> range;
-    CompileOptions options;
-    options.observer.tensors = quant::int8CandidateTensors(g, {});
-    options.observer.callback = [&](const std::string& name, const float* d, const Shape& s) {
-        const auto [lo, hi] = std::minmax_element(d, d + numel(s));
-        range[name] = {*lo, *hi};
-    };
-    auto exe = makeCpuBackend()->compile(g, {input.shape()}, options);
-    EXPECT_TRUE(exe.isOk()) << exe.status().toString();
-    std::vector<Tensor> out;
-    EXPECT_TRUE((*exe)->run({input}, out).isOk());
-    auto record = std::make_shared<QuantizationRecord>();
-    record->weight_bits = cpuInt8WeightBits(cpuInt8Traits());
-    record->method = RangeMethod::kMinMax;
-    record->calibration_cases = {"seeded"};
-    for (const auto& [name, r] : range)
-        record->activations[name] = *quant::activationQuantFromRange(r.first, r.second, name);
-    return record;
-}
+using testing::calibrateMinMax;
 
 struct Outcome {
     std::vector<float> out;
@@ -129,7 +110,7 @@ std::vector<float> chainReference(const Graph& imported, const Tensor& input,
 TEST(Int8Graph, ConvChainEqualsTheIntegerReferenceBitForBit) {
     const Graph g = convChain();
     const Tensor input = testing::seededTensor({2, 5, 11, 10, 9}, 3);
-    const auto record = calibrate(g, input);
+    const auto record = calibrateMinMax(g, input);
     ASSERT_EQ(record->activations.size(), 3u);
     const Outcome int8 = run(g, input, Precision::kInt8, record);
     EXPECT_EQ(countOf(int8.describe, "conv int8"), 3) << int8.describe;
@@ -150,33 +131,10 @@ TEST(Int8Graph, ConvChainEqualsTheIntegerReferenceBitForBit) {
     EXPECT_GT(changed, want.size() / 2);
 }
 
-// One nnU-Net level with odd sizes: (conv3 -> InstanceNorm -> LeakyReLU) x2 with a residual add,
-// a strided conv down, ConvTranspose up, concat with the skip, a block, a 1x1 head.
-Graph unetLevel() {
-    GraphBuilder b;
-    auto block = [&](ValueId x, int64_t cin, int64_t cout, std::vector<int64_t> s) {
-        ValueId y = b.conv(x, cin, cout, {3, 3, 3}, s, {1, 1, 1, 1, 1, 1});
-        y = b.norm(OpKind::kInstanceNorm, y, cout);
-        const ValueId a = b.node(OpKind::kLeakyRelu, {y}, [](Node& n) { n.alpha = 0.01f; });
-        y = b.conv(a, cout, cout, {3, 3, 3}, {1, 1, 1}, {1, 1, 1, 1, 1, 1});
-        y = b.node(OpKind::kAdd, {y, a});  // residual: fused into the conv
-        y = b.norm(OpKind::kInstanceNorm, y, cout);
-        return b.node(OpKind::kLeakyRelu, {y}, [](Node& n) { n.alpha = 0.01f; });
-    };
-    const ValueId x = b.input("x", {1, 2, 16, 14, 12});
-    const ValueId skip = block(x, 2, 8, {1, 1, 1});
-    const ValueId down = block(skip, 8, 16, {2, 2, 2});
-    const ValueId up = b.convTranspose(down, 16, 8, {2, 2, 2}, {2, 2, 2});
-    const ValueId cat = b.node(OpKind::kConcat, {skip, up}, [](Node& n) { n.axis = 1; });
-    const ValueId dec = block(cat, 16, 8, {1, 1, 1});
-    b.output(b.conv(dec, 8, 3, {1, 1, 1}));
-    return b.graph();
-}
-
 TEST(Int8Graph, UnetLevelStaysCloseToFp32) {
-    const Graph g = unetLevel();
+    const Graph g = testing::int8UnetLevel();
     const Tensor input = testing::seededTensor({1, 2, 16, 14, 12}, 11);
-    auto record = calibrate(g, input);
+    auto record = calibrateMinMax(g, input);
     record->float_layers = quant::defaultInt8FloatLayers(g);
     ASSERT_EQ(record->float_layers.size(), 2u);
     const Outcome fp32 = run(g, input, Precision::kFloat32);
@@ -248,7 +206,7 @@ TEST(Int8Graph, NormsWriteTheU8OfTheirInt8Readers) {
     for (bool branch : {false, true}) {
         const Graph g = normStack(branch);
         const Tensor input = testing::seededTensor({1, 2, 12, 11, 10}, 5);
-        const auto record = calibrate(g, input);
+        const auto record = calibrateMinMax(g, input);
         CompileOptions options;
         options.precision = Precision::kInt8;
         options.quantization = record;
@@ -281,19 +239,19 @@ TEST(Int8Graph, NormsWriteTheU8OfTheirInt8Readers) {
 }
 
 TEST(Int8Graph, FloatLayersAndTensorsWithoutParametersStayFp32) {
-    const Graph g = unetLevel();
+    const Graph g = testing::int8UnetLevel();
     const Tensor input = testing::seededTensor({1, 2, 16, 14, 12}, 11);
     // Every layer float: the plan of the int8 plan's float precision exactly (fp32, or bf16
     // where cpuInt8FloatPrecision says so).
     const Outcome fp = run(g, input, cpuInt8FloatPrecision());
-    auto all_float = calibrate(g, input);
+    auto all_float = calibrateMinMax(g, input);
     for (const auto& c : quant::int8ConvCandidates(g)) all_float->float_layers.push_back(c.node);
     const Outcome same = run(g, input, Precision::kInt8, all_float);
     EXPECT_EQ(countOf(same.describe, "conv int8"), 0) << same.describe;
     EXPECT_EQ(same.out, fp.out);
 
     // No parameters for the decoder block's input (the concat): that conv stays fp32.
-    auto partial = calibrate(g, input);
+    auto partial = calibrateMinMax(g, input);
     const Graph opt = optimize(g);
     std::string concat_name;
     for (const Node& n : opt.nodes)
