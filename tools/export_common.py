@@ -28,7 +28,7 @@ GENERIC_TYPE = {"code": "85756007", "scheme": "SCT", "meaning": "Tissue"}
 # is above 1: the two sum in different orders, and through a deep network with instance norms
 # on a whole-image patch (112x128x128) the rounding grows with the values' scale. Per 16
 # convolutions beyond the first 16 the bound grows in proportion (PARITY_CONVS): the rounding
-# adds up layer by layer (a random 102 M-parameter ResEnc-L, 69 convolutions at 192^3, differs
+# adds up layer by layer (a random 102 M-parameter ResEnc-L, 68 convolutions at 192^3, differs
 # by 5.1e-4 at a largest |logit| of 2.4), while a wrong export differs by the output's own size.
 PARITY_TOL = 1e-4
 PARITY_CONVS = 16
