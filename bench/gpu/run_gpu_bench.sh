@@ -12,7 +12,8 @@
 #                                          # CPU-only checks (export + import), no timings
 #
 # Files written to $OUT (at most 8): run.log (everything, set -x), env.txt, build.log, tests.txt,
-# torch.json, voxseg.json, summary.md.
+# torch.json, voxseg.json, summary.md (with the official-size nnInteractive network's figures,
+# whose JSON stays in $WORK/resencl: the device tool returns 8 files at most).
 set -u -o pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -193,11 +194,18 @@ else
     step voxseg 180 "$BENCH" --onnx "$MODEL/unet.onnx" --check-input "$MODEL/check_input.f32" \
         --check-logits "$MODEL/check_fp32_logits.f32" --precisions fp16,bf16,int8 --batches 1,2,4,8 \
         --seconds 1.5 --volume 256 --json "$OUT/voxseg.json"
+    # ---- 6b. the official-size nnInteractive network (issue 38: <= 60 ms per point click) ----
+    RESENCL=$WORK/resencl
+    step resencl_torch 150 env PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/torch_resencl.py" \
+        --workdir "$RESENCL" --seconds 2 --json "$RESENCL/torch.json" &&
+        step resencl_voxseg 120 "$BENCH" --onnx "$RESENCL/resencl.onnx" --input-shape 8,192,192,192 \
+            --precisions bf16,fp16 --batches 1 --seconds 2 --volume 0 --json "$RESENCL/voxseg.json"
     [ "$TESTS_DONE" = 0 ] && run_tests_step
 fi
 
 # ---- 7. summary ----
-python3 "$ROOT/bench/gpu/summarize.py" "$OUT/torch.json" "$OUT/voxseg.json" >"$OUT/summary.md" 2>&1
+python3 "$ROOT/bench/gpu/summarize.py" "$OUT/torch.json" "$OUT/voxseg.json" \
+    "$WORK/resencl/torch.json" "$WORK/resencl/voxseg.json" >"$OUT/summary.md" 2>&1
 {
     echo
     echo "## Steps"

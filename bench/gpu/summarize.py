@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Merges torch.json (torch_unet.py) and voxseg.json (voxseg_gpu_bench, JSON lines) into the
-markdown tables of docs/perf-gpu.md. Usage: summarize.py torch.json voxseg.json"""
+markdown tables of docs/perf-gpu.md, and, when given, the official-size nnInteractive network's
+pair (torch_resencl.py's JSON, voxseg_gpu_bench's JSON lines with --input-shape 8,192,192,192).
+Usage: summarize.py torch.json voxseg.json [torch_resencl.json voxseg_resencl.json]"""
 import json
 import sys
 
@@ -120,5 +122,30 @@ def main():
           f"~{MLPERF_HALF_RATE:.0f} patches/s: {best['rate'] / MLPERF_HALF_RATE:.2f} of it")
 
 
+def resencl(torch_path, vox_path):
+    """Per-forward time of the ResEnc-L network (issue 38 item 7: <= 60 ms per point click)."""
+    torch = load_torch(torch_path)
+    vox = load_voxseg(vox_path)
+    print("\n## Official-size nnInteractive network (ResEnc-L, 8 x 192^3, batch 1)\n")
+    print(f"- {torch.get('info', {}).get('parameters', '?')} parameters; a point click at zoom 1 "
+          "is one forward plus the session's work (target <= 60 ms per click)\n")
+    print("| impl | precision | median ms | min ms | error |")
+    print("|---|---|---|---|---|")
+    for r in torch.get("rows", []):
+        print(f"| PyTorch autocast | {r['precision']} | "
+              f"{1000 * r['median_s']:.1f} | {1000 * r['min_s']:.1f} | {r.get('error', '')[:80]} |"
+              if "median_s" in r else f"| PyTorch autocast | {r['precision']} | | | {r.get('error', '')[:80]} |")
+    for r in vox:
+        if r.get("kind") != "throughput":
+            continue
+        if "median_s" in r:
+            print(f"| voxseg | {r['precision']} | {1000 * r['median_s']:.1f} | "
+                  f"{1000 * r['min_s']:.1f} | |")
+        else:
+            print(f"| voxseg | {r['precision']} | | | {r.get('error', '')[:80]} |")
+
+
 if __name__ == "__main__":
     main()
+    if len(sys.argv) > 4:
+        resencl(sys.argv[3], sys.argv[4])

@@ -10,7 +10,11 @@
 //
 //   voxseg_gpu_bench --onnx unet.onnx [--check-input f --check-logits f] [--precisions fp16,bf16]
 //                    [--batches 1,2,4,8] [--seconds 2] [--volume 256] [--json out.json]
-//                    [--import-only]
+//                    [--import-only] [--input-shape C,D,H,W]
+//
+// --input-shape (default 1,128,128,128, the U-Net's patch): another network's input, e.g.
+// 8,192,192,192 for the official-size nnInteractive network (torch_resencl.py); the accuracy
+// check and the sliding window need the default.
 #include "core/log.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_errors.h"
@@ -59,6 +63,11 @@ struct Args {
     int64_t volume = 256;
     int window_batch = 0;  // 0: best batch from the throughput runs
     bool import_only = false;
+    Shape input{1, kPatch, kPatch, kPatch};  // C, D, H, W of one patch
+    bool defaultInput() const { return input == Shape{1, kPatch, kPatch, kPatch}; }
+    Shape batchShape(int64_t batch) const {
+        return {batch, input[0], input[1], input[2], input[3]};
+    }
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -205,7 +214,7 @@ Throughput benchOne(const voxseg::engine::Graph& graph, const std::string& pname
     voxseg::engine::CompileOptions options;
     options.precision = *p;
     options.quantization = g_int8_record;
-    const Shape shape{batch, 1, kPatch, kPatch, kPatch};
+    const Shape shape = args.batchShape(batch);
     const auto t0 = std::chrono::steady_clock::now();
     auto exe = voxseg::cuda::CudaCompiledGraph::compile(graph, {shape}, options, cache);
     const double compile_s =
@@ -326,7 +335,7 @@ void benchWindow(voxseg::engine::Backend& backend, const voxseg::engine::Graph& 
 
 int run(const Args& args) {
     voxseg::engine::OnnxImportOptions import_options;
-    import_options.input_shapes = {{1, 1, kPatch, kPatch, kPatch}};
+    import_options.input_shapes = {args.batchShape(1)};
     const auto t0 = std::chrono::steady_clock::now();
     auto imported = voxseg::engine::importOnnx(args.onnx, import_options);
     if (!imported.isOk()) {
@@ -354,9 +363,9 @@ int run(const Args& args) {
     if (std::find(args.precisions.begin(), args.precisions.end(), "int8") !=
             args.precisions.end() ||
         !args.check_input.empty()) {
-        const size_t count = size_t(kPatch * kPatch * kPatch);
+        const size_t count = size_t(voxseg::engine::numel(args.batchShape(1)));
         std::vector<float> patch;
-        if (!args.check_input.empty()) {
+        if (!args.check_input.empty() && args.defaultInput()) {
             auto read = readFloats(args.check_input, count);
             if (read.isOk()) patch = std::move(read).value();
         }
@@ -367,8 +376,7 @@ int run(const Args& args) {
             for (float& v : patch) v = normal(rng);
         }
         const auto c0 = std::chrono::steady_clock::now();
-        auto record =
-            calibrateInt8(graph, Tensor::fromFloats({1, 1, kPatch, kPatch, kPatch}, patch));
+        auto record = calibrateInt8(graph, Tensor::fromFloats(args.batchShape(1), patch));
         const double calib_s =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
         if (record.isOk()) {
@@ -380,7 +388,7 @@ int run(const Args& args) {
                              jsonEscape(record.status().toString())));
         }
     }
-    if (!args.check_input.empty()) {
+    if (!args.check_input.empty() && args.defaultInput()) {
         const Status s = checkAccuracy(graph, args, cache);
         if (!s.isOk())
             emit(fmt::format(R"({{"kind":"check","error":"{}"}})", jsonEscape(s.toString())));
@@ -394,7 +402,7 @@ int run(const Args& args) {
             if (t.patches_per_s > best_rate) best_rate = t.patches_per_s, best_batch = b;
         }
     }
-    if (args.volume > 0)
+    if (args.volume > 0 && args.defaultInput())
         for (const std::string& p : args.precisions)
             benchWindow(**backend, graph, p, args.window_batch > 0 ? args.window_batch : best_batch,
                         args);
@@ -429,7 +437,14 @@ int main(int argc, char** argv) {
             args.window_batch = std::stoi(next());
         else if (a == "--import-only")
             args.import_only = true;
-        else {
+        else if (a == "--input-shape") {
+            args.input.clear();
+            for (const auto& d : split(next())) args.input.push_back(std::stoll(d));
+            if (args.input.size() != 4) {
+                std::fprintf(stderr, "--input-shape needs C,D,H,W\n");
+                return 64;
+            }
+        } else {
             std::fprintf(stderr, "unknown argument %s (see the header of voxseg_gpu_bench.cpp)\n",
                          a.c_str());
             return 64;
