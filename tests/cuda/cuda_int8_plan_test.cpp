@@ -5,8 +5,13 @@
 // to the device test (cuda_int8_test.cpp, label gpu): the kernels' indexing on the GPU and
 // cuBLASLt's int8 product.
 #include "cuda/cuda_planner.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/passes/optimize.h"
+#include "engine/quant/int8_policy.h"
 #include "tests/cuda/host_steps.h"
 #include "tests/cuda/int8_cases.h"
+#include "tests/engine/int8_test_graphs.h"
+#include "tests/engine/op_cases.h"
 
 #include <gtest/gtest.h>
 
@@ -90,6 +95,57 @@ TEST(CudaInt8PlanCheck, FloatLayersAndUncalibratedInputsStayFloat) {
         bool cudnn = false;
         for (const auto& s : pg->planner->steps_) cudnn |= s.kind == planning::Step::Kind::kConv;
         EXPECT_TRUE(cudnn) << variant;
+    }
+}
+
+// A whole nnU-Net level (norms, residual adds, a strided conv, ConvTranspose, concat, the first
+// and last conv float) planned in int8 and replayed on the host stays as close to fp32 as the cpu
+// backend's int8 must (tests/engine/int8_graph_test.cpp's bounds), as imported and optimised.
+TEST(CudaInt8PlanCheck, UnetLevelReplayStaysCloseToFp32) {
+    const engine::Graph g = engine::testing::int8UnetLevel();
+    const engine::Tensor input = engine::testing::seededTensor({1, 2, 16, 14, 12}, 11);
+    auto record = engine::testing::calibrateMinMax(g, input);
+    record->float_layers = engine::quant::defaultInt8FloatLayers(g);
+    std::vector<engine::Tensor> fp32;
+    {
+        auto cpu = engine::makeCpuBackend()->compile(g, {input.shape()}, {});
+        ASSERT_TRUE(cpu.isOk()) << cpu.status().toString();
+        ASSERT_TRUE((*cpu)->run({input}, fp32).isOk());
+    }
+    planning::PlanOptions options;
+    options.quantization = record.get();
+    for (const engine::Graph& graph : {g, engine::optimize(g)}) {
+        auto pg = planning::planGraph(graph, {input.shape()}, StorageType::kFloat32, options);
+        ASSERT_TRUE(pg.isOk()) << pg.status().toString();
+        EXPECT_EQ(pg->planner->int8_convs_.size(), 5u);  // 7 convs, the first and last float
+        auto out = testing::runPlanOnHost(graph, {input}, options);
+        ASSERT_TRUE(out.isOk()) << out.status().toString();
+        const auto want = fp32[0].toFloats(), got = (*out)[0].toFloats();
+        ASSERT_EQ(got.size(), want.size());
+        double max_err = 0, sum_err = 0, lo = 1e30, hi = -1e30;
+        for (size_t i = 0; i < want.size(); ++i) {
+            const double e = std::abs(double(got[i]) - want[i]);
+            max_err = std::max(max_err, e);
+            sum_err += e;
+            lo = std::min<double>(lo, want[i]);
+            hi = std::max<double>(hi, want[i]);
+        }
+        const double range = hi - lo, mean_err = sum_err / double(want.size());
+        std::printf("cuda int8 plan (host replay) vs fp32: max %.4f, mean %.5f, range %.3f\n",
+                    max_err, mean_err, range);
+        EXPECT_LT(max_err, 0.03 * range);
+        EXPECT_LT(mean_err, 0.005 * range);
+        EXPECT_GT(max_err, 0.0);
+        // Without the record the same plan replays fp32 (no int8 step): equal to the cpu's to
+        // float rounding, which shows the bound above measures int8, not the replay.
+        auto plain = testing::runPlanOnHost(graph, {input});
+        ASSERT_TRUE(plain.isOk()) << plain.status().toString();
+        double plain_err = 0;
+        const auto p = (*plain)[0].toFloats();
+        for (size_t i = 0; i < want.size(); ++i)
+            plain_err = std::max(plain_err, std::abs(double(p[i]) - want[i]));
+        EXPECT_LT(plain_err, 1e-4 * range);
+        EXPECT_LT(plain_err, max_err / 10);
     }
 }
 

@@ -225,6 +225,107 @@ void runInt8Conv(const Step& s, const Int8ConvPlan& p) {
     }
 }
 
+// A cuDNN convolution step (forward or transposed) as plain loops over the channels-last views
+// and the planner's packed weights ([K][taps][C/g] forward, [Cin][taps][Cout/g] transposed),
+// accumulating in double; fp32 storage.
+void runConv(const Step& s, const ConvShape& cs) {
+    const auto* x = static_cast<const float*>(s.va.data);
+    auto* y = static_cast<float*>(s.vy.data);
+    const auto* w = static_cast<const float*>(s.w_ptr);
+    const auto& in = cs.in;
+    const auto& out = cs.out;
+    const int64_t taps = cs.kernel[0] * cs.kernel[1] * cs.kernel[2];
+    const int64_t in_sp = in[0] * in[1] * in[2], out_sp = out[0] * out[1] * out[2];
+    // Input voxel of output voxel (od, oh, ow) through tap (kd, kh, kw) (forward), or -1.
+    auto inputVoxel = [&](const int64_t o[3], const int64_t k[3]) -> int64_t {
+        int64_t v = 0;
+        for (int a = 0; a < 3; ++a) {
+            const int64_t i = o[a] * cs.stride[a] - cs.pad[a] + k[a] * cs.dilation[a];
+            if (i < 0 || i >= in[a]) return -1;
+            v = v * in[a] + i;
+        }
+        return v;
+    };
+    auto xAt = [&](int64_t n, int64_t voxel, int64_t c) {
+        return double(x[(n * in_sp + voxel) * s.va.ldc + s.va.c_offset + c]);
+    };
+    auto yAt = [&](int64_t n, int64_t voxel, int64_t c) -> float& {
+        return y[(n * out_sp + voxel) * s.vy.ldc + s.vy.c_offset + c];
+    };
+    if (!cs.transposed) {
+        const int64_t cg = cs.in_channels / cs.groups, kg = cs.out_channels / cs.groups;
+        for (int64_t n = 0; n < cs.n; ++n)
+            for (int64_t ov = 0; ov < out_sp; ++ov) {
+                const int64_t o[3] = {ov / (out[1] * out[2]), ov / out[2] % out[1], ov % out[2]};
+                for (int64_t k = 0; k < cs.out_channels; ++k) {
+                    double acc = 0;
+                    for (int64_t t = 0; t < taps; ++t) {
+                        const int64_t kk[3] = {t / (cs.kernel[1] * cs.kernel[2]),
+                                               t / cs.kernel[2] % cs.kernel[1], t % cs.kernel[2]};
+                        const int64_t iv = inputVoxel(o, kk);
+                        if (iv < 0) continue;
+                        for (int64_t c = 0; c < cg; ++c)
+                            acc += double(w[(k * taps + t) * cg + c]) * xAt(n, iv, k / kg * cg + c);
+                    }
+                    yAt(n, ov, k) = float(acc);
+                }
+            }
+        return;
+    }
+    const int64_t cin = cs.in_channels, cog = cs.out_channels / cs.groups, cig = cin / cs.groups;
+    std::vector<double> acc(size_t(cs.n * out_sp * cs.out_channels), 0.0);
+    for (int64_t n = 0; n < cs.n; ++n)
+        for (int64_t iv = 0; iv < in_sp; ++iv) {
+            const int64_t i[3] = {iv / (in[1] * in[2]), iv / in[2] % in[1], iv % in[2]};
+            for (int64_t t = 0; t < taps; ++t) {
+                const int64_t kk[3] = {t / (cs.kernel[1] * cs.kernel[2]),
+                                       t / cs.kernel[2] % cs.kernel[1], t % cs.kernel[2]};
+                int64_t ov = 0;
+                bool inside = true;
+                for (int a = 0; a < 3; ++a) {
+                    const int64_t o = i[a] * cs.stride[a] - cs.pad[a] + kk[a] * cs.dilation[a];
+                    inside = inside && o >= 0 && o < out[a];
+                    ov = ov * out[a] + o;
+                }
+                if (!inside) continue;
+                for (int64_t ci = 0; ci < cin; ++ci) {
+                    const double xv = xAt(n, iv, ci);
+                    const int64_t g = ci / cig;
+                    for (int64_t co = 0; co < cog; ++co)
+                        acc[size_t((n * out_sp + ov) * cs.out_channels + g * cog + co)] +=
+                            xv * double(w[(ci * taps + t) * cog + co]);
+                }
+            }
+        }
+    for (int64_t n = 0; n < cs.n; ++n)
+        for (int64_t ov = 0; ov < out_sp; ++ov)
+            for (int64_t k = 0; k < cs.out_channels; ++k)
+                yAt(n, ov, k) = float(acc[size_t((n * out_sp + ov) * cs.out_channels + k)]);
+}
+
+// InstanceNorm statistics: per (image, channel) moments in double, folded with gamma/beta by the
+// kernels' own normAffine into the scale/shift the next (apply) epilogue step reads.
+void runInstanceNormStats(const Step& s, const Step& apply) {
+    const auto* x = static_cast<const float*>(s.va.data);
+    const int64_t channels = s.va.channels;
+    for (int64_t n = 0; n < s.n; ++n)
+        for (int64_t c = 0; c < channels; ++c) {
+            double sum = 0, sq = 0;
+            for (int64_t p = 0; p < s.spatial; ++p)
+                sum += x[(n * s.spatial + p) * s.va.ldc + s.va.c_offset + c];
+            const double mean = sum / double(s.spatial);
+            for (int64_t p = 0; p < s.spatial; ++p) {
+                const double d = x[(n * s.spatial + p) * s.va.ldc + s.va.c_offset + c] - mean;
+                sq += d * d;
+            }
+            const math::Affine a = math::normAffine({float(s.spatial), float(mean), float(sq)},
+                                                    s.scale_ptr ? s.scale_ptr[c] : 1.0f,
+                                                    s.shift_ptr ? s.shift_ptr[c] : 0.0f, s.epsilon);
+            const_cast<float*>(apply.scale_ptr)[n * channels + c] = a.scale;
+            const_cast<float*>(apply.shift_ptr)[n * channels + c] = a.shift;
+        }
+}
+
 // The channels-last epilogue / binary / channel-softmax steps of kernels.h, fp32 storage.
 Status runConvPathStep(const Step& s) {
     auto ptr = [&](const View& v, int64_t row, int64_t c) {
@@ -233,14 +334,15 @@ Status runConvPathStep(const Step& s) {
     const int64_t rows = s.n * s.spatial;
     switch (s.kind) {
         case Step::Kind::kEpilogue:
-            if (s.affine_per_image) return unsupported("InstanceNorm has no host replay");
             for (int64_t r = 0; r < rows; ++r)
                 for (int64_t c = 0; c < s.va.channels; ++c) {
                     const float res = s.vres.data ? *ptr(s.vres, r, c) : 0.0f;
                     const float alpha = s.prelu_ptr ? s.prelu_ptr[c] : s.alpha;
+                    // Per (image, channel) after an InstanceNorm, else per channel.
+                    const int64_t ai = s.affine_per_image ? r / s.spatial * s.va.channels + c : c;
                     *ptr(s.vy, r, c) = math::epilogue(
-                        *ptr(s.va, r, c), s.scale_ptr ? s.scale_ptr[c] : 1.0f,
-                        s.shift_ptr ? s.shift_ptr[c] : 0.0f, res, s.act, alpha, s.lo, s.hi);
+                        *ptr(s.va, r, c), s.scale_ptr ? s.scale_ptr[ai] : 1.0f,
+                        s.shift_ptr ? s.shift_ptr[ai] : 0.0f, res, s.act, alpha, s.lo, s.hi);
                 }
             return Status::ok();
         case Step::Kind::kBinary: {
@@ -263,7 +365,7 @@ Status runConvPathStep(const Step& s) {
             }
             return Status::ok();
         default:
-            return unsupported("cuDNN convolutions and InstanceNorm have no host replay");
+            return unsupported("step kind without a host replay");
     }
 }
 
@@ -276,9 +378,7 @@ Result<std::vector<engine::Tensor>> runPlanOnHost(const engine::Graph& graph,
     for (const auto& t : inputs) shapes.push_back(t.shape());
     VOXSEG_ASSIGN_OR_RETURN(planning::PlannedGraph pg,
                             planning::planGraph(graph, shapes, StorageType::kFloat32, options));
-    for (const Step& s : pg.planner->steps_)
-        if (s.kind == Step::Kind::kConv || s.kind == Step::Kind::kInstanceNorm)
-            return unsupported("step '" + s.name + "' has no host replay");
+    const std::vector<ConvShape> conv_shapes = pg.planner->conv_shapes_;
     const float nan = std::numeric_limits<float>::quiet_NaN();
     std::vector<float> arena(pg.arena_bytes / sizeof(float) + 1, nan);
     std::vector<uint8_t> params = pg.planner->params_;
@@ -314,6 +414,14 @@ Result<std::vector<engine::Tensor>> runPlanOnHost(const engine::Graph& graph,
         }
         if (s.kind == Step::Kind::kInt8Conv) {
             runInt8Conv(s, r.int8_convs[size_t(s.int8)]);
+            continue;
+        }
+        if (s.kind == Step::Kind::kConv) {
+            runConv(s, conv_shapes[size_t(s.conv)]);
+            continue;
+        }
+        if (s.kind == Step::Kind::kInstanceNorm) {
+            runInstanceNormStats(s, *(&s + 1));  // the apply step follows (as on the device)
             continue;
         }
         VOXSEG_RETURN_IF_ERROR(runConvPathStep(s));

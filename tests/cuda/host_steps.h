@@ -2,12 +2,12 @@
 // planner (cuda_planner.h), buffer placement and operand resolution are the real ones; every
 // device step is replayed by a plain host loop in float32 storage, with the arena filled with NaN
 // first so that a step reading a buffer nobody wrote (a lifetime or addressing bug) shows. What
-// this checks is the lowering (strides, offsets, aliasing, GEMM and attention tiling parameters);
-// the kernels and cuBLASLt themselves run only on a GPU (tests/cuda/cuda_backend_test.cpp).
-//
-// Steps without a host replay (cuDNN convolutions, InstanceNorm statistics) make it return
-// kUnsupported. int8 convolutions (options.quantization) replay with the kernels' own per-element
-// math (cuda/int8_math.h) and an integer product, chunk by chunk as the device runs them.
+// this checks is the lowering (strides, offsets, aliasing, weight packing, GEMM and attention
+// tiling parameters); the kernels, cuDNN and cuBLASLt themselves run only on a GPU
+// (tests/cuda/cuda_backend_test.cpp). cuDNN convolutions replay as direct loops over the packed
+// weights; InstanceNorm statistics in double, folded by the kernels' normAffine. int8
+// convolutions (options.quantization) replay with the kernels' own per-element math
+// (cuda/int8_math.h) and an integer product, chunk by chunk as the device runs them.
 // Thread-safe (no shared state).
 #pragma once
 
