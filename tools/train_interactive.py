@@ -546,11 +546,34 @@ def train(a):
     print(f"done: {step} steps in {time.time() - t0:.0f} s -> {a.out}", flush=True)
 
 
+def with_patch(folder, patch, tmp):
+    """A copy of the model folder whose plans.json runs the session with a `patch`^3 window: the
+    network is fully convolutional, so the window is a deployment choice (a larger one sees a large
+    organ whole and needs fewer of 2.6.0's refinement boxes, each of which refines only the box
+    less a 24-voxel margin; docs/interactive.md)."""
+    import shutil
+    dst = os.path.join(tmp, os.path.basename(os.path.normpath(folder)))
+    shutil.copytree(folder, dst)
+    path = os.path.join(dst, "plans.json")
+    with open(path) as f:
+        plans = json.load(f)
+    for cfg in plans["configurations"].values():
+        if "patch_size" in cfg:
+            cfg["patch_size"] = [patch] * 3
+    with open(path, "w") as f:
+        json.dump(plans, f, indent=1)
+    return dst
+
+
 def package(a):
     """Exports the folder with tools/export_nninteractive.py, adds the model's identity, and ships
     the nnInteractive folder itself under <package>/nninteractive (2.6.0 loads it as it is)."""
     import shutil
+    import tempfile
     here = os.path.dirname(os.path.abspath(__file__))
+    tmp = tempfile.mkdtemp(prefix="voxseg-package-")
+    if a.patch:
+        a.folder = with_patch(a.folder, a.patch, tmp)
     subprocess.run([sys.executable, os.path.join(here, "export_nninteractive.py"), a.folder,
                     "-o", a.out, "--name", "voxseg-interactive", "--version", a.version,
                     "--force"], check=True)
@@ -573,6 +596,7 @@ def package(a):
         f.write("\n")
     dst = os.path.join(a.out, "nninteractive")
     shutil.copytree(a.folder, dst, dirs_exist_ok=True)
+    shutil.rmtree(tmp, ignore_errors=True)
     print(f"package {a.out} (nnInteractive folder: {dst})")
 
 
@@ -610,6 +634,8 @@ def main():
     k.add_argument("-o", "--out", required=True)
     k.add_argument("--version", default="0.1.0")
     k.add_argument("--eval-json", help="tools/eval_interactive.py's output, summarised in model.json")
+    k.add_argument("--patch", type=int,
+                   help="the session's window edge (plans.json patch_size); default: as trained")
     a = p.parse_args()
     if a.cmd == "pool":
         make_pool(a.voxseg, a.out)
