@@ -62,8 +62,6 @@ Int8Prepared prepareInt8Case(const Int8Case& c) {
     const int64_t cin = c.input[1];
     const ValueId x = b.input("x", c.input);
     ValueId y = b.conv(x, cin, c.out_channels, c.kernel, c.strides, c.pads, {}, 1, c.bias);
-    const ValueId conv_out = y;
-    (void)conv_out;
     engine::Shape ys;
     {
         engine::Graph probe = b.graph();
