@@ -120,22 +120,14 @@ TEST(CudaInt8PlanCheck, UnetLevelReplayStaysCloseToFp32) {
         EXPECT_EQ(pg->planner->int8_convs_.size(), 5u);  // 7 convs, the first and last float
         auto out = testing::runPlanOnHost(graph, {input}, options);
         ASSERT_TRUE(out.isOk()) << out.status().toString();
-        const auto want = fp32[0].toFloats(), got = (*out)[0].toFloats();
-        ASSERT_EQ(got.size(), want.size());
-        double max_err = 0, sum_err = 0, lo = 1e30, hi = -1e30;
-        for (size_t i = 0; i < want.size(); ++i) {
-            const double e = std::abs(double(got[i]) - want[i]);
-            max_err = std::max(max_err, e);
-            sum_err += e;
-            lo = std::min<double>(lo, want[i]);
-            hi = std::max<double>(hi, want[i]);
-        }
-        const double range = hi - lo, mean_err = sum_err / double(want.size());
+        const auto want = fp32[0].toFloats();
+        const engine::testing::Int8Error e =
+            engine::testing::int8ErrorVsFp32((*out)[0].toFloats(), want);
         std::printf("cuda int8 plan (host replay) vs fp32: max %.4f, mean %.5f, range %.3f\n",
-                    max_err, mean_err, range);
-        EXPECT_LT(max_err, 0.03 * range);
-        EXPECT_LT(mean_err, 0.005 * range);
-        EXPECT_GT(max_err, 0.0);
+                    e.max, e.mean, e.range);
+        EXPECT_LT(e.max, 0.03 * e.range);
+        EXPECT_LT(e.mean, 0.005 * e.range);
+        EXPECT_GT(e.max, 0.0);
         // Without the record the same plan replays fp32 (no int8 step): equal to the cpu's to
         // float rounding, which shows the bound above measures int8, not the replay.
         auto plain = testing::runPlanOnHost(graph, {input});
@@ -144,8 +136,8 @@ TEST(CudaInt8PlanCheck, UnetLevelReplayStaysCloseToFp32) {
         const auto p = (*plain)[0].toFloats();
         for (size_t i = 0; i < want.size(); ++i)
             plain_err = std::max(plain_err, std::abs(double(p[i]) - want[i]));
-        EXPECT_LT(plain_err, 1e-4 * range);
-        EXPECT_LT(plain_err, max_err / 10);
+        EXPECT_LT(plain_err, 1e-4 * e.range);
+        EXPECT_LT(plain_err, e.max / 10);
     }
 }
 

@@ -22,7 +22,9 @@ namespace {
 
 using testing::Int8Case;
 
-class CudaInt8 : public ::testing::TestWithParam<Int8Case> {
+// The cuda backend, or a skip naming why (no GPU, no int8 tensor cores).
+template <typename Base>
+class WithInt8Gpu : public Base {
   protected:
     void SetUp() override {
         auto backend = makeCudaBackend();
@@ -33,6 +35,9 @@ class CudaInt8 : public ::testing::TestWithParam<Int8Case> {
     }
     std::unique_ptr<engine::Backend> backend_;
 };
+
+class CudaInt8 : public WithInt8Gpu<::testing::TestWithParam<Int8Case>> {};
+class CudaInt8Level : public WithInt8Gpu<::testing::Test> {};
 
 float storageRounded(float f, engine::Precision storage) {
     if (storage == engine::Precision::kBFloat16)
@@ -72,18 +77,6 @@ TEST_P(CudaInt8, EqualsTheIntegerReferenceAfterStorageRounding) {
 INSTANTIATE_TEST_SUITE_P(Cases, CudaInt8, ::testing::ValuesIn(testing::int8Cases()),
                          [](const auto& info) { return info.param.name; });
 
-class CudaInt8Level : public ::testing::Test {
-  protected:
-    void SetUp() override {
-        auto backend = makeCudaBackend();
-        if (!backend.isOk()) GTEST_SKIP() << "no usable GPU: " << backend.status().toString();
-        backend_ = std::move(backend).value();
-        if (!backend_->supportsPrecision(engine::Precision::kInt8))
-            GTEST_SKIP() << "no int8 tensor cores on " << backend_->deviceDescription();
-    }
-    std::unique_ptr<engine::Backend> backend_;
-};
-
 TEST_F(CudaInt8Level, UnetLevelStaysCloseToFp32) {
     const engine::Graph g = engine::testing::int8UnetLevel();
     const engine::Tensor input = engine::testing::seededTensor({1, 2, 16, 14, 12}, 11);
@@ -106,22 +99,13 @@ TEST_F(CudaInt8Level, UnetLevelStaysCloseToFp32) {
         ASSERT_TRUE(exe.isOk()) << exe.status().toString();
         EXPECT_NE((*exe)->describe().find("5 int8 convs"), std::string::npos) << (*exe)->describe();
         ASSERT_TRUE((*exe)->run({input}, int8).isOk());
-        const auto want = fp32[0].toFloats(), got = int8[0].toFloats();
-        ASSERT_EQ(got.size(), want.size());
-        double max_err = 0, sum_err = 0, lo = 1e30, hi = -1e30;
-        for (size_t i = 0; i < want.size(); ++i) {
-            const double e = std::abs(double(got[i]) - want[i]);
-            max_err = std::max(max_err, e);
-            sum_err += e;
-            lo = std::min<double>(lo, want[i]);
-            hi = std::max<double>(hi, want[i]);
-        }
-        const double range = hi - lo, mean_err = sum_err / double(want.size());
-        std::printf("cuda int8 vs cpu fp32: max %.4f, mean %.5f, output range %.3f\n", max_err,
-                    mean_err, range);
-        EXPECT_LT(max_err, 0.03 * range);
-        EXPECT_LT(mean_err, 0.005 * range);
-        EXPECT_GT(max_err, 0.0);
+        const engine::testing::Int8Error e =
+            engine::testing::int8ErrorVsFp32(int8[0].toFloats(), fp32[0].toFloats());
+        std::printf("cuda int8 vs cpu fp32: max %.4f, mean %.5f, output range %.3f\n", e.max,
+                    e.mean, e.range);
+        EXPECT_LT(e.max, 0.03 * e.range);
+        EXPECT_LT(e.mean, 0.005 * e.range);
+        EXPECT_GT(e.max, 0.0);
     }
 }
 

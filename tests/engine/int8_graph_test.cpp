@@ -148,20 +148,12 @@ TEST(Int8Graph, UnetLevelStaysCloseToFp32) {
     EXPECT_EQ(countOf(int8.describe, ": concat quantize "), 2) << int8.describe;
     EXPECT_EQ(countOf(int8.describe, "concat simple"), 0) << int8.describe;
     ASSERT_EQ(int8.out.size(), fp32.out.size());
-    double max_err = 0, sum_err = 0, lo = 1e30, hi = -1e30;
-    for (size_t i = 0; i < fp32.out.size(); ++i) {
-        const double e = std::abs(static_cast<double>(int8.out[i]) - fp32.out[i]);
-        max_err = std::max(max_err, e);
-        sum_err += e;
-        lo = std::min<double>(lo, fp32.out[i]);
-        hi = std::max<double>(hi, fp32.out[i]);
-    }
-    const double range = hi - lo, mean_err = sum_err / static_cast<double>(fp32.out.size());
+    const testing::Int8Error e = testing::int8ErrorVsFp32(int8.out, fp32.out);
     // Bound: 3 % of the output's range at most, 0.5 % on average (measured 1.2 % and 0.18 %).
-    std::printf("int8 vs fp32: max %.4f, mean %.5f, output range %.3f\n", max_err, mean_err, range);
-    EXPECT_LT(max_err, 0.03 * range);
-    EXPECT_LT(mean_err, 0.005 * range);
-    EXPECT_GT(max_err, 0.0);  // it did run in int8
+    std::printf("int8 vs fp32: max %.4f, mean %.5f, output range %.3f\n", e.max, e.mean, e.range);
+    EXPECT_LT(e.max, 0.03 * e.range);
+    EXPECT_LT(e.mean, 0.005 * e.range);
+    EXPECT_GT(e.max, 0.0);  // it did run in int8
 }
 
 // x -> conv -> IN + LeakyReLU -> conv -> IN + LeakyReLU -> 1x1 conv; when `branch`, the second

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 namespace voxseg::engine::testing {
@@ -30,6 +31,23 @@ Graph int8UnetLevel() {
     const ValueId dec = block(cat, 16, 8, {1, 1, 1});
     b.output(b.conv(dec, 8, 3, {1, 1, 1}));
     return b.graph();
+}
+
+Int8Error int8ErrorVsFp32(const std::vector<float>& got, const std::vector<float>& fp32) {
+    Int8Error e;
+    EXPECT_EQ(got.size(), fp32.size());
+    const size_t n = std::min(got.size(), fp32.size());
+    double sum = 0, lo = 1e30, hi = -1e30;
+    for (size_t i = 0; i < n; ++i) {
+        const double d = std::abs(static_cast<double>(got[i]) - fp32[i]);
+        e.max = std::max(e.max, d);
+        sum += d;
+        lo = std::min<double>(lo, fp32[i]);
+        hi = std::max<double>(hi, fp32[i]);
+    }
+    e.mean = n ? sum / static_cast<double>(n) : 0.0;
+    e.range = hi - lo;
+    return e;
 }
 
 std::shared_ptr<QuantizationRecord> calibrateMinMax(const Graph& g, const Tensor& input) {

@@ -7,6 +7,7 @@
 #include "engine/quant/quantization_record.h"
 
 #include <memory>
+#include <vector>
 
 namespace voxseg::engine::testing {
 
@@ -14,6 +15,13 @@ namespace voxseg::engine::testing {
 // LeakyReLU) x2 with a residual add, a strided conv down, ConvTranspose up, concat with the skip,
 // a block, a 1x1 head (7 convs).
 Graph int8UnetLevel();
+
+// How far an int8 result lies from fp32: the largest and the mean absolute difference and the
+// fp32 output's range (max - min); the int8 tests bound max < 3 % and mean < 0.5 % of the range.
+struct Int8Error {
+    double max = 0, mean = 0, range = 0;
+};
+Int8Error int8ErrorVsFp32(const std::vector<float>& got, const std::vector<float>& fp32);
 
 // Calibration by min/max of the cpu backend's fp32 run on `input`: every int8 candidate tensor's
 // range (no float_layers; the weight bits this CPU multiplies exactly).
