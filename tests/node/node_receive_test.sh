@@ -153,8 +153,10 @@ storescu -aet SCANNER -aec VOXSEG --repeat 100000 127.0.0.1 "$NODE_PORT" "$T/kil
   >/dev/null 2>&1 &
 SENDER=$!
 PIDS+=($SENDER)
-wait_file "$T/spool/incoming/*/*.dcm" 20 || fail "nothing received from the repeating sender"
-KEY=$(basename "$(dirname "$(compgen -G "$T/spool/incoming/*/*.dcm" | head -1)")")
+# Its own folder (the spool keys a series by its UID): an earlier section's series can still be
+# in incoming/, waiting out its quiet period, when this one starts.
+KEY=$(dcmdump +P 0020,000e "$T/killed/01.dcm" | sed -n 's/.*\[\(.*\)\].*/\1/p')
+wait_file "$T/spool/incoming/$KEY/*.dcm" 20 || fail "nothing received from the repeating sender"
 stop_node
 kill -9 "$SENDER" 2>/dev/null || true; wait "$SENDER" 2>/dev/null || true
 start_node "$T/node.json" "$T/node.log"
