@@ -465,6 +465,8 @@ Status Planner::lowerInt8Conv(const Node& node, const engine::quant::ActivationQ
     math::Int8Geometry& g = p.geometry;
     g.n = xd.n;
     g.cin = xd.c;
+    g.ldc = x.ldc;
+    g.c_offset = x.c_offset;
     const int64_t in[3] = {xd.d, xd.h, xd.w}, out[3] = {yd.d, yd.h, yd.w};
     for (int i = 0; i < 3; ++i) {
         const auto& a = node.conv;
@@ -1023,13 +1025,13 @@ Status CudaCompiledGraph::planTensorSteps() {
     const GemmMath math = storage_ == StorageType::kBFloat16  ? GemmMath::kBf16
                           : storage_ == StorageType::kFloat16 ? GemmMath::kFp16
                                                               : GemmMath::kFp32;
+    int8_gemms_.resize(int8_convs_.size());
     for (const Step& s : steps_) {
         if (s.kind == Step::Kind::kInt8Conv) {
             const Int8ConvPlan& p = int8_convs_[size_t(s.int8)];
             auto gemm = LtInt8Gemm::create(lt_, p.cout_padded, p.geometry.kp, p.chunk_rows,
                                            lt_workspace_.bytes());
             if (!gemm.isOk()) return gemm.status().withContext("node " + s.name);
-            int8_gemms_.resize(int8_convs_.size());
             int8_gemms_[size_t(s.int8)] = std::move(gemm).value();
         }
         if (s.kind != Step::Kind::kTensor) continue;

@@ -61,9 +61,7 @@ __global__ void int8EpilogueKernel(EpilogueDev e, int64_t row0, int64_t rows) {
 
 Status launchInt8Im2col(const Int8ConvPlan& plan, View src, StorageType type, int64_t row0,
                         int64_t rows, int8_t* a, cudaStream_t stream) {
-    math::Int8Geometry g = plan.geometry;
-    g.ldc = src.ldc;
-    g.c_offset = src.c_offset;
+    const math::Int8Geometry& g = plan.geometry;
     dispatch(type, [&](auto tag) {
         using T = decltype(tag);
         int8Im2colKernel<T><<<blocksFor(plan.chunk_rows * g.kp), kThreads, 0, stream>>>(

@@ -14,8 +14,9 @@
 namespace voxseg::cuda {
 
 // Rows [row0, row0 + rows) of the plan's im2col matrix from the float source view `src` (storage
-// `type`) into `a` ([plan.chunk_rows][kp] s8); rows past the convolution's end are zero-filled up
-// to plan.chunk_rows, so the fixed-size product never reads stale bytes.
+// `type`; its row length and channel offset are the plan's geometry) into `a`
+// ([plan.chunk_rows][kp] s8); rows past the convolution's end are zero-filled up to
+// plan.chunk_rows, so the fixed-size product never reads stale bytes.
 Status launchInt8Im2col(const Int8ConvPlan& plan, View src, StorageType type, int64_t row0,
                         int64_t rows, int8_t* a, cudaStream_t stream);
 

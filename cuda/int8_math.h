@@ -27,7 +27,7 @@ namespace voxseg::cuda::math {
 struct Int8Geometry {
     int64_t n = 0, cin = 0;
     int64_t in[3] = {0, 0, 0};      // D, H, W of the source
-    int64_t ldc = 0, c_offset = 0;  // the source view's row length and first channel
+    int64_t ldc = 0, c_offset = 0;  // the source view's row length and first channel (planned)
     int64_t out[3] = {0, 0, 0};
     int64_t kernel[3] = {1, 1, 1}, stride[3] = {1, 1, 1}, pad[3] = {0, 0, 0};  // pads_begin
     int64_t k = 0, kp = 0;

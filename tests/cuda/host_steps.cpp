@@ -186,9 +186,7 @@ void runTensor(const TensorStep& s) {
 // An int8 convolution (cuda/int8_conv.h) as the device runs it, fp32 storage: per chunk of rows
 // the im2col bytes, the s8 x s8 -> s32 product and the epilogue, with int8_math.h's functions.
 void runInt8Conv(const Step& s, const Int8ConvPlan& p) {
-    math::Int8Geometry g = p.geometry;
-    g.ldc = s.va.ldc;
-    g.c_offset = s.va.c_offset;
+    const math::Int8Geometry& g = p.geometry;  // its ldc / c_offset: the planned source view
     const auto* src = static_cast<const float*>(s.va.data);
     const int8_t pad = static_cast<int8_t>(static_cast<int>(p.zero_point) - 128);
     std::vector<int8_t> a(size_t(p.chunk_rows * g.kp));
