@@ -41,7 +41,7 @@ class CudaBackend final : public engine::Backend {
     }
 
     // "auto" never picks int8 on GPUs: a package's int8 validation ran the cpu backend's plan, and
-    // the GPU's int8 results have not been measured against it (docs/int8.md, "On GPUs").
+    // the GPU's int8 results have not been measured against it (docs/int8-gpu.md).
     Status supportsInt8Weights(int) const override {
         return unsupported(
             "cuda backend: auto does not pick int8 on GPUs (the package's int8 validation ran on "

@@ -1,4 +1,4 @@
-// The cuda backend's int8 convolution (issue 40 item 5; docs/int8.md "On GPUs"): a Conv that the
+// The cuda backend's int8 convolution (issue 40 item 5; docs/int8-gpu.md): a Conv that the
 // package's calibration covers (engine/quant/int8_policy.h decides which, as on the cpu backend)
 // runs as im2col rows of shifted s8 source bytes (quantised from the float activation with the
 // tensor's scale and zero point), one s8 x s8 -> s32 matrix product on cuBLASLt's int8 tensor-core

@@ -6,7 +6,7 @@ LICENSE, fold_0/checkpoint_final.pth) that tools/export_nninteractive.py turns i
     python3 tools/train_interactive.py pool --voxseg build/app/voxseg -o /tmp/itrain/pool
     nice -n 10 python3 tools/train_interactive.py train --pool /tmp/itrain/pool \
         -o /tmp/itrain/model --minutes 40
-    # the shipped model: four runs, each `--resume`-ing the last (docs/interactive.md), the last
+    # the shipped model: four runs, each `--resume`-ing the last (docs/interactive-model.md), the last
     # with --crop 48 --lr 1.5e-3 --image-gain 10 --bf16-clicks
 
 Data (no patient data): CT phantoms from `voxseg phantom` (organ labels: liver, spleen, kidneys,
@@ -550,7 +550,7 @@ def with_patch(folder, patch, tmp):
     """A copy of the model folder whose plans.json runs the session with a `patch`^3 window: the
     network is fully convolutional, so the window is a deployment choice (a larger one sees a large
     organ whole and needs fewer of 2.6.0's refinement boxes, each of which refines only the box
-    less a 24-voxel margin; docs/interactive.md)."""
+    less a 24-voxel margin; docs/interactive-model.md)."""
     import shutil
     dst = os.path.join(tmp, os.path.basename(os.path.normpath(folder)))
     shutil.copytree(folder, dst)

@@ -2,8 +2,8 @@
 // 38 item 6) in voxseg's own session on held-out phantoms it never saw in training (the seeds and
 // grids tools/train_interactive.py holds out, made here as `voxseg phantom` makes them): the
 // simulated user of tools/eval_interactive.py (edit/interactive/simulated_clicks.h) clicks the
-// liver, AutoZoom on, CPU fp32. The bounds sit below the figures recorded in docs/interactive.md
-// ("The shipped model") for these seeds, by a margin for other CPUs' rounding: they guard the
+// liver, AutoZoom on, CPU fp32. The bounds sit below the figures recorded in
+// docs/interactive-model.md for these seeds, by a margin for other CPUs' rounding: they guard the
 // shipped file and the session around it, not issue 38's target (Dice >= 0.9 in <= 3 clicks),
 // which this model does not reach.
 #include "edit/interactive/interactive_model.h"
