@@ -37,6 +37,10 @@ void addModelCalibrateCommand(CLI::App* model, ModelCommandOptions& o) {
                     "Weight bits to calibrate and validate: 8 (runs where VNNI or AMX is), 7 "
                     "(runs exactly on every CPU); default: what this CPU multiplies exactly")
         ->check(CLI::IsMember({7, 8}));
+    cmd->add_option("--norm-inputs", c.norm_inputs,
+                    "What normalisations read after an int8 convolution: float (default) or "
+                    "int8 (8-bit per channel: faster, one rounding more; the gate decides)")
+        ->check(CLI::IsMember({"float", "int8"}));
     cmd->add_option("--held-back", c.held_back,
                     "Cases kept out of calibration to validate int8 on: a count (2) or a share "
                     "(25%); default 25 %, at least 2");
@@ -75,6 +79,7 @@ Result<pipeline::CalibrateOptions> toCalibrateOptions(const CalibrateCommandOpti
     o.percentile = c.percentile;
     o.min_cases = c.min_cases;
     o.weight_bits = c.weight_bits ? c.weight_bits : pipeline::calibrationWeightBits();
+    o.norm_inputs_s8 = c.norm_inputs == "int8";
     if (!c.held_back.empty()) {
         VOXSEG_ASSIGN_OR_RETURN(o.held_back, pipeline::parseHeldBack(c.held_back));
     }
@@ -116,10 +121,9 @@ ExitCode runModelCalibrate(const CalibrateCommandOptions& c, const CommandContex
         std::string(engine::rangeMethodName(q.method)) +
         (q.method == engine::RangeMethod::kPercentile ? fmt::format(" {}", q.percentile) : "");
     std::printf(
-        "%s: int8 calibration of %zu tensors (%s, %d-bit weights) on %zu cases, %lld patches; "
-        "validated on "
-        "%zu held-back cases; %s\n",
-        c.output.c_str(), q.activations.size(), method.c_str(), q.weight_bits,
+        "%s: int8 calibration of %zu tensors and %zu 8-bit normalisation inputs (%s, %d-bit "
+        "weights) on %zu cases, %lld patches; validated on %zu held-back cases; %s\n",
+        c.output.c_str(), q.activations.size(), q.norm_inputs.size(), method.c_str(), q.weight_bits,
         q.calibration_cases.size(), static_cast<long long>(report->patches),
         report->held_back.size(), report->signature.c_str());
     return ExitCode::kOk;

@@ -5,7 +5,7 @@
 //                    [--output y.f32] [--precision fp32|bf16|int8] [--threads 2] [--runs 2]
 //                    [--warmup 1] [--ceiling-model conv.onnx --ceiling-shape 1,64,64,64,64]
 //                    [--calib a.f32,b.f32] [--calib-method percentile|minmax]
-//                    [--percentile 99.99] [--weight-bits 7|8]
+//                    [--percentile 99.99] [--weight-bits 7|8] [--norm-inputs float|int8]
 //
 // --precision int8 calibrates first: the fp32 network runs on each --calib input (float32 files
 // of the input shape; tools/bench_cpu.py passes the inputs OpenVINO's NNCF calibrates on) with an
@@ -14,6 +14,9 @@
 // min/max or its (100 - p, p) percentiles over a strided sample of at most 2^20 values per input.
 // This is a benchmark's calibration, not `voxseg model calibrate`'s (no held-back validation).
 // --weight-bits: default the bits this CPU multiplies exactly (cpuInt8WeightBits).
+// --norm-inputs int8: Convs whose output only a normalisation reads write s8 per channel
+// (engine/quant/int8_scheme.h), each channel's scale from its magnitudes as `voxseg model
+// calibrate --norm-inputs int8` chooses them (pipeline/calibration_ranges.h) with the same method.
 //
 // --ceiling-model: after the network, one more model (a single large convolution) compiled
 // and timed the same way in the same process, at the same precision and threads: the rate the
@@ -27,6 +30,7 @@
 #include "engine/model/model_quantization.h"
 #include "engine/onnx/import.h"
 #include "engine/quant/int8_policy.h"
+#include "pipeline/calibration_ranges.h"
 
 #include <algorithm>
 #include <chrono>
@@ -71,6 +75,7 @@ struct Calibration {
     std::string method = "percentile";
     double percentile = 99.99;
     int weight_bits = 0;  // 0: cpuInt8WeightBits of this CPU
+    bool norm_inputs_s8 = false;
     std::vector<std::string> inputs;
     double seconds = 0;
     std::shared_ptr<QuantizationRecord> record;
@@ -105,11 +110,21 @@ int calibrate(const Graph& graph, const Shape& shape, int threads, Calibration& 
     const double t0 = seconds();
     const std::vector<std::string> floats = quant::defaultInt8FloatLayers(graph);
     Ranges ranges;
+    std::map<std::string, std::vector<float>> centres;
+    std::map<std::string, voxseg::pipeline::ChannelMagnitudes> magnitudes;
     CompileOptions options;
     options.num_threads = threads;
     options.observer.tensors = quant::int8CandidateTensors(graph, floats);
+    if (c.norm_inputs_s8)
+        for (const quant::Int8NormInput& in : quant::int8NormInputs(graph, floats)) {
+            options.observer.tensors.push_back(in.tensor);
+            centres[in.tensor] = in.dropped_bias;
+        }
     options.observer.callback = [&](const std::string& name, const float* d, const Shape& s) {
-        ranges.add(name, d, numel(s));
+        if (const auto it = centres.find(name); it != centres.end())
+            magnitudes[name].add(d, s, it->second);
+        else
+            ranges.add(name, d, numel(s));
     };
     auto exe = makeCpuBackend()->compile(graph, {shape}, options);
     if (!exe) return fail(exe.status().toString());
@@ -125,7 +140,14 @@ int calibrate(const Graph& graph, const Shape& shape, int threads, Calibration& 
     c.record->method = c.method == "minmax" ? RangeMethod::kMinMax : RangeMethod::kPercentile;
     c.record->percentile = c.percentile;
     c.record->calibration_cases = c.inputs;
+    const RangeMethod method = c.record->method;
+    for (const auto& [name, m] : magnitudes) {
+        auto scales = voxseg::pipeline::calibrateChannelScales(m, method, c.percentile, name);
+        if (!scales) return fail(scales.status().toString());
+        c.record->norm_inputs[name] = *scales;
+    }
     for (const std::string& name : options.observer.tensors) {
+        if (centres.count(name)) continue;
         const auto [lo, hi] = ranges.range(name, c);
         auto q = quant::activationQuantFromRange(lo, hi, name);
         if (!q) return fail(q.status().toString());
@@ -133,8 +155,8 @@ int calibrate(const Graph& graph, const Shape& shape, int threads, Calibration& 
     }
     c.seconds = seconds() - t0;
     std::cerr << "calibration: " << c.inputs.size() << " inputs, " << c.record->activations.size()
-              << " tensors, " << c.method << ", " << c.record->weight_bits << "-bit weights, "
-              << c.seconds << " s\n";
+              << " tensors, " << c.record->norm_inputs.size() << " 8-bit norm inputs, " << c.method
+              << ", " << c.record->weight_bits << "-bit weights, " << c.seconds << " s\n";
     return 0;
 }
 
@@ -247,6 +269,8 @@ int main(int argc, char** argv) {
             calibration.percentile = std::atof(next().c_str());
         else if (a == "--weight-bits")
             calibration.weight_bits = std::atoi(next().c_str());
+        else if (a == "--norm-inputs")
+            calibration.norm_inputs_s8 = next() == "int8";
         else
             return fail("unknown argument '" + a + "' (see the header of bench/cpu_bench.cpp)");
     }

@@ -57,21 +57,31 @@ SegmentOptions runOptions(SegmentOptions o, engine::Precision precision) {
 struct Observed {
     std::mutex mutex;
     std::map<std::string, ActivationHistogram> histograms;
+    std::map<std::string, ChannelMagnitudes> magnitudes;  // 8-bit normalisation inputs
     int64_t patches = 0;
 };
 
 // The fp32 network on every calibration case, through segment's prepare and infer, with every
-// tensor in `tensors` observed.
+// tensor in `tensors` observed, and the per-channel magnitudes of `norm_inputs`.
 Status observeCases(const std::filesystem::path& package, const std::vector<CalibrationCase>& cases,
-                    const std::vector<std::string>& tensors, const CalibrateOptions& o,
-                    Observed& out, const Progress& progress) {
+                    const std::vector<std::string>& tensors,
+                    const std::vector<engine::quant::Int8NormInput>& norm_inputs,
+                    const CalibrateOptions& o, Observed& out, const Progress& progress) {
     SegmentOptions so = runOptions(o.segment, engine::Precision::kFloat32);
     so.observer.tensors = tensors;
-    so.observer.callback = [&out, first = tensors.front()](const std::string& name,
-                                                           const float* data,
-                                                           const engine::Shape& shape) {
+    std::map<std::string, std::vector<float>> centres;
+    for (const auto& in : norm_inputs) {
+        so.observer.tensors.push_back(in.tensor);
+        centres[in.tensor] = in.dropped_bias;
+    }
+    so.observer.callback = [&out, centres, first = tensors.front()](const std::string& name,
+                                                                    const float* data,
+                                                                    const engine::Shape& shape) {
         const std::lock_guard lock(out.mutex);
-        out.histograms[name].add(data, static_cast<size_t>(engine::numel(shape)));
+        if (const auto c = centres.find(name); c != centres.end())
+            out.magnitudes[name].add(data, shape, c->second);
+        else
+            out.histograms[name].add(data, static_cast<size_t>(engine::numel(shape)));
         if (name == first) out.patches += shape[0];  // once per network run, per patch
     };
     auto seg = Segmenter::create(package.string(), so);
@@ -107,6 +117,10 @@ Result<engine::QuantizationRecord> buildRecord(const Observed& observed,
                                  "' was asked for but never observed");
         VOXSEG_ASSIGN_OR_RETURN(q.activations[t],
                                 calibrateActivation(it->second, o.method, o.percentile, t));
+    }
+    for (const auto& [t, m] : observed.magnitudes) {
+        VOXSEG_ASSIGN_OR_RETURN(q.norm_inputs[t],
+                                calibrateChannelScales(m, o.method, o.percentile, t));
     }
     return q;
 }
@@ -188,9 +202,13 @@ Result<CalibrateReport> calibratePackage(const std::filesystem::path& package,
               loaded.package.name, tensors.size(), split.calibration.size(),
               split.held_back.size());
 
+    const std::vector<engine::quant::Int8NormInput> norm_inputs =
+        o.norm_inputs_s8 ? candidates->norm_inputs : std::vector<engine::quant::Int8NormInput>{};
+    if (o.norm_inputs_s8)
+        log::info(kComponent, "8-bit normalisation inputs: {} tensors", norm_inputs.size());
     Observed observed;
-    VOXSEG_RETURN_IF_ERROR(
-        observeCases(package, split.calibration, tensors, o, observed, progress.sub(0.0, 0.6)));
+    VOXSEG_RETURN_IF_ERROR(observeCases(package, split.calibration, tensors, norm_inputs, o,
+                                        observed, progress.sub(0.0, 0.6)));
     CalibrateReport report;
     report.patches = observed.patches;
     VOXSEG_ASSIGN_OR_RETURN(report.record,

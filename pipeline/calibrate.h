@@ -46,6 +46,11 @@ struct CalibrateOptions {
     // CPU with VNNI or AMX to run (and to validate on), 7 runs exactly on every CPU
     // (engine::cpuInt8Support). calibrationWeightBits() gives this CPU's.
     int weight_bits = 8;
+    // 8-bit normalisation inputs (--norm-inputs int8; engine/quant/int8_scheme.h): Convs whose
+    // output only an InstanceNorm/GroupNorm reads write s8 per channel, scales chosen per channel
+    // by `method` from the magnitudes observed. Faster (the norm reads a byte per value, not
+    // bf16's two, in both its passes), one rounding more; the held-back gate decides.
+    bool norm_inputs_s8 = false;
     HeldBackSpec held_back;
     CalibrationGate gate;
     // Device, threads, batch, overlap, TTA for every run; precision is set per run (fp32 for

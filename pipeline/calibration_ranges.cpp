@@ -185,6 +185,71 @@ Result<ActivationRange> chooseActivationRange(const ActivationHistogram& h, Rang
     return ActivationRange{h.min(), h.max()};
 }
 
+void ChannelMagnitudes::add(const float* data, const std::vector<int64_t>& shape,
+                            const std::vector<float>& centre) {
+    const int64_t batch = shape.at(0), channels = shape.at(1);
+    int64_t inner = 1;
+    for (size_t i = 2; i < shape.size(); ++i) inner *= shape[i];
+    if (channels_.empty()) channels_.resize(static_cast<size_t>(channels));
+    buffer_.resize(static_cast<size_t>(inner));
+    for (int64_t n = 0; n < batch; ++n)
+        for (int64_t c = 0; c < channels; ++c) {
+            const float* x = data + (n * channels + c) * inner;
+            const float m = centre.empty() ? 0.0f : centre[static_cast<size_t>(c)];
+            for (int64_t i = 0; i < inner; ++i) buffer_[i] = std::fabs(x[i] - m);
+            channels_[static_cast<size_t>(c)].add(buffer_.data(), buffer_.size());
+        }
+}
+
+namespace {
+
+// The magnitude whose symmetric 8-bit steps (hi / 127) and clipping above hi give the least
+// expected squared error over `h` (magnitudes), among kSteps shrinks of the largest.
+double mseMagnitude(const ActivationHistogram& h) {
+    constexpr int kSteps = 256;
+    const auto bins = h.bins();
+    double best = h.max(), best_error = std::numeric_limits<double>::infinity();
+    for (int k = kSteps; k >= 1; --k) {
+        const double hi = h.max() * static_cast<double>(k) / kSteps;
+        const double step = hi / 127.0;
+        double e = 0.0;
+        for (const auto& b : bins)
+            e += static_cast<double>(b.count) *
+                 (b.centre > hi ? (b.centre - hi) * (b.centre - hi) : step * step / 12.0);
+        if (e < best_error) {
+            best_error = e;
+            best = hi;
+        }
+    }
+    return best;
+}
+
+}  // namespace
+
+Result<std::vector<float>> calibrateChannelScales(const ChannelMagnitudes& m, RangeMethod method,
+                                                  double percentile, const std::string& tensor) {
+    std::vector<float> scales;
+    for (size_t c = 0; c < m.channels().size(); ++c) {
+        const ActivationHistogram& h = m.channels()[c];
+        if (h.nonFinite() > 0)
+            return invalidArgument("int8 calibration: normalisation input '" + tensor +
+                                       "' channel " + std::to_string(c) +
+                                       " took non-finite values in the fp32 network: check the "
+                                       "model and the cases before calibrating it",
+                                   tensor);
+        double hi = h.max();
+        if (method == RangeMethod::kPercentile && h.max() > 0.0f)
+            hi = std::max(h.quantile(percentile / 100.0), h.max() / 127.0);
+        else if (method == RangeMethod::kMse && h.max() > 0.0f)
+            hi = mseMagnitude(h);
+        scales.push_back(hi > 0.0 ? static_cast<float>(hi / 127.0) : 1.0f);
+    }
+    if (scales.empty())
+        return invalidArgument(
+            "int8 calibration: normalisation input '" + tensor + "' was never observed", tensor);
+    return scales;
+}
+
 Result<ActivationQuant> calibrateActivation(const ActivationHistogram& h, RangeMethod method,
                                             double percentile, const std::string& tensor) {
     VOXSEG_ASSIGN_OR_RETURN(const ActivationRange r,

@@ -86,6 +86,29 @@ Result<engine::quant::ActivationQuant> calibrateActivation(const ActivationHisto
                                                            double percentile,
                                                            const std::string& tensor);
 
+// 8-bit normalisation inputs (engine/quant/int8_scheme.h; calibrate --norm-inputs int8): per
+// channel, a histogram of |x - centre[c]| over every calibration patch (centre: the Conv bias the
+// s8 leaves out, or zeros).
+class ChannelMagnitudes {
+  public:
+    // `data`: plain N C spatial... float32 of `shape`; `centre` empty or one value per channel.
+    void add(const float* data, const std::vector<int64_t>& shape,
+             const std::vector<float>& centre);
+    const std::vector<ActivationHistogram>& channels() const { return channels_; }
+
+  private:
+    std::vector<ActivationHistogram> channels_;
+    std::vector<float> buffer_;
+};
+
+// The s8 scale of each channel: the magnitude `method` chooses, / 127 (kMinMax: the largest;
+// kPercentile: its percentile; kMse: the least expected squared error of symmetric 8-bit steps
+// with clipping). A channel that was always at its centre gets scale 1 (every value is q = 0).
+// Non-finite values: kInvalidArgument naming `tensor`.
+Result<std::vector<float>> calibrateChannelScales(const ChannelMagnitudes& m,
+                                                  engine::RangeMethod method, double percentile,
+                                                  const std::string& tensor);
+
 // The expected squared error of quantising the histogram's values with `q` (rounding error
 // scale^2 / 12 per value inside the representable range, the squared distance to its edge for a
 // value outside), per value. Exposed for the MSE search's tests.

@@ -40,6 +40,10 @@ Result<Int8Candidates> int8Candidates(const engine::LoadedModel& loaded) {
         for (const std::string& f : floats) out.float_layers.push_back(name(f));
         for (const std::string& t : engine::quant::int8CandidateTensors(g, floats))
             out.tensors.push_back(name(t));
+        for (engine::quant::Int8NormInput in : engine::quant::int8NormInputs(g, floats)) {
+            in.tensor = name(in.tensor);
+            out.norm_inputs.push_back(std::move(in));
+        }
     }
     return out;
 }
@@ -58,6 +62,8 @@ Status checkStageQuantizationKeys(const engine::ModelPackage& package) {
         VOXSEG_RETURN_IF_ERROR(check(key, "activations"));
     for (const std::string& key : package.quantization->float_layers)
         VOXSEG_RETURN_IF_ERROR(check(key, "float_layers"));
+    for (const auto& [key, scales] : package.quantization->norm_inputs)
+        VOXSEG_RETURN_IF_ERROR(check(key, "norm_inputs"));
     return Status::ok();
 }
 
@@ -77,10 +83,13 @@ engine::CompileOptions stageCompileOptions(const engine::CompileOptions& compile
         auto record = std::make_shared<engine::QuantizationRecord>(*compile.quantization);
         record->activations.clear();
         record->float_layers.clear();
+        record->norm_inputs.clear();
         for (const auto& [key, q] : compile.quantization->activations)
             if (auto local = strip(key, stage)) record->activations[*local] = q;
         for (const std::string& key : compile.quantization->float_layers)
             if (auto local = strip(key, stage)) record->float_layers.push_back(*local);
+        for (const auto& [key, scales] : compile.quantization->norm_inputs)
+            if (auto local = strip(key, stage)) record->norm_inputs[*local] = scales;
         out.quantization = std::move(record);
     }
     return out;

@@ -8,6 +8,7 @@
 #include "core/status.h"
 #include "engine/backend.h"
 #include "engine/model/model_package.h"
+#include "engine/quant/int8_policy.h"
 
 #include <string>
 #include <vector>
@@ -23,6 +24,8 @@ std::string stageQuantizationKey(const std::string& stage, const std::string& na
 struct Int8Candidates {
     std::vector<std::string> tensors;
     std::vector<std::string> float_layers;
+    // The tensors that may be 8-bit normalisation inputs (int8NormInputs), names prefixed.
+    std::vector<engine::quant::Int8NormInput> norm_inputs;
 };
 Result<Int8Candidates> int8Candidates(const engine::LoadedModel& loaded);
 

@@ -61,11 +61,14 @@ Result<Int8Conv> Int8Conv::create(const dnnl::engine& engine, const quant::Int8C
     const dnnl::memory::desc bias_md =
         state->has_bias ? dnnl::memory::desc({spec.out_channels}, dt::f32, tag::a)
                         : dnnl::memory::desc();
+    // An s8 result is read by a normalisation's kernels (engine/cpu/norm_kernels.h), which walk
+    // channels-last; the int8 kernels of VNNI and AMX CPUs write it natively.
     const dnnl::memory::desc dst_any(dims3(spec.batch, spec.out_channels, out),
-                                     !spec.dst_f32   ? dt::u8
+                                     spec.dst_s8     ? dt::s8
+                                     : !spec.dst_f32 ? dt::u8
                                      : spec.dst_bf16 ? dt::bf16
                                                      : dt::f32,
-                                     tag::any);
+                                     spec.dst_s8 ? tag::ndhwc : tag::any);
     const dnnl::memory::desc w_any(w_dims, dt::s8, tag::any);
     const auto attr = convAttr(spec);
     auto make = [&](const dnnl::memory::desc& src_md) {

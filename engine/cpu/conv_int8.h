@@ -1,8 +1,9 @@
 // INT8 3-D convolution on oneDNN (issue 40, docs/int8.md): u8 activations with a per-tensor
 // scale and zero point, s8 weights with per-output-channel scales, s32 accumulation, and the
 // requantisation to u8 in oneDNN's output scales, zero points and post-ops (bias, residual add
-// as the sum post-op, ReLU/LeakyReLU), so that one pass over memory does it all. It computes the
-// rule of engine/quant/int8_scheme.h bit for bit (the reference:
+// as the sum post-op, ReLU/LeakyReLU), so that one pass over memory does it all. A normalisation's
+// input is written as s8 with per-channel scales instead (spec.dst_s8; always ndhwc). It computes
+// the rule of engine/quant/int8_scheme.h bit for bit (the reference:
 // engine/quant/int8_conv_reference.h).
 //
 // Weights must stay within +-kWeightQmaxNoVnni (63) on CPUs without VNNI, or oneDNN's AVX2

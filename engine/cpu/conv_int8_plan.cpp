@@ -1,8 +1,9 @@
 // A Conv of the graph as an int8 convolution in the cpu backend's plan (docs/int8.md): weights
 // quantised per output channel at compile time, the source quantised to u8 by a reorder (or read
 // as the u8 an int8 producer wrote), the oneDNN int8 convolution (engine/cpu/conv_int8.h) with
-// bias, residual add and ReLU/LeakyReLU in its epilogue, writing u8 for an int8 consumer or
-// float32 for the rest. Which Convs run here: engine/quant/int8_policy.h.
+// bias, residual add and ReLU/LeakyReLU in its epilogue, writing u8 for an int8 consumer, s8 per
+// channel for a normalisation that takes 8-bit inputs, or float32 for the rest. Which Convs run
+// here: engine/quant/int8_policy.h.
 #include "engine/cpu/conv_int8.h"
 #include "engine/cpu/plan.h"
 
@@ -31,12 +32,17 @@ Status planInt8Conv(Plan& plan, const quant::Int8Layer& layer, int weight_qmax) 
     quant::Int8ConvSpec spec = quant::int8ConvGeometry(n, g.values[x].shape);
     const quant::Int8Weights w = quant::quantizeWeightsPerChannel(
         g.constant(n.inputs[1]).toFloats(), spec.out_channels, weight_qmax);
-    const std::vector<float> bias = b >= 0 ? g.constant(b).toFloats() : std::vector<float>{};
-    spec.dst_f32 = !layer.dst_u8;
-    spec.dst_bf16 = spec.dst_f32 && plan.actType() == dt::bf16;
+    std::vector<float> bias = b >= 0 ? g.constant(b).toFloats() : std::vector<float>{};
     const quant::ActivationQuant unit{1.0f, 0};
-    quant::setRequantisation(spec, layer.src, w.scales, layer.dst_u8 ? layer.dst : unit, bias,
-                             n.fused_residual >= 0 ? &unit : nullptr);
+    if (layer.dst_s8) {  // for the normalisation that alone reads it (int8_policy.h)
+        if (layer.drop_bias) bias.clear();
+        quant::setRequantisationS8(spec, layer.src, w.scales, layer.s8_scales, bias);
+    } else {
+        spec.dst_f32 = !layer.dst_u8;
+        spec.dst_bf16 = spec.dst_f32 && plan.actType() == dt::bf16;
+        quant::setRequantisation(spec, layer.src, w.scales, layer.dst_u8 ? layer.dst : unit, bias,
+                                 n.fused_residual >= 0 ? &unit : nullptr);
+    }
     // A u8 producer's layout is kept when the same implementation takes it.
     const dnnl::memory::desc hint = plan.quantizedDesc(x);
     auto conv = Int8Conv::create(plan.engine(), spec, w, hint);

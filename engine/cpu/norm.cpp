@@ -27,57 +27,195 @@ dnnl::memory::desc laneWalkableDesc(const Plan& plan, ValueId x) {
     return md;
 }
 
-// The u8 tensor with md's layout (same element offsets), for the layouts the norm kernels walk
-// in five dimensions; an empty desc for others.
-dnnl::memory::desc u8Twin(const dnnl::memory::desc& md) {
+// The tensor of type `type` with md's layout (same element offsets), for the layouts the norm
+// kernels walk in five dimensions; an empty desc for others.
+dnnl::memory::desc twinOf(const dnnl::memory::desc& md, dt type) {
     using tag = dnnl::memory::format_tag;
     if (md.dims().size() != 5) return {};
     for (tag t : {tag::ndhwc, tag::ncdhw, tag::nCdhw16c, tag::nCdhw8c})
         if (dnnl::memory::desc(md.dims(), md.data_type(), t) == md)
-            return dnnl::memory::desc(md.dims(), dt::u8, t);
+            return dnnl::memory::desc(md.dims(), type, t);
     return {};
+}
+
+// An InstanceNorm's or GroupNorm's constants and epilogue, checked.
+struct NormParams {
+    std::vector<float> gamma, beta, slope;  // slope: PReLU's, per channel, or empty
+    int64_t groups = 0;
+    double eps = 0;
+    ActivationKind act = ActivationKind::kNone;
+    float alpha = 0;
+    bool group_norm = false;
+};
+
+Result<NormParams> normParams(Plan& plan) {
+    const Node& n = plan.node();
+    const int64_t channels = plan.graph().values[n.inputs[0]].shape[1];
+    NormParams p;
+    VOXSEG_ASSIGN_OR_RETURN(p.gamma, constantFloats(plan, n.inputs[1], "scale"));
+    VOXSEG_ASSIGN_OR_RETURN(p.beta, constantFloats(plan, n.inputs[2], "bias"));
+    p.group_norm = n.op == OpKind::kGroupNorm;
+    p.groups = p.group_norm ? n.norm.num_groups : channels;
+    if (p.groups <= 0 || channels % p.groups != 0)
+        return nodeError(plan, "num_groups " + std::to_string(p.groups) + " does not divide " +
+                                   std::to_string(channels) + " channels");
+    // GroupNormalization-18 has per-group scale/bias, -21 per-channel ones.
+    for (auto* v : {&p.gamma, &p.beta}) {
+        if (static_cast<int64_t>(v->size()) == p.groups && p.groups != channels) {
+            std::vector<float> per_channel(channels);
+            for (int64_t c = 0; c < channels; ++c) per_channel[c] = (*v)[c / (channels / p.groups)];
+            *v = per_channel;
+        }
+        if (static_cast<int64_t>(v->size()) != channels)
+            return nodeError(plan, "scale/bias have " + std::to_string(v->size()) + " values for " +
+                                       std::to_string(channels) + " channels");
+    }
+    if (n.fused_activation == ActivationKind::kPRelu) {
+        VOXSEG_ASSIGN_OR_RETURN(p.slope, constantFloats(plan, n.fused_prelu_slope, "PReLU slope"));
+        if (p.slope.size() == 1) p.slope.assign(channels, p.slope[0]);
+        if (static_cast<int64_t>(p.slope.size()) != channels)
+            return nodeError(plan, "PReLU slope must have 1 or C values");
+    }
+    p.eps = n.norm.epsilon;
+    p.act = n.fused_activation;
+    p.alpha = n.fused_alpha;
+    return p;
+}
+
+// The per-(n, c) affine map y = a x + b of the normalisation from the per-channel moments (the
+// channels of a group merged, equal counts); a and b have batch * paddedChannels() entries.
+void normAffine(const NormParams& p, const LaneLayout& L, const std::vector<double>& mean,
+                const std::vector<double>& m2, std::vector<float>& a, std::vector<float>& b) {
+    const int64_t cp = L.paddedChannels();
+    a.assign(L.batch * cp, 0.0f);
+    b.assign(L.batch * cp, 0.0f);
+    const int64_t cpg = L.channels / p.groups;
+    const double count = static_cast<double>(L.spatial);
+    for (int64_t nn = 0; nn < L.batch; ++nn) {
+        for (int64_t grp = 0; grp < p.groups; ++grp) {
+            double mu = 0, sq = 0, cnt = 0;
+            for (int64_t k = 0; k < cpg; ++k) {
+                const int64_t c = nn * L.channels + grp * cpg + k;
+                const double delta = mean[c] - mu, total = cnt + count;
+                mu += delta * count / total;
+                sq += m2[c] + delta * delta * cnt * count / total;
+                cnt = total;
+            }
+            const double rstd = 1.0 / std::sqrt(sq / cnt + p.eps);
+            for (int64_t k = 0; k < cpg; ++k) {
+                const int64_t c = grp * cpg + k;
+                const double sc = p.gamma[c] * rstd;
+                a[nn * cp + c] = static_cast<float>(sc);
+                b[nn * cp + c] = static_cast<float>(p.beta[c] - mu * sc);
+            }
+        }
+    }
+}
+
+std::vector<float> paddedSlope(const NormParams& p, int64_t padded_channels) {
+    if (p.slope.empty()) return {};
+    std::vector<float> out(padded_channels, 0.0f);
+    std::copy(p.slope.begin(), p.slope.end(), out.begin());
+    return out;
+}
+
+// "instancenorm <in> [->|+<u8>] [-><float>] <isa>": `->u8` writes the u8 alone, `+u8` the float
+// (in its input's type) too; `out` names a float result of another type than the input's.
+std::string normStepName(const NormParams& p, const dnnl::memory::desc& in,
+                         const dnnl::memory::desc& u8, bool keep_float,
+                         const dnnl::memory::desc& out = {}) {
+    return std::string(p.group_norm ? "groupnorm" : "instancenorm") + " " + descName(in) +
+           (u8 != dnnl::memory::desc() ? (keep_float ? " +" : " ->") + descName(u8) : "") +
+           (out != dnnl::memory::desc() ? " ->" + descName(out) : "") + " " + normKernelIsa();
+}
+
+// The norm's output: its float result (and the u8 beside it for int8 readers), or the u8 alone.
+void defineNormOutputs(Plan& plan, const std::optional<MemRef>& dst,
+                       const std::optional<MemRef>& dst_u8) {
+    const ValueId y = plan.node().outputs[0];
+    if (!dst) {
+        plan.define(y, *dst_u8);
+        return;
+    }
+    plan.define(y, *dst);
+    if (dst_u8) plan.defineQuantized(y, *dst_u8);
+}
+
+// 8-bit normalisation inputs (int8_policy.h, src_s8): the s8 the Conv before wrote, x = q *
+// scale[c]; moments from the integers, the affine map applied to q, the u8 source of the int8
+// Convs after it written (dst_u8) and the float result where other nodes read it.
+Status planNormFromS8(Plan& plan, const NormParams& p, const quant::Int8Layer& q8) {
+    const Node& n = plan.node();
+    const ValueId x = n.inputs[0];
+    const dnnl::memory::desc md = plan.has(x) ? plan.desc(x) : dnnl::memory::desc();
+    const std::optional<LaneLayout> layout =
+        md.data_type() == dt::s8 ? laneLayout(md) : std::nullopt;
+    const dnnl::memory::desc u8_md = twinOf(md, dt::u8), float_md = twinOf(md, plan.actType());
+    if (!layout || layout->paddedChannels() != layout->channels ||
+        layout->spatial_stride != layout->lanes || u8_md == dnnl::memory::desc())
+        return nodeError(plan, "int8: its 8-bit input is not in a layout the kernels walk");
+    const LaneLayout L = *layout;
+    const bool to_u8 = q8.dst_u8, keep_float = !q8.dst_u8 || q8.keep_float;
+    VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensure(x, md));
+    std::vector<MemRef> refs = {src};
+    std::optional<MemRef> dst, dst_u8;
+    if (keep_float) refs.push_back(*(dst = plan.newBuffer(float_md)));
+    if (to_u8) refs.push_back(*(dst_u8 = plan.newBuffer(u8_md)));
+    const bool residual = n.fused_residual >= 0;
+    if (residual) {
+        VOXSEG_ASSIGN_OR_RETURN(MemRef r, plan.ensure(n.fused_residual, float_md));
+        refs.push_back(r);
+    }
+    const bool y_bf16 = float_md.data_type() == dt::bf16;
+    const std::vector<float> slope = paddedSlope(p, L.paddedChannels());
+    const std::vector<float> scales = q8.s8_scales;
+    const float inv_scale = to_u8 ? 1.0f / q8.dst.scale : 1.0f;
+    const float zero_point = static_cast<float>(q8.dst.zero_point);
+    Kernel kernel = [=](const std::vector<dnnl::memory>& m) {
+        size_t k = 0;
+        const auto* xp = static_cast<const int8_t*>(m[k++].get_data_handle());
+        void* yp = keep_float ? m[k++].get_data_handle() : nullptr;
+        auto* qp = to_u8 ? static_cast<uint8_t*>(m[k++].get_data_handle()) : nullptr;
+        const void* rp = residual ? m[k++].get_data_handle() : nullptr;
+        std::vector<double> mean, m2;
+        channelMomentsS8(xp, L, mean, m2);
+        for (int64_t i = 0; i < L.batch * L.channels; ++i) {  // integer units -> x
+            const double s = scales[i % L.channels];
+            mean[i] *= s;
+            m2[i] *= s * s;
+        }
+        std::vector<float> a, b;
+        normAffine(p, L, mean, m2, a, b);
+        for (int64_t i = 0; i < L.batch * L.channels; ++i) a[i] *= scales[i % L.channels];
+        const float* sl = slope.empty() ? nullptr : slope.data();
+        if (qp)
+            affineActivationU8FromS8(xp, yp, qp, rp, y_bf16, L, a.data(), b.data(), p.act, p.alpha,
+                                     sl, inv_scale, zero_point);
+        else
+            affineActivationFromS8(xp, yp, rp, y_bf16, L, a.data(), b.data(), p.act, p.alpha, sl);
+    };
+    plan.addKernel(normStepName(p, md, to_u8 ? u8_md : dnnl::memory::desc(), keep_float,
+                                keep_float ? float_md : dnnl::memory::desc()),
+                   std::move(kernel), refs);
+    defineNormOutputs(plan, dst, dst_u8);
+    return Status::ok();
 }
 
 Status planInstanceOrGroupNorm(Plan& plan) {
     const Node& n = plan.node();
-    const Graph& g = plan.graph();
     const ValueId x = n.inputs[0];
-    const int64_t channels = g.values[x].shape[1];
-    VOXSEG_ASSIGN_OR_RETURN(std::vector<float> gamma, constantFloats(plan, n.inputs[1], "scale"));
-    VOXSEG_ASSIGN_OR_RETURN(std::vector<float> beta, constantFloats(plan, n.inputs[2], "bias"));
-    const bool group_norm = n.op == OpKind::kGroupNorm;
-    const int64_t groups = group_norm ? n.norm.num_groups : channels;
-    if (groups <= 0 || channels % groups != 0)
-        return nodeError(plan, "num_groups " + std::to_string(groups) + " does not divide " +
-                                   std::to_string(channels) + " channels");
-    // GroupNormalization-18 has per-group scale/bias, -21 per-channel ones.
-    for (auto* p : {&gamma, &beta}) {
-        if (static_cast<int64_t>(p->size()) == groups && groups != channels) {
-            std::vector<float> per_channel(channels);
-            for (int64_t c = 0; c < channels; ++c) per_channel[c] = (*p)[c / (channels / groups)];
-            *p = per_channel;
-        }
-        if (static_cast<int64_t>(p->size()) != channels)
-            return nodeError(plan, "scale/bias have " + std::to_string(p->size()) + " values for " +
-                                       std::to_string(channels) + " channels");
-    }
-    std::vector<float> slope;
-    if (n.fused_activation == ActivationKind::kPRelu) {
-        VOXSEG_ASSIGN_OR_RETURN(slope, constantFloats(plan, n.fused_prelu_slope, "PReLU slope"));
-        if (slope.size() == 1) slope.assign(channels, slope[0]);
-        if (static_cast<int64_t>(slope.size()) != channels)
-            return nodeError(plan, "PReLU slope must have 1 or C values");
-    }
+    VOXSEG_ASSIGN_OR_RETURN(const NormParams p, normParams(plan));
+    const quant::Int8Layer* q8 = plan.int8Layer();
+    if (q8 && q8->src_s8) return planNormFromS8(plan, p, *q8);
 
     // Work in the producer's layout when the kernels can walk it.
     const dnnl::memory::desc md = laneWalkableDesc(plan, x);
     const std::optional<LaneLayout> layout = laneLayout(md);
     const LaneLayout L = *layout;
     // int8 readers: their u8 source written in this pass (int8_policy.h), the float only if needed.
-    const quant::Int8Layer* q8 = plan.int8Layer();
     const dnnl::memory::desc u8_md =
         q8 && q8->dst_u8 && L.paddedChannels() == L.channels && L.spatial_stride == L.lanes
-            ? u8Twin(md)
+            ? twinOf(md, dt::u8)
             : dnnl::memory::desc();
     const bool to_u8 = u8_md != dnnl::memory::desc();
     const bool keep_float = !to_u8 || q8->keep_float;
@@ -97,15 +235,7 @@ Status planInstanceOrGroupNorm(Plan& plan) {
         refs.push_back(r);
     }
     const bool bf16 = md.data_type() == dt::bf16;
-    const double eps = n.norm.epsilon;
-    const ActivationKind act = n.fused_activation;
-    const float alpha = n.fused_alpha;
-    const int64_t cp = L.paddedChannels();
-    std::vector<float> slope_padded;
-    if (!slope.empty()) {
-        slope_padded.assign(cp, 0.0f);
-        std::copy(slope.begin(), slope.end(), slope_padded.begin());
-    }
+    const std::vector<float> slope = paddedSlope(p, L.paddedChannels());
     const float inv_scale = to_u8 ? 1.0f / q8->dst.scale : 1.0f;
     const float zero_point = to_u8 ? static_cast<float>(q8->dst.zero_point) : 0.0f;
     Kernel kernel = [=](const std::vector<dnnl::memory>& m) {
@@ -116,46 +246,17 @@ Status planInstanceOrGroupNorm(Plan& plan) {
         const void* rp = residual ? m[k++].get_data_handle() : nullptr;
         std::vector<double> mean, m2;
         channelMoments(xp, bf16, L, mean, m2);
-        std::vector<float> a(L.batch * cp, 0.0f), b(L.batch * cp, 0.0f);
-        const int64_t cpg = L.channels / groups;
-        const double count = static_cast<double>(L.spatial);
-        for (int64_t nn = 0; nn < L.batch; ++nn) {
-            for (int64_t grp = 0; grp < groups; ++grp) {
-                // Merge the channels of the group (equal counts).
-                double mu = 0, sq = 0, cnt = 0;
-                for (int64_t k = 0; k < cpg; ++k) {
-                    const int64_t c = nn * L.channels + grp * cpg + k;
-                    const double delta = mean[c] - mu, total = cnt + count;
-                    mu += delta * count / total;
-                    sq += m2[c] + delta * delta * cnt * count / total;
-                    cnt = total;
-                }
-                const double rstd = 1.0 / std::sqrt(sq / cnt + eps);
-                for (int64_t k = 0; k < cpg; ++k) {
-                    const int64_t c = grp * cpg + k;
-                    const double sc = gamma[c] * rstd;
-                    a[nn * cp + c] = static_cast<float>(sc);
-                    b[nn * cp + c] = static_cast<float>(beta[c] - mu * sc);
-                }
-            }
-        }
-        const float* sl = slope_padded.empty() ? nullptr : slope_padded.data();
+        std::vector<float> a, b;
+        normAffine(p, L, mean, m2, a, b);
+        const float* sl = slope.empty() ? nullptr : slope.data();
         if (qp)
             affineActivationU8(xp, yp, static_cast<uint8_t*>(qp), rp, bf16, L, a.data(), b.data(),
-                               act, alpha, sl, inv_scale, zero_point);
+                               p.act, p.alpha, sl, inv_scale, zero_point);
         else
-            affineActivation(xp, yp, rp, bf16, L, a.data(), b.data(), act, alpha, sl);
+            affineActivation(xp, yp, rp, bf16, L, a.data(), b.data(), p.act, p.alpha, sl);
     };
-    plan.addKernel(std::string(group_norm ? "groupnorm" : "instancenorm") + " " + descName(md) +
-                       (to_u8 ? (keep_float ? " +" : " ->") + descName(u8_md) : "") + " " +
-                       normKernelIsa(),
-                   std::move(kernel), refs);
-    if (keep_float) {
-        plan.define(n.outputs[0], *dst);
-        if (to_u8) plan.defineQuantized(n.outputs[0], *dst_u8);
-    } else {
-        plan.define(n.outputs[0], *dst_u8);
-    }
+    plan.addKernel(normStepName(p, md, u8_md, keep_float), std::move(kernel), refs);
+    defineNormOutputs(plan, dst, dst_u8);
     return Status::ok();
 }
 

@@ -67,22 +67,31 @@ std::optional<LaneLayout> laneLayout(const dnnl::memory::desc& md) {
 namespace voxseg::engine::cpu {
 
 #ifdef VOXSEG_HAVE_AVX512_KERNELS
-#define VOXSEG_DECLARE_NORM_KERNELS(isa)                                                         \
-    namespace isa {                                                                              \
-    void moments(const void* x, bool bf16, const LaneLayout& L, int64_t P, int64_t chunks,       \
-                 float* cmean, float* cm2);                                                      \
-    void apply(const void* x, void* y, const void* r, bool bf16, const LaneLayout& L, int64_t P, \
-               const float* scale, const float* shift, ActivationKind act, float alpha,          \
-               const float* slope, const float* mask);                                           \
-    void applyU8(const void* x, void* y, uint8_t* q, const void* r, bool bf16,                   \
-                 const LaneLayout& L, int64_t P, const float* scale, const float* shift,         \
-                 ActivationKind act, float alpha, const float* slope, float inv, float zp,       \
-                 float* buf);                                                                    \
-    void channelNorm(const void* x, void* y, bool bf16, const LaneLayout& L, int64_t P,          \
-                     const float* gamma, const float* beta, const float* mask, float eps,        \
-                     float* scratch);                                                            \
-    void rowLayerNorm(const float* x, void* y, bool y_bf16, int64_t rows, int64_t cols,          \
-                      const float* gamma, const float* beta, float eps);                         \
+#define VOXSEG_DECLARE_NORM_KERNELS(isa)                                                          \
+    namespace isa {                                                                               \
+    void moments(const void* x, bool bf16, const LaneLayout& L, int64_t P, int64_t chunks,        \
+                 float* cmean, float* cm2);                                                       \
+    void apply(const void* x, void* y, const void* r, bool bf16, const LaneLayout& L, int64_t P,  \
+               const float* scale, const float* shift, ActivationKind act, float alpha,           \
+               const float* slope, const float* mask);                                            \
+    void applyU8(const void* x, void* y, uint8_t* q, const void* r, bool bf16,                    \
+                 const LaneLayout& L, int64_t P, const float* scale, const float* shift,          \
+                 ActivationKind act, float alpha, const float* slope, float inv, float zp,        \
+                 float* buf);                                                                     \
+    void applyFromS8(const int8_t* x, void* y, const void* r, bool y_bf16, const LaneLayout& L,   \
+                     int64_t P, const float* scale, const float* shift, ActivationKind act,       \
+                     float alpha, const float* slope, const float* mask);                         \
+    void momentsS8(const int8_t* x, const LaneLayout& L, int64_t P, int64_t chunks, float* cmean, \
+                   float* cm2);                                                                   \
+    void applyU8FromS8(const int8_t* x, void* y, uint8_t* q, const void* r, bool y_bf16,          \
+                       const LaneLayout& L, int64_t P, const float* scale, const float* shift,    \
+                       ActivationKind act, float alpha, const float* slope, float inv, float zp,  \
+                       float* buf);                                                               \
+    void channelNorm(const void* x, void* y, bool bf16, const LaneLayout& L, int64_t P,           \
+                     const float* gamma, const float* beta, const float* mask, float eps,         \
+                     float* scratch);                                                             \
+    void rowLayerNorm(const float* x, void* y, bool y_bf16, int64_t rows, int64_t cols,           \
+                      const float* gamma, const float* beta, float eps);                          \
     }
 VOXSEG_DECLARE_NORM_KERNELS(avx2)
 VOXSEG_DECLARE_NORM_KERNELS(avx512)
@@ -137,14 +146,13 @@ int64_t chunkPositions(int64_t lanes) { return std::max<int64_t>(64, 8192 / lane
 
 const char* normKernelIsa() { return kernelIsaName(kernelIsa()); }
 
-void channelMoments(const void* x, bool bf16, const LaneLayout& L, std::vector<double>& mean,
-                    std::vector<double>& m2) {
-    const int64_t P = chunkPositions(L.lanes);
-    const int64_t chunks = (L.spatial + P - 1) / P;
-    const int64_t units = L.batch * L.groups;
+namespace {
+
+// Merges the per-chunk moments of every channel (Chan's formula, in double).
+void mergeChunkMoments(const LaneLayout& L, int64_t P, int64_t chunks,
+                       const std::vector<float>& cmean, const std::vector<float>& cm2,
+                       std::vector<double>& mean, std::vector<double>& m2) {
     const int64_t lanes = L.lanes;
-    std::vector<float> cmean(units * chunks * lanes), cm2(units * chunks * lanes);
-    [&] { VOXSEG_NORM_DISPATCH(moments(x, bf16, L, P, chunks, cmean.data(), cm2.data())); }();
     mean.assign(L.batch * L.channels, 0.0);
     m2.assign(L.batch * L.channels, 0.0);
     for (int64_t n = 0; n < L.batch; ++n) {
@@ -166,15 +174,47 @@ void channelMoments(const void* x, bool bf16, const LaneLayout& L, std::vector<d
     }
 }
 
-void affineActivation(const void* x, void* y, const void* residual, bool bf16, const LaneLayout& L,
-                      const float* scale, const float* shift, ActivationKind act, float alpha,
-                      const float* slope_in) {
+}  // namespace
+
+void channelMoments(const void* x, bool bf16, const LaneLayout& L, std::vector<double>& mean,
+                    std::vector<double>& m2) {
+    const int64_t P = chunkPositions(L.lanes);
+    const int64_t chunks = (L.spatial + P - 1) / P;
+    std::vector<float> cmean(L.batch * L.groups * chunks * L.lanes), cm2(cmean.size());
+    [&] { VOXSEG_NORM_DISPATCH(moments(x, bf16, L, P, chunks, cmean.data(), cm2.data())); }();
+    mergeChunkMoments(L, P, chunks, cmean, cm2, mean, m2);
+}
+
+void channelMomentsS8(const int8_t* x, const LaneLayout& L, std::vector<double>& mean,
+                      std::vector<double>& m2) {
+    const int64_t P = chunkPositions(L.lanes);
+    const int64_t chunks = (L.spatial + P - 1) / P;
+    std::vector<float> cmean(L.batch * L.groups * chunks * L.lanes), cm2(cmean.size());
+    [&] { VOXSEG_NORM_DISPATCH(momentsS8(x, L, P, chunks, cmean.data(), cm2.data())); }();
+    mergeChunkMoments(L, P, chunks, cmean, cm2, mean, m2);
+}
+
+namespace {
+
+// Per padded channel: 1 for a real channel and 0 for padding, and the PReLU slope (0 without).
+void maskAndSlope(const LaneLayout& L, const float* slope_in, std::vector<float>& mask,
+                  std::vector<float>& slope) {
     const int64_t cp = L.paddedChannels();
-    std::vector<float> mask(cp), slope(cp, 0.0f);
+    mask.assign(cp, 0.0f);
+    slope.assign(cp, 0.0f);
     for (int64_t c = 0; c < cp; ++c) {
         mask[c] = c < L.channels ? 1.0f : 0.0f;
         if (slope_in) slope[c] = slope_in[c];
     }
+}
+
+}  // namespace
+
+void affineActivation(const void* x, void* y, const void* residual, bool bf16, const LaneLayout& L,
+                      const float* scale, const float* shift, ActivationKind act, float alpha,
+                      const float* slope_in) {
+    std::vector<float> mask, slope;
+    maskAndSlope(L, slope_in, mask, slope);
     const int64_t P = chunkPositions(L.lanes);
     VOXSEG_NORM_DISPATCH(
         apply(x, y, residual, bf16, L, P, scale, shift, act, alpha, slope.data(), mask.data()));
@@ -190,6 +230,28 @@ void affineActivationU8(const void* x, void* y, uint8_t* q, const void* residual
     std::vector<float> buf(static_cast<size_t>(P * L.lanes * omp_get_max_threads()));
     VOXSEG_NORM_DISPATCH(applyU8(x, y, q, residual, bf16, L, P, scale, shift, act, alpha,
                                  slope.data(), inv_scale, zero_point, buf.data()));
+}
+
+void affineActivationFromS8(const int8_t* x, void* y, const void* residual, bool y_bf16,
+                            const LaneLayout& L, const float* scale, const float* shift,
+                            ActivationKind act, float alpha, const float* slope_in) {
+    std::vector<float> mask, slope;
+    maskAndSlope(L, slope_in, mask, slope);
+    const int64_t P = chunkPositions(L.lanes);
+    VOXSEG_NORM_DISPATCH(applyFromS8(x, y, residual, y_bf16, L, P, scale, shift, act, alpha,
+                                     slope.data(), mask.data()));
+}
+
+void affineActivationU8FromS8(const int8_t* x, void* y, uint8_t* q, const void* residual,
+                              bool y_bf16, const LaneLayout& L, const float* scale,
+                              const float* shift, ActivationKind act, float alpha,
+                              const float* slope_in, float inv_scale, float zero_point) {
+    std::vector<float> slope(L.paddedChannels(), 0.0f);
+    if (slope_in) std::copy(slope_in, slope_in + L.paddedChannels(), slope.begin());
+    const int64_t P = chunkPositions(L.lanes);
+    std::vector<float> buf(static_cast<size_t>(P * L.lanes * omp_get_max_threads()));
+    VOXSEG_NORM_DISPATCH(applyU8FromS8(x, y, q, residual, y_bf16, L, P, scale, shift, act, alpha,
+                                       slope.data(), inv_scale, zero_point, buf.data()));
 }
 
 void channelLayerNorm(const void* x, void* y, bool bf16, const LaneLayout& L, const float* gamma,

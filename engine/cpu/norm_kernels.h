@@ -65,6 +65,20 @@ void affineActivationU8(const void* x, void* y, uint8_t* q, const void* residual
                         ActivationKind act, float alpha, const float* slope, float inv_scale,
                         float zero_point);
 
+// 8-bit normalisation inputs (int8_scheme.h): channelMoments of an s8 tensor, in its integer
+// units (the caller applies the per-channel scale), and affineActivation / affineActivationU8
+// reading s8, with y and the residual f32 or bf16 (`y_bf16`); the U8 one with the layout
+// conditions of affineActivationU8.
+void channelMomentsS8(const int8_t* x, const LaneLayout& layout, std::vector<double>& mean,
+                      std::vector<double>& m2);
+void affineActivationFromS8(const int8_t* x, void* y, const void* residual, bool y_bf16,
+                            const LaneLayout& layout, const float* scale, const float* shift,
+                            ActivationKind act, float alpha, const float* slope);
+void affineActivationU8FromS8(const int8_t* x, void* y, uint8_t* q, const void* residual,
+                              bool y_bf16, const LaneLayout& layout, const float* scale,
+                              const float* shift, ActivationKind act, float alpha,
+                              const float* slope, float inv_scale, float zero_point);
+
 // Channel LayerNorm (OpKind::kChannelLayerNorm): per (n, position), the moments over the
 // channels, y = (x - mean) / sqrt(var + eps) * gamma[c] + beta[c]; in place allowed. gamma and
 // beta have `layout.channels` entries. One pass over cache-sized chunks of positions (the

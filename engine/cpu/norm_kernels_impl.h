@@ -23,6 +23,7 @@ inline float load(const uint16_t* p, int64_t i) {
     std::memcpy(&f, &u, 4);
     return f;
 }
+inline float load(const int8_t* p, int64_t i) { return static_cast<float>(p[i]); }
 inline void store(float* p, int64_t i, float v) { p[i] = v; }
 inline void store(uint16_t* p, int64_t i, float v) {
     uint32_t u;
@@ -69,19 +70,28 @@ void chunkMoments(const T* base, int64_t lanes_rt, int64_t stride, int64_t count
     }
 }
 
-// Per-(unit, chunk) lane means and M2 into cmean/cm2 ([units * chunks * lanes]).
-template <typename T>
-void momentsT(const T* x, const LaneLayout& L, int64_t P, int64_t chunks, float* cmean,
-              float* cm2) {
+// f(u, offset, count) for every (unit, chunk) u of P positions (a unit: one batch entry's
+// channel group), in parallel; `offset` is the chunk's first element.
+template <typename F>
+void forEachMomentChunk(const LaneLayout& L, int64_t P, int64_t chunks, F&& f) {
     const int64_t units = L.batch * L.groups;
-    const int64_t lanes = L.lanes;
 #pragma omp parallel for schedule(static)
     for (int64_t u = 0; u < units * chunks; ++u) {
         const int64_t unit = u / chunks, chunk = u % chunks;
         const int64_t n = unit / L.groups, g = unit % L.groups;
         const int64_t s0 = chunk * P;
         const int64_t count = L.spatial - s0 < P ? L.spatial - s0 : P;
-        const T* base = x + n * L.n_stride + g * L.group_stride + s0 * L.spatial_stride;
+        f(u, n * L.n_stride + g * L.group_stride + s0 * L.spatial_stride, count);
+    }
+}
+
+// Per-(unit, chunk) lane means and M2 into cmean/cm2 ([units * chunks * lanes]).
+template <typename T>
+void momentsT(const T* x, const LaneLayout& L, int64_t P, int64_t chunks, float* cmean,
+              float* cm2) {
+    const int64_t lanes = L.lanes;
+    forEachMomentChunk(L, P, chunks, [&](int64_t u, int64_t off, int64_t count) {
+        const T* base = x + off;
         float* mu = &cmean[u * lanes];
         float* sq = &cm2[u * lanes];
         if (lanes == 16)
@@ -90,7 +100,7 @@ void momentsT(const T* x, const LaneLayout& L, int64_t P, int64_t chunks, float*
             chunkMoments<8>(base, lanes, L.spatial_stride, count, mu, sq);
         else
             chunkMoments<0>(base, lanes, L.spatial_stride, count, mu, sq);
-    }
+    });
 }
 
 template <int ACT>
@@ -105,8 +115,8 @@ inline float activate(float v, float alpha, float slope) {
     return v;
 }
 
-template <int LANES, int ACT, typename T>
-void applyChunk(const T* x, T* y, const T* r, int64_t lanes_rt, int64_t stride, int64_t count,
+template <int LANES, int ACT, typename TX, typename T>
+void applyChunk(const TX* x, T* y, const T* r, int64_t lanes_rt, int64_t stride, int64_t count,
                 const float* a, const float* b, const float* mask, float alpha,
                 const float* slope) {
     const int64_t lanes = LANES > 0 ? LANES : lanes_rt;
@@ -167,11 +177,12 @@ void forEachChunk(const LaneLayout& L, int64_t P, F&& chunk) {
     }
 }
 
-template <typename T>
+// TX: the source (f32, bf16, or s8 for 8-bit normalisation inputs), T: y and the residual.
+template <typename TX, typename T>
 void applyT(const void* x, void* y, const void* r, const LaneLayout& L, int64_t P,
             const float* scale, const float* shift, ActivationKind act, float alpha,
             const float* slope, const float* mask) {
-    const T* xt = static_cast<const T*>(x);
+    const TX* xt = static_cast<const TX*>(x);
     T* yt = static_cast<T*>(y);
     const T* rt = static_cast<const T*>(r);
     const int64_t lanes = L.lanes, cp = L.paddedChannels();
@@ -231,8 +242,8 @@ inline void quantizeRow(const float* f, uint8_t* q, int64_t n, float inv, float 
 // float results through `buf` (count * lanes floats, in cache): quantising in the first would
 // size its vectors by the u8 stores (64 lanes), longer than a position's 16 or 32 channels, and
 // leave it all to the scalar remainder; the second runs over the whole chunk at once.
-template <int LANES, int ACT, bool KEEP, typename T>
-void applyChunkU8(const T* x, T* y, uint8_t* q, const T* r, int64_t lanes_rt, int64_t count,
+template <int LANES, int ACT, bool KEEP, typename TX, typename T>
+void applyChunkU8(const TX* x, T* y, uint8_t* q, const T* r, int64_t lanes_rt, int64_t count,
                   const float* a, const float* b, float alpha, const float* slope, float inv,
                   float zp, float* buf) {
     const int64_t lanes = LANES > 0 ? LANES : lanes_rt;
@@ -250,11 +261,12 @@ void applyChunkU8(const T* x, T* y, uint8_t* q, const T* r, int64_t lanes_rt, in
     quantizeRow(buf, q, count * lanes, inv, zp);
 }
 
-template <typename T>
+// TX: the source (f32, bf16, or s8 for 8-bit normalisation inputs), T: y and the residual.
+template <typename TX, typename T>
 void applyU8T(const void* x, void* y, uint8_t* q, const void* r, const LaneLayout& L, int64_t P,
               const float* scale, const float* shift, ActivationKind act, float alpha,
               const float* slope, float inv, float zp, float* buf) {
-    const T* xt = static_cast<const T*>(x);
+    const TX* xt = static_cast<const TX*>(x);
     T* yt = static_cast<T*>(y);
     const T* rt = static_cast<const T*>(r);
     const int64_t lanes = L.lanes, cp = L.paddedChannels();
@@ -444,18 +456,121 @@ void apply(const void* x, void* y, const void* r, bool bf16, const LaneLayout& L
            const float* scale, const float* shift, ActivationKind act, float alpha,
            const float* slope, const float* mask) {
     if (bf16)
-        applyT<uint16_t>(x, y, r, L, P, scale, shift, act, alpha, slope, mask);
+        applyT<uint16_t, uint16_t>(x, y, r, L, P, scale, shift, act, alpha, slope, mask);
     else
-        applyT<float>(x, y, r, L, P, scale, shift, act, alpha, slope, mask);
+        applyT<float, float>(x, y, r, L, P, scale, shift, act, alpha, slope, mask);
+}
+
+void applyFromS8(const int8_t* x, void* y, const void* r, bool y_bf16, const LaneLayout& L,
+                 int64_t P, const float* scale, const float* shift, ActivationKind act, float alpha,
+                 const float* slope, const float* mask) {
+    if (y_bf16)
+        applyT<int8_t, uint16_t>(x, y, r, L, P, scale, shift, act, alpha, slope, mask);
+    else
+        applyT<int8_t, float>(x, y, r, L, P, scale, shift, act, alpha, slope, mask);
 }
 
 void applyU8(const void* x, void* y, uint8_t* q, const void* r, bool bf16, const LaneLayout& L,
              int64_t P, const float* scale, const float* shift, ActivationKind act, float alpha,
              const float* slope, float inv, float zp, float* buf) {
     if (bf16)
-        applyU8T<uint16_t>(x, y, q, r, L, P, scale, shift, act, alpha, slope, inv, zp, buf);
+        applyU8T<uint16_t, uint16_t>(x, y, q, r, L, P, scale, shift, act, alpha, slope, inv, zp,
+                                     buf);
     else
-        applyU8T<float>(x, y, q, r, L, P, scale, shift, act, alpha, slope, inv, zp, buf);
+        applyU8T<float, float>(x, y, q, r, L, P, scale, shift, act, alpha, slope, inv, zp, buf);
+}
+
+// Moments of one s8 chunk whose lanes are a multiple of 16: the sums of q and q^2 per lane in
+// one pass, 16 lanes at a time in float registers, exact (|q| <= 128 and count <= 512 keep every
+// sum below 2^24); M2 = sum q^2 - (sum q)^2 / count in double.
+inline void chunkMomentsS8(const int8_t* base, int64_t lanes, int64_t count, float* mean,
+                           float* m2) {
+    for (int64_t l0 = 0; l0 < lanes; l0 += 16) {
+        float sum[16] = {}, sq[16] = {};
+        for (int64_t s = 0; s < count; ++s) {
+            const int8_t* p = base + s * lanes + l0;
+#pragma omp simd
+            for (int l = 0; l < 16; ++l) {
+                const float v = static_cast<float>(p[l]);
+                sum[l] += v;
+                sq[l] += v * v;
+            }
+        }
+        for (int l = 0; l < 16; ++l) {
+            const double n = static_cast<double>(count), t = sum[l];
+            mean[l0 + l] = static_cast<float>(t / n);
+            m2[l0 + l] = static_cast<float>(static_cast<double>(sq[l]) - t * t / n);
+        }
+    }
+}
+
+void momentsS8(const int8_t* x, const LaneLayout& L, int64_t P, int64_t chunks, float* cmean,
+               float* cm2) {
+    if (L.lanes % 16 != 0 || L.spatial_stride != L.lanes || P > 512) {
+        momentsT(x, L, P, chunks, cmean, cm2);
+        return;
+    }
+    forEachMomentChunk(L, P, chunks, [&](int64_t u, int64_t off, int64_t count) {
+        chunkMomentsS8(x + off, L.lanes, count, &cmean[u * L.lanes], &cm2[u * L.lanes]);
+    });
+}
+
+#if defined(__AVX512F__)
+// applyChunkU8 from s8 straight to u8 (no float result, no residual), 16 lanes per instruction
+// with the quantisation in the same registers: the same operations as applyChunkU8 then
+// quantizeRow (the affine map as one FMA, as the compiler contracts it there).
+template <int ACT>
+void applyChunkS8ToU8(const int8_t* x, uint8_t* q, int64_t lanes, int64_t count, const float* a,
+                      const float* b, float alpha, float inv, float zp) {
+    const __m512 vi = _mm512_set1_ps(inv), vz = _mm512_set1_ps(zp), va = _mm512_set1_ps(alpha);
+    const __m512 lo = _mm512_setzero_ps(), hi = _mm512_set1_ps(255.0f);
+    for (int64_t l0 = 0; l0 < lanes; l0 += 16) {
+        const __m512 ma = _mm512_loadu_ps(a + l0), mb = _mm512_loadu_ps(b + l0);
+        for (int64_t s = 0; s < count; ++s) {
+            const int64_t o = s * lanes + l0;
+            const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + o));
+            __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(raw)), ma, mb);
+            if constexpr (ACT == static_cast<int>(ActivationKind::kRelu)) {
+                v = _mm512_max_ps(v, lo);
+            } else if constexpr (ACT == static_cast<int>(ActivationKind::kLeakyRelu)) {
+                const __mmask16 neg = _mm512_cmp_ps_mask(v, lo, _CMP_NGT_UQ);
+                v = _mm512_mask_mul_ps(v, neg, v, va);
+            }
+            v = _mm512_fmadd_ps(v, vi, vz);
+            v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(q + o),
+                             _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(v)));
+        }
+    }
+}
+#endif
+
+void applyU8FromS8(const int8_t* x, void* y, uint8_t* q, const void* r, bool y_bf16,
+                   const LaneLayout& L, int64_t P, const float* scale, const float* shift,
+                   ActivationKind act, float alpha, const float* slope, float inv, float zp,
+                   float* buf) {
+#if defined(__AVX512F__)
+    using K = ActivationKind;
+    if (!y && !r && L.lanes % 16 == 0 &&
+        (act == K::kNone || act == K::kRelu || act == K::kLeakyRelu)) {
+        const int64_t cp = L.paddedChannels(), lanes = L.lanes;
+        withActivation(act, [&](auto a) {
+            constexpr int ACT = decltype(a)::value;
+            if constexpr (ACT == static_cast<int>(K::kNone) || ACT == static_cast<int>(K::kRelu) ||
+                          ACT == static_cast<int>(K::kLeakyRelu))
+                forEachChunk(L, P, [&](int64_t n, int64_t g, int64_t off, int64_t count) {
+                    applyChunkS8ToU8<ACT>(x + off, q + off, lanes, count,
+                                          scale + n * cp + g * lanes, shift + n * cp + g * lanes,
+                                          alpha, inv, zp);
+                });
+        });
+        return;
+    }
+#endif
+    if (y_bf16)
+        applyU8T<int8_t, uint16_t>(x, y, q, r, L, P, scale, shift, act, alpha, slope, inv, zp, buf);
+    else
+        applyU8T<int8_t, float>(x, y, q, r, L, P, scale, shift, act, alpha, slope, inv, zp, buf);
 }
 
 }  // namespace voxseg::engine::cpu::VOXSEG_NORM_ISA

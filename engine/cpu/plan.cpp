@@ -89,6 +89,7 @@ std::string descName(const dnnl::memory::desc& md) {
     return layout + (type == dt::bf16  ? ":bf16"
                      : type == dt::f32 ? ":f32"
                      : type == dt::u8  ? ":u8"
+                     : type == dt::s8  ? ":s8"
                                        : ":other");
 }
 

@@ -44,6 +44,22 @@ void readActivations(Reader& r, const json& j, const std::string& key, Quantizat
     }
 }
 
+void readNormInputs(Reader& r, const json& j, const std::string& key, QuantizationRecord& q) {
+    if (!r.object(j, key)) return;
+    for (const auto& [name, v] : j.items()) {
+        const std::string k = key + "['" + name + "']";
+        if (name.empty()) r.fail(k, "a tensor name must not be empty");
+        if (!r.array(v, k, "per-channel scales")) return;
+        std::vector<float>& scales = q.norm_inputs[name];
+        for (size_t i = 0; i < v.size(); ++i) {
+            scales.push_back(static_cast<float>(r.number(v[i], Reader::index(k, i))));
+            if (r.ok() && !(scales.back() > 0 && std::isfinite(scales.back())))
+                r.fail(Reader::index(k, i), "must be positive and finite");
+        }
+        if (r.ok() && scales.empty()) r.fail(k, "must have one scale per channel");
+    }
+}
+
 void readCalibration(Reader& r, const json& j, const std::string& key, QuantizationRecord& q) {
     if (!r.object(j, key)) return;
     r.onlyKeys(j, key, {"method", "percentile", "cases", "held_back"});
@@ -109,7 +125,8 @@ void readCalibration(Reader& r, const json& j, const std::string& key, Quantizat
 void detail::readQuantization(Reader& r, const json& j, const std::string& key,
                               QuantizationRecord& q) {
     if (!r.object(j, key)) return;
-    r.onlyKeys(j, key, {"weight_bits", "activations", "float_layers", "calibration"});
+    r.onlyKeys(j, key,
+               {"weight_bits", "activations", "float_layers", "norm_inputs", "calibration"});
     if (const json* b = r.member(j, key, "weight_bits", true))
         q.weight_bits = static_cast<int>(r.integer(*b, Reader::join(key, "weight_bits"), 7, 8));
     if (const json* a = r.member(j, key, "activations", true))
@@ -120,6 +137,8 @@ void detail::readQuantization(Reader& r, const json& j, const std::string& key,
             for (size_t i = 0; i < f->size(); ++i)
                 q.float_layers.push_back(r.string((*f)[i], Reader::index(k, i)));
     }
+    if (const json* n = r.member(j, key, "norm_inputs", false))
+        readNormInputs(r, *n, Reader::join(key, "norm_inputs"), q);
     if (const json* c = r.member(j, key, "calibration", true))
         readCalibration(r, *c, Reader::join(key, "calibration"), q);
 }
@@ -148,6 +167,7 @@ json quantizationJson(const QuantizationRecord& q) {
                             {"min_agreement", q.held_back->min_agreement}};
     json j{{"weight_bits", q.weight_bits}, {"activations", acts}, {"calibration", cal}};
     if (!q.float_layers.empty()) j["float_layers"] = q.float_layers;
+    if (!q.norm_inputs.empty()) j["norm_inputs"] = q.norm_inputs;
     return j;
 }
 

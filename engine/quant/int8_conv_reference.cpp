@@ -64,7 +64,10 @@ Result<Int8ReferenceResult> int8ConvReference(const Int8ConvSpec& s,
         (s.residual && residual.size() != dst_n))
         return invalidArgument("int8 reference: tensor sizes do not match the spec");
     Int8ReferenceResult r;
-    r.dst.resize(dst_n);
+    if (s.dst_s8)
+        r.dst_s8.resize(dst_n);
+    else
+        r.dst.resize(dst_n);
     r.unrounded.resize(dst_n);
     r.acc.resize(dst_n);
     for (int64_t n = 0; n < s.batch; ++n)
@@ -82,7 +85,10 @@ Result<Int8ReferenceResult> int8ConvReference(const Int8ConvSpec& s,
                         const float f = requantisedValue(s, o, acc, s.residual ? residual[at] : 0);
                         r.acc[at] = acc;
                         r.unrounded[at] = f;
-                        r.dst[at] = roundToU8(f);
+                        if (s.dst_s8)
+                            r.dst_s8[at] = roundToS8(f);
+                        else
+                            r.dst[at] = roundToU8(f);
                     }
     return r;
 }

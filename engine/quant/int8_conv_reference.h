@@ -21,7 +21,8 @@ struct Int8ReferenceOptions {
 };
 
 struct Int8ReferenceResult {
-    std::vector<uint8_t> dst;      // N OC D H W
+    std::vector<uint8_t> dst;      // N OC D H W (u8 results)
+    std::vector<int8_t> dst_s8;    // N OC D H W, for spec.dst_s8 (dst is then empty)
     std::vector<float> unrounded;  // requantisedValue() of each element, before rounding
     std::vector<int32_t> acc;      // the s32 accumulators
     int64_t saturated_pairs = 0;   // s16 saturations (pair_saturation only)

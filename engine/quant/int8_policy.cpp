@@ -31,7 +31,58 @@ bool isOutput(const Graph& g, ValueId v) {
     return std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end();
 }
 
+// Every use of `v`: operands, fused residuals and PReLU slopes, graph outputs.
+int uses(const Graph& g, ValueId v) {
+    int k = isOutput(g, v) ? 1 : 0;
+    for (const Node& n : g.nodes) {
+        for (ValueId in : n.inputs) k += in == v;
+        k += (n.fused_residual == v) + (n.fused_prelu_slope == v);
+    }
+    return k;
+}
+
+bool isNorm(const Node& n) { return n.op == OpKind::kInstanceNorm || n.op == OpKind::kGroupNorm; }
+
+// The normalisation that alone reads eligible Conv `conv`'s output as its input (the structural
+// part of Int8NormInput), or -1.
+int soleNormReader(const Graph& g, const Node& conv) {
+    if (conv.fused_residual >= 0 || conv.fused_activation != ActivationKind::kNone) return -1;
+    const ValueId y = conv.outputs[0];
+    if (uses(g, y) != 1) return -1;
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+        if (isNorm(g.nodes[i]) && g.nodes[i].inputs[0] == y) return static_cast<int>(i);
+    return -1;
+}
+
+bool normCancelsBias(const Graph& g, const Node& norm) {
+    const int64_t channels = g.values[norm.inputs[0]].shape[1];
+    return norm.op == OpKind::kInstanceNorm || norm.norm.num_groups == channels;
+}
+
 }  // namespace
+
+std::vector<Int8NormInput> int8NormInputs(const Graph& graph,
+                                          const std::vector<std::string>& float_layers) {
+    const Graph g = optimize(graph);
+    const std::set<std::string> floats(float_layers.begin(), float_layers.end());
+    auto int8Conv = [&](const Node& n) { return int8EligibleConv(g, n) && !floats.count(n.name); };
+    std::vector<Int8NormInput> out;
+    for (const Node& conv : g.nodes) {
+        if (!int8Conv(conv)) continue;
+        const int ni = soleNormReader(g, conv);
+        if (ni < 0) continue;
+        const Node& norm = g.nodes[static_cast<size_t>(ni)];
+        Int8NormInput in{g.values[conv.outputs[0]].name,
+                         conv.name,
+                         norm.name,
+                         g.values[conv.outputs[0]].shape[1],
+                         {}};
+        if (normCancelsBias(g, norm) && conv.inputs.size() > 2 && conv.inputs[2] >= 0)
+            in.dropped_bias = g.constant(conv.inputs[2]).toFloats();
+        out.push_back(std::move(in));
+    }
+    return out;
+}
 
 std::vector<Int8ConvCandidate> int8ConvCandidates(const Graph& graph) {
     return candidatesOfOptimised(optimize(graph));
@@ -127,6 +178,21 @@ std::vector<Int8Layer> int8LayerPlan(const Graph& g, const QuantizationRecord& r
         plan[i].dst_u8 = true;
         plan[i].dst = it->second;
         plan[i].keep_float = others;
+    }
+    // 8-bit normalisation inputs: the Conv writes s8, the norm reads it.
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+        const Node& n = g.nodes[i];
+        if (!plan[i].int8) continue;
+        const auto it = record.norm_inputs.find(g.values[n.outputs[0]].name);
+        if (it == record.norm_inputs.end()) continue;
+        const int ni = soleNormReader(g, n);
+        if (ni < 0 || static_cast<int64_t>(it->second.size()) != g.values[n.outputs[0]].shape[1])
+            continue;
+        Int8Layer& conv = plan[i];
+        Int8Layer& norm = plan[static_cast<size_t>(ni)];
+        conv.dst_s8 = norm.src_s8 = true;
+        conv.s8_scales = norm.s8_scales = it->second;
+        conv.drop_bias = normCancelsBias(g, g.nodes[static_cast<size_t>(ni)]);
     }
     return plan;
 }

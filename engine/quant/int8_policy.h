@@ -14,6 +14,10 @@
 // same pass (no quantising reorder), and its float32 result only for other readers; a Concat read
 // only by int8 Convs writes u8 only (each input quantised into its part).
 //
+// Optionally (calibrate --norm-inputs int8, int8_scheme.h), a Conv whose output only a
+// normalisation reads writes s8 per channel for it (int8NormInputs), and the normalisation
+// reads that.
+//
 // Graph arguments are as imported (optimize() is applied here, as every backend compiles after
 // it), except int8LayerPlan's, which takes the optimised graph the backend plans. Node and tensor
 // names are the optimised graph's. Pure functions; thread-safe.
@@ -49,6 +53,21 @@ std::vector<std::string> defaultInt8FloatLayers(const Graph& graph);
 std::vector<std::string> int8CandidateTensors(const Graph& graph,
                                               const std::vector<std::string>& float_layers);
 
+// A tensor that may be an 8-bit normalisation input: the output of an eligible Conv not in
+// `float_layers` (no fused residual or activation, no graph output) read only by one
+// InstanceNorm or GroupNorm, as its input.
+struct Int8NormInput {
+    std::string tensor;
+    std::string conv, norm;  // node names
+    int64_t channels = 0;
+    // The Conv's bias, when the normalisation cancels it (InstanceNorm, or GroupNorm with one
+    // channel per group): the s8 then holds the output without it. Else empty.
+    std::vector<float> dropped_bias;
+};
+// In graph order, from optimize(graph).
+std::vector<Int8NormInput> int8NormInputs(const Graph& graph,
+                                          const std::vector<std::string>& float_layers);
+
 // The geometry and fused ReLU/LeakyReLU of an eligible Conv node reading a tensor of shape
 // `input` (N C D H W), as an Int8ConvSpec without scales (setRequantisation sets them).
 Int8ConvSpec int8ConvGeometry(const Node& conv, const Shape& input);
@@ -62,6 +81,10 @@ struct Int8Layer {
     // A normalisation with dst_u8: it writes float32 too (another node reads it, or it is a graph
     // output).
     bool keep_float = false;
+    // 8-bit normalisation inputs (record.norm_inputs): the Conv writes s8 with these per-channel
+    // scales (dst_s8, without its bias when drop_bias), the normalisation reads them (src_s8).
+    bool dst_s8 = false, drop_bias = false, src_s8 = false;
+    std::vector<float> s8_scales;
 };
 // One entry per node of `graph` (optimised, shapes inferred).
 std::vector<Int8Layer> int8LayerPlan(const Graph& graph, const QuantizationRecord& record);

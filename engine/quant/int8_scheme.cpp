@@ -30,6 +30,11 @@ uint8_t roundToU8(float f) {
     return static_cast<uint8_t>(std::nearbyint(c));  // default FP environment: half to even
 }
 
+int8_t roundToS8(float f) {
+    const float c = std::clamp(f, -128.0f, 127.0f);
+    return static_cast<int8_t>(std::nearbyint(c));
+}
+
 uint8_t quantizeActivation(float x, const ActivationQuant& q) {
     const float inv = 1.0f / q.scale;
     float f = x * inv;
@@ -79,6 +84,11 @@ Status validate(const Int8ConvSpec& s) {
         if (s.in_size[i] + s.pads_begin[i] + s.pads_end[i] < s.kernel[i])
             return invalidArgument("int8 conv: kernel larger than the padded input");
     }
+    if (s.dst_s8 && (s.dst_f32 || s.residual || s.activation != Int8Activation::kNone ||
+                     s.dst.scale != 1.0f || s.dst.zero_point != 0))
+        return invalidArgument(
+            "int8 conv: an s8 result takes no residual, activation or float output, and dst "
+            "{1, 0} (its scales are per channel, in output_scales)");
     if (s.output_scales.size() != static_cast<size_t>(s.out_channels))
         return invalidArgument("int8 conv: one output scale per output channel expected");
     if (!s.bias.empty() && s.bias.size() != static_cast<size_t>(s.out_channels))
@@ -114,6 +124,16 @@ void setRequantisation(Int8ConvSpec& spec, const ActivationQuant& src,
         spec.residual_quant = *residual;
         spec.residual_scale = residual->scale / dst.scale;
     }
+}
+
+void setRequantisationS8(Int8ConvSpec& spec, const ActivationQuant& src,
+                         const std::vector<float>& weight_scales,
+                         const std::vector<float>& dst_channel_scales,
+                         const std::vector<float>& bias_f32) {
+    setRequantisation(spec, src, weight_scales, ActivationQuant{}, bias_f32);
+    for (size_t o = 0; o < spec.output_scales.size(); ++o)
+        spec.output_scales[o] = src.scale * weight_scales[o] / dst_channel_scales[o];
+    spec.dst_s8 = true;
 }
 
 float requantisedValue(const Int8ConvSpec& spec, int64_t oc, int32_t acc, uint8_t residual_q) {

@@ -20,6 +20,12 @@
 //       f = activation(f)                    ReLU / LeakyReLU (commute with positive scales)
 //       f = f + dst.zero_point
 //       q = round-half-to-even(clamp(f, 0, 255))
+// - Normalisation inputs (optional, calibrate --norm-inputs int8): a convolution whose only
+//   reader is an InstanceNorm or GroupNorm may write s8 with one scale per output channel and no
+//   zero point, x ~= q * scale[c] (`dst_s8`): the same rule without the residual, activation and
+//   zero point, q = round-half-to-even(clamp(f, -128, 127)). A normalisation is invariant to a
+//   positive scale of its input per channel (InstanceNorm) and, for InstanceNorm, to a constant
+//   per channel, so such a convolution drops its bias and the norm reads one byte per value.
 // Thread safety: plain values and pure functions.
 #pragma once
 
@@ -87,6 +93,10 @@ struct Int8ConvSpec {
     bool residual = false;
     ActivationQuant residual_quant;
     float residual_scale = 1.0f;  // residual_quant.scale / dst.scale
+    // Write s8 with per-channel scales (header: normalisation inputs); output_scales then hold
+    // src.scale * w_scale[oc] / dst_channel_scales[oc], dst stays {1, 0}. No residual, no
+    // activation, not with dst_f32.
+    bool dst_s8 = false;
 };
 
 // Output D, H, W of `spec` (caller checks validate() first).
@@ -103,11 +113,20 @@ void setRequantisation(Int8ConvSpec& spec, const ActivationQuant& src,
                        const std::vector<float>& bias_f32,
                        const ActivationQuant* residual = nullptr);
 
+// setRequantisation for a convolution writing s8 with `dst_channel_scales` (one per output
+// channel): sets dst_s8, output_scales and bias (bias_f32 may be empty: dropped).
+void setRequantisationS8(Int8ConvSpec& spec, const ActivationQuant& src,
+                         const std::vector<float>& weight_scales,
+                         const std::vector<float>& dst_channel_scales,
+                         const std::vector<float>& bias_f32);
+
 // The float value the requantisation rule above rounds, for one accumulator (public so the
 // reference and tests share one definition of the rule). `residual_q` is ignored without a
 // residual.
 float requantisedValue(const Int8ConvSpec& spec, int64_t oc, int32_t acc, uint8_t residual_q);
 // round-half-to-even(clamp(f, 0, 255)).
 uint8_t roundToU8(float f);
+// round-half-to-even(clamp(f, -128, 127)).
+int8_t roundToS8(float f);
 
 }  // namespace voxseg::engine::quant

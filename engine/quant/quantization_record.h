@@ -47,6 +47,9 @@ struct QuantizationRecord {
     int weight_bits = 8;
     std::map<std::string, quant::ActivationQuant> activations;  // graph tensor name -> u8 params
     std::vector<std::string> float_layers;  // node names kept in fp32/bf16 (first, last conv...)
+    // 8-bit normalisation inputs (calibrate --norm-inputs int8; int8_scheme.h): graph tensor
+    // name -> its s8 scale per channel. Empty: normalisations read their input as float.
+    std::map<std::string, std::vector<float>> norm_inputs;
     RangeMethod method = RangeMethod::kPercentile;
     double percentile = 99.99;  // kPercentile only
     std::vector<std::string> calibration_cases;

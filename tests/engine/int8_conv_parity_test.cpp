@@ -231,6 +231,51 @@ TEST(Int8ConvParityCheck, SeesAOnePercentScaleChange) {
     EXPECT_GT(differ, 10u);
 }
 
+// 8-bit normalisation inputs (int8_scheme.h): the convolution writes s8 with one scale per output
+// channel, no zero point, bit for bit as the reference rounds it to [-128, 127]; with and without
+// the bias (InstanceNorm cancels it, so such a convolution drops it).
+TEST(Int8ConvParity, EightBitNormalisationInputsPerChannelBitForBit) {
+    for (const bool bias : {true, false}) {
+        Case c = k3Case("s8_per_channel");
+        c.bias = bias;
+        c.src_zp = 97;
+        Problem p = makeProblem(c, 2027, weightQmaxHere());
+        std::vector<float> dst_scales(static_cast<size_t>(c.oc));
+        for (size_t o = 0; o < dst_scales.size(); ++o) dst_scales[o] = 0.004f * float(o + 1);
+        std::vector<float> bias_f32;  // back to float units, as the plan passes it
+        for (size_t o = 0; o < p.spec.bias.size(); ++o)
+            bias_f32.push_back(p.spec.bias[o] * p.spec.src.scale * p.weights.scales[o]);
+        quant::setRequantisationS8(p.spec, p.spec.src, p.weights.scales, dst_scales, bias_f32);
+        ASSERT_TRUE(quant::validate(p.spec).isOk());
+        auto conv = cpu::Int8Conv::create(cpuEngine(), p.spec, p.weights);
+        ASSERT_TRUE(conv.isOk()) << conv.status().message();
+        ASSERT_EQ(conv->dstDesc().data_type(), dt::s8);
+        auto ref = quant::int8ConvReference(p.spec, p.src, p.weights.values, {});
+        ASSERT_TRUE(ref.isOk()) << ref.status().message();
+        const dnnl::engine& eng = cpuEngine();
+        dnnl::stream stream(eng);
+        const auto out = quant::outputSize(p.spec);
+        dnnl::memory src_plain({dims(1, c.ic, c.size), dt::u8, tag::ncdhw}, eng, p.src.data());
+        dnnl::memory src_mem(conv->srcDesc(), eng), dst_mem(conv->dstDesc(), eng);
+        dnnl::reorder(src_plain, src_mem).execute(stream, src_plain, src_mem);
+        std::vector<int8_t> got(ref->dst_s8.size());
+        dnnl::memory dst_plain({dims(1, c.oc, out), dt::s8, tag::ncdhw}, eng, got.data());
+        conv->execute(stream, src_mem, dst_mem);
+        dnnl::reorder(dst_mem, dst_plain).execute(stream, dst_mem, dst_plain);
+        stream.wait();
+        size_t differ = 0, saturated = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+            differ += got[i] != ref->dst_s8[i];
+            saturated += ref->dst_s8[i] == 127 || ref->dst_s8[i] == -128;
+        }
+        EXPECT_EQ(differ, 0u) << "bias " << bias << " [" << conv->implementation() << "]";
+        EXPECT_GT(saturated, 0u) << "no output saturates: the clamp is not exercised";
+        const auto [lo, hi] = std::minmax_element(ref->dst_s8.begin(), ref->dst_s8.end());
+        EXPECT_LT(*lo, -60);
+        EXPECT_GT(*hi, 60);
+    }
+}
+
 // Full-range (8-bit) weights: exact with VNNI (vpdpbusd adds 4 products into s32); without it
 // AVX2's vpmaddubsw adds the products of input channels 2k, 2k+1 into a saturating s16, and
 // oneDNN's result is the pair-saturation model's, bit for bit, and not the exact one. This is

@@ -156,6 +156,41 @@ TEST(Int8Graph, UnetLevelStaysCloseToFp32) {
     EXPECT_GT(e.max, 0.0);  // it did run in int8
 }
 
+// 8-bit normalisation inputs (docs/int8.md): the convolutions before the level's norms write s8
+// per channel, the norms read it, and the result stays as close to fp32 as the u8 scheme's.
+TEST(Int8Graph, UnetLevelWithEightBitNormInputsStaysCloseToFp32) {
+    const Graph g = testing::int8UnetLevel();
+    const Tensor input = testing::seededTensor({1, 2, 16, 14, 12}, 11);
+    auto record = calibrateMinMax(g, input);
+    record->float_layers = quant::defaultInt8FloatLayers(g);
+    const auto candidates = quant::int8NormInputs(g, record->float_layers);
+    for (const auto& in : candidates) {  // InstanceNorms: the conv's bias is left out of the s8
+        EXPECT_EQ(static_cast<int64_t>(in.dropped_bias.size()), in.channels) << in.tensor;
+        std::printf("8-bit norm input %s (%s -> %s)\n", in.tensor.c_str(), in.conv.c_str(),
+                    in.norm.c_str());
+    }
+    const size_t added = testing::addNormInputScales(g, input, *record);
+    ASSERT_EQ(added, candidates.size());
+    ASSERT_GE(added, 2u);
+    const Outcome fp32 = run(g, input, Precision::kFloat32);
+    const Outcome int8 = run(g, input, Precision::kInt8, record);
+    EXPECT_EQ(countOf(int8.describe, "conv int8"), 5) << int8.describe;
+    EXPECT_EQ(countOf(int8.describe, "->ndhwc:s8]"), static_cast<int>(added)) << int8.describe;
+    EXPECT_EQ(countOf(int8.describe, "norm ndhwc:s8 "), static_cast<int>(added)) << int8.describe;
+    ASSERT_EQ(int8.out.size(), fp32.out.size());
+    const testing::Int8Error e = testing::int8ErrorVsFp32(int8.out, fp32.out);
+    std::printf("int8 (8-bit norm inputs) vs fp32: max %.4f, mean %.5f, output range %.3f\n", e.max,
+                e.mean, e.range);
+    EXPECT_LT(e.max, 0.03 * e.range);
+    EXPECT_LT(e.mean, 0.005 * e.range);
+    // A wrong scale is seen: the first norm input's scales 4x too small saturate its values.
+    auto wrong = std::make_shared<QuantizationRecord>(*record);
+    for (float& sc : wrong->norm_inputs.begin()->second) sc *= 0.25f;
+    const Outcome bad = run(g, input, Precision::kInt8, wrong);
+    const testing::Int8Error eb = testing::int8ErrorVsFp32(bad.out, fp32.out);
+    EXPECT_GT(eb.mean, 2 * e.mean) << "saturated norm inputs changed nothing: not read as s8?";
+}
+
 // x -> conv -> IN + LeakyReLU -> conv -> IN + LeakyReLU -> 1x1 conv; when `branch`, the second
 // norm's result is a graph output too.
 Graph normStack(bool branch) {

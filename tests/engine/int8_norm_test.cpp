@@ -4,6 +4,8 @@
 //   rounding), except where the float lies within 1e-4 of a rounding tie (a fused multiply-add
 //   may round once instead of twice there), and the float it keeps (f32 or bf16) equals
 //   affineActivation's bit for bit;
+// - with 8-bit inputs (s8 per channel), the moments and results (u8 and float) equal those of
+//   the inputs' float values;
 // (The plans they make: tests/engine/int8_graph_test.cpp.)
 #include "engine/cpu/norm_kernels.h"
 #include "engine/quant/int8_policy.h"
@@ -53,6 +55,25 @@ cpu::LaneLayout layoutOf(const KernelCase& k) {
     return L;
 }
 
+// u8[i] is quant::quantizeActivation(want[i], q) but within 1e-4 of a rounding tie (there by
+// at most 1), and the range clamps somewhere (the clamp is exercised).
+void expectQuantisedFrom(const std::vector<float>& want, const std::vector<uint8_t>& u8,
+                         const quant::ActivationQuant& q, const std::string& what) {
+    size_t ties = 0, differ = 0, clamped = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+        const uint8_t ref = quant::quantizeActivation(want[i], q);
+        clamped += ref == 0 || ref == 255;
+        if (u8[i] == ref) continue;
+        const double t = static_cast<double>(want[i]) / q.scale + q.zero_point;
+        const bool near_tie = std::abs(t - std::floor(t) - 0.5) < 1e-4;
+        ties += near_tie;
+        differ += !near_tie || std::abs(int(u8[i]) - int(ref)) > 1;
+    }
+    EXPECT_EQ(differ, 0u) << what;
+    EXPECT_LT(ties, want.size() / 1000 + 1) << what;
+    EXPECT_GT(clamped, 0u) << what;
+}
+
 void checkKernel(const KernelCase& k) {
     const cpu::LaneLayout L = layoutOf(k);
     const size_t n = static_cast<size_t>(L.batch * L.n_stride);
@@ -90,19 +111,7 @@ void checkKernel(const KernelCase& k) {
                               scale.data(), shift.data(), k.act, 0.01f, nullptr);
         EXPECT_EQ(yb, wantb);
     }
-    size_t ties = 0, differ = 0, clamped = 0;
-    for (size_t i = 0; i < n; ++i) {
-        const uint8_t ref = quant::quantizeActivation(want[i], q);
-        clamped += ref == 0 || ref == 255;
-        if (u8[i] == ref) continue;
-        const double t = static_cast<double>(want[i]) / q.scale + q.zero_point;
-        const bool near_tie = std::abs(t - std::floor(t) - 0.5) < 1e-4;
-        ties += near_tie;
-        differ += !near_tie || std::abs(int(u8[i]) - int(ref)) > 1;
-    }
-    EXPECT_EQ(differ, 0u) << "channels " << k.channels << " lanes " << k.lanes;
-    EXPECT_LT(ties, n / 1000 + 1);
-    EXPECT_GT(clamped, 0u);  // the range clamps at both ends somewhere: the clamp is exercised
+    expectQuantisedFrom(want, u8, q, "channels " + std::to_string(k.channels));
 }
 
 TEST(Int8Norm, KernelQuantisesItsOwnResult) {
@@ -111,6 +120,61 @@ TEST(Int8Norm, KernelQuantisesItsOwnResult) {
     checkKernel({32, 16, 777, ActivationKind::kRelu, false, true});         // nCdhw16c
     checkKernel({5, 1, 1234, ActivationKind::kNone, true, false});          // plain
     checkKernel({24, 24, 333, ActivationKind::kSilu, false, true});
+}
+
+// 8-bit normalisation inputs (docs/int8.md): the moments of an s8 tensor equal those of its
+// values as floats, and the pass from s8 writes what the float pass writes from those values
+// (its u8 under the tie rule above; its kept float bit for bit), on the AVX-512 path (lanes a
+// multiple of 16, no float kept, no residual) and the general one.
+void checkFromS8(const KernelCase& k) {
+    const cpu::LaneLayout L = layoutOf(k);
+    const size_t n = static_cast<size_t>(L.batch * L.n_stride);
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<int> byte(-128, 127);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    std::vector<int8_t> xs(n);
+    std::vector<float> xf(n), r(n), scale(L.batch * L.channels), shift(scale.size());
+    for (size_t i = 0; i < n; ++i) xf[i] = xs[i] = static_cast<int8_t>(byte(rng) / (1 + i % 3));
+    for (float& v : r) v = d(rng);
+    for (float& v : scale) v = 0.03f + 0.01f * d(rng);
+    for (float& v : shift) v = 0.3f * d(rng);
+    const std::string what = "channels " + std::to_string(k.channels) + " lanes " +
+                             std::to_string(k.lanes) + " act " +
+                             std::to_string(static_cast<int>(k.act));
+
+    std::vector<double> mean, m2, mean_s8, m2_s8;
+    cpu::channelMoments(xf.data(), false, L, mean, m2);
+    cpu::channelMomentsS8(xs.data(), L, mean_s8, m2_s8);
+    ASSERT_EQ(mean_s8.size(), mean.size());
+    for (size_t c = 0; c < mean.size(); ++c) {
+        EXPECT_NEAR(mean_s8[c], mean[c], 1e-4) << what << " channel " << c;
+        EXPECT_NEAR(m2_s8[c], m2[c], 1e-5 * m2[c]) << what << " channel " << c;
+    }
+
+    const float* rp = k.residual ? r.data() : nullptr;
+    std::vector<float> want(n), y(k.keep_float ? n : 0);
+    cpu::affineActivation(xf.data(), want.data(), rp, false, L, scale.data(), shift.data(), k.act,
+                          0.01f, nullptr);
+    const quant::ActivationQuant q{0.013f, 41};
+    std::vector<uint8_t> u8(n);
+    cpu::affineActivationU8FromS8(xs.data(), k.keep_float ? y.data() : nullptr, u8.data(), rp,
+                                  false, L, scale.data(), shift.data(), k.act, 0.01f, nullptr,
+                                  1.0f / q.scale, static_cast<float>(q.zero_point));
+    if (k.keep_float) EXPECT_EQ(y, want) << what;
+    expectQuantisedFrom(want, u8, q, what);
+    // A norm whose readers are not int8 Convs: the float result alone.
+    std::vector<float> y_only(n);
+    cpu::affineActivationFromS8(xs.data(), y_only.data(), rp, false, L, scale.data(), shift.data(),
+                                k.act, 0.01f, nullptr);
+    EXPECT_EQ(y_only, want) << what;
+}
+
+TEST(Int8Norm, EightBitInputsGiveWhatTheirFloatValuesGive) {
+    checkFromS8({32, 32, 1000, ActivationKind::kLeakyRelu, false, false});  // AVX-512 path
+    checkFromS8({64, 64, 513, ActivationKind::kRelu, false, false});
+    checkFromS8({16, 16, 700, ActivationKind::kNone, false, false});
+    checkFromS8({32, 32, 999, ActivationKind::kLeakyRelu, true, true});    // float kept, residual
+    checkFromS8({24, 24, 333, ActivationKind::kLeakyRelu, false, false});  // lanes not 16k
 }
 
 }  // namespace

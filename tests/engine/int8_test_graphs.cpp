@@ -72,4 +72,33 @@ std::shared_ptr<QuantizationRecord> calibrateMinMax(const Graph& g, const Tensor
     return record;
 }
 
+size_t addNormInputScales(const Graph& g, const Tensor& input, QuantizationRecord& record) {
+    std::map<std::string, quant::Int8NormInput> wanted;
+    CompileOptions options;
+    for (const quant::Int8NormInput& in : quant::int8NormInputs(g, record.float_layers)) {
+        wanted[in.tensor] = in;
+        options.observer.tensors.push_back(in.tensor);
+    }
+    if (wanted.empty()) return 0;
+    options.observer.callback = [&](const std::string& name, const float* d, const Shape& s) {
+        const quant::Int8NormInput& in = wanted.at(name);
+        const int64_t inner = numel(s) / (s[0] * s[1]);
+        std::vector<float>& scales = record.norm_inputs[name];
+        scales.assign(static_cast<size_t>(s[1]), 0.0f);
+        for (int64_t n = 0; n < s[0]; ++n)
+            for (int64_t c = 0; c < s[1]; ++c) {
+                const float centre = in.dropped_bias.empty() ? 0.0f : in.dropped_bias[c];
+                const float* x = d + (n * s[1] + c) * inner;
+                for (int64_t i = 0; i < inner; ++i)
+                    scales[c] = std::max(scales[c], std::fabs(x[i] - centre) / 127.0f);
+            }
+    };
+    auto exe = makeCpuBackend()->compile(g, {input.shape()}, options);
+    EXPECT_TRUE(exe.isOk()) << exe.status().toString();
+    if (!exe.isOk()) return 0;
+    std::vector<Tensor> out;
+    EXPECT_TRUE((*exe)->run({input}, out).isOk());
+    return wanted.size();
+}
+
 }  // namespace voxseg::engine::testing

@@ -27,4 +27,9 @@ Int8Error int8ErrorVsFp32(const std::vector<float>& got, const std::vector<float
 // range (no float_layers; the weight bits this CPU multiplies exactly).
 std::shared_ptr<QuantizationRecord> calibrateMinMax(const Graph& g, const Tensor& input);
 
+// 8-bit normalisation inputs for `record` (its float_layers as set): each int8NormInputs tensor's
+// per-channel largest magnitude (less the dropped bias) over the fp32 run on `input`, / 127.
+// Returns how many were added.
+size_t addNormInputScales(const Graph& g, const Tensor& input, QuantizationRecord& record);
+
 }  // namespace voxseg::engine::testing

@@ -21,6 +21,7 @@ json validSection() {
         "activations": {"enc.0.out": {"scale": 0.0125, "zero_point": 17},
                         "enc.1.out": {"scale": 0.031, "zero_point": 0}},
         "float_layers": ["enc.0.conv", "head.conv"],
+        "norm_inputs": {"enc.0.conv1.out": [0.021, 0.0305, 0.5]},
         "calibration": {"method": "percentile", "percentile": 99.99,
                         "cases": ["c01", "c02", "c03"],
                         "held_back": {"cases": ["c09", "c10"], "dice_min": 0.9961,
@@ -35,6 +36,8 @@ TEST(ModelQuantization, ReadsWritesAndReadsBackTheSameRecord) {
     EXPECT_FLOAT_EQ(q->activations.at("enc.0.out").scale, 0.0125f);
     EXPECT_EQ(q->activations.at("enc.0.out").zero_point, 17);
     EXPECT_EQ(q->float_layers, (std::vector<std::string>{"enc.0.conv", "head.conv"}));
+    ASSERT_EQ(q->norm_inputs.count("enc.0.conv1.out"), 1u);
+    EXPECT_EQ(q->norm_inputs.at("enc.0.conv1.out"), (std::vector<float>{0.021f, 0.0305f, 0.5f}));
     EXPECT_EQ(q->method, RangeMethod::kPercentile);
     EXPECT_DOUBLE_EQ(q->percentile, 99.99);
     ASSERT_TRUE(q->held_back.has_value());
@@ -95,6 +98,9 @@ TEST(ModelQuantization, BadValuesAreRefusedNamingTheKey) {
         {"/quantization/calibration/held_back/cases", json::array({"c09", "c02"}), "c02"},
         {"/quantization/calibration/held_back/dice_min", 1.2, "dice_min"},
         {"/quantization/calibration/hold_back", 1, "hold_back"},
+        {"/quantization/norm_inputs/enc.0.conv1.out/1", 0.0, "norm_inputs"},
+        {"/quantization/norm_inputs/enc.0.conv1.out", json::array(), "norm_inputs"},
+        {"/quantization/norm_inputs/enc.0.conv1.out", 0.5, "norm_inputs"},
     };
     for (const Bad& b : bads) {
         json doc = validSection();

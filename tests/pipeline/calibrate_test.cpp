@@ -201,6 +201,41 @@ TEST(Calibrate, StagedPackagesKeepEachStagesRanges) {
         << bad.status().message();
 }
 
+// --norm-inputs int8: each stage's normalisation inputs get per-channel s8 scales under their
+// stage's name, the held-back cases are validated with them, and the package runs in int8.
+TEST(Calibrate, EightBitNormInputsPerStage) {
+    testing::TempDir dir;
+    const fs::path in = writeTwoStagePackage(dir.path() / "in");
+    const auto cases = makeCases(dir.path() / "cases", 4);
+    CalibrateOptions o = smallOptions();
+    o.gate = {0.0, 0.5};
+    o.norm_inputs_s8 = true;
+    auto report = calibratePackage(in, cases, dir.path() / "out", o);
+    ASSERT_TRUE(report.isOk()) << report.status().toString();
+    ASSERT_TRUE(report->gate.isOk()) << report->gate.toString();
+    auto out = engine::loadModelPackage(dir.path() / "out");
+    ASSERT_TRUE(out.isOk()) << out.status().toString();
+    const engine::QuantizationRecord& q = *out->package.quantization;
+    const engine::Graph& g = out->graphs.front();
+    const auto inputs = engine::quant::int8NormInputs(g, engine::quant::defaultInt8FloatLayers(g));
+    ASSERT_GE(inputs.size(), 2u);
+    std::set<std::string> want;
+    for (const char* stage : {"coarse", "fine"})
+        for (const auto& in8 : inputs) want.insert(std::string(stage) + "/" + in8.tensor);
+    std::set<std::string> recorded;
+    for (const auto& [name, scales] : q.norm_inputs) {
+        recorded.insert(name);
+        for (float sc : scales) EXPECT_GT(sc, 0.0f) << name;
+    }
+    EXPECT_EQ(recorded, want);
+    ASSERT_TRUE(q.held_back.has_value());
+    EXPECT_GT(q.held_back->voxel_agreement, 0.9);
+    SegmentOptions int8;
+    int8.device = engine::DeviceSpec::cpu();
+    int8.precision = engine::Precision::kInt8;
+    EXPECT_TRUE(Segmenter::create((dir.path() / "out").string(), int8).isOk());
+}
+
 // A stage's compile sees exactly its own keys, without the prefix, and its observer hands the
 // prefixed names back.
 TEST(Calibrate, StageCompileOptionsSplitTheRecordAndTheObserver) {

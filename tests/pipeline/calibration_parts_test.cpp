@@ -100,6 +100,42 @@ TEST(CalibrationRanges, PercentileIgnoresOutliersMinMaxDoesNot) {
     EXPECT_LE(expectedQuantizationError(h, *qe), expectedQuantizationError(h, *qp) * 1.0001);
 }
 
+// 8-bit normalisation inputs: per channel, the magnitude around the centre (the dropped bias)
+// over 127 steps; a channel's outliers widen only its own scale; a channel that never left its
+// centre gets scale 1.
+TEST(CalibrationRanges, ChannelScalesOfEightBitNormInputs) {
+    const int64_t inner = 50000;
+    std::vector<float> x(3 * inner);
+    const std::vector<float> a = normalValues(inner, 5.0f, 1.0f, 11);  // channel 0: around 5
+    const std::vector<float> b = normalValues(inner, 0.0f, 3.0f, 12);  // channel 1: wider
+    std::copy(a.begin(), a.end(), x.begin());
+    std::copy(b.begin(), b.end(), x.begin() + inner);
+    x[inner + 7] = 400.0f;                             // one outlier in channel 1
+    std::fill(x.begin() + 2 * inner, x.end(), -2.0f);  // channel 2: its centre
+    ChannelMagnitudes m;
+    m.add(x.data(), {1, 3, inner}, {5.0f, 0.0f, -2.0f});
+    auto minmax = calibrateChannelScales(m, RangeMethod::kMinMax, 99.99, "t");
+    auto pct = calibrateChannelScales(m, RangeMethod::kPercentile, 99.99, "t");
+    auto mse = calibrateChannelScales(m, RangeMethod::kMse, 99.99, "t");
+    ASSERT_TRUE(minmax.isOk() && pct.isOk() && mse.isOk());
+    ASSERT_EQ(minmax->size(), 3u);
+    const float amax0 = *std::max_element(a.begin(), a.end(), [](float p, float q) {
+        return std::fabs(p - 5.0f) < std::fabs(q - 5.0f);
+    });
+    EXPECT_NEAR((*minmax)[0], std::fabs(amax0 - 5.0f) / 127.0f, 1e-6);  // around the centre
+    EXPECT_NEAR((*minmax)[1], 400.0f / 127.0f, 1e-4);
+    EXPECT_EQ((*minmax)[2], 1.0f);
+    EXPECT_LT((*pct)[1], 15.0f / 127.0f);  // the outlier is one value in 50,000
+    EXPECT_GT((*pct)[1], 9.0f / 127.0f);
+    EXPECT_LT((*mse)[1], (*minmax)[1]);
+    EXPECT_NEAR((*pct)[0], (*minmax)[0], 0.3 * (*minmax)[0]);
+    std::vector<float> bad = x;
+    bad[3] = std::nanf("");
+    ChannelMagnitudes mb;
+    mb.add(bad.data(), {1, 3, inner}, {});
+    EXPECT_FALSE(calibrateChannelScales(mb, RangeMethod::kMinMax, 99.99, "t").isOk());
+}
+
 TEST(CalibrationRanges, SignedTensorsGetAZeroPointThatHoldsZero) {
     const auto v = normalValues(100000, -0.5f, 1.0f, 5);
     ActivationHistogram h;
