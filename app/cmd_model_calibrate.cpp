@@ -41,6 +41,10 @@ void addModelCalibrateCommand(CLI::App* model, ModelCommandOptions& o) {
                     "What normalisations read after an int8 convolution: float (default) or "
                     "int8 (8-bit per channel: faster, one rounding more; the gate decides)")
         ->check(CLI::IsMember({"float", "int8"}));
+    cmd->add_option("--keep-float", c.keep_float,
+                    "Which of the first and last convolution stay float: first,last (default), "
+                    "first, last or none (every convolution int8, as NNCF; the gate decides)")
+        ->check(CLI::IsMember({"first,last", "last,first", "first", "last", "none"}));
     cmd->add_option("--held-back", c.held_back,
                     "Cases kept out of calibration to validate int8 on: a count (2) or a share "
                     "(25%); default 25 %, at least 2");
@@ -80,6 +84,8 @@ Result<pipeline::CalibrateOptions> toCalibrateOptions(const CalibrateCommandOpti
     o.min_cases = c.min_cases;
     o.weight_bits = c.weight_bits ? c.weight_bits : pipeline::calibrationWeightBits();
     o.norm_inputs_s8 = c.norm_inputs == "int8";
+    o.keep_float = {c.keep_float.find("first") != std::string::npos,
+                    c.keep_float.find("last") != std::string::npos};
     if (!c.held_back.empty()) {
         VOXSEG_ASSIGN_OR_RETURN(o.held_back, pipeline::parseHeldBack(c.held_back));
     }

@@ -151,9 +151,10 @@ struct CalibrateCommandOptions {
     std::string method = "mse";
     double percentile = 99.99;
     int min_cases = 8;
-    int weight_bits = 0;                // 0: this CPU's (8 with VNNI or AMX, else 7)
-    std::string norm_inputs = "float";  // --norm-inputs float|int8
-    std::string held_back;              // empty: the default (25 %, at least 2)
+    int weight_bits = 0;                    // 0: this CPU's (8 with VNNI or AMX, else 7)
+    std::string norm_inputs = "float";      // --norm-inputs float|int8
+    std::string keep_float = "first,last";  // --keep-float first,last|first|last|none
+    std::string held_back;                  // empty: the default (25 %, at least 2)
     double min_dice = 0.995, min_agreement = 0.999;
     std::string key_file;
     int threads = 0;

@@ -6,6 +6,7 @@
 //                    [--warmup 1] [--ceiling-model conv.onnx --ceiling-shape 1,64,64,64,64]
 //                    [--calib a.f32,b.f32] [--calib-method percentile|minmax]
 //                    [--percentile 99.99] [--weight-bits 7|8] [--norm-inputs float|int8]
+//                    [--keep-float first,last|first|last|none]
 //
 // --precision int8 calibrates first: the fp32 network runs on each --calib input (float32 files
 // of the input shape; tools/bench_cpu.py passes the inputs OpenVINO's NNCF calibrates on) with an
@@ -17,6 +18,7 @@
 // --norm-inputs int8: Convs whose output only a normalisation reads write s8 per channel
 // (engine/quant/int8_scheme.h), each channel's scale from its magnitudes as `voxseg model
 // calibrate --norm-inputs int8` chooses them (pipeline/calibration_ranges.h) with the same method.
+// --keep-float: which of the first and last convolution stay float (quant::int8FloatLayers).
 //
 // --ceiling-model: after the network, one more model (a single large convolution) compiled
 // and timed the same way in the same process, at the same precision and threads: the rate the
@@ -76,6 +78,7 @@ struct Calibration {
     double percentile = 99.99;
     int weight_bits = 0;  // 0: cpuInt8WeightBits of this CPU
     bool norm_inputs_s8 = false;
+    quant::Int8FloatEnds keep_float;  // --keep-float first,last (default) | first | last | none
     std::vector<std::string> inputs;
     double seconds = 0;
     std::shared_ptr<QuantizationRecord> record;
@@ -108,7 +111,7 @@ struct Ranges {
 // The benchmark's int8 calibration (see the header): fills c.record.
 int calibrate(const Graph& graph, const Shape& shape, int threads, Calibration& c) {
     const double t0 = seconds();
-    const std::vector<std::string> floats = quant::defaultInt8FloatLayers(graph);
+    const std::vector<std::string> floats = quant::int8FloatLayers(graph, c.keep_float);
     Ranges ranges;
     std::map<std::string, std::vector<float>> centres;
     std::map<std::string, voxseg::pipeline::ChannelMagnitudes> magnitudes;
@@ -271,7 +274,11 @@ int main(int argc, char** argv) {
             calibration.weight_bits = std::atoi(next().c_str());
         else if (a == "--norm-inputs")
             calibration.norm_inputs_s8 = next() == "int8";
-        else
+        else if (a == "--keep-float") {
+            const std::string v = next();
+            calibration.keep_float = {v.find("first") != std::string::npos,
+                                      v.find("last") != std::string::npos};
+        } else
             return fail("unknown argument '" + a + "' (see the header of bench/cpu_bench.cpp)");
     }
     Shape shape;

@@ -189,14 +189,14 @@ Result<CalibrateReport> calibratePackage(const std::filesystem::path& package,
     // The output is checked (and the copy staged) before hours of inference, not after.
     VOXSEG_ASSIGN_OR_RETURN(CalibratedPackageDraft draft,
                             CalibratedPackageDraft::create(package, output));
-    auto candidates = int8Candidates(loaded);
+    auto candidates = int8Candidates(loaded, o.keep_float);
     if (!candidates.isOk()) return candidates.status().withContext(package.string());
     const std::vector<std::string>& float_layers = candidates->float_layers;
     const std::vector<std::string>& tensors = candidates->tensors;
     if (tensors.empty())
         return unsupported("model " + loaded.package.name +
-                               " has no convolution int8 can run besides the first and last "
-                               "(which stay float): nothing to calibrate",
+                               " has no convolution int8 can run besides those --keep-float "
+                               "keeps float: nothing to calibrate",
                            package.string());
     log::info(kComponent, "model {}: {} tensors to calibrate on {} cases, {} held back",
               loaded.package.name, tensors.size(), split.calibration.size(),

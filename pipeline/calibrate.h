@@ -23,6 +23,7 @@
 #include "core/progress.h"
 #include "core/status.h"
 #include "engine/model/model_quantization.h"
+#include "engine/quant/int8_policy.h"
 #include "io/dicom_series.h"
 #include "pipeline/calibration_cases.h"
 #include "pipeline/calibration_gate.h"
@@ -51,6 +52,10 @@ struct CalibrateOptions {
     // by `method` from the magnitudes observed. Faster (the norm reads a byte per value, not
     // bf16's two, in both its passes), one rounding more; the held-back gate decides.
     bool norm_inputs_s8 = false;
+    // Which of the first and last convolution stay float (--keep-float): both by default (the
+    // image's few channels at full precision, the logits the labels come from); NNCF quantises
+    // both. The gate decides.
+    engine::quant::Int8FloatEnds keep_float;
     HeldBackSpec held_back;
     CalibrationGate gate;
     // Device, threads, batch, overlap, TTA for every run; precision is set per run (fp32 for

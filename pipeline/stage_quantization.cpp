@@ -23,7 +23,8 @@ std::string stageQuantizationKey(const std::string& stage, const std::string& na
     return stage + "/" + name;
 }
 
-Result<Int8Candidates> int8Candidates(const engine::LoadedModel& loaded) {
+Result<Int8Candidates> int8Candidates(const engine::LoadedModel& loaded,
+                                      engine::quant::Int8FloatEnds ends) {
     const engine::ModelPackage& m = loaded.package;
     if (!m.hasStages() && loaded.graphs.size() != 1)
         return unsupported("model " + m.name + " is an ensemble of " +
@@ -33,7 +34,7 @@ Result<Int8Candidates> int8Candidates(const engine::LoadedModel& loaded) {
     Int8Candidates out;
     for (size_t s = 0; s < loaded.graphs.size(); ++s) {
         const engine::Graph& g = loaded.graphs[s];
-        const std::vector<std::string> floats = engine::quant::defaultInt8FloatLayers(g);
+        const std::vector<std::string> floats = engine::quant::int8FloatLayers(g, ends);
         auto name = [&](const std::string& n) {
             return m.hasStages() ? stageQuantizationKey(m.stages.at(s).name, n) : n;
         };

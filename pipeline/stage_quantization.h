@@ -18,16 +18,18 @@ namespace voxseg::pipeline {
 // "<stage>/<name>".
 std::string stageQuantizationKey(const std::string& stage, const std::string& name);
 
-// What int8 calibration observes in `loaded` and keeps float by default: per network, the inputs
-// of its eligible Convs but the first and last (engine/quant/int8_policy.h), stage-prefixed for
-// staged packages. Ensembles (several networks without stages) are refused with the reason.
+// What int8 calibration observes in `loaded` and keeps float: per network, the inputs of its
+// eligible Convs but the first and last (as `ends` says; engine/quant/int8_policy.h),
+// stage-prefixed for staged packages. Ensembles (several networks without stages) are refused with
+// the reason.
 struct Int8Candidates {
     std::vector<std::string> tensors;
     std::vector<std::string> float_layers;
     // The tensors that may be 8-bit normalisation inputs (int8NormInputs), names prefixed.
     std::vector<engine::quant::Int8NormInput> norm_inputs;
 };
-Result<Int8Candidates> int8Candidates(const engine::LoadedModel& loaded);
+Result<Int8Candidates> int8Candidates(const engine::LoadedModel& loaded,
+                                      engine::quant::Int8FloatEnds ends = {});
 
 // Every key of a staged package's record names one of its stages ("<stage>/..."): a key that
 // does not would silently run its layer in float. kInvalidArgument naming the key.

@@ -24,7 +24,8 @@ the patch shape, kept in --workdir as <net>.calib<i>.f32 so that other runtimes 
 the same inputs; the quantised IR is cached there too). voxseg "int8" calibrates on the same
 --calib inputs (voxseg_bench_cpu --calib: the fp32 network observed, --calib-method percentile
 99.99 or minmax ranges, the first and last conv kept float; docs/int8.md); "int8n" the same with
-8-bit normalisation inputs (--norm-inputs int8). The OpenVINO children run under
+8-bit normalisation inputs (--norm-inputs int8), "int8all" that with the first and last conv in
+int8 too (--keep-float none, as NNCF quantises them). The OpenVINO children run under
 --ov-python (a venv with `pip install openvino nncf`; default: this Python). --repeat N runs the whole
 sequence N times (interleaved: A B C A B C) and reports the median of the per-round bests.
 The ONNX files are generated into --workdir (never committed).
@@ -188,7 +189,7 @@ def paths(workdir, net):
     return {k: os.path.join(workdir, f"{net}.{k}") for k in ("onnx", "pt", "input", "out_torch",
                                                             "out_torch_bf16", "out_ort",
                                                             "out_vx_fp32", "out_vx_bf16",
-                                                            "out_vx_int8", "out_vx_int8n",
+                                                            "out_vx_int8", "out_vx_int8n", "out_vx_int8all",
                                                             "out_ov", "out_ov_bf16",
                                                             "out_ov_int8")}
 
@@ -376,8 +377,10 @@ def run_voxseg(args, precision):
         calib = [os.path.join(args.workdir, f"{net_tag(args)}.calib{i}.f32")
                  for i in range(args.calib)]
         cmd += ["--calib", ",".join(calib), "--calib-method", args.calib_method]
-        if precision == "int8n":  # 8-bit normalisation inputs (calibrate --norm-inputs int8)
+        if precision in ("int8n", "int8all"):  # 8-bit normalisation inputs (--norm-inputs int8)
             cmd += ["--norm-inputs", "int8"]
+        if precision == "int8all":  # the first and last conv in int8 too (--keep-float none)
+            cmd += ["--keep-float", "none"]
     elif args.ceiling:
         ceiling = os.path.join(args.workdir, "ceiling_conv.onnx")
         if not os.path.exists(ceiling):
@@ -453,7 +456,8 @@ def main():
     ap.add_argument("--voxseg-bench", default="build/bench/voxseg_bench_cpu")
     ap.add_argument("--only", default="torch,ort,fp32,bf16",
                     help="comma list of torch, torch_bf16, ort, fp32, bf16, int8, int8n (int8 "
-                         "with 8-bit normalisation inputs), ov, ov_bf16, ov_int8")
+                         "with 8-bit normalisation inputs), int8all (int8n with the first and "
+                         "last conv in int8 too), ov, ov_bf16, ov_int8")
     ap.add_argument("--ov-python", default=sys.executable,
                     help="Python with openvino and nncf for the ov* runtimes")
     ap.add_argument("--calib", type=int, default=2,
@@ -526,7 +530,7 @@ def label_agreement(a_path, b_path, ch):
 
 def int8_lines(keys, best, outs, ref, ch):
     """voxseg int8 against its own bf16/fp32 and OpenVINO INT8, and the labels' agreement."""
-    for mine in ("int8", "int8n"):
+    for mine in ("int8", "int8n", "int8all"):
         if mine not in best or best[mine] != best[mine]:
             continue
         t = best[mine]
@@ -537,7 +541,7 @@ def int8_lines(keys, best, outs, ref, ch):
         print(f"\nvoxseg {mine}: " + ", ".join(parts))
     if ref:
         agree = [f"{k} {100 * label_agreement(outs[k], ref, ch):.3f} %" for k in keys
-                 if k in ("int8", "int8n", "ov_int8", "bf16", "ov_bf16")
+                 if k in ("int8", "int8n", "int8all", "ov_int8", "bf16", "ov_bf16")
                  and os.path.exists(outs[k])]
         if agree:
             print("voxels with the PyTorch fp32 label (argmax): " + ", ".join(agree))
@@ -550,14 +554,17 @@ def report(args, cfg, p, gflop, rounds):
              "ov_int8": f"OpenVINO INT8 (NNCF, {args.calib} calibration inputs)",
              "int8": f"voxseg cpu int8 ({args.calib} calibration inputs, {args.calib_method})",
              "int8n": f"voxseg cpu int8, 8-bit norm inputs ({args.calib} inputs, "
-                      f"{args.calib_method})"}
+                      f"{args.calib_method})",
+             "int8all": f"voxseg cpu int8, 8-bit norm inputs, every conv ({args.calib} inputs, "
+                        f"{args.calib_method})"}
     outs = {"torch": p["out_torch"], "torch_bf16": p["out_torch_bf16"], "ort": p["out_ort"],
             "fp32": p["out_vx_fp32"], "bf16": p["out_vx_bf16"], "int8": p["out_vx_int8"],
-            "int8n": p["out_vx_int8n"],
+            "int8n": p["out_vx_int8n"], "int8all": p["out_vx_int8all"],
             "ov": p["out_ov"],
             "ov_bf16": p["out_ov_bf16"], "ov_int8": p["out_ov_int8"]}
     # the OpenVINO run of the same precision, for voxseg's rows
-    ov_peer = {"fp32": "ov", "bf16": "ov_bf16", "int8": "ov_int8", "int8n": "ov_int8"}
+    ov_peer = {"fp32": "ov", "bf16": "ov_bf16", "int8": "ov_int8", "int8n": "ov_int8",
+               "int8all": "ov_int8"}
     keys = list(rounds[0])
     best = {k: median([min(r[k]["times"]) for r in rounds if "times" in r[k]] or [float("nan")])
             for k in keys}
@@ -579,7 +586,8 @@ def report(args, cfg, p, gflop, rounds):
             continue
         t = best[k]
         peer = {"bf16": "torch_bf16", "torch_bf16": "torch_bf16", "ov_bf16": "torch_bf16",
-                "ov_int8": None, "int8": None, "int8n": None}.get(k, "torch")
+                "ov_int8": None, "int8": None, "int8n": None,
+                "int8all": None}.get(k, "torch")
         vs_t = f"{best[peer] / t:.2f}x" if peer in best and best[peer] == best[peer] else "-"
         vs_o = f"{best['ort'] / t:.2f}x" if "ort" in best and best["ort"] == best["ort"] else "-"
         ov = ov_peer.get(k)

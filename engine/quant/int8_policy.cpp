@@ -89,10 +89,16 @@ std::vector<Int8ConvCandidate> int8ConvCandidates(const Graph& graph) {
 }
 
 std::vector<std::string> defaultInt8FloatLayers(const Graph& graph) {
+    return int8FloatLayers(graph, {});
+}
+
+std::vector<std::string> int8FloatLayers(const Graph& graph, Int8FloatEnds ends) {
     const auto c = int8ConvCandidates(graph);
-    if (c.empty()) return {};
-    if (c.size() == 1) return {c.front().node};
-    return {c.front().node, c.back().node};
+    std::vector<std::string> out;
+    if (c.empty()) return out;
+    if (ends.first) out.push_back(c.front().node);
+    if (ends.last && (c.size() > 1 || !ends.first)) out.push_back(c.back().node);
+    return out;
 }
 
 std::vector<std::string> int8CandidateTensors(const Graph& graph,

@@ -48,6 +48,15 @@ std::vector<Int8ConvCandidate> int8ConvCandidates(const Graph& graph);
 // come from). Empty for a graph without eligible Convs; one name when there is one.
 std::vector<std::string> defaultInt8FloatLayers(const Graph& graph);
 
+// Which of the two calibration keeps float (calibrate --keep-float): both by default; `none`
+// quantises the first convolution's input (the image) and the logits' convolution too, as
+// OpenVINO's NNCF does, for speed the held-back gate must accept.
+struct Int8FloatEnds {
+    bool first = true, last = true;
+};
+// The first and/or last eligible Conv, as `ends` says (defaultInt8FloatLayers for both).
+std::vector<std::string> int8FloatLayers(const Graph& graph, Int8FloatEnds ends);
+
 // The tensors calibration must observe: inputs of the eligible Convs not in `float_layers`,
 // each once, in graph order.
 std::vector<std::string> int8CandidateTensors(const Graph& graph,

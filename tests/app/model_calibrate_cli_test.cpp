@@ -71,6 +71,30 @@ TEST(ModelCalibrateCli, RefusesTooFewCasesThenCalibratesAndSegmentRunsInt8) {
                              dir);
     EXPECT_EQ(refused.exit_code, toInt(ExitCode::kUnsupportedInput)) << refused.err;
     EXPECT_NE(refused.err.find("has no int8 calibration"), std::string::npos) << refused.err;
+
+    // --keep-float none: no layer stays float; --norm-inputs int8 records s8 scales for the
+    // convolutions' outputs its normalisations read; a value outside the list is a usage error.
+    const std::string all = dir / "int8_all";
+    auto every = runVoxseg(
+        {"model", "calibrate",     model, "--cases",         dir / "cases", "-o",
+         all,     "--min-cases",   "2",   "--held-back",     "2",           "--weight-bits",
+         "7",     "--min-dice",    "0",   "--min-agreement", "0",           "--keep-float",
+         "none",  "--norm-inputs", "int8"},
+        dir);
+    ASSERT_EQ(every.exit_code, 0) << every.err;
+    const auto ja = nlohmann::json::parse(std::ifstream(fs::path(all) / "model.json"));
+    const size_t norm_inputs = ja["quantization"]["norm_inputs"].size();
+    EXPECT_GT(norm_inputs, 0u) << ja["quantization"].dump();
+    EXPECT_NE(every.out.find("and " + std::to_string(norm_inputs) + " 8-bit normalisation inputs"),
+              std::string::npos)
+        << every.out;
+    EXPECT_FALSE(ja["quantization"].contains("float_layers")) << ja["quantization"].dump();
+    EXPECT_GT(ja["quantization"]["activations"].size(), j["quantization"]["activations"].size());
+    auto bad = runVoxseg({"model", "calibrate", model, "--cases", dir / "cases", "-o",
+                          dir / "int8_bad", "--keep-float", "middle"},
+                         dir);
+    EXPECT_EQ(bad.exit_code, toInt(ExitCode::kUsage)) << bad.err;
+    EXPECT_FALSE(fs::exists(dir / "int8_bad"));
 }
 
 }  // namespace

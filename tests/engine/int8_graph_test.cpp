@@ -191,6 +191,30 @@ TEST(Int8Graph, UnetLevelWithEightBitNormInputsStaysCloseToFp32) {
     EXPECT_GT(eb.mean, 2 * e.mean) << "saturated norm inputs changed nothing: not read as s8?";
 }
 
+// calibrate --keep-float: the first and/or last eligible Conv stay float; with none, every Conv of
+// the level runs int8 (the image quantised by a reorder) and stays within the bounds.
+TEST(Int8Graph, KeepFloatChoosesTheEndsAndNoneRunsEveryConvInInt8) {
+    const Graph g = testing::int8UnetLevel();
+    const auto all = quant::int8ConvCandidates(g);
+    ASSERT_EQ(all.size(), 7u);
+    using quant::int8FloatLayers;
+    EXPECT_EQ(int8FloatLayers(g, {}), quant::defaultInt8FloatLayers(g));
+    EXPECT_EQ(int8FloatLayers(g, {true, false}), std::vector<std::string>{all.front().node});
+    EXPECT_EQ(int8FloatLayers(g, {false, true}), std::vector<std::string>{all.back().node});
+    EXPECT_TRUE(int8FloatLayers(g, {false, false}).empty());
+    const Tensor input = testing::seededTensor({1, 2, 16, 14, 12}, 11);
+    auto record = calibrateMinMax(g, input);  // every candidate tensor, the image included
+    testing::addNormInputScales(g, input, *record);
+    const Outcome fp32 = run(g, input, Precision::kFloat32);
+    const Outcome int8 = run(g, input, Precision::kInt8, record);
+    EXPECT_EQ(countOf(int8.describe, "conv int8"), 7) << int8.describe;
+    const testing::Int8Error e = testing::int8ErrorVsFp32(int8.out, fp32.out);
+    std::printf("int8, every conv, 8-bit norm inputs, vs fp32: max %.4f, mean %.5f, range %.3f\n",
+                e.max, e.mean, e.range);
+    EXPECT_LT(e.max, 0.03 * e.range);
+    EXPECT_LT(e.mean, 0.005 * e.range);
+}
+
 // x -> conv -> IN + LeakyReLU -> conv -> IN + LeakyReLU -> 1x1 conv; when `branch`, the second
 // norm's result is a graph output too.
 Graph normStack(bool branch) {

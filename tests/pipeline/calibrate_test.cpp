@@ -201,15 +201,17 @@ TEST(Calibrate, StagedPackagesKeepEachStagesRanges) {
         << bad.status().message();
 }
 
-// --norm-inputs int8: each stage's normalisation inputs get per-channel s8 scales under their
-// stage's name, the held-back cases are validated with them, and the package runs in int8.
-TEST(Calibrate, EightBitNormInputsPerStage) {
+// --norm-inputs int8 --keep-float none: each stage's normalisation inputs get per-channel s8
+// scales under their stage's name, no layer stays float (the image itself is observed), the
+// held-back cases are validated so, and the package runs in int8.
+TEST(Calibrate, EightBitNormInputsAndEveryConvPerStage) {
     testing::TempDir dir;
     const fs::path in = writeTwoStagePackage(dir.path() / "in");
     const auto cases = makeCases(dir.path() / "cases", 4);
     CalibrateOptions o = smallOptions();
     o.gate = {0.0, 0.5};
     o.norm_inputs_s8 = true;
+    o.keep_float = {false, false};
     auto report = calibratePackage(in, cases, dir.path() / "out", o);
     ASSERT_TRUE(report.isOk()) << report.status().toString();
     ASSERT_TRUE(report->gate.isOk()) << report->gate.toString();
@@ -217,8 +219,12 @@ TEST(Calibrate, EightBitNormInputsPerStage) {
     ASSERT_TRUE(out.isOk()) << out.status().toString();
     const engine::QuantizationRecord& q = *out->package.quantization;
     const engine::Graph& g = out->graphs.front();
-    const auto inputs = engine::quant::int8NormInputs(g, engine::quant::defaultInt8FloatLayers(g));
-    ASSERT_GE(inputs.size(), 2u);
+    const auto inputs = engine::quant::int8NormInputs(g, {});
+    const auto floats = engine::quant::defaultInt8FloatLayers(g);
+    ASSERT_GT(inputs.size(), engine::quant::int8NormInputs(g, floats).size());
+    EXPECT_TRUE(q.float_layers.empty());
+    for (const char* stage : {"coarse", "fine"})  // the first conv reads the image: observed
+        EXPECT_EQ(q.activations.count(std::string(stage) + "/" + g.values[g.inputs[0]].name), 1u);
     std::set<std::string> want;
     for (const char* stage : {"coarse", "fine"})
         for (const auto& in8 : inputs) want.insert(std::string(stage) + "/" + in8.tensor);
