@@ -98,6 +98,8 @@ void momentsT(const T* x, const LaneLayout& L, int64_t P, int64_t chunks, float*
             chunkMoments<16>(base, lanes, L.spatial_stride, count, mu, sq);
         else if (lanes == 8)  // nCdhw8c, oneDNN's blocking on CPUs without AVX-512
             chunkMoments<8>(base, lanes, L.spatial_stride, count, mu, sq);
+        else if (lanes == 32)  // channels-last at nnU-Net's full resolution
+            chunkMoments<32>(base, lanes, L.spatial_stride, count, mu, sq);
         else
             chunkMoments<0>(base, lanes, L.spatial_stride, count, mu, sq);
     });
@@ -198,6 +200,9 @@ void applyT(const void* x, void* y, const void* r, const LaneLayout& L, int64_t 
             else if (lanes == 8)
                 applyChunk<8, ACT>(xt + off, yt + off, rr, lanes, L.spatial_stride, count, sa, sb,
                                    &mask[g * lanes], alpha, &slope[g * lanes]);
+            else if (lanes == 32)
+                applyChunk<32, ACT>(xt + off, yt + off, rr, lanes, L.spatial_stride, count, sa, sb,
+                                    &mask[g * lanes], alpha, &slope[g * lanes]);
             else
                 applyChunk<0, ACT>(xt + off, yt + off, rr, lanes, L.spatial_stride, count, sa, sb,
                                    &mask[g * lanes], alpha, &slope[g * lanes]);
@@ -281,6 +286,9 @@ void applyU8T(const void* x, void* y, uint8_t* q, const void* r, const LaneLayou
             float* tb = buf + omp_get_thread_num() * P * lanes;  // this thread's chunk buffer
             if (lanes == 16)
                 applyChunkU8<16, ACT, KEEP>(xt + off, yy, q + off, rr, lanes, count, sa, sb, alpha,
+                                            &slope[g * lanes], inv, zp, tb);
+            else if (lanes == 32)
+                applyChunkU8<32, ACT, KEEP>(xt + off, yy, q + off, rr, lanes, count, sa, sb, alpha,
                                             &slope[g * lanes], inv, zp, tb);
             else
                 applyChunkU8<0, ACT, KEEP>(xt + off, yy, q + off, rr, lanes, count, sa, sb, alpha,
@@ -461,9 +469,90 @@ void apply(const void* x, void* y, const void* r, bool bf16, const LaneLayout& L
         applyT<float, float>(x, y, r, L, P, scale, shift, act, alpha, slope, mask);
 }
 
+#if defined(__AVX512F__)
+inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const uint16_t* p) {
+    const __m512i w =
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+inline void store16(float* p, __m512 v) { _mm512_storeu_ps(p, v); }
+inline void store16(uint16_t* p, __m512 v) {  // round to nearest even, as store()
+    const __m512i u = _mm512_castps_si512(v);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), odd);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                        _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+}
+
+// The passes from s8 for lanes a multiple of 16 (ReLU, LeakyReLU or none), 16 lanes per
+// instruction: y (f32 or bf16) and q each written only when given, the residual added when
+// given. The same operations as applyChunk / applyChunkU8 then quantizeRow (the affine map as
+// one FMA, as the compiler contracts it there).
+template <int ACT, typename T>
+void applyChunkS8(const int8_t* x, T* y, uint8_t* q, const T* r, int64_t lanes, int64_t count,
+                  const float* a, const float* b, float alpha, float inv, float zp) {
+    const __m512 vi = _mm512_set1_ps(inv), vz = _mm512_set1_ps(zp), va = _mm512_set1_ps(alpha);
+    const __m512 lo = _mm512_setzero_ps(), hi = _mm512_set1_ps(255.0f);
+    for (int64_t l0 = 0; l0 < lanes; l0 += 16) {
+        const __m512 ma = _mm512_loadu_ps(a + l0), mb = _mm512_loadu_ps(b + l0);
+        for (int64_t s = 0; s < count; ++s) {
+            const int64_t o = s * lanes + l0;
+            const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + o));
+            __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(raw)), ma, mb);
+            if (r) v = _mm512_add_ps(v, load16(r + o));
+            if constexpr (ACT == static_cast<int>(ActivationKind::kRelu)) {
+                v = _mm512_max_ps(v, lo);
+            } else if constexpr (ACT == static_cast<int>(ActivationKind::kLeakyRelu)) {
+                const __mmask16 neg = _mm512_cmp_ps_mask(v, lo, _CMP_NGT_UQ);
+                v = _mm512_mask_mul_ps(v, neg, v, va);
+            }
+            if (y) store16(y + o, v);
+            if (!q) continue;
+            v = _mm512_fmadd_ps(v, vi, vz);
+            v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(q + o),
+                             _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(v)));
+        }
+    }
+}
+
+// The s8 passes on applyChunkS8 where it applies (lanes a multiple of 16, dense positions, no
+// padding channels, ReLU / LeakyReLU / none); false where the caller takes the general loops.
+template <typename T>
+bool applyS8Fast(const int8_t* x, T* y, uint8_t* q, const T* r, const LaneLayout& L, int64_t P,
+                 const float* scale, const float* shift, ActivationKind act, float alpha, float inv,
+                 float zp) {
+    using K = ActivationKind;
+    if (L.lanes % 16 != 0 || L.spatial_stride != L.lanes || L.paddedChannels() != L.channels ||
+        !(act == K::kNone || act == K::kRelu || act == K::kLeakyRelu))
+        return false;
+    const int64_t cp = L.paddedChannels(), lanes = L.lanes;
+    withActivation(act, [&](auto a) {
+        constexpr int ACT = decltype(a)::value;
+        if constexpr (ACT == static_cast<int>(K::kNone) || ACT == static_cast<int>(K::kRelu) ||
+                      ACT == static_cast<int>(K::kLeakyRelu))
+            forEachChunk(L, P, [&](int64_t n, int64_t g, int64_t off, int64_t count) {
+                applyChunkS8<ACT>(x + off, y ? y + off : nullptr, q ? q + off : nullptr,
+                                  r ? r + off : nullptr, lanes, count, scale + n * cp + g * lanes,
+                                  shift + n * cp + g * lanes, alpha, inv, zp);
+            });
+    });
+    return true;
+}
+#endif
+
 void applyFromS8(const int8_t* x, void* y, const void* r, bool y_bf16, const LaneLayout& L,
                  int64_t P, const float* scale, const float* shift, ActivationKind act, float alpha,
                  const float* slope, const float* mask) {
+#if defined(__AVX512F__)
+    if ((y_bf16
+             ? applyS8Fast(x, static_cast<uint16_t*>(y), nullptr, static_cast<const uint16_t*>(r),
+                           L, P, scale, shift, act, alpha, 1.0f, 0.0f)
+             : applyS8Fast(x, static_cast<float*>(y), nullptr, static_cast<const float*>(r), L, P,
+                           scale, shift, act, alpha, 1.0f, 0.0f)))
+        return;
+#endif
     if (y_bf16)
         applyT<int8_t, uint16_t>(x, y, r, L, P, scale, shift, act, alpha, slope, mask);
     else
@@ -485,6 +574,36 @@ void applyU8(const void* x, void* y, uint8_t* q, const void* r, bool bf16, const
 // sum below 2^24); M2 = sum q^2 - (sum q)^2 / count in double.
 inline void chunkMomentsS8(const int8_t* base, int64_t lanes, int64_t count, float* mean,
                            float* m2) {
+#if defined(__AVX512F__)
+    for (int64_t l0 = 0; l0 < lanes; l0 += 16) {  // two accumulator pairs: half the chain
+        __m512 s0 = _mm512_setzero_ps(), q0 = s0, s1 = s0, q1 = s0;
+        auto at = [&](int64_t s) {
+            return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + s * lanes + l0))));
+        };
+        int64_t s = 0;
+        for (; s + 2 <= count; s += 2) {
+            const __m512 v0 = at(s), v1 = at(s + 1);
+            s0 = _mm512_add_ps(s0, v0);
+            q0 = _mm512_fmadd_ps(v0, v0, q0);
+            s1 = _mm512_add_ps(s1, v1);
+            q1 = _mm512_fmadd_ps(v1, v1, q1);
+        }
+        if (s < count) {
+            const __m512 v0 = at(s);
+            s0 = _mm512_add_ps(s0, v0);
+            q0 = _mm512_fmadd_ps(v0, v0, q0);
+        }
+        alignas(64) float sum[16], sq[16];
+        _mm512_store_ps(sum, _mm512_add_ps(s0, s1));
+        _mm512_store_ps(sq, _mm512_add_ps(q0, q1));
+        for (int l = 0; l < 16; ++l) {
+            const double n = static_cast<double>(count), t = sum[l];
+            mean[l0 + l] = static_cast<float>(t / n);
+            m2[l0 + l] = static_cast<float>(static_cast<double>(sq[l]) - t * t / n);
+        }
+    }
+#else
     for (int64_t l0 = 0; l0 < lanes; l0 += 16) {
         float sum[16] = {}, sq[16] = {};
         for (int64_t s = 0; s < count; ++s) {
@@ -502,6 +621,7 @@ inline void chunkMomentsS8(const int8_t* base, int64_t lanes, int64_t count, flo
             m2[l0 + l] = static_cast<float>(static_cast<double>(sq[l]) - t * t / n);
         }
     }
+#endif
 }
 
 void momentsS8(const int8_t* x, const LaneLayout& L, int64_t P, int64_t chunks, float* cmean,
@@ -515,57 +635,16 @@ void momentsS8(const int8_t* x, const LaneLayout& L, int64_t P, int64_t chunks, 
     });
 }
 
-#if defined(__AVX512F__)
-// applyChunkU8 from s8 straight to u8 (no float result, no residual), 16 lanes per instruction
-// with the quantisation in the same registers: the same operations as applyChunkU8 then
-// quantizeRow (the affine map as one FMA, as the compiler contracts it there).
-template <int ACT>
-void applyChunkS8ToU8(const int8_t* x, uint8_t* q, int64_t lanes, int64_t count, const float* a,
-                      const float* b, float alpha, float inv, float zp) {
-    const __m512 vi = _mm512_set1_ps(inv), vz = _mm512_set1_ps(zp), va = _mm512_set1_ps(alpha);
-    const __m512 lo = _mm512_setzero_ps(), hi = _mm512_set1_ps(255.0f);
-    for (int64_t l0 = 0; l0 < lanes; l0 += 16) {
-        const __m512 ma = _mm512_loadu_ps(a + l0), mb = _mm512_loadu_ps(b + l0);
-        for (int64_t s = 0; s < count; ++s) {
-            const int64_t o = s * lanes + l0;
-            const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + o));
-            __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(raw)), ma, mb);
-            if constexpr (ACT == static_cast<int>(ActivationKind::kRelu)) {
-                v = _mm512_max_ps(v, lo);
-            } else if constexpr (ACT == static_cast<int>(ActivationKind::kLeakyRelu)) {
-                const __mmask16 neg = _mm512_cmp_ps_mask(v, lo, _CMP_NGT_UQ);
-                v = _mm512_mask_mul_ps(v, neg, v, va);
-            }
-            v = _mm512_fmadd_ps(v, vi, vz);
-            v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(q + o),
-                             _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(v)));
-        }
-    }
-}
-#endif
-
 void applyU8FromS8(const int8_t* x, void* y, uint8_t* q, const void* r, bool y_bf16,
                    const LaneLayout& L, int64_t P, const float* scale, const float* shift,
                    ActivationKind act, float alpha, const float* slope, float inv, float zp,
                    float* buf) {
 #if defined(__AVX512F__)
-    using K = ActivationKind;
-    if (!y && !r && L.lanes % 16 == 0 &&
-        (act == K::kNone || act == K::kRelu || act == K::kLeakyRelu)) {
-        const int64_t cp = L.paddedChannels(), lanes = L.lanes;
-        withActivation(act, [&](auto a) {
-            constexpr int ACT = decltype(a)::value;
-            if constexpr (ACT == static_cast<int>(K::kNone) || ACT == static_cast<int>(K::kRelu) ||
-                          ACT == static_cast<int>(K::kLeakyRelu))
-                forEachChunk(L, P, [&](int64_t n, int64_t g, int64_t off, int64_t count) {
-                    applyChunkS8ToU8<ACT>(x + off, q + off, lanes, count,
-                                          scale + n * cp + g * lanes, shift + n * cp + g * lanes,
-                                          alpha, inv, zp);
-                });
-        });
+    if (y_bf16 ? applyS8Fast(x, static_cast<uint16_t*>(y), q, static_cast<const uint16_t*>(r), L, P,
+                             scale, shift, act, alpha, inv, zp)
+               : applyS8Fast(x, static_cast<float*>(y), q, static_cast<const float*>(r), L, P,
+                             scale, shift, act, alpha, inv, zp))
         return;
-    }
 #endif
     if (y_bf16)
         applyU8T<int8_t, uint16_t>(x, y, q, r, L, P, scale, shift, act, alpha, slope, inv, zp, buf);

@@ -167,6 +167,19 @@ void checkFromS8(const KernelCase& k) {
     cpu::affineActivationFromS8(xs.data(), y_only.data(), rp, false, L, scale.data(), shift.data(),
                                 k.act, 0.01f, nullptr);
     EXPECT_EQ(y_only, want) << what;
+    // bf16 results (the int8 plan's float parts on AMX): the float result rounded to nearest even.
+    if (k.residual) return;
+    std::vector<uint16_t> yb(n), want_b(n);
+    for (size_t i = 0; i < n; ++i) want_b[i] = toBf16(want[i]);
+    cpu::affineActivationFromS8(xs.data(), yb.data(), nullptr, true, L, scale.data(), shift.data(),
+                                k.act, 0.01f, nullptr);
+    EXPECT_EQ(yb, want_b) << what << " (bf16)";
+    std::fill(yb.begin(), yb.end(), uint16_t{0});
+    cpu::affineActivationU8FromS8(xs.data(), yb.data(), u8.data(), nullptr, true, L, scale.data(),
+                                  shift.data(), k.act, 0.01f, nullptr, 1.0f / q.scale,
+                                  static_cast<float>(q.zero_point));
+    EXPECT_EQ(yb, want_b) << what << " (bf16 with u8)";
+    expectQuantisedFrom(want, u8, q, what + " (bf16 with u8)");
 }
 
 TEST(Int8Norm, EightBitInputsGiveWhatTheirFloatValuesGive) {
