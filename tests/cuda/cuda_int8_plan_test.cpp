@@ -141,6 +141,33 @@ TEST(CudaInt8PlanCheck, UnetLevelReplayStaysCloseToFp32) {
     }
 }
 
+// A record made with --keep-float none --norm-inputs int8: every conv runs int8 (the image
+// quantised like any tensor), and the norm inputs, which this backend does not use, change
+// nothing: the convolutions before norms write float and the replay stays within the bounds.
+TEST(CudaInt8PlanCheck, EveryConvAndUnusedNormInputsReplayCloseToFp32) {
+    const engine::Graph g = engine::testing::int8UnetLevel();
+    const engine::Tensor input = engine::testing::seededTensor({1, 2, 16, 14, 12}, 11);
+    auto record = engine::testing::calibrateMinMax(g, input);  // no float_layers
+    ASSERT_GT(engine::testing::addNormInputScales(g, input, *record), 0u);
+    std::vector<engine::Tensor> fp32;
+    auto cpu = engine::makeCpuBackend()->compile(g, {input.shape()}, {});
+    ASSERT_TRUE(cpu.isOk()) << cpu.status().toString();
+    ASSERT_TRUE((*cpu)->run({input}, fp32).isOk());
+    planning::PlanOptions options;
+    options.quantization = record.get();
+    auto pg = planning::planGraph(g, {input.shape()}, StorageType::kFloat32, options);
+    ASSERT_TRUE(pg.isOk()) << pg.status().toString();
+    EXPECT_EQ(pg->planner->int8_convs_.size(), 7u);
+    auto out = testing::runPlanOnHost(g, {input}, options);
+    ASSERT_TRUE(out.isOk()) << out.status().toString();
+    const engine::testing::Int8Error e =
+        engine::testing::int8ErrorVsFp32((*out)[0].toFloats(), fp32[0].toFloats());
+    std::printf("cuda int8 plan, every conv (host replay) vs fp32: max %.4f, mean %.5f\n", e.max,
+                e.mean);
+    EXPECT_LT(e.max, 0.03 * e.range);
+    EXPECT_LT(e.mean, 0.005 * e.range);
+}
+
 // The parameters' packing: weights tap-major and channel-minor, k padded with zeros, the
 // zero-point compensation exactly (128 - zp) times each row's sum.
 TEST(CudaInt8PlanCheck, PackingLaysOutWeightsAndCompensation) {
