@@ -455,6 +455,13 @@ bool planQuantizingConcat(Plan& plan, int axis, const dnnl::memory::desc& u8_md,
     try {
         for (const auto& [arg, src] : inputs) {
             const dnnl::memory::desc part = u8_md.submemory_desc(src.md.dims(), offsets);
+            if (src.md.data_type() == dt::u8) {  // a norm's u8 in these parameters: a copy
+                parts.emplace_back(dnnl::reorder(dnnl::reorder::primitive_desc(
+                                       plan.engine(), src.md, plan.engine(), part)),
+                                   part);
+                offsets[static_cast<size_t>(axis)] += src.md.dims()[static_cast<size_t>(axis)];
+                continue;
+            }
             auto quantize = makeQuantizeReorder(plan.engine(), src.md, part, q);
             if (!quantize.isOk()) return false;
             parts.emplace_back(*quantize, part);
@@ -466,8 +473,11 @@ bool planQuantizingConcat(Plan& plan, int axis, const dnnl::memory::desc& u8_md,
     const MemRef dst = plan.newBuffer(u8_md);
     for (size_t i = 0; i < inputs.size(); ++i) {
         const MemRef& src = inputs[i].second;
+        const bool copy = src.md.data_type() == dt::u8;
         plan.addPrimitive(
-            "concat quantize " + descName(src.md) + "->" + descName(u8_md), parts[i].first,
+            (copy ? "concat copy " : "concat quantize ") + descName(src.md) + "->" +
+                descName(u8_md),
+            parts[i].first,
             {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, MemRef{dst.buffer, parts[i].second, {}}}}, {});
     }
     plan.define(plan.node().outputs[0], dst);
@@ -481,17 +491,24 @@ Status planConcat(Plan& plan) {
     const int axis = static_cast<int>(n.axis < 0 ? n.axis + rank : n.axis);
     // One data type and one layout for all inputs (mixed layouts only have oneDNN's reference
     // concat): those of the input with the most channels, usually the skip connection.
+    // An input a normalisation wrote as this concat's u8 (int8_policy.h, concat_u8) has no
+    // float form: it is copied, never read as float.
+    auto floatDesc = [&](ValueId v) {
+        const MemRef* u8 = plan.concatU8(v);
+        return u8 ? sameLayout(u8->md, u8->md.dims(), plan.actType()) : plan.desc(v);
+    };
     std::optional<dnnl::memory::desc> like;
     int64_t most = -1;
     for (ValueId v : n.inputs)
         if (plan.has(v) && g.values[v].shape.size() > 1 && g.values[v].shape[1] > most) {
-            like = plan.desc(v);
+            like = floatDesc(v);
             most = g.values[v].shape[1];
         }
     // Channels-last when any input is: oneDNN's convolutions pick it for few channels (the
     // full-resolution stages), so the convolution after the concat reads it without a reorder.
     for (ValueId v : n.inputs)
-        if (plan.has(v) && axis == 1 && isChannelsLast(plan.desc(v))) like = plan.desc(v);
+        if (plan.has(v) && axis == 1 && isChannelsLast(floatDesc(v))) like = floatDesc(v);
+    bool copies = false;
     const dt type = like ? like->data_type() : plan.actType();
     std::vector<dnnl::memory::desc> mds;
     std::vector<std::pair<int, MemRef>> args;
@@ -499,6 +516,12 @@ Status planConcat(Plan& plan) {
         const ValueId v = n.inputs[i];
         dnnl::memory::desc md = like ? sameLayout(*like, toDims(g.values[v].shape), type)
                                      : plainDesc(g.values[v].shape, type);
+        if (const MemRef* u8 = plan.concatU8(v)) {
+            copies = true;
+            mds.push_back(u8->md);
+            args.push_back({DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), *u8});
+            continue;
+        }
         VOXSEG_ASSIGN_OR_RETURN(MemRef r, plan.ensure(v, md));
         mds.push_back(md);
         args.push_back({DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), r});
@@ -513,6 +536,10 @@ Status planConcat(Plan& plan) {
         if (planQuantizingConcat(plan, axis, sameLayout(dst_md, dst_md.dims(), dt::u8), args,
                                  q8->dst))
             return Status::ok();
+    if (copies)
+        return nodeError(plan,
+                         "int8: an input written as this concat's u8 cannot be placed in its "
+                         "output's layout");
     if (std::optional<MemRef> dst = planConcatInPlace(plan, axis, dst_md, mds, args))
         return planUnfusedEpilogue(plan, *dst);
     try {

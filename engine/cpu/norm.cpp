@@ -158,9 +158,10 @@ Status planNormFromS8(Plan& plan, const NormParams& p, const quant::Int8Layer& q
     const bool to_u8 = q8.dst_u8, keep_float = !q8.dst_u8 || q8.keep_float;
     VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensure(x, md));
     std::vector<MemRef> refs = {src};
-    std::optional<MemRef> dst, dst_u8;
+    std::optional<MemRef> dst, dst_u8, dst_cat;
     if (keep_float) refs.push_back(*(dst = plan.newBuffer(float_md)));
     if (to_u8) refs.push_back(*(dst_u8 = plan.newBuffer(u8_md)));
+    if (to_u8 && q8.concat_u8) refs.push_back(*(dst_cat = plan.newBuffer(u8_md)));
     const bool residual = n.fused_residual >= 0;
     if (residual) {
         VOXSEG_ASSIGN_OR_RETURN(MemRef r, plan.ensure(n.fused_residual, float_md));
@@ -171,11 +172,16 @@ Status planNormFromS8(Plan& plan, const NormParams& p, const quant::Int8Layer& q
     const std::vector<float> scales = q8.s8_scales;
     const float inv_scale = to_u8 ? 1.0f / q8.dst.scale : 1.0f;
     const float zero_point = static_cast<float>(q8.dst.zero_point);
+    const bool to_cat = dst_cat.has_value();
+    const float cat_inv = 1.0f / q8.concat_dst.scale;
+    const float cat_zp = static_cast<float>(q8.concat_dst.zero_point);
     Kernel kernel = [=](const std::vector<dnnl::memory>& m) {
         size_t k = 0;
         const auto* xp = static_cast<const int8_t*>(m[k++].get_data_handle());
         void* yp = keep_float ? m[k++].get_data_handle() : nullptr;
         auto* qp = to_u8 ? static_cast<uint8_t*>(m[k++].get_data_handle()) : nullptr;
+        const U8Target cat{to_cat ? static_cast<uint8_t*>(m[k++].get_data_handle()) : nullptr,
+                           cat_inv, cat_zp};
         const void* rp = residual ? m[k++].get_data_handle() : nullptr;
         std::vector<double> mean, m2;
         channelMomentsS8(xp, L, mean, m2);
@@ -190,14 +196,16 @@ Status planNormFromS8(Plan& plan, const NormParams& p, const quant::Int8Layer& q
         const float* sl = slope.empty() ? nullptr : slope.data();
         if (qp)
             affineActivationU8FromS8(xp, yp, qp, rp, y_bf16, L, a.data(), b.data(), p.act, p.alpha,
-                                     sl, inv_scale, zero_point);
+                                     sl, inv_scale, zero_point, cat);
         else
             affineActivationFromS8(xp, yp, rp, y_bf16, L, a.data(), b.data(), p.act, p.alpha, sl);
     };
     plan.addKernel(normStepName(p, md, to_u8 ? u8_md : dnnl::memory::desc(), keep_float,
-                                keep_float ? float_md : dnnl::memory::desc()),
+                                keep_float ? float_md : dnnl::memory::desc()) +
+                       (to_cat ? " +concat u8" : ""),
                    std::move(kernel), refs);
     defineNormOutputs(plan, dst, dst_u8);
+    if (to_cat) plan.defineConcatU8(n.outputs[0], *dst_cat);
     return Status::ok();
 }
 
@@ -218,7 +226,9 @@ Status planInstanceOrGroupNorm(Plan& plan) {
             ? twinOf(md, dt::u8)
             : dnnl::memory::desc();
     const bool to_u8 = u8_md != dnnl::memory::desc();
-    const bool keep_float = !to_u8 || q8->keep_float;
+    // concat_u8 without a u8 pass here (a padded layout): the float for the concat instead.
+    const bool to_cat = to_u8 && q8->concat_u8;
+    const bool keep_float = !to_u8 || q8->keep_float || (q8->concat_u8 && !to_cat);
     VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensure(x, md));
     std::vector<MemRef> refs = {src};
     std::optional<MemRef> dst;
@@ -227,8 +237,9 @@ Status planInstanceOrGroupNorm(Plan& plan) {
         if (!dst) dst = plan.newBuffer(md);
         refs.push_back(*dst);
     }
-    std::optional<MemRef> dst_u8;
+    std::optional<MemRef> dst_u8, dst_cat;
     if (to_u8) refs.push_back(*(dst_u8 = plan.newBuffer(u8_md)));
+    if (to_cat) refs.push_back(*(dst_cat = plan.newBuffer(u8_md)));
     const bool residual = n.fused_residual >= 0;
     if (residual) {
         VOXSEG_ASSIGN_OR_RETURN(MemRef r, plan.ensure(n.fused_residual, md));
@@ -238,11 +249,15 @@ Status planInstanceOrGroupNorm(Plan& plan) {
     const std::vector<float> slope = paddedSlope(p, L.paddedChannels());
     const float inv_scale = to_u8 ? 1.0f / q8->dst.scale : 1.0f;
     const float zero_point = to_u8 ? static_cast<float>(q8->dst.zero_point) : 0.0f;
+    const float cat_inv = to_cat ? 1.0f / q8->concat_dst.scale : 1.0f;
+    const float cat_zp = to_cat ? static_cast<float>(q8->concat_dst.zero_point) : 0.0f;
     Kernel kernel = [=](const std::vector<dnnl::memory>& m) {
         size_t k = 0;
         const void* xp = m[k++].get_data_handle();
         void* yp = keep_float ? m[k++].get_data_handle() : nullptr;
         void* qp = to_u8 ? m[k++].get_data_handle() : nullptr;
+        const U8Target cat{to_cat ? static_cast<uint8_t*>(m[k++].get_data_handle()) : nullptr,
+                           cat_inv, cat_zp};
         const void* rp = residual ? m[k++].get_data_handle() : nullptr;
         std::vector<double> mean, m2;
         channelMoments(xp, bf16, L, mean, m2);
@@ -251,12 +266,14 @@ Status planInstanceOrGroupNorm(Plan& plan) {
         const float* sl = slope.empty() ? nullptr : slope.data();
         if (qp)
             affineActivationU8(xp, yp, static_cast<uint8_t*>(qp), rp, bf16, L, a.data(), b.data(),
-                               p.act, p.alpha, sl, inv_scale, zero_point);
+                               p.act, p.alpha, sl, inv_scale, zero_point, cat);
         else
             affineActivation(xp, yp, rp, bf16, L, a.data(), b.data(), p.act, p.alpha, sl);
     };
-    plan.addKernel(normStepName(p, md, u8_md, keep_float), std::move(kernel), refs);
+    plan.addKernel(normStepName(p, md, u8_md, keep_float) + (to_cat ? " +concat u8" : ""),
+                   std::move(kernel), refs);
     defineNormOutputs(plan, dst, dst_u8);
+    if (to_cat) plan.defineConcatU8(n.outputs[0], *dst_cat);
     return Status::ok();
 }
 

@@ -77,7 +77,7 @@ namespace voxseg::engine::cpu {
     void applyU8(const void* x, void* y, uint8_t* q, const void* r, bool bf16,                    \
                  const LaneLayout& L, int64_t P, const float* scale, const float* shift,          \
                  ActivationKind act, float alpha, const float* slope, float inv, float zp,        \
-                 float* buf);                                                                     \
+                 float* buf, U8Target second);                                                    \
     void applyFromS8(const int8_t* x, void* y, const void* r, bool y_bf16, const LaneLayout& L,   \
                      int64_t P, const float* scale, const float* shift, ActivationKind act,       \
                      float alpha, const float* slope, const float* mask);                         \
@@ -86,7 +86,7 @@ namespace voxseg::engine::cpu {
     void applyU8FromS8(const int8_t* x, void* y, uint8_t* q, const void* r, bool y_bf16,          \
                        const LaneLayout& L, int64_t P, const float* scale, const float* shift,    \
                        ActivationKind act, float alpha, const float* slope, float inv, float zp,  \
-                       float* buf);                                                               \
+                       float* buf, U8Target second);                                              \
     void channelNorm(const void* x, void* y, bool bf16, const LaneLayout& L, int64_t P,           \
                      const float* gamma, const float* beta, const float* mask, float eps,         \
                      float* scratch);                                                             \
@@ -223,13 +223,13 @@ void affineActivation(const void* x, void* y, const void* residual, bool bf16, c
 void affineActivationU8(const void* x, void* y, uint8_t* q, const void* residual, bool bf16,
                         const LaneLayout& L, const float* scale, const float* shift,
                         ActivationKind act, float alpha, const float* slope_in, float inv_scale,
-                        float zero_point) {
+                        float zero_point, U8Target second) {
     std::vector<float> slope(L.paddedChannels(), 0.0f);
     if (slope_in) std::copy(slope_in, slope_in + L.paddedChannels(), slope.begin());
     const int64_t P = chunkPositions(L.lanes);
     std::vector<float> buf(static_cast<size_t>(P * L.lanes * omp_get_max_threads()));
     VOXSEG_NORM_DISPATCH(applyU8(x, y, q, residual, bf16, L, P, scale, shift, act, alpha,
-                                 slope.data(), inv_scale, zero_point, buf.data()));
+                                 slope.data(), inv_scale, zero_point, buf.data(), second));
 }
 
 void affineActivationFromS8(const int8_t* x, void* y, const void* residual, bool y_bf16,
@@ -245,13 +245,14 @@ void affineActivationFromS8(const int8_t* x, void* y, const void* residual, bool
 void affineActivationU8FromS8(const int8_t* x, void* y, uint8_t* q, const void* residual,
                               bool y_bf16, const LaneLayout& L, const float* scale,
                               const float* shift, ActivationKind act, float alpha,
-                              const float* slope_in, float inv_scale, float zero_point) {
+                              const float* slope_in, float inv_scale, float zero_point,
+                              U8Target second) {
     std::vector<float> slope(L.paddedChannels(), 0.0f);
     if (slope_in) std::copy(slope_in, slope_in + L.paddedChannels(), slope.begin());
     const int64_t P = chunkPositions(L.lanes);
     std::vector<float> buf(static_cast<size_t>(P * L.lanes * omp_get_max_threads()));
     VOXSEG_NORM_DISPATCH(applyU8FromS8(x, y, q, residual, y_bf16, L, P, scale, shift, act, alpha,
-                                       slope.data(), inv_scale, zero_point, buf.data()));
+                                       slope.data(), inv_scale, zero_point, buf.data(), second));
 }
 
 void channelLayerNorm(const void* x, void* y, bool bf16, const LaneLayout& L, const float* gamma,

@@ -55,6 +55,13 @@ void affineActivation(const void* x, void* y, const void* residual, bool bf16,
                       const LaneLayout& layout, const float* scale, const float* shift,
                       ActivationKind act, float alpha, const float* slope);
 
+// A second u8 form of a normalisation's result (another reader's scale and zero point: the
+// quantising concat of a skip connection), written in the same pass when `q` is set.
+struct U8Target {
+    uint8_t* q = nullptr;
+    float inv_scale = 1.0f, zero_point = 0.0f;
+};
+
 // affineActivation, also quantising each result for int8 convolutions (docs/int8.md,
 // "Normalisations write u8"): q = rne(clamp(y * inv_scale + zero_point, 0, 255)) at the element
 // offsets of x, and y itself (f32 or bf16 as x) only when `y` is not null. Layouts without
@@ -63,7 +70,7 @@ void affineActivation(const void* x, void* y, const void* residual, bool bf16,
 void affineActivationU8(const void* x, void* y, uint8_t* q, const void* residual, bool bf16,
                         const LaneLayout& layout, const float* scale, const float* shift,
                         ActivationKind act, float alpha, const float* slope, float inv_scale,
-                        float zero_point);
+                        float zero_point, U8Target second = {});
 
 // 8-bit normalisation inputs (int8_scheme.h): channelMoments of an s8 tensor, in its integer
 // units (the caller applies the per-channel scale), and affineActivation / affineActivationU8
@@ -77,7 +84,8 @@ void affineActivationFromS8(const int8_t* x, void* y, const void* residual, bool
 void affineActivationU8FromS8(const int8_t* x, void* y, uint8_t* q, const void* residual,
                               bool y_bf16, const LaneLayout& layout, const float* scale,
                               const float* shift, ActivationKind act, float alpha,
-                              const float* slope, float inv_scale, float zero_point);
+                              const float* slope, float inv_scale, float zero_point,
+                              U8Target second = {});
 
 // Channel LayerNorm (OpKind::kChannelLayerNorm): per (n, position), the moments over the
 // channels, y = (x - mean) / sqrt(var + eps) * gamma[c] + beta[c]; in place allowed. gamma and

@@ -250,7 +250,7 @@ inline void quantizeRow(const float* f, uint8_t* q, int64_t n, float inv, float 
 template <int LANES, int ACT, bool KEEP, typename TX, typename T>
 void applyChunkU8(const TX* x, T* y, uint8_t* q, const T* r, int64_t lanes_rt, int64_t count,
                   const float* a, const float* b, float alpha, const float* slope, float inv,
-                  float zp, float* buf) {
+                  float zp, float* buf, const U8Target& second, int64_t off) {
     const int64_t lanes = LANES > 0 ? LANES : lanes_rt;
     for (int64_t s = 0; s < count; ++s) {
         const int64_t o = s * lanes;
@@ -264,13 +264,15 @@ void applyChunkU8(const TX* x, T* y, uint8_t* q, const T* r, int64_t lanes_rt, i
         }
     }
     quantizeRow(buf, q, count * lanes, inv, zp);
+    if (second.q)
+        quantizeRow(buf, second.q + off, count * lanes, second.inv_scale, second.zero_point);
 }
 
 // TX: the source (f32, bf16, or s8 for 8-bit normalisation inputs), T: y and the residual.
 template <typename TX, typename T>
 void applyU8T(const void* x, void* y, uint8_t* q, const void* r, const LaneLayout& L, int64_t P,
               const float* scale, const float* shift, ActivationKind act, float alpha,
-              const float* slope, float inv, float zp, float* buf) {
+              const float* slope, float inv, float zp, float* buf, const U8Target& second) {
     const TX* xt = static_cast<const TX*>(x);
     T* yt = static_cast<T*>(y);
     const T* rt = static_cast<const T*>(r);
@@ -286,13 +288,13 @@ void applyU8T(const void* x, void* y, uint8_t* q, const void* r, const LaneLayou
             float* tb = buf + omp_get_thread_num() * P * lanes;  // this thread's chunk buffer
             if (lanes == 16)
                 applyChunkU8<16, ACT, KEEP>(xt + off, yy, q + off, rr, lanes, count, sa, sb, alpha,
-                                            &slope[g * lanes], inv, zp, tb);
+                                            &slope[g * lanes], inv, zp, tb, second, off);
             else if (lanes == 32)
                 applyChunkU8<32, ACT, KEEP>(xt + off, yy, q + off, rr, lanes, count, sa, sb, alpha,
-                                            &slope[g * lanes], inv, zp, tb);
+                                            &slope[g * lanes], inv, zp, tb, second, off);
             else
                 applyChunkU8<0, ACT, KEEP>(xt + off, yy, q + off, rr, lanes, count, sa, sb, alpha,
-                                           &slope[g * lanes], inv, zp, tb);
+                                           &slope[g * lanes], inv, zp, tb, second, off);
         });
     };
     withActivation(act, [&](auto a) {
@@ -491,8 +493,10 @@ inline void store16(uint16_t* p, __m512 v) {  // round to nearest even, as store
 // one FMA, as the compiler contracts it there).
 template <int ACT, typename T>
 void applyChunkS8(const int8_t* x, T* y, uint8_t* q, const T* r, int64_t lanes, int64_t count,
-                  const float* a, const float* b, float alpha, float inv, float zp) {
+                  const float* a, const float* b, float alpha, float inv, float zp, uint8_t* q2,
+                  float inv2, float zp2) {
     const __m512 vi = _mm512_set1_ps(inv), vz = _mm512_set1_ps(zp), va = _mm512_set1_ps(alpha);
+    const __m512 vi2 = _mm512_set1_ps(inv2), vz2 = _mm512_set1_ps(zp2);
     const __m512 lo = _mm512_setzero_ps(), hi = _mm512_set1_ps(255.0f);
     for (int64_t l0 = 0; l0 < lanes; l0 += 16) {
         const __m512 ma = _mm512_loadu_ps(a + l0), mb = _mm512_loadu_ps(b + l0);
@@ -508,11 +512,14 @@ void applyChunkS8(const int8_t* x, T* y, uint8_t* q, const T* r, int64_t lanes, 
                 v = _mm512_mask_mul_ps(v, neg, v, va);
             }
             if (y) store16(y + o, v);
-            if (!q) continue;
-            v = _mm512_fmadd_ps(v, vi, vz);
-            v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(q + o),
-                             _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(v)));
+            auto quantize = [&](uint8_t* dst, __m512 scale, __m512 point) {
+                const __m512 t =
+                    _mm512_min_ps(_mm512_max_ps(_mm512_fmadd_ps(v, scale, point), lo), hi);
+                _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + o),
+                                 _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(t)));
+            };
+            if (q) quantize(q, vi, vz);
+            if (q2) quantize(q2, vi2, vz2);
         }
     }
 }
@@ -522,7 +529,7 @@ void applyChunkS8(const int8_t* x, T* y, uint8_t* q, const T* r, int64_t lanes, 
 template <typename T>
 bool applyS8Fast(const int8_t* x, T* y, uint8_t* q, const T* r, const LaneLayout& L, int64_t P,
                  const float* scale, const float* shift, ActivationKind act, float alpha, float inv,
-                 float zp) {
+                 float zp, const U8Target& second = {}) {
     using K = ActivationKind;
     if (L.lanes % 16 != 0 || L.spatial_stride != L.lanes || L.paddedChannels() != L.channels ||
         !(act == K::kNone || act == K::kRelu || act == K::kLeakyRelu))
@@ -535,7 +542,9 @@ bool applyS8Fast(const int8_t* x, T* y, uint8_t* q, const T* r, const LaneLayout
             forEachChunk(L, P, [&](int64_t n, int64_t g, int64_t off, int64_t count) {
                 applyChunkS8<ACT>(x + off, y ? y + off : nullptr, q ? q + off : nullptr,
                                   r ? r + off : nullptr, lanes, count, scale + n * cp + g * lanes,
-                                  shift + n * cp + g * lanes, alpha, inv, zp);
+                                  shift + n * cp + g * lanes, alpha, inv, zp,
+                                  second.q ? second.q + off : nullptr, second.inv_scale,
+                                  second.zero_point);
             });
     });
     return true;
@@ -561,12 +570,13 @@ void applyFromS8(const int8_t* x, void* y, const void* r, bool y_bf16, const Lan
 
 void applyU8(const void* x, void* y, uint8_t* q, const void* r, bool bf16, const LaneLayout& L,
              int64_t P, const float* scale, const float* shift, ActivationKind act, float alpha,
-             const float* slope, float inv, float zp, float* buf) {
+             const float* slope, float inv, float zp, float* buf, U8Target second) {
     if (bf16)
         applyU8T<uint16_t, uint16_t>(x, y, q, r, L, P, scale, shift, act, alpha, slope, inv, zp,
-                                     buf);
+                                     buf, second);
     else
-        applyU8T<float, float>(x, y, q, r, L, P, scale, shift, act, alpha, slope, inv, zp, buf);
+        applyU8T<float, float>(x, y, q, r, L, P, scale, shift, act, alpha, slope, inv, zp, buf,
+                               second);
 }
 
 // Moments of one s8 chunk whose lanes are a multiple of 16: the sums of q and q^2 per lane in
@@ -638,18 +648,20 @@ void momentsS8(const int8_t* x, const LaneLayout& L, int64_t P, int64_t chunks, 
 void applyU8FromS8(const int8_t* x, void* y, uint8_t* q, const void* r, bool y_bf16,
                    const LaneLayout& L, int64_t P, const float* scale, const float* shift,
                    ActivationKind act, float alpha, const float* slope, float inv, float zp,
-                   float* buf) {
+                   float* buf, U8Target second) {
 #if defined(__AVX512F__)
     if (y_bf16 ? applyS8Fast(x, static_cast<uint16_t*>(y), q, static_cast<const uint16_t*>(r), L, P,
-                             scale, shift, act, alpha, inv, zp)
+                             scale, shift, act, alpha, inv, zp, second)
                : applyS8Fast(x, static_cast<float*>(y), q, static_cast<const float*>(r), L, P,
-                             scale, shift, act, alpha, inv, zp))
+                             scale, shift, act, alpha, inv, zp, second))
         return;
 #endif
     if (y_bf16)
-        applyU8T<int8_t, uint16_t>(x, y, q, r, L, P, scale, shift, act, alpha, slope, inv, zp, buf);
+        applyU8T<int8_t, uint16_t>(x, y, q, r, L, P, scale, shift, act, alpha, slope, inv, zp, buf,
+                                   second);
     else
-        applyU8T<int8_t, float>(x, y, q, r, L, P, scale, shift, act, alpha, slope, inv, zp, buf);
+        applyU8T<int8_t, float>(x, y, q, r, L, P, scale, shift, act, alpha, slope, inv, zp, buf,
+                                second);
 }
 
 }  // namespace voxseg::engine::cpu::VOXSEG_NORM_ISA

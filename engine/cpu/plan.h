@@ -129,6 +129,13 @@ class Plan {
     // its int8 readers' source, engine/quant/int8_policy.h): ensureQuantized() returns it for
     // its layout.
     void defineQuantized(ValueId v, const MemRef& u8);
+    // The u8 a normalisation wrote for the quantising concat that reads `v` (int8_policy.h,
+    // concat_u8), in the concat's scale and zero point; null when there is none.
+    void defineConcatU8(ValueId v, const MemRef& u8) { concat_u8_[v] = u8; }
+    const MemRef* concatU8(ValueId v) const {
+        const auto it = concat_u8_.find(v);
+        return it == concat_u8_.end() ? nullptr : &it->second;
+    }
     // The layout of a u8 form of `v` already planned (its own, or defineQuantized's), or an
     // empty desc: int8 convolutions take it when their implementation does.
     dnnl::memory::desc quantizedDesc(ValueId v) const;
@@ -207,6 +214,7 @@ class Plan {
     std::unordered_map<ValueId, MemRef> refs_;
     std::map<std::pair<ValueId, std::string>, MemRef> converted_;
     std::map<std::pair<ValueId, std::string>, MemRef> quantized_;  // ensureQuantized()
+    std::unordered_map<ValueId, MemRef> concat_u8_;                // defineConcatU8()
     const std::vector<quant::Int8Layer>* int8_layers_ = nullptr;
     // Constants already reordered, per value and layout (read-only: nodes that share a constant,
     // such as the Rotary tables of every block after the head fold, share its memory).

@@ -4,6 +4,7 @@
 #include "engine/passes/optimize.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 namespace voxseg::engine::quant {
@@ -184,6 +185,30 @@ std::vector<Int8Layer> int8LayerPlan(const Graph& g, const QuantizationRecord& r
         plan[i].dst_u8 = true;
         plan[i].dst = it->second;
         plan[i].keep_float = others;
+    }
+    // Skip connections: a norm's float read only by quantising concats becomes their u8.
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+        if (!isNorm(g.nodes[i]) || !plan[i].dst_u8 || !plan[i].keep_float) continue;
+        const ValueId y = g.nodes[i].outputs[0];
+        if (isOutput(g, y)) continue;
+        std::optional<ActivationQuant> concat;
+        bool only_concats = true;
+        for (size_t r = 0; r < g.nodes.size() && only_concats; ++r) {
+            const Node& m = g.nodes[r];
+            if (m.fused_residual == y || m.fused_prelu_slope == y) only_concats = false;
+            for (size_t k = 0; k < m.inputs.size() && only_concats; ++k) {
+                if (m.inputs[k] != y || (k == 0 && plan[r].int8)) continue;
+                const ActivationQuant& d = plan[r].dst;
+                only_concats =
+                    m.op == OpKind::kConcat && plan[r].dst_u8 && !plan[r].keep_float &&
+                    (!concat || (concat->scale == d.scale && concat->zero_point == d.zero_point));
+                concat = d;
+            }
+        }
+        if (!only_concats || !concat) continue;
+        plan[i].keep_float = false;
+        plan[i].concat_u8 = true;
+        plan[i].concat_dst = *concat;
     }
     // 8-bit normalisation inputs: the Conv writes s8, the norm reads it.
     for (size_t i = 0; i < g.nodes.size(); ++i) {

@@ -94,6 +94,11 @@ struct Int8Layer {
     // scales (dst_s8, without its bias when drop_bias), the normalisation reads them (src_s8).
     bool dst_s8 = false, drop_bias = false, src_s8 = false;
     std::vector<float> s8_scales;
+    // A normalisation whose float result only quantising concats read besides its int8 Convs
+    // (a skip connection): it writes the concat's u8 (`concat_dst`) instead, in the same pass,
+    // and no float; the concat copies it into its channels.
+    bool concat_u8 = false;
+    ActivationQuant concat_dst;
 };
 // One entry per node of `graph` (optimised, shapes inferred).
 std::vector<Int8Layer> int8LayerPlan(const Graph& graph, const QuantizationRecord& record);

@@ -103,8 +103,12 @@ void checkKernel(const KernelCase& k) {
     void* yp = !k.keep_float ? nullptr : k.bf16 ? static_cast<void*>(yb.data()) : y.data();
     const void* xp = k.bf16 ? static_cast<const void*>(xb.data()) : x.data();
     const void* rpp = !k.residual ? nullptr : k.bf16 ? static_cast<const void*>(rb.data()) : rp;
+    // A second u8 in other parameters (a skip connection's concat) from the same pass.
+    const quant::ActivationQuant q2{0.034f, 90};
+    std::vector<uint8_t> u8b(n);
     cpu::affineActivationU8(xp, yp, u8.data(), rpp, k.bf16, L, scale.data(), shift.data(), k.act,
-                            0.01f, nullptr, 1.0f / q.scale, static_cast<float>(q.zero_point));
+                            0.01f, nullptr, 1.0f / q.scale, static_cast<float>(q.zero_point),
+                            {u8b.data(), 1.0f / q2.scale, static_cast<float>(q2.zero_point)});
     if (k.keep_float && !k.bf16) EXPECT_EQ(y, want);
     if (k.keep_float && k.bf16) {  // the float kept equals affineActivation's bf16, bit for bit
         cpu::affineActivation(xb.data(), wantb.data(), k.residual ? rb.data() : nullptr, true, L,
@@ -112,6 +116,7 @@ void checkKernel(const KernelCase& k) {
         EXPECT_EQ(yb, wantb);
     }
     expectQuantisedFrom(want, u8, q, "channels " + std::to_string(k.channels));
+    expectQuantisedFrom(want, u8b, q2, "channels " + std::to_string(k.channels) + " (second)");
 }
 
 TEST(Int8Norm, KernelQuantisesItsOwnResult) {
@@ -156,12 +161,15 @@ void checkFromS8(const KernelCase& k) {
     cpu::affineActivation(xf.data(), want.data(), rp, false, L, scale.data(), shift.data(), k.act,
                           0.01f, nullptr);
     const quant::ActivationQuant q{0.013f, 41};
-    std::vector<uint8_t> u8(n);
+    std::vector<uint8_t> u8(n), u8b(n);
+    const quant::ActivationQuant q2{0.021f, 60};
     cpu::affineActivationU8FromS8(xs.data(), k.keep_float ? y.data() : nullptr, u8.data(), rp,
                                   false, L, scale.data(), shift.data(), k.act, 0.01f, nullptr,
-                                  1.0f / q.scale, static_cast<float>(q.zero_point));
+                                  1.0f / q.scale, static_cast<float>(q.zero_point),
+                                  {u8b.data(), 1.0f / q2.scale, static_cast<float>(q2.zero_point)});
     if (k.keep_float) EXPECT_EQ(y, want) << what;
     expectQuantisedFrom(want, u8, q, what);
+    expectQuantisedFrom(want, u8b, q2, what + " (second u8)");
     // A norm whose readers are not int8 Convs: the float result alone.
     std::vector<float> y_only(n);
     cpu::affineActivationFromS8(xs.data(), y_only.data(), rp, false, L, scale.data(), shift.data(),
