@@ -5,6 +5,7 @@
 #include "app/commands.h"
 #include "batch/manifest.h"
 #include "core/log.h"
+#include "engine/quant/int8_policy.h"
 #include "pipeline/calibrate.h"
 
 #include <fmt/format.h>
@@ -84,8 +85,7 @@ Result<pipeline::CalibrateOptions> toCalibrateOptions(const CalibrateCommandOpti
     o.min_cases = c.min_cases;
     o.weight_bits = c.weight_bits ? c.weight_bits : pipeline::calibrationWeightBits();
     o.norm_inputs_s8 = c.norm_inputs == "int8";
-    o.keep_float = {c.keep_float.find("first") != std::string::npos,
-                    c.keep_float.find("last") != std::string::npos};
+    o.keep_float = *engine::quant::parseInt8FloatEnds(c.keep_float);  // CLI11 checked it
     if (!c.held_back.empty()) {
         VOXSEG_ASSIGN_OR_RETURN(o.held_back, pipeline::parseHeldBack(c.held_back));
     }

@@ -275,9 +275,9 @@ int main(int argc, char** argv) {
         else if (a == "--norm-inputs")
             calibration.norm_inputs_s8 = next() == "int8";
         else if (a == "--keep-float") {
-            const std::string v = next();
-            calibration.keep_float = {v.find("first") != std::string::npos,
-                                      v.find("last") != std::string::npos};
+            const auto ends = quant::parseInt8FloatEnds(next());
+            if (!ends) return fail("--keep-float takes first,last, first, last or none");
+            calibration.keep_float = *ends;
         } else
             return fail("unknown argument '" + a + "' (see the header of bench/cpu_bench.cpp)");
     }

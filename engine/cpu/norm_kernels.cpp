@@ -224,8 +224,8 @@ void affineActivationU8(const void* x, void* y, uint8_t* q, const void* residual
                         const LaneLayout& L, const float* scale, const float* shift,
                         ActivationKind act, float alpha, const float* slope_in, float inv_scale,
                         float zero_point, U8Target second) {
-    std::vector<float> slope(L.paddedChannels(), 0.0f);
-    if (slope_in) std::copy(slope_in, slope_in + L.paddedChannels(), slope.begin());
+    std::vector<float> mask, slope;
+    maskAndSlope(L, slope_in, mask, slope);
     const int64_t P = chunkPositions(L.lanes);
     std::vector<float> buf(static_cast<size_t>(P * L.lanes * omp_get_max_threads()));
     VOXSEG_NORM_DISPATCH(applyU8(x, y, q, residual, bf16, L, P, scale, shift, act, alpha,
@@ -247,8 +247,8 @@ void affineActivationU8FromS8(const int8_t* x, void* y, uint8_t* q, const void* 
                               const float* shift, ActivationKind act, float alpha,
                               const float* slope_in, float inv_scale, float zero_point,
                               U8Target second) {
-    std::vector<float> slope(L.paddedChannels(), 0.0f);
-    if (slope_in) std::copy(slope_in, slope_in + L.paddedChannels(), slope.begin());
+    std::vector<float> mask, slope;
+    maskAndSlope(L, slope_in, mask, slope);
     const int64_t P = chunkPositions(L.lanes);
     std::vector<float> buf(static_cast<size_t>(P * L.lanes * omp_get_max_threads()));
     VOXSEG_NORM_DISPATCH(applyU8FromS8(x, y, q, residual, y_bf16, L, P, scale, shift, act, alpha,

@@ -102,6 +102,14 @@ std::vector<std::string> int8FloatLayers(const Graph& graph, Int8FloatEnds ends)
     return out;
 }
 
+std::optional<Int8FloatEnds> parseInt8FloatEnds(const std::string& name) {
+    if (name == "first,last" || name == "last,first") return Int8FloatEnds{true, true};
+    if (name == "first") return Int8FloatEnds{true, false};
+    if (name == "last") return Int8FloatEnds{false, true};
+    if (name == "none") return Int8FloatEnds{false, false};
+    return std::nullopt;
+}
+
 std::vector<std::string> int8CandidateTensors(const Graph& graph,
                                               const std::vector<std::string>& float_layers) {
     const std::set<std::string> floats(float_layers.begin(), float_layers.end());
@@ -175,7 +183,7 @@ std::vector<Int8Layer> int8LayerPlan(const Graph& g, const QuantizationRecord& r
     // only by int8 Convs quantises its inputs into its u8 output.
     for (size_t i = 0; i < g.nodes.size(); ++i) {
         const Node& n = g.nodes[i];
-        const bool norm = n.op == OpKind::kInstanceNorm || n.op == OpKind::kGroupNorm;
+        const bool norm = isNorm(n);
         if (!norm && n.op != OpKind::kConcat) continue;
         const ValueId y = n.outputs[0];
         const auto it = record.activations.find(g.values[y].name);

@@ -27,6 +27,7 @@
 #include "engine/quant/int8_scheme.h"
 #include "engine/quant/quantization_record.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,9 @@ struct Int8FloatEnds {
 };
 // The first and/or last eligible Conv, as `ends` says (defaultInt8FloatLayers for both).
 std::vector<std::string> int8FloatLayers(const Graph& graph, Int8FloatEnds ends);
+// --keep-float's value: "first,last" (or "last,first"), "first", "last" or "none"; nullopt for
+// anything else.
+std::optional<Int8FloatEnds> parseInt8FloatEnds(const std::string& name);
 
 // The tensors calibration must observe: inputs of the eligible Convs not in `float_layers`,
 // each once, in graph order.

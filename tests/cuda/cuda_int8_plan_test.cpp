@@ -98,6 +98,14 @@ TEST(CudaInt8PlanCheck, FloatLayersAndUncalibratedInputsStayFloat) {
     }
 }
 
+// The cpu backend's fp32 result of `g` on `input`, the reference the int8 replays are held to.
+void runCpuFp32(const engine::Graph& g, const engine::Tensor& input,
+                std::vector<engine::Tensor>& out) {
+    auto cpu = engine::makeCpuBackend()->compile(g, {input.shape()}, {});
+    ASSERT_TRUE(cpu.isOk()) << cpu.status().toString();
+    ASSERT_TRUE((*cpu)->run({input}, out).isOk());
+}
+
 // A whole nnU-Net level (norms, residual adds, a strided conv, ConvTranspose, concat, the first
 // and last conv float) planned in int8 and replayed on the host stays as close to fp32 as the cpu
 // backend's int8 must (tests/engine/int8_graph_test.cpp's bounds), as imported and optimised.
@@ -107,11 +115,7 @@ TEST(CudaInt8PlanCheck, UnetLevelReplayStaysCloseToFp32) {
     auto record = engine::testing::calibrateMinMax(g, input);
     record->float_layers = engine::quant::defaultInt8FloatLayers(g);
     std::vector<engine::Tensor> fp32;
-    {
-        auto cpu = engine::makeCpuBackend()->compile(g, {input.shape()}, {});
-        ASSERT_TRUE(cpu.isOk()) << cpu.status().toString();
-        ASSERT_TRUE((*cpu)->run({input}, fp32).isOk());
-    }
+    ASSERT_NO_FATAL_FAILURE(runCpuFp32(g, input, fp32));
     planning::PlanOptions options;
     options.quantization = record.get();
     for (const engine::Graph& graph : {g, engine::optimize(g)}) {
@@ -150,9 +154,7 @@ TEST(CudaInt8PlanCheck, EveryConvAndUnusedNormInputsReplayCloseToFp32) {
     auto record = engine::testing::calibrateMinMax(g, input);  // no float_layers
     ASSERT_GT(engine::testing::addNormInputScales(g, input, *record), 0u);
     std::vector<engine::Tensor> fp32;
-    auto cpu = engine::makeCpuBackend()->compile(g, {input.shape()}, {});
-    ASSERT_TRUE(cpu.isOk()) << cpu.status().toString();
-    ASSERT_TRUE((*cpu)->run({input}, fp32).isOk());
+    ASSERT_NO_FATAL_FAILURE(runCpuFp32(g, input, fp32));
     planning::PlanOptions options;
     options.quantization = record.get();
     auto pg = planning::planGraph(g, {input.shape()}, StorageType::kFloat32, options);
