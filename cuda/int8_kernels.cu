@@ -7,24 +7,24 @@ namespace {
 
 using namespace device;
 
-// One thread per s8 of the chunk (grid-stride): the shifted quantised source byte, the padding's
-// zero point, or 0 in the k padding and past the last row.
+struct LoadFloat {
+    template <typename T>
+    __device__ float operator()(const T* src, int64_t i) const {
+        return toFloat(src[i]);
+    }
+};
+
+// One thread per slot (math::int8Im2colSlot) of the chunk: the row's index arithmetic is done once
+// per tap, not once per byte.
 template <typename T>
 __global__ void int8Im2colKernel(math::Int8Geometry g, const T* __restrict__ src, float inv,
                                  float zero_point, int64_t row0, int64_t rows, int64_t chunk,
                                  int8_t* __restrict__ a) {
-    const int64_t total = chunk * g.kp;
-    const int8_t pad = static_cast<int8_t>(static_cast<int>(zero_point) - 128);
-    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-         i += int64_t(gridDim.x) * blockDim.x) {
-        const int64_t r = i / g.kp, col = i % g.kp;
-        int8_t v = 0;
-        if (r < rows && col < g.k) {
-            const int64_t off = math::int8SourceOffset(g, row0 + r, col);
-            v = off < 0 ? pad : math::quantizeShifted(toFloat(src[off]), inv, zero_point);
-        }
-        a[i] = v;
-    }
+    const int64_t slots = math::int8Im2colSlots(g);
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < chunk * slots;
+         i += int64_t(gridDim.x) * blockDim.x)
+        math::int8Im2colSlot(g, src, LoadFloat{}, inv, zero_point, row0, rows, i / slots, i % slots,
+                             a);
 }
 
 struct EpilogueDev {
@@ -64,9 +64,10 @@ Status launchInt8Im2col(const Int8ConvPlan& plan, View src, StorageType type, in
     const math::Int8Geometry& g = plan.geometry;
     dispatch(type, [&](auto tag) {
         using T = decltype(tag);
-        int8Im2colKernel<T><<<blocksFor(plan.chunk_rows * g.kp), kThreads, 0, stream>>>(
-            g, static_cast<const T*>(src.data), plan.inv_scale, plan.zero_point, row0, rows,
-            plan.chunk_rows, a);
+        int8Im2colKernel<T>
+            <<<blocksFor(plan.chunk_rows * math::int8Im2colSlots(g)), kThreads, 0, stream>>>(
+                g, static_cast<const T*>(src.data), plan.inv_scale, plan.zero_point, row0, rows,
+                plan.chunk_rows, a);
     });
     VOXSEG_CUDA_CHECK_LAUNCH("int8 im2col kernel");
     return Status::ok();

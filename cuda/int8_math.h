@@ -48,11 +48,9 @@ VOXSEG_HD int8_t quantizeShifted(float x, float inv, float zero_point) {
     return static_cast<int8_t>(static_cast<int>(rintf(f)) - 128);
 }
 
-// Element offset in the source view of column `col` of im2col row `row`, or -1 where the tap falls
-// into the padding (or col >= k).
-VOXSEG_HD int64_t int8SourceOffset(const Int8Geometry& g, int64_t row, int64_t col) {
-    if (col >= g.k) return -1;
-    const int64_t tap = col / g.cin, c = col % g.cin;
+// Element offset in the source view of channel 0 of tap `tap` (kd, kh, kw row-major) of im2col
+// row `row`, or -1 where the tap falls into the padding. The tap's cin channels follow it.
+VOXSEG_HD int64_t int8TapOffset(const Int8Geometry& g, int64_t row, int64_t tap) {
     int64_t rest = row;
     const int64_t ow = rest % g.out[2];
     rest /= g.out[2];
@@ -67,7 +65,44 @@ VOXSEG_HD int64_t int8SourceOffset(const Int8Geometry& g, int64_t row, int64_t c
     const int64_t x = ow * g.stride[2] - g.pad[2] + kw;
     if (z < 0 || z >= g.in[0] || y < 0 || y >= g.in[1] || x < 0 || x >= g.in[2]) return -1;
     const int64_t voxel = ((n * g.in[0] + z) * g.in[1] + y) * g.in[2] + x;
-    return voxel * g.ldc + g.c_offset + c;
+    return voxel * g.ldc + g.c_offset;
+}
+
+// Slots of one im2col row: one per tap, and a last one for the zero columns [k, kp).
+VOXSEG_HD int64_t int8Im2colSlots(const Int8Geometry& g) { return g.taps() + 1; }
+
+// Slot `slot` of row `r` of an im2col chunk that starts at row `row0` and holds `rows` real rows,
+// written into `a` ([chunk][kp] s8): a tap's cin shifted quantised source bytes (contiguous in the
+// channels-last source and in the row), the padding's zero point (shifted) where the tap falls
+// outside the source, 0 in rows past the convolution's end and in the columns [k, kp). `load`
+// reads source element `i` as float. With cin a multiple of 4 the bytes go four at a time (the
+// row, the tap's first column and the chunk are 4-byte aligned: kp is a multiple of 16).
+template <typename Src, typename Load>
+VOXSEG_HD void int8Im2colSlot(const Int8Geometry& g, const Src* src, Load load, float inv,
+                              float zero_point, int64_t row0, int64_t rows, int64_t r, int64_t slot,
+                              int8_t* a) {
+    int8_t* row = a + r * g.kp;
+    if (slot == g.taps()) {
+        for (int64_t c = g.k; c < g.kp; ++c) row[c] = 0;
+        return;
+    }
+    int8_t* dst = row + slot * g.cin;
+    const int64_t off = r < rows ? int8TapOffset(g, row0 + r, slot) : -1;
+    const int8_t fill = r < rows ? static_cast<int8_t>(static_cast<int>(zero_point) - 128) : 0;
+    if (g.cin % 4 == 0) {
+        for (int64_t c = 0; c < g.cin; c += 4) {
+            uint32_t packed = 0;
+            for (int j = 0; j < 4; ++j) {
+                const int8_t b =
+                    off < 0 ? fill : quantizeShifted(load(src, off + c + j), inv, zero_point);
+                packed |= uint32_t(uint8_t(b)) << (8 * j);
+            }
+            *reinterpret_cast<uint32_t*>(dst + c) = packed;
+        }
+    } else {
+        for (int64_t c = 0; c < g.cin; ++c)
+            dst[c] = off < 0 ? fill : quantizeShifted(load(src, off + c), inv, zero_point);
+    }
 }
 
 // What the epilogue needs per output channel (int8_conv.h packs them into the parameter blob).

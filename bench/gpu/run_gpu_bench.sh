@@ -121,6 +121,10 @@ fi
 [ -z "$CUDNN_INC" ] && CUDNN_INC=$ROOT/.debs/cudnn-include
 echo "nvcc=$NVCC cudnn_lib=$CUDNN_LIB cudnn_include=$CUDNN_INC"
 [ -n "$CUDNN_LIB" ] && ls -la "$(dirname "$CUDNN_LIB")" | grep -i cudnn | head
+# PyTorch brings its own cuDNN (nvidia-cudnn wheel): its steps run with the machine's own
+# LD_LIBRARY_PATH, or a system cuDNN of another version found first stops torch.backends.cudnn.
+TORCH_LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+export TORCH_LD_LIBRARY_PATH
 export LD_LIBRARY_PATH="$LIBDIR${CUDA_LIB:+:$CUDA_LIB}${CUDNN_LIB:+:$(dirname "$CUDNN_LIB")}${NV_LIBS:+:$NV_LIBS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="$PFX/usr/bin:$PATH"
 
@@ -145,7 +149,7 @@ build() {
 export TARGETS NVCC CUDNN_INC CUDNN_LIB LIBDIR CMDIR
 export -f configure build
 # The ONNX export needs only the CPU: run it while the build compiles.
-python3 "$ROOT/bench/gpu/torch_unet.py" --workdir "$MODEL" --export-only >"$WORK/export.log" 2>&1 &
+LD_LIBRARY_PATH="$TORCH_LD_LIBRARY_PATH" python3 "$ROOT/bench/gpu/torch_unet.py" --workdir "$MODEL" --export-only >"$WORK/export.log" 2>&1 &
 EXPORT_PID=$!
 { step configure 120 configure && step build "${VOXSEG_BENCH_BUILD_BUDGET:-300}" build; } >"$OUT/build.log" 2>&1
 BUILD_RC=$?
@@ -189,7 +193,7 @@ else
         echo "wait over after $(($(date +%s) - START))s (file present: $([ -e "$VOXSEG_BENCH_WAIT_FOR" ] && echo yes || echo no))"
     fi
     # ---- 6. PyTorch peer (same weights), then voxseg, on an otherwise idle machine ----
-    step torch 150 env PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/torch_unet.py" --workdir "$MODEL" \
+    step torch 150 env LD_LIBRARY_PATH="$TORCH_LD_LIBRARY_PATH" PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/torch_unet.py" --workdir "$MODEL" \
         --skip-export --batches 1,2,4,8 --seconds 1.5 --json "$OUT/torch.json"
     step voxseg 180 "$BENCH" --onnx "$MODEL/unet.onnx" --check-input "$MODEL/check_input.f32" \
         --check-logits "$MODEL/check_fp32_logits.f32" --precisions fp16,bf16,int8 --batches 1,2,4,8 \
@@ -198,7 +202,7 @@ else
     # ---- 6b. the official-size nnInteractive network (issue 38: <= 60 ms per point click),
     # after the tests, with the time left ----
     RESENCL=$WORK/resencl
-    step resencl_torch 150 env PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/torch_resencl.py" \
+    step resencl_torch 150 env LD_LIBRARY_PATH="$TORCH_LD_LIBRARY_PATH" PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/torch_resencl.py" \
         --workdir "$RESENCL" --seconds 2 --json "$RESENCL/torch.json" &&
         step resencl_voxseg 120 "$BENCH" --onnx "$RESENCL/resencl.onnx" --input-shape 8,192,192,192 \
             --precisions bf16,fp16 --batches 1 --seconds 2 --volume 0 --json "$RESENCL/voxseg.json"

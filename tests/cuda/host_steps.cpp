@@ -188,19 +188,18 @@ void runTensor(const TensorStep& s) {
 void runInt8Conv(const Step& s, const Int8ConvPlan& p) {
     const math::Int8Geometry& g = p.geometry;  // its ldc / c_offset: the planned source view
     const auto* src = static_cast<const float*>(s.va.data);
-    const int8_t pad = static_cast<int8_t>(static_cast<int>(p.zero_point) - 128);
+    // Filled with 0x5a, as the device's scratch is never cleared: every byte must be written.
     std::vector<int8_t> a(size_t(p.chunk_rows * g.kp));
     std::vector<int32_t> d(size_t(p.chunk_rows * p.cout_padded));
+    const auto load = [](const float* v, int64_t i) { return v[i]; };
     const int64_t rows = g.rows();
     for (int64_t row0 = 0; row0 < rows; row0 += p.chunk_rows) {
         const int64_t n = std::min(p.chunk_rows, rows - row0);
-        std::fill(a.begin(), a.end(), int8_t{0});
-        for (int64_t r = 0; r < n; ++r)
-            for (int64_t col = 0; col < g.k; ++col) {
-                const int64_t off = math::int8SourceOffset(g, row0 + r, col);
-                a[size_t(r * g.kp + col)] =
-                    off < 0 ? pad : math::quantizeShifted(src[off], p.inv_scale, p.zero_point);
-            }
+        std::fill(a.begin(), a.end(), int8_t{0x5a});
+        for (int64_t r = 0; r < p.chunk_rows; ++r)
+            for (int64_t slot = 0; slot < math::int8Im2colSlots(g); ++slot)
+                math::int8Im2colSlot(g, src, load, p.inv_scale, p.zero_point, row0, n, r, slot,
+                                     a.data());
         for (int64_t r = 0; r < p.chunk_rows; ++r)
             for (int64_t o = 0; o < p.cout_padded; ++o) {
                 int32_t acc = 0;

@@ -2,8 +2,9 @@
 // replay (cuda_int8_plan_test.cpp, runs everywhere) and the device test (cuda_int8_test.cpp,
 // label gpu): each case builds a one-Conv graph (optimised: a following ReLU/LeakyReLU or residual
 // Add fused into it), a record whose source scale is a power of two (so the float input
-// (q - zp) * scale is exact in bf16 and quantises back to q), seeded u8 source bytes, and the
-// expected float output from the exact integer reference (engine/quant/int8_conv_reference.h).
+// (q - zp) * scale is exact in bf16 and quantises back to q), seeded u8 source bytes, a residual
+// exact in bf16 and fp16, and the expected float output from the exact integer reference
+// (engine/quant/int8_conv_reference.h).
 #pragma once
 
 #include "engine/graph/graph.h"
