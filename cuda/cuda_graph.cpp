@@ -1064,6 +1064,7 @@ View CudaCompiledGraph::outputView(size_t i) const { return output_views_.at(i);
 double CudaCompiledGraph::convFlops() const {
     double f = 0.0;
     for (const auto& c : convs_) f += c.flops();
+    for (const auto& c : int8_convs_) f += c.flops();
     return f;
 }
 

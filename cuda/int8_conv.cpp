@@ -21,6 +21,10 @@ int64_t int8ChunkRows(int64_t rows, int64_t kp, int64_t cout_padded, size_t budg
     return std::min(roundUp(rows, 128), fit / 128 * 128);
 }
 
+double Int8ConvPlan::flops() const {
+    return 2.0 * double(geometry.rows()) * double(geometry.k) * double(cout);
+}
+
 size_t Int8ConvPlan::im2colBytes() const { return aligned(size_t(chunk_rows * geometry.kp)); }
 size_t Int8ConvPlan::resultBytes() const { return aligned(size_t(chunk_rows * cout_padded) * 4); }
 

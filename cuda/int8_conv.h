@@ -47,6 +47,7 @@ struct Int8ConvPlan {
     const math::Int8Channel* channels = nullptr;
 
     size_t im2colBytes() const;  // one chunk of s8 rows (256-byte aligned)
+    double flops() const;        // 2 x multiply-adds of the convolution (not of the padding)
     size_t resultBytes() const;  // one chunk of s32 results (256-byte aligned)
 };
 
