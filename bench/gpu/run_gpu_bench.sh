@@ -21,6 +21,9 @@ OUT=${OUT:-$ROOT/gpu-bench-out}
 DRY=0
 [ "${1:-}" = "--dry-run" ] && DRY=1
 BUDGET=${VOXSEG_BENCH_BUDGET:-480}
+# Which of the GPU steps run (a shorter second call): any of tests, torch, voxseg, resencl.
+STEPS=",${VOXSEG_BENCH_STEPS:-tests,torch,voxseg,resencl},"
+wants() { [[ "$STEPS" == *",$1,"* ]]; }
 JOBS=${VOXSEG_BENCH_JOBS:-16}
 START=$(date +%s)
 mkdir -p "$OUT"
@@ -142,6 +145,7 @@ configure() {
         -DCUDNN_INCLUDE_DIR="$CUDNN_INC" ${CUDNN_LIB:+-DCUDNN_LIBRARY=$CUDNN_LIB}
 }
 TARGETS="voxseg_gpu_bench test_cuda_math test_cuda_backend"
+wants tests || TARGETS="voxseg_gpu_bench"
 [ "$DRY" = 1 ] && TARGETS="voxseg_gpu_bench test_cuda_math"
 build() {
     cmake --build "$BUILD" -j "$JOBS" --target $TARGETS
@@ -184,7 +188,7 @@ else
     # device_session.sh trains a model on the GPU during the build; time only once it is done.
     if [ -n "${VOXSEG_BENCH_WAIT_FOR:-}" ]; then
         # The tests need the GPU but no idle one: run them while the training still holds it.
-        if [ ! -e "$VOXSEG_BENCH_WAIT_FOR" ]; then
+        if wants tests && [ ! -e "$VOXSEG_BENCH_WAIT_FOR" ]; then
             run_tests_step
             TESTS_DONE=1
         fi
@@ -193,16 +197,16 @@ else
         echo "wait over after $(($(date +%s) - START))s (file present: $([ -e "$VOXSEG_BENCH_WAIT_FOR" ] && echo yes || echo no))"
     fi
     # ---- 6. PyTorch peer (same weights), then voxseg, on an otherwise idle machine ----
-    step torch 150 env LD_LIBRARY_PATH="$TORCH_LD_LIBRARY_PATH" PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/torch_unet.py" --workdir "$MODEL" \
+    wants torch && step torch 150 env LD_LIBRARY_PATH="$TORCH_LD_LIBRARY_PATH" PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/torch_unet.py" --workdir "$MODEL" \
         --skip-export --batches 1,2,4,8 --seconds 1.5 --json "$OUT/torch.json"
-    step voxseg 180 "$BENCH" --onnx "$MODEL/unet.onnx" --check-input "$MODEL/check_input.f32" \
+    wants voxseg && step voxseg 180 "$BENCH" --onnx "$MODEL/unet.onnx" --check-input "$MODEL/check_input.f32" \
         --check-logits "$MODEL/check_fp32_logits.f32" --precisions fp16,bf16,int8 --batches 1,2,4,8 \
         --seconds 1.5 --volume 256 --json "$OUT/voxseg.json"
-    [ "$TESTS_DONE" = 0 ] && run_tests_step
+    [ "$TESTS_DONE" = 0 ] && wants tests && run_tests_step
     # ---- 6b. the official-size nnInteractive network (issue 38: <= 60 ms per point click),
     # after the tests, with the time left ----
     RESENCL=$WORK/resencl
-    step resencl_torch 150 env LD_LIBRARY_PATH="$TORCH_LD_LIBRARY_PATH" PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/torch_resencl.py" \
+    wants resencl && step resencl_torch 150 env LD_LIBRARY_PATH="$TORCH_LD_LIBRARY_PATH" PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/torch_resencl.py" \
         --workdir "$RESENCL" --seconds 2 --json "$RESENCL/torch.json" &&
         step resencl_voxseg 120 "$BENCH" --onnx "$RESENCL/resencl.onnx" --input-shape 8,192,192,192 \
             --precisions bf16,fp16 --batches 1 --seconds 2 --volume 0 --json "$RESENCL/voxseg.json"

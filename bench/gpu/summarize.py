@@ -129,20 +129,22 @@ def resencl(torch_path, vox_path):
     print("\n## Official-size nnInteractive network (ResEnc-L, 8 x 192^3, batch 1)\n")
     print(f"- {torch.get('info', {}).get('parameters', '?')} parameters; a point click at zoom 1 "
           "is one forward plus the session's work (target <= 60 ms per click)\n")
-    print("| impl | precision | median ms | min ms | error |")
-    print("|---|---|---|---|---|")
+    print("| impl | precision | median ms | min ms | host tensors in and out, median ms | error |")
+    print("|---|---|---|---|---|---|")
     for r in torch.get("rows", []):
         print(f"| PyTorch autocast | {r['precision']} | "
-              f"{1000 * r['median_s']:.1f} | {1000 * r['min_s']:.1f} | {r.get('error', '')[:80]} |"
-              if "median_s" in r else f"| PyTorch autocast | {r['precision']} | | | {r.get('error', '')[:80]} |")
+              f"{1000 * r['median_s']:.1f} | {1000 * r['min_s']:.1f} | | {r.get('error', '')[:80]} |"
+              if "median_s" in r else f"| PyTorch autocast | {r['precision']} | | | | {r.get('error', '')[:80]} |")
     for r in vox:
         if r.get("kind") != "throughput":
             continue
         if "median_s" in r:
+            host = r.get("host_round_trip_s")
+            host = f"{1000 * host:.1f}" if host is not None else ""
             print(f"| voxseg | {r['precision']} | {1000 * r['median_s']:.1f} | "
-                  f"{1000 * r['min_s']:.1f} | |")
+                  f"{1000 * r['min_s']:.1f} | {host} | |")
         else:
-            print(f"| voxseg | {r['precision']} | | | {r.get('error', '')[:80]} |")
+            print(f"| voxseg | {r['precision']} | | | | {r.get('error', '')[:80]} |")
 
 
 if __name__ == "__main__":
