@@ -144,7 +144,9 @@ configure() {
         -DOpenCL_INCLUDE_DIR="$PFX/usr/include" -DOpenCL_LIBRARY="$LIBDIR/libOpenCL.so" \
         -DCUDNN_INCLUDE_DIR="$CUDNN_INC" ${CUDNN_LIB:+-DCUDNN_LIBRARY=$CUDNN_LIB}
 }
-TARGETS="voxseg_gpu_bench test_cuda_math test_cuda_backend"
+# The engine's parity tables and goldens have a cuda row each (skipped without a GPU).
+ENGINE_TESTS="test_op_parity test_golden test_network_golden test_transformer_golden"
+TARGETS="voxseg_gpu_bench test_cuda_math test_cuda_backend $ENGINE_TESTS"
 wants tests || TARGETS="voxseg_gpu_bench"
 [ "$DRY" = 1 ] && TARGETS="voxseg_gpu_bench test_cuda_math"
 build() {
@@ -176,9 +178,13 @@ else
         local r1=$?
         "$BUILD/tests/cuda/test_cuda_backend" --gtest_brief=1
         local r2=$?
-        return $((r1 != 0 || r2 != 0))
+        local r3=0 t
+        for t in $ENGINE_TESTS; do
+            "$BUILD/tests/engine/$t" --gtest_brief=1 --gtest_filter='*cuda*' || r3=1
+        done
+        return $((r1 != 0 || r2 != 0 || r3 != 0))
     }
-    export BUILD
+    export BUILD ENGINE_TESTS
     export -f run_tests
     run_tests_step() {
         step tests 150 run_tests >"$OUT/tests.txt" 2>&1

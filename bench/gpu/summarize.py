@@ -51,7 +51,7 @@ def main():
     print(f"- PyTorch {info.get('torch')} cuDNN {info.get('cudnn')} on {info.get('device_name')}")
     if flops:
         print(f"- conv FLOP per 128^3 patch (analytic, Python): {flops / 1e9:.1f} GFLOP")
-    print(f"- share of peak against {PEAK} TFLOP/s dense bf16/fp16 (H200 SXM datasheet)\n")
+    print(f"- share of peak against {PEAK} TFLOP/s dense bf16/fp16 (H100 and H200 SXM datasheets)\n")
 
     print("## Accuracy on a fixed patch vs PyTorch fp32 (TF32 off)\n")
     print("| impl | precision | max abs | rel L2 | label agreement |")

@@ -50,7 +50,7 @@ using voxseg::engine::Precision;
 using voxseg::engine::Shape;
 using voxseg::engine::Tensor;
 
-// H200 SXM dense bf16/fp16 tensor-core peak from NVIDIA's datasheet (1979 TFLOP/s with 2:4
+// H100 / H200 SXM dense bf16/fp16 tensor-core peak from NVIDIA's datasheets (1979 TFLOP/s with 2:4
 // sparsity, half of it dense). The share of peak is reported against this figure.
 constexpr double kDenseBf16PeakTflops = 989.4;
 constexpr int64_t kPatch = 128;
