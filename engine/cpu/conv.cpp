@@ -9,8 +9,12 @@
 // scatter of those channel groups into the blocks. oneDNN 2.6 (Debian 12) runs its deconvolution
 // for this case as a strided backward convolution at about 9 GFLOP/s: 41 % of the CT demo model's
 // CPU time went there. The scatter is our own kernel: oneDNN has no depth-to-space primitive.
+#include "engine/cpu/conv_int8.h"
 #include "engine/cpu/plan.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -327,6 +331,80 @@ Kernel subpixelGather(std::array<int64_t, 3> in, std::array<int64_t, 3> k, int64
     };
 }
 
+// int8 plans (int8_policy.h, concat_u8): the 1x1 convolution's channels-last result `tmp`
+// ([N, K * OC, in...]) quantised straight into this ConvTranspose's channels of the quantising
+// concat's u8 output, by one oneDNN quantising reorder that also does the scatter: both sides
+// seen as [N, D, kd, H, kh, W, kw, OC] with their own strides (tmp: kernel offset kidx's OC
+// values follow each other per input voxel; the concat: voxel (d * kd_n + kd, ...) with the
+// concat's channel count as row length, from this input's first channel). The concat then
+// writes its other inputs into the same buffer (planConcat, concatInPlace), and the up-sampled
+// float tensor is never written or read. The values and the reorder are those of the concat's
+// own quantising step, so the result is the same bit for bit. False (nothing planned) where the
+// concat is not along the channels.
+bool planQuantizingScatter(Plan& plan, const MemRef& tmp, std::array<int64_t, 3> in,
+                           std::array<int64_t, 3> k, size_t sr) {
+    const quant::Int8Layer* q8 = plan.int8Layer();
+    if (!q8 || !q8->concat_u8) return false;
+    const Node& n = plan.node();
+    const Graph& g = plan.graph();
+    const ValueId y = n.outputs[0];
+    const Node* cat_node = nullptr;
+    for (const Node& m : g.nodes)
+        if (m.op == OpKind::kConcat &&
+            std::find(m.inputs.begin(), m.inputs.end(), y) != m.inputs.end())
+            cat_node = &m;
+    if (!cat_node) return false;
+    const Shape& cs = g.values[cat_node->outputs[0]].shape;
+    const int64_t rank = static_cast<int64_t>(cs.size());
+    if (cat_node->axis != 1 && cat_node->axis != 1 - rank) return false;
+    int64_t c0 = 0;
+    for (ValueId v : cat_node->inputs) {
+        if (v == y) break;
+        c0 += g.values[v].shape[1];
+    }
+    const Shape& ys = g.values[y].shape;
+    const int64_t oc = ys[1], batch = ys[0], kk = k[0] * k[1] * k[2];
+    const dnnl::memory::desc cat_md(toDims(cs), dt::u8, sr == 3 ? tag::ndhwc : tag::nhwc);
+    std::array<int64_t, 3> out{1, 1, 1};
+    for (size_t i = 0; i < sr; ++i) out[3 - sr + i] = cs[2 + i];
+    // [N, D, kd, H, kh, W, kw, OC]: element strides of tmp and of the concat.
+    const int64_t ct = cs[1];
+    const dnnl::memory::dims dims{batch, in[0], k[0], in[1], k[1], in[2], k[2], oc};
+    const dnnl::memory::dims src_strides{in[0] * in[1] * in[2] * kk * oc,
+                                         in[1] * in[2] * kk * oc,
+                                         k[1] * k[2] * oc,
+                                         in[2] * kk * oc,
+                                         k[2] * oc,
+                                         kk * oc,
+                                         oc,
+                                         1};
+    const dnnl::memory::dims dst_strides{out[0] * out[1] * out[2] * ct,
+                                         k[0] * out[1] * out[2] * ct,
+                                         out[1] * out[2] * ct,
+                                         k[1] * out[2] * ct,
+                                         out[2] * ct,
+                                         k[2] * ct,
+                                         ct,
+                                         1};
+    dnnl::memory::desc src(dims, tmp.md.data_type(), src_strides);
+    dnnl::memory::desc dst(dims, dt::u8, dst_strides);
+    dst.data.offset0 = c0;
+    auto reorder = makeQuantizeReorder(plan.engine(), src, dst, q8->concat_dst);
+    if (!reorder.isOk()) return false;
+    const MemRef cat = plan.newBuffer(cat_md);
+    plan.addPrimitive(
+        fmt::format("deconv k=s: scatter into concat u8 {} {}->{}",
+                    dnnl::reorder::primitive_desc(
+                        const_cast<dnnl_primitive_desc_t>(reorder->get_primitive_desc()))
+                        .impl_info_str(),
+                    descName(tmp.md), descName(cat_md)),
+        *reorder,
+        {{DNNL_ARG_SRC, MemRef{tmp.buffer, src, {}}}, {DNNL_ARG_DST, MemRef{cat.buffer, dst, {}}}},
+        {});
+    plan.defineConcatInPlace(y, cat);
+    return true;
+}
+
 Status planSubpixelConvTranspose(Plan& plan) {
     const Node& n = plan.node();
     const Graph& g = plan.graph();
@@ -444,12 +522,13 @@ Status planSubpixelConvTranspose(Plan& plan) {
                           descName(src.md) + "->" + descName(tmp_md),
                       dnnl::convolution_forward(pd), std::move(args), pd.scratchpad_desc());
 
-    const MemRef dst = plan.newBuffer(dnnl::memory::desc(toDims(ys), act, layout));
     std::array<int64_t, 3> in{1, 1, 1}, k{1, 1, 1};
     for (size_t i = 0; i < sr; ++i) {
         in[3 - sr + i] = xs[2 + i];
         k[3 - sr + i] = n.conv.kernel[i];
     }
+    if (block == 0 && planQuantizingScatter(plan, tmp, in, k, sr)) return Status::ok();
+    const MemRef dst = plan.newBuffer(dnnl::memory::desc(toDims(ys), act, layout));
     const size_t elem = act == dt::bf16 ? 2 : 4;
     const size_t bytes = static_cast<size_t>(block) * elem;
     const int64_t oc_blocks = block > 0 ? oc / block : 1;

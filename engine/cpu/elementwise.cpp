@@ -447,13 +447,20 @@ std::optional<MemRef> planConcatInPlace(Plan& plan, int axis, const dnnl::memory
 // reorder straight into its channels of the u8 output, which is never written in float. False
 // (nothing planned) where a part is no view oneDNN can write (a channel block split by an input),
 // and the float concat runs.
+// `in_place`: the u8 output an input already wrote its channels of (Plan::concatInPlace); such
+// inputs come with buffer -2 in `inputs` and need no step. Else the output is a new buffer.
 bool planQuantizingConcat(Plan& plan, int axis, const dnnl::memory::desc& u8_md,
                           const std::vector<std::pair<int, MemRef>>& inputs,
-                          const quant::ActivationQuant& q) {
+                          const quant::ActivationQuant& q, const MemRef* in_place) {
     std::vector<std::pair<dnnl::reorder, dnnl::memory::desc>> parts;
     dnnl::memory::dims offsets(u8_md.dims().size(), 0);
     try {
         for (const auto& [arg, src] : inputs) {
+            if (src.buffer == -2) {  // written in place: its channels are there already
+                parts.emplace_back(dnnl::reorder(), dnnl::memory::desc());
+                offsets[static_cast<size_t>(axis)] += src.md.dims()[static_cast<size_t>(axis)];
+                continue;
+            }
             const dnnl::memory::desc part = u8_md.submemory_desc(src.md.dims(), offsets);
             if (src.md.data_type() == dt::u8) {  // a norm's u8 in these parameters: a copy
                 parts.emplace_back(dnnl::reorder(dnnl::reorder::primitive_desc(
@@ -470,9 +477,11 @@ bool planQuantizingConcat(Plan& plan, int axis, const dnnl::memory::desc& u8_md,
     } catch (const dnnl::error&) {
         return false;
     }
-    const MemRef dst = plan.newBuffer(u8_md);
+    if (in_place && in_place->md != u8_md) return false;
+    const MemRef dst = in_place ? *in_place : plan.newBuffer(u8_md);
     for (size_t i = 0; i < inputs.size(); ++i) {
         const MemRef& src = inputs[i].second;
+        if (src.buffer == -2) continue;
         const bool copy = src.md.data_type() == dt::u8;
         plan.addPrimitive(
             (copy ? "concat copy " : "concat quantize ") + descName(src.md) + "->" +
@@ -493,22 +502,30 @@ Status planConcat(Plan& plan) {
     // concat): those of the input with the most channels, usually the skip connection.
     // An input a normalisation wrote as this concat's u8 (int8_policy.h, concat_u8) has no
     // float form: it is copied, never read as float.
+    // An input written straight into this concat's u8 output (a ConvTranspose,
+    // Plan::concatInPlace) has no float form either: it counts as channels-last.
+    const MemRef* in_place = nullptr;
+    for (ValueId v : n.inputs)
+        if (const MemRef* cat = plan.concatInPlace(v)) in_place = cat;
     auto floatDesc = [&](ValueId v) {
+        if (plan.concatInPlace(v))
+            return sameLayout(in_place->md, toDims(g.values[v].shape), plan.actType());
         const MemRef* u8 = plan.concatU8(v);
         return u8 ? sameLayout(u8->md, u8->md.dims(), plan.actType()) : plan.desc(v);
     };
+    auto known = [&](ValueId v) { return plan.has(v) || plan.concatInPlace(v); };
     std::optional<dnnl::memory::desc> like;
     int64_t most = -1;
     for (ValueId v : n.inputs)
-        if (plan.has(v) && g.values[v].shape.size() > 1 && g.values[v].shape[1] > most) {
+        if (known(v) && g.values[v].shape.size() > 1 && g.values[v].shape[1] > most) {
             like = floatDesc(v);
             most = g.values[v].shape[1];
         }
     // Channels-last when any input is: oneDNN's convolutions pick it for few channels (the
     // full-resolution stages), so the convolution after the concat reads it without a reorder.
     for (ValueId v : n.inputs)
-        if (plan.has(v) && axis == 1 && isChannelsLast(floatDesc(v))) like = floatDesc(v);
-    bool copies = false;
+        if (known(v) && axis == 1 && isChannelsLast(floatDesc(v))) like = floatDesc(v);
+    bool copies = in_place != nullptr;
     const dt type = like ? like->data_type() : plan.actType();
     std::vector<dnnl::memory::desc> mds;
     std::vector<std::pair<int, MemRef>> args;
@@ -516,6 +533,11 @@ Status planConcat(Plan& plan) {
         const ValueId v = n.inputs[i];
         dnnl::memory::desc md = like ? sameLayout(*like, toDims(g.values[v].shape), type)
                                      : plainDesc(g.values[v].shape, type);
+        if (plan.concatInPlace(v)) {  // marked for planQuantizingConcat: buffer -2
+            mds.push_back(md);
+            args.push_back({DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), MemRef{-2, md, {}}});
+            continue;
+        }
         if (const MemRef* u8 = plan.concatU8(v)) {
             copies = true;
             mds.push_back(u8->md);
@@ -534,7 +556,7 @@ Status planConcat(Plan& plan) {
              : plainDesc(g.values[n.outputs[0]].shape, type);
     if (const quant::Int8Layer* q8 = plan.int8Layer(); q8 && q8->dst_u8 && !q8->keep_float)
         if (planQuantizingConcat(plan, axis, sameLayout(dst_md, dst_md.dims(), dt::u8), args,
-                                 q8->dst))
+                                 q8->dst, in_place))
             return Status::ok();
     if (copies)
         return nodeError(plan,

@@ -136,6 +136,14 @@ class Plan {
         const auto it = concat_u8_.find(v);
         return it == concat_u8_.end() ? nullptr : &it->second;
     }
+    // The quantising concat's u8 output `cat` that the node computing `v` (a ConvTranspose,
+    // int8_policy.h concat_u8) wrote its channels of in place: the concat writes its other inputs
+    // into it and needs no float form of `v`. Null when there is none.
+    void defineConcatInPlace(ValueId v, const MemRef& cat) { concat_in_place_[v] = cat; }
+    const MemRef* concatInPlace(ValueId v) const {
+        const auto it = concat_in_place_.find(v);
+        return it == concat_in_place_.end() ? nullptr : &it->second;
+    }
     // The layout of a u8 form of `v` already planned (its own, or defineQuantized's), or an
     // empty desc: int8 convolutions take it when their implementation does.
     dnnl::memory::desc quantizedDesc(ValueId v) const;
@@ -215,6 +223,7 @@ class Plan {
     std::map<std::pair<ValueId, std::string>, MemRef> converted_;
     std::map<std::pair<ValueId, std::string>, MemRef> quantized_;  // ensureQuantized()
     std::unordered_map<ValueId, MemRef> concat_u8_;                // defineConcatU8()
+    std::unordered_map<ValueId, MemRef> concat_in_place_;          // defineConcatInPlace()
     const std::vector<quant::Int8Layer>* int8_layers_ = nullptr;
     // Constants already reordered, per value and layout (read-only: nodes that share a constant,
     // such as the Rotary tables of every block after the head fold, share its memory).

@@ -218,6 +218,24 @@ std::vector<Int8Layer> int8LayerPlan(const Graph& g, const QuantizationRecord& r
         plan[i].concat_u8 = true;
         plan[i].concat_dst = *concat;
     }
+    // Up-sampling into a skip concat: a ConvTranspose read only by one quantising concat writes
+    // its channels of the concat's u8 itself.
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+        const Node& n = g.nodes[i];
+        if (n.op != OpKind::kConvTranspose || n.fused_residual >= 0 ||
+            n.fused_activation != ActivationKind::kNone)
+            continue;
+        const ValueId y = n.outputs[0];
+        if (isOutput(g, y) || readers[y] != 1) continue;
+        for (size_t r = 0; r < g.nodes.size(); ++r) {
+            const Node& m = g.nodes[r];
+            if (m.op != OpKind::kConcat || !plan[r].dst_u8 || plan[r].keep_float ||
+                std::find(m.inputs.begin(), m.inputs.end(), y) == m.inputs.end())
+                continue;
+            plan[i].concat_u8 = true;
+            plan[i].concat_dst = plan[r].dst;
+        }
+    }
     // 8-bit normalisation inputs: the Conv writes s8, the norm reads it.
     for (size_t i = 0; i < g.nodes.size(); ++i) {
         const Node& n = g.nodes[i];

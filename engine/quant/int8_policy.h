@@ -100,7 +100,9 @@ struct Int8Layer {
     std::vector<float> s8_scales;
     // A normalisation whose float result only quantising concats read besides its int8 Convs
     // (a skip connection): it writes the concat's u8 (`concat_dst`) instead, in the same pass,
-    // and no float; the concat copies it into its channels.
+    // and no float; the concat copies it into its channels. A ConvTranspose read only by one
+    // quantising concat (the decoder's up-sampling): it may write its channels of that concat's
+    // u8 in place (the cpu backend's k = s ConvTranspose does where the layouts allow).
     bool concat_u8 = false;
     ActivationQuant concat_dst;
 };

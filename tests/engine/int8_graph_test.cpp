@@ -145,10 +145,12 @@ TEST(Int8Graph, UnetLevelStaysCloseToFp32) {
     // float first conv left its 8 channels in a padded 16-channel block (AVX-512). Without
     // either fusion: 5 quantising reorders and a float concat. The skip connection's norm
     // writes the concat's u8 itself where its layout allows (`+concat u8`, no float), and the
-    // concat copies that part.
+    // concat copies that part; the ConvTranspose quantises its result into the concat's u8
+    // where the layouts are channels-last (`scatter into concat u8`, no float up-sampled tensor).
     EXPECT_LE(countOf(int8.describe, ": quantize "), 1) << int8.describe;
     const int copies = countOf(int8.describe, ": concat copy ");
-    EXPECT_EQ(countOf(int8.describe, ": concat quantize ") + copies, 2) << int8.describe;
+    const int in_place = countOf(int8.describe, "scatter into concat u8");
+    EXPECT_EQ(countOf(int8.describe, ": concat quantize ") + copies + in_place, 2) << int8.describe;
     EXPECT_EQ(countOf(int8.describe, "+concat u8"), copies) << int8.describe;
     std::printf("skip connection written as the concat's u8 by its norm: %s\n",
                 copies ? "yes" : "no (padded layout)");
@@ -160,6 +162,41 @@ TEST(Int8Graph, UnetLevelStaysCloseToFp32) {
     EXPECT_LT(e.max, 0.03 * e.range);
     EXPECT_LT(e.mean, 0.005 * e.range);
     EXPECT_GT(e.max, 0.0);  // it did run in int8
+}
+
+// The decoder's up-sampling written into the concat's u8 (`scatter into concat u8`) quantises the
+// same values with the same reorder as the concat's own step: the same graph with the
+// ConvTranspose's result also a graph output (so it must exist in float, and the concat
+// quantises it) gives the same result bit for bit. Where the up-sampling does not run in place
+// (no AMX/AVX-512 channels-last layout) both plans are the same and the test says so.
+TEST(Int8Graph, UpsamplingIntoTheConcatChangesNoValue) {
+    const Graph g = testing::int8UnetLevel();
+    const Tensor input = testing::seededTensor({1, 2, 16, 14, 12}, 11);
+    auto record = calibrateMinMax(g, input);
+    record->float_layers = quant::defaultInt8FloatLayers(g);
+    Graph also_output = g;
+    for (const Node& n : also_output.nodes)
+        if (n.op == OpKind::kConvTranspose) also_output.outputs.push_back(n.outputs[0]);
+    ASSERT_EQ(also_output.outputs.size(), 2u);
+    const auto plan = quant::int8LayerPlan(optimize(g), *record);
+    EXPECT_EQ(std::count_if(plan.begin(), plan.end(),
+                            [](const quant::Int8Layer& l) { return l.concat_u8; }),
+              2)  // the skip connection's norm and the ConvTranspose
+        << "policy";
+    const auto plan2 = quant::int8LayerPlan(optimize(also_output), *record);
+    EXPECT_EQ(std::count_if(plan2.begin(), plan2.end(),
+                            [](const quant::Int8Layer& l) { return l.concat_u8; }),
+              1)
+        << "a ConvTranspose whose float is a graph output is not written into the concat";
+    const Outcome in_place = run(g, input, Precision::kInt8, record);
+    const Outcome separate = run(also_output, input, Precision::kInt8, record);
+    EXPECT_EQ(countOf(separate.describe, "scatter into concat u8"), 0) << separate.describe;
+    const int written = countOf(in_place.describe, "scatter into concat u8");
+    std::printf("up-sampling quantised into the concat: %s\n", written ? "yes" : "no (layout)");
+    ASSERT_EQ(in_place.out.size(), separate.out.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < in_place.out.size(); ++i) differ += in_place.out[i] != separate.out[i];
+    EXPECT_EQ(differ, 0u) << "of " << in_place.out.size() << " [" << in_place.describe << "]";
 }
 
 // 8-bit normalisation inputs (docs/int8.md): the convolutions before the level's norms write s8
