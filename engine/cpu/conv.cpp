@@ -345,31 +345,15 @@ bool planQuantizingScatter(Plan& plan, const MemRef& tmp, std::array<int64_t, 3>
                            std::array<int64_t, 3> k, size_t sr) {
     const quant::Int8Layer* q8 = plan.int8Layer();
     if (!q8 || !q8->concat_u8) return false;
-    const Node& n = plan.node();
-    const Graph& g = plan.graph();
-    const ValueId y = n.outputs[0];
-    const Node* cat_node = nullptr;
-    for (const Node& m : g.nodes)
-        if (m.op == OpKind::kConcat &&
-            std::find(m.inputs.begin(), m.inputs.end(), y) != m.inputs.end())
-            cat_node = &m;
-    if (!cat_node) return false;
-    const Shape& cs = g.values[cat_node->outputs[0]].shape;
-    const int64_t rank = static_cast<int64_t>(cs.size());
-    if (cat_node->axis != 1 && cat_node->axis != 1 - rank) return false;
-    int64_t c0 = 0;
-    for (ValueId v : cat_node->inputs) {
-        if (v == y) break;
-        c0 += g.values[v].shape[1];
-    }
-    const Shape& ys = g.values[y].shape;
-    const int64_t oc = ys[1], batch = ys[0], kk = k[0] * k[1] * k[2];
-    const dnnl::memory::desc cat_md(toDims(cs), dt::u8, sr == 3 ? tag::ndhwc : tag::nhwc);
+    const ValueId y = plan.node().outputs[0];
+    std::optional<ConcatTarget> target = concatInPlaceTarget(plan, y, sr);
+    if (!target) return false;
+    const Shape& ys = plan.graph().values[y].shape;
+    const int64_t oc = ys[1], kk = k[0] * k[1] * k[2], ct = target->channels;
     std::array<int64_t, 3> out{1, 1, 1};
-    for (size_t i = 0; i < sr; ++i) out[3 - sr + i] = cs[2 + i];
+    for (size_t i = 0; i < sr; ++i) out[3 - sr + i] = ys[2 + i];
     // [N, D, kd, H, kh, W, kw, OC]: element strides of tmp and of the concat.
-    const int64_t ct = cs[1];
-    const dnnl::memory::dims dims{batch, in[0], k[0], in[1], k[1], in[2], k[2], oc};
+    const dnnl::memory::dims dims{ys[0], in[0], k[0], in[1], k[1], in[2], k[2], oc};
     const dnnl::memory::dims src_strides{in[0] * in[1] * in[2] * kk * oc,
                                          in[1] * in[2] * kk * oc,
                                          k[1] * k[2] * oc,
@@ -386,22 +370,20 @@ bool planQuantizingScatter(Plan& plan, const MemRef& tmp, std::array<int64_t, 3>
                                          k[2] * ct,
                                          ct,
                                          1};
-    dnnl::memory::desc src(dims, tmp.md.data_type(), src_strides);
+    const dnnl::memory::desc src(dims, tmp.md.data_type(), src_strides);
     dnnl::memory::desc dst(dims, dt::u8, dst_strides);
-    dst.data.offset0 = c0;
+    dst.data.offset0 = target->c0;
     auto reorder = makeQuantizeReorder(plan.engine(), src, dst, q8->concat_dst);
     if (!reorder.isOk()) return false;
-    const MemRef cat = plan.newBuffer(cat_md);
+    const MemRef cat = useConcatInPlace(plan, y, *target);
+    const dnnl::reorder::primitive_desc pd(
+        const_cast<dnnl_primitive_desc_t>(reorder->get_primitive_desc()));
     plan.addPrimitive(
-        fmt::format("deconv k=s: scatter into concat u8 {} {}->{}",
-                    dnnl::reorder::primitive_desc(
-                        const_cast<dnnl_primitive_desc_t>(reorder->get_primitive_desc()))
-                        .impl_info_str(),
-                    descName(tmp.md), descName(cat_md)),
+        fmt::format("deconv k=s: scatter into concat u8 {} {}->{}", pd.impl_info_str(),
+                    descName(tmp.md), descName(cat.md)),
         *reorder,
         {{DNNL_ARG_SRC, MemRef{tmp.buffer, src, {}}}, {DNNL_ARG_DST, MemRef{cat.buffer, dst, {}}}},
         {});
-    plan.defineConcatInPlace(y, cat);
     return true;
 }
 

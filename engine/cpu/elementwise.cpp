@@ -493,6 +493,48 @@ bool planQuantizingConcat(Plan& plan, int axis, const dnnl::memory::desc& u8_md,
     return true;
 }
 
+std::optional<ConcatTarget> concatInPlaceTarget(const Plan& plan, ValueId v, size_t spatial_rank,
+                                                bool u8_readers) {
+    const Graph& g = plan.graph();
+    const Node* cat_node = nullptr;
+    int reads = 0, concat_reads = 0;
+    for (const Node& m : g.nodes) {
+        const auto uses = std::count(m.inputs.begin(), m.inputs.end(), v);
+        reads += static_cast<int>(uses) + (m.fused_residual == v) + (m.fused_prelu_slope == v);
+        if (uses && m.op == OpKind::kConcat) {
+            cat_node = &m;
+            concat_reads += static_cast<int>(uses);
+        }
+    }
+    if (!cat_node || concat_reads != 1 || (!u8_readers && reads != 1) || spatial_rank < 2 ||
+        spatial_rank > 3)
+        return std::nullopt;
+    const Shape& cs = g.values[cat_node->outputs[0]].shape;
+    const auto rank = static_cast<int64_t>(cs.size());
+    if (rank != static_cast<int64_t>(spatial_rank) + 2 ||
+        (cat_node->axis != 1 && cat_node->axis != 1 - rank))
+        return std::nullopt;
+    ConcatTarget t;
+    t.channels = cs[1];
+    for (ValueId u : cat_node->inputs) {
+        if (u == v) break;
+        t.c0 += g.values[u].shape[1];
+    }
+    t.cat.md = dnnl::memory::desc(toDims(cs), dt::u8, spatial_rank == 3 ? tag::ndhwc : tag::nhwc);
+    for (ValueId u : cat_node->inputs)  // another input made it already
+        if (const MemRef* made = plan.concatInPlace(u)) {
+            if (made->md != t.cat.md) return std::nullopt;
+            t.cat = *made;
+        }
+    return t;
+}
+
+MemRef useConcatInPlace(Plan& plan, ValueId v, ConcatTarget& target) {
+    if (target.cat.buffer < 0) target.cat = plan.newBuffer(target.cat.md);
+    plan.defineConcatInPlace(v, target.cat);
+    return target.cat;
+}
+
 Status planConcat(Plan& plan) {
     const Node& n = plan.node();
     const Graph& g = plan.graph();

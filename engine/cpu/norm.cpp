@@ -141,6 +141,25 @@ void defineNormOutputs(Plan& plan, const std::optional<MemRef>& dst,
     if (dst_u8) plan.defineQuantized(y, *dst_u8);
 }
 
+// Where a norm with concat_u8 writes the concat's u8: straight into its channels of the
+// concat's output (channels-last x: U8Target::stride, the concat then needs no copy), else a
+// buffer of its own in x's layout that the concat copies (Plan::defineConcatU8).
+struct CatU8 {
+    MemRef ref;
+    int64_t c0 = 0, stride = 0;  // stride 0: x's element offsets
+};
+CatU8 planCatU8(Plan& plan, const LaneLayout& L, const dnnl::memory::desc& u8_md) {
+    const Node& n = plan.node();
+    const size_t spatial_rank = plan.graph().values[n.outputs[0]].shape.size() - 2;
+    if (L.groups == 1 && L.lanes == L.channels && L.spatial_stride == L.lanes)
+        if (std::optional<ConcatTarget> t =
+                concatInPlaceTarget(plan, n.outputs[0], spatial_rank, true))
+            return {useConcatInPlace(plan, n.outputs[0], *t), t->c0, t->channels};
+    const MemRef own = plan.newBuffer(u8_md);
+    plan.defineConcatU8(n.outputs[0], own);
+    return {own, 0, 0};
+}
+
 // 8-bit normalisation inputs (int8_policy.h, src_s8): the s8 the Conv before wrote, x = q *
 // scale[c]; moments from the integers, the affine map applied to q, the u8 source of the int8
 // Convs after it written (dst_u8) and the float result where other nodes read it.
@@ -158,10 +177,11 @@ Status planNormFromS8(Plan& plan, const NormParams& p, const quant::Int8Layer& q
     const bool to_u8 = q8.dst_u8, keep_float = !q8.dst_u8 || q8.keep_float;
     VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensure(x, md));
     std::vector<MemRef> refs = {src};
-    std::optional<MemRef> dst, dst_u8, dst_cat;
+    std::optional<MemRef> dst, dst_u8;
     if (keep_float) refs.push_back(*(dst = plan.newBuffer(float_md)));
     if (to_u8) refs.push_back(*(dst_u8 = plan.newBuffer(u8_md)));
-    if (to_u8 && q8.concat_u8) refs.push_back(*(dst_cat = plan.newBuffer(u8_md)));
+    std::optional<CatU8> cat_u8;
+    if (to_u8 && q8.concat_u8) refs.push_back((cat_u8 = planCatU8(plan, L, u8_md))->ref);
     const bool residual = n.fused_residual >= 0;
     if (residual) {
         VOXSEG_ASSIGN_OR_RETURN(MemRef r, plan.ensure(n.fused_residual, float_md));
@@ -172,16 +192,18 @@ Status planNormFromS8(Plan& plan, const NormParams& p, const quant::Int8Layer& q
     const std::vector<float> scales = q8.s8_scales;
     const float inv_scale = to_u8 ? 1.0f / q8.dst.scale : 1.0f;
     const float zero_point = static_cast<float>(q8.dst.zero_point);
-    const bool to_cat = dst_cat.has_value();
+    const bool to_cat = cat_u8.has_value();
     const float cat_inv = 1.0f / q8.concat_dst.scale;
     const float cat_zp = static_cast<float>(q8.concat_dst.zero_point);
+    const int64_t cat_c0 = to_cat ? cat_u8->c0 : 0, cat_stride = to_cat ? cat_u8->stride : 0;
     Kernel kernel = [=](const std::vector<dnnl::memory>& m) {
         size_t k = 0;
         const auto* xp = static_cast<const int8_t*>(m[k++].get_data_handle());
         void* yp = keep_float ? m[k++].get_data_handle() : nullptr;
         auto* qp = to_u8 ? static_cast<uint8_t*>(m[k++].get_data_handle()) : nullptr;
-        const U8Target cat{to_cat ? static_cast<uint8_t*>(m[k++].get_data_handle()) : nullptr,
-                           cat_inv, cat_zp};
+        const U8Target cat{
+            to_cat ? static_cast<uint8_t*>(m[k++].get_data_handle()) + cat_c0 : nullptr, cat_inv,
+            cat_zp, cat_stride};
         const void* rp = residual ? m[k++].get_data_handle() : nullptr;
         std::vector<double> mean, m2;
         channelMomentsS8(xp, L, mean, m2);
@@ -202,10 +224,11 @@ Status planNormFromS8(Plan& plan, const NormParams& p, const quant::Int8Layer& q
     };
     plan.addKernel(normStepName(p, md, to_u8 ? u8_md : dnnl::memory::desc(), keep_float,
                                 keep_float ? float_md : dnnl::memory::desc()) +
-                       (to_cat ? " +concat u8" : ""),
+                       (!to_cat      ? ""
+                        : cat_stride ? " +into concat u8"
+                                     : " +concat u8"),
                    std::move(kernel), refs);
     defineNormOutputs(plan, dst, dst_u8);
-    if (to_cat) plan.defineConcatU8(n.outputs[0], *dst_cat);
     return Status::ok();
 }
 
@@ -237,9 +260,10 @@ Status planInstanceOrGroupNorm(Plan& plan) {
         if (!dst) dst = plan.newBuffer(md);
         refs.push_back(*dst);
     }
-    std::optional<MemRef> dst_u8, dst_cat;
+    std::optional<MemRef> dst_u8;
+    std::optional<CatU8> cat_u8;
     if (to_u8) refs.push_back(*(dst_u8 = plan.newBuffer(u8_md)));
-    if (to_cat) refs.push_back(*(dst_cat = plan.newBuffer(u8_md)));
+    if (to_cat) refs.push_back((cat_u8 = planCatU8(plan, L, u8_md))->ref);
     const bool residual = n.fused_residual >= 0;
     if (residual) {
         VOXSEG_ASSIGN_OR_RETURN(MemRef r, plan.ensure(n.fused_residual, md));
@@ -251,13 +275,15 @@ Status planInstanceOrGroupNorm(Plan& plan) {
     const float zero_point = to_u8 ? static_cast<float>(q8->dst.zero_point) : 0.0f;
     const float cat_inv = to_cat ? 1.0f / q8->concat_dst.scale : 1.0f;
     const float cat_zp = to_cat ? static_cast<float>(q8->concat_dst.zero_point) : 0.0f;
+    const int64_t cat_c0 = to_cat ? cat_u8->c0 : 0, cat_stride = to_cat ? cat_u8->stride : 0;
     Kernel kernel = [=](const std::vector<dnnl::memory>& m) {
         size_t k = 0;
         const void* xp = m[k++].get_data_handle();
         void* yp = keep_float ? m[k++].get_data_handle() : nullptr;
         void* qp = to_u8 ? m[k++].get_data_handle() : nullptr;
-        const U8Target cat{to_cat ? static_cast<uint8_t*>(m[k++].get_data_handle()) : nullptr,
-                           cat_inv, cat_zp};
+        const U8Target cat{
+            to_cat ? static_cast<uint8_t*>(m[k++].get_data_handle()) + cat_c0 : nullptr, cat_inv,
+            cat_zp, cat_stride};
         const void* rp = residual ? m[k++].get_data_handle() : nullptr;
         std::vector<double> mean, m2;
         channelMoments(xp, bf16, L, mean, m2);
@@ -270,10 +296,11 @@ Status planInstanceOrGroupNorm(Plan& plan) {
         else
             affineActivation(xp, yp, rp, bf16, L, a.data(), b.data(), p.act, p.alpha, sl);
     };
-    plan.addKernel(normStepName(p, md, u8_md, keep_float) + (to_cat ? " +concat u8" : ""),
+    plan.addKernel(normStepName(p, md, u8_md, keep_float) + (!to_cat      ? ""
+                                                             : cat_stride ? " +into concat u8"
+                                                                          : " +concat u8"),
                    std::move(kernel), refs);
     defineNormOutputs(plan, dst, dst_u8);
-    if (to_cat) plan.defineConcatU8(n.outputs[0], *dst_cat);
     return Status::ok();
 }
 

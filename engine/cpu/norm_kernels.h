@@ -60,6 +60,10 @@ void affineActivation(const void* x, void* y, const void* residual, bool bf16,
 struct U8Target {
     uint8_t* q = nullptr;
     float inv_scale = 1.0f, zero_point = 0.0f;
+    // Elements from one position to the next in q, for a channels-last x (lanes == channels)
+    // written into a wider channels-last tensor (its channels of a concat: q points at its first
+    // channel). 0: q has x's element offsets.
+    int64_t stride = 0;
 };
 
 // affineActivation, also quantising each result for int8 convolutions (docs/int8.md,

@@ -264,8 +264,12 @@ void applyChunkU8(const TX* x, T* y, uint8_t* q, const T* r, int64_t lanes_rt, i
         }
     }
     quantizeRow(buf, q, count * lanes, inv, zp);
-    if (second.q)
+    if (second.q && second.stride == 0)
         quantizeRow(buf, second.q + off, count * lanes, second.inv_scale, second.zero_point);
+    else if (second.q)
+        for (int64_t s = 0; s < count; ++s)
+            quantizeRow(buf + s * lanes, second.q + (off / lanes + s) * second.stride, lanes,
+                        second.inv_scale, second.zero_point);
 }
 
 // TX: the source (f32, bf16, or s8 for 8-bit normalisation inputs), T: y and the residual.
@@ -494,7 +498,7 @@ inline void store16(uint16_t* p, __m512 v) {  // round to nearest even, as store
 template <int ACT, typename T>
 void applyChunkS8(const int8_t* x, T* y, uint8_t* q, const T* r, int64_t lanes, int64_t count,
                   const float* a, const float* b, float alpha, float inv, float zp, uint8_t* q2,
-                  float inv2, float zp2) {
+                  float inv2, float zp2, int64_t q2_stride) {
     const __m512 vi = _mm512_set1_ps(inv), vz = _mm512_set1_ps(zp), va = _mm512_set1_ps(alpha);
     const __m512 vi2 = _mm512_set1_ps(inv2), vz2 = _mm512_set1_ps(zp2);
     const __m512 lo = _mm512_setzero_ps(), hi = _mm512_set1_ps(255.0f);
@@ -515,11 +519,11 @@ void applyChunkS8(const int8_t* x, T* y, uint8_t* q, const T* r, int64_t lanes, 
             auto quantize = [&](uint8_t* dst, __m512 scale, __m512 point) {
                 const __m512 t =
                     _mm512_min_ps(_mm512_max_ps(_mm512_fmadd_ps(v, scale, point), lo), hi);
-                _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + o),
+                _mm_storeu_si128(reinterpret_cast<__m128i*>(dst),
                                  _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(t)));
             };
-            if (q) quantize(q, vi, vz);
-            if (q2) quantize(q2, vi2, vz2);
+            if (q) quantize(q + o, vi, vz);
+            if (q2) quantize(q2 + s * q2_stride + l0, vi2, vz2);
         }
     }
 }
@@ -543,8 +547,11 @@ bool applyS8Fast(const int8_t* x, T* y, uint8_t* q, const T* r, const LaneLayout
                 applyChunkS8<ACT>(x + off, y ? y + off : nullptr, q ? q + off : nullptr,
                                   r ? r + off : nullptr, lanes, count, scale + n * cp + g * lanes,
                                   shift + n * cp + g * lanes, alpha, inv, zp,
-                                  second.q ? second.q + off : nullptr, second.inv_scale,
-                                  second.zero_point);
+                                  !second.q            ? nullptr
+                                  : second.stride == 0 ? second.q + off
+                                                       : second.q + off / lanes * second.stride,
+                                  second.inv_scale, second.zero_point,
+                                  second.stride == 0 ? lanes : second.stride);
             });
     });
     return true;

@@ -262,6 +262,21 @@ Status planEltwise(Plan& plan);  // Relu, LeakyRelu, Sigmoid, Tanh, Clip, PRelu,
 Status planBinary(Plan& plan);   // Add, Sub, Mul, Div
 Status planSoftmax(Plan& plan);
 Status planConcat(Plan& plan);
+// int8 plans: where the node being planned, which computes `v`, can write its channels of the
+// quantising concat that reads `v` (int8_policy.h concat_u8) in place: that concat's
+// channels-last u8 output (the buffer another of its inputs made already, or buffer -1 and the
+// desc to make) and `v`'s first channel in it. Nullopt unless one Concat along the channels
+// reads `v`, once, and no other node does (`u8_readers`: the others read the u8 form the caller
+// also writes, as a normalisation's int8 Convs do). useConcatInPlace() makes the buffer where
+// needed and records it (Plan::defineConcatInPlace): the caller must then write `v`'s channels
+// there.
+struct ConcatTarget {
+    MemRef cat;
+    int64_t c0 = 0, channels = 0;  // v's first channel, the concat's channel count
+};
+std::optional<ConcatTarget> concatInPlaceTarget(const Plan& plan, ValueId v, size_t spatial_rank,
+                                                bool u8_readers = false);
+MemRef useConcatInPlace(Plan& plan, ValueId v, ConcatTarget& target);
 Status planPlainUnary(Plan& plan);  // Erf, Sin, Cos
 Status planWhere(Plan& plan);
 // reduce.cpp

@@ -144,16 +144,21 @@ TEST(Int8Graph, UnetLevelStaysCloseToFp32) {
     // quantises its two inputs into its u8 output; the first norm's reorder is left where the
     // float first conv left its 8 channels in a padded 16-channel block (AVX-512). Without
     // either fusion: 5 quantising reorders and a float concat. The skip connection's norm
-    // writes the concat's u8 itself where its layout allows (`+concat u8`, no float), and the
-    // concat copies that part; the ConvTranspose quantises its result into the concat's u8
-    // where the layouts are channels-last (`scatter into concat u8`, no float up-sampled tensor).
+    // writes the concat's u8 itself where its layout allows: into its channels of the concat's
+    // output where that is channels-last (`+into concat u8`), else a u8 of its own the concat
+    // copies (`+concat u8`, `concat copy`); no float either way. The ConvTranspose quantises its
+    // result into the concat's u8 where the layouts are channels-last (`scatter into concat
+    // u8`, no float up-sampled tensor).
     EXPECT_LE(countOf(int8.describe, ": quantize "), 1) << int8.describe;
     const int copies = countOf(int8.describe, ": concat copy ");
-    const int in_place = countOf(int8.describe, "scatter into concat u8");
+    const int into = countOf(int8.describe, "+into concat u8");
+    const int in_place = countOf(int8.describe, "scatter into concat u8") + into;
     EXPECT_EQ(countOf(int8.describe, ": concat quantize ") + copies + in_place, 2) << int8.describe;
     EXPECT_EQ(countOf(int8.describe, "+concat u8"), copies) << int8.describe;
     std::printf("skip connection written as the concat's u8 by its norm: %s\n",
-                copies ? "yes" : "no (padded layout)");
+                into     ? "yes, in place"
+                : copies ? "yes, copied"
+                         : "no (padded layout)");
     EXPECT_EQ(countOf(int8.describe, "concat simple"), 0) << int8.describe;
     ASSERT_EQ(int8.out.size(), fp32.out.size());
     const testing::Int8Error e = testing::int8ErrorVsFp32(int8.out, fp32.out);

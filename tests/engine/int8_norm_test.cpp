@@ -74,6 +74,29 @@ void expectQuantisedFrom(const std::vector<float>& want, const std::vector<uint8
     EXPECT_GT(clamped, 0u) << what;
 }
 
+// The second u8 written into a wider channels-last tensor (U8Target::stride: its channels of a
+// concat, from channel 8 of rows of channels + 16): the same bytes as the dense second u8, and
+// nothing else of the wide tensor touched. Channels-last layouts only (lanes == channels).
+template <typename Run>
+void expectStridedSecondEqual(const cpu::LaneLayout& L, const std::vector<uint8_t>& dense,
+                              const quant::ActivationQuant& q2, Run run, const std::string& what) {
+    if (L.lanes != L.channels) return;
+    const int64_t positions = L.batch * L.spatial, stride = L.channels + 16;
+    std::vector<uint8_t> wide(static_cast<size_t>(positions * stride), 0xab);
+    run(cpu::U8Target{wide.data() + 8, 1.0f / q2.scale, static_cast<float>(q2.zero_point), stride});
+    size_t differ = 0, touched = 0;
+    for (int64_t p = 0; p < positions; ++p)
+        for (int64_t c = 0; c < stride; ++c) {
+            const uint8_t got = wide[static_cast<size_t>(p * stride + c)];
+            if (c >= 8 && c < 8 + L.channels)
+                differ += got != dense[static_cast<size_t>(p * L.channels + c - 8)];
+            else
+                touched += got != 0xab;
+        }
+    EXPECT_EQ(differ, 0u) << what << " (strided second u8)";
+    EXPECT_EQ(touched, 0u) << what << " (strided second u8: bytes outside its channels)";
+}
+
 void checkKernel(const KernelCase& k) {
     const cpu::LaneLayout L = layoutOf(k);
     const size_t n = static_cast<size_t>(L.batch * L.n_stride);
@@ -117,6 +140,15 @@ void checkKernel(const KernelCase& k) {
     }
     expectQuantisedFrom(want, u8, q, "channels " + std::to_string(k.channels));
     expectQuantisedFrom(want, u8b, q2, "channels " + std::to_string(k.channels) + " (second)");
+    expectStridedSecondEqual(
+        L, u8b, q2,
+        [&](cpu::U8Target t) {
+            std::vector<uint8_t> u8c(n);
+            cpu::affineActivationU8(xp, nullptr, u8c.data(), rpp, k.bf16, L, scale.data(),
+                                    shift.data(), k.act, 0.01f, nullptr, 1.0f / q.scale,
+                                    static_cast<float>(q.zero_point), t);
+        },
+        "channels " + std::to_string(k.channels));
 }
 
 TEST(Int8Norm, KernelQuantisesItsOwnResult) {
@@ -170,6 +202,15 @@ void checkFromS8(const KernelCase& k) {
     if (k.keep_float) EXPECT_EQ(y, want) << what;
     expectQuantisedFrom(want, u8, q, what);
     expectQuantisedFrom(want, u8b, q2, what + " (second u8)");
+    expectStridedSecondEqual(
+        L, u8b, q2,
+        [&](cpu::U8Target t) {
+            std::vector<uint8_t> u8c(n);
+            cpu::affineActivationU8FromS8(xs.data(), nullptr, u8c.data(), rp, false, L,
+                                          scale.data(), shift.data(), k.act, 0.01f, nullptr,
+                                          1.0f / q.scale, static_cast<float>(q.zero_point), t);
+        },
+        what);
     // A norm whose readers are not int8 Convs: the float result alone.
     std::vector<float> y_only(n);
     cpu::affineActivationFromS8(xs.data(), y_only.data(), rp, false, L, scale.data(), shift.data(),
