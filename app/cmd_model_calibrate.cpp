@@ -46,6 +46,11 @@ void addModelCalibrateCommand(CLI::App* model, ModelCommandOptions& o) {
                     "Which of the first and last convolution stay float: first,last (default), "
                     "first, last or none (every convolution int8, as NNCF; the gate decides)")
         ->check(CLI::IsMember({"first,last", "last,first", "first", "last", "none"}));
+    cmd->add_option("--zero-points", c.zero_points,
+                    "Which activations get a zero point: always (default) or where-needed "
+                    "(not LeakyReLU outputs, whose small negatives then clamp to 0: faster "
+                    "convolutions on AMX; the gate decides)")
+        ->check(CLI::IsMember({"always", "where-needed"}));
     cmd->add_option("--held-back", c.held_back,
                     "Cases kept out of calibration to validate int8 on: a count (2) or a share "
                     "(25%); default 25 %, at least 2");
@@ -86,6 +91,7 @@ Result<pipeline::CalibrateOptions> toCalibrateOptions(const CalibrateCommandOpti
     o.weight_bits = c.weight_bits ? c.weight_bits : pipeline::calibrationWeightBits();
     o.norm_inputs_s8 = c.norm_inputs == "int8";
     o.keep_float = *engine::quant::parseInt8FloatEnds(c.keep_float);  // CLI11 checked it
+    o.zero_points = *engine::quant::parseZeroPoints(c.zero_points);   // CLI11 checked it
     if (!c.held_back.empty()) {
         VOXSEG_ASSIGN_OR_RETURN(o.held_back, pipeline::parseHeldBack(c.held_back));
     }

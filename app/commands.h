@@ -154,6 +154,7 @@ struct CalibrateCommandOptions {
     int weight_bits = 0;                    // 0: this CPU's (8 with VNNI or AMX, else 7)
     std::string norm_inputs = "float";      // --norm-inputs float|int8
     std::string keep_float = "first,last";  // --keep-float first,last|first|last|none
+    std::string zero_points = "always";     // --zero-points always|where-needed
     std::string held_back;                  // empty: the default (25 %, at least 2)
     double min_dice = 0.995, min_agreement = 0.999;
     std::string key_file;

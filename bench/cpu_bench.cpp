@@ -6,7 +6,7 @@
 //                    [--warmup 1] [--ceiling-model conv.onnx --ceiling-shape 1,64,64,64,64]
 //                    [--calib a.f32,b.f32] [--calib-method percentile|minmax]
 //                    [--percentile 99.99] [--weight-bits 7|8] [--norm-inputs float|int8]
-//                    [--keep-float first,last|first|last|none]
+//                    [--keep-float first,last|first|last|none] [--zero-points always|where-needed]
 //
 // --precision int8 calibrates first: the fp32 network runs on each --calib input (float32 files
 // of the input shape; tools/bench_cpu.py passes the inputs OpenVINO's NNCF calibrates on) with an
@@ -19,6 +19,8 @@
 // (engine/quant/int8_scheme.h), each channel's scale from its magnitudes as `voxseg model
 // calibrate --norm-inputs int8` chooses them (pipeline/calibration_ranges.h) with the same method.
 // --keep-float: which of the first and last convolution stay float (quant::int8FloatLayers).
+// --zero-points where-needed: activations whose negatives are small get no zero point
+// (quant::ZeroPoints, as `voxseg model calibrate --zero-points`).
 //
 // --ceiling-model: after the network, one more model (a single large convolution) compiled
 // and timed the same way in the same process, at the same precision and threads: the rate the
@@ -42,6 +44,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -79,6 +82,7 @@ struct Calibration {
     int weight_bits = 0;  // 0: cpuInt8WeightBits of this CPU
     bool norm_inputs_s8 = false;
     quant::Int8FloatEnds keep_float;  // --keep-float first,last (default) | first | last | none
+    quant::ZeroPoints zero_points = quant::ZeroPoints::kAlways;  // --zero-points
     std::vector<std::string> inputs;
     double seconds = 0;
     std::shared_ptr<QuantizationRecord> record;
@@ -112,6 +116,7 @@ struct Ranges {
 int calibrate(const Graph& graph, const Shape& shape, int threads, Calibration& c) {
     const double t0 = seconds();
     const std::vector<std::string> floats = quant::int8FloatLayers(graph, c.keep_float);
+    const std::set<std::string> leaky = quant::int8LeakyReluOutputs(graph);
     Ranges ranges;
     std::map<std::string, std::vector<float>> centres;
     std::map<std::string, voxseg::pipeline::ChannelMagnitudes> magnitudes;
@@ -142,6 +147,7 @@ int calibrate(const Graph& graph, const Shape& shape, int threads, Calibration& 
     c.record->float_layers = floats;
     c.record->method = c.method == "minmax" ? RangeMethod::kMinMax : RangeMethod::kPercentile;
     c.record->percentile = c.percentile;
+    c.record->zero_points = c.zero_points;
     c.record->calibration_cases = c.inputs;
     const RangeMethod method = c.record->method;
     for (const auto& [name, m] : magnitudes) {
@@ -152,7 +158,8 @@ int calibrate(const Graph& graph, const Shape& shape, int threads, Calibration& 
     for (const std::string& name : options.observer.tensors) {
         if (centres.count(name)) continue;
         const auto [lo, hi] = ranges.range(name, c);
-        auto q = quant::activationQuantFromRange(lo, hi, name);
+        auto q = quant::activationQuantFromRange(
+            lo, hi, name, leaky.count(name) ? c.zero_points : quant::ZeroPoints::kAlways);
         if (!q) return fail(q.status().toString());
         c.record->activations[name] = *q;
     }
@@ -278,6 +285,10 @@ int main(int argc, char** argv) {
             const auto ends = quant::parseInt8FloatEnds(next());
             if (!ends) return fail("--keep-float takes first,last, first, last or none");
             calibration.keep_float = *ends;
+        } else if (a == "--zero-points") {
+            const auto z = quant::parseZeroPoints(next());
+            if (!z) return fail("--zero-points takes always or where-needed");
+            calibration.zero_points = *z;
         } else
             return fail("unknown argument '" + a + "' (see the header of bench/cpu_bench.cpp)");
     }

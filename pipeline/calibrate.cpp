@@ -100,23 +100,26 @@ Status observeCases(const std::filesystem::path& package, const std::vector<Cali
 }
 
 Result<engine::QuantizationRecord> buildRecord(const Observed& observed,
-                                               const std::vector<std::string>& tensors,
-                                               const std::vector<std::string>& float_layers,
+                                               const Int8Candidates& candidates,
                                                const std::vector<CalibrationCase>& cases,
                                                const CalibrateOptions& o) {
     engine::QuantizationRecord q;
     q.weight_bits = o.weight_bits;
     q.method = o.method;
     q.percentile = o.percentile;
-    q.float_layers = float_layers;
+    q.zero_points = o.zero_points;
+    q.float_layers = candidates.float_layers;
     for (const CalibrationCase& c : cases) q.calibration_cases.push_back(c.id);
-    for (const std::string& t : tensors) {
+    for (const std::string& t : candidates.tensors) {
         const auto it = observed.histograms.find(t);
         if (it == observed.histograms.end())
             return internalError("int8 calibration: tensor '" + t +
                                  "' was asked for but never observed");
         VOXSEG_ASSIGN_OR_RETURN(q.activations[t],
-                                calibrateActivation(it->second, o.method, o.percentile, t));
+                                calibrateActivation(it->second, o.method, o.percentile, t,
+                                                    candidates.leaky_relu_outputs.count(t)
+                                                        ? o.zero_points
+                                                        : engine::quant::ZeroPoints::kAlways));
     }
     for (const auto& [t, m] : observed.magnitudes) {
         VOXSEG_ASSIGN_OR_RETURN(q.norm_inputs[t],
@@ -212,7 +215,7 @@ Result<CalibrateReport> calibratePackage(const std::filesystem::path& package,
     CalibrateReport report;
     report.patches = observed.patches;
     VOXSEG_ASSIGN_OR_RETURN(report.record,
-                            buildRecord(observed, tensors, float_layers, split.calibration, o));
+                            buildRecord(observed, *candidates, split.calibration, o));
     VOXSEG_RETURN_IF_ERROR(draft.setQuantization(report.record));
     VOXSEG_ASSIGN_OR_RETURN(
         report.held_back,

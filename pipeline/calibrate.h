@@ -56,6 +56,10 @@ struct CalibrateOptions {
     // image's few channels at full precision, the logits the labels come from); NNCF quantises
     // both. The gate decides.
     engine::quant::Int8FloatEnds keep_float;
+    // Which activations get a zero point (--zero-points; engine/quant/int8_scheme.h): always
+    // (default), or where-needed (LeakyReLU outputs whose negatives are small go without:
+    // faster convolutions on AMX, those negatives clamped to 0; the gate decides).
+    engine::quant::ZeroPoints zero_points = engine::quant::ZeroPoints::kAlways;
     HeldBackSpec held_back;
     CalibrationGate gate;
     // Device, threads, batch, overlap, TTA for every run; precision is set per run (fp32 for

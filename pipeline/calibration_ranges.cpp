@@ -130,14 +130,14 @@ namespace {
 
 // Shrinks [lo, hi] by a common factor t in (0, 1] (kSteps steps) and keeps the least error.
 Result<ActivationRange> mseRange(const ActivationHistogram& h, float lo, float hi,
-                                 const std::string& tensor) {
+                                 const std::string& tensor, engine::quant::ZeroPoints zero_points) {
     constexpr int kSteps = 256;
     ActivationRange best{lo, hi};
     double best_error = std::numeric_limits<double>::infinity();
     for (int k = kSteps; k >= 1; --k) {
         const double t = static_cast<double>(k) / kSteps;
         const ActivationRange r{static_cast<float>(lo * t), static_cast<float>(hi * t)};
-        auto q = engine::quant::activationQuantFromRange(r.lo, r.hi, tensor);
+        auto q = engine::quant::activationQuantFromRange(r.lo, r.hi, tensor, zero_points);
         if (!q.isOk()) continue;
         const double e = expectedQuantizationError(h, *q);
         if (e < best_error) {
@@ -151,7 +151,8 @@ Result<ActivationRange> mseRange(const ActivationHistogram& h, float lo, float h
 }  // namespace
 
 Result<ActivationRange> chooseActivationRange(const ActivationHistogram& h, RangeMethod method,
-                                              double percentile, const std::string& tensor) {
+                                              double percentile, const std::string& tensor,
+                                              engine::quant::ZeroPoints zero_points) {
     if (h.nonFinite() > 0)
         return invalidArgument("int8 calibration: tensor '" + tensor + "' took " +
                                    std::to_string(h.nonFinite()) +
@@ -169,7 +170,7 @@ Result<ActivationRange> chooseActivationRange(const ActivationHistogram& h, Rang
         case RangeMethod::kMinMax:
             return ActivationRange{h.min(), h.max()};
         case RangeMethod::kMse:
-            return mseRange(h, lo, h.max(), tensor);
+            return mseRange(h, lo, h.max(), tensor, zero_points);
         case RangeMethod::kPercentile: {
             if (!(percentile > 50.0 && percentile <= 100.0))
                 return invalidArgument("int8 calibration: percentile " +
@@ -251,10 +252,11 @@ Result<std::vector<float>> calibrateChannelScales(const ChannelMagnitudes& m, Ra
 }
 
 Result<ActivationQuant> calibrateActivation(const ActivationHistogram& h, RangeMethod method,
-                                            double percentile, const std::string& tensor) {
+                                            double percentile, const std::string& tensor,
+                                            engine::quant::ZeroPoints zero_points) {
     VOXSEG_ASSIGN_OR_RETURN(const ActivationRange r,
-                            chooseActivationRange(h, method, percentile, tensor));
-    return engine::quant::activationQuantFromRange(r.lo, r.hi, tensor);
+                            chooseActivationRange(h, method, percentile, tensor, zero_points));
+    return engine::quant::activationQuantFromRange(r.lo, r.hi, tensor, zero_points);
 }
 
 }  // namespace voxseg::pipeline

@@ -74,17 +74,19 @@ struct ActivationRange {
 // The range `method` chooses for `tensor` (named in messages). kPercentile takes `percentile` in
 // (50, 100]. A tensor that took non-finite values, or no range at all (every value equal), is
 // kInvalidArgument naming it and what to do. A percentile range that collapses (a ReLU output
-// zero in more than `percentile` % of its voxels) falls back to the extremes.
-Result<ActivationRange> chooseActivationRange(const ActivationHistogram& h,
-                                              engine::RangeMethod method, double percentile,
-                                              const std::string& tensor);
+// zero in more than `percentile` % of its voxels) falls back to the extremes. kMse weighs its
+// candidates with the u8 parameters `zero_points` gives them.
+Result<ActivationRange> chooseActivationRange(
+    const ActivationHistogram& h, engine::RangeMethod method, double percentile,
+    const std::string& tensor,
+    engine::quant::ZeroPoints zero_points = engine::quant::ZeroPoints::kAlways);
 
 // chooseActivationRange, then the u8 scale and zero point of engine/quant/int8_scheme.h (zero
-// point 0 for a tensor that never went below 0).
-Result<engine::quant::ActivationQuant> calibrateActivation(const ActivationHistogram& h,
-                                                           engine::RangeMethod method,
-                                                           double percentile,
-                                                           const std::string& tensor);
+// point 0 for a tensor that never went below 0, or, with kWhereNeeded, only a little).
+Result<engine::quant::ActivationQuant> calibrateActivation(
+    const ActivationHistogram& h, engine::RangeMethod method, double percentile,
+    const std::string& tensor,
+    engine::quant::ZeroPoints zero_points = engine::quant::ZeroPoints::kAlways);
 
 // 8-bit normalisation inputs (engine/quant/int8_scheme.h; calibrate --norm-inputs int8): per
 // channel, a histogram of |x - centre[c]| over every calibration patch (centre: the Conv bias the

@@ -39,8 +39,11 @@ Result<Int8Candidates> int8Candidates(const engine::LoadedModel& loaded,
             return m.hasStages() ? stageQuantizationKey(m.stages.at(s).name, n) : n;
         };
         for (const std::string& f : floats) out.float_layers.push_back(name(f));
-        for (const std::string& t : engine::quant::int8CandidateTensors(g, floats))
+        const std::set<std::string> leaky = engine::quant::int8LeakyReluOutputs(g);
+        for (const std::string& t : engine::quant::int8CandidateTensors(g, floats)) {
             out.tensors.push_back(name(t));
+            if (leaky.count(t)) out.leaky_relu_outputs.insert(name(t));
+        }
         for (engine::quant::Int8NormInput in : engine::quant::int8NormInputs(g, floats)) {
             in.tensor = name(in.tensor);
             out.norm_inputs.push_back(std::move(in));

@@ -10,6 +10,7 @@
 #include "engine/model/model_package.h"
 #include "engine/quant/int8_policy.h"
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,8 @@ struct Int8Candidates {
     std::vector<std::string> float_layers;
     // The tensors that may be 8-bit normalisation inputs (int8NormInputs), names prefixed.
     std::vector<engine::quant::Int8NormInput> norm_inputs;
+    // Of `tensors`, those that may go without a zero point (int8LeakyReluOutputs).
+    std::set<std::string> leaky_relu_outputs;
 };
 Result<Int8Candidates> int8Candidates(const engine::LoadedModel& loaded,
                                       engine::quant::Int8FloatEnds ends = {});

@@ -25,7 +25,8 @@ the same inputs; the quantised IR is cached there too). voxseg "int8" calibrates
 --calib inputs (voxseg_bench_cpu --calib: the fp32 network observed, --calib-method percentile
 99.99 or minmax ranges, the first and last conv kept float; docs/int8.md); "int8n" the same with
 8-bit normalisation inputs (--norm-inputs int8), "int8all" that with the first and last conv in
-int8 too (--keep-float none, as NNCF quantises them). The OpenVINO children run under
+int8 too (--keep-float none, as NNCF quantises them), "int8allz" that without zero points where
+the negatives are small (--zero-points where-needed; INT8_KINDS). The OpenVINO children run under
 --ov-python (a venv with `pip install openvino nncf`; default: this Python). --repeat N runs the whole
 sequence N times (interleaved: A B C A B C) and reports the median of the per-round bests.
 The ONNX files are generated into --workdir (never committed).
@@ -57,6 +58,16 @@ NETS = {
     "primus_s": dict(family=True, patch=96, in_ch=1, out_ch=3, opset=17),
 }
 SEED = 1234
+# voxseg's int8 variants: the voxseg_bench_cpu options on top of --calib, and the report's name.
+INT8_KINDS = {
+    "int8": ([], "voxseg cpu int8"),
+    "int8n": (["--norm-inputs", "int8"], "voxseg cpu int8, 8-bit norm inputs"),
+    "int8all": (["--norm-inputs", "int8", "--keep-float", "none"],
+                "voxseg cpu int8, 8-bit norm inputs, every conv"),
+    "int8allz": (["--norm-inputs", "int8", "--keep-float", "none", "--zero-points",
+                  "where-needed"],
+                 "voxseg cpu int8, 8-bit norm inputs, every conv, zero points where needed"),
+}
 
 
 def build_family(name, cfg):
@@ -189,7 +200,7 @@ def paths(workdir, net):
     return {k: os.path.join(workdir, f"{net}.{k}") for k in ("onnx", "pt", "input", "out_torch",
                                                             "out_torch_bf16", "out_ort",
                                                             "out_vx_fp32", "out_vx_bf16",
-                                                            "out_vx_int8", "out_vx_int8n", "out_vx_int8all",
+                                                            *(f"out_vx_{k}" for k in INT8_KINDS),
                                                             "out_ov", "out_ov_bf16",
                                                             "out_ov_int8")}
 
@@ -377,10 +388,7 @@ def run_voxseg(args, precision):
         calib = [os.path.join(args.workdir, f"{net_tag(args)}.calib{i}.f32")
                  for i in range(args.calib)]
         cmd += ["--calib", ",".join(calib), "--calib-method", args.calib_method]
-        if precision in ("int8n", "int8all"):  # 8-bit normalisation inputs (--norm-inputs int8)
-            cmd += ["--norm-inputs", "int8"]
-        if precision == "int8all":  # the first and last conv in int8 too (--keep-float none)
-            cmd += ["--keep-float", "none"]
+        cmd += INT8_KINDS[precision][0]
     elif args.ceiling:
         ceiling = os.path.join(args.workdir, "ceiling_conv.onnx")
         if not os.path.exists(ceiling):
@@ -457,7 +465,8 @@ def main():
     ap.add_argument("--only", default="torch,ort,fp32,bf16",
                     help="comma list of torch, torch_bf16, ort, fp32, bf16, int8, int8n (int8 "
                          "with 8-bit normalisation inputs), int8all (int8n with the first and "
-                         "last conv in int8 too), ov, ov_bf16, ov_int8")
+                         "last conv in int8 too), int8allz (int8all, zero points only where "
+                         "needed), ov, ov_bf16, ov_int8")
     ap.add_argument("--ov-python", default=sys.executable,
                     help="Python with openvino and nncf for the ov* runtimes")
     ap.add_argument("--calib", type=int, default=2,
@@ -530,7 +539,7 @@ def label_agreement(a_path, b_path, ch):
 
 def int8_lines(keys, best, outs, ref, ch):
     """voxseg int8 against its own bf16/fp32 and OpenVINO INT8, and the labels' agreement."""
-    for mine in ("int8", "int8n", "int8all"):
+    for mine in INT8_KINDS:
         if mine not in best or best[mine] != best[mine]:
             continue
         t = best[mine]
@@ -541,7 +550,7 @@ def int8_lines(keys, best, outs, ref, ch):
         print(f"\nvoxseg {mine}: " + ", ".join(parts))
     if ref:
         agree = [f"{k} {100 * label_agreement(outs[k], ref, ch):.3f} %" for k in keys
-                 if k in ("int8", "int8n", "int8all", "ov_int8", "bf16", "ov_bf16")
+                 if (k in INT8_KINDS or k in ("ov_int8", "bf16", "ov_bf16"))
                  and os.path.exists(outs[k])]
         if agree:
             print("voxels with the PyTorch fp32 label (argmax): " + ", ".join(agree))
@@ -552,19 +561,15 @@ def report(args, cfg, p, gflop, rounds):
              "ort": "ONNX Runtime fp32", "fp32": "voxseg cpu fp32", "bf16": "voxseg cpu bf16",
              "ov": "OpenVINO fp32", "ov_bf16": "OpenVINO bf16",
              "ov_int8": f"OpenVINO INT8 (NNCF, {args.calib} calibration inputs)",
-             "int8": f"voxseg cpu int8 ({args.calib} calibration inputs, {args.calib_method})",
-             "int8n": f"voxseg cpu int8, 8-bit norm inputs ({args.calib} inputs, "
-                      f"{args.calib_method})",
-             "int8all": f"voxseg cpu int8, 8-bit norm inputs, every conv ({args.calib} inputs, "
-                        f"{args.calib_method})"}
+             **{k: f"{name} ({args.calib} calibration inputs, {args.calib_method})"
+                for k, (_, name) in INT8_KINDS.items()}}
     outs = {"torch": p["out_torch"], "torch_bf16": p["out_torch_bf16"], "ort": p["out_ort"],
-            "fp32": p["out_vx_fp32"], "bf16": p["out_vx_bf16"], "int8": p["out_vx_int8"],
-            "int8n": p["out_vx_int8n"], "int8all": p["out_vx_int8all"],
+            "fp32": p["out_vx_fp32"], "bf16": p["out_vx_bf16"],
+            **{k: p[f"out_vx_{k}"] for k in INT8_KINDS},
             "ov": p["out_ov"],
             "ov_bf16": p["out_ov_bf16"], "ov_int8": p["out_ov_int8"]}
     # the OpenVINO run of the same precision, for voxseg's rows
-    ov_peer = {"fp32": "ov", "bf16": "ov_bf16", "int8": "ov_int8", "int8n": "ov_int8",
-               "int8all": "ov_int8"}
+    ov_peer = {"fp32": "ov", "bf16": "ov_bf16", **{k: "ov_int8" for k in INT8_KINDS}}
     keys = list(rounds[0])
     best = {k: median([min(r[k]["times"]) for r in rounds if "times" in r[k]] or [float("nan")])
             for k in keys}
@@ -586,8 +591,7 @@ def report(args, cfg, p, gflop, rounds):
             continue
         t = best[k]
         peer = {"bf16": "torch_bf16", "torch_bf16": "torch_bf16", "ov_bf16": "torch_bf16",
-                "ov_int8": None, "int8": None, "int8n": None,
-                "int8all": None}.get(k, "torch")
+                "ov_int8": None, **{k: None for k in INT8_KINDS}}.get(k, "torch")
         vs_t = f"{best[peer] / t:.2f}x" if peer in best and best[peer] == best[peer] else "-"
         vs_o = f"{best['ort'] / t:.2f}x" if "ort" in best and best["ort"] == best["ort"] else "-"
         ov = ov_peer.get(k)

@@ -62,7 +62,7 @@ void readNormInputs(Reader& r, const json& j, const std::string& key, Quantizati
 
 void readCalibration(Reader& r, const json& j, const std::string& key, QuantizationRecord& q) {
     if (!r.object(j, key)) return;
-    r.onlyKeys(j, key, {"method", "percentile", "cases", "held_back"});
+    r.onlyKeys(j, key, {"method", "percentile", "zero_points", "cases", "held_back"});
     if (const json* m = r.member(j, key, "method", true)) {
         const std::string name = r.string(*m, Reader::join(key, "method"));
         bool known = false;
@@ -79,6 +79,13 @@ void readCalibration(Reader& r, const json& j, const std::string& key, Quantizat
         q.percentile = r.number(*p, Reader::join(key, "percentile"));
         if (r.ok() && !(q.percentile > 50 && q.percentile <= 100))
             r.fail(Reader::join(key, "percentile"), "must be in (50, 100]");
+    }
+    if (const json* z = r.member(j, key, "zero_points", false)) {
+        const std::string name = r.string(*z, Reader::join(key, "zero_points"));
+        if (const auto parsed = quant::parseZeroPoints(name))
+            q.zero_points = *parsed;
+        else if (r.ok())
+            r.fail(Reader::join(key, "zero_points"), "must be always or where-needed");
     }
     if (const json* c = r.member(j, key, "cases", true)) {
         const std::string k = Reader::join(key, "cases");
@@ -158,6 +165,8 @@ json quantizationJson(const QuantizationRecord& q) {
         acts[name] = {{"scale", a.scale}, {"zero_point", a.zero_point}};
     json cal{{"method", rangeMethodName(q.method)}, {"cases", q.calibration_cases}};
     if (q.method == RangeMethod::kPercentile) cal["percentile"] = q.percentile;
+    if (q.zero_points != quant::ZeroPoints::kAlways)
+        cal["zero_points"] = quant::zeroPointsName(q.zero_points);
     if (q.held_back)
         cal["held_back"] = {{"cases", q.held_back->cases},
                             {"dice_min", q.held_back->dice_min},

@@ -120,6 +120,18 @@ std::vector<std::string> int8CandidateTensors(const Graph& graph,
     return out;
 }
 
+std::set<std::string> int8LeakyReluOutputs(const Graph& graph) {
+    std::set<std::string> out;
+    for (const Node& n : graph.nodes) {
+        const bool leaky =
+            (n.op == OpKind::kLeakyRelu && n.alpha >= 0.0f && n.alpha <= kSmallNegativeShare) ||
+            (n.fused_activation == ActivationKind::kLeakyRelu && n.fused_alpha >= 0.0f &&
+             n.fused_alpha <= kSmallNegativeShare);
+        if (leaky && !n.outputs.empty()) out.insert(graph.values[n.outputs[0]].name);
+    }
+    return out;
+}
+
 Int8ConvSpec int8ConvGeometry(const Node& n, const Shape& xs) {
     Int8ConvSpec s;
     s.batch = xs[0];

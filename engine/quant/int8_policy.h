@@ -28,6 +28,7 @@
 #include "engine/quant/quantization_record.h"
 
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,12 @@ std::optional<Int8FloatEnds> parseInt8FloatEnds(const std::string& name);
 // each once, in graph order.
 std::vector<std::string> int8CandidateTensors(const Graph& graph,
                                               const std::vector<std::string>& float_layers);
+
+// calibrate --zero-points where-needed: the tensors that may go without a zero point, those a
+// LeakyReLU with a slope of at most kSmallNegativeShare computes (a node of its own, or fused into
+// the node before it, as optimize() fuses it into a normalisation): their negatives are the slope
+// times the pre-activation's. Any other tensor (an image, a residual sum) keeps its zero point.
+std::set<std::string> int8LeakyReluOutputs(const Graph& graph);
 
 // A tensor that may be an 8-bit normalisation input: the output of an eligible Conv not in
 // `float_layers` (no fused residual or activation, no graph output) read only by one

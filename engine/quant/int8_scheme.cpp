@@ -7,14 +7,26 @@
 
 namespace voxseg::engine::quant {
 
-Result<ActivationQuant> activationQuantFromRange(float min, float max, const std::string& tensor) {
+const char* zeroPointsName(ZeroPoints z) {
+    return z == ZeroPoints::kWhereNeeded ? "where-needed" : "always";
+}
+
+std::optional<ZeroPoints> parseZeroPoints(const std::string& name) {
+    if (name == "always") return ZeroPoints::kAlways;
+    if (name == "where-needed") return ZeroPoints::kWhereNeeded;
+    return std::nullopt;
+}
+
+Result<ActivationQuant> activationQuantFromRange(float min, float max, const std::string& tensor,
+                                                 ZeroPoints zero_points) {
     if (!std::isfinite(min) || !std::isfinite(max) || !(max > min))
         return invalidArgument("int8: tensor '" + tensor + "' has no usable range [" +
                                    std::to_string(min) + ", " + std::to_string(max) +
                                    "]: calibrate again with cases that reach it",
                                tensor);
     ActivationQuant q;
-    if (min >= 0.0f) {
+    if (min >= 0.0f || (zero_points == ZeroPoints::kWhereNeeded && max > 0.0f &&
+                        -min <= kSmallNegativeShare * max)) {
         q.scale = max / 255.0f;
         q.zero_point = 0;
         return q;

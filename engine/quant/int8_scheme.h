@@ -33,6 +33,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,10 +51,22 @@ struct ActivationQuant {
     int32_t zero_point = 0;
 };
 
-// Parameters covering [min, max] (the range calibration chose): zero point 0 when min >= 0, else
-// the zero point that puts 0.0 exactly on an integer. kInvalidArgument for non-finite values or
-// max <= min (the message names `tensor`).
-Result<ActivationQuant> activationQuantFromRange(float min, float max, const std::string& tensor);
+// Which activations get a zero point (calibrate --zero-points). kAlways: every tensor with
+// negative values. kWhereNeeded: only those whose negative part is more than
+// kSmallNegativeShare of the positive one; the others (LeakyReLU outputs, whose negatives are a
+// hundredth of their positives) get zero point 0, their negatives clamp to 0, and the int8
+// convolutions reading them need no zero-point compensation (oneDNN's brgconv AMX kernel).
+enum class ZeroPoints { kAlways, kWhereNeeded };
+inline constexpr float kSmallNegativeShare = 1.0f / 32.0f;
+const char* zeroPointsName(ZeroPoints z);  // "always", "where-needed"
+std::optional<ZeroPoints> parseZeroPoints(const std::string& name);
+
+// Parameters covering [min, max] (the range calibration chose): zero point 0 when min >= 0 (or,
+// with kWhereNeeded, when -min <= kSmallNegativeShare * max: [0, max]), else the zero point that
+// puts 0.0 exactly on an integer. kInvalidArgument for non-finite values or max <= min (the
+// message names `tensor`).
+Result<ActivationQuant> activationQuantFromRange(float min, float max, const std::string& tensor,
+                                                 ZeroPoints zero_points = ZeroPoints::kAlways);
 
 // x as u8 the way oneDNN's quantising reorder computes it: rne(clamp(x * (1 / scale) + zp)).
 uint8_t quantizeActivation(float x, const ActivationQuant& q);

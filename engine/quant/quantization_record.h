@@ -51,7 +51,8 @@ struct QuantizationRecord {
     // name -> its s8 scale per channel. Empty: normalisations read their input as float.
     std::map<std::string, std::vector<float>> norm_inputs;
     RangeMethod method = RangeMethod::kPercentile;
-    double percentile = 99.99;  // kPercentile only
+    double percentile = 99.99;                                   // kPercentile only
+    quant::ZeroPoints zero_points = quant::ZeroPoints::kAlways;  // calibrate --zero-points
     std::vector<std::string> calibration_cases;
     std::optional<HeldBackAgreement> held_back;  // absent: calibrated, not validated
 };

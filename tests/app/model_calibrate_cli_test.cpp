@@ -76,13 +76,23 @@ TEST(ModelCalibrateCli, RefusesTooFewCasesThenCalibratesAndSegmentRunsInt8) {
     // convolutions' outputs its normalisations read; a value outside the list is a usage error.
     const std::string all = dir / "int8_all";
     auto every = runVoxseg(
-        {"model", "calibrate",     model, "--cases",         dir / "cases", "-o",
-         all,     "--min-cases",   "2",   "--held-back",     "2",           "--weight-bits",
-         "7",     "--min-dice",    "0",   "--min-agreement", "0",           "--keep-float",
-         "none",  "--norm-inputs", "int8"},
+        {"model", "calibrate",     model,  "--cases",         dir / "cases", "-o",
+         all,     "--min-cases",   "2",    "--held-back",     "2",           "--weight-bits",
+         "7",     "--min-dice",    "0",    "--min-agreement", "0",           "--keep-float",
+         "none",  "--norm-inputs", "int8", "--zero-points",   "where-needed"},
         dir);
     ASSERT_EQ(every.exit_code, 0) << every.err;
     const auto ja = nlohmann::json::parse(std::ifstream(fs::path(all) / "model.json"));
+    // --zero-points where-needed: recorded, and fewer tensors with a zero point than by default.
+    EXPECT_EQ(ja["quantization"]["calibration"]["zero_points"], "where-needed");
+    auto zero_points = [](const nlohmann::json& acts) {
+        int n = 0;
+        for (const auto& [name, a] : acts.items()) n += a["zero_point"].get<int>() != 0;
+        return n;
+    };
+    EXPECT_LT(zero_points(ja["quantization"]["activations"]),
+              zero_points(j["quantization"]["activations"]))
+        << ja["quantization"]["activations"].dump();
     const size_t norm_inputs = ja["quantization"]["norm_inputs"].size();
     EXPECT_GT(norm_inputs, 0u) << ja["quantization"].dump();
     EXPECT_NE(every.out.find("and " + std::to_string(norm_inputs) + " 8-bit normalisation inputs"),
@@ -94,6 +104,11 @@ TEST(ModelCalibrateCli, RefusesTooFewCasesThenCalibratesAndSegmentRunsInt8) {
                           dir / "int8_bad", "--keep-float", "middle"},
                          dir);
     EXPECT_EQ(bad.exit_code, toInt(ExitCode::kUsage)) << bad.err;
+    EXPECT_FALSE(fs::exists(dir / "int8_bad"));
+    auto bad_zp = runVoxseg({"model", "calibrate", model, "--cases", dir / "cases", "-o",
+                             dir / "int8_bad", "--zero-points", "symmetric"},
+                            dir);
+    EXPECT_EQ(bad_zp.exit_code, toInt(ExitCode::kUsage)) << bad_zp.err;
     EXPECT_FALSE(fs::exists(dir / "int8_bad"));
 }
 

@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <set>
 
 namespace voxseg::engine {
 namespace {
@@ -202,6 +203,42 @@ TEST(Int8Graph, UpsamplingIntoTheConcatChangesNoValue) {
     size_t differ = 0;
     for (size_t i = 0; i < in_place.out.size(); ++i) differ += in_place.out[i] != separate.out[i];
     EXPECT_EQ(differ, 0u) << "of " << in_place.out.size() << " [" << in_place.describe << "]";
+}
+
+// calibrate --zero-points where-needed: the level's LeakyReLU outputs lose their zero points (the
+// ranges as calibrateMinMax observed them), the result stays within the same bounds of fp32, and
+// on AMX the int8 convolutions reading them run on brgconv instead of the zero-point jit kernel.
+TEST(Int8Graph, UnetLevelWithZeroPointsWhereNeededStaysCloseToFp32) {
+    const Graph g = testing::int8UnetLevel();
+    const Tensor input = testing::seededTensor({1, 2, 16, 14, 12}, 11);
+    auto record = calibrateMinMax(g, input);
+    record->float_layers = quant::defaultInt8FloatLayers(g);
+    auto where = std::make_shared<QuantizationRecord>(*record);
+    where->zero_points = quant::ZeroPoints::kWhereNeeded;
+    const std::set<std::string> leaky = quant::int8LeakyReluOutputs(optimize(g));
+    int before = 0, after = 0;
+    for (auto& [name, q] : where->activations) {
+        before += q.zero_point != 0;
+        const float lo = -static_cast<float>(q.zero_point) * q.scale;
+        const float hi = static_cast<float>(255 - q.zero_point) * q.scale;
+        if (leaky.count(name))
+            q = *quant::activationQuantFromRange(lo, hi, name, quant::ZeroPoints::kWhereNeeded);
+        after += q.zero_point != 0;
+    }
+    std::printf("activations with a zero point: %d -> %d of %zu\n", before, after,
+                where->activations.size());
+    EXPECT_LT(after, before);
+    const Outcome fp32 = run(g, input, Precision::kFloat32);
+    const Outcome int8 = run(g, input, Precision::kInt8, where);
+    EXPECT_EQ(countOf(int8.describe, "conv int8"), 5) << int8.describe;
+    std::printf("int8 convs on brgconv: %d (zero points always: %d)\n",
+                countOf(int8.describe, "conv int8 brg"),
+                countOf(run(g, input, Precision::kInt8, record).describe, "conv int8 brg"));
+    const testing::Int8Error e = testing::int8ErrorVsFp32(int8.out, fp32.out);
+    std::printf("int8 (zero points where needed) vs fp32: max %.4f, mean %.5f, range %.3f\n", e.max,
+                e.mean, e.range);
+    EXPECT_LT(e.max, 0.03 * e.range);
+    EXPECT_LT(e.mean, 0.005 * e.range);
 }
 
 // 8-bit normalisation inputs (docs/int8.md): the convolutions before the level's norms write s8

@@ -32,6 +32,36 @@ TEST(Int8Scheme, SignedRangePutsZeroOnAnIntegerAndRoundTripsWithinHalfAStep) {
             << x;
 }
 
+// calibrate --zero-points where-needed: a LeakyReLU-like range (negatives a hundredth of the
+// positives) gets no zero point and its negatives clamp to 0; a range with real negatives keeps
+// the zero point it always gets; the threshold is kSmallNegativeShare of the positive part.
+TEST(Int8Scheme, ZeroPointsWhereNeededDropOnlySmallNegativeParts) {
+    const auto leaky = activationQuantFromRange(-0.05f, 4.1f, "leaky", ZeroPoints::kWhereNeeded);
+    ASSERT_TRUE(leaky.isOk());
+    EXPECT_EQ(leaky->zero_point, 0);
+    EXPECT_FLOAT_EQ(leaky->scale, 4.1f / 255.0f);
+    EXPECT_EQ(quantizeActivation(-0.05f, *leaky), 0);
+    const auto always = activationQuantFromRange(-0.05f, 4.1f, "leaky");
+    ASSERT_TRUE(always.isOk());
+    EXPECT_GT(always->zero_point, 0);
+    for (float lo : {-0.5f, -4.1f * kSmallNegativeShare * 1.01f}) {
+        const auto signed_range = activationQuantFromRange(lo, 4.1f, "t", ZeroPoints::kWhereNeeded);
+        const auto reference = activationQuantFromRange(lo, 4.1f, "t");
+        ASSERT_TRUE(signed_range.isOk() && reference.isOk());
+        EXPECT_GT(signed_range->zero_point, 0) << lo;
+        EXPECT_EQ(signed_range->zero_point, reference->zero_point) << lo;
+        EXPECT_EQ(signed_range->scale, reference->scale) << lo;
+    }
+    const auto edge =
+        activationQuantFromRange(-4.1f * kSmallNegativeShare, 4.1f, "t", ZeroPoints::kWhereNeeded);
+    ASSERT_TRUE(edge.isOk());
+    EXPECT_EQ(edge->zero_point, 0);
+    EXPECT_EQ(parseZeroPoints("where-needed"), ZeroPoints::kWhereNeeded);
+    EXPECT_EQ(parseZeroPoints("always"), ZeroPoints::kAlways);
+    EXPECT_FALSE(parseZeroPoints("symmetric").has_value());
+    EXPECT_STREQ(zeroPointsName(ZeroPoints::kWhereNeeded), "where-needed");
+}
+
 TEST(Int8Scheme, UnusableRangeIsRefusedNamingTheTensor) {
     for (auto [lo, hi] : {std::pair{1.0f, 1.0f}, std::pair{2.0f, 1.0f}, std::pair{0.0f, NAN},
                           std::pair{-INFINITY, 1.0f}}) {

@@ -47,6 +47,15 @@ TEST(ModelQuantization, ReadsWritesAndReadsBackTheSameRecord) {
     auto again = readQuantization(quantizationJson(*q), "quantization", "written");
     ASSERT_TRUE(again.isOk()) << again.status().message();
     EXPECT_EQ(quantizationJson(*again), quantizationJson(*q));
+    // calibrate --zero-points: absent means always (records before it); where-needed round-trips.
+    EXPECT_EQ(q->zero_points, quant::ZeroPoints::kAlways);
+    EXPECT_FALSE(quantizationJson(*q)["calibration"].contains("zero_points"));
+    json z = validSection();
+    z["quantization"]["calibration"]["zero_points"] = "where-needed";
+    auto zq = readQuantization(z["quantization"], "quantization", "pkg/model.json");
+    ASSERT_TRUE(zq.isOk()) << zq.status().message();
+    EXPECT_EQ(zq->zero_points, quant::ZeroPoints::kWhereNeeded);
+    EXPECT_EQ(quantizationJson(*zq)["calibration"]["zero_points"], "where-needed");
 }
 
 // The gate the figures passed is recorded (calibrate's --min-dice / --min-agreement), optional
@@ -98,6 +107,7 @@ TEST(ModelQuantization, BadValuesAreRefusedNamingTheKey) {
         {"/quantization/calibration/held_back/cases", json::array({"c09", "c02"}), "c02"},
         {"/quantization/calibration/held_back/dice_min", 1.2, "dice_min"},
         {"/quantization/calibration/hold_back", 1, "hold_back"},
+        {"/quantization/calibration/zero_points", "symmetric", "zero_points"},
         {"/quantization/norm_inputs/enc.0.conv1.out/1", 0.0, "norm_inputs"},
         {"/quantization/norm_inputs/enc.0.conv1.out", json::array(), "norm_inputs"},
         {"/quantization/norm_inputs/enc.0.conv1.out", 0.5, "norm_inputs"},
