@@ -544,8 +544,9 @@ Status planConcat(Plan& plan) {
     // concat): those of the input with the most channels, usually the skip connection.
     // An input a normalisation wrote as this concat's u8 (int8_policy.h, concat_u8) has no
     // float form: it is copied, never read as float.
-    // An input written straight into this concat's u8 output (a ConvTranspose,
-    // Plan::concatInPlace) has no float form either: it counts as channels-last.
+    // An input written straight into this concat's u8 output (a ConvTranspose's quantising
+    // scatter or a skip connection's norm, Plan::concatInPlace) has no float form either: it
+    // counts as channels-last, and the concat writes only its other inputs.
     const MemRef* in_place = nullptr;
     for (ValueId v : n.inputs)
         if (const MemRef* cat = plan.concatInPlace(v)) in_place = cat;
