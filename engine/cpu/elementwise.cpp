@@ -443,12 +443,16 @@ std::optional<MemRef> planConcatInPlace(Plan& plan, int axis, const dnnl::memory
 
 }  // namespace
 
+// A quantising concat's input marked as written into its output already (not a Plan buffer).
+constexpr int kWrittenInPlace = -2;
+
 // A concat whose readers are all int8 convolutions (int8_policy.h): each input quantised by one
 // reorder straight into its channels of the u8 output, which is never written in float. False
 // (nothing planned) where a part is no view oneDNN can write (a channel block split by an input),
 // and the float concat runs.
 // `in_place`: the u8 output an input already wrote its channels of (Plan::concatInPlace); such
-// inputs come with buffer -2 in `inputs` and need no step. Else the output is a new buffer.
+// inputs come with buffer kWrittenInPlace in `inputs` and need no step. Else the output is a new
+// buffer.
 bool planQuantizingConcat(Plan& plan, int axis, const dnnl::memory::desc& u8_md,
                           const std::vector<std::pair<int, MemRef>>& inputs,
                           const quant::ActivationQuant& q, const MemRef* in_place) {
@@ -456,7 +460,7 @@ bool planQuantizingConcat(Plan& plan, int axis, const dnnl::memory::desc& u8_md,
     dnnl::memory::dims offsets(u8_md.dims().size(), 0);
     try {
         for (const auto& [arg, src] : inputs) {
-            if (src.buffer == -2) {  // written in place: its channels are there already
+            if (src.buffer == kWrittenInPlace) {  // its channels are there already
                 parts.emplace_back(dnnl::reorder(), dnnl::memory::desc());
                 offsets[static_cast<size_t>(axis)] += src.md.dims()[static_cast<size_t>(axis)];
                 continue;
@@ -481,7 +485,7 @@ bool planQuantizingConcat(Plan& plan, int axis, const dnnl::memory::desc& u8_md,
     const MemRef dst = in_place ? *in_place : plan.newBuffer(u8_md);
     for (size_t i = 0; i < inputs.size(); ++i) {
         const MemRef& src = inputs[i].second;
-        if (src.buffer == -2) continue;
+        if (src.buffer == kWrittenInPlace) continue;
         const bool copy = src.md.data_type() == dt::u8;
         plan.addPrimitive(
             (copy ? "concat copy " : "concat quantize ") + descName(src.md) + "->" +
@@ -576,9 +580,10 @@ Status planConcat(Plan& plan) {
         const ValueId v = n.inputs[i];
         dnnl::memory::desc md = like ? sameLayout(*like, toDims(g.values[v].shape), type)
                                      : plainDesc(g.values[v].shape, type);
-        if (plan.concatInPlace(v)) {  // marked for planQuantizingConcat: buffer -2
+        if (plan.concatInPlace(v)) {  // marked for planQuantizingConcat
             mds.push_back(md);
-            args.push_back({DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), MemRef{-2, md, {}}});
+            args.push_back(
+                {DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), MemRef{kWrittenInPlace, md, {}}});
             continue;
         }
         if (const MemRef* u8 = plan.concatU8(v)) {

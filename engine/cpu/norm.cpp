@@ -147,17 +147,25 @@ void defineNormOutputs(Plan& plan, const std::optional<MemRef>& dst,
 struct CatU8 {
     MemRef ref;
     int64_t c0 = 0, stride = 0;  // stride 0: x's element offsets
+    float inv_scale = 1.0f, zero_point = 0.0f;
+    // The kernels' second target, `base` being ref's memory at run time.
+    U8Target at(void* base) const {
+        return {static_cast<uint8_t*>(base) + c0, inv_scale, zero_point, stride};
+    }
+    const char* stepName() const { return stride ? " +into concat u8" : " +concat u8"; }
 };
-CatU8 planCatU8(Plan& plan, const LaneLayout& L, const dnnl::memory::desc& u8_md) {
+CatU8 planCatU8(Plan& plan, const LaneLayout& L, const dnnl::memory::desc& u8_md,
+                const quant::ActivationQuant& q) {
     const Node& n = plan.node();
+    const float inv = 1.0f / q.scale, zp = static_cast<float>(q.zero_point);
     const size_t spatial_rank = plan.graph().values[n.outputs[0]].shape.size() - 2;
     if (L.groups == 1 && L.lanes == L.channels && L.spatial_stride == L.lanes)
         if (std::optional<ConcatTarget> t =
                 concatInPlaceTarget(plan, n.outputs[0], spatial_rank, true))
-            return {useConcatInPlace(plan, n.outputs[0], *t), t->c0, t->channels};
+            return {useConcatInPlace(plan, n.outputs[0], *t), t->c0, t->channels, inv, zp};
     const MemRef own = plan.newBuffer(u8_md);
     plan.defineConcatU8(n.outputs[0], own);
-    return {own, 0, 0};
+    return {own, 0, 0, inv, zp};
 }
 
 // 8-bit normalisation inputs (int8_policy.h, src_s8): the s8 the Conv before wrote, x = q *
@@ -181,7 +189,8 @@ Status planNormFromS8(Plan& plan, const NormParams& p, const quant::Int8Layer& q
     if (keep_float) refs.push_back(*(dst = plan.newBuffer(float_md)));
     if (to_u8) refs.push_back(*(dst_u8 = plan.newBuffer(u8_md)));
     std::optional<CatU8> cat_u8;
-    if (to_u8 && q8.concat_u8) refs.push_back((cat_u8 = planCatU8(plan, L, u8_md))->ref);
+    if (to_u8 && q8.concat_u8)
+        refs.push_back((cat_u8 = planCatU8(plan, L, u8_md, q8.concat_dst))->ref);
     const bool residual = n.fused_residual >= 0;
     if (residual) {
         VOXSEG_ASSIGN_OR_RETURN(MemRef r, plan.ensure(n.fused_residual, float_md));
@@ -192,18 +201,12 @@ Status planNormFromS8(Plan& plan, const NormParams& p, const quant::Int8Layer& q
     const std::vector<float> scales = q8.s8_scales;
     const float inv_scale = to_u8 ? 1.0f / q8.dst.scale : 1.0f;
     const float zero_point = static_cast<float>(q8.dst.zero_point);
-    const bool to_cat = cat_u8.has_value();
-    const float cat_inv = 1.0f / q8.concat_dst.scale;
-    const float cat_zp = static_cast<float>(q8.concat_dst.zero_point);
-    const int64_t cat_c0 = to_cat ? cat_u8->c0 : 0, cat_stride = to_cat ? cat_u8->stride : 0;
     Kernel kernel = [=](const std::vector<dnnl::memory>& m) {
         size_t k = 0;
         const auto* xp = static_cast<const int8_t*>(m[k++].get_data_handle());
         void* yp = keep_float ? m[k++].get_data_handle() : nullptr;
         auto* qp = to_u8 ? static_cast<uint8_t*>(m[k++].get_data_handle()) : nullptr;
-        const U8Target cat{
-            to_cat ? static_cast<uint8_t*>(m[k++].get_data_handle()) + cat_c0 : nullptr, cat_inv,
-            cat_zp, cat_stride};
+        const U8Target cat = cat_u8 ? cat_u8->at(m[k++].get_data_handle()) : U8Target{};
         const void* rp = residual ? m[k++].get_data_handle() : nullptr;
         std::vector<double> mean, m2;
         channelMomentsS8(xp, L, mean, m2);
@@ -224,9 +227,7 @@ Status planNormFromS8(Plan& plan, const NormParams& p, const quant::Int8Layer& q
     };
     plan.addKernel(normStepName(p, md, to_u8 ? u8_md : dnnl::memory::desc(), keep_float,
                                 keep_float ? float_md : dnnl::memory::desc()) +
-                       (!to_cat      ? ""
-                        : cat_stride ? " +into concat u8"
-                                     : " +concat u8"),
+                       (cat_u8 ? cat_u8->stepName() : ""),
                    std::move(kernel), refs);
     defineNormOutputs(plan, dst, dst_u8);
     return Status::ok();
@@ -263,7 +264,7 @@ Status planInstanceOrGroupNorm(Plan& plan) {
     std::optional<MemRef> dst_u8;
     std::optional<CatU8> cat_u8;
     if (to_u8) refs.push_back(*(dst_u8 = plan.newBuffer(u8_md)));
-    if (to_cat) refs.push_back((cat_u8 = planCatU8(plan, L, u8_md))->ref);
+    if (to_cat) refs.push_back((cat_u8 = planCatU8(plan, L, u8_md, q8->concat_dst))->ref);
     const bool residual = n.fused_residual >= 0;
     if (residual) {
         VOXSEG_ASSIGN_OR_RETURN(MemRef r, plan.ensure(n.fused_residual, md));
@@ -273,17 +274,12 @@ Status planInstanceOrGroupNorm(Plan& plan) {
     const std::vector<float> slope = paddedSlope(p, L.paddedChannels());
     const float inv_scale = to_u8 ? 1.0f / q8->dst.scale : 1.0f;
     const float zero_point = to_u8 ? static_cast<float>(q8->dst.zero_point) : 0.0f;
-    const float cat_inv = to_cat ? 1.0f / q8->concat_dst.scale : 1.0f;
-    const float cat_zp = to_cat ? static_cast<float>(q8->concat_dst.zero_point) : 0.0f;
-    const int64_t cat_c0 = to_cat ? cat_u8->c0 : 0, cat_stride = to_cat ? cat_u8->stride : 0;
     Kernel kernel = [=](const std::vector<dnnl::memory>& m) {
         size_t k = 0;
         const void* xp = m[k++].get_data_handle();
         void* yp = keep_float ? m[k++].get_data_handle() : nullptr;
         void* qp = to_u8 ? m[k++].get_data_handle() : nullptr;
-        const U8Target cat{
-            to_cat ? static_cast<uint8_t*>(m[k++].get_data_handle()) + cat_c0 : nullptr, cat_inv,
-            cat_zp, cat_stride};
+        const U8Target cat = cat_u8 ? cat_u8->at(m[k++].get_data_handle()) : U8Target{};
         const void* rp = residual ? m[k++].get_data_handle() : nullptr;
         std::vector<double> mean, m2;
         channelMoments(xp, bf16, L, mean, m2);
@@ -296,9 +292,7 @@ Status planInstanceOrGroupNorm(Plan& plan) {
         else
             affineActivation(xp, yp, rp, bf16, L, a.data(), b.data(), p.act, p.alpha, sl);
     };
-    plan.addKernel(normStepName(p, md, u8_md, keep_float) + (!to_cat      ? ""
-                                                             : cat_stride ? " +into concat u8"
-                                                                          : " +concat u8"),
+    plan.addKernel(normStepName(p, md, u8_md, keep_float) + (cat_u8 ? cat_u8->stepName() : ""),
                    std::move(kernel), refs);
     defineNormOutputs(plan, dst, dst_u8);
     return Status::ok();

@@ -64,6 +64,11 @@ struct U8Target {
     // written into a wider channels-last tensor (its channels of a concat: q points at its first
     // channel). 0: q has x's element offsets.
     int64_t stride = 0;
+    // Where x's element offset `off` (a position's first lane) goes, and the step per position.
+    uint8_t* at(int64_t off, int64_t lanes) const {
+        return stride == 0 ? q + off : q + off / lanes * stride;
+    }
+    int64_t positionStep(int64_t lanes) const { return stride == 0 ? lanes : stride; }
 };
 
 // affineActivation, also quantising each result for int8 convolutions (docs/int8.md,

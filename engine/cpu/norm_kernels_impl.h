@@ -264,12 +264,14 @@ void applyChunkU8(const TX* x, T* y, uint8_t* q, const T* r, int64_t lanes_rt, i
         }
     }
     quantizeRow(buf, q, count * lanes, inv, zp);
-    if (second.q && second.stride == 0)
-        quantizeRow(buf, second.q + off, count * lanes, second.inv_scale, second.zero_point);
-    else if (second.q)
+    if (!second.q) return;
+    uint8_t* q2 = second.at(off, lanes);
+    if (second.stride == 0)
+        quantizeRow(buf, q2, count * lanes, second.inv_scale, second.zero_point);
+    else
         for (int64_t s = 0; s < count; ++s)
-            quantizeRow(buf + s * lanes, second.q + (off / lanes + s) * second.stride, lanes,
-                        second.inv_scale, second.zero_point);
+            quantizeRow(buf + s * lanes, q2 + s * second.stride, lanes, second.inv_scale,
+                        second.zero_point);
 }
 
 // TX: the source (f32, bf16, or s8 for 8-bit normalisation inputs), T: y and the residual.
@@ -547,11 +549,8 @@ bool applyS8Fast(const int8_t* x, T* y, uint8_t* q, const T* r, const LaneLayout
                 applyChunkS8<ACT>(x + off, y ? y + off : nullptr, q ? q + off : nullptr,
                                   r ? r + off : nullptr, lanes, count, scale + n * cp + g * lanes,
                                   shift + n * cp + g * lanes, alpha, inv, zp,
-                                  !second.q            ? nullptr
-                                  : second.stride == 0 ? second.q + off
-                                                       : second.q + off / lanes * second.stride,
-                                  second.inv_scale, second.zero_point,
-                                  second.stride == 0 ? lanes : second.stride);
+                                  second.q ? second.at(off, lanes) : nullptr, second.inv_scale,
+                                  second.zero_point, second.positionStep(lanes));
             });
     });
     return true;
