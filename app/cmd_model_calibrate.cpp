@@ -51,6 +51,11 @@ void addModelCalibrateCommand(CLI::App* model, ModelCommandOptions& o) {
                     "(not LeakyReLU outputs, whose small negatives then clamp to 0: faster "
                     "convolutions on AMX; the gate decides)")
         ->check(CLI::IsMember({"always", "where-needed"}));
+    cmd->add_option("--upsampling", c.upsampling,
+                    "The decoder's up-sampling (ConvTranspose with kernel = stride): float "
+                    "(default) or int8 (an int8 1x1 convolution into the concat: faster, "
+                    "its input and weights quantised; the gate decides)")
+        ->check(CLI::IsMember({"float", "int8"}));
     cmd->add_option("--held-back", c.held_back,
                     "Cases kept out of calibration to validate int8 on: a count (2) or a share "
                     "(25%); default 25 %, at least 2");
@@ -92,6 +97,7 @@ Result<pipeline::CalibrateOptions> toCalibrateOptions(const CalibrateCommandOpti
     o.norm_inputs_s8 = c.norm_inputs == "int8";
     o.keep_float = *engine::quant::parseInt8FloatEnds(c.keep_float);  // CLI11 checked it
     o.zero_points = *engine::quant::parseZeroPoints(c.zero_points);   // CLI11 checked it
+    o.int8_upsampling = c.upsampling == "int8";
     if (!c.held_back.empty()) {
         VOXSEG_ASSIGN_OR_RETURN(o.held_back, pipeline::parseHeldBack(c.held_back));
     }

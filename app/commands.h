@@ -155,6 +155,7 @@ struct CalibrateCommandOptions {
     std::string norm_inputs = "float";      // --norm-inputs float|int8
     std::string keep_float = "first,last";  // --keep-float first,last|first|last|none
     std::string zero_points = "always";     // --zero-points always|where-needed
+    std::string upsampling = "float";       // --upsampling float|int8
     std::string held_back;                  // empty: the default (25 %, at least 2)
     double min_dice = 0.995, min_agreement = 0.999;
     std::string key_file;

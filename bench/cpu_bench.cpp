@@ -7,6 +7,7 @@
 //                    [--calib a.f32,b.f32] [--calib-method percentile|minmax]
 //                    [--percentile 99.99] [--weight-bits 7|8] [--norm-inputs float|int8]
 //                    [--keep-float first,last|first|last|none] [--zero-points always|where-needed]
+//                    [--upsampling float|int8]
 //
 // --precision int8 calibrates first: the fp32 network runs on each --calib input (float32 files
 // of the input shape; tools/bench_cpu.py passes the inputs OpenVINO's NNCF calibrates on) with an
@@ -21,6 +22,8 @@
 // --keep-float: which of the first and last convolution stay float (quant::int8FloatLayers).
 // --zero-points where-needed: activations whose negatives are small get no zero point
 // (quant::ZeroPoints, as `voxseg model calibrate --zero-points`).
+// --upsampling int8: the decoder's k = s ConvTransposes run in int8 too (int8_policy.h), as
+// `voxseg model calibrate --upsampling int8`.
 //
 // --ceiling-model: after the network, one more model (a single large convolution) compiled
 // and timed the same way in the same process, at the same precision and threads: the rate the
@@ -83,6 +86,7 @@ struct Calibration {
     bool norm_inputs_s8 = false;
     quant::Int8FloatEnds keep_float;  // --keep-float first,last (default) | first | last | none
     quant::ZeroPoints zero_points = quant::ZeroPoints::kAlways;  // --zero-points
+    bool int8_upsampling = false;                                // --upsampling int8
     std::vector<std::string> inputs;
     double seconds = 0;
     std::shared_ptr<QuantizationRecord> record;
@@ -122,7 +126,7 @@ int calibrate(const Graph& graph, const Shape& shape, int threads, Calibration& 
     std::map<std::string, voxseg::pipeline::ChannelMagnitudes> magnitudes;
     CompileOptions options;
     options.num_threads = threads;
-    options.observer.tensors = quant::int8CandidateTensors(graph, floats);
+    options.observer.tensors = quant::int8CandidateTensors(graph, floats, c.int8_upsampling);
     if (c.norm_inputs_s8)
         for (const quant::Int8NormInput& in : quant::int8NormInputs(graph, floats)) {
             options.observer.tensors.push_back(in.tensor);
@@ -148,6 +152,7 @@ int calibrate(const Graph& graph, const Shape& shape, int threads, Calibration& 
     c.record->method = c.method == "minmax" ? RangeMethod::kMinMax : RangeMethod::kPercentile;
     c.record->percentile = c.percentile;
     c.record->zero_points = c.zero_points;
+    c.record->int8_upsampling = c.int8_upsampling;
     c.record->calibration_cases = c.inputs;
     const RangeMethod method = c.record->method;
     for (const auto& [name, m] : magnitudes) {
@@ -289,7 +294,9 @@ int main(int argc, char** argv) {
             const auto z = quant::parseZeroPoints(next());
             if (!z) return fail("--zero-points takes always or where-needed");
             calibration.zero_points = *z;
-        } else
+        } else if (a == "--upsampling")
+            calibration.int8_upsampling = next() == "int8";
+        else
             return fail("unknown argument '" + a + "' (see the header of bench/cpu_bench.cpp)");
     }
     Shape shape;

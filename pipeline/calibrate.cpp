@@ -108,6 +108,7 @@ Result<engine::QuantizationRecord> buildRecord(const Observed& observed,
     q.method = o.method;
     q.percentile = o.percentile;
     q.zero_points = o.zero_points;
+    q.int8_upsampling = o.int8_upsampling;
     q.float_layers = candidates.float_layers;
     for (const CalibrationCase& c : cases) q.calibration_cases.push_back(c.id);
     for (const std::string& t : candidates.tensors) {
@@ -192,7 +193,7 @@ Result<CalibrateReport> calibratePackage(const std::filesystem::path& package,
     // The output is checked (and the copy staged) before hours of inference, not after.
     VOXSEG_ASSIGN_OR_RETURN(CalibratedPackageDraft draft,
                             CalibratedPackageDraft::create(package, output));
-    auto candidates = int8Candidates(loaded, o.keep_float);
+    auto candidates = int8Candidates(loaded, o.keep_float, o.int8_upsampling);
     if (!candidates.isOk()) return candidates.status().withContext(package.string());
     const std::vector<std::string>& float_layers = candidates->float_layers;
     const std::vector<std::string>& tensors = candidates->tensors;

@@ -60,6 +60,9 @@ struct CalibrateOptions {
     // (default), or where-needed (LeakyReLU outputs whose negatives are small go without:
     // faster convolutions on AMX, those negatives clamped to 0; the gate decides).
     engine::quant::ZeroPoints zero_points = engine::quant::ZeroPoints::kAlways;
+    // The decoder's k = s up-sampling in int8 too (--upsampling int8; int8_policy.h): faster
+    // (bytes in, the concat's u8 out), its input and weights one rounding more; the gate decides.
+    bool int8_upsampling = false;
     HeldBackSpec held_back;
     CalibrationGate gate;
     // Device, threads, batch, overlap, TTA for every run; precision is set per run (fp32 for

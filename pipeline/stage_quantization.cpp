@@ -24,7 +24,7 @@ std::string stageQuantizationKey(const std::string& stage, const std::string& na
 }
 
 Result<Int8Candidates> int8Candidates(const engine::LoadedModel& loaded,
-                                      engine::quant::Int8FloatEnds ends) {
+                                      engine::quant::Int8FloatEnds ends, bool upsampling) {
     const engine::ModelPackage& m = loaded.package;
     if (!m.hasStages() && loaded.graphs.size() != 1)
         return unsupported("model " + m.name + " is an ensemble of " +
@@ -40,7 +40,7 @@ Result<Int8Candidates> int8Candidates(const engine::LoadedModel& loaded,
         };
         for (const std::string& f : floats) out.float_layers.push_back(name(f));
         const std::set<std::string> leaky = engine::quant::int8LeakyReluOutputs(g);
-        for (const std::string& t : engine::quant::int8CandidateTensors(g, floats)) {
+        for (const std::string& t : engine::quant::int8CandidateTensors(g, floats, upsampling)) {
             out.tensors.push_back(name(t));
             if (leaky.count(t)) out.leaky_relu_outputs.insert(name(t));
         }

@@ -20,7 +20,8 @@ namespace voxseg::pipeline {
 std::string stageQuantizationKey(const std::string& stage, const std::string& name);
 
 // What int8 calibration observes in `loaded` and keeps float: per network, the inputs of its
-// eligible Convs but the first and last (as `ends` says; engine/quant/int8_policy.h),
+// eligible Convs but the first and last (as `ends` says; engine/quant/int8_policy.h) and, with
+// `upsampling`, of its k = s up-samplings,
 // stage-prefixed for staged packages. Ensembles (several networks without stages) are refused with
 // the reason.
 struct Int8Candidates {
@@ -32,7 +33,8 @@ struct Int8Candidates {
     std::set<std::string> leaky_relu_outputs;
 };
 Result<Int8Candidates> int8Candidates(const engine::LoadedModel& loaded,
-                                      engine::quant::Int8FloatEnds ends = {});
+                                      engine::quant::Int8FloatEnds ends = {},
+                                      bool upsampling = false);
 
 // Every key of a staged package's record names one of its stages ("<stage>/..."): a key that
 // does not would silently run its layer in float. kInvalidArgument naming the key.

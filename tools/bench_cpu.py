@@ -23,10 +23,11 @@ post-training quantisation, preset performance, of the OpenVINO model on --calib
 the patch shape, kept in --workdir as <net>.calib<i>.f32 so that other runtimes can calibrate on
 the same inputs; the quantised IR is cached there too). voxseg "int8" calibrates on the same
 --calib inputs (voxseg_bench_cpu --calib: the fp32 network observed, --calib-method percentile
-99.99 or minmax ranges, the first and last conv kept float; docs/int8.md); "int8n" the same with
-8-bit normalisation inputs (--norm-inputs int8), "int8all" that with the first and last conv in
-int8 too (--keep-float none, as NNCF quantises them), "int8allz" that without zero points where
-the negatives are small (--zero-points where-needed; INT8_KINDS). The OpenVINO children run under
+99.99 or minmax ranges, the first and last conv kept float; docs/int8.md); "int8u" the same with
+the decoder's up-sampling in int8 (--upsampling int8), "int8n" with 8-bit normalisation inputs
+(--norm-inputs int8), "int8all" int8n with the first and last conv and the up-sampling in int8
+too (--keep-float none --upsampling int8, as NNCF quantises them), "int8allz" that without zero
+points where the negatives are small (--zero-points where-needed; INT8_KINDS). The OpenVINO children run under
 --ov-python (a venv with `pip install openvino nncf`; default: this Python). --repeat N runs the whole
 sequence N times (interleaved: A B C A B C) and reports the median of the per-round bests.
 The ONNX files are generated into --workdir (never committed).
@@ -61,12 +62,14 @@ SEED = 1234
 # voxseg's int8 variants: the voxseg_bench_cpu options on top of --calib, and the report's name.
 INT8_KINDS = {
     "int8": ([], "voxseg cpu int8"),
+    "int8u": (["--upsampling", "int8"], "voxseg cpu int8, int8 up-sampling"),
     "int8n": (["--norm-inputs", "int8"], "voxseg cpu int8, 8-bit norm inputs"),
-    "int8all": (["--norm-inputs", "int8", "--keep-float", "none"],
-                "voxseg cpu int8, 8-bit norm inputs, every conv"),
-    "int8allz": (["--norm-inputs", "int8", "--keep-float", "none", "--zero-points",
-                  "where-needed"],
-                 "voxseg cpu int8, 8-bit norm inputs, every conv, zero points where needed"),
+    "int8all": (["--norm-inputs", "int8", "--keep-float", "none", "--upsampling", "int8"],
+                "voxseg cpu int8, 8-bit norm inputs, every conv and up-sampling"),
+    "int8allz": (["--norm-inputs", "int8", "--keep-float", "none", "--upsampling", "int8",
+                  "--zero-points", "where-needed"],
+                 "voxseg cpu int8, 8-bit norm inputs, every conv and up-sampling, zero points "
+                 "where needed"),
 }
 
 
@@ -463,10 +466,11 @@ def main():
     ap.add_argument("--workdir", default="/tmp/voxseg-bench")
     ap.add_argument("--voxseg-bench", default="build/bench/voxseg_bench_cpu")
     ap.add_argument("--only", default="torch,ort,fp32,bf16",
-                    help="comma list of torch, torch_bf16, ort, fp32, bf16, int8, int8n (int8 "
-                         "with 8-bit normalisation inputs), int8all (int8n with the first and "
-                         "last conv in int8 too), int8allz (int8all, zero points only where "
-                         "needed), ov, ov_bf16, ov_int8")
+                    help="comma list of torch, torch_bf16, ort, fp32, bf16, int8, int8u (int8 "
+                         "with int8 up-sampling), int8n (int8 with 8-bit normalisation inputs), "
+                         "int8all (int8n with the first and last conv and the up-sampling in "
+                         "int8 too), int8allz (int8all, zero points only where needed), ov, "
+                         "ov_bf16, ov_int8")
     ap.add_argument("--ov-python", default=sys.executable,
                     help="Python with openvino and nncf for the ov* runtimes")
     ap.add_argument("--calib", type=int, default=2,

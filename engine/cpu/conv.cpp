@@ -269,8 +269,12 @@ Kernel subpixelScatter(std::array<int64_t, 3> in, std::array<int64_t, 3> k, int6
 // of 8 but not of 16: oneDNN 2.6 has no bf16 kernel for 8-blocked layouts, only its reference
 // one, 1.07 of 1.9 s of a bf16 Primus-S patch): dst voxel (n, od, oh, ow) <- the kidx-th run of
 // `group` bytes (OC values) of tmp voxel (n, od / kd, oh / kh, ow / kw).
+// With `dst_step` (bytes from one dst voxel to the next; 0: `group`) and `dst_offset` (bytes), the
+// runs land in a wider channels-last tensor: the int8 up-sampling's channels of its concat.
 Kernel subpixelScatterChannelsLast(std::array<int64_t, 3> in, std::array<int64_t, 3> k,
-                                   int64_t batch, size_t group) {
+                                   int64_t batch, size_t group, size_t dst_step = 0,
+                                   size_t dst_offset = 0) {
+    if (dst_step == 0) dst_step = group;
     return [=](const std::vector<dnnl::memory>& m) {
         const auto* src = static_cast<const std::byte*>(m[0].get_data_handle());
         auto* dst = static_cast<std::byte*>(m[1].get_data_handle());
@@ -284,9 +288,9 @@ Kernel subpixelScatterChannelsLast(std::array<int64_t, 3> in, std::array<int64_t
             const std::byte* row =
                 src +
                 static_cast<size_t>(((n * in[0] + od / k[0]) * in[1] + oh / k[1]) * in[2]) * voxel;
-            std::byte* out = dst + static_cast<size_t>(r * ow_n) * group;
+            std::byte* out = dst + dst_offset + static_cast<size_t>(r * ow_n) * dst_step;
             for (int64_t ow = 0; ow < ow_n; ++ow)
-                std::memcpy(out + static_cast<size_t>(ow) * group,
+                std::memcpy(out + static_cast<size_t>(ow) * dst_step,
                             row + static_cast<size_t>(ow / k[2]) * voxel +
                                 static_cast<size_t>(kidx_dh + ow % k[2]) * group,
                             group);
@@ -329,6 +333,25 @@ Kernel subpixelGather(std::array<int64_t, 3> in, std::array<int64_t, 3> k, int64
                 out[ow] = src[base(n, (kidx_dh + ow % k[2]) * oc + o) + (s0 + ow / k[2]) * step];
         }
     };
+}
+
+// ONNX ConvTranspose weights [IC, OC, k...] as the 1x1 convolution's [K * OC, IC] (channel
+// kidx * OC + oc), and its bias repeated per kernel offset.
+std::vector<float> subpixelWeights(const std::vector<float>& w, int64_t ic, int64_t oc,
+                                   int64_t kk) {
+    std::vector<float> w1(w.size());
+    for (int64_t i = 0; i < ic; ++i)
+        for (int64_t o = 0; o < oc; ++o)
+            for (int64_t kidx = 0; kidx < kk; ++kidx)
+                w1[static_cast<size_t>((kidx * oc + o) * ic + i)] =
+                    w[static_cast<size_t>((i * oc + o) * kk + kidx)];
+    return w1;
+}
+
+std::vector<float> subpixelBias(const std::vector<float>& b, int64_t kk) {
+    std::vector<float> b1;
+    for (int64_t kidx = 0; kidx < kk; ++kidx) b1.insert(b1.end(), b.begin(), b.end());
+    return b1;
 }
 
 // int8 plans (int8_policy.h, concat_u8): the 1x1 convolution's channels-last result `tmp`
@@ -400,14 +423,7 @@ Status planSubpixelConvTranspose(Plan& plan) {
     for (int64_t k : n.conv.kernel) kk *= k;
     const dt act = plan.actType();
 
-    // ONNX weights [IC, OC, k...] -> 1x1 conv weights [K * OC, IC, 1...], channel kidx * OC + oc.
-    const std::vector<float> wv = g.constant(w).toFloats();
-    std::vector<float> w1(wv.size());
-    for (int64_t i = 0; i < ic; ++i)
-        for (int64_t o = 0; o < oc; ++o)
-            for (int64_t kidx = 0; kidx < kk; ++kidx)
-                w1[static_cast<size_t>((kidx * oc + o) * ic + i)] =
-                    wv[static_cast<size_t>((i * oc + o) * kk + kidx)];
+    const std::vector<float> w1 = subpixelWeights(g.constant(w).toFloats(), ic, oc, kk);
     Shape w1_shape{kk * oc, ic};
     w1_shape.insert(w1_shape.end(), sr, 1);
     dnnl::memory::dims tmp_dims{xs[0], kk * oc};
@@ -489,10 +505,7 @@ Status planSubpixelConvTranspose(Plan& plan) {
     std::vector<std::pair<int, MemRef>> args = {
         {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, MemRef{-1, pd.weights_desc(), wm}}};
     if (b >= 0) {
-        const std::vector<float> bv = g.constant(b).toFloats();
-        std::vector<float> b1(static_cast<size_t>(kk * oc));
-        for (int64_t kidx = 0; kidx < kk; ++kidx)
-            std::copy(bv.begin(), bv.end(), b1.begin() + kidx * oc);
+        const std::vector<float> b1 = subpixelBias(g.constant(b).toFloats(), kk);
         VOXSEG_ASSIGN_OR_RETURN(dnnl::memory bm,
                                 plan.constantMemory(Tensor::fromFloats({kk * oc}, b1),
                                                     plainDesc({kk * oc}, dt::f32), pd.bias_desc()));
@@ -573,6 +586,74 @@ Status planConvTranspose(Plan& plan, bool subpixel) {
                 dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct, s, w, b,
                 d, geo.strides, geo.dilations, geo.pads_l, geo.pads_r);
         });
+}
+
+// int8 up-sampling (int8_policy.h, int8_upsample): the k = s ConvTranspose as an int8 1x1
+// convolution to K * OC channels (weights per output channel, the source as the u8 its producer
+// wrote), requantised with the concat's parameters into a channels-last u8 `tmp`, whose runs of
+// OC bytes the scatter copies into this input's channels of the concat. Against the float
+// up-sampling and its quantising scatter: the convolution multiplies bytes (VNNI/AMX) and writes
+// half the bytes of a bf16 tmp, and the scatter copies bytes instead of quantising bf16. Where
+// the concat cannot take it in place, the convolution writes float (dequantised) and the float
+// scatter follows.
+Status planInt8Upsampling(Plan& plan, const quant::Int8Layer& layer, int weight_qmax) {
+    const Node& n = plan.node();
+    const Graph& g = plan.graph();
+    const ValueId x = n.inputs[0], y = n.outputs[0];
+    const ValueId b = n.inputs.size() > 2 ? n.inputs[2] : -1;
+    if (!plan.has(x)) return nodeError(plan, "int8: its input is not computed before it");
+    const Shape& xs = g.values[x].shape;
+    const Shape& ys = g.values[y].shape;
+    const int64_t ic = xs[1], oc = ys[1];
+    const std::array<int64_t, 3> in{xs[2], xs[3], xs[4]};
+    const std::array<int64_t, 3> k{n.conv.kernel[0], n.conv.kernel[1], n.conv.kernel[2]};
+    const int64_t kk = k[0] * k[1] * k[2];
+
+    quant::Int8ConvSpec spec;  // kernel 1, strides 1, no padding
+    spec.batch = xs[0];
+    spec.in_channels = ic;
+    spec.out_channels = kk * oc;
+    spec.in_size = in;
+    spec.dst_channels_last = true;
+    const quant::Int8Weights w = quant::quantizeWeightsPerChannel(
+        subpixelWeights(g.constant(n.inputs[1]).toFloats(), ic, oc, kk), kk * oc, weight_qmax);
+    const std::vector<float> bias =
+        b >= 0 ? subpixelBias(g.constant(b).toFloats(), kk) : std::vector<float>{};
+    std::optional<ConcatTarget> target =
+        layer.concat_u8 ? concatInPlaceTarget(plan, y, 3) : std::nullopt;
+    spec.dst_f32 = !target;
+    spec.dst_bf16 = spec.dst_f32 && plan.actType() == dt::bf16;
+    quant::setRequantisation(spec, layer.src, w.scales,
+                             target ? layer.concat_dst : quant::ActivationQuant{1.0f, 0}, bias);
+    auto conv = Int8Conv::create(plan.engine(), spec, w, plan.quantizedDesc(x));
+    if (!conv.isOk()) return nodeError(plan, conv.status().message());
+    VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensureQuantized(x, conv->srcDesc(), layer.src));
+    const MemRef tmp = plan.newBuffer(conv->dstDesc());
+    std::vector<std::pair<int, MemRef>> args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, tmp}};
+    for (const auto& [arg, m] : conv->constantArgs())
+        args.push_back({arg, MemRef{-1, m.get_desc(), m}});
+    const Int8Conv kept = *conv;
+    plan.derivedConstant<Int8Conv>("int8 conv " + n.name, [&] { return kept; });
+    plan.addPrimitive("deconv k=s: conv1x1 int8 " + conv->implementation() + " " +
+                          descName(src.md) + "->" + descName(tmp.md),
+                      conv->primitive(), std::move(args), conv->scratchpadDesc());
+    if (target) {
+        const MemRef cat = useConcatInPlace(plan, y, *target);
+        plan.addKernel(
+            "deconv k=s: scatter into concat u8 " + descName(tmp.md) + "->" + descName(cat.md),
+            subpixelScatterChannelsLast(in, k, xs[0], static_cast<size_t>(oc),
+                                        static_cast<size_t>(target->channels),
+                                        static_cast<size_t>(target->c0)),
+            {tmp, cat});
+        return Status::ok();
+    }
+    const size_t elem = spec.dst_bf16 ? 2 : 4;
+    const MemRef dst = plan.newBuffer(dnnl::memory::desc(toDims(ys), plan.actType(), tag::ndhwc));
+    plan.addKernel("deconv k=s: scatter " + descName(tmp.md) + "->" + descName(dst.md),
+                   subpixelScatterChannelsLast(in, k, xs[0], static_cast<size_t>(oc) * elem),
+                   {tmp, dst});
+    plan.define(y, dst);
+    return Status::ok();
 }
 
 }  // namespace voxseg::engine::cpu

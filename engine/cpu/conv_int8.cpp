@@ -68,7 +68,7 @@ Result<Int8Conv> Int8Conv::create(const dnnl::engine& engine, const quant::Int8C
                                      : !spec.dst_f32 ? dt::u8
                                      : spec.dst_bf16 ? dt::bf16
                                                      : dt::f32,
-                                     spec.dst_s8 ? tag::ndhwc : tag::any);
+                                     spec.dst_s8 || spec.dst_channels_last ? tag::ndhwc : tag::any);
     const dnnl::memory::desc w_any(w_dims, dt::s8, tag::any);
     const auto attr = convAttr(spec);
     auto make = [&](const dnnl::memory::desc& src_md) {

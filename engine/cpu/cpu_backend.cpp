@@ -159,7 +159,8 @@ class CpuCompiledGraph : public CompiledGraph {
           engine_(dnnl::engine::kind::cpu, 0),
           plan_(graph_, engine_, options.precision) {
         if (options.precision == Precision::kInt8 && options.quantization) {
-            int8_layers_ = quant::int8LayerPlan(graph_, *options.quantization);
+            int8_layers_ = quant::int8LayerPlan(graph_, *options.quantization,
+                                                /*upsampling=*/true);
             weight_qmax_ = quant::weightQmaxForBits(options.quantization->weight_bits);
             plan_.setInt8Layers(&int8_layers_);
             if (cpuInt8FloatPrecision() == Precision::kBFloat16) plan_.setActType(cpu::dt::bf16);
@@ -179,9 +180,10 @@ class CpuCompiledGraph : public CompiledGraph {
             plan_.setCurrentNode(static_cast<int>(i));
             Status s;
             try {
-                const bool int8 = i < int8_layers_.size() && int8_layers_[i].int8;
-                s = int8 ? cpu::planInt8Conv(plan_, int8_layers_[i], weight_qmax_)
-                         : planNode(plan_);
+                const quant::Int8Layer* q8 = i < int8_layers_.size() ? &int8_layers_[i] : nullptr;
+                s = q8 && q8->int8            ? cpu::planInt8Conv(plan_, *q8, weight_qmax_)
+                    : q8 && q8->int8_upsample ? cpu::planInt8Upsampling(plan_, *q8, weight_qmax_)
+                                              : planNode(plan_);
                 for (ValueId v : graph_.nodes[i].outputs)
                     if (s.isOk() && v >= 0 && observed[v])
                         s = cpu::planObserve(plan_, v, observer_.callback);

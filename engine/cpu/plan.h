@@ -251,6 +251,8 @@ Status planConv(Plan& plan);  // Conv (with fused bias/activation/residual)
 // conv_int8_plan.cpp: a Conv as an int8 convolution (engine/quant/int8_policy.h decides which),
 // its weights quantised to +-`weight_qmax` per output channel.
 Status planInt8Conv(Plan& plan, const quant::Int8Layer& layer, int weight_qmax);
+// conv.cpp: a k = s ConvTranspose the int8 layer plan runs in int8 (int8_upsample).
+Status planInt8Upsampling(Plan& plan, const quant::Int8Layer& layer, int weight_qmax);
 // ConvTranspose; `subpixel`: kernel == stride as a 1x1 conv + scatter, else oneDNN's
 // deconvolution.
 Status planConvTranspose(Plan& plan, bool subpixel = true);

@@ -132,8 +132,9 @@ void readCalibration(Reader& r, const json& j, const std::string& key, Quantizat
 void detail::readQuantization(Reader& r, const json& j, const std::string& key,
                               QuantizationRecord& q) {
     if (!r.object(j, key)) return;
-    r.onlyKeys(j, key,
-               {"weight_bits", "activations", "float_layers", "norm_inputs", "calibration"});
+    r.onlyKeys(
+        j, key,
+        {"weight_bits", "activations", "float_layers", "norm_inputs", "upsampling", "calibration"});
     if (const json* b = r.member(j, key, "weight_bits", true))
         q.weight_bits = static_cast<int>(r.integer(*b, Reader::join(key, "weight_bits"), 7, 8));
     if (const json* a = r.member(j, key, "activations", true))
@@ -146,6 +147,12 @@ void detail::readQuantization(Reader& r, const json& j, const std::string& key,
     }
     if (const json* n = r.member(j, key, "norm_inputs", false))
         readNormInputs(r, *n, Reader::join(key, "norm_inputs"), q);
+    if (const json* u = r.member(j, key, "upsampling", false)) {
+        const std::string k = Reader::join(key, "upsampling");
+        const std::string v = r.string(*u, k);
+        if (v != "int8" && v != "float") r.fail(k, "must be int8 or float");
+        q.int8_upsampling = v == "int8";
+    }
     if (const json* c = r.member(j, key, "calibration", true))
         readCalibration(r, *c, Reader::join(key, "calibration"), q);
 }
@@ -177,6 +184,7 @@ json quantizationJson(const QuantizationRecord& q) {
     json j{{"weight_bits", q.weight_bits}, {"activations", acts}, {"calibration", cal}};
     if (!q.float_layers.empty()) j["float_layers"] = q.float_layers;
     if (!q.norm_inputs.empty()) j["norm_inputs"] = q.norm_inputs;
+    if (q.int8_upsampling) j["upsampling"] = "int8";
     return j;
 }
 

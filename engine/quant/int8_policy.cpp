@@ -19,6 +19,26 @@ bool int8EligibleConv(const Graph& g, const Node& n) {
     return n.outputs.size() == 1 && n.outputs[0] >= 0;
 }
 
+bool int8EligibleUpsampling(const Graph& g, const Node& n) {
+    const ConvAttrs& c = n.conv;
+    if (n.op != OpKind::kConvTranspose || c.spatial_rank != 3 || c.group != 1 ||
+        c.kernel.size() != 3 || n.fused_residual >= 0 ||
+        n.fused_activation != ActivationKind::kNone)
+        return false;
+    if (n.inputs.size() < 2 || n.inputs[0] < 0 || g.isConstant(n.inputs[0])) return false;
+    if (!g.isConstant(n.inputs[1])) return false;
+    if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !g.isConstant(n.inputs[2])) return false;
+    auto at = [](const std::vector<int64_t>& v, size_t i, int64_t unset) {
+        return v.empty() ? unset : v[i];
+    };
+    for (size_t i = 0; i < 3; ++i)
+        if (at(c.strides, i, 1) != c.kernel[i] || at(c.dilations, i, 1) != 1 ||
+            at(c.pads_begin, i, 0) != 0 || at(c.pads_end, i, 0) != 0 ||
+            at(c.output_padding, i, 0) != 0)
+            return false;
+    return n.outputs.size() == 1 && n.outputs[0] >= 0;
+}
+
 namespace {
 
 std::vector<Int8ConvCandidate> candidatesOfOptimised(const Graph& g) {
@@ -111,12 +131,18 @@ std::optional<Int8FloatEnds> parseInt8FloatEnds(const std::string& name) {
 }
 
 std::vector<std::string> int8CandidateTensors(const Graph& graph,
-                                              const std::vector<std::string>& float_layers) {
+                                              const std::vector<std::string>& float_layers,
+                                              bool upsampling) {
     const std::set<std::string> floats(float_layers.begin(), float_layers.end());
     std::vector<std::string> out;
-    for (const auto& c : int8ConvCandidates(graph))
-        if (!floats.count(c.node) && std::find(out.begin(), out.end(), c.input) == out.end())
-            out.push_back(c.input);
+    const Graph g = optimize(graph);
+    for (const Node& n : g.nodes) {
+        if (!(int8EligibleConv(g, n) || (upsampling && int8EligibleUpsampling(g, n))) ||
+            floats.count(n.name))
+            continue;
+        const std::string& input = g.values[n.inputs[0]].name;
+        if (std::find(out.begin(), out.end(), input) == out.end()) out.push_back(input);
+    }
     return out;
 }
 
@@ -153,7 +179,8 @@ Int8ConvSpec int8ConvGeometry(const Node& n, const Shape& xs) {
     return s;
 }
 
-std::vector<Int8Layer> int8LayerPlan(const Graph& g, const QuantizationRecord& record) {
+std::vector<Int8Layer> int8LayerPlan(const Graph& g, const QuantizationRecord& record,
+                                     bool upsampling) {
     const std::set<std::string> floats(record.float_layers.begin(), record.float_layers.end());
     std::vector<Int8Layer> plan(g.nodes.size());
     for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -191,17 +218,38 @@ std::vector<Int8Layer> int8LayerPlan(const Graph& g, const QuantizationRecord& r
         plan[i].dst_u8 = true;
         plan[i].dst = it->second;
     }
-    // Normalisations feeding int8 Convs quantise their result in their own pass; a concat read
-    // only by int8 Convs quantises its inputs into its u8 output.
+    // A concat read only by int8 Convs quantises its inputs into its u8 output.
+    auto quantisingConcat = [&](const Node& n) {
+        const ValueId y = n.outputs[0];
+        return n.op == OpKind::kConcat && int8_readers[y] > 0 && !isOutput(g, y) &&
+               readers[y] == int8_readers[y] && n.fused_activation == ActivationKind::kNone &&
+               record.activations.count(g.values[y].name);
+    };
+    // int8 up-sampling: a k = s ConvTranspose with a calibrated input, read only by such a concat.
+    for (size_t i = 0; i < g.nodes.size() && upsampling && record.int8_upsampling; ++i) {
+        const Node& n = g.nodes[i];
+        if (!int8EligibleUpsampling(g, n) || floats.count(n.name)) continue;
+        const auto it = record.activations.find(g.values[n.inputs[0]].name);
+        const ValueId y = n.outputs[0];
+        if (it == record.activations.end() || isOutput(g, y) || readers[y] != 1) continue;
+        for (const Node& m : g.nodes)
+            if (std::find(m.inputs.begin(), m.inputs.end(), y) != m.inputs.end() &&
+                quantisingConcat(m)) {
+                plan[i].int8_upsample = true;
+                plan[i].src = it->second;
+                ++int8_readers[n.inputs[0]];
+            }
+    }
+    // Normalisations feeding int8 Convs (or up-samplings) quantise their result in their own
+    // pass.
     for (size_t i = 0; i < g.nodes.size(); ++i) {
         const Node& n = g.nodes[i];
         const bool norm = isNorm(n);
-        if (!norm && n.op != OpKind::kConcat) continue;
+        if (!norm && !quantisingConcat(n)) continue;
         const ValueId y = n.outputs[0];
         const auto it = record.activations.find(g.values[y].name);
         if (int8_readers[y] == 0 || it == record.activations.end()) continue;
         const bool others = isOutput(g, y) || readers[y] != int8_readers[y];
-        if (!norm && (others || n.fused_activation != ActivationKind::kNone)) continue;
         plan[i].dst_u8 = true;
         plan[i].dst = it->second;
         plan[i].keep_float = others;
@@ -217,7 +265,8 @@ std::vector<Int8Layer> int8LayerPlan(const Graph& g, const QuantizationRecord& r
             const Node& m = g.nodes[r];
             if (m.fused_residual == y || m.fused_prelu_slope == y) only_concats = false;
             for (size_t k = 0; k < m.inputs.size() && only_concats; ++k) {
-                if (m.inputs[k] != y || (k == 0 && plan[r].int8)) continue;
+                if (m.inputs[k] != y || (k == 0 && (plan[r].int8 || plan[r].int8_upsample)))
+                    continue;
                 const ActivationQuant& d = plan[r].dst;
                 only_concats =
                     m.op == OpKind::kConcat && plan[r].dst_u8 && !plan[r].keep_float &&

@@ -14,6 +14,13 @@
 // same pass (no quantising reorder), and its float32 result only for other readers; a Concat read
 // only by int8 Convs writes u8 only (each input quantised into its part).
 //
+// Optionally (calibrate --upsampling int8: the record's int8_upsampling), where the backend takes
+// it (int8LayerPlan's `upsampling`: the cpu backend), the decoder's up-sampling runs in int8 too:
+// a ConvTranspose whose kernel equals its stride (int8EligibleUpsampling) read only by such a u8
+// Concat, its input calibrated, runs as an int8 1x1 convolution to K * OC channels whose u8
+// result, requantised with the concat's parameters, is scattered into the concat's channels
+// (int8_upsample).
+//
 // Optionally (calibrate --norm-inputs int8, int8_scheme.h), a Conv whose output only a
 // normalisation reads writes s8 per channel for it (int8NormInputs), and the normalisation
 // reads that.
@@ -36,6 +43,11 @@ namespace voxseg::engine::quant {
 
 // Whether `node` of `graph` (optimised) can run as an int8 convolution.
 bool int8EligibleConv(const Graph& graph, const Node& node);
+
+// Whether `node` is a k = s ConvTranspose (kernel equal to stride, no padding, no output padding,
+// no dilation, group 1, 3-D, constant weights and bias, no fused residual or activation) that can
+// run as an int8 1x1 convolution and a scatter.
+bool int8EligibleUpsampling(const Graph& graph, const Node& node);
 
 // An eligible Conv: its node name and the name of the tensor it reads.
 struct Int8ConvCandidate {
@@ -62,10 +74,12 @@ std::vector<std::string> int8FloatLayers(const Graph& graph, Int8FloatEnds ends)
 // anything else.
 std::optional<Int8FloatEnds> parseInt8FloatEnds(const std::string& name);
 
-// The tensors calibration must observe: inputs of the eligible Convs not in `float_layers`,
-// each once, in graph order.
+// The tensors calibration must observe: inputs of the eligible Convs not in `float_layers`, and
+// with `upsampling` (calibrate --upsampling int8) of the eligible up-samplings, each once, in
+// graph order.
 std::vector<std::string> int8CandidateTensors(const Graph& graph,
-                                              const std::vector<std::string>& float_layers);
+                                              const std::vector<std::string>& float_layers,
+                                              bool upsampling = false);
 
 // calibrate --zero-points where-needed: the tensors that may go without a zero point, those a
 // LeakyReLU with a slope of at most kSmallNegativeShare computes (a node of its own, or fused into
@@ -112,8 +126,13 @@ struct Int8Layer {
     // u8 in place (the cpu backend's k = s ConvTranspose does where the layouts allow).
     bool concat_u8 = false;
     ActivationQuant concat_dst;
+    // An int8 up-sampling (with concat_u8): reads `src` as u8 and writes the concat's u8.
+    bool int8_upsample = false;
 };
-// One entry per node of `graph` (optimised, shapes inferred).
-std::vector<Int8Layer> int8LayerPlan(const Graph& graph, const QuantizationRecord& record);
+// One entry per node of `graph` (optimised, shapes inferred). `upsampling`: the backend runs
+// int8_upsample layers (the cpu backend); without it, or without the record's int8_upsampling,
+// every ConvTranspose stays float.
+std::vector<Int8Layer> int8LayerPlan(const Graph& graph, const QuantizationRecord& record,
+                                     bool upsampling = false);
 
 }  // namespace voxseg::engine::quant

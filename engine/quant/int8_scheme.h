@@ -110,6 +110,9 @@ struct Int8ConvSpec {
     // src.scale * w_scale[oc] / dst_channel_scales[oc], dst stays {1, 0}. No residual, no
     // activation, not with dst_f32.
     bool dst_s8 = false;
+    // The result channels-last (ndhwc) whatever its type (an s8 result always is): for a caller
+    // that reads it itself (the int8 up-sampling's scatter).
+    bool dst_channels_last = false;
 };
 
 // Output D, H, W of `spec` (caller checks validate() first).

@@ -50,6 +50,10 @@ struct QuantizationRecord {
     // 8-bit normalisation inputs (calibrate --norm-inputs int8; int8_scheme.h): graph tensor
     // name -> its s8 scale per channel. Empty: normalisations read their input as float.
     std::map<std::string, std::vector<float>> norm_inputs;
+    // int8 up-sampling (calibrate --upsampling int8; int8_policy.h, int8_upsample): the decoder's
+    // k = s ConvTransposes run as int8 1x1 convolutions into their concat's u8. Their inputs are
+    // in `activations` then. false: they stay float.
+    bool int8_upsampling = false;
     RangeMethod method = RangeMethod::kPercentile;
     double percentile = 99.99;                                   // kPercentile only
     quant::ZeroPoints zero_points = quant::ZeroPoints::kAlways;  // calibrate --zero-points

@@ -94,7 +94,8 @@ TEST(ActivationObserver, UnknownTensorsAndOtherBackendsAreRefused) {
 }
 
 // Calibration observes the inputs of the Convs that may run in int8: by default all but the first
-// and the last; a tensor read by two such Convs is listed once; ConvTranspose is not a candidate.
+// and the last; a tensor read by two such Convs is listed once; a k = s ConvTranspose's input only
+// for int8 up-sampling (calibrate --upsampling int8), and it is no Conv candidate (not an end).
 TEST(ActivationObserver, Int8CandidateTensorsAreTheInputsOfEligibleConvs) {
     GraphBuilder b;
     const ValueId x = b.input("x", {1, 2, 8, 8, 8});
@@ -119,6 +120,8 @@ TEST(ActivationObserver, Int8CandidateTensorsAreTheInputsOfEligibleConvs) {
               (std::vector<std::string>{g.values[a0].name}));
     EXPECT_EQ(quant::int8CandidateTensors(g, {}),
               (std::vector<std::string>{"x", g.values[a0].name, g.values[up].name}));
+    EXPECT_EQ(quant::int8CandidateTensors(g, floats, /*upsampling=*/true),
+              (std::vector<std::string>{g.values[a0].name, g.values[sum].name}));
 }
 
 }  // namespace

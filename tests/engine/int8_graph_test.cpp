@@ -147,9 +147,9 @@ TEST(Int8Graph, UnetLevelStaysCloseToFp32) {
     // either fusion: 5 quantising reorders and a float concat. The skip connection's norm
     // writes the concat's u8 itself where its layout allows: into its channels of the concat's
     // output where that is channels-last (`+into concat u8`), else a u8 of its own the concat
-    // copies (`+concat u8`, `concat copy`); no float either way. The ConvTranspose quantises its
-    // result into the concat's u8 where the layouts are channels-last (`scatter into concat
-    // u8`, no float up-sampled tensor).
+    // copies (`+concat u8`, `concat copy`); no float either way. The ConvTranspose runs as an
+    // int8 1x1 convolution whose u8 its scatter copies into the concat's channels where the
+    // layouts are channels-last (`scatter into concat u8`, no float up-sampled tensor).
     EXPECT_LE(countOf(int8.describe, ": quantize "), 1) << int8.describe;
     const int copies = countOf(int8.describe, ": concat copy ");
     const int into = countOf(int8.describe, "+into concat u8");
@@ -170,25 +170,38 @@ TEST(Int8Graph, UnetLevelStaysCloseToFp32) {
     EXPECT_GT(e.max, 0.0);  // it did run in int8
 }
 
-// The decoder's up-sampling written into the concat's u8 (`scatter into concat u8`) quantises the
-// same values with the same reorder as the concat's own step: the same graph with the
-// ConvTranspose's result also a graph output (so it must exist in float, and the concat
-// quantises it) gives the same result bit for bit. Where the up-sampling does not run in place
+// The tensor the ConvTranspose of optimize(g) reads.
+std::string upsamplingInput(const Graph& g) {
+    const Graph opt = optimize(g);
+    const auto it = std::find_if(opt.nodes.begin(), opt.nodes.end(),
+                                 [](const Node& n) { return n.op == OpKind::kConvTranspose; });
+    return it == opt.nodes.end() ? std::string() : opt.values[it->inputs[0]].name;
+}
+
+// A float up-sampling written into the concat's u8 (`scatter into concat u8`) quantises the same
+// values with the same reorder as the concat's own step: the same graph with the ConvTranspose's
+// result also a graph output (so it must exist in float, and the concat quantises it) gives the
+// same result bit for bit. The record asks for no int8 up-sampling and has no parameters for its
+// input (UpsamplingRunsInInt8 covers the int8 one). Where the up-sampling does not run in place
 // (no AMX/AVX-512 channels-last layout) both plans are the same and the test says so.
 TEST(Int8Graph, UpsamplingIntoTheConcatChangesNoValue) {
     const Graph g = testing::int8UnetLevel();
     const Tensor input = testing::seededTensor({1, 2, 16, 14, 12}, 11);
     auto record = calibrateMinMax(g, input);
     record->float_layers = quant::defaultInt8FloatLayers(g);
+    ASSERT_EQ(record->activations.erase(upsamplingInput(g)), 1u);
     Graph also_output = g;
     for (const Node& n : also_output.nodes)
         if (n.op == OpKind::kConvTranspose) also_output.outputs.push_back(n.outputs[0]);
     ASSERT_EQ(also_output.outputs.size(), 2u);
-    const auto plan = quant::int8LayerPlan(optimize(g), *record);
+    const auto plan = quant::int8LayerPlan(optimize(g), *record, /*upsampling=*/true);
     EXPECT_EQ(std::count_if(plan.begin(), plan.end(),
                             [](const quant::Int8Layer& l) { return l.concat_u8; }),
               2)  // the skip connection's norm and the ConvTranspose
         << "policy";
+    EXPECT_EQ(std::count_if(plan.begin(), plan.end(),
+                            [](const quant::Int8Layer& l) { return l.int8_upsample; }),
+              0);
     const auto plan2 = quant::int8LayerPlan(optimize(also_output), *record);
     EXPECT_EQ(std::count_if(plan2.begin(), plan2.end(),
                             [](const quant::Int8Layer& l) { return l.concat_u8; }),
@@ -203,6 +216,51 @@ TEST(Int8Graph, UpsamplingIntoTheConcatChangesNoValue) {
     size_t differ = 0;
     for (size_t i = 0; i < in_place.out.size(); ++i) differ += in_place.out[i] != separate.out[i];
     EXPECT_EQ(differ, 0u) << "of " << in_place.out.size() << " [" << in_place.describe << "]";
+}
+
+// int8 up-sampling (int8_policy.h, int8_upsample): with the record's int8_upsampling and its
+// input calibrated, the level's ConvTranspose runs as an int8 1x1 convolution whose u8 is
+// scattered into the concat, its input norm writes u8 only, and the level stays within the bound
+// of the int8 level above. Only where the record and the backend ask for it (the cuda plan does
+// not), and not for a ConvTranspose whose float is a graph output.
+TEST(Int8Graph, UpsamplingRunsInInt8) {
+    const Graph g = testing::int8UnetLevel();
+    const Tensor input = testing::seededTensor({1, 2, 16, 14, 12}, 11);
+    auto record = calibrateMinMax(g, input);
+    record->float_layers = quant::defaultInt8FloatLayers(g);
+    ASSERT_TRUE(record->activations.count(upsamplingInput(g)));
+    record->int8_upsampling = true;
+    auto upsamplings = [&](const Graph& graph, bool backend) {
+        const auto plan = quant::int8LayerPlan(graph, *record, backend);
+        return std::count_if(plan.begin(), plan.end(), [](const quant::Int8Layer& l) {
+            return l.int8_upsample && l.concat_u8;
+        });
+    };
+    EXPECT_EQ(upsamplings(optimize(g), true), 1);
+    EXPECT_EQ(upsamplings(optimize(g), false), 0);
+    record->int8_upsampling = false;
+    EXPECT_EQ(upsamplings(optimize(g), true), 0);
+    record->int8_upsampling = true;
+    Graph also_output = g;
+    for (const Node& n : also_output.nodes)
+        if (n.op == OpKind::kConvTranspose) also_output.outputs.push_back(n.outputs[0]);
+    EXPECT_EQ(upsamplings(optimize(also_output), true), 0);
+
+    const Outcome fp32 = run(g, input, Precision::kFloat32);
+    const Outcome int8 = run(g, input, Precision::kInt8, record);
+    EXPECT_EQ(countOf(int8.describe, "deconv k=s: conv1x1 int8"), 1) << int8.describe;
+    auto float_up = std::make_shared<QuantizationRecord>(*record);
+    float_up->int8_upsampling = false;
+    const Outcome int8_float_up = run(g, input, Precision::kInt8, float_up);
+    EXPECT_EQ(countOf(int8_float_up.describe, "deconv k=s: conv1x1 int8"), 0);
+    ASSERT_EQ(int8.out.size(), fp32.out.size());
+    const testing::Int8Error e = testing::int8ErrorVsFp32(int8.out, fp32.out);
+    const testing::Int8Error ef = testing::int8ErrorVsFp32(int8_float_up.out, fp32.out);
+    std::printf("int8 vs fp32, range %.3f: max %.4f, mean %.5f (float up-sampling: %.4f, %.5f)\n",
+                e.range, e.max, e.mean, ef.max, ef.mean);
+    EXPECT_LT(e.max, 0.03 * e.range);
+    EXPECT_LT(e.mean, 0.005 * e.range);
+    EXPECT_GT(e.max, 0.0);
 }
 
 // calibrate --zero-points where-needed: the level's LeakyReLU outputs lose their zero points (the

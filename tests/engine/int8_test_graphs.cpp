@@ -53,7 +53,7 @@ Int8Error int8ErrorVsFp32(const std::vector<float>& got, const std::vector<float
 std::shared_ptr<QuantizationRecord> calibrateMinMax(const Graph& g, const Tensor& input) {
     std::map<std::string, std::pair<float, float>> range;
     CompileOptions options;
-    options.observer.tensors = quant::int8CandidateTensors(g, {});
+    options.observer.tensors = quant::int8CandidateTensors(g, {}, /*upsampling=*/true);
     options.observer.callback = [&](const std::string& name, const float* d, const Shape& s) {
         const auto [lo, hi] = std::minmax_element(d, d + numel(s));
         range[name] = {*lo, *hi};

@@ -24,7 +24,8 @@ struct Int8Error {
 Int8Error int8ErrorVsFp32(const std::vector<float>& got, const std::vector<float>& fp32);
 
 // Calibration by min/max of the cpu backend's fp32 run on `input`: every int8 candidate tensor's
-// range (no float_layers; the weight bits this CPU multiplies exactly).
+// range, the up-samplings' inputs included (no float_layers, int8_upsampling off; the weight
+// bits this CPU multiplies exactly).
 std::shared_ptr<QuantizationRecord> calibrateMinMax(const Graph& g, const Tensor& input);
 
 // 8-bit normalisation inputs for `record` (its float_layers as set): each int8NormInputs tensor's

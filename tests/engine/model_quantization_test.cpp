@@ -56,6 +56,14 @@ TEST(ModelQuantization, ReadsWritesAndReadsBackTheSameRecord) {
     ASSERT_TRUE(zq.isOk()) << zq.status().message();
     EXPECT_EQ(zq->zero_points, quant::ZeroPoints::kWhereNeeded);
     EXPECT_EQ(quantizationJson(*zq)["calibration"]["zero_points"], "where-needed");
+    // calibrate --upsampling: absent means float; int8 round-trips.
+    EXPECT_FALSE(q->int8_upsampling);
+    EXPECT_FALSE(quantizationJson(*q).contains("upsampling"));
+    z["quantization"]["upsampling"] = "int8";
+    auto uq = readQuantization(z["quantization"], "quantization", "pkg/model.json");
+    ASSERT_TRUE(uq.isOk()) << uq.status().message();
+    EXPECT_TRUE(uq->int8_upsampling);
+    EXPECT_EQ(quantizationJson(*uq)["upsampling"], "int8");
 }
 
 // The gate the figures passed is recorded (calibrate's --min-dice / --min-agreement), optional
@@ -108,6 +116,8 @@ TEST(ModelQuantization, BadValuesAreRefusedNamingTheKey) {
         {"/quantization/calibration/held_back/dice_min", 1.2, "dice_min"},
         {"/quantization/calibration/hold_back", 1, "hold_back"},
         {"/quantization/calibration/zero_points", "symmetric", "zero_points"},
+        {"/quantization/upsampling", "int4", "upsampling"},
+        {"/quantization/upsampling", true, "upsampling"},
         {"/quantization/norm_inputs/enc.0.conv1.out/1", 0.0, "norm_inputs"},
         {"/quantization/norm_inputs/enc.0.conv1.out", json::array(), "norm_inputs"},
         {"/quantization/norm_inputs/enc.0.conv1.out", 0.5, "norm_inputs"},

@@ -201,8 +201,9 @@ TEST(Calibrate, StagedPackagesKeepEachStagesRanges) {
         << bad.status().message();
 }
 
-// --norm-inputs int8 --keep-float none: each stage's normalisation inputs get per-channel s8
-// scales under their stage's name, no layer stays float (the image itself is observed), the
+// --norm-inputs int8 --keep-float none --upsampling int8: each stage's normalisation inputs get
+// per-channel s8 scales under their stage's name, no layer stays float (the image itself is
+// observed), the up-samplings' inputs are calibrated and the record says int8 up-sampling, the
 // held-back cases are validated so, and the package runs in int8.
 TEST(Calibrate, EightBitNormInputsAndEveryConvPerStage) {
     testing::TempDir dir;
@@ -212,6 +213,7 @@ TEST(Calibrate, EightBitNormInputsAndEveryConvPerStage) {
     o.gate = {0.0, 0.5};
     o.norm_inputs_s8 = true;
     o.keep_float = {false, false};
+    o.int8_upsampling = true;
     auto report = calibratePackage(in, cases, dir.path() / "out", o);
     ASSERT_TRUE(report.isOk()) << report.status().toString();
     ASSERT_TRUE(report->gate.isOk()) << report->gate.toString();
@@ -225,6 +227,10 @@ TEST(Calibrate, EightBitNormInputsAndEveryConvPerStage) {
     EXPECT_TRUE(q.float_layers.empty());
     for (const char* stage : {"coarse", "fine"})  // the first conv reads the image: observed
         EXPECT_EQ(q.activations.count(std::string(stage) + "/" + g.values[g.inputs[0]].name), 1u);
+    EXPECT_TRUE(q.int8_upsampling);
+    const auto with_up = engine::quant::int8CandidateTensors(g, {}, /*upsampling=*/true);
+    ASSERT_GT(with_up.size(), engine::quant::int8CandidateTensors(g, {}).size());
+    for (const auto& t : with_up) EXPECT_EQ(q.activations.count("fine/" + t), 1u) << t;
     std::set<std::string> want;
     for (const char* stage : {"coarse", "fine"})
         for (const auto& in8 : inputs) want.insert(std::string(stage) + "/" + in8.tensor);
