@@ -96,6 +96,17 @@ int main(int argc, char** argv) {
         affineActivationU8FromS8(xs.data(), nullptr, q.data(), nullptr, true, L, a.data(), b.data(),
                                  leaky, 0.01f, nullptr, 10.f, 3.f);
     });
+    // The same into a halo'd u8 (int8_policy.h, halo sources): one voxel of halo per side.
+    const int64_t ps = side + 2;
+    std::vector<uint8_t> qh(static_cast<size_t>(ps * ps * ps * channels));
+    U8Target halo{qh.data(), 10.f, 3.f, 0};
+    halo.size = {side, side, side};
+    halo.padded = {ps, ps, ps};
+    halo.lo = {1, 1, 1};
+    time("apply s8 -> u8 with a halo", [&] {
+        affineActivationU8FromS8(xs.data(), nullptr, nullptr, nullptr, true, L, a.data(), b.data(),
+                                 leaky, 0.01f, nullptr, 10.f, 3.f, halo);
+    });
     time("apply s8 + residual -> u8 + bf16", [&] {
         affineActivationU8FromS8(xs.data(), yb.data(), q.data(), rb.data(), true, L, a.data(),
                                  b.data(), leaky, 0.01f, nullptr, 10.f, 3.f);

@@ -21,6 +21,19 @@ Result<MemRef> destination(Plan& plan, const Node& n, const dnnl::memory::desc& 
     return dst;
 }
 
+// Halo sources (int8_policy.h): the producer wrote the source inside a halo of its zero point
+// (a u8 of the padded size): the convolution then runs unpadded on it without a source zero point
+// (quant::foldSourceZeroPointIntoHalo), on AMX oneDNN's brgconv instead of the zero-point jit
+// kernel. True when `spec` was changed so.
+bool useHaloSource(quant::Int8ConvSpec& spec, const quant::Int8Weights& w,
+                   const dnnl::memory::desc& produced) {
+    if (produced == dnnl::memory::desc() || produced.dims().size() != 5) return false;
+    for (int i = 0; i < 3; ++i)
+        if (produced.dims()[2 + i] != spec.in_size[i] + spec.pads_begin[i] + spec.pads_end[i])
+            return false;
+    return quant::foldSourceZeroPointIntoHalo(spec, w);
+}
+
 }  // namespace
 
 Status planInt8Conv(Plan& plan, const quant::Int8Layer& layer, int weight_qmax) {
@@ -45,6 +58,7 @@ Status planInt8Conv(Plan& plan, const quant::Int8Layer& layer, int weight_qmax) 
     }
     // A u8 producer's layout is kept when the same implementation takes it.
     const dnnl::memory::desc hint = plan.quantizedDesc(x);
+    const bool halo = useHaloSource(spec, w, hint);
     auto conv = Int8Conv::create(plan.engine(), spec, w, hint);
     if (!conv.isOk()) return nodeError(plan, conv.status().message());
     VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensureQuantized(x, conv->srcDesc(), layer.src));
@@ -55,9 +69,9 @@ Status planInt8Conv(Plan& plan, const quant::Int8Layer& layer, int weight_qmax) 
     // The plan keeps the convolution (its weights, bias and zero points) alive.
     const Int8Conv kept = *conv;
     plan.derivedConstant<Int8Conv>("int8 conv " + n.name, [&] { return kept; });
-    plan.addPrimitive(
-        "conv int8 " + conv->implementation() + " " + descName(src.md) + "->" + descName(dst.md),
-        conv->primitive(), std::move(args), conv->scratchpadDesc());
+    plan.addPrimitive("conv int8 " + conv->implementation() + " " + descName(src.md) + "->" +
+                          descName(dst.md) + (halo ? " halo" : ""),
+                      conv->primitive(), std::move(args), conv->scratchpadDesc());
     plan.define(n.outputs[0], dst);
     // Epilogues the int8 convolution does not fuse (Sigmoid, SiLU, PReLU) run on its fp32 result.
     const bool act_fused = spec.activation != quant::Int8Activation::kNone;

@@ -14,6 +14,8 @@
 
 #include <dnnl.hpp>
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -64,11 +66,26 @@ struct U8Target {
     // written into a wider channels-last tensor (its channels of a concat: q points at its first
     // channel). 0: q has x's element offsets.
     int64_t stride = 0;
+    // A halo (int8_policy.h, halo sources; channels-last x only): q is a channels-last tensor of
+    // `padded` D, H, W per batch item, x's `size` D, H, W written at `lo` inside it (the caller
+    // fills the rest). padded[0] == 0: no halo.
+    std::array<int64_t, 3> size{}, padded{}, lo{};
     // Where x's element offset `off` (a position's first lane) goes, and the step per position.
     uint8_t* at(int64_t off, int64_t lanes) const {
-        return stride == 0 ? q + off : q + off / lanes * stride;
+        if (padded[0] == 0) return stride == 0 ? q + off : q + off / lanes * stride;
+        int64_t p = off / lanes;
+        const int64_t x = p % size[2], y = (p / size[2]) % size[1];
+        p /= size[2] * size[1];
+        const int64_t z = p % size[0], n = p / size[0];
+        return q + (((n * padded[0] + z + lo[0]) * padded[1] + y + lo[1]) * padded[2] + x + lo[2]) *
+                       positionStep(lanes);
     }
     int64_t positionStep(int64_t lanes) const { return stride == 0 ? lanes : stride; }
+    // Of `count` positions from `off` on, how many stay contiguous in q (a halo breaks rows).
+    int64_t run(int64_t off, int64_t lanes, int64_t count) const {
+        if (padded[0] == 0) return count;
+        return std::min(count, size[2] - (off / lanes) % size[2]);
+    }
 };
 
 // affineActivation, also quantising each result for int8 convolutions (docs/int8.md,

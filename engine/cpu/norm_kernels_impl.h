@@ -263,7 +263,7 @@ void applyChunkU8(const TX* x, T* y, uint8_t* q, const T* r, int64_t lanes_rt, i
             buf[o + l] = v;
         }
     }
-    quantizeRow(buf, q, count * lanes, inv, zp);
+    if (q) quantizeRow(buf, q, count * lanes, inv, zp);
     if (!second.q) return;
     uint8_t* q2 = second.at(off, lanes);
     if (second.stride == 0)
@@ -286,21 +286,28 @@ void applyU8T(const void* x, void* y, uint8_t* q, const void* r, const LaneLayou
     auto run = [&](auto a, auto keep) {
         constexpr int ACT = decltype(a)::value;
         constexpr bool KEEP = decltype(keep)::value;
-        forEachChunk(L, P, [&](int64_t n, int64_t g, int64_t off, int64_t count) {
+        forEachChunk(L, P, [&](int64_t n, int64_t g, int64_t chunk_off, int64_t chunk_count) {
             const float* sa = scale + n * cp + g * lanes;
             const float* sb = shift + n * cp + g * lanes;
-            const T* rr = rt ? rt + off : nullptr;
-            T* yy = KEEP ? yt + off : nullptr;
             float* tb = buf + omp_get_thread_num() * P * lanes;  // this thread's chunk buffer
-            if (lanes == 16)
-                applyChunkU8<16, ACT, KEEP>(xt + off, yy, q + off, rr, lanes, count, sa, sb, alpha,
-                                            &slope[g * lanes], inv, zp, tb, second, off);
-            else if (lanes == 32)
-                applyChunkU8<32, ACT, KEEP>(xt + off, yy, q + off, rr, lanes, count, sa, sb, alpha,
-                                            &slope[g * lanes], inv, zp, tb, second, off);
-            else
-                applyChunkU8<0, ACT, KEEP>(xt + off, yy, q + off, rr, lanes, count, sa, sb, alpha,
-                                           &slope[g * lanes], inv, zp, tb, second, off);
+            // A halo target is contiguous within a row only: the chunk in runs.
+            for (int64_t done = 0; done < chunk_count;) {
+                const int64_t off = chunk_off + done * lanes;
+                const int64_t count = second.run(off, lanes, chunk_count - done);
+                done += count;
+                const T* rr = rt ? rt + off : nullptr;
+                T* yy = KEEP ? yt + off : nullptr;
+                uint8_t* qq = q ? q + off : nullptr;
+                if (lanes == 16)
+                    applyChunkU8<16, ACT, KEEP>(xt + off, yy, qq, rr, lanes, count, sa, sb, alpha,
+                                                &slope[g * lanes], inv, zp, tb, second, off);
+                else if (lanes == 32)
+                    applyChunkU8<32, ACT, KEEP>(xt + off, yy, qq, rr, lanes, count, sa, sb, alpha,
+                                                &slope[g * lanes], inv, zp, tb, second, off);
+                else
+                    applyChunkU8<0, ACT, KEEP>(xt + off, yy, qq, rr, lanes, count, sa, sb, alpha,
+                                               &slope[g * lanes], inv, zp, tb, second, off);
+            }
         });
     };
     withActivation(act, [&](auto a) {
@@ -545,12 +552,18 @@ bool applyS8Fast(const int8_t* x, T* y, uint8_t* q, const T* r, const LaneLayout
         constexpr int ACT = decltype(a)::value;
         if constexpr (ACT == static_cast<int>(K::kNone) || ACT == static_cast<int>(K::kRelu) ||
                       ACT == static_cast<int>(K::kLeakyRelu))
-            forEachChunk(L, P, [&](int64_t n, int64_t g, int64_t off, int64_t count) {
-                applyChunkS8<ACT>(x + off, y ? y + off : nullptr, q ? q + off : nullptr,
-                                  r ? r + off : nullptr, lanes, count, scale + n * cp + g * lanes,
-                                  shift + n * cp + g * lanes, alpha, inv, zp,
-                                  second.q ? second.at(off, lanes) : nullptr, second.inv_scale,
-                                  second.zero_point, second.positionStep(lanes));
+            forEachChunk(L, P, [&](int64_t n, int64_t g, int64_t chunk_off, int64_t chunk_count) {
+                for (int64_t done = 0; done < chunk_count;) {  // in runs, as applyU8T
+                    const int64_t off = chunk_off + done * lanes;
+                    const int64_t count = second.run(off, lanes, chunk_count - done);
+                    done += count;
+                    applyChunkS8<ACT>(x + off, y ? y + off : nullptr, q ? q + off : nullptr,
+                                      r ? r + off : nullptr, lanes, count,
+                                      scale + n * cp + g * lanes, shift + n * cp + g * lanes, alpha,
+                                      inv, zp, second.q ? second.at(off, lanes) : nullptr,
+                                      second.inv_scale, second.zero_point,
+                                      second.positionStep(lanes));
+                }
             });
     });
     return true;

@@ -179,8 +179,35 @@ Int8ConvSpec int8ConvGeometry(const Node& n, const Shape& xs) {
     return s;
 }
 
+namespace {
+
+// Halo sources (Int8Layer::halo_lo / halo_hi): the padding every int8 Conv reading norm `i`'s u8
+// shares, or nullopt (an int8 up-sampling reads it, the Convs' paddings differ, none pads).
+std::optional<std::pair<std::array<int64_t, 3>, std::array<int64_t, 3>>> sharedHalo(
+    const Graph& g, const std::vector<Int8Layer>& plan, size_t i) {
+    const ValueId y = g.nodes[i].outputs[0];
+    std::optional<std::pair<std::array<int64_t, 3>, std::array<int64_t, 3>>> pads;
+    for (size_t r = 0; r < g.nodes.size(); ++r) {
+        const Node& m = g.nodes[r];
+        if (m.inputs.empty() || m.inputs[0] != y) continue;
+        if (plan[r].int8_upsample) return std::nullopt;
+        if (!plan[r].int8) continue;
+        const Int8ConvSpec s = int8ConvGeometry(m, g.values[y].shape);
+        if (pads && (pads->first != s.pads_begin || pads->second != s.pads_end))
+            return std::nullopt;
+        pads = std::make_pair(s.pads_begin, s.pads_end);
+    }
+    if (!pads ||
+        (pads->first == std::array<int64_t, 3>{} && pads->second == std::array<int64_t, 3>{}))
+        return std::nullopt;
+    return pads;
+}
+
+}  // namespace
+
 std::vector<Int8Layer> int8LayerPlan(const Graph& g, const QuantizationRecord& record,
-                                     bool upsampling) {
+                                     Int8Backend backend) {
+    const bool upsampling = backend.upsampling;
     const std::set<std::string> floats(record.float_layers.begin(), record.float_layers.end());
     std::vector<Int8Layer> plan(g.nodes.size());
     for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -295,6 +322,16 @@ std::vector<Int8Layer> int8LayerPlan(const Graph& g, const QuantizationRecord& r
                 continue;
             plan[i].concat_u8 = true;
             plan[i].concat_dst = plan[r].dst;
+        }
+    }
+    // Halo sources: a norm's zero-pointed u8 that only int8 Convs padded alike read.
+    for (size_t i = 0; i < g.nodes.size() && backend.halo_sources; ++i) {
+        Int8Layer& norm = plan[i];
+        if (!isNorm(g.nodes[i]) || !norm.dst_u8 || norm.concat_u8 || norm.dst.zero_point == 0)
+            continue;
+        if (const auto pads = sharedHalo(g, plan, i)) {
+            norm.halo_lo = pads->first;
+            norm.halo_hi = pads->second;
         }
     }
     // 8-bit normalisation inputs: the Conv writes s8, the norm reads it.

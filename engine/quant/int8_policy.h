@@ -128,11 +128,22 @@ struct Int8Layer {
     ActivationQuant concat_dst;
     // An int8 up-sampling (with concat_u8): reads `src` as u8 and writes the concat's u8.
     bool int8_upsample = false;
+    // Halo sources (a normalisation with dst_u8, a zero point and no concat_u8, read as u8 only
+    // by int8 Convs padded alike): it writes that u8 inside a halo of its zero point, halo_lo /
+    // halo_hi wide per spatial axis (the Convs' padding; zero: none). A Conv reading such a
+    // source runs unpadded on it, without a source zero point (its sum folded into the bias):
+    // oneDNN's brgconv kernel on AMX instead of the zero-point jit one, the same accumulators.
+    std::array<int64_t, 3> halo_lo{}, halo_hi{};
 };
-// One entry per node of `graph` (optimised, shapes inferred). `upsampling`: the backend runs
-// int8_upsample layers (the cpu backend); without it, or without the record's int8_upsampling,
-// every ConvTranspose stays float.
+// What the backend's int8 plan runs beyond plain int8 Convs (the cpu backend: all of it).
+struct Int8Backend {
+    bool upsampling = false;    // int8_upsample layers
+    bool halo_sources = false;  // halo_lo / halo_hi
+};
+// One entry per node of `graph` (optimised, shapes inferred). Without backend.upsampling, or
+// without the record's int8_upsampling, every ConvTranspose stays float; without
+// backend.halo_sources no norm writes a halo.
 std::vector<Int8Layer> int8LayerPlan(const Graph& graph, const QuantizationRecord& record,
-                                     bool upsampling = false);
+                                     Int8Backend backend = {});
 
 }  // namespace voxseg::engine::quant

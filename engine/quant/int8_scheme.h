@@ -136,6 +136,14 @@ void setRequantisationS8(Int8ConvSpec& spec, const ActivationQuant& src,
                          const std::vector<float>& dst_channel_scales,
                          const std::vector<float>& bias_f32);
 
+// Halo sources (int8_policy.h): `spec` rewritten for a source written inside a halo of its zero
+// point as wide as the padding (D, H, W grown by pads_begin + pads_end): no padding, no source
+// zero point, and - zero_point * sum(w[oc]) (an integer) added to each bias in accumulator units,
+// since sum w * (q - zp) = sum w * q - zp * sum w once every tap reads a real value. The rule
+// then differs from the padded one only in that bias's float rounding. False (spec unchanged)
+// without a source zero point or without padding.
+bool foldSourceZeroPointIntoHalo(Int8ConvSpec& spec, const Int8Weights& weights);
+
 // The float value the requantisation rule above rounds, for one accumulator (public so the
 // reference and tests share one definition of the rule). `residual_q` is ignored without a
 // residual.

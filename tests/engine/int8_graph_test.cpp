@@ -194,7 +194,7 @@ TEST(Int8Graph, UpsamplingIntoTheConcatChangesNoValue) {
     for (const Node& n : also_output.nodes)
         if (n.op == OpKind::kConvTranspose) also_output.outputs.push_back(n.outputs[0]);
     ASSERT_EQ(also_output.outputs.size(), 2u);
-    const auto plan = quant::int8LayerPlan(optimize(g), *record, /*upsampling=*/true);
+    const auto plan = quant::int8LayerPlan(optimize(g), *record, {/*upsampling=*/true});
     EXPECT_EQ(std::count_if(plan.begin(), plan.end(),
                             [](const quant::Int8Layer& l) { return l.concat_u8; }),
               2)  // the skip connection's norm and the ConvTranspose
@@ -231,7 +231,7 @@ TEST(Int8Graph, UpsamplingRunsInInt8) {
     ASSERT_TRUE(record->activations.count(upsamplingInput(g)));
     record->int8_upsampling = true;
     auto upsamplings = [&](const Graph& graph, bool backend) {
-        const auto plan = quant::int8LayerPlan(graph, *record, backend);
+        const auto plan = quant::int8LayerPlan(graph, *record, {backend});
         return std::count_if(plan.begin(), plan.end(), [](const quant::Int8Layer& l) {
             return l.int8_upsample && l.concat_u8;
         });
@@ -261,6 +261,34 @@ TEST(Int8Graph, UpsamplingRunsInInt8) {
     EXPECT_LT(e.max, 0.03 * e.range);
     EXPECT_LT(e.mean, 0.005 * e.range);
     EXPECT_GT(e.max, 0.0);
+}
+
+// Halo sources (int8_policy.h): the level's zero-pointed norm outputs that only int8 Convs padded
+// alike read get a halo in the policy where the backend asks for it; where the layouts are
+// channels-last (AVX-512, AMX) the cpu plan writes them so (`+halo`) and their Convs run unpadded
+// on them (` halo`), and the level stays within its bound of fp32.
+TEST(Int8Graph, HaloSourcesFeedUnpaddedConvs) {
+    const Graph g = testing::int8UnetLevel();
+    const Tensor input = testing::seededTensor({1, 2, 16, 14, 12}, 11);
+    auto record = calibrateMinMax(g, input);
+    record->float_layers = quant::defaultInt8FloatLayers(g);
+    auto halos = [&](quant::Int8Backend backend) {
+        const auto plan = quant::int8LayerPlan(optimize(g), *record, backend);
+        return std::count_if(plan.begin(), plan.end(), [](const quant::Int8Layer& l) {
+            return l.halo_lo != std::array<int64_t, 3>{} || l.halo_hi != std::array<int64_t, 3>{};
+        });
+    };
+    EXPECT_GT(halos({false, true}), 0);
+    EXPECT_EQ(halos({false, false}), 0);
+    const Outcome fp32 = run(g, input, Precision::kFloat32);
+    const Outcome int8 = run(g, input, Precision::kInt8, record);
+    const int norms = countOf(int8.describe, " +halo"), convs = countOf(int8.describe, " halo]");
+    std::printf("norms writing a halo: %d, convolutions reading one: %d\n", norms, convs);
+    EXPECT_GE(convs, norms) << int8.describe;
+    EXPECT_EQ(norms == 0, convs == 0) << int8.describe;
+    const testing::Int8Error e = testing::int8ErrorVsFp32(int8.out, fp32.out);
+    EXPECT_LT(e.max, 0.03 * e.range);
+    EXPECT_LT(e.mean, 0.005 * e.range);
 }
 
 // calibrate --zero-points where-needed: the level's LeakyReLU outputs lose their zero points (the

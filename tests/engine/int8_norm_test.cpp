@@ -97,6 +97,42 @@ void expectStridedSecondEqual(const cpu::LaneLayout& L, const std::vector<uint8_
     EXPECT_EQ(touched, 0u) << what << " (strided second u8: bytes outside its channels)";
 }
 
+// Halo sources (int8_policy.h): the u8 written as the second target into the interior of a
+// padded channels-last tensor (10 x 10 x 10 positions at (1, 0, 2) inside 12 x 11 x 13): the same
+// bytes as the dense u8, the halo untouched (the plan fills it). Channels-last layouts of 1000
+// positions per batch item only; `run` writes with the primary u8 null.
+template <typename Run>
+void expectHaloEqual(const cpu::LaneLayout& L, const std::vector<uint8_t>& dense,
+                     const quant::ActivationQuant& q, Run run, const std::string& what) {
+    if (L.lanes != L.channels || L.spatial != 1000) return;
+    cpu::U8Target t{nullptr, 1.0f / q.scale, static_cast<float>(q.zero_point), 0};
+    t.size = {10, 10, 10};
+    t.padded = {12, 11, 13};
+    t.lo = {1, 0, 2};
+    std::vector<uint8_t> padded(static_cast<size_t>(L.batch * 12 * 11 * 13 * L.channels), 0xab);
+    t.q = padded.data();
+    run(t);
+    size_t differ = 0, touched = 0;
+    for (int64_t n = 0; n < L.batch; ++n)
+        for (int64_t z = 0; z < 12; ++z)
+            for (int64_t y = 0; y < 11; ++y)
+                for (int64_t x = 0; x < 13; ++x)
+                    for (int64_t c = 0; c < L.channels; ++c) {
+                        const uint8_t got = padded[static_cast<size_t>(
+                            (((n * 12 + z) * 11 + y) * 13 + x) * L.channels + c)];
+                        const bool inside = z >= 1 && z < 11 && y < 10 && x >= 2 && x < 12;
+                        if (inside)
+                            differ +=
+                                got !=
+                                dense[static_cast<size_t>(
+                                    (((n * 10 + z - 1) * 10 + y) * 10 + x - 2) * L.channels + c)];
+                        else
+                            touched += got != 0xab;
+                    }
+    EXPECT_EQ(differ, 0u) << what << " (u8 inside a halo)";
+    EXPECT_EQ(touched, 0u) << what << " (u8 inside a halo: halo bytes written)";
+}
+
 void checkKernel(const KernelCase& k) {
     const cpu::LaneLayout L = layoutOf(k);
     const size_t n = static_cast<size_t>(L.batch * L.n_stride);
@@ -147,6 +183,13 @@ void checkKernel(const KernelCase& k) {
             cpu::affineActivationU8(xp, nullptr, u8c.data(), rpp, k.bf16, L, scale.data(),
                                     shift.data(), k.act, 0.01f, nullptr, 1.0f / q.scale,
                                     static_cast<float>(q.zero_point), t);
+        },
+        "channels " + std::to_string(k.channels));
+    expectHaloEqual(
+        L, u8, q,
+        [&](cpu::U8Target t) {
+            cpu::affineActivationU8(xp, nullptr, nullptr, rpp, k.bf16, L, scale.data(),
+                                    shift.data(), k.act, 0.01f, nullptr, 1.0f, 0.0f, t);
         },
         "channels " + std::to_string(k.channels));
 }
@@ -209,6 +252,13 @@ void checkFromS8(const KernelCase& k) {
             cpu::affineActivationU8FromS8(xs.data(), nullptr, u8c.data(), rp, false, L,
                                           scale.data(), shift.data(), k.act, 0.01f, nullptr,
                                           1.0f / q.scale, static_cast<float>(q.zero_point), t);
+        },
+        what);
+    expectHaloEqual(
+        L, u8, q,
+        [&](cpu::U8Target t) {
+            cpu::affineActivationU8FromS8(xs.data(), nullptr, nullptr, rp, false, L, scale.data(),
+                                          shift.data(), k.act, 0.01f, nullptr, 1.0f, 0.0f, t);
         },
         what);
     // A norm whose readers are not int8 Convs: the float result alone.
