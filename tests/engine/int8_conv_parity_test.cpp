@@ -235,6 +235,10 @@ TEST(Int8ConvParity, HaloSourcesEqualTheZeroPointConvolution) {
         stride2,
         withZeroPoints({"halo_asym", 7, 9, {5, 10, 9}, {1, 3, 3}, {1, 2, 2}, {0, 1, 0}, {0, 0, 1}},
                        130, 0),
+        withBatch(withZeroPoints(withAct({"halo_batch2", 16, 16, {6, 7, 5}, k3, k1, k1, k1},
+                                         Int8Activation::kRelu),
+                                 201, 4),
+                  2),
     };
     for (const Case& c : cases) {
         const Problem p = makeProblem(c, 2031, weightQmaxHere());
