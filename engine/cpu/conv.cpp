@@ -629,14 +629,9 @@ Status planInt8Upsampling(Plan& plan, const quant::Int8Layer& layer, int weight_
     if (!conv.isOk()) return nodeError(plan, conv.status().message());
     VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensureQuantized(x, conv->srcDesc(), layer.src));
     const MemRef tmp = plan.newBuffer(conv->dstDesc());
-    std::vector<std::pair<int, MemRef>> args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, tmp}};
-    for (const auto& [arg, m] : conv->constantArgs())
-        args.push_back({arg, MemRef{-1, m.get_desc(), m}});
-    const Int8Conv kept = *conv;
-    plan.derivedConstant<Int8Conv>("int8 conv " + n.name, [&] { return kept; });
-    plan.addPrimitive("deconv k=s: conv1x1 int8 " + conv->implementation() + " " +
-                          descName(src.md) + "->" + descName(tmp.md),
-                      conv->primitive(), std::move(args), conv->scratchpadDesc());
+    addInt8ConvStep(plan, *conv, src, tmp,
+                    "deconv k=s: conv1x1 int8 " + conv->implementation() + " " + descName(src.md) +
+                        "->" + descName(tmp.md));
     if (target) {
         const MemRef cat = useConcatInPlace(plan, y, *target);
         plan.addKernel(

@@ -36,6 +36,16 @@ bool useHaloSource(quant::Int8ConvSpec& spec, const quant::Int8Weights& w,
 
 }  // namespace
 
+void addInt8ConvStep(Plan& plan, const Int8Conv& conv, const MemRef& src, const MemRef& dst,
+                     const std::string& name) {
+    std::vector<std::pair<int, MemRef>> args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
+    for (const auto& [arg, m] : conv.constantArgs())
+        args.push_back({arg, MemRef{-1, m.get_desc(), m}});
+    // The plan keeps the convolution (its weights, bias and zero points) alive.
+    plan.derivedConstant<Int8Conv>("int8 conv " + plan.node().name, [&] { return conv; });
+    plan.addPrimitive(name, conv.primitive(), std::move(args), conv.scratchpadDesc());
+}
+
 Status planInt8Conv(Plan& plan, const quant::Int8Layer& layer, int weight_qmax) {
     const Node& n = plan.node();
     const Graph& g = plan.graph();
@@ -63,15 +73,9 @@ Status planInt8Conv(Plan& plan, const quant::Int8Layer& layer, int weight_qmax) 
     if (!conv.isOk()) return nodeError(plan, conv.status().message());
     VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensureQuantized(x, conv->srcDesc(), layer.src));
     VOXSEG_ASSIGN_OR_RETURN(MemRef dst, destination(plan, n, conv->dstDesc()));
-    std::vector<std::pair<int, MemRef>> args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
-    for (const auto& [arg, m] : conv->constantArgs())
-        args.push_back({arg, MemRef{-1, m.get_desc(), m}});
-    // The plan keeps the convolution (its weights, bias and zero points) alive.
-    const Int8Conv kept = *conv;
-    plan.derivedConstant<Int8Conv>("int8 conv " + n.name, [&] { return kept; });
-    plan.addPrimitive("conv int8 " + conv->implementation() + " " + descName(src.md) + "->" +
-                          descName(dst.md) + (halo ? " halo" : ""),
-                      conv->primitive(), std::move(args), conv->scratchpadDesc());
+    addInt8ConvStep(plan, *conv, src, dst,
+                    "conv int8 " + conv->implementation() + " " + descName(src.md) + "->" +
+                        descName(dst.md) + (halo ? " halo" : ""));
     plan.define(n.outputs[0], dst);
     // Epilogues the int8 convolution does not fuse (Sigmoid, SiLU, PReLU) run on its fp32 result.
     const bool act_fused = spec.activation != quant::Int8Activation::kNone;

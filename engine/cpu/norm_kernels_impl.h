@@ -164,9 +164,10 @@ void withActivation(ActivationKind act, F&& f) {
 }
 
 // chunk(n, g, offset, count) for every chunk of P positions of every (batch, channel group), in
-// parallel; `offset` is the chunk's first element.
+// parallel; `offset` is the chunk's first element. A chunk is cut where `target` (a u8 with a
+// halo) is no longer contiguous: at the end of each row.
 template <typename F>
-void forEachChunk(const LaneLayout& L, int64_t P, F&& chunk) {
+void forEachChunk(const LaneLayout& L, int64_t P, F&& chunk, const U8Target& target = {}) {
     const int64_t chunks = (L.spatial + P - 1) / P;
     const int64_t units = L.batch * L.groups;
 #pragma omp parallel for schedule(static)
@@ -174,8 +175,14 @@ void forEachChunk(const LaneLayout& L, int64_t P, F&& chunk) {
         const int64_t unit = u / chunks, c = u % chunks;
         const int64_t n = unit / L.groups, g = unit % L.groups;
         const int64_t s0 = c * P;
-        const int64_t count = L.spatial - s0 < P ? L.spatial - s0 : P;
-        chunk(n, g, n * L.n_stride + g * L.group_stride + s0 * L.spatial_stride, count);
+        const int64_t positions = L.spatial - s0 < P ? L.spatial - s0 : P;
+        const int64_t first = n * L.n_stride + g * L.group_stride + s0 * L.spatial_stride;
+        for (int64_t done = 0; done < positions;) {
+            const int64_t off = first + done * L.spatial_stride;
+            const int64_t count = target.run(off, L.lanes, positions - done);
+            chunk(n, g, off, count);
+            done += count;
+        }
     }
 }
 
@@ -286,18 +293,15 @@ void applyU8T(const void* x, void* y, uint8_t* q, const void* r, const LaneLayou
     auto run = [&](auto a, auto keep) {
         constexpr int ACT = decltype(a)::value;
         constexpr bool KEEP = decltype(keep)::value;
-        forEachChunk(L, P, [&](int64_t n, int64_t g, int64_t chunk_off, int64_t chunk_count) {
-            const float* sa = scale + n * cp + g * lanes;
-            const float* sb = shift + n * cp + g * lanes;
-            float* tb = buf + omp_get_thread_num() * P * lanes;  // this thread's chunk buffer
-            // A halo target is contiguous within a row only: the chunk in runs.
-            for (int64_t done = 0; done < chunk_count;) {
-                const int64_t off = chunk_off + done * lanes;
-                const int64_t count = second.run(off, lanes, chunk_count - done);
-                done += count;
+        forEachChunk(
+            L, P,
+            [&](int64_t n, int64_t g, int64_t off, int64_t count) {
+                const float* sa = scale + n * cp + g * lanes;
+                const float* sb = shift + n * cp + g * lanes;
                 const T* rr = rt ? rt + off : nullptr;
                 T* yy = KEEP ? yt + off : nullptr;
                 uint8_t* qq = q ? q + off : nullptr;
+                float* tb = buf + omp_get_thread_num() * P * lanes;  // this thread's chunk buffer
                 if (lanes == 16)
                     applyChunkU8<16, ACT, KEEP>(xt + off, yy, qq, rr, lanes, count, sa, sb, alpha,
                                                 &slope[g * lanes], inv, zp, tb, second, off);
@@ -307,8 +311,8 @@ void applyU8T(const void* x, void* y, uint8_t* q, const void* r, const LaneLayou
                 else
                     applyChunkU8<0, ACT, KEEP>(xt + off, yy, qq, rr, lanes, count, sa, sb, alpha,
                                                &slope[g * lanes], inv, zp, tb, second, off);
-            }
-        });
+            },
+            second);
     };
     withActivation(act, [&](auto a) {
         if (yt)
@@ -552,19 +556,17 @@ bool applyS8Fast(const int8_t* x, T* y, uint8_t* q, const T* r, const LaneLayout
         constexpr int ACT = decltype(a)::value;
         if constexpr (ACT == static_cast<int>(K::kNone) || ACT == static_cast<int>(K::kRelu) ||
                       ACT == static_cast<int>(K::kLeakyRelu))
-            forEachChunk(L, P, [&](int64_t n, int64_t g, int64_t chunk_off, int64_t chunk_count) {
-                for (int64_t done = 0; done < chunk_count;) {  // in runs, as applyU8T
-                    const int64_t off = chunk_off + done * lanes;
-                    const int64_t count = second.run(off, lanes, chunk_count - done);
-                    done += count;
+            forEachChunk(
+                L, P,
+                [&](int64_t n, int64_t g, int64_t off, int64_t count) {
                     applyChunkS8<ACT>(x + off, y ? y + off : nullptr, q ? q + off : nullptr,
                                       r ? r + off : nullptr, lanes, count,
                                       scale + n * cp + g * lanes, shift + n * cp + g * lanes, alpha,
                                       inv, zp, second.q ? second.at(off, lanes) : nullptr,
                                       second.inv_scale, second.zero_point,
                                       second.positionStep(lanes));
-                }
-            });
+                },
+                second);
     });
     return true;
 }

@@ -30,6 +30,8 @@
 
 namespace voxseg::engine::cpu {
 
+class Int8Conv;  // conv_int8.h
+
 using dt = dnnl::memory::data_type;
 using tag = dnnl::memory::format_tag;
 
@@ -251,6 +253,9 @@ Status planConv(Plan& plan);  // Conv (with fused bias/activation/residual)
 // conv_int8_plan.cpp: a Conv as an int8 convolution (engine/quant/int8_policy.h decides which),
 // its weights quantised to +-`weight_qmax` per output channel.
 Status planInt8Conv(Plan& plan, const quant::Int8Layer& layer, int weight_qmax);
+// The step running `conv` from `src` to `dst`, named `name`; the plan keeps `conv` alive.
+void addInt8ConvStep(Plan& plan, const Int8Conv& conv, const MemRef& src, const MemRef& dst,
+                     const std::string& name);
 // conv.cpp: a k = s ConvTranspose the int8 layer plan runs in int8 (int8_upsample).
 Status planInt8Upsampling(Plan& plan, const quant::Int8Layer& layer, int weight_qmax);
 // ConvTranspose; `subpixel`: kernel == stride as a 1x1 conv + scatter, else oneDNN's

@@ -54,6 +54,15 @@ Outcome run(const Graph& g, const Tensor& input, Precision p,
     return {out[0].toFloats(), (*exe)->describe()};
 }
 
+// The nnU-Net level's bound against fp32: 3 % of the output's range at most, 0.5 % on average.
+testing::Int8Error withinLevelBound(const std::vector<float>& int8,
+                                    const std::vector<float>& fp32) {
+    const testing::Int8Error e = testing::int8ErrorVsFp32(int8, fp32);
+    EXPECT_LT(e.max, 0.03 * e.range);
+    EXPECT_LT(e.mean, 0.005 * e.range);
+    return e;
+}
+
 float roundedToBf16(float f) {
     uint32_t u;
     std::memcpy(&u, &f, 4);
@@ -162,11 +171,9 @@ TEST(Int8Graph, UnetLevelStaysCloseToFp32) {
                          : "no (padded layout)");
     EXPECT_EQ(countOf(int8.describe, "concat simple"), 0) << int8.describe;
     ASSERT_EQ(int8.out.size(), fp32.out.size());
-    const testing::Int8Error e = testing::int8ErrorVsFp32(int8.out, fp32.out);
+    const testing::Int8Error e = withinLevelBound(int8.out, fp32.out);
     // Bound: 3 % of the output's range at most, 0.5 % on average (measured 1.2 % and 0.18 %).
     std::printf("int8 vs fp32: max %.4f, mean %.5f, output range %.3f\n", e.max, e.mean, e.range);
-    EXPECT_LT(e.max, 0.03 * e.range);
-    EXPECT_LT(e.mean, 0.005 * e.range);
     EXPECT_GT(e.max, 0.0);  // it did run in int8
 }
 
@@ -254,12 +261,10 @@ TEST(Int8Graph, UpsamplingRunsInInt8) {
     const Outcome int8_float_up = run(g, input, Precision::kInt8, float_up);
     EXPECT_EQ(countOf(int8_float_up.describe, "deconv k=s: conv1x1 int8"), 0);
     ASSERT_EQ(int8.out.size(), fp32.out.size());
-    const testing::Int8Error e = testing::int8ErrorVsFp32(int8.out, fp32.out);
+    const testing::Int8Error e = withinLevelBound(int8.out, fp32.out);
     const testing::Int8Error ef = testing::int8ErrorVsFp32(int8_float_up.out, fp32.out);
     std::printf("int8 vs fp32, range %.3f: max %.4f, mean %.5f (float up-sampling: %.4f, %.5f)\n",
                 e.range, e.max, e.mean, ef.max, ef.mean);
-    EXPECT_LT(e.max, 0.03 * e.range);
-    EXPECT_LT(e.mean, 0.005 * e.range);
     EXPECT_GT(e.max, 0.0);
 }
 
@@ -286,9 +291,7 @@ TEST(Int8Graph, HaloSourcesFeedUnpaddedConvs) {
     std::printf("norms writing a halo: %d, convolutions reading one: %d\n", norms, convs);
     EXPECT_GE(convs, norms) << int8.describe;
     EXPECT_EQ(norms == 0, convs == 0) << int8.describe;
-    const testing::Int8Error e = testing::int8ErrorVsFp32(int8.out, fp32.out);
-    EXPECT_LT(e.max, 0.03 * e.range);
-    EXPECT_LT(e.mean, 0.005 * e.range);
+    withinLevelBound(int8.out, fp32.out);
 }
 
 // calibrate --zero-points where-needed: the level's LeakyReLU outputs lose their zero points (the
@@ -320,11 +323,9 @@ TEST(Int8Graph, UnetLevelWithZeroPointsWhereNeededStaysCloseToFp32) {
     std::printf("int8 convs on brgconv: %d (zero points always: %d)\n",
                 countOf(int8.describe, "conv int8 brg"),
                 countOf(run(g, input, Precision::kInt8, record).describe, "conv int8 brg"));
-    const testing::Int8Error e = testing::int8ErrorVsFp32(int8.out, fp32.out);
+    const testing::Int8Error e = withinLevelBound(int8.out, fp32.out);
     std::printf("int8 (zero points where needed) vs fp32: max %.4f, mean %.5f, range %.3f\n", e.max,
                 e.mean, e.range);
-    EXPECT_LT(e.max, 0.03 * e.range);
-    EXPECT_LT(e.mean, 0.005 * e.range);
 }
 
 // 8-bit normalisation inputs (docs/int8.md): the convolutions before the level's norms write s8
@@ -349,11 +350,9 @@ TEST(Int8Graph, UnetLevelWithEightBitNormInputsStaysCloseToFp32) {
     EXPECT_EQ(countOf(int8.describe, "->ndhwc:s8]"), static_cast<int>(added)) << int8.describe;
     EXPECT_EQ(countOf(int8.describe, "norm ndhwc:s8 "), static_cast<int>(added)) << int8.describe;
     ASSERT_EQ(int8.out.size(), fp32.out.size());
-    const testing::Int8Error e = testing::int8ErrorVsFp32(int8.out, fp32.out);
+    const testing::Int8Error e = withinLevelBound(int8.out, fp32.out);
     std::printf("int8 (8-bit norm inputs) vs fp32: max %.4f, mean %.5f, output range %.3f\n", e.max,
                 e.mean, e.range);
-    EXPECT_LT(e.max, 0.03 * e.range);
-    EXPECT_LT(e.mean, 0.005 * e.range);
     // A wrong scale is seen: the first norm input's scales 4x too small saturate its values.
     auto wrong = std::make_shared<QuantizationRecord>(*record);
     for (float& sc : wrong->norm_inputs.begin()->second) sc *= 0.25f;
@@ -379,11 +378,9 @@ TEST(Int8Graph, KeepFloatChoosesTheEndsAndNoneRunsEveryConvInInt8) {
     const Outcome fp32 = run(g, input, Precision::kFloat32);
     const Outcome int8 = run(g, input, Precision::kInt8, record);
     EXPECT_EQ(countOf(int8.describe, "conv int8"), 7) << int8.describe;
-    const testing::Int8Error e = testing::int8ErrorVsFp32(int8.out, fp32.out);
+    const testing::Int8Error e = withinLevelBound(int8.out, fp32.out);
     std::printf("int8, every conv, 8-bit norm inputs, vs fp32: max %.4f, mean %.5f, range %.3f\n",
                 e.max, e.mean, e.range);
-    EXPECT_LT(e.max, 0.03 * e.range);
-    EXPECT_LT(e.mean, 0.005 * e.range);
 }
 
 // x -> conv -> IN + LeakyReLU -> conv -> IN + LeakyReLU -> 1x1 conv; when `branch`, the second
