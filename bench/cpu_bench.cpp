@@ -7,7 +7,7 @@
 //                    [--calib a.f32,b.f32] [--calib-method percentile|minmax]
 //                    [--percentile 99.99] [--weight-bits 7|8] [--norm-inputs float|int8]
 //                    [--keep-float first,last|first|last|none] [--zero-points always|where-needed]
-//                    [--upsampling float|int8]
+//                    [--upsampling float|int8] [--no-halo]
 //
 // --precision int8 calibrates first: the fp32 network runs on each --calib input (float32 files
 // of the input shape; tools/bench_cpu.py passes the inputs OpenVINO's NNCF calibrates on) with an
@@ -24,6 +24,8 @@
 // (quant::ZeroPoints, as `voxseg model calibrate --zero-points`).
 // --upsampling int8: the decoder's k = s ConvTransposes run in int8 too (int8_policy.h), as
 // `voxseg model calibrate --upsampling int8`.
+// --no-halo: no u8 source written inside a halo (CompileOptions::int8_halo_sources): the padded
+// zero-point convolutions, for A/B timings of the halo sources.
 //
 // --ceiling-model: after the network, one more model (a single large convolution) compiled
 // and timed the same way in the same process, at the same precision and threads: the rate the
@@ -87,6 +89,7 @@ struct Calibration {
     quant::Int8FloatEnds keep_float;  // --keep-float first,last (default) | first | last | none
     quant::ZeroPoints zero_points = quant::ZeroPoints::kAlways;  // --zero-points
     bool int8_upsampling = false;                                // --upsampling int8
+    bool halo_sources = true;                                    // --no-halo: false
     std::vector<std::string> inputs;
     double seconds = 0;
     std::shared_ptr<QuantizationRecord> record;
@@ -210,6 +213,7 @@ int timeModel(const std::string& model, const Shape& shape, const std::string& i
             return fail("--precision int8 needs --calib inputs");
         if (int rc = calibrate(*graph, shape, threads, *calibration)) return rc;
         options.quantization = calibration->record;
+        options.int8_halo_sources = calibration->halo_sources;
     }
     const double t0 = seconds();
     auto exe = backend->compile(*graph, {shape}, options);
@@ -296,6 +300,8 @@ int main(int argc, char** argv) {
             calibration.zero_points = *z;
         } else if (a == "--upsampling")
             calibration.int8_upsampling = next() == "int8";
+        else if (a == "--no-halo")
+            calibration.halo_sources = false;
         else
             return fail("unknown argument '" + a + "' (see the header of bench/cpu_bench.cpp)");
     }

@@ -58,6 +58,10 @@ struct CompileOptions {
     std::shared_ptr<const QuantizationRecord> quantization;
     // Named tensors handed to a callback during run() (engine/activation_observer.h).
     ActivationObserver observer;
+    // kInt8 on the cpu backend: u8 sources written inside a halo of their zero point for
+    // unpadded convolutions (quant::Int8Backend::halo_sources; exact). false plans the padded
+    // zero-point convolutions instead: for A/B timings and the tests that compare the two.
+    bool int8_halo_sources = true;
 };
 
 class CompiledGraph {

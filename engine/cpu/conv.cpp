@@ -270,11 +270,15 @@ Kernel subpixelScatter(std::array<int64_t, 3> in, std::array<int64_t, 3> k, int6
 // one, 1.07 of 1.9 s of a bf16 Primus-S patch): dst voxel (n, od, oh, ow) <- the kidx-th run of
 // `group` bytes (OC values) of tmp voxel (n, od / kd, oh / kh, ow / kw).
 // With `dst_step` (bytes from one dst voxel to the next; 0: `group`) and `dst_offset` (bytes), the
-// runs land in a wider channels-last tensor: the int8 up-sampling's channels of its concat.
+// runs land in a wider channels-last tensor: the int8 up-sampling's channels of its concat; with
+// `halo`, in its interior.
 Kernel subpixelScatterChannelsLast(std::array<int64_t, 3> in, std::array<int64_t, 3> k,
                                    int64_t batch, size_t group, size_t dst_step = 0,
-                                   size_t dst_offset = 0) {
+                                   size_t dst_offset = 0,
+                                   const std::optional<U8Halo>& halo = std::nullopt) {
     if (dst_step == 0) dst_step = group;
+    std::array<int64_t, 3> padded{in[0] * k[0], in[1] * k[1], in[2] * k[2]}, lo{};
+    if (halo) padded = halo->padded, lo = halo->lo;
     return [=](const std::vector<dnnl::memory>& m) {
         const auto* src = static_cast<const std::byte*>(m[0].get_data_handle());
         auto* dst = static_cast<std::byte*>(m[1].get_data_handle());
@@ -288,7 +292,9 @@ Kernel subpixelScatterChannelsLast(std::array<int64_t, 3> in, std::array<int64_t
             const std::byte* row =
                 src +
                 static_cast<size_t>(((n * in[0] + od / k[0]) * in[1] + oh / k[1]) * in[2]) * voxel;
-            std::byte* out = dst + dst_offset + static_cast<size_t>(r * ow_n) * dst_step;
+            const int64_t out_voxel =
+                ((n * padded[0] + od + lo[0]) * padded[1] + oh + lo[1]) * padded[2] + lo[2];
+            std::byte* out = dst + dst_offset + static_cast<size_t>(out_voxel) * dst_step;
             for (int64_t ow = 0; ow < ow_n; ++ow)
                 std::memcpy(out + static_cast<size_t>(ow) * dst_step,
                             row + static_cast<size_t>(ow / k[2]) * voxel +
@@ -385,17 +391,20 @@ bool planQuantizingScatter(Plan& plan, const MemRef& tmp, std::array<int64_t, 3>
                                          kk * oc,
                                          oc,
                                          1};
-    const dnnl::memory::dims dst_strides{out[0] * out[1] * out[2] * ct,
-                                         k[0] * out[1] * out[2] * ct,
-                                         out[1] * out[2] * ct,
-                                         k[1] * out[2] * ct,
-                                         out[2] * ct,
+    // The concat's rows: its own D, H, W, or those of its halo (the interior's first voxel then
+    // the offset).
+    const std::array<int64_t, 3> rows = target->halo ? target->halo->padded : out;
+    const dnnl::memory::dims dst_strides{rows[0] * rows[1] * rows[2] * ct,
+                                         k[0] * rows[1] * rows[2] * ct,
+                                         rows[1] * rows[2] * ct,
+                                         k[1] * rows[2] * ct,
+                                         rows[2] * ct,
                                          k[2] * ct,
                                          ct,
                                          1};
     const dnnl::memory::desc src(dims, tmp.md.data_type(), src_strides);
     dnnl::memory::desc dst(dims, dt::u8, dst_strides);
-    dst.data.offset0 = target->c0;
+    dst.data.offset0 = target->c0 + (target->halo ? target->halo->interiorOffset() : 0);
     auto reorder = makeQuantizeReorder(plan.engine(), src, dst, q8->concat_dst);
     if (!reorder.isOk()) return false;
     const MemRef cat = useConcatInPlace(plan, y, *target);
@@ -638,7 +647,7 @@ Status planInt8Upsampling(Plan& plan, const quant::Int8Layer& layer, int weight_
             "deconv k=s: scatter into concat u8 " + descName(tmp.md) + "->" + descName(cat.md),
             subpixelScatterChannelsLast(in, k, xs[0], static_cast<size_t>(oc),
                                         static_cast<size_t>(target->channels),
-                                        static_cast<size_t>(target->c0)),
+                                        static_cast<size_t>(target->c0), target->halo),
             {tmp, cat});
         return Status::ok();
     }

@@ -160,7 +160,7 @@ class CpuCompiledGraph : public CompiledGraph {
           plan_(graph_, engine_, options.precision) {
         if (options.precision == Precision::kInt8 && options.quantization) {
             int8_layers_ = quant::int8LayerPlan(graph_, *options.quantization,
-                                                {/*upsampling=*/true, /*halo_sources=*/true});
+                                                {/*upsampling=*/true, options.int8_halo_sources});
             weight_qmax_ = quant::weightQmaxForBits(options.quantization->weight_bits);
             plan_.setInt8Layers(&int8_layers_);
             if (cpuInt8FloatPrecision() == Precision::kBFloat16) plan_.setActType(cpu::dt::bf16);

@@ -455,9 +455,12 @@ constexpr int kWrittenInPlace = -2;
 // buffer.
 bool planQuantizingConcat(Plan& plan, int axis, const dnnl::memory::desc& u8_md,
                           const std::vector<std::pair<int, MemRef>>& inputs,
-                          const quant::ActivationQuant& q, const MemRef* in_place) {
+                          const quant::ActivationQuant& q, const MemRef* in_place,
+                          const std::optional<U8Halo>& halo) {
     std::vector<std::pair<dnnl::reorder, dnnl::memory::desc>> parts;
     dnnl::memory::dims offsets(u8_md.dims().size(), 0);
+    if (halo)  // the inputs go into the interior
+        for (int i = 0; i < 3; ++i) offsets[static_cast<size_t>(2 + i)] = halo->lo[i];
     try {
         for (const auto& [arg, src] : inputs) {
             if (src.buffer == kWrittenInPlace) {  // its channels are there already
@@ -493,6 +496,11 @@ bool planQuantizingConcat(Plan& plan, int axis, const dnnl::memory::desc& u8_md,
             parts[i].first,
             {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, MemRef{dst.buffer, parts[i].second, {}}}}, {});
     }
+    if (halo)
+        plan.addKernel(
+            "concat halo " + descName(u8_md),
+            [h = *halo](const std::vector<dnnl::memory>& m) { h.fill(m[0].get_data_handle()); },
+            {dst});
     plan.define(plan.node().outputs[0], dst);
     return true;
 }
@@ -524,7 +532,11 @@ std::optional<ConcatTarget> concatInPlaceTarget(const Plan& plan, ValueId v, siz
         if (u == v) break;
         t.c0 += g.values[u].shape[1];
     }
-    t.cat.md = dnnl::memory::desc(toDims(cs), dt::u8, spatial_rank == 3 ? tag::ndhwc : tag::nhwc);
+    if (const quant::Int8Layer* l = plan.int8LayerOf(static_cast<int>(cat_node - g.nodes.data())))
+        t.halo = u8Halo(cs, *l);
+    t.cat.md =
+        t.halo ? t.halo->md()
+               : dnnl::memory::desc(toDims(cs), dt::u8, spatial_rank == 3 ? tag::ndhwc : tag::nhwc);
     for (ValueId u : cat_node->inputs)  // another input made it already
         if (const MemRef* made = plan.concatInPlace(u)) {
             if (made->md != t.cat.md) return std::nullopt;
@@ -602,10 +614,15 @@ Status planConcat(Plan& plan) {
     const dnnl::memory::desc dst_md =
         like ? sameLayout(*like, toDims(g.values[n.outputs[0]].shape), type)
              : plainDesc(g.values[n.outputs[0]].shape, type);
-    if (const quant::Int8Layer* q8 = plan.int8Layer(); q8 && q8->dst_u8 && !q8->keep_float)
-        if (planQuantizingConcat(plan, axis, sameLayout(dst_md, dst_md.dims(), dt::u8), args,
-                                 q8->dst, in_place))
+    if (const quant::Int8Layer* q8 = plan.int8Layer(); q8 && q8->dst_u8 && !q8->keep_float) {
+        // A halo source (int8_policy.h): the u8 inside a halo of its zero point.
+        const std::optional<U8Halo> halo =
+            axis == 1 ? u8Halo(g.values[n.outputs[0]].shape, *q8) : std::nullopt;
+        if (planQuantizingConcat(plan, axis,
+                                 halo ? halo->md() : sameLayout(dst_md, dst_md.dims(), dt::u8),
+                                 args, q8->dst, in_place, halo))
             return Status::ok();
+    }
     if (copies)
         return nodeError(plan,
                          "int8: an input written as this concat's u8 cannot be placed in its "

@@ -144,6 +144,18 @@ void defineNormOutputs(Plan& plan, const std::optional<MemRef>& dst,
     if (dst_u8) plan.defineQuantized(y, *dst_u8);
 }
 
+// The kernels' target for a halo source's interior: `base` + `c0` (a concat's channel), `stride`
+// elements per position (0: its own channels).
+U8Target haloTarget(const U8Halo& h, void* base, float inv_scale, int64_t c0 = 0,
+                    int64_t stride = 0) {
+    U8Target t{static_cast<uint8_t*>(base) + c0, inv_scale, static_cast<float>(h.zero_point),
+               stride};
+    t.size = h.size;
+    t.padded = h.padded;
+    t.lo = h.lo;
+    return t;
+}
+
 // Where a norm with concat_u8 writes the concat's u8: straight into its channels of the
 // concat's output (channels-last x: U8Target::stride, the concat then needs no copy), else a
 // buffer of its own in x's layout that the concat copies (Plan::defineConcatU8).
@@ -151,8 +163,10 @@ struct CatU8 {
     MemRef ref;
     int64_t c0 = 0, stride = 0;  // stride 0: x's element offsets
     float inv_scale = 1.0f, zero_point = 0.0f;
+    std::optional<U8Halo> halo;  // the concat's u8 is a halo source: its interior
     // The kernels' second target, `base` being ref's memory at run time.
     U8Target at(void* base) const {
+        if (halo) return haloTarget(*halo, base, inv_scale, c0, stride);
         return {static_cast<uint8_t*>(base) + c0, inv_scale, zero_point, stride};
     }
     const char* stepName() const { return stride ? " +into concat u8" : " +concat u8"; }
@@ -165,72 +179,20 @@ CatU8 planCatU8(Plan& plan, const LaneLayout& L, const dnnl::memory::desc& u8_md
     if (L.groups == 1 && L.lanes == L.channels && L.spatial_stride == L.lanes)
         if (std::optional<ConcatTarget> t =
                 concatInPlaceTarget(plan, n.outputs[0], spatial_rank, true))
-            return {useConcatInPlace(plan, n.outputs[0], *t), t->c0, t->channels, inv, zp};
+            return {useConcatInPlace(plan, n.outputs[0], *t), t->c0, t->channels, inv, zp, t->halo};
     const MemRef own = plan.newBuffer(u8_md);
     plan.defineConcatU8(n.outputs[0], own);
-    return {own, 0, 0, inv, zp};
+    return {own, 0, 0, inv, zp, std::nullopt};
 }
 
 // Halo sources (int8_policy.h, halo_lo / halo_hi): the int8 Convs' u8 written inside a halo of
-// its zero point as wide as their padding, in a channels-last buffer of the padded size (they run
-// unpadded on it, engine/cpu/conv_int8_plan.cpp). The kernel fills the halo on every run: the
-// buffer's bytes belong to other steps in between.
-struct HaloU8 {
-    dnnl::memory::desc md;
-    int64_t batch = 0, channels = 0;
-    std::array<int64_t, 3> size{}, padded{}, lo{};
-    uint8_t zero_point = 0;
-    U8Target at(void* base, float inv_scale) const {
-        U8Target t{static_cast<uint8_t*>(base), inv_scale, static_cast<float>(zero_point), 0};
-        t.size = size;
-        t.padded = padded;
-        t.lo = lo;
-        return t;
-    }
-    void fillHalo(void* base) const {
-        auto* q = static_cast<uint8_t*>(base);
-        const int64_t row = padded[2] * channels, plane = padded[1] * row;
-        const int64_t left = lo[2] * channels, right = (padded[2] - lo[2] - size[2]) * channels;
-#pragma omp parallel for schedule(static)
-        for (int64_t nz = 0; nz < batch * padded[0]; ++nz) {
-            uint8_t* pl = q + nz * plane;
-            const int64_t z = nz % padded[0];
-            if (z < lo[0] || z >= lo[0] + size[0]) {
-                std::memset(pl, zero_point, static_cast<size_t>(plane));
-                continue;
-            }
-            for (int64_t y = 0; y < padded[1]; ++y) {
-                uint8_t* r = pl + y * row;
-                if (y < lo[1] || y >= lo[1] + size[1]) {
-                    std::memset(r, zero_point, static_cast<size_t>(row));
-                } else {
-                    std::memset(r, zero_point, static_cast<size_t>(left));
-                    std::memset(r + row - right, zero_point, static_cast<size_t>(right));
-                }
-            }
-        }
-    }
-};
-std::optional<HaloU8> planHaloU8(const Plan& plan, const LaneLayout& L,
+// its zero point as wide as their padding (they run unpadded on it, conv_int8_plan.cpp); the
+// norm's step fills the halo. Channels-last x only (the kernels' U8Target::at).
+std::optional<U8Halo> planHaloU8(const Plan& plan, const LaneLayout& L,
                                  const quant::Int8Layer& q8) {
-    const Shape& ys = plan.graph().values[plan.node().outputs[0]].shape;
-    if (q8.halo_lo == std::array<int64_t, 3>{} && q8.halo_hi == std::array<int64_t, 3>{})
+    if (q8.concat_u8 || L.groups != 1 || L.lanes != L.channels || L.spatial_stride != L.lanes)
         return std::nullopt;
-    if (q8.concat_u8 || ys.size() != 5 || L.groups != 1 || L.lanes != L.channels ||
-        L.spatial_stride != L.lanes)
-        return std::nullopt;
-    HaloU8 h;
-    h.batch = ys[0];
-    h.channels = ys[1];
-    for (int i = 0; i < 3; ++i) {
-        h.size[i] = ys[2 + i];
-        h.lo[i] = q8.halo_lo[i];
-        h.padded[i] = ys[2 + i] + q8.halo_lo[i] + q8.halo_hi[i];
-    }
-    h.zero_point = static_cast<uint8_t>(q8.dst.zero_point);
-    h.md = dnnl::memory::desc({h.batch, h.channels, h.padded[0], h.padded[1], h.padded[2]}, dt::u8,
-                              dnnl::memory::format_tag::ndhwc);
-    return h;
+    return u8Halo(plan.graph().values[plan.node().outputs[0]].shape, q8);
 }
 
 // 8-bit normalisation inputs (int8_policy.h, src_s8): the s8 the Conv before wrote, x = q *
@@ -251,9 +213,9 @@ Status planNormFromS8(Plan& plan, const NormParams& p, const quant::Int8Layer& q
     VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensure(x, md));
     std::vector<MemRef> refs = {src};
     std::optional<MemRef> dst, dst_u8;
-    const std::optional<HaloU8> halo = to_u8 ? planHaloU8(plan, L, q8) : std::nullopt;
+    const std::optional<U8Halo> halo = to_u8 ? planHaloU8(plan, L, q8) : std::nullopt;
     if (keep_float) refs.push_back(*(dst = plan.newBuffer(float_md)));
-    if (to_u8) refs.push_back(*(dst_u8 = plan.newBuffer(halo ? halo->md : u8_md)));
+    if (to_u8) refs.push_back(*(dst_u8 = plan.newBuffer(halo ? halo->md() : u8_md)));
     std::optional<CatU8> cat_u8;
     if (to_u8 && q8.concat_u8)
         refs.push_back((cat_u8 = planCatU8(plan, L, u8_md, q8.concat_dst))->ref);
@@ -286,9 +248,10 @@ Status planNormFromS8(Plan& plan, const NormParams& p, const quant::Int8Layer& q
         for (int64_t i = 0; i < L.batch * L.channels; ++i) a[i] *= scales[i % L.channels];
         const float* sl = slope.empty() ? nullptr : slope.data();
         if (qp && halo) {
-            halo->fillHalo(qp);
+            halo->fill(qp);
             affineActivationU8FromS8(xp, yp, nullptr, rp, y_bf16, L, a.data(), b.data(), p.act,
-                                     p.alpha, sl, inv_scale, zero_point, halo->at(qp, inv_scale));
+                                     p.alpha, sl, inv_scale, zero_point,
+                                     haloTarget(*halo, qp, inv_scale));
         } else if (qp) {
             affineActivationU8FromS8(xp, yp, qp, rp, y_bf16, L, a.data(), b.data(), p.act, p.alpha,
                                      sl, inv_scale, zero_point, cat);
@@ -334,8 +297,8 @@ Status planInstanceOrGroupNorm(Plan& plan) {
     }
     std::optional<MemRef> dst_u8;
     std::optional<CatU8> cat_u8;
-    const std::optional<HaloU8> halo = to_u8 ? planHaloU8(plan, L, *q8) : std::nullopt;
-    if (to_u8) refs.push_back(*(dst_u8 = plan.newBuffer(halo ? halo->md : u8_md)));
+    const std::optional<U8Halo> halo = to_u8 ? planHaloU8(plan, L, *q8) : std::nullopt;
+    if (to_u8) refs.push_back(*(dst_u8 = plan.newBuffer(halo ? halo->md() : u8_md)));
     if (to_cat) refs.push_back((cat_u8 = planCatU8(plan, L, u8_md, q8->concat_dst))->ref);
     const bool residual = n.fused_residual >= 0;
     if (residual) {
@@ -359,9 +322,9 @@ Status planInstanceOrGroupNorm(Plan& plan) {
         normAffine(p, L, mean, m2, a, b);
         const float* sl = slope.empty() ? nullptr : slope.data();
         if (qp && halo) {
-            halo->fillHalo(qp);
+            halo->fill(qp);
             affineActivationU8(xp, yp, nullptr, rp, bf16, L, a.data(), b.data(), p.act, p.alpha, sl,
-                               inv_scale, zero_point, halo->at(qp, inv_scale));
+                               inv_scale, zero_point, haloTarget(*halo, qp, inv_scale));
         } else if (qp) {
             affineActivationU8(xp, yp, static_cast<uint8_t*>(qp), rp, bf16, L, a.data(), b.data(),
                                p.act, p.alpha, sl, inv_scale, zero_point, cat);

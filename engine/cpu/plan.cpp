@@ -276,9 +276,56 @@ dnnl::memory::desc Plan::quantizedDesc(ValueId v) const {
     return u8 ? u8->md : dnnl::memory::desc();
 }
 
-const quant::Int8Layer* Plan::int8Layer() const {
-    if (!int8_layers_ || current_node_ >= static_cast<int>(int8_layers_->size())) return nullptr;
-    return &(*int8_layers_)[current_node_];
+const quant::Int8Layer* Plan::int8Layer() const { return int8LayerOf(current_node_); }
+
+const quant::Int8Layer* Plan::int8LayerOf(int node) const {
+    if (!int8_layers_ || node < 0 || node >= static_cast<int>(int8_layers_->size())) return nullptr;
+    return &(*int8_layers_)[node];
+}
+
+dnnl::memory::desc U8Halo::md() const {
+    return dnnl::memory::desc({batch, channels, padded[0], padded[1], padded[2]}, dt::u8,
+                              dnnl::memory::format_tag::ndhwc);
+}
+
+void U8Halo::fill(void* base) const {
+    auto* q = static_cast<uint8_t*>(base);
+    const int64_t row = padded[2] * channels, plane = padded[1] * row;
+    const int64_t left = lo[2] * channels, right = (padded[2] - lo[2] - size[2]) * channels;
+#pragma omp parallel for schedule(static)
+    for (int64_t nz = 0; nz < batch * padded[0]; ++nz) {
+        uint8_t* pl = q + nz * plane;
+        const int64_t z = nz % padded[0];
+        if (z < lo[0] || z >= lo[0] + size[0]) {
+            std::memset(pl, zero_point, static_cast<size_t>(plane));
+            continue;
+        }
+        for (int64_t y = 0; y < padded[1]; ++y) {
+            uint8_t* r = pl + y * row;
+            if (y < lo[1] || y >= lo[1] + size[1]) {
+                std::memset(r, zero_point, static_cast<size_t>(row));
+            } else {
+                std::memset(r, zero_point, static_cast<size_t>(left));
+                std::memset(r + row - right, zero_point, static_cast<size_t>(right));
+            }
+        }
+    }
+}
+
+std::optional<U8Halo> u8Halo(const Shape& shape, const quant::Int8Layer& layer) {
+    if ((layer.halo_lo == std::array<int64_t, 3>{} && layer.halo_hi == std::array<int64_t, 3>{}) ||
+        shape.size() != 5)
+        return std::nullopt;
+    U8Halo h;
+    h.batch = shape[0];
+    h.channels = shape[1];
+    for (int i = 0; i < 3; ++i) {
+        h.size[i] = shape[2 + i];
+        h.lo[i] = layer.halo_lo[i];
+        h.padded[i] = shape[2 + i] + layer.halo_lo[i] + layer.halo_hi[i];
+    }
+    h.zero_point = static_cast<uint8_t>(layer.dst.zero_point);
+    return h;
 }
 
 Result<MemRef> Plan::ensurePlainF32(ValueId v) {

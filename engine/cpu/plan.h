@@ -18,6 +18,7 @@
 
 #include <dnnl.hpp>
 
+#include <array>
 #include <cstddef>
 #include <functional>
 #include <map>
@@ -153,6 +154,8 @@ class Plan {
     // node's entry (null without a plan).
     void setInt8Layers(const std::vector<quant::Int8Layer>* layers) { int8_layers_ = layers; }
     const quant::Int8Layer* int8Layer() const;
+    // Node `node`'s entry (null without a plan).
+    const quant::Int8Layer* int8LayerOf(int node) const;
     // A constant reordered once, at compile time, into `md` (weights, biases, slopes).
     Result<dnnl::memory> constantMemory(ValueId v, const dnnl::memory::desc& md);
     Result<dnnl::memory> constantMemory(const Tensor& t, const dnnl::memory::desc& src_md,
@@ -277,9 +280,27 @@ Status planConcat(Plan& plan);
 // also writes, as a normalisation's int8 Convs do). useConcatInPlace() makes the buffer where
 // needed and records it (Plan::defineConcatInPlace): the caller must then write `v`'s channels
 // there.
+// Halo sources (int8_policy.h halo_lo / halo_hi): a channels-last u8 of `padded` D, H, W per
+// batch item whose interior at `lo` holds a tensor of `size`, the rest its zero point. fill()
+// writes the halo (every run: the buffer's bytes belong to other steps in between);
+// interiorOffset() is the interior's first element.
+struct U8Halo {
+    int64_t batch = 0, channels = 0;
+    std::array<int64_t, 3> size{}, padded{}, lo{};
+    uint8_t zero_point = 0;
+    dnnl::memory::desc md() const;
+    int64_t interiorOffset() const {
+        return ((lo[0] * padded[1] + lo[1]) * padded[2] + lo[2]) * channels;
+    }
+    void fill(void* base) const;
+};
+// The halo `layer` asks for around its 5-D output of `shape`; nullopt for none.
+std::optional<U8Halo> u8Halo(const Shape& shape, const quant::Int8Layer& layer);
+
 struct ConcatTarget {
     MemRef cat;
     int64_t c0 = 0, channels = 0;  // v's first channel, the concat's channel count
+    std::optional<U8Halo> halo;    // the concat's u8 is a halo source: its interior
 };
 std::optional<ConcatTarget> concatInPlaceTarget(const Plan& plan, ValueId v, size_t spatial_rank,
                                                 bool u8_readers = false);

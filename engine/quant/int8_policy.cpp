@@ -324,14 +324,17 @@ std::vector<Int8Layer> int8LayerPlan(const Graph& g, const QuantizationRecord& r
             plan[i].concat_dst = plan[r].dst;
         }
     }
-    // Halo sources: a norm's zero-pointed u8 that only int8 Convs padded alike read.
+    // Halo sources: a norm's or a quantising channel concat's zero-pointed u8 that only int8
+    // Convs padded alike read.
     for (size_t i = 0; i < g.nodes.size() && backend.halo_sources; ++i) {
-        Int8Layer& norm = plan[i];
-        if (!isNorm(g.nodes[i]) || !norm.dst_u8 || norm.concat_u8 || norm.dst.zero_point == 0)
-            continue;
+        Int8Layer& l = plan[i];
+        const bool norm = isNorm(g.nodes[i]) && !l.concat_u8;
+        const bool concat =
+            g.nodes[i].op == OpKind::kConcat && g.nodes[i].axis == 1 && !l.keep_float;
+        if (!(norm || concat) || !l.dst_u8 || l.dst.zero_point == 0) continue;
         if (const auto pads = sharedHalo(g, plan, i)) {
-            norm.halo_lo = pads->first;
-            norm.halo_hi = pads->second;
+            l.halo_lo = pads->first;
+            l.halo_hi = pads->second;
         }
     }
     // 8-bit normalisation inputs: the Conv writes s8, the norm reads it.

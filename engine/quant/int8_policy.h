@@ -128,9 +128,10 @@ struct Int8Layer {
     ActivationQuant concat_dst;
     // An int8 up-sampling (with concat_u8): reads `src` as u8 and writes the concat's u8.
     bool int8_upsample = false;
-    // Halo sources (a normalisation with dst_u8, a zero point and no concat_u8, read as u8 only
-    // by int8 Convs padded alike): it writes that u8 inside a halo of its zero point, halo_lo /
-    // halo_hi wide per spatial axis (the Convs' padding; zero: none). A Conv reading such a
+    // Halo sources (a normalisation without concat_u8 or a quantising concat, with dst_u8 and a
+    // zero point, read as u8 only by int8 Convs padded alike): it writes that u8 inside a halo
+    // of its zero point, halo_lo / halo_hi wide per spatial axis (the Convs' padding; zero:
+    // none); a concat's in-place writers write into its interior. A Conv reading such a
     // source runs unpadded on it, without a source zero point (its sum folded into the bias):
     // oneDNN's brgconv kernel on AMX instead of the zero-point jit one, the same accumulators.
     std::array<int64_t, 3> halo_lo{}, halo_hi{};
@@ -142,7 +143,7 @@ struct Int8Backend {
 };
 // One entry per node of `graph` (optimised, shapes inferred). Without backend.upsampling, or
 // without the record's int8_upsampling, every ConvTranspose stays float; without
-// backend.halo_sources no norm writes a halo.
+// backend.halo_sources no u8 source gets a halo.
 std::vector<Int8Layer> int8LayerPlan(const Graph& graph, const QuantizationRecord& record,
                                      Int8Backend backend = {});
 
