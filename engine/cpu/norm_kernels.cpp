@@ -148,28 +148,40 @@ const char* normKernelIsa() { return kernelIsaName(kernelIsa()); }
 
 namespace {
 
-// Merges the per-chunk moments of every channel (Chan's formula, in double).
+// Merges the per-chunk moments of every channel (Chan's formula, in double). The chunks run in
+// the outer loop and the lanes in the inner one: each lane's arithmetic is the same sequence as
+// a loop over one channel's chunks, but the lanes' dependency chains (a division each) overlap
+// instead of running one after another (8,192 chunks x 32 lanes at 128^3 took ~2 ms serial).
 void mergeChunkMoments(const LaneLayout& L, int64_t P, int64_t chunks,
                        const std::vector<float>& cmean, const std::vector<float>& cm2,
                        std::vector<double>& mean, std::vector<double>& m2) {
     const int64_t lanes = L.lanes;
     mean.assign(L.batch * L.channels, 0.0);
     m2.assign(L.batch * L.channels, 0.0);
+    std::vector<double> mu(lanes), sq(lanes);
     for (int64_t n = 0; n < L.batch; ++n) {
-        for (int64_t c = 0; c < L.channels; ++c) {
-            const int64_t g = c / lanes, l = c % lanes;
-            double cnt = 0, mu = 0, sq = 0;
+        for (int64_t g = 0; g < L.groups; ++g) {
+            const int64_t real = std::min(lanes, L.channels - g * lanes);
+            std::fill(mu.begin(), mu.end(), 0.0);
+            std::fill(sq.begin(), sq.end(), 0.0);
+            double cnt = 0;
             for (int64_t k = 0; k < chunks; ++k) {
                 const int64_t u = (n * L.groups + g) * chunks + k;
                 const double nb = static_cast<double>(std::min(P, L.spatial - k * P));
-                const double delta = cmean[u * lanes + l] - mu;
                 const double total = cnt + nb;
-                mu += delta * nb / total;
-                sq += cm2[u * lanes + l] + delta * delta * cnt * nb / total;
+                const float* cmu = &cmean[u * lanes];
+                const float* csq = &cm2[u * lanes];
+                for (int64_t l = 0; l < real; ++l) {
+                    const double delta = cmu[l] - mu[l];
+                    mu[l] += delta * nb / total;
+                    sq[l] += csq[l] + delta * delta * cnt * nb / total;
+                }
                 cnt = total;
             }
-            mean[n * L.channels + c] = mu;
-            m2[n * L.channels + c] = sq;
+            for (int64_t l = 0; l < real; ++l) {
+                mean[n * L.channels + g * lanes + l] = mu[l];
+                m2[n * L.channels + g * lanes + l] = sq[l];
+            }
         }
     }
 }
