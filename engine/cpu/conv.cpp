@@ -11,6 +11,7 @@
 // CPU time went there. The scatter is our own kernel: oneDNN has no depth-to-space primitive.
 #include "engine/cpu/conv_int8.h"
 #include "engine/cpu/plan.h"
+#include "engine/cpu/quantize_run.h"
 
 #include <fmt/format.h>
 
@@ -268,22 +269,22 @@ Kernel subpixelScatter(std::array<int64_t, 3> in, std::array<int64_t, 3> k, int6
 // The same with tmp and dst channels-last (the bf16 case of output channels that are a multiple
 // of 8 but not of 16: oneDNN 2.6 has no bf16 kernel for 8-blocked layouts, only its reference
 // one, 1.07 of 1.9 s of a bf16 Primus-S patch): dst voxel (n, od, oh, ow) <- the kidx-th run of
-// `group` bytes (OC values) of tmp voxel (n, od / kd, oh / kh, ow / kw).
-// With `dst_step` (bytes from one dst voxel to the next; 0: `group`) and `dst_offset` (bytes), the
-// runs land in a wider channels-last tensor: the int8 up-sampling's channels of its concat; with
-// `halo`, in its interior.
-Kernel subpixelScatterChannelsLast(std::array<int64_t, 3> in, std::array<int64_t, 3> k,
-                                   int64_t batch, size_t group, size_t dst_step = 0,
-                                   size_t dst_offset = 0,
-                                   const std::optional<U8Halo>& halo = std::nullopt) {
-    if (dst_step == 0) dst_step = group;
+// `group` values (OC) of tmp voxel (n, od / kd, oh / kh, ow / kw), `run(out, in)` moving one run
+// from `in` (tmp, runs of src_bytes) to `out`. With `dst_step` (bytes from one dst voxel to the
+// next; 0: `dst_bytes`) and `dst_offset` (bytes), the runs land in a wider channels-last tensor:
+// the up-sampling's channels of its concat; with `halo`, in its interior.
+template <typename Run>
+Kernel subpixelChannelsLast(std::array<int64_t, 3> in, std::array<int64_t, 3> k, int64_t batch,
+                            size_t src_bytes, size_t dst_bytes, size_t dst_step, size_t dst_offset,
+                            const std::optional<U8Halo>& halo, Run run) {
+    if (dst_step == 0) dst_step = dst_bytes;
     std::array<int64_t, 3> padded{in[0] * k[0], in[1] * k[1], in[2] * k[2]}, lo{};
     if (halo) padded = halo->padded, lo = halo->lo;
     return [=](const std::vector<dnnl::memory>& m) {
         const auto* src = static_cast<const std::byte*>(m[0].get_data_handle());
         auto* dst = static_cast<std::byte*>(m[1].get_data_handle());
         const int64_t od_n = in[0] * k[0], oh_n = in[1] * k[1], ow_n = in[2] * k[2];
-        const size_t voxel = group * static_cast<size_t>(k[0] * k[1] * k[2]);
+        const size_t voxel = src_bytes * static_cast<size_t>(k[0] * k[1] * k[2]);
         const int64_t rows = batch * od_n * oh_n;
 #pragma omp parallel for schedule(static)
         for (int64_t r = 0; r < rows; ++r) {
@@ -296,12 +297,37 @@ Kernel subpixelScatterChannelsLast(std::array<int64_t, 3> in, std::array<int64_t
                 ((n * padded[0] + od + lo[0]) * padded[1] + oh + lo[1]) * padded[2] + lo[2];
             std::byte* out = dst + dst_offset + static_cast<size_t>(out_voxel) * dst_step;
             for (int64_t ow = 0; ow < ow_n; ++ow)
-                std::memcpy(out + static_cast<size_t>(ow) * dst_step,
-                            row + static_cast<size_t>(ow / k[2]) * voxel +
-                                static_cast<size_t>(kidx_dh + ow % k[2]) * group,
-                            group);
+                run(out + static_cast<size_t>(ow) * dst_step,
+                    row + static_cast<size_t>(ow / k[2]) * voxel +
+                        static_cast<size_t>(kidx_dh + ow % k[2]) * src_bytes);
         }
     };
+}
+
+// Runs of `group` bytes copied.
+Kernel subpixelScatterChannelsLast(std::array<int64_t, 3> in, std::array<int64_t, 3> k,
+                                   int64_t batch, size_t group, size_t dst_step = 0,
+                                   size_t dst_offset = 0,
+                                   const std::optional<U8Halo>& halo = std::nullopt) {
+    return subpixelChannelsLast(
+        in, k, batch, group, group, dst_step, dst_offset, halo,
+        [group](std::byte* out, const std::byte* from) { std::memcpy(out, from, group); });
+}
+
+// Runs of `oc` float32 or bf16 (T uint16_t) values quantised to u8 with `q` (quantize_run.h):
+// the float up-sampling written into its concat's u8.
+template <typename T>
+Kernel subpixelQuantizeChannelsLast(std::array<int64_t, 3> in, std::array<int64_t, 3> k,
+                                    int64_t batch, int64_t oc, size_t dst_step, size_t dst_offset,
+                                    const std::optional<U8Halo>& halo,
+                                    const quant::ActivationQuant& q) {
+    const float inv = 1.0f / q.scale, zp = static_cast<float>(q.zero_point);
+    return subpixelChannelsLast(in, k, batch, static_cast<size_t>(oc) * sizeof(T),
+                                static_cast<size_t>(oc), dst_step, dst_offset, halo,
+                                [oc, inv, zp](std::byte* out, const std::byte* from) {
+                                    quantizeRun(reinterpret_cast<const T*>(from),
+                                                reinterpret_cast<uint8_t*>(out), oc, inv, zp);
+                                });
 }
 
 // The same for output channels that are no multiple of 8 (a segmentation head's up-sampling to
@@ -361,15 +387,13 @@ std::vector<float> subpixelBias(const std::vector<float>& b, int64_t kk) {
 }
 
 // int8 plans (int8_policy.h, concat_u8): the 1x1 convolution's channels-last result `tmp`
-// ([N, K * OC, in...]) quantised straight into this ConvTranspose's channels of the quantising
-// concat's u8 output, by one oneDNN quantising reorder that also does the scatter: both sides
-// seen as [N, D, kd, H, kh, W, kw, OC] with their own strides (tmp: kernel offset kidx's OC
-// values follow each other per input voxel; the concat: voxel (d * kd_n + kd, ...) with the
-// concat's channel count as row length, from this input's first channel). The concat then
-// writes its other inputs into the same buffer (planConcat, concatInPlace), and the up-sampled
-// float tensor is never written or read. The values and the reorder are those of the concat's
-// own quantising step, so the result is the same bit for bit. False (nothing planned) where the
-// concat is not along the channels.
+// ([N, in..., K * OC], float32 or bf16) quantised straight into this ConvTranspose's channels of
+// the quantising concat's u8 output (or its halo's interior) by the scatter, with the concat's
+// parameters (subpixelQuantizeChannelsLast). The concat then writes its other inputs into the
+// same buffer (planConcat, concatInPlace), and the up-sampled float tensor is never written or
+// read. The values are those of the concat's own quantising reorder, bit for bit
+// (quantize_run.h; Int8Graph.UpsamplingIntoTheConcatChangesNoValue). False (nothing planned)
+// where the concat is not along the channels.
 bool planQuantizingScatter(Plan& plan, const MemRef& tmp, std::array<int64_t, 3> in,
                            std::array<int64_t, 3> k, size_t sr) {
     const quant::Int8Layer* q8 = plan.int8Layer();
@@ -377,45 +401,17 @@ bool planQuantizingScatter(Plan& plan, const MemRef& tmp, std::array<int64_t, 3>
     const ValueId y = plan.node().outputs[0];
     std::optional<ConcatTarget> target = concatInPlaceTarget(plan, y, sr);
     if (!target) return false;
-    const Shape& ys = plan.graph().values[y].shape;
-    const int64_t oc = ys[1], kk = k[0] * k[1] * k[2], ct = target->channels;
-    std::array<int64_t, 3> out{1, 1, 1};
-    for (size_t i = 0; i < sr; ++i) out[3 - sr + i] = ys[2 + i];
-    // [N, D, kd, H, kh, W, kw, OC]: element strides of tmp and of the concat.
-    const dnnl::memory::dims dims{ys[0], in[0], k[0], in[1], k[1], in[2], k[2], oc};
-    const dnnl::memory::dims src_strides{in[0] * in[1] * in[2] * kk * oc,
-                                         in[1] * in[2] * kk * oc,
-                                         k[1] * k[2] * oc,
-                                         in[2] * kk * oc,
-                                         k[2] * oc,
-                                         kk * oc,
-                                         oc,
-                                         1};
-    // The concat's rows: its own D, H, W, or those of its halo (the interior's first voxel then
-    // the offset).
-    const std::array<int64_t, 3> rows = target->halo ? target->halo->padded : out;
-    const dnnl::memory::dims dst_strides{rows[0] * rows[1] * rows[2] * ct,
-                                         k[0] * rows[1] * rows[2] * ct,
-                                         rows[1] * rows[2] * ct,
-                                         k[1] * rows[2] * ct,
-                                         rows[2] * ct,
-                                         k[2] * ct,
-                                         ct,
-                                         1};
-    const dnnl::memory::desc src(dims, tmp.md.data_type(), src_strides);
-    dnnl::memory::desc dst(dims, dt::u8, dst_strides);
-    dst.data.offset0 = target->c0 + (target->halo ? target->halo->interiorOffset() : 0);
-    auto reorder = makeQuantizeReorder(plan.engine(), src, dst, q8->concat_dst);
-    if (!reorder.isOk()) return false;
+    const int64_t oc = plan.graph().values[y].shape[1];
     const MemRef cat = useConcatInPlace(plan, y, *target);
-    const dnnl::reorder::primitive_desc pd(
-        const_cast<dnnl_primitive_desc_t>(reorder->get_primitive_desc()));
-    plan.addPrimitive(
-        fmt::format("deconv k=s: scatter into concat u8 {} {}->{}", pd.impl_info_str(),
-                    descName(tmp.md), descName(cat.md)),
-        *reorder,
-        {{DNNL_ARG_SRC, MemRef{tmp.buffer, src, {}}}, {DNNL_ARG_DST, MemRef{cat.buffer, dst, {}}}},
-        {});
+    const auto ct = static_cast<size_t>(target->channels), c0 = static_cast<size_t>(target->c0);
+    const bool bf16 = tmp.md.data_type() == dt::bf16;
+    plan.addKernel(
+        "deconv k=s: scatter into concat u8 " + descName(tmp.md) + "->" + descName(cat.md),
+        bf16 ? subpixelQuantizeChannelsLast<uint16_t>(in, k, plan.graph().values[y].shape[0], oc,
+                                                      ct, c0, target->halo, q8->concat_dst)
+             : subpixelQuantizeChannelsLast<float>(in, k, plan.graph().values[y].shape[0], oc, ct,
+                                                   c0, target->halo, q8->concat_dst),
+        {tmp, cat});
     return true;
 }
 
