@@ -24,8 +24,8 @@
 // (quant::ZeroPoints, as `voxseg model calibrate --zero-points`).
 // --upsampling int8: the decoder's k = s ConvTransposes run in int8 too (int8_policy.h), as
 // `voxseg model calibrate --upsampling int8`.
-// --no-halo: no u8 source written inside a halo (CompileOptions::int8_halo_sources): the padded
-// zero-point convolutions, for A/B timings of the halo sources.
+// --no-halo: no u8 source written inside a halo and no tap channels
+// (CompileOptions::int8_halo_sources): the padded zero-point convolutions, for A/B timings.
 //
 // --ceiling-model: after the network, one more model (a single large convolution) compiled
 // and timed the same way in the same process, at the same precision and threads: the rate the

@@ -59,7 +59,8 @@ struct CompileOptions {
     // Named tensors handed to a callback during run() (engine/activation_observer.h).
     ActivationObserver observer;
     // kInt8 on the cpu backend: u8 sources written inside a halo of their zero point for
-    // unpadded convolutions (quant::Int8Backend::halo_sources; exact). false plans the padded
+    // unpadded convolutions, and the first convolution on its kernel taps as channels
+    // (quant::Int8Backend::halo_sources, Int8Layer::tap_channels; exact). false plans the padded
     // zero-point convolutions instead: for A/B timings and the tests that compare the two.
     bool int8_halo_sources = true;
 };

@@ -6,6 +6,10 @@
 // here: engine/quant/int8_policy.h.
 #include "engine/cpu/conv_int8.h"
 #include "engine/cpu/plan.h"
+#include "engine/cpu/quantize_run.h"
+
+#include <cstring>
+#include <optional>
 
 namespace voxseg::engine::cpu {
 namespace {
@@ -34,6 +38,74 @@ bool useHaloSource(quant::Int8ConvSpec& spec, const quant::Int8Weights& w,
     return quant::foldSourceZeroPointIntoHalo(spec, w);
 }
 
+// Tap channels (int8_policy.h): `spec` and `w` rewritten as a 1x1 convolution over a u8 tensor
+// of tapChannels(spec) channels per output voxel, in_channels x kd x kh rows of 4 taps along W
+// (a 3-wide kernel row's fourth weight is 0), and the step that writes that tensor planned: the
+// float source quantised once into a u8 volume padded with its zero point, then each voxel's
+// rows copied as 4 bytes. Every tap then reads a real value (the zero point where the padded
+// convolution reads padding), so the zero point folds into the bias exactly as for a halo
+// source: the same accumulators. Returns the tap tensor.
+Result<MemRef> planTapChannels(Plan& plan, ValueId x, quant::Int8ConvSpec& spec,
+                               quant::Int8Weights& w) {
+    const int64_t k = quant::tapChannels(spec);
+    const int64_t n_b = spec.batch, ic = spec.in_channels, oc = spec.out_channels;
+    const std::array<int64_t, 3> kernel = spec.kernel, size = spec.in_size, lo = spec.pads_begin;
+    const std::array<int64_t, 3> padded{size[0] + kernel[0] - 1, size[1] + kernel[1] - 1,
+                                        size[2] + 3};
+    quant::Int8Weights taps_w{std::vector<int8_t>(static_cast<size_t>(oc * k), 0), w.scales};
+    const int64_t per_oc = ic * kernel[0] * kernel[1] * kernel[2];
+    for (int64_t o = 0; o < oc; ++o)
+        for (int64_t row = 0; row < ic * kernel[0] * kernel[1]; ++row)
+            for (int64_t t = 0; t < kernel[2]; ++t)
+                taps_w.values[static_cast<size_t>(o * k + row * 4 + t)] =
+                    w.values[static_cast<size_t>(o * per_oc + row * kernel[2] + t)];
+    const quant::ActivationQuant q = spec.src;
+    w = std::move(taps_w);
+    quant::foldSourceZeroPointIntoBias(spec, w);
+    spec.in_channels = k;
+    spec.kernel = {1, 1, 1};
+    spec.pads_begin = spec.pads_end = {};
+
+    VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensurePlainF32(x));
+    const MemRef vol = plan.newBuffer(dnnl::memory::desc(
+        {n_b * ic * padded[0] * padded[1] * padded[2]}, dt::u8, dnnl::memory::format_tag::a));
+    const MemRef taps = plan.newBuffer(dnnl::memory::desc({n_b, k, size[0], size[1], size[2]},
+                                                          dt::u8, dnnl::memory::format_tag::ndhwc));
+    const float inv = 1.0f / q.scale, zp = static_cast<float>(q.zero_point);
+    const auto fill = static_cast<uint8_t>(q.zero_point);
+    auto kernel_fn = [=](const std::vector<dnnl::memory>& m) {
+        const auto* xf = static_cast<const float*>(m[0].get_data_handle());
+        auto* p = static_cast<uint8_t*>(m[1].get_data_handle());
+        auto* out = static_cast<uint8_t*>(m[2].get_data_handle());
+        const int64_t plane = padded[1] * padded[2], volume = padded[0] * plane;
+        std::memset(p, fill, static_cast<size_t>(n_b * ic * volume));
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < n_b * ic * size[0] * size[1]; ++r) {
+            const int64_t h = r % size[1], d = (r / size[1]) % size[0],
+                          nc = r / (size[0] * size[1]);
+            quantizeRun(xf + r * size[2],
+                        p + nc * volume + (d + lo[0]) * plane + (h + lo[1]) * padded[2] + lo[2],
+                        size[2], inv, zp);
+        }
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < n_b * size[0] * size[1]; ++r) {
+            const int64_t h = r % size[1], d = (r / size[1]) % size[0], n = r / (size[0] * size[1]);
+            const uint8_t* rows[24];  // k / 4 <= 24 kernel rows
+            for (int64_t c = 0; c < ic; ++c)
+                for (int64_t kd = 0; kd < kernel[0]; ++kd)
+                    for (int64_t kh = 0; kh < kernel[1]; ++kh)
+                        rows[(c * kernel[0] + kd) * kernel[1] + kh] =
+                            p + (n * ic + c) * volume + (d + kd) * plane + (h + kh) * padded[2];
+            uint8_t* o = out + r * size[2] * k;
+            for (int64_t x0 = 0; x0 < size[2]; ++x0, o += k)  // one voxel's taps, contiguous
+                for (int64_t j = 0; j < k / 4; ++j) std::memcpy(o + j * 4, rows[j] + x0, 4);
+        }
+    };
+    plan.addKernel("quantize taps " + descName(src.md) + "->" + descName(taps.md), kernel_fn,
+                   {src, vol, taps});
+    return taps;
+}
+
 }  // namespace
 
 void addInt8ConvStep(Plan& plan, const Int8Conv& conv, const MemRef& src, const MemRef& dst,
@@ -53,8 +125,8 @@ Status planInt8Conv(Plan& plan, const quant::Int8Layer& layer, int weight_qmax) 
     const ValueId b = n.inputs.size() > 2 ? n.inputs[2] : -1;
     if (!plan.has(x)) return nodeError(plan, "int8: its input is not computed before it");
     quant::Int8ConvSpec spec = quant::int8ConvGeometry(n, g.values[x].shape);
-    const quant::Int8Weights w = quant::quantizeWeightsPerChannel(
-        g.constant(n.inputs[1]).toFloats(), spec.out_channels, weight_qmax);
+    quant::Int8Weights w = quant::quantizeWeightsPerChannel(g.constant(n.inputs[1]).toFloats(),
+                                                            spec.out_channels, weight_qmax);
     std::vector<float> bias = b >= 0 ? g.constant(b).toFloats() : std::vector<float>{};
     const quant::ActivationQuant unit{1.0f, 0};
     if (layer.dst_s8) {  // for the normalisation that alone reads it (int8_policy.h)
@@ -67,15 +139,27 @@ Status planInt8Conv(Plan& plan, const quant::Int8Layer& layer, int weight_qmax) 
                                  n.fused_residual >= 0 ? &unit : nullptr);
     }
     // A u8 producer's layout is kept when the same implementation takes it.
-    const dnnl::memory::desc hint = plan.quantizedDesc(x);
-    const bool halo = useHaloSource(spec, w, hint);
+    dnnl::memory::desc hint = plan.quantizedDesc(x);
+    std::optional<MemRef> taps;
+    if (layer.tap_channels && hint == dnnl::memory::desc()) {
+        VOXSEG_ASSIGN_OR_RETURN(taps, planTapChannels(plan, x, spec, w));
+        hint = taps->md;
+    }
+    const bool halo = !taps && useHaloSource(spec, w, hint);
     auto conv = Int8Conv::create(plan.engine(), spec, w, hint);
     if (!conv.isOk()) return nodeError(plan, conv.status().message());
-    VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensureQuantized(x, conv->srcDesc(), layer.src));
+    MemRef src;
+    if (taps && conv->srcDesc() == taps->md) {
+        src = *taps;
+    } else if (taps) {
+        return nodeError(plan, "int8: oneDNN took no channels-last source for its tap channels");
+    } else {
+        VOXSEG_ASSIGN_OR_RETURN(src, plan.ensureQuantized(x, conv->srcDesc(), layer.src));
+    }
     VOXSEG_ASSIGN_OR_RETURN(MemRef dst, destination(plan, n, conv->dstDesc()));
     addInt8ConvStep(plan, *conv, src, dst,
                     "conv int8 " + conv->implementation() + " " + descName(src.md) + "->" +
-                        descName(dst.md) + (halo ? " halo" : ""));
+                        descName(dst.md) + (halo ? " halo" : "") + (taps ? " taps" : ""));
     plan.define(n.outputs[0], dst);
     // Epilogues the int8 convolution does not fuse (Sigmoid, SiLU, PReLU) run on its fp32 result.
     const bool act_fused = spec.activation != quant::Int8Activation::kNone;

@@ -179,6 +179,15 @@ Int8ConvSpec int8ConvGeometry(const Node& n, const Shape& xs) {
     return s;
 }
 
+int64_t tapChannels(const Int8ConvSpec& spec) {
+    for (int i = 0; i < 3; ++i)
+        if (spec.strides[i] != 1 || spec.pads_begin[i] + spec.pads_end[i] != spec.kernel[i] - 1)
+            return 0;
+    if (spec.kernel[2] > 4) return 0;
+    const int64_t k = spec.in_channels * spec.kernel[0] * spec.kernel[1] * 4;
+    return k <= 96 ? k : 0;
+}
+
 namespace {
 
 // Halo sources (Int8Layer::halo_lo / halo_hi): the padding every int8 Conv reading norm `i`'s u8
@@ -336,6 +345,14 @@ std::vector<Int8Layer> int8LayerPlan(const Graph& g, const QuantizationRecord& r
             l.halo_lo = pads->first;
             l.halo_hi = pads->second;
         }
+    }
+    // Tap channels: an int8 Conv that reads a graph input.
+    for (size_t i = 0; i < g.nodes.size() && backend.halo_sources; ++i) {
+        const Node& n = g.nodes[i];
+        if (!plan[i].int8 ||
+            std::find(g.inputs.begin(), g.inputs.end(), n.inputs[0]) == g.inputs.end())
+            continue;
+        plan[i].tap_channels = tapChannels(int8ConvGeometry(n, g.values[n.inputs[0]].shape)) > 0;
     }
     // 8-bit normalisation inputs: the Conv writes s8, the norm reads it.
     for (size_t i = 0; i < g.nodes.size(); ++i) {

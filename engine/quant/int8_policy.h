@@ -135,15 +135,24 @@ struct Int8Layer {
     // source runs unpadded on it, without a source zero point (its sum folded into the bias):
     // oneDNN's brgconv kernel on AMX instead of the zero-point jit one, the same accumulators.
     std::array<int64_t, 3> halo_lo{}, halo_hi{};
+    // Tap channels (with halo sources): an int8 Conv on a graph input of few channels (the
+    // network's first, on the image: tapChannels() of its geometry) runs as a 1x1 convolution
+    // over a u8 tensor whose channels are its kernel taps, their zero point folded into the
+    // bias as for a halo source: oneDNN's 1x1 brgconv instead of its jit kernel on 1 channel.
+    bool tap_channels = false;
 };
+// The channels of a Conv's tap tensor (in_channels * kd * kh * 4: each kernel row's taps as 4
+// bytes, kw <= 4 of them), or 0 where the Conv does not qualify: stride 1, the output as large as
+// the input, kw <= 4, at most 96 channels (two input channels of a 3x3x3 kernel: 72).
+int64_t tapChannels(const Int8ConvSpec& spec);
 // What the backend's int8 plan runs beyond plain int8 Convs (the cpu backend: all of it).
 struct Int8Backend {
     bool upsampling = false;    // int8_upsample layers
-    bool halo_sources = false;  // halo_lo / halo_hi
+    bool halo_sources = false;  // halo_lo / halo_hi, tap_channels
 };
 // One entry per node of `graph` (optimised, shapes inferred). Without backend.upsampling, or
 // without the record's int8_upsampling, every ConvTranspose stays float; without
-// backend.halo_sources no u8 source gets a halo.
+// backend.halo_sources no u8 source gets a halo and no Conv tap channels.
 std::vector<Int8Layer> int8LayerPlan(const Graph& graph, const QuantizationRecord& record,
                                      Int8Backend backend = {});
 

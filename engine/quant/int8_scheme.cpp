@@ -142,6 +142,16 @@ bool foldSourceZeroPointIntoHalo(Int8ConvSpec& spec, const Int8Weights& weights)
     if (spec.src.zero_point == 0 || spec.out_channels <= 0 ||
         (spec.pads_begin == std::array<int64_t, 3>{} && spec.pads_end == std::array<int64_t, 3>{}))
         return false;
+    foldSourceZeroPointIntoBias(spec, weights);
+    for (int i = 0; i < 3; ++i) {
+        spec.in_size[i] += spec.pads_begin[i] + spec.pads_end[i];
+        spec.pads_begin[i] = spec.pads_end[i] = 0;
+    }
+    return true;
+}
+
+void foldSourceZeroPointIntoBias(Int8ConvSpec& spec, const Int8Weights& weights) {
+    if (spec.src.zero_point == 0 || spec.out_channels <= 0) return;
     const int64_t per_oc = static_cast<int64_t>(weights.values.size()) / spec.out_channels;
     if (spec.bias.empty()) spec.bias.assign(static_cast<size_t>(spec.out_channels), 0.0f);
     for (int64_t oc = 0; oc < spec.out_channels; ++oc) {
@@ -152,12 +162,7 @@ bool foldSourceZeroPointIntoHalo(Int8ConvSpec& spec, const Int8Weights& weights)
             static_cast<float>(static_cast<double>(spec.bias[static_cast<size_t>(oc)]) -
                                static_cast<double>(spec.src.zero_point) * static_cast<double>(sum));
     }
-    for (int i = 0; i < 3; ++i) {
-        spec.in_size[i] += spec.pads_begin[i] + spec.pads_end[i];
-        spec.pads_begin[i] = spec.pads_end[i] = 0;
-    }
     spec.src.zero_point = 0;
-    return true;
 }
 
 void setRequantisationS8(Int8ConvSpec& spec, const ActivationQuant& src,

@@ -143,6 +143,10 @@ void setRequantisationS8(Int8ConvSpec& spec, const ActivationQuant& src,
 // then differs from the padded one only in that bias's float rounding. False (spec unchanged)
 // without a source zero point or without padding.
 bool foldSourceZeroPointIntoHalo(Int8ConvSpec& spec, const Int8Weights& weights);
+// The bias part of it alone, for a source whose every tap reads a real value (the tap channels
+// of int8_policy.h): bias -= zero_point * sum(w[oc]), no source zero point. The geometry is the
+// caller's.
+void foldSourceZeroPointIntoBias(Int8ConvSpec& spec, const Int8Weights& weights);
 
 // The float value the requantisation rule above rounds, for one accumulator (public so the
 // reference and tests share one definition of the rule). `residual_q` is ignored without a

@@ -329,6 +329,32 @@ TEST(Int8Graph, ConcatHaloEqualsThePaddedPlan) {
     }
 }
 
+// Tap channels (int8_policy.h): with every convolution int8 (no float_layers), the level's first
+// convolution, on the 2-channel graph input, runs as a 1x1 convolution over a u8 tensor of its
+// 72 kernel taps (`quantize taps`), its zero point folded into the bias. The accumulators are
+// the padded convolution's, so the output equals the plan without tap channels (and halos) but
+// for a requantised value the folded bias rounds the other way. Writing the taps in the wrong
+// order or without the padding's zero point changes most outputs.
+TEST(Int8Graph, TapChannelsEqualThePaddedFirstConvolution) {
+    const Graph g = testing::int8UnetLevel();
+    const Tensor input = testing::seededTensor({1, 2, 16, 14, 12}, 11);
+    auto record = calibrateMinMax(g, input);
+    record->float_layers.clear();
+    const Outcome taps = run(g, input, Precision::kInt8, record);
+    const Outcome padded = run(g, input, Precision::kInt8, record, /*halo_sources=*/false);
+    EXPECT_EQ(countOf(taps.describe, "quantize taps"), 1) << taps.describe;
+    EXPECT_EQ(countOf(taps.describe, " taps"), 2) << taps.describe;  // and its convolution
+    EXPECT_EQ(countOf(padded.describe, "taps"), 0) << padded.describe;
+    ASSERT_EQ(taps.out.size(), padded.out.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < taps.out.size(); ++i) differ += taps.out[i] != padded.out[i];
+    const testing::Int8Error e = testing::int8ErrorVsFp32(taps.out, padded.out);
+    std::printf("tap channels: %zu of %zu outputs differ, max %.5f of range %.3f\n", differ,
+                taps.out.size(), e.max, e.range);
+    EXPECT_LT(e.max, 0.01 * e.range);
+    EXPECT_LT(differ, taps.out.size() / 100);
+}
+
 // calibrate --zero-points where-needed: the level's LeakyReLU outputs lose their zero points (the
 // ranges as calibrateMinMax observed them), the result stays within the same bounds of fp32, and
 // on AMX the int8 convolutions reading them run on brgconv instead of the zero-point jit kernel.
