@@ -2,13 +2,13 @@
 // quantising reorder (makeQuantizeReorder, which the concat's own quantising step runs) and
 // quant::quantizeActivation, also at rounding ties, where one fused multiply-add would differ.
 #include "engine/cpu/quantize_run.h"
+#include "engine/graph/tensor.h"
 #include "engine/cpu/conv_int8.h"
 #include "engine/quant/int8_scheme.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <random>
 #include <vector>
 
@@ -32,13 +32,6 @@ std::vector<uint8_t> onednnQuantize(const std::vector<float>& x, const quant::Ac
     reorder->execute(stream, src, dst);
     stream.wait();
     return out;
-}
-
-float fromBf16(uint16_t h) {
-    const uint32_t u = static_cast<uint32_t>(h) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
 }
 
 // Values on both sides of every rounding tie of the u8 range (k + 0.5 after scale and zero
@@ -88,7 +81,7 @@ TEST(QuantizeRun, EveryFiniteBf16EqualsTheOnednnReorder) {
     std::vector<uint16_t> h;
     std::vector<float> x;
     for (uint32_t b = 0; b < 65536; ++b) {
-        const float f = fromBf16(static_cast<uint16_t>(b));
+        const float f = bfloat16ToFloat(static_cast<uint16_t>(b));
         if (!std::isfinite(f)) continue;
         h.push_back(static_cast<uint16_t>(b));
         x.push_back(f);
