@@ -38,41 +38,50 @@ bool useHaloSource(quant::Int8ConvSpec& spec, const quant::Int8Weights& w,
     return quant::foldSourceZeroPointIntoHalo(spec, w);
 }
 
-// Tap channels (int8_policy.h): `spec` and `w` rewritten as a 1x1 convolution over a u8 tensor
-// of tapChannels(spec) channels per output voxel, in_channels x kd x kh rows of 4 taps along W
-// (a 3-wide kernel row's fourth weight is 0), and the step that writes that tensor planned: the
-// float source quantised once into a u8 volume padded with its zero point, then each voxel's
-// rows copied as 4 bytes. Every tap then reads a real value (the zero point where the padded
-// convolution reads padding), so the zero point folds into the bias exactly as for a halo
-// source: the same accumulators. Returns the tap tensor.
-Result<MemRef> planTapChannels(Plan& plan, ValueId x, quant::Int8ConvSpec& spec,
-                               quant::Int8Weights& w) {
-    const int64_t k = quant::tapChannels(spec);
-    const int64_t n_b = spec.batch, ic = spec.in_channels, oc = spec.out_channels;
-    const std::array<int64_t, 3> kernel = spec.kernel, size = spec.in_size, lo = spec.pads_begin;
+// Tap channels (int8_policy.h): the Conv as a 1x1 convolution over a u8 tensor of
+// tapChannels(spec) channels per output voxel, in_channels x kd x kh rows of 4 taps along W (a
+// 3-wide kernel row's fourth weight is 0). Every tap reads a real value (the zero point where the
+// padded convolution reads padding), so the zero point folds into the bias exactly as for a halo
+// source: the same accumulators.
+struct TapChannels {
+    quant::Int8ConvSpec spec;  // the 1x1 convolution's
+    quant::Int8Weights w;
+    quant::ActivationQuant src;  // the source's quantisation (spec.src has no zero point left)
+    std::array<int64_t, 3> kernel{}, lo{};
+    dnnl::memory::desc md;  // the tap tensor, channels-last u8
+};
+TapChannels tapChannelsOf(const quant::Int8ConvSpec& spec, const quant::Int8Weights& w) {
+    TapChannels t{spec, {}, spec.src, spec.kernel, spec.pads_begin, {}};
+    const int64_t k = quant::tapChannels(spec), oc = spec.out_channels;
+    const int64_t rows = spec.in_channels * spec.kernel[0] * spec.kernel[1], kw = spec.kernel[2];
+    t.w = {std::vector<int8_t>(static_cast<size_t>(oc * k), 0), w.scales};
+    for (int64_t o = 0; o < oc; ++o)
+        for (int64_t row = 0; row < rows; ++row)
+            for (int64_t i = 0; i < kw; ++i)
+                t.w.values[static_cast<size_t>(o * k + row * 4 + i)] =
+                    w.values[static_cast<size_t>((o * rows + row) * kw + i)];
+    quant::foldSourceZeroPointIntoBias(t.spec, t.w);
+    t.spec.in_channels = k;
+    t.spec.kernel = {1, 1, 1};
+    t.spec.pads_begin = t.spec.pads_end = {};
+    const auto& n = spec.in_size;
+    t.md = dnnl::memory::desc({spec.batch, k, n[0], n[1], n[2]}, dt::u8,
+                              dnnl::memory::format_tag::ndhwc);
+    return t;
+}
+
+// The step that writes the tap tensor of `x` (float): x quantised once into a u8 volume padded
+// with its zero point, then each voxel's kernel rows copied as 4 bytes.
+MemRef planTapStep(Plan& plan, const MemRef& x, const TapChannels& t, int64_t in_channels) {
+    const int64_t k = t.spec.in_channels, n_b = t.spec.batch, ic = in_channels;
+    const std::array<int64_t, 3> size = t.spec.in_size, kernel = t.kernel, lo = t.lo;
     const std::array<int64_t, 3> padded{size[0] + kernel[0] - 1, size[1] + kernel[1] - 1,
                                         size[2] + 3};
-    quant::Int8Weights taps_w{std::vector<int8_t>(static_cast<size_t>(oc * k), 0), w.scales};
-    const int64_t per_oc = ic * kernel[0] * kernel[1] * kernel[2];
-    for (int64_t o = 0; o < oc; ++o)
-        for (int64_t row = 0; row < ic * kernel[0] * kernel[1]; ++row)
-            for (int64_t t = 0; t < kernel[2]; ++t)
-                taps_w.values[static_cast<size_t>(o * k + row * 4 + t)] =
-                    w.values[static_cast<size_t>(o * per_oc + row * kernel[2] + t)];
-    const quant::ActivationQuant q = spec.src;
-    w = std::move(taps_w);
-    quant::foldSourceZeroPointIntoBias(spec, w);
-    spec.in_channels = k;
-    spec.kernel = {1, 1, 1};
-    spec.pads_begin = spec.pads_end = {};
-
-    VOXSEG_ASSIGN_OR_RETURN(MemRef src, plan.ensurePlainF32(x));
     const MemRef vol = plan.newBuffer(dnnl::memory::desc(
         {n_b * ic * padded[0] * padded[1] * padded[2]}, dt::u8, dnnl::memory::format_tag::a));
-    const MemRef taps = plan.newBuffer(dnnl::memory::desc({n_b, k, size[0], size[1], size[2]},
-                                                          dt::u8, dnnl::memory::format_tag::ndhwc));
-    const float inv = 1.0f / q.scale, zp = static_cast<float>(q.zero_point);
-    const auto fill = static_cast<uint8_t>(q.zero_point);
+    const MemRef taps = plan.newBuffer(t.md);
+    const float inv = 1.0f / t.src.scale, zp = static_cast<float>(t.src.zero_point);
+    const auto fill = static_cast<uint8_t>(t.src.zero_point);
     auto kernel_fn = [=](const std::vector<dnnl::memory>& m) {
         const auto* xf = static_cast<const float*>(m[0].get_data_handle());
         auto* p = static_cast<uint8_t*>(m[1].get_data_handle());
@@ -101,8 +110,8 @@ Result<MemRef> planTapChannels(Plan& plan, ValueId x, quant::Int8ConvSpec& spec,
                 for (int64_t j = 0; j < k / 4; ++j) std::memcpy(o + j * 4, rows[j] + x0, 4);
         }
     };
-    plan.addKernel("quantize taps " + descName(src.md) + "->" + descName(taps.md), kernel_fn,
-                   {src, vol, taps});
+    plan.addKernel("quantize taps " + descName(x.md) + "->" + descName(taps.md), kernel_fn,
+                   {x, vol, taps});
     return taps;
 }
 
@@ -125,8 +134,8 @@ Status planInt8Conv(Plan& plan, const quant::Int8Layer& layer, int weight_qmax) 
     const ValueId b = n.inputs.size() > 2 ? n.inputs[2] : -1;
     if (!plan.has(x)) return nodeError(plan, "int8: its input is not computed before it");
     quant::Int8ConvSpec spec = quant::int8ConvGeometry(n, g.values[x].shape);
-    quant::Int8Weights w = quant::quantizeWeightsPerChannel(g.constant(n.inputs[1]).toFloats(),
-                                                            spec.out_channels, weight_qmax);
+    const quant::Int8Weights w = quant::quantizeWeightsPerChannel(
+        g.constant(n.inputs[1]).toFloats(), spec.out_channels, weight_qmax);
     std::vector<float> bias = b >= 0 ? g.constant(b).toFloats() : std::vector<float>{};
     const quant::ActivationQuant unit{1.0f, 0};
     if (layer.dst_s8) {  // for the normalisation that alone reads it (int8_policy.h)
@@ -139,26 +148,31 @@ Status planInt8Conv(Plan& plan, const quant::Int8Layer& layer, int weight_qmax) 
                                  n.fused_residual >= 0 ? &unit : nullptr);
     }
     // A u8 producer's layout is kept when the same implementation takes it.
-    dnnl::memory::desc hint = plan.quantizedDesc(x);
+    const dnnl::memory::desc hint = plan.quantizedDesc(x);
+    std::optional<Result<Int8Conv>> conv;
     std::optional<MemRef> taps;
     if (layer.tap_channels && hint == dnnl::memory::desc()) {
-        VOXSEG_ASSIGN_OR_RETURN(taps, planTapChannels(plan, x, spec, w));
-        hint = taps->md;
+        // Where oneDNN takes the tap tensor as it is written; else the padded convolution.
+        TapChannels t = tapChannelsOf(spec, w);
+        auto tap_conv = Int8Conv::create(plan.engine(), t.spec, t.w, t.md);
+        if (tap_conv.isOk() && tap_conv->srcDesc() == t.md) {
+            VOXSEG_ASSIGN_OR_RETURN(MemRef xf, plan.ensurePlainF32(x));
+            taps = planTapStep(plan, xf, t, spec.in_channels);
+            conv = std::move(tap_conv);
+        }
     }
     const bool halo = !taps && useHaloSource(spec, w, hint);
-    auto conv = Int8Conv::create(plan.engine(), spec, w, hint);
-    if (!conv.isOk()) return nodeError(plan, conv.status().message());
+    if (!conv) conv = Int8Conv::create(plan.engine(), spec, w, hint);
+    if (!conv->isOk()) return nodeError(plan, conv->status().message());
     MemRef src;
-    if (taps && conv->srcDesc() == taps->md) {
+    if (taps) {
         src = *taps;
-    } else if (taps) {
-        return nodeError(plan, "int8: oneDNN took no channels-last source for its tap channels");
     } else {
-        VOXSEG_ASSIGN_OR_RETURN(src, plan.ensureQuantized(x, conv->srcDesc(), layer.src));
+        VOXSEG_ASSIGN_OR_RETURN(src, plan.ensureQuantized(x, (*conv)->srcDesc(), layer.src));
     }
-    VOXSEG_ASSIGN_OR_RETURN(MemRef dst, destination(plan, n, conv->dstDesc()));
-    addInt8ConvStep(plan, *conv, src, dst,
-                    "conv int8 " + conv->implementation() + " " + descName(src.md) + "->" +
+    VOXSEG_ASSIGN_OR_RETURN(MemRef dst, destination(plan, n, (*conv)->dstDesc()));
+    addInt8ConvStep(plan, **conv, src, dst,
+                    "conv int8 " + (*conv)->implementation() + " " + descName(src.md) + "->" +
                         descName(dst.md) + (halo ? " halo" : "") + (taps ? " taps" : ""));
     plan.define(n.outputs[0], dst);
     // Epilogues the int8 convolution does not fuse (Sigmoid, SiLU, PReLU) run on its fp32 result.
