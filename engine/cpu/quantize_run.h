@@ -4,7 +4,9 @@
 // rounded separately. The float up-sampling's scatter into its concat's u8 (conv.cpp) quantises
 // 32-channel runs with it: oneDNN 2.6's 8-D strided reorder (jit:uni) took 37 ms of a 1.3 s
 // int8 patch of the plain nnU-Net network (its 64^3 -> 128^3 up-sampling; AVX-512 EPYC, 2
-// threads), this 21.5 ms, bound by memory.
+// threads), this 21.5 ms, bound by memory. The tap channels of an int8 first convolution
+// (conv_int8_plan.cpp) quantise the image's rows with it, as the reorder before the padded
+// convolution did.
 //
 // SSE2 (the x86-64 baseline, which has no FMA to contract the two roundings into one), 16 values
 // per step; plain C++ elsewhere and for the tail.
