@@ -9,7 +9,7 @@
 // convolution did.
 //
 // SSE2 (the x86-64 baseline, which has no FMA to contract the two roundings into one), 16 values
-// per step; plain C++ elsewhere and for the tail.
+// per step, then 4; plain C++ elsewhere and for the last 1-3.
 #pragma once
 
 #include "engine/quant/int8_scheme.h"
@@ -53,6 +53,12 @@ void quantizeRun(const T* src, uint8_t* dst, int64_t n, float inv, float zp) {
         const __m128i a = _mm_packs_epi32(four(src + i), four(src + i + 4));
         const __m128i b = _mm_packs_epi32(four(src + i + 8), four(src + i + 12));
         _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm_packus_epi16(a, b));
+    }
+    // Runs of 8 or 4 values (a decoder's 8-channel up-sampling) stay off the scalar loop.
+    for (; i + 4 <= n; i += 4) {
+        const __m128i a = _mm_packs_epi32(four(src + i), _mm_setzero_si128());
+        const int32_t v = _mm_cvtsi128_si32(_mm_packus_epi16(a, a));
+        std::memcpy(dst + i, &v, 4);
     }
 #endif
     for (; i < n; ++i) {
