@@ -308,6 +308,9 @@ void applyU8T(const void* x, void* y, uint8_t* q, const void* r, const LaneLayou
                 else if (lanes == 32)
                     applyChunkU8<32, ACT, KEEP>(xt + off, yy, qq, rr, lanes, count, sa, sb, alpha,
                                                 &slope[g * lanes], inv, zp, tb, second, off);
+                else if (lanes == 8)  // 8 channels-last channels: the runtime loop stayed scalar
+                    applyChunkU8<8, ACT, KEEP>(xt + off, yy, qq, rr, lanes, count, sa, sb, alpha,
+                                               &slope[g * lanes], inv, zp, tb, second, off);
                 else
                     applyChunkU8<0, ACT, KEEP>(xt + off, yy, qq, rr, lanes, count, sa, sb, alpha,
                                                &slope[g * lanes], inv, zp, tb, second, off);

@@ -200,6 +200,7 @@ TEST(Int8Norm, KernelQuantisesItsOwnResult) {
     checkKernel({32, 16, 777, ActivationKind::kRelu, false, true});         // nCdhw16c
     checkKernel({5, 1, 1234, ActivationKind::kNone, true, false});          // plain
     checkKernel({24, 24, 333, ActivationKind::kSilu, false, true});
+    checkKernel({8, 8, 4096, ActivationKind::kLeakyRelu, false, true, true});  // 8 ch.-last bf16
 }
 
 // 8-bit normalisation inputs (docs/int8.md): the moments of an s8 tensor equal those of its
