@@ -2,8 +2,8 @@
 // quantising reorder (makeQuantizeReorder, which the concat's own quantising step runs) and
 // quant::quantizeActivation, also at rounding ties, where one fused multiply-add would differ.
 #include "engine/cpu/quantize_run.h"
-#include "engine/graph/tensor.h"
 #include "engine/cpu/conv_int8.h"
+#include "engine/graph/tensor.h"
 #include "engine/quant/int8_scheme.h"
 
 #include <gtest/gtest.h>
