@@ -401,16 +401,16 @@ bool planQuantizingScatter(Plan& plan, const MemRef& tmp, std::array<int64_t, 3>
     const ValueId y = plan.node().outputs[0];
     std::optional<ConcatTarget> target = concatInPlaceTarget(plan, y, sr);
     if (!target) return false;
-    const int64_t oc = plan.graph().values[y].shape[1];
+    const Shape& ys = plan.graph().values[y].shape;
     const MemRef cat = useConcatInPlace(plan, y, *target);
     const auto ct = static_cast<size_t>(target->channels), c0 = static_cast<size_t>(target->c0);
-    const bool bf16 = tmp.md.data_type() == dt::bf16;
     plan.addKernel(
         "deconv k=s: scatter into concat u8 " + descName(tmp.md) + "->" + descName(cat.md),
-        bf16 ? subpixelQuantizeChannelsLast<uint16_t>(in, k, plan.graph().values[y].shape[0], oc,
-                                                      ct, c0, target->halo, q8->concat_dst)
-             : subpixelQuantizeChannelsLast<float>(in, k, plan.graph().values[y].shape[0], oc, ct,
-                                                   c0, target->halo, q8->concat_dst),
+        tmp.md.data_type() == dt::bf16
+            ? subpixelQuantizeChannelsLast<uint16_t>(in, k, ys[0], ys[1], ct, c0, target->halo,
+                                                     q8->concat_dst)
+            : subpixelQuantizeChannelsLast<float>(in, k, ys[0], ys[1], ct, c0, target->halo,
+                                                  q8->concat_dst),
         {tmp, cat});
     return true;
 }

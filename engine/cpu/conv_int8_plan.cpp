@@ -47,11 +47,12 @@ struct TapChannels {
     quant::Int8ConvSpec spec;  // the 1x1 convolution's
     quant::Int8Weights w;
     quant::ActivationQuant src;  // the source's quantisation (spec.src has no zero point left)
+    int64_t in_channels = 0;     // the source's
     std::array<int64_t, 3> kernel{}, lo{};
     dnnl::memory::desc md;  // the tap tensor, channels-last u8
 };
 TapChannels tapChannelsOf(const quant::Int8ConvSpec& spec, const quant::Int8Weights& w) {
-    TapChannels t{spec, {}, spec.src, spec.kernel, spec.pads_begin, {}};
+    TapChannels t{spec, {}, spec.src, spec.in_channels, spec.kernel, spec.pads_begin, {}};
     const int64_t k = quant::tapChannels(spec), oc = spec.out_channels;
     const int64_t rows = spec.in_channels * spec.kernel[0] * spec.kernel[1], kw = spec.kernel[2];
     t.w = {std::vector<int8_t>(static_cast<size_t>(oc * k), 0), w.scales};
@@ -70,24 +71,30 @@ TapChannels tapChannelsOf(const quant::Int8ConvSpec& spec, const quant::Int8Weig
     return t;
 }
 
-// The step that writes the tap tensor of `x` (float): x quantised once into a u8 volume padded
-// with its zero point, then each voxel's kernel rows copied as 4 bytes.
-MemRef planTapStep(Plan& plan, const MemRef& x, const TapChannels& t, int64_t in_channels) {
-    const int64_t k = t.spec.in_channels, n_b = t.spec.batch, ic = in_channels;
+// The step that writes the tap tensor of `x` (float): x quantised once into a u8 volume per
+// channel whose halo (U8Halo, one channel per batch item and input channel) holds its zero point,
+// then each voxel's kernel rows copied as 4 bytes.
+MemRef planTapStep(Plan& plan, const MemRef& x, const TapChannels& t) {
+    const int64_t k = t.spec.in_channels, n_b = t.spec.batch, ic = t.in_channels;
     const std::array<int64_t, 3> size = t.spec.in_size, kernel = t.kernel, lo = t.lo;
-    const std::array<int64_t, 3> padded{size[0] + kernel[0] - 1, size[1] + kernel[1] - 1,
-                                        size[2] + 3};
+    U8Halo halo;
+    halo.batch = n_b * ic;
+    halo.channels = 1;
+    halo.size = size;
+    halo.padded = {size[0] + kernel[0] - 1, size[1] + kernel[1] - 1, size[2] + 3};
+    halo.lo = lo;
+    halo.zero_point = static_cast<uint8_t>(t.src.zero_point);
+    const std::array<int64_t, 3> padded = halo.padded;
     const MemRef vol = plan.newBuffer(dnnl::memory::desc(
         {n_b * ic * padded[0] * padded[1] * padded[2]}, dt::u8, dnnl::memory::format_tag::a));
     const MemRef taps = plan.newBuffer(t.md);
     const float inv = 1.0f / t.src.scale, zp = static_cast<float>(t.src.zero_point);
-    const auto fill = static_cast<uint8_t>(t.src.zero_point);
     auto kernel_fn = [=](const std::vector<dnnl::memory>& m) {
         const auto* xf = static_cast<const float*>(m[0].get_data_handle());
         auto* p = static_cast<uint8_t*>(m[1].get_data_handle());
         auto* out = static_cast<uint8_t*>(m[2].get_data_handle());
         const int64_t plane = padded[1] * padded[2], volume = padded[0] * plane;
-        std::memset(p, fill, static_cast<size_t>(n_b * ic * volume));
+        halo.fill(p);
 #pragma omp parallel for schedule(static)
         for (int64_t r = 0; r < n_b * ic * size[0] * size[1]; ++r) {
             const int64_t h = r % size[1], d = (r / size[1]) % size[0],
@@ -157,7 +164,7 @@ Status planInt8Conv(Plan& plan, const quant::Int8Layer& layer, int weight_qmax) 
         auto tap_conv = Int8Conv::create(plan.engine(), t.spec, t.w, t.md);
         if (tap_conv.isOk() && tap_conv->srcDesc() == t.md) {
             VOXSEG_ASSIGN_OR_RETURN(MemRef xf, plan.ensurePlainF32(x));
-            taps = planTapStep(plan, xf, t, spec.in_channels);
+            taps = planTapStep(plan, xf, t);
             conv = std::move(tap_conv);
         }
     }

@@ -12,6 +12,7 @@
 // per step, then 4; plain C++ elsewhere and for the last 1-3.
 #pragma once
 
+#include "engine/graph/tensor.h"
 #include "engine/quant/int8_scheme.h"
 
 #include <cstdint>
@@ -24,12 +25,7 @@
 namespace voxseg::engine::cpu {
 
 inline float quantizeRunLoad(const float* p) { return *p; }
-inline float quantizeRunLoad(const uint16_t* p) {  // bf16
-    const uint32_t u = static_cast<uint32_t>(*p) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-}
+inline float quantizeRunLoad(const uint16_t* p) { return bfloat16ToFloat(*p); }  // bf16
 
 #if defined(__SSE2__)
 inline __m128 quantizeRunLoad4(const float* p) { return _mm_loadu_ps(p); }
