@@ -63,6 +63,11 @@ struct CompileOptions {
     // (quant::Int8Backend::halo_sources, Int8Layer::tap_channels; exact). false plans the padded
     // zero-point convolutions instead: for A/B timings and the tests that compare the two.
     bool int8_halo_sources = true;
+    // cpu backend: the decoder's up-sampling folded into the convolution after its concat
+    // (engine/passes/fold_upsampling.h; the same values up to float rounding, fewer
+    // multiply-adds). false keeps the graph's ConvTranspose and Concat: for A/B timings and
+    // the tests that compare the two.
+    bool fold_upsampling = true;
 };
 
 class CompiledGraph {

@@ -6,6 +6,7 @@
 #include "core/memory_limit.h"
 #include "engine/cpu/observe.h"
 #include "engine/cpu/plan.h"
+#include "engine/passes/fold_upsampling.h"
 #include "engine/passes/optimize.h"
 #include "engine/quant/int8_policy.h"
 #include "engine/quant/int8_scheme.h"
@@ -86,6 +87,8 @@ Status planNode(Plan& plan) {
             return cpu::planConv(plan);
         case OpKind::kConvTranspose:
             return cpu::planConvTranspose(plan);
+        case OpKind::kSubpixelAdd:
+            return cpu::planSubpixelAdd(plan);
         case OpKind::kInstanceNorm:
         case OpKind::kGroupNorm:
         case OpKind::kBatchNorm:
@@ -359,6 +362,10 @@ class CpuBackend : public Backend {
         applyThreads(options.num_threads);
         Graph g = optimize(graph);
         VOXSEG_RETURN_IF_ERROR(g.inferShapes(input_shapes));
+        // Observers name the unfolded graph's tensors (the concat a calibration observes).
+        if (options.fold_upsampling && !options.observer.active() &&
+            passes::foldUpsampling(g) > 0)
+            VOXSEG_RETURN_IF_ERROR(g.inferShapes(input_shapes));
         auto compiled = std::make_unique<CpuCompiledGraph>(std::move(g), options);
         VOXSEG_RETURN_IF_ERROR(compiled->build(input_shapes));
         return std::unique_ptr<CompiledGraph>(std::move(compiled));

@@ -264,6 +264,8 @@ Status planInt8Upsampling(Plan& plan, const quant::Int8Layer& layer, int weight_
 // ConvTranspose; `subpixel`: kernel == stride as a 1x1 conv + scatter, else oneDNN's
 // deconvolution.
 Status planConvTranspose(Plan& plan, bool subpixel = true);
+// SubpixelAdd (op_kind.h): the folded up-sampling's parities into the skip convolution's result.
+Status planSubpixelAdd(Plan& plan);
 // norm.cpp
 Status planNorm(Plan& plan);  // InstanceNorm, GroupNorm, ChannelLayerNorm (own kernels), BatchNorm
 Status planLayerNorm(Plan& plan);

@@ -102,6 +102,7 @@ struct Node {
     std::vector<int64_t> roll_shifts;  // Roll: one per axis
     float attention_scale = 1.0f;      // Attention, MultiHeadAttention
     int64_t attention_heads = 0;       // MultiHeadAttention
+    std::vector<int64_t> subpixel;     // SubpixelAdd: the factor (1 or 2) per spatial axis
 
     // Fused epilogue (optimize()): out = act(op(x) [+ residual]).
     ActivationKind fused_activation = ActivationKind::kNone;

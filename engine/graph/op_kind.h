@@ -92,6 +92,17 @@ enum class OpKind {
     kMish,         // x tanh(softplus(x))
     kHardSigmoid,  // max(0, min(1, alpha x + beta))
     kHardSwish,    // x max(0, min(1, x / 6 + 1 / 2))
+    // A decoder's up-sampling folded into the convolution after its concat (made by the cpu
+    // backend's engine/passes/fold_upsampling.h, never imported): inputs P [N, G*O, D', H', W']
+    // (the parity convolution), Y [N, O, D, H, W] (the skip half's convolution), optionally a
+    // constant border correction [64, O] (-1: none) and the folded Conv's own bias [O] (already
+    // in Y: for a backend that writes y less it, as a normalisation's 8-bit input, int8_policy.h;
+    // the op's value does not use it); Node::subpixel holds the factor s (1 or 2) per spatial
+    // axis, G their product. y[n, o, z, y, x] = Y[n, o, z, y, x] + P[n, g * O + o, jz, jy, jx]
+    // + corr[class, o], per axis with parity p = i % s and j = i / s + p (s = 2) or j = i (s = 1),
+    // g = (pz * sy + py) * sx + px, and class = (cz * 4 + cy) * 4 + cx with c = (i == 0) +
+    // 2 (i == size - 1) per axis.
+    kSubpixelAdd,
 };
 
 enum class OpCategory {
@@ -170,6 +181,7 @@ inline constexpr OpInfo kOpInfo[] = {
     {OpKind::kMish, "Mish", OpCategory::kUnaryElementwise, UnaryFn::kMish},
     {OpKind::kHardSigmoid, "HardSigmoid", OpCategory::kUnaryElementwise, UnaryFn::kHardSigmoid},
     {OpKind::kHardSwish, "HardSwish", OpCategory::kUnaryElementwise, UnaryFn::kHardSwish},
+    {OpKind::kSubpixelAdd, "SubpixelAdd", OpCategory::kShape},
 };
 
 constexpr bool opTableInEnumOrder() {
@@ -178,8 +190,8 @@ constexpr bool opTableInEnumOrder() {
     return true;
 }
 static_assert(opTableInEnumOrder(), "kOpInfo: one row per OpKind, in the enum's order");
-static_assert(std::size(kOpInfo) == static_cast<size_t>(OpKind::kHardSwish) + 1,
-              "kOpInfo: a row for every OpKind (the last one is kHardSwish)");
+static_assert(std::size(kOpInfo) == static_cast<size_t>(OpKind::kSubpixelAdd) + 1,
+              "kOpInfo: a row for every OpKind (the last one is kSubpixelAdd)");
 
 constexpr const OpInfo& opInfo(OpKind op) { return kOpInfo[static_cast<size_t>(op)]; }
 constexpr const char* opKindName(OpKind op) { return opInfo(op).name; }

@@ -1,6 +1,7 @@
 // Which layers run in int8 (int8_policy.h).
 #include "engine/quant/int8_policy.h"
 
+#include "engine/passes/fold_upsampling.h"
 #include "engine/passes/optimize.h"
 
 #include <algorithm>
@@ -221,7 +222,11 @@ std::vector<Int8Layer> int8LayerPlan(const Graph& g, const QuantizationRecord& r
     std::vector<Int8Layer> plan(g.nodes.size());
     for (size_t i = 0; i < g.nodes.size(); ++i) {
         const Node& n = g.nodes[i];
-        if (!int8EligibleConv(g, n) || floats.count(n.name)) continue;
+        // A folded up-sampling's parity convolution (passes/fold_upsampling.h) is the
+        // up-sampling: int8 where an int8 up-sampling would be; float where its layer is.
+        const std::string layer = passes::foldedLayerName(n.name);
+        if (layer != n.name && !(upsampling && record.int8_upsampling)) continue;
+        if (!int8EligibleConv(g, n) || floats.count(layer)) continue;
         const auto it = record.activations.find(g.values[n.inputs[0]].name);
         if (it == record.activations.end()) continue;
         plan[i].int8 = true;
@@ -354,10 +359,16 @@ std::vector<Int8Layer> int8LayerPlan(const Graph& g, const QuantizationRecord& r
             continue;
         plan[i].tap_channels = tapChannels(int8ConvGeometry(n, g.values[n.inputs[0]].shape)) > 0;
     }
-    // 8-bit normalisation inputs: the Conv writes s8, the norm reads it.
+    auto int8Producer = [&](ValueId v) {
+        for (size_t r = 0; r < g.nodes.size(); ++r)
+            if (g.nodes[r].outputs[0] == v) return plan[r].int8;
+        return false;
+    };
+    // 8-bit normalisation inputs: the Conv (or the folded up-sampling's SubpixelAdd, which
+    // stands for the folded Conv) writes s8, the norm reads it.
     for (size_t i = 0; i < g.nodes.size(); ++i) {
         const Node& n = g.nodes[i];
-        if (!plan[i].int8) continue;
+        if (!plan[i].int8 && !(n.op == OpKind::kSubpixelAdd && int8Producer(n.inputs[1]))) continue;
         const auto it = record.norm_inputs.find(g.values[n.outputs[0]].name);
         if (it == record.norm_inputs.end()) continue;
         const int ni = soleNormReader(g, n);

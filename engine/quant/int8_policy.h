@@ -21,6 +21,14 @@
 // result, requantised with the concat's parameters, is scattered into the concat's channels
 // (int8_upsample).
 //
+// In a graph whose up-sampling the cpu backend folded into the convolution after its concat
+// (engine/passes/fold_upsampling.h), the skip half's convolution keeps the folded Conv's name
+// and the parity convolution (named with kFoldedUpsamplingSuffix) runs in int8 only where an
+// int8 up-sampling would; both stay float where the folded Conv is a float layer. Their outputs
+// are float (SubpixelAdd reads them); SubpixelAdd, which writes the folded Conv's output, writes
+// the s8 of an 8-bit normalisation input as that Conv would (dst_s8, less the Conv's bias with
+// drop_bias).
+//
 // Optionally (calibrate --norm-inputs int8, int8_scheme.h), a Conv whose output only a
 // normalisation reads writes s8 per channel for it (int8NormInputs), and the normalisation
 // reads that.

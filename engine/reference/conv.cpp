@@ -95,4 +95,35 @@ void convTranspose(const Node& n, const Tensor& x, const Tensor& w, const Tensor
         yp[i] = static_cast<float>(acc[i] + (b ? b->data<float>()[(i / plane) % M] : 0.0));
 }
 
+void subpixelAdd(const Node& n, const Tensor& p, const Tensor& skip, const Tensor* corr,
+                 Tensor& y) {
+    const Shape& ys = skip.shape();
+    const Shape& ps = p.shape();
+    const std::vector<int64_t>& f = n.subpixel;
+    const int64_t N = ys[0], O = ys[1];
+    const float* pp = p.data<float>();
+    const float* sp = skip.data<float>();
+    const float* cp = corr ? corr->data<float>() : nullptr;
+    float* yp = y.data<float>();
+    for (int64_t nn = 0; nn < N; ++nn)
+        for (int64_t o = 0; o < O; ++o)
+            for (int64_t z = 0; z < ys[2]; ++z)
+                for (int64_t h = 0; h < ys[3]; ++h)
+                    for (int64_t w = 0; w < ys[4]; ++w) {
+                        const int64_t at[3] = {z, h, w};
+                        int64_t j[3], par[3], cls = 0;
+                        for (int a = 0; a < 3; ++a) {
+                            par[a] = f[a] == 2 ? at[a] % 2 : 0;
+                            j[a] = f[a] == 2 ? at[a] / 2 + par[a] : at[a];
+                            cls = cls * 4 + (at[a] == 0 ? 1 : 0) + (at[a] == ys[2 + a] - 1 ? 2 : 0);
+                        }
+                        const int64_t g = (par[0] * f[1] + par[1]) * f[2] + par[2];
+                        const int64_t yi = (((nn * O + o) * ys[2] + z) * ys[3] + h) * ys[4] + w;
+                        const int64_t pi =
+                            (((nn * ps[1] + g * O + o) * ps[2] + j[0]) * ps[3] + j[1]) * ps[4] +
+                            j[2];
+                        yp[yi] = sp[yi] + pp[pi] + (cp ? cp[cls * O + o] : 0.0f);
+                    }
+}
+
 }  // namespace voxseg::engine::reference

@@ -49,6 +49,8 @@ inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 // conv.cpp
 void conv(const Node& n, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
 void convTranspose(const Node& n, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
+// SubpixelAdd (op_kind.h): the folded up-sampling's parities added into the skip convolution.
+void subpixelAdd(const Node& n, const Tensor& p, const Tensor& skip, const Tensor* corr, Tensor& y);
 
 // norm.cpp
 void groupNorm(const Tensor& x, const Tensor& scale, const Tensor& bias, int64_t groups, float eps,

@@ -31,6 +31,9 @@ Status runNode(const Graph& g, const Node& n, std::vector<Tensor>& env) {
         case OpKind::kConvTranspose:
             reference::convTranspose(n, *in[0], *in[1], in.size() > 2 ? in[2] : nullptr, y);
             break;
+        case OpKind::kSubpixelAdd:
+            reference::subpixelAdd(n, *in[0], *in[1], in.size() > 2 ? in[2] : nullptr, y);
+            break;
         case OpKind::kInstanceNorm:
             reference::groupNorm(*in[0], *in[1], *in[2], in[0]->dim(1), n.norm.epsilon, y);
             break;

@@ -28,11 +28,7 @@ namespace {
 
 using testing::GraphBuilder;
 
-int countOf(const std::string& text, const std::string& what) {
-    int n = 0;
-    for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
-    return n;
-}
+using testing::countOf;
 
 using testing::calibrateMinMax;
 

@@ -12,6 +12,12 @@
 
 namespace voxseg::engine::testing {
 
+int countOf(const std::string& text, const std::string& what) {
+    int n = 0;
+    for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+    return n;
+}
+
 Graph int8UnetLevel() {
     GraphBuilder b;
     auto block = [&](ValueId x, int64_t cin, int64_t cout, std::vector<int64_t> s) {

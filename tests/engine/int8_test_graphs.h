@@ -7,9 +7,13 @@
 #include "engine/quant/quantization_record.h"
 
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace voxseg::engine::testing {
+
+// How often `what` occurs in `text` (a plan's describe()).
+int countOf(const std::string& text, const std::string& what);
 
 // One nnU-Net level with odd sizes, input [1, 2, 16, 14, 12]: (conv3 -> InstanceNorm ->
 // LeakyReLU) x2 with a residual add, a strided conv down, ConvTranspose up, concat with the skip,

@@ -1,4 +1,5 @@
-// Shape rules: Conv and ConvTranspose (engine/graph/shapes/shape_rules.h).
+// Shape rules: Conv and ConvTranspose, and SubpixelAdd, the folded up-sampling's last step
+// (engine/graph/shapes/shape_rules.h).
 #include "engine/graph/shapes/shape_rules.h"
 
 #include <string>
@@ -50,6 +51,33 @@ Result<Shape> convShape(const NodeShapes& s) {
         out.push_back(o);
     }
     return out;
+}
+
+// SubpixelAdd (op_kind.h): the output is Y's shape; P must hold G * O channels and, per spatial
+// axis, Y's size / s + (s == 2) positions.
+Result<Shape> subpixelAddShape(const NodeShapes& s) {
+    VOXSEG_RETURN_IF_ERROR(s.need(2));
+    const Shape& p = s.in(0);
+    const Shape& y = s.in(1);
+    const std::vector<int64_t>& f = s.node.subpixel;
+    if (y.size() < 3 || p.size() != y.size() || f.size() != y.size() - 2 || p[0] != y[0])
+        return s.error("parity " + shapeToString(p) + " and skip " + shapeToString(y) +
+                       " do not match " + std::to_string(f.size()) + " factors");
+    int64_t groups = 1;
+    for (size_t i = 0; i < f.size(); ++i) {
+        if ((f[i] != 1 && f[i] != 2) || y[2 + i] % f[i] != 0 ||
+            p[2 + i] != y[2 + i] / f[i] + (f[i] == 2 ? 1 : 0))
+            return s.error("parity " + shapeToString(p) + " does not fit skip " + shapeToString(y));
+        groups *= f[i];
+    }
+    if (p[1] != groups * y[1])
+        return s.error("parity has " + std::to_string(p[1]) + " channels, expected " +
+                       std::to_string(groups * y[1]));
+    if (s.node.inputs.size() > 2 && s.node.inputs[2] >= 0 && numel(s.in(2)) != 64 * y[1])
+        return s.error("border correction has " + std::to_string(numel(s.in(2))) + " values");
+    if (s.node.inputs.size() > 3 && s.node.inputs[3] >= 0 && numel(s.in(3)) != y[1])
+        return s.error("bias has " + std::to_string(numel(s.in(3))) + " values");
+    return y;
 }
 
 }  // namespace voxseg::engine::shapes

@@ -37,6 +37,8 @@ ShapeRule shapeRule(OpKind op) {
         case OpKind::kConv:
         case OpKind::kConvTranspose:
             return convShape;
+        case OpKind::kSubpixelAdd:
+            return subpixelAddShape;
         case OpKind::kInstanceNorm:
         case OpKind::kGroupNorm:
         case OpKind::kBatchNorm:

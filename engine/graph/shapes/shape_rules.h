@@ -54,6 +54,7 @@ int64_t windowOutput(int64_t in, int64_t kernel, int64_t stride, int64_t dilatio
                      int64_t pe, bool ceil_mode);
 
 Result<Shape> convShape(const NodeShapes& s);
+Result<Shape> subpixelAddShape(const NodeShapes& s);
 Result<Shape> channelNormShape(const NodeShapes& s);
 Result<Shape> layerNormShape(const NodeShapes& s);
 Result<Shape> channelLayerNormShape(const NodeShapes& s);
