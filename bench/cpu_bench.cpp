@@ -7,7 +7,7 @@
 //                    [--calib a.f32,b.f32] [--calib-method percentile|minmax]
 //                    [--percentile 99.99] [--weight-bits 7|8] [--norm-inputs float|int8]
 //                    [--keep-float first,last|first|last|none] [--zero-points always|where-needed]
-//                    [--upsampling float|int8] [--no-halo]
+//                    [--upsampling float|int8] [--no-halo] [--no-fold]
 //
 // --precision int8 calibrates first: the fp32 network runs on each --calib input (float32 files
 // of the input shape; tools/bench_cpu.py passes the inputs OpenVINO's NNCF calibrates on) with an
@@ -26,6 +26,8 @@
 // `voxseg model calibrate --upsampling int8`.
 // --no-halo: no u8 source written inside a halo and no tap channels
 // (CompileOptions::int8_halo_sources): the padded zero-point convolutions, for A/B timings.
+// --no-fold: the decoder's up-sampling not folded into the convolution after its concat
+// (CompileOptions::fold_upsampling, engine/passes/fold_upsampling.h), at any precision.
 //
 // --ceiling-model: after the network, one more model (a single large convolution) compiled
 // and timed the same way in the same process, at the same precision and threads: the rate the
@@ -190,6 +192,8 @@ struct Timed {
     }
 };
 
+bool fold = true;  // --no-fold: false (CompileOptions::fold_upsampling)
+
 // Imports, compiles and runs `model` warmup + runs times on a zero (or read) input; the
 // human summary on stderr. Returns 0 or the exit status to fail with.
 int timeModel(const std::string& model, const Shape& shape, const std::string& input_path,
@@ -208,6 +212,7 @@ int timeModel(const std::string& model, const Shape& shape, const std::string& i
     CompileOptions options;
     options.precision = precision;
     options.num_threads = threads;
+    options.fold_upsampling = fold;
     if (precision == Precision::kInt8) {
         if (!calibration || calibration->inputs.empty())
             return fail("--precision int8 needs --calib inputs");
@@ -302,6 +307,8 @@ int main(int argc, char** argv) {
             calibration.int8_upsampling = next() == "int8";
         else if (a == "--no-halo")
             calibration.halo_sources = false;
+        else if (a == "--no-fold")
+            fold = false;
         else
             return fail("unknown argument '" + a + "' (see the header of bench/cpu_bench.cpp)");
     }
