@@ -152,7 +152,7 @@ Kernel subpixelAddKernel(const Geometry& geo, std::shared_ptr<const std::vector<
         const T* pp = static_cast<const T*>(m[0].get_data_handle());
         const T* sp = static_cast<const T*>(m[1].get_data_handle());
         Out* yp = static_cast<Out*>(m[2].get_data_handle());
-        const auto& [d, h, w] = geo.size;
+        const int64_t d = geo.size[0], h = geo.size[1], w = geo.size[2];
         const auto& f = geo.factor;
         const int64_t runs = geo.oc / geo.run, oc = geo.oc;
         const float* cp = corr ? corr->data() : nullptr;

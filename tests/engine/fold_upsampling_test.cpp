@@ -105,6 +105,7 @@ const std::vector<StageCase>& cases() {
         {{1, 32, 16, 14, 12}, 16, 16, 16, {2, 2, 2}, /*up_first=*/false},
         {{1, 32, 5, 14, 12}, 16, 16, 16, {1, 2, 2}},  // anisotropic: folded only on request
         {{1, 32, 16, 14, 12}, 16, 16, 16, {2, 2, 2}, true, /*transpose_bias=*/false},
+        {{2, 32, 16, 14, 12}, 16, 24, 32},  // a batch of 2, skip and output widths apart
     };
     return c;
 }
