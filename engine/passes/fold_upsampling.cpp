@@ -208,7 +208,7 @@ void fold(Graph& g, const Stage& st) {
         val.constant = Tensor::fromFloats(std::move(shape), v);
         return g.addValue(std::move(val));
     };
-    const std::string& yname = g.values[conv.outputs[0]].name;
+    const std::string yname = g.values[conv.outputs[0]].name;  // a copy: addValue reallocates
     Shape ps{xs[0], groups * o};
     for (int a2 = 0; a2 < 3; ++a2) ps.push_back(xs[2 + a2] + (f[a2] == 2 ? 1 : 0));
 
