@@ -97,88 +97,112 @@ int64_t product(const Shape& s, size_t from) {
     return p;
 }
 
-void fold(Graph& g, const Stage& st) {
-    const Node conv = g.nodes[static_cast<size_t>(st.conv)];
-    const Node tr = g.nodes[static_cast<size_t>(st.transpose)];
-    const Shape xs = g.values[st.x].shape, ss = g.values[st.s].shape;
-    const Shape ys = g.values[conv.outputs[0]].shape;
-    const int64_t cx = xs[1], cs = ss[1], o = ys[1];
-    const std::vector<int64_t> f = tr.conv.kernel;
-    const int64_t cu = g.values[tr.outputs[0]].shape[1], groups = f[0] * f[1] * f[2];
-    const int64_t mu = st.up_first ? 0 : cs, ms = st.up_first ? cu : 0;  // channel offsets in C
-    const std::vector<float> wc = g.constant(conv.inputs[1]).toFloats();
-    const std::vector<float> wt = g.constant(tr.inputs[1]).toFloats();
-    const int64_t kt = groups;    // the ConvTranspose's kernel volume
-    std::array<int64_t, 3> kp{};  // the parity kernel per axis
-    for (int a = 0; a < 3; ++a) kp[a] = f[a] == 2 ? 2 : 3;
-    const int64_t kpv = kp[0] * kp[1] * kp[2];
+// A stage's sizes: channels of x (cx), of the up-sampled (cu) and skip (cs) halves, of the
+// output (o); the factors f, the parity kernel kp per axis.
+struct Dims {
+    int64_t cx = 0, cu = 0, cs = 0, o = 0, groups = 1, kpv = 1;
+    std::vector<int64_t> f;
+    std::array<int64_t, 3> kp{};
+    int64_t mu = 0, ms = 0;  // where the up-sampled and the skip channels start in the Conv
+};
 
-    // Rows with the up-sampled channel m contiguous: a[k][o][m] (27 * O rows), b[sub][c][m]
-    // (kt * Cx rows). Every (tap, offset) product the parities need is a block of one matrix
-    // product prod = a * b^T ([27 * O, kt * Cx], oneDNN's sgemm: 0.3 G multiply-adds for
-    // nnU-Net's 128^3 stage, 4.5 G for its 320-channel one).
-    std::vector<float> a(static_cast<size_t>(27 * o * cu)), b(static_cast<size_t>(kt * cx * cu));
-    for (int64_t oo = 0; oo < o; ++oo)
-        for (int64_t m = 0; m < cu; ++m)
+Dims dimsOf(const Graph& g, const Stage& st) {
+    const Node& conv = g.nodes[static_cast<size_t>(st.conv)];
+    const Node& tr = g.nodes[static_cast<size_t>(st.transpose)];
+    Dims d;
+    d.cx = g.values[st.x].shape[1];
+    d.cs = g.values[st.s].shape[1];
+    d.cu = g.values[tr.outputs[0]].shape[1];
+    d.o = g.values[conv.outputs[0]].shape[1];
+    d.f = tr.conv.kernel;
+    for (int a = 0; a < 3; ++a) {
+        d.kp[a] = d.f[a] == 2 ? 2 : 3;
+        d.groups *= d.f[a];
+        d.kpv *= d.kp[a];
+    }
+    d.mu = st.up_first ? 0 : d.cs;
+    d.ms = st.up_first ? d.cu : 0;
+    return d;
+}
+
+// What the folded stage computes with: the parity convolution's weights [G * O, Cx, kp...], the
+// skip convolution's weights [O, Cs, 3, 3, 3] and bias, the border correction [64, O].
+struct Folded {
+    std::vector<float> parity, skip, skip_bias, corr;
+};
+
+// a[k][o][m]: the Conv's weights on the up-sampled channel m, per tap k (27 * O rows of Cu).
+std::vector<float> upRows(const Dims& d, const std::vector<float>& wc) {
+    std::vector<float> a(static_cast<size_t>(27 * d.o * d.cu));
+    for (int64_t o = 0; o < d.o; ++o)
+        for (int64_t m = 0; m < d.cu; ++m)
             for (int64_t k = 0; k < 27; ++k)
-                a[static_cast<size_t>((k * o + oo) * cu + m)] =
-                    wc[static_cast<size_t>((oo * (cu + cs) + mu + m) * 27 + k)];
-    for (int64_t c = 0; c < cx; ++c)
-        for (int64_t m = 0; m < cu; ++m)
-            for (int64_t sub = 0; sub < kt; ++sub)
-                b[static_cast<size_t>((sub * cx + c) * cu + m)] =
-                    wt[static_cast<size_t>((c * cu + m) * kt + sub)];
-    const int64_t rows = 27 * o, cols = kt * cx;
-    std::vector<float> prod(static_cast<size_t>(rows * cols));
-    dnnl_sgemm('N', 'T', rows, cols, cu, 1.0f, a.data(), cu, b.data(), cu, 0.0f, prod.data(), cols);
+                a[static_cast<size_t>((k * d.o + o) * d.cu + m)] =
+                    wc[static_cast<size_t>((o * (d.cu + d.cs) + d.mu + m) * 27 + k)];
+    return a;
+}
 
-    std::vector<double> wp(static_cast<size_t>(groups * o * cx * kpv), 0.0);
+// The parity kernels. Every (tap, kernel offset) product the parities need is a block of one
+// matrix product prod = a * b^T ([27 * O, G * Cx]; b[sub][c][m] the ConvTranspose's weights;
+// oneDNN's sgemm: 0.3 G multiply-adds for nnU-Net's 128^3 stage, 4.5 G for its 320-channel
+// one), summed into the parity kernel's tap t. nullopt when the sgemm fails.
+std::optional<std::vector<float>> parityWeights(const Dims& d, const std::vector<float>& a,
+                                                const std::vector<float>& wt) {
+    const int64_t kt = d.groups;  // the ConvTranspose's kernel volume
+    std::vector<float> b(static_cast<size_t>(kt * d.cx * d.cu));
+    for (int64_t c = 0; c < d.cx; ++c)
+        for (int64_t m = 0; m < d.cu; ++m)
+            for (int64_t sub = 0; sub < kt; ++sub)
+                b[static_cast<size_t>((sub * d.cx + c) * d.cu + m)] =
+                    wt[static_cast<size_t>((c * d.cu + m) * kt + sub)];
+    const int64_t rows = 27 * d.o, cols = kt * d.cx;
+    std::vector<float> prod(static_cast<size_t>(rows * cols));
+    if (dnnl_sgemm('N', 'T', rows, cols, d.cu, 1.0f, a.data(), d.cu, b.data(), d.cu, 0.0f,
+                   prod.data(), cols) != dnnl_success)
+        return std::nullopt;
+    const auto& f = d.f;
+    std::vector<double> wp(static_cast<size_t>(d.groups * d.o * d.cx * d.kpv), 0.0);
     for (int pz = 0; pz < f[0]; ++pz)
         for (int py = 0; py < f[1]; ++py)
-            for (int px = 0; px < f[2]; ++px) {
-                const int64_t grp = (pz * f[1] + py) * f[2] + px;
-                for (int kz = -1; kz <= 1; ++kz)
-                    for (int ky = -1; ky <= 1; ++ky)
-                        for (int kx = -1; kx <= 1; ++kx) {
-                            const Tap tz = tapOf(f[0], pz, kz), ty = tapOf(f[1], py, ky),
-                                      tx = tapOf(f[2], px, kx);
-                            const int64_t k = ((kz + 1) * 3 + ky + 1) * 3 + kx + 1;
-                            const int64_t sub = (tz.sub * f[1] + ty.sub) * f[2] + tx.sub;
-                            const int64_t t = (tz.t * kp[1] + ty.t) * kp[2] + tx.t;
-                            for (int64_t oo = 0; oo < o; ++oo)
-                                for (int64_t c = 0; c < cx; ++c)
-                                    wp[static_cast<size_t>(((grp * o + oo) * cx + c) * kpv + t)] +=
-                                        prod[static_cast<size_t>((k * o + oo) * cols + sub * cx +
-                                                                 c)];
-                        }
-            }
+            for (int px = 0; px < f[2]; ++px)
+                for (int64_t k = 0; k < 27; ++k) {
+                    const int kz = static_cast<int>(k / 9) - 1,
+                              ky = static_cast<int>(k / 3 % 3) - 1,
+                              kx = static_cast<int>(k % 3) - 1;
+                    const Tap tz = tapOf(f[0], pz, kz), ty = tapOf(f[1], py, ky),
+                              tx = tapOf(f[2], px, kx);
+                    const int64_t grp = (pz * f[1] + py) * f[2] + px;
+                    const int64_t sub = (tz.sub * f[1] + ty.sub) * f[2] + tx.sub;
+                    const int64_t t = (tz.t * d.kp[1] + ty.t) * d.kp[2] + tx.t;
+                    for (int64_t o = 0; o < d.o; ++o)
+                        for (int64_t c = 0; c < d.cx; ++c)
+                            wp[static_cast<size_t>(((grp * d.o + o) * d.cx + c) * d.kpv + t)] +=
+                                prod[static_cast<size_t>((k * d.o + o) * cols + sub * d.cx + c)];
+                }
+    return std::vector<float>(wp.begin(), wp.end());
+}
 
-    // The ConvTranspose's bias as the convolution sees it: bt[o][k] for each tap, in the
-    // interior all 27 (into the skip convolution's bias), on the border without the taps that
-    // fall into the padding (the correction table).
-    const bool has_tb = tr.inputs.size() > 2 && tr.inputs[2] >= 0;
-    const bool has_cb = conv.inputs.size() > 2 && conv.inputs[2] >= 0;
-    std::vector<double> bt(static_cast<size_t>(o * 27), 0.0);
-    if (has_tb) {
-        const std::vector<float> tb = g.constant(tr.inputs[2]).toFloats();
-        for (int64_t oo = 0; oo < o; ++oo)
-            for (int64_t k = 0; k < 27; ++k)
-                for (int64_t m = 0; m < cu; ++m)
-                    bt[static_cast<size_t>(oo * 27 + k)] +=
-                        static_cast<double>(a[static_cast<size_t>((k * o + oo) * cu + m)]) *
-                        tb[static_cast<size_t>(m)];
-    }
-    std::vector<float> skip_bias(static_cast<size_t>(o), 0.0f);
-    const std::vector<float> cb = has_cb ? g.constant(conv.inputs[2]).toFloats() : skip_bias;
-    std::vector<float> corr(static_cast<size_t>(64 * o), 0.0f);
-    for (int64_t oo = 0; oo < o; ++oo) {
-        double total = 0;
-        for (int64_t k = 0; k < 27; ++k) total += bt[static_cast<size_t>(oo * 27 + k)];
-        skip_bias[static_cast<size_t>(oo)] =
-            static_cast<float>(cb[static_cast<size_t>(oo)] + total);
+// The ConvTranspose's bias tb as the convolution sees it, bt[o][k] per tap: in the interior all
+// 27 taps (into the skip convolution's bias, with the Conv's own cb), on the border without the
+// taps that fall into the padding (the correction table, per border class).
+void biasTerms(const Dims& d, const std::vector<float>& a, const std::vector<float>& tb,
+               const std::vector<float>& cb, Folded& out) {
+    std::vector<double> bt(static_cast<size_t>(d.o * 27), 0.0);
+    for (int64_t o = 0; o < d.o && !tb.empty(); ++o)
+        for (int64_t k = 0; k < 27; ++k)
+            for (int64_t m = 0; m < d.cu; ++m)
+                bt[static_cast<size_t>(o * 27 + k)] +=
+                    static_cast<double>(a[static_cast<size_t>((k * d.o + o) * d.cu + m)]) *
+                    tb[static_cast<size_t>(m)];
+    out.skip_bias.assign(static_cast<size_t>(d.o), 0.0f);
+    out.corr.assign(static_cast<size_t>(64 * d.o), 0.0f);
+    for (int64_t o = 0; o < d.o; ++o) {
+        double total = cb.empty() ? 0.0 : cb[static_cast<size_t>(o)];
+        for (int64_t k = 0; k < 27; ++k) total += bt[static_cast<size_t>(o * 27 + k)];
+        out.skip_bias[static_cast<size_t>(o)] = static_cast<float>(total);
         for (int cls = 0; cls < 64; ++cls) {
             const int c3[3] = {cls >> 4, (cls >> 2) & 3, cls & 3};
-            double out = 0;  // the taps in the padding for this border class
+            double outside_sum = 0;  // the taps in the padding for this border class
             for (int64_t k = 0; k < 27; ++k) {
                 const int kk[3] = {static_cast<int>(k / 9) - 1, static_cast<int>(k / 3 % 3) - 1,
                                    static_cast<int>(k % 3) - 1};
@@ -186,21 +210,44 @@ void fold(Graph& g, const Stage& st) {
                 for (int ax = 0; ax < 3; ++ax)
                     outside =
                         outside || (kk[ax] == -1 && (c3[ax] & 1)) || (kk[ax] == 1 && (c3[ax] & 2));
-                if (outside) out += bt[static_cast<size_t>(oo * 27 + k)];
+                if (outside) outside_sum += bt[static_cast<size_t>(o * 27 + k)];
             }
-            corr[static_cast<size_t>(cls * o + oo)] = static_cast<float>(-out);
+            out.corr[static_cast<size_t>(cls * d.o + o)] = static_cast<float>(-outside_sum);
         }
     }
+}
 
-    // The skip half's weights.
-    std::vector<float> ws(static_cast<size_t>(o * cs * 27));
-    for (int64_t oo = 0; oo < o; ++oo)
-        for (int64_t c = 0; c < cs; ++c)
+std::optional<Folded> foldedWeights(const Graph& g, const Stage& st, const Dims& d) {
+    const Node& conv = g.nodes[static_cast<size_t>(st.conv)];
+    const Node& tr = g.nodes[static_cast<size_t>(st.transpose)];
+    const std::vector<float> wc = g.constant(conv.inputs[1]).toFloats();
+    const std::vector<float> a = upRows(d, wc);
+    std::optional<std::vector<float>> parity =
+        parityWeights(d, a, g.constant(tr.inputs[1]).toFloats());
+    if (!parity) return std::nullopt;
+    Folded out;
+    out.parity = std::move(*parity);
+    const bool has_tb = tr.inputs.size() > 2 && tr.inputs[2] >= 0;
+    const bool has_cb = conv.inputs.size() > 2 && conv.inputs[2] >= 0;
+    biasTerms(d, a, has_tb ? g.constant(tr.inputs[2]).toFloats() : std::vector<float>{},
+              has_cb ? g.constant(conv.inputs[2]).toFloats() : std::vector<float>{}, out);
+    out.skip.resize(static_cast<size_t>(d.o * d.cs * 27));
+    for (int64_t o = 0; o < d.o; ++o)
+        for (int64_t c = 0; c < d.cs; ++c)
             for (int64_t k = 0; k < 27; ++k)
-                ws[static_cast<size_t>((oo * cs + c) * 27 + k)] =
-                    wc[static_cast<size_t>((oo * (cu + cs) + ms + c) * 27 + k)];
-    std::vector<float> wpf(wp.begin(), wp.end());
+                out.skip[static_cast<size_t>((o * d.cs + c) * 27 + k)] =
+                    wc[static_cast<size_t>((o * (d.cu + d.cs) + d.ms + c) * 27 + k)];
+    return out;
+}
 
+// The stage's three nodes in place of its Conv; its ConvTranspose and Concat removed.
+void rewrite(Graph& g, const Stage& st, const Dims& d, const Folded& w) {
+    const Node conv = g.nodes[static_cast<size_t>(st.conv)];
+    const Node& tr = g.nodes[static_cast<size_t>(st.transpose)];
+    const bool has_tb = tr.inputs.size() > 2 && tr.inputs[2] >= 0;
+    const bool has_cb = conv.inputs.size() > 2 && conv.inputs[2] >= 0;
+    const Shape xs = g.values[st.x].shape, ys = g.values[conv.outputs[0]].shape;
+    const std::string yname = g.values[conv.outputs[0]].name;  // a copy: addValue reallocates
     auto constant = [&](const std::string& name, Shape shape, const std::vector<float>& v) {
         Value val;
         val.name = name;
@@ -208,41 +255,40 @@ void fold(Graph& g, const Stage& st) {
         val.constant = Tensor::fromFloats(std::move(shape), v);
         return g.addValue(std::move(val));
     };
-    const std::string yname = g.values[conv.outputs[0]].name;  // a copy: addValue reallocates
-    Shape ps{xs[0], groups * o};
-    for (int a2 = 0; a2 < 3; ++a2) ps.push_back(xs[2 + a2] + (f[a2] == 2 ? 1 : 0));
+    Shape ps{xs[0], d.groups * d.o};
+    for (int a = 0; a < 3; ++a) ps.push_back(xs[2 + a] + (d.f[a] == 2 ? 1 : 0));
 
     Node pn;
     pn.op = OpKind::kConv;
     pn.name = conv.name + kFoldedUpsamplingSuffix;
     pn.conv = conv.conv;
-    pn.conv.kernel = {kp[0], kp[1], kp[2]};
-    pn.conv.in_channels = cx;
-    pn.conv.out_channels = groups * o;
+    pn.conv.kernel = {d.kp[0], d.kp[1], d.kp[2]};
+    pn.conv.in_channels = d.cx;
+    pn.conv.out_channels = d.groups * d.o;
     pn.conv.has_bias = false;
-    pn.inputs = {st.x, constant(yname + "#up.weight", {groups * o, cx, kp[0], kp[1], kp[2]}, wpf)};
+    pn.inputs = {st.x, constant(yname + "#up.weight",
+                                {d.groups * d.o, d.cx, d.kp[0], d.kp[1], d.kp[2]}, w.parity)};
     pn.outputs = {g.addValue(Value{yname + "#up", ps, DType::kFloat32, std::nullopt})};
 
     Node sn;
     sn.op = OpKind::kConv;
     sn.name = conv.name;
     sn.conv = conv.conv;
-    sn.conv.in_channels = cs;
+    sn.conv.in_channels = d.cs;
     sn.conv.has_bias = true;
-    sn.inputs = {st.s, constant(yname + "#skip.weight", {o, cs, 3, 3, 3}, ws),
-                 constant(yname + "#skip.bias", {o}, skip_bias)};
+    sn.inputs = {st.s, constant(yname + "#skip.weight", {d.o, d.cs, 3, 3, 3}, w.skip),
+                 constant(yname + "#skip.bias", {d.o}, w.skip_bias)};
     sn.outputs = {g.addValue(Value{yname + "#skip", ys, DType::kFloat32, std::nullopt})};
 
     Node an;
     an.op = OpKind::kSubpixelAdd;
     an.name = conv.name + "#add";
-    an.subpixel = f;
+    an.subpixel = d.f;
     an.inputs = {pn.outputs[0], sn.outputs[0]};
-    an.inputs.push_back(has_tb ? constant(yname + "#border", {64, o}, corr) : -1);
+    an.inputs.push_back(has_tb ? constant(yname + "#border", {64, d.o}, w.corr) : -1);
     if (has_cb) an.inputs.push_back(conv.inputs[2]);  // the Conv's own bias, already in Y
     an.outputs = conv.outputs;
 
-    // The three nodes take the Conv's place; the ConvTranspose and the Concat go.
     std::vector<Node> nodes;
     for (size_t i = 0; i < g.nodes.size(); ++i) {
         const int ii = static_cast<int>(i);
@@ -297,7 +343,10 @@ int foldUpsampling(Graph& g, double max_ratio) {
         for (size_t i = 0; i < g.nodes.size() && !changed; ++i) {
             const std::optional<Stage> st = stageAt(g, u, static_cast<int>(i));
             if (!st || !worthFolding(g, *st, max_ratio)) continue;
-            fold(g, *st);
+            const Dims d = dimsOf(g, *st);
+            const std::optional<Folded> w = foldedWeights(g, *st, d);
+            if (!w) continue;  // the stage stays as it is
+            rewrite(g, *st, d, *w);
             ++folded;
             changed = true;
         }
