@@ -31,9 +31,9 @@ struct Layout {
 };
 
 // One row of fine voxels along W: y = s + P's parity (+ the border correction). The float sum
-// is rounded once (bf16: to nearest even, in integers so that the loop vectorises); compiled
-// for AVX-512, AVX2 and the baseline, chosen at load time (the values are the same: additions
-// only, no contraction).
+// is rounded once (bf16: to nearest even, in integers). A plain loop, and AVX-512 intrinsics
+// for bf16 runs of a multiple of 16 channels where kernelIsa() allows them (the same values:
+// the same float operations in the same order).
 struct Row {
     int64_t w = 0, len = 0;          // voxels, channels per run
     int64_t y_step = 0, p_step = 0;  // elements from one voxel to the next (y and s; P)
