@@ -363,8 +363,7 @@ class CpuBackend : public Backend {
         Graph g = optimize(graph);
         VOXSEG_RETURN_IF_ERROR(g.inferShapes(input_shapes));
         // Observers name the unfolded graph's tensors (the concat a calibration observes).
-        if (options.fold_upsampling && !options.observer.active() &&
-            passes::foldUpsampling(g) > 0)
+        if (options.fold_upsampling && !options.observer.active() && passes::foldUpsampling(g) > 0)
             VOXSEG_RETURN_IF_ERROR(g.inferShapes(input_shapes));
         auto compiled = std::make_unique<CpuCompiledGraph>(std::move(g), options);
         VOXSEG_RETURN_IF_ERROR(compiled->build(input_shapes));

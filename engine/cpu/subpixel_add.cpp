@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstring>
 #include <type_traits>
 
 #if defined(__x86_64__)
@@ -31,9 +30,9 @@ struct Layout {
 };
 
 // One row of fine voxels along W: y = s + P's parity (+ the border correction). The float sum
-// is rounded once (bf16: to nearest even, in integers). A plain loop, and AVX-512 intrinsics
-// for bf16 runs of a multiple of 16 channels where kernelIsa() allows them (the same values:
-// the same float operations in the same order).
+// is rounded once (bf16: to nearest even). A plain loop, and AVX-512 intrinsics for bf16 runs
+// of a multiple of 16 channels where kernelIsa() allows them (the same values, NaN payloads
+// apart: the same float operations in the same order).
 struct Row {
     int64_t w = 0, len = 0;          // voxels, channels per run
     int64_t y_step = 0, p_step = 0;  // elements from one voxel to the next (y and s; P)
@@ -44,18 +43,9 @@ struct Row {
 };
 
 inline float widen(float v) { return v; }
-inline float widen(uint16_t v) {
-    const uint32_t u = static_cast<uint32_t>(v) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-}
+inline float widen(uint16_t v) { return bfloat16ToFloat(v); }
 inline void narrow(float* p, float v) { *p = v; }
-inline void narrow(uint16_t* p, float v) {
-    uint32_t u;
-    std::memcpy(&u, &v, 4);
-    *p = static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
+inline void narrow(uint16_t* p, float v) { *p = floatToBFloat16(v); }
 
 // s8 output (int8_policy.h dst_s8): (y - bias[c]) * inv[c] rounded to nearest even and
 // saturated, as the int8 convolution writes a normalisation's 8-bit input.

@@ -50,8 +50,7 @@ bool isStageTranspose(const Graph& g, const Node& n) {
     if (n.op != OpKind::kConvTranspose || c.spatial_rank != 3 || c.group != 1 ||
         c.kernel.size() != 3 || c.strides != c.kernel || !allEqual(c.dilations, 1, 3) ||
         !allEqual(c.pads_begin, 0, 3) || !allEqual(c.pads_end, 0, 3) ||
-        !(c.output_padding.empty() || allEqual(c.output_padding, 0, 3)) || !noEpilogue(n) ||
-        !constantParams(g, n))
+        !allEqual(c.output_padding, 0, 3) || !noEpilogue(n) || !constantParams(g, n))
         return false;
     bool any2 = false;
     for (int64_t k : c.kernel) {
@@ -91,14 +90,14 @@ Tap tapOf(int64_t s, int p, int k) {
     return {delta - p + 1, v - 2 * delta};
 }
 
-int64_t product(const Shape& s, size_t from) {
-    int64_t p = 1;
-    for (size_t i = from; i < s.size(); ++i) p *= s[i];
-    return p;
-}
-
 // A stage's sizes: channels of x (cx), of the up-sampled (cu) and skip (cs) halves, of the
 // output (o); the factors f, the parity kernel kp per axis.
+// Tap k (0..26) of a 3x3x3 kernel as its offsets -1..1 along z, y, x.
+std::array<int, 3> tapOffsets(int64_t k) {
+    return {static_cast<int>(k / 9) - 1, static_cast<int>(k / 3 % 3) - 1,
+            static_cast<int>(k % 3) - 1};
+}
+
 struct Dims {
     int64_t cx = 0, cu = 0, cs = 0, o = 0, groups = 1, kpv = 1;
     std::vector<int64_t> f;
@@ -166,11 +165,9 @@ std::optional<std::vector<float>> parityWeights(const Dims& d, const std::vector
         for (int py = 0; py < f[1]; ++py)
             for (int px = 0; px < f[2]; ++px)
                 for (int64_t k = 0; k < 27; ++k) {
-                    const int kz = static_cast<int>(k / 9) - 1,
-                              ky = static_cast<int>(k / 3 % 3) - 1,
-                              kx = static_cast<int>(k % 3) - 1;
-                    const Tap tz = tapOf(f[0], pz, kz), ty = tapOf(f[1], py, ky),
-                              tx = tapOf(f[2], px, kx);
+                    const std::array<int, 3> kk = tapOffsets(k);
+                    const Tap tz = tapOf(f[0], pz, kk[0]), ty = tapOf(f[1], py, kk[1]),
+                              tx = tapOf(f[2], px, kk[2]);
                     const int64_t grp = (pz * f[1] + py) * f[2] + px;
                     const int64_t sub = (tz.sub * f[1] + ty.sub) * f[2] + tx.sub;
                     const int64_t t = (tz.t * d.kp[1] + ty.t) * d.kp[2] + tx.t;
@@ -195,17 +192,16 @@ void biasTerms(const Dims& d, const std::vector<float>& a, const std::vector<flo
                     static_cast<double>(a[static_cast<size_t>((k * d.o + o) * d.cu + m)]) *
                     tb[static_cast<size_t>(m)];
     out.skip_bias.assign(static_cast<size_t>(d.o), 0.0f);
-    out.corr.assign(static_cast<size_t>(64 * d.o), 0.0f);
+    if (!tb.empty()) out.corr.assign(static_cast<size_t>(64 * d.o), 0.0f);  // else none
     for (int64_t o = 0; o < d.o; ++o) {
         double total = cb.empty() ? 0.0 : cb[static_cast<size_t>(o)];
         for (int64_t k = 0; k < 27; ++k) total += bt[static_cast<size_t>(o * 27 + k)];
         out.skip_bias[static_cast<size_t>(o)] = static_cast<float>(total);
-        for (int cls = 0; cls < 64; ++cls) {
+        for (int cls = 0; cls < 64 && !tb.empty(); ++cls) {
             const int c3[3] = {cls >> 4, (cls >> 2) & 3, cls & 3};
             double outside_sum = 0;  // the taps in the padding for this border class
             for (int64_t k = 0; k < 27; ++k) {
-                const int kk[3] = {static_cast<int>(k / 9) - 1, static_cast<int>(k / 3 % 3) - 1,
-                                   static_cast<int>(k % 3) - 1};
+                const std::array<int, 3> kk = tapOffsets(k);
                 bool outside = false;
                 for (int ax = 0; ax < 3; ++ax)
                     outside =
@@ -243,8 +239,6 @@ std::optional<Folded> foldedWeights(const Graph& g, const Stage& st, const Dims&
 // The stage's three nodes in place of its Conv; its ConvTranspose and Concat removed.
 void rewrite(Graph& g, const Stage& st, const Dims& d, const Folded& w) {
     const Node conv = g.nodes[static_cast<size_t>(st.conv)];
-    const Node& tr = g.nodes[static_cast<size_t>(st.transpose)];
-    const bool has_tb = tr.inputs.size() > 2 && tr.inputs[2] >= 0;
     const bool has_cb = conv.inputs.size() > 2 && conv.inputs[2] >= 0;
     const Shape xs = g.values[st.x].shape, ys = g.values[conv.outputs[0]].shape;
     const std::string yname = g.values[conv.outputs[0]].name;  // a copy: addValue reallocates
@@ -285,7 +279,7 @@ void rewrite(Graph& g, const Stage& st, const Dims& d, const Folded& w) {
     an.name = conv.name + "#add";
     an.subpixel = d.f;
     an.inputs = {pn.outputs[0], sn.outputs[0]};
-    an.inputs.push_back(has_tb ? constant(yname + "#border", {64, d.o}, w.corr) : -1);
+    an.inputs.push_back(w.corr.empty() ? -1 : constant(yname + "#border", {64, d.o}, w.corr));
     if (has_cb) an.inputs.push_back(conv.inputs[2]);  // the Conv's own bias, already in Y
     an.outputs = conv.outputs;
 
@@ -305,23 +299,17 @@ void rewrite(Graph& g, const Stage& st, const Dims& d, const Folded& w) {
 }
 
 // Multiply-adds of the stage as it is and folded.
-bool worthFolding(const Graph& g, const Stage& st, double max_ratio) {
-    const Node& tr = g.nodes[static_cast<size_t>(st.transpose)];
+bool worthFolding(const Graph& g, const Stage& st, const Dims& d, double max_ratio) {
     const Shape& xs = g.values[st.x].shape;
     const Shape& ys = g.values[g.nodes[static_cast<size_t>(st.conv)].outputs[0]].shape;
     if (xs.size() != 5 || ys.size() != 5) return false;
-    const double cx = static_cast<double>(xs[1]), o = static_cast<double>(ys[1]);
-    const double cu = static_cast<double>(g.values[tr.outputs[0]].shape[1]);
-    const double fine = static_cast<double>(product(ys, 2));
-    double parity = 1, kernel = 1;
-    for (int a = 0; a < 3; ++a) {
-        const bool two = tr.conv.kernel[static_cast<size_t>(a)] == 2;
-        parity *=
-            static_cast<double>(xs[2 + static_cast<size_t>(a)] + (two ? 1 : 0)) * (two ? 2 : 1);
-        kernel *= two ? 2 : 3;
+    double fine = 1, parity = 1;  // fine voxels; parity convolution outputs per channel group
+    for (size_t a = 0; a < 3; ++a) {
+        fine *= static_cast<double>(ys[2 + a]);
+        parity *= static_cast<double>((xs[2 + a] + (d.f[a] == 2 ? 1 : 0)) * d.f[a]);
     }
-    const double now = fine * cu * (cx + 27 * o);
-    const double folded = parity * o * cx * kernel;
+    const double now = fine * static_cast<double>(d.cu * (d.cx + 27 * d.o));
+    const double folded = parity * static_cast<double>(d.o * d.cx * d.kpv);
     return folded <= max_ratio * now;
 }
 
@@ -342,8 +330,9 @@ int foldUpsampling(Graph& g, double max_ratio) {
         const Usage u = computeUsage(g);
         for (size_t i = 0; i < g.nodes.size() && !changed; ++i) {
             const std::optional<Stage> st = stageAt(g, u, static_cast<int>(i));
-            if (!st || !worthFolding(g, *st, max_ratio)) continue;
+            if (!st) continue;
             const Dims d = dimsOf(g, *st);
+            if (!worthFolding(g, *st, d, max_ratio)) continue;
             const std::optional<Folded> w = foldedWeights(g, *st, d);
             if (!w) continue;  // the stage stays as it is
             rewrite(g, *st, d, *w);

@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 
 namespace voxseg::engine {
 namespace {
@@ -184,47 +183,14 @@ TEST(FoldUpsampling, Int8PlanRunsBothHalvesInInt8) {
     StageCase c{{1, 32, 16, 14, 12}};
     const Graph g = stageGraph(c);
     const std::vector<Tensor> in = inputsOf(g);
-    // calibrateMinMax observes one input; this graph has two: observe them all here.
-    auto record = std::make_shared<QuantizationRecord>();
-    {
-        std::map<std::string, std::pair<float, float>> range;
-        CompileOptions opt;
-        opt.observer.tensors = quant::int8CandidateTensors(g, {}, /*upsampling=*/true);
-        opt.observer.tensors.push_back("s");  // in a U-Net the next encoder conv reads it
-        opt.observer.callback = [&](const std::string& name, const float* d, const Shape& s) {
-            const auto [lo, hi] = std::minmax_element(d, d + numel(s));
-            range[name] = {*lo, *hi};
-        };
-        runOn(*makeCpuBackend(), g, in, opt);
-        ASSERT_FALSE(range.empty());
-        for (const auto& [name, r] : range)
-            record->activations[name] = *quant::activationQuantFromRange(r.first, r.second, name);
-        record->int8_upsampling = true;
-        record->weight_bits = cpuInt8WeightBits(cpuInt8Traits());
-    }
+    // Both inputs, and s as a U-Net's next encoder conv would have it observed.
+    auto record = testing::calibrateMinMax(g, in, {"s"});
+    ASSERT_FALSE(record->activations.empty());
+    record->int8_upsampling = true;
     // 8-bit normalisation inputs (calibrate --norm-inputs int8): the folded Conv's output, as
     // the norm reads it, written by SubpixelAdd as s8 less the Conv's bias.
     auto with_s8 = std::make_shared<QuantizationRecord>(*record);
-    {
-        std::map<std::string, quant::Int8NormInput> wanted;
-        CompileOptions opt;
-        for (const quant::Int8NormInput& ni : quant::int8NormInputs(g, {})) {
-            wanted[ni.tensor] = ni;
-            opt.observer.tensors.push_back(ni.tensor);
-        }
-        ASSERT_EQ(wanted.size(), 1u);
-        opt.observer.callback = [&](const std::string& name, const float* d, const Shape& s) {
-            const quant::Int8NormInput& ni = wanted.at(name);
-            const int64_t inner = numel(s) / (s[0] * s[1]);
-            std::vector<float>& sc = with_s8->norm_inputs[name];
-            sc.assign(static_cast<size_t>(s[1]), 0.0f);
-            for (int64_t c = 0; c < s[1]; ++c)
-                for (int64_t i = 0; i < inner; ++i)
-                    sc[c] =
-                        std::max(sc[c], std::fabs(d[c * inner + i] - ni.dropped_bias.at(c)) / 127);
-        };
-        runOn(*makeCpuBackend(), g, in, opt);
-    }
+    ASSERT_EQ(testing::addNormInputScales(g, in, *with_s8), 1u);
     CompileOptions fp32, int8, int8_off;
     int8.precision = int8_off.precision = Precision::kInt8;
     int8.quantization = int8_off.quantization = record;

@@ -56,20 +56,37 @@ Int8Error int8ErrorVsFp32(const std::vector<float>& got, const std::vector<float
     return e;
 }
 
+namespace {
+
+std::vector<Shape> shapesOf(const std::vector<Tensor>& inputs) {
+    std::vector<Shape> shapes;
+    for (const Tensor& t : inputs) shapes.push_back(t.shape());
+    return shapes;
+}
+
+}  // namespace
+
 std::shared_ptr<QuantizationRecord> calibrateMinMax(const Graph& g, const Tensor& input) {
+    return calibrateMinMax(g, std::vector<Tensor>{input});
+}
+
+std::shared_ptr<QuantizationRecord> calibrateMinMax(const Graph& g,
+                                                    const std::vector<Tensor>& inputs,
+                                                    const std::vector<std::string>& also) {
     std::map<std::string, std::pair<float, float>> range;
     CompileOptions options;
     options.observer.tensors = quant::int8CandidateTensors(g, {}, /*upsampling=*/true);
+    options.observer.tensors.insert(options.observer.tensors.end(), also.begin(), also.end());
     options.observer.callback = [&](const std::string& name, const float* d, const Shape& s) {
         const auto [lo, hi] = std::minmax_element(d, d + numel(s));
         range[name] = {*lo, *hi};
     };
-    auto exe = makeCpuBackend()->compile(g, {input.shape()}, options);
+    auto exe = makeCpuBackend()->compile(g, shapesOf(inputs), options);
     EXPECT_TRUE(exe.isOk()) << exe.status().toString();
     auto record = std::make_shared<QuantizationRecord>();
     if (!exe.isOk()) return record;
     std::vector<Tensor> out;
-    EXPECT_TRUE((*exe)->run({input}, out).isOk());
+    EXPECT_TRUE((*exe)->run(inputs, out).isOk());
     record->weight_bits = cpuInt8WeightBits(cpuInt8Traits());
     record->method = RangeMethod::kMinMax;
     record->calibration_cases = {"seeded"};
@@ -79,6 +96,11 @@ std::shared_ptr<QuantizationRecord> calibrateMinMax(const Graph& g, const Tensor
 }
 
 size_t addNormInputScales(const Graph& g, const Tensor& input, QuantizationRecord& record) {
+    return addNormInputScales(g, std::vector<Tensor>{input}, record);
+}
+
+size_t addNormInputScales(const Graph& g, const std::vector<Tensor>& inputs,
+                          QuantizationRecord& record) {
     std::map<std::string, quant::Int8NormInput> wanted;
     CompileOptions options;
     for (const quant::Int8NormInput& in : quant::int8NormInputs(g, record.float_layers)) {
@@ -99,11 +121,11 @@ size_t addNormInputScales(const Graph& g, const Tensor& input, QuantizationRecor
                     scales[c] = std::max(scales[c], std::fabs(x[i] - centre) / 127.0f);
             }
     };
-    auto exe = makeCpuBackend()->compile(g, {input.shape()}, options);
+    auto exe = makeCpuBackend()->compile(g, shapesOf(inputs), options);
     EXPECT_TRUE(exe.isOk()) << exe.status().toString();
     if (!exe.isOk()) return 0;
     std::vector<Tensor> out;
-    EXPECT_TRUE((*exe)->run({input}, out).isOk());
+    EXPECT_TRUE((*exe)->run(inputs, out).isOk());
     return wanted.size();
 }
 

@@ -31,10 +31,16 @@ Int8Error int8ErrorVsFp32(const std::vector<float>& got, const std::vector<float
 // range, the up-samplings' inputs included (no float_layers, int8_upsampling off; the weight
 // bits this CPU multiplies exactly).
 std::shared_ptr<QuantizationRecord> calibrateMinMax(const Graph& g, const Tensor& input);
+// The same for a graph of several inputs, observing the tensors named in `also` too.
+std::shared_ptr<QuantizationRecord> calibrateMinMax(const Graph& g,
+                                                    const std::vector<Tensor>& inputs,
+                                                    const std::vector<std::string>& also = {});
 
 // 8-bit normalisation inputs for `record` (its float_layers as set): each int8NormInputs tensor's
 // per-channel largest magnitude (less the dropped bias) over the fp32 run on `input`, / 127.
 // Returns how many were added.
 size_t addNormInputScales(const Graph& g, const Tensor& input, QuantizationRecord& record);
+size_t addNormInputScales(const Graph& g, const std::vector<Tensor>& inputs,
+                          QuantizationRecord& record);
 
 }  // namespace voxseg::engine::testing
