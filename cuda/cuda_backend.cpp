@@ -28,6 +28,8 @@ class CudaBackend final : public engine::Backend {
                 return capability_ >= 80;
             case engine::Precision::kInt8:  // cuBLASLt's int8 tensor cores (int8_conv.h)
                 return capability_ >= 75;
+            case engine::Precision::kFp8:  // its e4m3 tensor cores: Ada and Hopper
+                return capability_ >= 89;
             case engine::Precision::kAuto:
                 return false;
         }

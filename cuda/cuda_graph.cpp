@@ -482,8 +482,12 @@ Status Planner::lowerInt8Conv(const Node& node, const engine::quant::ActivationQ
     const bool has_bias = node.inputs.size() > 2 && node.inputs[2] >= 0;
     const std::vector<float> bias =
         has_bias ? g_.constant(node.inputs[2]).toFloats() : std::vector<float>{};
-    auto pack = packInt8Conv(p, g_.constant(node.inputs[1]).toFloats(), bias, src,
-                             engine::quant::weightQmaxForBits(options_.quantization->weight_bits));
+    const std::vector<float> weights = g_.constant(node.inputs[1]).toFloats();
+    auto pack =
+        options_.fp8
+            ? packFp8Conv(p, weights, bias, src)
+            : packInt8Conv(p, weights, bias, src,
+                           engine::quant::weightQmaxForBits(options_.quantization->weight_bits));
     if (!pack.isOk()) return nodeError(node, pack.status().code(), pack.status().message());
     p.chunk_rows = int8ChunkRows(g.rows(), g.kp, p.cout_padded, options_.int8_chunk_budget);
     p.weights_offset = addParamRaw(pack->weights.data(), pack->weights.size()).offset;
@@ -920,13 +924,16 @@ Result<std::unique_ptr<CudaCompiledGraph>> CudaCompiledGraph::compile(
     cg->precision_ = options.precision;
     engine::Precision storage_precision = options.precision;
     PlanOptions plan_options;
-    if (options.precision == engine::Precision::kInt8) {
+    if (engine::usesCalibration(options.precision)) {
         if (!options.quantization)
             return invalidArgument(
-                "cuda backend: precision int8 needs the package's calibration "
-                "(CompileOptions::quantization, model.json \"quantization\"; docs/int8.md)");
+                std::string("cuda backend: precision ") + engine::precisionName(options.precision) +
+                " needs the package's calibration (CompileOptions::quantization, model.json "
+                "\"quantization\"; docs/int8.md)");
         plan_options.quantization = options.quantization.get();
-        // The layers int8 does not cover run in the GPU's automatic precision (bf16 on sm_80+).
+        plan_options.fp8 = options.precision == engine::Precision::kFp8;
+        // The layers int8 / fp8 do not cover run in the GPU's automatic precision (bf16 on
+        // sm_80+).
         VOXSEG_ASSIGN_OR_RETURN(int capability, computeCapability(cg->device_));
         storage_precision = cudaAutoPrecision(capability).precision;
     }
@@ -1004,11 +1011,11 @@ Result<std::unique_ptr<CudaCompiledGraph>> CudaCompiledGraph::compile(
     std::string algo_list;
     for (const auto& [name, count] : algos) algo_list += fmt::format(" {}x{}", count, name);
     cg->summary_ = fmt::format(
-        "cuda {} channels-last: {} steps, {} convs ({} ), {} int8 convs (cuBLASLt), {} tensor-op "
+        "cuda {} channels-last: {} steps, {} convs ({} ), {} {} convs (cuBLASLt), {} tensor-op "
         "steps, arena {:.1f} MiB, workspace {:.1f} MiB, weights {:.1f} MiB",
         engine::precisionName(cg->precision_), cg->steps_.size(), cg->convs_.size(), algo_list,
-        cg->int8_convs_.size(), cg->tensor_steps_.size(), arena_bytes / 1048576.0,
-        max_workspace / 1048576.0, planner.params_.size() / 1048576.0);
+        cg->int8_convs_.size(), plan_options.fp8 ? "fp8" : "int8", cg->tensor_steps_.size(),
+        arena_bytes / 1048576.0, max_workspace / 1048576.0, planner.params_.size() / 1048576.0);
     return cg;
 }
 
@@ -1030,7 +1037,7 @@ Status CudaCompiledGraph::planTensorSteps() {
         if (s.kind == Step::Kind::kInt8Conv) {
             const Int8ConvPlan& p = int8_convs_[size_t(s.int8)];
             auto gemm = LtInt8Gemm::create(lt_, p.cout_padded, p.geometry.kp, p.chunk_rows,
-                                           lt_workspace_.bytes());
+                                           lt_workspace_.bytes(), p.format);
             if (!gemm.isOk()) return gemm.status().withContext("node " + s.name);
             int8_gemms_[size_t(s.int8)] = std::move(gemm).value();
         }
@@ -1045,8 +1052,7 @@ Status CudaCompiledGraph::planTensorSteps() {
 Status CudaCompiledGraph::runInt8Conv(const Step& s) {
     const Int8ConvPlan& p = int8_convs_[size_t(s.int8)];
     auto* a = static_cast<int8_t*>(int8_scratch_.data());
-    auto* d =
-        reinterpret_cast<int32_t*>(static_cast<uint8_t*>(int8_scratch_.data()) + p.im2colBytes());
+    void* d = static_cast<uint8_t*>(int8_scratch_.data()) + p.im2colBytes();  // s32 or fp32
     const int64_t rows = p.geometry.rows();
     for (int64_t row0 = 0; row0 < rows; row0 += p.chunk_rows) {
         const int64_t n = std::min(p.chunk_rows, rows - row0);

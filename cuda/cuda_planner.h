@@ -103,6 +103,8 @@ struct PlanOptions {
     // Precision int8: the package's calibration (engine/quant/int8_policy.h decides which Convs
     // run as int8 convolutions, int8_conv.h); nullptr: none.
     const engine::QuantizationRecord* quantization = nullptr;
+    // Precision fp8: the same convolutions in e4m3 (packFp8Conv) from the same record.
+    bool fp8 = false;
     // Bytes of one int8 im2col chunk plus its s32 results (int8ChunkRows).
     size_t int8_chunk_budget = size_t(64) << 20;
 };

@@ -2,6 +2,8 @@
 #include "cuda/device_common.cuh"
 #include "cuda/int8_kernels.h"
 
+#include <type_traits>
+
 namespace voxseg::cuda {
 namespace {
 
@@ -16,19 +18,18 @@ struct LoadFloat {
 
 // One thread per slot (math::int8Im2colSlot) of the chunk: the row's index arithmetic is done once
 // per tap, not once per byte.
-template <typename T>
-__global__ void int8Im2colKernel(math::Int8Geometry g, const T* __restrict__ src, float inv,
-                                 float zero_point, int64_t row0, int64_t rows, int64_t chunk,
+template <typename T, typename Quantize>
+__global__ void int8Im2colKernel(math::Int8Geometry g, const T* __restrict__ src, Quantize quantize,
+                                 int64_t row0, int64_t rows, int64_t chunk,
                                  int8_t* __restrict__ a) {
     const int64_t slots = math::int8Im2colSlots(g);
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < chunk * slots;
          i += int64_t(gridDim.x) * blockDim.x)
-        math::int8Im2colSlot(g, src, LoadFloat{}, inv, zero_point, row0, rows, i / slots, i % slots,
-                             a);
+        math::int8Im2colSlot(g, src, LoadFloat{}, quantize, row0, rows, i / slots, i % slots, a);
 }
 
 struct EpilogueDev {
-    const int32_t* d;
+    const void* d;
     int64_t ldd, cout;
     const math::Int8Channel* channels;
     bool has_bias, has_residual;
@@ -40,9 +41,11 @@ struct EpilogueDev {
     int64_t y_ldc, y_off;
 };
 
-template <typename T>
+// Acc: int32_t (int8, int8Dequantised) or float (fp8, fp8Dequantised).
+template <typename T, typename Acc>
 __global__ void int8EpilogueKernel(EpilogueDev e, int64_t row0, int64_t rows) {
     const int64_t total = rows * e.cout;
+    const Acc* d = static_cast<const Acc*>(e.d);
     const T* res = static_cast<const T*>(e.residual);
     T* y = static_cast<T*>(e.y);
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
@@ -50,8 +53,13 @@ __global__ void int8EpilogueKernel(EpilogueDev e, int64_t row0, int64_t rows) {
         const int64_t r = i / e.cout, oc = i % e.cout;
         const int64_t row = row0 + r;
         const float rv = e.has_residual ? toFloat(res[row * e.r_ldc + e.r_off + oc]) : 0.0f;
-        float f = math::int8Dequantised(e.d[r * e.ldd + oc], e.channels[oc], e.has_bias,
-                                        e.has_residual, rv);
+        float f;
+        if constexpr (std::is_same_v<Acc, float>)
+            f = math::fp8Dequantised(d[r * e.ldd + oc], e.channels[oc], e.has_bias, e.has_residual,
+                                     rv);
+        else
+            f = math::int8Dequantised(d[r * e.ldd + oc], e.channels[oc], e.has_bias, e.has_residual,
+                                      rv);
         f = math::int8Activate(f, e.act, e.alpha);
         y[row * e.y_ldc + e.y_off + oc] = fromFloat<T>(f);
     }
@@ -62,18 +70,22 @@ __global__ void int8EpilogueKernel(EpilogueDev e, int64_t row0, int64_t rows) {
 Status launchInt8Im2col(const Int8ConvPlan& plan, View src, StorageType type, int64_t row0,
                         int64_t rows, int8_t* a, cudaStream_t stream) {
     const math::Int8Geometry& g = plan.geometry;
+    const unsigned blocks = blocksFor(plan.chunk_rows * math::int8Im2colSlots(g));
     dispatch(type, [&](auto tag) {
         using T = decltype(tag);
-        int8Im2colKernel<T>
-            <<<blocksFor(plan.chunk_rows * math::int8Im2colSlots(g)), kThreads, 0, stream>>>(
-                g, static_cast<const T*>(src.data), plan.inv_scale, plan.zero_point, row0, rows,
-                plan.chunk_rows, a);
+        const T* x = static_cast<const T*>(src.data);
+        if (plan.format == math::Format8::kE4M3)
+            int8Im2colKernel<<<blocks, kThreads, 0, stream>>>(g, x, plan.e4m3Quantizer(), row0,
+                                                              rows, plan.chunk_rows, a);
+        else
+            int8Im2colKernel<<<blocks, kThreads, 0, stream>>>(g, x, plan.int8Quantizer(), row0,
+                                                              rows, plan.chunk_rows, a);
     });
     VOXSEG_CUDA_CHECK_LAUNCH("int8 im2col kernel");
     return Status::ok();
 }
 
-Status launchInt8Epilogue(const Int8ConvPlan& plan, const int32_t* d, int64_t row0, int64_t rows,
+Status launchInt8Epilogue(const Int8ConvPlan& plan, const void* d, int64_t row0, int64_t rows,
                           View residual, View y, StorageType type, cudaStream_t stream) {
     const EpilogueDev e{d,
                         plan.cout_padded,
@@ -89,9 +101,13 @@ Status launchInt8Epilogue(const Int8ConvPlan& plan, const int32_t* d, int64_t ro
                         y.data,
                         y.ldc,
                         y.c_offset};
+    const unsigned blocks = blocksFor(rows * plan.cout);
     dispatch(type, [&](auto tag) {
         using T = decltype(tag);
-        int8EpilogueKernel<T><<<blocksFor(rows * plan.cout), kThreads, 0, stream>>>(e, row0, rows);
+        if (plan.format == math::Format8::kE4M3)
+            int8EpilogueKernel<T, float><<<blocks, kThreads, 0, stream>>>(e, row0, rows);
+        else
+            int8EpilogueKernel<T, int32_t><<<blocks, kThreads, 0, stream>>>(e, row0, rows);
     });
     VOXSEG_CUDA_CHECK_LAUNCH("int8 epilogue kernel");
     return Status::ok();

@@ -14,9 +14,13 @@ const char* precisionName(Precision p) {
             return "auto";
         case Precision::kInt8:
             return "int8";
+        case Precision::kFp8:
+            return "fp8";
     }
     return "?";
 }
+
+bool usesCalibration(Precision p) { return p == Precision::kInt8 || p == Precision::kFp8; }
 
 Result<Precision> parsePrecision(const std::string& name) {
     if (name == "auto") return Precision::kAuto;
@@ -24,7 +28,9 @@ Result<Precision> parsePrecision(const std::string& name) {
     if (name == "fp16" || name == "float16") return Precision::kFloat16;
     if (name == "bf16" || name == "bfloat16") return Precision::kBFloat16;
     if (name == "int8") return Precision::kInt8;
-    return invalidArgument("unknown precision '" + name + "': use auto, fp32, fp16, bf16 or int8");
+    if (name == "fp8") return Precision::kFp8;
+    return invalidArgument("unknown precision '" + name +
+                           "': use auto, fp32, fp16, bf16, int8 or fp8");
 }
 
 PrecisionChoice Backend::autoPrecision() const {
@@ -67,11 +73,18 @@ Result<PrecisionChoice> choosePrecision(const Backend& backend, Precision reques
         choice.reason = "auto: " + choice.reason + int8_note;
         return choice;
     }
-    if (!backend.supportsPrecision(requested))
+    if (!backend.supportsPrecision(requested)) {
+        const std::string fp8_note =
+            requested == Precision::kFp8
+                ? " (fp8 runs on GPUs with FP8 tensor cores: --device cuda on sm_89 or newer, "
+                  "Ada or Hopper)"
+                : "";
         return unsupported(std::string("precision ") + precisionName(requested) +
                                " is not supported by backend " + backend.name() + " (" +
-                               backend.deviceDescription() + "): use --precision fp32 (or auto)",
+                               backend.deviceDescription() + ")" + fp8_note +
+                               ": use --precision fp32 (or auto)",
                            backend.name());
+    }
     if (model.requires_fp32 && requested != Precision::kFloat32 && warning)
         *warning = model_says + "; running " + precisionName(requested) +
                    " as asked: check the labels (tools/check_precision.py)";

@@ -28,10 +28,14 @@ struct QuantizationRecord;    // engine/quant/quantization_record.h
 // Arithmetic a graph runs in. kAuto is a request only ("let the backend choose", resolved by
 // choosePrecision below); compile() takes a resolved precision. kInt8: convolutions in int8 with
 // the package's calibrated scales (CompileOptions::quantization, docs/int8.md), the rest fp32.
-enum class Precision { kFloat32, kFloat16, kBFloat16, kAuto, kInt8 };
-const char* precisionName(Precision p);  // "fp32" | "fp16" | "bf16" | "auto" | "int8"
-// "fp32" | "fp16" | "bf16" | "int8" | "auto" (also "float32", "float16", "bfloat16").
+// kFp8: the same convolutions in FP8 (e4m3) from the same scales, on GPUs with FP8 tensor cores
+// only (docs/int8-gpu.md); auto never picks it.
+enum class Precision { kFloat32, kFloat16, kBFloat16, kAuto, kInt8, kFp8 };
+const char* precisionName(Precision p);  // "fp32" | "fp16" | "bf16" | "auto" | "int8" | "fp8"
+// "fp32" | "fp16" | "bf16" | "int8" | "fp8" | "auto" (also "float32", "float16", "bfloat16").
 Result<Precision> parsePrecision(const std::string& name);
+// Whether `p` runs on a package's calibration (CompileOptions::quantization): int8 and fp8.
+bool usesCalibration(Precision p);
 
 // A precision and the one-line reason it was chosen (logged and written to run.json).
 struct PrecisionChoice {
@@ -53,8 +57,8 @@ struct CompileOptions {
     Precision precision = Precision::kFloat32;
     int num_threads = 0;   // CPU backends: 0 = all cores
     int device_index = 0;  // GPU backends
-    // kInt8: the package's calibration (activation scales by tensor name, float_layers,
-    // weight_bits); required for kInt8, ignored otherwise.
+    // kInt8, kFp8: the package's calibration (activation scales by tensor name, float_layers,
+    // weight_bits); required for them (usesCalibration), ignored otherwise.
     std::shared_ptr<const QuantizationRecord> quantization;
     // Named tensors handed to a callback during run() (engine/activation_observer.h).
     ActivationObserver observer;

@@ -327,9 +327,10 @@ Result<Segmenter> Segmenter::create(const std::string& model_folder, const Segme
     compile.precision = impl->precision.precision;
     compile.num_threads = options.threads;
     compile.observer = options.observer;
-    if (compile.precision == engine::Precision::kInt8) {
+    if (engine::usesCalibration(compile.precision)) {
         // The package's record, validated on held-back cases (calibrate's own validation run
-        // needs only the record); the backend checks the CPU's weight bits.
+        // needs only the record); the backend checks the CPU's weight bits. fp8 reads the same
+        // record (docs/int8-gpu.md).
         if (!options.int8_validation_run)
             VOXSEG_RETURN_IF_ERROR(engine::int8PackageSupport(m.quantization, m.name));
         if (!m.quantization)

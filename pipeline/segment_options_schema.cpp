@@ -120,9 +120,10 @@ void addInference(std::vector<SegmentOptionSpec>& s) {
     d = spec("--precision", "Precision", "Inference", Kind::kChoice,
              "auto (the backend's choice: bf16 on GPUs of sm_80+, CPUs with AMX and AMD CPUs with "
              "avx512_bf16, else fp32; fp32 when model.json requires it), fp32, fp16, bf16, int8 "
-             "(cpu: a package calibrated and validated by `voxseg model calibrate`)",
+             "(cpu: a package calibrated and validated by `voxseg model calibrate`), fp8 (cuda on "
+             "sm_89+: the same package's scales in e4m3)",
              "auto");
-    d.choices = {"auto", "fp32", "fp16", "bf16", "int8"};
+    d.choices = {"auto", "fp32", "fp16", "bf16", "int8", "fp8"};
     d.advanced = true;
     d.apply = [](const std::string& t, SegmentOptions& o) -> Status {
         auto p = engine::parsePrecision(t);

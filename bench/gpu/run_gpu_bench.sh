@@ -206,7 +206,7 @@ else
     wants torch && step torch 150 env LD_LIBRARY_PATH="$TORCH_LD_LIBRARY_PATH" PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu/torch_unet.py" --workdir "$MODEL" \
         --skip-export --batches 1,2,4,8 --seconds 1.5 --json "$OUT/torch.json"
     wants voxseg && step voxseg 180 "$BENCH" --onnx "$MODEL/unet.onnx" --check-input "$MODEL/check_input.f32" \
-        --check-logits "$MODEL/check_fp32_logits.f32" --precisions fp16,bf16,int8 --batches 1,2,4,8 \
+        --check-logits "$MODEL/check_fp32_logits.f32" --precisions fp16,bf16,int8,fp8 --batches 1,2,4,8 \
         --seconds 1.5 --volume 256 --json "$OUT/voxseg.json"
     [ "$TESTS_DONE" = 0 ] && wants tests && run_tests_step
     # ---- 6b. the official-size nnInteractive network (issue 38: <= 60 ms per point click),

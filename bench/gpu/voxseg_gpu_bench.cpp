@@ -3,10 +3,10 @@
 // measures patches/s, achieved TFLOP/s, share of dense bf16 peak and device memory for each
 // precision and batch size, and times an end-to-end sliding window on a whole volume.
 // Results: one JSON object per line on stdout and in --json. Run by bench/gpu/run_gpu_bench.sh.
-// Precision int8 (cuda/int8_conv.h) runs with a record calibrated here, on the cpu backend's fp32
-// network with an activation observer (min/max over the check patch, or a seeded patch without
-// one; the first and last conv kept float): a benchmark's calibration, not `voxseg model
-// calibrate`'s.
+// Precisions int8 and fp8 (cuda/int8_conv.h) run with a record calibrated here, on the cpu
+// backend's fp32 network with an activation observer (min/max over the check patch, or a seeded
+// patch without one; the first and last conv kept float): a benchmark's calibration, not `voxseg
+// model calibrate`'s.
 //
 //   voxseg_gpu_bench --onnx unet.onnx [--check-input f --check-logits f] [--precisions fp16,bf16]
 //                    [--batches 1,2,4,8] [--seconds 2] [--volume 256] [--json out.json]
@@ -158,9 +158,9 @@ Status checkAccuracy(const voxseg::engine::Graph& graph, const Args& args,
     VOXSEG_ASSIGN_OR_RETURN(auto input, readFloats(args.check_input, in_count));
     VOXSEG_ASSIGN_OR_RETURN(auto want, readFloats(args.check_logits, 3 * in_count));
     const Tensor x = Tensor::fromFloats({1, 1, kPatch, kPatch, kPatch}, input);
-    for (const char* name : {"fp32", "fp16", "bf16", "int8"}) {
+    for (const char* name : {"fp32", "fp16", "bf16", "int8", "fp8"}) {
         VOXSEG_ASSIGN_OR_RETURN(Precision p, voxseg::engine::parsePrecision(name));
-        if (p == Precision::kInt8 && !g_int8_record) continue;
+        if (voxseg::engine::usesCalibration(p) && !g_int8_record) continue;
         voxseg::engine::CompileOptions options;
         options.precision = p;
         options.quantization = g_int8_record;
@@ -371,9 +371,11 @@ int run(const Args& args) {
     emit(fmt::format(R"({{"kind":"device","description":"{}"}})",
                      jsonEscape((*backend)->deviceDescription())));
     voxseg::cuda::AlgoCache cache;
-    if (std::find(args.precisions.begin(), args.precisions.end(), "int8") !=
-            args.precisions.end() ||
-        !args.check_input.empty()) {
+    const auto asked = [&](const char* p) {
+        return std::find(args.precisions.begin(), args.precisions.end(), p) !=
+               args.precisions.end();
+    };
+    if (asked("int8") || asked("fp8") || !args.check_input.empty()) {
         const size_t count = size_t(voxseg::engine::numel(args.batchShape(1)));
         std::vector<float> patch;
         if (!args.check_input.empty() && args.defaultInput()) {

@@ -183,29 +183,48 @@ void runTensor(const TensorStep& s) {
     }
 }
 
-// An int8 convolution (cuda/int8_conv.h) as the device runs it, fp32 storage: per chunk of rows
-// the im2col bytes, the s8 x s8 -> s32 product and the epilogue, with int8_math.h's functions.
+// An int8 or fp8 convolution (cuda/int8_conv.h) as the device runs it, fp32 storage: per chunk of
+// rows the im2col bytes, the product (int8: s8 x s8 -> s32, exact; fp8: the e4m3 values' products,
+// each exact in float, summed in double and rounded once, the exact result cuBLASLt's fp32 sums
+// approximate) and the epilogue, with int8_math.h's functions.
 void runInt8Conv(const Step& s, const Int8ConvPlan& p) {
     const math::Int8Geometry& g = p.geometry;  // its ldc / c_offset: the planned source view
     const auto* src = static_cast<const float*>(s.va.data);
+    const bool fp8 = p.format == math::Format8::kE4M3;
     // Filled with 0x5a, as the device's scratch is never cleared: every byte must be written.
     std::vector<int8_t> a(size_t(p.chunk_rows * g.kp));
     std::vector<int32_t> d(size_t(p.chunk_rows * p.cout_padded));
+    std::vector<float> df(fp8 ? d.size() : 0);
     const auto load = [](const float* v, int64_t i) { return v[i]; };
     const int64_t rows = g.rows();
     for (int64_t row0 = 0; row0 < rows; row0 += p.chunk_rows) {
         const int64_t n = std::min(p.chunk_rows, rows - row0);
         std::fill(a.begin(), a.end(), int8_t{0x5a});
         for (int64_t r = 0; r < p.chunk_rows; ++r)
-            for (int64_t slot = 0; slot < math::int8Im2colSlots(g); ++slot)
-                math::int8Im2colSlot(g, src, load, p.inv_scale, p.zero_point, row0, n, r, slot,
-                                     a.data());
+            for (int64_t slot = 0; slot < math::int8Im2colSlots(g); ++slot) {
+                if (fp8)
+                    math::int8Im2colSlot(g, src, load, p.e4m3Quantizer(), row0, n, r, slot,
+                                         a.data());
+                else
+                    math::int8Im2colSlot(g, src, load, p.int8Quantizer(), row0, n, r, slot,
+                                         a.data());
+            }
         for (int64_t r = 0; r < p.chunk_rows; ++r)
             for (int64_t o = 0; o < p.cout_padded; ++o) {
-                int32_t acc = 0;
-                for (int64_t k = 0; k < g.kp; ++k)
-                    acc += int32_t(a[size_t(r * g.kp + k)]) * p.weights[o * g.kp + k];
-                d[size_t(r * p.cout_padded + o)] = acc;
+                const int8_t* ar = a.data() + r * g.kp;
+                const int8_t* wr = p.weights + o * g.kp;
+                const size_t at = size_t(r * p.cout_padded + o);
+                if (fp8) {
+                    double acc = 0.0;
+                    for (int64_t k = 0; k < g.kp; ++k)
+                        acc += double(math::e4m3Value(uint8_t(ar[k]))) *
+                               math::e4m3Value(uint8_t(wr[k]));
+                    df[at] = float(acc);
+                } else {
+                    int32_t acc = 0;
+                    for (int64_t k = 0; k < g.kp; ++k) acc += int32_t(ar[k]) * wr[k];
+                    d[at] = acc;
+                }
             }
         auto* y = static_cast<float*>(s.vy.data);
         const auto* res = static_cast<const float*>(s.vres.data);
@@ -214,9 +233,11 @@ void runInt8Conv(const Step& s, const Int8ConvPlan& p) {
                 const int64_t row = row0 + r;
                 const float rv =
                     p.has_residual ? res[row * s.vres.ldc + s.vres.c_offset + o] : 0.0f;
-                const float f =
-                    math::int8Dequantised(d[size_t(r * p.cout_padded + o)], p.channels[o],
-                                          p.has_bias, p.has_residual, rv);
+                const size_t at = size_t(r * p.cout_padded + o);
+                const float f = fp8 ? math::fp8Dequantised(df[at], p.channels[o], p.has_bias,
+                                                           p.has_residual, rv)
+                                    : math::int8Dequantised(d[at], p.channels[o], p.has_bias,
+                                                            p.has_residual, rv);
                 y[row * s.vy.ldc + s.vy.c_offset + o] = math::int8Activate(f, p.act, p.alpha);
             }
     }

@@ -7,7 +7,8 @@
 // (tests/cuda/cuda_backend_test.cpp). cuDNN convolutions replay as direct loops over the packed
 // weights; InstanceNorm statistics in double, folded by the kernels' normAffine. int8
 // convolutions (options.quantization) replay with the kernels' own per-element math
-// (cuda/int8_math.h) and an integer product, chunk by chunk as the device runs them.
+// (cuda/int8_math.h) and an integer product, chunk by chunk as the device runs them; fp8 ones
+// (options.fp8) with the same math and the e4m3 products summed in double, rounded once.
 // Thread-safe (no shared state).
 #pragma once
 

@@ -196,14 +196,34 @@ TEST(PrecisionPolicy, CompileRefusesAnUnresolvedAuto) {
 
 TEST(PrecisionPolicy, ParsesEveryNameIncludingAuto) {
     for (Precision p : {Precision::kAuto, Precision::kFloat32, Precision::kFloat16,
-                        Precision::kBFloat16, Precision::kInt8})
+                        Precision::kBFloat16, Precision::kInt8, Precision::kFp8})
         EXPECT_EQ(*parsePrecision(precisionName(p)), p);
     EXPECT_STREQ(precisionName(Precision::kInt8), "int8");
+    EXPECT_STREQ(precisionName(Precision::kFp8), "fp8");
+    EXPECT_TRUE(usesCalibration(Precision::kInt8));
+    EXPECT_TRUE(usesCalibration(Precision::kFp8));
+    EXPECT_FALSE(usesCalibration(Precision::kBFloat16));
     EXPECT_EQ(*parsePrecision("bfloat16"), Precision::kBFloat16);
     auto bad = parsePrecision("fp64");
     ASSERT_FALSE(bad.isOk());
     EXPECT_NE(bad.status().message().find("auto"), std::string::npos);
     EXPECT_NE(bad.status().message().find("int8"), std::string::npos);
+    EXPECT_NE(bad.status().message().find("fp8"), std::string::npos);
+}
+
+// fp8 is a GPU precision: the cpu backend refuses it and says where it runs.
+TEST(PrecisionPolicy, Fp8OnTheCpuIsRefusedWithWhereItRuns) {
+    auto cpu = makeCpuBackend();
+    EXPECT_FALSE(cpu->supportsPrecision(Precision::kFp8));
+    ModelPrecisionHints hints;
+    hints.model = "m";
+    auto choice = choosePrecision(*cpu, Precision::kFp8, hints);
+    ASSERT_FALSE(choice.isOk());
+    EXPECT_NE(choice.status().message().find("precision fp8 is not supported by backend cpu"),
+              std::string::npos)
+        << choice.status().message();
+    EXPECT_NE(choice.status().message().find("sm_89"), std::string::npos)
+        << choice.status().message();
 }
 
 TEST(PrecisionPolicy, ModelJsonPrecisionKeyIsReadCheckedAndWritten) {
