@@ -31,7 +31,7 @@ struct Layout {
 
 // One row of fine voxels along W: y = s + P's parity (+ the border correction). The float sum
 // is rounded once (bf16: to nearest even). A plain loop, and AVX-512 intrinsics for bf16 runs
-// of a multiple of 16 channels where kernelIsa() allows them (the same values, NaN payloads
+// of a multiple of 8 channels where kernelIsa() allows them (the same values, NaN payloads
 // apart: the same float operations in the same order).
 struct Row {
     int64_t w = 0, len = 0;          // voxels, channels per run
@@ -87,40 +87,71 @@ void addRow(Out* y, const T* s, const T* p, const Row& r) {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-// bf16 runs of a multiple of 16 channels on AVX-512 (GCC vectorised the loop above poorly:
-// 71 ms for the 128^3 x 32 stage of the big network, 5.7 GB/s); the same values.
-__attribute__((target("avx512f,avx512bw"))) inline __m512 widen16(const uint16_t* q) {
+// bf16 runs of a multiple of 8 channels on AVX-512: 16 at a time in zmm, a last 8 in ymm (GCC
+// vectorised the loop above poorly: 71 ms for the 128^3 x 32 stage of the big network,
+// 5.7 GB/s; the interactive network's 64^3 x 8 stage 3.3 ms); the same values.
+#define VOXSEG_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+VOXSEG_AVX512 inline __m512 widen16(const uint16_t* q) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(
         _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q))), 16));
 }
+VOXSEG_AVX512 inline __m256 widen8(const uint16_t* q) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q))), 16));
+}
+
+// 16 channels: v (+ the correction) written as bf16 (to nearest even) or as s8.
 template <typename Out>
-__attribute__((target("avx512f,avx512bw"))) void addRowBf16Avx512(Out* y, const uint16_t* s,
-                                                                  const uint16_t* p, const Row& r) {
-    const __m512i round = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+VOXSEG_AVX512 inline void store16(Out* yy, __m512 v, const float* c, const Row& r, int64_t i) {
+    if (c) v = _mm512_add_ps(v, _mm512_loadu_ps(c + i));
+    if constexpr (std::is_same_v<Out, int8_t>) {
+        v = _mm512_mul_ps(_mm512_sub_ps(v, _mm512_loadu_ps(r.bias + i)),
+                          _mm512_loadu_ps(r.inv + i));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(yy + i),
+                         _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(v)));
+    } else {
+        const __m512i round = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+        __m512i u = _mm512_castps_si512(v);
+        u = _mm512_add_epi32(
+            u, _mm512_add_epi32(round, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(yy + i),
+                            _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16)));
+    }
+}
+// The same for 8 channels.
+template <typename Out>
+VOXSEG_AVX512 inline void store8(Out* yy, __m256 v, const float* c, const Row& r, int64_t i) {
+    if (c) v = _mm256_add_ps(v, _mm256_loadu_ps(c + i));
+    if constexpr (std::is_same_v<Out, int8_t>) {
+        v = _mm256_mul_ps(_mm256_sub_ps(v, _mm256_loadu_ps(r.bias + i)),
+                          _mm256_loadu_ps(r.inv + i));
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(yy + i),
+                         _mm256_cvtsepi32_epi8(_mm256_cvtps_epi32(v)));
+    } else {
+        const __m256i round = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
+        __m256i u = _mm256_castps_si256(v);
+        u = _mm256_add_epi32(
+            u, _mm256_add_epi32(round, _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(yy + i),
+                         _mm256_cvtepi32_epi16(_mm256_srli_epi32(u, 16)));
+    }
+}
+
+template <typename Out>
+VOXSEG_AVX512 void addRowBf16Avx512(Out* y, const uint16_t* s, const uint16_t* p, const Row& r) {
     for (int64_t x = 0; x < r.w; ++x) {
         const auto [yy, ss, pp, c] = voxelOf(y, s, p, r, x);
         // P's runs lie a voxel's G * O values apart: the hardware prefetcher does not follow
         // them (big's 128^3 stage 30.8 -> 16.4 ms with this, the same output).
         if (x + 8 < r.w)
             _mm_prefetch(reinterpret_cast<const char*>(voxelOf(y, s, p, r, x + 8).p), _MM_HINT_T0);
-        for (int64_t i = 0; i < r.len; i += 16) {
-            __m512 v = _mm512_add_ps(widen16(ss + i), widen16(pp + i));
-            if (c) v = _mm512_add_ps(v, _mm512_loadu_ps(c + i));
-            if constexpr (std::is_same_v<Out, int8_t>) {
-                v = _mm512_mul_ps(_mm512_sub_ps(v, _mm512_loadu_ps(r.bias + i)),
-                                  _mm512_loadu_ps(r.inv + i));
-                _mm_storeu_si128(reinterpret_cast<__m128i*>(yy + i),
-                                 _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(v)));
-            } else {
-                __m512i u = _mm512_castps_si512(v);
-                u = _mm512_add_epi32(
-                    u, _mm512_add_epi32(round, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
-                _mm256_storeu_si256(reinterpret_cast<__m256i*>(yy + i),
-                                    _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16)));
-            }
-        }
+        int64_t i = 0;
+        for (; i + 16 <= r.len; i += 16)
+            store16(yy, _mm512_add_ps(widen16(ss + i), widen16(pp + i)), c, r, i);
+        if (i < r.len) store8(yy, _mm256_add_ps(widen8(ss + i), widen8(pp + i)), c, r, i);
     }
 }
+#undef VOXSEG_AVX512
 bool haveAvx512bw() { return kernelIsa() == KernelIsa::kAvx512; }  // honours the ISA cap
 #else
 template <typename Out>
@@ -150,7 +181,7 @@ Kernel subpixelAddKernel(const Geometry& geo, std::shared_ptr<const std::vector<
         const auto& f = geo.factor;
         const int64_t runs = geo.oc / geo.run, oc = geo.oc;
         const float* cp = corr ? corr->data() : nullptr;
-        const bool fast = geo.run % 16 == 0 && haveAvx512bw();
+        const bool fast = geo.run % 8 == 0 && haveAvx512bw();
         auto axis = [&](int a, int64_t i, int64_t& j, int64_t& par) {
             par = f[a] == 2 ? i % 2 : 0;
             j = f[a] == 2 ? i / 2 + par : i;

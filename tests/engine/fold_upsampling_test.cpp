@@ -167,6 +167,56 @@ TEST(FoldUpsampling, CpuPlansMatchTheUnfoldedGraph) {
     }
 }
 
+// The cpu backend's SubpixelAdd kernel alone, in bf16, on bf16-exact inputs: every output equals
+// the reference's float sum (s + p, + the correction) rounded once to bf16, for runs of 8, 16, 24
+// (16 + 8) and 5 channels (the intrinsics on AVX-512 CPUs, the plain loop for 5 and elsewhere),
+// a (1,2,2) stage, a batch of 2, with and without the border correction.
+TEST(FoldUpsampling, SubpixelAddKernelEqualsTheReferenceInBf16) {
+    auto cpu = makeCpuBackend();
+    if (!cpu->supportsPrecision(Precision::kBFloat16)) GTEST_SKIP() << "no bf16 on this CPU";
+    auto reference = makeReferenceBackend();
+    struct Case {
+        int64_t n, oc;
+        std::vector<int64_t> factor;
+        bool corr;
+    };
+    for (const Case& c :
+         {Case{1, 8, {2, 2, 2}, true}, Case{1, 16, {2, 2, 2}, true}, Case{2, 24, {1, 2, 2}, true},
+          Case{1, 5, {2, 2, 2}, true}, Case{1, 8, {2, 2, 2}, false}}) {
+        const Shape ys{c.n, c.oc, 6, 10, 12};
+        Shape ps{c.n, c.oc};
+        for (int a = 0; a < 3; ++a)
+            ps.push_back(ys[size_t(2 + a)] / c.factor[size_t(a)] + (c.factor[size_t(a)] == 2));
+        ps[1] = c.oc * c.factor[0] * c.factor[1] * c.factor[2];
+        GraphBuilder b;
+        const ValueId p = b.input("p", ps), sk = b.input("s", ys);
+        std::vector<ValueId> inputs{p, sk};
+        if (c.corr) {  // class 0 (no border) has no correction, as the pass writes it
+            std::vector<float> corr = testing::seededFloats(64 * c.oc, 9);
+            std::fill(corr.begin(), corr.begin() + c.oc, 0.0f);
+            inputs.push_back(b.constant("corr", Tensor::fromFloats({64, c.oc}, corr)));
+        }
+        b.output(b.node(OpKind::kSubpixelAdd, inputs, [&](Node& n) { n.subpixel = c.factor; }));
+        const Graph g = b.graph();
+        std::vector<Tensor> in;
+        for (const Shape& shape : {ps, ys}) {  // bf16-exact values
+            std::vector<float> v = testing::seededTensor(shape, uint32_t(shape[1])).toFloats();
+            for (float& f : v) f = bfloat16ToFloat(floatToBFloat16(f));
+            in.push_back(Tensor::fromFloats(shape, v));
+        }
+        CompileOptions bf16;
+        bf16.precision = Precision::kBFloat16;
+        const Outcome got = runOn(*cpu, g, in, bf16);
+        EXPECT_NE(got.describe.find("subpixel add"), std::string::npos) << got.describe;
+        const Outcome want = runOn(*reference, g, in, {});
+        ASSERT_EQ(got.out.size(), want.out.size());
+        int64_t differ = 0;
+        for (size_t i = 0; i < want.out.size(); ++i)
+            differ += got.out[i] != bfloat16ToFloat(floatToBFloat16(want.out[i]));
+        EXPECT_EQ(differ, 0) << c.oc << " channels, of " << want.out.size();
+    }
+}
+
 // A stage whose coarse side is small gains too little (the parity convolution's extra
 // positions) and stays as it is.
 TEST(FoldUpsampling, SmallStagesStay) {
