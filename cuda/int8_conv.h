@@ -44,9 +44,10 @@ struct Int8ConvPlan {
     int64_t cout_padded = 0;  // the GEMM's m: cout rounded up to 16 (zero weight rows)
     int64_t chunk_rows = 0;   // im2col rows per GEMM call
     math::Format8 format = math::Format8::kInt8;
-    float inv_scale =
-        1.0f;  // int8: 1 / src.scale, as quantizeActivation computes it; fp8: 448 / amax
-    float zero_point = 0.0f;  // int8: src.zero_point; fp8: 0
+    // int8: 1 / src.scale, as quantizeActivation computes it, and src.zero_point; fp8: 448 / amax
+    // (amax: the larger side of the source's calibrated range) and 0.
+    float inv_scale = 1.0f;
+    float zero_point = 0.0f;
     bool has_bias = false, has_residual = false;
     math::Act act = math::Act::kNone;  // kNone, kRelu or kLeakyRelu
     float alpha = 0.0f;
