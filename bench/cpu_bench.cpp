@@ -7,7 +7,7 @@
 //                    [--calib a.f32,b.f32] [--calib-method percentile|minmax]
 //                    [--percentile 99.99] [--weight-bits 7|8] [--norm-inputs float|int8]
 //                    [--keep-float first,last|first|last|none] [--zero-points always|where-needed]
-//                    [--upsampling float|int8] [--no-halo] [--no-fold]
+//                    [--upsampling float|int8] [--no-halo] [--no-fold] [--no-pairs]
 //
 // --precision int8 calibrates first: the fp32 network runs on each --calib input (float32 files
 // of the input shape; tools/bench_cpu.py passes the inputs OpenVINO's NNCF calibrates on) with an
@@ -28,6 +28,8 @@
 // (CompileOptions::int8_halo_sources): the padded zero-point convolutions, for A/B timings.
 // --no-fold: the decoder's up-sampling not folded into the convolution after its concat
 // (CompileOptions::fold_upsampling, engine/passes/fold_upsampling.h), at any precision.
+// --no-pairs: convolutions with 8 output channels not planned on voxel pairs
+// (CompileOptions::pair_narrow_convs, engine/cpu/conv_pairs.cpp).
 //
 // --ceiling-model: after the network, one more model (a single large convolution) compiled
 // and timed the same way in the same process, at the same precision and threads: the rate the
@@ -192,7 +194,8 @@ struct Timed {
     }
 };
 
-bool fold = true;  // --no-fold: false (CompileOptions::fold_upsampling)
+bool fold = true;   // --no-fold: false (CompileOptions::fold_upsampling)
+bool pairs = true;  // --no-pairs: false (CompileOptions::pair_narrow_convs)
 
 // Imports, compiles and runs `model` warmup + runs times on a zero (or read) input; the
 // human summary on stderr. Returns 0 or the exit status to fail with.
@@ -213,6 +216,7 @@ int timeModel(const std::string& model, const Shape& shape, const std::string& i
     options.precision = precision;
     options.num_threads = threads;
     options.fold_upsampling = fold;
+    options.pair_narrow_convs = pairs;
     if (precision == Precision::kInt8) {
         if (!calibration || calibration->inputs.empty())
             return fail("--precision int8 needs --calib inputs");
@@ -309,6 +313,8 @@ int main(int argc, char** argv) {
             calibration.halo_sources = false;
         else if (a == "--no-fold")
             fold = false;
+        else if (a == "--no-pairs")
+            pairs = false;
         else
             return fail("unknown argument '" + a + "' (see the header of bench/cpu_bench.cpp)");
     }

@@ -72,6 +72,10 @@ struct CompileOptions {
     // multiply-adds). false keeps the graph's ConvTranspose and Concat: for A/B timings and
     // the tests that compare the two.
     bool fold_upsampling = true;
+    // cpu backend on AVX-512: a Conv with 8 output channels computed as one with 16 on pairs of
+    // voxels along W (engine/cpu/conv_pairs.cpp; the same values up to float rounding). false:
+    // for A/B timings and the tests that compare the two.
+    bool pair_narrow_convs = true;
 };
 
 class CompiledGraph {

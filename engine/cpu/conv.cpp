@@ -566,6 +566,7 @@ Status planSubpixelConvTranspose(Plan& plan) {
 }  // namespace
 
 Status planConv(Plan& plan) {
+    if (pairedConvApplies(plan)) return planPairedConv(plan);
     return planConvLike<dnnl::convolution_forward>(
         plan, false,
         [](const dnnl::memory::desc& s, const dnnl::memory::desc& w, const dnnl::memory::desc& b,

@@ -161,6 +161,7 @@ class CpuCompiledGraph : public CompiledGraph {
           observer_(options.observer),
           engine_(dnnl::engine::kind::cpu, 0),
           plan_(graph_, engine_, options.precision) {
+        plan_.setPairNarrowConvs(options.pair_narrow_convs);
         if (options.precision == Precision::kInt8 && options.quantization) {
             int8_layers_ = quant::int8LayerPlan(graph_, *options.quantization,
                                                 {/*upsampling=*/true, options.int8_halo_sources});

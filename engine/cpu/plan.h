@@ -106,6 +106,11 @@ class Plan {
     // kInt8 plans: the type of their float tensors (cpuInt8FloatPrecision; f32 by default).
     void setActType(dt type) { act_type_ = type; }
 
+    // Conv with 8 output channels planned on voxel pairs (conv_pairs.cpp;
+    // CompileOptions::pair_narrow_convs).
+    void setPairNarrowConvs(bool on) { pair_narrow_convs_ = on; }
+    bool pairNarrowConvs() const { return pair_narrow_convs_; }
+
     // Index of the node being planned (set by the compile loop).
     void setCurrentNode(int index) { current_node_ = index; }
     const Node& node() const {
@@ -222,6 +227,7 @@ class Plan {
     dnnl::stream compile_stream_;
     Precision precision_;
     dt act_type_;
+    bool pair_narrow_convs_ = true;
     int current_node_ = 0;
     std::vector<int> last_use_;  // per value: index of the last node reading it (INT_MAX: output)
     std::unordered_map<ValueId, MemRef> refs_;
@@ -253,6 +259,10 @@ class Plan {
 // Per-op builders, one file per op family. Each plans the current node of `plan`.
 // conv.cpp
 Status planConv(Plan& plan);  // Conv (with fused bias/activation/residual)
+// A Conv of 8 output channels as 16 on voxel pairs along W (conv_pairs.cpp): where it applies,
+// and the plan; planConv calls them.
+bool pairedConvApplies(const Plan& plan);
+Status planPairedConv(Plan& plan);
 // conv_int8_plan.cpp: a Conv as an int8 convolution (engine/quant/int8_policy.h decides which),
 // its weights quantised to +-`weight_qmax` per output channel.
 Status planInt8Conv(Plan& plan, const quant::Int8Layer& layer, int weight_qmax);
