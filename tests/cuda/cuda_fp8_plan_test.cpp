@@ -99,15 +99,7 @@ TEST(Fp8Math, ConversionRoundsToNearestEvenAndSaturates) {
 // e4m3 weights per output channel with the channel's |w| max at 448, the symmetric source scale,
 // no compensation, the bias in output units.
 TEST(Fp8Plan, PackingScalesEachChannelToTheFormatsRange) {
-    Int8ConvPlan plan;
-    plan.cout = 3;
-    math::Int8Geometry& g = plan.geometry;
-    g.n = 1;
-    g.cin = 2;
-    g.kernel[0] = g.kernel[1] = 1;
-    g.kernel[2] = 3;
-    g.k = 6;
-    g.kp = 16;
+    Int8ConvPlan plan = testing::packingPlan();
     std::vector<float> w(3 * 2 * 3);
     for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i % 7) - 3) * 0.37f;  // O I kW
     for (size_t i = 12; i < 18; ++i) w[i] = 0.0f;                                // channel 2: zero

@@ -173,15 +173,7 @@ TEST(CudaInt8PlanCheck, EveryConvAndUnusedNormInputsReplayCloseToFp32) {
 // The parameters' packing: weights tap-major and channel-minor, k padded with zeros, the
 // zero-point compensation exactly (128 - zp) times each row's sum.
 TEST(CudaInt8PlanCheck, PackingLaysOutWeightsAndCompensation) {
-    Int8ConvPlan plan;
-    plan.cout = 3;
-    math::Int8Geometry& g = plan.geometry;
-    g.n = 1;
-    g.cin = 2;
-    g.kernel[0] = g.kernel[1] = 1;
-    g.kernel[2] = 3;
-    g.k = 6;
-    g.kp = 16;
+    Int8ConvPlan plan = testing::packingPlan();
     std::vector<float> w(3 * 2 * 3);
     for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i % 7) - 3);  // O I kW
     auto pack = packInt8Conv(plan, w, {}, {0.5f, 100}, 127);

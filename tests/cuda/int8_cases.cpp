@@ -137,4 +137,17 @@ Int8Prepared prepareInt8Case(const Int8Case& c) {
     return out;
 }
 
+Int8ConvPlan packingPlan() {
+    Int8ConvPlan plan;
+    plan.cout = 3;
+    math::Int8Geometry& g = plan.geometry;
+    g.n = 1;
+    g.cin = 2;
+    g.kernel[0] = g.kernel[1] = 1;
+    g.kernel[2] = 3;
+    g.k = 6;
+    g.kp = 16;
+    return plan;
+}
+
 }  // namespace voxseg::cuda::testing

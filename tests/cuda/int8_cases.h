@@ -7,6 +7,7 @@
 // (engine/quant/int8_conv_reference.h).
 #pragma once
 
+#include "cuda/int8_conv.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/tensor.h"
 #include "engine/quant/quantization_record.h"
@@ -35,5 +36,8 @@ struct Int8Prepared {
     std::vector<float> expected;         // N OC D H W, float32 before any storage rounding
 };
 Int8Prepared prepareInt8Case(const Int8Case& c);
+
+// A plan for the packing tests: 3 output channels, 2 input channels, a 1x1x3 kernel (k 6, kp 16).
+Int8ConvPlan packingPlan();
 
 }  // namespace voxseg::cuda::testing
