@@ -1,13 +1,12 @@
 // A Conv with 8 output channels as one with 16 on voxel pairs. oneDNN's AVX-512 convolutions
 // compute 16 output channels per register, so 8 leave half of every register idle: the
 // interactive network's 64^3 x 8 -> 8 3x3x3 convolutions ran at 48 % of this CPU's bf16 peak.
-// Two neighbouring voxels along W as one voxel of 16 channels (parity p, channel o) fill it: output
-// channel p * 8 + o at x' is y's channel o at 2x' + p, a convolution of stride 2 along W with a
-// kernel one wider there (k + 1) whose weights are w'[p * 8 + o, c, a, b, j] = w[o, c, a, b, j - p]
-// (0 outside the kernel), 16 output channels. Its output
-// [N, 16, D, H, W / 2] channels-last is the same bytes as y [N, 8, D, H, W] channels-last, so the
-// value is defined on its buffer as it is; no copy. It does (k + 1) / k of the multiply-adds
-// (4/3 for k = 3) at about twice the rate.
+// Two neighbouring voxels along W as one voxel of 16 channels (parity p, channel o) fill it:
+// output channel p * 8 + o at x' is y's channel o at 2x' + p, a convolution of stride 2 along W
+// with a kernel one wider there (k + 1) and weights w'[p * 8 + o, c, a, b, j] = w[o, c, a, b,
+// j - p] (0 outside the kernel). Its output [N, 16, D, H, W / 2] channels-last is the same bytes
+// as y [N, 8, D, H, W] channels-last, so the value is defined on its buffer as it is; no copy.
+// It does (k + 1) / k of the multiply-adds (4/3 for k = 3) at about twice the rate.
 //
 // Where: a forward Conv, 5-D, group 1, 8 output channels, stride 1 and dilation 1, W even, an
 // odd kernel along W with symmetric padding (k - 1) / 2 and the same W out as in, no fused
@@ -120,8 +119,9 @@ Status planPairedConv(Plan& plan) {
     std::vector<std::pair<int, MemRef>> args = {
         {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, MemRef{-1, pdesc.weights_desc(), wm}}};
     if (b >= 0) {
-        std::vector<float> bias = g.constant(b).toFloats();
-        bias.insert(bias.end(), bias.begin(), bias.end());  // both parities
+        const std::vector<float> one = g.constant(b).toFloats();
+        std::vector<float> bias = one;
+        bias.insert(bias.end(), one.begin(), one.end());  // both parities
         VOXSEG_ASSIGN_OR_RETURN(dnnl::memory bm, plan.constantMemory(Tensor::fromFloats({16}, bias),
                                                                      bias_md, pdesc.bias_desc()));
         args.push_back({DNNL_ARG_BIAS, MemRef{-1, pdesc.bias_desc(), bm}});

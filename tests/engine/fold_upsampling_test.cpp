@@ -229,8 +229,11 @@ TEST(FoldUpsampling, SmallStagesStay) {
 // int8 (an int8 up-sampling calibrated): the parity and skip convolutions run in int8, the
 // folded graph stays as close to fp32 as the unfolded int8 plan (the int8 tests' bound: 3 % of
 // the output's range at most, 0.5 % on average).
-TEST(FoldUpsampling, Int8PlanRunsBothHalvesInInt8) {
-    StageCase c{{1, 32, 16, 14, 12}};
+// 16 output channels, and 24 (the SubpixelAdd's runs of 16 and of 8, bf16 in and s8 out).
+class FoldUpsamplingInt8 : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(FoldUpsamplingInt8, PlanRunsBothHalvesInInt8) {
+    StageCase c{{1, 32, 16, 14, 12}, 16, 16, GetParam()};
     const Graph g = stageGraph(c);
     const std::vector<Tensor> in = inputsOf(g);
     // Both inputs, and s as a U-Net's next encoder conv would have it observed.
@@ -275,6 +278,8 @@ TEST(FoldUpsampling, Int8PlanRunsBothHalvesInInt8) {
     EXPECT_LT(e8.max, 0.03 * e8.range);
     EXPECT_LT(e8.mean, 0.005 * e8.range);
 }
+
+INSTANTIATE_TEST_SUITE_P(Outputs, FoldUpsamplingInt8, ::testing::Values(16, 24));
 
 }  // namespace
 }  // namespace voxseg::engine
