@@ -544,14 +544,45 @@ void applyChunkS8(const int8_t* x, T* y, uint8_t* q, const T* r, int64_t lanes, 
     }
 }
 
-// The s8 passes on applyChunkS8 where it applies (lanes a multiple of 16, dense positions, no
-// padding channels, ReLU / LeakyReLU / none); false where the caller takes the general loops.
+// 8 dense channels-last lanes as 16 (pairs of positions; the per-lane scale and shift twice), and
+// an odd last position through 16-lane copies: the same operations as applyChunkS8 on 16 lanes.
+// The second u8 must take pairs of positions contiguously (positionStep 8).
+template <int ACT, typename T>
+void applyChunkS8Pairs(const int8_t* x, T* y, uint8_t* q, const T* r, int64_t count, const float* a,
+                       const float* b, float alpha, float inv, float zp, uint8_t* q2, float inv2,
+                       float zp2) {
+    float a16[16], b16[16];
+    for (int l = 0; l < 16; ++l) a16[l] = a[l % 8], b16[l] = b[l % 8];
+    const int64_t pairs = count / 2, done = pairs * 16;
+    applyChunkS8<ACT>(x, y, q, r, 16, pairs, a16, b16, alpha, inv, zp, q2, inv2, zp2, 16);
+    if (count % 2 == 0) return;
+    int8_t xt[16] = {};
+    T yt[16] = {}, rt[16] = {};
+    uint8_t qt[16], q2t[16];
+    for (int l = 0; l < 8; ++l) {
+        xt[l] = x[done + l];
+        if (r) rt[l] = r[done + l];
+    }
+    applyChunkS8<ACT>(xt, y ? yt : nullptr, q ? qt : nullptr, r ? rt : nullptr, 16, 1, a16, b16,
+                      alpha, inv, zp, q2 ? q2t : nullptr, inv2, zp2, 16);
+    for (int l = 0; l < 8; ++l) {
+        if (y) y[done + l] = yt[l];
+        if (q) q[done + l] = qt[l];
+        if (q2) q2[done + l] = q2t[l];
+    }
+}
+
+// The s8 passes on applyChunkS8 where it applies (dense positions, no padding channels, ReLU /
+// LeakyReLU / none; lanes a multiple of 16, or 8 channels-last through applyChunkS8Pairs); false
+// where the caller takes the general loops.
 template <typename T>
 bool applyS8Fast(const int8_t* x, T* y, uint8_t* q, const T* r, const LaneLayout& L, int64_t P,
                  const float* scale, const float* shift, ActivationKind act, float alpha, float inv,
                  float zp, const U8Target& second = {}) {
     using K = ActivationKind;
-    if (L.lanes % 16 != 0 || L.spatial_stride != L.lanes || L.paddedChannels() != L.channels ||
+    const bool pairs = L.lanes == 8 && (!second.q || second.positionStep(8) == 8);
+    if ((L.lanes % 16 != 0 && !pairs) || L.spatial_stride != L.lanes ||
+        L.paddedChannels() != L.channels ||
         !(act == K::kNone || act == K::kRelu || act == K::kLeakyRelu))
         return false;
     const int64_t cp = L.paddedChannels(), lanes = L.lanes;
@@ -562,12 +593,19 @@ bool applyS8Fast(const int8_t* x, T* y, uint8_t* q, const T* r, const LaneLayout
             forEachChunk(
                 L, P,
                 [&](int64_t n, int64_t g, int64_t off, int64_t count) {
-                    applyChunkS8<ACT>(x + off, y ? y + off : nullptr, q ? q + off : nullptr,
-                                      r ? r + off : nullptr, lanes, count,
-                                      scale + n * cp + g * lanes, shift + n * cp + g * lanes, alpha,
-                                      inv, zp, second.q ? second.at(off, lanes) : nullptr,
-                                      second.inv_scale, second.zero_point,
-                                      second.positionStep(lanes));
+                    T* yy = y ? y + off : nullptr;
+                    uint8_t* qq = q ? q + off : nullptr;
+                    const T* rr = r ? r + off : nullptr;
+                    const float* sa = scale + n * cp + g * lanes;
+                    const float* sb = shift + n * cp + g * lanes;
+                    uint8_t* q2 = second.q ? second.at(off, lanes) : nullptr;
+                    if (pairs)
+                        applyChunkS8Pairs<ACT>(x + off, yy, qq, rr, count, sa, sb, alpha, inv, zp,
+                                               q2, second.inv_scale, second.zero_point);
+                    else
+                        applyChunkS8<ACT>(x + off, yy, qq, rr, lanes, count, sa, sb, alpha, inv, zp,
+                                          q2, second.inv_scale, second.zero_point,
+                                          second.positionStep(lanes));
                 },
                 second);
     });
@@ -658,8 +696,46 @@ inline void chunkMomentsS8(const int8_t* base, int64_t lanes, int64_t count, flo
 #endif
 }
 
+#if defined(__AVX512F__)
+// Moments of one chunk of 8 dense channels-last lanes (count <= 1024): pairs of positions as 16
+// lanes, each register lane summing at most 512 values (exact in float, as above), lanes l and
+// l + 8 and an odd last position added in double.
+inline void chunkMomentsS8Pairs(const int8_t* base, int64_t count, float* mean, float* m2) {
+    __m512 s0 = _mm512_setzero_ps(), q0 = s0;
+    const int64_t pairs = count / 2;
+    for (int64_t s = 0; s < pairs; ++s) {
+        const __m512 v = _mm512_cvtepi32_ps(
+            _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base + s * 16))));
+        s0 = _mm512_add_ps(s0, v);
+        q0 = _mm512_fmadd_ps(v, v, q0);
+    }
+    alignas(64) float sum[16], sq[16];
+    _mm512_store_ps(sum, s0);
+    _mm512_store_ps(sq, q0);
+    for (int l = 0; l < 8; ++l) {
+        double t = double(sum[l]) + sum[l + 8], t2 = double(sq[l]) + sq[l + 8];
+        if (count % 2) {
+            const double v = base[pairs * 16 + l];
+            t += v;
+            t2 += v * v;
+        }
+        const double n = static_cast<double>(count);
+        mean[l] = static_cast<float>(t / n);
+        m2[l] = static_cast<float>(t2 - t * t / n);
+    }
+}
+#endif
+
 void momentsS8(const int8_t* x, const LaneLayout& L, int64_t P, int64_t chunks, float* cmean,
                float* cm2) {
+#if defined(__AVX512F__)
+    if (L.lanes == 8 && L.spatial_stride == 8 && P <= 1024) {
+        forEachMomentChunk(L, P, chunks, [&](int64_t u, int64_t off, int64_t count) {
+            chunkMomentsS8Pairs(x + off, count, &cmean[u * 8], &cm2[u * 8]);
+        });
+        return;
+    }
+#endif
     if (L.lanes % 16 != 0 || L.spatial_stride != L.lanes || P > 512) {
         momentsT(x, L, P, chunks, cmean, cm2);
         return;

@@ -288,6 +288,10 @@ TEST(Int8Norm, EightBitInputsGiveWhatTheirFloatValuesGive) {
     checkFromS8({16, 16, 700, ActivationKind::kNone, false, false});
     checkFromS8({32, 32, 999, ActivationKind::kLeakyRelu, true, true});    // float kept, residual
     checkFromS8({24, 24, 333, ActivationKind::kLeakyRelu, false, false});  // lanes not 16k
+    // 8 channels-last lanes as pairs of positions (odd counts: the last position on its own).
+    checkFromS8({8, 8, 1000, ActivationKind::kLeakyRelu, false, false});
+    checkFromS8({8, 8, 333, ActivationKind::kRelu, false, false});
+    checkFromS8({8, 8, 2049, ActivationKind::kNone, true, true});  // float kept, residual
 }
 
 }  // namespace
