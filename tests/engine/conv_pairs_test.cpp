@@ -1,9 +1,9 @@
 // A Conv with 8 output channels planned as 16 on voxel pairs along W (engine/cpu/conv_pairs.cpp):
 // the same values as the plain plan (fp32 to float rounding; bf16 no further from fp32 than the
 // plain bf16 plan allows), for kernels 3x3x3, 1x1x1, 3x3x1 and 1x3x5, with and without bias,
-// fused ReLU / LeakyReLU and an unfused PReLU, 5 to 16 input channels; not planned where it does
-// not apply (16 output channels, odd W, stride 2, a fused residual). The step names "(voxel
-// pairs)" only on AVX-512 CPUs, where it is planned.
+// fused ReLU / LeakyReLU and an unfused PReLU, 5 to 16 input channels, a batch of 2 at W 2; not
+// planned where it does not apply (16 output channels, odd W, stride 2, a fused residual). The
+// step names "(voxel pairs)" only on AVX-512 CPUs, where it is planned.
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/norm_kernels.h"
 #include "engine/passes/optimize.h"
@@ -29,13 +29,14 @@ struct PairCase {
     OpKind act = OpKind::kIdentity;  // kIdentity: none
     bool residual = false;
     bool applies = true;
+    int64_t batch = 1;
 };
 
 void PrintTo(const PairCase& c, std::ostream* os) { *os << c.name; }
 
 Graph caseGraph(const PairCase& c) {
     GraphBuilder b;
-    Shape xs{1, c.in};
+    Shape xs{c.batch, c.in};
     xs.insert(xs.end(), c.spatial.begin(), c.spatial.end());
     const ValueId x = b.input("x", xs);
     std::vector<int64_t> pads;
@@ -63,6 +64,9 @@ std::vector<PairCase> cases() {
         {"k111_leaky_c16", 16, 8, {1, 1, 1}, {4, 6, 8}, {1, 1, 1}, true, OpKind::kLeakyRelu});
     c.push_back({"k331_prelu_c5", 5, 8, {3, 3, 1}, {5, 7, 16}, {1, 1, 1}, true, OpKind::kPRelu});
     c.push_back({"k135", 8, 8, {1, 3, 5}, {3, 8, 20}});
+    PairCase batch2{"batch2_w2", 8, 8, {3, 3, 3}, {4, 4, 2}};  // W 2: one pair per row
+    batch2.batch = 2;
+    c.push_back(batch2);
     c.push_back(
         {"oc16", 8, 16, {3, 3, 3}, {6, 10, 12}, {1, 1, 1}, true, OpKind::kIdentity, false, false});
     c.push_back(
