@@ -12,6 +12,7 @@
 #include "engine/graph/tensor.h"
 #include "engine/quant/quantization_record.h"
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,8 @@ struct Int8Case {
 };
 
 std::vector<Int8Case> int8Cases();
+// gtest prints a case by its name (not its bytes).
+inline void PrintTo(const Int8Case& c, std::ostream* os) { *os << c.name; }
 
 struct Int8Prepared {
     engine::Graph graph;  // optimised
