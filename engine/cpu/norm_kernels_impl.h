@@ -70,6 +70,33 @@ void chunkMoments(const T* base, int64_t lanes_rt, int64_t stride, int64_t count
     }
 }
 
+// chunkMoments of 8 dense channels-last lanes through 16-lane registers: pairs of positions give
+// each lane's moments over the even and the odd positions, merged (Chan's formula, in double)
+// with each other and with an odd last position.
+template <typename T>
+void chunkMomentsPairs(const T* base, int64_t count, float* mean, float* m2) {
+    const int64_t pairs = count / 2;
+    float mu16[16], m2_16[16];
+    if (pairs > 0) chunkMoments<16>(base, 16, 16, pairs, mu16, m2_16);
+    for (int l = 0; l < 8; ++l) {
+        double n = 0, mu = 0, q = 0;
+        if (pairs > 0) {
+            const double d = double(mu16[l + 8]) - mu16[l];
+            n = 2.0 * double(pairs);
+            mu = (double(mu16[l]) + mu16[l + 8]) / 2.0;
+            q = double(m2_16[l]) + m2_16[l + 8] + d * d * double(pairs) / 2.0;
+        }
+        if (count % 2) {
+            const double v = load(base, pairs * 16 + l), d = v - mu;
+            n += 1.0;
+            mu += d / n;
+            q += d * (v - mu);
+        }
+        mean[l] = static_cast<float>(mu);
+        m2[l] = static_cast<float>(q);
+    }
+}
+
 // f(u, offset, count) for every (unit, chunk) u of P positions (a unit: one batch entry's
 // channel group), in parallel; `offset` is the chunk's first element.
 template <typename F>
@@ -96,6 +123,8 @@ void momentsT(const T* x, const LaneLayout& L, int64_t P, int64_t chunks, float*
         float* sq = &cm2[u * lanes];
         if (lanes == 16)
             chunkMoments<16>(base, lanes, L.spatial_stride, count, mu, sq);
+        else if (lanes == 8 && L.spatial_stride == 8)  // 8 channels-last: pairs as 16 lanes
+            chunkMomentsPairs(base, count, mu, sq);
         else if (lanes == 8)  // nCdhw8c, oneDNN's blocking on CPUs without AVX-512
             chunkMoments<8>(base, lanes, L.spatial_stride, count, mu, sq);
         else if (lanes == 32)  // channels-last at nnU-Net's full resolution
@@ -141,6 +170,21 @@ void applyChunk(const TX* x, T* y, const T* r, int64_t lanes_rt, int64_t stride,
             store(y, o + l, activate<ACT>(v, alpha, slope[l]) * mask[l]);
         }
     }
+}
+
+// applyChunk on 8 dense channels-last lanes as 16: pairs of positions, the per-lane parameters
+// twice (a 16-lane register per pair instead of half of one), an odd last position with 8.
+template <int ACT, typename TX, typename T>
+void applyChunkPairs(const TX* x, T* y, const T* r, int64_t count, const float* a, const float* b,
+                     const float* mask, float alpha, const float* slope) {
+    float a16[16], b16[16], m16[16], s16[16];
+    for (int l = 0; l < 16; ++l)
+        a16[l] = a[l % 8], b16[l] = b[l % 8], m16[l] = mask[l % 8], s16[l] = slope[l % 8];
+    const int64_t pairs = count / 2, done = pairs * 16;
+    applyChunk<16, ACT>(x, y, r, 16, 16, pairs, a16, b16, m16, alpha, s16);
+    if (count % 2)
+        applyChunk<8, ACT>(x + done, y + done, r ? r + done : nullptr, 8, 8, 1, a, b, mask, alpha,
+                           slope);
 }
 
 // f(std::integral_constant<int, ACT>) with `act` as a compile-time constant.
@@ -204,6 +248,9 @@ void applyT(const void* x, void* y, const void* r, const LaneLayout& L, int64_t 
             if (lanes == 16)
                 applyChunk<16, ACT>(xt + off, yt + off, rr, lanes, L.spatial_stride, count, sa, sb,
                                     &mask[g * lanes], alpha, &slope[g * lanes]);
+            else if (lanes == 8 && L.spatial_stride == 8)  // 8 channels-last: pairs as 16
+                applyChunkPairs<ACT>(xt + off, yt + off, rr, count, sa, sb, &mask[g * lanes], alpha,
+                                     &slope[g * lanes]);
             else if (lanes == 8)
                 applyChunk<8, ACT>(xt + off, yt + off, rr, lanes, L.spatial_stride, count, sa, sb,
                                    &mask[g * lanes], alpha, &slope[g * lanes]);
