@@ -6,7 +6,6 @@
 // channel for the weights). What this leaves to the device test (cuda_int8_test.cpp, label gpu):
 // the kernels' indexing on the GPU and cuBLASLt's e4m3 product (fp32 sums in its own order).
 #include "cuda/cuda_planner.h"
-#include "engine/cpu/cpu_backend.h"
 #include "engine/passes/optimize.h"
 #include "engine/quant/int8_policy.h"
 #include "tests/cuda/host_steps.h"
@@ -155,17 +154,6 @@ engine::Graph withFp8Weights(engine::Graph g) {
     return g;
 }
 
-std::vector<float> cpuFp32(const engine::Graph& g, const std::vector<engine::Tensor>& inputs) {
-    std::vector<engine::Shape> shapes;
-    for (const auto& t : inputs) shapes.push_back(t.shape());
-    auto exe = engine::makeCpuBackend()->compile(g, shapes, {});
-    EXPECT_TRUE(exe.isOk()) << exe.status().toString();
-    if (!exe.isOk()) return {};
-    std::vector<engine::Tensor> out;
-    EXPECT_TRUE((*exe)->run(inputs, out).isOk());
-    return out.empty() ? std::vector<float>{} : out[0].toFloats();
-}
-
 class CudaFp8Plan : public ::testing::TestWithParam<Int8Case> {};
 
 // Within 1e-5 of the output's range of the fake-quantised fp32 reference (the two differ only in
@@ -194,8 +182,8 @@ TEST_P(CudaFp8Plan, HostReplayEqualsTheFakeQuantisedFp32Reference) {
     std::vector<float> x = inputs[0].toFloats();
     for (float& v : x) v = fakeQuantised(v, amax / 448.0f);
     inputs[0] = engine::Tensor::fromFloats(inputs[0].shape(), x);
-    const std::vector<float> want = cpuFp32(withFp8Weights(p.graph), inputs);
-    const std::vector<float> fp32 = cpuFp32(p.graph, p.inputs);
+    const std::vector<float> want = testing::cpuFp32(withFp8Weights(p.graph), inputs);
+    const std::vector<float> fp32 = testing::cpuFp32(p.graph, p.inputs);
     ASSERT_EQ(got.size(), want.size());
     double range = 0, err = 0, fp32_err = 0;
     for (size_t i = 0; i < want.size(); ++i) range = std::max(range, std::abs(double(want[i])));
@@ -220,7 +208,7 @@ TEST(CudaFp8PlanCheck, UnetLevelReplayStaysCloseToFp32) {
     const engine::Tensor input = engine::testing::seededTensor({1, 2, 16, 14, 12}, 11);
     auto record = engine::testing::calibrateMinMax(g, input);
     record->float_layers = engine::quant::defaultInt8FloatLayers(g);
-    const std::vector<float> want = cpuFp32(g, {input});
+    const std::vector<float> want = testing::cpuFp32(g, {input});
     planning::PlanOptions options;
     options.quantization = record.get();
     options.fp8 = true;

@@ -5,7 +5,6 @@
 // to the device test (cuda_int8_test.cpp, label gpu): the kernels' indexing on the GPU and
 // cuBLASLt's int8 product.
 #include "cuda/cuda_planner.h"
-#include "engine/cpu/cpu_backend.h"
 #include "engine/passes/optimize.h"
 #include "engine/quant/int8_policy.h"
 #include "tests/cuda/host_steps.h"
@@ -98,14 +97,6 @@ TEST(CudaInt8PlanCheck, FloatLayersAndUncalibratedInputsStayFloat) {
     }
 }
 
-// The cpu backend's fp32 result of `g` on `input`, the reference the int8 replays are held to.
-void runCpuFp32(const engine::Graph& g, const engine::Tensor& input,
-                std::vector<engine::Tensor>& out) {
-    auto cpu = engine::makeCpuBackend()->compile(g, {input.shape()}, {});
-    ASSERT_TRUE(cpu.isOk()) << cpu.status().toString();
-    ASSERT_TRUE((*cpu)->run({input}, out).isOk());
-}
-
 // A whole nnU-Net level (norms, residual adds, a strided conv, ConvTranspose, concat, the first
 // and last conv float) planned in int8 and replayed on the host stays as close to fp32 as the cpu
 // backend's int8 must (tests/engine/int8_graph_test.cpp's bounds), as imported and optimised.
@@ -114,8 +105,8 @@ TEST(CudaInt8PlanCheck, UnetLevelReplayStaysCloseToFp32) {
     const engine::Tensor input = engine::testing::seededTensor({1, 2, 16, 14, 12}, 11);
     auto record = engine::testing::calibrateMinMax(g, input);
     record->float_layers = engine::quant::defaultInt8FloatLayers(g);
-    std::vector<engine::Tensor> fp32;
-    ASSERT_NO_FATAL_FAILURE(runCpuFp32(g, input, fp32));
+    const std::vector<float> want = testing::cpuFp32(g, {input});
+    ASSERT_FALSE(want.empty());
     planning::PlanOptions options;
     options.quantization = record.get();
     for (const engine::Graph& graph : {g, engine::optimize(g)}) {
@@ -124,7 +115,6 @@ TEST(CudaInt8PlanCheck, UnetLevelReplayStaysCloseToFp32) {
         EXPECT_EQ(pg->planner->int8_convs_.size(), 5u);  // 7 convs, the first and last float
         auto out = testing::runPlanOnHost(graph, {input}, options);
         ASSERT_TRUE(out.isOk()) << out.status().toString();
-        const auto want = fp32[0].toFloats();
         const engine::testing::Int8Error e =
             engine::testing::int8ErrorVsFp32((*out)[0].toFloats(), want);
         std::printf("cuda int8 plan (host replay) vs fp32: max %.4f, mean %.5f, range %.3f\n",
@@ -153,8 +143,8 @@ TEST(CudaInt8PlanCheck, EveryConvAndUnusedNormInputsReplayCloseToFp32) {
     const engine::Tensor input = engine::testing::seededTensor({1, 2, 16, 14, 12}, 11);
     auto record = engine::testing::calibrateMinMax(g, input);  // no float_layers
     ASSERT_GT(engine::testing::addNormInputScales(g, input, *record), 0u);
-    std::vector<engine::Tensor> fp32;
-    ASSERT_NO_FATAL_FAILURE(runCpuFp32(g, input, fp32));
+    const std::vector<float> want = testing::cpuFp32(g, {input});
+    ASSERT_FALSE(want.empty());
     planning::PlanOptions options;
     options.quantization = record.get();
     auto pg = planning::planGraph(g, {input.shape()}, StorageType::kFloat32, options);
@@ -163,7 +153,7 @@ TEST(CudaInt8PlanCheck, EveryConvAndUnusedNormInputsReplayCloseToFp32) {
     auto out = testing::runPlanOnHost(g, {input}, options);
     ASSERT_TRUE(out.isOk()) << out.status().toString();
     const engine::testing::Int8Error e =
-        engine::testing::int8ErrorVsFp32((*out)[0].toFloats(), fp32[0].toFloats());
+        engine::testing::int8ErrorVsFp32((*out)[0].toFloats(), want);
     std::printf("cuda int8 plan, every conv (host replay) vs fp32: max %.4f, mean %.5f\n", e.max,
                 e.mean);
     EXPECT_LT(e.max, 0.03 * e.range);

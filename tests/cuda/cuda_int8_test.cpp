@@ -9,7 +9,6 @@
 // host replay test's fp8 bounds (cuda_fp8_plan_test.cpp).
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_errors.h"
-#include "engine/cpu/cpu_backend.h"
 #include "engine/passes/optimize.h"
 #include "engine/quant/int8_policy.h"
 #include "tests/cuda/host_steps.h"
@@ -90,12 +89,9 @@ TEST_F(CudaInt8Level, UnetLevelStaysCloseToFp32) {
     auto record = engine::testing::calibrateMinMax(g, input);
     record->float_layers = engine::quant::defaultInt8FloatLayers(g);
     record->weight_bits = 8;
-    std::vector<engine::Tensor> fp32, int8;
-    {
-        auto cpu = engine::makeCpuBackend()->compile(g, {input.shape()}, {});
-        ASSERT_TRUE(cpu.isOk()) << cpu.status().toString();
-        ASSERT_TRUE((*cpu)->run({input}, fp32).isOk());
-    }
+    const std::vector<float> fp32 = testing::cpuFp32(g, {input});
+    ASSERT_FALSE(fp32.empty());
+    std::vector<engine::Tensor> int8;
     engine::CompileOptions options;
     options.precision = engine::Precision::kInt8;
     options.quantization = record;
@@ -107,7 +103,7 @@ TEST_F(CudaInt8Level, UnetLevelStaysCloseToFp32) {
         EXPECT_NE((*exe)->describe().find("5 int8 convs"), std::string::npos) << (*exe)->describe();
         ASSERT_TRUE((*exe)->run({input}, int8).isOk());
         const engine::testing::Int8Error e =
-            engine::testing::int8ErrorVsFp32(int8[0].toFloats(), fp32[0].toFloats());
+            engine::testing::int8ErrorVsFp32(int8[0].toFloats(), fp32);
         std::printf("cuda int8 vs cpu fp32: max %.4f, mean %.5f, output range %.3f\n", e.max,
                     e.mean, e.range);
         EXPECT_LT(e.max, 0.03 * e.range);
@@ -159,12 +155,9 @@ TEST_F(CudaFp8Level, UnetLevelStaysCloseToFp32) {
     const engine::Tensor input = engine::testing::seededTensor({1, 2, 16, 14, 12}, 11);
     auto record = engine::testing::calibrateMinMax(g, input);
     record->float_layers = engine::quant::defaultInt8FloatLayers(g);
-    std::vector<engine::Tensor> fp32, fp8;
-    {
-        auto cpu = engine::makeCpuBackend()->compile(g, {input.shape()}, {});
-        ASSERT_TRUE(cpu.isOk()) << cpu.status().toString();
-        ASSERT_TRUE((*cpu)->run({input}, fp32).isOk());
-    }
+    const std::vector<float> fp32 = testing::cpuFp32(g, {input});
+    ASSERT_FALSE(fp32.empty());
+    std::vector<engine::Tensor> fp8;
     engine::CompileOptions options;
     options.precision = engine::Precision::kFp8;
     options.quantization = record;
@@ -172,8 +165,7 @@ TEST_F(CudaFp8Level, UnetLevelStaysCloseToFp32) {
     ASSERT_TRUE(exe.isOk()) << exe.status().toString();
     EXPECT_NE((*exe)->describe().find("5 fp8 convs"), std::string::npos) << (*exe)->describe();
     ASSERT_TRUE((*exe)->run({input}, fp8).isOk());
-    const engine::testing::Int8Error e =
-        engine::testing::int8ErrorVsFp32(fp8[0].toFloats(), fp32[0].toFloats());
+    const engine::testing::Int8Error e = engine::testing::int8ErrorVsFp32(fp8[0].toFloats(), fp32);
     std::printf("cuda fp8 vs cpu fp32: max %.4f, mean %.5f, output range %.3f\n", e.max, e.mean,
                 e.range);
     EXPECT_LT(e.max, 0.06 * e.range);

@@ -193,8 +193,9 @@ void runInt8Conv(const Step& s, const Int8ConvPlan& p) {
     const bool fp8 = p.format == math::Format8::kE4M3;
     // Filled with 0x5a, as the device's scratch is never cleared: every byte must be written.
     std::vector<int8_t> a(size_t(p.chunk_rows * g.kp));
-    std::vector<int32_t> d(size_t(p.chunk_rows * p.cout_padded));
-    std::vector<float> df(fp8 ? d.size() : 0);
+    const size_t results = size_t(p.chunk_rows * p.cout_padded);
+    std::vector<int32_t> d(fp8 ? 0 : results);  // the product: s32 (int8) or float (fp8)
+    std::vector<float> df(fp8 ? results : 0);
     const auto load = [](const float* v, int64_t i) { return v[i]; };
     const int64_t rows = g.rows();
     for (int64_t row0 = 0; row0 < rows; row0 += p.chunk_rows) {

@@ -1,5 +1,6 @@
 #include "tests/cuda/int8_cases.h"
 
+#include "engine/cpu/cpu_backend.h"
 #include "engine/passes/optimize.h"
 #include "engine/quant/int8_conv_reference.h"
 #include "engine/quant/int8_policy.h"
@@ -135,6 +136,17 @@ Int8Prepared prepareInt8Case(const Int8Case& c) {
         out.expected[i] = f;
     }
     return out;
+}
+
+std::vector<float> cpuFp32(const engine::Graph& g, const std::vector<engine::Tensor>& inputs) {
+    std::vector<engine::Shape> shapes;
+    for (const auto& t : inputs) shapes.push_back(t.shape());
+    auto exe = engine::makeCpuBackend()->compile(g, shapes, {});
+    EXPECT_TRUE(exe.isOk()) << exe.status().toString();
+    if (!exe.isOk()) return {};
+    std::vector<engine::Tensor> out;
+    EXPECT_TRUE((*exe)->run(inputs, out).isOk());
+    return out.empty() ? std::vector<float>{} : out[0].toFloats();
 }
 
 Int8ConvPlan packingPlan() {

@@ -40,6 +40,10 @@ struct Int8Prepared {
 };
 Int8Prepared prepareInt8Case(const Int8Case& c);
 
+// The cpu backend's fp32 output 0 of `g` on `inputs`, the reference the int8 and fp8 plans are
+// held to; empty (with a test failure) when it cannot run.
+std::vector<float> cpuFp32(const engine::Graph& g, const std::vector<engine::Tensor>& inputs);
+
 // A plan for the packing tests: 3 output channels, 2 input channels, a 1x1x3 kernel (k 6, kp 16).
 Int8ConvPlan packingPlan();
 
