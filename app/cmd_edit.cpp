@@ -25,6 +25,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <map>
+#include <memory>
 
 namespace voxseg::app {
 namespace {
@@ -33,11 +35,17 @@ constexpr const char* kComponent = "edit";
 using edit::asEditableLabels;
 namespace ei = edit::interactive;
 
-// The journal's first prompt op, when it has one.
-const edit::JournalLine* firstPrompt(const std::vector<edit::JournalLine>& lines) {
+// The journal's first prompt op that only a rerun with the model can apply: a prompt_accept
+// that records no object (the other prompts replay as recorded steps, edit/label_editor.h).
+const edit::JournalLine* firstModelOnlyPrompt(const std::vector<edit::JournalLine>& lines) {
     for (const edit::JournalLine& l : lines)
-        if (edit::isPromptOp(l.op.kind)) return &l;
+        if (l.op.kind == edit::OpKind::kPromptAccept && !l.op.object) return &l;
     return nullptr;
+}
+
+int countPrompts(const std::vector<edit::JournalLine>& lines) {
+    return static_cast<int>(std::count_if(
+        lines.begin(), lines.end(), [](const auto& l) { return edit::isPromptOp(l.op.kind); }));
 }
 
 // An empty label map on the image's grid: uint16 when an op writes a label above 255.
@@ -70,6 +78,32 @@ ei::MaskLoader maskLoader(const std::string& ops, const Geometry& grid,
     };
 }
 
+// The interactive package compiled once per precision the journal asks for.
+class InteractiveModels {
+  public:
+    explicit InteractiveModels(const EditCommandOptions& o) : o_(o) {}
+
+    Result<ei::InteractiveModel*> get(engine::Precision precision) {
+        std::unique_ptr<ei::InteractiveModel>& m = models_[precision];
+        if (!m) {
+            ei::InteractiveModelOptions mo;
+            mo.num_threads = o_.threads;
+            mo.precision = precision;
+            VOXSEG_ASSIGN_OR_RETURN(m, ei::InteractiveModel::load(o_.interactive_model, mo));
+            log::info(kComponent, "interactive model {}: {}", m->identity(), m->describe());
+            if (identity_.empty()) identity_ = m->identity();
+        }
+        return m.get();
+    }
+    // The package's "name version", as prompt_session lines name it.
+    const std::string& identity() const { return identity_; }
+
+  private:
+    const EditCommandOptions& o_;
+    std::map<engine::Precision, std::unique_ptr<ei::InteractiveModel>> models_;
+    std::string identity_;
+};
+
 // Replays the journal through an interactive session on `package` (every op, prompts or not,
 // through InteractiveEditor, so undo/redo cover both). Progress per op on the terminal's bar.
 Result<edit::ReplayReport> replayInteractive(const EditCommandOptions& o,
@@ -77,15 +111,38 @@ Result<edit::ReplayReport> replayInteractive(const EditCommandOptions& o,
                                              edit::LabelEditor& editor, const Volume& image,
                                              const io::SeriesCandidate* series,
                                              const Progress& progress) {
-    ei::InteractiveModelOptions mo;
-    mo.num_threads = o.threads;
-    VOXSEG_ASSIGN_OR_RETURN(auto model, ei::InteractiveModel::load(o.interactive_model, mo));
+    const bool journal_precision = o.precision == "journal";
+    const bool journal_autozoom = o.autozoom == "journal";
+    VOXSEG_ASSIGN_OR_RETURN(const engine::Precision first,
+                            journal_precision
+                                ? Result<engine::Precision>(engine::Precision::kFloat32)
+                                : engine::parsePrecision(o.precision));
+    InteractiveModels models(o);
+    VOXSEG_ASSIGN_OR_RETURN(ei::InteractiveModel * model, models.get(first));
     ei::InteractiveSession session(model->spec(), model->forward());
-    session.setAutoZoom(o.autozoom == "on");
+    session.setAutoZoom(o.autozoom != "off");
     VOXSEG_RETURN_IF_ERROR(session.setImage(image));
     ei::InteractiveEditor interactive(editor, session, maskLoader(o.ops, image.geometry(), series));
+    size_t n = 0;  // the line being applied
+    bool warned_model = false;
+    interactive.setSessionSettings([&](const edit::EditOp& op) -> Status {
+        if (journal_autozoom) session.setAutoZoom(op.autozoom);
+        const std::string ours = models.identity();
+        if (op.model != ours && !warned_model) {
+            warned_model = true;
+            log::warning(kComponent,
+                         "{}: line {}: the session ran model \"{}\", replaying with \"{}\" "
+                         "({}): the objects may differ",
+                         o.ops, lines[n].line, op.model, ours, o.interactive_model);
+        }
+        if (!journal_precision) return Status::ok();
+        VOXSEG_ASSIGN_OR_RETURN(const engine::Precision p, engine::parsePrecision(op.precision));
+        VOXSEG_ASSIGN_OR_RETURN(ei::InteractiveModel * m, models.get(p));
+        session.setForward(m->forward());
+        return Status::ok();
+    });
     edit::ReplayReport report;
-    for (size_t n = 0; n < lines.size(); ++n) {
+    for (; n < lines.size(); ++n) {
         const edit::JournalLine& l = lines[n];
         progress.report(n, lines.size(), fmt::format("op {} of {}", n + 1, lines.size()));
         VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
@@ -95,6 +152,14 @@ Result<edit::ReplayReport> replayInteractive(const EditCommandOptions& o,
                           fmt::format("line {}: {}", l.line, r.status().message()), o.ops);
         ++report.ops_applied;
         report.voxels_changed += r->edit.voxels_changed;
+        if (r->recorded_differs) {
+            report.recorded_differs.push_back(*r->recorded_differs);
+            if (*r->recorded_differs > 0)
+                log::warning(kComponent,
+                             "{}: line {}: the rerun object differs from the recorded one in "
+                             "{} voxels (the rerun's is written)",
+                             o.ops, l.line, *r->recorded_differs);
+        }
     }
     progress.report(1.0, "replayed");
     if (interactive.objectOpen())
@@ -135,9 +200,13 @@ CLI::App* addEditCommand(CLI::App& app, EditCommandOptions& o) {
                     "Interactive model package (docs/interactive.md): runs the journal's prompt "
                     "ops (prompt_point, prompt_box, ...) in an interactive session");
     cmd->add_option("--autozoom", o.autozoom,
-                    "The interactive session's AutoZoom: on (default) "
-                    "or off")
-        ->check(CLI::IsMember({"on", "off"}));
+                    "The interactive session's AutoZoom: on, off, or journal (default: as the "
+                    "journal's prompt_session lines say, on before any)")
+        ->check(CLI::IsMember({"on", "off", "journal"}));
+    cmd->add_option("--precision", o.precision,
+                    "The interactive network's precision: auto, fp32, bf16, int8, ..., or "
+                    "journal (default: as the journal's prompt_session lines say, fp32 before "
+                    "any)");
     return cmd;
 }
 
@@ -147,23 +216,31 @@ ExitCode runEdit(const EditCommandOptions& o, const CommandContext& ctx) {
     const bool to_seg = *kind == edit::OutputKind::kDicomSeg;
     std::error_code ec;
     const bool interactive = !o.interactive_model.empty();
-    if (o.labels.empty() && !interactive)
-        return fail(invalidArgument("--labels is required (the segmentation to edit); only "
-                                    "with --interactive-model may it be left out"),
-                    Stage::kInput);
     for (const std::string* p : {&o.input, &o.labels, &o.ops, &o.interactive_model})
         if (!p->empty() && !std::filesystem::exists(*p, ec))
             return fail(notFound("not found", *p), Stage::kInput);
     // The journal first: a bad line fails before any image is loaded.
     auto lines = edit::readJournal(o.ops);
     if (!lines.isOk()) return fail(lines.status(), Stage::kInput);
-    if (const edit::JournalLine* prompt = firstPrompt(*lines); prompt && !interactive)
-        return fail(invalidArgument(fmt::format("line {}: {} is a prompt of an interactive "
-                                                "session: give its model package with "
+    const int prompts = countPrompts(*lines);
+    if (o.labels.empty() && !interactive && prompts == 0)
+        return fail(invalidArgument("--labels is required (the segmentation to edit); only "
+                                    "with --interactive-model or a journal of interactive "
+                                    "prompts may it be left out (an empty map)"),
+                    Stage::kInput);
+    if (const edit::JournalLine* prompt = firstModelOnlyPrompt(*lines); prompt && !interactive)
+        return fail(invalidArgument(fmt::format("line {}: {} records no object, so only a rerun "
+                                                "of the interactive session's prompts can write "
+                                                "it: give its model package with "
                                                 "--interactive-model",
                                                 prompt->line, edit::opName(prompt->op.kind)),
                                     o.ops),
                     Stage::kInput);
+    if (prompts > 0 && !interactive)
+        log::info(kComponent,
+                  "{}: {} prompt lines: the accepted objects are written as recorded "
+                  "(--interactive-model reruns the prompts with the model)",
+                  o.ops, prompts);
 
     const Progress progress = ctx.progress();
     io::DicomLoadOptions dicom;
@@ -222,6 +299,7 @@ ExitCode runEdit(const EditCommandOptions& o, const CommandContext& ctx) {
     report["output"] = o.output;
     report["ops_applied"] = replay->ops_applied;
     report["voxels_changed"] = replay->voxels_changed;
+    if (interactive) report["recorded_objects_differ"] = replay->recorded_differs;
     nlohmann::ordered_json per_label = nlohmann::ordered_json::array();
     std::string summary;
     for (const edit::LabelChange& c : *changes) {

@@ -140,7 +140,10 @@ struct EditCommandOptions {
     std::string seg_type = "binary";
     int threads = 0;
     std::string interactive_model;  // package folder: the journal's prompt ops run on it
-    std::string autozoom = "on";    // the interactive session's AutoZoom: on | off
+    // The interactive session's AutoZoom (on | off) and network precision (engine's names);
+    // "journal": as the journal's prompt_session lines say (before any: on, fp32).
+    std::string autozoom = "journal";
+    std::string precision = "journal";
 };
 CLI::App* addEditCommand(CLI::App& app, EditCommandOptions& options);
 ExitCode runEdit(const EditCommandOptions& options, const CommandContext& context);
@@ -161,6 +164,9 @@ struct CalibrateCommandOptions {
     std::string key_file;
     int threads = 0;
     int batch = 1;
+    // Interactive packages: click sessions per structure of each case's label map.
+    int corrections = 2;  // corrective clicks after the first
+    int structures = 3;   // the largest labels per case (0: all)
 };
 
 // `voxseg model keygen|sign|verify|calibrate`: package signatures

@@ -40,6 +40,7 @@ constexpr Name kOpNames[] = {
     {OpKind::kPromptInitialSeg, "prompt_initial_seg"},
     {OpKind::kPromptReset, "prompt_reset"},
     {OpKind::kPromptAccept, "prompt_accept"},
+    {OpKind::kPromptSession, "prompt_session"},
 };
 
 const char* planeName(Plane p) {
@@ -133,7 +134,9 @@ std::vector<std::string_view> allowedKeys(const EditOp& op) {
         case OpKind::kPromptInitialSeg:
             return {"op", "label", "mask", "run_prediction"};
         case OpKind::kPromptAccept:
-            return {"op", "label", "overwrite"};
+            return {"op", "label", "overwrite", "object"};
+        case OpKind::kPromptSession:
+            return {"op", "model", "network_sha256", "precision", "autozoom"};
     }
     return {"op"};
 }
@@ -244,6 +247,41 @@ class Parser {
         if (required && !op.min && !op.max) return error("min", "missing (give min, max or both)");
         if (op.min && op.max && *op.min > *op.max)
             return error("max", fmt::format("{} is below min {}", *op.max, *op.min));
+        return {};
+    }
+    // prompt_accept's recorded object: {"size": [i, j, k], "first_mm", "last_mm", "runs"}.
+    Status object(std::optional<RecordedObject>& out) const {
+        const nlohmann::json* v = o_.value("object");
+        const auto bad = [&](const std::string& what) { return error("object", what); };
+        if (!v || !v->is_object()) return bad("expected {size, first_mm, last_mm, runs}");
+        for (const auto& [key, value] : v->items())
+            if (key != "size" && key != "first_mm" && key != "last_mm" && key != "runs")
+                return bad("unknown key \"" + key + "\" (known: size, first_mm, last_mm, runs)");
+        RecordedObject r;
+        const auto counts = [](const nlohmann::json* a, size_t n, int64_t lo, int64_t hi) {
+            if (!a || !a->is_array() || (n && a->size() != n)) return false;
+            for (const nlohmann::json& x : *a)
+                if (!x.is_number_integer() || x.get<int64_t>() < lo || x.get<int64_t>() > hi)
+                    return false;
+            return true;
+        };
+        const nlohmann::json* size = v->contains("size") ? &(*v)["size"] : nullptr;
+        if (!counts(size, 3, 1, int64_t{1} << 20))
+            return bad("size: expected [i, j, k] voxel counts in [1, 1048576]");
+        for (int d = 0; d < 3; ++d) r.size[d] = (*size)[d].get<int64_t>();
+        for (const char* key : {"first_mm", "last_mm"}) {
+            const nlohmann::json* c = v->contains(key) ? &(*v)[key] : nullptr;
+            if (!c || !isPoint(*c)) return bad(std::string(key) + ": expected [x, y, z] in mm");
+            (std::string(key) == "first_mm" ? r.first_mm : r.last_mm) = {
+                (*c)[0].get<double>(), (*c)[1].get<double>(), (*c)[2].get<double>()};
+        }
+        const nlohmann::json* runs = v->contains("runs") ? &(*v)["runs"] : nullptr;
+        if (!counts(runs, 0, 0, std::numeric_limits<int64_t>::max()))
+            return bad("runs: expected a list of run lengths >= 0");
+        r.runs = runs->get<std::vector<int64_t>>();
+        if (const auto covered = checkRuns(r); !covered.isOk())
+            return bad(covered.status().message());
+        out = std::move(r);
         return {};
     }
     Status connectivity(EditOp& op, int fallback) const {
@@ -394,7 +432,16 @@ Status parsePromptFields(const Parser& p, EditOp& op) {
             return {};
         case OpKind::kPromptAccept:
             VOXSEG_RETURN_IF_ERROR(p.label("label", op.label, 1));
-            return p.overwrite(op.overwrite);
+            VOXSEG_RETURN_IF_ERROR(p.overwrite(op.overwrite));
+            if (p.has("object")) VOXSEG_RETURN_IF_ERROR(p.object(op.object));
+            return {};
+        case OpKind::kPromptSession:
+            VOXSEG_RETURN_IF_ERROR(p.string("model", op.model));
+            if (p.has("network_sha256"))
+                VOXSEG_RETURN_IF_ERROR(p.string("network_sha256", op.network_sha256));
+            VOXSEG_RETURN_IF_ERROR(p.string("precision", op.precision));
+            if (op.precision.empty()) return p.error("precision", "empty (fp32, bf16, ...)");
+            return p.boolean("autozoom", op.autozoom);
         default:
             return {};
     }
@@ -477,7 +524,7 @@ Status parseFields(const Parser& p, EditOp& op) {
 }  // namespace
 
 bool isPromptOp(OpKind kind) {
-    return kind >= OpKind::kPromptPoint && kind <= OpKind::kPromptAccept;
+    return kind >= OpKind::kPromptPoint && kind <= OpKind::kPromptSession;
 }
 
 const char* opName(OpKind kind) {
@@ -493,6 +540,8 @@ std::string toJsonLine(const EditOp& op) {
                       op.kind != OpKind::kLogical && op.kind != OpKind::kUndo &&
                       op.kind != OpKind::kRedo &&
                       (!isPromptOp(op.kind) || op.kind == OpKind::kPromptAccept);
+    // prompt_accept's object goes last (after overwrite): the one long value of a line.
+    Json object;
     auto points = [&](const char* key) {
         Json s = Json::array();
         for (const Vec3& p : op.points) s.push_back(point(p));
@@ -592,9 +641,21 @@ std::string toJsonLine(const EditOp& op) {
             break;
         case OpKind::kPromptAccept:
             j["label"] = op.label;
+            if (op.object)
+                object = {{"size", op.object->size},
+                          {"first_mm", point(op.object->first_mm)},
+                          {"last_mm", point(op.object->last_mm)},
+                          {"runs", op.object->runs}};
+            break;
+        case OpKind::kPromptSession:
+            j["model"] = op.model;
+            if (!op.network_sha256.empty()) j["network_sha256"] = op.network_sha256;
+            j["precision"] = op.precision;
+            j["autozoom"] = op.autozoom;
             break;
     }
     if (adds) j["overwrite"] = overwriteName(op.overwrite);
+    if (!object.is_null()) j["object"] = std::move(object);
     return j.dump();
 }
 

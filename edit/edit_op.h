@@ -10,6 +10,7 @@
 
 #include "core/geometry.h"
 #include "core/status.h"
+#include "edit/recorded_object.h"
 
 #include <optional>
 #include <string>
@@ -42,6 +43,9 @@ enum class OpKind {
     kPromptInitialSeg,
     kPromptReset,
     kPromptAccept,
+    // The session's settings from this op on (the model, its precision, AutoZoom): what the
+    // viewer ran, so a replay runs the same. Not an undo step.
+    kPromptSession,
 };
 // True for the kPrompt* kinds.
 bool isPromptOp(OpKind kind);
@@ -85,6 +89,14 @@ struct EditOp {
     bool include = true;          // point, box, scribble, lasso: object (true) or background
     std::string mask;             // initial_seg: a mask file (nonzero = in) instead of `label`
     bool run_prediction = false;  // initial_seg: let the model refine it (2.6.0's default: no)
+    // accept: the object as the reviewer accepted it (absent: only a rerun of the prompts
+    // with the model can write it)
+    std::optional<RecordedObject> object;
+    // prompt_session
+    std::string model;           // the package's "name version"
+    std::string network_sha256;  // its network file (empty: not recorded)
+    std::string precision;       // "fp32", "bf16", ... (engine::parsePrecision's names)
+    bool autozoom = true;
 
     bool operator==(const EditOp&) const = default;
 };

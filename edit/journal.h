@@ -50,6 +50,9 @@ Result<std::vector<JournalLine>> readJournal(const std::string& path, bool* torn
 struct ReplayReport {
     int ops_applied = 0;  // undo/redo lines included
     int64_t voxels_changed = 0;
+    // A rerun of prompts with the model: per prompt_accept line that records its object, the
+    // voxels where the rerun object differs from it (in journal order).
+    std::vector<int64_t> recorded_differs;
 };
 
 // Applies parsed lines (from readJournal of `path`) to `editor`, in order; stops at the first

@@ -264,14 +264,48 @@ Status LabelEditor::mergeLast(int n, const EditOp& op) {
     return Status::ok();
 }
 
+Result<ApplyReport> LabelEditor::applyRecordedPrompt(const EditOp& op) {
+    if (op.kind == OpKind::kPromptSession) {  // settings only: no step
+        ApplyReport none;
+        none.kind = op.kind;
+        return none;
+    }
+    if (op.kind != OpKind::kPromptAccept)  // the session's part only: an empty step here
+        return applyComputed(op, {0, 0, 0}, {-1, -1, -1}, [](int64_t, int v) { return v; });
+    if (!op.object)
+        return Status(StatusCode::kFailedPrecondition,
+                      "prompt_accept: the line records no object, so only a rerun of the "
+                      "prompts can write it: give the interactive model package (voxseg edit "
+                      "--interactive-model)");
+    auto mask = objectMask(*op.object, geometry_);
+    if (!mask.isOk()) return mask.status().withContext("prompt_accept: ");
+    std::array<int64_t, 3> lo{0, 0, 0}, hi{-1, -1, -1};
+    const auto& size = geometry_.size;
+    bool any = false;
+    for (int64_t k = 0, index = 0; k < size[2]; ++k)
+        for (int64_t j = 0; j < size[1]; ++j)
+            for (int64_t i = 0; i < size[0]; ++i, ++index) {
+                if (!(*mask)[static_cast<size_t>(index)]) continue;
+                const std::array<int64_t, 3> v{i, j, k};
+                for (int a = 0; a < 3; ++a) {
+                    lo[a] = any ? std::min(lo[a], v[a]) : v[a];
+                    hi[a] = any ? std::max(hi[a], v[a]) : v[a];
+                }
+                any = true;
+            }
+    const std::vector<uint8_t>& in = *mask;
+    return applyComputed(op, lo, hi, [&](int64_t index, int current) {
+        return in[static_cast<size_t>(index)] &&
+                       detail::mayOverwrite(op.overwrite, current, op.label)
+                   ? op.label
+                   : current;
+    });
+}
+
 Result<ApplyReport> LabelEditor::apply(const EditOp& op) {
     if (op.kind == OpKind::kUndo) return undo();
     if (op.kind == OpKind::kRedo) return redo();
-    if (isPromptOp(op.kind))
-        return Status(StatusCode::kFailedPrecondition,
-                      fmt::format("{}: a prompt needs an interactive session (an interactive "
-                                  "model package: voxseg edit --interactive-model)",
-                                  opName(op.kind)));
+    if (isPromptOp(op.kind)) return applyRecordedPrompt(op);
     const detail::Grid grid(geometry_);
     const detail::Intensity intensity(image_);
     UndoStep step;

@@ -83,8 +83,10 @@ class LabelEditor {
     ~LabelEditor();
 
     // Applies one op (undo/redo ops included). On error nothing is changed. Prompt ops
-    // (isPromptOp) need an interactive session: InteractiveEditor (edit/interactive/prompt_ops.h)
-    // applies them through applyComputed(); here they are kFailedPrecondition.
+    // (isPromptOp) replay as recorded, without the session (InteractiveEditor,
+    // edit/interactive/prompt_ops.h, reruns them): prompt_session is no step, the other prompts
+    // an empty step, prompt_accept writes its recorded object (kFailedPrecondition without one,
+    // or on another grid) into `label` as the overwrite policy allows.
     Result<ApplyReport> apply(const EditOp& op);
     // Records `op` as one undo step whose voxels a caller computes: every voxel of the box
     // [lo, hi] (inclusive (i, j, k) indices, clipped to the grid; lo > hi on an axis: none)
@@ -122,6 +124,7 @@ class LabelEditor {
 
   private:
     LabelEditor() = default;
+    Result<ApplyReport> applyRecordedPrompt(const EditOp& op);
     void push(UndoStep step);
     // Keeps the changed tiles of `step` (sparse when few), fills the report, pushes the step.
     ApplyReport finishStep(UndoStep& step, detail::Canvas& canvas, ApplyReport report);

@@ -98,14 +98,40 @@ void EditController::connectInteractive() {
     connect(interactive_, &InteractiveTool::drawingChanged, this, &EditController::brushChanged);
     connect(interactive_, &InteractiveTool::latencyChanged, this,
             [this](double, const QString& message) { emit reported(message); });
-    connect(interactive_, &InteractiveTool::objectAccepted, this,
-            [this](const std::vector<uint8_t>& mask, Index3 shape) {
-                if (!paintObject(mask, shape).isOk()) return;
-                // The next object goes into a new label.
-                int next = label_;
-                for (const LabelEntry& e : state_->labels()) next = std::max(next, e.value);
-                setActiveLabel(next + 1);
-            });
+    connect(interactive_, &InteractiveTool::stepDone, this, &EditController::applyPromptStep);
+    // A new session (another model or image) cannot revert the old one's prompts.
+    connect(interactive_, &InteractiveTool::modelChanged, this,
+            [this] { prompt_history_.clear(); });
+    connect(state_, &ViewerState::imageChanged, this, [this] { prompt_history_.clear(); });
+}
+
+void EditController::applyPromptStep(const edit::EditOp& op,
+                                     std::shared_ptr<edit::interactive::InteractiveDelta> delta,
+                                     bool history_cleared) {
+    if (history_cleared) prompt_history_.clear();
+    if (op.kind == edit::OpKind::kPromptSession) {
+        prompt_settings_ = op;
+    } else if (prompt_settings_ && !(session_ && prompt_settings_journalled_)) {
+        // A journal started since the settings were sent (after a save, say): they go first.
+        if (!run([&] { return session_->apply(*prompt_settings_); }).isOk()) return;
+        prompt_settings_journalled_ = true;
+    }
+    if (!run([&] { return session_->apply(op); }).isOk()) {
+        if (delta) interactive_->revert(std::move(delta));  // the session as the label map
+        return;
+    }
+    if (op.kind == edit::OpKind::kPromptSession) {  // settings: no step
+        prompt_settings_journalled_ = true;
+        return;
+    }
+    prompt_history_.prune(session_->editor());
+    prompt_history_.keep(session_->editor().lastAppliedId(), std::move(delta));
+    if (op.kind == edit::OpKind::kPromptAccept && op.object && !op.object->runs.empty()) {
+        // The next object goes into a new label.
+        int next = label_;
+        for (const LabelEntry& e : state_->labels()) next = std::max(next, e.value);
+        setActiveLabel(next + 1);
+    }
 }
 
 const edit::EditPreview* EditController::preview() const {
@@ -118,60 +144,14 @@ Point3 EditController::voxelOf(const Vec3& p) const {
     return {ijk[2], ijk[1], ijk[0]};
 }
 
-Status EditController::nextObject() { return interactive_->accept(); }
-
-namespace {
-
-void mergeReport(edit::ApplyReport& total, const edit::ApplyReport& r) {
-    total.voxels_changed += r.voxels_changed;
-    total.tiles_recorded += r.tiles_recorded;
-    total.bytes_recorded += r.bytes_recorded;
-    if (!r.changedAnything()) return;
-    const bool first = !total.changedAnything();
-    for (int a = 0; a < 3; ++a) {
-        total.box_lo[a] = first ? r.box_lo[a] : std::min(total.box_lo[a], r.box_lo[a]);
-        total.box_hi[a] = first ? r.box_hi[a] : std::max(total.box_hi[a], r.box_hi[a]);
-    }
-    std::vector<int> labels;
-    std::set_union(total.labels.begin(), total.labels.end(), r.labels.begin(), r.labels.end(),
-                   std::back_inserter(labels));
-    total.labels = std::move(labels);
-}
-
-}  // namespace
-
-Status EditController::paintObject(const std::vector<uint8_t>& mask, Index3 shape) {
-    const std::vector<std::vector<Index3>> strokes = strokesOfMask(mask, shape);
-    if (strokes.empty()) {
+Status EditController::nextObject() {
+    if (interactive_->pending() == 0 && !interactive_->hasObject()) {
         const Status s(StatusCode::kFailedPrecondition,
                        "next object: the current object is empty (nothing to write)");
         emit editFailed(QString::fromStdString(s.message()));
         return s;
     }
-    const Geometry g = state_->image().geometry();
-    edit::EditOp op = baseOp(edit::OpKind::kPaint);
-    op.shape = edit::Shape::kSphere;
-    // Below half the smallest spacing: a stroke between face-adjacent voxel centres covers
-    // exactly those voxels.
-    op.radius_mm = 0.45 * std::min({g.spacing[0], g.spacing[1], g.spacing[2]});
-    auto mm = [&](const Index3& v) {
-        return g.indexToPhysical({double(v[2]), double(v[1]), double(v[0])});
-    };
-    return run([&]() -> Result<edit::ApplyReport> {
-        edit::ApplyReport total;
-        total.kind = edit::OpKind::kPaint;
-        for (const std::vector<Index3>& stroke : strokes) {
-            op.points = {mm(stroke.front())};
-            VOXSEG_ASSIGN_OR_RETURN(edit::ApplyReport r, session_->beginStroke(op));
-            mergeReport(total, r);
-            for (size_t i = 1; i < stroke.size(); ++i) {
-                VOXSEG_ASSIGN_OR_RETURN(edit::ApplyReport e, session_->extendStroke(mm(stroke[i])));
-                mergeReport(total, e);
-            }
-            VOXSEG_RETURN_IF_ERROR(session_->endStroke());
-        }
-        return total;
-    });
+    return interactive_->accept(label_, overwrite_);
 }
 
 EditController::~EditController() {
@@ -304,6 +284,8 @@ Status EditController::ensureSession() {
     VOXSEG_ASSIGN_OR_RETURN(
         auto session, edit::EditSession::start(state_->image(), labels, state_->segmentMetas(), o));
     session_.emplace(std::move(session));
+    prompt_history_.clear();
+    prompt_settings_journalled_ = false;
     ending_ = true;
     state_->beginEditing(session_->labelMap());
     ending_ = false;
@@ -615,23 +597,34 @@ Status EditController::clearLabel(int value) {
     return apply(op);
 }
 
-bool EditController::canUndo() const {
-    if (tool_ == EditTool::kInteractive && interactive_->hasObject()) return true;
-    return session_ && session_->editor().canUndo();
+bool EditController::canUndo() const { return session_ && session_->editor().canUndo(); }
+
+Status EditController::undoOrRedo(bool undo) {
+    if (undo && stroking()) release();
+    if (!(undo ? canUndo() : canRedo()))
+        return Status(StatusCode::kFailedPrecondition,
+                      undo ? "nothing to undo" : "nothing to redo");
+    if (interactive_->pending() > 0) {
+        // The running prompt's step is not in the history yet: undo would skip it.
+        const Status s(StatusCode::kFailedPrecondition,
+                       std::string(undo ? "undo" : "redo") +
+                           ": an interactive prompt is still running; try again when it finished");
+        emit editFailed(QString::fromStdString(s.message()));
+        return s;
+    }
+    const edit::LabelEditor& e = session_->editor();
+    const uint64_t id = undo ? e.undoTopId() : e.redoTopId();
+    const Status s = run([&] { return undo ? session_->undo() : session_->redo(); });
+    if (!s.isOk()) return s;
+    // A prompt step: its session part too (queued on the tool's worker).
+    if (auto delta = prompt_history_.find(id))
+        undo ? interactive_->revert(std::move(delta)) : interactive_->reapply(std::move(delta));
+    return s;
 }
 
-Status EditController::undo() {
-    if (tool_ == EditTool::kInteractive && interactive_->hasObject())
-        return interactive_->undoPrompt();
-    if (stroking()) release();
-    if (!canUndo()) return Status(StatusCode::kFailedPrecondition, "nothing to undo");
-    return run([&] { return session_->undo(); });
-}
+Status EditController::undo() { return undoOrRedo(true); }
 
-Status EditController::redo() {
-    if (!canRedo()) return Status(StatusCode::kFailedPrecondition, "nothing to redo");
-    return run([&] { return session_->redo(); });
-}
+Status EditController::redo() { return undoOrRedo(false); }
 
 void EditController::markSaved() {
     if (session_) session_->markSaved();
@@ -651,6 +644,8 @@ void EditController::endSession(bool keep_recovery) {
         if (!s.isOk()) log::warning(kComponent, "{}", s.toString());
     }
     session_.reset();
+    prompt_history_.clear();
+    prompt_settings_journalled_ = false;
     stats_timer_->stop();
     emit historyChanged();
 }
@@ -680,6 +675,8 @@ Status EditController::restore(const edit::RecoveryInfo& info) {
     Status s = state_->setLabelMap(session.labelMap(), {});
     if (s.isOk()) {
         session_.emplace(std::move(session));
+        prompt_history_.clear();
+        prompt_settings_journalled_ = false;
         state_->beginEditing(session_->labelMap());
         state_->applySegmentMetas(info.segments);
         state_->refreshStatistics();

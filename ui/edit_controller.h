@@ -17,6 +17,7 @@
 
 #include "core/status.h"
 #include "edit/edit_preview.h"
+#include "edit/interactive/prompt_ops.h"
 #include "edit/session.h"
 #include "ui/interactive_prompt.h"
 #include "ui/mpr_slice.h"
@@ -110,22 +111,20 @@ class EditController : public QObject {
     const QString& lastReport() const { return last_report_; }
     Status undo();
     Status redo();
-    // With the Interactive tool and a current object, undo is nnInteractive's undo of the last
-    // prompt (once); else the label map's.
+    // Undo / redo of the label map's history, which holds the interactive prompts as steps
+    // too: undoing one reverts it in the interactive session as well (edit::interactive::
+    // PromptHistory), as `voxseg edit` replays an "undo" line. Refused while a prompt runs.
     bool canUndo() const;
     bool canRedo() const { return session_ && session_->editor().canRedo(); }
 
     // The Interactive tool (kInteractive): its prompts, model and current object. Its object is
     // the preview while the tool is selected.
     InteractiveTool* interactive() const { return interactive_; }
-    // "Next object": once the prompts given so far ran, the current object is painted into the
-    // active label (paintObject) and a new object starts, in a new label (the next value above
-    // every label in use). Error without a model.
+    // "Next object": once the prompts given so far ran, the current object is written into the
+    // active label (a prompt_accept step recording the object, with the masking options as
+    // every paint) and a new object starts, in a new label (the next value above every label in
+    // use). Error without a model, or with an empty object and nothing queued.
     Status nextObject();
-    // `mask` (0/1, (z, y, x) C order on the image grid) painted into the active label as paint
-    // strokes (ui/interactive_prompt.h strokesOfMask; one undo step and one journal line per
-    // 6-connected part), with the masking options as every paint. Empty mask: an error.
-    Status paintObject(const std::vector<uint8_t>& mask, Index3 shape);
 
     // The session: started by the first edit. dirty(): edits since the last save.
     Status ensureSession();
@@ -163,6 +162,11 @@ class EditController : public QObject {
 
   private:
     Status run(const std::function<Result<edit::ApplyReport>()>& op);
+    Status undoOrRedo(bool undo);
+    // A finished interactive job's op: applied and journalled; its session delta kept by step.
+    void applyPromptStep(const edit::EditOp& op,
+                         std::shared_ptr<edit::interactive::InteractiveDelta> delta,
+                         bool history_cleared);
     // The op a click of the current tool at `point` in `view` applies; nullopt without one
     // (error: why, e.g. threshold without a range).
     Result<std::optional<edit::EditOp>> clickOp(ViewAxis view, const Vec3& point) const;
@@ -184,6 +188,10 @@ class EditController : public QObject {
     double radius_mm_ = 5.0;
     bool sphere_ = false;
     edit::Overwrite overwrite_{edit::Overwrite::Mode::kBackground, 0};
+    edit::interactive::PromptHistory prompt_history_;
+    // The interactive tool's last prompt_session op, and whether this session's journal has it.
+    std::optional<edit::EditOp> prompt_settings_;
+    bool prompt_settings_journalled_ = false;
     std::optional<std::pair<double, double>> range_;
     double grow_tolerance_ = 100.0;
     std::optional<Vec3> brush_centre_;

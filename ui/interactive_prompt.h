@@ -43,12 +43,4 @@ edit::interactive::BoxRequest boxOfDrag(const Point3& a, const Point3& b, int sl
 // The lasso's points closed (the first point appended when the last is not on its voxel).
 std::vector<Point3> closedLasso(std::vector<Point3> points);
 
-// An accepted object as brush strokes that paint exactly its voxels: per 6-connected component of
-// `mask` ((z, y, x) C order, nonzero = in), a walk through face-adjacent voxels of the component
-// (a depth-first walk of a spanning tree, back along the tree between branches), straight runs
-// merged into one segment. A ball of radius below half the smallest spacing swept along such a
-// walk covers exactly the voxels walked through (each segment is axis-aligned between voxel
-// centres), so the strokes replay as ordinary paint ops. Points are voxel indices (z, y, x).
-std::vector<std::vector<Index3>> strokesOfMask(const std::vector<uint8_t>& mask, Index3 shape);
-
 }  // namespace voxseg::ui

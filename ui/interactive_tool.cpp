@@ -3,6 +3,8 @@
 #include "core/log.h"
 #include "edit/interactive/interactive_model.h"
 #include "edit/interactive/interactive_session.h"
+#include "edit/interactive/prompt_ops.h"
+#include "engine/backend.h"
 #include "ui/background_task.h"
 #include "ui/viewer_state.h"
 
@@ -19,16 +21,20 @@ constexpr const char* kComponent = "viewer.interactive";
 constexpr const char* kModelKey = "interactive/model_folder";
 
 using edit::interactive::Box;
+using edit::interactive::InteractiveDelta;
 using edit::interactive::InteractiveModel;
+using edit::interactive::InteractiveModelOptions;
 using edit::interactive::InteractiveSession;
 
 }  // namespace
 
 struct InteractiveTool::Job {
-    enum class Type { kLoad, kPrompt, kAccept, kReset, kUndo } type = Type::kPrompt;
-    QString folder;                       // kLoad
-    Prompt prompt;                        // kPrompt
-    std::shared_ptr<const Volume> image;  // set when the session needs the shown image
+    enum class Type { kLoad, kOp, kRevert, kReapply } type = Type::kOp;
+    QString folder;                           // kLoad
+    edit::EditOp op;                          // kOp
+    std::optional<PromptKind> prompt;         // kOp of a drawn prompt (for the status message)
+    std::shared_ptr<InteractiveDelta> delta;  // kRevert, kReapply
+    std::shared_ptr<const Volume> image;      // set when the session needs the shown image
     bool autozoom = true;
     int image_generation = 0;  // the shown image when the job started
 };
@@ -36,30 +42,29 @@ struct InteractiveTool::Job {
 struct InteractiveTool::JobResult {
     std::shared_ptr<Job> job;
     Status status;
-    std::optional<Box> changed;
+    edit::interactive::SessionStep step;  // kOp; kRevert/kReapply: object_changed
     double ms = 0;
     std::unique_ptr<InteractiveModel> model;  // kLoad
     std::unique_ptr<InteractiveSession> session;
-    std::vector<uint8_t> accepted;  // kAccept: the object
 };
 
 namespace {
 
-using Result_t = Result<std::optional<Box>>;
-
-// One prompt on the session (worker thread).
-Result_t runPrompt(InteractiveSession& s, const Prompt& p) {
-    switch (p.kind) {
-        case PromptKind::kPoint:
-            return s.addPoint(p.points.at(0), p.include);
-        case PromptKind::kBox:
-            return s.addBox(boxOfDrag(p.points.at(0), p.points.back(), p.slice_axis), p.include);
-        case PromptKind::kScribble:
-            return s.addScribble(onFirstSlice(p.points, p.slice_axis), p.include);
-        case PromptKind::kLasso:
-            return s.addLasso(closedLasso(onFirstSlice(p.points, p.slice_axis)), p.include);
+// A job's session part (worker thread).
+Status runJob(InteractiveTool::JobResult& r, InteractiveSession& session, const Geometry& g) {
+    const auto& job = *r.job;
+    if (job.image) VOXSEG_RETURN_IF_ERROR(session.setImage(*job.image));
+    session.setAutoZoom(job.autozoom);
+    if (job.type == InteractiveTool::Job::Type::kOp) {
+        VOXSEG_ASSIGN_OR_RETURN(r.step,
+                                edit::interactive::runSessionPart(session, g, job.op, nullptr, {}));
+        return Status::ok();
     }
-    return invalidArgument("unknown prompt");
+    auto changed = job.type == InteractiveTool::Job::Type::kRevert ? session.revert(*job.delta)
+                                                                   : session.reapply(*job.delta);
+    if (!changed.isOk()) return changed.status();
+    r.step.object_changed = *changed;
+    return Status::ok();
 }
 
 }  // namespace
@@ -139,29 +144,62 @@ void InteractiveTool::release() {
     (void)submit(p);
 }
 
+QString InteractiveTool::precisionName() const {
+    return model_ ? QString::fromStdString(engine::precisionName(model_->precision())) : QString();
+}
+
+edit::EditOp InteractiveTool::promptOp(const Prompt& p) const {
+    namespace ei = edit::interactive;
+    const Geometry g = state_->image().geometry();
+    switch (p.kind) {
+        case PromptKind::kPoint:
+            return ei::pointPromptOp(g, p.points.at(0), p.include);
+        case PromptKind::kBox:
+            return ei::boxPromptOp(g, boxOfDrag(p.points.at(0), p.points.back(), p.slice_axis),
+                                   p.include);
+        case PromptKind::kScribble:
+            return ei::scribblePromptOp(g, onFirstSlice(p.points, p.slice_axis), p.include);
+        case PromptKind::kLasso:
+            return ei::lassoPromptOp(g, closedLasso(onFirstSlice(p.points, p.slice_axis)),
+                                     p.include);
+    }
+    return {};
+}
+
 Status InteractiveTool::submit(const Prompt& prompt) {
     Job job;
-    job.type = Job::Type::kPrompt;
-    job.prompt = prompt;
+    job.type = Job::Type::kOp;
+    job.prompt = prompt.kind;
+    if (state_->hasImage()) job.op = promptOp(prompt);
     return enqueue(std::move(job));
 }
 
-Status InteractiveTool::accept() {
+Status InteractiveTool::accept(int label, edit::Overwrite overwrite) {
     Job job;
-    job.type = Job::Type::kAccept;
+    job.type = Job::Type::kOp;
+    job.op = edit::interactive::acceptPromptOp(label, overwrite);
     return enqueue(std::move(job));
 }
 
 Status InteractiveTool::resetObject() {
     Job job;
-    job.type = Job::Type::kReset;
+    job.type = Job::Type::kOp;
+    job.op = edit::interactive::resetPromptOp();
     return enqueue(std::move(job));
 }
 
-Status InteractiveTool::undoPrompt() {
+void InteractiveTool::revert(std::shared_ptr<InteractiveDelta> delta) {
     Job job;
-    job.type = Job::Type::kUndo;
-    return enqueue(std::move(job));
+    job.type = Job::Type::kRevert;
+    job.delta = std::move(delta);
+    (void)enqueue(std::move(job));
+}
+
+void InteractiveTool::reapply(std::shared_ptr<InteractiveDelta> delta) {
+    Job job;
+    job.type = Job::Type::kReapply;
+    job.delta = std::move(delta);
+    (void)enqueue(std::move(job));
 }
 
 Status InteractiveTool::enqueue(Job job) {
@@ -195,12 +233,15 @@ void InteractiveTool::startNext() {
     running_ = true;
     job->image_generation = image_generation_;
     InteractiveSession* session = session_.get();
-    std::function<JobResult()> work = [job, session] {
+    const Geometry g = state_->hasImage() ? state_->image().geometry() : Geometry{};
+    std::function<JobResult()> work = [job, session, g] {
         JobResult r;
         r.job = job;
         const auto t0 = std::chrono::steady_clock::now();
         if (job->type == Job::Type::kLoad) {
-            auto m = InteractiveModel::load(job->folder.toStdString(), {});
+            InteractiveModelOptions options;
+            options.precision = engine::Precision::kAuto;  // bf16 where the CPU has it
+            auto m = InteractiveModel::load(job->folder.toStdString(), options);
             if (!m.isOk()) {
                 r.status = m.status();
                 return r;
@@ -209,29 +250,8 @@ void InteractiveTool::startNext() {
             r.session = std::make_unique<InteractiveSession>(r.model->spec(), r.model->forward());
         } else if (!session) {
             r.status = notReady("no interactive model loaded (its load failed)");
-            return r;
         } else {
-            if (job->image) r.status = session->setImage(*job->image);
-            session->setAutoZoom(job->autozoom);
-            if (r.status.isOk() && job->type == Job::Type::kPrompt) {
-                auto c = runPrompt(*session, job->prompt);
-                if (c.isOk())
-                    r.changed = *c;
-                else
-                    r.status = c.status();
-            } else if (r.status.isOk() && job->type == Job::Type::kAccept) {
-                r.accepted = session->target();
-                r.status = session->resetInteractions();
-            } else if (r.status.isOk() && job->type == Job::Type::kUndo) {
-                const edit::interactive::UndoResult u = session->undo();
-                if (!u.undone)
-                    r.status = notReady(
-                        "nothing to undo in the current object (one prompt back, as "
-                        "nnInteractive)");
-                r.changed = u.changed;
-            } else if (r.status.isOk() && job->type == Job::Type::kReset) {
-                r.status = session->resetInteractions();
-            }
+            r.status = runJob(r, *session, g);
         }
         r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                    .count();
@@ -248,9 +268,8 @@ void InteractiveTool::finish(JobResult& r) {
     if (!r.status.isOk()) {
         if (job.image) image_dirty_ = true;  // the image did not reach the session
         const QString what = job.type == Job::Type::kLoad ? QString("model %1: ").arg(job.folder)
-                             : job.type == Job::Type::kPrompt
-                                 ? QString("%1 prompt: ").arg(promptKindName(job.prompt.kind))
-                                 : QString();
+                             : job.prompt ? QString("%1 prompt: ").arg(promptKindName(*job.prompt))
+                                          : QString();
         log::warning(kComponent, "{}{}", what.toStdString(), r.status.toString());
         emit failed(what + QString::fromStdString(r.status.message()));
     } else if (job.type == Job::Type::kLoad) {
@@ -258,31 +277,54 @@ void InteractiveTool::finish(JobResult& r) {
         session_ = std::move(r.session);
         model_folder_ = job.folder;
         model_description_ = QString::fromStdString(model_->describe());
+        journalled_autozoom_.reset();  // the next prompt journals the new model first
         QSettings().setValue(kModelKey, job.folder);
         image_dirty_ = true;
         mask_.clear();
         rebuildPreview();
         emit modelChanged();
-    } else if (job.type != Job::Type::kLoad && job.image_generation != image_generation_) {
+    } else if (job.image_generation != image_generation_) {
         // Another image was opened while it ran: its result belongs to the old one.
-    } else if (job.type == Job::Type::kUndo) {
-        if (r.changed) copyChanged(*r.changed);
-        emit latencyChanged(r.ms, QString("undid the last prompt in %1 ms").arg(r.ms, 0, 'f', 0));
-    } else if (job.type == Job::Type::kPrompt) {
-        last_ms_ = r.ms;
-        if (r.changed) copyChanged(*r.changed);
-        emit latencyChanged(r.ms, QString("%1 (%2) in %3 ms")
-                                      .arg(promptKindName(job.prompt.kind))
-                                      .arg(job.prompt.include ? "include" : "exclude")
+    } else if (job.type != Job::Type::kOp) {  // undo / redo of a prompt step
+        if (r.step.object_changed) copyChanged(*r.step.object_changed);
+        emit latencyChanged(r.ms, QString("%1 in %2 ms")
+                                      .arg(job.type == Job::Type::kRevert ? "undone" : "redone")
                                       .arg(r.ms, 0, 'f', 0));
     } else {
-        const Index3 shape = session_->shape();
-        mask_.clear();
-        rebuildPreview();
-        if (job.type == Job::Type::kAccept) emit objectAccepted(r.accepted, shape);
+        finishOp(job, r);
     }
     startNext();
     emit pendingChanged(pending());
+}
+
+void InteractiveTool::finishOp(const Job& job, JobResult& r) {
+    const edit::OpKind kind = job.op.kind;
+    if (!journalled_autozoom_ || *journalled_autozoom_ != job.autozoom) {
+        journalled_autozoom_ = job.autozoom;
+        emit stepDone(edit::interactive::sessionPromptOp(
+                          model_->identity(), model_->networkSha256(),
+                          engine::precisionName(model_->precision()), job.autozoom),
+                      nullptr, false);
+    }
+    if (kind == edit::OpKind::kPromptAccept || kind == edit::OpKind::kPromptReset) {
+        const Index3 shape = session_->shape();
+        edit::EditOp op = job.op;
+        if (kind == edit::OpKind::kPromptAccept)
+            op = edit::interactive::acceptPromptOp(job.op.label, job.op.overwrite,
+                                                   state_->image().geometry(), r.step.accepted);
+        mask_.clear();
+        rebuildPreview();
+        emit stepDone(op, r.step.delta, r.step.history_cleared);
+        if (kind == edit::OpKind::kPromptAccept) emit objectAccepted(r.step.accepted, shape);
+        return;
+    }
+    last_ms_ = r.ms;
+    if (r.step.object_changed) copyChanged(*r.step.object_changed);
+    emit stepDone(job.op, r.step.delta, r.step.history_cleared);
+    emit latencyChanged(r.ms, QString("%1 (%2) in %3 ms")
+                                  .arg(promptKindName(job.prompt.value_or(PromptKind::kPoint)))
+                                  .arg(job.op.include ? "include" : "exclude")
+                                  .arg(r.ms, 0, 'f', 0));
 }
 
 void InteractiveTool::copyChanged(const Box& box) {

@@ -1,18 +1,24 @@
 // The viewer's Interactive tool (issue 38): promptable segmentation with an nnInteractive-style
 // model package (docs/interactive.md) through the Qt-free edit::interactive::InteractiveSession.
 // Prompts come from the views in voxel coordinates (ui/interactive_prompt.h): a point, a box, a
-// scribble or a lasso, each include or exclude. Every prompt, the model load and the accept of an
-// object run one after another on a worker thread (ui/background_task.h): the GUI never waits for
-// the network, and a prompt given while another runs is queued and runs after it, in order. The
-// current object (the session's target) is copied back per changed box when a prompt finishes
-// and shown as the edit preview; accept() hands the object to the EditController, which paints it
-// into a label as ordinary journalled paint strokes. Errors (no model, a prompt outside the
-// image, a model that does not load) are emitted as failed(); nothing drawn is lost by them.
-// GUI thread only (the session is touched by the worker only while its job runs).
+// scribble or a lasso, each include or exclude. Each becomes an edit-journal op (positions in
+// patient mm, edit/interactive/prompt_ops.h) whose session part runs on a worker thread
+// (ui/background_task.h, edit::interactive::runSessionPart), one after another with the model
+// load, accept, reset and undo/redo: the GUI never waits for the network, and a prompt given
+// while another runs is queued and runs after it, in order. When a job finishes, the current
+// object (the session's target) is copied back per changed box and shown as the edit preview,
+// and stepDone() hands the op (the accepted object recorded in prompt_accept; a prompt_session
+// line first whenever the model, precision or AutoZoom changed) to the EditController, which
+// applies and journals it like any edit: `voxseg edit` replays the same lines. The model is
+// loaded in the precision engine::choosePrecision picks (bf16 on CPUs with bf16 instructions).
+// Errors (no model, a prompt outside the image, a model that does not load) are emitted as
+// failed(); nothing drawn is lost by them. GUI thread only (the session is touched by the worker
+// only while its job runs).
 #pragma once
 
 #include "core/status.h"
 #include "core/volume.h"
+#include "edit/edit_op.h"
 #include "edit/edit_preview.h"
 #include "ui/interactive_prompt.h"
 
@@ -29,6 +35,7 @@
 namespace voxseg::edit::interactive {
 class InteractiveModel;
 class InteractiveSession;
+struct InteractiveDelta;
 }  // namespace voxseg::edit::interactive
 
 namespace voxseg::ui {
@@ -39,6 +46,9 @@ class InteractiveTool : public QObject {
     Q_OBJECT
 
   public:
+    struct Job;  // a queued job and its result: defined in the .cpp (its worker helper)
+    struct JobResult;
+
     explicit InteractiveTool(ViewerState* state, QObject* parent = nullptr);
     ~InteractiveTool() override;  // waits for the running job
 
@@ -50,6 +60,8 @@ class InteractiveTool : public QObject {
     bool modelPending() const { return loads_pending_ > 0; }  // a load is queued or running
     const QString& modelFolder() const { return model_folder_; }
     const QString& modelDescription() const { return model_description_; }
+    // The loaded model's precision ("bf16", "fp32", ...; empty before a load).
+    QString precisionName() const;
 
     PromptKind kind() const { return kind_; }
     void setKind(PromptKind kind);
@@ -71,14 +83,16 @@ class InteractiveTool : public QObject {
 
     // Queues a prompt. Error (and failed()) without a model loaded or loading.
     Status submit(const Prompt& prompt);
-    // Queues the end of the current object: objectAccepted(mask) on the GUI thread once every
-    // earlier prompt ran, and the session starts a new object (prompts and target cleared).
-    Status accept();
+    // Queues the end of the current object: once every earlier prompt ran, stepDone() with
+    // prompt_accept (into `label`, as `overwrite` allows, the object recorded) and
+    // objectAccepted(mask); the session starts a new object.
+    Status accept(int label, edit::Overwrite overwrite);
     // Queues a reset of the current object's prompts (nothing is written).
     Status resetObject();
-    // Queues nnInteractive's undo of the last prompt (single-level, as 2.6.0: once; an error
-    // after that until the next prompt).
-    Status undoPrompt();
+    // Queues the revert / reapply of a prompt step's session part (the EditController's undo and
+    // redo of a step that has one, edit::interactive::PromptHistory).
+    void revert(std::shared_ptr<edit::interactive::InteractiveDelta> delta);
+    void reapply(std::shared_ptr<edit::interactive::InteractiveDelta> delta);
     // Whether the current object has a prompt (the last finished job was a prompt).
     bool hasObject() const { return !mask_.empty(); }
     // Jobs queued or running.
@@ -104,16 +118,22 @@ class InteractiveTool : public QObject {
     void modelChanged();
     void pendingChanged(int pending);
     void objectAccepted(const std::vector<uint8_t>& mask, Index3 shape);
+    // A finished job's op for the label map and the journal, with the session's delta of it
+    // (null: nothing to revert) and whether older deltas became void (a reset the model cannot
+    // undo).
+    void stepDone(const edit::EditOp& op,
+                  std::shared_ptr<edit::interactive::InteractiveDelta> delta, bool history_cleared);
 
   private:
-    struct Job;
-    struct JobResult;
     Status enqueue(Job job);
     void startNext();
     void finish(JobResult& result);
+    void finishOp(const Job& job, JobResult& result);
     void copyChanged(const edit::interactive::Box& box);
     void rebuildPreview();
     void onImageChanged();
+    // The op of a drawn prompt, positions in mm on the shown image.
+    edit::EditOp promptOp(const Prompt& prompt) const;
 
     ViewerState* state_;
     std::unique_ptr<edit::interactive::InteractiveModel> model_;
@@ -125,6 +145,7 @@ class InteractiveTool : public QObject {
     PromptKind kind_ = PromptKind::kPoint;
     bool include_ = true;
     bool autozoom_ = true;
+    std::optional<bool> journalled_autozoom_;  // of the last prompt_session sent (none: send one)
     std::optional<Prompt> drawing_;
     std::deque<std::shared_ptr<Job>> queue_;
     bool running_ = false;

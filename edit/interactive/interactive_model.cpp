@@ -285,10 +285,23 @@ Result<std::unique_ptr<InteractiveModel>> InteractiveModel::load(
     compile.precision = precision.precision;
     compile.num_threads = options.num_threads;
     compile.device_index = options.device.index;
+    compile.observer = options.observer;
+    if (engine::usesCalibration(compile.precision)) {
+        if (!options.int8_validation_run)
+            VOXSEG_RETURN_IF_ERROR(engine::int8PackageSupport(p.quantization, p.name));
+        if (!p.quantization)
+            return unsupported("model " + p.name +
+                                   " has no int8 calibration: calibrate it with voxseg model "
+                                   "calibrate (docs/interactive.md)",
+                               subject);
+        compile.quantization = std::make_shared<const engine::QuantizationRecord>(*p.quantization);
+    }
     auto compiled = model->backend_->compile(graph, {model->input_shape_}, compile);
     if (!compiled.isOk())
         return compiled.status().withContext("model " + p.name + ": compiling " + spec.network);
     model->compiled_ = std::move(compiled).value();
+    model->graph_ = std::move(graph);
+    model->precision_ = precision.precision;
     model->description_ = fmt::format("{} {} ({})", model->backend_->name(),
                                       engine::precisionName(precision.precision),
                                       model->backend_->deviceDescription());
@@ -306,6 +319,16 @@ Status InteractiveModel::run(const std::vector<float>& input, std::vector<uint8_
     argmax.resize(static_cast<size_t>(voxels));
     argmaxClasses(outputs_[0].data<float>(), spec_.num_classes, voxels, argmax.data());
     return Status::ok();
+}
+
+std::string InteractiveModel::identity() const {
+    return package_.version.empty() ? package_.name : package_.name + " " + package_.version;
+}
+
+std::string InteractiveModel::networkSha256() const {
+    for (const engine::ModelFile& f : package_.models)
+        if (f.file == spec_.network) return f.sha256;
+    return {};
 }
 
 Forward InteractiveModel::forward() {

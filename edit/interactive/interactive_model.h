@@ -2,7 +2,8 @@
 // package's model.json read by engine/model (files, sha256, optional signature policy), its
 // "interactive" section as an InteractiveSpec (docs/interactive.md), and the network compiled for
 // its one input shape [1, image_channels + interaction_channels, p0, p1, p2] on a backend of the
-// registry (CPU fp32 by default; device and precision as voxseg's other commands take them).
+// registry (CPU fp32 by default; device and precision as voxseg's other commands take them; int8
+// reads the package's "quantization" record, written by `voxseg model calibrate`).
 // forward() runs it and takes the argmax over the classes (ties to the lower class, as torch's
 // argmax). The model is used by one thread at a time (a CompiledGraph is).
 #pragma once
@@ -10,7 +11,9 @@
 #include "backends/registry.h"
 #include "core/status.h"
 #include "edit/interactive/session_state.h"
+#include "engine/activation_observer.h"
 #include "engine/backend.h"
+#include "engine/graph/graph.h"
 #include "engine/model/model_package.h"
 #include "engine/model/model_signature.h"
 
@@ -32,6 +35,10 @@ struct InteractiveModelOptions {
     engine::Precision precision = engine::Precision::kFloat32;  // kAuto: choosePrecision
     int num_threads = 0;                                        // CPU: 0 = all cores
     engine::ModelTrustPolicy trust;                             // signature checks
+    // int8 calibration (interactive_calibration.h): the fp32 network's tensors observed, and
+    // an int8 compile from a record that has no held-back validation yet.
+    engine::ActivationObserver observer;
+    bool int8_validation_run = false;
 };
 
 class InteractiveModel {
@@ -46,8 +53,16 @@ class InteractiveModel {
     const InteractiveSpec& spec() const { return spec_; }
     // The network input's shape: [1, channels, p0, p1, p2].
     const engine::Shape& inputShape() const { return input_shape_; }
+    // The network as imported for the input shape (what int8 calibration names tensors by).
+    const engine::Graph& graph() const { return graph_; }
     // "cpu fp32 (<device>)": for logs and the viewer.
     const std::string& describe() const { return description_; }
+    // The precision it was compiled in (options.precision resolved).
+    engine::Precision precision() const { return precision_; }
+    // The package's "name version" and its network's sha256 (model.json), as a journal's
+    // prompt_session line names the model.
+    std::string identity() const;
+    std::string networkSha256() const;
 
     // One network call: input of inputShape()'s size, argmax per voxel out. The returned
     // Forward refers to this model, which must outlive it.
@@ -59,9 +74,11 @@ class InteractiveModel {
     engine::ModelPackage package_;
     InteractiveSpec spec_;
     engine::Shape input_shape_;
+    engine::Graph graph_;
     std::unique_ptr<engine::Backend> backend_;
     std::unique_ptr<engine::CompiledGraph> compiled_;
     std::string description_;
+    engine::Precision precision_ = engine::Precision::kFloat32;
     std::vector<engine::Tensor> outputs_;
 };
 

@@ -89,6 +89,8 @@ class InteractiveSession {
     void setTorchThreads(int threads) { torch_threads_ = std::max(1, threads); }
 
     void setAutoZoom(bool on) { autozoom_ = on; }
+    // The network calls from now on (the same model compiled in another precision, say).
+    void setForward(Forward forward) { forward_ = std::move(forward); }
     // np.random.seed(seed) for the refinement planning's random fallback (2.6.0 draws from
     // NumPy's global generator; parity replays seed it as the goldens did).
     void seedRandom(uint32_t seed) { state_.numpy_rng.seed(seed); }

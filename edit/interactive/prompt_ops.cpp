@@ -1,7 +1,5 @@
 #include "edit/interactive/prompt_ops.h"
 
-#include "edit/canvas.h"
-
 #include <fmt/format.h>
 
 #include <cmath>
@@ -90,60 +88,59 @@ EditOp acceptPromptOp(int label, Overwrite overwrite) {
     return op;
 }
 
-InteractiveEditor::InteractiveEditor(LabelEditor& editor, InteractiveSession& session,
-                                     MaskLoader load_mask)
-    : editor_(editor), session_(session), load_mask_(std::move(load_mask)) {}
-
-bool InteractiveEditor::objectOpen() const {
-    for (uint8_t v : session_.target())
-        if (v) return true;
-    return false;
+EditOp acceptPromptOp(int label, Overwrite overwrite, const Geometry& g,
+                      const std::vector<uint8_t>& object) {
+    EditOp op = acceptPromptOp(label, overwrite);
+    op.object = recordObject(g, object);
+    return op;
 }
 
-void InteractiveEditor::prune() {
+EditOp sessionPromptOp(const std::string& model, const std::string& network_sha256,
+                       const std::string& precision, bool autozoom) {
+    EditOp op;
+    op.kind = OpKind::kPromptSession;
+    op.model = model;
+    op.network_sha256 = network_sha256;
+    op.precision = precision;
+    op.autozoom = autozoom;
+    return op;
+}
+
+void PromptHistory::keep(uint64_t step_id, std::shared_ptr<InteractiveDelta> delta) {
+    if (delta) deltas_[step_id] = std::move(delta);
+}
+
+std::shared_ptr<InteractiveDelta> PromptHistory::find(uint64_t step_id) const {
+    const auto it = deltas_.find(step_id);
+    return it == deltas_.end() ? nullptr : it->second;
+}
+
+void PromptHistory::prune(const LabelEditor& editor) {
     for (auto it = deltas_.begin(); it != deltas_.end();)
-        it = editor_.holdsStep(it->first) ? std::next(it) : deltas_.erase(it);
+        it = editor.holdsStep(it->first) ? std::next(it) : deltas_.erase(it);
 }
 
-Result<PromptApplyReport> InteractiveEditor::apply(const EditOp& op) {
-    if (op.kind == OpKind::kUndo || op.kind == OpKind::kRedo)
-        return undoOrRedo(op.kind == OpKind::kUndo);
-    if (isPromptOp(op.kind)) return applyPrompt(op);
-    PromptApplyReport report;
-    VOXSEG_ASSIGN_OR_RETURN(report.edit, editor_.apply(op));
-    prune();
-    return report;
-}
+namespace {
 
-Result<PromptApplyReport> InteractiveEditor::undoOrRedo(bool undo) {
-    const uint64_t id = undo ? editor_.undoTopId() : editor_.redoTopId();
-    PromptApplyReport report;
-    VOXSEG_ASSIGN_OR_RETURN(report.edit, undo ? editor_.undo() : editor_.redo());
-    const auto it = deltas_.find(id);
-    if (it == deltas_.end() || !it->second) return report;  // no session part
-    auto changed = undo ? session_.revert(*it->second) : session_.reapply(*it->second);
-    if (!changed.isOk()) return changed.status();
-    report.object_changed = *changed;
-    return report;
-}
-
-Result<std::optional<Box>> InteractiveEditor::clearObject() {
-    if (session_.spec().supports_initial_label) {
-        const std::vector<uint8_t> none(session_.target().size(), 0);
-        return session_.addInitialSegmentation(none, false);
+// The object cleared: an all-zero initial segmentation when the model takes one (undoable),
+// else reset_interactions (older prompts can no longer be reverted in the session).
+Result<std::optional<Box>> clearObject(InteractiveSession& session, bool& history_cleared) {
+    if (session.spec().supports_initial_label) {
+        const std::vector<uint8_t> none(session.target().size(), 0);
+        return session.addInitialSegmentation(none, false);
     }
-    VOXSEG_RETURN_IF_ERROR(session_.resetInteractions());
-    // Not undoable in the session: older prompts can no longer be reverted there.
-    deltas_.clear();
-    return std::optional<Box>{Box{{0, 0, 0}, session_.shape()}};
+    VOXSEG_RETURN_IF_ERROR(session.resetInteractions());
+    history_cleared = true;
+    return std::optional<Box>{Box{{0, 0, 0}, session.shape()}};
 }
 
-Result<std::optional<Box>> InteractiveEditor::runPrompt(const EditOp& op) {
-    const Geometry& g = editor_.geometry();
-    const Index3 shape = session_.shape();
+Result<std::optional<Box>> runPrompt(InteractiveSession& session, const Geometry& g,
+                                     const EditOp& op, const Volume* labels,
+                                     const MaskLoader& load_mask, bool& history_cleared) {
+    const Index3 shape = session.shape();
     switch (op.kind) {
         case OpKind::kPromptPoint:
-            return session_.addPoint(voxelOfMm(g, op.points.at(0)), op.include);
+            return session.addPoint(voxelOfMm(g, op.points.at(0)), op.include);
         case OpKind::kPromptBox: {
             const Point3 a = voxelOfMm(g, op.points.at(0)), b = voxelOfMm(g, op.points.at(1));
             BoxRequest box;
@@ -155,82 +152,134 @@ Result<std::optional<Box>> InteractiveEditor::runPrompt(const EditOp& op) {
                         "the box {} - {} (voxels z, y, x) is outside the image ({} x {} x {})",
                         describe(box.lo), describe(box.hi), shape[0], shape[1], shape[2]));
             }
-            return session_.addBox(box, op.include);
+            return session.addBox(box, op.include);
         }
         case OpKind::kPromptScribble:
-            return session_.addScribble(voxelsOfMm(g, op.points), op.include);
+            return session.addScribble(voxelsOfMm(g, op.points), op.include);
         case OpKind::kPromptLasso:
-            return session_.addLasso(voxelsOfMm(g, op.points), op.include);
+            return session.addLasso(voxelsOfMm(g, op.points), op.include);
         case OpKind::kPromptInitialSeg: {
             std::vector<uint8_t> mask;
             if (op.mask.empty()) {
-                const Volume& labels = editor_.labelMap();
-                const int64_t n = labels.geometry().voxelCount();
+                if (!labels)
+                    return Status(StatusCode::kFailedPrecondition, "no label map to read here");
+                const int64_t n = labels->geometry().voxelCount();
                 mask.resize(static_cast<size_t>(n));
-                const bool wide = labels.pixelType() == PixelType::kUInt16;
+                const bool wide = labels->pixelType() == PixelType::kUInt16;
                 for (int64_t i = 0; i < n; ++i)
-                    mask[static_cast<size_t>(i)] =
-                        (wide ? labels.data<uint16_t>()[i] : labels.data<uint8_t>()[i]) == op.label;
+                    mask[static_cast<size_t>(i)] = (wide ? labels->data<uint16_t>()[i]
+                                                         : labels->data<uint8_t>()[i]) == op.label;
             } else {
-                if (!load_mask_)
+                if (!load_mask)
                     return Status(StatusCode::kFailedPrecondition, "no way to read mask files here",
                                   op.mask);
-                VOXSEG_ASSIGN_OR_RETURN(mask, load_mask_(op.mask));
+                VOXSEG_ASSIGN_OR_RETURN(mask, load_mask(op.mask));
             }
-            return session_.addInitialSegmentation(mask, op.run_prediction);
+            return session.addInitialSegmentation(mask, op.run_prediction);
         }
         case OpKind::kPromptReset:
-            return clearObject();
+            return clearObject(session, history_cleared);
         default:
             return invalidArgument(fmt::format("{} is not a session prompt", opName(op.kind)));
     }
 }
 
-Result<PromptApplyReport> InteractiveEditor::applyPrompt(const EditOp& op) {
-    if (!session_.hasImage())
+}  // namespace
+
+Result<SessionStep> runSessionPart(InteractiveSession& session, const Geometry& g, const EditOp& op,
+                                   const Volume* labels, const MaskLoader& load_mask) {
+    if (!session.hasImage())
         return Status(StatusCode::kFailedPrecondition,
                       fmt::format("{}: the interactive session has no image", opName(op.kind)));
-    const Index3 shape = session_.shape();
-    const auto& size = editor_.geometry().size;
-    if (shape[0] != size[2] || shape[1] != size[1] || shape[2] != size[0])
+    const Index3 shape = session.shape();
+    if (shape[0] != g.size[2] || shape[1] != g.size[1] || shape[2] != g.size[0])
         return invalidArgument(
             fmt::format("{}: the session's image ({} x {} x {}) is not on the label map's grid",
                         opName(op.kind), shape[0], shape[1], shape[2]));
-    PromptApplyReport report;
-    std::array<int64_t, 3> lo{0, 0, 0}, hi{-1, -1, -1};  // the label map's box: none
-    const uint8_t* target = session_.target().data();
+    SessionStep step;
     if (op.kind == OpKind::kPromptAccept) {
         if (op.label < 1) return invalidArgument("prompt_accept: label must be >= 1");
-        if (const std::optional<Box> box = nonzeroBox(session_.target(), shape)) {
-            lo = {box->lo[2], box->lo[1], box->lo[0]};
-            hi = {box->hi[2] - 1, box->hi[1] - 1, box->hi[0] - 1};
-        }
-    }
-    // The session first (it rolls itself back on error), then the editor's step; its value
-    // function reads the target as it was before a reset (accept copies it first).
-    std::vector<uint8_t> accepted;
-    if (op.kind == OpKind::kPromptAccept) {
-        accepted = session_.target();
-        target = accepted.data();
-        VOXSEG_ASSIGN_OR_RETURN(report.object_changed, clearObject());
+        step.accepted = session.target();
+        VOXSEG_ASSIGN_OR_RETURN(step.object_changed, clearObject(session, step.history_cleared));
     } else {
-        auto changed = runPrompt(op);
+        auto changed = runPrompt(session, g, op, labels, load_mask, step.history_cleared);
         if (!changed.isOk())
             return changed.status().withContext(std::string(opName(op.kind)) + ": ");
-        report.object_changed = *changed;
+        step.object_changed = *changed;
     }
-    std::shared_ptr<InteractiveDelta> delta = session_.takeLastDelta();
-    auto step = editor_.applyComputed(op, lo, hi, [&](int64_t index, int current) {
-        return target[index] && detail::mayOverwrite(op.overwrite, current, op.label) ? op.label
-                                                                                      : current;
-    });
+    step.delta = session.takeLastDelta();
+    return step;
+}
+
+InteractiveEditor::InteractiveEditor(LabelEditor& editor, InteractiveSession& session,
+                                     MaskLoader load_mask)
+    : editor_(editor), session_(session), load_mask_(std::move(load_mask)) {}
+
+bool InteractiveEditor::objectOpen() const {
+    for (uint8_t v : session_.target())
+        if (v) return true;
+    return false;
+}
+
+Result<PromptApplyReport> InteractiveEditor::apply(const EditOp& op) {
+    if (op.kind == OpKind::kUndo || op.kind == OpKind::kRedo)
+        return undoOrRedo(op.kind == OpKind::kUndo);
+    if (isPromptOp(op.kind)) return applyPrompt(op);
+    PromptApplyReport report;
+    VOXSEG_ASSIGN_OR_RETURN(report.edit, editor_.apply(op));
+    history_.prune(editor_);
+    return report;
+}
+
+Result<PromptApplyReport> InteractiveEditor::undoOrRedo(bool undo) {
+    const uint64_t id = undo ? editor_.undoTopId() : editor_.redoTopId();
+    PromptApplyReport report;
+    VOXSEG_ASSIGN_OR_RETURN(report.edit, undo ? editor_.undo() : editor_.redo());
+    const std::shared_ptr<InteractiveDelta> delta = history_.find(id);
+    if (!delta) return report;  // no session part
+    auto changed = undo ? session_.revert(*delta) : session_.reapply(*delta);
+    if (!changed.isOk()) return changed.status();
+    report.object_changed = *changed;
+    return report;
+}
+
+Result<PromptApplyReport> InteractiveEditor::applyPrompt(const EditOp& op) {
+    PromptApplyReport report;
+    if (op.kind == OpKind::kPromptSession) {  // settings: no step in either history
+        if (settings_) {
+            VOXSEG_RETURN_IF_ERROR(settings_(op));
+        } else {
+            session_.setAutoZoom(op.autozoom);
+        }
+        report.edit.kind = op.kind;
+        return report;
+    }
+    const Geometry& g = editor_.geometry();
+    // The session first (it rolls itself back on error), then the editor's step.
+    VOXSEG_ASSIGN_OR_RETURN(SessionStep s,
+                            runSessionPart(session_, g, op, &editor_.labelMap(), load_mask_));
+    if (s.history_cleared) history_.clear();
+    report.object_changed = s.object_changed;
+    EditOp applied = op;
+    if (op.kind == OpKind::kPromptAccept) {
+        applied.object = recordObject(g, s.accepted);
+        if (op.object) {
+            if (auto recorded = objectMask(*op.object, g); recorded.isOk()) {
+                int64_t differs = 0;
+                for (size_t i = 0; i < s.accepted.size(); ++i)
+                    differs += (s.accepted[i] != 0) != ((*recorded)[i] != 0);
+                report.recorded_differs = differs;
+            }
+        }
+    }
+    auto step = editor_.apply(applied);
     if (!step.isOk()) {
-        if (delta) (void)session_.revert(*delta);
+        if (s.delta) (void)session_.revert(*s.delta);
         return step.status();
     }
     report.edit = *step;
-    prune();
-    if (delta) deltas_[editor_.lastAppliedId()] = std::move(delta);
+    history_.prune(editor_);
+    history_.keep(editor_.lastAppliedId(), std::move(s.delta));
     return report;
 }
 

@@ -53,15 +53,63 @@ EditOp initialSegFromLabelOp(int label, bool run_prediction = false);
 EditOp initialSegFromMaskOp(const std::string& mask_file, bool run_prediction = false);
 EditOp resetPromptOp();
 // Writes the object into `label` (voxels the overwrite policy allows), then the next object.
+// With the object (one byte per voxel of `g`, nonzero = in), the line records it: a replay
+// without the model writes it as recorded (LabelEditor::apply), a rerun checks against it.
 EditOp acceptPromptOp(int label, Overwrite overwrite = {});
+EditOp acceptPromptOp(int label, Overwrite overwrite, const Geometry& g,
+                      const std::vector<uint8_t>& object);
+// The session's settings: the package's "name version", its network's sha256 (may be empty),
+// the precision it runs in (engine::precisionName) and AutoZoom.
+EditOp sessionPromptOp(const std::string& model, const std::string& network_sha256,
+                       const std::string& precision, bool autozoom);
 
 // Reads a mask file onto the image's grid: one value per voxel, (z, y, x) C order (x fastest),
 // nonzero = in. The CLI reads label maps, SEG and RTSTRUCT this way (pipeline).
 using MaskLoader = std::function<Result<std::vector<uint8_t>>(const std::string& file)>;
 
+// A prompt op's part in the session, as runSessionPart ran it.
+struct SessionStep {
+    std::optional<Box> object_changed;        // the target's changed box, if any
+    std::shared_ptr<InteractiveDelta> delta;  // null: nothing the session can undo
+    bool history_cleared = false;             // older deltas can no longer be reverted
+    std::vector<uint8_t> accepted;            // prompt_accept: the object, before it was cleared
+};
+
+// Runs the session's part of a prompt op (any but prompt_session, which only sets the session
+// up): the prompt, the reset, or for prompt_accept the object taken out and cleared (through an
+// all-zero initial segmentation when the model takes one, so it is undoable). Positions are read
+// on the image grid `g`; `labels` is the label map a prompt_initial_seg by label reads (may be
+// null otherwise). On error the session is as it was. The viewer runs it on its worker thread
+// and applies the op (with the accepted object recorded) to its EditSession afterwards;
+// InteractiveEditor does both in turn.
+Result<SessionStep> runSessionPart(InteractiveSession& session, const Geometry& g, const EditOp& op,
+                                   const Volume* labels, const MaskLoader& load_mask);
+
+// The session deltas of prompt steps, by the LabelEditor's step ids: undo/redo of such a step
+// reverts/reapplies its delta in the session.
+class PromptHistory {
+  public:
+    void keep(uint64_t step_id, std::shared_ptr<InteractiveDelta> delta);
+    // Null when the step has no session part (or it can no longer be undone there).
+    std::shared_ptr<InteractiveDelta> find(uint64_t step_id) const;
+    void clear() { deltas_.clear(); }
+    // Drops the deltas of steps `editor` no longer holds (redo history cleared, oldest dropped).
+    void prune(const LabelEditor& editor);
+
+  private:
+    std::map<uint64_t, std::shared_ptr<InteractiveDelta>> deltas_;
+};
+
+// What a prompt_session op changes: the CLI turns AutoZoom and reloads the network in the
+// line's precision. Without one, InteractiveEditor sets the session's AutoZoom only.
+using SessionSettings = std::function<Status(const EditOp& op)>;
+
 struct PromptApplyReport {
     ApplyReport edit;                   // the label map's change (the LabelEditor's report)
     std::optional<Box> object_changed;  // the session target's changed box, if any
+    // prompt_accept of a line that records its object: voxels where the rerun object differs
+    // from the recorded one (unset when the line records none or on another grid)
+    std::optional<int64_t> recorded_differs;
 };
 
 class InteractiveEditor {
@@ -69,6 +117,7 @@ class InteractiveEditor {
     // Both must outlive this (the editor may be a member of the viewer's EditSession); the
     // session's image must be on the editor's grid (shape (z, y, x) = the grid's size reversed).
     InteractiveEditor(LabelEditor& editor, InteractiveSession& session, MaskLoader load_mask = {});
+    void setSessionSettings(SessionSettings settings) { settings_ = std::move(settings); }
 
     // Applies any op: prompt ops to the session (and an undo step to the editor), undo/redo to
     // both, other ops to the editor. On error nothing is changed. Errors name the op.
@@ -79,17 +128,13 @@ class InteractiveEditor {
 
   private:
     Result<PromptApplyReport> applyPrompt(const EditOp& op);
-    Result<std::optional<Box>> runPrompt(const EditOp& op);
-    Result<std::optional<Box>> clearObject();  // reset, undoable when the model allows
     Result<PromptApplyReport> undoOrRedo(bool undo);
-    void prune();  // drops the deltas of steps the editor no longer holds
 
     LabelEditor& editor_;
     InteractiveSession& session_;
     MaskLoader load_mask_;
-    // The session's delta of each prompt step, by the editor's step id (none: the step has no
-    // session part, or its session part cannot be undone).
-    std::map<uint64_t, std::shared_ptr<InteractiveDelta>> deltas_;
+    SessionSettings settings_;
+    PromptHistory history_;
 };
 
 }  // namespace voxseg::edit::interactive

@@ -5,9 +5,12 @@
 // image's geometry, replays to 2.6.0's own masks voxel for voxel, each accepted into a label.
 // An initial segmentation read from a mask file, then a point with AutoZoom, likewise (session
 // "initial_seg_and_borders"). And the refusals: a package of another kind, a prompt outside the
-// image and an unclosed lasso (both naming the line), a prompt op without --interactive-model; an
-// existing output survives.
+// image and an unclosed lasso (both naming the line), an accept that records no object without
+// --interactive-model; an existing output survives. A journal as the viewer writes it (a
+// prompt_session line, the accepted object recorded) replays without the model to the recorded
+// object, and with it in the line's precision, the rerun checked against the record.
 #include "core/geometry.h"
+#include "edit/interactive/prompt_ops.h"
 #include "io/image_io.h"
 #include "tests/app/run_voxseg.h"
 #include "tests/test_data.h"
@@ -17,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <iostream>
 
 namespace voxseg::edit {
 namespace {
@@ -149,6 +153,75 @@ TEST(InteractiveEditCli, AnInitialSegmentationFromAMaskFileThenAPoint) {
     EXPECT_EQ(fours, steps[1]["mask_voxels"].get<int64_t>());
 }
 
+TEST(InteractiveEditCli, AViewerJournalReplaysWithAndWithoutTheModel) {
+    voxseg::testing::TempDir dir;
+    const json doc = sessions();
+    const json& steps = sessionNamed(doc, "autozoom_off")["steps"];
+    const Geometry g = imageGeometry();
+    // 2.6.0's object after steps 0-4, recorded in the accept as the viewer records it.
+    const std::vector<uint8_t> first = readMask(kDir + steps[4]["result"].get<std::string>());
+    const auto accept = toJsonLine(interactive::acceptPromptOp(3, {}, g, first));
+    const auto lines = [&](const std::string& precision) {
+        return std::vector<std::string>{
+            toJsonLine(interactive::sessionPromptOp("another-model 2.0", "", precision, false)),
+            pointLine(g, steps[0]),
+            pointLine(g, steps[1]),
+            pointLine(g, steps[2]),
+            boxLine(g, steps[3]),
+            R"({"op": "undo"})",
+            accept};
+    };
+    const auto run = [&](const std::vector<std::string>& extra) {
+        std::vector<std::string> args = {
+            "edit", kDir + "image.nii.gz", "--ops",    dir / "prompts.jsonl",
+            "-o",   dir / "out.nii.gz",    "--report", dir / "report.json"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        return runVoxseg(args, dir);
+    };
+    const auto threes = [&] {
+        const std::vector<uint8_t> out = readMask(dir / "out.nii.gz");
+        int64_t differ = 0;
+        for (size_t i = 0; i < out.size(); ++i) differ += out[i] != (first[i] ? 3 : 0);
+        return out.size() == first.size() ? differ : -1;
+    };
+    const std::vector<std::string> model = {"--interactive-model", kDir + "model"};
+
+    // Without the model: the recorded object, exactly.
+    writeLines(dir / "prompts.jsonl", lines("fp32"));
+    auto r = run({});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(threes(), 0);
+    EXPECT_NE(r.err.find("written as recorded"), std::string::npos) << r.err;
+
+    // With it, in the line's precision (fp32): the rerun equals the record; the other model's
+    // name is reported.
+    r = run(model);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(threes(), 0);
+    EXPECT_EQ(json::parse(slurp(dir / "report.json"))["recorded_objects_differ"], json({0}));
+    EXPECT_NE(r.err.find("another-model 2.0"), std::string::npos) << r.err;
+
+    // A line saying bf16 compiles the network in bf16 (--precision journal, the default); a
+    // line saying fp64 is an error naming it; --precision overrides the lines.
+    writeLines(dir / "prompts.jsonl", lines("bf16"));
+    r = run(model);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("cpu bf16"), std::string::npos) << r.err;
+    const json differs = json::parse(slurp(dir / "report.json"))["recorded_objects_differ"];
+    ASSERT_EQ(differs.size(), 1u);
+    std::cout << "bf16 rerun against the fp32 record: " << differs[0] << " voxels differ\n";
+    EXPECT_LT(differs[0].get<int64_t>(), 50);  // bf16 against 2.6.0's fp32 object
+    r = run({"--interactive-model", kDir + "model", "--precision", "fp32"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.err.find("cpu bf16"), std::string::npos) << r.err;
+    EXPECT_EQ(threes(), 0);
+    writeLines(dir / "prompts.jsonl", lines("fp64"));
+    r = run(model);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("line 1"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("fp64"), std::string::npos) << r.err;
+}
+
 TEST(InteractiveEditCli, RefusalsNameTheProblemAndKeepTheExistingOutput) {
     voxseg::testing::TempDir dir;
     const Geometry g = imageGeometry();
@@ -179,8 +252,9 @@ TEST(InteractiveEditCli, RefusalsNameTheProblemAndKeepTheExistingOutput) {
     check(model, {reset, open_lasso}, {"line 2", "does not close"});
     check({"--interactive-model", std::string(VOXSEG_SOURCE_DIR) + "/sample_data/models/liver"},
           {inside}, {"interactive"});
-    check({"--labels", kDir + "s0_step0.nii.gz"}, {R"({"op": "undo"})", inside},
-          {"line 2", "prompt_point", "--interactive-model"});
+    check({"--labels", kDir + "s0_step0.nii.gz"},
+          {inside, R"({"op": "prompt_accept", "label": 1})"},
+          {"line 2", "prompt_accept", "records no object", "--interactive-model"});
 }
 
 }  // namespace

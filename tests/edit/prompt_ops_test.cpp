@@ -1,7 +1,8 @@
 // The prompt ops of the edit journal (issue 38 item 4, edit/interactive/prompt_ops.h): every
 // prompt op written by a JournalWriter reads back equal, voxel coordinates written as patient mm
 // on an oblique grid read back as the same coordinates (a one-voxel box side stays one voxel),
-// bad prompt lines name their key, and a LabelEditor alone refuses a prompt op. With the
+// bad prompt lines name their key, a recorded object reads back on its own grid only, and a
+// LabelEditor alone replays prompts as recorded (the accepted object written). With the
 // fabricated nnInteractive package (tests/edit/data/nninteractive/): undo/redo of the edit library
 // take prompts, an accept and a reset back and forth in the session and the label map together,
 // with an op applied to the LabelEditor directly in between.
@@ -19,6 +20,14 @@
 namespace voxseg::edit::interactive {
 namespace {
 
+// A few voxels of `g`'s grid, the last voxel among them (a trailing in run).
+std::vector<uint8_t> someObject(const Geometry& g) {
+    std::vector<uint8_t> m(static_cast<size_t>(g.voxelCount()), 0);
+    for (size_t i = 3; i < m.size(); i += 7) m[i] = i % 3 != 0;
+    m.back() = 1;
+    return m;
+}
+
 std::vector<EditOp> everyPromptOp(const Geometry& g) {
     BoxRequest box;
     box.lo = {3, 4.5, 5};
@@ -33,7 +42,10 @@ std::vector<EditOp> everyPromptOp(const Geometry& g) {
             initialSegFromMaskOp("masks/lesion.nii.gz"),
             resetPromptOp(),
             acceptPromptOp(2),
-            acceptPromptOp(300, {Overwrite::Mode::kBackground, 0})};
+            acceptPromptOp(300, {Overwrite::Mode::kBackground, 0}),
+            acceptPromptOp(4, {}, g, someObject(g)),
+            sessionPromptOp("voxseg-interactive 0.1.0", std::string(64, 'a'), "bf16", false),
+            sessionPromptOp("other", "", "fp32", true)};
 }
 
 TEST(PromptOps, EveryPromptOpRoundTripsThroughTheJournal) {
@@ -81,6 +93,22 @@ TEST(PromptOps, BadPromptLinesNameTheirKey) {
         {R"({"op": "prompt_accept"})", "label"},
         {R"({"op": "prompt_reset", "label": 1})", "label"},
         {R"({"op": "prompt_scribble", "stroke_mm": [], "include": true})", "stroke_mm"},
+        {R"({"op": "prompt_session", "model": "m", "autozoom": true})", "precision"},
+        {R"({"op": "prompt_session", "model": "m", "precision": "bf16"})", "autozoom"},
+        {R"({"op": "prompt_session", "precision": "bf16", "autozoom": true})", "model"},
+        {R"({"op": "prompt_accept", "label": 1, "object": [1, 2]})", "object"},
+        {R"({"op": "prompt_accept", "label": 1, "object": {"size": [2, 2, 2],
+            "first_mm": [0, 0, 0], "last_mm": [1, 1, 1], "runs": [3, -1]}})",
+         "object"},
+        {R"({"op": "prompt_accept", "label": 1, "object": {"size": [2, 2, 2],
+            "first_mm": [0, 0, 0], "last_mm": [1, 1, 1], "runs": [3, 6]}})",
+         "object"},
+        {R"({"op": "prompt_accept", "label": 1, "object": {"size": [2, 2],
+            "first_mm": [0, 0, 0], "last_mm": [1, 1, 1], "runs": [3]}})",
+         "object"},
+        {R"({"op": "prompt_accept", "label": 1, "object": {"size": [2, 2, 2],
+            "first_mm": [0, 0, 0], "last_mm": [1, 1, 1], "runs": [], "voxels": 1}})",
+         "object"},
     };
     for (const auto& [line, key] : cases) {
         auto op = parseEditOp(line);
@@ -90,14 +118,65 @@ TEST(PromptOps, BadPromptLinesNameTheirKey) {
     }
 }
 
-TEST(PromptOps, ALabelEditorAloneRefusesAPromptOp) {
+TEST(PromptOps, ARecordedObjectReadsBackOnItsGridOnly) {
+    const Geometry g = edit::testing::gridCases()[1].geometry;  // oblique
+    for (std::vector<uint8_t> m : {someObject(g), std::vector<uint8_t>(g.voxelCount(), 0),
+                                   std::vector<uint8_t>(g.voxelCount(), 1)}) {
+        const RecordedObject r = recordObject(g, m);
+        auto back = objectMask(r, g);
+        ASSERT_TRUE(back.isOk()) << back.status().toString();
+        for (uint8_t& v : m) v = v != 0;
+        EXPECT_EQ(*back, m);
+    }
+    EXPECT_TRUE(recordObject(g, std::vector<uint8_t>(g.voxelCount(), 0)).runs.empty());
+    Geometry moved = g;
+    moved.origin[1] += 0.01;
+    auto refused = objectMask(recordObject(g, someObject(g)), moved);
+    ASSERT_FALSE(refused.isOk());
+    EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(refused.status().message().find("--interactive-model"), std::string::npos);
+}
+
+// Without a session (crash recovery, `voxseg edit` without a model): prompt_session is no step,
+// the other prompts an empty step each, prompt_accept writes its recorded object as the
+// overwrite policy allows (and is refused without one, or on another grid).
+TEST(PromptOps, ALabelEditorAloneReplaysPromptsAsRecorded) {
     const Geometry g = edit::testing::gridCases()[0].geometry;
-    auto editor = LabelEditor::create(edit::testing::makeImage(g), edit::testing::makeLabels(g));
+    const Volume start = edit::testing::makeLabels(g);
+    auto editor = LabelEditor::create(edit::testing::makeImage(g), start);
     ASSERT_TRUE(editor.isOk());
-    auto r = editor->apply(pointPromptOp(g, {1, 1, 1}, true));
-    ASSERT_FALSE(r.isOk());
-    EXPECT_NE(r.status().message().find("interactive"), std::string::npos);
+    const auto label = [&](int64_t i) { return int(editor->labelMap().data<uint8_t>()[i]); };
+    ASSERT_TRUE(editor->apply(sessionPromptOp("m 1", "", "bf16", true)).isOk());
     EXPECT_EQ(editor->undoDepth(), 0);
+    auto point = editor->apply(pointPromptOp(g, {1, 1, 1}, true));
+    ASSERT_TRUE(point.isOk()) << point.status().toString();
+    EXPECT_EQ(point->voxels_changed, 0);
+    EXPECT_EQ(editor->undoDepth(), 1);
+
+    auto bare = editor->apply(acceptPromptOp(7));
+    ASSERT_FALSE(bare.isOk());
+    EXPECT_NE(bare.status().message().find("--interactive-model"), std::string::npos);
+    Geometry other = g;
+    other.size[0] += 1;
+    std::vector<uint8_t> elsewhere(static_cast<size_t>(other.voxelCount()), 1);
+    EXPECT_FALSE(editor->apply(acceptPromptOp(7, {}, other, elsewhere)).isOk());
+    EXPECT_EQ(editor->undoDepth(), 1);
+
+    const std::vector<uint8_t> object = someObject(g);
+    const Overwrite background{Overwrite::Mode::kBackground, 0};
+    auto accept = editor->apply(acceptPromptOp(7, background, g, object));
+    ASSERT_TRUE(accept.isOk()) << accept.status().toString();
+    int64_t expected = 0;
+    for (int64_t i = 0; i < g.voxelCount(); ++i) {
+        const int before = start.data<uint8_t>()[i];
+        const int want = object[i] && before == 0 ? 7 : before;
+        expected += want != before;
+        ASSERT_EQ(label(i), want) << "voxel " << i;
+    }
+    EXPECT_GT(expected, 0);
+    EXPECT_EQ(accept->voxels_changed, expected);
+    ASSERT_TRUE(editor->undo().isOk());
+    for (int64_t i = 0; i < g.voxelCount(); ++i) ASSERT_EQ(label(i), start.data<uint8_t>()[i]);
 }
 
 int64_t countOf(const Volume& labels, int label) {
@@ -113,17 +192,29 @@ int64_t countOf(const std::vector<uint8_t>& mask) {
     return n;
 }
 
+// The fabricated package (tests/edit/data/nninteractive/) on its phantom, an empty label map.
+struct Fabricated {
+    std::unique_ptr<InteractiveModel> model;
+    Volume image;
+    void load() {
+        const std::string dir = std::string(VOXSEG_SOURCE_DIR) + "/tests/edit/data/nninteractive/";
+        auto m = InteractiveModel::load(dir + "model", {});
+        ASSERT_TRUE(m.isOk()) << m.status().toString();
+        model = std::move(*m);
+        auto v = io::readImage(dir + "image.nii.gz");
+        ASSERT_TRUE(v.isOk());
+        image = *v;
+    }
+};
+
 TEST(PromptOps, UndoRedoTakeThePromptsAndTheAcceptBackAndForth) {
-    const std::string dir = std::string(VOXSEG_SOURCE_DIR) + "/tests/edit/data/nninteractive/";
-    auto model = InteractiveModel::load(dir + "model", {});
-    ASSERT_TRUE(model.isOk()) << model.status().toString();
-    auto image = io::readImage(dir + "image.nii.gz");
-    ASSERT_TRUE(image.isOk());
-    const Geometry& g = image->geometry();
-    InteractiveSession session((*model)->spec(), (*model)->forward());
+    Fabricated f;
+    ASSERT_NO_FATAL_FAILURE(f.load());
+    const Geometry& g = f.image.geometry();
+    InteractiveSession session(f.model->spec(), f.model->forward());
     session.setAutoZoom(false);
-    ASSERT_TRUE(session.setImage(*image).isOk());
-    auto editor = LabelEditor::create(*image, Volume::allocate<uint8_t>(g));
+    ASSERT_TRUE(session.setImage(f.image).isOk());
+    auto editor = LabelEditor::create(f.image, Volume::allocate<uint8_t>(g));
     ASSERT_TRUE(editor.isOk());
     InteractiveEditor edits(*editor, session);
     EditOp undo, redo;
@@ -173,6 +264,56 @@ TEST(PromptOps, UndoRedoTakeThePromptsAndTheAcceptBackAndForth) {
     ASSERT_TRUE(edits.apply(undo).isOk());  // the third point: no object
     EXPECT_FALSE(edits.objectOpen());
     EXPECT_EQ(countOf(editor->labelMap(), 1), countOf(two));
+}
+
+// A rerun with the model: prompt_session lines reach the settings handler (no step), and an
+// accept that records its object reports how many voxels the rerun object differs by.
+TEST(PromptOps, ARerunAppliesSessionLinesAndChecksRecordedObjects) {
+    Fabricated f;
+    ASSERT_NO_FATAL_FAILURE(f.load());
+    const Geometry& g = f.image.geometry();
+    InteractiveSession session(f.model->spec(), f.model->forward());
+    ASSERT_TRUE(session.setImage(f.image).isOk());
+    auto editor = LabelEditor::create(f.image, Volume::allocate<uint8_t>(g));
+    ASSERT_TRUE(editor.isOk());
+    InteractiveEditor edits(*editor, session);
+
+    // Without a handler the line sets AutoZoom; with one, the handler decides (and may refuse).
+    ASSERT_TRUE(edits.apply(sessionPromptOp("m", "", "fp32", false)).isOk());
+    EXPECT_FALSE(session.autoZoom());
+    std::vector<std::string> seen;
+    edits.setSessionSettings([&](const EditOp& op) -> Status {
+        seen.push_back(op.precision);
+        if (op.precision == "fp64") return invalidArgument("unknown precision 'fp64'");
+        return Status::ok();
+    });
+    ASSERT_TRUE(edits.apply(sessionPromptOp("m", "", "fp32", false)).isOk());
+    EXPECT_FALSE(edits.apply(sessionPromptOp("m", "", "fp64", false)).isOk());
+    EXPECT_EQ(seen, (std::vector<std::string>{"fp32", "fp64"}));
+    EXPECT_EQ(editor->undoDepth(), 0);
+
+    ASSERT_TRUE(edits.apply(pointPromptOp(g, {28, 30, 30}, true)).isOk());
+    const std::vector<uint8_t> object = session.target();
+    ASSERT_GT(countOf(object), 0);
+    auto same = edits.apply(acceptPromptOp(1, {}, g, object));
+    ASSERT_TRUE(same.isOk()) << same.status().toString();
+    ASSERT_TRUE(same->recorded_differs.has_value());
+    EXPECT_EQ(*same->recorded_differs, 0);
+
+    ASSERT_TRUE(edits.apply(pointPromptOp(g, {28, 30, 30}, true)).isOk());
+    std::vector<uint8_t> altered = session.target();
+    altered[0] = !altered[0];
+    altered[1] = !altered[1];
+    auto differs = edits.apply(acceptPromptOp(2, {}, g, altered));
+    ASSERT_TRUE(differs.isOk());
+    EXPECT_EQ(differs->recorded_differs, std::optional<int64_t>(2));
+    // The rerun object is what is written, not the recorded one.
+    EXPECT_EQ(countOf(editor->labelMap(), 2), countOf(object));
+    auto bare = edits.apply(pointPromptOp(g, {28, 30, 30}, true));
+    ASSERT_TRUE(bare.isOk());
+    auto unrecorded = edits.apply(acceptPromptOp(3));
+    ASSERT_TRUE(unrecorded.isOk());
+    EXPECT_FALSE(unrecorded->recorded_differs.has_value());
 }
 
 }  // namespace

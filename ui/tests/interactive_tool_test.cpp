@@ -2,13 +2,17 @@
 // (offscreen / Xvfb): the test package (tests/edit/data/nninteractive/model, fabricated weights)
 // on its phantom; a click in a view gives exactly the mask the Qt-free InteractiveSession gives
 // for the same prompt, Shift+click excludes, a second prompt given while the first runs is queued
-// and both apply in order, "Next object" paints the object into the label (undoable, journalled),
+// and both apply in order, undo/redo go through the label map's history, "Next object" writes the
+// object into the label (undoable; the journal's prompt lines replay to the same map with and
+// without the model),
 // and the errors (no model, a model that does not load) are reported with nothing lost.
 #include "ui/interactive_tool.h"
 #include "edit/interactive/interactive_model.h"
 #include "edit/interactive/interactive_session.h"
+#include "edit/interactive/prompt_ops.h"
 #include "edit/journal.h"
 #include "edit/label_editor.h"
+#include "engine/backend.h"
 #include "io/image_io.h"
 #include "tests/test_data.h"
 #include "ui/edit_controller.h"
@@ -119,11 +123,18 @@ class InteractiveToolTest : public ::testing::Test {
         const Vec3 ijk = g.physicalToIndex(*view->patientPointAt(at));
         return {ijk[2], ijk[1], ijk[0]};
     }
-    // The Qt-free session on the same image and model.
+    // The Qt-free session on the same image and model, in the precision the tool loaded it in
+    // (auto: bf16 on CPUs with bf16 instructions).
     void startReference() {
-        auto m = ei::InteractiveModel::load(kData + "/model", {});
-        ASSERT_TRUE(m.isOk()) << m.status().toString();
-        model_ = std::move(*m);
+        if (!model_) {
+            ei::InteractiveModelOptions o;
+            auto p = engine::parsePrecision(tool()->precisionName().toStdString());
+            ASSERT_TRUE(p.isOk()) << p.status().toString();
+            o.precision = *p;
+            auto m = ei::InteractiveModel::load(kData + "/model", o);
+            ASSERT_TRUE(m.isOk()) << m.status().toString();
+            model_ = std::move(*m);
+        }
         session_ = std::make_unique<ei::InteractiveSession>(model_->spec(), model_->forward());
         ASSERT_TRUE(session_->setImage(window_->state()->image()).isOk());
         session_->setAutoZoom(false);
@@ -185,19 +196,34 @@ TEST_F(InteractiveToolTest, ClickGivesTheSessionsMaskShiftClickExcludesAndPrompt
     ASSERT_TRUE(session_->addPoint(p4, false).isOk());
     EXPECT_EQ(differing(), 0);
 
-    // Ctrl+Z with the Interactive tool: nnInteractive's undo of the last prompt, once.
+    // Ctrl+Z: the last prompt's step undone in the label map's history and reverted in the
+    // session (as `voxseg edit` replays an "undo" line); twice goes two prompts back.
     ASSERT_TRUE(edit()->canUndo());
     QSignalSpy failed(edit(), &EditController::editFailed);
     QTest::keyClick(window_.get(), Qt::Key_Z, Qt::ControlModifier);
     ASSERT_TRUE(waitIdle());
     ASSERT_TRUE(session_->undo().undone);
     EXPECT_EQ(differing(), 0);
-    EXPECT_EQ(failed.count(), 0);
     QTest::keyClick(window_.get(), Qt::Key_Z, Qt::ControlModifier);
     ASSERT_TRUE(waitIdle());
-    ASSERT_EQ(failed.count(), 1);
-    EXPECT_TRUE(failed.back()[0].toString().contains("nothing to undo"));
+    EXPECT_EQ(failed.count(), 0);
+    startReference();  // nnInteractive's own undo is one step: the state after p1, p2 anew
+    ASSERT_TRUE(session_->addPoint(p1, true).isOk());
+    ASSERT_TRUE(session_->addPoint(p2, false).isOk());
     EXPECT_EQ(differing(), 0);
+    // Ctrl+Y: p3 again.
+    QTest::keyClick(window_.get(), Qt::Key_Y, Qt::ControlModifier);
+    ASSERT_TRUE(waitIdle());
+    ASSERT_TRUE(session_->addPoint(p3, true).isOk());
+    EXPECT_EQ(differing(), 0);
+    EXPECT_EQ(failed.count(), 0);
+    // Undo while a prompt runs is refused (its step is not in the history yet).
+    (void)click({42, 50, 110});
+    ASSERT_TRUE(tool()->busy());
+    EXPECT_FALSE(edit()->undo().isOk());
+    ASSERT_EQ(failed.count(), 1);
+    EXPECT_TRUE(failed.back()[0].toString().contains("still running"));
+    ASSERT_TRUE(waitIdle());
 }
 
 TEST_F(InteractiveToolTest, BoxAndLassoDragsGiveTheSessionsMask) {
@@ -270,11 +296,38 @@ TEST_F(InteractiveToolTest, ScreenshotOfTheToolAtWork) {
         ASSERT_TRUE(img.save(QDir(out).filePath("interactive-tool.png")));
 }
 
-TEST_F(InteractiveToolTest, NextObjectPaintsTheObjectIntoTheLabelAsAnUndoableJournalledEdit) {
+// The label map replayed from the recovery journal: by the library alone (the recorded
+// objects, as crash recovery and `voxseg edit` without a model replay it), or rerunning every
+// prompt with the model through InteractiveEditor (as `voxseg edit --interactive-model`).
+Volume replayedLabelMap(const std::string& journal, const Volume& image,
+                        ei::InteractiveModel* model, std::vector<int64_t>* recorded_differs) {
+    auto base = io::readImage(std::filesystem::path(journal).parent_path() / "base.nrrd");
+    EXPECT_TRUE(base.isOk()) << base.status().toString();
+    auto editor = edit::LabelEditor::create(image, *base);
+    EXPECT_TRUE(editor.isOk()) << editor.status().toString();
+    if (!model) {
+        EXPECT_TRUE(edit::replayJournal(journal, *editor).isOk());
+        return editor->labelMap();
+    }
+    ei::InteractiveSession session(model->spec(), model->forward());
+    EXPECT_TRUE(session.setImage(image).isOk());
+    ei::InteractiveEditor interactive(*editor, session);
+    auto lines = edit::readJournal(journal);
+    EXPECT_TRUE(lines.isOk()) << lines.status().toString();
+    for (const edit::JournalLine& l : *lines) {
+        auto r = interactive.apply(l.op);
+        EXPECT_TRUE(r.isOk()) << "line " << l.line << ": " << r.status().toString();
+        if (r.isOk() && r->recorded_differs) recorded_differs->push_back(*r->recorded_differs);
+    }
+    return editor->labelMap();
+}
+
+TEST_F(InteractiveToolTest, NextObjectWritesTheObjectAsAnUndoableJournalledPromptStep) {
     loadModel();
     QTest::keyClick(window_.get(), Qt::Key_P);
     (void)click({28, 30, 30});
-    // Next object while the prompt still runs: queued after it.
+    (void)click({28, 36, 34}, Qt::ShiftModifier);
+    // Next object while the prompts still run: queued after them.
     const int label = edit()->activeLabel();
     QTest::keyClick(window_.get(), Qt::Key_E);
     std::vector<uint8_t> object;
@@ -288,6 +341,17 @@ TEST_F(InteractiveToolTest, NextObjectPaintsTheObjectIntoTheLabelAsAnUndoableJou
     ASSERT_GT(count(object), 0);
     ViewerState* s = window_->state();
     ASSERT_TRUE(s->hasLabelMap());
+    const auto labelMapDiffers = [&](const Volume& other) {
+        int64_t n = 0;
+        for (int64_t z = 0; z < shape[0]; ++z)
+            for (int64_t y = 0; y < shape[1]; ++y)
+                for (int64_t x = 0; x < shape[2]; ++x) {
+                    const int64_t i = (z * shape[1] + y) * shape[2] + x;
+                    const int r = visitPixels(other, [&](const auto* p) { return int(p[i]); });
+                    n += r != s->labelValue({x, y, z});
+                }
+        return n;
+    };
     int64_t wrong = 0, painted = 0;
     for (int64_t z = 0; z < shape[0]; ++z)
         for (int64_t y = 0; y < shape[1]; ++y)
@@ -302,27 +366,52 @@ TEST_F(InteractiveToolTest, NextObjectPaintsTheObjectIntoTheLabelAsAnUndoableJou
     // A new object in a new label; the tool's object is cleared.
     EXPECT_EQ(edit()->activeLabel(), label + 1);
     EXPECT_EQ(count(tool()->mask()), 0);
-    EXPECT_GT(edit()->journalLines(), 0);
-    // The journal replayed by the library (as `voxseg edit` replays it) gives the same map.
+
+    // The journal holds the session's settings, the prompts and the accept with its object.
     const std::string journal = edit()->journalPath().toStdString();
-    auto base = io::readImage(std::filesystem::path(journal).parent_path() / "base.nrrd");
-    ASSERT_TRUE(base.isOk()) << base.status().toString();
-    auto replay = edit::LabelEditor::create(s->image(), *base);
-    ASSERT_TRUE(replay.isOk()) << replay.status().toString();
-    ASSERT_TRUE(edit::replayJournal(journal, *replay).isOk());
-    int64_t replay_differs = 0;
-    for (int64_t z = 0; z < shape[0]; ++z)
-        for (int64_t y = 0; y < shape[1]; ++y)
-            for (int64_t x = 0; x < shape[2]; ++x) {
-                const int64_t n = (z * shape[1] + y) * shape[2] + x;
-                const int r =
-                    visitPixels(replay->labelMap(), [&](const auto* p) { return int(p[n]); });
-                replay_differs += r != s->labelValue({x, y, z});
-            }
-    EXPECT_EQ(replay_differs, 0);
-    // Undo takes it out again (one step per 6-connected part of the object).
-    while (edit()->canUndo()) ASSERT_TRUE(edit()->undo().isOk());
+    auto lines = edit::readJournal(journal);
+    ASSERT_TRUE(lines.isOk()) << lines.status().toString();
+    std::vector<std::string> ops;
+    for (const edit::JournalLine& l : *lines) ops.push_back(edit::opName(l.op.kind));
+    ASSERT_EQ(ops, (std::vector<std::string>{"prompt_session", "prompt_point", "prompt_point",
+                                             "prompt_accept"}));
+    const edit::EditOp& settings = (*lines)[0].op;
+    EXPECT_EQ(settings.precision, tool()->precisionName().toStdString());
+    EXPECT_FALSE(settings.autozoom);  // loadModel() turns it off
+    EXPECT_EQ(settings.network_sha256.size(), 64u);
+    EXPECT_FALSE((*lines)[2].op.include);
+    EXPECT_EQ((*lines)[3].op.label, label);
+    ASSERT_TRUE((*lines)[3].op.object.has_value());
+
+    // Replayed from the recorded object, and rerun with the model: the same map.
+    EXPECT_EQ(labelMapDiffers(replayedLabelMap(journal, s->image(), nullptr, nullptr)), 0);
+    startReference();
+    std::vector<int64_t> recorded_differs;
+    EXPECT_EQ(
+        labelMapDiffers(replayedLabelMap(journal, s->image(), model_.get(), &recorded_differs)), 0);
+    EXPECT_EQ(recorded_differs, std::vector<int64_t>{0});
+
+    // Undo takes the object out of the label and gives it back to the session; two more undo
+    // the prompts.
+    ASSERT_TRUE(edit()->undo().isOk());
+    ASSERT_TRUE(waitIdle());
     EXPECT_EQ(s->labelValue({30, 30, 28}), 0);
+    EXPECT_EQ(tool()->mask(), object);
+    while (edit()->canUndo()) {
+        ASSERT_TRUE(edit()->undo().isOk());
+        ASSERT_TRUE(waitIdle());
+    }
+    EXPECT_EQ(count(tool()->mask()), 0);
+
+    // A journal started later (after a save ended the session) gets the settings first too.
+    edit()->endSession(false);
+    (void)click({28, 30, 30});
+    ASSERT_TRUE(waitIdle());
+    auto again = edit::readJournal(edit()->journalPath().toStdString());
+    ASSERT_TRUE(again.isOk()) << again.status().toString();
+    ASSERT_EQ(again->size(), 2u);
+    EXPECT_EQ((*again)[0].op.kind, edit::OpKind::kPromptSession);
+    EXPECT_EQ((*again)[1].op.kind, edit::OpKind::kPromptPoint);
 }
 
 TEST_F(InteractiveToolTest, ErrorsAreReportedAndLoseNothing) {
@@ -353,35 +442,6 @@ TEST_F(InteractiveToolTest, ErrorsAreReportedAndLoseNothing) {
     EXPECT_TRUE(failed.back()[0].toString().contains("point prompt"))
         << failed.back()[0].toString().toStdString();
     EXPECT_EQ(tool()->mask(), before);
-}
-
-TEST(InteractivePrompt, StrokesOfMaskVisitExactlyTheMaskByFaceSteps) {
-    const Index3 shape{4, 5, 6};
-    std::vector<uint8_t> mask(4 * 5 * 6, 0);
-    auto at = [&](int z, int y, int x) -> uint8_t& { return mask[(z * 5 + y) * 6 + x]; };
-    for (int x = 0; x < 5; ++x) at(1, 2, x) = 1;  // a run
-    at(2, 2, 4) = at(2, 3, 4) = at(3, 3, 4) = 1;  // a branch off its end
-    at(0, 0, 5) = 1;                              // a second part
-    const auto strokes = strokesOfMask(mask, shape);
-    ASSERT_EQ(strokes.size(), 2u);
-    std::vector<uint8_t> walked(mask.size(), 0);
-    for (const auto& s : strokes)
-        for (size_t i = 0; i < s.size(); ++i) {
-            if (i > 0) {
-                int axes = 0;
-                for (int a = 0; a < 3; ++a) axes += s[i][a] != s[i - 1][a];
-                ASSERT_EQ(axes, 1) << "segments are axis-aligned";
-            }
-            // Every voxel along the segment to the next point.
-            const Index3 a = s[i], b = i + 1 < s.size() ? s[i + 1] : s[i];
-            for (int64_t z = std::min(a[0], b[0]); z <= std::max(a[0], b[0]); ++z)
-                for (int64_t y = std::min(a[1], b[1]); y <= std::max(a[1], b[1]); ++y)
-                    for (int64_t x = std::min(a[2], b[2]); x <= std::max(a[2], b[2]); ++x)
-                        walked[(z * 5 + y) * 6 + x] = 1;
-        }
-    EXPECT_EQ(walked, mask);
-    // The straight run is one segment.
-    EXPECT_LE(strokes[0].size(), 8u);
 }
 
 TEST(InteractivePrompt, BoxOfDragIsOneVoxelThickOnTheSlice) {
