@@ -1,10 +1,14 @@
 // `voxseg model calibrate PACKAGE --cases FOLDER|MANIFEST -o OUT` (issue 40): INT8 activation
 // scales measured on representative cases and validated on held-back ones (pipeline/calibrate.h,
 // docs/int8.md "Calibration and accuracy"). The cases are a batch manifest or a folder of case
-// folders (batch/manifest.h), so the same list serves `voxseg batch`.
+// folders (batch/manifest.h), so the same list serves `voxseg batch`. An interactive package is
+// calibrated on click sessions (edit/interactive/interactive_calibration.h): its manifest gives
+// each case's label map as a channel:labels column.
 #include "app/commands.h"
 #include "batch/manifest.h"
 #include "core/log.h"
+#include "edit/interactive/interactive_calibration.h"
+#include "engine/model/model_package.h"
 #include "engine/quant/int8_policy.h"
 #include "pipeline/calibrate.h"
 
@@ -13,6 +17,8 @@
 #include <cstdio>
 
 namespace voxseg::app {
+
+namespace ei = edit::interactive;
 
 void addModelCalibrateCommand(CLI::App* model, ModelCommandOptions& o) {
     CalibrateCommandOptions& c = o.calibrate;
@@ -70,6 +76,15 @@ void addModelCalibrateCommand(CLI::App* model, ModelCommandOptions& o) {
     cmd->add_option("--batch", c.batch, "Patches per forward pass")
         ->default_val(1)
         ->check(CLI::Range(1, 64));
+    cmd->add_option("--corrections", c.corrections,
+                    "Interactive packages: corrective clicks after the first, per structure")
+        ->default_val(2)
+        ->check(CLI::Range(0, 20));
+    cmd->add_option("--structures", c.structures,
+                    "Interactive packages: the largest labels of each case's label map clicked "
+                    "on (0: all)")
+        ->default_val(3)
+        ->check(CLI::Range(0, 1000));
     cmd->callback([&o] { o.action = "calibrate"; });
 }
 
@@ -81,6 +96,32 @@ Result<std::vector<pipeline::CalibrationCase>> readCases(const std::string& path
     for (const batch::BatchCase& r : rows) {
         pipeline::CalibrationCase c{r.id, r.input, r.series, {}};
         for (const auto& [name, value] : r.channels) c.channels.push_back({name, value});
+        cases.push_back(std::move(c));
+    }
+    return cases;
+}
+
+// An interactive package's cases: each row's image and its "labels" channel (the structures).
+Result<std::vector<ei::InteractiveCalibrationCase>> readInteractiveCases(const std::string& path) {
+    VOXSEG_ASSIGN_OR_RETURN(const std::vector<batch::BatchCase> rows, batch::readManifest(path));
+    std::vector<ei::InteractiveCalibrationCase> cases;
+    for (const batch::BatchCase& r : rows) {
+        ei::InteractiveCalibrationCase c{r.id, r.input, r.series, {}};
+        for (const auto& [name, value] : r.channels) {
+            if (name != "labels")
+                return invalidArgument(fmt::format("case {}: channel \"{}\": an interactive "
+                                                   "package's cases have one extra column, "
+                                                   "channel:labels (the structures to click on)",
+                                                   r.id, name),
+                                       path);
+            c.labels = value;
+        }
+        if (c.labels.empty())
+            return invalidArgument("case " + r.id +
+                                       ": no labels: an interactive package calibrates on click "
+                                       "sessions over each case's structures; give a "
+                                       "channel:labels column (a label map, SEG or RTSTRUCT)",
+                                   path);
         cases.push_back(std::move(c));
     }
     return cases;
@@ -114,10 +155,22 @@ Result<pipeline::CalibrateOptions> toCalibrateOptions(const CalibrateCommandOpti
 ExitCode runModelCalibrate(const CalibrateCommandOptions& c, const CommandContext& context) {
     auto options = toCalibrateOptions(c);
     if (!options.isOk()) return fail(options.status(), Stage::kInput);
-    auto cases = readCases(c.cases);
-    if (!cases.isOk()) return fail(cases.status(), Stage::kInput);
-    auto report =
-        pipeline::calibratePackage(c.package, *cases, c.output, *options, context.progress());
+    auto package = engine::readModelPackage(c.package);
+    if (!package.isOk()) return fail(package.status(), Stage::kInput);
+    const auto calibrate = [&]() -> Result<pipeline::CalibrateReport> {
+        if (package->isInteractive()) {
+            VOXSEG_ASSIGN_OR_RETURN(auto cases, readInteractiveCases(c.cases));
+            ei::InteractiveCalibrateOptions io;
+            io.calibrate = *options;
+            io.corrections = c.corrections;
+            io.max_structures = c.structures;
+            return ei::calibrateInteractivePackage(c.package, cases, c.output, io,
+                                                   context.progress());
+        }
+        VOXSEG_ASSIGN_OR_RETURN(auto cases, readCases(c.cases));
+        return pipeline::calibratePackage(c.package, cases, c.output, *options, context.progress());
+    };
+    auto report = calibrate();
     context.bar->clear();
     if (!report.isOk()) {
         const Status& s = report.status();

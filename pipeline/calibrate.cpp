@@ -4,13 +4,10 @@
 #include "core/log.h"
 #include "engine/cpu/cpu_backend.h"
 #include "pipeline/calibrated_package.h"
-#include "pipeline/calibration_ranges.h"
+#include "pipeline/calibration_record.h"
 #include "pipeline/stage_quantization.h"
 
 #include <fmt/format.h>
-
-#include <map>
-#include <mutex>
 
 namespace voxseg::pipeline {
 
@@ -21,8 +18,8 @@ constexpr const char* kComponent = "calibrate";
 Status checkCalibratable(const engine::ModelPackage& m, const std::string& folder) {
     if (m.isInteractive())
         return unsupported("model " + m.name +
-                               " is a promptable (interactive) package: calibrate takes "
-                               "segmentation packages",
+                               " is a promptable (interactive) package: it calibrates on "
+                               "click sessions (edit/interactive/interactive_calibration.h)",
                            folder);
     return Status::ok();
 }
@@ -54,36 +51,12 @@ SegmentOptions runOptions(SegmentOptions o, engine::Precision precision) {
     return o;
 }
 
-struct Observed {
-    std::mutex mutex;
-    std::map<std::string, ActivationHistogram> histograms;
-    std::map<std::string, ChannelMagnitudes> magnitudes;  // 8-bit normalisation inputs
-    int64_t patches = 0;
-};
-
-// The fp32 network on every calibration case, through segment's prepare and infer, with every
-// tensor in `tensors` observed, and the per-channel magnitudes of `norm_inputs`.
+// The fp32 network on every calibration case, through segment's prepare and infer, observed.
 Status observeCases(const std::filesystem::path& package, const std::vector<CalibrationCase>& cases,
-                    const std::vector<std::string>& tensors,
-                    const std::vector<engine::quant::Int8NormInput>& norm_inputs,
-                    const CalibrateOptions& o, Observed& out, const Progress& progress) {
+                    const engine::ActivationObserver& observer, const CalibrateOptions& o,
+                    const Progress& progress) {
     SegmentOptions so = runOptions(o.segment, engine::Precision::kFloat32);
-    so.observer.tensors = tensors;
-    std::map<std::string, std::vector<float>> centres;
-    for (const auto& in : norm_inputs) {
-        so.observer.tensors.push_back(in.tensor);
-        centres[in.tensor] = in.dropped_bias;
-    }
-    so.observer.callback = [&out, centres, first = tensors.front()](const std::string& name,
-                                                                    const float* data,
-                                                                    const engine::Shape& shape) {
-        const std::lock_guard lock(out.mutex);
-        if (const auto c = centres.find(name); c != centres.end())
-            out.magnitudes[name].add(data, shape, c->second);
-        else
-            out.histograms[name].add(data, static_cast<size_t>(engine::numel(shape)));
-        if (name == first) out.patches += shape[0];  // once per network run, per patch
-    };
+    so.observer = observer;
     auto seg = Segmenter::create(package.string(), so);
     if (!seg.isOk()) return seg.status();
     for (size_t i = 0; i < cases.size(); ++i) {
@@ -97,36 +70,6 @@ Status observeCases(const std::filesystem::path& package, const std::vector<Cali
                   cases.size());
     }
     return Status::ok();
-}
-
-Result<engine::QuantizationRecord> buildRecord(const Observed& observed,
-                                               const Int8Candidates& candidates,
-                                               const std::vector<CalibrationCase>& cases,
-                                               const CalibrateOptions& o) {
-    engine::QuantizationRecord q;
-    q.weight_bits = o.weight_bits;
-    q.method = o.method;
-    q.percentile = o.percentile;
-    q.zero_points = o.zero_points;
-    q.int8_upsampling = o.int8_upsampling;
-    q.float_layers = candidates.float_layers;
-    for (const CalibrationCase& c : cases) q.calibration_cases.push_back(c.id);
-    for (const std::string& t : candidates.tensors) {
-        const auto it = observed.histograms.find(t);
-        if (it == observed.histograms.end())
-            return internalError("int8 calibration: tensor '" + t +
-                                 "' was asked for but never observed");
-        VOXSEG_ASSIGN_OR_RETURN(q.activations[t],
-                                calibrateActivation(it->second, o.method, o.percentile, t,
-                                                    candidates.leaky_relu_outputs.count(t)
-                                                        ? o.zero_points
-                                                        : engine::quant::ZeroPoints::kAlways));
-    }
-    for (const auto& [t, m] : observed.magnitudes) {
-        VOXSEG_ASSIGN_OR_RETURN(q.norm_inputs[t],
-                                calibrateChannelScales(m, o.method, o.percentile, t));
-    }
-    return q;
 }
 
 // Runs one held-back case through segment (prepare, infer, finish) and returns its label map.
@@ -210,28 +153,36 @@ Result<CalibrateReport> calibratePackage(const std::filesystem::path& package,
         o.norm_inputs_s8 ? candidates->norm_inputs : std::vector<engine::quant::Int8NormInput>{};
     if (o.norm_inputs_s8)
         log::info(kComponent, "8-bit normalisation inputs: {} tensors", norm_inputs.size());
-    Observed observed;
-    VOXSEG_RETURN_IF_ERROR(observeCases(package, split.calibration, tensors, norm_inputs, o,
-                                        observed, progress.sub(0.0, 0.6)));
+    ActivationObservations observed;
+    VOXSEG_RETURN_IF_ERROR(observeCases(package, split.calibration,
+                                        observed.observer(tensors, norm_inputs), o,
+                                        progress.sub(0.0, 0.6)));
     CalibrateReport report;
-    report.patches = observed.patches;
-    VOXSEG_ASSIGN_OR_RETURN(report.record,
-                            buildRecord(observed, *candidates, split.calibration, o));
+    report.patches = observed.patches();
+    std::vector<std::string> ids;
+    for (const CalibrationCase& c : split.calibration) ids.push_back(c.id);
+    VOXSEG_ASSIGN_OR_RETURN(report.record, observed.record(*candidates, ids, o));
     VOXSEG_RETURN_IF_ERROR(draft.setQuantization(report.record));
     VOXSEG_ASSIGN_OR_RETURN(
         report.held_back,
         validateHeldBack(package, draft.folder(), split.held_back, o, progress.sub(0.6, 1.0)));
     for (const LabelInfo& l : loaded.package.labels) report.label_names.push_back(l.name);
+    VOXSEG_RETURN_IF_ERROR(finishCalibration(report, draft, o, progress));
+    return report;
+}
+
+Status finishCalibration(CalibrateReport& report, CalibratedPackageDraft& draft,
+                         const CalibrateOptions& o, const Progress& progress) {
     report.summary = summarizeHeldBack(report.held_back);
     report.gate = applyCalibrationGate(report.summary, report.held_back, o.gate);
-    if (!report.gate.isOk()) return report;  // the draft's destructor removes the staged copy
+    if (!report.gate.isOk()) return Status::ok();  // the draft's destructor removes the copy
     report.record.held_back = report.summary;
     report.record.held_back->min_dice = o.gate.min_dice;
     report.record.held_back->min_agreement = o.gate.min_agreement;
     VOXSEG_RETURN_IF_ERROR(draft.setQuantization(report.record));
     VOXSEG_ASSIGN_OR_RETURN(report.signature, draft.commit(o.sign_key));
     progress.report(1.0, "calibrated");
-    return report;
+    return Status::ok();
 }
 
 }  // namespace voxseg::pipeline

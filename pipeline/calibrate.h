@@ -88,6 +88,14 @@ struct CalibrateReport {
 // The weight bits this CPU's int8 kernels multiply exactly: 8 with VNNI or AMX, else 7.
 int calibrationWeightBits();
 
+class CalibratedPackageDraft;
+// The end of a calibration (this one's and an interactive package's): report.summary from
+// report.held_back, report.gate from `o.gate`; when it passes, the record's held-back result goes
+// into the draft, which is signed (o.sign_key) and committed (report.signature). A missed gate
+// leaves the draft uncommitted (its destructor removes it). Errors: writing or committing.
+Status finishCalibration(CalibrateReport& report, CalibratedPackageDraft& draft,
+                         const CalibrateOptions& o, const Progress& progress);
+
 // Calibrates `package` on `cases` and writes the result to `output` (which must not exist).
 // Errors (unreadable cases, too few, unsupported packages, a tensor with no usable range) come
 // back as a Status, with nothing written; a missed gate comes back as report.gate with nothing

@@ -1,5 +1,7 @@
 #include "edit/interactive/simulated_clicks.h"
 
+#include "edit/interactive/interactive_session.h"
+
 #include <algorithm>
 #include <limits>
 
@@ -137,6 +139,30 @@ double diceScore(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
         sum += (a[i] != 0) + (b[i] != 0);
     }
     return sum == 0 ? 1.0 : 2.0 * double(both) / double(sum);
+}
+
+Result<SimulatedSession> simulateClicks(InteractiveSession& session,
+                                        const std::vector<uint8_t>& truth, int clicks) {
+    const Index3 n = session.shape();
+    const std::optional<Index3> first = deepestVoxel(truth, n);
+    if (!first) return invalidArgument("simulated clicks: the structure has no voxel");
+    SimulatedSession out;
+    std::optional<SimulatedClick> click = SimulatedClick{*first, true};
+    for (int c = 0; c < clicks && click; ++c) {
+        VOXSEG_RETURN_IF_ERROR(replayClicks(session, {*click}));
+        out.clicks.push_back(*click);
+        out.dice.push_back(diceScore(session.target(), truth));
+        click = correctiveClick(session.target(), truth, n);
+    }
+    return out;
+}
+
+Status replayClicks(InteractiveSession& session, const std::vector<SimulatedClick>& clicks) {
+    for (const SimulatedClick& c : clicks) {
+        const Point3 p{double(c.voxel[0]), double(c.voxel[1]), double(c.voxel[2])};
+        VOXSEG_RETURN_IF_ERROR(session.addPoint(p, c.include).status());
+    }
+    return Status::ok();
 }
 
 }  // namespace voxseg::edit::interactive

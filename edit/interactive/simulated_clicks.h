@@ -8,6 +8,7 @@
 // ndimage.label); ties go to the first voxel in (z, y, x) order. Pure functions, thread-safe.
 #pragma once
 
+#include "core/status.h"
 #include "edit/interactive/session_state.h"
 
 #include <cstdint>
@@ -31,5 +32,20 @@ std::optional<SimulatedClick> correctiveClick(const std::vector<uint8_t>& predic
 
 // 2|A and B| / (|A| + |B|) over nonzero voxels; 1 when both are empty.
 double diceScore(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b);
+
+class InteractiveSession;
+
+// The simulated user on `truth` (the session's shape, nonzero = in), from the session's current
+// object (reset it first for a new one): the first click at the deepest voxel, then corrective
+// clicks, `clicks` in all or fewer when the mask equals the truth. The clicks and the Dice after
+// each come back. A structure with no voxel is kInvalidArgument.
+struct SimulatedSession {
+    std::vector<SimulatedClick> clicks;
+    std::vector<double> dice;
+};
+Result<SimulatedSession> simulateClicks(InteractiveSession& session,
+                                        const std::vector<uint8_t>& truth, int clicks);
+// The same clicks again as points (another precision of the network, say).
+Status replayClicks(InteractiveSession& session, const std::vector<SimulatedClick>& clicks);
 
 }  // namespace voxseg::edit::interactive

@@ -368,8 +368,10 @@ Result<ModelPackage> readInteractivePackage(Reader& r, const json& root, ModelPa
         {"format_version", "name",        "version",    "description", "license",    "attribution",
          "citation",       "channels",    "spacing_mm", "patch_size",  "axis_order", "orientation",
          "labels",         "output",      "inference",  "sha256",      "models",     "precision",
-         "intended_input", "interactive", "disclaimer"});
+         "intended_input", "interactive", "disclaimer", "quantization"});
     readIdentity(r, root, p, false);
+    if (const json* v = r.member(root, "", "quantization", false))  // interactive int8
+        readQuantization(r, *v, "quantization", p.quantization.emplace());
     if (const json* v = r.member(root, "", "intended_input", false)) {
         p.intended_input.emplace();
         readIntendedInput(r, *v, "intended_input", *p.intended_input);

@@ -58,16 +58,9 @@ std::vector<double> clickSession(InteractiveModel& model, const io::CtPhantom& p
     const Volume& lab = ph.labels;
     std::vector<uint8_t> truth(static_cast<size_t>(n[0] * n[1] * n[2]));
     for (size_t i = 0; i < truth.size(); ++i) truth[i] = lab.data<uint8_t>()[i] == label;
-    std::vector<double> dice;
-    std::optional<SimulatedClick> click = SimulatedClick{*deepestVoxel(truth, n), true};
-    for (int c = 0; c < clicks && click; ++c) {
-        const Point3 p{double(click->voxel[0]), double(click->voxel[1]), double(click->voxel[2])};
-        auto r = session.addPoint(p, click->include);
-        EXPECT_TRUE(r.isOk()) << r.status().toString();
-        dice.push_back(diceScore(session.target(), truth));
-        click = correctiveClick(session.target(), truth, n);
-    }
-    return dice;
+    auto r = simulateClicks(session, truth, clicks);
+    EXPECT_TRUE(r.isOk()) << r.status().toString();
+    return r.isOk() ? r->dice : std::vector<double>{};
 }
 
 TEST(ShippedInteractiveModel, SegmentsHeldOutPhantomLivers) {
