@@ -136,7 +136,7 @@ std::vector<std::string_view> allowedKeys(const EditOp& op) {
         case OpKind::kPromptAccept:
             return {"op", "label", "overwrite", "object"};
         case OpKind::kPromptSession:
-            return {"op", "model", "network_sha256", "precision", "autozoom"};
+            return {"op", "model", "network_sha256", "precision", "autozoom", "restart"};
     }
     return {"op"};
 }
@@ -441,7 +441,9 @@ Status parsePromptFields(const Parser& p, EditOp& op) {
                 VOXSEG_RETURN_IF_ERROR(p.string("network_sha256", op.network_sha256));
             VOXSEG_RETURN_IF_ERROR(p.string("precision", op.precision));
             if (op.precision.empty()) return p.error("precision", "empty (fp32, bf16, ...)");
-            return p.boolean("autozoom", op.autozoom);
+            VOXSEG_RETURN_IF_ERROR(p.boolean("autozoom", op.autozoom));
+            if (p.has("restart")) VOXSEG_RETURN_IF_ERROR(p.boolean("restart", op.restart));
+            return {};
         default:
             return {};
     }
@@ -652,6 +654,7 @@ std::string toJsonLine(const EditOp& op) {
             if (!op.network_sha256.empty()) j["network_sha256"] = op.network_sha256;
             j["precision"] = op.precision;
             j["autozoom"] = op.autozoom;
+            if (op.restart) j["restart"] = true;
             break;
     }
     if (adds) j["overwrite"] = overwriteName(op.overwrite);

@@ -97,6 +97,9 @@ struct EditOp {
     std::string network_sha256;  // its network file (empty: not recorded)
     std::string precision;       // "fp32", "bf16", ... (engine::parsePrecision's names)
     bool autozoom = true;
+    // A new session from here (the viewer loaded the model, or began or restored a journal): the
+    // object and its prompts are cleared, and older prompts can no longer be undone in it.
+    bool restart = false;
 
     bool operator==(const EditOp&) const = default;
 };

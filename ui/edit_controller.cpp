@@ -109,21 +109,11 @@ void EditController::applyPromptStep(const edit::EditOp& op,
                                      std::shared_ptr<edit::interactive::InteractiveDelta> delta,
                                      bool history_cleared) {
     if (history_cleared) prompt_history_.clear();
-    if (op.kind == edit::OpKind::kPromptSession) {
-        prompt_settings_ = op;
-    } else if (prompt_settings_ && !(session_ && prompt_settings_journalled_)) {
-        // A journal started since the settings were sent (after a save, say): they go first.
-        if (!run([&] { return session_->apply(*prompt_settings_); }).isOk()) return;
-        prompt_settings_journalled_ = true;
-    }
     if (!run([&] { return session_->apply(op); }).isOk()) {
         if (delta) interactive_->revert(std::move(delta));  // the session as the label map
         return;
     }
-    if (op.kind == edit::OpKind::kPromptSession) {  // settings: no step
-        prompt_settings_journalled_ = true;
-        return;
-    }
+    if (op.kind == edit::OpKind::kPromptSession) return;  // settings: no step
     prompt_history_.prune(session_->editor());
     prompt_history_.keep(session_->editor().lastAppliedId(), std::move(delta));
     if (op.kind == edit::OpKind::kPromptAccept && op.object && !op.object->runs.empty()) {
@@ -285,7 +275,6 @@ Status EditController::ensureSession() {
         auto session, edit::EditSession::start(state_->image(), labels, state_->segmentMetas(), o));
     session_.emplace(std::move(session));
     prompt_history_.clear();
-    prompt_settings_journalled_ = false;
     ending_ = true;
     state_->beginEditing(session_->labelMap());
     ending_ = false;
@@ -645,7 +634,7 @@ void EditController::endSession(bool keep_recovery) {
     }
     session_.reset();
     prompt_history_.clear();
-    prompt_settings_journalled_ = false;
+    interactive_->restart();  // the next journal starts with a new interactive session
     stats_timer_->stop();
     emit historyChanged();
 }
@@ -676,7 +665,7 @@ Status EditController::restore(const edit::RecoveryInfo& info) {
     if (s.isOk()) {
         session_.emplace(std::move(session));
         prompt_history_.clear();
-        prompt_settings_journalled_ = false;
+        interactive_->restart();  // the journal's open object is not in the tool's session
         state_->beginEditing(session_->labelMap());
         state_->applySegmentMetas(info.segments);
         state_->refreshStatistics();

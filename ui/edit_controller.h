@@ -189,9 +189,6 @@ class EditController : public QObject {
     bool sphere_ = false;
     edit::Overwrite overwrite_{edit::Overwrite::Mode::kBackground, 0};
     edit::interactive::PromptHistory prompt_history_;
-    // The interactive tool's last prompt_session op, and whether this session's journal has it.
-    std::optional<edit::EditOp> prompt_settings_;
-    bool prompt_settings_journalled_ = false;
     std::optional<std::pair<double, double>> range_;
     double grow_tolerance_ = 100.0;
     std::optional<Vec3> brush_centre_;

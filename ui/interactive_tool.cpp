@@ -29,7 +29,7 @@ using edit::interactive::InteractiveSession;
 }  // namespace
 
 struct InteractiveTool::Job {
-    enum class Type { kLoad, kOp, kRevert, kReapply } type = Type::kOp;
+    enum class Type { kLoad, kOp, kRevert, kReapply, kRestart } type = Type::kOp;
     QString folder;                           // kLoad
     edit::EditOp op;                          // kOp
     std::optional<PromptKind> prompt;         // kOp of a drawn prompt (for the status message)
@@ -55,6 +55,7 @@ Status runJob(InteractiveTool::JobResult& r, InteractiveSession& session, const 
     const auto& job = *r.job;
     if (job.image) VOXSEG_RETURN_IF_ERROR(session.setImage(*job.image));
     session.setAutoZoom(job.autozoom);
+    if (job.type == InteractiveTool::Job::Type::kRestart) return session.resetInteractions();
     if (job.type == InteractiveTool::Job::Type::kOp) {
         VOXSEG_ASSIGN_OR_RETURN(r.step,
                                 edit::interactive::runSessionPart(session, g, job.op, nullptr, {}));
@@ -188,6 +189,15 @@ Status InteractiveTool::resetObject() {
     return enqueue(std::move(job));
 }
 
+void InteractiveTool::restart() {
+    journalled_autozoom_.reset();
+    restart_pending_ = true;
+    if (!hasModel() || !state_->hasImage()) return;  // a new image resets the session anyway
+    Job job;
+    job.type = Job::Type::kRestart;
+    (void)enqueue(std::move(job));
+}
+
 void InteractiveTool::revert(std::shared_ptr<InteractiveDelta> delta) {
     Job job;
     job.type = Job::Type::kRevert;
@@ -277,7 +287,8 @@ void InteractiveTool::finish(JobResult& r) {
         session_ = std::move(r.session);
         model_folder_ = job.folder;
         model_description_ = QString::fromStdString(model_->describe());
-        journalled_autozoom_.reset();  // the next prompt journals the new model first
+        journalled_autozoom_.reset();  // the next prompt journals the new session first
+        restart_pending_ = true;
         QSettings().setValue(kModelKey, job.folder);
         image_dirty_ = true;
         mask_.clear();
@@ -285,6 +296,9 @@ void InteractiveTool::finish(JobResult& r) {
         emit modelChanged();
     } else if (job.image_generation != image_generation_) {
         // Another image was opened while it ran: its result belongs to the old one.
+    } else if (job.type == Job::Type::kRestart) {
+        mask_.clear();
+        rebuildPreview();
     } else if (job.type != Job::Type::kOp) {  // undo / redo of a prompt step
         if (r.step.object_changed) copyChanged(*r.step.object_changed);
         emit latencyChanged(r.ms, QString("%1 in %2 ms")
@@ -301,10 +315,12 @@ void InteractiveTool::finishOp(const Job& job, JobResult& r) {
     const edit::OpKind kind = job.op.kind;
     if (!journalled_autozoom_ || *journalled_autozoom_ != job.autozoom) {
         journalled_autozoom_ = job.autozoom;
-        emit stepDone(edit::interactive::sessionPromptOp(
-                          model_->identity(), model_->networkSha256(),
-                          engine::precisionName(model_->precision()), job.autozoom),
-                      nullptr, false);
+        emit stepDone(
+            edit::interactive::sessionPromptOp(model_->identity(), model_->networkSha256(),
+                                               engine::precisionName(model_->precision()),
+                                               job.autozoom, restart_pending_),
+            nullptr, restart_pending_);
+        restart_pending_ = false;
     }
     if (kind == edit::OpKind::kPromptAccept || kind == edit::OpKind::kPromptReset) {
         const Index3 shape = session_->shape();

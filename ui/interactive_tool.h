@@ -89,6 +89,10 @@ class InteractiveTool : public QObject {
     Status accept(int label, edit::Overwrite overwrite);
     // Queues a reset of the current object's prompts (nothing is written).
     Status resetObject();
+    // A new session for a new journal (the EditController calls it when its edit session ends
+    // or is restored): the current object and its prompts are cleared (queued), and the next
+    // prompt's journal line is preceded by prompt_session with restart, so a replay clears too.
+    void restart();
     // Queues the revert / reapply of a prompt step's session part (the EditController's undo and
     // redo of a step that has one, edit::interactive::PromptHistory).
     void revert(std::shared_ptr<edit::interactive::InteractiveDelta> delta);
@@ -146,6 +150,7 @@ class InteractiveTool : public QObject {
     bool include_ = true;
     bool autozoom_ = true;
     std::optional<bool> journalled_autozoom_;  // of the last prompt_session sent (none: send one)
+    bool restart_pending_ = true;  // the next prompt_session says restart (a new session)
     std::optional<Prompt> drawing_;
     std::deque<std::shared_ptr<Job>> queue_;
     bool running_ = false;

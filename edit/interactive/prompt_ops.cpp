@@ -96,13 +96,14 @@ EditOp acceptPromptOp(int label, Overwrite overwrite, const Geometry& g,
 }
 
 EditOp sessionPromptOp(const std::string& model, const std::string& network_sha256,
-                       const std::string& precision, bool autozoom) {
+                       const std::string& precision, bool autozoom, bool restart) {
     EditOp op;
     op.kind = OpKind::kPromptSession;
     op.model = model;
     op.network_sha256 = network_sha256;
     op.precision = precision;
     op.autozoom = autozoom;
+    op.restart = restart;
     return op;
 }
 
@@ -246,6 +247,10 @@ Result<PromptApplyReport> InteractiveEditor::undoOrRedo(bool undo) {
 Result<PromptApplyReport> InteractiveEditor::applyPrompt(const EditOp& op) {
     PromptApplyReport report;
     if (op.kind == OpKind::kPromptSession) {  // settings: no step in either history
+        if (op.restart) {
+            VOXSEG_RETURN_IF_ERROR(session_.resetInteractions());
+            history_.clear();
+        }
         if (settings_) {
             VOXSEG_RETURN_IF_ERROR(settings_(op));
         } else {

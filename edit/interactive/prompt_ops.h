@@ -61,7 +61,7 @@ EditOp acceptPromptOp(int label, Overwrite overwrite, const Geometry& g,
 // The session's settings: the package's "name version", its network's sha256 (may be empty),
 // the precision it runs in (engine::precisionName) and AutoZoom.
 EditOp sessionPromptOp(const std::string& model, const std::string& network_sha256,
-                       const std::string& precision, bool autozoom);
+                       const std::string& precision, bool autozoom, bool restart = false);
 
 // Reads a mask file onto the image's grid: one value per voxel, (z, y, x) C order (x fastest),
 // nonzero = in. The CLI reads label maps, SEG and RTSTRUCT this way (pipeline).
@@ -100,8 +100,9 @@ class PromptHistory {
     std::map<uint64_t, std::shared_ptr<InteractiveDelta>> deltas_;
 };
 
-// What a prompt_session op changes: the CLI turns AutoZoom and reloads the network in the
-// line's precision. Without one, InteractiveEditor sets the session's AutoZoom only.
+// What a prompt_session op changes besides a restart (which InteractiveEditor does itself: the
+// session's prompts cleared, the older deltas dropped): the CLI turns AutoZoom and reloads the
+// network in the line's precision. Without one, InteractiveEditor sets the session's AutoZoom.
 using SessionSettings = std::function<Status(const EditOp& op)>;
 
 struct PromptApplyReport {

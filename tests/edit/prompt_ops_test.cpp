@@ -45,7 +45,8 @@ std::vector<EditOp> everyPromptOp(const Geometry& g) {
             acceptPromptOp(300, {Overwrite::Mode::kBackground, 0}),
             acceptPromptOp(4, {}, g, someObject(g)),
             sessionPromptOp("voxseg-interactive 0.1.0", std::string(64, 'a'), "bf16", false),
-            sessionPromptOp("other", "", "fp32", true)};
+            sessionPromptOp("other", "", "fp32", true),
+            sessionPromptOp("other", "", "fp32", true, true)};
 }
 
 TEST(PromptOps, EveryPromptOpRoundTripsThroughTheJournal) {
@@ -266,8 +267,9 @@ TEST(PromptOps, UndoRedoTakeThePromptsAndTheAcceptBackAndForth) {
     EXPECT_EQ(countOf(editor->labelMap(), 1), countOf(two));
 }
 
-// A rerun with the model: prompt_session lines reach the settings handler (no step), and an
-// accept that records its object reports how many voxels the rerun object differs by.
+// A rerun with the model: prompt_session lines reach the settings handler (no step), a restart
+// clears the object for good, and an accept that records its object reports how many voxels the
+// rerun object differs by.
 TEST(PromptOps, ARerunAppliesSessionLinesAndChecksRecordedObjects) {
     Fabricated f;
     ASSERT_NO_FATAL_FAILURE(f.load());
@@ -290,6 +292,18 @@ TEST(PromptOps, ARerunAppliesSessionLinesAndChecksRecordedObjects) {
     ASSERT_TRUE(edits.apply(sessionPromptOp("m", "", "fp32", false)).isOk());
     EXPECT_FALSE(edits.apply(sessionPromptOp("m", "", "fp64", false)).isOk());
     EXPECT_EQ(seen, (std::vector<std::string>{"fp32", "fp64"}));
+    EXPECT_EQ(editor->undoDepth(), 0);
+
+    // A restart clears the object, and the prompt before it can no longer be undone in the
+    // session (its step still undoes in the label map: an empty one).
+    ASSERT_TRUE(edits.apply(pointPromptOp(g, {42, 50, 110}, true)).isOk());
+    ASSERT_TRUE(edits.objectOpen());
+    ASSERT_TRUE(edits.apply(sessionPromptOp("m", "", "fp32", false, true)).isOk());
+    EXPECT_FALSE(edits.objectOpen());
+    EditOp undo;
+    undo.kind = OpKind::kUndo;
+    ASSERT_TRUE(edits.apply(undo).isOk());
+    EXPECT_FALSE(edits.objectOpen());
     EXPECT_EQ(editor->undoDepth(), 0);
 
     ASSERT_TRUE(edits.apply(pointPromptOp(g, {28, 30, 30}, true)).isOk());

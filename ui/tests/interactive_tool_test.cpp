@@ -378,6 +378,7 @@ TEST_F(InteractiveToolTest, NextObjectWritesTheObjectAsAnUndoableJournalledPromp
     const edit::EditOp& settings = (*lines)[0].op;
     EXPECT_EQ(settings.precision, tool()->precisionName().toStdString());
     EXPECT_FALSE(settings.autozoom);  // loadModel() turns it off
+    EXPECT_TRUE(settings.restart);    // the model's first session
     EXPECT_EQ(settings.network_sha256.size(), 64u);
     EXPECT_FALSE((*lines)[2].op.include);
     EXPECT_EQ((*lines)[3].op.label, label);
@@ -403,15 +404,26 @@ TEST_F(InteractiveToolTest, NextObjectWritesTheObjectAsAnUndoableJournalledPromp
     }
     EXPECT_EQ(count(tool()->mask()), 0);
 
-    // A journal started later (after a save ended the session) gets the settings first too.
-    edit()->endSession(false);
+    // Ending the edit session (closing, discarding, another label map) ends the interactive
+    // one too: an open object is cleared, and the next journal starts with a restart line, so
+    // its replay starts from the same empty object.
     (void)click({28, 30, 30});
+    ASSERT_TRUE(waitIdle());
+    ASSERT_GT(count(tool()->mask()), 0);
+    edit()->endSession(false);
+    ASSERT_TRUE(waitIdle());
+    EXPECT_EQ(count(tool()->mask()), 0);
+    const Point3 p = click({42, 50, 110});
     ASSERT_TRUE(waitIdle());
     auto again = edit::readJournal(edit()->journalPath().toStdString());
     ASSERT_TRUE(again.isOk()) << again.status().toString();
     ASSERT_EQ(again->size(), 2u);
     EXPECT_EQ((*again)[0].op.kind, edit::OpKind::kPromptSession);
+    EXPECT_TRUE((*again)[0].op.restart);
     EXPECT_EQ((*again)[1].op.kind, edit::OpKind::kPromptPoint);
+    startReference();
+    ASSERT_TRUE(session_->addPoint(p, true).isOk());
+    EXPECT_EQ(differing(), 0);  // the object of the new point alone
 }
 
 TEST_F(InteractiveToolTest, ErrorsAreReportedAndLoseNothing) {
