@@ -178,7 +178,16 @@ Result<EditSession> EditSession::restore(const Volume& image, const RecoveryInfo
     const std::string journal = (folder / kJournal).string();
     bool torn = false;
     VOXSEG_ASSIGN_OR_RETURN(auto lines, readJournal(journal, &torn));
-    VOXSEG_ASSIGN_OR_RETURN(auto report, applyJournalLines(lines, *s.editor_, journal));
+    ReplayReport report;
+    for (const JournalLine& l : lines) {
+        auto r = s.editor_->apply(l.op);
+        if (!r.isOk())
+            return Status(r.status().code(),
+                          fmt::format("line {}: {}", l.line, r.status().message()), journal);
+        ++report.ops_applied;
+        report.voxels_changed += r->voxels_changed;
+        s.noteLineStep();
+    }
     if (torn) {
         // Rewrite the journal without the torn line so appends start on a line of their own.
         std::string text;
@@ -196,11 +205,18 @@ Result<EditSession> EditSession::restore(const Volume& image, const RecoveryInfo
     return s;
 }
 
+void EditSession::noteLineStep() {
+    const uint64_t now = editor_->lastAppliedId();
+    line_steps_.push_back(now != last_step_ ? now : 0);
+    last_step_ = now;
+}
+
 Status EditSession::journal(const EditOp& op) {
     dirty_ = true;
     if (!writer_) return Status::ok();
     VOXSEG_RETURN_IF_ERROR(writer_->append(op));
     ++journal_lines_;
+    noteLineStep();
     return Status::ok();
 }
 

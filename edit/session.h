@@ -100,6 +100,12 @@ class EditSession {
     void markSaved() { dirty_ = false; }
     // Journal lines written (restored ones included).
     int journalLines() const { return journal_lines_; }
+    // The editor step the journal's line `index` (0-based) made, 0 when it made none (undo,
+    // redo, prompt_session): how callers key per-step data by line (the viewer's interactive
+    // tool rebuilding its session from a restored journal).
+    uint64_t stepOfLine(size_t index) const {
+        return index < line_steps_.size() ? line_steps_[index] : 0;
+    }
     const std::string& folder() const { return folder_; }
     // Ends the session's recovery: removes its folder (after a save the reviewer keeps, or a
     // discard on close). The session stays usable without a journal.
@@ -117,6 +123,9 @@ class EditSession {
     std::string started_;
     bool dirty_ = false;
     int journal_lines_ = 0;
+    std::vector<uint64_t> line_steps_;  // stepOfLine
+    uint64_t last_step_ = 0;            // the editor's last step id at the last line
+    void noteLineStep();
     EditOp stroke_op_;
     int stroke_steps_ = 0;
 };

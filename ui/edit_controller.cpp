@@ -99,6 +99,13 @@ void EditController::connectInteractive() {
     connect(interactive_, &InteractiveTool::latencyChanged, this,
             [this](double, const QString& message) { emit reported(message); });
     connect(interactive_, &InteractiveTool::stepDone, this, &EditController::applyPromptStep);
+    connect(interactive_, &InteractiveTool::rebuilt, this, [this](const auto& deltas) {
+        if (!session_) return;
+        for (const auto& [line, delta] : deltas)
+            if (const uint64_t step = session_->stepOfLine(line)) prompt_history_.keep(step, delta);
+        prompt_history_.prune(session_->editor());
+        emit historyChanged();
+    });
     // A new session (another model or image) cannot revert the old one's prompts.
     connect(interactive_, &InteractiveTool::modelChanged, this,
             [this] { prompt_history_.clear(); });
@@ -665,7 +672,11 @@ Status EditController::restore(const edit::RecoveryInfo& info) {
     if (s.isOk()) {
         session_.emplace(std::move(session));
         prompt_history_.clear();
-        interactive_->restart();  // the journal's open object is not in the tool's session
+        // The journal's interactive object and its undo come back once a model is loaded.
+        if (auto lines = edit::readJournal(journalPath().toStdString()); lines.isOk())
+            interactive_->rebuildFrom(std::move(lines).value(), session_->base());
+        else
+            interactive_->restart();
         state_->beginEditing(session_->labelMap());
         state_->applySegmentMetas(info.segments);
         state_->refreshStatistics();

@@ -29,11 +29,13 @@ using edit::interactive::InteractiveSession;
 }  // namespace
 
 struct InteractiveTool::Job {
-    enum class Type { kLoad, kOp, kRevert, kReapply, kRestart } type = Type::kOp;
+    enum class Type { kLoad, kOp, kRevert, kReapply, kRestart, kRebuild } type = Type::kOp;
     QString folder;                           // kLoad
     edit::EditOp op;                          // kOp
     std::optional<PromptKind> prompt;         // kOp of a drawn prompt (for the status message)
     std::shared_ptr<InteractiveDelta> delta;  // kRevert, kReapply
+    std::vector<edit::JournalLine> lines;     // kRebuild: the restored journal
+    Volume base;                              // kRebuild: the label map it started from
     std::shared_ptr<const Volume> image;      // set when the session needs the shown image
     bool autozoom = true;
     int image_generation = 0;  // the shown image when the job started
@@ -42,7 +44,8 @@ struct InteractiveTool::Job {
 struct InteractiveTool::JobResult {
     std::shared_ptr<Job> job;
     Status status;
-    edit::interactive::SessionStep step;  // kOp; kRevert/kReapply: object_changed
+    edit::interactive::SessionStep step;        // kOp; kRevert/kReapply: object_changed
+    edit::interactive::RebuiltSession rebuilt;  // kRebuild
     double ms = 0;
     std::unique_ptr<InteractiveModel> model;  // kLoad
     std::unique_ptr<InteractiveSession> session;
@@ -51,11 +54,24 @@ struct InteractiveTool::JobResult {
 namespace {
 
 // A job's session part (worker thread).
-Status runJob(InteractiveTool::JobResult& r, InteractiveSession& session, const Geometry& g) {
+Status runJob(InteractiveTool::JobResult& r, InteractiveSession& session, const Geometry& g,
+              const std::string& model) {
     const auto& job = *r.job;
     if (job.image) VOXSEG_RETURN_IF_ERROR(session.setImage(*job.image));
     session.setAutoZoom(job.autozoom);
     if (job.type == InteractiveTool::Job::Type::kRestart) return session.resetInteractions();
+    if (job.type == InteractiveTool::Job::Type::kRebuild) {
+        if (!job.image)
+            return Status(StatusCode::kFailedPrecondition, "no image to rebuild the session on");
+        auto rebuilt =
+            edit::interactive::rebuildSession(session, *job.image, job.base, job.lines, model);
+        if (!rebuilt.isOk()) {
+            (void)session.resetInteractions();  // a new session instead
+            return rebuilt.status();
+        }
+        r.rebuilt = std::move(rebuilt).value();
+        return Status::ok();
+    }
     if (job.type == InteractiveTool::Job::Type::kOp) {
         VOXSEG_ASSIGN_OR_RETURN(r.step,
                                 edit::interactive::runSessionPart(session, g, job.op, nullptr, {}));
@@ -190,12 +206,25 @@ Status InteractiveTool::resetObject() {
 }
 
 void InteractiveTool::restart() {
+    pending_rebuild_.reset();
     journalled_autozoom_.reset();
     restart_pending_ = true;
     if (!hasModel() || !state_->hasImage()) return;  // a new image resets the session anyway
     Job job;
     job.type = Job::Type::kRestart;
     (void)enqueue(std::move(job));
+}
+
+void InteractiveTool::rebuildFrom(std::vector<edit::JournalLine> lines, Volume base) {
+    auto job = std::make_shared<Job>();
+    job->type = Job::Type::kRebuild;
+    job->lines = std::move(lines);
+    job->base = std::move(base);
+    pending_rebuild_ = std::move(job);
+    if (!hasModel() || modelPending()) return;  // after the load
+    queue_.push_front(std::move(pending_rebuild_));
+    emit pendingChanged(pending());
+    startNext();
 }
 
 void InteractiveTool::revert(std::shared_ptr<InteractiveDelta> delta) {
@@ -244,7 +273,10 @@ void InteractiveTool::startNext() {
     job->image_generation = image_generation_;
     InteractiveSession* session = session_.get();
     const Geometry g = state_->hasImage() ? state_->image().geometry() : Geometry{};
-    std::function<JobResult()> work = [job, session, g] {
+    const std::string model = model_ ? model_->identity() : std::string();
+    if (job->type == Job::Type::kRebuild && state_->hasImage() && !job->image)
+        job->image = std::make_shared<Volume>(state_->image());  // the grid it rebuilds on
+    std::function<JobResult()> work = [job, session, g, model] {
         JobResult r;
         r.job = job;
         const auto t0 = std::chrono::steady_clock::now();
@@ -261,7 +293,7 @@ void InteractiveTool::startNext() {
         } else if (!session) {
             r.status = notReady("no interactive model loaded (its load failed)");
         } else {
-            r.status = runJob(r, *session, g);
+            r.status = runJob(r, *session, g, model);
         }
         r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                    .count();
@@ -281,7 +313,19 @@ void InteractiveTool::finish(JobResult& r) {
                              : job.prompt ? QString("%1 prompt: ").arg(promptKindName(*job.prompt))
                                           : QString();
         log::warning(kComponent, "{}{}", what.toStdString(), r.status.toString());
-        emit failed(what + QString::fromStdString(r.status.message()));
+        if (job.type == Job::Type::kRebuild) {
+            // Not an error of the user's: the restored journal's open object is just not back.
+            log::warning(kComponent,
+                         "the restored journal's interactive object was not rebuilt ({}): the "
+                         "next prompt starts a new object",
+                         r.status.message());
+            restart_pending_ = true;
+            journalled_autozoom_.reset();
+            mask_.clear();
+            rebuildPreview();
+        } else {
+            emit failed(what + QString::fromStdString(r.status.message()));
+        }
     } else if (job.type == Job::Type::kLoad) {
         model_ = std::move(r.model);
         session_ = std::move(r.session);
@@ -289,6 +333,7 @@ void InteractiveTool::finish(JobResult& r) {
         model_description_ = QString::fromStdString(model_->describe());
         journalled_autozoom_.reset();  // the next prompt journals the new session first
         restart_pending_ = true;
+        if (pending_rebuild_) queue_.push_front(std::move(pending_rebuild_));
         QSettings().setValue(kModelKey, job.folder);
         image_dirty_ = true;
         mask_.clear();
@@ -299,6 +344,15 @@ void InteractiveTool::finish(JobResult& r) {
     } else if (job.type == Job::Type::kRestart) {
         mask_.clear();
         rebuildPreview();
+    } else if (job.type == Job::Type::kRebuild) {
+        restart_pending_ = false;  // the journal's session goes on
+        journalled_autozoom_ = r.rebuilt.autozoom;
+        copyChanged(Box{{0, 0, 0}, session_->shape()});
+        log::info(kComponent,
+                  "interactive session rebuilt from the restored journal ({} prompt "
+                  "steps undoable)",
+                  r.rebuilt.deltas.size());
+        emit rebuilt(r.rebuilt.deltas);
     } else if (job.type != Job::Type::kOp) {  // undo / redo of a prompt step
         if (r.step.object_changed) copyChanged(*r.step.object_changed);
         emit latencyChanged(r.ms, QString("%1 in %2 ms")

@@ -20,6 +20,7 @@
 #include "core/volume.h"
 #include "edit/edit_op.h"
 #include "edit/edit_preview.h"
+#include "edit/journal.h"
 #include "ui/interactive_prompt.h"
 
 #include <QObject>
@@ -93,6 +94,12 @@ class InteractiveTool : public QObject {
     // or is restored): the current object and its prompts are cleared (queued), and the next
     // prompt's journal line is preceded by prompt_session with restart, so a replay clears too.
     void restart();
+    // A restored journal (the EditController's crash recovery): once a model is loaded (now, or
+    // when the next load finishes), its session is rebuilt from `lines` on `base`
+    // (edit::interactive::rebuildSession), so the journal's open object comes back and its
+    // prompts undo; rebuilt() hands the deltas by line index. When it cannot be (another model,
+    // a journal without prompts), the next prompt starts a new session (restart()).
+    void rebuildFrom(std::vector<edit::JournalLine> lines, Volume base);
     // Queues the revert / reapply of a prompt step's session part (the EditController's undo and
     // redo of a step that has one, edit::interactive::PromptHistory).
     void revert(std::shared_ptr<edit::interactive::InteractiveDelta> delta);
@@ -125,6 +132,9 @@ class InteractiveTool : public QObject {
     // A finished job's op for the label map and the journal, with the session's delta of it
     // (null: nothing to revert) and whether older deltas became void (a reset the model cannot
     // undo).
+    void rebuilt(
+        const std::vector<std::pair<size_t, std::shared_ptr<edit::interactive::InteractiveDelta>>>&
+            deltas);
     void stepDone(const edit::EditOp& op,
                   std::shared_ptr<edit::interactive::InteractiveDelta> delta, bool history_cleared);
 
@@ -150,7 +160,8 @@ class InteractiveTool : public QObject {
     bool include_ = true;
     bool autozoom_ = true;
     std::optional<bool> journalled_autozoom_;  // of the last prompt_session sent (none: send one)
-    bool restart_pending_ = true;  // the next prompt_session says restart (a new session)
+    bool restart_pending_ = true;           // the next prompt_session says restart (a new session)
+    std::shared_ptr<Job> pending_rebuild_;  // rebuildFrom() before a model was loaded
     std::optional<Prompt> drawing_;
     std::deque<std::shared_ptr<Job>> queue_;
     bool running_ = false;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <map>
 
 namespace voxseg::edit::interactive {
 namespace {
@@ -286,6 +287,45 @@ Result<PromptApplyReport> InteractiveEditor::applyPrompt(const EditOp& op) {
     history_.prune(editor_);
     history_.keep(editor_.lastAppliedId(), std::move(s.delta));
     return report;
+}
+
+Result<RebuiltSession> rebuildSession(InteractiveSession& session, const Volume& image,
+                                      const Volume& base, const std::vector<JournalLine>& lines,
+                                      const std::string& model_identity) {
+    size_t from = 0;
+    const EditOp* settings = nullptr;
+    for (size_t i = 0; i < lines.size(); ++i) {
+        if (lines[i].op.kind != OpKind::kPromptSession) continue;
+        settings = &lines[i].op;
+        if (settings->restart) from = i;
+    }
+    if (!settings)
+        return Status(StatusCode::kFailedPrecondition, "the journal has no prompt_session line");
+    if (settings->model != model_identity)
+        return Status(
+            StatusCode::kFailedPrecondition,
+            fmt::format("the journal's session ran model \"{}\", the loaded one is \"{}\"",
+                        settings->model, model_identity));
+    VOXSEG_ASSIGN_OR_RETURN(LabelEditor scratch, LabelEditor::create(image, base));
+    VOXSEG_RETURN_IF_ERROR(session.resetInteractions());
+    InteractiveEditor editor(scratch, session);
+    std::map<uint64_t, size_t> line_of_step;
+    uint64_t last = scratch.lastAppliedId();
+    RebuiltSession out;
+    for (size_t i = 0; i < lines.size(); ++i) {
+        const EditOp& op = lines[i].op;
+        const Status applied = i < from ? scratch.apply(op).status() : editor.apply(op).status();
+        if (!applied.isOk()) return applied.withContext(fmt::format("line {}: ", lines[i].line));
+        if (const uint64_t now = scratch.lastAppliedId(); now != last) {
+            line_of_step[now] = i;
+            last = now;
+        }
+        if (op.kind == OpKind::kPromptSession) out.autozoom = op.autozoom;
+    }
+    for (const auto& [step, delta] : editor.history().deltas())
+        if (const auto it = line_of_step.find(step); it != line_of_step.end())
+            out.deltas.push_back({it->second, delta});
+    return out;
 }
 
 }  // namespace voxseg::edit::interactive

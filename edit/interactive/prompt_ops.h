@@ -24,6 +24,7 @@
 #include "edit/interactive/draw_prompts.h"
 #include "edit/interactive/interactive_session.h"
 #include "edit/interactive/prompts.h"
+#include "edit/journal.h"
 #include "edit/label_editor.h"
 
 #include <functional>
@@ -95,6 +96,7 @@ class PromptHistory {
     void clear() { deltas_.clear(); }
     // Drops the deltas of steps `editor` no longer holds (redo history cleared, oldest dropped).
     void prune(const LabelEditor& editor);
+    const std::map<uint64_t, std::shared_ptr<InteractiveDelta>>& deltas() const { return deltas_; }
 
   private:
     std::map<uint64_t, std::shared_ptr<InteractiveDelta>> deltas_;
@@ -113,6 +115,25 @@ struct PromptApplyReport {
     std::optional<int64_t> recorded_differs;
 };
 
+// A session rebuilt from a restored journal (rebuildSession).
+struct RebuiltSession {
+    // The session deltas of the journal's prompt steps, by line index (0-based): the caller keys
+    // them by its own steps (EditSession::stepOfLine).
+    std::vector<std::pair<size_t, std::shared_ptr<InteractiveDelta>>> deltas;
+    bool autozoom = true;  // the last prompt_session's
+};
+
+// The interactive session a journal leaves (the viewer reopening a crash's journal): `lines`
+// replayed on a scratch label editor from `base` (on `image`'s grid), by LabelEditor alone up to
+// the last prompt_session with restart, from there through an InteractiveEditor on `session`
+// (whose image must be `image`), so the session holds the journal's open object and can undo its
+// prompts. Refused (kFailedPrecondition) when the journal has no prompt_session line or its last
+// one names another model than `model_identity`; a line that fails names its number. The
+// session's prompts are reset first.
+Result<RebuiltSession> rebuildSession(InteractiveSession& session, const Volume& image,
+                                      const Volume& base, const std::vector<JournalLine>& lines,
+                                      const std::string& model_identity);
+
 class InteractiveEditor {
   public:
     // Both must outlive this (the editor may be a member of the viewer's EditSession); the
@@ -126,6 +147,8 @@ class InteractiveEditor {
 
     // True when the session holds an object that is not accepted yet (its target has voxels).
     bool objectOpen() const;
+    // The session deltas of the prompt steps applied so far, by the editor's step ids.
+    const PromptHistory& history() const { return history_; }
 
   private:
     Result<PromptApplyReport> applyPrompt(const EditOp& op);

@@ -187,6 +187,13 @@ int64_t countOf(const Volume& labels, int label) {
     return n;
 }
 
+std::vector<uint8_t> labelMask(const LabelEditor& editor, int label) {
+    const Volume& labels = editor.labelMap();
+    std::vector<uint8_t> m(static_cast<size_t>(labels.geometry().voxelCount()));
+    for (size_t i = 0; i < m.size(); ++i) m[i] = labels.data<uint8_t>()[i] == label;
+    return m;
+}
+
 int64_t countOf(const std::vector<uint8_t>& mask) {
     int64_t n = 0;
     for (uint8_t v : mask) n += v != 0;
@@ -328,6 +335,53 @@ TEST(PromptOps, ARerunAppliesSessionLinesAndChecksRecordedObjects) {
     auto unrecorded = edits.apply(acceptPromptOp(3));
     ASSERT_TRUE(unrecorded.isOk());
     EXPECT_FALSE(unrecorded->recorded_differs.has_value());
+}
+
+// rebuildSession: a journal written by an InteractiveEditor (an accepted object, then an open
+// one) rebuilt on a fresh session gives the open object and deltas by line that undo its
+// prompts; another model's journal is refused.
+TEST(PromptOps, ASessionRebuiltFromAJournalHoldsItsOpenObject) {
+    Fabricated f;
+    ASSERT_NO_FATAL_FAILURE(f.load());
+    const Geometry& g = f.image.geometry();
+    const Volume base = Volume::allocate<uint8_t>(g);
+    InteractiveSession session(f.model->spec(), f.model->forward());
+    ASSERT_TRUE(session.setImage(f.image).isOk());
+    auto editor = LabelEditor::create(f.image, base);
+    ASSERT_TRUE(editor.isOk());
+    InteractiveEditor edits(*editor, session);
+    std::vector<JournalLine> lines;
+    const auto apply = [&](const EditOp& op) {
+        auto r = edits.apply(op);
+        ASSERT_TRUE(r.isOk()) << r.status().toString();
+        EditOp journalled = op;
+        if (op.kind == OpKind::kPromptAccept)  // as the viewer writes it: the object recorded
+            journalled = acceptPromptOp(op.label, op.overwrite, g, labelMask(*editor, op.label));
+        lines.push_back({static_cast<int>(lines.size()) + 1, journalled});
+    };
+    apply(sessionPromptOp("m 1", "", "fp32", false, true));
+    apply(pointPromptOp(g, {42, 50, 110}, true));
+    apply(acceptPromptOp(1));
+    apply(pointPromptOp(g, {28, 30, 30}, true));
+    const std::vector<uint8_t> one = session.target();
+    apply(pointPromptOp(g, {28, 36, 34}, false));
+    const std::vector<uint8_t> two = session.target();
+    ASSERT_NE(one, two);
+
+    InteractiveSession fresh(f.model->spec(), f.model->forward());
+    ASSERT_TRUE(fresh.setImage(f.image).isOk());
+    EXPECT_FALSE(rebuildSession(fresh, f.image, base, lines, "another 2").isOk());
+    auto rebuilt = rebuildSession(fresh, f.image, base, lines, "m 1");
+    ASSERT_TRUE(rebuilt.isOk()) << rebuilt.status().toString();
+    EXPECT_EQ(fresh.target(), two);
+    EXPECT_FALSE(rebuilt->autozoom);
+    // Deltas for the lines of both points of the open object (and the accept's), by line index.
+    std::map<size_t, std::shared_ptr<InteractiveDelta>> by_line(rebuilt->deltas.begin(),
+                                                                rebuilt->deltas.end());
+    ASSERT_TRUE(by_line.count(4));
+    ASSERT_TRUE(by_line.count(3));
+    ASSERT_TRUE(fresh.revert(*by_line.at(4)).isOk());
+    EXPECT_EQ(fresh.target(), one);
 }
 
 }  // namespace

@@ -426,6 +426,49 @@ TEST_F(InteractiveToolTest, NextObjectWritesTheObjectAsAnUndoableJournalledPromp
     EXPECT_EQ(differing(), 0);  // the object of the new point alone
 }
 
+// A crash while an object is open: the restored journal gives the object back once the model is
+// loaded, with its prompts undoable, and a prompt after it goes on as in one session.
+TEST_F(InteractiveToolTest, ARestoredJournalGivesTheOpenObjectBack) {
+    loadModel();
+    startReference();
+    QTest::keyClick(window_.get(), Qt::Key_P);
+    const Point3 p1 = click({28, 30, 30});
+    const Point3 p2 = click({28, 36, 34}, Qt::ShiftModifier);
+    ASSERT_TRUE(waitIdle());
+    const std::vector<uint8_t> open = tool()->mask();
+    ASSERT_GT(count(open), 0);
+    // The viewer stops: its edit session ends with the recovery folder kept, the tool's session
+    // is lost.
+    edit()->endSession(true);
+    ASSERT_TRUE(waitIdle());
+    ASSERT_EQ(count(tool()->mask()), 0);
+    const auto info = edit()->pendingRecovery();
+    ASSERT_TRUE(info.has_value());
+    ASSERT_TRUE(edit()->restore(*info).isOk());
+    ASSERT_TRUE(waitIdle());
+    EXPECT_EQ(tool()->mask(), open);  // the model was loaded: rebuilt at once
+    // Its prompts undo one by one, as before the crash.
+    ASSERT_TRUE(edit()->undo().isOk());
+    ASSERT_TRUE(waitIdle());
+    ASSERT_TRUE(session_->addPoint(p1, true).isOk());
+    EXPECT_EQ(differing(), 0);
+    ASSERT_TRUE(edit()->redo().isOk());
+    ASSERT_TRUE(waitIdle());
+    ASSERT_TRUE(session_->addPoint(p2, false).isOk());
+    EXPECT_EQ(differing(), 0);
+    // A prompt after the restore continues the object (no restart line).
+    const Point3 p3 = click({42, 50, 110});
+    ASSERT_TRUE(waitIdle());
+    ASSERT_TRUE(session_->addPoint(p3, true).isOk());
+    EXPECT_EQ(differing(), 0);
+    auto lines = edit::readJournal(edit()->journalPath().toStdString());
+    ASSERT_TRUE(lines.isOk());
+    int restarts = 0;
+    for (const auto& l : *lines)
+        restarts += l.op.kind == edit::OpKind::kPromptSession && l.op.restart;
+    EXPECT_EQ(restarts, 1);  // the first line only
+}
+
 TEST_F(InteractiveToolTest, ErrorsAreReportedAndLoseNothing) {
     QSignalSpy failed(edit(), &EditController::editFailed);
     QTest::keyClick(window_.get(), Qt::Key_P);
