@@ -49,9 +49,38 @@ struct InteractiveTool::JobResult {
     double ms = 0;
     std::unique_ptr<InteractiveModel> model;  // kLoad
     std::unique_ptr<InteractiveSession> session;
+    // kLoad: the session its forward reports on (set once the session exists)
+    std::shared_ptr<InteractiveSession*> session_ref = std::make_shared<InteractiveSession*>();
 };
 
 namespace {
+
+// The model's network calls, each reported to the tool as progressed(done, planned): the calls
+// of this prediction so far, of the AutoZoom calls plus the refinement boxes once planned (the
+// session's prediction log, written on this same worker thread).
+edit::interactive::Forward reportingForward(InteractiveModel& model,
+                                            std::shared_ptr<InteractiveSession*> session,
+                                            QPointer<InteractiveTool> tool) {
+    return [forward = model.forward(), session, tool](const std::vector<float>& input,
+                                                      std::vector<uint8_t>& argmax) {
+        const Status s = forward(input, argmax);
+        if (!s.isOk() || !*session || !tool) return s;
+        const edit::interactive::PredictionLog& log = (*session)->lastLog();
+        const int done = static_cast<int>(log.forwards.size());
+        int planned = 0;
+        if (!log.refinement_boxes.empty()) {
+            planned = static_cast<int>(log.refinement_boxes.size());
+            for (const auto& call : log.forwards) planned += call.zoom > 1.0;
+        }
+        QMetaObject::invokeMethod(
+            tool.data(),
+            [tool, done, planned] {
+                if (tool) emit tool->progressed(done, planned);
+            },
+            Qt::QueuedConnection);
+        return s;
+    };
+}
 
 // A job's session part (worker thread).
 Status runJob(InteractiveTool::JobResult& r, InteractiveSession& session, const Geometry& g,
@@ -276,7 +305,8 @@ void InteractiveTool::startNext() {
     const std::string model = model_ ? model_->identity() : std::string();
     if (job->type == Job::Type::kRebuild && state_->hasImage() && !job->image)
         job->image = std::make_shared<Volume>(state_->image());  // the grid it rebuilds on
-    std::function<JobResult()> work = [job, session, g, model] {
+    const QPointer<InteractiveTool> tool(this);
+    std::function<JobResult()> work = [job, session, g, model, tool] {
         JobResult r;
         r.job = job;
         const auto t0 = std::chrono::steady_clock::now();
@@ -289,7 +319,9 @@ void InteractiveTool::startNext() {
                 return r;
             }
             r.model = std::move(*m);
-            r.session = std::make_unique<InteractiveSession>(r.model->spec(), r.model->forward());
+            r.session = std::make_unique<InteractiveSession>(
+                r.model->spec(), reportingForward(*r.model, r.session_ref, tool));
+            *r.session_ref = r.session.get();
         } else if (!session) {
             r.status = notReady("no interactive model loaded (its load failed)");
         } else {

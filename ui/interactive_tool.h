@@ -128,6 +128,9 @@ class InteractiveTool : public QObject {
     void failed(const QString& message);
     void modelChanged();
     void pendingChanged(int pending);
+    // The running job's network calls: `done` so far of `planned` (0 while AutoZoom is still
+    // widening the window, so the refinement boxes are not planned yet).
+    void progressed(int done, int planned);
     void objectAccepted(const std::vector<uint8_t>& mask, Index3 shape);
     // A finished job's op for the label map and the journal, with the session's delta of it
     // (null: nothing to revert) and whether older deltas became void (a reset the model cannot

@@ -78,6 +78,13 @@ InteractiveToolbar::InteractiveToolbar(EditController* controller, QWidget* pare
             " " + (pending > 0 ? QString("running (%1 queued) ").arg(pending - 1) : QString()) +
             last + " ");
     });
+    connect(tool, &InteractiveTool::progressed, this, [this, tool](int done, int planned) {
+        const int queued = tool->pending() - 1;
+        latency_->setText(QString(" running: network call %1%2%3 ")
+                              .arg(done)
+                              .arg(planned > 0 ? QString(" of %1").arg(planned) : QString())
+                              .arg(queued > 0 ? QString(" (%1 queued)").arg(queued) : QString()));
+    });
     connect(edit_, &EditController::toolChanged, this, &InteractiveToolbar::sync);
     sync();
 }

@@ -237,6 +237,22 @@ TEST_F(InteractiveToolTest, BoxAndLassoDragsGiveTheSessionsMask) {
     EXPECT_GT(count(session_->target()), 0);
     EXPECT_EQ(differing(), 0);
 
+    // With AutoZoom the box zooms out and refines: the toolbar follows the network calls.
+    window_->interactiveToolbar()->autoZoomBox()->setChecked(true);
+    QSignalSpy progressed(tool(), &InteractiveTool::progressed);
+    const std::vector<Point3> big = dragThrough({{40, 10, 10}, {40, 60, 120}, {40, 90, 150}});
+    ASSERT_TRUE(waitIdle());
+    ASSERT_GE(progressed.count(), 1);
+    const int done = progressed.back()[0].toInt(), planned = progressed.back()[1].toInt();
+    std::printf("large box with AutoZoom: %d network calls, %d planned\n", done, planned);
+    EXPECT_EQ(done, progressed.count());  // one report per call
+    EXPECT_GT(planned, 0);                // it zoomed out, so refinement boxes were planned
+    EXPECT_EQ(done, planned);
+    window_->interactiveToolbar()->autoZoomBox()->setChecked(false);
+    session_->setAutoZoom(true);
+    ASSERT_TRUE(session_->addBox(boxOfDrag(big.front(), big.back(), 0), true).isOk());
+    session_->setAutoZoom(false);
+
     QTest::keyClick(window_.get(), Qt::Key_L);
     ASSERT_EQ(tool()->kind(), PromptKind::kLasso);
     const std::vector<Point3> lasso =
