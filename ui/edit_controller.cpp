@@ -673,10 +673,7 @@ Status EditController::restore(const edit::RecoveryInfo& info) {
         session_.emplace(std::move(session));
         prompt_history_.clear();
         // The journal's interactive object and its undo come back once a model is loaded.
-        if (auto lines = edit::readJournal(journalPath().toStdString()); lines.isOk())
-            interactive_->rebuildFrom(std::move(lines).value(), session_->base());
-        else
-            interactive_->restart();
+        interactive_->rebuildFrom(journalPath(), session_->base());
         state_->beginEditing(session_->labelMap());
         state_->applySegmentMetas(info.segments);
         state_->refreshStatistics();

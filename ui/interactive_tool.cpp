@@ -244,13 +244,24 @@ void InteractiveTool::restart() {
     (void)enqueue(std::move(job));
 }
 
-void InteractiveTool::rebuildFrom(std::vector<edit::JournalLine> lines, Volume base) {
+void InteractiveTool::rebuildFrom(const QString& journal, Volume base) {
     auto job = std::make_shared<Job>();
     job->type = Job::Type::kRebuild;
-    job->lines = std::move(lines);
     job->base = std::move(base);
     pending_rebuild_ = std::move(job);
-    if (!hasModel() || modelPending()) return;  // after the load
+    rebuild_journal_ = journal;
+    if (hasModel() && !modelPending()) queueRebuild();  // else after the load
+}
+
+void InteractiveTool::queueRebuild() {
+    auto lines = edit::readJournal(rebuild_journal_.toStdString());
+    if (!lines.isOk()) {
+        log::warning(kComponent, "the restored journal's interactive object was not rebuilt ({})",
+                     lines.status().toString());
+        pending_rebuild_.reset();
+        return;
+    }
+    pending_rebuild_->lines = std::move(lines).value();
     queue_.push_front(std::move(pending_rebuild_));
     emit pendingChanged(pending());
     startNext();
@@ -365,12 +376,12 @@ void InteractiveTool::finish(JobResult& r) {
         model_description_ = QString::fromStdString(model_->describe());
         journalled_autozoom_.reset();  // the next prompt journals the new session first
         restart_pending_ = true;
-        if (pending_rebuild_) queue_.push_front(std::move(pending_rebuild_));
         QSettings().setValue(kModelKey, job.folder);
         image_dirty_ = true;
         mask_.clear();
         rebuildPreview();
         emit modelChanged();
+        if (pending_rebuild_) queueRebuild();  // first, on the new session and the shown image
     } else if (job.image_generation != image_generation_) {
         // Another image was opened while it ran: its result belongs to the old one.
     } else if (job.type == Job::Type::kRestart) {

@@ -95,11 +95,11 @@ class InteractiveTool : public QObject {
     // prompt's journal line is preceded by prompt_session with restart, so a replay clears too.
     void restart();
     // A restored journal (the EditController's crash recovery): once a model is loaded (now, or
-    // when the next load finishes), its session is rebuilt from `lines` on `base`
-    // (edit::interactive::rebuildSession), so the journal's open object comes back and its
-    // prompts undo; rebuilt() hands the deltas by line index. When it cannot be (another model,
-    // a journal without prompts), the next prompt starts a new session (restart()).
-    void rebuildFrom(std::vector<edit::JournalLine> lines, Volume base);
+    // when the next load finishes), its session is rebuilt from the journal's lines as they are
+    // then, on `base` (edit::interactive::rebuildSession), so the journal's open object comes
+    // back and its prompts undo; rebuilt() hands the deltas by line index. When it cannot be
+    // (another model, a journal without prompts), the next prompt starts a new session.
+    void rebuildFrom(const QString& journal, Volume base);
     // Queues the revert / reapply of a prompt step's session part (the EditController's undo and
     // redo of a step that has one, edit::interactive::PromptHistory).
     void revert(std::shared_ptr<edit::interactive::InteractiveDelta> delta);
@@ -165,6 +165,8 @@ class InteractiveTool : public QObject {
     std::optional<bool> journalled_autozoom_;  // of the last prompt_session sent (none: send one)
     bool restart_pending_ = true;           // the next prompt_session says restart (a new session)
     std::shared_ptr<Job> pending_rebuild_;  // rebuildFrom() before a model was loaded
+    QString rebuild_journal_;               // its journal, read when the job is queued
+    void queueRebuild();
     std::optional<Prompt> drawing_;
     std::deque<std::shared_ptr<Job>> queue_;
     bool running_ = false;

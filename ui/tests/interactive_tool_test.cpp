@@ -483,6 +483,19 @@ TEST_F(InteractiveToolTest, ARestoredJournalGivesTheOpenObjectBack) {
     for (const auto& l : *lines)
         restarts += l.op.kind == edit::OpKind::kPromptSession && l.op.restart;
     EXPECT_EQ(restarts, 1);  // the first line only
+
+    // Restored while the model is still loading: rebuilt once the load finishes, from the
+    // journal as it is then (the third point included).
+    const std::vector<uint8_t> three = tool()->mask();
+    edit()->endSession(true);
+    ASSERT_TRUE(waitIdle());
+    tool()->loadModel(QString::fromStdString(kData + "/model"));
+    ASSERT_TRUE(tool()->modelPending());
+    const auto again = edit()->pendingRecovery();
+    ASSERT_TRUE(again.has_value());
+    ASSERT_TRUE(edit()->restore(*again).isOk());
+    ASSERT_TRUE(waitIdle());
+    EXPECT_EQ(tool()->mask(), three);
 }
 
 TEST_F(InteractiveToolTest, ErrorsAreReportedAndLoseNothing) {
