@@ -281,10 +281,11 @@ int main(int argc, char** argv) {
         s.boxes = static_cast<int>(session.lastLog().refinement_boxes.size());
         for (const auto& f : session.lastLog().forwards) s.zoom = std::max(s.zoom, f.zoom);
         samples[kind].push_back(s);
-        all.push_back(s);
+        // "all prompts" keeps the session it always timed: point, corrections, box, scribble.
+        if (kind != "point after a box") all.push_back(s);
     };
     const auto objs = findObjects(labels, n, objects);
-    std::vector<std::vector<double>> dice_per_object;
+    std::vector<std::vector<double>> dice_per_object, box_dice_per_object;
     for (const auto& o : objs) {
         // Clicks as the simulated user makes them (edit/interactive/simulated_clicks.h): the
         // object's deepest voxel, then the deepest voxel of the largest error.
@@ -322,6 +323,20 @@ int main(int argc, char** argv) {
         BoxRequest box;
         for (int a = 0; a < 3; ++a) box.lo[a] = double(lo[a]), box.hi[a] = double(hi[a]);
         timedPrompt("box (2-D)", [&] { return session.addBox(box, true); });
+        // The box, then corrective clicks as above: Dice after the box and after each click.
+        std::vector<double> box_dice{diceScore(session.target(), truth)};
+        for (int c = 0; c < corrections; ++c) {
+            const auto fix = correctiveClick(session.target(), truth, n);
+            if (!fix) break;
+            const Point3 p{double(fix->voxel[0]), double(fix->voxel[1]), double(fix->voxel[2])};
+            timedPrompt("point after a box", [&] { return session.addPoint(p, fix->include); });
+            box_dice.push_back(diceScore(session.target(), truth));
+        }
+        std::printf("object %d: Dice after the box", o.label);
+        for (size_t c = 0; c < box_dice.size(); ++c)
+            std::printf(c ? ", click %zu: %.3f" : " %.3f", c, box_dice[c]);
+        std::printf("\n");
+        box_dice_per_object.push_back(box_dice);
         // A scribble along the seed's row, over the middle half of the object's run there.
         (void)session.resetInteractions();
         int64_t x0 = o.seed[2], x1 = o.seed[2];
@@ -336,16 +351,22 @@ int main(int argc, char** argv) {
         timedPrompt("scribble", [&] { return session.addScribble(line, true); });
         (void)session.resetInteractions();
     }
-    for (const char* k : {"point", "corrective point", "box (2-D)", "scribble"})
+    for (const char* k :
+         {"point", "corrective point", "box (2-D)", "point after a box", "scribble"})
         report(k, samples[k]);
     report("all prompts", all);
+    // An object whose mask was exact early keeps its last Dice.
+    const auto mean = [](const std::vector<std::vector<double>>& per_object, size_t c) {
+        double sum = 0;
+        for (const auto& d : per_object) sum += d.empty() ? 0.0 : d[std::min(c, d.size() - 1)];
+        return per_object.empty() ? 0.0 : sum / double(per_object.size());
+    };
     std::printf("Dice (mean over %zu objects) after click", dice_per_object.size());
-    for (size_t c = 0; c <= static_cast<size_t>(corrections); ++c) {
-        double sum = 0;  // an object whose mask was exact early keeps its last Dice
-        for (const auto& d : dice_per_object) sum += d.empty() ? 0.0 : d[std::min(c, d.size() - 1)];
-        std::printf(" %zu: %.3f", c + 1,
-                    dice_per_object.empty() ? 0.0 : sum / double(dice_per_object.size()));
-    }
+    for (size_t c = 0; c <= static_cast<size_t>(corrections); ++c)
+        std::printf(" %zu: %.3f", c + 1, mean(dice_per_object, c));
+    std::printf("\nDice (mean) after the box %.3f", mean(box_dice_per_object, 0));
+    for (size_t c = 1; c <= static_cast<size_t>(corrections); ++c)
+        std::printf(", then click %zu: %.3f", c, mean(box_dice_per_object, c));
     std::printf("\n");
     std::printf("peak RSS %.0f MiB\n", peakMiB());
     return 0;
