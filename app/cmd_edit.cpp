@@ -152,6 +152,9 @@ Result<edit::ReplayReport> replayInteractive(const EditCommandOptions& o,
                           fmt::format("line {}: {}", l.line, r.status().message()), o.ops);
         ++report.ops_applied;
         report.voxels_changed += r->edit.voxels_changed;
+        if (!r->recorded_unplaced.empty())
+            log::warning(kComponent, "{}: line {}: not compared with the recorded object: {}",
+                         o.ops, l.line, r->recorded_unplaced);
         if (r->recorded_differs) {
             report.recorded_differs.push_back(*r->recorded_differs);
             if (*r->recorded_differs > 0)

@@ -275,6 +275,8 @@ Result<PromptApplyReport> InteractiveEditor::applyPrompt(const EditOp& op) {
                 for (size_t i = 0; i < s.accepted.size(); ++i)
                     differs += (s.accepted[i] != 0) != ((*recorded)[i] != 0);
                 report.recorded_differs = differs;
+            } else {
+                report.recorded_unplaced = recorded.status().message();
             }
         }
     }

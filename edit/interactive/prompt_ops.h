@@ -111,8 +111,10 @@ struct PromptApplyReport {
     ApplyReport edit;                   // the label map's change (the LabelEditor's report)
     std::optional<Box> object_changed;  // the session target's changed box, if any
     // prompt_accept of a line that records its object: voxels where the rerun object differs
-    // from the recorded one (unset when the line records none or on another grid)
+    // from the recorded one (unset when the line records none, or on another grid: then
+    // recorded_unplaced says why)
     std::optional<int64_t> recorded_differs;
+    std::string recorded_unplaced;
 };
 
 // A session rebuilt from a restored journal (rebuildSession).

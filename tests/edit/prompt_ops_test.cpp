@@ -335,6 +335,17 @@ TEST(PromptOps, ARerunAppliesSessionLinesAndChecksRecordedObjects) {
     auto unrecorded = edits.apply(acceptPromptOp(3));
     ASSERT_TRUE(unrecorded.isOk());
     EXPECT_FALSE(unrecorded->recorded_differs.has_value());
+    EXPECT_TRUE(unrecorded->recorded_unplaced.empty());
+    // A record on another grid: written from the rerun, the comparison refused with the reason.
+    ASSERT_TRUE(edits.apply(pointPromptOp(g, {28, 30, 30}, true)).isOk());
+    Geometry other = g;
+    other.spacing[0] *= 2;
+    auto elsewhere =
+        edits.apply(acceptPromptOp(4, {}, other, std::vector<uint8_t>(g.voxelCount())));
+    ASSERT_TRUE(elsewhere.isOk()) << elsewhere.status().toString();
+    EXPECT_FALSE(elsewhere->recorded_differs.has_value());
+    EXPECT_NE(elsewhere->recorded_unplaced.find("grid"), std::string::npos);
+    EXPECT_EQ(countOf(editor->labelMap(), 4), countOf(object));
 }
 
 // rebuildSession: a journal written by an InteractiveEditor (an accepted object, then an open
