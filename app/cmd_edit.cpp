@@ -89,6 +89,7 @@ class InteractiveModels {
             ei::InteractiveModelOptions mo;
             mo.num_threads = o_.threads;
             mo.precision = precision;
+            VOXSEG_ASSIGN_OR_RETURN(mo.device, engine::parseDevice(o_.device));
             VOXSEG_ASSIGN_OR_RETURN(m, ei::InteractiveModel::load(o_.interactive_model, mo));
             log::info(kComponent, "interactive model {}: {}", m->identity(), m->describe());
             if (identity_.empty()) identity_ = m->identity();
@@ -210,6 +211,9 @@ CLI::App* addEditCommand(CLI::App& app, EditCommandOptions& o) {
                     "The interactive network's precision: auto, fp32, bf16, int8, ..., or "
                     "journal (default: as the journal's prompt_session lines say, fp32 before "
                     "any)");
+    cmd->add_option("--device", o.device,
+                    "The interactive network's device: " + engine::deviceNamesHelp() +
+                        " (default auto: the GPU when there is one)");
     return cmd;
 }
 

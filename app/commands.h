@@ -144,6 +144,7 @@ struct EditCommandOptions {
     // "journal": as the journal's prompt_session lines say (before any: on, fp32).
     std::string autozoom = "journal";
     std::string precision = "journal";
+    std::string device = "auto";  // the interactive network's device (as segment's --device)
 };
 CLI::App* addEditCommand(CLI::App& app, EditCommandOptions& options);
 ExitCode runEdit(const EditCommandOptions& options, const CommandContext& context);

@@ -48,6 +48,7 @@ struct InteractiveTool::JobResult {
     edit::interactive::RebuiltSession rebuilt;  // kRebuild
     double ms = 0;
     std::unique_ptr<InteractiveModel> model;  // kLoad
+    engine::DeviceSpec device;                // kLoad: what it was loaded for
     std::unique_ptr<InteractiveSession> session;
     // kLoad: the session its forward reports on (set once the session exists)
     std::shared_ptr<InteractiveSession*> session_ref = std::make_shared<InteractiveSession*>();
@@ -322,13 +323,27 @@ void InteractiveTool::startNext() {
         r.job = job;
         const auto t0 = std::chrono::steady_clock::now();
         if (job->type == Job::Type::kLoad) {
+            // The GPU when there is one, else the CPU; the precision auto picks there (bf16
+            // on CPUs with AMX or AMD's avx512_bf16, a GPU's half precision).
             InteractiveModelOptions options;
-            options.precision = engine::Precision::kAuto;  // bf16 where the CPU has it
+            options.device = engine::DeviceSpec::automatic();
+            options.precision = engine::Precision::kAuto;
             auto m = InteractiveModel::load(job->folder.toStdString(), options);
+            if (!m.isOk() && m.status().code() != StatusCode::kInvalidArgument &&
+                m.status().code() != StatusCode::kNotFound) {
+                // A device that could not run it: the CPU, saying why.
+                options.device = engine::DeviceSpec::cpu();
+                auto cpu = InteractiveModel::load(job->folder.toStdString(), options);
+                if (cpu.isOk())
+                    log::warning(kComponent, "{}: not on the GPU ({}): running on the CPU",
+                                 job->folder.toStdString(), m.status().toString());
+                m = std::move(cpu);
+            }
             if (!m.isOk()) {
                 r.status = m.status();
                 return r;
             }
+            r.device = options.device;
             r.model = std::move(*m);
             r.session = std::make_unique<InteractiveSession>(
                 r.model->spec(), reportingForward(*r.model, r.session_ref, tool));
@@ -371,6 +386,7 @@ void InteractiveTool::finish(JobResult& r) {
         }
     } else if (job.type == Job::Type::kLoad) {
         model_ = std::move(r.model);
+        model_device_ = r.device;
         session_ = std::move(r.session);
         model_folder_ = job.folder;
         model_description_ = QString::fromStdString(model_->describe());

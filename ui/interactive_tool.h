@@ -16,6 +16,7 @@
 // only while its job runs).
 #pragma once
 
+#include "backends/registry.h"
 #include "core/status.h"
 #include "core/volume.h"
 #include "edit/edit_op.h"
@@ -61,8 +62,10 @@ class InteractiveTool : public QObject {
     bool modelPending() const { return loads_pending_ > 0; }  // a load is queued or running
     const QString& modelFolder() const { return model_folder_; }
     const QString& modelDescription() const { return model_description_; }
-    // The loaded model's precision ("bf16", "fp32", ...; empty before a load).
+    // The loaded model's precision ("bf16", "fp32", ...; empty before a load) and the device it
+    // was loaded for (auto: the GPU when there is one; cpu after a GPU could not run it).
     QString precisionName() const;
+    const engine::DeviceSpec& modelDevice() const { return model_device_; }
 
     PromptKind kind() const { return kind_; }
     void setKind(PromptKind kind);
@@ -156,6 +159,7 @@ class InteractiveTool : public QObject {
     std::unique_ptr<edit::interactive::InteractiveModel> model_;
     std::unique_ptr<edit::interactive::InteractiveSession> session_;
     QString model_folder_;
+    engine::DeviceSpec model_device_;
     QString model_description_;
     bool image_dirty_ = true;  // the session's image is not the shown one
     int image_generation_ = 0;

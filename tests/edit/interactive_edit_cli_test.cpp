@@ -96,10 +96,10 @@ TEST(InteractiveEditCli, ReplaysARecordedSessionToNnInteractivesMasks) {
                 boxLine(g, steps[3]), R"({"op": "undo"})", R"({"op": "prompt_accept", "label": 1})",
                 pointLine(g, steps[0]), R"({"op": "prompt_reset"})", pointLine(g, steps[8]),
                 R"({"op": "prompt_accept", "label": 2})"});
-    auto r = runVoxseg(
-        {"edit", kDir + "image.nii.gz", "--interactive-model", kDir + "model", "--autozoom", "off",
-         "--ops", dir / "prompts.jsonl", "-o", dir / "out.nii.gz", "--report", dir / "report.json"},
-        dir);
+    auto r = runVoxseg({"edit", kDir + "image.nii.gz", "--interactive-model", kDir + "model",
+                        "--device", "cpu", "--autozoom", "off", "--ops", dir / "prompts.jsonl",
+                        "-o", dir / "out.nii.gz", "--report", dir / "report.json"},
+                       dir);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const std::vector<uint8_t> out = readMask(dir / "out.nii.gz");
     const std::vector<uint8_t> first = readMask(kDir + steps[4]["result"].get<std::string>());
@@ -137,9 +137,10 @@ TEST(InteractiveEditCli, AnInitialSegmentationFromAMaskFileThenAPoint) {
     writeLines(dir / "prompts.jsonl",
                {R"({"op": "prompt_initial_seg", "mask": "masks/initial.nii.gz"})",
                 pointLine(g, steps[1]), R"({"op": "prompt_accept", "label": 4})"});
-    auto r = runVoxseg({"edit", kDir + "image.nii.gz", "--interactive-model", kDir + "model",
-                        "--ops", dir / "prompts.jsonl", "-o", dir / "out.nii.gz"},
-                       dir);
+    auto r =
+        runVoxseg({"edit", kDir + "image.nii.gz", "--interactive-model", kDir + "model", "--device",
+                   "cpu", "--ops", dir / "prompts.jsonl", "-o", dir / "out.nii.gz"},
+                  dir);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const std::vector<uint8_t> out = readMask(dir / "out.nii.gz");
     const std::vector<uint8_t> expected = readMask(kDir + steps[1]["result"].get<std::string>());
@@ -184,7 +185,9 @@ TEST(InteractiveEditCli, AViewerJournalReplaysWithAndWithoutTheModel) {
         for (size_t i = 0; i < out.size(); ++i) differ += out[i] != (first[i] ? 3 : 0);
         return out.size() == first.size() ? differ : -1;
     };
-    const std::vector<std::string> model = {"--interactive-model", kDir + "model"};
+    // The CPU: the comparisons are exact there (2.6.0's objects were made in fp32 on a CPU).
+    const std::vector<std::string> model = {"--interactive-model", kDir + "model", "--device",
+                                            "cpu"};
 
     // Without the model: the recorded object, exactly.
     writeLines(dir / "prompts.jsonl", lines("fp32"));
@@ -211,7 +214,7 @@ TEST(InteractiveEditCli, AViewerJournalReplaysWithAndWithoutTheModel) {
     ASSERT_EQ(differs.size(), 1u);
     std::cout << "bf16 rerun against the fp32 record: " << differs[0] << " voxels differ\n";
     EXPECT_LT(differs[0].get<int64_t>(), 50);  // bf16 against 2.6.0's fp32 object
-    r = run({"--interactive-model", kDir + "model", "--precision", "fp32"});
+    r = run({"--interactive-model", kDir + "model", "--device", "cpu", "--precision", "fp32"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.err.find("cpu bf16"), std::string::npos) << r.err;
     EXPECT_EQ(threes(), 0);

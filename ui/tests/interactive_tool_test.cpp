@@ -128,6 +128,7 @@ class InteractiveToolTest : public ::testing::Test {
     void startReference() {
         if (!model_) {
             ei::InteractiveModelOptions o;
+            o.device = tool()->modelDevice();  // the GPU where there is one, as the tool
             auto p = engine::parsePrecision(tool()->precisionName().toStdString());
             ASSERT_TRUE(p.isOk()) << p.status().toString();
             o.precision = *p;
