@@ -39,6 +39,7 @@ struct InteractiveTool::Job {
     std::shared_ptr<const Volume> image;      // set when the session needs the shown image
     bool autozoom = true;
     int image_generation = 0;  // the shown image when the job started
+    int session_epoch = 0;     // the interactive session it was given in (restart() starts one)
 };
 
 struct InteractiveTool::JobResult {
@@ -236,6 +237,7 @@ Status InteractiveTool::resetObject() {
 }
 
 void InteractiveTool::restart() {
+    ++session_epoch_;  // prompts still queued belong to the session that ended
     pending_rebuild_.reset();
     journalled_autozoom_.reset();
     restart_pending_ = true;
@@ -296,6 +298,7 @@ Status InteractiveTool::enqueue(Job job) {
         return s;
     }
     job.autozoom = autozoom_;
+    job.session_epoch = session_epoch_;
     queue_.push_back(std::make_shared<Job>(std::move(job)));
     emit pendingChanged(pending());
     startNext();
@@ -426,6 +429,13 @@ void InteractiveTool::finish(JobResult& r) {
 
 void InteractiveTool::finishOp(const Job& job, JobResult& r) {
     const edit::OpKind kind = job.op.kind;
+    if (job.session_epoch != session_epoch_) {
+        // Given before the edit session ended: its journal is closed, and the restart queued
+        // behind it clears what it did. Nothing goes into the next journal.
+        log::info(kComponent, "a {} given before the edit session ended was not journalled",
+                  edit::opName(kind));
+        return;
+    }
     if (!journalled_autozoom_ || *journalled_autozoom_ != job.autozoom) {
         journalled_autozoom_ = job.autozoom;
         emit stepDone(

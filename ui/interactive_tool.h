@@ -163,6 +163,7 @@ class InteractiveTool : public QObject {
     QString model_description_;
     bool image_dirty_ = true;  // the session's image is not the shown one
     int image_generation_ = 0;
+    int session_epoch_ = 0;  // restart() count: jobs of an older one are not journalled
     PromptKind kind_ = PromptKind::kPoint;
     bool include_ = true;
     bool autozoom_ = true;

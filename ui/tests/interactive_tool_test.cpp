@@ -427,9 +427,12 @@ TEST_F(InteractiveToolTest, NextObjectWritesTheObjectAsAnUndoableJournalledPromp
     (void)click({28, 30, 30});
     ASSERT_TRUE(waitIdle());
     ASSERT_GT(count(tool()->mask()), 0);
+    (void)click({28, 36, 34});  // still running when the session ends: journalled nowhere
+    ASSERT_TRUE(tool()->busy());
     edit()->endSession(false);
     ASSERT_TRUE(waitIdle());
     EXPECT_EQ(count(tool()->mask()), 0);
+    EXPECT_FALSE(edit()->hasSession());  // the late prompt did not start a journal
     const Point3 p = click({42, 50, 110});
     ASSERT_TRUE(waitIdle());
     auto again = edit::readJournal(edit()->journalPath().toStdString());
