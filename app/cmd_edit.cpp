@@ -114,13 +114,22 @@ Result<edit::ReplayReport> replayInteractive(const EditCommandOptions& o,
                                              const Progress& progress) {
     const bool journal_precision = o.precision == "journal";
     const bool journal_autozoom = o.autozoom == "journal";
-    VOXSEG_ASSIGN_OR_RETURN(const engine::Precision first,
-                            journal_precision
-                                ? Result<engine::Precision>(engine::Precision::kFloat32)
-                                : engine::parsePrecision(o.precision));
+    // The first network: the one the journal's first prompt_session asks for, when it leads.
+    std::string first_name = journal_precision ? "fp32" : o.precision;
+    if (journal_precision)
+        for (const edit::JournalLine& l : lines)
+            if (l.op.kind == edit::OpKind::kPromptSession) {
+                first_name = l.op.precision;
+                break;
+            }
+    auto first = engine::parsePrecision(first_name);
+    if (!first.isOk() && !journal_precision) return first.status();
     InteractiveModels models(o);
-    VOXSEG_ASSIGN_OR_RETURN(ei::InteractiveModel * model, models.get(first));
-    ei::InteractiveSession session(model->spec(), model->forward());
+    auto model = models.get(first.isOk() ? *first : engine::Precision::kFloat32);
+    // A line's precision this backend lacks is reported by that line, with its number.
+    if (!model.isOk() && journal_precision) model = models.get(engine::Precision::kFloat32);
+    if (!model.isOk()) return model.status();
+    ei::InteractiveSession session((*model)->spec(), (*model)->forward());
     session.setAutoZoom(o.autozoom != "off");
     VOXSEG_RETURN_IF_ERROR(session.setImage(image));
     ei::InteractiveEditor interactive(editor, session, maskLoader(o.ops, image.geometry(), series));
