@@ -41,7 +41,8 @@ Result<ReplayReport> replayJournal(const std::string& path, LabelEditor& editor)
 }
 
 Result<ReplayReport> applyJournalLines(const std::vector<JournalLine>& lines, LabelEditor& editor,
-                                       const std::string& path) {
+                                       const std::string& path,
+                                       const std::function<void()>& after_each) {
     ReplayReport report;
     for (const JournalLine& l : lines) {
         auto r = editor.apply(l.op);
@@ -50,6 +51,7 @@ Result<ReplayReport> applyJournalLines(const std::vector<JournalLine>& lines, La
                           fmt::format("line {}: {}", l.line, r.status().message()), path);
         ++report.ops_applied;
         report.voxels_changed += r->voxels_changed;
+        if (after_each) after_each();
     }
     return report;
 }

@@ -12,6 +12,7 @@
 #include "edit/edit_op.h"
 #include "edit/label_editor.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -56,9 +57,10 @@ struct ReplayReport {
 };
 
 // Applies parsed lines (from readJournal of `path`) to `editor`, in order; stops at the first
-// failure, naming `path` and the line.
+// failure, naming `path` and the line. `after_each` (optional) runs after each applied line.
 Result<ReplayReport> applyJournalLines(const std::vector<JournalLine>& lines, LabelEditor& editor,
-                                       const std::string& path);
+                                       const std::string& path,
+                                       const std::function<void()>& after_each = {});
 
 // Reads and applies each line of `path` to `editor`, in order; stops at the first failure (the
 // editor then holds the result of the lines before it), naming the file and line.

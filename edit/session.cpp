@@ -178,16 +178,8 @@ Result<EditSession> EditSession::restore(const Volume& image, const RecoveryInfo
     const std::string journal = (folder / kJournal).string();
     bool torn = false;
     VOXSEG_ASSIGN_OR_RETURN(auto lines, readJournal(journal, &torn));
-    ReplayReport report;
-    for (const JournalLine& l : lines) {
-        auto r = s.editor_->apply(l.op);
-        if (!r.isOk())
-            return Status(r.status().code(),
-                          fmt::format("line {}: {}", l.line, r.status().message()), journal);
-        ++report.ops_applied;
-        report.voxels_changed += r->voxels_changed;
-        s.noteLineStep();
-    }
+    VOXSEG_ASSIGN_OR_RETURN(
+        auto report, applyJournalLines(lines, *s.editor_, journal, [&s] { s.noteLineStep(); }));
     if (torn) {
         // Rewrite the journal without the torn line so appends start on a line of their own.
         std::string text;

@@ -24,17 +24,6 @@ Status checkCalibratable(const engine::ModelPackage& m, const std::string& folde
     return Status::ok();
 }
 
-// Progress of case `i` of `n` inside `parent`, its stages prefixed with "what i/n".
-Progress caseProgress(const Progress& parent, size_t i, size_t n, const std::string& what) {
-    const Progress range = parent.sub(static_cast<double>(i) / n, static_cast<double>(i + 1) / n);
-    const std::string prefix = fmt::format("{} {}/{}: ", what, i + 1, n);
-    return Progress(
-        [range, prefix](double f, std::string_view stage) {
-            range.report(f, prefix + std::string(stage));
-        },
-        parent.token());
-}
-
 Result<StudyInput> loadCase(const CalibrationCase& c, const Segmenter& s, const CalibrateOptions& o,
                             const Progress& progress) {
     auto in = loadStudyChannels(c.input, c.series, c.channels, s.model(), o.dicom, progress);
@@ -119,6 +108,16 @@ Result<std::vector<HeldBackResult>> validateHeldBack(const std::filesystem::path
 }
 
 }  // namespace
+
+Progress caseProgress(const Progress& parent, size_t i, size_t n, const std::string& what) {
+    const Progress range = parent.sub(static_cast<double>(i) / n, static_cast<double>(i + 1) / n);
+    const std::string prefix = fmt::format("{} {}/{}: ", what, i + 1, n);
+    return Progress(
+        [range, prefix](double f, std::string_view stage) {
+            range.report(f, prefix + std::string(stage));
+        },
+        parent.token());
+}
 
 int calibrationWeightBits() { return engine::cpuInt8WeightBits(engine::cpuInt8Traits()); }
 

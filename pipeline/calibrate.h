@@ -85,6 +85,10 @@ struct CalibrateReport {
     int64_t patches = 0;    // calibration patches observed
 };
 
+// Progress of case `i` of `n` inside `parent`, its stages prefixed with "what i/n: " (the
+// calibration's cases, and an interactive package's).
+Progress caseProgress(const Progress& parent, size_t i, size_t n, const std::string& what);
+
 // The weight bits this CPU's int8 kernels multiply exactly: 8 with VNNI or AMX, else 7.
 int calibrationWeightBits();
 

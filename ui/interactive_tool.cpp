@@ -46,6 +46,7 @@ struct InteractiveTool::JobResult {
     std::shared_ptr<Job> job;
     Status status;
     edit::interactive::SessionStep step;        // kOp; kRevert/kReapply: object_changed
+    edit::EditOp op;                            // kOp: the line to journal
     edit::interactive::RebuiltSession rebuilt;  // kRebuild
     double ms = 0;
     std::unique_ptr<InteractiveModel> model;  // kLoad
@@ -106,6 +107,11 @@ Status runJob(InteractiveTool::JobResult& r, InteractiveSession& session, const 
     if (job.type == InteractiveTool::Job::Type::kOp) {
         VOXSEG_ASSIGN_OR_RETURN(r.step,
                                 edit::interactive::runSessionPart(session, g, job.op, nullptr, {}));
+        // The journal line, the accepted object recorded here rather than on the GUI thread.
+        r.op = job.op.kind == edit::OpKind::kPromptAccept
+                   ? edit::interactive::acceptPromptOp(job.op.label, job.op.overwrite, g,
+                                                       r.step.accepted)
+                   : job.op;
         return Status::ok();
     }
     auto changed = job.type == InteractiveTool::Job::Type::kRevert ? session.revert(*job.delta)
@@ -447,19 +453,15 @@ void InteractiveTool::finishOp(const Job& job, JobResult& r) {
     }
     if (kind == edit::OpKind::kPromptAccept || kind == edit::OpKind::kPromptReset) {
         const Index3 shape = session_->shape();
-        edit::EditOp op = job.op;
-        if (kind == edit::OpKind::kPromptAccept)
-            op = edit::interactive::acceptPromptOp(job.op.label, job.op.overwrite,
-                                                   state_->image().geometry(), r.step.accepted);
         mask_.clear();
         rebuildPreview();
-        emit stepDone(op, r.step.delta, r.step.history_cleared);
+        emit stepDone(r.op, r.step.delta, r.step.history_cleared);
         if (kind == edit::OpKind::kPromptAccept) emit objectAccepted(r.step.accepted, shape);
         return;
     }
     last_ms_ = r.ms;
     if (r.step.object_changed) copyChanged(*r.step.object_changed);
-    emit stepDone(job.op, r.step.delta, r.step.history_cleared);
+    emit stepDone(r.op, r.step.delta, r.step.history_cleared);
     emit latencyChanged(r.ms, QString("%1 (%2) in %3 ms")
                                   .arg(promptKindName(job.prompt.value_or(PromptKind::kPoint)))
                                   .arg(job.op.include ? "include" : "exclude")

@@ -72,23 +72,13 @@ Result<std::unique_ptr<InteractiveModel>> loadModel(const std::filesystem::path&
     return InteractiveModel::load(folder, mo);
 }
 
-Progress caseProgress(const Progress& parent, size_t i, size_t n, const std::string& what,
-                      const std::string& id) {
-    const Progress range = parent.sub(static_cast<double>(i) / n, static_cast<double>(i + 1) / n);
-    const std::string prefix = fmt::format("{} {}/{} ({}): ", what, i + 1, n, id);
-    return Progress(
-        [range, prefix](double f, std::string_view stage) {
-            range.report(f, prefix + std::string(stage));
-        },
-        parent.token());
-}
-
 // The clicks of each structure of the calibration cases on the observed fp32 network.
 Status observeSessions(InteractiveModel& model,
                        const std::vector<InteractiveCalibrationCase>& cases,
                        const InteractiveCalibrateOptions& o, const Progress& progress) {
     for (size_t i = 0; i < cases.size(); ++i) {
-        const Progress p = caseProgress(progress, i, cases.size(), "calibrating", cases[i].id);
+        const Progress p =
+            pipeline::caseProgress(progress, i, cases.size(), "calibrating " + cases[i].id);
         VOXSEG_ASSIGN_OR_RETURN(const LoadedCase c,
                                 loadCase(cases[i], o.max_structures, o.calibrate.dicom));
         InteractiveSession session(model.spec(), model.forward());
@@ -121,7 +111,8 @@ Result<std::vector<pipeline::HeldBackResult>> validateHeldBack(
     const Progress& progress) {
     std::vector<pipeline::HeldBackResult> out;
     for (size_t i = 0; i < cases.size(); ++i) {
-        const Progress p = caseProgress(progress, i, cases.size(), "validating", cases[i].id);
+        const Progress p =
+            pipeline::caseProgress(progress, i, cases.size(), "validating " + cases[i].id);
         VOXSEG_ASSIGN_OR_RETURN(const LoadedCase c,
                                 loadCase(cases[i], o.max_structures, o.calibrate.dicom));
         InteractiveSession reference(fp32.spec(), fp32.forward());
