@@ -1,8 +1,24 @@
 #include "core/volume.h"
 
+#include <itkDataObject.h>
+#include <itkObject.h>
+
 #include <cstring>
 
 namespace voxseg {
+
+namespace {
+// ITK 5.2 creates its global flags (Object::GlobalWarningDisplay, DataObject::
+// GlobalReleaseDataFlag) on first use without a lock: two threads reading one first at the same
+// time (voxseg batch's loaders) each allocate it and one is lost (LeakSanitizer saw 1 byte from
+// itk::Singleton<bool>, BatchCrash test under ASan). Created here, on the thread that runs the
+// static initialisers, before any other thread exists.
+const bool kItkGlobalsCreated = [] {
+    itk::Object::GetGlobalWarningDisplay();
+    itk::DataObject::GetGlobalReleaseDataFlag();
+    return true;
+}();
+}  // namespace
 
 const char* pixelTypeName(PixelType type) {
     switch (type) {

@@ -201,7 +201,7 @@ TEST(InteractiveEditCli, AViewerJournalReplaysWithAndWithoutTheModel) {
     r = run(model);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(threes(), 0);
-    EXPECT_EQ(json::parse(slurp(dir / "report.json"))["recorded_objects_differ"], json({0}));
+    EXPECT_EQ(json::parse(slurp(dir / "report.json"))["recorded_objects_differ"], json::array({0}));
     EXPECT_NE(r.err.find("another-model 2.0"), std::string::npos) << r.err;
 
     // A line saying bf16 compiles the network in bf16 (--precision journal, the default); a
