@@ -51,6 +51,7 @@ NUM_CLASSES = 2          # nnInteractive networks: object vs background, whateve
 OFFICIAL_DATASET = "Dataset225_nnInteractiveV2"
 OFFICIAL_CONFIGURATION = "3d_fullres_ps192_bs24"
 MISSING_LICENCE = "!!MISSING!!"
+REFINEMENT_MARGIN = 24   # 2.6.0's _plan_refinement_bboxes, whatever the patch (sized for 192^3)
 
 
 class ResolveError(ValueError):
@@ -276,6 +277,26 @@ def interactive_section(r, conf, conf_name, trainer, licence, network_file, n_im
     }
 
 
+def refinement_margin(text, patch):
+    """--refinement-margin: one value for every axis, "z,y,x", or "scaled" (2.6.0's 24 voxels
+    scaled to the patch as 24 of 192: 8 at 64^3). Each 2 x margin must stay below the patch."""
+    if text == "scaled":
+        margin = [max(0, round(REFINEMENT_MARGIN * p / 192)) for p in patch]
+    else:
+        try:
+            margin = [int(v) for v in text.split(",")]
+        except ValueError:
+            raise ResolveError(f"--refinement-margin {text}: expected N, Z,Y,X or scaled")
+        margin = margin * 3 if len(margin) == 1 else margin
+        if len(margin) != 3 or min(margin) < 0:
+            raise ResolveError(f"--refinement-margin {text}: expected N, Z,Y,X (>= 0) or scaled")
+    for m, p in zip(margin, patch):
+        if 2 * m >= p:
+            raise ResolveError(f"--refinement-margin {text}: {m} leaves no inner part of the "
+                               f"{p} voxel patch (needs 2 x margin < patch)")
+    return margin
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("folder", help="nnInteractive model folder (plans.json, dataset.json, "
@@ -289,6 +310,10 @@ def main():
     p.add_argument("--allow-pickle", action="store_true",
                    help="load a checkpoint that needs full unpickling (runs code: trusted files only)")
     p.add_argument("--force", action="store_true", help="replace --out if it exists")
+    p.add_argument("--refinement-margin",
+                   help="voxels the refinement planning leaves uncovered at each side of a box: N, "
+                   "Z,Y,X or scaled (24 of 192); default: none written, voxseg uses 2.6.0's 24 "
+                   "(nninteractive itself always does)")
     a = p.parse_args()
 
     folder = os.path.abspath(a.folder)
@@ -326,6 +351,12 @@ def main():
     patch = [int(v) for v in conf["patch_size"]]
     if len(patch) != 3:
         fail(f"configuration '{conf_name}': patch_size {patch} is not 3D")
+    margin = None
+    if a.refinement_margin:
+        try:
+            margin = refinement_margin(a.refinement_margin, patch)
+        except ResolveError as e:
+            fail(str(e))
 
     writer = PackageWriter(a.out, a.force)
     try:
@@ -366,6 +397,8 @@ def main():
         model.update(model_files_entry(writer, [network_file]))
         model["interactive"] = interactive_section(r, conf, conf_name, trainer, licence,
                                                    network_file, n_image)
+        if margin is not None:
+            model["interactive"]["refinement_margin"] = margin
         model["_export"] = {"tool": "tools/export_nninteractive.py", "source": folder,
                             "capability_file": r["capability_file"], "checkpoint": ckpt_path,
                             "network": net_name}

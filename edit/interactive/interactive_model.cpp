@@ -200,6 +200,15 @@ Result<InteractiveSpec> parseInteractiveSpec(const std::string& json_text,
                 r.fail("autozoom", "needs max_factor >= 1 and growth > 1");
         }
     }
+    if (root.contains("refinement_margin") && r.ok()) {
+        spec.refinement_margin = r.triple("refinement_margin", 0, 512);
+        for (size_t a = 0; a < 3 && r.ok(); ++a)
+            if (2 * spec.refinement_margin[a] >= spec.patch[a])
+                r.fail("refinement_margin",
+                       fmt::format("{} on axis {} leaves no inner part of the {} voxel patch "
+                                   "(needs 2 x margin < patch)",
+                                   spec.refinement_margin[a], a, spec.patch[a]));
+    }
     const std::string normalization = r.string("normalization");
     if (r.ok() && normalization != "nonzero_zscore")
         r.fail("normalization",

@@ -328,8 +328,8 @@ std::vector<Box> planRefinement(SessionState& st, const InteractiveSpec& spec,
     if (!planning) return fallback();
     if (!clipBox(scaled_box, st.shape)) return fallback();  // 2.6.0: an empty diff map
     const auto diff = localDiff(st, spec.prev_seg, pred, scaled_box, *planning, force_full_refine);
-    auto boxes =
-        coverWithBoxes(diff, boxSize(*planning), spec.patch, {24, 24, 24}, 3, st.numpy_rng);
+    auto boxes = coverWithBoxes(diff, boxSize(*planning), spec.patch, spec.refinement_margin, 3,
+                                st.numpy_rng);
     if (boxes.empty()) return fallback();
     for (Box& b : boxes) b = shifted(b, planning->lo, +1);
     return boxes;

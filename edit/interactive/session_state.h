@@ -50,6 +50,12 @@ struct InteractiveSpec {
     std::string pad_mode_image = "constant";
     double max_zoom = 4.0;  // MAX_AUTOZOOM_FACTOR
     double zoom_growth = 1.5;
+    // The margin (voxels per axis, z y x) that the refinement planning leaves uncovered at each
+    // side of a patch-sized box: a box counts only its inner part as covered. nninteractive
+    // 2.6.0 uses 24 whatever the patch (sized for its 192^3 window); a package may set its own
+    // (model.json interactive.refinement_margin): at 64^3 a margin of 24 leaves 16^3 inner
+    // voxels, so a zoomed prompt costs about (48/16)^3 = 27 times the boxes a margin of 8 does.
+    Index3 refinement_margin{24, 24, 24};
     int num_classes = 2;
     std::string licence;
 };

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iostream>
 
 namespace voxseg::edit::interactive {
 namespace {
@@ -147,6 +148,35 @@ TEST(InteractivePredict, AutoZoomGrowsUntilTheBorderSettlesThenRefines) {
                 covered += st.target[i];
             }
     EXPECT_GT(covered, ball_voxels * 99 / 100);
+}
+
+// A package's refinement margin (model.json interactive.refinement_margin): each box counts a
+// larger inner part as covered, so the same change is covered by fewer boxes and still refined.
+TEST(InteractivePredict, ASmallerRefinementMarginPlansFewerBoxes) {
+    const auto ball = [](int64_t z, int64_t y, int64_t x) {
+        return (z - 40) * (z - 40) + (y - 40) * (y - 40) + (x - 40) * (x - 40) <= 34 * 34;
+    };
+    std::vector<size_t> boxes;
+    for (int64_t margin : {24, 8}) {
+        auto sp = spec(64);
+        sp.refinement_margin = {margin, margin, margin};
+        auto st = state({80, 80, 80}, ball);
+        int calls = 0;
+        PredictionLog log;
+        auto r =
+            predict(st, sp, {40, 40, 40}, 1.0, true, false, Threshold{64 * 64 * 64, &calls}, &log);
+        ASSERT_TRUE(r.isOk()) << r.status().toString();
+        ASSERT_FALSE(log.refinement_boxes.empty());
+        boxes.push_back(log.refinement_boxes.size());
+        int64_t ball_voxels = 0, covered = 0;
+        for (int64_t i = 0; i < 80 * 80 * 80; ++i) {
+            ball_voxels += ball(i / 6400, i / 80 % 80, i % 80);
+            covered += st.target[i];
+        }
+        EXPECT_GT(covered, ball_voxels * 99 / 100) << "margin " << margin;
+    }
+    std::cout << "refinement boxes: margin 24 " << boxes[0] << ", margin 8 " << boxes[1] << "\n";
+    EXPECT_LT(boxes[1] * 2, boxes[0]);
 }
 
 TEST(InteractivePredict, AutoZoomOffKeepsTheFirstWindow) {

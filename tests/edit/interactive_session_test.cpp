@@ -324,6 +324,18 @@ TEST(InteractiveModelSpec, ParsesTheSectionAndNamesBadKeys) {
     EXPECT_FALSE(spec->supported.at("bbox3d"));
     EXPECT_EQ(spec->max_zoom, 4.0);
     EXPECT_EQ(spec->licence, "CC BY-NC-SA 4.0");
+    EXPECT_EQ(spec->refinement_margin, (Index3{24, 24, 24}));  // 2.6.0's when the key is absent
+
+    std::string margin = good;
+    margin.replace(margin.find("\"num_classes\""), 0, "\"refinement_margin\": [4, 5, 7], ");
+    spec = parseInteractiveSpec(margin, "pkg");
+    ASSERT_TRUE(spec.isOk()) << spec.status().toString();
+    EXPECT_EQ(spec->refinement_margin, (Index3{4, 5, 7}));
+    margin.replace(margin.find("[4, 5, 7]"), 9, "[4, 8, 7]");  // 2 x 8 leaves no inner part of 16
+    auto m = parseInteractiveSpec(margin, "pkg");
+    ASSERT_FALSE(m.isOk());
+    EXPECT_NE(m.status().message().find("refinement_margin"), std::string::npos)
+        << m.status().message();
 
     std::string bad = good;
     bad.replace(bad.find("\"points\": [3, 4]"), 16, "\"points\": [3, 9]");

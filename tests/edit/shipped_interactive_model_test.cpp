@@ -24,7 +24,8 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr double kMinMeanDice1 = 0.55;  // recorded 2026-12-06: 0.577
-constexpr double kMinMeanDice3 = 0.69;  // recorded 2026-12-06: 0.716
+// recorded 2026-12-07 with the package's refinement margin (8): 0.785; with 2.6.0's 24: 0.716
+constexpr double kMinMeanDice3 = 0.75;
 
 const fs::path kModel = fs::path(VOXSEG_SOURCE_DIR) / "sample_data/models/interactive";
 

@@ -236,6 +236,18 @@ class Section(unittest.TestCase):
         self.assertTrue(all(isinstance(v, list) for k, v in s["channel_mapping"].items()
                             if k != "prev_seg"))
 
+    def test_refinement_margin_scaled_explicit_and_refused(self):
+        self.assertEqual(eni.refinement_margin("scaled", [192, 192, 192]), [24, 24, 24])
+        self.assertEqual(eni.refinement_margin("scaled", [64, 64, 64]), [8, 8, 8])
+        self.assertEqual(eni.refinement_margin("scaled", [72, 80, 88]), [9, 10, 11])
+        self.assertEqual(eni.refinement_margin("5", [64, 64, 64]), [5, 5, 5])
+        self.assertEqual(eni.refinement_margin("4,5,6", [64, 64, 64]), [4, 5, 6])
+        for bad, why in (("32", "no inner part"), ("1,2", "expected"), ("-1", "expected"),
+                         ("wide", "expected")):
+            with self.assertRaises(eni.ResolveError) as e:
+                eni.refinement_margin(bad, [64, 64, 64])
+            self.assertIn(why, str(e.exception))
+
 
 def has_export_deps():
     try:
