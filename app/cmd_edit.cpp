@@ -132,6 +132,10 @@ Result<edit::ReplayReport> replayInteractive(const EditCommandOptions& o,
     ei::InteractiveSession session((*model)->spec(), (*model)->forward());
     session.setAutoZoom(o.autozoom != "off");
     VOXSEG_RETURN_IF_ERROR(session.setImage(image));
+    edit::ReplayReport report;
+    report.input_warnings = (*model)->inputFindings(image);
+    for (const std::string& f : report.input_warnings)
+        log::warning(kComponent, "{}: {}: the objects may be poor", o.input, f);
     ei::InteractiveEditor interactive(editor, session, maskLoader(o.ops, image.geometry(), series));
     size_t n = 0;  // the line being applied
     bool warned_model = false;
@@ -151,7 +155,6 @@ Result<edit::ReplayReport> replayInteractive(const EditCommandOptions& o,
         session.setForward(m->forward());
         return Status::ok();
     });
-    edit::ReplayReport report;
     for (; n < lines.size(); ++n) {
         const edit::JournalLine& l = lines[n];
         progress.report(n, lines.size(), fmt::format("op {} of {}", n + 1, lines.size()));
@@ -315,7 +318,10 @@ ExitCode runEdit(const EditCommandOptions& o, const CommandContext& ctx) {
     report["output"] = o.output;
     report["ops_applied"] = replay->ops_applied;
     report["voxels_changed"] = replay->voxels_changed;
-    if (interactive) report["recorded_objects_differ"] = replay->recorded_differs;
+    if (interactive) {
+        report["recorded_objects_differ"] = replay->recorded_differs;
+        report["warnings"] = replay->input_warnings;
+    }
     nlohmann::ordered_json per_label = nlohmann::ordered_json::array();
     std::string summary;
     for (const edit::LabelChange& c : *changes) {

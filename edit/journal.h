@@ -54,6 +54,9 @@ struct ReplayReport {
     // A rerun of prompts with the model: per prompt_accept line that records its object, the
     // voxels where the rerun object differs from it (in journal order).
     std::vector<int64_t> recorded_differs;
+    // A rerun with the model: what about the image lies outside the package's intended input
+    // (InteractiveModel::inputFindings); the prompts ran all the same.
+    std::vector<std::string> input_warnings;
 };
 
 // Applies parsed lines (from readJournal of `path`) to `editor`, in order; stops at the first

@@ -588,6 +588,14 @@ def package(a):
         "session and viewer; NOT a clinical model, it has never seen a patient image in training.")
     model["attribution"] = "trained by voxseg on generated phantoms (tools/train_interactive.py)"
     model["license"] = "Apache-2.0"
+    # What voxseg edit and the viewer warn about (pipeline/input_checks.h): the pool's grids
+    # (pool_grid: 2.8-4.2 mm columns, 2.5-5 mm slices) with a margin.
+    model["intended_input"] = {
+        "body_region": "any structure a prompt marks; trained only on generated trunk phantoms "
+                       "(voxseg phantom) and random shapes at 2.8-4.2 mm columns and 2.5-5 mm "
+                       "slices, never a real scan: on finer images (a 0.75 mm CT) its first click "
+                       "marks almost nothing",
+        "spacing_mm": [1.5, 6.0]}
     if a.eval_json:
         with open(a.eval_json) as f:
             model["_export"]["evaluation"] = json.load(f)["summary"]

@@ -158,6 +158,19 @@ void InteractiveTool::onImageChanged() {
     drawing_.reset();
     mask_.clear();
     rebuildPreview();
+    checkInput();
+}
+
+void InteractiveTool::checkInput() {
+    QStringList findings;
+    if (model_ && state_->hasImage())
+        for (const std::string& f : model_->inputFindings(state_->image())) {
+            log::warning(kComponent, "{}", f);
+            findings << QString::fromStdString(f);
+        }
+    if (findings == input_findings_) return;
+    input_findings_ = findings;
+    emit inputFindingsChanged();
 }
 
 void InteractiveTool::loadModel(const QString& folder) {
@@ -406,6 +419,7 @@ void InteractiveTool::finish(JobResult& r) {
         mask_.clear();
         rebuildPreview();
         emit modelChanged();
+        checkInput();
         if (pending_rebuild_) queueRebuild();  // first, on the new session and the shown image
     } else if (job.image_generation != image_generation_) {
         // Another image was opened while it ran: its result belongs to the old one.

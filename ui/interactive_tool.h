@@ -27,6 +27,7 @@
 #include <QObject>
 #include <QPointer>
 #include <QString>
+#include <QStringList>
 #include <QThread>
 
 #include <deque>
@@ -66,6 +67,10 @@ class InteractiveTool : public QObject {
     // was loaded for (auto: the GPU when there is one; cpu after a GPU could not run it).
     QString precisionName() const;
     const engine::DeviceSpec& modelDevice() const { return model_device_; }
+    // What about the shown image lies outside the loaded model's intended input (model.json
+    // "intended_input": spacing, extent, modality), one finding each; empty without a model or
+    // image, or when it fits. Prompts still run; the toolbar shows these as a warning.
+    const QStringList& inputFindings() const { return input_findings_; }
 
     PromptKind kind() const { return kind_; }
     void setKind(PromptKind kind);
@@ -130,6 +135,7 @@ class InteractiveTool : public QObject {
     void latencyChanged(double ms, const QString& message);
     void failed(const QString& message);
     void modelChanged();
+    void inputFindingsChanged();
     void pendingChanged(int pending);
     // The running job's network calls: `done` so far of `planned` (0 while AutoZoom is still
     // widening the window, so the refinement boxes are not planned yet).
@@ -152,6 +158,7 @@ class InteractiveTool : public QObject {
     void copyChanged(const edit::interactive::Box& box);
     void rebuildPreview();
     void onImageChanged();
+    void checkInput();
     // The op of a drawn prompt, positions in mm on the shown image.
     edit::EditOp promptOp(const Prompt& prompt) const;
 
@@ -161,6 +168,7 @@ class InteractiveTool : public QObject {
     QString model_folder_;
     engine::DeviceSpec model_device_;
     QString model_description_;
+    QStringList input_findings_;
     bool image_dirty_ = true;  // the session's image is not the shown one
     int image_generation_ = 0;
     int session_epoch_ = 0;  // restart() count: jobs of an older one are not journalled

@@ -32,6 +32,14 @@ InteractiveToolbar::InteractiveToolbar(EditController* controller, QWidget* pare
     model_label_ = new QLabel(" no model ", this);
     model_label_->setObjectName("interactive_model_label");
     addWidget(model_label_);
+    // The model on an image it is not made for (a demo trained at 3 mm on a 0.75 mm CT): said
+    // before the first prompt, the findings in the tooltip.
+    input_warning_ = new QLabel(this);
+    input_warning_->setObjectName("interactive_input_warning");
+    input_warning_->setStyleSheet("QLabel { color: #b35900; }");
+    input_action_ = addWidget(input_warning_);
+    input_action_->setVisible(false);
+    connect(tool, &InteractiveTool::inputFindingsChanged, this, &InteractiveToolbar::sync);
     addSeparator();
     buildKinds();
     include_ = addAction("Include", this, [tool](bool on) { tool->setInclude(on); });
@@ -129,6 +137,10 @@ void InteractiveToolbar::sync() {
                                                       tool->modelDescription())
                                            : QString(" no model "));
     model_label_->setToolTip(tool->modelFolder());
+    const QStringList& findings = tool->inputFindings();
+    input_warning_->setText(QString::fromUtf8(" \u26A0 image outside the model's intended input "));
+    input_warning_->setToolTip(findings.join("\n\n"));
+    input_action_->setVisible(!findings.isEmpty());
 }
 
 }  // namespace voxseg::ui

@@ -31,6 +31,9 @@ class InteractiveToolbar : public QToolBar {
     QCheckBox* autoZoomBox() const { return autozoom_; }
     QLabel* latencyLabel() const { return latency_; }
     QLabel* modelLabel() const { return model_label_; }
+    // Shown while the image lies outside the model's intended input; the findings as tooltip.
+    QLabel* inputWarning() const { return input_warning_; }
+    bool inputWarningShown() const { return input_action_->isVisible(); }
 
   private:
     void buildKinds();
@@ -45,6 +48,8 @@ class InteractiveToolbar : public QToolBar {
     QAction* reset_;
     QCheckBox* autozoom_;
     QLabel* model_label_;
+    QLabel* input_warning_;
+    QAction* input_action_;
     QLabel* latency_;
 };
 

@@ -2,6 +2,7 @@
 
 #include "core/log.h"
 #include "engine/onnx/import.h"
+#include "pipeline/input_checks.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -328,6 +329,11 @@ Status InteractiveModel::run(const std::vector<float>& input, std::vector<uint8_
     argmax.resize(static_cast<size_t>(voxels));
     argmaxClasses(outputs_[0].data<float>(), spec_.num_classes, voxels, argmax.data());
     return Status::ok();
+}
+
+std::vector<std::string> InteractiveModel::inputFindings(const Volume& image) const {
+    return pipeline::checkIntendedInput(
+        package_, pipeline::InputDescription{image.geometry(), image.info().modality}, true);
 }
 
 std::string InteractiveModel::identity() const {

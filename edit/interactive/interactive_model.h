@@ -10,6 +10,7 @@
 
 #include "backends/registry.h"
 #include "core/status.h"
+#include "core/volume.h"
 #include "edit/interactive/session_state.h"
 #include "engine/activation_observer.h"
 #include "engine/backend.h"
@@ -63,6 +64,11 @@ class InteractiveModel {
     // prompt_session line names the model.
     std::string identity() const;
     std::string networkSha256() const;
+
+    // What about `image` lies outside model.json's "intended_input" (spacing, extent,
+    // modality; pipeline/input_checks.h), one finding each; empty when the package states none
+    // or the image fits. A session still runs: `voxseg edit` and the viewer warn with these.
+    std::vector<std::string> inputFindings(const Volume& image) const;
 
     // One network call: input of inputShape()'s size, argmax per voxel out. The returned
     // Forward refers to this model, which must outlive it.

@@ -19,6 +19,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -116,6 +118,7 @@ TEST(InteractiveEditCli, ReplaysARecordedSessionToNnInteractivesMasks) {
     EXPECT_EQ(differ, 0);
     EXPECT_GT(ones, 1000);
     EXPECT_EQ(twos, steps[8]["mask_voxels"].get<int64_t>());
+    EXPECT_EQ(json::parse(slurp(dir / "report.json"))["warnings"], json::array());
     const json report = json::parse(slurp(dir / "report.json"));
     EXPECT_EQ(report["ops_applied"], 10);
 }
@@ -223,6 +226,35 @@ TEST(InteractiveEditCli, AViewerJournalReplaysWithAndWithoutTheModel) {
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.err.find("line 1"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("fp64"), std::string::npos) << r.err;
+}
+
+// A package whose model.json says it is made for coarser images than this one: the replay
+// warns (stderr and the report), naming the spacing, and still runs the prompts.
+TEST(InteractiveEditCli, AnImageOutsideTheIntendedInputIsWarnedAboutAndStillRuns) {
+    voxseg::testing::TempDir dir;
+    const json doc = sessions();
+    const json& steps = sessionNamed(doc, "autozoom_off")["steps"];
+    const Geometry g = imageGeometry();
+    std::filesystem::copy(kDir + "model", dir / "model");
+    json model = json::parse(slurp(dir / "model/model.json"));
+    const double finest = std::min({g.spacing[0], g.spacing[1], g.spacing[2]});
+    model["intended_input"] = {{"body_region", "test: coarse images only"},
+                               {"spacing_mm", {finest * 2, finest * 10}}};
+    std::ofstream(dir / "model/model.json") << model.dump(2);
+    writeLines(dir / "prompts.jsonl",
+               {pointLine(g, steps[0]), R"({"op": "prompt_accept", "label": 1})"});
+    auto r = runVoxseg({"edit", kDir + "image.nii.gz", "--interactive-model", dir / "model",
+                        "--device", "cpu", "--autozoom", "off", "--ops", dir / "prompts.jsonl",
+                        "-o", dir / "out.nii.gz", "--report", dir / "report.json"},
+                       dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("input spacing"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("the objects may be poor"), std::string::npos) << r.err;
+    const json warnings = json::parse(slurp(dir / "report.json"))["warnings"];
+    ASSERT_EQ(warnings.size(), 1u) << warnings;
+    EXPECT_NE(warnings[0].get<std::string>().find("spacing"), std::string::npos) << warnings;
+    const std::vector<uint8_t> out = readMask(dir / "out.nii.gz");
+    EXPECT_EQ(std::count(out.begin(), out.end(), 1), steps[0]["mask_voxels"].get<int64_t>());
 }
 
 TEST(InteractiveEditCli, RefusalsNameTheProblemAndKeepTheExistingOutput) {

@@ -24,6 +24,7 @@
 #include "ui/viewer_state.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <QAction>
 #include <QApplication>
@@ -36,7 +37,10 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 namespace voxseg::ui {
@@ -530,6 +534,42 @@ TEST_F(InteractiveToolTest, ErrorsAreReportedAndLoseNothing) {
     EXPECT_TRUE(failed.back()[0].toString().contains("point prompt"))
         << failed.back()[0].toString().toStdString();
     EXPECT_EQ(tool()->mask(), before);
+}
+
+// A package made for coarser images than the one shown: the toolbar says so before the first
+// prompt (the findings in its tooltip), prompts still run, and a package without
+// intended_input shows nothing.
+TEST_F(InteractiveToolTest, AnImageOutsideTheModelsIntendedInputIsShownAsAWarning) {
+    loadModel();
+    InteractiveToolbar* bar = window_->interactiveToolbar();
+    EXPECT_FALSE(bar->inputWarningShown());
+    EXPECT_TRUE(tool()->inputFindings().isEmpty());
+
+    QTemporaryDir dir;
+    ASSERT_TRUE(dir.isValid());
+    const std::filesystem::path copy = dir.filePath("model").toStdString();
+    std::filesystem::copy(kData + "/model", copy);
+    nlohmann::json model = nlohmann::json::parse(std::ifstream(copy / "model.json"));
+    const Vec3 sp = window_->state()->image().geometry().spacing;
+    const double finest = std::min({sp[0], sp[1], sp[2]});
+    model["intended_input"] = {{"spacing_mm", {finest * 2, finest * 10}}};
+    std::ofstream(copy / "model.json") << model.dump(2);
+    QSignalSpy changed(tool(), &InteractiveTool::inputFindingsChanged);
+    tool()->loadModel(QString::fromStdString(copy.string()));
+    ASSERT_TRUE(QTest::qWaitFor([&] { return !tool()->modelPending(); }, kPromptTimeoutMs));
+    ASSERT_TRUE(tool()->hasModel());
+    EXPECT_GE(changed.count(), 1);
+    ASSERT_EQ(tool()->inputFindings().size(), 1);
+    EXPECT_TRUE(bar->inputWarningShown());
+    EXPECT_TRUE(bar->inputWarning()->toolTip().contains("input spacing"))
+        << bar->inputWarning()->toolTip().toStdString();
+    QTest::keyClick(window_.get(), Qt::Key_P);
+    (void)click({28, 30, 30});
+    ASSERT_TRUE(waitIdle());
+    EXPECT_GT(count(tool()->mask()), 0);
+
+    loadModel();  // the package without intended_input again
+    EXPECT_FALSE(bar->inputWarningShown());
 }
 
 TEST(InteractivePrompt, BoxOfDragIsOneVoxelThickOnTheSlice) {
