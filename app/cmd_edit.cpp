@@ -15,6 +15,7 @@
 #include "edit/save.h"
 #include "edit/session.h"
 #include "io/image_io.h"
+#include "pipeline/input_checks.h"
 #include "pipeline/segment.h"
 #include "pipeline/segmentation_files.h"
 
@@ -134,6 +135,8 @@ Result<edit::ReplayReport> replayInteractive(const EditCommandOptions& o,
     VOXSEG_RETURN_IF_ERROR(session.setImage(image));
     edit::ReplayReport report;
     report.input_warnings = (*model)->inputFindings(image);
+    if (o.strict_input && !report.input_warnings.empty())
+        return pipeline::strictInputRefusal((*model)->package(), report.input_warnings, o.input);
     for (const std::string& f : report.input_warnings)
         log::warning(kComponent, "{}: {}: the objects may be poor", o.input, f);
     ei::InteractiveEditor interactive(editor, session, maskLoader(o.ops, image.geometry(), series));
@@ -226,6 +229,10 @@ CLI::App* addEditCommand(CLI::App& app, EditCommandOptions& o) {
     cmd->add_option("--device", o.device,
                     "The interactive network's device: " + engine::deviceNamesHelp() +
                         " (default auto: the GPU when there is one)");
+    cmd->add_flag("--strict-input", o.strict_input,
+                  "With --interactive-model: refuse an image outside the package's intended "
+                  "input (model.json intended_input) instead of warning (exit 5, nothing "
+                  "written)");
     return cmd;
 }
 

@@ -145,6 +145,8 @@ struct EditCommandOptions {
     std::string autozoom = "journal";
     std::string precision = "journal";
     std::string device = "auto";  // the interactive network's device (as segment's --device)
+    // Refuse an image outside the interactive package's intended_input instead of warning.
+    bool strict_input = false;
 };
 CLI::App* addEditCommand(CLI::App& app, EditCommandOptions& options);
 ExitCode runEdit(const EditCommandOptions& options, const CommandContext& context);

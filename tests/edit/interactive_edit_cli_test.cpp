@@ -229,7 +229,8 @@ TEST(InteractiveEditCli, AViewerJournalReplaysWithAndWithoutTheModel) {
 }
 
 // A package whose model.json says it is made for coarser images than this one: the replay
-// warns (stderr and the report), naming the spacing, and still runs the prompts.
+// warns (stderr and the report), naming the spacing, and still runs the prompts; with
+// --strict-input it refuses instead.
 TEST(InteractiveEditCli, AnImageOutsideTheIntendedInputIsWarnedAboutAndStillRuns) {
     voxseg::testing::TempDir dir;
     const json doc = sessions();
@@ -255,6 +256,17 @@ TEST(InteractiveEditCli, AnImageOutsideTheIntendedInputIsWarnedAboutAndStillRuns
     EXPECT_NE(warnings[0].get<std::string>().find("spacing"), std::string::npos) << warnings;
     const std::vector<uint8_t> out = readMask(dir / "out.nii.gz");
     EXPECT_EQ(std::count(out.begin(), out.end(), 1), steps[0]["mask_voxels"].get<int64_t>());
+
+    // --strict-input refuses it instead, naming the spacing; the output already there stays.
+    const std::string before = slurp(dir / "out.nii.gz");
+    r = runVoxseg(
+        {"edit", kDir + "image.nii.gz", "--interactive-model", dir / "model", "--device", "cpu",
+         "--ops", dir / "prompts.jsonl", "-o", dir / "out.nii.gz", "--strict-input"},
+        dir);
+    EXPECT_EQ(r.exit_code, 5) << r.err;
+    EXPECT_NE(r.err.find("--strict-input"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("input spacing"), std::string::npos) << r.err;
+    EXPECT_EQ(slurp(dir / "out.nii.gz"), before);
 }
 
 TEST(InteractiveEditCli, RefusalsNameTheProblemAndKeepTheExistingOutput) {
