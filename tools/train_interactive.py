@@ -640,7 +640,7 @@ def main():
     k = sub.add_parser("package", help="export the model folder as a voxseg package")
     k.add_argument("folder")
     k.add_argument("-o", "--out", required=True)
-    k.add_argument("--version", default="0.1.0")
+    k.add_argument("--version", default="0.2.0")
     k.add_argument("--eval-json", help="tools/eval_interactive.py's output, summarised in model.json")
     k.add_argument("--patch", type=int,
                    help="the session's window edge (plans.json patch_size); default: as trained")
