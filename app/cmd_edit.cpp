@@ -130,15 +130,15 @@ Result<edit::ReplayReport> replayInteractive(const EditCommandOptions& o,
     // A line's precision this backend lacks is reported by that line, with its number.
     if (!model.isOk() && journal_precision) model = models.get(engine::Precision::kFloat32);
     if (!model.isOk()) return model.status();
-    ei::InteractiveSession session((*model)->spec(), (*model)->forward());
-    session.setAutoZoom(o.autozoom != "off");
-    VOXSEG_RETURN_IF_ERROR(session.setImage(image));
     edit::ReplayReport report;
     report.input_warnings = (*model)->inputFindings(image);
     if (o.strict_input && !report.input_warnings.empty())
         return pipeline::strictInputRefusal((*model)->package(), report.input_warnings, o.input);
     for (const std::string& f : report.input_warnings)
         log::warning(kComponent, "{}: {}: the objects may be poor", o.input, f);
+    ei::InteractiveSession session((*model)->spec(), (*model)->forward());
+    session.setAutoZoom(o.autozoom != "off");
+    VOXSEG_RETURN_IF_ERROR(session.setImage(image));
     ei::InteractiveEditor interactive(editor, session, maskLoader(o.ops, image.geometry(), series));
     size_t n = 0;  // the line being applied
     bool warned_model = false;

@@ -389,10 +389,6 @@ void InteractiveTool::finish(JobResult& r) {
     if (job.type == Job::Type::kLoad) --loads_pending_;
     if (!r.status.isOk()) {
         if (job.image) image_dirty_ = true;  // the image did not reach the session
-        const QString what = job.type == Job::Type::kLoad ? QString("model %1: ").arg(job.folder)
-                             : job.prompt ? QString("%1 prompt: ").arg(promptKindName(*job.prompt))
-                                          : QString();
-        log::warning(kComponent, "{}{}", what.toStdString(), r.status.toString());
         if (job.type == Job::Type::kRebuild) {
             // Not an error of the user's: the restored journal's open object is just not back.
             log::warning(kComponent,
@@ -404,6 +400,11 @@ void InteractiveTool::finish(JobResult& r) {
             mask_.clear();
             rebuildPreview();
         } else {
+            const QString what =
+                job.type == Job::Type::kLoad ? QString("model %1: ").arg(job.folder)
+                : job.prompt ? QString("%1 prompt: ").arg(promptKindName(*job.prompt))
+                             : QString();
+            log::warning(kComponent, "{}{}", what.toStdString(), r.status.toString());
             emit failed(what + QString::fromStdString(r.status.message()));
         }
     } else if (job.type == Job::Type::kLoad) {

@@ -34,7 +34,8 @@ InteractiveToolbar::InteractiveToolbar(EditController* controller, QWidget* pare
     addWidget(model_label_);
     // The model on an image it is not made for (a demo trained at 3 mm on a 0.75 mm CT): said
     // before the first prompt, the findings in the tooltip.
-    input_warning_ = new QLabel(this);
+    input_warning_ =
+        new QLabel(QString::fromUtf8(" \u26A0 image outside the model's intended input "), this);
     input_warning_->setObjectName("interactive_input_warning");
     input_warning_->setStyleSheet("QLabel { color: #b35900; }");
     input_action_ = addWidget(input_warning_);
@@ -138,7 +139,6 @@ void InteractiveToolbar::sync() {
                                            : QString(" no model "));
     model_label_->setToolTip(tool->modelFolder());
     const QStringList& findings = tool->inputFindings();
-    input_warning_->setText(QString::fromUtf8(" \u26A0 image outside the model's intended input "));
     input_warning_->setToolTip(findings.join("\n\n"));
     input_action_->setVisible(!findings.isEmpty());
 }
