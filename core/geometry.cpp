@@ -17,6 +17,14 @@ Vec3 cross(const Vec3& a, const Vec3& b) {
 double dot(const Vec3& a, const Vec3& b) { return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]; }
 double norm(const Vec3& a) { return std::sqrt(dot(a, a)); }
 
+VoxelSpan voxelSpan(double lo, double hi, int64_t size) {
+    const double last = static_cast<double>(size - 1);
+    // Written so that NaN fails every comparison and gives the empty span.
+    if (!(size > 0 && lo <= hi && hi >= 0.0 && lo <= last)) return {};
+    return {static_cast<int64_t>(std::max(0.0, std::floor(lo))),
+            static_cast<int64_t>(std::min(last, std::ceil(hi)))};
+}
+
 Mat3 invert(const Mat3& m) {
     const double det = m[0] * (m[4] * m[8] - m[5] * m[7]) - m[1] * (m[3] * m[8] - m[5] * m[6]) +
                        m[2] * (m[3] * m[7] - m[4] * m[6]);

@@ -48,6 +48,17 @@ struct Geometry {
                      double direction_tol = 1e-5) const;
 };
 
+// The voxels an axis of `size` voxels has in the continuous index span [lo, hi]: first =
+// max(0, floor(lo)), last = min(size - 1, ceil(hi)); first > last when the span misses the axis or
+// is not a number. Safe for any double (a hostile journal's 1e25 mm): the span is clipped before
+// it becomes an integer.
+struct VoxelSpan {
+    int64_t first = 0;
+    int64_t last = -1;
+    bool empty() const { return first > last; }
+};
+VoxelSpan voxelSpan(double lo, double hi, int64_t size);
+
 Mat3 invert(const Mat3& m);
 Vec3 multiply(const Mat3& m, const Vec3& v);
 Vec3 cross(const Vec3& a, const Vec3& b);

@@ -182,7 +182,7 @@ Result<JournalReadReport> readJournalLines(const std::string& path, std::string_
         // Only the last line can be cut short by a crash (records are appended whole, in
         // order); a bad line before it means the file was damaged or edited.
         return Status(parsed.code(),
-                      fmt::format("line {}: {} (a damaged line before the end of the {}: restore "
+                      fmt::format("line {}: {} (a damaged line before the end of {}: restore "
                                   "the file from a backup or delete that line, then run again)",
                                   number, parsed.message(), what),
                       path);

@@ -65,9 +65,10 @@ Status applyBrush(const EditOp& op, const Grid& grid, const Intensity& image, Ca
             mn = std::min(mn, c - r / grid.spacing[a]);
             mx = std::max(mx, c + r / grid.spacing[a]);
         }
-        lo[a] = std::max<int64_t>(0, static_cast<int64_t>(std::floor(mn)));
-        hi[a] = std::min<int64_t>(grid.size[a] - 1, static_cast<int64_t>(std::ceil(mx)));
-        if (lo[a] > hi[a]) return {};
+        const VoxelSpan span = voxelSpan(mn, mx, grid.size[a]);
+        if (span.empty()) return {};
+        lo[a] = span.first;
+        hi[a] = span.last;
     }
     if (axis >= 0) lo[axis] = hi[axis] = slice;
     const double r2 = r * r;

@@ -158,7 +158,7 @@ class Parser {
         return {};
     }
     Status positive(const std::string& key, double& out) const {
-        VOXSEG_RETURN_IF_ERROR(number(key, out));
+        VOXSEG_RETURN_IF_ERROR(length(key, out));
         if (!(out > 0)) return error(key, fmt::format("must be > 0 (got {})", out));
         return {};
     }
@@ -176,7 +176,7 @@ class Parser {
         if (!isPoint(*v))
             return error(key, "expected [x, y, z] in mm, got " + JsonDocument::shortDump(*v));
         out = {(*v)[0].get<double>(), (*v)[1].get<double>(), (*v)[2].get<double>()};
-        return {};
+        return withinReach(key, out);
     }
     Status points(const std::string& key, std::vector<Vec3>& out) const {
         const nlohmann::json* v = o_.value(key);
@@ -187,7 +187,13 @@ class Parser {
                 return error(key,
                              "expected [x, y, z] points in mm, got " + JsonDocument::shortDump(p));
             out.push_back({p[0].get<double>(), p[1].get<double>(), p[2].get<double>()});
+            VOXSEG_RETURN_IF_ERROR(withinReach(key, out.back()));
         }
+        return {};
+    }
+    // A length in mm (radius, margin) or a volume in ml: within +/-kReachMm, like positions.
+    Status length(const std::string& key, double& out) const {
+        VOXSEG_ASSIGN_OR_RETURN(out, o_.number(key, -kReachMm, kReachMm));
         return {};
     }
     Status boolean(const std::string& key, bool& out) const {
@@ -298,7 +304,17 @@ class Parser {
         return p.is_array() && p.size() == 3 && p[0].is_number() && p[1].is_number() &&
                p[2].is_number();
     }
+    // Patient coordinates and lengths beyond 1 km are damage, not anatomy: refused here so that
+    // no op turns them into voxel indices (1e25 mm does not fit an int64 index).
+    Status withinReach(const std::string& key, const Vec3& p) const {
+        for (double c : p)
+            if (!(std::abs(c) <= kReachMm))
+                return error(key, fmt::format("{} mm is beyond +/-{:g} mm: not a patient position",
+                                              c, kReachMm));
+        return {};
+    }
     static constexpr double kAny = std::numeric_limits<double>::max();
+    static constexpr double kReachMm = 1e6;
     JsonObject& o_;
 };
 
@@ -512,7 +528,7 @@ Status parseFields(const Parser& p, EditOp& op) {
         case OpKind::kMargin:
             VOXSEG_RETURN_IF_ERROR(p.label("label", op.label, 1));
             if (!p.has("margin_mm")) return p.error("margin_mm", "missing");
-            VOXSEG_RETURN_IF_ERROR(p.number("margin_mm", op.margin_mm));
+            VOXSEG_RETURN_IF_ERROR(p.length("margin_mm", op.margin_mm));
             if (op.margin_mm == 0) return p.error("margin_mm", "must not be 0");
             return p.overwrite(op.overwrite);
         case OpKind::kLogical:

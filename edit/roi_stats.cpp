@@ -31,8 +31,9 @@ IndexRange rangeOf(const Geometry& g, const std::vector<Vec3>& corners_mm) {
     }
     IndexRange r;
     for (int d = 0; d < 3; ++d) {
-        r.lo[d] = std::max<int64_t>(0, static_cast<int64_t>(std::floor(lo[d])));
-        r.hi[d] = std::min<int64_t>(g.size[d] - 1, static_cast<int64_t>(std::ceil(hi[d])));
+        const VoxelSpan span = voxelSpan(lo[d], hi[d], g.size[d]);
+        r.lo[d] = span.first;
+        r.hi[d] = span.last;
     }
     return r;
 }

@@ -2,9 +2,10 @@
 
 #include <gtest/gtest.h>
 
-#include <limits>
-
 #include <cmath>
+#include <limits>
+#include <utility>
+#include <vector>
 
 namespace voxseg {
 namespace {
@@ -60,6 +61,24 @@ TEST(Geometry, IsFiniteOnlyWithPositiveFiniteSpacingAndFiniteOriginAndDirection)
         EXPECT_FALSE(o.isFinite()) << bad;
         EXPECT_FALSE(d.isFinite()) << bad;
     }
+}
+
+TEST(Geometry, VoxelSpanClipsAnySpanToTheAxis) {
+    const auto check = [](double lo, double hi, int64_t first, int64_t last) {
+        const VoxelSpan s = voxelSpan(lo, hi, 10);
+        EXPECT_EQ(s.first, first) << lo << ".." << hi;
+        EXPECT_EQ(s.last, last) << lo << ".." << hi;
+    };
+    check(2.2, 5.1, 2, 6);       // floor and ceil
+    check(-3.5, 2.0, 0, 2);      // clipped below
+    check(7.5, 1e25, 7, 9);      // clipped above: no int64 overflow
+    check(-1e300, 1e300, 0, 9);  // the whole axis
+    check(9.0, 9.0, 9, 9);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (const auto& [lo, hi] : std::vector<std::pair<double, double>>{
+             {-5, -0.1}, {9.1, 20}, {4e25, 5e25}, {nan, 3}, {3, nan}, {5, 4}})
+        EXPECT_TRUE(voxelSpan(lo, hi, 10).empty()) << lo << ".." << hi;
+    EXPECT_TRUE(voxelSpan(0, 5, 0).empty());
 }
 
 }  // namespace

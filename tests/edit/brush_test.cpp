@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 namespace voxseg::edit {
 namespace {
@@ -73,6 +74,23 @@ TEST(Brush, SphereIsTheVoxelsWithinRadius) {
 
 // The patient axis (0 = x, 1 = y, 2 = z) a plane is normal to.
 int normalAxis(Plane p) { return p == Plane::kAxial ? 2 : p == Plane::kCoronal ? 1 : 0; }
+
+// Ops built in code skip the journal's +/-1 km check: a centre or radius of any size must give an
+// empty or clipped box, never an overflowing index (UBSan fails this test otherwise).
+TEST(Brush, FarCentresAndHugeRadiiStayWithinTheGrid) {
+    const auto g = gridCases()[0].geometry;
+    auto editor = LabelEditor::create(testing::makeImage(g), testing::makeLabels(g));
+    ASSERT_TRUE(editor.isOk()) << editor.status().toString();
+    for (const double far : {4.4e25, -1e300, std::numeric_limits<double>::quiet_NaN()}) {
+        auto rep = editor->apply(sphere(OpKind::kPaint, {far, 2, 1}, 1.5, 2));
+        ASSERT_TRUE(rep.isOk()) << far << ": " << rep.status().toString();
+        EXPECT_EQ(rep->voxels_changed, 0) << far;
+    }
+    // A radius larger than any image paints every voxel.
+    auto all = editor->apply(sphere(OpKind::kPaint, testing::gridCentre(g), 1e300, 2));
+    ASSERT_TRUE(all.isOk()) << all.status().toString();
+    EXPECT_EQ(all->voxels_changed, g.voxelCount());
+}
 
 TEST(Brush, DiskLiesInTheNearestGridSliceOfItsPlane) {
     for (const auto& g : gridCases()) {

@@ -213,6 +213,16 @@ TEST(EditOp, BadLinesNameTheKey) {
          "\"connectivity\""},
         {R"({"op": "threshold", "label": 1, "min": 5, "max": 1})", "\"max\""},
         {R"({"op": "smudge"})", "\"op\""},
+        // Beyond 1 km: damage, refused before any op turns it into a voxel index (a fuzzer's
+        // 4.4e25 mm overflowed the brush's int64 box).
+        {R"({"op": "paint", "shape": "sphere", "center_mm": [4.4e25,2,1], "radius_mm": 1.5, "label": 2})",
+         "\"center_mm\""},
+        {R"({"op": "paint", "shape": "disk", "plane": "axial", "stroke_mm": [[0,0,1],[0,-2e6,1]], "radius_mm": 1, "label": 2})",
+         "\"stroke_mm\""},
+        {R"({"op": "paint", "shape": "sphere", "center_mm": [0,0,0], "radius_mm": 1e300, "label": 1})",
+         "\"radius_mm\""},
+        {R"({"op": "margin", "label": 1, "margin_mm": -1e7})", "\"margin_mm\""},
+        {R"({"op": "prompt_point", "point_mm": [0, 1e9, 0]})", "\"point_mm\""},
         {R"({"op": "paint", )", "not JSON"},
     };
     for (const auto& [line, key] : cases) {

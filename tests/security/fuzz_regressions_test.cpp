@@ -5,6 +5,7 @@
 // in a temporary folder.
 #include "batch/journal.h"
 #include "edit/edit_op.h"
+#include "edit/journal.h"
 #include "engine/graph/graph.h"
 #include "engine/model/model_package.h"
 #include "engine/onnx/import.h"
@@ -623,6 +624,22 @@ TEST(FuzzRegressions, JournalLineWithAFieldOfTheWrongTypeIsSkipped) {
     EXPECT_EQ(skipped, 1);
     ASSERT_EQ(two->size(), 1u);
     EXPECT_EQ(two->front().case_id, "b");
+}
+
+// An edit journal whose paint sphere is centred 4.4e25 mm away (fuzz_edit_journal's 20 s CI run,
+// stop 58): the brush turned the centre into an index box and converted 4.4e25 to int64 (UBSan:
+// outside the range of representable values). Positions and lengths beyond 1 km are now refused
+// when the line is read, naming the file, the line and the key; ops built in code clip their box
+// before it becomes an integer (core/geometry.h voxelSpan; Brush.FarCentresAndHugeRadiiStay...).
+TEST(FuzzRegressions, EditJournalPositionBeyondOneKilometreIsRefused) {
+    TempDir dir;
+    const std::string path =
+        regression(dir, "fuzz_edit_journal", "paint-centre-4e25-mm-overflows-index", "edits.jsonl");
+    auto lines = edit::readJournal(path);
+    ASSERT_FALSE(lines.isOk());
+    const std::string message = lines.status().toString();
+    for (const char* part : {"edits.jsonl", "line 1", "\"center_mm\"", "not a patient position"})
+        EXPECT_NE(message.find(part), std::string::npos) << part << " in " << message;
 }
 
 // A journal line whose file size is 3.3e77 (fuzz_batch_journal, campaign of session 12): nlohmann
