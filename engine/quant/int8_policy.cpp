@@ -213,174 +213,249 @@ std::optional<std::pair<std::array<int64_t, 3>, std::array<int64_t, 3>>> sharedH
     return pads;
 }
 
+// int8LayerPlan's passes, in order: each reads what the ones before it decided.
+class LayerPlanner {
+  public:
+    LayerPlanner(const Graph& g, const QuantizationRecord& record, Int8Backend backend)
+        : g_(g),
+          record_(record),
+          backend_(backend),
+          floats_(record.float_layers.begin(), record.float_layers.end()),
+          plan_(g.nodes.size()),
+          readers_(g.values.size(), 0),
+          int8_readers_(g.values.size(), 0) {}
+
+    std::vector<Int8Layer> run() {
+        markInt8Convs();
+        countReaders();
+        markU8Outputs();
+        if (backend_.upsampling && record_.int8_upsampling) markInt8Upsamplings();
+        markQuantisingNorms();
+        markSkipConcats();
+        markUpsamplingsIntoConcats();
+        if (backend_.halo_sources) {
+            markHaloSources();
+            markTapChannels();
+        }
+        markS8NormInputs();
+        return std::move(plan_);
+    }
+
+  private:
+    const ActivationQuant* activation(ValueId v) const {
+        const auto it = record_.activations.find(g_.values[v].name);
+        return it == record_.activations.end() ? nullptr : &it->second;
+    }
+
+    void markInt8Convs() {
+        for (size_t i = 0; i < g_.nodes.size(); ++i) {
+            const Node& n = g_.nodes[i];
+            // A folded up-sampling's parity convolution (passes/fold_upsampling.h) is the
+            // up-sampling: int8 where an int8 up-sampling would be; float where its layer is.
+            const std::string layer = passes::foldedLayerName(n.name);
+            if (layer != n.name && !(backend_.upsampling && record_.int8_upsampling)) continue;
+            if (!int8EligibleConv(g_, n) || floats_.count(layer)) continue;
+            const ActivationQuant* src = activation(n.inputs[0]);
+            if (!src) continue;
+            plan_[i].int8 = true;
+            plan_[i].src = *src;
+        }
+    }
+
+    // Readers of every value, and those that are int8 Convs reading it as their source (not as
+    // a residual).
+    void countReaders() {
+        for (size_t i = 0; i < g_.nodes.size(); ++i) {
+            const Node& n = g_.nodes[i];
+            for (size_t k = 0; k < n.inputs.size(); ++k)
+                if (n.inputs[k] >= 0) {
+                    ++readers_[n.inputs[k]];
+                    if (k == 0 && plan_[i].int8) ++int8_readers_[n.inputs[k]];
+                }
+            if (n.fused_residual >= 0) ++readers_[n.fused_residual];
+            if (n.fused_prelu_slope >= 0) ++readers_[n.fused_prelu_slope];
+        }
+    }
+
+    // u8 outputs: every reader an int8 Conv reading it as its source.
+    void markU8Outputs() {
+        for (size_t i = 0; i < g_.nodes.size(); ++i) {
+            const Node& n = g_.nodes[i];
+            if (!plan_[i].int8) continue;
+            const ValueId y = n.outputs[0];
+            const bool simple_epilogue =
+                n.fused_residual < 0 && (n.fused_activation == ActivationKind::kNone ||
+                                         n.fused_activation == ActivationKind::kRelu ||
+                                         n.fused_activation == ActivationKind::kLeakyRelu);
+            const ActivationQuant* dst = activation(y);
+            if (!simple_epilogue || isOutput(g_, y) || readers_[y] == 0 ||
+                readers_[y] != int8_readers_[y] || !dst)
+                continue;
+            plan_[i].dst_u8 = true;
+            plan_[i].dst = *dst;
+        }
+    }
+
+    // A concat read only by int8 Convs quantises its inputs into its u8 output.
+    bool quantisingConcat(const Node& n) const {
+        const ValueId y = n.outputs[0];
+        return n.op == OpKind::kConcat && int8_readers_[y] > 0 && !isOutput(g_, y) &&
+               readers_[y] == int8_readers_[y] && n.fused_activation == ActivationKind::kNone &&
+               activation(y);
+    }
+
+    // int8 up-sampling: a k = s ConvTranspose with a calibrated input, read only by such a
+    // concat.
+    void markInt8Upsamplings() {
+        for (size_t i = 0; i < g_.nodes.size(); ++i) {
+            const Node& n = g_.nodes[i];
+            if (!int8EligibleUpsampling(g_, n) || floats_.count(n.name)) continue;
+            const ActivationQuant* src = activation(n.inputs[0]);
+            const ValueId y = n.outputs[0];
+            if (!src || isOutput(g_, y) || readers_[y] != 1) continue;
+            for (const Node& m : g_.nodes)
+                if (std::find(m.inputs.begin(), m.inputs.end(), y) != m.inputs.end() &&
+                    quantisingConcat(m)) {
+                    plan_[i].int8_upsample = true;
+                    plan_[i].src = *src;
+                    ++int8_readers_[n.inputs[0]];
+                }
+        }
+    }
+
+    // Normalisations feeding int8 Convs (or up-samplings) quantise their result in their own
+    // pass.
+    void markQuantisingNorms() {
+        for (size_t i = 0; i < g_.nodes.size(); ++i) {
+            const Node& n = g_.nodes[i];
+            if (!isNorm(n) && !quantisingConcat(n)) continue;
+            const ValueId y = n.outputs[0];
+            const ActivationQuant* dst = activation(y);
+            if (int8_readers_[y] == 0 || !dst) continue;
+            plan_[i].dst_u8 = true;
+            plan_[i].dst = *dst;
+            plan_[i].keep_float = isOutput(g_, y) || readers_[y] != int8_readers_[y];
+        }
+    }
+
+    // Skip connections: a norm's float read only by quantising concats becomes their u8.
+    void markSkipConcats() {
+        for (size_t i = 0; i < g_.nodes.size(); ++i) {
+            if (!isNorm(g_.nodes[i]) || !plan_[i].dst_u8 || !plan_[i].keep_float) continue;
+            const ValueId y = g_.nodes[i].outputs[0];
+            if (isOutput(g_, y)) continue;
+            std::optional<ActivationQuant> concat;
+            bool only_concats = true;
+            for (size_t r = 0; r < g_.nodes.size() && only_concats; ++r) {
+                const Node& m = g_.nodes[r];
+                if (m.fused_residual == y || m.fused_prelu_slope == y) only_concats = false;
+                for (size_t k = 0; k < m.inputs.size() && only_concats; ++k) {
+                    if (m.inputs[k] != y || (k == 0 && (plan_[r].int8 || plan_[r].int8_upsample)))
+                        continue;
+                    const ActivationQuant& d = plan_[r].dst;
+                    only_concats =
+                        m.op == OpKind::kConcat && plan_[r].dst_u8 && !plan_[r].keep_float &&
+                        (!concat ||
+                         (concat->scale == d.scale && concat->zero_point == d.zero_point));
+                    concat = d;
+                }
+            }
+            if (!only_concats || !concat) continue;
+            plan_[i].keep_float = false;
+            plan_[i].concat_u8 = true;
+            plan_[i].concat_dst = *concat;
+        }
+    }
+
+    // Up-sampling into a skip concat: a ConvTranspose read only by one quantising concat writes
+    // its channels of the concat's u8 itself.
+    void markUpsamplingsIntoConcats() {
+        for (size_t i = 0; i < g_.nodes.size(); ++i) {
+            const Node& n = g_.nodes[i];
+            if (n.op != OpKind::kConvTranspose || n.fused_residual >= 0 ||
+                n.fused_activation != ActivationKind::kNone)
+                continue;
+            const ValueId y = n.outputs[0];
+            if (isOutput(g_, y) || readers_[y] != 1) continue;
+            for (size_t r = 0; r < g_.nodes.size(); ++r) {
+                const Node& m = g_.nodes[r];
+                if (m.op != OpKind::kConcat || !plan_[r].dst_u8 || plan_[r].keep_float ||
+                    std::find(m.inputs.begin(), m.inputs.end(), y) == m.inputs.end())
+                    continue;
+                plan_[i].concat_u8 = true;
+                plan_[i].concat_dst = plan_[r].dst;
+            }
+        }
+    }
+
+    // Halo sources: a norm's or a quantising channel concat's zero-pointed u8 that only int8
+    // Convs padded alike read.
+    void markHaloSources() {
+        for (size_t i = 0; i < g_.nodes.size(); ++i) {
+            Int8Layer& l = plan_[i];
+            const bool norm = isNorm(g_.nodes[i]) && !l.concat_u8;
+            const bool concat =
+                g_.nodes[i].op == OpKind::kConcat && g_.nodes[i].axis == 1 && !l.keep_float;
+            if (!(norm || concat) || !l.dst_u8 || l.dst.zero_point == 0) continue;
+            if (const auto pads = sharedHalo(g_, plan_, i)) {
+                l.halo_lo = pads->first;
+                l.halo_hi = pads->second;
+            }
+        }
+    }
+
+    // Tap channels: an int8 Conv that reads a graph input.
+    void markTapChannels() {
+        for (size_t i = 0; i < g_.nodes.size(); ++i) {
+            const Node& n = g_.nodes[i];
+            if (!plan_[i].int8 ||
+                std::find(g_.inputs.begin(), g_.inputs.end(), n.inputs[0]) == g_.inputs.end())
+                continue;
+            plan_[i].tap_channels =
+                tapChannels(int8ConvGeometry(n, g_.values[n.inputs[0]].shape)) > 0;
+        }
+    }
+
+    bool int8Producer(ValueId v) const {
+        for (size_t r = 0; r < g_.nodes.size(); ++r)
+            if (g_.nodes[r].outputs[0] == v) return plan_[r].int8;
+        return false;
+    }
+
+    // 8-bit normalisation inputs: the Conv (or the folded up-sampling's SubpixelAdd, which
+    // stands for the folded Conv) writes s8, the norm reads it.
+    void markS8NormInputs() {
+        for (size_t i = 0; i < g_.nodes.size(); ++i) {
+            const Node& n = g_.nodes[i];
+            if (!plan_[i].int8 && !(n.op == OpKind::kSubpixelAdd && int8Producer(n.inputs[1])))
+                continue;
+            const auto it = record_.norm_inputs.find(g_.values[n.outputs[0]].name);
+            if (it == record_.norm_inputs.end()) continue;
+            const int ni = soleNormReader(g_, n);
+            if (ni < 0 ||
+                static_cast<int64_t>(it->second.size()) != g_.values[n.outputs[0]].shape[1])
+                continue;
+            Int8Layer& conv = plan_[i];
+            Int8Layer& norm = plan_[static_cast<size_t>(ni)];
+            conv.dst_s8 = norm.src_s8 = true;
+            conv.s8_scales = norm.s8_scales = it->second;
+            conv.drop_bias = normCancelsBias(g_, g_.nodes[static_cast<size_t>(ni)]);
+        }
+    }
+
+    const Graph& g_;
+    const QuantizationRecord& record_;
+    const Int8Backend backend_;
+    const std::set<std::string> floats_;
+    std::vector<Int8Layer> plan_;
+    std::vector<int> readers_, int8_readers_;
+};
+
 }  // namespace
 
 std::vector<Int8Layer> int8LayerPlan(const Graph& g, const QuantizationRecord& record,
                                      Int8Backend backend) {
-    const bool upsampling = backend.upsampling;
-    const std::set<std::string> floats(record.float_layers.begin(), record.float_layers.end());
-    std::vector<Int8Layer> plan(g.nodes.size());
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-        const Node& n = g.nodes[i];
-        // A folded up-sampling's parity convolution (passes/fold_upsampling.h) is the
-        // up-sampling: int8 where an int8 up-sampling would be; float where its layer is.
-        const std::string layer = passes::foldedLayerName(n.name);
-        if (layer != n.name && !(upsampling && record.int8_upsampling)) continue;
-        if (!int8EligibleConv(g, n) || floats.count(layer)) continue;
-        const auto it = record.activations.find(g.values[n.inputs[0]].name);
-        if (it == record.activations.end()) continue;
-        plan[i].int8 = true;
-        plan[i].src = it->second;
-    }
-    // u8 outputs: every reader an int8 Conv reading it as its source (not as a residual).
-    std::vector<int> readers(g.values.size(), 0), int8_readers(g.values.size(), 0);
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-        const Node& n = g.nodes[i];
-        for (size_t k = 0; k < n.inputs.size(); ++k)
-            if (n.inputs[k] >= 0) {
-                ++readers[n.inputs[k]];
-                if (k == 0 && plan[i].int8) ++int8_readers[n.inputs[k]];
-            }
-        if (n.fused_residual >= 0) ++readers[n.fused_residual];
-        if (n.fused_prelu_slope >= 0) ++readers[n.fused_prelu_slope];
-    }
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-        const Node& n = g.nodes[i];
-        if (!plan[i].int8) continue;
-        const ValueId y = n.outputs[0];
-        const bool simple_epilogue =
-            n.fused_residual < 0 && (n.fused_activation == ActivationKind::kNone ||
-                                     n.fused_activation == ActivationKind::kRelu ||
-                                     n.fused_activation == ActivationKind::kLeakyRelu);
-        const auto it = record.activations.find(g.values[y].name);
-        if (!simple_epilogue || isOutput(g, y) || readers[y] == 0 ||
-            readers[y] != int8_readers[y] || it == record.activations.end())
-            continue;
-        plan[i].dst_u8 = true;
-        plan[i].dst = it->second;
-    }
-    // A concat read only by int8 Convs quantises its inputs into its u8 output.
-    auto quantisingConcat = [&](const Node& n) {
-        const ValueId y = n.outputs[0];
-        return n.op == OpKind::kConcat && int8_readers[y] > 0 && !isOutput(g, y) &&
-               readers[y] == int8_readers[y] && n.fused_activation == ActivationKind::kNone &&
-               record.activations.count(g.values[y].name);
-    };
-    // int8 up-sampling: a k = s ConvTranspose with a calibrated input, read only by such a concat.
-    for (size_t i = 0; i < g.nodes.size() && upsampling && record.int8_upsampling; ++i) {
-        const Node& n = g.nodes[i];
-        if (!int8EligibleUpsampling(g, n) || floats.count(n.name)) continue;
-        const auto it = record.activations.find(g.values[n.inputs[0]].name);
-        const ValueId y = n.outputs[0];
-        if (it == record.activations.end() || isOutput(g, y) || readers[y] != 1) continue;
-        for (const Node& m : g.nodes)
-            if (std::find(m.inputs.begin(), m.inputs.end(), y) != m.inputs.end() &&
-                quantisingConcat(m)) {
-                plan[i].int8_upsample = true;
-                plan[i].src = it->second;
-                ++int8_readers[n.inputs[0]];
-            }
-    }
-    // Normalisations feeding int8 Convs (or up-samplings) quantise their result in their own
-    // pass.
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-        const Node& n = g.nodes[i];
-        const bool norm = isNorm(n);
-        if (!norm && !quantisingConcat(n)) continue;
-        const ValueId y = n.outputs[0];
-        const auto it = record.activations.find(g.values[y].name);
-        if (int8_readers[y] == 0 || it == record.activations.end()) continue;
-        const bool others = isOutput(g, y) || readers[y] != int8_readers[y];
-        plan[i].dst_u8 = true;
-        plan[i].dst = it->second;
-        plan[i].keep_float = others;
-    }
-    // Skip connections: a norm's float read only by quantising concats becomes their u8.
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-        if (!isNorm(g.nodes[i]) || !plan[i].dst_u8 || !plan[i].keep_float) continue;
-        const ValueId y = g.nodes[i].outputs[0];
-        if (isOutput(g, y)) continue;
-        std::optional<ActivationQuant> concat;
-        bool only_concats = true;
-        for (size_t r = 0; r < g.nodes.size() && only_concats; ++r) {
-            const Node& m = g.nodes[r];
-            if (m.fused_residual == y || m.fused_prelu_slope == y) only_concats = false;
-            for (size_t k = 0; k < m.inputs.size() && only_concats; ++k) {
-                if (m.inputs[k] != y || (k == 0 && (plan[r].int8 || plan[r].int8_upsample)))
-                    continue;
-                const ActivationQuant& d = plan[r].dst;
-                only_concats =
-                    m.op == OpKind::kConcat && plan[r].dst_u8 && !plan[r].keep_float &&
-                    (!concat || (concat->scale == d.scale && concat->zero_point == d.zero_point));
-                concat = d;
-            }
-        }
-        if (!only_concats || !concat) continue;
-        plan[i].keep_float = false;
-        plan[i].concat_u8 = true;
-        plan[i].concat_dst = *concat;
-    }
-    // Up-sampling into a skip concat: a ConvTranspose read only by one quantising concat writes
-    // its channels of the concat's u8 itself.
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-        const Node& n = g.nodes[i];
-        if (n.op != OpKind::kConvTranspose || n.fused_residual >= 0 ||
-            n.fused_activation != ActivationKind::kNone)
-            continue;
-        const ValueId y = n.outputs[0];
-        if (isOutput(g, y) || readers[y] != 1) continue;
-        for (size_t r = 0; r < g.nodes.size(); ++r) {
-            const Node& m = g.nodes[r];
-            if (m.op != OpKind::kConcat || !plan[r].dst_u8 || plan[r].keep_float ||
-                std::find(m.inputs.begin(), m.inputs.end(), y) == m.inputs.end())
-                continue;
-            plan[i].concat_u8 = true;
-            plan[i].concat_dst = plan[r].dst;
-        }
-    }
-    // Halo sources: a norm's or a quantising channel concat's zero-pointed u8 that only int8
-    // Convs padded alike read.
-    for (size_t i = 0; i < g.nodes.size() && backend.halo_sources; ++i) {
-        Int8Layer& l = plan[i];
-        const bool norm = isNorm(g.nodes[i]) && !l.concat_u8;
-        const bool concat =
-            g.nodes[i].op == OpKind::kConcat && g.nodes[i].axis == 1 && !l.keep_float;
-        if (!(norm || concat) || !l.dst_u8 || l.dst.zero_point == 0) continue;
-        if (const auto pads = sharedHalo(g, plan, i)) {
-            l.halo_lo = pads->first;
-            l.halo_hi = pads->second;
-        }
-    }
-    // Tap channels: an int8 Conv that reads a graph input.
-    for (size_t i = 0; i < g.nodes.size() && backend.halo_sources; ++i) {
-        const Node& n = g.nodes[i];
-        if (!plan[i].int8 ||
-            std::find(g.inputs.begin(), g.inputs.end(), n.inputs[0]) == g.inputs.end())
-            continue;
-        plan[i].tap_channels = tapChannels(int8ConvGeometry(n, g.values[n.inputs[0]].shape)) > 0;
-    }
-    auto int8Producer = [&](ValueId v) {
-        for (size_t r = 0; r < g.nodes.size(); ++r)
-            if (g.nodes[r].outputs[0] == v) return plan[r].int8;
-        return false;
-    };
-    // 8-bit normalisation inputs: the Conv (or the folded up-sampling's SubpixelAdd, which
-    // stands for the folded Conv) writes s8, the norm reads it.
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-        const Node& n = g.nodes[i];
-        if (!plan[i].int8 && !(n.op == OpKind::kSubpixelAdd && int8Producer(n.inputs[1]))) continue;
-        const auto it = record.norm_inputs.find(g.values[n.outputs[0]].name);
-        if (it == record.norm_inputs.end()) continue;
-        const int ni = soleNormReader(g, n);
-        if (ni < 0 || static_cast<int64_t>(it->second.size()) != g.values[n.outputs[0]].shape[1])
-            continue;
-        Int8Layer& conv = plan[i];
-        Int8Layer& norm = plan[static_cast<size_t>(ni)];
-        conv.dst_s8 = norm.src_s8 = true;
-        conv.s8_scales = norm.s8_scales = it->second;
-        conv.drop_bias = normCancelsBias(g, g.nodes[static_cast<size_t>(ni)]);
-    }
-    return plan;
+    return LayerPlanner(g, record, backend).run();
 }
 
 }  // namespace voxseg::engine::quant
