@@ -779,6 +779,30 @@ Result<Volume> StageRunner::totalSegmentatorStage(size_t s, const Volume& orient
     return paste(back, og, region, 0.0);
 }
 
+namespace {
+
+// The region of the oriented grid `og` a crop link gives its stage, from its source stage's
+// labels (`oriented`: on the oriented grid; `net` on `region`, its network grid); nullopt when
+// they hold none of what the link looks for, which `what` then names. `asked`: --labels.
+std::optional<CropBox> linkedRegion(const engine::CropLink& link, const std::vector<int>& asked,
+                                    const Volume& oriented, const Volume& net,
+                                    const CropBox& region, const Geometry& og, std::string& what) {
+    switch (link.rule) {
+        case engine::CropRule::kRoiSubset:
+            what = "any of the labels asked for (--labels)";
+            return roiSubsetBox(oriented, asked, link.margin_mm);
+        case engine::CropRule::kLabelSet:
+            what = "its crop labels (" + fmt::format("{}", fmt::join(link.labels, ", ")) + ")";
+            return roiSubsetBox(oriented, link.labels, link.margin_mm);
+        case engine::CropRule::kLabelBox:
+            what = "label " + std::to_string(link.label);
+            return linkBox(net, region, og, link);
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
 Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Progress& progress) {
     const engine::ModelPackage& m = package_;
     if (input.empty()) return invalidArgument("staged model: empty input");
@@ -847,23 +871,9 @@ Result<StagesResult> StageRunner::run(const Volume& input, int threads, const Pr
         if (crop_on) {
             const engine::CropLink& link = *st.crop_to;
             const auto from = static_cast<size_t>(link.stage_index);
-            std::optional<CropBox> box;
             std::string what;
-            switch (link.rule) {
-                case engine::CropRule::kRoiSubset:
-                    box = roiSubsetBox(oriented_labels[from], labels_, link.margin_mm);
-                    what = "any of the labels asked for (--labels)";
-                    break;
-                case engine::CropRule::kLabelSet:
-                    box = roiSubsetBox(oriented_labels[from], link.labels, link.margin_mm);
-                    what =
-                        "its crop labels (" + fmt::format("{}", fmt::join(link.labels, ", ")) + ")";
-                    break;
-                case engine::CropRule::kLabelBox:
-                    box = linkBox(net_labels[from], regions[from], og, link);
-                    what = "label " + std::to_string(link.label);
-                    break;
-            }
+            const std::optional<CropBox> box = linkedRegion(
+                link, labels_, oriented_labels[from], net_labels[from], regions[from], og, what);
             if (!box) {
                 const std::string why = "stage " + st.name + ": stage " + link.stage +
                                         " found no voxels of " + what +

@@ -593,27 +593,109 @@ Result<std::vector<int16_t>> SlidingWindow::runLabels(const Tensor& image,
     return std::move(request.labels);
 }
 
-Result<Tensor> SlidingWindow::runImpl(const Tensor& image, const Progress& progress,
-                                      SlidingWindowStats* stats, LabelsRequest* labels) {
-    const auto start_time = Clock::now();
-    VOXSEG_RETURN_IF_ERROR(validateSlidingWindowOptions(options_, image.shape()));
+namespace {
+
+// What every run checks of its input: float32 [C, spatial...] with the network's C channels and
+// no empty axis, as many spatial axes as the patch.
+Status checkWindowInput(const SlidingWindowOptions& options, const Tensor& image,
+                        int64_t channels) {
+    VOXSEG_RETURN_IF_ERROR(validateSlidingWindowOptions(options, image.shape()));
     if (image.dtype() != DType::kFloat32)
         return invalidArgument(std::string("sliding-window input must be float32, got ") +
                                dtypeName(image.dtype()));
-    if (image.dim(0) != channels_)
+    if (image.dim(0) != channels)
         return invalidArgument("image has " + std::to_string(image.dim(0)) +
-                               " channels, the network takes " + std::to_string(channels_));
+                               " channels, the network takes " + std::to_string(channels));
+    for (size_t a = 1; a < image.shape().size(); ++a)
+        if (image.dim(a) <= 0)
+            return invalidArgument("image " + shapeToString(image.shape()) + " is empty");
+    return Status::ok();
+}
+
+struct WindowBuffers {
+    Tensor padded_image;                // the image zero-padded to the grid (when it pads)
+    Tensor accumulator;                 // [K, padded...] weighted sums (host accumulation)
+    std::vector<float> inverse_weight;  // per padded voxel: 1 / the sum of window weights
+};
+
+// The padded copy of `image` when the grid pads, and the accumulator of type `accumulator` (none:
+// nnU-Net's accumulation or a window handed through) with its inverse weight sums (of the
+// patch weights `importance`). Out of memory is refused naming `accumulator_bytes`.
+Result<WindowBuffers> allocateWindowBuffers(const Tensor& image, const WindowGrid& grid,
+                                            size_t rank, int64_t channels, int64_t classes,
+                                            std::optional<DType> accumulator,
+                                            size_t accumulator_bytes,
+                                            const std::vector<float>& importance) {
+    WindowBuffers b;
+    try {
+        if (grid.needs_pad) {
+            Shape shape = {channels};
+            for (size_t a = 3 - rank; a < 3; ++a) shape.push_back(grid.padded[a]);
+            b.padded_image = Tensor(DType::kFloat32, shape);
+            copyBox<float>(image.data<float>(), grid.dims, b.padded_image.data<float>(),
+                           grid.padded, channels, grid.pad_before, false);
+        }
+        if (accumulator) {
+            Shape acc_shape = {classes};
+            for (size_t a = 3 - rank; a < 3; ++a) acc_shape.push_back(grid.padded[a]);
+            b.accumulator = Tensor(*accumulator, acc_shape);
+            b.inverse_weight.assign(static_cast<size_t>(grid.voxels), 0.0f);
+        }
+    } catch (const std::bad_alloc&) {
+        return Status(StatusCode::kOutOfMemory,
+                      "cannot allocate the sliding-window accumulators (" +
+                          std::to_string(accumulator_bytes >> 20) + " MiB for " +
+                          std::to_string(classes) + " classes)");
+    }
+    // Weight sums depend only on the grid: accumulate them once, then store their inverse.
+    if (accumulator) inverseWeightSums(grid, importance, b.inverse_weight);
+    return b;
+}
+
+// The batch of items [first, first + count) into `in`: item i is window i / flips mirrored by
+// flip set i % flips, gathered from the (padded) image `source`; zeros fill a batch of `batch`.
+void gatherBatch(const float* source, const WindowGrid& grid, int64_t channels,
+                 const std::vector<unsigned>& flip_sets, int64_t first, int64_t count,
+                 int64_t batch, float* in) {
+    const int64_t flips = static_cast<int64_t>(flip_sets.size());
+    const int64_t item_size = channels * grid.patch[0] * grid.patch[1] * grid.patch[2];
+    for (int64_t i = 0; i < count; ++i) {
+        const int64_t item = first + i;
+        gatherPatch(source, grid.padded, channels, gridOrigin(grid, item / flips), grid.patch,
+                    flip_sets[static_cast<size_t>(item % flips)], in + i * item_size);
+    }
+    if (count < batch)
+        std::memset(in + count * item_size, 0,
+                    static_cast<size_t>((batch - count) * item_size) * sizeof(float));
+}
+
+// Runs `network` and checks that the backend returned the float32 output it was compiled for.
+Status runChecked(CompiledGraph& network, const std::vector<Tensor>& inputs,
+                  std::vector<Tensor>& outputs) {
+    VOXSEG_RETURN_IF_ERROR(network.run(inputs, outputs));
+    if (outputs.empty() || outputs[0].shape() != network.outputShapes()[0] ||
+        outputs[0].dtype() != DType::kFloat32)
+        return internalError(
+            "backend returned output " +
+            (outputs.empty() ? std::string("none") : shapeToString(outputs[0].shape())) +
+            ", compiled for " + shapeToString(network.outputShapes()[0]));
+    return Status::ok();
+}
+
+}  // namespace
+
+Result<Tensor> SlidingWindow::runImpl(const Tensor& image, const Progress& progress,
+                                      SlidingWindowStats* stats, LabelsRequest* labels) {
+    const auto start_time = Clock::now();
+    VOXSEG_RETURN_IF_ERROR(checkWindowInput(options_, image, channels_));
     const size_t rank = options_.patch_size.size();
     const std::vector<int64_t> spatial(image.shape().begin() + 1, image.shape().end());
-    for (int64_t s : spatial)
-        if (s <= 0) return invalidArgument("image " + shapeToString(image.shape()) + " is empty");
 
     const WindowGrid grid = windowGrid(options_, spatial);
     // References, not structured bindings: lambdas below capture them (clang 14 cannot).
     const auto& patch = grid.patch;
     const auto& dims = grid.dims;
     const auto& padded = grid.padded;
-    const auto& pad_before = grid.pad_before;
     const auto& starts = grid.starts;
     const bool needs_pad = grid.needs_pad;
     const int64_t voxels = grid.voxels;
@@ -640,40 +722,22 @@ Result<Tensor> SlidingWindow::runImpl(const Tensor& image, const Progress& progr
         (pass_through ? 0 : accumulatorBytes(classes, voxels)) +
             (needs_pad ? static_cast<size_t>(channels_ * voxels) * sizeof(float) : 0),
         classes, voxels, !nnunet && options_.accumulator == DType::kFloat32));
-    Tensor padded_image;
-    const float* source = image.data<float>();
-    Tensor accumulator;
-    std::vector<float> inverse_weight;
-    try {
-        if (needs_pad) {
-            Shape shape = {channels_};
-            for (size_t a = 3 - rank; a < 3; ++a) shape.push_back(padded[a]);
-            padded_image = Tensor(DType::kFloat32, shape);
-            copyBox<float>(image.data<float>(), dims, padded_image.data<float>(), padded, channels_,
-                           pad_before, false);
-            source = padded_image.data<float>();
-        }
-        if (!pass_through && !nnunet) {
-            Shape acc_shape = {classes};
-            for (size_t a = 3 - rank; a < 3; ++a) acc_shape.push_back(padded[a]);
-            accumulator = Tensor(options_.accumulator, acc_shape);
-            inverse_weight.assign(static_cast<size_t>(voxels), 0.0f);
-        }
-    } catch (const std::bad_alloc&) {
-        return Status(StatusCode::kOutOfMemory,
-                      "cannot allocate the sliding-window accumulators (" +
-                          std::to_string(accumulatorBytes(classes, voxels) >> 20) + " MiB for " +
-                          std::to_string(classes) + " classes)");
-    }
+    VOXSEG_ASSIGN_OR_RETURN(
+        WindowBuffers buffers,
+        allocateWindowBuffers(
+            image, grid, rank, channels_, classes,
+            pass_through || nnunet ? std::nullopt : std::optional(options_.accumulator),
+            accumulatorBytes(classes, voxels), importance_));
+    Tensor& padded_image = buffers.padded_image;
+    Tensor& accumulator = buffers.accumulator;
+    std::vector<float>& inverse_weight = buffers.inverse_weight;
+    const float* source = needs_pad ? padded_image.data<float>() : image.data<float>();
 
-    // Weight sums depend only on the grid: accumulate them once, then store their inverse.
+    // Mirrored copies of a patch and ensemble members share its weight: each network output
+    // contributes importance / (num_flips * num_networks), i.e. outputs are averaged first.
     const int64_t patch_voxels = patch[0] * patch[1] * patch[2];
     std::vector<float> item_weight;
     if (!pass_through && !nnunet) {
-        inverseWeightSums(grid, importance_, inverse_weight);
-        // Mirrored copies of a patch and ensemble members share its weight: each network
-        // output contributes importance / (num_flips * num_networks), i.e. outputs are averaged
-        // first.
         item_weight = importance_;
         for (float& w : item_weight) w /= static_cast<float>(num_flips * num_networks);
     }
@@ -700,32 +764,16 @@ Result<Tensor> SlidingWindow::runImpl(const Tensor& image, const Progress& progr
             VOXSEG_RETURN_IF_ERROR(progress.checkCancelled());
             const int64_t first = b * batch;
             const int64_t count = std::min(batch, num_items - first);
-            float* in = inputs[0].data<float>();
-            for (int64_t i = 0; i < count; ++i) {
-                const int64_t item = first + i;
-                gatherPatch(source, padded, channels_, itemOrigin(item / num_flips), patch,
-                            flip_sets[static_cast<size_t>(item % num_flips)], in + i * input_item);
-            }
-            if (count < batch) {
-                std::memset(in + count * input_item, 0,
-                            static_cast<size_t>((batch - count) * input_item) * sizeof(float));
-                padded_items += batch - count;
-            }
+            gatherBatch(source, grid, channels_, flip_sets, first, count, batch,
+                        inputs[0].data<float>());
+            padded_items += batch - count;
             for (size_t m = first_net; m < last_net; ++m) {
-                CompiledGraph& network = *networks_[m];
                 const auto net_start = Clock::now();
-                Status st = network.run(inputs, outputs);
+                Status st = runChecked(*networks_[m], inputs, outputs);
                 network_seconds += secondsSince(net_start);
                 if (!st.isOk())
                     return st.withContext("sliding window, batch " + std::to_string(b + 1) +
                                           " of " + std::to_string(num_batches) + ": ");
-                if (outputs.empty() || outputs[0].shape() != network.outputShapes()[0] ||
-                    outputs[0].dtype() != DType::kFloat32)
-                    return internalError("backend returned output " +
-                                         (outputs.empty() ? std::string("none")
-                                                          : shapeToString(outputs[0].shape())) +
-                                         ", compiled for " +
-                                         shapeToString(network.outputShapes()[0]));
                 const float* out = outputs[0].data<float>();
                 for (int64_t i = 0; i < count; ++i) on_output(first + i, out + i * output_item);
             }
@@ -776,6 +824,7 @@ Result<Tensor> SlidingWindow::runImpl(const Tensor& image, const Progress& progr
                                       : accumulator;
 
     if (stats) {
+        *stats = SlidingWindowStats{};
         stats->patches = num_windows;
         stats->forward_passes = num_batches * num_networks;
         stats->padded_items = padded_items;
@@ -783,9 +832,7 @@ Result<Tensor> SlidingWindow::runImpl(const Tensor& image, const Progress& progr
         stats->network_seconds = network_seconds;
         stats->accumulator_bytes = labels ? label_sums_bytes : accumulatorBytes(classes, voxels);
         stats->patch_buffer_bytes = patch_buffer_bytes;
-        stats->workspace_bytes = 0;
         for (const auto& network : networks_) stats->workspace_bytes += network->workspaceBytes();
-        stats->grid.clear();
         for (size_t a = 3 - rank; a < 3; ++a)
             stats->grid.push_back(static_cast<int64_t>(starts[a].size()));
     }
