@@ -99,37 +99,7 @@ void setMean(QTableWidgetItem* item, const pipeline::StatisticsReport& stats, in
 
 LabelTable::LabelTable(ViewerState* state, QWidget* parent) : QWidget(parent), state_(state) {
     setObjectName("label_table");
-    table_ = new QTableWidget(0, kColumns, this);
-    table_->setHorizontalHeaderLabels(
-        {"Label", "Review", "mL", "Mean", "Type", "Value", "Voxels", "Opacity %"});
-    table_->verticalHeader()->hide();
-    // The name takes what the others leave (elided; full in its tooltip); the rest fit their
-    // contents. Voxels (also in the mL tooltip) and opacity are shown from the header's context
-    // menu.
-    QHeaderView* header = table_->horizontalHeader();
-    header->setSectionResizeMode(QHeaderView::ResizeToContents);
-    header->setSectionResizeMode(kName, QHeaderView::Stretch);
-    header->setStretchLastSection(false);
-    header->setMinimumSectionSize(36);
-    table_->setColumnHidden(kVoxels, true);
-    table_->setColumnHidden(kOpacity, true);
-    table_->setTextElideMode(Qt::ElideRight);
-    table_->setWordWrap(false);
-    header->setContextMenuPolicy(Qt::CustomContextMenu);
-    connect(header, &QHeaderView::customContextMenuRequested, this, [this, header](QPoint p) {
-        QMenu menu(this);
-        for (int c = kStatus; c < kColumns; ++c) {
-            QAction* a = menu.addAction(table_->horizontalHeaderItem(c)->text());
-            a->setCheckable(true);
-            a->setChecked(!table_->isColumnHidden(c));
-            connect(a, &QAction::toggled, this,
-                    [this, c](bool on) { table_->setColumnHidden(c, !on); });
-        }
-        menu.exec(header->mapToGlobal(p));
-    });
-    table_->setSelectionBehavior(QAbstractItemView::SelectRows);
-    table_->setSelectionMode(QAbstractItemView::SingleSelection);
-    table_->setEditTriggers(QAbstractItemView::DoubleClicked | QAbstractItemView::EditKeyPressed);
+    setUpTable();
 
     mode_ = new QComboBox(this);
     mode_->setObjectName("overlay_mode");
@@ -181,6 +151,70 @@ LabelTable::LabelTable(ViewerState* state, QWidget* parent) : QWidget(parent), s
     findings_->setVisible(false);
     layout->addWidget(findings_);
     layout->addWidget(table_);
+    addReviewKeys();
+
+    connect(mode_, &QComboBox::currentIndexChanged, this, [this](int i) {
+        if (!updating_) state_->setOverlayMode(i == 1 ? OverlayMode::kOutline : OverlayMode::kFill);
+    });
+    connect(show_all, &QPushButton::clicked, this, [this] { state_->setAllLabelsVisible(true); });
+    connect(hide_all, &QPushButton::clicked, this, [this] { state_->setAllLabelsVisible(false); });
+    connect(add_, &QPushButton::clicked, this, [this] { addLabel(); });
+    connect(delete_, &QPushButton::clicked, this, [this] {
+        const auto rows = table_->selectionModel()->selectedRows();
+        if (!rows.isEmpty()) (void)deleteLabel(rows.front().row());
+    });
+    connect(filter_, &QComboBox::currentIndexChanged, this, &LabelTable::applyFilter);
+    connectTable();
+    // Another label map: the last run's findings are not about it (a run sets them after).
+    connect(state_, &ViewerState::labelMapChanged, this, [this] {
+        flags_.clear();
+        findings_->clear();
+        findings_->setVisible(false);
+    });
+    connect(state_, &ViewerState::labelMapChanged, this, &LabelTable::rebuild);
+    // Queued: a rename or status change is reported from inside the row's own widget signal.
+    connect(state_, &ViewerState::labelTableChanged, this, &LabelTable::rebuild,
+            Qt::QueuedConnection);
+    connect(state_, &ViewerState::labelDisplayChanged, this, &LabelTable::syncDisplay);
+    rebuild();
+}
+
+// The table: its columns, one row selected at a time.
+void LabelTable::setUpTable() {
+    table_ = new QTableWidget(0, kColumns, this);
+    table_->setHorizontalHeaderLabels(
+        {"Label", "Review", "mL", "Mean", "Type", "Value", "Voxels", "Opacity %"});
+    table_->verticalHeader()->hide();
+    // The name takes what the others leave (elided; full in its tooltip); the rest fit their
+    // contents. Voxels (also in the mL tooltip) and opacity are shown from the header's context
+    // menu.
+    QHeaderView* header = table_->horizontalHeader();
+    header->setSectionResizeMode(QHeaderView::ResizeToContents);
+    header->setSectionResizeMode(kName, QHeaderView::Stretch);
+    header->setStretchLastSection(false);
+    header->setMinimumSectionSize(36);
+    table_->setColumnHidden(kVoxels, true);
+    table_->setColumnHidden(kOpacity, true);
+    table_->setTextElideMode(Qt::ElideRight);
+    table_->setWordWrap(false);
+    header->setContextMenuPolicy(Qt::CustomContextMenu);
+    connect(header, &QHeaderView::customContextMenuRequested, this, [this, header](QPoint p) {
+        QMenu menu(this);
+        for (int c = kStatus; c < kColumns; ++c) {
+            QAction* a = menu.addAction(table_->horizontalHeaderItem(c)->text());
+            a->setCheckable(true);
+            a->setChecked(!table_->isColumnHidden(c));
+            connect(a, &QAction::toggled, this,
+                    [this, c](bool on) { table_->setColumnHidden(c, !on); });
+        }
+        menu.exec(header->mapToGlobal(p));
+    });
+    table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+    table_->setSelectionMode(QAbstractItemView::SingleSelection);
+    table_->setEditTriggers(QAbstractItemView::DoubleClicked | QAbstractItemView::EditKeyPressed);
+}
+
+void LabelTable::addReviewKeys() {
     // The review keys: window shortcuts (a text field with the focus keeps its letters).
     struct ReviewKey {
         Qt::Key key;
@@ -204,18 +238,10 @@ LabelTable::LabelTable(ViewerState* state, QWidget* parent) : QWidget(parent), s
     }
     connect(accept_next_, &QPushButton::clicked, this,
             [this] { reviewAndNext(edit::ReviewStatus::kAccepted); });
+}
 
-    connect(mode_, &QComboBox::currentIndexChanged, this, [this](int i) {
-        if (!updating_) state_->setOverlayMode(i == 1 ? OverlayMode::kOutline : OverlayMode::kFill);
-    });
-    connect(show_all, &QPushButton::clicked, this, [this] { state_->setAllLabelsVisible(true); });
-    connect(hide_all, &QPushButton::clicked, this, [this] { state_->setAllLabelsVisible(false); });
-    connect(add_, &QPushButton::clicked, this, [this] { addLabel(); });
-    connect(delete_, &QPushButton::clicked, this, [this] {
-        const auto rows = table_->selectionModel()->selectedRows();
-        if (!rows.isEmpty()) (void)deleteLabel(rows.front().row());
-    });
-    connect(filter_, &QComboBox::currentIndexChanged, this, &LabelTable::applyFilter);
+// A row's check box and name, selection, double-click and context menu.
+void LabelTable::connectTable() {
     connect(table_, &QTableWidget::itemChanged, this, [this](QTableWidgetItem* item) {
         if (updating_ || item->column() != kName) return;
         const auto r = static_cast<size_t>(item->row());
@@ -245,18 +271,6 @@ LabelTable::LabelTable(ViewerState* state, QWidget* parent) : QWidget(parent), s
         menu.addAction("Delete", this, [this, r] { (void)deleteLabel(r); });
         menu.exec(table_->viewport()->mapToGlobal(p));
     });
-    // Another label map: the last run's findings are not about it (a run sets them after).
-    connect(state_, &ViewerState::labelMapChanged, this, [this] {
-        flags_.clear();
-        findings_->clear();
-        findings_->setVisible(false);
-    });
-    connect(state_, &ViewerState::labelMapChanged, this, &LabelTable::rebuild);
-    // Queued: a rename or status change is reported from inside the row's own widget signal.
-    connect(state_, &ViewerState::labelTableChanged, this, &LabelTable::rebuild,
-            Qt::QueuedConnection);
-    connect(state_, &ViewerState::labelDisplayChanged, this, &LabelTable::syncDisplay);
-    rebuild();
 }
 
 void LabelTable::goToLabel(int r) {

@@ -84,6 +84,10 @@ class LabelTable : public QWidget {
     void reviewFinished();
 
   private:
+    // The constructor's parts.
+    void setUpTable();
+    void addReviewKeys();  // A, C, X, N: window shortcuts
+    void connectTable();
     void rebuild();
     // Updates the rows' cells in place; false when the rows no longer match the labels.
     bool refreshRows();

@@ -254,6 +254,19 @@ void MainWindow::buildDocks() {
 }
 
 void MainWindow::buildMenus() {
+    buildFileMenu();
+    buildSegmentationMenu();
+    QComboBox* presets = buildViewMenu();
+    QToolBar* tools = addToolBar("Tools");
+    tools->setObjectName("tools");
+    tools->addWidget(presets);
+    tools->addAction("1x3", this, [this] { setLayoutMode(Layout::k1x3); });
+    tools->addAction("2x2", this, [this] { setLayoutMode(Layout::k2x2); });
+    tools->addAction(link_action_);
+    buildHelpMenu();
+}
+
+void MainWindow::buildFileMenu() {
     QMenu* file = menuBar()->addMenu("&File");
     file->addAction("Open DICOM &folder...", QKeySequence::Open, this, [this] {
         const QString dir =
@@ -331,7 +344,9 @@ void MainWindow::buildMenus() {
         });
     file->addSeparator();
     file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
+}
 
+void MainWindow::buildSegmentationMenu() {
     QMenu* seg = menuBar()->addMenu("&Segmentation");
     image_actions_ << seg->addAction("&Run model...", QKeySequence(Qt::CTRL | Qt::Key_R), this,
                                      [this] { openRunModelDialog(); });
@@ -358,7 +373,10 @@ void MainWindow::buildMenus() {
         state_->setAllLabelsVisible(!any_visible);
     });
     label_actions_ << seg->addAction("Clear label map", this, [this] { state_->clearLabelMap(); });
+}
 
+// The View menu, and the window-preset box the tool bar shows (kept in step with the window).
+QComboBox* MainWindow::buildViewMenu() {
     QMenu* view = menuBar()->addMenu("&View");
     view->addAction(link_action_);
     view->addAction("Layout &1x3", QKeySequence(Qt::CTRL | Qt::Key_1), this,
@@ -410,14 +428,10 @@ void MainWindow::buildMenus() {
         presets->setCurrentIndex(index);
     });
     for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
+    return presets;
+}
 
-    QToolBar* tools = addToolBar("Tools");
-    tools->setObjectName("tools");
-    tools->addWidget(presets);
-    tools->addAction("1x3", this, [this] { setLayoutMode(Layout::k1x3); });
-    tools->addAction("2x2", this, [this] { setLayoutMode(Layout::k2x2); });
-    tools->addAction(link_action_);
-
+void MainWindow::buildHelpMenu() {
     QMenu* help = menuBar()->addMenu("&Help");
     help->addAction("&Keys", this, [this] {
         QMessageBox::information(

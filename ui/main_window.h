@@ -29,6 +29,7 @@
 #include <memory>
 #include <optional>
 
+class QComboBox;
 class QLabel;
 class QProgressBar;
 class QPushButton;
@@ -184,7 +185,11 @@ class MainWindow : public QMainWindow {
     Status saveDicomObject(bool rtstruct, const QString& path);  // SEG or RTSTRUCT
     void buildViews();
     void buildDocks();
-    void buildMenus();
+    void buildMenus();  // the four below, and the tool bar
+    void buildFileMenu();
+    void buildSegmentationMenu();
+    QComboBox* buildViewMenu();
+    void buildHelpMenu();
     void updateActions();
     void updateSliders();
     // The status bar's read-out: `voxel` of `doc` (the hovered view's series, the active one or
